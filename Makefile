@@ -1,0 +1,36 @@
+# roam — the two commands a newcomer needs are `make demo` and `make test`.
+GO      ?= go
+BIN     := bin
+# Integration tests bring up emulated clusters; give them room on 2 cores.
+TESTTIMEOUT ?= 19m
+
+.PHONY: all build deps test unit demo bench-agent clean
+
+all: build
+
+# Installs what is missing (iproute2, CRIU >= 4.2, Go modules); quiet when
+# there is nothing to do.
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	@$(GO) build -o $(BIN)/ ./cmd/...
+
+# Every test: unit tests of the pure core and integration tests on emulated
+# clusters with real agents (root required).
+test: build
+	$(GO) test -count=1 -timeout $(TESTTIMEOUT) ./...
+
+# Only the tests that need no root and no cluster.
+unit:
+	$(GO) test -count=1 ./internal/load/ ./internal/secret/ ./internal/agent/
+
+demo: build
+	@bash scripts/demo.sh
+
+# Agent cost on an idle 8-node cluster (CPU per agent, gossip bytes per node).
+bench-agent: build
+	@$(BIN)/roam bench agent-cost
+
+clean:
+	rm -rf $(BIN)

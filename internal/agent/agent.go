@@ -1,0 +1,411 @@
+// Package agent is roamd, the node agent: it joins the cluster through
+// memberlist, probes its node, runs the load-information dissemination of
+// package load on a timer, and serves the CLI on a unix socket and other
+// agents on a TLS port.
+//
+// It does the I/O; the decisions it executes come from the pure packages
+// (load, and later sched). It must never panic on input from the network:
+// every message is size-checked and validated before use, and counted when
+// dropped.
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"roam/internal/api"
+	"roam/internal/cgroup"
+	"roam/internal/load"
+	"roam/internal/probe"
+	"roam/internal/secret"
+)
+
+// Agent is one node's roamd.
+type Agent struct {
+	cfg      Config
+	log      *slog.Logger
+	secret   secret.Secret
+	probe    probe.Node
+	capacity float64
+	tls      *tls.Config
+	reg      *prometheus.Registry
+
+	ml *memberlist.Memberlist
+
+	mu        sync.Mutex // guards everything below, never held while calling memberlist
+	dis       *load.Disseminator
+	rng       *rand.Rand
+	selfLoad  float64
+	selfMem   float64
+	lastProbe time.Time
+	known     map[string]*peer
+
+	stats counters
+
+	apiLn, peerLn net.Listener
+	apiSrv        *http.Server
+	peerSrv       *http.Server
+	stop          chan struct{}
+	wg            sync.WaitGroup
+	closeOnce     sync.Once
+}
+
+// peer is what the agent knows of a member from memberlist.
+type peer struct {
+	addr     string // gossip host:port
+	peerAddr string // TLS host:port
+	capacity float64
+	alive    bool
+	since    time.Time
+}
+
+// counters are the agent's statistics; atomics so memberlist's goroutines
+// and the API can touch them without the lock.
+type counters struct {
+	gossipRejected, loadReceived, loadMalformed, loadOversized     atomic.Int64
+	loadKept, loadDiscarded, loadSent, loadBytesSent, peerRejected atomic.Int64
+}
+
+// meta is a member's memberlist metadata.
+type meta struct {
+	Capacity float64 `json:"c"`
+	PeerPort int     `json:"p"`
+}
+
+// New builds an agent from a validated config. It reads the secret and
+// detects the cgroup layout; it opens no socket until Start.
+// reg is the registry the agent's metrics go to and that /metrics serves;
+// nil makes a fresh one (never the global default registry).
+func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sec, err := secret.ReadFile(cfg.SecretFile)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg:      cfg,
+		log:      logger.With("node", cfg.NodeID),
+		secret:   sec,
+		capacity: cfg.Capacity,
+		rng:      rand.New(rand.NewSource(time.Now().UnixNano())),
+		known:    map[string]*peer{},
+		stop:     make(chan struct{}),
+	}
+	if a.capacity == 0 {
+		a.capacity = float64(runtime.NumCPU())
+	}
+	if cfg.Cgroup != "" {
+		layout, err := cgroup.Detect()
+		if err != nil {
+			return nil, err
+		}
+		if !layout.Exists(cfg.Cgroup) {
+			return nil, fmt.Errorf("%w: cgroup: %s does not exist under %s", ErrConfig, cfg.Cgroup, layout)
+		}
+		a.probe = probe.Node{Layout: layout, Group: cfg.Cgroup}
+	}
+	pol, _ := load.ParsePolicy(cfg.Load.Policy)
+	a.dis = load.NewDisseminator(cfg.NodeID, cfg.Load.VectorSize, pol, cfg.Load.Interval)
+	if a.tls, err = sec.TLSConfig(cfg.NodeID); err != nil {
+		return nil, err
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	a.reg = reg
+	a.registerMetrics(reg)
+	return a, nil
+}
+
+// Start opens the sockets, joins the cluster and starts the timers.
+func (a *Agent) Start() error {
+	if err := os.MkdirAll(a.cfg.StateDir, 0o755); err != nil {
+		return fmt.Errorf("state_dir: %w", err)
+	}
+	now := time.Now()
+	a.mu.Lock()
+	a.selfMem = a.probe.MemFreeMB()
+	a.lastProbe = now
+	a.known[a.cfg.NodeID] = &peer{
+		addr:     net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.GossipPort)),
+		peerAddr: net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.PeerPort)),
+		capacity: a.capacity, alive: true, since: now,
+	}
+	a.mu.Unlock()
+
+	if err := a.startAPI(); err != nil {
+		return err
+	}
+	if err := a.startPeer(); err != nil {
+		a.Close()
+		return err
+	}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = a.cfg.NodeID
+	mc.BindAddr = a.cfg.BindAddr
+	mc.BindPort = a.cfg.GossipPort
+	mc.AdvertisePort = a.cfg.GossipPort
+	mc.SecretKey = a.secret.GossipKey()
+	mc.GossipVerifyIncoming = true
+	mc.GossipVerifyOutgoing = true
+	mc.SuspicionMult = suspicionMult
+	mc.SuspicionMaxTimeoutMult = suspicionMaxMult
+	mc.Delegate = (*delegate)(a)
+	mc.Events = (*events)(a)
+	mc.Logger = log.New(&mlLog{a}, "", 0)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		a.Close()
+		return fmt.Errorf("memberlist: %w", err)
+	}
+	a.ml = ml
+	a.wg.Add(2)
+	go a.joinLoop()
+	go a.loadLoop()
+	a.log.Info("agent started", "bind", a.cfg.BindAddr, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
+		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval)
+	return nil
+}
+
+// Close leaves the cluster and stops everything. Safe to call twice.
+func (a *Agent) Close() error {
+	a.closeOnce.Do(func() {
+		close(a.stop)
+		if a.ml != nil {
+			_ = a.ml.Leave(time.Second)
+			_ = a.ml.Shutdown()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if a.apiSrv != nil {
+			_ = a.apiSrv.Shutdown(ctx)
+		}
+		if a.peerSrv != nil {
+			_ = a.peerSrv.Shutdown(ctx)
+		}
+		a.wg.Wait()
+	})
+	return nil
+}
+
+// joinLoop joins through the configured peers, and tries again while the
+// agent is alone (a peer may start after us, or may have restarted).
+func (a *Agent) joinLoop() {
+	defer a.wg.Done()
+	var others []string
+	self := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.GossipPort))
+	for _, j := range a.cfg.Join {
+		if j != self {
+			others = append(others, j)
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	t := time.NewTicker(joinRetry)
+	defer t.Stop()
+	for {
+		if a.ml.NumMembers() <= 1 {
+			if n, err := a.ml.Join(others); err != nil {
+				a.log.Debug("join", "joined", n, "err", err)
+			}
+		}
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// loadLoop samples the node's CPU load several times per interval, and
+// sends its load to the targets the dissemination protocol picks.
+func (a *Agent) loadLoop() {
+	defer a.wg.Done()
+	t := time.NewTicker(a.cfg.Load.Interval / probesPerInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case now := <-t.C:
+			a.step(now)
+		}
+	}
+}
+
+// step is one timer tick: probe, then maybe send.
+func (a *Agent) step(now time.Time) {
+	runnable := a.probe.Runnable()
+	mem := a.probe.MemFreeMB()
+
+	a.mu.Lock()
+	dt := now.Sub(a.lastProbe)
+	a.lastProbe = now
+	a.selfLoad = load.Smooth(a.selfLoad, float64(runnable)/a.capacity, dt, loadTauIntervals*a.cfg.Load.Interval)
+	a.selfMem = mem
+	var members []string
+	for id, p := range a.known {
+		if p.alive {
+			members = append(members, id)
+		}
+	}
+	targets := a.dis.Tick(now, members, a.rng)
+	msg := load.EncodeMessage(a.selfEntryLocked())
+	a.mu.Unlock()
+
+	if len(targets) == 0 {
+		return
+	}
+	byName := map[string]*memberlist.Node{}
+	for _, n := range a.ml.Members() {
+		byName[n.Name] = n
+	}
+	for _, id := range targets {
+		n := byName[id]
+		if n == nil {
+			continue
+		}
+		if err := a.ml.SendBestEffort(n, msg); err != nil {
+			a.log.Debug("send load", "to", id, "err", err)
+			continue
+		}
+		a.stats.loadSent.Add(1)
+		a.stats.loadBytesSent.Add(int64(len(msg)))
+	}
+}
+
+func (a *Agent) selfEntryLocked() load.Entry {
+	return load.Entry{
+		Node:      a.cfg.NodeID,
+		Addr:      a.known[a.cfg.NodeID].peerAddr,
+		Capacity:  a.capacity,
+		Load:      a.selfLoad,
+		MemFreeMB: a.selfMem,
+	}
+}
+
+// Nodes is what `roam nodes` shows: every member this agent has heard of,
+// with load and memory from its load vector.
+func (a *Agent) Nodes() []api.NodeInfo {
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]api.NodeInfo, 0, len(a.known))
+	for id, p := range a.known {
+		ni := api.NodeInfo{ID: id, Addr: p.peerAddr, Alive: p.alive, Capacity: p.capacity}
+		if id == a.cfg.NodeID {
+			l, m, age := a.selfLoad, a.selfMem, int64(0)
+			ni.Self, ni.Load, ni.MemFreeMB, ni.InfoAgeMS = true, &l, &m, &age
+		} else if e, ok := a.dis.Vector.Get(id); ok {
+			l, m, age := e.Load, e.MemFreeMB, now.Sub(e.Received).Milliseconds()
+			ni.Load, ni.MemFreeMB, ni.InfoAgeMS = &l, &m, &age
+		}
+		out = append(out, ni)
+	}
+	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i].ID, out[j].ID) })
+	return out
+}
+
+// naturalLess orders "2" before "10".
+func naturalLess(a, b string) bool {
+	ai, errA := strconv.Atoi(a)
+	bi, errB := strconv.Atoi(b)
+	if errA == nil && errB == nil {
+		return ai < bi
+	}
+	return a < b
+}
+
+// Stats returns the agent's counters.
+func (a *Agent) Stats() api.Stats {
+	s := &a.stats
+	return api.Stats{
+		Node:           a.cfg.NodeID,
+		GossipRejected: s.gossipRejected.Load(),
+		LoadReceived:   s.loadReceived.Load(),
+		LoadMalformed:  s.loadMalformed.Load(),
+		LoadOversized:  s.loadOversized.Load(),
+		LoadKept:       s.loadKept.Load(),
+		LoadDiscarded:  s.loadDiscarded.Load(),
+		LoadSent:       s.loadSent.Load(),
+		LoadBytesSent:  s.loadBytesSent.Load(),
+		PeerRejected:   s.peerRejected.Load(),
+	}
+}
+
+// handleLoadMessage takes a user message from memberlist: already decrypted
+// and authenticated, but still untrusted.
+func (a *Agent) handleLoadMessage(b []byte) {
+	e, err := load.DecodeMessage(b)
+	switch {
+	case errors.Is(err, load.ErrOversized):
+		a.stats.loadOversized.Add(1)
+		return
+	case err != nil:
+		a.stats.loadMalformed.Add(1)
+		return
+	}
+	a.stats.loadReceived.Add(1)
+	a.mu.Lock()
+	kept := a.dis.Receive(time.Now(), e, a.selfLoad)
+	a.mu.Unlock()
+	if kept {
+		a.stats.loadKept.Add(1)
+	} else {
+		a.stats.loadDiscarded.Add(1)
+	}
+}
+
+func (a *Agent) registerMetrics(reg prometheus.Registerer) {
+	counter := func(name, help string, v *atomic.Int64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "roam", Name: name, Help: help,
+		}, func() float64 { return float64(v.Load()) }))
+	}
+	s := &a.stats
+	counter("gossip_rejected_total", "Gossip packets and streams refused (bad key, truncated, malformed).", &s.gossipRejected)
+	counter("load_messages_received_total", "Load messages accepted.", &s.loadReceived)
+	counter("load_messages_malformed_total", "Load messages dropped as malformed.", &s.loadMalformed)
+	counter("load_messages_oversized_total", "Load messages dropped as too large.", &s.loadOversized)
+	counter("load_messages_sent_total", "Load messages sent.", &s.loadSent)
+	counter("load_bytes_sent_total", "Bytes of load messages sent (payload).", &s.loadBytesSent)
+	counter("peer_rejected_total", "Agent-to-agent TLS connections refused.", &s.peerRejected)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "roam", Name: "node_load", Help: "Smoothed runnable threads per unit of capacity.",
+	}, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return a.selfLoad }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "roam", Name: "node_mem_free_mb", Help: "Memory free to the node in MiB.",
+	}, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return a.selfMem }))
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// socketDir makes sure the socket's directory exists.
+func socketDir(path string) error { return os.MkdirAll(filepath.Dir(path), 0o755) }

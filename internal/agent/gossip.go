@@ -1,0 +1,108 @@
+package agent
+
+import (
+	"encoding/json"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// delegate is memberlist's Delegate. memberlist calls it from its own
+// goroutines: each method must be thread-safe and must not block.
+type delegate Agent
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	b, _ := json.Marshal(meta{Capacity: d.capacity, PeerPort: d.cfg.PeerPort})
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+
+// NotifyMsg gets a load message. memberlist may reuse b after the call, and
+// handleLoadMessage does not keep it.
+func (d *delegate) NotifyMsg(b []byte) { (*Agent)(d).handleLoadMessage(b) }
+
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// events is memberlist's EventDelegate: thread-safe, must not block.
+type events Agent
+
+func (e *events) NotifyJoin(n *memberlist.Node)   { (*Agent)(e).memberUp(n) }
+func (e *events) NotifyUpdate(n *memberlist.Node) { (*Agent)(e).memberUp(n) }
+
+func (e *events) NotifyLeave(n *memberlist.Node) {
+	a := (*Agent)(e)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p := a.known[n.Name]; p != nil && n.Name != a.cfg.NodeID {
+		p.alive = false
+		p.since = time.Now()
+	}
+	a.dis.Forget(n.Name)
+	a.log.Info("member down", "member", n.Name)
+}
+
+func (a *Agent) memberUp(n *memberlist.Node) {
+	if n.Name == a.cfg.NodeID {
+		return
+	}
+	var m meta
+	// Metadata comes from the network: a member with unreadable metadata is
+	// still a member, shown with capacity 0 until it says more.
+	if err := json.Unmarshal(n.Meta, &m); err != nil || m.Capacity < 0 || m.PeerPort < 0 || m.PeerPort > 65535 {
+		m = meta{}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.known[n.Name]
+	if p == nil {
+		p = &peer{}
+		a.known[n.Name] = p
+		a.log.Info("member up", "member", n.Name, "addr", n.Address())
+	}
+	if !p.alive {
+		p.since = time.Now()
+	}
+	p.alive = true
+	p.addr = n.Address()
+	p.peerAddr = net.JoinHostPort(n.Addr.String(), strconv.Itoa(m.PeerPort))
+	p.capacity = m.Capacity
+}
+
+// mlLog receives memberlist's log lines. memberlist reports refused input
+// (packets that fail to decrypt — a sender without the cluster secret —,
+// bad checksums, truncated or undecodable messages) only through its logger,
+// so this is where they are counted.
+type mlLog struct{ a *Agent }
+
+// rejectMarks are the substrings of memberlist's log lines that mean a
+// packet or stream from the network was refused.
+var rejectMarks = []string{
+	"Decrypt packet failed", "failed to receive", "Failed to receive",
+	"Failed to decode", "invalid checksum", "missing message type",
+	"not supported", "Received invalid msgType", "unacceptable label",
+	"Failed to read remote state", "Failed push/pull merge", "truncated messages",
+}
+
+func (l *mlLog) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	for _, m := range rejectMarks {
+		if strings.Contains(line, m) {
+			l.a.stats.gossipRejected.Add(1)
+			l.a.log.Warn("gossip refused", "detail", line)
+			return len(p), nil
+		}
+	}
+	if strings.Contains(line, "[ERR]") || strings.Contains(line, "[WARN]") {
+		l.a.log.Warn("memberlist", "detail", line)
+	} else {
+		l.a.log.Debug("memberlist", "detail", line)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,174 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"roam/internal/api"
+)
+
+// ctxKey keys the caller's credentials in a request's context.
+type ctxKey struct{}
+
+// Caller is who is on the other end of the unix socket, from SO_PEERCRED:
+// the kernel's word, never the request's.
+type Caller struct {
+	UID, GID uint32
+	PID      int32
+}
+
+// callerOf returns the caller of a request on the API socket.
+func callerOf(r *http.Request) (Caller, bool) {
+	c, ok := r.Context().Value(ctxKey{}).(Caller)
+	return c, ok
+}
+
+// peerCred reads SO_PEERCRED from a unix connection.
+func peerCred(c net.Conn) (Caller, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return Caller{}, errors.New("not a unix connection")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return Caller{}, err
+	}
+	var cred *syscall.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
+		return Caller{}, err
+	}
+	if cerr != nil {
+		return Caller{}, cerr
+	}
+	return Caller{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid}, nil
+}
+
+// errorStatus is the one table from agent errors to HTTP statuses.
+func errorStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrPermission):
+		return http.StatusForbidden
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrConfig):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrUnavailable):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// Errors the API maps to statuses.
+var (
+	ErrPermission  = errors.New("permission denied")
+	ErrNotFound    = errors.New("not found")
+	ErrBadRequest  = errors.New("bad request")
+	ErrUnavailable = errors.New("unavailable")
+)
+
+func writeError(w http.ResponseWriter, err error) {
+	writeJSON(w, errorStatus(err), api.Error{Error: err.Error()})
+}
+
+func (a *Agent) startAPI() error {
+	if err := socketDir(a.cfg.Socket); err != nil {
+		return err
+	}
+	_ = os.Remove(a.cfg.Socket) // a socket left by a killed agent
+	ln, err := net.Listen("unix", a.cfg.Socket)
+	if err != nil {
+		return err
+	}
+	// Every user may connect; what each may see and touch is decided per
+	// request from SO_PEERCRED.
+	if err := os.Chmod(a.cfg.Socket, 0o666); err != nil {
+		ln.Close()
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.Nodes())
+	})
+	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.Stats())
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	a.apiLn = ln
+	a.apiSrv = &http.Server{
+		Handler: mux,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if cred, err := peerCred(c); err == nil {
+				return context.WithValue(ctx, ctxKey{}, cred)
+			}
+			return ctx
+		},
+		ErrorLog: log.New(&slogWriter{a}, "", 0),
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		_ = a.apiSrv.Serve(ln)
+	}()
+	return nil
+}
+
+// startPeer opens the TLS port other agents talk to. Only a client with a
+// certificate from the cluster CA gets past the handshake.
+func (a *Agent) startPeer() error {
+	addr := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.PeerPort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/peer/ping", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
+	})
+	a.peerLn = tls.NewListener(ln, a.tls)
+	a.peerSrv = &http.Server{Handler: mux, ErrorLog: log.New(&peerLog{a}, "", 0)}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		_ = a.peerSrv.Serve(a.peerLn)
+	}()
+	return nil
+}
+
+// PeerClient is an HTTP client that dials other agents' peer ports with the
+// node's cluster certificate.
+func (a *Agent) PeerClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: a.tls}}
+}
+
+// peerLog counts failed TLS handshakes on the peer port (net/http reports
+// them only to the server's ErrorLog).
+type peerLog struct{ a *Agent }
+
+func (l *peerLog) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	if strings.Contains(line, "TLS handshake error") {
+		l.a.stats.peerRejected.Add(1)
+	}
+	l.a.log.Warn("peer server", "detail", line)
+	return len(p), nil
+}
+
+type slogWriter struct{ a *Agent }
+
+func (l *slogWriter) Write(p []byte) (int, error) {
+	l.a.log.Warn("api server", "detail", strings.TrimSpace(string(p)))
+	return len(p), nil
+}

@@ -1,0 +1,130 @@
+// Package api is the contract between the roam CLI and its local agent: the
+// JSON types, and a client that speaks HTTP over the agent's unix socket.
+// Errors travel as {"error": "..."} with an HTTP status; the one table that
+// maps agent errors to statuses is in the agent's server.
+//
+// It holds no agent logic.
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// NodeInfo is one row of `roam nodes`: what the asked agent knows of a node.
+type NodeInfo struct {
+	ID        string   `json:"id"`
+	Addr      string   `json:"addr"`
+	Alive     bool     `json:"alive"`
+	Self      bool     `json:"self,omitempty"`
+	Capacity  float64  `json:"capacity"`
+	Load      *float64 `json:"load"`        // nil: not in the load vector
+	MemFreeMB *float64 `json:"mem_free_mb"` // nil: not in the load vector
+	InfoAgeMS *int64   `json:"info_age_ms"` // age of load and memory
+}
+
+// Stats are the agent's counters, for `roam stats` and the tests.
+type Stats struct {
+	Node string `json:"node"`
+	// GossipRejected counts gossip packets and streams memberlist refused:
+	// they failed to decrypt (sender without the secret), or were truncated
+	// or malformed.
+	GossipRejected int64 `json:"gossip_rejected"`
+	// LoadReceived counts load messages accepted; LoadMalformed and
+	// LoadOversized the ones dropped.
+	LoadReceived  int64 `json:"load_received"`
+	LoadMalformed int64 `json:"load_malformed"`
+	LoadOversized int64 `json:"load_oversized"`
+	LoadKept      int64 `json:"load_kept"`
+	LoadDiscarded int64 `json:"load_discarded"`
+	LoadSent      int64 `json:"load_sent"`
+	LoadBytesSent int64 `json:"load_bytes_sent"`
+	// PeerRejected counts TLS connections to the peer port that failed the
+	// handshake (no certificate from the cluster CA).
+	PeerRejected int64 `json:"peer_rejected"`
+}
+
+// Error is the body of every failed request.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// Client talks to one agent over its unix socket.
+type Client struct {
+	Socket string
+	http   *http.Client
+}
+
+// NewClient makes a client for the agent listening on socket.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}
+	return &Client{Socket: socket, http: &http.Client{Transport: tr}}
+}
+
+// ErrNoAgent means nothing answers on the socket.
+var ErrNoAgent = errors.New("no roam agent")
+
+// Do sends a request with an optional JSON body and decodes a JSON answer
+// into out (when out is not nil).
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://roamd"+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w at %s: %v", ErrNoAgent, c.Socket, err)
+		}
+		return fmt.Errorf("%w at %s: %v", ErrNoAgent, c.Socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e Error
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = fmt.Sprintf("agent answered %s", resp.Status)
+		}
+		return &RemoteError{Status: resp.StatusCode, Msg: e.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Get is Do with GET and a time-out.
+func (c *Client) Get(path string, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Do(ctx, http.MethodGet, path, nil, out)
+}
+
+// RemoteError is an error the agent answered with.
+type RemoteError struct {
+	Status int
+	Msg    string
+}
+
+func (e *RemoteError) Error() string { return e.Msg }

@@ -1,0 +1,277 @@
+// Package cgroup creates, limits, lists and removes the control groups that
+// give an emulated node its CPU share and memory limit. It detects whether the
+// host offers the cpu and memory controllers through cgroup v2 or v1 (this
+// kind of machine has v1 controllers and a v2 mount without them) rather than
+// assuming either.
+//
+// It touches only cgroup files; it starts and stops no process.
+package cgroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// CFSPeriodUS is the CFS period used for CPU quotas: 100 ms, the kernel's
+// default, so a quota of 25 ms means a quarter of a core.
+const CFSPeriodUS = 100000
+
+// Layout says where the controllers roam uses are mounted.
+type Layout struct {
+	V2     bool
+	CPU    string // mount point of the cpu controller (v1) or the v2 root
+	Memory string // mount point of the memory controller (v1) or the v2 root
+}
+
+// ErrNoController means the host has no usable cpu or memory controller.
+var ErrNoController = errors.New("cgroup: no usable cpu and memory controllers")
+
+// Detect reads /proc/mounts and picks v2 when its root offers both the cpu
+// and memory controllers, else v1 when both are mounted.
+func Detect() (Layout, error) {
+	f, err := os.Open("/proc/mounts")
+	if err != nil {
+		return Layout{}, err
+	}
+	defer f.Close()
+	var l1 Layout
+	var v2root string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 4 {
+			continue
+		}
+		switch fs[2] {
+		case "cgroup2":
+			if v2root == "" {
+				v2root = fs[1]
+			}
+		case "cgroup":
+			for _, o := range strings.Split(fs[3], ",") {
+				switch o {
+				case "cpu":
+					l1.CPU = fs[1]
+				case "memory":
+					l1.Memory = fs[1]
+				}
+			}
+		}
+	}
+	if v2root != "" {
+		b, _ := os.ReadFile(filepath.Join(v2root, "cgroup.controllers"))
+		c := " " + strings.TrimSpace(string(b)) + " "
+		if strings.Contains(c, " cpu ") && strings.Contains(c, " memory ") {
+			return Layout{V2: true, CPU: v2root, Memory: v2root}, nil
+		}
+	}
+	if l1.CPU != "" && l1.Memory != "" {
+		return l1, nil
+	}
+	return Layout{}, ErrNoController
+}
+
+// String names the layout for logs and `roam cluster status`.
+func (l Layout) String() string {
+	if l.V2 {
+		return "cgroup v2 at " + l.CPU
+	}
+	return fmt.Sprintf("cgroup v1 (cpu at %s, memory at %s)", l.CPU, l.Memory)
+}
+
+// Dirs returns the group's directory under each controller roam uses.
+func (l Layout) Dirs(rel string) []string {
+	if l.V2 {
+		return []string{filepath.Join(l.CPU, rel)}
+	}
+	return []string{filepath.Join(l.CPU, rel), filepath.Join(l.Memory, rel)}
+}
+
+// Create makes the group rel (e.g. "roam/c1/n2") under every controller,
+// with its parents. On v2 it enables cpu and memory for the children of each
+// parent on the way.
+func (l Layout) Create(rel string) error {
+	if l.V2 {
+		parts := strings.Split(filepath.Clean(rel), "/")
+		dir := l.CPU
+		for _, p := range parts {
+			_ = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+cpu +memory"), 0)
+			dir = filepath.Join(dir, p)
+			if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+				return fmt.Errorf("cgroup %s: %w", dir, err)
+			}
+		}
+		return nil
+	}
+	for _, d := range l.Dirs(rel) {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("cgroup %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// SetCPU limits the group to cores CPUs (e.g. 0.25) with a CFS quota.
+func (l Layout) SetCPU(rel string, cores float64) error {
+	quota := int64(cores * CFSPeriodUS)
+	if l.V2 {
+		return write(filepath.Join(l.CPU, rel, "cpu.max"), fmt.Sprintf("%d %d", quota, CFSPeriodUS))
+	}
+	d := filepath.Join(l.CPU, rel)
+	if err := write(filepath.Join(d, "cpu.cfs_period_us"), strconv.Itoa(CFSPeriodUS)); err != nil {
+		return err
+	}
+	return write(filepath.Join(d, "cpu.cfs_quota_us"), strconv.FormatInt(quota, 10))
+}
+
+// SetMemory limits the group's memory to mb MiB.
+func (l Layout) SetMemory(rel string, mb int) error {
+	b := strconv.FormatInt(int64(mb)<<20, 10)
+	if l.V2 {
+		return write(filepath.Join(l.Memory, rel, "memory.max"), b)
+	}
+	return write(filepath.Join(l.Memory, rel, "memory.limit_in_bytes"), b)
+}
+
+// MemoryLimitMB returns the group's memory limit, or 0 when it has none.
+func (l Layout) MemoryLimitMB(rel string) float64 {
+	name := "memory.limit_in_bytes"
+	if l.V2 {
+		name = "memory.max"
+	}
+	v, err := readInt(filepath.Join(l.Memory, rel, name))
+	if err != nil || v <= 0 || v >= 1<<60 {
+		return 0
+	}
+	return float64(v) / (1 << 20)
+}
+
+// MemoryUsageMB returns the group's current memory use.
+func (l Layout) MemoryUsageMB(rel string) float64 {
+	name := "memory.usage_in_bytes"
+	if l.V2 {
+		name = "memory.current"
+	}
+	v, _ := readInt(filepath.Join(l.Memory, rel, name))
+	return float64(v) / (1 << 20)
+}
+
+// AddProc moves pid into the group under every controller.
+func (l Layout) AddProc(rel string, pid int) error {
+	for _, d := range l.Dirs(rel) {
+		if err := write(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Threads lists the thread ids in the group (cpu controller), the unit the
+// scheduler runs.
+func (l Layout) Threads(rel string) ([]int, error) {
+	name := "tasks"
+	if l.V2 {
+		name = "cgroup.threads"
+	}
+	return readInts(filepath.Join(l.CPU, rel, name))
+}
+
+// Procs lists the process ids in the group and every group below it.
+func (l Layout) Procs(rel string) []int {
+	var out []int
+	for _, d := range l.Dirs(rel)[:1] {
+		_ = filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
+			if err == nil && de.IsDir() {
+				ps, _ := readInts(filepath.Join(p, "cgroup.procs"))
+				out = append(out, ps...)
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// Exists reports whether the group exists under the cpu controller.
+func (l Layout) Exists(rel string) bool {
+	_, err := os.Stat(filepath.Join(l.CPU, rel))
+	return err == nil
+}
+
+// Remove deletes rel and every group below it, deepest first, under every
+// controller. A group that still has processes cannot be removed: the caller
+// kills them first. Missing groups are not an error.
+func (l Layout) Remove(rel string) error {
+	var firstErr error
+	for _, d := range l.Dirs(rel) {
+		var dirs []string
+		_ = filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
+			if err == nil && de.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := rmdirRetry(dirs[i]); err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("remove cgroup %s: %w", dirs[i], err)
+			}
+		}
+	}
+	return firstErr
+}
+
+// rmdirRetry removes a cgroup directory; EBUSY right after its last process
+// died is normal for a few milliseconds while the kernel tears it down.
+func rmdirRetry(dir string) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		err = syscall.Rmdir(dir)
+		if err == nil || errors.Is(err, syscall.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}
+
+func write(path, v string) error {
+	if err := os.WriteFile(path, []byte(v), 0); err != nil {
+		return fmt.Errorf("cgroup: write %s: %w", path, err)
+	}
+	return nil
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "max" {
+		return 0, nil
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+func readInts(path string) ([]int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

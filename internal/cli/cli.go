@@ -1,0 +1,119 @@
+// Package cli is the roam command line: it parses flags, finds the agent to
+// talk to, calls it (or, for `roam cluster`, the emulated-cluster code) and
+// prints what comes back. It holds no cluster logic of its own.
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"roam/internal/agent"
+	"roam/internal/api"
+	"roam/internal/emu"
+)
+
+// env holds the global flags.
+type env struct {
+	cluster string
+	node    string
+	socket  string
+	out     io.Writer
+	errOut  io.Writer
+}
+
+// Main runs the CLI and returns the process exit code.
+func Main(args []string) int {
+	e := &env{out: os.Stdout, errOut: os.Stderr}
+	root := &cobra.Command{
+		Use:           "roam",
+		Short:         "roam: a single-system-image cluster in user space",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&e.cluster, "cluster", envOr("ROAM_CLUSTER", "roam"), "emulated cluster name ($ROAM_CLUSTER)")
+	root.PersistentFlags().StringVar(&e.node, "node", os.Getenv("ROAM_NODE"), "talk to node K of the emulated cluster ($ROAM_NODE)")
+	root.PersistentFlags().StringVar(&e.socket, "socket", os.Getenv("ROAM_SOCKET"), "agent socket ($ROAM_SOCKET; default: the local agent's)")
+	root.AddCommand(e.clusterCmd(), e.nodesCmd(), e.statsCmd(), e.keygenCmd())
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ec exitCode
+	if errors.As(err, &ec) {
+		return int(ec)
+	}
+	fmt.Fprintf(e.errOut, "roam: %v\n", err)
+	return 1
+}
+
+// exitCode ends the CLI with a status and no message.
+type exitCode int
+
+func (c exitCode) Error() string { return "exit status " + strconv.Itoa(int(c)) }
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// client finds the agent to talk to: --socket; else node --node of the
+// emulated cluster; else the local agent's socket; else node 1 of the
+// emulated cluster, when one is up.
+func (e *env) client() (*api.Client, error) {
+	if e.socket != "" {
+		return api.NewClient(e.socket), nil
+	}
+	if e.node != "" {
+		return e.nodeClient(e.node)
+	}
+	if _, err := os.Stat(agent.DefaultSocket); err == nil {
+		return api.NewClient(agent.DefaultSocket), nil
+	}
+	if _, err := emu.Load(e.cluster); err == nil {
+		return e.nodeClient("1")
+	}
+	return nil, fmt.Errorf("%w: nothing at %s and no emulated cluster %q (start roamd, or 'roam cluster up')", api.ErrNoAgent, agent.DefaultSocket, e.cluster)
+}
+
+func (e *env) nodeClient(id string) (*api.Client, error) {
+	st, err := emu.Load(e.cluster)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range st.Nodes {
+		if n.ID == id {
+			return api.NewClient(n.Socket), nil
+		}
+	}
+	return nil, fmt.Errorf("--node: node %q is not in cluster %q (it has %d nodes)", id, e.cluster, len(st.Nodes))
+}
+
+func (e *env) printJSON(v any) error {
+	enc := json.NewEncoder(e.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// roamdPath finds roamd next to the roam binary, else on PATH.
+func roamdPath() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "roamd")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := execLookPath("roamd"); err == nil {
+		return p
+	}
+	return ""
+}

@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"roam/internal/emu"
+)
+
+var execLookPath = exec.LookPath
+
+func (e *env) clusterCmd() *cobra.Command {
+	c := &cobra.Command{Use: "cluster", Short: "bring an emulated cluster up or down on this machine"}
+	var spec emu.Spec
+	var cpu, mem string
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "start an emulated cluster: one network namespace, cgroup and roamd per node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if spec.CPU, err = parseList(cpu, "--cpu", func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }); err != nil {
+				return err
+			}
+			if spec.MemMB, err = parseList(mem, "--mem-mb", strconv.Atoi); err != nil {
+				return err
+			}
+			spec.Name = e.cluster
+			spec.Roamd = roamdPath()
+			st, err := emu.Up(spec)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "cluster %s up: %d nodes on %s (%s)\n", st.Name, len(st.Nodes), st.Subnet, st.Cgroup)
+			return nil
+		},
+	}
+	up.Flags().IntVar(&spec.Nodes, "nodes", 4, "number of nodes")
+	up.Flags().StringVar(&cpu, "cpu", "", "CPU capacity per node in cores, e.g. 0.8,0.4,0.4,0.2 (sum at most the machine's cores)")
+	up.Flags().StringVar(&mem, "mem-mb", "", "memory limit per node in MiB, e.g. 512 or 512,256")
+	up.Flags().StringVar(&spec.Link, "link", "", "shape each node's link: RATE[:DELAY], e.g. 100mbit:2ms")
+	up.Flags().StringVar(&spec.Subnet, "subnet", emu.DefaultSubnet, "the cluster's /24 inside 198.18.0.0/15")
+	up.Flags().StringVar(&spec.Policy, "policy", "fifo", "load-vector update policy: fifo or beneficial")
+	up.Flags().DurationVar(&spec.Interval, "interval", 0, "load dissemination interval (default 1s)")
+
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "stop the emulated cluster and remove everything it made",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := emu.Down(e.cluster); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "cluster %s down\n", e.cluster)
+			return nil
+		},
+	}
+
+	var asJSON bool
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "list the emulated cluster's nodes and whether their agents run",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := emu.Status(e.cluster)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				type node struct {
+					ID       string  `json:"id"`
+					Addr     string  `json:"addr"`
+					Capacity float64 `json:"capacity"`
+					MemMB    int     `json:"mem_mb,omitempty"`
+					PID      int     `json:"pid"`
+					State    string  `json:"state"`
+				}
+				out := struct {
+					Name   string `json:"name"`
+					Subnet string `json:"subnet"`
+					Status string `json:"status"`
+					Nodes  []node `json:"nodes"`
+				}{st.Name, st.Subnet, st.Status, []node{}}
+				for _, n := range st.Nodes {
+					out.Nodes = append(out.Nodes, node{n.ID, n.Addr, n.Capacity, n.MemMB, n.PID, n.State})
+				}
+				return e.printJSON(out)
+			}
+			fmt.Fprintf(e.out, "cluster %s (%s) on %s, %s\n", st.Name, st.Status, st.Subnet, st.Cgroup)
+			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tADDR\tCAPACITY\tMEM-MB\tPID\tSTATE")
+			for _, n := range st.Nodes {
+				m := "-"
+				if n.MemMB > 0 {
+					m = strconv.Itoa(n.MemMB)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%d\t%s\n", n.ID, n.Addr, n.Capacity, m, n.PID, n.State)
+			}
+			return tw.Flush()
+		},
+	}
+	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	var as emu.AddSpec
+	add := &cobra.Command{
+		Use:   "add",
+		Short: "add a node to the running emulated cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			as.Roamd = roamdPath()
+			n, err := emu.Add(e.cluster, as)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "node %s up at %s (pid %d)\n", n.ID, n.Addr, n.PID)
+			return nil
+		},
+	}
+	add.Flags().Float64Var(&as.CPU, "cpu", 0, "CPU capacity in cores (default: node 1's)")
+	add.Flags().IntVar(&as.MemMB, "mem-mb", 0, "memory limit in MiB")
+	add.Flags().StringVar(&as.SecretFile, "secret-file", "", "join with this secret instead of the cluster's (to test that outsiders are refused)")
+
+	execCmd := &cobra.Command{
+		Use:   "exec NODE -- COMMAND [ARGS...]",
+		Short: "run a command inside a node's namespace and cgroup (background load, experiments)",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := emu.Exec(e.cluster, args[0], args[1:], os.Stdin, os.Stdout, os.Stderr)
+			if err != nil {
+				return err
+			}
+			if err := c.Wait(); err != nil {
+				if ee, ok := err.(*exec.ExitError); ok {
+					return exitCode(ee.ExitCode())
+				}
+				return err
+			}
+			return nil
+		},
+	}
+	c.AddCommand(up, down, status, add, execCmd)
+	return c
+}
+
+// parseList parses a comma-separated list of numbers; empty gives nil.
+func parseList[T any](s, flag string, parse func(string) (T, error)) ([]T, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []T
+	for _, f := range strings.Split(s, ",") {
+		v, err := parse(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a number", flag, f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"roam/internal/api"
+	"roam/internal/secret"
+)
+
+func (e *env) nodesCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "nodes",
+		Short: "what the agent knows of every node: alive, capacity, load, free memory",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			var nodes []api.NodeInfo
+			if err := cl.Get("/v1/nodes", &nodes); err != nil {
+				return err
+			}
+			if asJSON {
+				return e.printJSON(nodes)
+			}
+			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tADDR\tALIVE\tCAPACITY\tLOAD\tMEM-FREE-MB\tAGE")
+			for _, n := range nodes {
+				id := n.ID
+				if n.Self {
+					id += "*"
+				}
+				ld, mem, age := "-", "-", "-"
+				if n.Load != nil {
+					ld = fmt.Sprintf("%.2f", *n.Load)
+					mem = fmt.Sprintf("%.0f", *n.MemFreeMB)
+					age = fmt.Sprintf("%.1fs", float64(*n.InfoAgeMS)/1000)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%.2f\t%s\t%s\t%s\n", id, n.Addr, n.Alive, n.Capacity, ld, mem, age)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func (e *env) statsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stats",
+		Short: "the agent's counters (messages sent, received, rejected) as JSON",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			var s api.Stats
+			if err := cl.Get("/v1/stats", &s); err != nil {
+				return err
+			}
+			return e.printJSON(s)
+		},
+	}
+}
+
+func (e *env) keygenCmd() *cobra.Command {
+	var out string
+	c := &cobra.Command{
+		Use:   "keygen",
+		Short: "make a new cluster secret (copy the file to every node's secret_file)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s := secret.New()
+			if out == "" || out == "-" {
+				fmt.Fprintln(e.out, s.String())
+				return nil
+			}
+			if _, err := os.Stat(out); err == nil {
+				return fmt.Errorf("--out: %s exists; not overwriting a cluster secret", out)
+			}
+			return s.WriteFile(out)
+		},
+	}
+	c.Flags().StringVar(&out, "out", "", "write the secret to this file (mode 0600) instead of stdout")
+	return c
+}

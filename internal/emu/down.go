@@ -1,0 +1,204 @@
+package emu
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"roam/internal/cgroup"
+)
+
+// Down removes everything a cluster made — agents, processes in its cgroups,
+// namespaces, bridge, veths, cgroups, mounts and its directory — found by
+// name, so it also cleans an Up that crashed half-way. Removing a cluster
+// that does not exist is not an error. It signals only the processes it
+// started: the recorded agents (checked to be roamd) and the processes in
+// the cluster's own cgroups.
+func Down(name string) error {
+	if !namePattern.MatchString(name) {
+		return fail(ErrSpec, "--cluster: %q is not a cluster name", name)
+	}
+	var errs []error
+	st, _ := Load(name) // may be missing or partial: names are enough
+
+	// Agents first, so nothing restarts jobs while we remove them.
+	var pids []int
+	for _, n := range st.Nodes {
+		if agentAlive(n.PID) {
+			_ = syscall.Kill(n.PID, syscall.SIGTERM)
+			pids = append(pids, n.PID)
+		}
+	}
+	waitGone(pids, 3*time.Second, true)
+
+	// Then every process left in the cluster's cgroups: jobs we started.
+	layout, lerr := cgroup.Detect()
+	if lerr == nil {
+		root := cgroupRoot(name)
+		for try := 0; try < 100; try++ {
+			procs := layout.Procs(root)
+			if len(procs) == 0 {
+				break
+			}
+			for _, p := range procs {
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := layout.Remove(root); err != nil {
+			errs = append(errs, err)
+		}
+		// The parent "roam" group goes too when no other cluster uses it.
+		_ = syscall.Rmdir(filepath.Join(layout.CPU, "roam"))
+		if !layout.V2 {
+			_ = syscall.Rmdir(filepath.Join(layout.Memory, "roam"))
+		}
+	}
+
+	// Mounts under the cluster's directory (job file systems), deepest first.
+	for _, m := range mountsUnder(Dir(name)) {
+		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+
+	// Namespaces by name; their eth0 ends go with them, taking the host
+	// veth ends along.
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "roam-"+name+"-") {
+			if err := run("ip", "netns", "del", e.Name()); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	// The kernel removes the host ends of the veths a moment after their
+	// namespace; give it that moment, then remove what is left.
+	for i := 0; i < 100 && len(clusterLinks(name)) > 1; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, l := range clusterLinks(name) {
+		if err := run("ip", "link", "del", l); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(Dir(name)); err != nil {
+		errs = append(errs, err)
+	}
+	_ = os.Remove(BaseDir) // these two only when empty
+	_ = os.Remove(filepath.Dir(BaseDir))
+	return errors.Join(errs...)
+}
+
+// waitGone waits for the processes to exit, then kills those still there.
+func waitGone(pids []int, d time.Duration, kill bool) {
+	deadline := time.Now().Add(d)
+	for _, p := range pids {
+		for agentAlive(p) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if kill && agentAlive(p) {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+			for i := 0; i < 100 && agentAlive(p); i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// mountsUnder lists mount points below dir, deepest first.
+func mountsUnder(dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// Leftovers lists what of a cluster still exists on the host: namespaces,
+// links, cgroups, directory. Down leaves this empty; the tests check it.
+func Leftovers(name string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "roam-"+name+"-") {
+			out = append(out, "netns "+e.Name())
+		}
+	}
+	for _, l := range clusterLinks(name) {
+		out = append(out, "link "+l)
+	}
+	if layout, err := cgroup.Detect(); err == nil && layout.Exists(cgroupRoot(name)) {
+		out = append(out, "cgroup "+cgroupRoot(name))
+	}
+	if _, err := os.Stat(Dir(name)); err == nil {
+		out = append(out, "dir "+Dir(name))
+	}
+	for _, m := range mountsUnder(Dir(name)) {
+		out = append(out, "mount "+m)
+	}
+	return out
+}
+
+// Exec runs argv inside node id of a cluster — in its network namespace and
+// its cgroup, so the node's probes count it — with the caller's stdio. It
+// returns when the command ends. Used for background load in benchmarks and
+// tests (`roam cluster exec`).
+func Exec(name, id string, argv []string, stdin, stdout, stderr *os.File) (*exec.Cmd, error) {
+	st, err := Load(name)
+	if err != nil {
+		return nil, err
+	}
+	var node *NodeState
+	for i := range st.Nodes {
+		if st.Nodes[i].ID == id {
+			node = &st.Nodes[i]
+		}
+	}
+	if node == nil {
+		return nil, fail(ErrSpec, "--node: node %q is not in cluster %q", id, name)
+	}
+	if len(argv) == 0 {
+		return nil, fail(ErrSpec, "no command given")
+	}
+	layout, err := cgroup.Detect()
+	if err != nil {
+		return nil, err
+	}
+	// Join the cgroup from inside the child before exec: a small shell
+	// writes its own pid, so the command never runs outside the node.
+	procs := []string{}
+	for _, d := range layout.Dirs(node.Cgroup) {
+		procs = append(procs, filepath.Join(d, "cgroup.procs"))
+	}
+	script := `for f in ` + strings.Join(procs, " ") + `; do echo $$ > "$f" || exit 125; done; exec "$@"`
+	args := append([]string{"--net=/run/netns/" + node.Netns, "sh", "-c", script, "roam-exec"}, argv...)
+	cmd := exec.Command("nsenter", args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	return cmd, cmd.Start()
+}
+
+// clusterLinks lists the cluster's bridge and host-side veths that exist.
+func clusterLinks(name string) []string {
+	var out []string
+	ifaces, _ := net.Interfaces()
+	for _, it := range ifaces {
+		if strings.HasPrefix(it.Name, "rv-"+name+"-") || it.Name == bridgeName(name) {
+			out = append(out, it.Name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,539 @@
+// Package emu turns one Linux machine into an emulated cluster: each node is a
+// network namespace with an address on a bridge, a cgroup with its CPU share
+// and memory limit, optional link shaping, and its own roamd with its own
+// config and state directory. Tests, benchmarks and the demo run on it; a
+// real cluster needs none of it.
+//
+// Every resource is named after the cluster (netns roam-NAME-I, bridge
+// rb-NAME, host veth rv-NAME-I, cgroup roam/NAME/nI, directory
+// /run/roam/clusters/NAME), so that Down can find and remove all of it even
+// after an Up that crashed half-way. It uses iproute2 (ip, tc) and nsenter
+// for namespaces, one way throughout.
+package emu
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"roam/internal/agent"
+	"roam/internal/api"
+	"roam/internal/cgroup"
+	"roam/internal/load"
+	"roam/internal/secret"
+)
+
+// BaseDir holds one directory per emulated cluster.
+const BaseDir = "/run/roam/clusters"
+
+// DefaultSubnet is the address range of the default cluster. Every emulated
+// cluster takes one /24 from 198.18.0.0/15 (RFC 2544 benchmark addresses).
+const DefaultSubnet = "198.18.0.0/24"
+
+// MaxNodes is the most nodes one /24 holds (.1 to .250; .254 is the bridge).
+const MaxNodes = 250
+
+// readyTimeout bounds the wait for a started agent to answer on its socket.
+const readyTimeout = 15 * time.Second
+
+var benchNet = func() *net.IPNet { _, n, _ := net.ParseCIDR("198.18.0.0/15"); return n }()
+
+// Spec is what `roam cluster up` asks for.
+type Spec struct {
+	Name   string
+	Nodes  int
+	CPU    []float64 // per node, or one value for all; empty: an equal share of 90 % of the cores
+	MemMB  []int     // per node, or one value for all; empty: no limit
+	Link   string    // RATE[:DELAY], e.g. "100mbit:2ms"; empty: unshaped
+	Subnet string    // a /24 inside 198.18.0.0/15
+	Roamd  string    // path of the roamd binary
+	// Policy and Interval configure every agent's load vector.
+	Policy   string
+	Interval time.Duration
+}
+
+// State is the cluster's record on disk (cluster.json) and what status shows.
+type State struct {
+	Name   string      `json:"name"`
+	Subnet string      `json:"subnet"`
+	Bridge string      `json:"bridge"`
+	Cgroup string      `json:"cgroup"`
+	Link   string      `json:"link,omitempty"`
+	// Policy and IntervalMS are every agent's load-vector settings, kept so
+	// that a node added later gets the same.
+	Policy     string `json:"policy"`
+	IntervalMS int64  `json:"interval_ms"`
+	Status string      `json:"status"` // "starting" until Up finished, then "up"
+	Nodes  []NodeState `json:"nodes"`
+}
+
+// NodeState is one emulated node.
+type NodeState struct {
+	ID       string  `json:"id"`
+	Addr     string  `json:"addr"`
+	Capacity float64 `json:"capacity"`
+	MemMB    int     `json:"mem_mb,omitempty"`
+	PID      int     `json:"pid"`
+	State    string  `json:"state"` // up: agent running; down: not running
+	Netns    string  `json:"netns"`
+	Cgroup   string  `json:"cgroup"`
+	Dir      string  `json:"dir"`
+	Socket   string  `json:"socket"`
+}
+
+// Errors of this package.
+var (
+	ErrSpec       = errors.New("cluster spec")
+	ErrRunning    = errors.New("cluster already up")
+	ErrNotRunning = errors.New("no such cluster")
+)
+
+// userError is an error whose message is complete for the user but that
+// still matches its sentinel with errors.Is.
+type userError struct {
+	msg  string
+	kind error
+}
+
+func (e *userError) Error() string { return e.msg }
+func (e *userError) Unwrap() error { return e.kind }
+
+func fail(kind error, format string, a ...any) error {
+	return &userError{msg: fmt.Sprintf(format, a...), kind: kind}
+}
+
+var namePattern = regexp.MustCompile(`^[a-z][a-z0-9]{0,7}$`)
+var ratePattern = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$`)
+var delayPattern = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(us|ms|s)$`)
+
+// Dir is a cluster's directory.
+func Dir(name string) string { return filepath.Join(BaseDir, name) }
+
+func netnsName(cluster string, i int) string { return fmt.Sprintf("roam-%s-%d", cluster, i) }
+func vethName(cluster string, i int) string  { return fmt.Sprintf("rv-%s-%d", cluster, i) }
+func bridgeName(cluster string) string       { return "rb-" + cluster }
+func cgroupRoot(cluster string) string       { return "roam/" + cluster }
+
+// Validate checks a spec and fills its defaults. Each error names the flag.
+func (s *Spec) Validate() error {
+	bad := func(flag, format string, a ...any) error {
+		return fail(ErrSpec, "%s: %s", flag, fmt.Sprintf(format, a...))
+	}
+	if !namePattern.MatchString(s.Name) {
+		return bad("--cluster", "%q is not allowed (a lower-case letter, then up to 7 letters or digits)", s.Name)
+	}
+	if s.Nodes < 1 || s.Nodes > MaxNodes {
+		return bad("--nodes", "%d is out of range (1 to %d)", s.Nodes, MaxNodes)
+	}
+	cores := float64(runtime.NumCPU())
+	switch len(s.CPU) {
+	case 0:
+		share := float64(int(cores*0.9/float64(s.Nodes)*100)) / 100
+		s.CPU = repeat(max(share, 0.01), s.Nodes)
+	case 1:
+		s.CPU = repeat(s.CPU[0], s.Nodes)
+	case s.Nodes:
+	default:
+		return bad("--cpu", "%d values for %d nodes (give one value, or one per node)", len(s.CPU), s.Nodes)
+	}
+	sum := 0.0
+	for _, c := range s.CPU {
+		if c < 0.01 || c > cores {
+			return bad("--cpu", "%v is out of range (0.01 to %v cores)", c, cores)
+		}
+		sum += c
+	}
+	if sum > cores+1e-9 {
+		return bad("--cpu", "capacities sum to %.2f, more than this machine's %d cores (emulated nodes share the real cores)", sum, int(cores))
+	}
+	switch len(s.MemMB) {
+	case 0, s.Nodes:
+	case 1:
+		s.MemMB = repeat(s.MemMB[0], s.Nodes)
+	default:
+		return bad("--mem-mb", "%d values for %d nodes (give one value, or one per node)", len(s.MemMB), s.Nodes)
+	}
+	for _, m := range s.MemMB {
+		if m < 16 {
+			return bad("--mem-mb", "%d is too small (at least 16)", m)
+		}
+	}
+	if s.Link != "" {
+		rate, delay, _ := strings.Cut(s.Link, ":")
+		if !ratePattern.MatchString(rate) || (delay != "" && !delayPattern.MatchString(delay)) {
+			return bad("--link", "%q is not RATE[:DELAY] (e.g. 100mbit:2ms; units bit, kbit, mbit, gbit and us, ms, s)", s.Link)
+		}
+	}
+	if s.Subnet == "" {
+		s.Subnet = DefaultSubnet
+	}
+	ip, n, err := net.ParseCIDR(s.Subnet)
+	if err != nil || !ip.Equal(n.IP) || !benchNet.Contains(n.IP) {
+		return bad("--subnet", "%q is not a network inside 198.18.0.0/15", s.Subnet)
+	}
+	if ones, _ := n.Mask.Size(); ones != 24 {
+		return bad("--subnet", "%q is not a /24", s.Subnet)
+	}
+	if s.Policy == "" {
+		s.Policy = string(load.PolicyFIFO)
+	}
+	if _, err := load.ParsePolicy(s.Policy); err != nil {
+		return bad("--policy", "%q is not allowed (fifo, beneficial)", s.Policy)
+	}
+	if s.Interval == 0 {
+		s.Interval = load.DefaultInterval
+	}
+	if s.Roamd == "" {
+		return bad("roamd", "binary not found (build it with 'make')")
+	}
+	return nil
+}
+
+func repeat[T any](v T, n int) []T {
+	out := make([]T, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// hostAddr returns address .i of a /24.
+func hostAddr(subnet string, i int) string {
+	_, n, _ := net.ParseCIDR(subnet)
+	ip := n.IP.To4()
+	return fmt.Sprintf("%d.%d.%d.%d", ip[0], ip[1], ip[2], i)
+}
+
+// Load reads a cluster's state file.
+func Load(name string) (State, error) {
+	b, err := os.ReadFile(filepath.Join(Dir(name), "cluster.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return State{}, fail(ErrNotRunning, "no cluster %q (start it with 'roam cluster up')", name)
+	}
+	if err != nil {
+		return State{}, err
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return State{}, fmt.Errorf("%s: %w", filepath.Join(Dir(name), "cluster.json"), err)
+	}
+	return st, nil
+}
+
+func (st *State) save() error {
+	b, _ := json.MarshalIndent(st, "", "  ")
+	p := filepath.Join(Dir(st.Name), "cluster.json")
+	if err := os.WriteFile(p+".tmp", b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(p+".tmp", p)
+}
+
+// run runs a command and folds its stderr into the error.
+func run(args ...string) error {
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Up brings a cluster up. It refuses, changing nothing, when the cluster (or
+// another one on the same subnet) is up or half up.
+func Up(spec Spec) (State, error) {
+	if err := spec.Validate(); err != nil {
+		return State{}, err
+	}
+	if err := checkFree(spec); err != nil {
+		return State{}, err
+	}
+	layout, err := cgroup.Detect()
+	if err != nil {
+		return State{}, err
+	}
+	dir := Dir(spec.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return State{}, err
+	}
+	st := State{Name: spec.Name, Subnet: spec.Subnet, Bridge: bridgeName(spec.Name),
+		Cgroup: layout.String(), Link: spec.Link, Status: "starting",
+		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds()}
+	// Record first: from here on, whatever happens, Down knows the cluster.
+	if err := st.save(); err != nil {
+		return State{}, err
+	}
+	sec := secret.New()
+	secretPath := filepath.Join(dir, "secret")
+	if err := sec.WriteFile(secretPath); err != nil {
+		return st, err
+	}
+	br := bridgeName(spec.Name)
+	if err := run("ip", "link", "add", br, "type", "bridge"); err != nil {
+		return st, err
+	}
+	if err := run("ip", "addr", "add", hostAddr(spec.Subnet, 254)+"/24", "dev", br); err != nil {
+		return st, err
+	}
+	if err := run("ip", "link", "set", br, "up"); err != nil {
+		return st, err
+	}
+	if err := layout.Create(cgroupRoot(spec.Name)); err != nil {
+		return st, err
+	}
+	for i := 1; i <= spec.Nodes; i++ {
+		mem := 0
+		if len(spec.MemMB) > 0 {
+			mem = spec.MemMB[i-1]
+		}
+		ns, err := addNode(&st, layout, spec, i, spec.CPU[i-1], mem, secretPath)
+		st.Nodes = append(st.Nodes, ns)
+		if serr := st.save(); serr != nil && err == nil {
+			err = serr
+		}
+		if err != nil {
+			return st, err
+		}
+	}
+	for _, n := range st.Nodes {
+		if err := waitReady(n); err != nil {
+			return st, err
+		}
+	}
+	st.Status = "up"
+	return st, st.save()
+}
+
+// checkFree refuses a cluster name or subnet already in use.
+func checkFree(spec Spec) error {
+	if st, err := Load(spec.Name); err == nil {
+		if st.Status != "up" {
+			return fail(ErrRunning, "cluster %q is half up from an earlier failure; run 'roam cluster down --cluster %s' first", spec.Name, spec.Name)
+		}
+		return fail(ErrRunning, "cluster %q is already up with %d nodes; run 'roam cluster down --cluster %s' first", spec.Name, len(st.Nodes), spec.Name)
+	}
+	if _, err := os.Stat(Dir(spec.Name)); err == nil {
+		return fail(ErrRunning, "%s exists; run 'roam cluster down --cluster %s' first", Dir(spec.Name), spec.Name)
+	}
+	if _, err := net.InterfaceByName(bridgeName(spec.Name)); err == nil {
+		return fail(ErrRunning, "bridge %s exists; run 'roam cluster down --cluster %s' first", bridgeName(spec.Name), spec.Name)
+	}
+	entries, _ := os.ReadDir(BaseDir)
+	for _, e := range entries {
+		if other, err := Load(e.Name()); err == nil && other.Subnet == spec.Subnet {
+			return fail(ErrRunning, "subnet %s is taken by cluster %q (choose another with --subnet)", spec.Subnet, other.Name)
+		}
+	}
+	return nil
+}
+
+// addNode creates node i: namespace, veth on the bridge, address, shaping,
+// cgroup, config, and its agent.
+func addNode(st *State, layout cgroup.Layout, spec Spec, i int, cpu float64, memMB int, secretPath string) (NodeState, error) {
+	ns := netnsName(st.Name, i)
+	veth := vethName(st.Name, i)
+	dir := filepath.Join(Dir(st.Name), "n"+strconv.Itoa(i))
+	n := NodeState{
+		ID: strconv.Itoa(i), Addr: hostAddr(st.Subnet, i), Capacity: cpu, MemMB: memMB,
+		Netns: ns, Cgroup: cgroupRoot(st.Name) + "/n" + strconv.Itoa(i), Dir: dir,
+		Socket: filepath.Join(dir, "roamd.sock"),
+	}
+	steps := [][]string{
+		{"ip", "netns", "add", ns},
+		{"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"ip", "link", "set", veth, "master", st.Bridge},
+		{"ip", "link", "set", veth, "up"},
+		{"ip", "-n", ns, "addr", "add", n.Addr + "/24", "dev", "eth0"},
+		{"ip", "-n", ns, "link", "set", "lo", "up"},
+		{"ip", "-n", ns, "link", "set", "eth0", "up"},
+	}
+	if spec.Link != "" {
+		rate, delay, _ := strings.Cut(spec.Link, ":")
+		q := []string{"tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "netem", "rate", rate}
+		if delay != "" {
+			q = append(q, "delay", delay)
+		}
+		steps = append(steps, q)
+	}
+	for _, s := range steps {
+		if err := run(s...); err != nil {
+			return n, err
+		}
+	}
+	if err := layout.Create(n.Cgroup); err != nil {
+		return n, err
+	}
+	if err := layout.SetCPU(n.Cgroup, cpu); err != nil {
+		return n, err
+	}
+	if memMB > 0 {
+		if err := layout.SetMemory(n.Cgroup, memMB); err != nil {
+			return n, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return n, err
+	}
+	cfg := agent.DefaultConfig()
+	cfg.NodeID = n.ID
+	cfg.BindAddr = n.Addr
+	cfg.SecretFile = secretPath
+	cfg.StateDir = dir
+	cfg.Socket = n.Socket
+	cfg.Capacity = cpu
+	cfg.Cgroup = n.Cgroup
+	cfg.Load.Policy = spec.Policy
+	cfg.Load.Interval = spec.Interval
+	// Join through every node already started, so a later node finds the
+	// cluster even when node 1 is down. Node 1 starts alone.
+	for _, o := range st.Nodes {
+		cfg.Join = append(cfg.Join, net.JoinHostPort(o.Addr, strconv.Itoa(cfg.GossipPort)))
+	}
+	if err := cfg.Validate(); err != nil {
+		return n, err
+	}
+	cfgPath := filepath.Join(dir, "roamd.yaml")
+	if err := os.WriteFile(cfgPath, cfg.Marshal(), 0o644); err != nil {
+		return n, err
+	}
+	pid, err := startAgent(spec.Roamd, ns, cfgPath, filepath.Join(dir, "roamd.log"))
+	n.PID = pid
+	return n, err
+}
+
+// startAgent starts roamd inside the node's network namespace, in a session
+// of its own so it outlives the CLI that started it.
+func startAgent(roamd, ns, cfgPath, logPath string) (int, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	// nsenter execs roamd in place (no fork for a network namespace), so
+	// the pid is roamd's.
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+ns, roamd, "--config", cfgPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start roamd in %s: %w", ns, err)
+	}
+	pid := cmd.Process.Pid
+	// Reap it if it dies while we still run, so it never shows as a zombie
+	// of ours.
+	go func() { _ = cmd.Wait() }()
+	return pid, nil
+}
+
+// waitReady waits until the node's agent answers on its socket.
+func waitReady(n NodeState) error {
+	c := api.NewClient(n.Socket)
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		var nodes []api.NodeInfo
+		err := c.Get("/v1/nodes", &nodes)
+		if err == nil {
+			return nil
+		}
+		if !agentAlive(n.PID) {
+			logTail, _ := os.ReadFile(filepath.Join(n.Dir, "roamd.log"))
+			return fmt.Errorf("node %s: roamd exited: %s", n.ID, lastLine(string(logTail)))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s: roamd did not answer on %s within %v: %v", n.ID, n.Socket, readyTimeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// agentAlive reports whether pid is a live roamd (not a zombie, not a
+// recycled pid of some other program).
+func agentAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(cmdline), "roamd") {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z'
+}
+
+// Status returns the cluster's state with each agent's liveness checked now.
+func Status(name string) (State, error) {
+	st, err := Load(name)
+	if err != nil {
+		return st, err
+	}
+	for i := range st.Nodes {
+		st.Nodes[i].State = "down"
+		if agentAlive(st.Nodes[i].PID) {
+			st.Nodes[i].State = "up"
+		}
+	}
+	return st, nil
+}
+
+// AddSpec is what `roam cluster add` asks for.
+type AddSpec struct {
+	CPU        float64
+	MemMB      int
+	SecretFile string // empty: the cluster's own secret
+	Roamd      string
+}
+
+// Add starts one more node in a running cluster (dynamic reconfiguration,
+// seed 001). With SecretFile it joins with another secret, which is how the
+// tests play an outsider.
+func Add(name string, as AddSpec) (NodeState, error) {
+	st, err := Load(name)
+	if err != nil {
+		return NodeState{}, err
+	}
+	if len(st.Nodes) >= MaxNodes {
+		return NodeState{}, fail(ErrSpec, "cluster %q has %d nodes already", name, MaxNodes)
+	}
+	layout, err := cgroup.Detect()
+	if err != nil {
+		return NodeState{}, err
+	}
+	secretPath := filepath.Join(Dir(name), "secret")
+	if as.SecretFile != "" {
+		if _, err := secret.ReadFile(as.SecretFile); err != nil {
+			return NodeState{}, err
+		}
+		secretPath = as.SecretFile
+	}
+	if as.CPU <= 0 {
+		as.CPU = st.Nodes[0].Capacity
+	}
+	spec := Spec{Name: name, Link: st.Link, Roamd: as.Roamd, Policy: st.Policy,
+		Interval: time.Duration(st.IntervalMS) * time.Millisecond}
+	n, err := addNode(&st, layout, spec, len(st.Nodes)+1, as.CPU, as.MemMB, secretPath)
+	st.Nodes = append(st.Nodes, n)
+	if serr := st.save(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return n, err
+	}
+	return n, waitReady(n)
+}

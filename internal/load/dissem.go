@@ -1,0 +1,121 @@
+package load
+
+import (
+	"math/rand"
+	"slices"
+	"sort"
+	"time"
+)
+
+// ChooseTargets picks the nodes this node sends its load to in one interval
+// (seed 000 §3.1): the first among the nodes that contacted it recently, the
+// second at random among all known nodes. self is never chosen. The two are
+// distinct when there are at least two other nodes. With no recent contact
+// both are drawn from all nodes. It returns zero, one or two node ids.
+//
+// Inputs are not modified; the result depends only on them and rng.
+func ChooseTargets(self string, all, recent []string, rng *rand.Rand) []string {
+	others := withoutSelf(self, all)
+	if len(others) == 0 {
+		return nil
+	}
+	// Only recent contacts that are still members count.
+	rec := withoutSelf(self, recent)
+	rec = slices.DeleteFunc(rec, func(n string) bool { return !slices.Contains(others, n) })
+
+	var first string
+	if len(rec) > 0 {
+		first = rec[rng.Intn(len(rec))]
+	} else {
+		first = others[rng.Intn(len(others))]
+	}
+	if len(others) == 1 {
+		return []string{first}
+	}
+	rest := slices.DeleteFunc(slices.Clone(others), func(n string) bool { return n == first })
+	return []string{first, rest[rng.Intn(len(rest))]}
+}
+
+// withoutSelf returns the sorted, de-duplicated ids other than self, so that
+// the choice does not depend on the order the caller listed them in.
+func withoutSelf(self string, ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id != self && id != "" {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// Disseminator is the dissemination protocol of one node as a step machine:
+// the agent calls Tick every interval and Receive for every load message, and
+// does the sending itself.
+type Disseminator struct {
+	Self     string
+	Vector   *Vector
+	Interval time.Duration
+	// RecentWindow is how long a sender counts as a recent contact.
+	RecentWindow time.Duration
+
+	lastContact map[string]time.Time // sender -> last time it sent us its load
+	nextTick    time.Time
+}
+
+// NewDisseminator makes the protocol state for node self.
+func NewDisseminator(self string, size int, policy Policy, interval time.Duration) *Disseminator {
+	return &Disseminator{
+		Self:         self,
+		Vector:       NewVector(size, policy),
+		Interval:     interval,
+		RecentWindow: DefaultRecentWindow,
+		lastContact:  map[string]time.Time{},
+	}
+}
+
+// Recent returns the senders heard from within RecentWindow before now.
+func (d *Disseminator) Recent(now time.Time) []string {
+	var out []string
+	for n, t := range d.lastContact {
+		if now.Sub(t) <= d.RecentWindow {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Tick returns the nodes to send our own load to, or nil when the interval
+// has not elapsed since the last send. members are the live nodes.
+func (d *Disseminator) Tick(now time.Time, members []string, rng *rand.Rand) []string {
+	if now.Before(d.nextTick) {
+		return nil
+	}
+	d.nextTick = now.Add(d.Interval)
+	// Drop contacts too old to matter, so the map stays bounded by the
+	// cluster's size.
+	for n, t := range d.lastContact {
+		if now.Sub(t) > d.RecentWindow {
+			delete(d.lastContact, n)
+		}
+	}
+	return ChooseTargets(d.Self, members, d.Recent(now), rng)
+}
+
+// Receive takes a load entry sent by another node. localLoad is our own load
+// now. It reports whether the vector kept the entry.
+func (d *Disseminator) Receive(now time.Time, e Entry, localLoad float64) bool {
+	if e.Node == d.Self {
+		return false
+	}
+	d.lastContact[e.Node] = now
+	e.Received = now
+	return d.Vector.Update(e, localLoad)
+}
+
+// Forget drops everything known about a node that left the cluster.
+func (d *Disseminator) Forget(node string) {
+	delete(d.lastContact, node)
+	d.Vector.Forget(node)
+}

@@ -1,0 +1,143 @@
+// Package load holds a node's load vector and the openMosix load-information
+// dissemination algorithm (seed 000 §3.1), with the improved load-vector
+// management of the same paper as a second update policy.
+//
+// Everything here is pure: no I/O, no goroutines, no clock and no global
+// random source. Callers pass the time and a *rand.Rand in, and get back what
+// to send. The agent, the simulator and the tests all drive this same code.
+package load
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Tunables, named once. Each says where it comes from.
+const (
+	// DefaultInterval is how often a node sends its own load (seed 000 §3.1:
+	// "each second").
+	DefaultInterval = time.Second
+	// DefaultVectorSize is the number of entries in the load vector (seed 000
+	// §3.1: "a first-in-first-out (FIFO) queue of eight entries").
+	DefaultVectorSize = 8
+	// DefaultRecentWindow is how long a node that sent us its load counts as
+	// having contacted us "recently" (seed 000 §3.1 leaves the length open;
+	// a few intervals keeps the first target a live, talking peer).
+	DefaultRecentWindow = 5 * time.Second
+)
+
+// Policy is how a received entry enters a full load vector.
+type Policy string
+
+const (
+	// PolicyFIFO is standard openMosix: the newest entry overwrites the oldest.
+	PolicyFIFO Policy = "fifo"
+	// PolicyBeneficial is the paper's improved load-vector management: a
+	// received entry from a node not yet in the vector is kept only when the
+	// remote load is lower than the local load.
+	PolicyBeneficial Policy = "beneficial"
+)
+
+// Policies lists the valid policies, for error messages and flags.
+var Policies = []Policy{PolicyFIFO, PolicyBeneficial}
+
+// ErrBadPolicy is returned by ParsePolicy for an unknown name.
+var ErrBadPolicy = errors.New("unknown load-vector policy")
+
+// ParsePolicy turns a config string into a Policy.
+func ParsePolicy(s string) (Policy, error) {
+	p := Policy(s)
+	if slices.Contains(Policies, p) {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w %q (allowed: fifo, beneficial)", ErrBadPolicy, s)
+}
+
+// Entry is what one node knows of another node's load at one moment.
+type Entry struct {
+	Node      string  // the node's id
+	Addr      string  // the node's agent address (host:port)
+	Capacity  float64 // CPU capacity in cores (1.0 = one full core)
+	Load      float64 // runnable processes per unit of capacity
+	MemFreeMB float64 // free memory in MiB
+	// Received is when this node received the entry (local clock), which
+	// gives the age of the information.
+	Received time.Time
+}
+
+// Vector is the fixed-size load vector. The node's own entry is not in it:
+// it is local state and always current.
+type Vector struct {
+	size    int
+	policy  Policy
+	entries []Entry // in arrival order of the node's first entry: oldest first
+}
+
+// NewVector makes an empty vector of the given size and policy.
+func NewVector(size int, policy Policy) *Vector {
+	if size < 1 {
+		size = 1
+	}
+	return &Vector{size: size, policy: policy}
+}
+
+// Entries returns a copy of the entries, oldest first.
+func (v *Vector) Entries() []Entry { return slices.Clone(v.entries) }
+
+// Len is the number of entries held.
+func (v *Vector) Len() int { return len(v.entries) }
+
+// Update takes a received entry. localLoad is this node's own load at the
+// moment of reception (used by the beneficial policy). It reports whether the
+// entry was kept.
+//
+// An entry from a node already in the vector refreshes that entry in place
+// under both policies: fresher information about a known node is never worse
+// than stale information, and a vector with two entries for one node would
+// waste a slot. A new node's entry takes a free slot if there is one. When the
+// vector is full, fifo drops the oldest entry to make room; beneficial does
+// the same only when the remote load is lower than the local load, and
+// otherwise discards the new entry.
+func (v *Vector) Update(e Entry, localLoad float64) bool {
+	if i := slices.IndexFunc(v.entries, func(x Entry) bool { return x.Node == e.Node }); i >= 0 {
+		v.entries[i] = e
+		return true
+	}
+	if len(v.entries) < v.size {
+		v.entries = append(v.entries, e)
+		return true
+	}
+	if v.policy == PolicyBeneficial && !(e.Load < localLoad) {
+		return false
+	}
+	v.entries = append(v.entries[1:], e)
+	return true
+}
+
+// Forget removes a node's entry (the node left or died).
+func (v *Vector) Forget(node string) {
+	v.entries = slices.DeleteFunc(v.entries, func(x Entry) bool { return x.Node == node })
+}
+
+// Get returns the entry for a node, if the vector holds one.
+func (v *Vector) Get(node string) (Entry, bool) {
+	i := slices.IndexFunc(v.entries, func(x Entry) bool { return x.Node == node })
+	if i < 0 {
+		return Entry{}, false
+	}
+	return v.entries[i], true
+}
+
+// Smooth folds a new sample into an exponentially weighted moving average
+// with time constant tau, dt after the previous sample — like the kernel's
+// load average, only faster, so that a migration shows within seconds.
+func Smooth(prev, sample float64, dt, tau time.Duration) float64 {
+	if tau <= 0 || dt >= 10*tau {
+		return sample
+	}
+	a := 1 - math.Exp(-float64(dt)/float64(tau))
+	return prev + a*(sample-prev)
+}

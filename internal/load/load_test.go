@@ -1,0 +1,248 @@
+package load
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+func ids(v *Vector) []string {
+	var out []string
+	for _, e := range v.Entries() {
+		out = append(out, e.Node)
+	}
+	return out
+}
+
+func TestFIFOOverwritesOldest(t *testing.T) {
+	v := NewVector(3, PolicyFIFO)
+	for i := 1; i <= 3; i++ {
+		if !v.Update(Entry{Node: fmt.Sprint(i), Load: float64(i)}, 0) {
+			t.Fatalf("entry %d not kept in a vector with room", i)
+		}
+	}
+	// Full: a new node evicts the oldest (1), whatever the loads.
+	if !v.Update(Entry{Node: "4", Load: 99}, 0) {
+		t.Fatal("fifo refused an entry")
+	}
+	if got, want := ids(v), []string{"2", "3", "4"}; !slices.Equal(got, want) {
+		t.Fatalf("vector = %v, want %v", got, want)
+	}
+	// A known node refreshes in place and keeps its slot.
+	v.Update(Entry{Node: "3", Load: 7}, 0)
+	if got, want := ids(v), []string{"2", "3", "4"}; !slices.Equal(got, want) {
+		t.Fatalf("after refresh vector = %v, want %v", got, want)
+	}
+	if e, _ := v.Get("3"); e.Load != 7 {
+		t.Fatalf("refresh did not update the load: %v", e.Load)
+	}
+}
+
+func TestBeneficialKeepsOnlyLessLoaded(t *testing.T) {
+	v := NewVector(2, PolicyBeneficial)
+	v.Update(Entry{Node: "a", Load: 5}, 1) // room: kept whatever the load
+	v.Update(Entry{Node: "b", Load: 5}, 1)
+	if got := ids(v); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("vector = %v", got)
+	}
+	// Full; remote load 3 is not lower than local 2: discarded.
+	if v.Update(Entry{Node: "c", Load: 3}, 2) {
+		t.Fatal("beneficial kept an entry more loaded than the local node")
+	}
+	// Equal load is not lower either.
+	if v.Update(Entry{Node: "c", Load: 2}, 2) {
+		t.Fatal("beneficial kept an entry as loaded as the local node")
+	}
+	if got := ids(v); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("vector changed on a refused entry: %v", got)
+	}
+	// Lower: kept, oldest goes.
+	if !v.Update(Entry{Node: "c", Load: 1}, 2) {
+		t.Fatal("beneficial refused a less loaded entry")
+	}
+	if got := ids(v); !slices.Equal(got, []string{"b", "c"}) {
+		t.Fatalf("vector = %v, want [b c]", got)
+	}
+	// A known node is refreshed even when its load went up.
+	if !v.Update(Entry{Node: "b", Load: 50}, 2) {
+		t.Fatal("refresh of a known node refused")
+	}
+	if e, _ := v.Get("b"); e.Load != 50 {
+		t.Fatalf("known node not refreshed: %v", e.Load)
+	}
+}
+
+func TestParsePolicy(t *testing.T) {
+	for _, ok := range []string{"fifo", "beneficial"} {
+		if _, err := ParsePolicy(ok); err != nil {
+			t.Errorf("ParsePolicy(%q): %v", ok, err)
+		}
+	}
+	_, err := ParsePolicy("lifo")
+	if !errors.Is(err, ErrBadPolicy) || err.Error() != `unknown load-vector policy "lifo" (allowed: fifo, beneficial)` {
+		t.Fatalf("ParsePolicy(lifo) = %v", err)
+	}
+}
+
+func TestChooseTargetsEdgeCases(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	if got := ChooseTargets("1", nil, nil, rng); got != nil {
+		t.Fatalf("empty cluster: %v", got)
+	}
+	if got := ChooseTargets("1", []string{"1"}, []string{"1"}, rng); got != nil {
+		t.Fatalf("one-node cluster: %v", got)
+	}
+	if got := ChooseTargets("1", []string{"1", "2"}, nil, rng); !slices.Equal(got, []string{"2"}) {
+		t.Fatalf("two-node cluster: %v", got)
+	}
+	// A recent contact that is no longer a member is not chosen.
+	for i := 0; i < 50; i++ {
+		got := ChooseTargets("1", []string{"1", "2", "3"}, []string{"9"}, rng)
+		if len(got) != 2 || slices.Contains(got, "9") || slices.Contains(got, "1") || got[0] == got[1] {
+			t.Fatalf("targets %v", got)
+		}
+	}
+}
+
+func TestChooseTargetsOneRecentOneRandom(t *testing.T) {
+	all := []string{"1", "2", "3", "4", "5", "6", "7", "8"}
+	recent := []string{"3", "6"}
+	rng := rand.New(rand.NewSource(42))
+	firstCount := map[string]int{}
+	secondCount := map[string]int{}
+	const n = 4000
+	for i := 0; i < n; i++ {
+		got := ChooseTargets("1", all, recent, rng)
+		if len(got) != 2 || got[0] == got[1] {
+			t.Fatalf("targets %v", got)
+		}
+		if !slices.Contains(recent, got[0]) {
+			t.Fatalf("first target %s is not a recent contact", got[0])
+		}
+		if got[1] == "1" {
+			t.Fatal("chose self")
+		}
+		firstCount[got[0]]++
+		secondCount[got[1]]++
+	}
+	// First: only the two recent contacts, about evenly.
+	if len(firstCount) != 2 || firstCount["3"] < n/3 || firstCount["6"] < n/3 {
+		t.Fatalf("first target distribution %v", firstCount)
+	}
+	// Second: every other node is reached.
+	for _, id := range all[1:] {
+		if secondCount[id] == 0 {
+			t.Fatalf("node %s never chosen at random: %v", id, secondCount)
+		}
+	}
+	// Same seed, same choices: the function is deterministic.
+	a := ChooseTargets("1", all, recent, rand.New(rand.NewSource(7)))
+	b := ChooseTargets("1", all, slices.Clone(recent), rand.New(rand.NewSource(7)))
+	if !slices.Equal(a, b) {
+		t.Fatalf("same seed gave %v and %v", a, b)
+	}
+}
+
+func TestDisseminatorTickAndRecent(t *testing.T) {
+	d := NewDisseminator("1", 8, PolicyFIFO, time.Second)
+	rng := rand.New(rand.NewSource(3))
+	t0 := time.Unix(1000, 0)
+	members := []string{"1", "2", "3", "4"}
+	if got := d.Tick(t0, members, rng); len(got) != 2 {
+		t.Fatalf("first tick sent to %v", got)
+	}
+	if got := d.Tick(t0.Add(500*time.Millisecond), members, rng); got != nil {
+		t.Fatalf("tick before the interval sent to %v", got)
+	}
+	d.Receive(t0, Entry{Node: "4", Load: 1, Capacity: 1}, 0)
+	for i := 0; i < 20; i++ {
+		now := t0.Add(time.Duration(i+1) * time.Second)
+		got := d.Tick(now, members, rng)
+		if now.Sub(t0) <= d.RecentWindow && got[0] != "4" {
+			t.Fatalf("at %v first target %s, want the recent contact 4", now.Sub(t0), got[0])
+		}
+	}
+	if r := d.Recent(t0.Add(20 * time.Second)); len(r) != 0 {
+		t.Fatalf("contact still recent after the window: %v", r)
+	}
+	if d.Receive(t0, Entry{Node: "1"}, 0) {
+		t.Fatal("kept our own entry")
+	}
+	d.Forget("4")
+	if d.Vector.Len() != 0 {
+		t.Fatal("Forget left the entry")
+	}
+}
+
+func TestMessageRoundTrip(t *testing.T) {
+	in := Entry{Node: "3", Addr: "198.18.0.3:7946", Capacity: 0.25, Load: 4, MemFreeMB: 512}
+	out, err := DecodeMessage(EncodeMessage(in))
+	if err != nil || out != in {
+		t.Fatalf("round trip: %+v, %v", out, err)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good := EncodeMessage(Entry{Node: "1", Capacity: 1})
+	cases := map[string]struct {
+		b    []byte
+		want error
+	}{
+		"empty":       {nil, ErrMalformed},
+		"version":     {append([]byte{9}, good[1:]...), ErrMalformed},
+		"truncated":   {good[:len(good)-3], ErrMalformed},
+		"trailing":    {append(slices.Clone(good), []byte(`{}`)...), ErrMalformed},
+		"unknown key": {append([]byte{MsgVersion}, []byte(`{"n":"1","c":1,"x":1}`)...), ErrMalformed},
+		"no node":     {append([]byte{MsgVersion}, []byte(`{"c":1}`)...), ErrMalformed},
+		"neg load":    {append([]byte{MsgVersion}, []byte(`{"n":"1","c":1,"l":-1}`)...), ErrMalformed},
+		"zero cap":    {append([]byte{MsgVersion}, []byte(`{"n":"1","c":0}`)...), ErrMalformed},
+		"oversized":   {make([]byte, MaxMessageSize+1), ErrOversized},
+	}
+	for name, c := range cases {
+		if _, err := DecodeMessage(c.b); !errors.Is(err, c.want) {
+			t.Errorf("%s: err = %v, want %v", name, err, c.want)
+		}
+	}
+}
+
+// Any bytes at all: DecodeMessage returns an entry or an error, never panics,
+// and an accepted entry is one that passes the checks.
+func TestDecodeNeverPanics(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		b := rapid.SliceOfN(rapid.Byte(), 0, 2*MaxMessageSize).Draw(t, "b")
+		if rapid.Bool().Draw(t, "valid-prefix") && len(b) > 0 {
+			b[0] = MsgVersion
+		}
+		e, err := DecodeMessage(b)
+		if err == nil && (e.Node == "" || e.Capacity <= 0 || e.Load < 0) {
+			t.Fatalf("accepted an invalid entry %+v", e)
+		}
+	})
+}
+
+// Property: whatever the sequence of updates, the vector never exceeds its
+// size and never holds two entries for one node.
+func TestVectorInvariants(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		size := rapid.IntRange(1, 8).Draw(t, "size")
+		pol := rapid.SampledFrom(Policies).Draw(t, "policy")
+		v := NewVector(size, pol)
+		for i, n := 0, rapid.IntRange(0, 50).Draw(t, "n"); i < n; i++ {
+			e := Entry{Node: fmt.Sprint(rapid.IntRange(0, 12).Draw(t, "node")), Load: rapid.Float64Range(0, 10).Draw(t, "load")}
+			v.Update(e, rapid.Float64Range(0, 10).Draw(t, "local"))
+			got := ids(v)
+			if len(got) > size {
+				t.Fatalf("vector grew to %d > %d", len(got), size)
+			}
+			sorted := slices.Sorted(slices.Values(got))
+			if len(slices.Compact(sorted)) != len(got) {
+				t.Fatalf("duplicate node in %v", got)
+			}
+		}
+	})
+}

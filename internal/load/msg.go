@@ -1,0 +1,73 @@
+package load
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// MaxMessageSize bounds a load message on the wire; anything larger is
+// rejected before it is parsed. A real message is about 120 bytes.
+const MaxMessageSize = 512
+
+// MsgVersion is the first byte of every load message, so that a later format
+// can be told apart.
+const MsgVersion byte = 1
+
+// Errors returned by DecodeMessage; the agent counts them by kind.
+var (
+	ErrOversized = errors.New("load message too large")
+	ErrMalformed = errors.New("malformed load message")
+)
+
+// wire is the JSON form of a load message.
+type wire struct {
+	Node      string  `json:"n"`
+	Addr      string  `json:"a"`
+	Capacity  float64 `json:"c"`
+	Load      float64 `json:"l"`
+	MemFreeMB float64 `json:"m"`
+}
+
+// EncodeMessage turns our own entry into a load message.
+func EncodeMessage(e Entry) []byte {
+	b, _ := json.Marshal(wire{e.Node, e.Addr, e.Capacity, e.Load, e.MemFreeMB})
+	return append([]byte{MsgVersion}, b...)
+}
+
+// DecodeMessage parses and checks a load message. It never panics, whatever
+// the input; every rejection wraps ErrOversized or ErrMalformed.
+func DecodeMessage(b []byte) (Entry, error) {
+	if len(b) > MaxMessageSize {
+		return Entry{}, fmt.Errorf("%w: %d bytes (max %d)", ErrOversized, len(b), MaxMessageSize)
+	}
+	if len(b) < 2 || b[0] != MsgVersion {
+		return Entry{}, fmt.Errorf("%w: bad header", ErrMalformed)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b[1:]))
+	dec.DisallowUnknownFields()
+	var w wire
+	if err := dec.Decode(&w); err != nil {
+		return Entry{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return Entry{}, fmt.Errorf("%w: trailing data", ErrMalformed)
+	}
+	switch {
+	case w.Node == "" || len(w.Node) > 64:
+		return Entry{}, fmt.Errorf("%w: node id", ErrMalformed)
+	case len(w.Addr) > 128:
+		return Entry{}, fmt.Errorf("%w: address", ErrMalformed)
+	case !finite(w.Capacity) || w.Capacity <= 0 || w.Capacity > 4096:
+		return Entry{}, fmt.Errorf("%w: capacity %v", ErrMalformed, w.Capacity)
+	case !finite(w.Load) || w.Load < 0 || w.Load > 1e6:
+		return Entry{}, fmt.Errorf("%w: load %v", ErrMalformed, w.Load)
+	case !finite(w.MemFreeMB) || w.MemFreeMB < 0:
+		return Entry{}, fmt.Errorf("%w: free memory %v", ErrMalformed, w.MemFreeMB)
+	}
+	return Entry{Node: w.Node, Addr: w.Addr, Capacity: w.Capacity, Load: w.Load, MemFreeMB: w.MemFreeMB}, nil
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -1,0 +1,99 @@
+// Package probe measures a node: how many threads are runnable in the node's
+// cgroup (or on the whole host when the node is a real machine), and how much
+// memory is free to it. It reads /proc and cgroup files and nothing else; it
+// decides nothing.
+package probe
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+
+	"roam/internal/cgroup"
+)
+
+// Node probes one node. Group is the node's cgroup relative to the
+// controllers' mount points; empty means the whole host.
+type Node struct {
+	Layout cgroup.Layout
+	Group  string
+}
+
+// Runnable returns the number of runnable threads right now. A thread that
+// CFS throttles is still runnable: it wants a CPU it is not given, which is
+// exactly what makes a slow node count as loaded.
+func (n Node) Runnable() int {
+	if n.Group == "" {
+		// procs_running counts this probe itself.
+		return max(hostProcsRunning()-1, 0)
+	}
+	tids, err := n.Layout.Threads(n.Group)
+	if err != nil {
+		return 0
+	}
+	count := 0
+	for _, tid := range tids {
+		if threadState(tid) == 'R' {
+			count++
+		}
+	}
+	return count
+}
+
+// MemFreeMB returns the memory still free to the node: the cgroup's limit
+// less its use when it has a limit, and never more than the host has
+// available.
+func (n Node) MemFreeMB() float64 {
+	host := hostMemAvailableMB()
+	if n.Group == "" {
+		return host
+	}
+	if lim := n.Layout.MemoryLimitMB(n.Group); lim > 0 {
+		return max(min(lim-n.Layout.MemoryUsageMB(n.Group), host), 0)
+	}
+	return host
+}
+
+// threadState is the state letter of /proc/TID/stat, or 0 when the thread
+// is gone.
+func threadState(tid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name is in parentheses and may hold anything, so look
+	// after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}
+
+func hostProcsRunning() int {
+	return scanField("/proc/stat", "procs_running")
+}
+
+func hostMemAvailableMB() float64 {
+	return float64(scanField("/proc/meminfo", "MemAvailable:")) / 1024
+}
+
+// scanField returns the integer after the first line starting with key.
+func scanField(path, key string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) >= 2 && fs[0] == key {
+			v, _ := strconv.Atoi(fs[1])
+			return v
+		}
+	}
+	return 0
+}
