@@ -1,0 +1,190 @@
+package agent
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"roam/internal/load"
+	"roam/internal/secret"
+)
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	cases := map[string]string{
+		"load:\n  policy: lifo\n":   `config: load.policy: "lifo" is not allowed (fifo, beneficial)`,
+		"load:\n  vector_size: 0\n": "config: load.vector_size: 0 is out of range (1 to 1024)",
+		"load:\n  interval: 1ms\n":  "config: load.interval: 1ms is out of range (10ms to 1h)",
+		"bind_addr: nowhere\n":      `config: bind_addr: "nowhere" is not an IP address`,
+		"gossip_port: 70000\n":      "config: gossip_port: 70000 is out of range (1 to 65535)",
+		"capacity: -1\n":            "config: capacity: -1 is out of range (0 for the host's cores, or 0.01 to 4096)",
+		"node_id: 'a b'\n":          `config: node_id: "a b" is not allowed (letters, digits, '.', '-'; 1 to 63 characters)`,
+		"join: [nohostport]\n":      `config: join: "nohostport" is not host:port`,
+		"capacty: 1\n":              "field capacty not found",
+		"load:\n  interval: soon\n": "config: yaml:",
+	}
+	for in, want := range cases {
+		if !strings.HasPrefix(in, "node_id") {
+			in = "node_id: n1\n" + in
+		}
+		_, err := ParseConfig([]byte(in))
+		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("config %q: error %v, want one line containing %q", in, err, want)
+		}
+	}
+	if _, err := ParseConfig([]byte("node_id: n1\nload:\n  policy: beneficial\n  interval: 500ms\n")); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+}
+
+// freePort finds a TCP and UDP port free on loopback.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
+			u.Close()
+			return p
+		}
+	}
+}
+
+// startAgent runs an in-process agent on loopback.
+func startAgent(t *testing.T, id, secretFile string, join ...string) (*Agent, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.NodeID = id
+	cfg.BindAddr = "127.0.0.1"
+	cfg.GossipPort = freePort(t)
+	cfg.PeerPort = freePort(t)
+	cfg.SecretFile = secretFile
+	cfg.StateDir = dir
+	cfg.Socket = filepath.Join(dir, "roamd.sock")
+	cfg.Capacity = 1
+	cfg.Join = join
+	cfg.Load.Interval = 100 * time.Millisecond
+	a, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a, net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.GossipPort))
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Malformed, oversized and undecryptable input is dropped and counted; the
+// agent keeps working.
+func TestBadNetworkInputIsCountedNotFatal(t *testing.T) {
+	sf := filepath.Join(t.TempDir(), "secret")
+	if err := secret.New().WriteFile(sf); err != nil {
+		t.Fatal(err)
+	}
+	a, aAddr := startAgent(t, "a", sf)
+	b, _ := startAgent(t, "b", sf, aAddr)
+	waitUntil(t, 5*time.Second, "b joins a", func() bool { return a.ml.NumMembers() == 2 })
+	waitUntil(t, 5*time.Second, "load flows", func() bool { return a.Stats().LoadReceived > 0 })
+
+	var toA *memberlist.Node
+	for _, n := range b.ml.Members() {
+		if n.Name == "a" {
+			toA = n
+		}
+	}
+	// Authenticated but malformed payloads, from a member.
+	for _, msg := range [][]byte{
+		{}, {0xff}, {load.MsgVersion, '{'},
+		append([]byte{load.MsgVersion}, []byte(`{"n":"b","c":-1}`)...),
+		append([]byte{load.MsgVersion}, []byte(`{"n":"b","c":1,"l":"NaN"}`)...),
+	} {
+		if err := b.ml.SendBestEffort(toA, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := append([]byte{load.MsgVersion}, make([]byte, load.MaxMessageSize+10)...)
+	if err := b.ml.SendBestEffort(toA, big); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "malformed and oversized counted", func() bool {
+		s := a.Stats()
+		return s.LoadMalformed >= 5 && s.LoadOversized >= 1
+	})
+
+	// Raw garbage and a truncated packet on the gossip port, from nowhere.
+	conn, err := net.Dial("udp", aAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	before := a.Stats().GossipRejected
+	for _, p := range [][]byte{[]byte("hello"), make([]byte, 1400), {1}} {
+		_, _ = conn.Write(p)
+	}
+	waitUntil(t, 5*time.Second, "garbage packets counted as rejected", func() bool {
+		return a.Stats().GossipRejected >= before+3
+	})
+	// Garbage on the TCP gossip port and on the TLS peer port.
+	for _, addr := range []string{aAddr, net.JoinHostPort("127.0.0.1", strconv.Itoa(a.cfg.PeerPort))} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte("GET / HTTP/1.0\r\n\r\n\x00\x01garbage"))
+		_, _ = io.Copy(io.Discard, c)
+		c.Close()
+	}
+	waitUntil(t, 5*time.Second, "stream garbage and bad TLS counted", func() bool {
+		s := a.Stats()
+		return s.GossipRejected >= before+4 && s.PeerRejected >= 1
+	})
+	// Still alive and still taking good load messages.
+	n := a.Stats().LoadReceived
+	waitUntil(t, 5*time.Second, "load keeps flowing", func() bool { return a.Stats().LoadReceived > n })
+	if a.ml.NumMembers() != 2 {
+		t.Fatal("membership broke")
+	}
+}
+
+// Two agents with different secrets never see each other.
+func TestDifferentSecretsDoNotJoin(t *testing.T) {
+	dir := t.TempDir()
+	s1, s2 := filepath.Join(dir, "s1"), filepath.Join(dir, "s2")
+	_ = secret.New().WriteFile(s1)
+	_ = secret.New().WriteFile(s2)
+	a, aAddr := startAgent(t, "a", s1)
+	b, _ := startAgent(t, "b", s2, aAddr)
+	waitUntil(t, 5*time.Second, "a rejects b's join", func() bool { return a.Stats().GossipRejected > 0 })
+	if a.ml.NumMembers() != 1 || b.ml.NumMembers() != 1 {
+		t.Fatalf("members: a %d, b %d", a.ml.NumMembers(), b.ml.NumMembers())
+	}
+	for _, n := range a.Nodes() {
+		if n.ID == "b" {
+			t.Fatal("a lists b")
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"roam/internal/bench"
+)
+
+func (e *env) benchCmd() *cobra.Command {
+	c := &cobra.Command{Use: "bench", Short: "run a benchmark on an emulated cluster it brings up and tears down"}
+	spec := bench.AgentCostSpec{}
+	var asJSON bool
+	ac := &cobra.Command{
+		Use:   "agent-cost",
+		Short: "CPU use per agent and bytes on the wire per node, idle cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec.Roamd = roamdPath()
+			res, err := bench.AgentCost(spec, os.Stderr)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return e.printJSON(res)
+			}
+			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tCPU % OF A CORE\tSENT B/s\tRECEIVED B/s")
+			var cpu, tx, maxCPU, maxTx float64
+			for _, r := range res {
+				fmt.Fprintf(tw, "%s\t%.3f\t%.0f\t%.0f\n", r.ID, r.CPUPercent, r.TxBytesSec, r.RxBytesSec)
+				cpu += r.CPUPercent
+				tx += r.TxBytesSec
+				maxCPU = max(maxCPU, r.CPUPercent)
+				maxTx = max(maxTx, r.TxBytesSec)
+			}
+			n := float64(len(res))
+			fmt.Fprintf(tw, "mean\t%.3f\t%.0f\t\n", cpu/n, tx/n)
+			fmt.Fprintf(tw, "max\t%.3f\t%.0f\t\n", maxCPU, maxTx)
+			_ = tw.Flush()
+			verdict := func(ok bool) string {
+				if ok {
+					return "met"
+				}
+				return "NOT met"
+			}
+			fmt.Fprintf(e.out, "target: CPU < 1 %% of a core per agent: %s (max %.3f %%); < 2 KB/s per node: %s (max %.0f B/s)\n",
+				verdict(maxCPU < 1), maxCPU, verdict(maxTx < 2000), maxTx)
+			return nil
+		},
+	}
+	ac.Flags().IntVar(&spec.Nodes, "nodes", 8, "number of nodes")
+	ac.Flags().DurationVar(&spec.Duration, "duration", 30*time.Second, "measuring window")
+	ac.Flags().DurationVar(&spec.Interval, "interval", time.Second, "load dissemination interval")
+	ac.Flags().StringVar(&spec.Subnet, "subnet", "198.18.100.0/24", "the benchmark cluster's /24")
+	ac.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.AddCommand(ac)
+	return c
+}

@@ -1,0 +1,174 @@
+// Package e2e runs roam end to end: real roam and roamd binaries, real
+// emulated clusters (network namespaces, cgroups), real processes. It needs
+// root, and fails rather than skips without it, so that CI can never pass by
+// running nothing.
+//
+// Each test brings up its own cluster with its own name and /24, so the
+// tests of this package may run beside other packages' tests. Subnets in use:
+// 198.18.10.0/24 to 198.18.29.0/24 (this package).
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/emu"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "FAIL: the e2e tests need root (network namespaces, cgroups, CRIU)")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "roam-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	out, err := exec.Command("go", "build", "-o", dir+"/", "roam/cmd/roam", "roam/cmd/roamd").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cluster is an emulated cluster one test owns.
+type cluster struct {
+	t    *testing.T
+	name string
+}
+
+// upCluster brings up a cluster named name on 198.18.SUBNET.0/24 and
+// registers its teardown, which also checks that nothing is left behind.
+func upCluster(t *testing.T, name string, subnet int, args ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, name: name}
+	_, _ = c.run("cluster", "down") // a leftover of an earlier, killed run
+	t.Cleanup(func() {
+		if out, err := c.run("cluster", "down"); err != nil {
+			t.Errorf("cluster down: %v: %s", err, out)
+		}
+		if left := emu.Leftovers(name); len(left) > 0 {
+			t.Errorf("cluster down left %v", left)
+		}
+	})
+	args = append([]string{"cluster", "up", "--subnet", fmt.Sprintf("198.18.%d.0/24", subnet)}, args...)
+	c.mustRun(args...)
+	return c
+}
+
+// run runs the roam CLI against this cluster.
+func (c *cluster) run(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(binDir, "roam"), args...)
+	cmd.Env = append(os.Environ(), "ROAM_CLUSTER="+c.name)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		return out.String() + errOut.String(), err
+	}
+	return out.String(), nil
+}
+
+func (c *cluster) mustRun(args ...string) string {
+	c.t.Helper()
+	out, err := c.run(args...)
+	if err != nil {
+		c.t.Fatalf("roam %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// statusJSON is `roam cluster status --json`.
+type statusJSON struct {
+	Nodes []struct {
+		ID       string  `json:"id"`
+		Addr     string  `json:"addr"`
+		Capacity float64 `json:"capacity"`
+		PID      int     `json:"pid"`
+		State    string  `json:"state"`
+	} `json:"nodes"`
+}
+
+func (c *cluster) status() statusJSON {
+	c.t.Helper()
+	var st statusJSON
+	if err := json.Unmarshal([]byte(c.mustRun("cluster", "status", "--json")), &st); err != nil {
+		c.t.Fatal(err)
+	}
+	return st
+}
+
+// nodes is `roam --node ID nodes --json`; nil when the agent does not answer.
+func (c *cluster) nodes(id string) []api.NodeInfo {
+	out, err := c.run("--node", id, "nodes", "--json")
+	if err != nil {
+		return nil
+	}
+	var ns []api.NodeInfo
+	if json.Unmarshal([]byte(out), &ns) != nil {
+		return nil
+	}
+	return ns
+}
+
+func (c *cluster) stats(id string) api.Stats {
+	c.t.Helper()
+	var s api.Stats
+	if err := json.Unmarshal([]byte(c.mustRun("--node", id, "stats")), &s); err != nil {
+		c.t.Fatal(err)
+	}
+	return s
+}
+
+// waitFor polls cond until it holds or the deadline passes; on failure it
+// reports cond's last explanation.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var why string
+	for {
+		var ok bool
+		ok, why = cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %v: %s", what, d, why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// alive returns the ids node sees alive.
+func alive(ns []api.NodeInfo) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range ns {
+		if n.Alive {
+			m[n.ID] = true
+		}
+	}
+	return m
+}
+
+func find(ns []api.NodeInfo, id string) *api.NodeInfo {
+	for i := range ns {
+		if ns[i].ID == id {
+			return &ns[i]
+		}
+	}
+	return nil
+}
