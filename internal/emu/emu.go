@@ -64,17 +64,17 @@ type Spec struct {
 
 // State is the cluster's record on disk (cluster.json) and what status shows.
 type State struct {
-	Name   string      `json:"name"`
-	Subnet string      `json:"subnet"`
-	Bridge string      `json:"bridge"`
-	Cgroup string      `json:"cgroup"`
-	Link   string      `json:"link,omitempty"`
+	Name   string `json:"name"`
+	Subnet string `json:"subnet"`
+	Bridge string `json:"bridge"`
+	Cgroup string `json:"cgroup"`
+	Link   string `json:"link,omitempty"`
 	// Policy and IntervalMS are every agent's load-vector settings, kept so
 	// that a node added later gets the same.
-	Policy     string `json:"policy"`
-	IntervalMS int64  `json:"interval_ms"`
-	Status string      `json:"status"` // "starting" until Up finished, then "up"
-	Nodes  []NodeState `json:"nodes"`
+	Policy     string      `json:"policy"`
+	IntervalMS int64       `json:"interval_ms"`
+	Status     string      `json:"status"` // "starting" until Up finished, then "up"
+	Nodes      []NodeState `json:"nodes"`
 }
 
 // NodeState is one emulated node.
