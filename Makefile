@@ -13,8 +13,13 @@ all: build
 deps:
 	@bash scripts/deps.sh
 
-build: deps
+build: deps $(BIN)/roam-init
 	@$(GO) build -o $(BIN)/ ./cmd/...
+
+# PID 1 of every job's namespaces; static, so CRIU sees no shared libraries.
+$(BIN)/roam-init: cinit/roam-init.c
+	@mkdir -p $(BIN)
+	@gcc -O2 -Wall -Wextra -static -o $@ $<
 
 # Every test: unit tests of the pure core and integration tests on emulated
 # clusters with real agents (root required).

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"roam/internal/errkind"
 	"runtime"
 	"sort"
 	"strconv"
@@ -34,6 +35,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/cgroup"
+	"roam/internal/job"
 	"roam/internal/load"
 	"roam/internal/probe"
 	"roam/internal/secret"
@@ -50,6 +52,11 @@ type Agent struct {
 	reg      *prometheus.Registry
 
 	ml *memberlist.Memberlist
+
+	store    *job.Store
+	jobs     *jobs
+	launcher job.Launcher
+	peerHTTP *http.Client
 
 	mu        sync.Mutex // guards everything below, never held while calling memberlist
 	dis       *load.Disseminator
@@ -121,7 +128,7 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Agent, err
 			return nil, err
 		}
 		if !layout.Exists(cfg.Cgroup) {
-			return nil, fmt.Errorf("%w: cgroup: %s does not exist under %s", ErrConfig, cfg.Cgroup, layout)
+			return nil, errkind.New(ErrConfig, "config: cgroup: %s does not exist under %s", cfg.Cgroup, layout)
 		}
 		a.probe = probe.Node{Layout: layout, Group: cfg.Cgroup}
 	}
@@ -154,7 +161,12 @@ func (a *Agent) Start() error {
 	}
 	a.mu.Unlock()
 
+	if err := a.openJobs(); err != nil {
+		return err
+	}
+	a.peerHTTP = a.PeerClient()
 	if err := a.startAPI(); err != nil {
+		a.store.Close()
 		return err
 	}
 	if err := a.startPeer(); err != nil {
@@ -180,9 +192,10 @@ func (a *Agent) Start() error {
 		return fmt.Errorf("memberlist: %w", err)
 	}
 	a.ml = ml
-	a.wg.Add(2)
+	a.wg.Add(3)
 	go a.joinLoop()
 	go a.loadLoop()
+	go a.pushLoop()
 	a.log.Info("agent started", "bind", a.cfg.BindAddr, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
 		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval)
 	return nil
@@ -205,6 +218,9 @@ func (a *Agent) Close() error {
 			_ = a.peerSrv.Shutdown(ctx)
 		}
 		a.wg.Wait()
+		if a.store != nil {
+			a.store.Close()
+		}
 	})
 	return nil
 }

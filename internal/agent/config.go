@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
+	"roam/internal/errkind"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -64,6 +66,8 @@ type Config struct {
 	// Cgroup is the node's cgroup relative to the controllers' mounts
 	// (emulated nodes); empty means the whole host.
 	Cgroup string `yaml:"cgroup"`
+	// InitPath is roam-init, PID 1 of every job; empty means next to roamd.
+	InitPath string `yaml:"init_path"`
 	// Load configures the load vector and its dissemination.
 	Load LoadConfig `yaml:"load"`
 }
@@ -89,6 +93,7 @@ func DefaultConfig() Config {
 		SecretFile: "/etc/roam/secret",
 		StateDir:   DefaultStateDir,
 		Socket:     DefaultSocket,
+		InitPath:   besideExecutable("roam-init"),
 		Load: LoadConfig{
 			Interval:   load.DefaultInterval,
 			VectorSize: load.DefaultVectorSize,
@@ -106,7 +111,7 @@ var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$`)
 // it allows.
 func (c Config) Validate() error {
 	bad := func(field, format string, a ...any) error {
-		return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, a...))
+		return errkind.New(ErrConfig, "config: %s: %s", field, fmt.Sprintf(format, a...))
 	}
 	switch {
 	case !nodeIDPattern.MatchString(c.NodeID):
@@ -123,6 +128,8 @@ func (c Config) Validate() error {
 		return bad("state_dir", "empty (a directory path)")
 	case c.Socket == "":
 		return bad("socket", "empty (a unix socket path)")
+	case c.InitPath != "" && !filepath.IsAbs(c.InitPath):
+		return bad("init_path", "%q is not an absolute path", c.InitPath)
 	case c.Capacity < 0 || c.Capacity > 4096:
 		return bad("capacity", "%v is out of range (0 for the host's cores, or 0.01 to 4096)", c.Capacity)
 	case c.Load.Interval < 10*time.Millisecond || c.Load.Interval > time.Hour:
@@ -146,7 +153,7 @@ func (c Config) Validate() error {
 func LoadConfigFile(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
+		return Config{}, errkind.New(ErrConfig, "config: %v", err)
 	}
 	return ParseConfig(b)
 }
@@ -157,7 +164,7 @@ func ParseConfig(b []byte) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("%w: %v", ErrConfig, oneLine(err))
+		return Config{}, errkind.New(ErrConfig, "config: %v", oneLine(err))
 	}
 	return c, c.Validate()
 }
@@ -171,4 +178,13 @@ func oneLine(err error) string {
 func (c Config) Marshal() []byte {
 	b, _ := yaml.Marshal(c)
 	return b
+}
+
+// besideExecutable is a file next to the running binary.
+func besideExecutable(name string) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(exe), name)
 }

@@ -106,6 +106,7 @@ func (a *Agent) startAPI() error {
 		writeJSON(w, http.StatusOK, a.Stats())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	a.jobAPI(mux)
 	a.apiLn = ln
 	a.apiSrv = &http.Server{
 		Handler: mux,
@@ -137,6 +138,7 @@ func (a *Agent) startPeer() error {
 	mux.HandleFunc("GET /v1/peer/ping", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
 	})
+	a.peerJobAPI(mux)
 	a.peerLn = tls.NewListener(ln, a.tls)
 	a.peerSrv = &http.Server{Handler: mux, ErrorLog: log.New(&peerLog{a}, "", 0)}
 	a.wg.Add(1)

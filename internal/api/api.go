@@ -128,3 +128,24 @@ type RemoteError struct {
 }
 
 func (e *RemoteError) Error() string { return e.Msg }
+
+// DoRaw posts raw bytes (a job's stdin).
+func (c *Client) DoRaw(method, path string, data []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, "http://roamd"+path, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w at %s: %v", ErrNoAgent, c.Socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e Error
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
+		return &RemoteError{Status: resp.StatusCode, Msg: e.Error}
+	}
+	return nil
+}

@@ -144,7 +144,20 @@ func (e *env) clusterCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.AddCommand(up, down, status, add, execCmd)
+	start := &cobra.Command{
+		Use:   "start NODE",
+		Short: "restart a node's agent that is not running",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := emu.Start(e.cluster, args[0], roamdPath())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "node %s agent started (pid %d)\n", n.ID, n.PID)
+			return nil
+		},
+	}
+	c.AddCommand(up, down, status, add, execCmd, start)
 	return c
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"roam/internal/errkind"
 	"strings"
 	"syscall"
 	"time"
@@ -21,7 +22,7 @@ import (
 // the cluster's own cgroups.
 func Down(name string) error {
 	if !namePattern.MatchString(name) {
-		return fail(ErrSpec, "--cluster: %q is not a cluster name", name)
+		return errkind.New(ErrSpec, "--cluster: %q is not a cluster name", name)
 	}
 	var errs []error
 	st, _ := Load(name) // may be missing or partial: names are enough
@@ -169,10 +170,10 @@ func Exec(name, id string, argv []string, stdin, stdout, stderr *os.File) (*exec
 		}
 	}
 	if node == nil {
-		return nil, fail(ErrSpec, "--node: node %q is not in cluster %q", id, name)
+		return nil, errkind.New(ErrSpec, "--node: node %q is not in cluster %q", id, name)
 	}
 	if len(argv) == 0 {
-		return nil, fail(ErrSpec, "no command given")
+		return nil, errkind.New(ErrSpec, "no command given")
 	}
 	layout, err := cgroup.Detect()
 	if err != nil {
@@ -201,4 +202,32 @@ func clusterLinks(name string) []string {
 		}
 	}
 	return out
+}
+
+// Start restarts node id's agent when it is not running (after a crash or a
+// kill in a test), with its config and state as they were.
+func Start(name, id, roamd string) (NodeState, error) {
+	st, err := Load(name)
+	if err != nil {
+		return NodeState{}, err
+	}
+	for i := range st.Nodes {
+		n := &st.Nodes[i]
+		if n.ID != id {
+			continue
+		}
+		if agentAlive(n.PID) {
+			return *n, errkind.New(ErrRunning, "node %s's agent is running (pid %d)", id, n.PID)
+		}
+		pid, err := startAgent(roamd, n.Netns, filepath.Join(n.Dir, "roamd.yaml"), filepath.Join(n.Dir, "roamd.log"))
+		if err != nil {
+			return *n, err
+		}
+		n.PID = pid
+		if err := st.save(); err != nil {
+			return *n, err
+		}
+		return *n, waitReady(*n)
+	}
+	return NodeState{}, errkind.New(ErrSpec, "--node: node %q is not in cluster %q", id, name)
 }

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"roam/internal/errkind"
 	"runtime"
 	"strconv"
 	"strings"
@@ -98,20 +99,6 @@ var (
 	ErrNotRunning = errors.New("no such cluster")
 )
 
-// userError is an error whose message is complete for the user but that
-// still matches its sentinel with errors.Is.
-type userError struct {
-	msg  string
-	kind error
-}
-
-func (e *userError) Error() string { return e.msg }
-func (e *userError) Unwrap() error { return e.kind }
-
-func fail(kind error, format string, a ...any) error {
-	return &userError{msg: fmt.Sprintf(format, a...), kind: kind}
-}
-
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9]{0,7}$`)
 var ratePattern = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$`)
 var delayPattern = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(us|ms|s)$`)
@@ -127,7 +114,7 @@ func cgroupRoot(cluster string) string       { return "roam/" + cluster }
 // Validate checks a spec and fills its defaults. Each error names the flag.
 func (s *Spec) Validate() error {
 	bad := func(flag, format string, a ...any) error {
-		return fail(ErrSpec, "%s: %s", flag, fmt.Sprintf(format, a...))
+		return errkind.New(ErrSpec, "%s: %s", flag, fmt.Sprintf(format, a...))
 	}
 	if !namePattern.MatchString(s.Name) {
 		return bad("--cluster", "%q is not allowed (a lower-case letter, then up to 7 letters or digits)", s.Name)
@@ -218,7 +205,7 @@ func hostAddr(subnet string, i int) string {
 func Load(name string) (State, error) {
 	b, err := os.ReadFile(filepath.Join(Dir(name), "cluster.json"))
 	if errors.Is(err, os.ErrNotExist) {
-		return State{}, fail(ErrNotRunning, "no cluster %q (start it with 'roam cluster up')", name)
+		return State{}, errkind.New(ErrNotRunning, "no cluster %q (start it with 'roam cluster up')", name)
 	}
 	if err != nil {
 		return State{}, err
@@ -317,20 +304,20 @@ func Up(spec Spec) (State, error) {
 func checkFree(spec Spec) error {
 	if st, err := Load(spec.Name); err == nil {
 		if st.Status != "up" {
-			return fail(ErrRunning, "cluster %q is half up from an earlier failure; run 'roam cluster down --cluster %s' first", spec.Name, spec.Name)
+			return errkind.New(ErrRunning, "cluster %q is half up from an earlier failure; run 'roam cluster down --cluster %s' first", spec.Name, spec.Name)
 		}
-		return fail(ErrRunning, "cluster %q is already up with %d nodes; run 'roam cluster down --cluster %s' first", spec.Name, len(st.Nodes), spec.Name)
+		return errkind.New(ErrRunning, "cluster %q is already up with %d nodes; run 'roam cluster down --cluster %s' first", spec.Name, len(st.Nodes), spec.Name)
 	}
 	if _, err := os.Stat(Dir(spec.Name)); err == nil {
-		return fail(ErrRunning, "%s exists; run 'roam cluster down --cluster %s' first", Dir(spec.Name), spec.Name)
+		return errkind.New(ErrRunning, "%s exists; run 'roam cluster down --cluster %s' first", Dir(spec.Name), spec.Name)
 	}
 	if _, err := net.InterfaceByName(bridgeName(spec.Name)); err == nil {
-		return fail(ErrRunning, "bridge %s exists; run 'roam cluster down --cluster %s' first", bridgeName(spec.Name), spec.Name)
+		return errkind.New(ErrRunning, "bridge %s exists; run 'roam cluster down --cluster %s' first", bridgeName(spec.Name), spec.Name)
 	}
 	entries, _ := os.ReadDir(BaseDir)
 	for _, e := range entries {
 		if other, err := Load(e.Name()); err == nil && other.Subnet == spec.Subnet {
-			return fail(ErrRunning, "subnet %s is taken by cluster %q (choose another with --subnet)", spec.Subnet, other.Name)
+			return errkind.New(ErrRunning, "subnet %s is taken by cluster %q (choose another with --subnet)", spec.Subnet, other.Name)
 		}
 	}
 	return nil
@@ -509,7 +496,7 @@ func Add(name string, as AddSpec) (NodeState, error) {
 		return NodeState{}, err
 	}
 	if len(st.Nodes) >= MaxNodes {
-		return NodeState{}, fail(ErrSpec, "cluster %q has %d nodes already", name, MaxNodes)
+		return NodeState{}, errkind.New(ErrSpec, "cluster %q has %d nodes already", name, MaxNodes)
 	}
 	layout, err := cgroup.Detect()
 	if err != nil {

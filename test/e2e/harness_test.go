@@ -39,6 +39,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: build: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	out, err = exec.Command("gcc", "-O2", "-static", "-o", filepath.Join(dir, "roam-init"), "../../cinit/roam-init.c").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: build roam-init: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		panic(err)
+	}
 	binDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -1,0 +1,60 @@
+package api
+
+// RunRequest is `roam run`: start Count processes of Argv from the asked
+// node, which becomes their home node. The caller's uid and gid come from
+// SO_PEERCRED, never from here.
+type RunRequest struct {
+	Argv  []string `json:"argv"`
+	Env   []string `json:"env"`
+	Cwd   string   `json:"cwd"`
+	Count int      `json:"count"`
+	On    string   `json:"on,omitempty"` // node id; empty: the best node
+	Pin   bool     `json:"pin,omitempty"`
+	Stdin bool     `json:"stdin,omitempty"` // only with Count 1
+}
+
+// RunResponse names the started jobs and the nodes they went to.
+type RunResponse struct {
+	IDs   []string `json:"ids"`
+	Nodes []string `json:"nodes"`
+}
+
+// Output is a piece of a job's output from given offsets, with its state.
+type Output struct {
+	ID        string `json:"id"`
+	Stdout    []byte `json:"stdout,omitempty"`
+	Stderr    []byte `json:"stderr,omitempty"`
+	StdoutOff int64  `json:"stdout_off"` // offset just past Stdout
+	StderrOff int64  `json:"stderr_off"`
+	State     string `json:"state"`
+	ExitCode  *int   `json:"exit_code,omitempty"`
+}
+
+// KillRequest is `roam kill`.
+type KillRequest struct {
+	IDs    []string `json:"ids"`
+	Signal int      `json:"signal"`
+}
+
+// KillResult says, per job, whether the signal was delivered.
+type KillResult struct {
+	ID    string `json:"id"`
+	Error string `json:"error,omitempty"`
+}
+
+// Job is one row of `roam ps`.
+type Job struct {
+	ID         string  `json:"id"`
+	User       string  `json:"user"`
+	UID        uint32  `json:"uid"`
+	Home       string  `json:"home"`
+	Node       string  `json:"node"`
+	State      string  `json:"state"`
+	CPUSeconds float64 `json:"cpu_s"`
+	RSSMB      float64 `json:"rss_mb"`
+	Migrations int     `json:"migrations"`
+	AgeSeconds float64 `json:"age_s"`
+	Cmd        string  `json:"cmd"`
+	ExitCode   *int    `json:"exit_code,omitempty"`
+	Pin        bool    `json:"pin,omitempty"`
+}

@@ -1,0 +1,377 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"roam/internal/api"
+)
+
+// reattachFor is how long `roam run` waits for a lost agent to come back.
+const reattachFor = 5 * time.Minute
+
+func (e *env) runCmd() *cobra.Command {
+	var req api.RunRequest
+	var detach, noPrefix bool
+	c := &cobra.Command{
+		Use:   "run [-n COUNT] [--on NODE] [--pin] [-d] -- PROG [ARGS...]",
+		Short: "start processes on the best nodes; their output comes here, and their exit status",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if req.Count < 1 {
+				return fmt.Errorf("-n: %d is out of range (at least 1)", req.Count)
+			}
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			req.Argv = args
+			req.Env = os.Environ()
+			if req.Cwd, err = os.Getwd(); err != nil {
+				return fmt.Errorf("working directory: %w", err)
+			}
+			req.Stdin = req.Count == 1 && !detach
+			var resp api.RunResponse
+			if err := cl.Do(context.Background(), http.MethodPost, "/v1/run", req, &resp); err != nil {
+				return err
+			}
+			if detach {
+				for _, id := range resp.IDs {
+					fmt.Fprintln(e.out, id)
+				}
+				return nil
+			}
+			return e.follow(cl, resp.IDs, req.Count > 1 && !noPrefix, req.Stdin, 0)
+		},
+	}
+	c.Flags().IntVarP(&req.Count, "count", "n", 1, "number of processes")
+	c.Flags().StringVar(&req.On, "on", "", "run on this node instead of the best one")
+	c.Flags().BoolVar(&req.Pin, "pin", false, "never migrate these processes")
+	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job ids and return; see 'roam logs' and 'roam attach'")
+	c.Flags().BoolVar(&noPrefix, "no-prefix", false, "with -n > 1, do not prefix lines with [JOBID]")
+	return c
+}
+
+func (e *env) attachCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "attach JOBID...",
+		Short: "follow jobs' output from the start and exit with their status",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			return e.follow(cl, args, len(args) > 1, false, 0)
+		},
+	}
+}
+
+func (e *env) logsCmd() *cobra.Command {
+	var follow bool
+	c := &cobra.Command{
+		Use:   "logs [-f] JOBID",
+		Short: "a job's output so far (stdout here, stderr to stderr)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			if follow {
+				err := e.follow(cl, args, false, false, 0)
+				var ec exitCode
+				if errors.As(err, &ec) {
+					return nil // logs reports output, not the job's status
+				}
+				return err
+			}
+			var outOff, errOff int64
+			for {
+				o, err := getOutput(cl, args[0], outOff, errOff, 0)
+				if err != nil {
+					return err
+				}
+				e.out.Write(o.Stdout)
+				e.errOut.Write(o.Stderr)
+				if len(o.Stdout) == 0 && len(o.Stderr) == 0 {
+					return nil
+				}
+				outOff, errOff = o.StdoutOff, o.StderrOff
+			}
+		},
+	}
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep following until the job ends")
+	return c
+}
+
+func getOutput(cl *api.Client, id string, outOff, errOff int64, wait time.Duration) (api.Output, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
+	defer cancel()
+	var o api.Output
+	q := fmt.Sprintf("/v1/jobs/%s/output?out=%d&err=%d&wait=%s", url.PathEscape(id), outOff, errOff, wait)
+	return o, cl.Do(ctx, http.MethodGet, q, nil, &o)
+}
+
+// follow streams jobs' output until they all end, relays SIGINT and SIGTERM
+// to them, and returns their exit status (as an exitCode error when not 0).
+// A lost agent is waited for, and the output picks up where it stopped.
+func (e *env) follow(cl *api.Client, ids []string, prefix, stdin bool, _ int) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			var res []api.KillResult
+			_ = cl.Do(context.Background(), http.MethodPost, "/v1/kill",
+				api.KillRequest{IDs: ids, Signal: int(s.(syscall.Signal))}, &res)
+		}
+	}()
+	if stdin {
+		go e.pumpStdin(cl, ids[0])
+	}
+	var wmu sync.Mutex
+	var lostOnce sync.Once
+	codes := make([]int, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func(i int, id string) {
+			defer wg.Done()
+			out := &lineWriter{w: e.out, mu: &wmu, prefix: prefixFor(prefix, id)}
+			errw := &lineWriter{w: e.errOut, mu: &wmu, prefix: prefixFor(prefix, id)}
+			var outOff, errOff int64
+			var lostAt time.Time
+			for {
+				o, err := getOutput(cl, id, outOff, errOff, 5*time.Second)
+				if err != nil {
+					var re *api.RemoteError
+					if errors.As(err, &re) {
+						wmu.Lock()
+						fmt.Fprintf(e.errOut, "roam: %s: %v\n", id, err)
+						wmu.Unlock()
+						codes[i] = 255
+						return
+					}
+					if lostAt.IsZero() {
+						lostAt = time.Now()
+					}
+					lostOnce.Do(func() {
+						wmu.Lock()
+						fmt.Fprintf(e.errOut, "roam: lost the agent (%v); waiting for it to come back — or later: roam attach %s\n", err, strings.Join(ids, " "))
+						wmu.Unlock()
+					})
+					if time.Since(lostAt) > reattachFor {
+						codes[i] = 255
+						return
+					}
+					time.Sleep(500 * time.Millisecond)
+					continue
+				}
+				lostAt = time.Time{}
+				out.Write(o.Stdout)
+				errw.Write(o.Stderr)
+				outOff, errOff = o.StdoutOff, o.StderrOff
+				if o.State != "running" {
+					out.Flush()
+					errw.Flush()
+					if o.ExitCode != nil {
+						codes[i] = *o.ExitCode
+					} else {
+						codes[i] = 255
+					}
+					return
+				}
+			}
+		}(i, id)
+	}
+	wg.Wait()
+	for _, c := range codes {
+		if c != 0 {
+			return exitCode(c)
+		}
+	}
+	return nil
+}
+
+func prefixFor(on bool, id string) string {
+	if on {
+		return "[" + id + "] "
+	}
+	return ""
+}
+
+// pumpStdin copies our stdin to a job, then closes the job's stdin.
+func (e *env) pumpStdin(cl *api.Client, id string) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := os.Stdin.Read(buf)
+		if n > 0 {
+			if cl.DoRaw(http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/stdin", buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = cl.DoRaw(http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/stdin?eof=1", nil)
+			return
+		}
+	}
+}
+
+// lineWriter writes output, prefixing each line when it has a prefix; a
+// partial line waits for its end (or Flush).
+type lineWriter struct {
+	w      io.Writer
+	mu     *sync.Mutex
+	prefix string
+	part   []byte
+}
+
+func (l *lineWriter) Write(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.prefix == "" {
+		l.w.Write(b)
+		return
+	}
+	l.part = append(l.part, b...)
+	var out bytes.Buffer
+	for {
+		i := bytes.IndexByte(l.part, '\n')
+		if i < 0 {
+			break
+		}
+		out.WriteString(l.prefix)
+		out.Write(l.part[:i+1])
+		l.part = l.part[i+1:]
+	}
+	l.w.Write(out.Bytes())
+}
+
+func (l *lineWriter) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.part) > 0 {
+		fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.part)
+		l.part = nil
+	}
+}
+
+func (e *env) psCmd() *cobra.Command {
+	var all, long, asJSON bool
+	c := &cobra.Command{
+		Use:   "ps [-a] [-l] [--json]",
+		Short: "your jobs on every node (-a: everyone's, for root)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			q := "/v1/ps"
+			if all {
+				q += "?all=1"
+			}
+			var js []api.Job
+			if err := cl.Get(q, &js); err != nil {
+				return err
+			}
+			if asJSON {
+				return e.printJSON(js)
+			}
+			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+			head := "ID\tUSER\tHOME\tNODE\tSTATE\tCPU-S\tRSS-MB\tMIG\tAGE\t"
+			if long {
+				head += "EXIT\tPIN\t"
+			}
+			fmt.Fprintln(tw, head+"CMD")
+			for _, j := range js {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%s\t", j.ID, j.User, j.Home, j.Node, j.State,
+					j.CPUSeconds, j.RSSMB, j.Migrations, (time.Duration(j.AgeSeconds) * time.Second).String())
+				if long {
+					ex := "-"
+					if j.ExitCode != nil {
+						ex = strconv.Itoa(*j.ExitCode)
+					}
+					fmt.Fprintf(tw, "%s\t%v\t", ex, j.Pin)
+				}
+				fmt.Fprintln(tw, j.Cmd)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVarP(&all, "all", "a", false, "every user's jobs (root)")
+	c.Flags().BoolVarP(&long, "long", "l", false, "more columns")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+var signalNames = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "CONT": syscall.SIGCONT,
+	"STOP": syscall.SIGSTOP, "ALRM": syscall.SIGALRM,
+}
+
+func parseSignal(s string) (int, error) {
+	if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= 64 {
+		return n, nil
+	}
+	if sig, ok := signalNames[strings.TrimPrefix(strings.ToUpper(s), "SIG")]; ok {
+		return int(sig), nil
+	}
+	return 0, fmt.Errorf("-s: %q is not a signal (a number 1 to 64, or HUP INT QUIT KILL USR1 USR2 TERM CONT STOP ALRM)", s)
+}
+
+func (e *env) killCmd() *cobra.Command {
+	var sigName string
+	c := &cobra.Command{
+		Use:   "kill [-s SIGNAL] JOBID...",
+		Short: "send a signal to jobs wherever they run",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sig, err := parseSignal(sigName)
+			if err != nil {
+				return err
+			}
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			var res []api.KillResult
+			if err := cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: args, Signal: sig}, &res); err != nil {
+				return err
+			}
+			failed := 0
+			for _, r := range res {
+				if r.Error != "" {
+					fmt.Fprintf(e.errOut, "roam: %s\n", r.Error)
+					failed++
+				}
+			}
+			if failed > 0 {
+				return exitCode(1)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&sigName, "signal", "s", "TERM", "signal name or number")
+	return c
+}

@@ -1,0 +1,301 @@
+package job
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Spec is what a node needs to start a job.
+type Spec struct {
+	ID     string   `json:"id"`
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
+	Argv   []string `json:"argv"`
+	Env    []string `json:"env"`
+	Cwd    string   `json:"cwd"`
+	Stdin  bool     `json:"stdin"`
+}
+
+// Errors of a spec that cannot start; each message names the thing.
+var (
+	ErrNoProgram = errors.New("program not found")
+	ErrNotExec   = errors.New("program not executable")
+	ErrNoCwd     = errors.New("working directory missing")
+)
+
+// Launcher starts jobs on this node.
+type Launcher struct {
+	// Init is the path of roam-init.
+	Init string
+	// CgroupProcs are the cgroup.procs files of the node's cgroups (empty on
+	// a real node, where jobs stay in the agent's cgroup).
+	CgroupProcs []string
+	// SpoolRoot holds one directory per job with its output and status.
+	SpoolRoot string
+}
+
+// Proc is a started job.
+type Proc struct {
+	PID      int
+	StartTix uint64
+	Dir      string
+	Stdin    *os.File // write end of the job's stdin, nil without stdin
+	Cmd      *exec.Cmd
+}
+
+// lookPath resolves a program as execvp would for the job: with the job's
+// PATH, relative to its working directory.
+func lookPath(s Spec) (string, error) {
+	prog := s.Argv[0]
+	if strings.Contains(prog, "/") {
+		if !filepath.IsAbs(prog) {
+			prog = filepath.Join(s.Cwd, prog)
+		}
+		return prog, nil
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, e := range s.Env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(s.Cwd, dir)
+		}
+		p := filepath.Join(dir, prog)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s", ErrNoProgram, s.Argv[0])
+}
+
+// Check tells, before anything is created, whether the job can start here:
+// its working directory exists and its program exists and is executable by
+// its user.
+func Check(s Spec) error {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return fmt.Errorf("%w: no program given", ErrNoProgram)
+	}
+	if fi, err := os.Stat(s.Cwd); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: %s", ErrNoCwd, s.Cwd)
+	}
+	p, err := lookPath(s)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("%w: %s", ErrNoProgram, s.Argv[0])
+	}
+	if !fi.Mode().IsRegular() || !executableBy(fi, s.UID, s.GID, s.Groups) {
+		return fmt.Errorf("%w: %s", ErrNotExec, s.Argv[0])
+	}
+	return nil
+}
+
+func executableBy(fi os.FileInfo, uid, gid uint32, groups []uint32) bool {
+	m := fi.Mode().Perm()
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return m&0o111 != 0
+	}
+	if uid == 0 {
+		return m&0o111 != 0
+	}
+	if st.Uid == uid {
+		return m&0o100 != 0
+	}
+	inGroup := st.Gid == gid
+	for _, g := range groups {
+		inGroup = inGroup || st.Gid == g
+	}
+	if inGroup {
+		return m&0o010 != 0
+	}
+	return m&0o001 != 0
+}
+
+// Start launches the job: roam-init as PID 1 of new PID and mount
+// namespaces, stdout and stderr appended to spool files, stdin a pipe (empty
+// and closed when the job takes no stdin), fd 3 the status file.
+func (l Launcher) Start(s Spec) (*Proc, error) {
+	if err := Check(s); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(l.SpoolRoot, s.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	open := func(name string, flag int) (*os.File, error) {
+		f, err := os.OpenFile(filepath.Join(dir, name), flag, 0o600)
+		if err == nil {
+			files = append(files, f)
+		}
+		return f, err
+	}
+	out, err1 := open("stdout", os.O_CREATE|os.O_WRONLY|os.O_APPEND)
+	errf, err2 := open("stderr", os.O_CREATE|os.O_WRONLY|os.O_APPEND)
+	status, err3 := open("status", os.O_CREATE|os.O_WRONLY|os.O_TRUNC)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		closeAll()
+		return nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	files = append(files, inR)
+	if !s.Stdin {
+		inW.Close()
+		inW = nil
+	}
+	groups := "-"
+	if len(s.Groups) > 0 {
+		gs := make([]string, len(s.Groups))
+		for i, g := range s.Groups {
+			gs[i] = strconv.FormatUint(uint64(g), 10)
+		}
+		groups = strings.Join(gs, ",")
+	}
+	cg := "-"
+	if len(l.CgroupProcs) > 0 {
+		cg = strings.Join(l.CgroupProcs, ":")
+	}
+	args := append([]string{l.Init, strconv.FormatUint(uint64(s.UID), 10), strconv.FormatUint(uint64(s.GID), 10),
+		groups, s.Cwd, cg, "--"}, s.Argv...)
+	cmd := &exec.Cmd{
+		Path: l.Init, Args: args, Env: s.Env,
+		Stdin: inR, Stdout: out, Stderr: errf, ExtraFiles: []*os.File{status},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+			Setsid:     true,
+		},
+	}
+	err = cmd.Start()
+	closeAll()
+	if err != nil {
+		if inW != nil {
+			inW.Close()
+		}
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start %s: %w", s.Argv[0], err)
+	}
+	return &Proc{PID: cmd.Process.Pid, StartTix: StartTicks(cmd.Process.Pid), Dir: dir, Stdin: inW, Cmd: cmd}, nil
+}
+
+// StartTicks is a process's start time in clock ticks since boot (field 22
+// of /proc/PID/stat), which tells a live process from a reused pid; 0 when
+// the process is gone.
+func StartTicks(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is the state (field 3); starttime is field 22.
+	if len(f) < 20 || f[0] == "Z" {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
+}
+
+// Alive reports whether the process started at tix is still running.
+func Alive(pid int, tix uint64) bool {
+	return pid > 0 && tix != 0 && StartTicks(pid) == tix
+}
+
+// ReadStatus returns the exit code roam-init wrote, if it has.
+func ReadStatus(dir string) (int, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return 0, false
+	}
+	code, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return code, err == nil
+}
+
+// ReadSpool returns up to max bytes of a spool stream ("stdout" or
+// "stderr") from offset off.
+func ReadSpool(dir, stream string, off int64, max int) ([]byte, error) {
+	f, err := os.Open(filepath.Join(dir, stream))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, max)
+	n, err := f.ReadAt(buf, off)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// TreeUsage sums the CPU seconds and resident memory of a process and all
+// its descendants (a job's whole namespace, from its roam-init).
+func TreeUsage(pid int) (cpuSeconds, rssMB float64) {
+	const hz = 100 // USER_HZ
+	page := float64(os.Getpagesize())
+	seen := map[int]bool{}
+	var walk func(p int)
+	walk = func(p int) {
+		if seen[p] || len(seen) > 100000 {
+			return
+		}
+		seen[p] = true
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat"); err == nil {
+			if i := bytes.LastIndexByte(b, ')'); i > 0 {
+				f := strings.Fields(string(b[i+1:]))
+				if len(f) > 14 {
+					// utime, stime, and the children's that were waited for.
+					for _, k := range []int{11, 12, 13, 14} {
+						v, _ := strconv.ParseFloat(f[k], 64)
+						cpuSeconds += v / hz
+					}
+				}
+			}
+		}
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/statm"); err == nil {
+			if f := strings.Fields(string(b)); len(f) > 1 {
+				v, _ := strconv.ParseFloat(f[1], 64)
+				rssMB += v * page / (1 << 20)
+			}
+		}
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		for _, t := range tasks {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/children")
+			for _, c := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(c); err == nil {
+					walk(n)
+				}
+			}
+		}
+	}
+	walk(pid)
+	return cpuSeconds, rssMB
+}

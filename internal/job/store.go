@@ -1,0 +1,212 @@
+// Package job is the job manager's state and mechanics: the job table that
+// survives an agent restart (bbolt), launching a job's process in its own
+// namespaces on this node, and the spool files that keep its output on the
+// node that runs it until the home node has it.
+//
+// It decides nothing about placement (that is package sched) and speaks no
+// network protocol (that is the agent).
+package job
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The bbolt schema, version 1:
+//
+//	meta/schema   -> "1"
+//	meta/seq      -> uint64 big-endian: the last job sequence number handed
+//	                 out; job ids are HOMENODE.SEQ and never reused
+//	home/<id>     -> Record (JSON): jobs whose home node is this node
+//	local/<id>    -> Local (JSON): jobs running on this node, whatever
+//	                 their home
+//
+// Upgrades: a store with an older schema is upgraded in Open, step by step;
+// a newer one is refused.
+const schemaVersion = "1"
+
+var (
+	bucketMeta  = []byte("meta")
+	bucketHome  = []byte("home")
+	bucketLocal = []byte("local")
+	keySchema   = []byte("schema")
+	keySeq      = []byte("seq")
+)
+
+// States of a job.
+const (
+	StateRunning  = "running"
+	StateFinished = "finished"
+	StateLost     = "lost" // its node died and it could not be recovered
+)
+
+// Record is the home node's record of a job.
+type Record struct {
+	ID     string   `json:"id"`
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
+	User   string   `json:"user"`
+	Argv   []string `json:"argv"`
+	Env    []string `json:"env"`
+	Cwd    string   `json:"cwd"`
+	Home   string   `json:"home"`
+	Node   string   `json:"node"` // current node
+	// Stdin says whether the job reads the user's stdin.
+	Stdin      bool      `json:"stdin"`
+	Pin        bool      `json:"pin,omitempty"`
+	State      string    `json:"state"`
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	Started    time.Time `json:"started"`
+	Ended      time.Time `json:"ended,omitzero"`
+	Migrations int       `json:"migrations"`
+	// Group is the id of the `roam run` that started it, to attach to all
+	// its jobs at once.
+	Group string `json:"group"`
+}
+
+// Local is a node's record of a job running on it.
+type Local struct {
+	ID   string `json:"id"`
+	Home string `json:"home"`
+	// HomeAddr is the home agent's peer address, to push output to.
+	HomeAddr string `json:"home_addr"`
+	PID      int    `json:"pid"`       // roam-init's pid on this host
+	StartTix uint64 `json:"start_tix"` // its start time, to tell a reused pid
+	Dir      string `json:"dir"`       // spool directory
+	// Done is set once the home node has the exit status and all output.
+	Done bool `json:"done"`
+}
+
+// Store is the job table.
+type Store struct {
+	db *bolt.DB
+}
+
+// ErrSchema means the store was written by a newer roam.
+var ErrSchema = errors.New("job store: unknown schema version")
+
+// Open opens (or creates) the store at path.
+func Open(path string) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("job store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketHome, bucketLocal} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		m := tx.Bucket(bucketMeta)
+		switch v := m.Get(keySchema); {
+		case v == nil:
+			return m.Put(keySchema, []byte(schemaVersion))
+		case string(v) == schemaVersion:
+			return nil
+		default:
+			return fmt.Errorf("%w %q (this roam knows %s)", ErrSchema, v, schemaVersion)
+		}
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// NextSeqs reserves n job sequence numbers and returns the first. They are
+// persisted before use, so an id is never handed out twice.
+func (s *Store) NextSeqs(n int) (uint64, error) {
+	var first uint64
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		var last uint64
+		if v := m.Get(keySeq); len(v) == 8 {
+			last = binary.BigEndian.Uint64(v)
+		}
+		first = last + 1
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], last+uint64(n))
+		return m.Put(keySeq, b[:])
+	})
+	return first, err
+}
+
+func put[T any](tx *bolt.Tx, bucket []byte, id string, v T) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucket).Put([]byte(id), b)
+}
+
+// PutRecords writes home records in one transaction.
+func (s *Store) PutRecords(rs ...Record) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, r := range rs {
+			if err := put(tx, bucketHome, r.ID, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// PutLocals writes local records in one transaction.
+func (s *Store) PutLocals(ls ...Local) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, l := range ls {
+			if err := put(tx, bucketLocal, l.ID, l); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// DeleteLocal forgets a local record.
+func (s *Store) DeleteLocal(id string) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketLocal).Delete([]byte(id)) })
+}
+
+func all[T any](s *Store, bucket []byte) ([]T, error) {
+	var out []T
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(_, v []byte) error {
+			var x T
+			if err := json.Unmarshal(v, &x); err != nil {
+				return err
+			}
+			out = append(out, x)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Records returns every home record.
+func (s *Store) Records() ([]Record, error) { return all[Record](s, bucketHome) }
+
+// Locals returns every local record.
+func (s *Store) Locals() ([]Local, error) { return all[Local](s, bucketLocal) }
+
+// DeleteRecords forgets home records (a run that failed to start).
+func (s *Store) DeleteRecords(rs []Record) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, r := range rs {
+			if err := tx.Bucket(bucketHome).Delete([]byte(r.ID)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
