@@ -212,19 +212,32 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 	}
 	a.jobs.mu.Unlock()
 
+	// Start on every node at once; each node starts its share in turn.
+	type result struct {
+		node string
+		res  []startResult
+		err  error
+	}
+	results := make(chan result, len(byNode))
+	for node, specs := range byNode {
+		go func(node string, specs []job.Spec) {
+			res, err := a.startOn(node, specs)
+			results <- result{node, res, err}
+		}(node, specs)
+	}
 	var started []string
 	var firstErr error
-	for node, specs := range byNode {
-		res, err := a.startOn(node, specs)
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("node %s: %w", node, err)
+	for range byNode {
+		r := <-results
+		if r.err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("node %s: %w", r.node, r.err)
 		}
-		for _, r := range res {
-			if r.Error != "" && firstErr == nil {
-				firstErr = fmt.Errorf("node %s: %s", node, r.Error)
+		for _, x := range r.res {
+			if x.Error != "" && firstErr == nil {
+				firstErr = fmt.Errorf("node %s: %s", r.node, x.Error)
 			}
-			if r.Error == "" {
-				started = append(started, r.ID)
+			if x.Error == "" {
+				started = append(started, x.ID)
 			}
 		}
 	}
@@ -721,15 +734,11 @@ func (a *Agent) PS(c Caller, all bool) []api.Job {
 			if !canTouch(c, r.UID) || (!all && r.UID != c.UID) {
 				continue
 			}
-			end := now
-			if !r.Ended.IsZero() {
-				end = r.Ended
-			}
 			u := use[r.ID]
 			out = append(out, api.Job{
 				ID: r.ID, User: r.User, UID: r.UID, Home: r.Home, Node: r.Node, State: r.State,
 				CPUSeconds: u.CPUSeconds, RSSMB: u.RSSMB, Migrations: r.Migrations,
-				AgeSeconds: end.Sub(r.Started).Seconds(), Cmd: strings.Join(r.Argv, " "),
+				AgeSeconds: now.Sub(r.Started).Seconds(), Cmd: strings.Join(r.Argv, " "),
 				ExitCode: r.ExitCode, Pin: r.Pin,
 			})
 		}

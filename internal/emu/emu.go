@@ -277,12 +277,16 @@ func Up(spec Spec) (State, error) {
 	if err := layout.Create(cgroupRoot(spec.Name)); err != nil {
 		return st, err
 	}
+	var peers []string
+	for i := 1; i <= spec.Nodes; i++ {
+		peers = append(peers, hostAddr(spec.Subnet, i))
+	}
 	for i := 1; i <= spec.Nodes; i++ {
 		mem := 0
 		if len(spec.MemMB) > 0 {
 			mem = spec.MemMB[i-1]
 		}
-		ns, err := addNode(&st, layout, spec, i, spec.CPU[i-1], mem, secretPath)
+		ns, err := addNode(&st, layout, spec, i, spec.CPU[i-1], mem, secretPath, peers)
 		st.Nodes = append(st.Nodes, ns)
 		if serr := st.save(); serr != nil && err == nil {
 			err = serr
@@ -325,7 +329,8 @@ func checkFree(spec Spec) error {
 
 // addNode creates node i: namespace, veth on the bridge, address, shaping,
 // cgroup, config, and its agent.
-func addNode(st *State, layout cgroup.Layout, spec Spec, i int, cpu float64, memMB int, secretPath string) (NodeState, error) {
+// peers are the addresses of the cluster's nodes, this one included.
+func addNode(st *State, layout cgroup.Layout, spec Spec, i int, cpu float64, memMB int, secretPath string, peers []string) (NodeState, error) {
 	ns := netnsName(st.Name, i)
 	veth := vethName(st.Name, i)
 	dir := filepath.Join(Dir(st.Name), "n"+strconv.Itoa(i))
@@ -380,10 +385,13 @@ func addNode(st *State, layout cgroup.Layout, spec Spec, i int, cpu float64, mem
 	cfg.Cgroup = n.Cgroup
 	cfg.Load.Policy = spec.Policy
 	cfg.Load.Interval = spec.Interval
-	// Join through every node already started, so a later node finds the
-	// cluster even when node 1 is down. Node 1 starts alone.
-	for _, o := range st.Nodes {
-		cfg.Join = append(cfg.Join, net.JoinHostPort(o.Addr, strconv.Itoa(cfg.GossipPort)))
+	// Join through every other node of the cluster, those already up and
+	// those still to come: an agent retries while it is alone, so a node
+	// restarted later finds the cluster again through any of them.
+	for _, addr := range peers {
+		if addr != n.Addr {
+			cfg.Join = append(cfg.Join, net.JoinHostPort(addr, strconv.Itoa(cfg.GossipPort)))
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return n, err
@@ -514,7 +522,11 @@ func Add(name string, as AddSpec) (NodeState, error) {
 	}
 	spec := Spec{Name: name, Link: st.Link, Roamd: as.Roamd, Policy: st.Policy,
 		Interval: time.Duration(st.IntervalMS) * time.Millisecond}
-	n, err := addNode(&st, layout, spec, len(st.Nodes)+1, as.CPU, as.MemMB, secretPath)
+	var peers []string
+	for _, o := range st.Nodes {
+		peers = append(peers, o.Addr)
+	}
+	n, err := addNode(&st, layout, spec, len(st.Nodes)+1, as.CPU, as.MemMB, secretPath, peers)
 	st.Nodes = append(st.Nodes, n)
 	if serr := st.save(); err == nil {
 		err = serr
