@@ -49,17 +49,8 @@ func AgentCost(spec AgentCostSpec, progress io.Writer) ([]AgentCostNode, error) 
 		return nil, err
 	}
 	fmt.Fprintf(progress, "agent-cost: %d nodes up; waiting for membership\n", spec.Nodes)
-	c := api.NewClient(st.Nodes[0].Socket)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var ns []api.NodeInfo
-		if c.Get("/v1/nodes", &ns) == nil && countAlive(ns) == spec.Nodes {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("agent-cost: membership incomplete after 15 s")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := waitMembers(api.NewClient(st.Nodes[0].Socket), spec.Nodes); err != nil {
+		return nil, fmt.Errorf("agent-cost: %w", err)
 	}
 	// Let joins and their first push/pulls pass: the idle state is the
 	// measured one.

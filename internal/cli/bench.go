@@ -58,6 +58,31 @@ func (e *env) benchCmd() *cobra.Command {
 	ac.Flags().DurationVar(&spec.Interval, "interval", time.Second, "load dissemination interval")
 	ac.Flags().StringVar(&spec.Subnet, "subnet", "198.18.100.0/24", "the benchmark cluster's /24")
 	ac.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	c.AddCommand(ac)
+	js := bench.JobStartSpec{}
+	jobStart := &cobra.Command{
+		Use:   "job-start",
+		Short: "roam run -d of N true jobs vs a local shell loop starting N processes, same run",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			js.Roamd = roamdPath()
+			r, err := bench.JobStart(js, os.Stderr)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return e.printJSON(r)
+			}
+			fmt.Fprintf(e.out, "roam run -d -n %d true on %d nodes: %.2f s, %.0f jobs/s (all finished with 0: %v)\n",
+				r.Jobs, r.Nodes, r.RoamSeconds, r.RoamPerSec, r.AllFinishedOK)
+			fmt.Fprintf(e.out, "local shell loop, %d /bin/true:   %.2f s, %.0f processes/s\n", r.Jobs, r.LocalSeconds, r.LocalPerSec)
+			fmt.Fprintf(e.out, "ratio roam/local: %.2f; target >= 200 jobs/s: %v\n", r.Ratio, r.RoamPerSec >= 200 && r.AllFinishedOK)
+			return nil
+		},
+	}
+	jobStart.Flags().IntVar(&js.Nodes, "nodes", 4, "number of nodes")
+	jobStart.Flags().IntVar(&js.Jobs, "jobs", 1000, "number of jobs")
+	jobStart.Flags().StringVar(&js.Subnet, "subnet", "198.18.101.0/24", "the benchmark cluster's /24")
+	jobStart.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.AddCommand(ac, jobStart)
 	return c
 }
