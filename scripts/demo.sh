@@ -40,6 +40,13 @@ done
 echo
 echo "Node 4 runs 2 loops on 0.2 cores (load ~10); node 1 runs 1 on 0.8 cores (load ~1.25)."
 echo
+echo "== roam --node 4 run -n 6 -- sh -c 'echo started; sleep 2; exit 0'   (typed on node 4)"
+$ROAM --node 4 run -n 6 -- sh -c 'echo started; sleep 2; exit 0'
+echo "exit status: $?"
+echo
+echo "== roam --node 4 ps -a   (where they ran: the least-loaded nodes per unit of capacity)"
+$ROAM --node 4 ps -a
+echo
 echo "== roam cluster down"
 cleanup
 pids=()
