@@ -38,6 +38,7 @@ import (
 	"roam/internal/job"
 	"roam/internal/load"
 	"roam/internal/probe"
+	"roam/internal/sched"
 	"roam/internal/secret"
 )
 
@@ -340,18 +341,8 @@ func (a *Agent) Nodes() []api.NodeInfo {
 		}
 		out = append(out, ni)
 	}
-	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i].ID, out[j].ID) })
+	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i].ID, out[j].ID) })
 	return out
-}
-
-// naturalLess orders "2" before "10".
-func naturalLess(a, b string) bool {
-	ai, errA := strconv.Atoi(a)
-	bi, errB := strconv.Atoi(b)
-	if errA == nil && errB == nil {
-		return ai < bi
-	}
-	return a < b
 }
 
 // Stats returns the agent's counters.

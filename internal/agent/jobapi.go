@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/sched"
 )
 
 // maxBody bounds every request body the agent reads.
@@ -30,7 +31,7 @@ func sortJobs(js []api.Job) {
 		hi, _ := homeOf(js[i].ID)
 		hj, _ := homeOf(js[j].ID)
 		if hi != hj {
-			return naturalLess(hi, hj)
+			return sched.IDLess(hi, hj)
 		}
 		si, _ := strconv.Atoi(js[i].ID[len(hi)+1:])
 		sj, _ := strconv.Atoi(js[j].ID[len(hj)+1:])
@@ -76,13 +77,10 @@ func (a *Agent) jobAPI(mux *http.ServeMux) {
 			writeError(w, errkind.New(ErrPermission, "%s: permission denied", id))
 			return
 		}
-		q := r.URL.Query()
-		out, _ := strconv.ParseInt(q.Get("out"), 10, 64)
-		errOff, _ := strconv.ParseInt(q.Get("err"), 10, 64)
-		wait, _ := time.ParseDuration(q.Get("wait"))
+		out, errOff, wait := outputQuery(r)
 		var o api.Output
 		if rec.Home == a.cfg.NodeID {
-			o, err = a.Output(id, max(out, 0), max(errOff, 0), wait)
+			o, err = a.Output(id, out, errOff, wait)
 		} else {
 			err = a.peerCall(rec.Home, http.MethodGet, fmt.Sprintf("/v1/peer/output?id=%s&out=%d&err=%d&wait=%s", id, out, errOff, wait), nil, &o)
 		}
@@ -184,11 +182,8 @@ func (a *Agent) peerJobAPI(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, rec)
 	})
 	mux.HandleFunc("GET /v1/peer/output", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		out, _ := strconv.ParseInt(q.Get("out"), 10, 64)
-		errOff, _ := strconv.ParseInt(q.Get("err"), 10, 64)
-		wait, _ := time.ParseDuration(q.Get("wait"))
-		o, err := a.Output(q.Get("id"), max(out, 0), max(errOff, 0), wait)
+		out, errOff, wait := outputQuery(r)
+		o, err := a.Output(r.URL.Query().Get("id"), out, errOff, wait)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -198,4 +193,13 @@ func (a *Agent) peerJobAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/peer/ps", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.psLocal())
 	})
+}
+
+// outputQuery reads an output poll's offsets (never negative) and wait.
+func outputQuery(r *http.Request) (outOff, errOff int64, wait time.Duration) {
+	q := r.URL.Query()
+	outOff, _ = strconv.ParseInt(q.Get("out"), 10, 64)
+	errOff, _ = strconv.ParseInt(q.Get("err"), 10, 64)
+	wait, _ = time.ParseDuration(q.Get("wait"))
+	return max(outOff, 0), max(errOff, 0), wait
 }

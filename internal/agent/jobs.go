@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -767,13 +766,9 @@ func (a *Agent) peerCall(node, method, path string, in, out any) error {
 }
 
 func (a *Agent) peerCallAddr(addr, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
+	body, err := api.JSONBody(in)
+	if err != nil {
+		return err
 	}
 	return a.peerDo(addr, method, path, body, out)
 }
@@ -793,23 +788,16 @@ func (a *Agent) peerDo(addr, method, path string, body io.Reader, out any) error
 	if err != nil {
 		return err
 	}
-	resp, err := a.peerHTTP.Do(req)
-	if err != nil {
-		return errkind.New(ErrUnavailable, "%v", err)
+	err = api.Exchange(a.peerHTTP, req, out)
+	var te *api.TransportError
+	var re *api.RemoteError
+	switch {
+	case errors.As(err, &te):
+		return errkind.New(ErrUnavailable, "%v", te.Err)
+	case errors.As(err, &re):
+		return statusError(re.Status, re.Msg)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var e api.Error
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
-		if e.Error == "" {
-			e.Error = resp.Status
-		}
-		return statusError(resp.StatusCode, e.Error)
-	}
-	if out == nil {
-		return nil
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return err
 }
 
 // statusError turns a peer's error answer back into a sentinel error, so the

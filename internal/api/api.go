@@ -79,25 +79,58 @@ var ErrNoAgent = errors.New("no roam agent")
 // Do sends a request with an optional JSON body and decodes a JSON answer
 // into out (when out is not nil).
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
+	body, err := JSONBody(in)
+	if err != nil {
+		return err
 	}
+	return c.send(ctx, method, path, body, out)
+}
+
+// DoRaw posts raw bytes (a job's stdin).
+func (c *Client) DoRaw(method, path string, data []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.send(ctx, method, path, bytes.NewReader(data), nil)
+}
+
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, "http://roamd"+path, body)
 	if err != nil {
 		return err
 	}
-	resp, err := c.http.Do(req)
+	err = Exchange(c.http, req, out)
+	var te *TransportError
+	if errors.As(err, &te) {
+		return fmt.Errorf("%w at %s: %v", ErrNoAgent, c.Socket, te.Err)
+	}
+	return err
+}
+
+// JSONBody encodes v as a request body; nil gives no body.
+func JSONBody(v any) (io.Reader, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%w at %s: %v", ErrNoAgent, c.Socket, err)
-		}
-		return fmt.Errorf("%w at %s: %v", ErrNoAgent, c.Socket, err)
+		return nil, err
+	}
+	return bytes.NewReader(b), nil
+}
+
+// TransportError means the request did not get an answer at all.
+type TransportError struct{ Err error }
+
+func (e *TransportError) Error() string { return e.Err.Error() }
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// Exchange sends req and decodes a JSON answer into out (when not nil). An
+// error answer becomes a *RemoteError with the agent's message; no answer
+// becomes a *TransportError. Used for the CLI's socket and between agents.
+func Exchange(hc *http.Client, req *http.Request, out any) error {
+	resp, err := hc.Do(req)
+	if err != nil {
+		return &TransportError{Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
@@ -128,24 +161,3 @@ type RemoteError struct {
 }
 
 func (e *RemoteError) Error() string { return e.Msg }
-
-// DoRaw posts raw bytes (a job's stdin).
-func (c *Client) DoRaw(method, path string, data []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, "http://roamd"+path, bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w at %s: %v", ErrNoAgent, c.Socket, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var e Error
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
-		return &RemoteError{Status: resp.StatusCode, Msg: e.Error}
-	}
-	return nil
-}

@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -423,9 +424,36 @@ func startAgent(roamd, ns, cfgPath, logPath string) (int, error) {
 	}
 	pid := cmd.Process.Pid
 	// Reap it if it dies while we still run, so it never shows as a zombie
-	// of ours.
-	go func() { _ = cmd.Wait() }()
+	// of ours, and keep how it ended for waitReady's error.
+	ended := make(chan error, 1)
+	children.Store(pid, ended)
+	go func() { ended <- cmd.Wait() }()
 	return pid, nil
+}
+
+// children maps the pid of each agent this process started to a channel
+// that gets its exit.
+var children sync.Map
+
+// exited reports whether an agent this process started has ended, and how.
+// For an agent started by another process it falls back to /proc.
+func exited(pid int) (string, bool) {
+	if v, ok := children.Load(pid); ok {
+		select {
+		case err := <-v.(chan error):
+			v.(chan error) <- err // keep it for the next caller
+			if err == nil {
+				return "exit status 0", true
+			}
+			return err.Error(), true
+		default:
+			return "", false
+		}
+	}
+	if agentAlive(pid) {
+		return "", false
+	}
+	return "not running", true
 }
 
 // waitReady waits until the node's agent answers on its socket.
@@ -438,9 +466,9 @@ func waitReady(n NodeState) error {
 		if err == nil {
 			return nil
 		}
-		if !agentAlive(n.PID) {
+		if how, done := exited(n.PID); done {
 			logTail, _ := os.ReadFile(filepath.Join(n.Dir, "roamd.log"))
-			return fmt.Errorf("node %s: roamd exited: %s", n.ID, lastLine(string(logTail)))
+			return fmt.Errorf("node %s: roamd ended (%s): %s", n.ID, how, lastLines(string(logTail), 3))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("node %s: roamd did not answer on %s within %v: %v", n.ID, n.Socket, readyTimeout, err)
@@ -449,9 +477,10 @@ func waitReady(n NodeState) error {
 	}
 }
 
-func lastLine(s string) string {
+// lastLines is the last n lines of a log, folded onto one line.
+func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
+	return strings.Join(lines[max(len(lines)-n, 0):], " | ")
 }
 
 // agentAlive reports whether pid is a live roamd (not a zombie, not a

@@ -149,11 +149,10 @@ func put[T any](tx *bolt.Tx, bucket []byte, id string, v T) error {
 	return tx.Bucket(bucket).Put([]byte(id), b)
 }
 
-// PutRecords writes home records in one transaction.
-func (s *Store) PutRecords(rs ...Record) error {
+func putAll[T any](s *Store, bucket []byte, items []T, id func(T) string) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, r := range rs {
-			if err := put(tx, bucketHome, r.ID, r); err != nil {
+		for _, x := range items {
+			if err := put(tx, bucket, id(x), x); err != nil {
 				return err
 			}
 		}
@@ -161,16 +160,14 @@ func (s *Store) PutRecords(rs ...Record) error {
 	})
 }
 
+// PutRecords writes home records in one transaction.
+func (s *Store) PutRecords(rs ...Record) error {
+	return putAll(s, bucketHome, rs, func(r Record) string { return r.ID })
+}
+
 // PutLocals writes local records in one transaction.
 func (s *Store) PutLocals(ls ...Local) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		for _, l := range ls {
-			if err := put(tx, bucketLocal, l.ID, l); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return putAll(s, bucketLocal, ls, func(l Local) string { return l.ID })
 }
 
 // DeleteLocal forgets a local record.

@@ -41,7 +41,7 @@ func PlaceLeastLoaded(nodes []NodeLoad, n int) ([]string, error) {
 	if len(ns) == 0 {
 		return nil, ErrNoNode
 	}
-	sort.Slice(ns, func(i, j int) bool { return idLess(ns[i].ID, ns[j].ID) })
+	sort.Slice(ns, func(i, j int) bool { return IDLess(ns[i].ID, ns[j].ID) })
 	out := make([]string, 0, n)
 	for k := 0; k < n; k++ {
 		best := 0
@@ -59,7 +59,8 @@ func PlaceLeastLoaded(nodes []NodeLoad, n int) ([]string, error) {
 	return out, nil
 }
 
-func idLess(a, b string) bool {
+// IDLess orders node ids naturally: "2" before "10".
+func IDLess(a, b string) bool {
 	ai, errA := strconv.Atoi(a)
 	bi, errB := strconv.Atoi(b)
 	if errA == nil && errB == nil {
