@@ -8,6 +8,7 @@ import (
 	"roam/internal/errkind"
 	"sort"
 	"strconv"
+	"syscall"
 	"time"
 
 	"roam/internal/api"
@@ -151,7 +152,7 @@ func (a *Agent) peerJobAPI(mux *http.ServeMux) {
 			writeError(w, errkind.New(ErrBadRequest, "signal %d", req.Signal))
 			return
 		}
-		if err := a.signalJob(req.ID, sigOf(req.Signal)); err != nil {
+		if err := a.signalJob(req.ID, syscall.Signal(req.Signal)); err != nil {
 			writeError(w, err)
 			return
 		}

@@ -757,10 +757,18 @@ func (a *Agent) peerAddrOf(node string) string {
 	return ""
 }
 
+// peerAddr is a member's peer address, or an error naming the node.
+func (a *Agent) peerAddr(node string) (string, error) {
+	if addr := a.peerAddrOf(node); addr != "" {
+		return addr, nil
+	}
+	return "", errkind.New(ErrUnavailable, "node %s is not known", node)
+}
+
 func (a *Agent) peerCall(node, method, path string, in, out any) error {
-	addr := a.peerAddrOf(node)
-	if addr == "" {
-		return errkind.New(ErrUnavailable, "node %s is not known", node)
+	addr, err := a.peerAddr(node)
+	if err != nil {
+		return err
 	}
 	return a.peerCallAddr(addr, method, path, in, out)
 }
@@ -774,9 +782,9 @@ func (a *Agent) peerCallAddr(addr, method, path string, in, out any) error {
 }
 
 func (a *Agent) peerCallRaw(node, path string, data []byte) error {
-	addr := a.peerAddrOf(node)
-	if addr == "" {
-		return errkind.New(ErrUnavailable, "node %s is not known", node)
+	addr, err := a.peerAddr(node)
+	if err != nil {
+		return err
 	}
 	return a.peerDo(addr, http.MethodPost, path, bytes.NewReader(data), nil)
 }
@@ -810,5 +818,3 @@ func statusError(status int, msg string) error {
 	}
 	return errors.New(msg)
 }
-
-func sigOf(n int) syscall.Signal { return syscall.Signal(n) }

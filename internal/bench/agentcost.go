@@ -14,10 +14,8 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/emu"
+	"roam/internal/procfs"
 )
-
-// userHZ is the unit of utime and stime in /proc/PID/stat on Linux.
-const userHZ = 100
 
 // AgentCostSpec configures the agent-cost benchmark.
 type AgentCostSpec struct {
@@ -73,7 +71,7 @@ func AgentCost(spec AgentCostSpec, progress io.Writer) ([]AgentCostNode, error) 
 	for i, n := range st.Nodes {
 		res = append(res, AgentCostNode{
 			ID:         n.ID,
-			CPUPercent: float64(s1[i].ticks-s0[i].ticks) / userHZ / secs * 100,
+			CPUPercent: float64(s1[i].ticks-s0[i].ticks) / procfs.UserHZ / secs * 100,
 			// The host side receives what the node sends.
 			TxBytesSec: float64(s1[i].rx-s0[i].rx) / secs,
 			RxBytesSec: float64(s1[i].tx-s0[i].tx) / secs,
@@ -94,19 +92,11 @@ func countAlive(ns []api.NodeInfo) int {
 
 // procTicks is utime+stime of a process, in clock ticks.
 func procTicks(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return 0
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	// After the name: state is field 0, utime field 11, stime field 12.
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + st
+	return int64(st.UTime + st.STime)
 }
 
 func netStat(iface, counter string) int64 {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 
@@ -113,7 +114,7 @@ func roamdPath() string {
 			return p
 		}
 	}
-	if p, err := execLookPath("roamd"); err == nil {
+	if p, err := exec.LookPath("roamd"); err == nil {
 		return p
 	}
 	return ""

@@ -13,8 +13,6 @@ import (
 	"roam/internal/emu"
 )
 
-var execLookPath = exec.LookPath
-
 func (e *env) clusterCmd() *cobra.Command {
 	c := &cobra.Command{Use: "cluster", Short: "bring an emulated cluster up or down on this machine"}
 	var spec emu.Spec

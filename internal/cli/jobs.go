@@ -56,7 +56,7 @@ func (e *env) runCmd() *cobra.Command {
 				}
 				return nil
 			}
-			return e.follow(cl, resp.IDs, req.Count > 1 && !noPrefix, req.Stdin, 0)
+			return e.follow(cl, resp.IDs, req.Count > 1 && !noPrefix, req.Stdin)
 		},
 	}
 	c.Flags().IntVarP(&req.Count, "count", "n", 1, "number of processes")
@@ -77,7 +77,7 @@ func (e *env) attachCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return e.follow(cl, args, len(args) > 1, false, 0)
+			return e.follow(cl, args, len(args) > 1, false)
 		},
 	}
 }
@@ -94,7 +94,7 @@ func (e *env) logsCmd() *cobra.Command {
 				return err
 			}
 			if follow {
-				err := e.follow(cl, args, false, false, 0)
+				err := e.follow(cl, args, false, false)
 				var ec exitCode
 				if errors.As(err, &ec) {
 					return nil // logs reports output, not the job's status
@@ -131,7 +131,7 @@ func getOutput(cl *api.Client, id string, outOff, errOff int64, wait time.Durati
 // follow streams jobs' output until they all end, relays SIGINT and SIGTERM
 // to them, and returns their exit status (as an exitCode error when not 0).
 // A lost agent is waited for, and the output picks up where it stopped.
-func (e *env) follow(cl *api.Client, ids []string, prefix, stdin bool, _ int) error {
+func (e *env) follow(cl *api.Client, ids []string, prefix, stdin bool) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)

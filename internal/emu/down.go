@@ -35,7 +35,7 @@ func Down(name string) error {
 			pids = append(pids, n.PID)
 		}
 	}
-	waitGone(pids, 3*time.Second, true)
+	waitGone(pids, 3*time.Second)
 
 	// Then every process left in the cluster's cgroups: jobs we started.
 	layout, lerr := cgroup.Detect()
@@ -95,13 +95,13 @@ func Down(name string) error {
 }
 
 // waitGone waits for the processes to exit, then kills those still there.
-func waitGone(pids []int, d time.Duration, kill bool) {
+func waitGone(pids []int, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for _, p := range pids {
 		for agentAlive(p) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if kill && agentAlive(p) {
+		if agentAlive(p) {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 			for i := 0; i < 100 && agentAlive(p); i++ {
 				time.Sleep(10 * time.Millisecond)

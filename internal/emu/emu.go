@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"roam/internal/errkind"
+	"roam/internal/procfs"
 	"runtime"
 	"strconv"
 	"strings"
@@ -425,27 +426,35 @@ func startAgent(roamd, ns, cfgPath, logPath string) (int, error) {
 	pid := cmd.Process.Pid
 	// Reap it if it dies while we still run, so it never shows as a zombie
 	// of ours, and keep how it ended for waitReady's error.
-	ended := make(chan error, 1)
-	children.Store(pid, ended)
-	go func() { ended <- cmd.Wait() }()
+	c := &child{done: make(chan struct{})}
+	children.Store(pid, c)
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
 	return pid, nil
 }
 
-// children maps the pid of each agent this process started to a channel
-// that gets its exit.
+// child is an agent this process started; err is set before done closes.
+type child struct {
+	done chan struct{}
+	err  error
+}
+
+// children maps the pid of each agent this process started to its *child.
 var children sync.Map
 
 // exited reports whether an agent this process started has ended, and how.
 // For an agent started by another process it falls back to /proc.
 func exited(pid int) (string, bool) {
 	if v, ok := children.Load(pid); ok {
+		c := v.(*child)
 		select {
-		case err := <-v.(chan error):
-			v.(chan error) <- err // keep it for the next caller
-			if err == nil {
+		case <-c.done:
+			if c.err == nil {
 				return "exit status 0", true
 			}
-			return err.Error(), true
+			return c.err.Error(), true
 		default:
 			return "", false
 		}
@@ -490,15 +499,7 @@ func agentAlive(pid int) bool {
 		return false
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !strings.Contains(string(cmdline), "roamd") {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z'
+	return err == nil && strings.Contains(string(cmdline), "roamd") && procfs.Running(pid)
 }
 
 // Status returns the cluster's state with each agent's liveness checked now.

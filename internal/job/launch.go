@@ -1,13 +1,13 @@
 package job
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"roam/internal/procfs"
 	"strconv"
 	"strings"
 	"syscall"
@@ -204,25 +204,15 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 	return &Proc{PID: cmd.Process.Pid, StartTix: StartTicks(cmd.Process.Pid), Dir: dir, Stdin: inW, Cmd: cmd}, nil
 }
 
-// StartTicks is a process's start time in clock ticks since boot (field 22
-// of /proc/PID/stat), which tells a live process from a reused pid; 0 when
-// the process is gone.
+// StartTicks is a process's start time in clock ticks since boot, which
+// tells a live process from a reused pid; 0 when the process is gone or a
+// zombie.
 func StartTicks(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, err := procfs.ReadStat(pid)
+	if err != nil || st.State == 'Z' {
 		return 0
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is the state (field 3); starttime is field 22.
-	if len(f) < 20 || f[0] == "Z" {
-		return 0
-	}
-	v, _ := strconv.ParseUint(f[19], 10, 64)
-	return v
+	return st.StartTime
 }
 
 // Alive reports whether the process started at tix is still running.
@@ -259,7 +249,6 @@ func ReadSpool(dir, stream string, off int64, max int) ([]byte, error) {
 // TreeUsage sums the CPU seconds and resident memory of a process and all
 // its descendants (a job's whole namespace, from its roam-init).
 func TreeUsage(pid int) (cpuSeconds, rssMB float64) {
-	const hz = 100 // USER_HZ
 	page := float64(os.Getpagesize())
 	seen := map[int]bool{}
 	var walk func(p int)
@@ -268,17 +257,9 @@ func TreeUsage(pid int) (cpuSeconds, rssMB float64) {
 			return
 		}
 		seen[p] = true
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat"); err == nil {
-			if i := bytes.LastIndexByte(b, ')'); i > 0 {
-				f := strings.Fields(string(b[i+1:]))
-				if len(f) > 14 {
-					// utime, stime, and the children's that were waited for.
-					for _, k := range []int{11, 12, 13, 14} {
-						v, _ := strconv.ParseFloat(f[k], 64)
-						cpuSeconds += v / hz
-					}
-				}
-			}
+		if st, err := procfs.ReadStat(p); err == nil {
+			// Its own time, and that of the children it waited for.
+			cpuSeconds += float64(st.UTime+st.STime+st.CUTime+st.CSTime) / procfs.UserHZ
 		}
 		if b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/statm"); err == nil {
 			if f := strings.Fields(string(b)); len(f) > 1 {

@@ -6,12 +6,12 @@ package probe
 
 import (
 	"bufio"
-	"bytes"
 	"os"
 	"strconv"
 	"strings"
 
 	"roam/internal/cgroup"
+	"roam/internal/procfs"
 )
 
 // Node probes one node. Group is the node's cgroup relative to the
@@ -56,20 +56,13 @@ func (n Node) MemFreeMB() float64 {
 	return host
 }
 
-// threadState is the state letter of /proc/TID/stat, or 0 when the thread
-// is gone.
+// threadState is the state letter of a thread, or 0 when it is gone.
 func threadState(tid int) byte {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/stat")
+	st, err := procfs.ReadStat(tid)
 	if err != nil {
 		return 0
 	}
-	// The command name is in parentheses and may hold anything, so look
-	// after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0
-	}
-	return b[i+2]
+	return st.State
 }
 
 func hostProcsRunning() int {

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"roam/internal/emu"
+	"roam/internal/procfs"
 )
 
 // Eight nodes know each other within 5 s of up; a killed agent is marked not
@@ -61,7 +60,7 @@ func TestEightNodesMembershipFailureAndDown(t *testing.T) {
 		t.Fatalf("down left %v", left)
 	}
 	for _, p := range agents {
-		if running(p) {
+		if procfs.Running(p) {
 			t.Fatalf("agent pid %d still runs after down", p)
 		}
 	}
@@ -76,16 +75,6 @@ func TestEightNodesMembershipFailureAndDown(t *testing.T) {
 	if len(after.Nodes) != 2 || after.Nodes[0].PID != before.Nodes[0].PID {
 		t.Fatalf("refused up changed the cluster: %+v -> %+v", before, after)
 	}
-}
-
-// running reports whether pid is a live (not zombie) process.
-func running(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z'
 }
 
 // With capacities 1 and 0.25, one CPU-bound process on each node shows node

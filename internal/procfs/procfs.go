@@ -1,0 +1,58 @@
+// Package procfs reads the one /proc file roam parses by hand:
+// /proc/PID/stat (which /proc/TID/stat shares for threads). It only reads.
+package procfs
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// UserHZ is the unit of the tick fields below on Linux.
+const UserHZ = 100
+
+// Stat is the part of /proc/PID/stat roam uses.
+type Stat struct {
+	State     byte   // R, S, D, Z, ...
+	UTime     uint64 // ticks in user mode
+	STime     uint64 // ticks in kernel mode
+	CUTime    uint64 // ticks of waited-for children, user mode
+	CSTime    uint64 // ticks of waited-for children, kernel mode
+	StartTime uint64 // ticks after boot when the process started
+}
+
+// ErrFormat means the file did not have the expected fields.
+var ErrFormat = errors.New("procfs: unexpected /proc/PID/stat format")
+
+// ReadStat reads /proc/PID/stat; an error when the process is gone.
+func ReadStat(pid int) (Stat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Stat{}, err
+	}
+	return parseStat(b)
+}
+
+func parseStat(b []byte) (Stat, error) {
+	// The command name is in parentheses and may hold anything, spaces
+	// and ')' included, so the fields start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return Stat{}, ErrFormat
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); utime is field 14, starttime field 22.
+	if len(f) < 20 || len(f[0]) != 1 {
+		return Stat{}, ErrFormat
+	}
+	n := func(k int) uint64 { v, _ := strconv.ParseUint(f[k], 10, 64); return v }
+	return Stat{State: f[0][0], UTime: n(11), STime: n(12), CUTime: n(13), CSTime: n(14), StartTime: n(19)}, nil
+}
+
+// Running reports whether pid is a live process, not a zombie.
+func Running(pid int) bool {
+	st, err := ReadStat(pid)
+	return err == nil && st.State != 'Z'
+}
