@@ -339,6 +339,7 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 		a.jobs.local[l.ID] = &localJob{rec: l, stdin: procs[i].Stdin, ackOut: 0, ackErr: 0}
 	}
 	a.jobs.mu.Unlock()
+	a.kickPusher() // wake the push loop if it slept with no jobs
 	for _, p := range procs {
 		go func(p *job.Proc) {
 			_ = p.Cmd.Wait() // reap; the status file says how it ended
@@ -357,19 +358,32 @@ func (a *Agent) kickPusher() {
 
 // ---- current node: push output and exit status home ----
 
+// pushLoop pushes news every pushEvery while jobs run here; with none it
+// sleeps until a start kicks it, so an idle agent does not wake 20 times a
+// second for nothing.
 func (a *Agent) pushLoop() {
 	defer a.wg.Done()
 	t := time.NewTicker(pushEvery)
 	defer t.Stop()
 	for {
+		tick := t.C
+		if !a.hasLocalJobs() {
+			tick = nil
+		}
 		select {
 		case <-a.stop:
 			return
-		case <-t.C:
+		case <-tick:
 		case <-a.jobs.kick:
 		}
 		a.pushOnce()
 	}
+}
+
+func (a *Agent) hasLocalJobs() bool {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	return len(a.jobs.local) > 0
 }
 
 // pushOnce sends every job's news to its home, one request per home.
