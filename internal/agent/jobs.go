@@ -197,7 +197,7 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 		recs = append(recs, job.Record{
 			ID: s.ID, UID: c.UID, GID: c.GID, Groups: spec.Groups, User: name, Argv: req.Argv, Env: req.Env,
 			Cwd: req.Cwd, Home: a.cfg.NodeID, Node: node, Stdin: req.Stdin, Pin: req.Pin,
-			State: job.StateRunning, Started: now, Group: fmt.Sprintf("%s.%d", a.cfg.NodeID, first),
+			State: job.StateStarting, Started: now, Group: fmt.Sprintf("%s.%d", a.cfg.NodeID, first),
 		})
 	}
 	// Records first, so output that arrives at once finds its job.
@@ -247,6 +247,20 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 		}
 		a.forgetHome(recs)
 		return api.RunResponse{}, firstErr
+	}
+	// Every node confirmed: the jobs run. A job that already reported its
+	// end (a fast one) stays finished.
+	a.jobs.mu.Lock()
+	var running []job.Record
+	for _, r := range recs {
+		if h := a.jobs.home[r.ID]; h != nil && h.State == job.StateStarting {
+			h.State = job.StateRunning
+			running = append(running, *h)
+		}
+	}
+	a.jobs.mu.Unlock()
+	if err := a.store.PutRecords(running...); err != nil {
+		return api.RunResponse{}, err
 	}
 	resp := api.RunResponse{Nodes: targets}
 	for _, r := range recs {
@@ -489,7 +503,7 @@ func (a *Agent) takeUpdates(ups []update) map[string]ack {
 		dir := a.homeSpool(u.ID)
 		no := appendAt(filepath.Join(dir, "stdout"), u.OutOff, u.Out)
 		ne := appendAt(filepath.Join(dir, "stderr"), u.ErrOff, u.Err)
-		done := rec.State != job.StateRunning
+		done := rec.Over()
 		if !done && u.Exit != nil && no == u.FinalOut && ne == u.FinalErr {
 			code := *u.Exit
 			rec.State, rec.ExitCode, rec.Ended = job.StateFinished, &code, time.Now()
@@ -551,15 +565,15 @@ func (a *Agent) Output(id string, outOff, errOff int64, wait time.Duration) (api
 		}
 		a.jobs.mu.Unlock()
 
-		o := api.Output{ID: id, State: r.State, ExitCode: r.ExitCode}
+		o := api.Output{ID: id, State: r.State, Ended: r.Over(), ExitCode: r.ExitCode}
 		o.Stdout, _ = job.ReadSpool(a.homeSpool(id), "stdout", outOff, outputChunk)
 		o.Stderr, _ = job.ReadSpool(a.homeSpool(id), "stderr", errOff, outputChunk)
 		o.StdoutOff = outOff + int64(len(o.Stdout))
 		o.StderrOff = errOff + int64(len(o.Stderr))
-		if len(o.Stdout) > 0 || len(o.Stderr) > 0 || r.State != job.StateRunning || time.Now().After(deadline) {
+		if len(o.Stdout) > 0 || len(o.Stderr) > 0 || o.Ended || time.Now().After(deadline) {
 			if len(o.Stdout) > 0 || len(o.Stderr) > 0 {
-				// More may be waiting: say running until it is all read.
-				o.State, o.ExitCode = job.StateRunning, nil
+				// More may be waiting: not ended until it is all read.
+				o.Ended, o.ExitCode = false, nil
 			}
 			return o, nil
 		}
@@ -608,8 +622,10 @@ func (a *Agent) Kill(c Caller, req api.KillRequest) ([]api.KillResult, error) {
 			res.Error = err.Error()
 		case !canTouch(c, r.UID):
 			res.Error = id + ": permission denied"
-		case r.State != job.StateRunning:
+		case r.Over():
 			res.Error = fmt.Sprintf("%s: job has %s", id, r.State)
+		case r.State == job.StateStarting:
+			res.Error = fmt.Sprintf("%s: job is still starting", id)
 		default:
 			if err := a.signalOn(r.Node, id, req.Signal); err != nil {
 				res.Error = fmt.Sprintf("%s: %v", id, err)

@@ -27,7 +27,10 @@ type Output struct {
 	StdoutOff int64  `json:"stdout_off"` // offset just past Stdout
 	StderrOff int64  `json:"stderr_off"`
 	State     string `json:"state"`
-	ExitCode  *int   `json:"exit_code,omitempty"`
+	// Ended is true once the job is over and this piece holds the last of
+	// its output; ExitCode is then set.
+	Ended    bool `json:"ended"`
+	ExitCode *int `json:"exit_code,omitempty"`
 }
 
 // KillRequest is `roam kill`.

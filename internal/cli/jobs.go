@@ -46,6 +46,13 @@ func (e *env) runCmd() *cobra.Command {
 				return fmt.Errorf("working directory: %w", err)
 			}
 			req.Stdin = req.Count == 1 && !detach
+			var relay *signalRelay
+			if !detach {
+				// Catch Ctrl-C from now on: one that comes while the jobs
+				// start is delivered to them once they run.
+				relay = startRelay(cl)
+				defer relay.stop()
+			}
 			var resp api.RunResponse
 			if err := cl.Do(context.Background(), http.MethodPost, "/v1/run", req, &resp); err != nil {
 				return err
@@ -56,6 +63,7 @@ func (e *env) runCmd() *cobra.Command {
 				}
 				return nil
 			}
+			relay.forward(resp.IDs)
 			return e.follow(cl, resp.IDs, req.Count > 1 && !noPrefix, req.Stdin)
 		},
 	}
@@ -77,6 +85,9 @@ func (e *env) attachCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			relay := startRelay(cl)
+			defer relay.stop()
+			relay.forward(args)
 			return e.follow(cl, args, len(args) > 1, false)
 		},
 	}
@@ -128,20 +139,57 @@ func getOutput(cl *api.Client, id string, outOff, errOff int64, wait time.Durati
 	return o, cl.Do(ctx, http.MethodGet, q, nil, &o)
 }
 
-// follow streams jobs' output until they all end, relays SIGINT and SIGTERM
-// to them, and returns their exit status (as an exitCode error when not 0).
-// A lost agent is waited for, and the output picks up where it stopped.
-func (e *env) follow(cl *api.Client, ids []string, prefix, stdin bool) error {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+// signalRelay catches SIGINT and SIGTERM and delivers them to jobs: those
+// that come before the job ids are known wait for them.
+type signalRelay struct {
+	sigs chan os.Signal
+	ids  chan []string
+}
+
+func startRelay(cl *api.Client) *signalRelay {
+	r := &signalRelay{sigs: make(chan os.Signal, 8), ids: make(chan []string, 1)}
+	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
-		for s := range sigs {
-			var res []api.KillResult
-			_ = cl.Do(context.Background(), http.MethodPost, "/v1/kill",
-				api.KillRequest{IDs: ids, Signal: int(s.(syscall.Signal))}, &res)
+		var ids []string
+		var pending []os.Signal
+		idsCh := r.ids
+		for {
+			select {
+			case s, ok := <-r.sigs:
+				if !ok {
+					return
+				}
+				pending = append(pending, s)
+			case ids = <-idsCh:
+				idsCh = nil
+			}
+			if ids == nil {
+				continue
+			}
+			for _, s := range pending {
+				var res []api.KillResult
+				_ = cl.Do(context.Background(), http.MethodPost, "/v1/kill",
+					api.KillRequest{IDs: ids, Signal: int(s.(syscall.Signal))}, &res)
+			}
+			pending = nil
 		}
 	}()
+	return r
+}
+
+// forward starts delivering to these jobs, the signals already caught first.
+func (r *signalRelay) forward(ids []string) { r.ids <- ids }
+
+func (r *signalRelay) stop() {
+	signal.Stop(r.sigs)
+	close(r.sigs)
+}
+
+// follow streams jobs' output until they all end and returns their exit
+// status (as an exitCode error when not 0). A lost agent is waited for, and
+// the output picks up where it stopped. Signals are the caller's business
+// (see signalRelay): `roam logs -f` must not end the job on Ctrl-C.
+func (e *env) follow(cl *api.Client, ids []string, prefix, stdin bool) error {
 	if stdin {
 		go e.pumpStdin(cl, ids[0])
 	}
@@ -187,7 +235,7 @@ func (e *env) follow(cl *api.Client, ids []string, prefix, stdin bool) error {
 				out.Write(o.Stdout)
 				errw.Write(o.Stderr)
 				outOff, errOff = o.StdoutOff, o.StderrOff
-				if o.State != "running" {
+				if o.Ended {
 					out.Flush()
 					errw.Flush()
 					if o.ExitCode != nil {

@@ -40,6 +40,7 @@ var (
 
 // States of a job.
 const (
+	StateStarting = "starting" // recorded, not yet confirmed started by its node
 	StateRunning  = "running"
 	StateFinished = "finished"
 	StateLost     = "lost" // its node died and it could not be recovered
@@ -82,6 +83,9 @@ type Local struct {
 	// Done is set once the home node has the exit status and all output.
 	Done bool `json:"done"`
 }
+
+// Over reports whether the job is over (finished or lost).
+func (r Record) Over() bool { return r.State == StateFinished || r.State == StateLost }
 
 // Store is the job table.
 type Store struct {
