@@ -3,8 +3,10 @@
  *
  * The agent starts it as root with CLONE_NEWPID|CLONE_NEWNS. It
  *   1. joins the node's cgroups (writes "0" to each cgroup.procs given),
- *   2. makes its mounts private and mounts its own /proc (so CRIU can dump
- *      the job and restore it anywhere without PID clashes),
+ *   2. makes its mounts private, keeps only the mounts that hold files
+ *      (see minimal_mounts) and mounts its own /proc, so CRIU can dump the
+ *      job and restore it on any node without PID clashes and without
+ *      having to rebuild the host's sysfs, cgroup or namespace mounts,
  *   3. becomes a session leader (CRIU wants the session inside the
  *      namespace), drops to the caller's uid, gid and groups, and enters
  *      the working directory,
@@ -17,9 +19,10 @@
  *      that code. The kernel then ends whatever else is left in the
  *      namespace.
  *
- * usage: roam-init UID GID GROUPS CWD CGROUPS -- PROG [ARGS...]
+ * usage: roam-init UID GID GROUPS CWD CGROUPS SPOOL -- PROG [ARGS...]
  *   GROUPS  comma-separated supplementary gids, or "-"
  *   CGROUPS colon-separated cgroup.procs paths, or "-"
+ *   SPOOL   the job's spool directory, bound at JOB_DIR, or "-"
  * Errors before the program runs go to stderr as one line; exit 126 when
  * the program cannot be executed, 127 when it is not found, 125 otherwise.
  */
@@ -33,13 +36,97 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Filesystems a job never needs and CRIU could not carry to another node:
+ * they describe the host (sysfs, cgroups, namespaces, terminals) rather
+ * than hold the user's files. */
+static const char *dropped_fs[] = {
+	"proc", "sysfs", "cgroup", "cgroup2", "nsfs", "devpts", "mqueue",
+	"securityfs", "debugfs", "tracefs", "bpf", "fusectl", "configfs",
+	"pstore", "autofs", "binfmt_misc", "hugetlbfs", "efivarfs", "selinuxfs",
+	"rpc_pipefs", "nfsd", NULL,
+};
+
 static void die(const char *what, const char *arg) {
 	fprintf(stderr, "roam: %s %s: %s\n", what, arg, strerror(errno));
 	exit(125);
+}
+
+struct mnt {
+	char path[4096];
+	int depth, drop;
+};
+
+/* minimal_mounts leaves the job a mount tree that can be rebuilt on any
+ * node: the root, and the other mounts that hold files (block devices,
+ * tmpfs, network filesystems), each of which the agent declares to CRIU as
+ * external. Host-describing filesystems go, and so does any mount point
+ * mounted twice (an overmount CRIU cannot restore). A fresh /proc is
+ * mounted afterwards. */
+static void minimal_mounts(void) {
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		die("read", "/proc/self/mountinfo");
+	static struct mnt m[1024];
+	int n = 0;
+	char line[8192];
+	while (n < 1024 && fgets(line, sizeof line, f)) {
+		char path[4096], fstype[256];
+		char *dash = strstr(line, " - ");
+		if (!dash || sscanf(line, "%*d %*d %*s %*s %4095s", path) != 1 ||
+		    sscanf(dash + 3, "%255s", fstype) != 1)
+			continue;
+		if (strcmp(path, "/") == 0)
+			continue;
+		struct mnt *e = &m[n++];
+		strcpy(e->path, path);
+		e->depth = 0;
+		for (char *p = path; *p; p++)
+			e->depth += *p == '/';
+		e->drop = 0;
+		for (const char **d = dropped_fs; *d; d++)
+			if (strcmp(fstype, *d) == 0)
+				e->drop = 1;
+	}
+	fclose(f);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++)
+			if (i != j && strcmp(m[i].path, m[j].path) == 0)
+				m[i].drop = 1;
+	/* Deepest first, so a mount goes before the one it sits on. */
+	for (int d = 4096; d > 0; d--)
+		for (int i = n - 1; i >= 0; i--)
+			if (m[i].drop && m[i].depth == d)
+				umount2(m[i].path, MNT_DETACH);
+}
+
+/* The job's spool directory (stdout, stderr, status) is bind-mounted at
+ * JOB_DIR inside the job's mount namespace, and those three descriptors are
+ * reopened through it. CRIU then sees them on a mount of the job's own,
+ * which the agent declares external: on another node the same path is bound
+ * to that node's spool directory, and the files reopen there. */
+#define JOB_DIR "/run/roam/job"
+
+static void bind_spool(const char *spool) {
+	if (strcmp(spool, "-") == 0)
+		return;
+	mkdir("/run/roam", 0755);
+	mkdir(JOB_DIR, 0755);
+	if (mount(spool, JOB_DIR, NULL, MS_BIND, NULL) < 0)
+		die("bind spool", spool);
+	static const char *names[] = {"stdout", "stderr", "status"};
+	for (int fd = 1; fd <= 3; fd++) {
+		char p[256];
+		snprintf(p, sizeof p, JOB_DIR "/%s", names[fd - 1]);
+		int nfd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC);
+		if (nfd < 0 || dup2(nfd, fd) < 0)
+			die("reopen", p);
+		close(nfd);
+	}
 }
 
 static void join_cgroups(char *list) {
@@ -68,18 +155,23 @@ static void drop_privileges(uid_t uid, gid_t gid, char *groups) {
 }
 
 int main(int argc, char **argv) {
-	if (argc < 8 || strcmp(argv[6], "--") != 0) {
-		fprintf(stderr, "usage: roam-init UID GID GROUPS CWD CGROUPS -- PROG [ARGS...]\n");
+	if (argc < 9 || strcmp(argv[7], "--") != 0) {
+		fprintf(stderr, "usage: roam-init UID GID GROUPS CWD CGROUPS SPOOL -- PROG [ARGS...]\n");
 		return 125;
 	}
 	uid_t uid = (uid_t)strtoul(argv[1], NULL, 10);
 	gid_t gid = (gid_t)strtoul(argv[2], NULL, 10);
 	char *cwd = argv[4];
-	char **prog = argv + 7;
+	char **prog = argv + 8;
 
+	/* Whatever the agent's own parent leaked to it must not reach the job
+	 * (nor CRIU: a descriptor of the host's mounts cannot be dumped). */
+	close_range(4, ~0U, 0);
 	join_cgroups(argv[5]);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		die("make mounts private", "/");
+	minimal_mounts();
+	bind_spool(argv[6]);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		die("mount", "/proc");
 	if (getsid(0) != getpid() && setsid() < 0)

@@ -35,6 +35,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/cgroup"
+	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/load"
 	"roam/internal/probe"
@@ -58,6 +59,12 @@ type Agent struct {
 	jobs     *jobs
 	launcher job.Launcher
 	peerHTTP *http.Client
+	// execMu is held while any child process starts (see ckpt.CRIU).
+	execMu  sync.Mutex
+	criu    *ckpt.CRIU
+	migr    migrationState // guarded by jobs.mu
+	support string         // what migration can do here, found at start
+	metrics migrationMetrics
 
 	mu        sync.Mutex // guards everything below, never held while calling memberlist
 	dis       *load.Disseminator
@@ -143,6 +150,11 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Agent, err
 	}
 	a.reg = reg
 	a.registerMetrics(reg)
+	a.metrics = newMigrationMetrics(reg)
+	a.criu = &ckpt.CRIU{Path: cfg.CRIUPath, ExecMu: &a.execMu}
+	if a.criu.Path == "" {
+		a.criu.Path = defaultCRIU()
+	}
 	return a, nil
 }
 
@@ -165,6 +177,9 @@ func (a *Agent) Start() error {
 	if err := a.openJobs(); err != nil {
 		return err
 	}
+	// Images of migrations an earlier run left half-done.
+	os.RemoveAll(filepath.Join(a.cfg.StateDir, "images"))
+	a.support = a.migrationSupport()
 	a.peerHTTP = a.PeerClient()
 	if err := a.startAPI(); err != nil {
 		a.store.Close()
@@ -198,7 +213,8 @@ func (a *Agent) Start() error {
 	go a.loadLoop()
 	go a.pushLoop()
 	a.log.Info("agent started", "bind", a.cfg.BindAddr, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
-		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval)
+		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval,
+		"migration", a.support)
 	return nil
 }
 
@@ -359,6 +375,7 @@ func (a *Agent) Stats() api.Stats {
 		LoadSent:       s.loadSent.Load(),
 		LoadBytesSent:  s.loadBytesSent.Load(),
 		PeerRejected:   s.peerRejected.Load(),
+		Migration:      a.support,
 	}
 }
 

@@ -68,6 +68,10 @@ type Config struct {
 	Cgroup string `yaml:"cgroup"`
 	// InitPath is roam-init, PID 1 of every job; empty means next to roamd.
 	InitPath string `yaml:"init_path"`
+	// CRIUPath is the criu binary migration runs (through its RPC
+	// interface); empty means roam's own build if installed, else criu
+	// from PATH.
+	CRIUPath string `yaml:"criu_path"`
 	// Load configures the load vector and its dissemination.
 	Load LoadConfig `yaml:"load"`
 }
@@ -130,6 +134,8 @@ func (c Config) Validate() error {
 		return bad("socket", "empty (a unix socket path)")
 	case c.InitPath != "" && !filepath.IsAbs(c.InitPath):
 		return bad("init_path", "%q is not an absolute path", c.InitPath)
+	case c.CRIUPath != "" && !filepath.IsAbs(c.CRIUPath):
+		return bad("criu_path", "%q is not an absolute path", c.CRIUPath)
 	case c.Capacity < 0 || c.Capacity > 4096:
 		return bad("capacity", "%v is out of range (0 for the host's cores, or 0.01 to 4096)", c.Capacity)
 	case c.Load.Interval < 10*time.Millisecond || c.Load.Interval > time.Hour:

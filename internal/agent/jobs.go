@@ -52,6 +52,8 @@ type localJob struct {
 	stdin  *os.File // nil when the job takes no stdin or after a restart
 	ackOut int64    // what the home node has; -1 until it told us
 	ackErr int64
+	// migrating: a migration is moving it; the push loop leaves it alone.
+	migrating bool
 }
 
 // update is one job's news from its current node to its home node.
@@ -109,7 +111,7 @@ func (a *Agent) openJobs() error {
 	for _, l := range locals {
 		a.jobs.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1}
 	}
-	a.launcher = job.Launcher{Init: a.cfg.InitPath, SpoolRoot: filepath.Join(a.cfg.StateDir, "spool")}
+	a.launcher = job.Launcher{Init: a.cfg.InitPath, SpoolRoot: filepath.Join(a.cfg.StateDir, "spool"), ExecMu: &a.execMu}
 	if a.cfg.Cgroup != "" {
 		for _, d := range a.probe.Layout.Dirs(a.cfg.Cgroup) {
 			a.launcher.CgroupProcs = append(a.launcher.CgroupProcs, filepath.Join(d, "cgroup.procs"))
@@ -409,6 +411,9 @@ func (a *Agent) pushOnce() {
 	batches := map[string]*batch{}
 	a.jobs.mu.Lock()
 	for id, lj := range a.jobs.local {
+		if lj.migrating {
+			continue
+		}
 		u, send := lj.news()
 		if !send {
 			continue
@@ -646,13 +651,35 @@ func (a *Agent) signalOn(node, id string, sig int) error {
 // signalJob signals a job running here: its roam-init, which forwards the
 // signal to the program's process group (SIGKILL ends the namespace).
 func (a *Agent) signalJob(id string, sig syscall.Signal) error {
-	a.jobs.mu.Lock()
-	lj := a.jobs.local[id]
-	a.jobs.mu.Unlock()
+	lj, movedTo := a.settledLocal(id)
+	if movedTo != "" {
+		return a.signalOn(movedTo, id, int(sig))
+	}
 	if lj == nil || !job.Alive(lj.rec.PID, lj.rec.StartTix) {
 		return errkind.New(ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	}
 	return syscall.Kill(lj.rec.PID, sig)
+}
+
+// settledLocal waits until no migration moves job id, then returns it
+// when it runs here, or the node it moved to (for a caller whose record of
+// the job's node is older than the move).
+func (a *Agent) settledLocal(id string) (*localJob, string) {
+	deadline := time.Now().Add(restoreTimeout)
+	for {
+		a.jobs.mu.Lock()
+		lj := a.jobs.local[id]
+		movedTo := a.migr.movedTo[id]
+		busy := lj != nil && lj.migrating
+		a.jobs.mu.Unlock()
+		if !busy || time.Now().After(deadline) {
+			if lj != nil {
+				movedTo = ""
+			}
+			return lj, movedTo
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Stdin passes bytes to a job's stdin; eof closes it.
@@ -675,9 +702,14 @@ func (a *Agent) Stdin(c Caller, id string, data []byte, eof bool) error {
 }
 
 func (a *Agent) stdinLocal(id string, data []byte, eof bool) error {
-	a.jobs.mu.Lock()
-	lj := a.jobs.local[id]
-	a.jobs.mu.Unlock()
+	lj, movedTo := a.settledLocal(id)
+	if movedTo != "" {
+		q := "/v1/peer/stdin?id=" + id
+		if eof {
+			q += "&eof=1"
+		}
+		return a.peerCallRaw(movedTo, q, data)
+	}
 	if lj == nil || lj.stdin == nil {
 		return errkind.New(ErrNotFound, "job %s takes no stdin here", id)
 	}
@@ -768,7 +800,8 @@ func (a *Agent) PS(c Caller, all bool) []api.Job {
 				ID: r.ID, User: r.User, UID: r.UID, Home: r.Home, Node: r.Node, State: r.State,
 				CPUSeconds: u.CPUSeconds, RSSMB: u.RSSMB, Migrations: r.Migrations,
 				AgeSeconds: now.Sub(r.Started).Seconds(), Cmd: strings.Join(r.Argv, " "),
-				ExitCode: r.ExitCode, Pin: r.Pin,
+				ExitCode: r.ExitCode, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
+				MigrationLog: append([]job.Migration{}, r.MigrationLog...),
 			})
 		}
 	}
@@ -826,7 +859,11 @@ func (a *Agent) peerDo(addr, method, path string, body io.Reader, out any) error
 	if err != nil {
 		return err
 	}
-	err = api.Exchange(a.peerHTTP, req, out)
+	return a.peerErr(api.Exchange(a.peerHTTP, req, out))
+}
+
+// peerErr turns a peer exchange's error into the agent's kinds.
+func (a *Agent) peerErr(err error) error {
 	var te *api.TransportError
 	var re *api.RemoteError
 	switch {
@@ -842,7 +879,8 @@ func (a *Agent) peerDo(addr, method, path string, body io.Reader, out any) error
 // caller's answer keeps its meaning.
 func statusError(status int, msg string) error {
 	kinds := map[int]error{http.StatusForbidden: ErrPermission, http.StatusNotFound: ErrNotFound,
-		http.StatusBadRequest: ErrBadRequest, http.StatusServiceUnavailable: ErrUnavailable}
+		http.StatusBadRequest: ErrBadRequest, http.StatusServiceUnavailable: ErrUnavailable,
+		http.StatusConflict: ErrPinned}
 	if k := kinds[status]; k != nil {
 		return errkind.New(k, "%s", msg)
 	}

@@ -67,6 +67,8 @@ func errorStatus(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnavailable):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrPinned):
+		return http.StatusConflict
 	}
 	return http.StatusInternalServerError
 }
@@ -107,6 +109,7 @@ func (a *Agent) startAPI() error {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
 	a.jobAPI(mux)
+	a.migrationAPI(mux)
 	a.apiLn = ln
 	a.apiSrv = &http.Server{
 		Handler: mux,
@@ -139,6 +142,7 @@ func (a *Agent) startPeer() error {
 		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
 	})
 	a.peerJobAPI(mux)
+	a.peerMigrationAPI(mux)
 	a.peerLn = tls.NewListener(ln, a.tls)
 	a.peerSrv = &http.Server{Handler: mux, ErrorLog: log.New(&peerLog{a}, "", 0)}
 	a.wg.Add(1)

@@ -49,6 +49,8 @@ type Stats struct {
 	// PeerRejected counts TLS connections to the peer port that failed the
 	// handshake (no certificate from the cluster CA).
 	PeerRejected int64 `json:"peer_rejected"`
+	// Migration says what migration can do on this node, as found at start.
+	Migration string `json:"migration"`
 }
 
 // Error is the body of every failed request.

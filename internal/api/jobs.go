@@ -1,5 +1,7 @@
 package api
 
+import "roam/internal/job"
+
 // RunRequest is `roam run`: start Count processes of Argv from the asked
 // node, which becomes their home node. The caller's uid and gid come from
 // SO_PEERCRED, never from here.
@@ -60,4 +62,17 @@ type Job struct {
 	Cmd        string  `json:"cmd"`
 	ExitCode   *int    `json:"exit_code,omitempty"`
 	Pin        bool    `json:"pin,omitempty"`
+	// PinReason says why the job cannot migrate, once roam found out.
+	PinReason string `json:"pin_reason,omitempty"`
+	// Manual: a manual migration put it where it is (see roam migrate).
+	Manual       bool            `json:"manual,omitempty"`
+	MigrationLog []job.Migration `json:"migration_log"`
+}
+
+// MigrateRequest asks to move a running job to Node ("home" for its home
+// node, "auto" to hand it back to the automatic policies).
+type MigrateRequest struct {
+	ID   string `json:"id"`
+	Node string `json:"node"`
+	Lazy bool   `json:"lazy,omitempty"`
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"roam/internal/api"
+	"roam/internal/job"
 )
 
 // reattachFor is how long `roam run` waits for a lost agent to come back.
@@ -67,6 +68,7 @@ func (e *env) runCmd() *cobra.Command {
 			return e.follow(cl, resp.IDs, req.Count > 1 && !noPrefix, req.Stdin)
 		},
 	}
+	c.Flags().SetInterspersed(false) // flags after the program are the program's
 	c.Flags().IntVarP(&req.Count, "count", "n", 1, "number of processes")
 	c.Flags().StringVar(&req.On, "on", "", "run on this node instead of the best one")
 	c.Flags().BoolVar(&req.Pin, "pin", false, "never migrate these processes")
@@ -359,7 +361,7 @@ func (e *env) psCmd() *cobra.Command {
 					if j.ExitCode != nil {
 						ex = strconv.Itoa(*j.ExitCode)
 					}
-					fmt.Fprintf(tw, "%s\t%v\t", ex, j.Pin)
+					fmt.Fprintf(tw, "%s\t%s\t", ex, pinText(j))
 				}
 				fmt.Fprintln(tw, j.Cmd)
 			}
@@ -369,6 +371,58 @@ func (e *env) psCmd() *cobra.Command {
 	c.Flags().BoolVarP(&all, "all", "a", false, "every user's jobs (root)")
 	c.Flags().BoolVarP(&long, "long", "l", false, "more columns")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+// pinText says whether and why a job stays where it is.
+func pinText(j api.Job) string {
+	switch {
+	case j.Pin:
+		return "pinned (run --pin)"
+	case j.PinReason != "":
+		return "pinned: " + j.PinReason
+	case j.Manual:
+		return "manual (roam migrate ID auto releases it)"
+	}
+	return "-"
+}
+
+func (e *env) migrateCmd() *cobra.Command {
+	var lazy bool
+	c := &cobra.Command{
+		Use:   "migrate [--lazy] JOBID NODE|home|auto",
+		Short: "move a running job to another node while it runs",
+		Long: `Moves a running job (its whole process tree) to NODE, or to its home
+node. It keeps its id, its output and its exit status. A job moved by hand
+stays where it was put until 'roam migrate JOBID auto'.
+
+--lazy restores it on NODE first and fetches its memory afterwards (post-copy):
+a short freeze whatever its size, but until the last page has arrived the job
+needs both nodes.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			var m job.Migration
+			if err := cl.Do(context.Background(), http.MethodPost, "/v1/migrate", api.MigrateRequest{ID: args[0], Node: args[1], Lazy: lazy}, &m); err != nil {
+				return err
+			}
+			if args[1] == "auto" {
+				fmt.Fprintf(e.out, "%s: back under the automatic policies\n", args[0])
+				return nil
+			}
+			fmt.Fprintf(e.out, "%s: %s -> %s, %.1f MiB, freeze %.0f ms, total %.0f ms", args[0], m.From, m.To,
+				float64(m.Bytes)/(1<<20), m.FreezeMS, m.TotalMS)
+			if m.Lazy {
+				fmt.Fprintf(e.out, ", post-copy window %.0f ms", m.WindowMS)
+			}
+			fmt.Fprintln(e.out)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&lazy, "lazy", false, "post-copy: restore first, move memory on demand and in the background")
 	return c
 }
 

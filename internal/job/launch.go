@@ -10,6 +10,7 @@ import (
 	"roam/internal/procfs"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -39,6 +40,9 @@ type Launcher struct {
 	// CgroupProcs are the cgroup.procs files of the node's cgroups (empty on
 	// a real node, where jobs stay in the agent's cgroup).
 	CgroupProcs []string
+	// ExecMu, when set, is held while the job's process starts (see
+	// ckpt.CRIU.ExecMu).
+	ExecMu *sync.Mutex
 	// SpoolRoot holds one directory per job with its output and status.
 	SpoolRoot string
 }
@@ -155,7 +159,7 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 	}
 	out, err1 := open("stdout", os.O_CREATE|os.O_WRONLY|os.O_APPEND)
 	errf, err2 := open("stderr", os.O_CREATE|os.O_WRONLY|os.O_APPEND)
-	status, err3 := open("status", os.O_CREATE|os.O_WRONLY|os.O_TRUNC)
+	status, err3 := open("status", os.O_CREATE|os.O_WRONLY|os.O_APPEND)
 	if err := errors.Join(err1, err2, err3); err != nil {
 		closeAll()
 		return nil, err
@@ -183,7 +187,7 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		cg = strings.Join(l.CgroupProcs, ":")
 	}
 	args := append([]string{l.Init, strconv.FormatUint(uint64(s.UID), 10), strconv.FormatUint(uint64(s.GID), 10),
-		groups, s.Cwd, cg, "--"}, s.Argv...)
+		groups, s.Cwd, cg, dir, "--"}, s.Argv...)
 	cmd := &exec.Cmd{
 		Path: l.Init, Args: args, Env: s.Env,
 		Stdin: inR, Stdout: out, Stderr: errf, ExtraFiles: []*os.File{status},
@@ -192,7 +196,13 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 			Setsid:     true,
 		},
 	}
+	if l.ExecMu != nil {
+		l.ExecMu.Lock()
+	}
 	err = cmd.Start()
+	if l.ExecMu != nil {
+		l.ExecMu.Unlock()
+	}
 	closeAll()
 	if err != nil {
 		if inW != nil {
@@ -250,13 +260,7 @@ func ReadSpool(dir, stream string, off int64, max int) ([]byte, error) {
 // its descendants (a job's whole namespace, from its roam-init).
 func TreeUsage(pid int) (cpuSeconds, rssMB float64) {
 	page := float64(os.Getpagesize())
-	seen := map[int]bool{}
-	var walk func(p int)
-	walk = func(p int) {
-		if seen[p] || len(seen) > 100000 {
-			return
-		}
-		seen[p] = true
+	for _, p := range procfs.Tree(pid) {
 		if st, err := procfs.ReadStat(p); err == nil {
 			// Its own time, and that of the children it waited for.
 			cpuSeconds += float64(st.UTime+st.STime+st.CUTime+st.CSTime) / procfs.UserHZ
@@ -267,16 +271,6 @@ func TreeUsage(pid int) (cpuSeconds, rssMB float64) {
 				rssMB += v * page / (1 << 20)
 			}
 		}
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
-		for _, t := range tasks {
-			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/children")
-			for _, c := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(c); err == nil {
-					walk(n)
-				}
-			}
-		}
 	}
-	walk(pid)
 	return cpuSeconds, rssMB
 }

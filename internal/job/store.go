@@ -66,10 +66,40 @@ type Record struct {
 	Started    time.Time `json:"started"`
 	Ended      time.Time `json:"ended,omitzero"`
 	Migrations int       `json:"migrations"`
+	// MigrationLog is every migration tried, the failed ones included.
+	MigrationLog []Migration `json:"migration_log,omitempty"`
+	// PinReason says why the job cannot migrate, once a migration found out.
+	PinReason string `json:"pin_reason,omitempty"`
+	// Manual is set by a manual `roam migrate`: the job stays where the
+	// user put it until `roam migrate JOBID auto`.
+	Manual bool `json:"manual,omitempty"`
 	// Group is the id of the `roam run` that started it, to attach to all
 	// its jobs at once.
 	Group string `json:"group"`
 }
+
+// Migration is one migration attempt, as the job record keeps it.
+type Migration struct {
+	At   time.Time `json:"at"`
+	From string    `json:"from"`
+	To   string    `json:"to"`
+	Lazy bool      `json:"lazy"`
+	// Bytes is what went over the network: images and spool, and with
+	// Lazy the pages fetched afterwards.
+	Bytes int64 `json:"bytes"`
+	// FreezeMS is from the process stopping on From to it running on To.
+	FreezeMS float64 `json:"freeze_ms"`
+	// TotalMS is from the request to the end (for Lazy, to the last page).
+	TotalMS float64 `json:"total_ms"`
+	// WindowMS, for Lazy, is the post-copy window: from the restore until
+	// the last page arrived, during which the job needs both nodes.
+	WindowMS float64 `json:"window_ms,omitempty"`
+	OK       bool    `json:"ok"`
+	Error    string  `json:"error,omitempty"`
+}
+
+// MaxMigrationLog bounds a record's migration log (the oldest go first).
+const MaxMigrationLog = 50
 
 // Local is a node's record of a job running on it.
 type Local struct {

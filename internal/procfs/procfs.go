@@ -56,3 +56,30 @@ func Running(pid int) bool {
 	st, err := ReadStat(pid)
 	return err == nil && st.State != 'Z'
 }
+
+// Tree lists a process and all its descendants, parents before children
+// (a job's whole namespace, from its roam-init). Processes that end during
+// the walk are skipped.
+func Tree(pid int) []int {
+	var out []int
+	seen := map[int]bool{}
+	var walk func(p int)
+	walk = func(p int) {
+		if seen[p] || len(seen) > 100000 {
+			return
+		}
+		seen[p] = true
+		out = append(out, p)
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		for _, t := range tasks {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/children")
+			for _, c := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(c); err == nil {
+					walk(n)
+				}
+			}
+		}
+	}
+	walk(pid)
+	return out
+}

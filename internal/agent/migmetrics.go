@@ -1,0 +1,57 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"roam/internal/job"
+)
+
+// migrationMetrics are the agent's migration metrics, as the source node
+// of each migration saw it.
+type migrationMetrics struct {
+	total  *prometheus.CounterVec
+	bytes  prometheus.Counter
+	freeze prometheus.Histogram
+	dur    prometheus.Histogram
+	window prometheus.Histogram
+}
+
+func newMigrationMetrics(reg prometheus.Registerer) migrationMetrics {
+	buckets := prometheus.ExponentialBuckets(0.005, 2, 14) // 5 ms to 41 s
+	m := migrationMetrics{
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roam_migrations_total",
+			Help: "Migrations this node sent, by result (ok, failed)."}, []string{"result", "mode"}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "roam_migration_bytes_total",
+			Help: "Bytes this node sent for migrations (images, spool, lazy pages)."}),
+		freeze: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roam_migration_freeze_seconds",
+			Help: "Time from a job stopping here to it running on the destination.", Buckets: buckets}),
+		dur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roam_migration_seconds",
+			Help: "Time of a whole migration, from the request to the end.", Buckets: buckets}),
+		window: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roam_migration_lazy_window_seconds",
+			Help: "Post-copy window of lazy migrations: restore to last page.", Buckets: buckets}),
+	}
+	reg.MustRegister(m.total, m.bytes, m.freeze, m.dur, m.window)
+	return m
+}
+
+func (m migrationMetrics) observe(x job.Migration) {
+	if m.total == nil {
+		return
+	}
+	result, mode := "failed", "eager"
+	if x.OK {
+		result = "ok"
+	}
+	if x.Lazy {
+		mode = "lazy"
+	}
+	m.total.WithLabelValues(result, mode).Inc()
+	m.bytes.Add(float64(x.Bytes))
+	if x.OK {
+		m.freeze.Observe(x.FreezeMS / 1000)
+		m.dur.Observe(x.TotalMS / 1000)
+		if x.Lazy {
+			m.window.Observe(x.WindowMS / 1000)
+		}
+	}
+}

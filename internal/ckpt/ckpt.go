@@ -1,0 +1,296 @@
+// Package ckpt checkpoints and restores a roam job with CRIU, through
+// go-criu's RPC interface (criu swrk).
+//
+// A job is roam-init and its descendants, in their own PID and mount
+// namespaces. roam-init leaves the job a minimal mount tree (the root, the
+// mounts that hold files, its own /proc, and the spool directory bound at
+// JobDir), and every mount but the root and /proc is declared to CRIU as
+// external. On restore each is bound from the same path on the new node,
+// except JobDir, which is bound from the new node's spool directory, so the
+// job's stdout, stderr and status reopen there.
+package ckpt
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	criu "github.com/checkpoint-restore/go-criu/v7"
+	"github.com/checkpoint-restore/go-criu/v7/rpc"
+	"google.golang.org/protobuf/proto"
+)
+
+// JobDir is where roam-init binds the job's spool directory inside the
+// job's mount namespace (cinit/roam-init.c uses the same path).
+const JobDir = "/run/roam/job"
+
+// CRIU runs CRIU.
+type CRIU struct {
+	Path string
+	// ExecMu must be held by everyone in the process who starts a child:
+	// a restore hands CRIU descriptors by leaving them inheritable while
+	// CRIU starts, and no other child may inherit them.
+	ExecMu *sync.Mutex
+}
+
+// Mounts lists the mount points of a job's mount namespace that CRIU must
+// treat as external: all but the root and /proc.
+func Mounts(pid int) ([]string, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		dash := strings.Index(line, " - ")
+		fields := strings.Fields(line)
+		if dash < 0 || len(fields) < 5 {
+			continue
+		}
+		fstype := strings.Fields(line[dash+3:])
+		mp := unescape(fields[4])
+		if mp == "/" || (len(fstype) > 0 && fstype[0] == "proc") {
+			continue
+		}
+		out = append(out, mp)
+	}
+	return out, sc.Err()
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// mountKey names an external mount point in the images: hex, so that no
+// path can confuse CRIU's "mnt[KEY]:VALUE" syntax.
+func mountKey(mp string) string { return fmt.Sprintf("m%x", mp) }
+
+// DumpOpts says what to dump and how.
+type DumpOpts struct {
+	PID    int      // roam-init's pid on this host
+	Dir    string   // images directory, existing and empty
+	Mounts []string // from Mounts
+	// Lazy leaves the memory pages out of the images: CRIU then serves
+	// them from a page server on PageAddr:PagePort, and Dump returns once
+	// the lazy-pages daemon on the other side has taken them all.
+	Lazy     bool
+	PageAddr string
+	PagePort int
+	// Ready, with Lazy, is called once the images (all but the pages) are
+	// written, while the page server serves.
+	Ready func()
+}
+
+// Dump checkpoints the job and leaves it stopped (SIGSTOP): the caller
+// either kills it, once the copy runs elsewhere, or resumes it with Thaw.
+func (c *CRIU) Dump(o DumpOpts) error {
+	d, err := os.Open(o.Dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	opts := &rpc.CriuOpts{
+		Pid:          proto.Int32(int32(o.PID)),
+		ImagesDirFd:  proto.Int32(int32(d.Fd())),
+		LogFile:      proto.String("dump.log"),
+		LogLevel:     proto.Int32(4),
+		LeaveStopped: proto.Bool(true),
+	}
+	for _, m := range o.Mounts {
+		opts.External = append(opts.External, "mnt["+m+"]:"+mountKey(m))
+	}
+	var nfy criu.Notify = criu.NoNotify{}
+	if o.Lazy {
+		opts.LazyPages = proto.Bool(true)
+		opts.Ps = &rpc.CriuPageServerInfo{Address: proto.String(o.PageAddr), Port: proto.Int32(int32(o.PagePort))}
+		opts.NotifyScripts = proto.Bool(true)
+		nfy = readyNotify{ready: o.Ready}
+	}
+	cr := criu.MakeCriu()
+	cr.SetCriuPath(c.Path)
+	c.ExecMu.Lock()
+	err = cr.Prepare()
+	c.ExecMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("start criu: %w", err)
+	}
+	defer cr.Cleanup()
+	if err := cr.Dump(opts, nfy); err != nil {
+		return fmt.Errorf("criu dump: %s", logError(filepath.Join(o.Dir, "dump.log"), err))
+	}
+	return nil
+}
+
+// readyNotify tells when a lazy dump has written its images: CRIU runs the
+// post-dump scripts then, before it starts serving pages.
+type readyNotify struct {
+	criu.NoNotify
+	ready func()
+}
+
+func (n readyNotify) PostDump() error {
+	if n.ready != nil {
+		n.ready()
+	}
+	return nil
+}
+
+// RestoreOpts says what to restore and where.
+type RestoreOpts struct {
+	Dir string // images directory
+	// Mounts maps each external mount point of the dump to the path on
+	// this host to bind there.
+	Mounts map[string]string
+	// CgroupRoots maps a cgroup controller to the cgroup (a path below the
+	// controller's root) the job goes into.
+	CgroupRoots map[string]string
+	// Inherit maps a resource of the dumped job ("pipe:[INODE]") to the
+	// file that replaces it.
+	Inherit map[string]*os.File
+	// Lazy restores with memory pages fetched on demand by a lazy-pages
+	// daemon already running on this host for Dir.
+	Lazy bool
+}
+
+// Restore recreates the job, stopped (SIGSTOP): the caller resumes it with
+// Thaw once the source has let go of its copy. It returns roam-init's pid.
+func (c *CRIU) Restore(o RestoreOpts) (int, error) {
+	d, err := os.Open(o.Dir)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	opts := &rpc.CriuOpts{
+		ImagesDirFd:       proto.Int32(int32(d.Fd())),
+		LogFile:           proto.String("restore.log"),
+		LogLevel:          proto.Int32(4),
+		Root:              proto.String("/"),
+		LeaveStopped:      proto.Bool(true),
+		ManageCgroupsMode: rpc.CriuCgMode_SOFT.Enum(),
+		NotifyScripts:     proto.Bool(true),
+	}
+	if o.Lazy {
+		opts.LazyPages = proto.Bool(true)
+	}
+	for mp, host := range o.Mounts {
+		opts.External = append(opts.External, "mnt["+mountKey(mp)+"]:"+host)
+	}
+	for ctrl, path := range o.CgroupRoots {
+		opts.CgRoot = append(opts.CgRoot, &rpc.CgroupRoot{Ctrl: proto.String(ctrl), Path: proto.String(path)})
+	}
+	cr := criu.MakeCriu()
+	cr.SetCriuPath(c.Path)
+	// CRIU takes inherited descriptors by number in its own process: leave
+	// duplicates inheritable just while it starts.
+	c.ExecMu.Lock()
+	var dups []int
+	for key, f := range o.Inherit {
+		fd, err := syscall.Dup(int(f.Fd()))
+		if err != nil {
+			break
+		}
+		dups = append(dups, fd)
+		opts.InheritFd = append(opts.InheritFd, &rpc.InheritFd{Key: proto.String(key), Fd: proto.Int32(int32(fd))})
+	}
+	if len(dups) == len(o.Inherit) {
+		err = cr.Prepare()
+	} else {
+		err = errors.New("duplicate a descriptor for CRIU")
+	}
+	for _, fd := range dups {
+		syscall.Close(fd)
+	}
+	c.ExecMu.Unlock()
+	if err != nil {
+		return 0, fmt.Errorf("start criu: %w", err)
+	}
+	defer cr.Cleanup()
+	n := &pidNotify{}
+	if err := cr.Restore(opts, n); err != nil {
+		return 0, fmt.Errorf("criu restore: %s", logError(filepath.Join(o.Dir, "restore.log"), err))
+	}
+	if n.pid <= 0 {
+		return 0, errors.New("criu restore: no pid reported")
+	}
+	return int(n.pid), nil
+}
+
+type pidNotify struct {
+	criu.NoNotify
+	pid int32
+}
+
+func (n *pidNotify) PostRestore(pid int32) error {
+	n.pid = pid
+	return nil
+}
+
+// Version is CRIU's version as a number (40201 for 4.2.1).
+func (c *CRIU) Version() (int, error) {
+	cr := criu.MakeCriu()
+	cr.SetCriuPath(c.Path)
+	c.ExecMu.Lock()
+	err := cr.Prepare()
+	c.ExecMu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	defer cr.Cleanup()
+	return cr.GetCriuVersion()
+}
+
+// Thaw resumes a stopped job: every process of its tree.
+func Thaw(tree []int) {
+	for _, p := range tree {
+		_ = syscall.Kill(p, syscall.SIGCONT)
+	}
+}
+
+// logError is the most telling line of a CRIU log: the first "Error" line
+// that is not the harmless rlimit one, with the RPC error after it.
+func logError(path string, err error) string {
+	f, ferr := os.Open(path)
+	if ferr != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		i := strings.Index(l, "Error (")
+		if i < 0 || strings.Contains(l, "RLIMIT_NOFILE") {
+			continue
+		}
+		if j := strings.Index(l[i:], "): "); j >= 0 {
+			return strings.TrimSpace(l[i+j+3:])
+		}
+		return strings.TrimSpace(l[i:])
+	}
+	return err.Error()
+}
