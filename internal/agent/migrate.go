@@ -257,9 +257,12 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 		ckpt.Thaw(procfs.Tree(pid)) // CRIU resumes it on failure; make sure
 		return err
 	}
+	m.DumpMS = msSince(frozen)
 	tree = procfs.Tree(pid)
-	n, err := a.sendImages(addr, hdr, dir, lj.rec.Dir)
-	m.Bytes = n
+	sendStart := time.Now()
+	n, restoreMS, err := a.sendImages(addr, hdr, dir, lj.rec.Dir)
+	m.Bytes, m.RestoreMS = n, restoreMS
+	m.CopyMS = msSince(sendStart) - restoreMS
 	if err != nil {
 		ckpt.Thaw(tree)
 		go a.abortRemote(addr, mid)
@@ -356,7 +359,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 
 // sendImages streams the header, the images and the spool files to the
 // destination, and waits for its "ready": a restored, stopped copy.
-func (a *Agent) sendImages(addr string, hdr migrateHeader, images, spool string) (int64, error) {
+func (a *Agent) sendImages(addr string, hdr migrateHeader, images, spool string) (int64, float64, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -393,21 +396,27 @@ func (a *Agent) sendImages(addr string, hdr migrateHeader, images, spool string)
 	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+"/v1/peer/migrate", pr)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	err = api.Exchange(a.peerHTTP, req, nil)
+	var ready migrateReady
+	err = api.Exchange(a.peerHTTP, req, &ready)
 	if ctx.Err() != nil && err != nil {
-		return pw2.n, fmt.Errorf("transfer stalled after %d bytes (no progress for %s): %v", pw2.n, stallTimeout, err)
+		return pw2.n, 0, fmt.Errorf("transfer stalled after %d bytes (no progress for %s): %v", pw2.n, stallTimeout, err)
 	}
 	var te *api.TransportError
 	var re *api.RemoteError
 	switch {
 	case errors.As(err, &te):
-		return pw2.n, te.Err
+		return pw2.n, 0, te.Err
 	case errors.As(err, &re):
-		return pw2.n, errors.New(re.Msg)
+		return pw2.n, 0, errors.New(re.Msg)
 	}
-	return pw2.n, err
+	return pw2.n, ready.RestoreMS, err
+}
+
+// migrateReady is the destination's answer: a stopped copy is restored.
+type migrateReady struct {
+	RestoreMS float64 `json:"restore_ms"`
 }
 
 // writeStream writes a migration stream: the header as one JSON line, then
@@ -478,21 +487,21 @@ func (a *Agent) migrateCheck(paths []string) error {
 
 // migrateIn takes a migration stream, restores the job stopped, and keeps
 // it until the source commits or aborts.
-func (a *Agent) migrateIn(r io.Reader) error {
+func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	line, err := br.ReadSlice('\n')
 	if err != nil {
-		return errkind.New(ErrBadRequest, "migration header: %v", err)
+		return migrateReady{}, errkind.New(ErrBadRequest, "migration header: %v", err)
 	}
 	var hdr migrateHeader
 	if len(line) > maxHeader {
-		return errkind.New(ErrBadRequest, "migration header: too long")
+		return migrateReady{}, errkind.New(ErrBadRequest, "migration header: too long")
 	}
 	if err := json.Unmarshal(line, &hdr); err != nil {
-		return errkind.New(ErrBadRequest, "migration header: %v", err)
+		return migrateReady{}, errkind.New(ErrBadRequest, "migration header: %v", err)
 	}
 	if err := hdr.validate(); err != nil {
-		return err
+		return migrateReady{}, err
 	}
 	spool := filepath.Join(a.launcher.SpoolRoot, hdr.ID)
 	images := filepath.Join(a.cfg.StateDir, "images", "in-"+hdr.MID)
@@ -501,7 +510,7 @@ func (a *Agent) migrateIn(r io.Reader) error {
 	_, busy := a.migr.incoming[hdr.ID]
 	a.jobs.mu.Unlock()
 	if here || busy {
-		return errkind.New(ErrBadRequest, "job %s is already on node %s", hdr.ID, a.cfg.NodeID)
+		return migrateReady{}, errkind.New(ErrBadRequest, "job %s is already on node %s", hdr.ID, a.cfg.NodeID)
 	}
 	cleanup := func() {
 		os.RemoveAll(images)
@@ -509,15 +518,15 @@ func (a *Agent) migrateIn(r io.Reader) error {
 	}
 	cleanup()
 	if err := os.MkdirAll(images, 0o700); err != nil {
-		return fmt.Errorf("images directory: %w", err)
+		return migrateReady{}, fmt.Errorf("images directory: %w", err)
 	}
 	if err := os.MkdirAll(spool, 0o700); err != nil {
 		cleanup()
-		return fmt.Errorf("spool directory: %w", err)
+		return migrateReady{}, fmt.Errorf("spool directory: %w", err)
 	}
 	if err := readArchive(br, images, spool); err != nil {
 		cleanup()
-		return err
+		return migrateReady{}, err
 	}
 	in := &incoming{hdr: hdr, spool: spool, images: images, done: make(chan struct{})}
 	inherit := map[string]*os.File{}
@@ -526,7 +535,7 @@ func (a *Agent) migrateIn(r io.Reader) error {
 		r, w, err := os.Pipe()
 		if err != nil {
 			cleanup()
-			return err
+			return migrateReady{}, err
 		}
 		stdinR, in.stdin = r, w
 		inherit[hdr.StdinKey] = r
@@ -536,7 +545,8 @@ func (a *Agent) migrateIn(r io.Reader) error {
 		mounts[mp] = mp
 	}
 	mounts[ckpt.JobDir] = spool
-	pid, err := a.criu.Restore(ckpt.RestoreOpts{Dir: images, Mounts: mounts, CgroupRoots: a.cgroupRoots(), Inherit: inherit})
+	restoreStart := time.Now()
+	pid, err := a.criu.Restore(ckpt.RestoreOpts{Dir: images, Mounts: mounts, Inherit: inherit})
 	if stdinR != nil {
 		stdinR.Close()
 	}
@@ -545,9 +555,16 @@ func (a *Agent) migrateIn(r io.Reader) error {
 			in.stdin.Close()
 		}
 		cleanup()
-		return err
+		return migrateReady{}, err
 	}
 	in.pid, in.tix = pid, job.StartTicks(pid)
+	if a.cfg.Cgroup != "" {
+		for _, p := range procfs.Tree(pid) {
+			if err := a.probe.Layout.AddProc(a.cfg.Cgroup, p); err != nil {
+				a.log.Warn("move restored job into the node's cgroup", "job", hdr.ID, "pid", p, "err", err)
+			}
+		}
+	}
 	a.jobs.mu.Lock()
 	if a.migr.incoming == nil {
 		a.migr.incoming = map[string]*incoming{}
@@ -555,7 +572,7 @@ func (a *Agent) migrateIn(r io.Reader) error {
 	a.migr.incoming[hdr.MID] = in
 	a.jobs.mu.Unlock()
 	go a.awaitCommit(in)
-	return nil
+	return migrateReady{RestoreMS: msSince(restoreStart)}, nil
 }
 
 func (h migrateHeader) validate() error {
@@ -617,18 +634,6 @@ func readArchive(r io.Reader, images, spool string) error {
 			return fmt.Errorf("write image %s: %w", dst, err)
 		}
 	}
-}
-
-// cgroupRoots is where restored jobs go: this node's cgroup.
-func (a *Agent) cgroupRoots() map[string]string {
-	if a.cfg.Cgroup == "" {
-		return nil
-	}
-	rel := "/" + strings.TrimPrefix(a.cfg.Cgroup, "/")
-	if a.probe.Layout.V2 {
-		return map[string]string{"": rel}
-	}
-	return map[string]string{"cpu": rel, "memory": rel}
 }
 
 // awaitCommit waits for the source's commit or abort; when neither comes,
@@ -924,11 +929,12 @@ func (a *Agent) peerMigrationAPI(peer *http.ServeMux) {
 		// transfer (the source's link went down, or it died).
 		rc := http.NewResponseController(w)
 		body := &deadlineReader{r: r.Body, extend: func() { _ = rc.SetReadDeadline(time.Now().Add(stallTimeout)) }}
-		if err := a.migrateIn(body); err != nil {
+		ready, err := a.migrateIn(body)
+		if err != nil {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, struct{}{})
+		writeJSON(w, http.StatusOK, ready)
 	})
 	peer.HandleFunc("POST /v1/peer/migrate/commit", func(w http.ResponseWriter, r *http.Request) {
 		if err := a.commitIn(r.URL.Query().Get("mid")); err != nil {

@@ -115,6 +115,9 @@ func (l Layout) Create(rel string) error {
 			return fmt.Errorf("cgroup %s: %w", d, err)
 		}
 	}
+	// A process moved in (a restored job) brings its memory charge along,
+	// as it does under v2.
+	_ = os.WriteFile(filepath.Join(l.Memory, rel, "memory.move_charge_at_immigrate"), []byte("3"), 0)
 	return nil
 }
 

@@ -166,9 +166,6 @@ type RestoreOpts struct {
 	// Mounts maps each external mount point of the dump to the path on
 	// this host to bind there.
 	Mounts map[string]string
-	// CgroupRoots maps a cgroup controller to the cgroup (a path below the
-	// controller's root) the job goes into.
-	CgroupRoots map[string]string
 	// Inherit maps a resource of the dumped job ("pipe:[INODE]") to the
 	// file that replaces it.
 	Inherit map[string]*os.File
@@ -191,7 +188,9 @@ func (c *CRIU) Restore(o RestoreOpts) (int, error) {
 		LogLevel:          proto.Int32(4),
 		Root:              proto.String("/"),
 		LeaveStopped:      proto.Bool(true),
-		ManageCgroupsMode: rpc.CriuCgMode_SOFT.Enum(),
+		// The restore runs in CRIU's own cgroups, which no CPU quota
+		// slows; the caller moves the stopped job into its node's cgroup.
+		ManageCgroupsMode: rpc.CriuCgMode_IGNORE.Enum(),
 		NotifyScripts:     proto.Bool(true),
 	}
 	if o.Lazy {
@@ -199,9 +198,6 @@ func (c *CRIU) Restore(o RestoreOpts) (int, error) {
 	}
 	for mp, host := range o.Mounts {
 		opts.External = append(opts.External, "mnt["+mountKey(mp)+"]:"+host)
-	}
-	for ctrl, path := range o.CgroupRoots {
-		opts.CgRoot = append(opts.CgRoot, &rpc.CgroupRoot{Ctrl: proto.String(ctrl), Path: proto.String(path)})
 	}
 	cr := criu.MakeCriu()
 	cr.SetCriuPath(c.Path)

@@ -94,7 +94,12 @@ type Migration struct {
 	// WindowMS, for Lazy, is the post-copy window: from the restore until
 	// the last page arrived, during which the job needs both nodes.
 	WindowMS float64 `json:"window_ms,omitempty"`
-	OK       bool    `json:"ok"`
+	// The freeze's parts: CRIU's dump on From, the stream to To (images
+	// written there), CRIU's restore on To.
+	DumpMS    float64 `json:"dump_ms"`
+	CopyMS    float64 `json:"copy_ms"`
+	RestoreMS float64 `json:"restore_ms"`
+	OK        bool    `json:"ok"`
 	Error    string  `json:"error,omitempty"`
 }
 
