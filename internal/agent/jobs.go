@@ -32,6 +32,10 @@ const (
 	outputChunk = 1 << 20
 	// maxWait bounds an output long-poll.
 	maxWait = 10 * time.Second
+	// peerTimeout bounds a call to another agent; psTimeout the wait for
+	// one node's part of `roam ps`.
+	peerTimeout = 30 * time.Second
+	psTimeout   = 3 * time.Second
 	// maxCount bounds `roam run -n`.
 	maxCount = 100000
 )
@@ -774,7 +778,8 @@ func (a *Agent) PS(c Caller, all bool) []api.Job {
 		go func(id string) {
 			defer wg.Done()
 			var p psPart
-			if err := a.peerCall(id, http.MethodGet, "/v1/peer/ps", nil, &p); err == nil {
+			// A node that does not answer soon is left out, not waited for.
+			if err := a.peerCallWithin(psTimeout, id, http.MethodGet, "/v1/peer/ps", nil, &p); err == nil {
 				mu.Lock()
 				parts = append(parts, p)
 				mu.Unlock()
@@ -829,11 +834,20 @@ func (a *Agent) peerAddr(node string) (string, error) {
 }
 
 func (a *Agent) peerCall(node, method, path string, in, out any) error {
+	return a.peerCallWithin(peerTimeout, node, method, path, in, out)
+}
+
+// peerCallWithin is peerCall with its own time limit.
+func (a *Agent) peerCallWithin(d time.Duration, node, method, path string, in, out any) error {
 	addr, err := a.peerAddr(node)
 	if err != nil {
 		return err
 	}
-	return a.peerCallAddr(addr, method, path, in, out)
+	body, err := api.JSONBody(in)
+	if err != nil {
+		return err
+	}
+	return a.peerDoWithin(d, addr, method, path, body, out)
 }
 
 func (a *Agent) peerCallAddr(addr, method, path string, in, out any) error {
@@ -853,7 +867,11 @@ func (a *Agent) peerCallRaw(node, path string, data []byte) error {
 }
 
 func (a *Agent) peerDo(addr, method, path string, body io.Reader, out any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return a.peerDoWithin(peerTimeout, addr, method, path, body, out)
+}
+
+func (a *Agent) peerDoWithin(d time.Duration, addr, method, path string, body io.Reader, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, "https://"+addr+path, body)
 	if err != nil {

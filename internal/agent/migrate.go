@@ -30,6 +30,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,6 +51,8 @@ const (
 	// commitWait is how long a destination waits for the commit before it
 	// asks the source how the migration ended.
 	commitWait = 15 * time.Second
+	// migrateTimeout bounds a whole migration asked of another node.
+	migrateTimeout = 15 * time.Minute
 	// maxHeader bounds a migration's header line.
 	maxHeader = 1 << 20
 )
@@ -130,7 +133,7 @@ func (a *Agent) Migrate(c Caller, req api.MigrateRequest) (job.Migration, error)
 		return a.migrateOut(out)
 	}
 	var m job.Migration
-	err = a.peerCallLong(rec.Node, "/v1/peer/migrate-out", out, &m)
+	err = a.peerCallWithin(migrateTimeout, rec.Node, http.MethodPost, "/v1/peer/migrate-out", out, &m)
 	return m, err
 }
 
@@ -372,6 +375,7 @@ func (a *Agent) sendImages(addr string, hdr migrateHeader, images, spool string)
 	}()
 	// Watchdog: no progress for stallTimeout while sending, or no answer
 	// within restoreTimeout after, ends the transfer.
+	var stalled atomic.Bool
 	go func() {
 		t := time.NewTimer(stallTimeout)
 		defer t.Stop()
@@ -389,6 +393,7 @@ func (a *Agent) sendImages(addr string, hdr migrateHeader, images, spool string)
 				t.Reset(restoreTimeout)
 				sent = nil
 			case <-t.C:
+				stalled.Store(true)
 				cancel()
 				return
 			}
@@ -400,7 +405,7 @@ func (a *Agent) sendImages(addr string, hdr migrateHeader, images, spool string)
 	}
 	var ready migrateReady
 	err = api.Exchange(a.peerHTTP, req, &ready)
-	if ctx.Err() != nil && err != nil {
+	if stalled.Load() && err != nil {
 		return pw2.n, 0, fmt.Errorf("transfer stalled after %d bytes (no progress for %s): %v", pw2.n, stallTimeout, err)
 	}
 	var te *api.TransportError
@@ -858,26 +863,6 @@ func (a *Agent) takeNote(n jobNote) error {
 		rec.Manual = *n.Manual
 	}
 	return a.store.PutRecords(*rec)
-}
-
-// peerCallLong is peerCall without the 30 s bound: a migration of a large
-// job takes longer.
-func (a *Agent) peerCallLong(node, path string, in, out any) error {
-	addr, err := a.peerAddr(node)
-	if err != nil {
-		return err
-	}
-	body, err := api.JSONBody(in)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+path, body)
-	if err != nil {
-		return err
-	}
-	return a.peerErr(api.Exchange(a.peerHTTP, req, out))
 }
 
 // migrationAPI registers the CLI's migration endpoint.
