@@ -70,6 +70,9 @@ type migrateHeader struct {
 	AckOut   int64    `json:"ack_out"`
 	AckErr   int64    `json:"ack_err"`
 	Mounts   []string `json:"mounts"`
+	// Lazy: the images hold no memory pages; the destination fetches them
+	// through /v1/peer/pages from the source's CRIU page server.
+	Lazy bool `json:"lazy,omitempty"`
 	// StdinKey is the job's stdin pipe ("pipe:[INODE]") when the user's
 	// stdin still flows to it: the destination re-attaches a new pipe.
 	StdinKey string `json:"stdin_key,omitempty"`
@@ -85,6 +88,8 @@ type migrationState struct {
 	// movedTo says where a job that left this node went, so a signal or
 	// stdin sent here by a stale record still arrives.
 	movedTo map[string]string
+	// lazy dumps serving pages, by migration id.
+	lazy map[string]*lazyDump
 }
 
 // incoming is a restored, stopped copy on the destination.
@@ -96,6 +101,9 @@ type incoming struct {
 	images string
 	stdin  *os.File
 	done   chan struct{} // closed on commit or abort
+	// lazyDone, for a lazy migration, is closed when the lazy-pages
+	// daemon has ended (all pages fetched, or failed).
+	lazyDone chan struct{}
 }
 
 var midPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
@@ -239,7 +247,7 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 	if err != nil {
 		return err
 	}
-	hdr := migrateHeader{MID: mid, From: a.cfg.NodeID, ID: req.ID, Home: lj.rec.Home, HomeAddr: lj.rec.HomeAddr, Mounts: mounts}
+	hdr := migrateHeader{MID: mid, From: a.cfg.NodeID, ID: req.ID, Home: lj.rec.Home, HomeAddr: lj.rec.HomeAddr, Mounts: mounts, Lazy: req.Lazy}
 	a.jobs.mu.Lock()
 	hdr.AckOut, hdr.AckErr = lj.ackOut, lj.ackErr
 	hasStdin := lj.stdin != nil
@@ -256,7 +264,14 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 	defer os.RemoveAll(dir)
 
 	frozen := time.Now()
-	if err := a.criu.Dump(ckpt.DumpOpts{PID: pid, Dir: dir, Mounts: mounts}); err != nil {
+	var lazy *lazyDump
+	if req.Lazy {
+		if lazy, err = a.startLazyDump(mid, pid, dir, mounts); err != nil {
+			ckpt.Thaw(procfs.Tree(pid))
+			return err
+		}
+		defer lazy.end()
+	} else if err := a.criu.Dump(ckpt.DumpOpts{PID: pid, Dir: dir, Mounts: mounts}); err != nil {
 		ckpt.Thaw(procfs.Tree(pid)) // CRIU resumes it on failure; make sure
 		return err
 	}
@@ -267,6 +282,11 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 	m.Bytes, m.RestoreMS = n, restoreMS
 	m.CopyMS = msSince(sendStart) - restoreMS
 	if err != nil {
+		if lazy != nil {
+			// CRIU holds the job until its page server ends.
+			lazy.end()
+			_ = lazy.wait()
+		}
 		ckpt.Thaw(tree)
 		go a.abortRemote(addr, mid)
 		return fmt.Errorf("to %s: %w", req.To, err)
@@ -279,7 +299,16 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 	}
 	a.migr.movedTo[req.ID] = req.To
 	a.jobs.mu.Unlock()
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+	// A killed process runs on until it has freed its memory: wait until
+	// roam-init, the last of the namespace to go, is gone, so that two
+	// copies never run at once. A lazy migration's source copy cannot be
+	// gone before CRIU's page server ends, which holds it: it is killed
+	// after the commit (it never runs again) and its pages stay in CRIU's
+	// pipes until the destination has them all.
+	if lazy == nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		waitGone(pid, lj.rec.StartTix, 30*time.Second)
+	}
 	a.setOutcome(mid, "committed")
 	_ = a.store.DeleteLocal(req.ID)
 	if lj.stdin != nil {
@@ -293,11 +322,24 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 		time.Sleep(200 * time.Millisecond)
 	}
 	m.FreezeMS = msSince(frozen)
+	if lazy != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	if cerr != nil {
 		// It resumes on its own once it asks us (see awaitCommit).
 		a.log.Warn("commit not acknowledged; the destination will ask", "job", req.ID, "err", cerr)
 	}
-	waitGone(pid, lj.rec.StartTix, 5*time.Second)
+	if lazy != nil {
+		// The post-copy window: the job runs there, its pages still come
+		// from here. CRIU's page server ends when the last one is taken.
+		werr := lazy.wait()
+		m.WindowMS = msSince(frozen) - m.FreezeMS
+		m.Bytes += lazy.bytes.Load()
+		if werr != nil {
+			a.log.Error("lazy migration: pages not all delivered", "job", req.ID, "err", werr)
+		}
+		waitGone(pid, lj.rec.StartTix, 30*time.Second)
+	}
 	os.RemoveAll(lj.rec.Dir)
 	return nil
 }
@@ -551,7 +593,17 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	}
 	mounts[ckpt.JobDir] = spool
 	restoreStart := time.Now()
-	pid, err := a.criu.Restore(ckpt.RestoreOpts{Dir: images, Mounts: mounts, Inherit: inherit})
+	if hdr.Lazy {
+		if in.lazyDone, err = a.startLazyPages(hdr, images); err != nil {
+			if in.stdin != nil {
+				in.stdin.Close()
+			}
+			stdinR.Close()
+			cleanup()
+			return migrateReady{}, err
+		}
+	}
+	pid, err := a.criu.Restore(ckpt.RestoreOpts{Dir: images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy})
 	if stdinR != nil {
 		stdinR.Close()
 	}
@@ -694,7 +746,7 @@ func (a *Agent) commitIn(mid string) error {
 		a.log.Error("job table", "err", err)
 	}
 	ckpt.Thaw(procfs.Tree(in.pid))
-	os.RemoveAll(in.images)
+	a.removeImages(in)
 	a.kickPusher()
 	return nil
 }
@@ -718,8 +770,21 @@ func (a *Agent) abortIn(mid string) {
 	if in.stdin != nil {
 		in.stdin.Close()
 	}
-	os.RemoveAll(in.images)
+	a.removeImages(in)
 	os.RemoveAll(in.spool)
+}
+
+// removeImages removes an incoming migration's images, once its lazy-pages
+// daemon (if any) no longer reads them.
+func (a *Agent) removeImages(in *incoming) {
+	if in.lazyDone == nil {
+		os.RemoveAll(in.images)
+		return
+	}
+	go func() {
+		<-in.lazyDone
+		os.RemoveAll(in.images)
+	}()
 }
 
 // ---- what cannot migrate ----
@@ -921,6 +986,7 @@ func (a *Agent) peerMigrationAPI(peer *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, ready)
 	})
+	peer.HandleFunc("GET /v1/peer/pages", a.servePages)
 	peer.HandleFunc("POST /v1/peer/migrate/commit", func(w http.ResponseWriter, r *http.Request) {
 		if err := a.commitIn(r.URL.Query().Get("mid")); err != nil {
 			writeError(w, err)

@@ -16,6 +16,7 @@ const UserHZ = 100
 // Stat is the part of /proc/PID/stat roam uses.
 type Stat struct {
 	State     byte   // R, S, D, Z, ...
+	Flags     uint64 // the kernel's PF_* flags
 	UTime     uint64 // ticks in user mode
 	STime     uint64 // ticks in kernel mode
 	CUTime    uint64 // ticks of waited-for children, user mode
@@ -48,8 +49,12 @@ func parseStat(b []byte) (Stat, error) {
 		return Stat{}, ErrFormat
 	}
 	n := func(k int) uint64 { v, _ := strconv.ParseUint(f[k], 10, 64); return v }
-	return Stat{State: f[0][0], UTime: n(11), STime: n(12), CUTime: n(13), CSTime: n(14), StartTime: n(19)}, nil
+	return Stat{State: f[0][0], Flags: n(6), UTime: n(11), STime: n(12), CUTime: n(13), CSTime: n(14), StartTime: n(19)}, nil
 }
+
+// PFExiting is the flag of a process that is exiting (killed, and freeing
+// its memory): it may still show as running.
+const PFExiting = 0x4
 
 // Running reports whether pid is a live process, not a zombie.
 func Running(pid int) bool {

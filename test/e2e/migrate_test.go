@@ -37,21 +37,22 @@ func migjob(t *testing.T) string {
 	return p
 }
 
-// copies lists the live roam-init processes (one per copy of a job) whose
-// command line holds marker, with their states.
-func copies(marker string) (pids []int, states []byte) {
+// copies lists the live copies of job id, with their states: the
+// roam-init processes whose mount namespace has the job's spool directory
+// bound (not their command line, which a process restored lazily cannot
+// show until its pages have arrived).
+func copies(id string) (pids []int, states []byte) {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err != nil || string(b) != "roam-init\n" {
 			continue
 		}
-		args := strings.Split(string(b), "\x00")
-		if !strings.HasSuffix(args[0], "roam-init") || !strings.Contains(string(b), marker) {
+		mi, err := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
+		if err != nil || !strings.Contains(string(mi), "/spool/"+id+" /run/roam/job ") {
 			continue
 		}
 		st, err := procfs.ReadStat(pid)
@@ -59,15 +60,61 @@ func copies(marker string) (pids []int, states []byte) {
 			continue
 		}
 		pids = append(pids, pid)
+		if st.Flags&procfs.PFExiting != 0 || killPending(pid) {
+			st.State = 'X' // killed: it never runs the program again
+		}
 		states = append(states, st.State)
 	}
 	return pids, states
 }
 
+// roamInits describes every roam-init process, for a failure message.
+func roamInits() string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err == nil && string(b) == "roam-init\n" {
+			mi, _ := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
+			job := "?"
+			for _, l := range strings.Split(string(mi), "\n") {
+				if f := strings.Fields(l); len(f) > 4 && f[4] == "/run/roam/job" {
+					job = f[3]
+				}
+			}
+			out = append(out, e.Name()+":"+job)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// killPending reports whether pid has a SIGKILL pending: it is dying (it
+// may show as runnable while it waits for a CPU to die on).
+func killPending(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "ShdPnd:"); ok {
+			if m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && m&(1<<8) != 0 {
+				return true
+			}
+		}
+		if v, ok := strings.CutPrefix(l, "SigPnd:"); ok {
+			if m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && m&(1<<8) != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // copyWatch checks, every few milliseconds until stopped, how many copies
 // of a job exist. strict: exactly one at every check. Otherwise at least
-// one, and at most one that is not stopped (a migration briefly holds the
-// source's stopped copy beside the destination's stopped one).
+// one, and at most one that can run: not stopped (a migration holds the
+// source's stopped copy beside the destination's, and a lazy one until the
+// last page has moved) and not exiting (the source's copy, killed, frees
+// its memory after the destination's runs).
 type copyWatch struct {
 	stop   chan struct{}
 	done   chan struct{}
@@ -76,7 +123,7 @@ type copyWatch struct {
 	checks int
 }
 
-func watchCopies(marker string, strict bool) *copyWatch {
+func watchCopies(id string, strict bool) *copyWatch {
 	w := &copyWatch{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -86,17 +133,17 @@ func watchCopies(marker string, strict bool) *copyWatch {
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			pids, states := copies(marker)
+			pids, states := copies(id)
 			running := 0
 			for _, s := range states {
-				if s != 'T' && s != 't' {
+				if s != 'T' && s != 't' && s != 'X' {
 					running++
 				}
 			}
 			w.mu.Lock()
 			w.checks++
 			if (strict && len(pids) != 1) || len(pids) < 1 || running > 1 {
-				w.bad = append(w.bad, fmt.Sprintf("%s copies %v states %q", time.Now().Format("15:04:05.000"), pids, states))
+				w.bad = append(w.bad, fmt.Sprintf("%s copies %v states %q (roam-inits: %s)", time.Now().Format("15:04:05.000"), pids, states, roamInits()))
 			}
 			w.mu.Unlock()
 		}
@@ -225,7 +272,7 @@ func threeHops(t *testing.T, c *cluster, k kind) {
 		}
 		return false, ""
 	})
-	w := watchCopies(markA, false)
+	w := watchCopies(idA, false)
 	hops := []string{"2", "3", "1"}
 	args := []string{"--node", "1", "migrate"}
 	if k.lazy {
@@ -238,7 +285,7 @@ func threeHops(t *testing.T, c *cluster, k kind) {
 		if j.Node != to || j.Migrations != i+1 {
 			t.Fatalf("after hop %d: node %s, %d migrations; want %s, %d", i+1, j.Node, j.Migrations, to, i+1)
 		}
-		pids, _ := copies(markA)
+		pids, _ := copies(idA)
 		if len(pids) != 1 {
 			t.Fatalf("after hop %d: %d copies (%v)", i+1, len(pids), pids)
 		}
@@ -322,7 +369,7 @@ func TestMigrationFailuresKeepTheJob(t *testing.T) {
 	id := c.start("1", argv(mark+"a")...)
 	control := c.start("3", argv(mark+"b")...)
 	c.waitLines(id, 2)
-	w := watchCopies(mark+"a", true)
+	w := watchCopies(id, true)
 	clusterDir := "/run/roam/clusters/e2efail"
 
 	// fail migrates the job to node `to`, runs sabotage once the image
@@ -432,7 +479,7 @@ func TestOutsideConnectionPins(t *testing.T) {
 	script := fmt.Sprintf("exec 3<>/dev/tcp/198.18.21.254/%d; for i in $(seq 1 40); do echo $i; sleep 0.1; done", port)
 	id := c.start("1", "bash", "-c", script)
 	c.waitLines(id, 2)
-	pidsBefore, _ := copies(script)
+	pidsBefore, _ := copies(id)
 	out, err := c.run("--node", "1", "migrate", id, "2")
 	want := fmt.Sprintf("TCP connection to 198.18.21.254:%d (outside the cluster)", port)
 	if err == nil || !strings.Contains(out, want) {
@@ -446,7 +493,7 @@ func TestOutsideConnectionPins(t *testing.T) {
 	if j.Node != "1" || j.State != "running" || !strings.Contains(j.PinReason, want) {
 		t.Fatalf("job: %+v", j)
 	}
-	pidsAfter, _ := copies(script)
+	pidsAfter, _ := copies(id)
 	if len(pidsBefore) != 1 || fmt.Sprint(pidsBefore) != fmt.Sprint(pidsAfter) {
 		t.Fatalf("the job's process changed: %v -> %v", pidsBefore, pidsAfter)
 	}
