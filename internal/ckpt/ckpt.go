@@ -183,11 +183,11 @@ func (c *CRIU) Restore(o RestoreOpts) (int, error) {
 	}
 	defer d.Close()
 	opts := &rpc.CriuOpts{
-		ImagesDirFd:       proto.Int32(int32(d.Fd())),
-		LogFile:           proto.String("restore.log"),
-		LogLevel:          proto.Int32(4),
-		Root:              proto.String("/"),
-		LeaveStopped:      proto.Bool(true),
+		ImagesDirFd:  proto.Int32(int32(d.Fd())),
+		LogFile:      proto.String("restore.log"),
+		LogLevel:     proto.Int32(4),
+		Root:         proto.String("/"),
+		LeaveStopped: proto.Bool(true),
 		// The restore runs in CRIU's own cgroups, which no CPU quota
 		// slows; the caller moves the stopped job into its node's cgroup.
 		ManageCgroupsMode: rpc.CriuCgMode_IGNORE.Enum(),

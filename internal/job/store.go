@@ -100,7 +100,7 @@ type Migration struct {
 	CopyMS    float64 `json:"copy_ms"`
 	RestoreMS float64 `json:"restore_ms"`
 	OK        bool    `json:"ok"`
-	Error    string  `json:"error,omitempty"`
+	Error     string  `json:"error,omitempty"`
 }
 
 // MaxMigrationLog bounds a record's migration log (the oldest go first).
