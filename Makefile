@@ -4,7 +4,7 @@ BIN     := bin
 # Integration tests bring up emulated clusters; give them room on 2 cores.
 TESTTIMEOUT ?= 19m
 
-.PHONY: all build deps test unit demo bench-agent bench-jobs clean
+.PHONY: all build deps test unit demo bench-agent bench-jobs bench-migrate clean
 
 all: build
 
@@ -13,8 +13,13 @@ all: build
 deps:
 	@bash scripts/deps.sh
 
-build: deps $(BIN)/roam-init
+build: deps $(BIN)/roam-init $(BIN)/migjob
 	@$(GO) build -o $(BIN)/ ./cmd/...
+
+# The workloads the migration tests and benchmarks move around.
+$(BIN)/migjob: workloads/migjob.c
+	@mkdir -p $(BIN)
+	@gcc -O2 -Wall -pthread -o $@ $<
 
 # PID 1 of every job's namespaces; static, so CRIU sees no shared libraries.
 $(BIN)/roam-init: cinit/roam-init.c
@@ -40,6 +45,12 @@ bench-agent: build
 # roam run -d of 1,000 true jobs on 4 nodes vs a local shell loop, same run.
 bench-jobs: build
 	@$(BIN)/roam bench job-start
+
+# Freeze and total time of eager and lazy migrations of 16 MiB, 128 MiB and
+# 1 GiB processes, next to a raw copy of the same bytes and a local CRIU
+# dump and restore, same run.
+bench-migrate: build
+	@$(BIN)/roam bench migrate
 
 clean:
 	rm -rf $(BIN)

@@ -60,11 +60,12 @@ type Agent struct {
 	launcher job.Launcher
 	peerHTTP *http.Client
 	// execMu is held while any child process starts (see ckpt.CRIU).
-	execMu  sync.Mutex
-	criu    *ckpt.CRIU
-	migr    migrationState // guarded by jobs.mu
-	support string         // what migration can do here, found at start
-	metrics migrationMetrics
+	execMu   sync.Mutex
+	criu     *ckpt.CRIU
+	migr     migrationState // guarded by jobs.mu
+	support  string         // what migration can do here, found at start
+	imageDir string         // where migration images go
+	metrics  migrationMetrics
 
 	mu        sync.Mutex // guards everything below, never held while calling memberlist
 	dis       *load.Disseminator
@@ -153,7 +154,7 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Agent, err
 	a.metrics = newMigrationMetrics(reg)
 	a.criu = &ckpt.CRIU{Path: cfg.CRIUPath, ExecMu: &a.execMu}
 	if a.criu.Path == "" {
-		a.criu.Path = defaultCRIU()
+		a.criu.Path = ckpt.DefaultPath()
 	}
 	return a, nil
 }
@@ -178,7 +179,15 @@ func (a *Agent) Start() error {
 		return err
 	}
 	// Images of migrations an earlier run left half-done.
-	os.RemoveAll(filepath.Join(a.cfg.StateDir, "images"))
+	a.imageDir = a.cfg.ImageDir
+	if a.imageDir == "" {
+		a.imageDir = filepath.Join(a.cfg.StateDir, "images")
+	}
+	if ents, err := os.ReadDir(a.imageDir); err == nil {
+		for _, e := range ents {
+			os.RemoveAll(filepath.Join(a.imageDir, e.Name()))
+		}
+	}
 	a.support = a.migrationSupport()
 	a.peerHTTP = a.PeerClient()
 	if err := a.startAPI(); err != nil {

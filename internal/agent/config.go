@@ -68,6 +68,9 @@ type Config struct {
 	Cgroup string `yaml:"cgroup"`
 	// InitPath is roam-init, PID 1 of every job; empty means next to roamd.
 	InitPath string `yaml:"init_path"`
+	// ImageDir is where migration images are written; empty means
+	// state_dir/images. A tmpfs makes migrations faster.
+	ImageDir string `yaml:"image_dir"`
 	// CRIUPath is the criu binary migration runs (through its RPC
 	// interface); empty means roam's own build if installed, else criu
 	// from PATH.
@@ -134,6 +137,8 @@ func (c Config) Validate() error {
 		return bad("socket", "empty (a unix socket path)")
 	case c.InitPath != "" && !filepath.IsAbs(c.InitPath):
 		return bad("init_path", "%q is not an absolute path", c.InitPath)
+	case c.ImageDir != "" && !filepath.IsAbs(c.ImageDir):
+		return bad("image_dir", "%q is not an absolute path", c.ImageDir)
 	case c.CRIUPath != "" && !filepath.IsAbs(c.CRIUPath):
 		return bad("criu_path", "%q is not an absolute path", c.CRIUPath)
 	case c.Capacity < 0 || c.Capacity > 4096:

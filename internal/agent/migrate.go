@@ -257,7 +257,7 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 			hdr.StdinKey = l
 		}
 	}
-	dir := filepath.Join(a.cfg.StateDir, "images", "out-"+mid)
+	dir := filepath.Join(a.imageDir, "out-"+mid)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -551,7 +551,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 		return migrateReady{}, err
 	}
 	spool := filepath.Join(a.launcher.SpoolRoot, hdr.ID)
-	images := filepath.Join(a.cfg.StateDir, "images", "in-"+hdr.MID)
+	images := filepath.Join(a.imageDir, "in-"+hdr.MID)
 	a.jobs.mu.Lock()
 	_, here := a.jobs.local[hdr.ID]
 	_, busy := a.migr.incoming[hdr.ID]
@@ -603,7 +603,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 			return migrateReady{}, err
 		}
 	}
-	pid, err := a.criu.Restore(ckpt.RestoreOpts{Dir: images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy})
+	pid, err := a.criu.Restore(ckpt.RestoreOpts{Dir: images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, CgroupRoots: a.restoreCgroups()})
 	if stdinR != nil {
 		stdinR.Close()
 	}
@@ -615,9 +615,10 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 		return migrateReady{}, err
 	}
 	in.pid, in.tix = pid, job.StartTicks(pid)
-	if a.cfg.Cgroup != "" {
+	if a.cfg.Cgroup != "" && !a.probe.Layout.V2 {
+		// Restored outside the CPU quota (see restoreCgroups); now in.
 		for _, p := range procfs.Tree(pid) {
-			if err := a.probe.Layout.AddProc(a.cfg.Cgroup, p); err != nil {
+			if err := a.probe.Layout.AddCPUProc(a.cfg.Cgroup, p); err != nil {
 				a.log.Warn("move restored job into the node's cgroup", "job", hdr.ID, "pid", p, "err", err)
 			}
 		}
@@ -691,6 +692,22 @@ func readArchive(r io.Reader, images, spool string) error {
 			return fmt.Errorf("write image %s: %w", dst, err)
 		}
 	}
+}
+
+// restoreCgroups is where CRIU restores a job: in this node's memory
+// cgroup, so its pages are charged there from the start, but (cgroup v1)
+// in CRIU's own CPU cgroup, so that no CPU quota slows the restore; the
+// job moves into the node's CPU cgroup while it is still stopped. Under
+// v2, where one cgroup holds both, it goes straight into the node's.
+func (a *Agent) restoreCgroups() map[string]string {
+	if a.cfg.Cgroup == "" {
+		return nil
+	}
+	rel := "/" + strings.TrimPrefix(a.cfg.Cgroup, "/")
+	if a.probe.Layout.V2 {
+		return map[string]string{"": rel}
+	}
+	return map[string]string{"memory": rel, "cpu": "/"}
 }
 
 // awaitCommit waits for the source's commit or abort; when neither comes,

@@ -3,23 +3,9 @@ package agent
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 )
-
-// roamCRIU is where scripts/deps.sh installs the CRIU roam is tested with.
-const roamCRIU = "/opt/roam/sbin/criu"
-
-func defaultCRIU() string {
-	if _, err := os.Stat(roamCRIU); err == nil {
-		return roamCRIU
-	}
-	if p, err := exec.LookPath("criu"); err == nil {
-		return p
-	}
-	return "criu"
-}
 
 // lazyPipeSize is the pipe size CRIU's lazy page server asks for.
 const lazyPipeSize = 8 << 20

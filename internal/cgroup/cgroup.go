@@ -115,9 +115,6 @@ func (l Layout) Create(rel string) error {
 			return fmt.Errorf("cgroup %s: %w", d, err)
 		}
 	}
-	// A process moved in (a restored job) brings its memory charge along,
-	// as it does under v2.
-	_ = os.WriteFile(filepath.Join(l.Memory, rel, "memory.move_charge_at_immigrate"), []byte("3"), 0)
 	return nil
 }
 
@@ -174,6 +171,11 @@ func (l Layout) AddProc(rel string, pid int) error {
 		}
 	}
 	return nil
+}
+
+// AddCPUProc moves pid into the group's CPU cgroup only (v1).
+func (l Layout) AddCPUProc(rel string, pid int) error {
+	return write(filepath.Join(l.CPU, rel, "cgroup.procs"), strconv.Itoa(pid))
 }
 
 // Threads lists the thread ids in the group (cpu controller), the unit the

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,11 +25,27 @@ import (
 	criu "github.com/checkpoint-restore/go-criu/v7"
 	"github.com/checkpoint-restore/go-criu/v7/rpc"
 	"google.golang.org/protobuf/proto"
+
+	"roam/internal/procfs"
 )
 
 // JobDir is where roam-init binds the job's spool directory inside the
 // job's mount namespace (cinit/roam-init.c uses the same path).
 const JobDir = "/run/roam/job"
+
+// roamCRIU is where scripts/deps.sh installs the CRIU roam is tested with.
+const roamCRIU = "/opt/roam/sbin/criu"
+
+// DefaultPath is roam's own CRIU when installed, else criu from PATH.
+func DefaultPath() string {
+	if _, err := os.Stat(roamCRIU); err == nil {
+		return roamCRIU
+	}
+	if p, err := exec.LookPath("criu"); err == nil {
+		return p
+	}
+	return "criu"
+}
 
 // CRIU runs CRIU.
 type CRIU struct {
@@ -169,6 +186,10 @@ type RestoreOpts struct {
 	// Inherit maps a resource of the dumped job ("pipe:[INODE]") to the
 	// file that replaces it.
 	Inherit map[string]*os.File
+	// CgroupRoots maps a cgroup controller to the cgroup (a path below the
+	// controller's root) the job goes into; controllers not named go to
+	// CRIU's own cgroup.
+	CgroupRoots map[string]string
 	// Lazy restores with memory pages fetched on demand by a lazy-pages
 	// daemon already running on this host for Dir.
 	Lazy bool
@@ -188,13 +209,14 @@ func (c *CRIU) Restore(o RestoreOpts) (int, error) {
 		LogLevel:     proto.Int32(4),
 		Root:         proto.String("/"),
 		LeaveStopped: proto.Bool(true),
-		// The restore runs in CRIU's own cgroups, which no CPU quota
-		// slows; the caller moves the stopped job into its node's cgroup.
-		ManageCgroupsMode: rpc.CriuCgMode_IGNORE.Enum(),
+		ManageCgroupsMode: rpc.CriuCgMode_SOFT.Enum(),
 		NotifyScripts:     proto.Bool(true),
 	}
 	if o.Lazy {
 		opts.LazyPages = proto.Bool(true)
+	}
+	for ctrl, path := range o.CgroupRoots {
+		opts.CgRoot = append(opts.CgRoot, &rpc.CgroupRoot{Ctrl: proto.String(ctrl), Path: proto.String(path)})
 	}
 	for mp, host := range o.Mounts {
 		opts.External = append(opts.External, "mnt["+mountKey(mp)+"]:"+host)
@@ -289,4 +311,30 @@ func logError(path string, err error) string {
 		return strings.TrimSpace(l[i:])
 	}
 	return err.Error()
+}
+
+// Copies lists the roam-init processes on this host that run job id: those
+// whose mount namespace has a spool directory .../spool/ID bound at JobDir.
+// (Not their command line, which a process restored lazily cannot show
+// until its pages have arrived.) Zombies are left out.
+func Copies(id string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err != nil || string(b) != "roam-init\n" {
+			continue
+		}
+		mi, err := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
+		if err != nil || !strings.Contains(string(mi), "/spool/"+id+" "+JobDir+" ") {
+			continue
+		}
+		if st, err := procfs.ReadStat(pid); err == nil && st.State != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

@@ -3,12 +3,16 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"roam/internal/bench"
+	"roam/internal/ckpt"
 )
 
 func (e *env) benchCmd() *cobra.Command {
@@ -83,6 +87,48 @@ func (e *env) benchCmd() *cobra.Command {
 	jobStart.Flags().IntVar(&js.Jobs, "jobs", 1000, "number of jobs")
 	jobStart.Flags().StringVar(&js.Subnet, "subnet", "198.18.101.0/24", "the benchmark cluster's /24")
 	jobStart.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	c.AddCommand(ac, jobStart)
+	ms := bench.MigrateSpec{}
+	var sizes string
+	mig := &cobra.Command{
+		Use:   "migrate",
+		Short: "eager and lazy migration of 16 MiB, 128 MiB and 1 GiB processes vs a raw copy plus a local dump and restore, same run",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, f := range strings.Split(sizes, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || n < 1 || n > 16384 {
+					return fmt.Errorf("--sizes: %q is not a size in MiB (1 to 16384)", f)
+				}
+				ms.SizesMB = append(ms.SizesMB, n)
+			}
+			ms.Roamd = roamdPath()
+			ms.Migjob = filepath.Join(filepath.Dir(ms.Roamd), "migjob")
+			if _, err := os.Stat(ms.Migjob); err != nil {
+				return fmt.Errorf("workload %s is missing (make build makes it)", ms.Migjob)
+			}
+			ms.CRIU = ckpt.DefaultPath()
+			ps, err := bench.Migrate(ms, os.Stderr)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return e.printJSON(ps)
+			}
+			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "RSS MiB\tMiB moved\teager freeze ms\teager total ms\traw copy ms\tlocal dump+restore ms\tratio\tlazy freeze ms\tlazy window ms\tlazy total ms\t")
+			for _, p := range ps {
+				fmt.Fprintf(tw, "%d\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t\n", p.SizeMB, float64(p.Bytes)/(1<<20),
+					p.EagerFreezeMS, p.EagerTotalMS, p.RawCopyMS, p.LocalDumpMS+p.LocalRestMS, p.Ratio,
+					p.LazyFreezeMS, p.LazyWindowMS, p.LazyTotalMS)
+			}
+			tw.Flush()
+			fmt.Fprintln(e.out, "ratio = eager total / (raw copy + local dump + local restore); target <= 1.5")
+			return nil
+		},
+	}
+	mig.Flags().StringVar(&sizes, "sizes", "16,128,1024", "process sizes in MiB")
+	mig.Flags().StringVar(&ms.Subnet, "subnet", "198.18.102.0/24", "the benchmark cluster's /24")
+	mig.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.AddCommand(ac, jobStart, mig)
 	return c
 }

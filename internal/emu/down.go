@@ -62,7 +62,7 @@ func Down(name string) error {
 	}
 
 	// Mounts under the cluster's directory (job file systems), deepest first.
-	for _, m := range mountsUnder(Dir(name)) {
+	for _, m := range append(mountsUnder(Dir(name)), mountsUnder(ImageDir(name))...) {
 		_ = syscall.Unmount(m, syscall.MNT_DETACH)
 	}
 
@@ -86,9 +86,12 @@ func Down(name string) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := os.RemoveAll(Dir(name)); err != nil {
-		errs = append(errs, err)
+	for _, d := range []string{Dir(name), ImageDir(name)} {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	_ = os.Remove(ImageBase)
 	_ = os.Remove(BaseDir) // these two only when empty
 	_ = os.Remove(filepath.Dir(BaseDir))
 	return errors.Join(errs...)
@@ -145,10 +148,12 @@ func Leftovers(name string) []string {
 	if layout, err := cgroup.Detect(); err == nil && layout.Exists(cgroupRoot(name)) {
 		out = append(out, "cgroup "+cgroupRoot(name))
 	}
-	if _, err := os.Stat(Dir(name)); err == nil {
-		out = append(out, "dir "+Dir(name))
+	for _, d := range []string{Dir(name), ImageDir(name)} {
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, "dir "+d)
+		}
 	}
-	for _, m := range mountsUnder(Dir(name)) {
+	for _, m := range append(mountsUnder(Dir(name)), mountsUnder(ImageDir(name))...) {
 		out = append(out, "mount "+m)
 	}
 	return out

@@ -108,6 +108,13 @@ var delayPattern = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(us|ms|s)$`)
 // Dir is a cluster's directory.
 func Dir(name string) string { return filepath.Join(BaseDir, name) }
 
+// ImageBase holds the clusters' migration images: on tmpfs, so that a
+// migration's images never wait for a disk (a host keeps them there too).
+const ImageBase = "/dev/shm/roam"
+
+// ImageDir is cluster name's part of ImageBase, one directory per node.
+func ImageDir(name string) string { return filepath.Join(ImageBase, name) }
+
 func netnsName(cluster string, i int) string { return fmt.Sprintf("roam-%s-%d", cluster, i) }
 func vethName(cluster string, i int) string  { return fmt.Sprintf("rv-%s-%d", cluster, i) }
 func bridgeName(cluster string) string       { return "rb-" + cluster }
@@ -382,6 +389,7 @@ func addNode(st *State, layout cgroup.Layout, spec Spec, i int, cpu float64, mem
 	cfg.BindAddr = n.Addr
 	cfg.SecretFile = secretPath
 	cfg.StateDir = dir
+	cfg.ImageDir = filepath.Join(ImageDir(st.Name), "n"+strconv.Itoa(i))
 	cfg.Socket = n.Socket
 	cfg.Capacity = cpu
 	cfg.Cgroup = n.Cgroup

@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/ckpt"
+	"roam/internal/emu"
 	"roam/internal/procfs"
 )
 
-// migjob builds testdata/migjob.c once into the test's bin directory.
+// migjob builds workloads/migjob.c once into the test's bin directory.
 var migjobOnce sync.Once
 
 func migjob(t *testing.T) string {
@@ -29,7 +31,7 @@ func migjob(t *testing.T) string {
 	var err error
 	var out []byte
 	migjobOnce.Do(func() {
-		out, err = exec.Command("gcc", "-O2", "-pthread", "-o", p, "testdata/migjob.c").CombinedOutput()
+		out, err = exec.Command("gcc", "-O2", "-pthread", "-o", p, "../../workloads/migjob.c").CombinedOutput()
 	})
 	if err != nil {
 		t.Fatalf("build migjob: %v\n%s", err, out)
@@ -37,31 +39,17 @@ func migjob(t *testing.T) string {
 	return p
 }
 
-// copies lists the live copies of job id, with their states: the
-// roam-init processes whose mount namespace has the job's spool directory
-// bound (not their command line, which a process restored lazily cannot
-// show until its pages have arrived).
+// copies lists the live copies of job id, with their states ('X' for a
+// copy that is killed and can never run the program again).
 func copies(id string) (pids []int, states []byte) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err != nil || string(b) != "roam-init\n" {
-			continue
-		}
-		mi, err := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
-		if err != nil || !strings.Contains(string(mi), "/spool/"+id+" /run/roam/job ") {
-			continue
-		}
+	for _, pid := range ckpt.Copies(id) {
 		st, err := procfs.ReadStat(pid)
 		if err != nil || st.State == 'Z' {
 			continue
 		}
 		pids = append(pids, pid)
 		if st.Flags&procfs.PFExiting != 0 || killPending(pid) {
-			st.State = 'X' // killed: it never runs the program again
+			st.State = 'X'
 		}
 		states = append(states, st.State)
 	}
@@ -370,7 +358,7 @@ func TestMigrationFailuresKeepTheJob(t *testing.T) {
 	control := c.start("3", argv(mark+"b")...)
 	c.waitLines(id, 2)
 	w := watchCopies(id, true)
-	clusterDir := "/run/roam/clusters/e2efail"
+	imageDir := emu.ImageDir("e2efail")
 
 	// fail migrates the job to node `to`, runs sabotage once the image
 	// stream reaches the destination, and checks the migration failed
@@ -386,7 +374,7 @@ func TestMigrationFailuresKeepTheJob(t *testing.T) {
 		}
 		if sabotage != nil {
 			waitFor(t, 60*time.Second, "images arriving at node "+to, func() (bool, string) {
-				m, _ := filepath.Glob(filepath.Join(clusterDir, "n"+to, "images", "in-*", "*"))
+				m, _ := filepath.Glob(filepath.Join(imageDir, "n"+to, "in-*", "*"))
 				return len(m) > 0, ""
 			})
 			sabotage()
@@ -416,7 +404,7 @@ func TestMigrationFailuresKeepTheJob(t *testing.T) {
 	})
 	t.Run("destination out of space", func(t *testing.T) {
 		c.t = t
-		images := filepath.Join(clusterDir, "n2", "images")
+		images := filepath.Join(imageDir, "n2")
 		os.MkdirAll(images, 0o700)
 		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "roam-e2e-full", images).CombinedOutput(); err != nil {
 			t.Fatalf("mount: %v %s", err, out)

@@ -1,0 +1,263 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"roam/internal/api"
+	"roam/internal/ckpt"
+	"roam/internal/emu"
+	"roam/internal/job"
+	"roam/internal/procfs"
+)
+
+// MigrateSpec configures the migration benchmark.
+type MigrateSpec struct {
+	SizesMB []int
+	Subnet  string
+	Roamd   string
+	Migjob  string // workloads/migjob, built by make
+	CRIU    string // for the local dump and restore
+}
+
+// MigratePoint is one process size, all measured in the same run: an
+// eager migration 1→2, a local CRIU dump and restore of the same process
+// on node 2, a raw TCP copy of as many bytes from node 1 to node 2, and a
+// lazy migration 2→1.
+type MigratePoint struct {
+	SizeMB        int     `json:"size_mb"`
+	Bytes         int64   `json:"bytes"`
+	EagerFreezeMS float64 `json:"eager_freeze_ms"`
+	EagerTotalMS  float64 `json:"eager_total_ms"`
+	EagerDumpMS   float64 `json:"eager_dump_ms"`
+	EagerCopyMS   float64 `json:"eager_copy_ms"`
+	EagerRestMS   float64 `json:"eager_restore_ms"`
+	LocalDumpMS   float64 `json:"local_dump_ms"`
+	LocalRestMS   float64 `json:"local_restore_ms"`
+	RawCopyMS     float64 `json:"raw_copy_ms"`
+	// Ratio is the eager total over (raw copy + local dump + local
+	// restore); the target is at most 1.5.
+	Ratio        float64 `json:"ratio"`
+	LazyFreezeMS float64 `json:"lazy_freeze_ms"`
+	LazyTotalMS  float64 `json:"lazy_total_ms"`
+	LazyWindowMS float64 `json:"lazy_window_ms"`
+	LazyBytes    int64   `json:"lazy_bytes"`
+}
+
+// Migrate runs the migration benchmark on a 2-node cluster it brings up
+// and tears down.
+func Migrate(spec MigrateSpec, progress io.Writer) ([]MigratePoint, error) {
+	name := "bmig"
+	_ = emu.Down(name)
+	defer emu.Down(name)
+	st, err := emu.Up(emu.Spec{Name: name, Nodes: 2, Subnet: spec.Subnet, Roamd: spec.Roamd})
+	if err != nil {
+		return nil, err
+	}
+	cl := api.NewClient(st.Nodes[0].Socket)
+	if err := waitMembers(cl, 2); err != nil {
+		return nil, err
+	}
+	var out []MigratePoint
+	for _, size := range spec.SizesMB {
+		fmt.Fprintf(progress, "migrate: %d MiB process\n", size)
+		p, err := migratePoint(cl, st, spec, size)
+		if err != nil {
+			return out, fmt.Errorf("%d MiB: %w", size, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (MigratePoint, error) {
+	p := MigratePoint{SizeMB: size}
+	var run api.RunResponse
+	err := cl.Do(context.Background(), http.MethodPost, "/v1/run", api.RunRequest{
+		Argv: []string{spec.Migjob, "mem", "1000000", "bench", strconv.Itoa(size)}, Env: os.Environ(), Cwd: "/", Count: 1, On: "1"}, &run)
+	if err != nil {
+		return p, err
+	}
+	id := run.IDs[0]
+	defer cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: []string{id}, Signal: 9}, nil)
+	// Wait until its memory is touched: it prints its first round then.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var o api.Output
+		if err := cl.Get("/v1/jobs/"+id+"/output?wait=1s", &o); err == nil && len(o.Stdout) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return p, fmt.Errorf("job %s printed nothing in 2 minutes", id)
+		}
+	}
+	migrate := func(to string, lazy bool) (job.Migration, error) {
+		var m job.Migration
+		err := cl.Do(context.Background(), http.MethodPost, "/v1/migrate", api.MigrateRequest{ID: id, Node: to, Lazy: lazy}, &m)
+		return m, err
+	}
+	if p.LocalDumpMS, p.LocalRestMS, err = localDumpRestore(st.Nodes[0], spec, id); err != nil {
+		return p, fmt.Errorf("local dump and restore: %w", err)
+	}
+	m, err := migrate("2", false)
+	if err != nil {
+		return p, fmt.Errorf("eager migration: %w", err)
+	}
+	p.Bytes, p.EagerFreezeMS, p.EagerTotalMS = m.Bytes, m.FreezeMS, m.TotalMS
+	p.EagerDumpMS, p.EagerCopyMS, p.EagerRestMS = m.DumpMS, m.CopyMS, m.RestoreMS
+	if p.RawCopyMS, err = rawCopy(st, m.Bytes); err != nil {
+		return p, fmt.Errorf("raw copy: %w", err)
+	}
+	p.Ratio = p.EagerTotalMS / (p.RawCopyMS + p.LocalDumpMS + p.LocalRestMS)
+
+	m, err = migrate("1", true)
+	if err != nil {
+		return p, fmt.Errorf("lazy migration: %w", err)
+	}
+	p.LazyFreezeMS, p.LazyTotalMS, p.LazyWindowMS, p.LazyBytes = m.FreezeMS, m.TotalMS, m.WindowMS, m.Bytes
+	return p, nil
+}
+
+// localDumpRestore dumps the job where it runs (node n) to that node's
+// state directory and restores a second copy from the images, as a node
+// would without the network; the copy is then killed and the job resumed.
+func localDumpRestore(n2 emu.NodeState, spec MigrateSpec, id string) (dumpMS, restMS float64, err error) {
+	pids := ckpt.Copies(id)
+	if len(pids) != 1 {
+		return 0, 0, fmt.Errorf("job %s has %d copies on this host", id, len(pids))
+	}
+	pid := pids[0]
+	dir, err := os.MkdirTemp(n2.Dir, "bench-images-")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.RemoveAll(dir)
+	mounts, err := ckpt.Mounts(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	c := &ckpt.CRIU{Path: spec.CRIU, ExecMu: &sync.Mutex{}}
+	// CRIU runs in the job's network namespace, as the node's agent runs
+	// it (from another one it would try to dump and lock the network).
+	netns := func(f func() error) error { return inNetns(n2.Netns, f) }
+	t0 := time.Now()
+	if err := netns(func() error { return c.Dump(ckpt.DumpOpts{PID: pid, Dir: dir, Mounts: mounts}) }); err != nil {
+		ckpt.Thaw(procfs.Tree(pid))
+		return 0, 0, err
+	}
+	dumpMS = float64(time.Since(t0).Microseconds()) / 1000
+	tree := procfs.Tree(pid)
+	defer ckpt.Thaw(tree)
+	mm := map[string]string{}
+	for _, m := range mounts {
+		mm[m] = m
+	}
+	mm[ckpt.JobDir] = filepath.Join(n2.Dir, "spool", id)
+	t1 := time.Now()
+	var copyPID int
+	err = netns(func() (err error) {
+		copyPID, err = c.Restore(ckpt.RestoreOpts{Dir: dir, Mounts: mm})
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	restMS = float64(time.Since(t1).Microseconds()) / 1000
+	tix := job.StartTicks(copyPID)
+	_ = syscall.Kill(copyPID, syscall.SIGKILL)
+	for job.Alive(copyPID, tix) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return dumpMS, restMS, nil
+}
+
+// rawCopy sends n bytes over plain TCP from node 1's network namespace to
+// node 2's: the same link a migration uses, without CRIU, TLS or disks.
+func rawCopy(st emu.State, n int64) (float64, error) {
+	var ln net.Listener
+	if err := inNetns(st.Nodes[1].Netns, func() (err error) {
+		ln, err = net.Listen("tcp", net.JoinHostPort(st.Nodes[1].Addr, "0"))
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		k, _ := io.Copy(io.Discard, c)
+		c.Close()
+		got <- k
+	}()
+	var conn net.Conn
+	if err := inNetns(st.Nodes[0].Netns, func() (err error) {
+		conn, err = net.Dial("tcp", ln.Addr().String())
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	t0 := time.Now()
+	for left := n; left > 0; {
+		k := min(left, int64(len(buf)))
+		if _, err := conn.Write(buf[:k]); err != nil {
+			conn.Close()
+			return 0, err
+		}
+		left -= k
+	}
+	conn.(*net.TCPConn).CloseWrite()
+	k := <-got
+	ms := float64(time.Since(t0).Microseconds()) / 1000
+	conn.Close()
+	if k != n {
+		return 0, fmt.Errorf("received %d of %d bytes", k, n)
+	}
+	return ms, nil
+}
+
+// inNetns runs f on an OS thread inside the named network namespace; a
+// socket made there stays in it.
+func inNetns(name string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// The thread is not unlocked: it leaves with its goroutine, and
+		// never goes back to the pool in the wrong namespace.
+		ns, err := os.Open("/run/netns/" + name)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer ns.Close()
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			errc <- err
+			return
+		}
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
