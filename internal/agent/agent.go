@@ -65,6 +65,7 @@ type Agent struct {
 	migr     migrationState // guarded by jobs.mu
 	support  string         // what migration can do here, found at start
 	imageDir string         // where migration images go
+	allUsers bool           // root's CRIU can dump other users' jobs here
 	metrics  migrationMetrics
 
 	mu        sync.Mutex // guards everything below, never held while calling memberlist

@@ -234,6 +234,12 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 		return err
 	}
 	pid := lj.rec.PID
+	if fi, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil && !a.allUsers {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+			return errkind.New(ErrPinned, "%s: runs as uid %d, and root on node %s lacks CAP_SYS_RESOURCE, so CRIU cannot read its rlimits",
+				req.ID, st.Uid, a.cfg.NodeID)
+		}
+	}
 	tree := procfs.Tree(pid)
 	files, reason := inspectJob(tree, a.memberIPs())
 	if reason != "" {

@@ -29,6 +29,7 @@ func (a *Agent) migrationSupport() string {
 		ver += " (older than 4.2: jobs with inet sockets fail to dump on kernels >= 6.16)"
 	}
 	if hasCapSysResource() {
+		a.allUsers = true
 		return ver + "; jobs of every user migrate; lazy migration on"
 	}
 	lazy := "lazy migration on"

@@ -491,3 +491,44 @@ func TestOutsideConnectionPins(t *testing.T) {
 		t.Fatalf("job ended %+v with %d lines", j, c.lines(id))
 	}
 }
+
+// This machine's root lacks CAP_SYS_RESOURCE, so root's CRIU cannot dump
+// another user's process ("Can't get rlimit"). The agent says so at start
+// (roam stats), and a migration of a user's job is refused before anything
+// is frozen, with the reason, and the job runs on. On a host whose root
+// has the capability, the same job migrates like root's.
+func TestUserJobMigrationOnThisHost(t *testing.T) {
+	c := upCluster(t, "e2euser", 22, "--nodes", "2")
+	c.waitAllAlive(2)
+	uid, gid := ensureUser(t, "roamtest1")
+	st := c.stats("1")
+	capable := strings.Contains(st.Migration, "jobs of every user migrate")
+	if !capable && !strings.Contains(st.Migration, "lacks CAP_SYS_RESOURCE") {
+		t.Fatalf("roam stats does not say which jobs migrate: %q", st.Migration)
+	}
+	start := c.as(uid, gid, "--node", "1", "run", "-d", "--on", "1", "sh", "-c", "for i in $(seq 1 30); do echo $i; sleep 0.1; done")
+	out, err := start.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run as roamtest1: %v %s", err, out)
+	}
+	id := strings.TrimSpace(string(out))
+	c.waitLines(id, 2)
+	mig := c.as(uid, gid, "--node", "1", "migrate", id, "2")
+	out, err = mig.CombinedOutput()
+	if capable {
+		if err != nil {
+			t.Fatalf("migrate on a capable host: %v %s", err, out)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(string(out), "lacks CAP_SYS_RESOURCE") {
+		t.Fatalf("migrate of a user's job: err %v, %q; want a refusal naming CAP_SYS_RESOURCE", err, out)
+	}
+	j := c.job(id)
+	if j.Node != "1" || j.State != "running" || !strings.Contains(j.PinReason, "CAP_SYS_RESOURCE") {
+		t.Fatalf("job after the refusal: %+v", j)
+	}
+	if j := c.waitFinished(id, time.Minute); *j.ExitCode != 0 || c.lines(id) != 30 {
+		t.Fatalf("job ended %+v with %d lines", j, c.lines(id))
+	}
+}
