@@ -972,31 +972,10 @@ func (a *Agent) migrationAPI(mux *http.ServeMux) {
 
 // peerMigrationAPI registers the migration endpoints other agents call.
 func (a *Agent) peerMigrationAPI(peer *http.ServeMux) {
-	peer.HandleFunc("POST /v1/peer/migrate-out", func(w http.ResponseWriter, r *http.Request) {
-		var req migrateOutRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
-		m, err := a.migrateOut(req)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, m)
-	})
-	peer.HandleFunc("POST /v1/peer/migrate/check", func(w http.ResponseWriter, r *http.Request) {
-		var paths []string
-		err := decode(r, &paths)
-		if err == nil {
-			err = a.migrateCheck(paths)
-		}
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, struct{}{})
-	})
+	peer.HandleFunc("POST /v1/peer/migrate-out", jsonCall(a.migrateOut))
+	peer.HandleFunc("POST /v1/peer/migrate/check", jsonCall(func(paths []string) (struct{}, error) {
+		return struct{}{}, a.migrateCheck(paths)
+	}))
 	peer.HandleFunc("POST /v1/peer/migrate", func(w http.ResponseWriter, r *http.Request) {
 		// A read that makes no progress for stallTimeout ends the
 		// transfer (the source's link went down, or it died).
@@ -1030,18 +1009,27 @@ func (a *Agent) peerMigrationAPI(peer *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"outcome": o})
 	})
-	peer.HandleFunc("POST /v1/peer/note", func(w http.ResponseWriter, r *http.Request) {
-		var n jobNote
-		err := decode(r, &n)
-		if err == nil {
-			err = a.takeNote(n)
+	peer.HandleFunc("POST /v1/peer/note", jsonCall(func(n jobNote) (struct{}, error) {
+		return struct{}{}, a.takeNote(n)
+	}))
+}
+
+// jsonCall is a handler that decodes a T, calls f and answers with its
+// result or its error.
+func jsonCall[T, R any](f func(T) (R, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in T
+		if err := decode(r, &in); err != nil {
+			writeError(w, err)
+			return
 		}
+		out, err := f(in)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, struct{}{})
-	})
+		writeJSON(w, http.StatusOK, out)
+	}
 }
 
 // deadlineReader extends a read deadline before every read.
