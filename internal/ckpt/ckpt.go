@@ -204,11 +204,11 @@ func (c *CRIU) Restore(o RestoreOpts) (int, error) {
 	}
 	defer d.Close()
 	opts := &rpc.CriuOpts{
-		ImagesDirFd:  proto.Int32(int32(d.Fd())),
-		LogFile:      proto.String("restore.log"),
-		LogLevel:     proto.Int32(4),
-		Root:         proto.String("/"),
-		LeaveStopped: proto.Bool(true),
+		ImagesDirFd:       proto.Int32(int32(d.Fd())),
+		LogFile:           proto.String("restore.log"),
+		LogLevel:          proto.Int32(4),
+		Root:              proto.String("/"),
+		LeaveStopped:      proto.Bool(true),
 		ManageCgroupsMode: rpc.CriuCgMode_SOFT.Enum(),
 		NotifyScripts:     proto.Bool(true),
 	}
