@@ -861,7 +861,8 @@ func inspectJob(tree []int, members map[string]bool) (files []string, reason str
 var harmlessDevice = map[string]bool{"/dev/null": true, "/dev/zero": true, "/dev/random": true, "/dev/urandom": true}
 
 // establishedTCP returns the remote address of an established TCP
-// connection among the sockets, read from the job's network namespace.
+// connection among the sockets, read from the job's network namespace, or
+// "" when there is none (listening and UDP sockets move with the job).
 func establishedTCP(pid int, sockets map[string]bool) string {
 	for _, f := range []string{"tcp", "tcp6"} {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/" + f)
@@ -876,7 +877,7 @@ func establishedTCP(pid int, sockets map[string]bool) string {
 			return hexAddr(fs[2])
 		}
 	}
-	return "?"
+	return ""
 }
 
 // hexAddr turns /proc/net/tcp's "0100007F:1F90" into "127.0.0.1:8080".

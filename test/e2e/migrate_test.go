@@ -490,6 +490,17 @@ func TestOutsideConnectionPins(t *testing.T) {
 	if j := c.waitFinished(id, time.Minute); *j.ExitCode != 0 || c.lines(id) != 40 {
 		t.Fatalf("job ended %+v with %d lines", j, c.lines(id))
 	}
+
+	// A socket that is not a connection (listening TCP, UDP) does not pin.
+	py := "import socket,time\nl=socket.socket(); l.bind(('0.0.0.0',0)); l.listen()\n" +
+		"u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); u.bind(('0.0.0.0',0))\n" +
+		"for i in range(40):\n print(i, flush=True); time.sleep(0.1)\n"
+	id = c.start("1", "python3", "-c", py)
+	c.waitLines(id, 2)
+	c.mustRun("--node", "1", "migrate", id, "2")
+	if j := c.waitFinished(id, time.Minute); *j.ExitCode != 0 || j.Node != "2" || j.PinReason != "" || c.lines(id) != 40 {
+		t.Fatalf("job with listening and UDP sockets: %+v, %d lines", j, c.lines(id))
+	}
 }
 
 // This machine's root lacks CAP_SYS_RESOURCE, so root's CRIU cannot dump
