@@ -35,12 +35,11 @@ import (
 // lazyDump is a source's CRIU dump serving pages.
 type lazyDump struct {
 	port  int
-	done  chan error // CRIU's dump call ended: all pages served, or failed
+	done  chan struct{} // closed when CRIU's dump call ended: all pages served, or failed
+	err   error         // its result, once done
 	bytes atomic.Int64
 	a     *Agent
 	mid   string
-	once  sync.Once
-	err   error
 }
 
 // startLazyDump starts a lazy dump and returns once the images (all but
@@ -50,20 +49,21 @@ func (a *Agent) startLazyDump(mid string, pid int, dir string, mounts []string) 
 	if err != nil {
 		return nil, err
 	}
-	d := &lazyDump{port: port, done: make(chan error, 1), a: a, mid: mid}
+	d := &lazyDump{port: port, done: make(chan struct{}), a: a, mid: mid}
 	ready := make(chan struct{})
 	var readyOnce sync.Once
 	go func() {
-		d.done <- a.criu.Dump(ckpt.DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true,
+		d.err = a.criu.Dump(ckpt.DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true,
 			PageAddr: "127.0.0.1", PagePort: port, Ready: func() { readyOnce.Do(func() { close(ready) }) }})
+		close(d.done)
 	}()
 	select {
 	case <-ready:
-	case err := <-d.done:
-		if err == nil {
-			err = errors.New("criu dump ended before its images were ready")
+	case <-d.done:
+		if d.err == nil {
+			return nil, errors.New("criu dump ended before its images were ready")
 		}
-		return nil, err
+		return nil, d.err
 	}
 	a.jobs.mu.Lock()
 	if a.migr.lazy == nil {
@@ -76,26 +76,26 @@ func (a *Agent) startLazyDump(mid string, pid int, dir string, mounts []string) 
 
 // wait waits for the page server to have served every page.
 func (d *lazyDump) wait() error {
-	d.once.Do(func() { d.err = <-d.done })
+	<-d.done
 	return d.err
 }
 
-// end forgets the dump; on a failed migration it also stops CRIU's page
-// server, by connecting and closing (CRIU then ends its dump call).
+// end forgets the dump and returns once CRIU's dump call has ended; on a
+// failed migration it first stops CRIU's page server, by connecting and
+// closing (CRIU then ends its dump call). Safe to call twice.
 func (d *lazyDump) end() {
 	d.a.jobs.mu.Lock()
 	delete(d.a.migr.lazy, d.mid)
 	d.a.jobs.mu.Unlock()
 	select {
-	case err := <-d.done:
-		d.once.Do(func() { d.err = err })
+	case <-d.done:
 		return
 	default:
 	}
 	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port), time.Second); err == nil {
 		c.Close()
 	}
-	go func() { _ = d.wait() }()
+	<-d.done
 }
 
 func loopbackPort() (int, error) {

@@ -106,7 +106,10 @@ type incoming struct {
 	lazyDone chan struct{}
 }
 
-var midPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
+var (
+	midPattern     = regexp.MustCompile(`^[0-9a-f]{16}$`)
+	pipeKeyPattern = regexp.MustCompile(`^pipe:\[[0-9]+\]$`)
+)
 
 // Migrate is `roam migrate`: it moves a running job to another node, or
 // hands it back to the automatic policies ("auto").
@@ -289,9 +292,7 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 	m.CopyMS = msSince(sendStart) - restoreMS
 	if err != nil {
 		if lazy != nil {
-			// CRIU holds the job until its page server ends.
-			lazy.end()
-			_ = lazy.wait()
+			lazy.end() // CRIU holds the job until its page server ends
 		}
 		ckpt.Thaw(tree)
 		go a.abortRemote(addr, mid)
@@ -313,20 +314,16 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 	// pipes until the destination has them all.
 	if lazy == nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-		waitGone(pid, lj.rec.StartTix, 30*time.Second)
+		job.WaitGone(pid, lj.rec.StartTix, 30*time.Second)
 	}
 	a.setOutcome(mid, "committed")
 	_ = a.store.DeleteLocal(req.ID)
 	if lj.stdin != nil {
 		lj.stdin.Close()
 	}
-	var cerr error
-	for try := 0; try < 3; try++ {
-		if cerr = a.peerCallAddr(addr, http.MethodPost, "/v1/peer/migrate/commit?mid="+mid, nil, nil); cerr == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	cerr := retry(func() error {
+		return a.peerCallAddr(addr, http.MethodPost, "/v1/peer/migrate/commit?mid="+mid, nil, nil)
+	})
 	m.FreezeMS = msSince(frozen)
 	if lazy != nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -344,17 +341,10 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 		if werr != nil {
 			a.log.Error("lazy migration: pages not all delivered", "job", req.ID, "err", werr)
 		}
-		waitGone(pid, lj.rec.StartTix, 30*time.Second)
+		job.WaitGone(pid, lj.rec.StartTix, 30*time.Second)
 	}
 	os.RemoveAll(lj.rec.Dir)
 	return nil
-}
-
-func waitGone(pid int, tix uint64, d time.Duration) {
-	end := time.Now().Add(d)
-	for job.Alive(pid, tix) && time.Now().Before(end) {
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
@@ -655,7 +645,7 @@ func (h migrateHeader) validate() error {
 			return bad("mount %q", m)
 		}
 	}
-	if h.StdinKey != "" && !regexp.MustCompile(`^pipe:\[[0-9]+\]$`).MatchString(h.StdinKey) {
+	if h.StdinKey != "" && !pipeKeyPattern.MatchString(h.StdinKey) {
 		return bad("stdin %q", h.StdinKey)
 	}
 	return nil
@@ -788,7 +778,7 @@ func (a *Agent) abortIn(mid string) {
 	}
 	if job.Alive(in.pid, in.tix) {
 		_ = syscall.Kill(in.pid, syscall.SIGKILL)
-		waitGone(in.pid, in.tix, 5*time.Second)
+		job.WaitGone(in.pid, in.tix, 5*time.Second)
 	}
 	if in.stdin != nil {
 		in.stdin.Close()
@@ -914,12 +904,15 @@ func (a *Agent) noteHome(home string, n jobNote) error {
 	if home == a.cfg.NodeID {
 		return a.takeNote(n)
 	}
-	var err error
-	for try := 0; try < 3; try++ {
-		if err = a.peerCall(home, http.MethodPost, "/v1/peer/note", n, nil); err == nil {
-			return nil
-		}
+	return retry(func() error { return a.peerCall(home, http.MethodPost, "/v1/peer/note", n, nil) })
+}
+
+// retry tries f three times, 200 ms apart, and returns its last error.
+func retry(f func() error) error {
+	err := f()
+	for try := 1; try < 3 && err != nil; try++ {
 		time.Sleep(200 * time.Millisecond)
+		err = f()
 	}
 	return err
 }

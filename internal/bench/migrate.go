@@ -177,9 +177,7 @@ func localDumpRestore(n2 emu.NodeState, spec MigrateSpec, id string) (dumpMS, re
 	restMS = float64(time.Since(t1).Microseconds()) / 1000
 	tix := job.StartTicks(copyPID)
 	_ = syscall.Kill(copyPID, syscall.SIGKILL)
-	for job.Alive(copyPID, tix) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	job.WaitGone(copyPID, tix, 30*time.Second)
 	return dumpMS, restMS, nil
 }
 

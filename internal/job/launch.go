@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Spec is what a node needs to start a job.
@@ -212,6 +213,15 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		return nil, fmt.Errorf("start %s: %w", s.Argv[0], err)
 	}
 	return &Proc{PID: cmd.Process.Pid, StartTix: StartTicks(cmd.Process.Pid), Dir: dir, Stdin: inW, Cmd: cmd}, nil
+}
+
+// WaitGone waits, at most d, until the process pid started at tix is gone
+// (a zombie counts as gone).
+func WaitGone(pid int, tix uint64, d time.Duration) {
+	end := time.Now().Add(d)
+	for Alive(pid, tix) && time.Now().Before(end) {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // StartTicks is a process's start time in clock ticks since boot, which
