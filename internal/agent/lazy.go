@@ -107,20 +107,29 @@ func loopbackPort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// servePages is /v1/peer/pages on the source: it turns the TLS connection
-// into a pipe to the CRIU page server of migration mid.
+// servePages is /v1/peer/pages: it turns the TLS connection into a pipe
+// to migration mid's CRIU page server on this node: the source's, serving
+// a lazy migration's pages, or the destination's sink, taking a streamed
+// dump's.
 func (a *Agent) servePages(w http.ResponseWriter, r *http.Request) {
 	mid := r.URL.Query().Get("mid")
 	a.jobs.mu.Lock()
 	d := a.migr.lazy[mid]
 	a.jobs.mu.Unlock()
-	if d == nil {
-		writeError(w, errkind.New(ErrNotFound, "no lazy migration %q here", mid))
-		return
-	}
-	ps, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port), 5*time.Second)
-	if err != nil {
-		writeError(w, errkind.New(ErrUnavailable, "page server: %v", err))
+	var ps net.Conn
+	var count *atomic.Int64
+	sink := false
+	if d != nil {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port), 5*time.Second)
+		if err != nil {
+			writeError(w, errkind.New(ErrUnavailable, "page server: %v", err))
+			return
+		}
+		ps, count = c, &d.bytes
+	} else if ps = a.takeSinkConn(mid); ps != nil {
+		sink = true
+	} else {
+		writeError(w, errkind.New(ErrNotFound, "no page server for migration %q here", mid))
 		return
 	}
 	conn, rw, err := http.NewResponseController(w).Hijack()
@@ -134,13 +143,18 @@ func (a *Agent) servePages(w http.ResponseWriter, r *http.Request) {
 		conn.Close()
 		return
 	}
-	// Bytes the client sent after its request are already buffered.
+	// Bytes the client sent after its request are already buffered. A
+	// dump streams without pause: a sink's connection that stalls is
+	// dead (a lazy-pages daemon may pause, and ends on its own).
 	var in io.Reader = conn
+	if sink {
+		in = &deadlineReader{r: conn, extend: func() { _ = conn.SetReadDeadline(time.Now().Add(stallTimeout)) }}
+	}
 	if n := rw.Reader.Buffered(); n > 0 {
 		b, _ := rw.Reader.Peek(n)
-		in = io.MultiReader(bytes.NewReader(bytes.Clone(b)), conn)
+		in = io.MultiReader(bytes.NewReader(bytes.Clone(b)), in)
 	}
-	splice(conn, ps, in, &d.bytes)
+	splice(conn, ps, in, count)
 }
 
 // splice copies both ways between a (read from aIn) and b until either
@@ -233,26 +247,40 @@ func (a *Agent) startLazyPages(hdr migrateHeader, images string) (chan struct{},
 // tunnelPages carries one connection of the lazy-pages daemon to the
 // source's page server, over the peer TLS port.
 func (a *Agent) tunnelPages(local net.Conn, addr, mid string) {
+	remote, err := a.dialPeerStream(addr, "/v1/peer/pages?mid="+mid)
+	if err != nil {
+		a.log.Warn("lazy pages: source", "err", err)
+		local.Close()
+		return
+	}
+	splice(local, remote, local, nil)
+}
+
+// dialPeerStream opens a TLS connection to a peer, asks for path and,
+// once the peer answers 200, returns the connection as a byte pipe.
+func (a *Agent) dialPeerStream(addr, path string) (net.Conn, error) {
 	d := tls.Dialer{Config: a.tls.Clone(), NetDialer: &net.Dialer{Timeout: 5 * time.Second}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		a.log.Warn("lazy pages: dial source", "err", err)
-		local.Close()
-		return
+		return nil, err
 	}
 	remote := rc.(*tls.Conn)
-	fmt.Fprintf(remote, "GET /v1/peer/pages?mid=%s HTTP/1.1\r\nHost: roam-node\r\n\r\n", mid)
+	_ = remote.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(remote, "GET %s HTTP/1.1\r\nHost: roam-node\r\n\r\n", path)
 	br := bufio.NewReader(remote)
 	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		a.log.Warn("lazy pages: source refused", "err", err)
-		local.Close()
+	if err != nil {
 		remote.Close()
-		return
+		return nil, err
 	}
-	splice(local, &bufferedConn{Conn: remote, r: br}, local, nil)
+	if resp.StatusCode != http.StatusOK {
+		remote.Close()
+		return nil, fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	_ = remote.SetDeadline(time.Time{})
+	return &bufferedConn{Conn: remote, r: br}, nil
 }
 
 // bufferedConn reads through a bufio.Reader that may hold bytes already.

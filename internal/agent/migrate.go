@@ -73,6 +73,9 @@ type migrateHeader struct {
 	// Lazy: the images hold no memory pages; the destination fetches them
 	// through /v1/peer/pages from the source's CRIU page server.
 	Lazy bool `json:"lazy,omitempty"`
+	// Streamed: the dump wrote its pages to this node's page sink for
+	// the migration (/v1/peer/migrate/sink); the stream has the rest.
+	Streamed bool `json:"streamed,omitempty"`
 	// StdinKey is the job's stdin pipe ("pipe:[INODE]") when the user's
 	// stdin still flows to it: the destination re-attaches a new pipe.
 	StdinKey string `json:"stdin_key,omitempty"`
@@ -90,6 +93,9 @@ type migrationState struct {
 	movedTo map[string]string
 	// lazy dumps serving pages, by migration id.
 	lazy map[string]*lazyDump
+	// sinks: CRIU page servers taking streamed dumps' pages, by migration
+	// id.
+	sinks map[string]*pageSink
 }
 
 // incoming is a restored, stopped copy on the destination.
@@ -280,15 +286,19 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 			return err
 		}
 		defer lazy.end()
-	} else if err := a.criu.Dump(ckpt.DumpOpts{PID: pid, Dir: dir, Mounts: mounts}); err != nil {
-		ckpt.Thaw(procfs.Tree(pid)) // CRIU resumes it on failure; make sure
-		return err
+	} else {
+		if m.Bytes, err = a.streamedDump(addr, mid, pid, dir, mounts); err != nil {
+			ckpt.Thaw(procfs.Tree(pid)) // CRIU resumes it on failure; make sure
+			go a.abortRemote(addr, mid)
+			return err
+		}
+		hdr.Streamed = true
 	}
 	m.DumpMS = msSince(frozen)
 	tree = procfs.Tree(pid)
 	sendStart := time.Now()
 	n, restoreMS, err := a.sendImages(addr, hdr, dir, lj.rec.Dir)
-	m.Bytes, m.RestoreMS = n, restoreMS
+	m.Bytes, m.RestoreMS = m.Bytes+n, restoreMS
 	m.CopyMS = msSince(sendStart) - restoreMS
 	if err != nil {
 		if lazy != nil {
@@ -403,11 +413,15 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func (a *Agent) sendImages(addr string, hdr migrateHeader, images, spool string) (int64, float64, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	st, err := planStream(hdr, images, spool)
+	if err != nil {
+		return 0, 0, err
+	}
 	pr, pw := io.Pipe()
 	pw2 := &progressWriter{w: pw, last: make(chan struct{}, 1)}
 	sent := make(chan error, 1)
 	go func() {
-		err := writeStream(pw2, hdr, images, spool)
+		err := st.write(pw2)
 		pw.CloseWithError(err)
 		sent <- err
 	}()
@@ -441,6 +455,7 @@ func (a *Agent) sendImages(addr string, hdr migrateHeader, images, spool string)
 	if err != nil {
 		return 0, 0, err
 	}
+	req.ContentLength = st.size()
 	var ready migrateReady
 	err = api.Exchange(a.peerHTTP, req, &ready)
 	if stalled.Load() && err != nil {
@@ -462,31 +477,65 @@ type migrateReady struct {
 	RestoreMS float64 `json:"restore_ms"`
 }
 
-// writeStream writes a migration stream: the header as one JSON line, then
-// a tar archive with the images under img/ and the spool files under
-// spool/.
-func writeStream(w io.Writer, hdr migrateHeader, images, spool string) error {
+// stream is a migration stream, planned before it is sent so that its
+// length is known: the header as one JSON line, then a tar archive with the
+// images under img/ and the spool files under spool/. A known length lets
+// the body go out without HTTP chunking, in large writes.
+type stream struct {
+	head  []byte
+	files []streamFile
+}
+
+type streamFile struct {
+	name, path string
+	size       int64
+}
+
+func planStream(hdr migrateHeader, images, spool string) (*stream, error) {
 	b, err := json.Marshal(hdr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
-	if _, err := bw.Write(append(b, '\n')); err != nil {
-		return err
-	}
-	tw := tar.NewWriter(bw)
+	s := &stream{head: append(b, '\n')}
 	for _, part := range []struct{ prefix, dir string }{{"img/", images}, {"spool/", spool}} {
 		ents, err := os.ReadDir(part.dir)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, e := range ents {
 			if !e.Type().IsRegular() {
 				continue
 			}
-			if err := addFile(tw, part.prefix+e.Name(), filepath.Join(part.dir, e.Name())); err != nil {
-				return err
+			fi, err := e.Info()
+			if err != nil {
+				return nil, err
 			}
+			s.files = append(s.files, streamFile{part.prefix + e.Name(), filepath.Join(part.dir, e.Name()), fi.Size()})
+		}
+	}
+	return s, nil
+}
+
+// size is the stream's length in bytes: the header line, a 512-byte tar
+// header and the padded content per file (names are short, so no PAX
+// records), and tar's two closing blocks.
+func (s *stream) size() int64 {
+	n := int64(len(s.head)) + 1024
+	for _, f := range s.files {
+		n += 512 + (f.size+511)/512*512
+	}
+	return n
+}
+
+func (s *stream) write(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if _, err := bw.Write(s.head); err != nil {
+		return err
+	}
+	tw := tar.NewWriter(bw)
+	for _, f := range s.files {
+		if err := addFile(tw, f); err != nil {
+			return err
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -495,20 +544,21 @@ func writeStream(w io.Writer, hdr migrateHeader, images, spool string) error {
 	return bw.Flush()
 }
 
-func addFile(tw *tar.Writer, name, path string) error {
-	f, err := os.Open(path)
+// addFile adds f with the size planned; a file that changed size since
+// fails the stream (the job is frozen, so none should).
+func addFile(tw *tar.Writer, f streamFile) error {
+	if len(f.name) >= 100 {
+		return fmt.Errorf("image name too long: %s", f.name)
+	}
+	fh, err := os.Open(f.path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
+	defer fh.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o600, Size: f.size, Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}); err != nil {
 		return err
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: fi.Size(), Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	_, err = io.CopyN(tw, f, fi.Size())
+	_, err = io.CopyN(tw, fh, f.size)
 	return err
 }
 
@@ -559,9 +609,17 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 		os.RemoveAll(images)
 		os.RemoveAll(spool)
 	}
-	cleanup()
-	if err := os.MkdirAll(images, 0o700); err != nil {
-		return migrateReady{}, fmt.Errorf("images directory: %w", err)
+	if hdr.Streamed {
+		// The pages are in the sink's directory already.
+		if _, err := a.claimSink(hdr.MID); err != nil {
+			return migrateReady{}, err
+		}
+		os.RemoveAll(spool)
+	} else {
+		cleanup()
+		if err := os.MkdirAll(images, 0o700); err != nil {
+			return migrateReady{}, fmt.Errorf("images directory: %w", err)
+		}
 	}
 	if err := os.MkdirAll(spool, 0o700); err != nil {
 		cleanup()
@@ -644,6 +702,9 @@ func (h migrateHeader) validate() error {
 		if !filepath.IsAbs(m) || filepath.Clean(m) != m || strings.ContainsAny(m, "[]") {
 			return bad("mount %q", m)
 		}
+	}
+	if h.Lazy && h.Streamed {
+		return bad("lazy and streamed at once")
 	}
 	if h.StdinKey != "" && !pipeKeyPattern.MatchString(h.StdinKey) {
 		return bad("stdin %q", h.StdinKey)
@@ -773,6 +834,7 @@ func (a *Agent) abortIn(mid string) {
 		close(in.done)
 	}
 	a.jobs.mu.Unlock()
+	a.dropSink(mid)
 	if in == nil {
 		return
 	}
@@ -983,6 +1045,16 @@ func (a *Agent) peerMigrationAPI(peer *http.ServeMux) {
 		writeJSON(w, http.StatusOK, ready)
 	})
 	peer.HandleFunc("GET /v1/peer/pages", a.servePages)
+	peer.HandleFunc("POST /v1/peer/migrate/sink", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := a.openSink(r.URL.Query().Get("mid")); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	})
+	peer.HandleFunc("GET /v1/peer/migrate/sink", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"error": a.sinkError(r.URL.Query().Get("mid"))})
+	})
 	peer.HandleFunc("POST /v1/peer/migrate/commit", func(w http.ResponseWriter, r *http.Request) {
 		if err := a.commitIn(r.URL.Query().Get("mid")); err != nil {
 			writeError(w, err)

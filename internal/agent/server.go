@@ -156,7 +156,7 @@ func (a *Agent) startPeer() error {
 // PeerClient is an HTTP client that dials other agents' peer ports with the
 // node's cluster certificate.
 func (a *Agent) PeerClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: a.tls}}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: a.tls, WriteBufferSize: 256 << 10, ReadBufferSize: 64 << 10}}
 }
 
 // peerLog counts failed TLS handshakes on the peer port (net/http reports

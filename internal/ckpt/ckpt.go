@@ -118,6 +118,11 @@ type DumpOpts struct {
 	Lazy     bool
 	PageAddr string
 	PagePort int
+	// PageConn, without Lazy, is a connected socket to a CRIU page server:
+	// the pages go there as they are dumped instead of to Dir. (A Unix
+	// socket: on TCP, CRIU's corked last write waits out the kernel's
+	// 200 ms cork timer.)
+	PageConn *os.File
 	// Ready, with Lazy, is called once the images (all but the pages) are
 	// written, while the page server serves.
 	Ready func()
@@ -142,21 +147,24 @@ func (c *CRIU) Dump(o DumpOpts) error {
 		opts.External = append(opts.External, "mnt["+m+"]:"+mountKey(m))
 	}
 	var nfy criu.Notify = criu.NoNotify{}
+	var files []*os.File
+	if o.PageConn != nil && !o.Lazy {
+		files = append(files, o.PageConn)
+	}
 	if o.Lazy {
 		opts.LazyPages = proto.Bool(true)
 		opts.Ps = &rpc.CriuPageServerInfo{Address: proto.String(o.PageAddr), Port: proto.Int32(int32(o.PagePort))}
 		opts.NotifyScripts = proto.Bool(true)
 		nfy = readyNotify{ready: o.Ready}
 	}
-	cr := criu.MakeCriu()
-	cr.SetCriuPath(c.Path)
-	c.ExecMu.Lock()
-	err = cr.Prepare()
-	c.ExecMu.Unlock()
+	cr, fds, err := c.start(files)
 	if err != nil {
-		return fmt.Errorf("start criu: %w", err)
+		return err
 	}
 	defer cr.Cleanup()
+	if len(files) > 0 {
+		opts.Ps = &rpc.CriuPageServerInfo{Fd: proto.Int32(fds[0])}
+	}
 	if err := cr.Dump(opts, nfy); err != nil {
 		return fmt.Errorf("criu dump: %s", logError(filepath.Join(o.Dir, "dump.log"), err))
 	}
@@ -197,6 +205,36 @@ type RestoreOpts struct {
 
 // Restore recreates the job, stopped (SIGSTOP): the caller resumes it with
 // Thaw once the source has let go of its copy. It returns roam-init's pid.
+// start starts CRIU's RPC process (swrk) with files it inherits; CRIU
+// takes such files by their number in its own process, returned in the
+// order given. The duplicates are inheritable only while it starts.
+func (c *CRIU) start(files []*os.File) (*criu.Criu, []int32, error) {
+	cr := criu.MakeCriu()
+	cr.SetCriuPath(c.Path)
+	c.ExecMu.Lock()
+	var dups []int32
+	var err error
+	for _, f := range files {
+		fd, derr := syscall.Dup(int(f.Fd()))
+		if derr != nil {
+			err = fmt.Errorf("duplicate a descriptor for CRIU: %w", derr)
+			break
+		}
+		dups = append(dups, int32(fd))
+	}
+	if err == nil {
+		err = cr.Prepare()
+	}
+	for _, fd := range dups {
+		syscall.Close(int(fd))
+	}
+	c.ExecMu.Unlock()
+	if err != nil {
+		return nil, nil, fmt.Errorf("start criu: %w", err)
+	}
+	return cr, dups, nil
+}
+
 func (c *CRIU) Restore(o RestoreOpts) (int, error) {
 	d, err := os.Open(o.Dir)
 	if err != nil {
@@ -221,31 +259,17 @@ func (c *CRIU) Restore(o RestoreOpts) (int, error) {
 	for mp, host := range o.Mounts {
 		opts.External = append(opts.External, "mnt["+mountKey(mp)+"]:"+host)
 	}
-	cr := criu.MakeCriu()
-	cr.SetCriuPath(c.Path)
-	// CRIU takes inherited descriptors by number in its own process: leave
-	// duplicates inheritable just while it starts.
-	c.ExecMu.Lock()
-	var dups []int
+	files := make([]*os.File, 0, len(o.Inherit))
+	keys := make([]string, 0, len(o.Inherit))
 	for key, f := range o.Inherit {
-		fd, err := syscall.Dup(int(f.Fd()))
-		if err != nil {
-			break
-		}
-		dups = append(dups, fd)
-		opts.InheritFd = append(opts.InheritFd, &rpc.InheritFd{Key: proto.String(key), Fd: proto.Int32(int32(fd))})
+		keys, files = append(keys, key), append(files, f)
 	}
-	if len(dups) == len(o.Inherit) {
-		err = cr.Prepare()
-	} else {
-		err = errors.New("duplicate a descriptor for CRIU")
-	}
-	for _, fd := range dups {
-		syscall.Close(fd)
-	}
-	c.ExecMu.Unlock()
+	cr, fds, err := c.start(files)
 	if err != nil {
-		return 0, fmt.Errorf("start criu: %w", err)
+		return 0, err
+	}
+	for i, key := range keys {
+		opts.InheritFd = append(opts.InheritFd, &rpc.InheritFd{Key: proto.String(key), Fd: proto.Int32(fds[i])})
 	}
 	defer cr.Cleanup()
 	n := &pidNotify{}
@@ -291,6 +315,10 @@ func Thaw(tree []int) {
 
 // logError is the most telling line of a CRIU log: the first "Error" line
 // that is not the harmless rlimit one, with the RPC error after it.
+// LogError is the first error line of a CRIU log, or err's text when the
+// log has none.
+func LogError(path string, err error) string { return logError(path, err) }
+
 func logError(path string, err error) string {
 	f, ferr := os.Open(path)
 	if ferr != nil {
