@@ -288,4 +288,3 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	}
 	return k, err
 }
-
