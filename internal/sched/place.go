@@ -9,6 +9,8 @@ package sched
 
 import (
 	"errors"
+	"fmt"
+	"math/rand"
 	"sort"
 	"strconv"
 )
@@ -67,4 +69,73 @@ func IDLess(a, b string) bool {
 		return ai < bi
 	}
 	return a < b
+}
+
+// Place places n new processes by the named placement: least-loaded,
+// random-two (the power of two choices: sample two nodes, take the less
+// loaded), or round-robin from rr (a counter the caller keeps; it gets
+// the next value back).
+func Place(kind string, nodes []NodeLoad, n int, rng *rand.Rand, rr int) ([]string, int, error) {
+	switch kind {
+	case "", "least-loaded":
+		out, err := PlaceLeastLoaded(nodes, n)
+		return out, rr, err
+	case "random-two":
+		out, err := PlaceRandomTwo(nodes, n, rng)
+		return out, rr, err
+	case "round-robin":
+		return PlaceRoundRobin(nodes, n, rr)
+	}
+	return nil, rr, fmt.Errorf("placement %q is not one of least-loaded, random-two, round-robin", kind)
+}
+
+// usable are the nodes with capacity, in id order.
+func usable(nodes []NodeLoad) []NodeLoad {
+	var ns []NodeLoad
+	for _, x := range nodes {
+		if x.Capacity > 0 {
+			ns = append(ns, x)
+		}
+	}
+	sort.Slice(ns, func(i, j int) bool { return IDLess(ns[i].ID, ns[j].ID) })
+	return ns
+}
+
+// PlaceRandomTwo places each process on the less loaded (after taking it)
+// of two nodes drawn at random, counting what it placed already.
+func PlaceRandomTwo(nodes []NodeLoad, n int, rng *rand.Rand) ([]string, error) {
+	ns := usable(nodes)
+	if len(ns) == 0 {
+		return nil, ErrNoNode
+	}
+	out := make([]string, 0, n)
+	for k := 0; k < n; k++ {
+		a, b := rng.Intn(len(ns)), rng.Intn(len(ns))
+		if len(ns) > 1 {
+			for b == a {
+				b = rng.Intn(len(ns))
+			}
+		}
+		if ns[b].Load+1/ns[b].Capacity < ns[a].Load+1/ns[a].Capacity {
+			a = b
+		}
+		out = append(out, ns[a].ID)
+		ns[a].Load += 1 / ns[a].Capacity
+	}
+	return out, nil
+}
+
+// PlaceRoundRobin places the processes on the nodes in id order, going on
+// from where the last placement stopped (rr), whatever their load: the
+// static baseline.
+func PlaceRoundRobin(nodes []NodeLoad, n int, rr int) ([]string, int, error) {
+	ns := usable(nodes)
+	if len(ns) == 0 {
+		return nil, rr, ErrNoNode
+	}
+	out := make([]string, 0, n)
+	for k := 0; k < n; k++ {
+		out = append(out, ns[(rr+k)%len(ns)].ID)
+	}
+	return out, (rr + n) % len(ns), nil
 }

@@ -1,0 +1,418 @@
+package sched
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Snapshot is what a node's scheduler sees at one moment: its own state,
+// its peers as its load vector has them, its jobs, and the moves it
+// started lately. The agent fills it; nothing here reads the system.
+type Snapshot struct {
+	Now  time.Time
+	Self Node
+	// Peers are the alive nodes of the load vector.
+	Peers []Node
+	Jobs  []Job
+	// Recent are this node's moves of the last few seconds: a peer's load
+	// received before a move to it settled does not show that move yet.
+	Recent []Move
+}
+
+// Node is one node's load.
+type Node struct {
+	ID        string
+	Capacity  float64 // cores
+	Load      float64 // runnable threads per unit of capacity
+	MemFreeMB float64
+	// Received is when its load arrived (zero for the node itself).
+	Received time.Time
+}
+
+// Job is a job running on this node, with what moving it would cost.
+type Job struct {
+	ID        string
+	Started   time.Time
+	LastMoved time.Time // zero if it never moved
+	Moves     int
+	RSSMB     float64
+	// Runnable is how many of its threads want a CPU now: what moving it
+	// takes off this node's load.
+	Runnable int
+	// SyscallsPerSec is its rate of read and write system calls, which
+	// cost it dearly once it runs away from home (seed 001 Table 2).
+	SyscallsPerSec float64
+	// Held says why no policy may move it ("" when one may): pinned at
+	// `roam run --pin`, placed by hand with `roam migrate`, or found
+	// unmovable by an earlier attempt.
+	Held string
+}
+
+// Move is a decision: migrate Job to node To, and why.
+type Move struct {
+	Job  string
+	To   string
+	Why  string
+	At   time.Time
+	By   string // the manager that decided
+	Kind string // the problem: cpu or memory
+	// RSSMB and Runnable are the job's, so the move's effect can be
+	// folded into a snapshot.
+	RSSMB    float64
+	Runnable int
+}
+
+// Problem is a local problem an analyzer found.
+type Problem struct {
+	Analyzer string
+	Kind     string // "cpu" or "memory"
+	Why      string
+	// Targets are the nodes that would solve it, best first.
+	Targets []string
+	// KeepFreeMB, for memory: a target must keep this much free after
+	// taking the job.
+	KeepFreeMB float64
+	// Gain, for cpu: how much lower the best target's load would be than
+	// ours after the move; the manager needs it to exceed the threshold
+	// again once it has made earlier moves of the round.
+	Threshold float64
+}
+
+// Analyzer turns a snapshot into local problems. Implementations are pure.
+type Analyzer interface {
+	Analyze(s Snapshot) []Problem
+}
+
+// Manager picks at most one move for the problems found; the scheduler
+// folds the move into the snapshot and asks again, up to MaxMoves times.
+// Implementations are pure: the random source is the only randomness.
+type Manager interface {
+	Pick(s Snapshot, problems []Problem, rng *rand.Rand) (Move, bool)
+	MaxMoves() int
+}
+
+// Factories of the component types a policy file may name. A new policy
+// is a Go type implementing Analyzer or Manager and a line here.
+var (
+	analyzerTypes = map[string]func(params *yamlNode) (Analyzer, error){
+		"balance":   newBalance,
+		"ushering":  newUshering,
+		"threshold": newThreshold,
+	}
+	managerTypes = map[string]func(params *yamlNode) (Manager, error){
+		"migrate": newMigrateManager,
+	}
+)
+
+// Scheduler is a built policy.
+type Scheduler struct {
+	Policy    Policy
+	analyzers map[string]Analyzer
+	managers  []namedManager
+}
+
+type namedManager struct {
+	name   string
+	m      Manager
+	inputs []string
+}
+
+// MoveSettle is how long a move shows in no peer load yet: the target's
+// smoothed load (time constant two periods) takes about this long to carry
+// it, so until then the move is added by hand.
+const MoveSettle = 3 * time.Second
+
+// Effective returns the snapshot with this node's recent moves folded into
+// its peers' loads where those loads are older than the moves' settling.
+func Effective(s Snapshot) Snapshot {
+	out := s
+	out.Peers = slices.Clone(s.Peers)
+	for i := range out.Peers {
+		p := &out.Peers[i]
+		for _, m := range s.Recent {
+			if m.To == p.ID && p.Received.Before(m.At.Add(MoveSettle)) && s.Now.Sub(m.At) < 2*MoveSettle {
+				p.Load += float64(max(m.Runnable, 1)) / p.Capacity
+				p.MemFreeMB -= m.RSSMB
+			}
+		}
+	}
+	return out
+}
+
+// Decide runs one round of every manager of the policy: its analyzers
+// find problems, it picks a move, the move is folded in, and again, up to
+// its maximum. It returns the moves in order.
+func (s *Scheduler) Decide(snap Snapshot, rng *rand.Rand) []Move {
+	snap = Effective(snap)
+	var out []Move
+	for _, nm := range s.managers {
+		for k := 0; k < nm.m.MaxMoves(); k++ {
+			var problems []Problem
+			for _, in := range nm.inputs {
+				for _, p := range s.analyzers[in].Analyze(snap) {
+					p.Analyzer = in
+					problems = append(problems, p)
+				}
+			}
+			if len(problems) == 0 {
+				break
+			}
+			mv, ok := nm.m.Pick(snap, problems, rng)
+			if !ok {
+				break
+			}
+			mv.At, mv.By = snap.Now, nm.name
+			out = append(out, mv)
+			snap = apply(snap, mv)
+		}
+	}
+	return out
+}
+
+// apply folds a move into a snapshot: the job leaves, this node's load
+// drops and the target's rises by its runnable threads.
+func apply(s Snapshot, mv Move) Snapshot {
+	s.Jobs = slices.DeleteFunc(slices.Clone(s.Jobs), func(j Job) bool { return j.ID == mv.Job })
+	s.Self.Load -= float64(mv.Runnable) / s.Self.Capacity
+	s.Self.MemFreeMB += mv.RSSMB
+	s.Peers = slices.Clone(s.Peers)
+	for i := range s.Peers {
+		if s.Peers[i].ID == mv.To {
+			s.Peers[i].Load += float64(max(mv.Runnable, 1)) / s.Peers[i].Capacity
+			s.Peers[i].MemFreeMB -= mv.RSSMB
+		}
+	}
+	return s
+}
+
+// ---- analyzers ----
+
+// balance is MOSIX/openMosix pairwise balancing (seed 002 §2.1, seed 001
+// §2.1): a peer whose load per unit of capacity, with one more process,
+// would still be lower than ours by more than the threshold.
+type balance struct {
+	Threshold float64 `yaml:"threshold"`
+}
+
+func newBalance(n *yamlNode) (Analyzer, error) {
+	b := &balance{Threshold: DefaultBalanceThreshold}
+	if err := decodeParams(n, b); err != nil {
+		return nil, err
+	}
+	if b.Threshold < 0 {
+		return nil, fmt.Errorf("threshold %v is negative", b.Threshold)
+	}
+	return b, nil
+}
+
+func (b *balance) Analyze(s Snapshot) []Problem {
+	type cand struct {
+		id    string
+		after float64
+	}
+	var cs []cand
+	for _, p := range s.Peers {
+		if p.Capacity <= 0 {
+			continue
+		}
+		after := p.Load + 1/p.Capacity
+		if s.Self.Load-after > b.Threshold {
+			cs = append(cs, cand{p.ID, after})
+		}
+	}
+	if len(cs) == 0 {
+		return nil
+	}
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].after != cs[j].after {
+			return cs[i].after < cs[j].after
+		}
+		return IDLess(cs[i].id, cs[j].id)
+	})
+	targets := make([]string, len(cs))
+	for i, c := range cs {
+		targets[i] = c.id
+	}
+	return []Problem{{Kind: "cpu", Targets: targets, Threshold: b.Threshold,
+		Why: fmt.Sprintf("load %.2f on node %s; node %s would have %.2f with one more (threshold %.2f)",
+			s.Self.Load, s.Self.ID, cs[0].id, cs[0].after, b.Threshold)}}
+}
+
+// ushering is MOSIX's memory ushering (seed 001 §4.2): when free memory
+// falls under a floor, a process goes to a node with room for it.
+type ushering struct {
+	MinFreeMB float64 `yaml:"min_free_mb"`
+}
+
+func newUshering(n *yamlNode) (Analyzer, error) {
+	u := &ushering{MinFreeMB: DefaultUsherFreeMB}
+	if err := decodeParams(n, u); err != nil {
+		return nil, err
+	}
+	if u.MinFreeMB <= 0 {
+		return nil, fmt.Errorf("min_free_mb %v must be positive", u.MinFreeMB)
+	}
+	return u, nil
+}
+
+func (u *ushering) Analyze(s Snapshot) []Problem {
+	if s.Self.MemFreeMB >= u.MinFreeMB {
+		return nil
+	}
+	peers := slices.Clone(s.Peers)
+	sort.Slice(peers, func(i, j int) bool { return peers[i].MemFreeMB > peers[j].MemFreeMB })
+	var targets []string
+	for _, p := range peers {
+		if p.MemFreeMB > 2*u.MinFreeMB {
+			targets = append(targets, p.ID)
+		}
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	return []Problem{{Kind: "memory", Targets: targets, KeepFreeMB: u.MinFreeMB,
+		Why: fmt.Sprintf("%.0f MiB free on node %s, under %.0f MiB; node %s has %.0f MiB",
+			s.Self.MemFreeMB, s.Self.ID, u.MinFreeMB, peers[0].ID, peers[0].MemFreeMB)}}
+}
+
+// threshold is Kerrighed's example policy (seed 004 §4.2): CPU use over a
+// threshold sends a process to the least-loaded node, if that node would
+// be less loaded than this one.
+type threshold struct {
+	CPU float64 `yaml:"cpu"`
+}
+
+func newThreshold(n *yamlNode) (Analyzer, error) {
+	t := &threshold{CPU: DefaultCPUThreshold}
+	if err := decodeParams(n, t); err != nil {
+		return nil, err
+	}
+	if t.CPU <= 0 {
+		return nil, fmt.Errorf("cpu %v must be positive", t.CPU)
+	}
+	return t, nil
+}
+
+func (t *threshold) Analyze(s Snapshot) []Problem {
+	if s.Self.Load <= t.CPU || len(s.Peers) == 0 {
+		return nil
+	}
+	best := -1
+	for i, p := range s.Peers {
+		if p.Capacity > 0 && (best < 0 || p.Load < s.Peers[best].Load) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	p := s.Peers[best]
+	if p.Load+1/p.Capacity >= s.Self.Load {
+		return nil
+	}
+	return []Problem{{Kind: "cpu", Targets: []string{p.ID},
+		Why: fmt.Sprintf("CPU use %.0f%% on node %s over %.0f%%; least loaded is node %s (%.2f)",
+			100*s.Self.Load, s.Self.ID, 100*t.CPU, p.ID, p.Load)}}
+}
+
+// ---- the manager ----
+
+// migrateManager picks the job that is cheapest to move for a CPU
+// problem (little memory, few system calls: seed 001 Table 2, seed 003
+// §4.3), and the largest that fits for a memory problem; never a held
+// job, one younger than MinAge, or one that moved within Hysteresis.
+type migrateManager struct {
+	MinAge     Duration `yaml:"min_age"`
+	Hysteresis Duration `yaml:"hysteresis"`
+	Max        int      `yaml:"max_moves"`
+	// SyscallMB is how many MiB of memory one system call per second
+	// weighs in the cost of a move.
+	SyscallMB float64 `yaml:"syscall_mb"`
+}
+
+func newMigrateManager(n *yamlNode) (Manager, error) {
+	m := &migrateManager{MinAge: Duration(DefaultMinAge), Hysteresis: Duration(DefaultHysteresis), Max: DefaultMaxMoves, SyscallMB: 1}
+	if err := decodeParams(n, m); err != nil {
+		return nil, err
+	}
+	if m.Max < 1 || m.Max > 100 {
+		return nil, fmt.Errorf("max_moves %d is not in 1..100", m.Max)
+	}
+	if m.SyscallMB < 0 {
+		return nil, fmt.Errorf("syscall_mb %v is negative", m.SyscallMB)
+	}
+	return m, nil
+}
+
+func (m *migrateManager) MaxMoves() int { return m.Max }
+
+// movable is whether a policy may move j now, and if not, why.
+func (m *migrateManager) movable(s Snapshot, j Job) bool {
+	switch {
+	case j.Held != "":
+		return false
+	case s.Now.Sub(j.Started) < time.Duration(m.MinAge):
+		return false
+	case !j.LastMoved.IsZero() && s.Now.Sub(j.LastMoved) < time.Duration(m.Hysteresis):
+		return false
+	}
+	return true
+}
+
+func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Move, bool) {
+	// Memory first: running out kills; a slow CPU only delays.
+	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Kind == "memory" && problems[j].Kind != "memory" })
+	peers := map[string]Node{}
+	for _, p := range s.Peers {
+		peers[p.ID] = p
+	}
+	for _, pr := range problems {
+		var jobs []Job
+		for _, j := range s.Jobs {
+			if m.movable(s, j) && (pr.Kind == "memory" || j.Runnable > 0) {
+				jobs = append(jobs, j)
+			}
+		}
+		if len(jobs) == 0 {
+			continue
+		}
+		cost := func(j Job) float64 { return j.RSSMB + m.SyscallMB*j.SyscallsPerSec }
+		if pr.Kind == "memory" {
+			sort.Slice(jobs, func(a, b int) bool {
+				if jobs[a].RSSMB != jobs[b].RSSMB {
+					return jobs[a].RSSMB > jobs[b].RSSMB
+				}
+				return jobs[a].ID < jobs[b].ID
+			})
+		} else {
+			sort.Slice(jobs, func(a, b int) bool {
+				if ca, cb := cost(jobs[a]), cost(jobs[b]); ca != cb {
+					return ca < cb
+				}
+				return jobs[a].ID < jobs[b].ID
+			})
+		}
+		for _, to := range pr.Targets {
+			t := peers[to]
+			for _, j := range jobs {
+				if pr.Kind == "memory" && t.MemFreeMB-j.RSSMB < pr.KeepFreeMB {
+					continue
+				}
+				if pr.Kind == "cpu" {
+					// The job's own threads, not one process, decide the gain.
+					after := t.Load + float64(max(j.Runnable, 1))/t.Capacity
+					if s.Self.Load-after <= pr.Threshold {
+						continue
+					}
+				}
+				return Move{Job: j.ID, To: to, Kind: pr.Kind, RSSMB: j.RSSMB, Runnable: j.Runnable,
+					Why: fmt.Sprintf("%s: %s; moved job %s (%.0f MiB, %.0f syscalls/s, age %s)",
+						pr.Analyzer, pr.Why, j.ID, j.RSSMB, j.SyscallsPerSec, s.Now.Sub(j.Started).Round(time.Second))}, true
+			}
+		}
+	}
+	return Move{}, false
+}

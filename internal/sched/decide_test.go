@@ -1,0 +1,296 @@
+package sched
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func mustPolicy(t *testing.T, name string) *Scheduler {
+	t.Helper()
+	s, err := ParsePolicy([]byte(Builtin[name]))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return s
+}
+
+func TestBuiltinPoliciesParse(t *testing.T) {
+	for name := range Builtin {
+		s := mustPolicy(t, name)
+		if s.Policy.Name != name {
+			t.Fatalf("builtin %s calls itself %s", name, s.Policy.Name)
+		}
+		// What show prints parses back to the same policy.
+		again, err := ParsePolicy([]byte(s.Text()))
+		if err != nil || again.Text() != s.Text() {
+			t.Fatalf("%s does not round-trip: %v\n%s\n%s", name, err, s.Text(), again.Text())
+		}
+	}
+	if mustPolicy(t, "static").managers != nil {
+		t.Fatal("static has a manager")
+	}
+}
+
+func TestBadPoliciesNameTheField(t *testing.T) {
+	cases := map[string]string{
+		"name: x\nplacement: nearest\n":                                       `placement "nearest"`,
+		"name: x\nprobes: {c: {kind: gpu}}\n":                                 `probe c: kind "gpu"`,
+		"name: x\nanalyzers: {a: {type: magic}}\n":                            `analyzer a: type "magic"`,
+		"name: x\nanalyzers: {a: {type: balance, inputs: [cpu]}}\n":           `analyzer a: input "cpu"`,
+		"name: x\nanalyzers: {a: {type: balance, params: {threshold: -1}}}\n": `threshold -1`,
+		"name: x\nanalyzers: {a: {type: balance, params: {treshold: 1}}}\n":   `field treshold not found`,
+		"name: x\nmanagers: {m: {type: migrate, inputs: [nope]}}\n":           `manager m: input "nope"`,
+		"name: x\nmanagers: {m: {type: migrate, params: {max_moves: 0}}}\n":   `max_moves 0`,
+		"name: x\nmanagers: {m: {type: migrate, params: {min_age: soon}}}\n":  `"soon" is not a duration`,
+		"placement: static\n":              `name is missing`,
+		"name: x\nperiod: 1ms\n":           `period 1ms`,
+		"name: x\nplacment: round-robin\n": `field placment not found`,
+	}
+	for text, want := range cases {
+		_, err := ParsePolicy([]byte(text))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want one mentioning %s", text, err, want)
+		}
+	}
+}
+
+func jobs(n int, age time.Duration) []Job {
+	var out []Job
+	for i := 0; i < n; i++ {
+		out = append(out, Job{ID: fmt.Sprintf("4.%d", i+1), Started: t0.Add(-age), RSSMB: 2, Runnable: 1})
+	}
+	return out
+}
+
+func TestBalanceSendsToTheNodeWithMostRoomPerCapacity(t *testing.T) {
+	s := mustPolicy(t, "balance")
+	snap := Snapshot{Now: t0, Self: Node{ID: "4", Capacity: 0.2, Load: 12 / 0.2},
+		Peers: []Node{{ID: "1", Capacity: 0.8}, {ID: "2", Capacity: 0.4}, {ID: "3", Capacity: 0.4}},
+		Jobs:  jobs(12, 10*time.Second)}
+	moves := s.Decide(snap, rand.New(rand.NewSource(1)))
+	if len(moves) != DefaultMaxMoves {
+		t.Fatalf("moves %v, want %d", moves, DefaultMaxMoves)
+	}
+	// 1/0.8 = 1.25 < 2.5: node 1 first; then node 1 at 2.5 ties 2 and 3
+	// at 2.5: the larger capacity wins ties only in placement; here ids.
+	if moves[0].To != "1" {
+		t.Fatalf("first move to %s, want 1: %v", moves[0].To, moves)
+	}
+	seen := map[string]bool{}
+	for _, m := range moves {
+		if seen[m.Job] {
+			t.Fatalf("job %s moved twice in one round", m.Job)
+		}
+		seen[m.Job] = true
+		if !strings.Contains(m.Why, "on node 4") {
+			t.Fatalf("why %q does not say the node", m.Why)
+		}
+	}
+	if !strings.Contains(moves[0].Why, "load 60.00 on node 4") {
+		t.Fatalf("why %q does not say the load", moves[0].Why)
+	}
+}
+
+func TestHeldYoungAndRecentJobsStay(t *testing.T) {
+	s := mustPolicy(t, "balance")
+	js := []Job{
+		{ID: "a", Started: t0.Add(-time.Minute), Runnable: 1, Held: "pinned (run --pin)"},
+		{ID: "b", Started: t0.Add(-time.Second), Runnable: 1},                                      // too young
+		{ID: "c", Started: t0.Add(-time.Minute), Runnable: 1, LastMoved: t0.Add(-5 * time.Second)}, // moved lately
+		{ID: "d", Started: t0.Add(-time.Minute), Runnable: 0},                                      // sleeping
+	}
+	snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 4}, Peers: []Node{{ID: "2", Capacity: 1}}, Jobs: js}
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("moved %v", moves)
+	}
+	snap.Jobs = append(snap.Jobs, Job{ID: "e", Started: t0.Add(-time.Minute), Runnable: 1})
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 1 || moves[0].Job != "e" {
+		t.Fatalf("moves %v, want only e", moves)
+	}
+}
+
+func TestCheapestJobMovesFirst(t *testing.T) {
+	s := mustPolicy(t, "balance")
+	js := []Job{
+		{ID: "big", Started: t0.Add(-time.Minute), Runnable: 1, RSSMB: 900},
+		{ID: "chatty", Started: t0.Add(-time.Minute), Runnable: 1, RSSMB: 5, SyscallsPerSec: 50000},
+		{ID: "lean", Started: t0.Add(-time.Minute), Runnable: 1, RSSMB: 20},
+	}
+	snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 3}, Peers: []Node{{ID: "2", Capacity: 1}}, Jobs: js}
+	moves := s.Decide(snap, rand.New(rand.NewSource(1)))
+	if len(moves) != 1 || moves[0].Job != "lean" {
+		t.Fatalf("moves %v, want one move of lean (3 vs 0: one move leaves 2 vs 1)", moves)
+	}
+}
+
+func TestRecentMovesCountUntilTheyShow(t *testing.T) {
+	s := mustPolicy(t, "balance")
+	snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 2},
+		Peers: []Node{{ID: "2", Capacity: 1, Load: 0, Received: t0.Add(-500 * time.Millisecond)}},
+		Jobs:  jobs(2, time.Minute),
+		// One job went to node 2 a second ago; node 2's load predates it.
+		Recent: []Move{{Job: "x", To: "2", At: t0.Add(-time.Second), Runnable: 1}}}
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("2 here vs 0+1 pending there: no move is worth it, got %v", moves)
+	}
+	// Once node 2's load is newer than the move settles, it counts as is.
+	snap.Peers[0].Received = t0.Add(-time.Second + MoveSettle)
+	snap.Now = t0.Add(MoveSettle)
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 1 {
+		t.Fatalf("2 here vs 0 there: one move, got %v", moves)
+	}
+}
+
+func TestUsheringMovesTheLargestThatFits(t *testing.T) {
+	s := mustPolicy(t, "ushering")
+	js := []Job{
+		{ID: "small", Started: t0.Add(-time.Minute), RSSMB: 10},
+		{ID: "grows", Started: t0.Add(-time.Minute), RSSMB: 200},
+		{ID: "huge", Started: t0.Add(-time.Minute), RSSMB: 5000},
+	}
+	snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, MemFreeMB: 30},
+		Peers: []Node{{ID: "2", Capacity: 1, MemFreeMB: 1000}, {ID: "3", Capacity: 1, MemFreeMB: 100}}, Jobs: js}
+	moves := s.Decide(snap, rand.New(rand.NewSource(1)))
+	if len(moves) != 1 || moves[0].Job != "grows" || moves[0].To != "2" || moves[0].Kind != "memory" {
+		t.Fatalf("moves %v, want grows to 2", moves)
+	}
+	snap.Self.MemFreeMB = 100
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("enough memory, yet %v", moves)
+	}
+}
+
+func TestThresholdNeedsAGain(t *testing.T) {
+	s := mustPolicy(t, "threshold")
+	snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 1}, Peers: []Node{{ID: "2", Capacity: 1, Load: 0.5}}, Jobs: jobs(1, time.Minute)}
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("1 here, 1.5 there after: %v", moves)
+	}
+	snap.Self.Load, snap.Jobs = 2, jobs(2, time.Minute)
+	moves := s.Decide(snap, rand.New(rand.NewSource(1)))
+	if len(moves) != 1 || moves[0].To != "2" || !strings.Contains(moves[0].Why, "CPU use 200%") {
+		t.Fatalf("moves %v", moves)
+	}
+}
+
+// sim runs the same pure decisions on every node of a small cluster, one
+// round a second, with loads known exactly, and returns the jobs per node
+// and each job's number of moves.
+func sim(t *testing.T, policy string, caps []float64, start map[int]int, rounds int) ([]int, map[string]int) {
+	s := mustPolicy(t, policy)
+	type jb struct {
+		Job
+		node int
+	}
+	var all []*jb
+	for n, k := range start {
+		for i := 0; i < k; i++ {
+			all = append(all, &jb{Job: Job{ID: fmt.Sprintf("%d.%d", n, i), Started: t0, Runnable: 1, RSSMB: 4}, node: n})
+		}
+	}
+	count := func() []int {
+		c := make([]int, len(caps))
+		for _, j := range all {
+			c[j.node]++
+		}
+		return c
+	}
+	moves := map[string]int{}
+	rng := rand.New(rand.NewSource(7))
+	for r := 1; r <= rounds; r++ {
+		now := t0.Add(time.Duration(r) * time.Second)
+		c := count()
+		for n := range caps {
+			snap := Snapshot{Now: now, Self: Node{ID: fmt.Sprint(n), Capacity: caps[n], Load: float64(c[n]) / caps[n]}}
+			for m := range caps {
+				if m != n {
+					snap.Peers = append(snap.Peers, Node{ID: fmt.Sprint(m), Capacity: caps[m], Load: float64(c[m]) / caps[m], Received: now})
+				}
+			}
+			for _, j := range all {
+				if j.node == n {
+					snap.Jobs = append(snap.Jobs, j.Job)
+				}
+			}
+			for _, mv := range s.Decide(snap, rng) {
+				for _, j := range all {
+					if j.ID == mv.Job {
+						fmt.Sscan(mv.To, &j.node)
+						j.LastMoved = now
+						moves[j.ID]++
+					}
+				}
+			}
+			c = count()
+		}
+	}
+	return count(), moves
+}
+
+func TestSimulatedHeterogeneousClusterSpreadsByCapacity(t *testing.T) {
+	final, moves := sim(t, "balance", []float64{0.8, 0.4, 0.4, 0.2}, map[int]int{3: 12}, 60)
+	// Loads per capacity: 5/0.8, 3/0.4, 3/0.4, 1/0.2 is the best split.
+	if final[0] < 4 || final[3] > 2 {
+		t.Fatalf("final %v: the fast node should hold most", final)
+	}
+	for id, n := range moves {
+		if n > 1 {
+			t.Fatalf("job %s moved %d times: %v (final %v)", id, n, moves, final)
+		}
+	}
+}
+
+func TestSimulatedEqualClusterNoPingPong(t *testing.T) {
+	final, moves := sim(t, "balance", []float64{0.4, 0.4, 0.4, 0.4}, map[int]int{0: 8}, 60)
+	for n, c := range final {
+		if c != 2 {
+			t.Fatalf("node %d holds %d: %v", n, c, final)
+		}
+	}
+	total := 0
+	for _, n := range moves {
+		total += n
+	}
+	if total != 6 {
+		t.Fatalf("%d moves, want 6 (each of the 6 extra jobs once): %v", total, moves)
+	}
+	// Balanced from the start: nothing moves.
+	_, moves = sim(t, "balance", []float64{0.4, 0.4, 0.4, 0.4}, map[int]int{0: 2, 1: 2, 2: 2, 3: 2}, 60)
+	if len(moves) != 0 {
+		t.Fatalf("balanced cluster moved %v", moves)
+	}
+}
+
+func TestStaticNeverMoves(t *testing.T) {
+	_, moves := sim(t, "static", []float64{0.8, 0.2}, map[int]int{1: 6}, 30)
+	if len(moves) != 0 {
+		t.Fatalf("static moved %v", moves)
+	}
+}
+
+func TestPlacements(t *testing.T) {
+	nodes := []NodeLoad{{"1", 1, 0}, {"2", 1, 3}, {"3", 1, 0}}
+	rr, next, err := PlaceRoundRobin(nodes, 4, 2)
+	if err != nil || strings.Join(rr, ",") != "3,1,2,3" || next != 0 {
+		t.Fatalf("round-robin %v %d %v", rr, next, err)
+	}
+	a, _ := PlaceRandomTwo(nodes, 30, rand.New(rand.NewSource(5)))
+	b, _ := PlaceRandomTwo(nodes, 30, rand.New(rand.NewSource(5)))
+	if strings.Join(a, ",") != strings.Join(b, ",") {
+		t.Fatal("random-two is not deterministic for a seed")
+	}
+	c := count(a)
+	// Two choices keep the loaded node 2 light: it wins only a draw
+	// against itself, which cannot happen.
+	if c["2"] > c["1"] || c["2"] > c["3"] {
+		t.Fatalf("random-two put %v", c)
+	}
+	if _, _, err := Place("nearest", nodes, 1, nil, 0); err == nil {
+		t.Fatal("unknown placement accepted")
+	}
+}

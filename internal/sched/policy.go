@@ -1,0 +1,285 @@
+package sched
+
+// Kerrighed's three layers (seed 004 §4.2), as roam declares them in a
+// policy file:
+//
+//	probes ──readings──▶ analyzers ──problems──▶ managers ──▶ moves
+//
+// Probes are measured by the agent (I/O); here they are only named, with
+// how they are woken: by a timer (active) or by an event such as a job
+// starting or ending (passive). Analyzers turn the readings of the probes
+// they are linked to into local problems; managers turn the problems of the
+// analyzers they are linked to into migrations. Placement at start is a
+// setting of the same file.
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Probe kinds the agent measures.
+const (
+	ProbeCPU    = "cpu"    // runnable threads per unit of capacity; active
+	ProbeMemory = "memory" // free memory of the node; active
+	ProbeJobs   = "jobs"   // jobs starting and ending; passive
+)
+
+var probeKinds = []string{ProbeCPU, ProbeMemory, ProbeJobs}
+
+// Tunables of the built-in policies, each with where it comes from.
+const (
+	// DefaultPeriod is how often active probes run and managers decide
+	// (seed 000 §3.1: loads are exchanged each second).
+	DefaultPeriod = time.Second
+	// DefaultBalanceThreshold is how much lower, per unit of capacity, a
+	// node's load must be after it takes one more process than ours before
+	// one moves: openMosix moves only when the gain is clear (seed 001
+	// §2.1); a quarter of a process on one core.
+	DefaultBalanceThreshold = 0.25
+	// DefaultMinAge: a process younger than this stays (seed 003 §4.3:
+	// most processes are short; moving them costs more than it gains).
+	DefaultMinAge = 2 * time.Second
+	// DefaultHysteresis: a process that moved stays this long (no
+	// ping-pong; seed 003 §4.4 counts migrations).
+	DefaultHysteresis = 20 * time.Second
+	// DefaultMaxMoves bounds the moves one manager starts per round, so a
+	// node judges the effect of its moves on fresh loads before more.
+	DefaultMaxMoves = 3
+	// DefaultUsherFreeMB: ushering starts when less memory than this is
+	// free on the node.
+	DefaultUsherFreeMB = 64
+	// DefaultCPUThreshold is Kerrighed's example (seed 004 §4.2): CPU use
+	// over 80 %.
+	DefaultCPUThreshold = 0.8
+)
+
+// Policy is a scheduler as declared in a policy file.
+type Policy struct {
+	// Name says what it is, for `roam policy show`.
+	Name string `yaml:"name"`
+	// Placement is how `roam run` places new jobs: least-loaded,
+	// random-two or round-robin.
+	Placement string `yaml:"placement"`
+	// Period is how often active probes run and managers decide.
+	Period    Duration             `yaml:"period"`
+	Probes    map[string]ProbeDef  `yaml:"probes"`
+	Analyzers map[string]Component `yaml:"analyzers"`
+	Managers  map[string]Component `yaml:"managers"`
+}
+
+// ProbeDef declares a probe: its kind (cpu, memory, jobs).
+type ProbeDef struct {
+	Kind string `yaml:"kind"`
+}
+
+// Component declares an analyzer or a manager: its type (which Go type
+// implements it), what it reads from (probes for an analyzer, analyzers
+// for a manager), and its parameters, which its type decodes.
+type Component struct {
+	Type   string    `yaml:"type"`
+	Inputs []string  `yaml:"inputs"`
+	Params yaml.Node `yaml:"params"`
+}
+
+// Duration is a time.Duration written as "2s" in YAML.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a duration like 2s", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Placements are the valid placement names.
+var Placements = []string{"least-loaded", "random-two", "round-robin"}
+
+// ParsePolicy reads a policy file's text and checks it: every type known,
+// every link to a component that exists, every parameter valid. Nothing is
+// half-loaded: it returns the policy, built, or one error naming the field.
+func ParsePolicy(text []byte) (*Scheduler, error) {
+	var p Policy
+	dec := yaml.NewDecoder(bytes.NewReader(text))
+	dec.KnownFields(true)
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("policy: %v", err)
+	}
+	return Build(p)
+}
+
+// Build checks a policy and makes its components.
+func Build(p Policy) (*Scheduler, error) {
+	if p.Name == "" {
+		return nil, fmt.Errorf("policy: name is missing")
+	}
+	if p.Placement == "" {
+		p.Placement = "least-loaded"
+	}
+	if !slices.Contains(Placements, p.Placement) {
+		return nil, fmt.Errorf("policy %s: placement %q is not one of %s", p.Name, p.Placement, strings.Join(Placements, ", "))
+	}
+	if p.Period == 0 {
+		p.Period = Duration(DefaultPeriod)
+	}
+	if time.Duration(p.Period) < 100*time.Millisecond {
+		return nil, fmt.Errorf("policy %s: period %s is under 100ms", p.Name, time.Duration(p.Period))
+	}
+	for name, pr := range p.Probes {
+		if !slices.Contains(probeKinds, pr.Kind) {
+			return nil, fmt.Errorf("policy %s: probe %s: kind %q is not one of %s", p.Name, name, pr.Kind, strings.Join(probeKinds, ", "))
+		}
+	}
+	s := &Scheduler{Policy: p, analyzers: map[string]Analyzer{}}
+	for _, name := range sortedKeys(p.Analyzers) {
+		c := p.Analyzers[name]
+		mk, ok := analyzerTypes[c.Type]
+		if !ok {
+			return nil, fmt.Errorf("policy %s: analyzer %s: type %q is not one of %s", p.Name, name, c.Type, strings.Join(sortedKeys(analyzerTypes), ", "))
+		}
+		for _, in := range c.Inputs {
+			if _, ok := p.Probes[in]; !ok {
+				return nil, fmt.Errorf("policy %s: analyzer %s: input %q is not a probe of this policy", p.Name, name, in)
+			}
+		}
+		a, err := mk(&c.Params)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: analyzer %s: %v", p.Name, name, err)
+		}
+		s.analyzers[name] = a
+	}
+	for _, name := range sortedKeys(p.Managers) {
+		c := p.Managers[name]
+		mk, ok := managerTypes[c.Type]
+		if !ok {
+			return nil, fmt.Errorf("policy %s: manager %s: type %q is not one of %s", p.Name, name, c.Type, strings.Join(sortedKeys(managerTypes), ", "))
+		}
+		for _, in := range c.Inputs {
+			if _, ok := p.Analyzers[in]; !ok {
+				return nil, fmt.Errorf("policy %s: manager %s: input %q is not an analyzer of this policy", p.Name, name, in)
+			}
+		}
+		m, err := mk(&c.Params)
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: manager %s: %v", p.Name, name, err)
+		}
+		s.managers = append(s.managers, namedManager{name, m, c.Inputs})
+	}
+	return s, nil
+}
+
+// decodeParams decodes a component's parameters into out (which holds the
+// defaults), refusing unknown fields.
+func decodeParams(n *yaml.Node, out any) error {
+	if n == nil || n.Kind == 0 {
+		return nil
+	}
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("params: %v", err)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Text is the policy as YAML, for `roam policy show`.
+func (s *Scheduler) Text() string {
+	b, err := yaml.Marshal(s.Policy)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
+// Passive reports whether a probe woken by events (jobs) feeds the
+// policy: then the agent runs a round at once when a job starts or ends.
+func (s *Scheduler) Passive() bool {
+	for _, p := range s.Policy.Probes {
+		if p.Kind == ProbeJobs {
+			return true
+		}
+	}
+	return false
+}
+
+type yamlNode = yaml.Node
+
+// Builtin are the policies roam ships, by name: `roam policy load NAME`
+// takes these as well as a file.
+var Builtin = map[string]string{
+	// static: the MPI/Beowulf baseline the seeds measure against: placed
+	// round-robin at start, never moved.
+	"static": `name: static
+placement: round-robin
+`,
+	// balance: MOSIX/openMosix pairwise CPU load balancing.
+	"balance": `name: balance
+placement: least-loaded
+probes:
+  cpu: {kind: cpu}
+  jobs: {kind: jobs}
+analyzers:
+  balance: {type: balance, inputs: [cpu, jobs], params: {threshold: 0.25}}
+managers:
+  global: {type: migrate, inputs: [balance], params: {min_age: 2s, hysteresis: 20s, max_moves: 3}}
+`,
+	// ushering: memory ushering alone.
+	"ushering": `name: ushering
+placement: least-loaded
+probes:
+  memory: {kind: memory}
+analyzers:
+  ushering: {type: ushering, inputs: [memory], params: {min_free_mb: 64}}
+managers:
+  global: {type: migrate, inputs: [ushering], params: {min_age: 1s, hysteresis: 5s, max_moves: 1}}
+`,
+	// threshold: Kerrighed's example, CPU use over 80 % sends one process
+	// to the least-loaded node.
+	"threshold": `name: threshold
+placement: least-loaded
+probes:
+  cpu: {kind: cpu}
+analyzers:
+  threshold: {type: threshold, inputs: [cpu], params: {cpu: 0.8}}
+managers:
+  global: {type: migrate, inputs: [threshold], params: {min_age: 2s, hysteresis: 20s, max_moves: 1}}
+`,
+	// mosix: balance and ushering together, the default.
+	"mosix": `name: mosix
+placement: least-loaded
+probes:
+  cpu: {kind: cpu}
+  memory: {kind: memory}
+  jobs: {kind: jobs}
+analyzers:
+  balance: {type: balance, inputs: [cpu, jobs], params: {threshold: 0.25}}
+  ushering: {type: ushering, inputs: [memory], params: {min_free_mb: 64}}
+managers:
+  global: {type: migrate, inputs: [balance, ushering], params: {min_age: 2s, hysteresis: 20s, max_moves: 3}}
+`,
+}
+
+// DefaultPolicy is what a node runs until told otherwise.
+const DefaultPolicy = "mosix"
