@@ -67,10 +67,13 @@ type Agent struct {
 	imageDir string         // where migration images go
 	allUsers bool           // root's CRIU can dump other users' jobs here
 	metrics  migrationMetrics
+	sch      schedState
 
 	mu        sync.Mutex // guards everything below, never held while calling memberlist
 	dis       *load.Disseminator
 	rng       *rand.Rand
+	placement string // the policy's placement at start
+	rr        int    // round-robin placement's next node
 	selfLoad  float64
 	selfMem   float64
 	lastProbe time.Time
@@ -153,6 +156,12 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Agent, err
 	a.reg = reg
 	a.registerMetrics(reg)
 	a.metrics = newMigrationMetrics(reg)
+	pl, err := loadPolicy(cfg.Scheduler)
+	if err != nil {
+		return nil, errkind.New(ErrConfig, "config: scheduler: %v", err)
+	}
+	a.sch.pol, a.placement = pl, pl.Policy.Placement
+	a.sch.kick = make(chan struct{}, 1)
 	a.criu = &ckpt.CRIU{Path: cfg.CRIUPath, ExecMu: &a.execMu}
 	if a.criu.Path == "" {
 		a.criu.Path = ckpt.DefaultPath()
@@ -218,10 +227,11 @@ func (a *Agent) Start() error {
 		return fmt.Errorf("memberlist: %w", err)
 	}
 	a.ml = ml
-	a.wg.Add(3)
+	a.wg.Add(4)
 	go a.joinLoop()
 	go a.loadLoop()
 	go a.pushLoop()
+	go a.schedLoop()
 	a.log.Info("agent started", "bind", a.cfg.BindAddr, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
 		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval,
 		"migration", a.support)

@@ -29,9 +29,11 @@ const (
 	DefaultStateDir = "/var/lib/roam"
 	// probesPerInterval is how many CPU samples are taken per load interval.
 	probesPerInterval = 4
-	// loadTau is the time constant of the smoothed CPU load: two intervals
-	// react within seconds yet hide a single sample's noise.
-	loadTauIntervals = 2
+	// loadTau is the time constant of the smoothed CPU load, in load
+	// intervals: one hides a single sample's noise (four samples an
+	// interval) yet shows a migration within a second or two, which the
+	// balancing policies need to see their own moves.
+	loadTauIntervals = 1
 	// suspicionMult and suspicionMaxMult set memberlist's failure detection:
 	// a dead node is declared after 3 to 6 probe intervals of suspicion
 	// (memberlist's LAN defaults are 4 and 6, up to 24 s; the foundation
@@ -75,6 +77,10 @@ type Config struct {
 	// interface); empty means roam's own build if installed, else criu
 	// from PATH.
 	CRIUPath string `yaml:"criu_path"`
+	// Scheduler is the policy the node starts with: a built-in name
+	// (static, balance, ushering, threshold, mosix) or a policy file;
+	// empty means mosix. `roam policy load` replaces it at run time.
+	Scheduler string `yaml:"scheduler"`
 	// Load configures the load vector and its dissemination.
 	Load LoadConfig `yaml:"load"`
 }

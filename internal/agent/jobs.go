@@ -58,6 +58,10 @@ type localJob struct {
 	ackErr int64
 	// migrating: a migration is moving it; the push loop leaves it alone.
 	migrating bool
+	// lastTry is when a policy last tried to move it and failed;
+	// unmovable says why, when the reason will not go away (it pins).
+	lastTry   time.Time
+	unmovable string
 }
 
 // update is one job's news from its current node to its home node.
@@ -180,11 +184,11 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 	case req.Stdin && req.Count != 1:
 		return api.RunResponse{}, errkind.New(ErrBadRequest, "stdin goes to a single process only (-n 1)")
 	}
-	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: callerGroups(c.PID), Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin}
+	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: callerGroups(c.PID), Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, Pin: req.Pin}
 	if err := job.Check(spec); err != nil {
 		return api.RunResponse{}, errkind.New(ErrBadRequest, "%v", err)
 	}
-	targets, err := a.place(req)
+	targets, why, err := a.place(req)
 	if err != nil {
 		return api.RunResponse{}, err
 	}
@@ -205,6 +209,7 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 			Cwd: req.Cwd, Home: a.cfg.NodeID, Node: node, Stdin: req.Stdin, Pin: req.Pin,
 			State: job.StateStarting, Started: now, Group: fmt.Sprintf("%s.%d", a.cfg.NodeID, first),
 		})
+		a.event(api.Event{At: now, Kind: "place", Job: s.ID, To: node, Why: why})
 	}
 	// Records first, so output that arrives at once finds its job.
 	if err := a.store.PutRecords(recs...); err != nil {
@@ -285,24 +290,25 @@ func (a *Agent) forgetHome(recs []job.Record) {
 	_ = a.store.DeleteRecords(recs)
 }
 
-// place picks a node for each process: --on, or least load per capacity
-// from the load vector.
-func (a *Agent) place(req api.RunRequest) ([]string, error) {
+// place picks a node for each process: --on, or the policy's placement
+// (least load per capacity from the load vector, random-two, or
+// round-robin).
+func (a *Agent) place(req api.RunRequest) ([]string, string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if req.On != "" {
 		p := a.known[req.On]
 		if p == nil {
-			return nil, errkind.New(ErrBadRequest, "--on: no node %q in the cluster", req.On)
+			return nil, "", errkind.New(ErrBadRequest, "--on: no node %q in the cluster", req.On)
 		}
 		if !p.alive {
-			return nil, errkind.New(ErrUnavailable, "--on: node %s is not alive", req.On)
+			return nil, "", errkind.New(ErrUnavailable, "--on: node %s is not alive", req.On)
 		}
 		out := make([]string, req.Count)
 		for i := range out {
 			out[i] = req.On
 		}
-		return out, nil
+		return out, "roam run --on " + req.On, nil
 	}
 	var nodes []sched.NodeLoad
 	for id, p := range a.known {
@@ -317,7 +323,9 @@ func (a *Agent) place(req api.RunRequest) ([]string, error) {
 		}
 		nodes = append(nodes, nl)
 	}
-	return sched.PlaceLeastLoaded(nodes, req.Count)
+	out, rr, err := sched.Place(a.placement, nodes, req.Count, a.rng, a.rr)
+	a.rr = rr
+	return out, "placement " + a.placement, err
 }
 
 // startOn starts specs on node (this one or a peer).
@@ -346,7 +354,10 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 			out = append(out, startResult{ID: s.ID, Error: err.Error()})
 			continue
 		}
-		l := job.Local{ID: s.ID, Home: req.Home, HomeAddr: req.HomeAddr, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir}
+		l := job.Local{ID: s.ID, Home: req.Home, HomeAddr: req.HomeAddr, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now()}
+		if s.Pin {
+			l.Hold = "pin"
+		}
 		locals = append(locals, l)
 		procs = append(procs, p)
 		out = append(out, startResult{ID: s.ID, PID: p.PID})
@@ -360,10 +371,12 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 	}
 	a.jobs.mu.Unlock()
 	a.kickPusher() // wake the push loop if it slept with no jobs
+	a.kickScheduler()
 	for _, p := range procs {
 		go func(p *job.Proc) {
 			_ = p.Cmd.Wait() // reap; the status file says how it ended
 			a.kickPusher()
+			a.kickScheduler()
 		}(p)
 	}
 	return out

@@ -76,6 +76,12 @@ type migrateHeader struct {
 	// Streamed: the dump wrote its pages to this node's page sink for
 	// the migration (/v1/peer/migrate/sink); the stream has the rest.
 	Streamed bool `json:"streamed,omitempty"`
+	// What the scheduler needs of the job: when it started, why no policy
+	// may move it, and its moves so far (this one not counted).
+	Started   time.Time `json:"started"`
+	Hold      string    `json:"hold,omitempty"`
+	Moves     int       `json:"moves,omitempty"`
+	LastMoved time.Time `json:"last_moved"`
 	// StdinKey is the job's stdin pipe ("pipe:[INODE]") when the user's
 	// stdin still flows to it: the destination re-attaches a new pipe.
 	StdinKey string `json:"stdin_key,omitempty"`
@@ -128,6 +134,15 @@ func (a *Agent) Migrate(c Caller, req api.MigrateRequest) (job.Migration, error)
 		return job.Migration{}, errkind.New(ErrPermission, "%s: permission denied", req.ID)
 	}
 	if req.Node == "auto" {
+		if rec.Pin {
+			return job.Migration{}, errkind.New(ErrPinned, "%s: pinned by roam run --pin", rec.ID)
+		}
+		if rec.State == job.StateRunning {
+			// Its current node holds it back from the policies; let go.
+			if err := a.peerCall(rec.Node, http.MethodPost, "/v1/peer/hold?id="+rec.ID, nil, nil); err != nil {
+				return job.Migration{}, fmt.Errorf("node %s: %w", rec.Node, err)
+			}
+		}
 		return job.Migration{}, a.noteHome(rec.Home, jobNote{ID: rec.ID, Manual: new(bool)})
 	}
 	to := req.Node
@@ -157,6 +172,8 @@ func (a *Agent) Migrate(c Caller, req api.MigrateRequest) (job.Migration, error)
 type migrateOutRequest struct {
 	ID     string `json:"id"`
 	To     string `json:"to"`
+	// Why is the policy's reason; empty for `roam migrate`.
+	Why    string `json:"why,omitempty"`
 	Lazy   bool   `json:"lazy,omitempty"`
 	Manual bool   `json:"manual,omitempty"`
 }
@@ -173,7 +190,10 @@ func (a *Agent) isAlive(node string) bool {
 // it failed; the job then still runs here.
 func (a *Agent) migrateOut(req migrateOutRequest) (job.Migration, error) {
 	start := time.Now()
-	m := job.Migration{At: start, From: a.cfg.NodeID, To: req.To, Lazy: req.Lazy}
+	m := job.Migration{At: start, From: a.cfg.NodeID, To: req.To, Lazy: req.Lazy, Why: req.Why}
+	if m.Why == "" {
+		m.Why = "roam migrate"
+	}
 	lj, err := a.claimForMigration(req.ID)
 	if err != nil {
 		return m, err
@@ -262,7 +282,11 @@ func (a *Agent) transfer(mid string, lj *localJob, req migrateOutRequest, m *job
 	if err != nil {
 		return err
 	}
-	hdr := migrateHeader{MID: mid, From: a.cfg.NodeID, ID: req.ID, Home: lj.rec.Home, HomeAddr: lj.rec.HomeAddr, Mounts: mounts, Lazy: req.Lazy}
+	hdr := migrateHeader{MID: mid, From: a.cfg.NodeID, ID: req.ID, Home: lj.rec.Home, HomeAddr: lj.rec.HomeAddr, Mounts: mounts, Lazy: req.Lazy,
+		Started: lj.rec.Started, Hold: lj.rec.Hold, Moves: lj.rec.Moves, LastMoved: lj.rec.LastMoved}
+	if req.Manual && hdr.Hold != "pin" {
+		hdr.Hold = "manual"
+	}
 	a.jobs.mu.Lock()
 	hdr.AckOut, hdr.AckErr = lj.ackOut, lj.ackErr
 	hasStdin := lj.stdin != nil
@@ -703,6 +727,9 @@ func (h migrateHeader) validate() error {
 			return bad("mount %q", m)
 		}
 	}
+	if h.Hold != "" && h.Hold != "pin" && h.Hold != "manual" {
+		return bad("hold %q", h.Hold)
+	}
 	if h.Lazy && h.Streamed {
 		return bad("lazy and streamed at once")
 	}
@@ -812,7 +839,8 @@ func (a *Agent) commitIn(mid string) error {
 	}
 	delete(a.migr.incoming, mid)
 	close(in.done)
-	l := job.Local{ID: in.hdr.ID, Home: in.hdr.Home, HomeAddr: in.hdr.HomeAddr, PID: in.pid, StartTix: in.tix, Dir: in.spool}
+	l := job.Local{ID: in.hdr.ID, Home: in.hdr.Home, HomeAddr: in.hdr.HomeAddr, PID: in.pid, StartTix: in.tix, Dir: in.spool,
+		Started: in.hdr.Started, Hold: in.hdr.Hold, Moves: in.hdr.Moves + 1, LastMoved: time.Now()}
 	a.jobs.local[l.ID] = &localJob{rec: l, stdin: in.stdin, ackOut: in.hdr.AckOut, ackErr: in.hdr.AckErr}
 	delete(a.migr.movedTo, l.ID)
 	a.jobs.mu.Unlock()
@@ -1045,6 +1073,13 @@ func (a *Agent) peerMigrationAPI(peer *http.ServeMux) {
 		writeJSON(w, http.StatusOK, ready)
 	})
 	peer.HandleFunc("GET /v1/peer/pages", a.servePages)
+	peer.HandleFunc("POST /v1/peer/hold", func(w http.ResponseWriter, r *http.Request) {
+		if err := a.releaseHold(r.URL.Query().Get("id")); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	})
 	peer.HandleFunc("POST /v1/peer/migrate/sink", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := a.openSink(r.URL.Query().Get("mid")); err != nil {
 			writeError(w, err)

@@ -110,6 +110,7 @@ func (a *Agent) startAPI() error {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
 	a.jobAPI(mux)
 	a.migrationAPI(mux)
+	a.schedAPI(mux, nil)
 	a.apiLn = ln
 	a.apiSrv = &http.Server{
 		Handler: mux,
@@ -143,6 +144,7 @@ func (a *Agent) startPeer() error {
 	})
 	a.peerJobAPI(mux)
 	a.peerMigrationAPI(mux)
+	a.schedAPI(nil, mux)
 	a.peerLn = tls.NewListener(ln, a.tls)
 	a.peerSrv = &http.Server{Handler: mux, ErrorLog: log.New(&peerLog{a}, "", 0)}
 	a.wg.Add(1)

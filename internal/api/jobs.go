@@ -1,6 +1,10 @@
 package api
 
-import "roam/internal/job"
+import (
+	"time"
+
+	"roam/internal/job"
+)
 
 // RunRequest is `roam run`: start Count processes of Argv from the asked
 // node, which becomes their home node. The caller's uid and gid come from
@@ -75,4 +79,32 @@ type MigrateRequest struct {
 	ID   string `json:"id"`
 	Node string `json:"node"`
 	Lazy bool   `json:"lazy,omitempty"`
+}
+
+// Event is a scheduling decision, for `roam events`: a placement, a
+// migration a policy started (or that failed), a policy change.
+type Event struct {
+	At   time.Time `json:"at"`
+	Node string    `json:"node"` // the node that decided
+	Kind string    `json:"kind"` // place, migrate, failed, policy
+	Job  string    `json:"job,omitempty"`
+	From string    `json:"from,omitempty"`
+	To   string    `json:"to,omitempty"`
+	Why  string    `json:"why"`
+	// FreezeMS, for a migration, is how long the job was frozen.
+	FreezeMS float64 `json:"freeze_ms,omitempty"`
+}
+
+// PolicyRequest is `roam policy load`: a built-in policy's name, or a
+// policy file's text.
+type PolicyRequest struct {
+	Name string `json:"name,omitempty"`
+	Text string `json:"text,omitempty"`
+}
+
+// NodePolicy is one node's running policy.
+type NodePolicy struct {
+	Node string `json:"node"`
+	Name string `json:"name"`
+	Text string `json:"text"`
 }

@@ -63,6 +63,9 @@ type Spec struct {
 	// Policy and Interval configure every agent's load vector.
 	Policy   string
 	Interval time.Duration
+	// Scheduler is every agent's scheduling policy at start: a built-in
+	// name or a policy file; empty: the agent's default.
+	Scheduler string
 }
 
 // State is the cluster's record on disk (cluster.json) and what status shows.
@@ -76,6 +79,7 @@ type State struct {
 	// that a node added later gets the same.
 	Policy     string      `json:"policy"`
 	IntervalMS int64       `json:"interval_ms"`
+	Scheduler  string      `json:"scheduler,omitempty"`
 	Status     string      `json:"status"` // "starting" until Up finished, then "up"
 	Nodes      []NodeState `json:"nodes"`
 }
@@ -263,7 +267,7 @@ func Up(spec Spec) (State, error) {
 	}
 	st := State{Name: spec.Name, Subnet: spec.Subnet, Bridge: bridgeName(spec.Name),
 		Cgroup: layout.String(), Link: spec.Link, Status: "starting",
-		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds()}
+		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds(), Scheduler: spec.Scheduler}
 	// Record first: from here on, whatever happens, Down knows the cluster.
 	if err := st.save(); err != nil {
 		return State{}, err
@@ -394,6 +398,7 @@ func addNode(st *State, layout cgroup.Layout, spec Spec, i int, cpu float64, mem
 	cfg.Capacity = cpu
 	cfg.Cgroup = n.Cgroup
 	cfg.Load.Policy = spec.Policy
+	cfg.Scheduler = spec.Scheduler
 	cfg.Load.Interval = spec.Interval
 	// Join through every other node of the cluster, those already up and
 	// those still to come: an agent retries while it is alone, so a node
@@ -558,7 +563,7 @@ func Add(name string, as AddSpec) (NodeState, error) {
 	if as.CPU <= 0 {
 		as.CPU = st.Nodes[0].Capacity
 	}
-	spec := Spec{Name: name, Link: st.Link, Roamd: as.Roamd, Policy: st.Policy,
+	spec := Spec{Name: name, Link: st.Link, Roamd: as.Roamd, Policy: st.Policy, Scheduler: st.Scheduler,
 		Interval: time.Duration(st.IntervalMS) * time.Millisecond}
 	var peers []string
 	for _, o := range st.Nodes {

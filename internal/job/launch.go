@@ -25,6 +25,8 @@ type Spec struct {
 	Env    []string `json:"env"`
 	Cwd    string   `json:"cwd"`
 	Stdin  bool     `json:"stdin"`
+	// Pin: roam run --pin; no policy moves it (the launcher ignores it).
+	Pin bool `json:"pin,omitempty"`
 }
 
 // Errors of a spec that cannot start; each message names the thing.
@@ -283,4 +285,31 @@ func TreeUsage(pid int) (cpuSeconds, rssMB float64) {
 		}
 	}
 	return cpuSeconds, rssMB
+}
+
+// TreeActivity is what scheduling needs of a job's processes: how many
+// threads are runnable now, and how many read and write system calls they
+// have made (from /proc/PID/io; a rate needs two readings).
+func TreeActivity(pid int) (runnable int, syscalls uint64) {
+	for _, p := range procfs.Tree(pid) {
+		dir := "/proc/" + strconv.Itoa(p)
+		if tids, err := os.ReadDir(dir + "/task"); err == nil {
+			for _, t := range tids {
+				tid, _ := strconv.Atoi(t.Name())
+				if st, err := procfs.ReadStat(tid); err == nil && st.State == 'R' {
+					runnable++
+				}
+			}
+		}
+		if b, err := os.ReadFile(dir + "/io"); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				k, v, ok := strings.Cut(l, ": ")
+				if ok && (k == "syscr" || k == "syscw") {
+					n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+					syscalls += n
+				}
+			}
+		}
+	}
+	return runnable, syscalls
 }

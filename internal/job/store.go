@@ -100,6 +100,8 @@ type Migration struct {
 	CopyMS    float64 `json:"copy_ms"`
 	RestoreMS float64 `json:"restore_ms"`
 	OK        bool    `json:"ok"`
+	// Why says who decided it: "roam migrate", or a policy's reason.
+	Why string `json:"why,omitempty"`
 	Error     string  `json:"error,omitempty"`
 }
 
@@ -117,6 +119,16 @@ type Local struct {
 	Dir      string `json:"dir"`       // spool directory
 	// Done is set once the home node has the exit status and all output.
 	Done bool `json:"done"`
+	// Started is when the job started (on its first node), for the
+	// scheduler's minimum age.
+	Started time.Time `json:"started,omitempty"`
+	// Hold says why no policy may move the job: "pin" (roam run --pin),
+	// "manual" (placed by roam migrate until `roam migrate ID auto`), or
+	// "" when policies may.
+	Hold string `json:"hold,omitempty"`
+	// Moves and LastMoved are its migrations so far, for hysteresis.
+	Moves     int       `json:"moves,omitempty"`
+	LastMoved time.Time `json:"last_moved,omitempty"`
 }
 
 // Over reports whether the job is over (finished or lost).

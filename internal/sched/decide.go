@@ -121,9 +121,9 @@ type namedManager struct {
 }
 
 // MoveSettle is how long a move shows in no peer load yet: the target's
-// smoothed load (time constant two periods) takes about this long to carry
-// it, so until then the move is added by hand.
-const MoveSettle = 3 * time.Second
+// smoothed load (time constant one period) carries most of it about this
+// long after, so until then the move is added by hand.
+const MoveSettle = 2 * time.Second
 
 // Effective returns the snapshot with this node's recent moves folded into
 // its peers' loads where those loads are older than the moves' settling.

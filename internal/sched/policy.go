@@ -47,7 +47,7 @@ const (
 	DefaultMinAge = 2 * time.Second
 	// DefaultHysteresis: a process that moved stays this long (no
 	// ping-pong; seed 003 §4.4 counts migrations).
-	DefaultHysteresis = 20 * time.Second
+	DefaultHysteresis = 10 * time.Second
 	// DefaultMaxMoves bounds the moves one manager starts per round, so a
 	// node judges the effect of its moves on fresh loads before more.
 	DefaultMaxMoves = 3
@@ -243,7 +243,7 @@ probes:
 analyzers:
   balance: {type: balance, inputs: [cpu, jobs], params: {threshold: 0.25}}
 managers:
-  global: {type: migrate, inputs: [balance], params: {min_age: 2s, hysteresis: 20s, max_moves: 3}}
+  global: {type: migrate, inputs: [balance], params: {min_age: 2s, hysteresis: 10s, max_moves: 3}}
 `,
 	// ushering: memory ushering alone.
 	"ushering": `name: ushering
@@ -277,7 +277,7 @@ analyzers:
   balance: {type: balance, inputs: [cpu, jobs], params: {threshold: 0.25}}
   ushering: {type: ushering, inputs: [memory], params: {min_free_mb: 64}}
 managers:
-  global: {type: migrate, inputs: [balance, ushering], params: {min_age: 2s, hysteresis: 20s, max_moves: 3}}
+  global: {type: migrate, inputs: [balance, ushering], params: {min_age: 2s, hysteresis: 10s, max_moves: 3}}
 `,
 }
 
