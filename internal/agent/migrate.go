@@ -170,8 +170,8 @@ func (a *Agent) Migrate(c Caller, req api.MigrateRequest) (job.Migration, error)
 }
 
 type migrateOutRequest struct {
-	ID     string `json:"id"`
-	To     string `json:"to"`
+	ID string `json:"id"`
+	To string `json:"to"`
 	// Why is the policy's reason; empty for `roam migrate`.
 	Why    string `json:"why,omitempty"`
 	Lazy   bool   `json:"lazy,omitempty"`

@@ -101,8 +101,8 @@ type Migration struct {
 	RestoreMS float64 `json:"restore_ms"`
 	OK        bool    `json:"ok"`
 	// Why says who decided it: "roam migrate", or a policy's reason.
-	Why string `json:"why,omitempty"`
-	Error     string  `json:"error,omitempty"`
+	Why   string `json:"why,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // MaxMigrationLog bounds a record's migration log (the oldest go first).
