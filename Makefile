@@ -4,7 +4,7 @@ BIN     := bin
 # Integration tests bring up emulated clusters; give them room on 2 cores.
 TESTTIMEOUT ?= 19m
 
-.PHONY: all build deps test unit demo bench-agent bench-jobs bench-migrate clean
+.PHONY: all build deps test unit demo bench-agent bench-jobs bench-migrate bench-balance clean
 
 all: build
 
@@ -13,13 +13,23 @@ all: build
 deps:
 	@bash scripts/deps.sh
 
-build: deps $(BIN)/roam-init $(BIN)/migjob
+WORKLOADS := $(BIN)/migjob $(BIN)/burn $(BIN)/bgload
+
+build: deps $(BIN)/roam-init $(WORKLOADS)
 	@$(GO) build -o $(BIN)/ ./cmd/...
 
 # The workloads the migration tests and benchmarks move around.
 $(BIN)/migjob: workloads/migjob.c
 	@mkdir -p $(BIN)
 	@gcc -O2 -Wall -pthread -o $@ $<
+
+$(BIN)/burn: workloads/burn.c
+	@mkdir -p $(BIN)
+	@gcc -O2 -Wall -o $@ $<
+
+$(BIN)/bgload: workloads/bgload.c
+	@mkdir -p $(BIN)
+	@gcc -O2 -Wall -o $@ $<
 
 # PID 1 of every job's namespaces; static, so CRIU sees no shared libraries.
 $(BIN)/roam-init: cinit/roam-init.c
@@ -51,6 +61,11 @@ bench-jobs: build
 # dump and restore, same run.
 bench-migrate: build
 	@$(BIN)/roam bench migrate
+
+# Makespan of 12 equal jobs typed on the slowest of 4 heterogeneous nodes:
+# balance vs static vs the ideal, without and with a background load.
+bench-balance: build
+	@$(BIN)/roam bench balance --both
 
 clean:
 	rm -rf $(BIN)

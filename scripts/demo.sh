@@ -1,54 +1,66 @@
 #!/usr/bin/env bash
-# demo.sh — brings up a heterogeneous 4-node emulated cluster, puts CPU load
-# on the slowest node, shows what every node's agent knows, and tears the
-# cluster down (also on failure or Ctrl-C).
+# demo.sh — the heterogeneous 4-node cluster (0.8, 0.4, 0.4, 0.2 CPUs), 12
+# equal CPU jobs typed on the slowest node, the cluster view every few
+# seconds while the balance policy spreads them, then a summary: makespan
+# against the ideal and the migrations with their reasons. Tears the cluster
+# down, also on failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROAM=bin/roam
 export ROAM_CLUSTER=demo
 SUBNET=198.18.200.0/24
+WORK=6   # CPU-seconds per job
 
-pids=()
+runpid=
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -n "$runpid" ] && kill "$runpid" 2>/dev/null || true
   $ROAM cluster down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT INT TERM
 
 $ROAM cluster down >/dev/null 2>&1 || true
-echo "== roam cluster up --nodes 4 --cpu 0.8,0.4,0.4,0.2"
-$ROAM cluster up --nodes 4 --cpu 0.8,0.4,0.4,0.2 --subnet $SUBNET
-$ROAM cluster status
-echo
-echo "== two CPU-bound loops on node 4 (0.2 cores) and one on node 1 (0.8 cores)"
-for n in 4 4 1; do
-  $ROAM cluster exec $n -- sh -c 'while :; do :; done' & pids+=($!)
-done
-# Let the load settle and spread through the load vectors (1 s interval).
-for i in $(seq 1 30); do
-  sleep 0.5
-  if $ROAM --node 2 nodes --json | python3 -c '
+echo "== roam cluster up --nodes 4 --cpu 0.8,0.4,0.4,0.2 --scheduler balance"
+$ROAM cluster up --nodes 4 --cpu 0.8,0.4,0.4,0.2 --subnet $SUBNET --scheduler balance
+# Every node must know every other's load before the jobs come.
+for i in $(seq 1 60); do
+  if $ROAM --node 4 nodes --json | python3 -c '
 import json, sys
-n = {x["id"]: x for x in json.load(sys.stdin)}
-sys.exit(0 if all(n[i]["load"] is not None for i in "14") and n["4"]["load"] > 8.5 else 1)'; then break; fi
+n = json.load(sys.stdin)
+sys.exit(0 if len(n) == 4 and all(x["alive"] and (x.get("self") or x["load"] is not None) for x in n) else 1)'; then break; fi
+  sleep 0.25
 done
-for n in 1 2 3 4; do
+echo
+echo "== roam --node 4 run -n 12 --on 4 bin/burn $WORK   (typed on node 4, 0.2 CPUs)"
+start=$(date +%s.%N)
+$ROAM --node 4 run -n 12 --on 4 "$PWD/bin/burn" $WORK >/tmp/roam-demo-run.$$ 2>&1 &
+runpid=$!
+view() {
   echo
-  echo "== roam --node $n nodes   (what node $n knows; * marks itself)"
-  $ROAM --node $n nodes
+  echo "-- $(printf '%5.1f' "$(echo "$(date +%s.%N) - $start" | bc)") s --"
+  $ROAM --node 1 nodes
+  $ROAM --node 1 ps -a | awk 'NR==1 || $5=="running"' | awk '{n[$4]++} END {printf "running jobs per node:"; for (k in n) if (k!="NODE") printf "  node %s: %d", k, n[k]; print ""}'
+}
+while kill -0 "$runpid" 2>/dev/null; do
+  view
+  sleep 4
 done
+wait "$runpid"; status=$?
+runpid=
+end=$(date +%s.%N)
+makespan=$(echo "$end - $start" | bc)
+ideal=$(echo "12 * $WORK / 1.8" | bc -l)
 echo
-echo "Node 4 runs 2 loops on 0.2 cores (load ~10); node 1 runs 1 on 0.8 cores (load ~1.25)."
+echo "== roam run returned $status; its output ends:"
+tail -n 3 /tmp/roam-demo-run.$$; rm -f /tmp/roam-demo-run.$$
 echo
-echo "== roam --node 4 run -n 6 -- sh -c 'echo started; sleep 2; exit 0'   (typed on node 4)"
-$ROAM --node 4 run -n 6 -- sh -c 'echo started; sleep 2; exit 0'
-echo "exit status: $?"
+echo "== roam events   (every decision, with its reason)"
+$ROAM --node 1 events | grep -v ' place ' | cut -c1-160
 echo
-echo "== roam --node 4 ps -a   (where they ran: the least-loaded nodes per unit of capacity)"
-$ROAM --node 4 ps -a
+printf "makespan %.1f s; ideal (total work / total capacity) %.1f s; ratio %.2f\n" "$makespan" "$ideal" "$(echo "$makespan / $ideal" | bc -l)"
+printf "static placement would leave 3 jobs on the 0.2-CPU node: %.1f s\n" "$(echo "3 * $WORK / 0.2" | bc -l)"
 echo
 echo "== roam cluster down"
 cleanup
-pids=()
 trap - EXIT
 echo "left behind: $(ip netns list | grep -c roam-demo- || true) namespaces"
+exit "$status"

@@ -249,7 +249,7 @@ func (a *Agent) snapshot() sched.Snapshot {
 	a.sch.prev = next
 	keep := a.sch.recent[:0]
 	for _, m := range a.sch.recent {
-		if now.Sub(m.At) < 2*sched.MoveSettle {
+		if now.Sub(m.At) < sched.RecentWindow {
 			keep = append(keep, m)
 		}
 	}

@@ -129,6 +129,70 @@ func (e *env) benchCmd() *cobra.Command {
 	mig.Flags().StringVar(&sizes, "sizes", "16,128,1024", "process sizes in MiB")
 	mig.Flags().StringVar(&ms.Subnet, "subnet", "198.18.102.0/24", "the benchmark cluster's /24")
 	mig.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	c.AddCommand(ac, jobStart, mig)
+
+	var bs bench.BalanceSpec
+	var cpus, policies string
+	var bothBg bool
+	bal := &cobra.Command{
+		Use:   "balance",
+		Short: "makespan of equal CPU jobs started on the slowest node: balance vs static vs the ideal, same run",
+		Long: `Brings up a heterogeneous cluster (--cpu), starts --jobs processes of --work
+CPU-seconds each on the last (slowest) node, and measures the makespan under
+each policy, one fresh cluster per policy, next to the ideal (total work /
+total capacity). static places round-robin (its own placement). With
+--background, node 2 also carries seed 002's background load (4 processes
+cycling busy/idle for random 0..5 s); --both runs without and with it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bs.CPU = nil
+			for _, f := range strings.Split(cpus, ",") {
+				v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+				if err != nil || v <= 0 {
+					return fmt.Errorf("--cpu: %q is not a capacity in cores", f)
+				}
+				bs.CPU = append(bs.CPU, v)
+			}
+			if bs.Jobs < 1 || bs.Work <= 0 {
+				return fmt.Errorf("--jobs and --work must be positive")
+			}
+			bs.Policies = strings.Split(policies, ",")
+			bs.Roamd = roamdPath()
+			dir := filepath.Dir(bs.Roamd)
+			bs.Burn, bs.BgLoad = filepath.Join(dir, "burn"), filepath.Join(dir, "bgload")
+			for _, w := range []string{bs.Burn, bs.BgLoad} {
+				if _, err := os.Stat(w); err != nil {
+					return fmt.Errorf("workload %s is missing (make build makes it)", w)
+				}
+			}
+			bs.Name, bs.On, bs.BgMaxSec = "bbal", strconv.Itoa(len(bs.CPU)), 5
+			var all []bench.BalancePoint
+			bgs := []bool{bs.Background}
+			if bothBg {
+				bgs = []bool{false, true}
+			}
+			for _, bg := range bgs {
+				bs.Background = bg
+				ps, err := bench.Balance(bs, os.Stderr)
+				all = append(all, ps...)
+				if err != nil {
+					return err
+				}
+			}
+			if asJSON {
+				return e.printJSON(all)
+			}
+			fmt.Fprint(e.out, bench.FormatBalance(all))
+			return nil
+		},
+	}
+	bal.Flags().StringVar(&cpus, "cpu", "0.8,0.4,0.4,0.2", "CPU capacity per node")
+	bal.Flags().IntVar(&bs.Jobs, "jobs", 12, "number of jobs")
+	bal.Flags().Float64Var(&bs.Work, "work", 8, "CPU-seconds per job")
+	bal.Flags().StringVar(&policies, "policies", "balance,static", "policies to compare, one run each")
+	bal.Flags().BoolVar(&bs.Background, "background", false, "background load on node 2")
+	bal.Flags().BoolVar(&bothBg, "both", false, "run without and with the background load")
+	bal.Flags().StringVar(&bs.Subnet, "subnet", "198.18.103.0/24", "the benchmark cluster's /24")
+	bal.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.AddCommand(ac, jobStart, mig, bal)
 	return c
 }

@@ -120,10 +120,15 @@ type namedManager struct {
 	inputs []string
 }
 
-// MoveSettle is how long a move shows in no peer load yet: the target's
-// smoothed load (time constant one period) carries most of it about this
-// long after, so until then the move is added by hand.
+// MoveSettle is how long after a move the target's load shows it: its
+// smoothed load (time constant one period) carries most of it by then. A
+// load received before that is one the move is added to by hand, however
+// old it is (the load vector's entries can be seconds old).
 const MoveSettle = 2 * time.Second
+
+// RecentWindow is how long the agent keeps its moves for Effective: a
+// peer not heard from in this long is hardly worth a decision.
+const RecentWindow = 30 * time.Second
 
 // Effective returns the snapshot with this node's recent moves folded into
 // its peers' loads where those loads are older than the moves' settling.
@@ -133,7 +138,7 @@ func Effective(s Snapshot) Snapshot {
 	for i := range out.Peers {
 		p := &out.Peers[i]
 		for _, m := range s.Recent {
-			if m.To == p.ID && p.Received.Before(m.At.Add(MoveSettle)) && s.Now.Sub(m.At) < 2*MoveSettle {
+			if m.To == p.ID && p.Received.Before(m.At.Add(MoveSettle)) {
 				p.Load += float64(max(m.Runnable, 1)) / p.Capacity
 				p.MemFreeMB -= m.RSSMB
 			}

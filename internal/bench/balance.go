@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/emu"
+)
+
+// BalanceSpec configures the balancing benchmark: Jobs processes of Work
+// CPU-seconds each on a cluster of nodes with capacities CPU, under each
+// policy, with or without a background load on node 2.
+type BalanceSpec struct {
+	Name     string // cluster name
+	Subnet   string
+	Roamd    string
+	Burn     string // workloads/burn
+	BgLoad   string // workloads/bgload
+	CPU      []float64
+	Jobs     int
+	Work     float64 // CPU-seconds per job
+	Policies []string
+	// On starts the jobs on this node (balance's test: all on the slowest
+	// node); static places them round-robin, its own placement, whatever
+	// On says: with --on, static would keep them all there.
+	On string
+	// Background runs seed 002 §4.3's load on node 2: 4 processes cycling
+	// busy and idle for random 0..BgMaxSec seconds.
+	Background bool
+	BgMaxSec   float64
+}
+
+// BalancePoint is one policy's run.
+type BalancePoint struct {
+	Policy     string  `json:"policy"`
+	Background bool    `json:"background"`
+	MakespanS  float64 `json:"makespan_s"`
+	// IdealS is total work over total capacity (the background's work
+	// not counted: a lower bound).
+	IdealS     float64 `json:"ideal_s"`
+	Ratio      float64 `json:"ratio_to_ideal"`
+	Migrations int     `json:"migrations"`
+	AllOK      bool    `json:"all_ok"`
+}
+
+// Balance runs the benchmark, one fresh cluster per policy, one after the
+// other on the same machine.
+func Balance(spec BalanceSpec, progress io.Writer) ([]BalancePoint, error) {
+	var out []BalancePoint
+	for _, pol := range spec.Policies {
+		fmt.Fprintf(progress, "balance: %d jobs of %.0f CPU-s under %s%s\n", spec.Jobs, spec.Work, pol, map[bool]string{true: ", background load on node 2"}[spec.Background])
+		p, err := balanceRun(spec, pol)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", pol, err)
+		}
+		fmt.Fprintf(progress, "balance: %s makespan %.1f s (ideal %.1f s, ratio %.2f), %d migrations\n", pol, p.MakespanS, p.IdealS, p.Ratio, p.Migrations)
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
+	name := spec.Name
+	_ = emu.Down(name)
+	defer emu.Down(name)
+	st, err := emu.Up(emu.Spec{Name: name, Nodes: len(spec.CPU), CPU: spec.CPU, Subnet: spec.Subnet, Roamd: spec.Roamd, Scheduler: policy})
+	if err != nil {
+		return BalancePoint{}, err
+	}
+	cl := api.NewClient(st.Nodes[len(st.Nodes)-1].Socket)
+	if err := waitMembers(cl, len(spec.CPU)); err != nil {
+		return BalancePoint{}, err
+	}
+	if err := waitLoads(cl, len(spec.CPU)); err != nil {
+		return BalancePoint{}, err
+	}
+	total := 0.0
+	for _, c := range spec.CPU {
+		total += c
+	}
+	p := BalancePoint{Policy: policy, Background: spec.Background, IdealS: float64(spec.Jobs) * spec.Work / total}
+	run := func(req api.RunRequest) ([]string, error) {
+		req.Env, req.Cwd = os.Environ(), "/"
+		var resp api.RunResponse
+		err := cl.Do(context.Background(), http.MethodPost, "/v1/run", req, &resp)
+		return resp.IDs, err
+	}
+	var bg []string
+	if spec.Background {
+		// Pinned, so it loads node 2 and never moves; it runs until the
+		// end of the longest run one could expect.
+		dur := 4 * p.IdealS
+		bg, err = run(api.RunRequest{Argv: []string{spec.BgLoad, "4", fmt.Sprint(spec.BgMaxSec), fmt.Sprint(dur), "1"}, Count: 1, On: "2", Pin: true})
+		if err != nil {
+			return p, fmt.Errorf("background load: %w", err)
+		}
+	}
+	on := spec.On
+	if policy == "static" {
+		on = ""
+	}
+	start := time.Now()
+	ids, err := run(api.RunRequest{Argv: []string{spec.Burn, fmt.Sprint(spec.Work)}, Count: spec.Jobs, On: on})
+	if err != nil {
+		return p, err
+	}
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	deadline := start.Add(time.Duration(6*p.IdealS*float64(time.Second)) + time.Minute)
+	for {
+		var js []api.Job
+		if err := cl.Get("/v1/ps?all=1", &js); err == nil {
+			done, ok, migs := 0, 0, 0
+			for _, j := range js {
+				if !want[j.ID] {
+					continue
+				}
+				migs += j.Migrations
+				if j.State == "finished" || j.State == "lost" {
+					done++
+					if j.ExitCode != nil && *j.ExitCode == 0 {
+						ok++
+					}
+				}
+			}
+			if done == len(ids) {
+				p.MakespanS = time.Since(start).Seconds()
+				p.Migrations, p.AllOK = migs, ok == len(ids)
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return p, fmt.Errorf("jobs not done after %s", time.Since(start).Round(time.Second))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	p.Ratio = p.MakespanS / p.IdealS
+	if len(bg) > 0 {
+		_ = cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: bg, Signal: 9}, nil)
+	}
+	return p, nil
+}
+
+// waitLoads waits until the node sees a load for every member.
+func waitLoads(cl *api.Client, n int) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var ns []api.NodeInfo
+		if cl.Get("/v1/nodes", &ns) == nil {
+			k := 0
+			for _, x := range ns {
+				if x.Alive && (x.Self || x.Load != nil) {
+					k++
+				}
+			}
+			if k == n {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("loads of all %d nodes not known after 15 s", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// FormatBalance is the table of a balance benchmark.
+func FormatBalance(ps []BalancePoint) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-8s %-10s %10s %8s %14s %10s %6s\n", "policy", "background", "makespan", "ideal", "ratio to ideal", "migrations", "all ok")
+	for _, p := range ps {
+		fmt.Fprintf(&b, "%-8s %-10s %9.1fs %7.1fs %14.2f %10d %6s\n", p.Policy, strconv.FormatBool(p.Background), p.MakespanS, p.IdealS, p.Ratio, p.Migrations, strconv.FormatBool(p.AllOK))
+	}
+	return b.String()
+}
