@@ -1073,30 +1073,15 @@ func (a *Agent) peerMigrationAPI(peer *http.ServeMux) {
 		writeJSON(w, http.StatusOK, ready)
 	})
 	peer.HandleFunc("GET /v1/peer/pages", a.servePages)
-	peer.HandleFunc("POST /v1/peer/hold", func(w http.ResponseWriter, r *http.Request) {
-		if err := a.releaseHold(r.URL.Query().Get("id")); err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, struct{}{})
-	})
-	peer.HandleFunc("POST /v1/peer/migrate/sink", func(w http.ResponseWriter, r *http.Request) {
-		if _, err := a.openSink(r.URL.Query().Get("mid")); err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, struct{}{})
-	})
+	peer.HandleFunc("POST /v1/peer/hold", queryCall("id", a.releaseHold))
+	peer.HandleFunc("POST /v1/peer/migrate/sink", queryCall("mid", func(mid string) error {
+		_, err := a.openSink(mid)
+		return err
+	}))
 	peer.HandleFunc("GET /v1/peer/migrate/sink", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"error": a.sinkError(r.URL.Query().Get("mid"))})
 	})
-	peer.HandleFunc("POST /v1/peer/migrate/commit", func(w http.ResponseWriter, r *http.Request) {
-		if err := a.commitIn(r.URL.Query().Get("mid")); err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, struct{}{})
-	})
+	peer.HandleFunc("POST /v1/peer/migrate/commit", queryCall("mid", a.commitIn))
 	peer.HandleFunc("POST /v1/peer/migrate/abort", func(w http.ResponseWriter, r *http.Request) {
 		a.abortIn(r.URL.Query().Get("mid"))
 		writeJSON(w, http.StatusOK, struct{}{})
@@ -1113,6 +1098,18 @@ func (a *Agent) peerMigrationAPI(peer *http.ServeMux) {
 	peer.HandleFunc("POST /v1/peer/note", jsonCall(func(n jobNote) (struct{}, error) {
 		return struct{}{}, a.takeNote(n)
 	}))
+}
+
+// queryCall is a handler that calls f with the query parameter param and
+// answers {} or f's error.
+func queryCall(param string, f func(string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := f(r.URL.Query().Get(param)); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	}
 }
 
 // jsonCall is a handler that decodes a T, calls f and answers with its

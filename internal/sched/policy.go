@@ -140,41 +140,44 @@ func Build(p Policy) (*Scheduler, error) {
 		}
 	}
 	s := &Scheduler{Policy: p, analyzers: map[string]Analyzer{}}
-	for _, name := range sortedKeys(p.Analyzers) {
-		c := p.Analyzers[name]
-		mk, ok := analyzerTypes[c.Type]
-		if !ok {
-			return nil, fmt.Errorf("policy %s: analyzer %s: type %q is not one of %s", p.Name, name, c.Type, strings.Join(sortedKeys(analyzerTypes), ", "))
-		}
-		for _, in := range c.Inputs {
-			if _, ok := p.Probes[in]; !ok {
-				return nil, fmt.Errorf("policy %s: analyzer %s: input %q is not a probe of this policy", p.Name, name, in)
-			}
-		}
-		a, err := mk(&c.Params)
-		if err != nil {
-			return nil, fmt.Errorf("policy %s: analyzer %s: %v", p.Name, name, err)
-		}
+	isProbe := func(n string) bool { _, ok := p.Probes[n]; return ok }
+	isAnalyzer := func(n string) bool { _, ok := p.Analyzers[n]; return ok }
+	err := buildAll(p.Name, "analyzer", "a probe", p.Analyzers, analyzerTypes, isProbe, func(name string, _ Component, a Analyzer) {
 		s.analyzers[name] = a
+	})
+	if err == nil {
+		err = buildAll(p.Name, "manager", "an analyzer", p.Managers, managerTypes, isAnalyzer, func(name string, c Component, m Manager) {
+			s.managers = append(s.managers, namedManager{name, m, c.Inputs})
+		})
 	}
-	for _, name := range sortedKeys(p.Managers) {
-		c := p.Managers[name]
-		mk, ok := managerTypes[c.Type]
-		if !ok {
-			return nil, fmt.Errorf("policy %s: manager %s: type %q is not one of %s", p.Name, name, c.Type, strings.Join(sortedKeys(managerTypes), ", "))
-		}
-		for _, in := range c.Inputs {
-			if _, ok := p.Analyzers[in]; !ok {
-				return nil, fmt.Errorf("policy %s: manager %s: input %q is not an analyzer of this policy", p.Name, name, in)
-			}
-		}
-		m, err := mk(&c.Params)
-		if err != nil {
-			return nil, fmt.Errorf("policy %s: manager %s: %v", p.Name, name, err)
-		}
-		s.managers = append(s.managers, namedManager{name, m, c.Inputs})
+	if err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// buildAll makes the components of one layer, in name order: each type
+// known, each input one of the layer below (inputOK), its parameters valid.
+func buildAll[T any](policy, layer, below string, comps map[string]Component, types map[string]func(*yamlNode) (T, error),
+	inputOK func(string) bool, add func(string, Component, T)) error {
+	for _, name := range sortedKeys(comps) {
+		c := comps[name]
+		mk, ok := types[c.Type]
+		if !ok {
+			return fmt.Errorf("policy %s: %s %s: type %q is not one of %s", policy, layer, name, c.Type, strings.Join(sortedKeys(types), ", "))
+		}
+		for _, in := range c.Inputs {
+			if !inputOK(in) {
+				return fmt.Errorf("policy %s: %s %s: input %q is not %s of this policy", policy, layer, name, in, below)
+			}
+		}
+		v, err := mk(&c.Params)
+		if err != nil {
+			return fmt.Errorf("policy %s: %s %s: %v", policy, layer, name, err)
+		}
+		add(name, c, v)
+	}
+	return nil
 }
 
 // decodeParams decodes a component's parameters into out (which holds the
