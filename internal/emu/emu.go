@@ -399,6 +399,11 @@ func addNode(st *State, layout cgroup.Layout, spec Spec, i int, cpu float64, mem
 	cfg.Cgroup = n.Cgroup
 	cfg.Load.Policy = spec.Policy
 	cfg.Scheduler = spec.Scheduler
+	// roam-init is installed beside roamd (not beside whatever program
+	// brings the cluster up: a test binary, say).
+	if spec.Roamd != "" {
+		cfg.InitPath = filepath.Join(filepath.Dir(spec.Roamd), "roam-init")
+	}
 	cfg.Load.Interval = spec.Interval
 	// Join through every other node of the cluster, those already up and
 	// those still to come: an agent retries while it is alone, so a node

@@ -134,7 +134,7 @@ func (c *cluster) runJobs(node string, n int, argv ...string) map[string]bool {
 // A process whose memory grows on a node with little memory moves away
 // before the node runs out, and nothing is OOM-killed.
 func TestMemoryUshering(t *testing.T) {
-	c := upCluster(t, "e2eush", 25, "--nodes", "3", "--cpu", "0.5,0.5,0.5", "--mem-mb", "320,0,0", "--scheduler", "ushering")
+	c := upCluster(t, "e2eush", 25, "--nodes", "3", "--cpu", "0.5,0.5,0.5", "--mem-mb", "320,4096,4096", "--scheduler", "ushering")
 	c.waitAllAlive(3)
 	// 12 MiB more every half second, to 360 MiB: more than node 1 has.
 	prog := "a=[]\nimport time\nfor i in range(30):\n    a.append(b'x'*(12<<20)); time.sleep(0.5)\nprint('grew', sum(len(x) for x in a)>>20, 'MiB')\n"
