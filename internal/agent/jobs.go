@@ -817,7 +817,7 @@ func (a *Agent) PS(c Caller, all bool) []api.Job {
 			out = append(out, api.Job{
 				ID: r.ID, User: r.User, UID: r.UID, Home: r.Home, Node: r.Node, State: r.State,
 				CPUSeconds: u.CPUSeconds, RSSMB: u.RSSMB, Migrations: r.Migrations,
-				AgeSeconds: now.Sub(r.Started).Seconds(), Cmd: strings.Join(r.Argv, " "),
+				AgeSeconds: now.Sub(r.Started).Seconds(), Started: r.Started, Ended: r.Ended, Cmd: strings.Join(r.Argv, " "),
 				ExitCode: r.ExitCode, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
 				MigrationLog: append([]job.Migration{}, r.MigrationLog...),
 			})

@@ -63,6 +63,9 @@ type Job struct {
 	RSSMB      float64 `json:"rss_mb"`
 	Migrations int     `json:"migrations"`
 	AgeSeconds float64 `json:"age_s"`
+	// Started and Ended (zero while it runs) are the home node's times.
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended,omitzero"`
 	Cmd        string  `json:"cmd"`
 	ExitCode   *int    `json:"exit_code,omitempty"`
 	Pin        bool    `json:"pin,omitempty"`

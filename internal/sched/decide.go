@@ -215,8 +215,8 @@ func newBalance(n *yamlNode) (Analyzer, error) {
 
 func (b *balance) Analyze(s Snapshot) []Problem {
 	type cand struct {
-		id    string
-		after float64
+		id          string
+		after, load float64
 	}
 	var cs []cand
 	for _, p := range s.Peers {
@@ -225,15 +225,21 @@ func (b *balance) Analyze(s Snapshot) []Problem {
 		}
 		after := p.Load + 1/p.Capacity
 		if s.Self.Load-after > b.Threshold {
-			cs = append(cs, cand{p.ID, after})
+			cs = append(cs, cand{p.ID, after, p.Load})
 		}
 	}
 	if len(cs) == 0 {
 		return nil
 	}
+	// Least loaded after the move first; on a tie, the node less busy
+	// now: a job on an idle node adds to the cluster's throughput, one
+	// more on a busy node only shares it.
 	sort.Slice(cs, func(i, j int) bool {
-		if cs[i].after != cs[j].after {
-			return cs[i].after < cs[j].after
+		if d := cs[i].after - cs[j].after; d < -1e-9 || d > 1e-9 {
+			return d < 0
+		}
+		if cs[i].load != cs[j].load {
+			return cs[i].load < cs[j].load
 		}
 		return IDLess(cs[i].id, cs[j].id)
 	})

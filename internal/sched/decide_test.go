@@ -77,9 +77,9 @@ func TestBalanceSendsToTheNodeWithMostRoomPerCapacity(t *testing.T) {
 		t.Fatalf("moves %v, want %d", moves, DefaultMaxMoves)
 	}
 	// 1/0.8 = 1.25 < 2.5: node 1 first; then node 1 at 2.5 ties 2 and 3
-	// at 2.5: the larger capacity wins ties only in placement; here ids.
-	if moves[0].To != "1" {
-		t.Fatalf("first move to %s, want 1: %v", moves[0].To, moves)
+	// at 2.5, and the idle ones win: one job fills each node first.
+	if moves[0].To != "1" || moves[1].To != "2" || moves[2].To != "3" {
+		t.Fatalf("moves to %s, %s, %s, want 1, 2, 3: %v", moves[0].To, moves[1].To, moves[2].To, moves)
 	}
 	seen := map[string]bool{}
 	for _, m := range moves {

@@ -246,7 +246,7 @@ probes:
 analyzers:
   balance: {type: balance, inputs: [cpu, jobs], params: {threshold: 0.25}}
 managers:
-  global: {type: migrate, inputs: [balance], params: {min_age: 2s, hysteresis: 10s, max_moves: 3}}
+  global: {type: migrate, inputs: [balance], params: {min_age: 1s, hysteresis: 10s, max_moves: 3}}
 `,
 	// ushering: memory ushering alone.
 	"ushering": `name: ushering
