@@ -100,7 +100,7 @@ func TestHeldYoungAndRecentJobsStay(t *testing.T) {
 	s := mustPolicy(t, "balance")
 	js := []Job{
 		{ID: "a", Started: t0.Add(-time.Minute), Runnable: 1, Held: "pinned (run --pin)"},
-		{ID: "b", Started: t0.Add(-time.Second), Runnable: 1},                                      // too young
+		{ID: "b", Started: t0.Add(-500 * time.Millisecond), Runnable: 1},                           // too young
 		{ID: "c", Started: t0.Add(-time.Minute), Runnable: 1, LastMoved: t0.Add(-5 * time.Second)}, // moved lately
 		{ID: "d", Started: t0.Add(-time.Minute), Runnable: 0},                                      // sleeping
 	}
