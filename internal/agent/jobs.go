@@ -775,31 +775,7 @@ func (a *Agent) psLocal() psPart {
 
 // PS lists jobs on every node the caller may see.
 func (a *Agent) PS(c Caller, all bool) []api.Job {
-	parts := []psPart{a.psLocal()}
-	a.mu.Lock()
-	var peers []string
-	for id, p := range a.known {
-		if p.alive && id != a.cfg.NodeID {
-			peers = append(peers, id)
-		}
-	}
-	a.mu.Unlock()
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, id := range peers {
-		wg.Add(1)
-		go func(id string) {
-			defer wg.Done()
-			var p psPart
-			// A node that does not answer soon is left out, not waited for.
-			if err := a.peerCallWithin(psTimeout, id, http.MethodGet, "/v1/peer/ps", nil, &p); err == nil {
-				mu.Lock()
-				parts = append(parts, p)
-				mu.Unlock()
-			}
-		}(id)
-	}
-	wg.Wait()
+	parts := fanOut(a, http.MethodGet, "/v1/peer/ps", nil, a.psLocal)
 	use := map[string]usage{}
 	for _, p := range parts {
 		for id, u := range p.Usage {

@@ -300,21 +300,26 @@ func (a *Agent) LoadPolicy(c Caller, req api.PolicyRequest) ([]api.NodePolicy, e
 	} else if text == "" {
 		return nil, errkind.New(ErrBadRequest, "policy %q: not a built-in policy (%s)", req.Name, builtinNames())
 	}
-	if _, err := sched.ParsePolicy([]byte(text)); err != nil {
+	p, err := sched.ParsePolicy([]byte(text))
+	if err != nil {
 		return nil, errkind.New(ErrBadRequest, "%v", err)
 	}
-	return fanOut[api.NodePolicy](a, http.MethodPost, "/v1/peer/policy", api.PolicyRequest{Text: text}), nil
+	return fanOut(a, http.MethodPost, "/v1/peer/policy", api.PolicyRequest{Text: text}, func() api.NodePolicy {
+		a.setPolicy(p)
+		return a.policyText()
+	}), nil
 }
 
 // Policies is `roam policy show`: every live node's policy.
 func (a *Agent) Policies() []api.NodePolicy {
-	return fanOut[api.NodePolicy](a, http.MethodGet, "/v1/peer/policy", nil)
+	return fanOut(a, http.MethodGet, "/v1/peer/policy", nil, a.policyText)
 }
 
 // Events is `roam events`: every live node's decisions since a time.
 func (a *Agent) Events(since time.Time) []api.Event {
 	var out []api.Event
-	for _, part := range fanOut[[]api.Event](a, http.MethodGet, "/v1/peer/events?since="+since.Format(time.RFC3339Nano), nil) {
+	local := func() []api.Event { return a.localEvents(since) }
+	for _, part := range fanOut(a, http.MethodGet, "/v1/peer/events?since="+since.Format(time.RFC3339Nano), nil, local) {
 		out = append(out, part...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
@@ -333,9 +338,10 @@ func (a *Agent) localEvents(since time.Time) []api.Event {
 	return out
 }
 
-// fanOut asks every live node, this one included, and returns the answers
-// of those that answered within psTimeout.
-func fanOut[T any](a *Agent, method, path string, in any) []T {
+// fanOut is local's answer for this node and, in node order, the answers
+// of the other live nodes to a peer call: a node that does not answer
+// within psTimeout is left out, not waited for.
+func fanOut[T any](a *Agent, method, path string, in any, local func() T) []T {
 	a.mu.Lock()
 	var nodes []string
 	for id, p := range a.known {
@@ -348,6 +354,11 @@ func fanOut[T any](a *Agent, method, path string, in any) []T {
 	out := make([]*T, len(nodes))
 	var wg sync.WaitGroup
 	for i, id := range nodes {
+		if id == a.cfg.NodeID {
+			v := local()
+			out[i] = &v
+			continue
+		}
 		wg.Add(1)
 		go func(i int, id string) {
 			defer wg.Done()

@@ -64,11 +64,11 @@ type Job struct {
 	Migrations int     `json:"migrations"`
 	AgeSeconds float64 `json:"age_s"`
 	// Started and Ended (zero while it runs) are the home node's times.
-	Started time.Time `json:"started"`
-	Ended   time.Time `json:"ended,omitzero"`
-	Cmd        string  `json:"cmd"`
-	ExitCode   *int    `json:"exit_code,omitempty"`
-	Pin        bool    `json:"pin,omitempty"`
+	Started  time.Time `json:"started"`
+	Ended    time.Time `json:"ended,omitzero"`
+	Cmd      string    `json:"cmd"`
+	ExitCode *int      `json:"exit_code,omitempty"`
+	Pin      bool      `json:"pin,omitempty"`
 	// PinReason says why the job cannot migrate, once roam found out.
 	PinReason string `json:"pin_reason,omitempty"`
 	// Manual: a manual migration put it where it is (see roam migrate).

@@ -75,9 +75,9 @@ type Problem struct {
 	// KeepFreeMB, for memory: a target must keep this much free after
 	// taking the job.
 	KeepFreeMB float64
-	// Gain, for cpu: how much lower the best target's load would be than
-	// ours after the move; the manager needs it to exceed the threshold
-	// again once it has made earlier moves of the round.
+	// Threshold, for cpu: how much lower than ours a target's load must
+	// be after the move; the manager checks it again for the job it picks
+	// (a job with several runnable threads weighs more than one).
 	Threshold float64
 }
 
@@ -139,8 +139,7 @@ func Effective(s Snapshot) Snapshot {
 		p := &out.Peers[i]
 		for _, m := range s.Recent {
 			if m.To == p.ID && p.Received.Before(m.At.Add(MoveSettle)) {
-				p.Load += float64(max(m.Runnable, 1)) / p.Capacity
-				p.MemFreeMB -= m.RSSMB
+				p.take(m)
 			}
 		}
 	}
@@ -186,11 +185,17 @@ func apply(s Snapshot, mv Move) Snapshot {
 	s.Peers = slices.Clone(s.Peers)
 	for i := range s.Peers {
 		if s.Peers[i].ID == mv.To {
-			s.Peers[i].Load += float64(max(mv.Runnable, 1)) / s.Peers[i].Capacity
-			s.Peers[i].MemFreeMB -= mv.RSSMB
+			s.Peers[i].take(mv)
 		}
 	}
 	return s
+}
+
+// take adds a move's job to a target's load and memory: at least one
+// runnable thread, since a job sleeping now may run once there.
+func (n *Node) take(mv Move) {
+	n.Load += float64(max(mv.Runnable, 1)) / n.Capacity
+	n.MemFreeMB -= mv.RSSMB
 }
 
 // ---- analyzers ----
