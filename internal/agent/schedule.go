@@ -226,8 +226,7 @@ func (a *Agent) snapshot() sched.Snapshot {
 		if _, ended := job.ReadStatus(r.rec.Dir); ended {
 			continue
 		}
-		run, sys := job.TreeActivity(r.rec.PID)
-		_, rss := job.TreeUsage(r.rec.PID)
+		run, sys, rss := job.TreeActivity(r.rec.PID)
 		j := sched.Job{ID: r.rec.ID, Started: r.rec.Started, LastMoved: r.rec.LastMoved, Moves: r.rec.Moves, RSSMB: rss, Runnable: run}
 		if r.lastTry.After(j.LastMoved) {
 			j.LastMoved = r.lastTry

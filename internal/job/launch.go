@@ -271,27 +271,37 @@ func ReadSpool(dir, stream string, off int64, max int) ([]byte, error) {
 // TreeUsage sums the CPU seconds and resident memory of a process and all
 // its descendants (a job's whole namespace, from its roam-init).
 func TreeUsage(pid int) (cpuSeconds, rssMB float64) {
-	page := float64(os.Getpagesize())
 	for _, p := range procfs.Tree(pid) {
 		if st, err := procfs.ReadStat(p); err == nil {
 			// Its own time, and that of the children it waited for.
 			cpuSeconds += float64(st.UTime+st.STime+st.CUTime+st.CSTime) / procfs.UserHZ
 		}
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/statm"); err == nil {
-			if f := strings.Fields(string(b)); len(f) > 1 {
-				v, _ := strconv.ParseFloat(f[1], 64)
-				rssMB += v * page / (1 << 20)
-			}
-		}
+		rssMB += rss(p)
 	}
 	return cpuSeconds, rssMB
 }
 
+// rss is a process's resident memory in MiB, from /proc/PID/statm.
+func rss(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[1], 64)
+	return v * float64(os.Getpagesize()) / (1 << 20)
+}
+
 // TreeActivity is what scheduling needs of a job's processes: how many
-// threads are runnable now, and how many read and write system calls they
-// have made (from /proc/PID/io; a rate needs two readings).
-func TreeActivity(pid int) (runnable int, syscalls uint64) {
+// threads are runnable now, how many read and write system calls they have
+// made (from /proc/PID/io; a rate needs two readings), and their resident
+// memory.
+func TreeActivity(pid int) (runnable int, syscalls uint64, rssMB float64) {
 	for _, p := range procfs.Tree(pid) {
+		rssMB += rss(p)
 		dir := "/proc/" + strconv.Itoa(p)
 		if tids, err := os.ReadDir(dir + "/task"); err == nil {
 			for _, t := range tids {
@@ -311,5 +321,5 @@ func TreeActivity(pid int) (runnable int, syscalls uint64) {
 			}
 		}
 	}
-	return runnable, syscalls
+	return runnable, syscalls, rssMB
 }
