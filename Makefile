@@ -13,7 +13,7 @@ all: build
 deps:
 	@bash scripts/deps.sh
 
-WORKLOADS := $(BIN)/migjob $(BIN)/burn $(BIN)/bgload
+WORKLOADS := $(BIN)/migjob $(BIN)/burn $(BIN)/bgload $(BIN)/dkg $(BIN)/usercode $(BIN)/syscode $(BIN)/matmul $(BIN)/mgs
 
 build: deps $(BIN)/roam-init $(WORKLOADS)
 	@$(GO) build -o $(BIN)/ ./cmd/...
@@ -30,6 +30,16 @@ $(BIN)/burn: workloads/burn.c
 $(BIN)/bgload: workloads/bgload.c
 	@mkdir -p $(BIN)
 	@gcc -O2 -Wall -o $@ $<
+
+# The benchmark framework's workloads (roam bench list); deterministic given
+# a seed, each prints its result and its own CPU and elapsed time.
+$(BIN)/dkg: workloads/dkg.c workloads/common.h
+	@mkdir -p $(BIN)
+	@gcc -O2 -Wall -o $@ $< -lcrypto
+
+$(BIN)/usercode $(BIN)/syscode $(BIN)/matmul $(BIN)/mgs: $(BIN)/%: workloads/%.c workloads/common.h
+	@mkdir -p $(BIN)
+	@gcc -O2 -Wall -o $@ $< -lm
 
 # PID 1 of every job's namespaces; static, so CRIU sees no shared libraries.
 $(BIN)/roam-init: cinit/roam-init.c

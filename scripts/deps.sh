@@ -4,7 +4,8 @@
 #
 # What it installs:
 #   - Debian packages: iproute2 (ip, tc), util-linux (nsenter), tmux (roam top
-#     tests), gcc/make and the CRIU build dependencies.
+#     tests), gcc/make, libssl-dev (the dkg workload) and the CRIU build
+#     dependencies.
 #   - CRIU >= 4.2 under a prefix the project owns (ROAM_PREFIX, default
 #     /opt/roam). A system criu is used instead when it is >= 4.2 and
 #     `criu check` says "Looks good". Debian 12's 3.17 fails `criu check` on
@@ -91,7 +92,7 @@ build_criu() {
   say "installed $CRIU_BIN"
 }
 
-apt_install iproute2 util-linux tmux gcc make
+apt_install iproute2 util-linux tmux gcc make libssl-dev
 
 if command -v criu >/dev/null 2>&1 && criu_ok "$(command -v criu)"; then
   mkdir -p "$PREFIX/sbin"

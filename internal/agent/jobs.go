@@ -174,6 +174,20 @@ func userName(uid uint32) string {
 
 // ---- home node: run ----
 
+// jobEnv is the environment of process index of a `roam run -n count`: the
+// caller's, with ROAM_JOB (its id), ROAM_INDEX (0 to count-1) and
+// ROAM_COUNT in place of any the caller had, so that one command line can
+// split a sweep (as SLURM_ARRAY_TASK_ID does).
+func jobEnv(env []string, id string, index, count int) []string {
+	out := make([]string, 0, len(env)+3)
+	for _, e := range env {
+		if k, _, _ := strings.Cut(e, "="); k != "ROAM_JOB" && k != "ROAM_INDEX" && k != "ROAM_COUNT" {
+			out = append(out, e)
+		}
+	}
+	return append(out, "ROAM_JOB="+id, "ROAM_INDEX="+strconv.Itoa(index), "ROAM_COUNT="+strconv.Itoa(count))
+}
+
 // Run starts a `roam run` request from caller; this node is the home.
 func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 	switch {
@@ -203,9 +217,10 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 	for i, node := range targets {
 		s := spec
 		s.ID = fmt.Sprintf("%s.%d", a.cfg.NodeID, first+uint64(i))
+		s.Env = jobEnv(req.Env, s.ID, i, req.Count)
 		byNode[node] = append(byNode[node], s)
 		recs = append(recs, job.Record{
-			ID: s.ID, UID: c.UID, GID: c.GID, Groups: spec.Groups, User: name, Argv: req.Argv, Env: req.Env,
+			ID: s.ID, UID: c.UID, GID: c.GID, Groups: spec.Groups, User: name, Argv: req.Argv, Env: s.Env,
 			Cwd: req.Cwd, Home: a.cfg.NodeID, Node: node, Stdin: req.Stdin, Pin: req.Pin,
 			State: job.StateStarting, Started: now, Group: fmt.Sprintf("%s.%d", a.cfg.NodeID, first),
 		})

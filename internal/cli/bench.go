@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"roam/internal/bench"
-	"roam/internal/ckpt"
 )
 
 func (e *env) benchCmd() *cobra.Command {
@@ -87,49 +87,6 @@ func (e *env) benchCmd() *cobra.Command {
 	jobStart.Flags().IntVar(&js.Jobs, "jobs", 1000, "number of jobs")
 	jobStart.Flags().StringVar(&js.Subnet, "subnet", "198.18.101.0/24", "the benchmark cluster's /24")
 	jobStart.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	ms := bench.MigrateSpec{}
-	var sizes string
-	mig := &cobra.Command{
-		Use:   "migrate",
-		Short: "eager and lazy migration of 16 MiB, 128 MiB and 1 GiB processes vs a raw copy plus a local dump and restore, same run",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, f := range strings.Split(sizes, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil || n < 1 || n > 16384 {
-					return fmt.Errorf("--sizes: %q is not a size in MiB (1 to 16384)", f)
-				}
-				ms.SizesMB = append(ms.SizesMB, n)
-			}
-			ms.Roamd = roamdPath()
-			ms.Migjob = filepath.Join(filepath.Dir(ms.Roamd), "migjob")
-			if _, err := os.Stat(ms.Migjob); err != nil {
-				return fmt.Errorf("workload %s is missing (make build makes it)", ms.Migjob)
-			}
-			ms.CRIU = ckpt.DefaultPath()
-			ps, err := bench.Migrate(ms, os.Stderr)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return e.printJSON(ps)
-			}
-			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "RSS MiB\tMiB moved\teager freeze ms\teager total ms\traw copy ms\tlocal dump+restore ms\tratio\tlazy freeze ms\tlazy window ms\tlazy total ms\t")
-			for _, p := range ps {
-				fmt.Fprintf(tw, "%d\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t\n", p.SizeMB, float64(p.Bytes)/(1<<20),
-					p.EagerFreezeMS, p.EagerTotalMS, p.RawCopyMS, p.LocalDumpMS+p.LocalRestMS, p.Ratio,
-					p.LazyFreezeMS, p.LazyWindowMS, p.LazyTotalMS)
-			}
-			tw.Flush()
-			fmt.Fprintln(e.out, "ratio = eager total / (raw copy + local dump + local restore); target <= 1.5")
-			return nil
-		},
-	}
-	mig.Flags().StringVar(&sizes, "sizes", "16,128,1024", "process sizes in MiB")
-	mig.Flags().StringVar(&ms.Subnet, "subnet", "198.18.102.0/24", "the benchmark cluster's /24")
-	mig.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-
 	var bs bench.BalanceSpec
 	var cpus, policies string
 	var bothBg bool
@@ -193,6 +150,102 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 	bal.Flags().BoolVar(&bothBg, "both", false, "run without and with the background load")
 	bal.Flags().StringVar(&bs.Subnet, "subnet", "198.18.103.0/24", "the benchmark cluster's /24")
 	bal.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	c.AddCommand(ac, jobStart, mig, bal)
+	c.AddCommand(ac, jobStart, bal, e.benchListCmd())
+	for _, x := range bench.Experiments {
+		c.AddCommand(e.experimentCmd(x.Name, x.Title, []*bench.Experiment{x}))
+	}
+	c.AddCommand(e.experimentCmd("all", "every experiment, one report", bench.Experiments))
 	return c
+}
+
+// benchListCmd is `roam bench list`: the framework's experiments.
+func (e *env) benchListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "name and describe the experiments of roam bench EXPERIMENT",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, x := range bench.Experiments {
+				fmt.Fprintf(e.out, "%s — %s\n  reproduces %s\n%s\n\n", x.Name, x.Title, x.Seed, wrap(x.About, 76, "  "))
+			}
+			fmt.Fprintf(e.out, "all — every experiment above, one report\n\n")
+			fmt.Fprintf(e.out, "usage: roam bench EXPERIMENT [--quick] [--reps N] [--out DIR]\n")
+			fmt.Fprintf(e.out, "also: roam bench agent-cost | job-start | balance (the issues' own benchmarks)\n")
+			return nil
+		},
+	}
+}
+
+// experimentCmd runs experiments and writes their report.
+func (e *env) experimentCmd(name, short string, exps []*bench.Experiment) *cobra.Command {
+	var opts bench.Options
+	c := &cobra.Command{
+		Use:   name + " [--quick] [--reps N] [--out DIR]",
+		Short: short,
+		Long: short + `
+
+Brings up the emulated clusters the experiment needs, runs it, tears them
+down, and writes results.json, results.csv, the charts (PNG) and report.md
+into --out (default bench-results/` + name + `-TIMESTAMP/). Every point is
+repeated --reps times (default 6, seed 000 §5.2); --quick makes one
+repetition of small work, for CI. roam bench list describes the experiments.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("reps") && opts.Reps < 1 {
+				return fmt.Errorf("--reps: %d is out of range (1 to 100)", opts.Reps)
+			}
+			if opts.Out == "" {
+				opts.Out = filepath.Join("bench-results", name+"-"+time.Now().Format("20060102-150405"))
+			}
+			opts.Bin = filepath.Dir(roamdPath())
+			opts.Command = "roam bench " + name + flagsLine(cmd)
+			rs, err := bench.RunExperiments(exps, opts, os.Stderr)
+			for _, r := range rs {
+				fmt.Fprintf(e.out, "%s — %s\n\n%s\n", r.Experiment, r.Title, bench.Table(r))
+				for _, c := range r.Checks {
+					if !c.OK {
+						fmt.Fprintf(e.out, "check FAILED: %s — %s\n", c.Name, c.Detail)
+					}
+				}
+			}
+			if len(rs) > 0 {
+				fmt.Fprintf(e.out, "report: %s\n", filepath.Join(opts.Out, "report.md"))
+			}
+			return err
+		},
+	}
+	c.Flags().BoolVar(&opts.Quick, "quick", false, "one repetition of small work (for CI)")
+	c.Flags().IntVar(&opts.Reps, "reps", 0, "repetitions of every point (default 6; 1 with --quick)")
+	c.Flags().StringVar(&opts.Out, "out", "", "directory of the results (default bench-results/EXPERIMENT-TIMESTAMP)")
+	return c
+}
+
+// flagsLine is the flags given, as typed, for the report.
+func flagsLine(cmd *cobra.Command) string {
+	var b strings.Builder
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Value.Type() == "bool" {
+			fmt.Fprintf(&b, " --%s", f.Name)
+		} else {
+			fmt.Fprintf(&b, " --%s %s", f.Name, f.Value.String())
+		}
+	})
+	return b.String()
+}
+
+// wrap breaks text into lines of at most width, each with indent.
+func wrap(text string, width int, indent string) string {
+	var lines []string
+	line := indent
+	for _, w := range strings.Fields(text) {
+		if len(line) > len(indent) && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = indent
+		}
+		if len(line) > len(indent) {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), "\n")
 }
