@@ -4,7 +4,7 @@ BIN     := bin
 # Integration tests bring up emulated clusters; give them room on 2 cores.
 TESTTIMEOUT ?= 19m
 
-.PHONY: all build deps test unit demo bench-agent bench-jobs bench-migrate bench-balance clean
+.PHONY: all build deps test unit demo bench bench-agent bench-jobs bench-migrate bench-balance clean
 
 all: build
 
@@ -53,7 +53,7 @@ test: build
 
 # Only the tests that need no root and no cluster.
 unit:
-	$(GO) test -count=1 ./internal/load/ ./internal/sched/ ./internal/secret/ ./internal/agent/
+	$(GO) test -count=1 ./internal/load/ ./internal/sched/ ./internal/secret/ ./internal/agent/ ./internal/bench/
 
 demo: build
 	@bash scripts/demo.sh
@@ -68,9 +68,14 @@ bench-jobs: build
 
 # Freeze and total time of eager and lazy migrations of 16 MiB, 128 MiB and
 # 1 GiB processes, next to a raw copy of the same bytes and a local CRIU
-# dump and restore, same run.
+# dump and restore, same run (3 repetitions).
 bench-migrate: build
-	@$(BIN)/roam bench migrate
+	@$(BIN)/roam bench migrate --reps 3
+
+# Every experiment of the benchmark framework (roam bench list), 6
+# repetitions each, one report in bench-results/.
+bench: build
+	@$(BIN)/roam bench all
 
 # Makespan of 12 equal jobs typed on the slowest of 4 heterogeneous nodes:
 # balance vs static vs the ideal, without and with a background load.

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -167,6 +168,8 @@ int main(int argc, char **argv) {
 	/* Whatever the agent's own parent leaked to it must not reach the job
 	 * (nor CRIU: a descriptor of the host's mounts cannot be dumped). */
 	close_range(4, ~0U, 0);
+	/* The agent runs ahead of jobs (nice -10); the job starts at 0. */
+	setpriority(PRIO_PROCESS, 0, 0);
 	join_cgroups(argv[5]);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		die("make mounts private", "/");

@@ -41,6 +41,7 @@ type dkgRun struct {
 // node's traffic and the load-balancing time.
 func runDKG(x *Run, cl *api.Client, st emu.State, keys int, on string) (dkgRun, error) {
 	var r dkgRun
+	x.waitIdle(cl)
 	veth := "rv-" + st.Name + "-" + st.Nodes[0].ID
 	rx0, tx0 := netStat(veth, "rx_bytes"), netStat(veth, "tx_bytes")
 	ids, err := start(cl, api.RunRequest{Argv: []string{x.tool("dkg"), "-k", strconv.Itoa(keys), "-b", "1024", "-s", "1"}, Count: dkgChildren, On: on})
@@ -291,7 +292,9 @@ var expLVM = &Experiment{
 	About: "Runs the 8-child DKG with all 8 jobs started on the home node (`--on 1`), so that the balance policy must spread them, on 1 to 8 nodes of 0.2 CPU, under each load-vector policy: fifo (openMosix: the newest entry replaces the oldest) and beneficial (an entry is kept only if that node is less loaded than this one). It measures run time, speedup, efficiency, and the load-balancing time: from the start until every node runs within one job of its share by capacity.",
 	run: func(x *Run) error {
 		ns := nodeList(x, []int{1, 4}, []int{1, 2, 3, 4, 6, 8})
-		keys := pick(x, 80, 800)
+		// Quick needs more keys than speedup: the jobs must outlive the
+		// balance policy's minimum age (1 s) and a few migrations.
+		keys := pick(x, 160, 800)
 		r := x.Res
 		r.XLabel = "nodes"
 		r.Setup = fmt.Sprintf("nodes of %.1f CPU each; %d RSA keys of 1024 bits in 8 children, all started on node 1; scheduler balance.", nodeCPU, keys)
@@ -351,7 +354,7 @@ var expDynamicStatic = &Experiment{
 	About: "Starts N identical CPU-bound processes (`roam run -n N burn W`) on 3 equal nodes (seed 002's three nodes) under `balance` (least-loaded placement, then migration) and under `static` (round-robin placement, never moves: the MPI-style baseline), without and with seed 002's background load on node 2 (4 processes cycling busy/idle for random periods). It measures the makespan next to the ideal, max(W / node capacity, N·W / total capacity), and static's slowdown against balance in percent.",
 	run: func(x *Run) error {
 		ns := nodeList(x, []int{2, 6}, []int{1, 2, 4, 8, 16, 24, 32})
-		work := pick(x, 0.6, 2.0)
+		work := pick(x, 1.5, 2.0)
 		bgMax := 1.0
 		caps := []float64{0.6, 0.6, 0.6}
 		r := x.Res
@@ -375,6 +378,7 @@ var expDynamicStatic = &Experiment{
 						ideal := math.Max(work/caps[0], float64(n)*work/total)
 						for rep := 1; rep <= x.Reps; rep++ {
 							x.step("%s, %s, %d processes, repetition %d", pol, label, n, rep)
+							x.waitIdle(cl)
 							var bgIDs []string
 							if bg {
 								var err error
@@ -442,8 +446,9 @@ var migrationPoints = []migrateAt{
 // timedRun runs one workload job on node 1 of a 2-node cluster and, when
 // at >= 0, migrates it to node 2 at seconds after its start. It returns the
 // run time (home node's start to end), the migration and the result.
-func timedRun(cl *api.Client, argv []string, at float64, lazy bool) (float64, job.Migration, string, error) {
+func timedRun(x *Run, cl *api.Client, argv []string, at float64, lazy bool) (float64, job.Migration, string, error) {
 	var m job.Migration
+	x.waitIdle(cl)
 	ids, err := start(cl, api.RunRequest{Argv: argv, On: "1"})
 	if err != nil {
 		return 0, m, "", err
@@ -508,7 +513,7 @@ var expMigrationCost = &Experiment{
 				var want string
 				for rep := 1; rep <= x.Reps; rep++ {
 					x.step("n=%d not migrated, repetition %d", n, rep)
-					t, _, res, err := timedRun(cl, argv, -1, false)
+					t, _, res, err := timedRun(x, cl, argv, -1, false)
 					if err != nil {
 						return err
 					}
@@ -526,7 +531,7 @@ var expMigrationCost = &Experiment{
 						series := mode + ", " + p.name
 						for rep := 1; rep <= x.Reps; rep++ {
 							x.step("n=%d %s, repetition %d", n, series, rep)
-							t, m, res, err := timedRun(cl, argv, p.at(base), lazy)
+							t, m, res, err := timedRun(x, cl, argv, p.at(base), lazy)
 							if err != nil {
 								return err
 							}
@@ -585,7 +590,7 @@ var expSyscallCost = &Experiment{
 						if migrated {
 							at = r.Get(w.name, 0, "run time").Mean / 2
 						}
-						t, m, res, err := timedRun(cl, argv, at, false)
+						t, m, res, err := timedRun(x, cl, argv, at, false)
 						if err != nil {
 							return err
 						}

@@ -373,3 +373,30 @@ func kill(cl *api.Client, ids []string) {
 	_ = cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: ids, Signal: 9}, nil)
 	_, _ = waitJobs(cl, ids, 30*time.Second)
 }
+
+// waitIdle waits, up to 20 s, until this node sees every node's load
+// (runnable processes per unit of capacity, smoothed) under 0.5: the jobs
+// of the run before have left it, so that they do not steer this run's
+// placement. It says so when the wait runs out, and goes on.
+func (x *Run) waitIdle(cl *api.Client) {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var ns []api.NodeInfo
+		if cl.Get("/v1/nodes", &ns) == nil {
+			busy := ""
+			for _, n := range ns {
+				if n.Alive && n.Load != nil && *n.Load >= 0.5 {
+					busy = fmt.Sprintf("node %s at %.2f", n.ID, *n.Load)
+				}
+			}
+			if busy == "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				x.note("cluster not idle after 20 s (%s); going on", busy)
+				return
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}

@@ -23,21 +23,7 @@ import (
 )
 
 // migjob builds workloads/migjob.c once into the test's bin directory.
-var migjobOnce sync.Once
-
-func migjob(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join(binDir, "migjob")
-	var err error
-	var out []byte
-	migjobOnce.Do(func() {
-		out, err = exec.Command("gcc", "-O2", "-pthread", "-o", p, "../../workloads/migjob.c").CombinedOutput()
-	})
-	if err != nil {
-		t.Fatalf("build migjob: %v\n%s", err, out)
-	}
-	return p
-}
+func migjob(t *testing.T) string { return workload(t, "migjob") }
 
 // copies lists the live copies of job id, with their states ('X' for a
 // copy that is killed and can never run the program again).

@@ -25,7 +25,11 @@ func workload(t *testing.T, name string) string {
 	var out []byte
 	var err error
 	once.(*sync.Once).Do(func() {
-		out, err = exec.Command("gcc", "-O2", "-o", p, "../../workloads/"+name+".c").CombinedOutput()
+		lib := map[string]string{"dkg": "-lcrypto", "migjob": "-pthread"}[name]
+		if lib == "" {
+			lib = "-lm"
+		}
+		out, err = exec.Command("gcc", "-O2", "-o", p, "../../workloads/"+name+".c", lib).CombinedOutput()
 	})
 	if err != nil {
 		t.Fatalf("build %s: %v\n%s", name, err, out)
