@@ -35,6 +35,89 @@ type schedState struct {
 	// prev are the jobs' system call counts at the last round.
 	prev   map[string]ioSample
 	events []api.Event
+	// admitted are the moves this node, as a destination, agreed to take
+	// and has not yet received (see admit), by job id.
+	admitted map[string]admittedMove
+	// heard are peers' loads from their answers to moves, used until the
+	// load vector has a newer entry.
+	heard map[string]heard
+}
+
+type admittedMove struct {
+	runnable int
+	rssMB    float64
+	until    time.Time
+}
+
+// admitHold is how long an admitted move counts in this node's load if
+// its job never arrives (the source gave up, or died).
+const admitHold = 15 * time.Second
+
+// admitResponse is the destination's answer to a policy's move.
+type admitResponse struct {
+	// Refused says why the destination will not take it; empty: taken.
+	Refused string `json:"refused,omitempty"`
+	// Load and MemFreeMB are the destination's now, admitted moves
+	// counted in: fresher than the source's load vector.
+	Load      float64 `json:"load"`
+	MemFreeMB float64 `json:"mem_free_mb"`
+}
+
+// heard is a peer's load as its answer to a move gave it.
+type heard struct {
+	load, memFreeMB float64
+	at              time.Time
+}
+
+// admit is the destination's side of a policy's move: its own load now,
+// with the moves it admitted and has not yet received counted in, must
+// still make the move worthwhile (sched.Admit). The source decided from a
+// load-vector entry up to a second old, and two sources that saw the same
+// idle node would otherwise both send it a job.
+func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
+	if mv.Job == "" || mv.To != a.cfg.NodeID {
+		return admitResponse{}, errkind.New(ErrBadRequest, "move of job %q to node %q: not a move to node %s", mv.Job, mv.To, a.cfg.NodeID)
+	}
+	runnable, mem := a.probe.Runnable(), a.probe.MemFreeMB()
+	now := time.Now()
+	a.jobs.mu.Lock()
+	here := map[string]bool{}
+	for id := range a.jobs.local {
+		here[id] = true
+	}
+	a.jobs.mu.Unlock()
+	a.sch.mu.Lock()
+	defer a.sch.mu.Unlock()
+	for id, m := range a.sch.admitted {
+		if here[id] || now.After(m.until) {
+			delete(a.sch.admitted, id) // arrived (counted by the probe now), or never will
+			continue
+		}
+		runnable += max(m.runnable, 1)
+		mem -= m.rssMB
+	}
+	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem}
+	if err := sched.Admit(mv, self); err != nil {
+		return admitResponse{Refused: err.Error(), Load: self.Load, MemFreeMB: self.MemFreeMB}, nil
+	}
+	if a.sch.admitted == nil {
+		a.sch.admitted = map[string]admittedMove{}
+	}
+	a.sch.admitted[mv.Job] = admittedMove{mv.Runnable, mv.RSSMB, now.Add(admitHold)}
+	return admitResponse{}, nil
+}
+
+// forget takes a move that did not happen out of the recent moves, so
+// that its target's load is not counted higher for it.
+func (a *Agent) forget(mv sched.Move) {
+	a.sch.mu.Lock()
+	defer a.sch.mu.Unlock()
+	for i, m := range a.sch.recent {
+		if m.Job == mv.Job && m.To == mv.To && m.At.Equal(mv.At) {
+			a.sch.recent = append(a.sch.recent[:i], a.sch.recent[i+1:]...)
+			return
+		}
+	}
 }
 
 type ioSample struct {
@@ -167,9 +250,22 @@ func (a *Agent) round(pol *sched.Scheduler) {
 				return
 			default:
 			}
+			var ar admitResponse
+			if err := a.peerCall(mv.To, http.MethodPost, "/v1/peer/migrate/admit", mv, &ar); err == nil && ar.Refused != "" {
+				a.forget(mv)
+				a.sch.mu.Lock()
+				if a.sch.heard == nil {
+					a.sch.heard = map[string]heard{}
+				}
+				a.sch.heard[mv.To] = heard{ar.Load, ar.MemFreeMB, time.Now()}
+				a.sch.mu.Unlock()
+				a.event(api.Event{Kind: "declined", Job: mv.Job, From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
+				continue
+			}
 			m, err := a.migrateOut(migrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why})
 			e := api.Event{Kind: "migrate", Job: mv.Job, From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
 			if err != nil {
+				a.forget(mv)
 				e.Kind, e.Why = "failed", mv.Why+"; failed: "+err.Error()
 				a.jobs.mu.Lock()
 				if lj := a.jobs.local[mv.Job]; lj != nil {
@@ -203,6 +299,17 @@ func (a *Agent) snapshot() sched.Snapshot {
 	}
 	a.mu.Unlock()
 	sort.Slice(s.Peers, func(i, j int) bool { return sched.IDLess(s.Peers[i].ID, s.Peers[j].ID) })
+	a.sch.mu.Lock()
+	for i, p := range s.Peers {
+		if h, ok := a.sch.heard[p.ID]; ok {
+			if h.at.After(p.Received) {
+				s.Peers[i].Load, s.Peers[i].MemFreeMB, s.Peers[i].Received = h.load, h.memFreeMB, h.at
+			} else {
+				delete(a.sch.heard, p.ID)
+			}
+		}
+	}
+	a.sch.mu.Unlock()
 
 	type jobRef struct {
 		rec             job.Local
@@ -413,6 +520,7 @@ func (a *Agent) schedAPI(mux, peer *http.ServeMux) {
 }
 
 func (a *Agent) peerSchedAPI(peer *http.ServeMux) {
+	peer.HandleFunc("POST /v1/peer/migrate/admit", jsonCall(a.admit))
 	peer.HandleFunc("GET /v1/peer/policy", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.policyText())
 	})

@@ -89,7 +89,7 @@ type MigrateRequest struct {
 type Event struct {
 	At   time.Time `json:"at"`
 	Node string    `json:"node"` // the node that decided
-	Kind string    `json:"kind"` // place, migrate, failed, policy
+	Kind string    `json:"kind"` // place, migrate, failed, declined, policy
 	Job  string    `json:"job,omitempty"`
 	From string    `json:"from,omitempty"`
 	To   string    `json:"to,omitempty"`

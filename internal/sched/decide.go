@@ -55,6 +55,7 @@ type Job struct {
 type Move struct {
 	Job  string
 	To   string
+	From string
 	Why  string
 	At   time.Time
 	By   string // the manager that decided
@@ -63,6 +64,11 @@ type Move struct {
 	// folded into a snapshot.
 	RSSMB    float64
 	Runnable int
+	// SrcLoad, Threshold and KeepFreeMB are what the move was judged
+	// against, so that the destination can judge it again (Admit).
+	SrcLoad    float64
+	Threshold  float64
+	KeepFreeMB float64
 }
 
 // Problem is a local problem an analyzer found.
@@ -414,21 +420,46 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 		for _, to := range pr.Targets {
 			t := peers[to]
 			for _, j := range jobs {
-				if pr.Kind == "memory" && t.MemFreeMB-j.RSSMB < pr.KeepFreeMB {
+				mv := Move{Job: j.ID, To: to, Kind: pr.Kind, RSSMB: j.RSSMB, Runnable: j.Runnable,
+					From: s.Self.ID, SrcLoad: s.Self.Load, Threshold: pr.Threshold, KeepFreeMB: pr.KeepFreeMB}
+				if fits(mv, t) != nil {
 					continue
 				}
-				if pr.Kind == "cpu" {
-					// The job's own threads, not one process, decide the gain.
-					after := t.Load + float64(max(j.Runnable, 1))/t.Capacity
-					if s.Self.Load-after <= pr.Threshold {
-						continue
-					}
-				}
-				return Move{Job: j.ID, To: to, Kind: pr.Kind, RSSMB: j.RSSMB, Runnable: j.Runnable,
-					Why: fmt.Sprintf("%s: %s; moved job %s (%.0f MiB, %.0f syscalls/s, age %s)",
-						pr.Analyzer, pr.Why, j.ID, j.RSSMB, j.SyscallsPerSec, s.Now.Sub(j.Started).Round(time.Second))}, true
+				mv.Why = fmt.Sprintf("%s: %s; moved job %s (%.0f MiB, %.0f syscalls/s, age %s)",
+					pr.Analyzer, pr.Why, j.ID, j.RSSMB, j.SyscallsPerSec, s.Now.Sub(j.Started).Round(time.Second))
+				return mv, true
 			}
 		}
 	}
 	return Move{}, false
+}
+
+// fits says why target t would not take move mv, or nil: for memory, t
+// must keep KeepFreeMB free after taking the job; for cpu, t's load with
+// the job's runnable threads (at least one) must stay more than Threshold
+// below the source's.
+func fits(mv Move, t Node) error {
+	if mv.Kind == "memory" {
+		if left := t.MemFreeMB - mv.RSSMB; left < mv.KeepFreeMB {
+			return fmt.Errorf("node %s would have %.0f MiB free with job %s, under the %.0f MiB to keep", t.ID, left, mv.Job, mv.KeepFreeMB)
+		}
+		return nil
+	}
+	after := t.Load + float64(max(mv.Runnable, 1))/t.Capacity
+	if mv.SrcLoad-after <= mv.Threshold {
+		return fmt.Errorf("node %s would have load %.2f with job %s, not more than %.2f below node %s's %.2f", t.ID, after, mv.Job, mv.Threshold, mv.From, mv.SrcLoad)
+	}
+	return nil
+}
+
+// Admit is the destination's own check of a move a source's policy
+// decided from its load vector, against the destination's load now (self,
+// with the moves it has admitted and not yet received counted in): a
+// vector entry can be a second old, and two sources that saw the same idle
+// node would both send it a job (herding). nil: take it.
+func Admit(mv Move, self Node) error {
+	if mv.Kind != "memory" && mv.Kind != "cpu" {
+		return fmt.Errorf("move of job %s: unknown kind %q (cpu or memory)", mv.Job, mv.Kind)
+	}
+	return fits(mv, self)
 }

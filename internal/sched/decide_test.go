@@ -294,3 +294,27 @@ func TestPlacements(t *testing.T) {
 		t.Fatal("unknown placement accepted")
 	}
 }
+
+// The destination judges a move again with its own load now: two sources
+// that saw the same idle node in their load vectors do not both send it a
+// job.
+func TestAdmitStopsHerding(t *testing.T) {
+	mv := Move{Job: "1.2", To: "3", From: "2", Kind: "cpu", Runnable: 1, SrcLoad: 2 / 0.6, Threshold: 0.25}
+	idle := Node{ID: "3", Capacity: 0.6, Load: 0}
+	if err := Admit(mv, idle); err != nil {
+		t.Fatalf("an idle node refused: %v", err)
+	}
+	// Node 3 already runs two jobs (its vector entry said 0).
+	busy := Node{ID: "3", Capacity: 0.6, Load: 2 / 0.6}
+	err := Admit(mv, busy)
+	if err == nil || err.Error() != "node 3 would have load 5.00 with job 1.2, not more than 0.25 below node 2's 3.33" {
+		t.Fatalf("Admit = %v", err)
+	}
+	mem := Move{Job: "1.5", To: "3", Kind: "memory", RSSMB: 50, KeepFreeMB: 64}
+	if err := Admit(mem, Node{ID: "3", MemFreeMB: 100}); err == nil || !strings.Contains(err.Error(), "50 MiB free with job 1.5, under the 64 MiB") {
+		t.Fatalf("Admit(memory) = %v", err)
+	}
+	if err := Admit(Move{Job: "1.5", Kind: "disk"}, idle); err == nil || !strings.Contains(err.Error(), `unknown kind "disk"`) {
+		t.Fatalf("Admit(disk) = %v", err)
+	}
+}
