@@ -215,6 +215,16 @@ func drawChart(path string, r *Result, c Chart) error {
 	p.Legend.Left = true
 	p.Legend.XOffs, p.Legend.YOffs = vg.Points(8), -vg.Points(6)
 	p.Add(plotter.NewGrid())
+	// A tick at every measured x, labelled as measured.
+	var ticks []plot.Tick
+	xs := map[float64]bool{}
+	for _, m := range r.Measures {
+		if m.Metric == c.Metric && !xs[m.X] {
+			xs[m.X] = true
+			ticks = append(ticks, plot.Tick{Value: m.X, Label: num(m.X)})
+		}
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	var series []string
 	seen := map[string]bool{}
 	for _, m := range r.Measures {
@@ -289,4 +299,25 @@ func hasSpread(e plotter.YErrors) bool {
 		}
 	}
 	return false
+}
+
+// Rewrite reads the results.json in dir and writes its CSV, charts and
+// report again (after a change to how they are drawn, or to look at a run
+// that was stopped).
+func Rewrite(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	var rs []*Result
+	if err := json.Unmarshal(b, &rs); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
+	}
+	cmd := ""
+	if md, err := os.ReadFile(filepath.Join(dir, "report.md")); err == nil {
+		if _, rest, ok := strings.Cut(string(md), "Command: `"); ok {
+			cmd, _, _ = strings.Cut(rest, "`")
+		}
+	}
+	return WriteResults(rs, Options{Out: dir, Command: cmd})
 }

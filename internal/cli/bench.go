@@ -150,7 +150,19 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 	bal.Flags().BoolVar(&bothBg, "both", false, "run without and with the background load")
 	bal.Flags().StringVar(&bs.Subnet, "subnet", "198.18.103.0/24", "the benchmark cluster's /24")
 	bal.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	c.AddCommand(ac, jobStart, bal, e.benchListCmd())
+	rewrite := &cobra.Command{
+		Use:   "report DIR",
+		Short: "write the CSV, charts and report of a run again from its results.json",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := bench.Rewrite(args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "report: %s\n", filepath.Join(args[0], "report.md"))
+			return nil
+		},
+	}
+	c.AddCommand(ac, jobStart, bal, e.benchListCmd(), rewrite)
 	for _, x := range bench.Experiments {
 		c.AddCommand(e.experimentCmd(x.Name, x.Title, []*bench.Experiment{x}))
 	}
