@@ -54,19 +54,7 @@ func withCaller(h func(Caller, http.ResponseWriter, *http.Request)) http.Handler
 
 // jobAPI registers the CLI's job endpoints.
 func (a *Agent) jobAPI(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/run", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		var req api.RunRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
-		resp, err := a.Run(c, req)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, resp)
-	}))
+	mux.HandleFunc("POST /v1/run", callerJSON(a.Run))
 	mux.HandleFunc("GET /v1/jobs/{id}/output", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		rec, err := a.record(id)
@@ -102,19 +90,7 @@ func (a *Agent) jobAPI(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
 	}))
-	mux.HandleFunc("POST /v1/kill", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		var req api.KillRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
-		res, err := a.Kill(c, req)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-	}))
+	mux.HandleFunc("POST /v1/kill", callerJSON(a.Kill))
 	mux.HandleFunc("GET /v1/ps", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.PS(c, r.URL.Query().Get("all") == "1"))
 	}))

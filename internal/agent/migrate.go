@@ -1039,19 +1039,7 @@ func (a *Agent) takeNote(n jobNote) error {
 
 // migrationAPI registers the CLI's migration endpoint.
 func (a *Agent) migrationAPI(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/migrate", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		var req api.MigrateRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
-		m, err := a.Migrate(c, req)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, m)
-	}))
+	mux.HandleFunc("POST /v1/migrate", callerJSON(a.Migrate))
 }
 
 // peerMigrationAPI registers the migration endpoints other agents call.
@@ -1110,6 +1098,14 @@ func queryCall(param string, f func(string) error) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
 	}
+}
+
+// callerJSON is jsonCall for the CLI's endpoints: f also gets the caller
+// (from SO_PEERCRED).
+func callerJSON[T, R any](f func(Caller, T) (R, error)) http.HandlerFunc {
+	return withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		jsonCall(func(in T) (R, error) { return f(c, in) })(w, r)
+	})
 }
 
 // jsonCall is a handler that decodes a T, calls f and answers with its

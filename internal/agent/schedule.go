@@ -496,27 +496,8 @@ func (a *Agent) schedAPI(mux, peer *http.ServeMux) {
 	mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.Policies())
 	})
-	mux.HandleFunc("POST /v1/policy", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		var req api.PolicyRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
-		res, err := a.LoadPolicy(c, req)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-	}))
-	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
-		since, err := parseSince(r.URL.Query().Get("since"))
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, a.Events(since))
-	})
+	mux.HandleFunc("POST /v1/policy", callerJSON(a.LoadPolicy))
+	mux.HandleFunc("GET /v1/events", eventsSince(a.Events))
 }
 
 func (a *Agent) peerSchedAPI(peer *http.ServeMux) {
@@ -524,28 +505,27 @@ func (a *Agent) peerSchedAPI(peer *http.ServeMux) {
 	peer.HandleFunc("GET /v1/peer/policy", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.policyText())
 	})
-	peer.HandleFunc("POST /v1/peer/policy", func(w http.ResponseWriter, r *http.Request) {
-		var req api.PolicyRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
+	peer.HandleFunc("POST /v1/peer/policy", jsonCall(func(req api.PolicyRequest) (api.NodePolicy, error) {
 		p, err := sched.ParsePolicy([]byte(req.Text))
 		if err != nil {
-			writeError(w, errkind.New(ErrBadRequest, "%v", err))
-			return
+			return api.NodePolicy{}, errkind.New(ErrBadRequest, "%v", err)
 		}
 		a.setPolicy(p)
-		writeJSON(w, http.StatusOK, a.policyText())
-	})
-	peer.HandleFunc("GET /v1/peer/events", func(w http.ResponseWriter, r *http.Request) {
+		return a.policyText(), nil
+	}))
+	peer.HandleFunc("GET /v1/peer/events", eventsSince(a.localEvents))
+}
+
+// eventsSince is a handler answering with the events after ?since=.
+func eventsSince(f func(time.Time) []api.Event) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		since, err := parseSince(r.URL.Query().Get("since"))
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, a.localEvents(since))
-	})
+		writeJSON(w, http.StatusOK, f(since))
+	}
 }
 
 func parseSince(s string) (time.Time, error) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -86,18 +85,12 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 		total += c
 	}
 	p := BalancePoint{Policy: policy, Background: spec.Background, IdealS: float64(spec.Jobs) * spec.Work / total}
-	run := func(req api.RunRequest) ([]string, error) {
-		req.Env, req.Cwd = os.Environ(), "/"
-		var resp api.RunResponse
-		err := cl.Do(context.Background(), http.MethodPost, "/v1/run", req, &resp)
-		return resp.IDs, err
-	}
 	var bg []string
 	if spec.Background {
 		// Pinned, so it loads node 2 and never moves; it runs until the
 		// end of the longest run one could expect.
 		dur := 4 * p.IdealS
-		bg, err = run(api.RunRequest{Argv: []string{spec.BgLoad, "4", fmt.Sprint(spec.BgMaxSec), fmt.Sprint(dur), "1"}, Count: 1, On: "2", Pin: true})
+		bg, err = start(cl, api.RunRequest{Argv: []string{spec.BgLoad, "4", fmt.Sprint(spec.BgMaxSec), fmt.Sprint(dur), "1"}, Count: 1, On: "2", Pin: true})
 		if err != nil {
 			return p, fmt.Errorf("background load: %w", err)
 		}
@@ -106,8 +99,8 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 	if policy == "static" {
 		on = ""
 	}
-	start := time.Now()
-	ids, err := run(api.RunRequest{Argv: []string{spec.Burn, fmt.Sprint(spec.Work)}, Count: spec.Jobs, On: on})
+	began := time.Now()
+	ids, err := start(cl, api.RunRequest{Argv: []string{spec.Burn, fmt.Sprint(spec.Work)}, Count: spec.Jobs, On: on})
 	if err != nil {
 		return p, err
 	}
@@ -115,7 +108,7 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 	for _, id := range ids {
 		want[id] = true
 	}
-	deadline := start.Add(time.Duration(6*p.IdealS*float64(time.Second)) + time.Minute)
+	deadline := began.Add(time.Duration(6*p.IdealS*float64(time.Second)) + time.Minute)
 	for {
 		var js []api.Job
 		if err := cl.Get("/v1/ps?all=1", &js); err == nil {
@@ -148,7 +141,7 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 			}
 		}
 		if time.Now().After(deadline) {
-			return p, fmt.Errorf("jobs not done after %s", time.Since(start).Round(time.Second))
+			return p, fmt.Errorf("jobs not done after %s", time.Since(began).Round(time.Second))
 		}
 		// Slow polling: a ps asks every node, and CPU is what is measured.
 		time.Sleep(time.Second)

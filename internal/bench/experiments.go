@@ -25,8 +25,6 @@ const nodeCPU = 0.2
 // dkgChildren is seed 000's 8-child DKG.
 const dkgChildren = 8
 
-func nodeList(x *Run, quick, full []int) []int { return pick(x, quick, full) }
-
 // ---- DKG runs: speedup, lvm, traffic ----
 
 type dkgRun struct {
@@ -230,7 +228,7 @@ var expSpeedup = &Experiment{
 	Seed:  "seed 000 §6, Fig. 6–8 (run time, speedup, efficiency)",
 	About: "Runs seed 000's distributed key generator as 8 jobs (`roam run -n 8 dkg`, each child one job, placed by roam) on clusters of 1 to 8 nodes of 0.2 CPU each, and measures the run time T(N) (first start to last exit), the speedup T(1)/T(N) and the efficiency speedup·100/N, next to the ideal (speedup N, efficiency 100 %).",
 	run: func(x *Run) error {
-		ns := nodeList(x, []int{1, 2, 4}, []int{1, 2, 3, 4, 5, 6, 7, 8})
+		ns := pick(x, []int{1, 2, 4}, []int{1, 2, 3, 4, 5, 6, 7, 8})
 		keys := pick(x, 80, 800)
 		r := x.Res
 		r.XLabel = "nodes"
@@ -291,7 +289,7 @@ var expLVM = &Experiment{
 	Seed:  "seed 000 §7, Fig. 13–16 (standard vs improved load-vector management)",
 	About: "Runs the 8-child DKG with all 8 jobs started on the home node (`--on 1`), so that the balance policy must spread them, on 1 to 8 nodes of 0.2 CPU, under each load-vector policy: fifo (openMosix: the newest entry replaces the oldest) and beneficial (an entry is kept only if that node is less loaded than this one). It measures run time, speedup, efficiency, and the load-balancing time: from the start until every node runs within one job of its share by capacity.",
 	run: func(x *Run) error {
-		ns := nodeList(x, []int{1, 4}, []int{1, 2, 3, 4, 6, 8})
+		ns := pick(x, []int{1, 4}, []int{1, 2, 3, 4, 6, 8})
 		// Quick needs more keys than speedup: the jobs must outlive the
 		// balance policy's minimum age (1 s) and a few migrations.
 		keys := pick(x, 160, 800)
@@ -353,7 +351,7 @@ var expDynamicStatic = &Experiment{
 	Seed:  "seed 002 §4.2–4.3, Tables 1–2 (MOSIX vs MPI)",
 	About: "Starts N identical CPU-bound processes (`roam run -n N burn W`) on 3 equal nodes (seed 002's three nodes) under `balance` (least-loaded placement, then migration) and under `static` (round-robin placement, never moves: the MPI-style baseline), without and with seed 002's background load on node 2 (4 processes cycling busy/idle for random periods). It measures the makespan next to the ideal, max(W / node capacity, N·W / total capacity), and static's slowdown against balance in percent.",
 	run: func(x *Run) error {
-		ns := nodeList(x, []int{2, 6}, []int{1, 2, 4, 8, 16, 24, 32})
+		ns := pick(x, []int{2, 6}, []int{1, 2, 4, 8, 16, 24, 32})
 		work := pick(x, 1.5, 2.0)
 		bgMax := 1.0
 		caps := []float64{0.6, 0.6, 0.6}
@@ -639,7 +637,7 @@ var expTraffic = &Experiment{
 	Seed:  "seed 000 §6, Fig. 9 (network traffic on the home node)",
 	About: "Runs the 8-child DKG from node 1 (the home node) on 2 to 8 nodes of 0.2 CPU and counts the bytes in and out on node 1's link (its veth's counters) from the start to the last exit: membership and load gossip, job starts, output streamed home, migrations.",
 	run: func(x *Run) error {
-		ns := nodeList(x, []int{2, 4}, []int{2, 3, 4, 5, 6, 7, 8})
+		ns := pick(x, []int{2, 4}, []int{2, 3, 4, 5, 6, 7, 8})
 		keys := pick(x, 80, 800)
 		r := x.Res
 		r.XLabel = "nodes"

@@ -84,13 +84,11 @@ func Migrate(spec MigrateSpec, progress io.Writer) ([]MigratePoint, error) {
 
 func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (MigratePoint, error) {
 	p := MigratePoint{SizeMB: size}
-	var run api.RunResponse
-	err := cl.Do(context.Background(), http.MethodPost, "/v1/run", api.RunRequest{
-		Argv: []string{spec.Migjob, "mem", "1000000", "bench", strconv.Itoa(size)}, Env: os.Environ(), Cwd: "/", Count: 1, On: "1"}, &run)
+	ids, err := start(cl, api.RunRequest{Argv: []string{spec.Migjob, "mem", "1000000", "bench", strconv.Itoa(size)}, On: "1"})
 	if err != nil {
 		return p, err
 	}
-	id := run.IDs[0]
+	id := ids[0]
 	defer cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: []string{id}, Signal: 9}, nil)
 	// Wait until its memory is touched: it prints its first round then.
 	deadline := time.Now().Add(2 * time.Minute)
