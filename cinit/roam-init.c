@@ -2,6 +2,8 @@
  * roam-init — PID 1 of a roam job's own PID and mount namespaces.
  *
  * The agent starts it as root with CLONE_NEWPID|CLONE_NEWNS. It
+ *   0. blocks every signal and closes fd 4, which tells the agent it is
+ *      ready for signals,
  *   1. joins the node's cgroups (writes "0" to each cgroup.procs given),
  *   2. makes its mounts private, keeps only the mounts that hold files
  *      (see minimal_mounts) and mounts its own /proc, so CRIU can dump the
@@ -165,8 +167,17 @@ int main(int argc, char **argv) {
 	char *cwd = argv[4];
 	char **prog = argv + 8;
 
-	/* Whatever the agent's own parent leaked to it must not reach the job
-	 * (nor CRIU: a descriptor of the host's mounts cannot be dumped). */
+	/* Block every signal first. PID 1 of a namespace drops a signal it has
+	 * no handler for unless the signal is blocked, so a Ctrl-C that came
+	 * before this line would be lost; once blocked, it waits in the queue
+	 * for the loop below, which forwards it to the program. */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	/* Closing fd 4 tells the agent that signals are safe to send now (it
+	 * reports the job started only then). Whatever the agent's own parent
+	 * leaked to it must not reach the job either (nor CRIU: a descriptor
+	 * of the host's mounts cannot be dumped). */
 	close_range(4, ~0U, 0);
 	/* The agent runs ahead of jobs (nice -10); the job starts at 0. */
 	setpriority(PRIO_PROCESS, 0, 0);
@@ -182,10 +193,6 @@ int main(int argc, char **argv) {
 	drop_privileges(uid, gid, argv[3]);
 	if (chdir(cwd) < 0)
 		die("working directory", cwd);
-
-	sigset_t all, old;
-	sigfillset(&all);
-	sigprocmask(SIG_BLOCK, &all, &old);
 
 	pid_t child = fork();
 	if (child < 0)

@@ -173,6 +173,14 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		return nil, err
 	}
 	files = append(files, inR)
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		closeAll()
+		inW.Close()
+		return nil, err
+	}
+	defer readyR.Close()
+	files = append(files, readyW)
 	if !s.Stdin {
 		inW.Close()
 		inW = nil
@@ -193,7 +201,7 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		groups, s.Cwd, cg, dir, "--"}, s.Argv...)
 	cmd := &exec.Cmd{
 		Path: l.Init, Args: args, Env: s.Env,
-		Stdin: inR, Stdout: out, Stderr: errf, ExtraFiles: []*os.File{status},
+		Stdin: inR, Stdout: out, Stderr: errf, ExtraFiles: []*os.File{status, readyW},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
 			Setsid:     true,
@@ -214,8 +222,26 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start %s: %w", s.Argv[0], err)
 	}
+	waitReady(readyR)
 	return &Proc{PID: cmd.Process.Pid, StartTix: StartTicks(cmd.Process.Pid), Dir: dir, Stdin: inW, Cmd: cmd}, nil
 }
+
+// waitReady waits until roam-init has closed its end of the ready pipe
+// (fd 4): from then on it holds every signal for the program, so a signal
+// sent as soon as the job is reported started is not lost. roam-init also
+// closes it by exiting, when it fails early; the bound only guards against
+// a machine so slow that the start would hang.
+func waitReady(r *os.File) {
+	_ = r.SetReadDeadline(time.Now().Add(readyTimeout))
+	var b [1]byte
+	for {
+		if _, err := r.Read(b[:]); err != nil {
+			return
+		}
+	}
+}
+
+const readyTimeout = 30 * time.Second
 
 // WaitGone waits, at most d, until the process pid started at tix is gone
 // (a zombie counts as gone).

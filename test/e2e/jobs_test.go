@@ -157,6 +157,23 @@ func TestOutputStdinAndInterrupt(t *testing.T) {
 	if code := exitCodeOf(sleeper.Wait()); code != 130 {
 		t.Fatalf("roam run after Ctrl-C exited %d, want 130", code)
 	}
+
+	// A signal sent the moment `roam run -d` returns is not lost: the job
+	// is reported started only once its roam-init holds signals for it
+	// (PID 1 of a namespace drops an unhandled one). A CI run once hung
+	// here, a Ctrl-C having come in that window.
+	var ids []string
+	for i := 0; i < 12; i++ {
+		id := c.start(strconv.Itoa(2+i%2), "sleep", "1000")
+		c.mustRun("--node", "1", "kill", "-s", "INT", id)
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		j := c.waitFinished(id, 20*time.Second)
+		if j.ExitCode == nil || *j.ExitCode != 130 {
+			t.Fatalf("%s, interrupted right after its start: %+v, want exit 130", id, j)
+		}
+	}
 }
 
 // ensureUser makes a system user for the test and removes it afterwards
