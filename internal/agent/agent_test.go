@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"roam/internal/api"
 	"roam/internal/load"
+	"roam/internal/sched"
 	"roam/internal/secret"
 )
 
@@ -194,5 +197,42 @@ func TestJobEnvReplacesTheCallersRoamVariables(t *testing.T) {
 	want := []string{"PATH=/bin", "HOME=/root", "ROAM_JOB=3.12", "ROAM_INDEX=2", "ROAM_COUNT=5"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("jobEnv = %q, want %q", got, want)
+	}
+}
+
+// A policy loaded with `roam policy load` is the cluster's: an agent that
+// joins afterwards, whose config still names the default, takes it at its
+// first push/pull. A peer state that does not decode or parse, or that is
+// older, changes nothing.
+func TestLoadedPolicyReachesALateJoiner(t *testing.T) {
+	sf := filepath.Join(t.TempDir(), "secret")
+	if err := secret.New().WriteFile(sf); err != nil {
+		t.Fatal(err)
+	}
+	a, aAddr := startAgent(t, "a", sf)
+	if _, err := a.LoadPolicy(Caller{UID: 0}, api.PolicyRequest{Name: "static"}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := startAgent(t, "b", sf, aAddr)
+	waitUntil(t, 10*time.Second, "b runs a's policy", func() bool { return b.policyText().Name == "static" })
+
+	d := (*delegate)(b)
+	a.sch.mu.Lock()
+	loaded := a.sch.polAt
+	a.sch.mu.Unlock()
+	balance := sched.Builtin["balance"]
+	for _, bad := range [][]byte{
+		[]byte("{"), []byte(`{"text":"name: x"}`), // no time
+		[]byte(`{"text":"name: [", "at":"2030-01-01T00:00:00Z"}`),
+		fmt.Appendf(nil, `{"text":%q,"at":%q}`, balance, loaded.Add(-time.Second).Format(time.RFC3339Nano)),
+	} {
+		d.MergeRemoteState(bad, false)
+		if got := b.policyText().Name; got != "static" {
+			t.Fatalf("state %q changed the policy to %s", bad, got)
+		}
+	}
+	d.MergeRemoteState(fmt.Appendf(nil, `{"text":%q,"at":%q}`, balance, loaded.Add(time.Second).Format(time.RFC3339Nano)), false)
+	if got := b.policyText().Name; got != "balance" {
+		t.Fatalf("a newer policy was not taken: %s", got)
 	}
 }

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"roam/internal/api"
+	"roam/internal/sched"
 )
 
 // delegate is memberlist's Delegate. memberlist calls it from its own
@@ -27,8 +30,50 @@ func (d *delegate) NodeMeta(limit int) []byte {
 func (d *delegate) NotifyMsg(b []byte) { (*Agent)(d).handleLoadMessage(b) }
 
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// LocalState is what memberlist's push/pull exchange (at join, then every
+// 30 s) carries of this node: the policy loaded with `roam policy load`,
+// if one was. So a node that was down when it was loaded, restarts, or
+// joins later takes it from the first peer it syncs with.
+func (d *delegate) LocalState(join bool) []byte {
+	a := (*Agent)(d)
+	a.sch.mu.Lock()
+	defer a.sch.mu.Unlock()
+	if a.sch.polAt.IsZero() {
+		return nil
+	}
+	b, _ := json.Marshal(api.PolicyRequest{Text: a.sch.pol.Text(), At: a.sch.polAt})
+	return b
+}
+
+// MergeRemoteState takes a peer's policy when it was loaded later than
+// this node's. The input comes from the network: one that does not decode
+// or parse is logged and changes nothing.
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {
+	a := (*Agent)(d)
+	if len(buf) == 0 {
+		return
+	}
+	var st api.PolicyRequest
+	if err := json.Unmarshal(buf, &st); err != nil || st.At.IsZero() {
+		a.log.Warn("gossip: a peer's policy state is unreadable", "err", err)
+		return
+	}
+	a.sch.mu.Lock()
+	newer := st.At.After(a.sch.polAt)
+	a.sch.mu.Unlock()
+	if !newer {
+		return
+	}
+	p, err := sched.ParsePolicy([]byte(st.Text))
+	if err != nil {
+		a.log.Warn("gossip: a peer's policy does not parse", "err", err)
+		return
+	}
+	if a.setPolicy(p, st.At) {
+		a.log.Info("policy taken from the cluster", "policy", p.Policy.Name, "loaded", st.At)
+	}
+}
 
 // events is memberlist's EventDelegate: thread-safe, must not block.
 type events Agent

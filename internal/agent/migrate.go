@@ -844,6 +844,7 @@ func (a *Agent) commitIn(mid string) error {
 	a.jobs.local[l.ID] = &localJob{rec: l, stdin: in.stdin, ackOut: in.hdr.AckOut, ackErr: in.hdr.AckErr}
 	delete(a.migr.movedTo, l.ID)
 	a.jobs.mu.Unlock()
+	a.arrived(l.ID)
 	if err := a.store.PutLocals(l); err != nil {
 		a.log.Error("job table", "err", err)
 	}
@@ -866,6 +867,7 @@ func (a *Agent) abortIn(mid string) {
 	if in == nil {
 		return
 	}
+	a.arrived(in.hdr.ID)
 	if job.Alive(in.pid, in.tix) {
 		_ = syscall.Kill(in.pid, syscall.SIGKILL)
 		job.WaitGone(in.pid, in.tix, 5*time.Second)

@@ -29,6 +29,11 @@ type schedState struct {
 	kick chan struct{}
 	mu   sync.Mutex // guards everything below
 	pol  *sched.Scheduler
+	// polAt is when pol was loaded with `roam policy load` (on whichever
+	// node); zero while it is the config file's. Nodes gossip their
+	// policy, and the newest load wins: a node that was down or joins
+	// later takes the cluster's policy (see gossip.go).
+	polAt time.Time
 	// running is set while a round's moves are carried out.
 	running bool
 	recent  []sched.Move
@@ -107,6 +112,16 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	return admitResponse{}, nil
 }
 
+// arrived ends the admission of job id's move here: it runs here now (and
+// the probe counts it), or its move failed. Left to the next admission,
+// the reservation of a job that arrived and has ended since would count
+// against this node for up to admitHold, and an idle node would refuse work.
+func (a *Agent) arrived(id string) {
+	a.sch.mu.Lock()
+	delete(a.sch.admitted, id)
+	a.sch.mu.Unlock()
+}
+
 // forget takes a move that did not happen out of the recent moves, so
 // that its target's load is not counted higher for it.
 func (a *Agent) forget(mv sched.Move) {
@@ -151,10 +166,16 @@ func builtinNames() string {
 
 // setPolicy replaces the running policy. Jobs are not touched: a round in
 // progress finishes its moves under the old one.
-func (a *Agent) setPolicy(p *sched.Scheduler) {
+// setPolicy runs policy p, loaded at time at, unless the running one was
+// loaded later; it reports whether p now runs.
+func (a *Agent) setPolicy(p *sched.Scheduler, at time.Time) bool {
 	a.sch.mu.Lock()
+	if at.Before(a.sch.polAt) {
+		a.sch.mu.Unlock()
+		return false
+	}
 	old := a.sch.pol
-	a.sch.pol = p
+	a.sch.pol, a.sch.polAt = p, at
 	a.sch.mu.Unlock()
 	a.mu.Lock()
 	a.placement = p.Policy.Placement
@@ -163,6 +184,7 @@ func (a *Agent) setPolicy(p *sched.Scheduler) {
 		a.event(api.Event{Kind: "policy", Why: fmt.Sprintf("policy %s replaced %s", p.Policy.Name, old.Policy.Name)})
 	}
 	a.kickScheduler()
+	return true
 }
 
 func (a *Agent) kickScheduler() {
@@ -217,7 +239,8 @@ func (a *Agent) schedLoop() {
 }
 
 // round takes a snapshot, decides, and starts the moves (one after the
-// other, in the background); a round whose moves still run is skipped.
+// other, in the background); a round whose moves still run is skipped, and
+// moves that went through are followed by a round at once.
 func (a *Agent) round(pol *sched.Scheduler) {
 	a.sch.mu.Lock()
 	if a.sch.running {
@@ -239,10 +262,16 @@ func (a *Agent) round(pol *sched.Scheduler) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
+		moved := false
 		defer func() {
 			a.sch.mu.Lock()
 			a.sch.running = false
 			a.sch.mu.Unlock()
+			// Jobs left: judge again now rather than a period later
+			// (a round that came while these moves ran was skipped).
+			if moved {
+				a.kickScheduler()
+			}
 		}()
 		for _, mv := range moves {
 			select {
@@ -276,6 +305,7 @@ func (a *Agent) round(pol *sched.Scheduler) {
 				}
 				a.jobs.mu.Unlock()
 			}
+			moved = moved || err == nil
 			a.event(e)
 		}
 	}()
@@ -410,8 +440,9 @@ func (a *Agent) LoadPolicy(c Caller, req api.PolicyRequest) ([]api.NodePolicy, e
 	if err != nil {
 		return nil, errkind.New(ErrBadRequest, "%v", err)
 	}
-	return fanOut(a, http.MethodPost, "/v1/peer/policy", api.PolicyRequest{Text: text}, func() api.NodePolicy {
-		a.setPolicy(p)
+	at := time.Now()
+	return fanOut(a, http.MethodPost, "/v1/peer/policy", api.PolicyRequest{Text: text, At: at}, func() api.NodePolicy {
+		a.setPolicy(p, at)
 		return a.policyText()
 	}), nil
 }
@@ -510,7 +541,10 @@ func (a *Agent) peerSchedAPI(peer *http.ServeMux) {
 		if err != nil {
 			return api.NodePolicy{}, errkind.New(ErrBadRequest, "%v", err)
 		}
-		a.setPolicy(p)
+		if req.At.IsZero() {
+			req.At = time.Now()
+		}
+		a.setPolicy(p, req.At)
 		return a.policyText(), nil
 	}))
 	peer.HandleFunc("GET /v1/peer/events", eventsSince(a.localEvents))

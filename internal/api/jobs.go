@@ -103,6 +103,9 @@ type Event struct {
 type PolicyRequest struct {
 	Name string `json:"name,omitempty"`
 	Text string `json:"text,omitempty"`
+	// At is when it was loaded, set by the node that takes the request
+	// from the CLI: between nodes, the newest load wins.
+	At time.Time `json:"at,omitzero"`
 }
 
 // NodePolicy is one node's running policy.

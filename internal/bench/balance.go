@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -136,6 +137,28 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 				// The home node's times: from the start to the last exit,
 				// whatever this loop's polling period.
 				p.MakespanS = last.Sub(first).Seconds()
+				if os.Getenv("ROAM_TIMELINE") != "" {
+					for _, j := range js {
+						if !want[j.ID] {
+							continue
+						}
+						line := fmt.Sprintf("%s:", j.ID)
+						for _, m := range j.MigrationLog {
+							line += fmt.Sprintf(" %.1f %s->%s(%v,%.0fms)", m.At.Sub(first).Seconds(), m.From, m.To, m.OK, m.TotalMS)
+						}
+						line += fmt.Sprintf(" end %.1f on %s", j.Ended.Sub(first).Seconds(), j.Node)
+						fmt.Fprintln(os.Stderr, line)
+					}
+					for _, n := range st.Nodes {
+						var evs []api.Event
+						_ = api.NewClient(n.Socket).Get("/v1/events?since="+first.Format(time.RFC3339Nano), &evs)
+						for _, e := range evs {
+							if e.Node == n.ID {
+								fmt.Fprintf(os.Stderr, "ev %.1f %s %s %s %s->%s %s\n", e.At.Sub(first).Seconds(), e.Node, e.Kind, e.Job, e.From, e.To, e.Why)
+							}
+						}
+					}
+				}
 				p.Migrations, p.AllOK = migs, ok == len(ids)
 				break
 			}

@@ -64,10 +64,15 @@ type Move struct {
 	// folded into a snapshot.
 	RSSMB    float64
 	Runnable int
-	// SrcLoad, Threshold and KeepFreeMB are what the move was judged
-	// against, so that the destination can judge it again (Admit).
-	SrcLoad    float64
-	Threshold  float64
+	// SrcLoad, Threshold, Gain and KeepFreeMB are what the move was
+	// judged against, so that the destination can judge it again (Admit).
+	SrcLoad   float64
+	Threshold float64
+	// Gain, when not 0, is how many times lower than the source's the
+	// target's load with the job must be: a job that moved within the
+	// hysteresis moves again only when that at least multiplies its share
+	// of a CPU by Gain.
+	Gain       float64
 	KeepFreeMB float64
 }
 
@@ -345,18 +350,26 @@ func (t *threshold) Analyze(s Snapshot) []Problem {
 // migrateManager picks the job that is cheapest to move for a CPU
 // problem (little memory, few system calls: seed 001 Table 2, seed 003
 // §4.3), and the largest that fits for a memory problem; never a held
-// job, one younger than MinAge, or one that moved within Hysteresis.
+// job or one younger than MinAge. A job that moved within Hysteresis
+// stays, unless a CPU move would multiply its share of a CPU by at least
+// HysteresisGain: a job sent to a slow node that was idle then should not
+// sit there for the whole hysteresis once a node four times faster is
+// free. Such a move cannot be answered by a move back (that would need
+// the reverse gain too), so it opens no door to ping-pong.
 type migrateManager struct {
 	MinAge     Duration `yaml:"min_age"`
 	Hysteresis Duration `yaml:"hysteresis"`
-	Max        int      `yaml:"max_moves"`
+	// HysteresisGain: 0 keeps every recently moved job where it is.
+	HysteresisGain float64 `yaml:"hysteresis_gain"`
+	Max            int     `yaml:"max_moves"`
 	// SyscallMB is how many MiB of memory one system call per second
 	// weighs in the cost of a move.
 	SyscallMB float64 `yaml:"syscall_mb"`
 }
 
 func newMigrateManager(n *yamlNode) (Manager, error) {
-	m := &migrateManager{MinAge: Duration(DefaultMinAge), Hysteresis: Duration(DefaultHysteresis), Max: DefaultMaxMoves, SyscallMB: 1}
+	m := &migrateManager{MinAge: Duration(DefaultMinAge), Hysteresis: Duration(DefaultHysteresis),
+		HysteresisGain: DefaultHysteresisGain, Max: DefaultMaxMoves, SyscallMB: 1}
 	if err := decodeParams(n, m); err != nil {
 		return nil, err
 	}
@@ -366,22 +379,22 @@ func newMigrateManager(n *yamlNode) (Manager, error) {
 	if m.SyscallMB < 0 {
 		return nil, fmt.Errorf("syscall_mb %v is negative", m.SyscallMB)
 	}
+	if m.HysteresisGain != 0 && m.HysteresisGain < 1.5 {
+		return nil, fmt.Errorf("hysteresis_gain %v is under 1.5 (0 turns it off)", m.HysteresisGain)
+	}
 	return m, nil
 }
 
 func (m *migrateManager) MaxMoves() int { return m.Max }
 
-// movable is whether a policy may move j now, and if not, why.
-func (m *migrateManager) movable(s Snapshot, j Job) bool {
-	switch {
-	case j.Held != "":
-		return false
-	case s.Now.Sub(j.Started) < time.Duration(m.MinAge):
-		return false
-	case !j.LastMoved.IsZero() && s.Now.Sub(j.LastMoved) < time.Duration(m.Hysteresis):
-		return false
+// movable is whether a policy may move j now; recent, whether it moved
+// within the hysteresis (and may then move only for a large gain).
+func (m *migrateManager) movable(s Snapshot, j Job) (ok, recent bool) {
+	if j.Held != "" || s.Now.Sub(j.Started) < time.Duration(m.MinAge) {
+		return false, false
 	}
-	return true
+	recent = !j.LastMoved.IsZero() && s.Now.Sub(j.LastMoved) < time.Duration(m.Hysteresis)
+	return !recent || m.HysteresisGain > 0, recent
 }
 
 func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Move, bool) {
@@ -393,9 +406,15 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 	}
 	for _, pr := range problems {
 		var jobs []Job
+		recent := map[string]bool{}
 		for _, j := range s.Jobs {
-			if m.movable(s, j) && (pr.Kind == "memory" || j.Runnable > 0) {
+			ok, rec := m.movable(s, j)
+			if rec && pr.Kind == "memory" {
+				ok = false
+			}
+			if ok && (pr.Kind == "memory" || j.Runnable > 0) {
 				jobs = append(jobs, j)
+				recent[j.ID] = rec
 			}
 		}
 		if len(jobs) == 0 {
@@ -410,7 +429,11 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 				return jobs[a].ID < jobs[b].ID
 			})
 		} else {
+			// A job that has just moved goes last: it has paid once.
 			sort.Slice(jobs, func(a, b int) bool {
+				if ra, rb := recent[jobs[a].ID], recent[jobs[b].ID]; ra != rb {
+					return rb
+				}
 				if ca, cb := cost(jobs[a]), cost(jobs[b]); ca != cb {
 					return ca < cb
 				}
@@ -422,11 +445,17 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 			for _, j := range jobs {
 				mv := Move{Job: j.ID, To: to, Kind: pr.Kind, RSSMB: j.RSSMB, Runnable: j.Runnable,
 					From: s.Self.ID, SrcLoad: s.Self.Load, Threshold: pr.Threshold, KeepFreeMB: pr.KeepFreeMB}
+				if recent[j.ID] {
+					mv.Gain = m.HysteresisGain
+				}
 				if fits(mv, t) != nil {
 					continue
 				}
 				mv.Why = fmt.Sprintf("%s: %s; moved job %s (%.0f MiB, %.0f syscalls/s, age %s)",
 					pr.Analyzer, pr.Why, j.ID, j.RSSMB, j.SyscallsPerSec, s.Now.Sub(j.Started).Round(time.Second))
+				if recent[j.ID] {
+					mv.Why += fmt.Sprintf("; it moved %s ago, and its CPU share grows %.1f times", s.Now.Sub(j.LastMoved).Round(time.Second), mv.SrcLoad/afterLoad(mv, t))
+				}
 				return mv, true
 			}
 		}
@@ -437,7 +466,7 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 // fits says why target t would not take move mv, or nil: for memory, t
 // must keep KeepFreeMB free after taking the job; for cpu, t's load with
 // the job's runnable threads (at least one) must stay more than Threshold
-// below the source's.
+// below the source's, and, for a job that moved lately, Gain times lower.
 func fits(mv Move, t Node) error {
 	if mv.Kind == "memory" {
 		if left := t.MemFreeMB - mv.RSSMB; left < mv.KeepFreeMB {
@@ -445,11 +474,20 @@ func fits(mv Move, t Node) error {
 		}
 		return nil
 	}
-	after := t.Load + float64(max(mv.Runnable, 1))/t.Capacity
+	after := afterLoad(mv, t)
 	if mv.SrcLoad-after <= mv.Threshold {
 		return fmt.Errorf("node %s would have load %.2f with job %s, not more than %.2f below node %s's %.2f", t.ID, after, mv.Job, mv.Threshold, mv.From, mv.SrcLoad)
 	}
+	if mv.Gain > 0 && mv.SrcLoad < mv.Gain*after {
+		return fmt.Errorf("node %s would have load %.2f with job %s, which moved lately: not %.2f times below node %s's %.2f", t.ID, after, mv.Job, mv.Gain, mv.From, mv.SrcLoad)
+	}
 	return nil
+}
+
+// afterLoad is target t's load with the move's job (at least one runnable
+// thread, since a job sleeping now may run once there).
+func afterLoad(mv Move, t Node) float64 {
+	return t.Load + float64(max(mv.Runnable, 1))/t.Capacity
 }
 
 // Admit is the destination's own check of a move a source's policy

@@ -104,13 +104,49 @@ func TestHeldYoungAndRecentJobsStay(t *testing.T) {
 		{ID: "c", Started: t0.Add(-time.Minute), Runnable: 1, LastMoved: t0.Add(-5 * time.Second)}, // moved lately
 		{ID: "d", Started: t0.Add(-time.Minute), Runnable: 0},                                      // sleeping
 	}
-	snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 4}, Peers: []Node{{ID: "2", Capacity: 1}}, Jobs: js}
+	// Node 2 would have 3 with one more: a gain for a job, but its share
+	// of a CPU grows only 4/3 times, too little for c, which just moved.
+	snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 4}, Peers: []Node{{ID: "2", Capacity: 1, Load: 2}}, Jobs: js}
 	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
 		t.Fatalf("moved %v", moves)
 	}
 	snap.Jobs = append(snap.Jobs, Job{ID: "e", Started: t0.Add(-time.Minute), Runnable: 1})
 	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 1 || moves[0].Job != "e" {
 		t.Fatalf("moves %v, want only e", moves)
+	}
+}
+
+// A job that moved lately to a slow node, idle then, leaves it within the
+// hysteresis when a node where its share of a CPU at least doubles is
+// free; the destination checks that gain again; and with the gain off
+// (hysteresis_gain: 0), it stays.
+func TestRecentJobMovesForALargeGain(t *testing.T) {
+	s := mustPolicy(t, "balance")
+	stuck := Job{ID: "4.3", Started: t0.Add(-50 * time.Second), Runnable: 1, LastMoved: t0.Add(-3 * time.Second)}
+	snap := Snapshot{Now: t0, Self: Node{ID: "4", Capacity: 0.2, Load: 5},
+		Peers: []Node{{ID: "2", Capacity: 0.4, Load: 2.5}, {ID: "3", Capacity: 0.4}}, Jobs: []Job{stuck}}
+	moves := s.Decide(snap, rand.New(rand.NewSource(1)))
+	if len(moves) != 1 || moves[0].To != "3" || moves[0].Gain != DefaultHysteresisGain {
+		t.Fatalf("moves %v, want 4.3 to the idle node 3 (load 5 to 2.5), with the gain", moves)
+	}
+	if !strings.Contains(moves[0].Why, "moved 3s ago, and its CPU share grows 2.0 times") {
+		t.Fatalf("why %q does not say why the hysteresis was passed", moves[0].Why)
+	}
+	// Node 3's load rose meanwhile: 5 vs 3.75 is a gain, not a doubling.
+	err := Admit(moves[0], Node{ID: "3", Capacity: 0.4, Load: 1.25})
+	if err == nil || !strings.Contains(err.Error(), "which moved lately: not 1.75 times below node 4's 5.00") {
+		t.Fatalf("Admit = %v", err)
+	}
+	off, err := ParsePolicy([]byte(strings.Replace(Builtin["balance"], "max_moves: 3", "max_moves: 3, hysteresis_gain: 0", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moves := off.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("with hysteresis_gain 0, moved %v", moves)
+	}
+	if _, err := ParsePolicy([]byte(strings.Replace(Builtin["balance"], "max_moves: 3", "max_moves: 3, hysteresis_gain: 1.1", 1))); err == nil ||
+		!strings.Contains(err.Error(), "hysteresis_gain 1.1 is under 1.5") {
+		t.Fatalf("hysteresis_gain 1.1: %v", err)
 	}
 }
 

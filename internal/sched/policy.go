@@ -48,6 +48,10 @@ const (
 	// DefaultHysteresis: a process that moved stays this long (no
 	// ping-pong; seed 003 §4.4 counts migrations).
 	DefaultHysteresis = 10 * time.Second
+	// DefaultHysteresisGain: within the hysteresis, a job moves again
+	// only to at least (about) double its share of a CPU: 1.75, since an
+	// idle peer's smoothed load takes seconds to fall the last bit to 0.
+	DefaultHysteresisGain = 1.75
 	// DefaultMaxMoves bounds the moves one manager starts per round, so a
 	// node judges the effect of its moves on fresh loads before more.
 	DefaultMaxMoves = 3

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,6 +203,23 @@ func TestPolicyLoadWhileJobsRun(t *testing.T) {
 			t.Fatalf("%s output (restarted or lost?):\n%s", id, got)
 		}
 	}
+
+	// The loaded policy is the cluster's: a node that joins later, and
+	// one whose agent restarts, run it too, though their config files
+	// still say static.
+	c.mustRun("cluster", "add", "--cpu", "0.1")
+	n3 := c.status().Nodes[2]
+	if err := syscall.Kill(n3.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "node 3's agent gone", func() (bool, string) {
+		return syscall.Kill(n3.PID, 0) != nil, "still there"
+	})
+	c.mustRun("cluster", "start", "3")
+	waitFor(t, 20*time.Second, "every node runs balance", func() (bool, string) {
+		out, _ := c.run("--node", "5", "policy", "show")
+		return strings.Contains(out, "# nodes 1, 2, 3, 4, 5\nname: balance"), out
+	})
 }
 
 // 8 equal jobs on 4 equal nodes: they balance, and over 60 s no job moves
