@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +47,10 @@ type BalancePoint struct {
 	Ratio      float64 `json:"ratio_to_ideal"`
 	Migrations int     `json:"migrations"`
 	AllOK      bool    `json:"all_ok"`
+	// Timeline is the run told job by job (its moves, where and when it
+	// ended, in seconds from the first start) and then the scheduling
+	// events of every node: what to read when a makespan is long.
+	Timeline []string `json:"timeline,omitempty"`
 }
 
 // Balance runs the benchmark, one fresh cluster per policy, one after the
@@ -137,28 +140,7 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 				// The home node's times: from the start to the last exit,
 				// whatever this loop's polling period.
 				p.MakespanS = last.Sub(first).Seconds()
-				if os.Getenv("ROAM_TIMELINE") != "" {
-					for _, j := range js {
-						if !want[j.ID] {
-							continue
-						}
-						line := fmt.Sprintf("%s:", j.ID)
-						for _, m := range j.MigrationLog {
-							line += fmt.Sprintf(" %.1f %s->%s(%v,%.0fms)", m.At.Sub(first).Seconds(), m.From, m.To, m.OK, m.TotalMS)
-						}
-						line += fmt.Sprintf(" end %.1f on %s", j.Ended.Sub(first).Seconds(), j.Node)
-						fmt.Fprintln(os.Stderr, line)
-					}
-					for _, n := range st.Nodes {
-						var evs []api.Event
-						_ = api.NewClient(n.Socket).Get("/v1/events?since="+first.Format(time.RFC3339Nano), &evs)
-						for _, e := range evs {
-							if e.Node == n.ID {
-								fmt.Fprintf(os.Stderr, "ev %.1f %s %s %s %s->%s %s\n", e.At.Sub(first).Seconds(), e.Node, e.Kind, e.Job, e.From, e.To, e.Why)
-							}
-						}
-					}
-				}
+				p.Timeline = timeline(cl, js, want, first)
 				p.Migrations, p.AllOK = migs, ok == len(ids)
 				break
 			}
@@ -174,6 +156,32 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 		_ = cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: bg, Signal: 9}, nil)
 	}
 	return p, nil
+}
+
+// timeline tells the run: each job's moves and end, then every node's
+// scheduling events, times in seconds from the first start.
+func timeline(cl *api.Client, js []api.Job, want map[string]bool, t0 time.Time) []string {
+	at := func(t time.Time) string { return fmt.Sprintf("%5.1f", t.Sub(t0).Seconds()) }
+	var out []string
+	for _, j := range js {
+		if !want[j.ID] {
+			continue
+		}
+		line := "job " + j.ID + ":"
+		for _, m := range j.MigrationLog {
+			line += fmt.Sprintf(" %s %s->%s", at(m.At), m.From, m.To)
+			if !m.OK {
+				line += " (failed)"
+			}
+		}
+		out = append(out, line+fmt.Sprintf(", ended %s on %s", at(j.Ended), j.Node))
+	}
+	var evs []api.Event
+	_ = cl.Get("/v1/events?since="+t0.Format(time.RFC3339Nano), &evs)
+	for _, e := range evs {
+		out = append(out, fmt.Sprintf("%s node %s %s %s %s->%s: %s", at(e.At), e.Node, e.Kind, e.Job, e.From, e.To, e.Why))
+	}
+	return out
 }
 
 // waitLoads waits until the node sees a load for every member.

@@ -89,7 +89,7 @@ func (e *env) benchCmd() *cobra.Command {
 	jobStart.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	var bs bench.BalanceSpec
 	var cpus, policies string
-	var bothBg bool
+	var bothBg, withTimeline bool
 	bal := &cobra.Command{
 		Use:   "balance",
 		Short: "makespan of equal CPU jobs started on the slowest node: balance vs static vs the ideal, same run",
@@ -139,6 +139,14 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 				return e.printJSON(all)
 			}
 			fmt.Fprint(e.out, bench.FormatBalance(all))
+			if withTimeline {
+				for _, p := range all {
+					fmt.Fprintf(e.out, "\n%s%s:\n", p.Policy, map[bool]string{true: ", background load"}[p.Background])
+					for _, l := range p.Timeline {
+						fmt.Fprintln(e.out, "  "+l)
+					}
+				}
+			}
 			return nil
 		},
 	}
@@ -150,6 +158,7 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 	bal.Flags().BoolVar(&bothBg, "both", false, "run without and with the background load")
 	bal.Flags().StringVar(&bs.Subnet, "subnet", "198.18.103.0/24", "the benchmark cluster's /24")
 	bal.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	bal.Flags().BoolVar(&withTimeline, "timeline", false, "also print each run job by job, with every scheduling event")
 	rewrite := &cobra.Command{
 		Use:   "report DIR",
 		Short: "write the CSV, charts and report of a run again from its results.json",

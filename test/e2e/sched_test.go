@@ -62,12 +62,12 @@ func TestBalanceSpreadsByCapacity(t *testing.T) {
 	if p.Migrations < 6 {
 		t.Fatalf("%d migrations: the jobs did not spread", p.Migrations)
 	}
-	// The target is 1.25. Runs here give 1.09 to 1.25, on a
-	// shared 2-core machine whose agents and CRIU take CPU from the 1.8
-	// the jobs are given; 1.25 would fail now and then, so the test holds
-	// the bound every run meets and reports the ratio (see the README).
-	if p.Ratio > 1.35 {
-		t.Fatalf("makespan %.1f s is %.2f x the ideal %.1f s (want <= 1.35; target 1.25)", p.MakespanS, p.Ratio, p.IdealS)
+	// The target. Runs on this 2-core machine give 1.12 to 1.15
+	// (the agents and CRIU take CPU from the 1.8 the jobs are given); the
+	// timeline says where the time went when it is missed.
+	if p.Ratio > 1.25 {
+		t.Log(strings.Join(p.Timeline, "\n"))
+		t.Fatalf("makespan %.1f s is %.2f x the ideal %.1f s (want <= 1.25)", p.MakespanS, p.Ratio, p.IdealS)
 	}
 	t.Logf("makespan %.1f s, ideal %.1f s, ratio %.2f, %d migrations", p.MakespanS, p.IdealS, p.Ratio, p.Migrations)
 }
