@@ -164,10 +164,9 @@ func builtinNames() string {
 	return strings.Join(ns, ", ")
 }
 
-// setPolicy replaces the running policy. Jobs are not touched: a round in
-// progress finishes its moves under the old one.
 // setPolicy runs policy p, loaded at time at, unless the running one was
-// loaded later; it reports whether p now runs.
+// loaded later; it reports whether p now runs. Jobs are not touched: a
+// round in progress finishes its moves under the old policy.
 func (a *Agent) setPolicy(p *sched.Scheduler, at time.Time) bool {
 	a.sch.mu.Lock()
 	if at.Before(a.sch.polAt) {
