@@ -167,14 +167,19 @@ func timeline(cl *api.Client, js []api.Job, want map[string]bool, t0 time.Time) 
 		if !want[j.ID] {
 			continue
 		}
-		line := "job " + j.ID + ":"
+		var moves []string
 		for _, m := range j.MigrationLog {
-			line += fmt.Sprintf(" %s %s->%s", at(m.At), m.From, m.To)
+			mv := fmt.Sprintf("%s %s->%s", strings.TrimSpace(at(m.At)), m.From, m.To)
 			if !m.OK {
-				line += " (failed)"
+				mv += " (failed)"
 			}
+			moves = append(moves, mv)
 		}
-		out = append(out, line+fmt.Sprintf(", ended %s on %s", at(j.Ended), j.Node))
+		line := fmt.Sprintf("job %s: ended %s on %s", j.ID, strings.TrimSpace(at(j.Ended)), j.Node)
+		if len(moves) > 0 {
+			line += "; moved " + strings.Join(moves, ", ")
+		}
+		out = append(out, line)
 	}
 	var evs []api.Event
 	_ = cl.Get("/v1/events?since="+t0.Format(time.RFC3339Nano), &evs)
