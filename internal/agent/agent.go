@@ -188,6 +188,7 @@ func (a *Agent) Start() error {
 	if err := a.openJobs(); err != nil {
 		return err
 	}
+	a.keptPolicy()
 	// Images of migrations an earlier run left half-done.
 	a.imageDir = a.cfg.ImageDir
 	if a.imageDir == "" {

@@ -67,7 +67,12 @@ func freePort(t *testing.T) int {
 // startAgent runs an in-process agent on loopback.
 func startAgent(t *testing.T, id, secretFile string, join ...string) (*Agent, string) {
 	t.Helper()
-	dir := t.TempDir()
+	return startAgentIn(t, t.TempDir(), id, secretFile, join...)
+}
+
+// startAgentIn runs it with its state in dir.
+func startAgentIn(t *testing.T, dir, id, secretFile string, join ...string) (*Agent, string) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.NodeID = id
 	cfg.BindAddr = "127.0.0.1"
@@ -234,5 +239,27 @@ func TestLoadedPolicyReachesALateJoiner(t *testing.T) {
 	d.MergeRemoteState(fmt.Appendf(nil, `{"text":%q,"at":%q}`, balance, loaded.Add(time.Second).Format(time.RFC3339Nano)), false)
 	if got := b.policyText().Name; got != "balance" {
 		t.Fatalf("a newer policy was not taken: %s", got)
+	}
+}
+
+// The loaded policy outlives a restart of the agent, alone (no peer to
+// take it from), over its config's default.
+func TestLoadedPolicyOutlivesARestart(t *testing.T) {
+	sf := filepath.Join(t.TempDir(), "secret")
+	if err := secret.New().WriteFile(sf); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	a, _ := startAgentIn(t, dir, "a", sf)
+	if got := a.policyText().Name; got != sched.DefaultPolicy {
+		t.Fatalf("a fresh agent runs %s, want the config's %s", got, sched.DefaultPolicy)
+	}
+	if _, err := a.LoadPolicy(Caller{UID: 0}, api.PolicyRequest{Name: "threshold"}); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	again, _ := startAgentIn(t, dir, "a", sf)
+	if got := again.policyText().Name; got != "threshold" {
+		t.Fatalf("after a restart the agent runs %s, want the loaded threshold", got)
 	}
 }

@@ -176,6 +176,11 @@ func (a *Agent) setPolicy(p *sched.Scheduler, at time.Time) bool {
 	old := a.sch.pol
 	a.sch.pol, a.sch.polAt = p, at
 	a.sch.mu.Unlock()
+	if a.store != nil && !at.IsZero() {
+		if err := a.store.PutPolicy(job.LoadedPolicy{Text: p.Text(), At: at}); err != nil {
+			a.log.Error("job table: keep the loaded policy", "err", err)
+		}
+	}
 	a.mu.Lock()
 	a.placement = p.Policy.Placement
 	a.mu.Unlock()
@@ -184,6 +189,27 @@ func (a *Agent) setPolicy(p *sched.Scheduler, at time.Time) bool {
 	}
 	a.kickScheduler()
 	return true
+}
+
+// keptPolicy runs the policy last loaded, as this node's job table kept
+// it, instead of the config's: a loaded policy outlives restarts, of this
+// node or of the whole cluster, until the next load. One that does not
+// parse any more (written by another roam) is logged and left.
+func (a *Agent) keptPolicy() {
+	kept, ok, err := a.store.Policy()
+	if err != nil || !ok {
+		if err != nil {
+			a.log.Warn("loaded policy not restored", "err", err)
+		}
+		return
+	}
+	p, err := sched.ParsePolicy([]byte(kept.Text))
+	if err != nil {
+		a.log.Warn("loaded policy not restored", "err", err)
+		return
+	}
+	a.setPolicy(p, kept.At)
+	a.log.Info("loaded policy restored", "policy", p.Policy.Name, "loaded", kept.At)
 }
 
 func (a *Agent) kickScheduler() {

@@ -36,6 +36,7 @@ var (
 	bucketLocal = []byte("local")
 	keySchema   = []byte("schema")
 	keySeq      = []byte("seq")
+	keyPolicy   = []byte("policy")
 )
 
 // States of a job.
@@ -169,6 +170,40 @@ func Open(path string) (*Store, error) {
 		return nil, err
 	}
 	return &Store{db: db}, nil
+}
+
+// LoadedPolicy is the scheduling policy last loaded with `roam policy
+// load`, kept so that it outlives a restart of the whole cluster.
+type LoadedPolicy struct {
+	Text string    `json:"text"`
+	At   time.Time `json:"at"`
+}
+
+// PutPolicy keeps the loaded policy.
+func (s *Store) PutPolicy(p LoadedPolicy) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyPolicy, b) })
+}
+
+// Policy returns the loaded policy kept, if there is one.
+func (s *Store) Policy() (LoadedPolicy, bool, error) {
+	var p LoadedPolicy
+	var found bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMeta).Get(keyPolicy)
+		if b == nil {
+			return nil
+		}
+		found = true
+		if err := json.Unmarshal(b, &p); err != nil {
+			return fmt.Errorf("job store: the kept policy: %w", err)
+		}
+		return nil
+	})
+	return p, found && err == nil, err
 }
 
 // Close closes the store.
