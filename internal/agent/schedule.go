@@ -85,17 +85,13 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	}
 	runnable, mem := a.probe.Runnable(), a.probe.MemFreeMB()
 	now := time.Now()
-	a.jobs.mu.Lock()
-	here := map[string]bool{}
-	for id := range a.jobs.local {
-		here[id] = true
-	}
-	a.jobs.mu.Unlock()
 	a.sch.mu.Lock()
 	defer a.sch.mu.Unlock()
 	for id, m := range a.sch.admitted {
-		if here[id] || now.After(m.until) {
-			delete(a.sch.admitted, id) // arrived (counted by the probe now), or never will
+		// A move that arrived or failed here is gone already (arrived);
+		// one whose job never came (the source gave up) goes now.
+		if now.After(m.until) {
+			delete(a.sch.admitted, id)
 			continue
 		}
 		runnable += max(m.runnable, 1)
@@ -164,10 +160,24 @@ func builtinNames() string {
 	return strings.Join(ns, ", ")
 }
 
-// setPolicy runs policy p, loaded at time at, unless the running one was
+// setPolicy runs policy p, loaded at time at (see runPolicy), and keeps a
+// loaded one in the job table for the next start.
+func (a *Agent) setPolicy(p *sched.Scheduler, at time.Time) bool {
+	if !a.runPolicy(p, at) {
+		return false
+	}
+	if a.store != nil && !at.IsZero() {
+		if err := a.store.PutPolicy(job.LoadedPolicy{Text: p.Text(), At: at}); err != nil {
+			a.log.Error("job table: keep the loaded policy", "err", err)
+		}
+	}
+	return true
+}
+
+// runPolicy runs policy p, loaded at time at, unless the running one was
 // loaded later; it reports whether p now runs. Jobs are not touched: a
 // round in progress finishes its moves under the old policy.
-func (a *Agent) setPolicy(p *sched.Scheduler, at time.Time) bool {
+func (a *Agent) runPolicy(p *sched.Scheduler, at time.Time) bool {
 	a.sch.mu.Lock()
 	if at.Before(a.sch.polAt) {
 		a.sch.mu.Unlock()
@@ -176,11 +186,6 @@ func (a *Agent) setPolicy(p *sched.Scheduler, at time.Time) bool {
 	old := a.sch.pol
 	a.sch.pol, a.sch.polAt = p, at
 	a.sch.mu.Unlock()
-	if a.store != nil && !at.IsZero() {
-		if err := a.store.PutPolicy(job.LoadedPolicy{Text: p.Text(), At: at}); err != nil {
-			a.log.Error("job table: keep the loaded policy", "err", err)
-		}
-	}
 	a.mu.Lock()
 	a.placement = p.Policy.Placement
 	a.mu.Unlock()
@@ -208,7 +213,7 @@ func (a *Agent) keptPolicy() {
 		a.log.Warn("loaded policy not restored", "err", err)
 		return
 	}
-	a.setPolicy(p, kept.At)
+	a.runPolicy(p, kept.At) // already kept
 	a.log.Info("loaded policy restored", "policy", p.Policy.Name, "loaded", kept.At)
 }
 

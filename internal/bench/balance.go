@@ -161,7 +161,7 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 // timeline tells the run: each job's moves and end, then every node's
 // scheduling events, times in seconds from the first start.
 func timeline(cl *api.Client, js []api.Job, want map[string]bool, t0 time.Time) []string {
-	at := func(t time.Time) string { return fmt.Sprintf("%5.1f", t.Sub(t0).Seconds()) }
+	at := func(t time.Time) string { return fmt.Sprintf("%.1f", t.Sub(t0).Seconds()) }
 	var out []string
 	for _, j := range js {
 		if !want[j.ID] {
@@ -169,13 +169,13 @@ func timeline(cl *api.Client, js []api.Job, want map[string]bool, t0 time.Time) 
 		}
 		var moves []string
 		for _, m := range j.MigrationLog {
-			mv := fmt.Sprintf("%s %s->%s", strings.TrimSpace(at(m.At)), m.From, m.To)
+			mv := fmt.Sprintf("%s %s->%s", at(m.At), m.From, m.To)
 			if !m.OK {
 				mv += " (failed)"
 			}
 			moves = append(moves, mv)
 		}
-		line := fmt.Sprintf("job %s: ended %s on %s", j.ID, strings.TrimSpace(at(j.Ended)), j.Node)
+		line := fmt.Sprintf("job %s: ended %s on %s", j.ID, at(j.Ended), j.Node)
 		if len(moves) > 0 {
 			line += "; moved " + strings.Join(moves, ", ")
 		}
@@ -184,7 +184,7 @@ func timeline(cl *api.Client, js []api.Job, want map[string]bool, t0 time.Time) 
 	var evs []api.Event
 	_ = cl.Get("/v1/events?since="+t0.Format(time.RFC3339Nano), &evs)
 	for _, e := range evs {
-		out = append(out, fmt.Sprintf("%s node %s %s %s %s->%s: %s", at(e.At), e.Node, e.Kind, e.Job, e.From, e.To, e.Why))
+		out = append(out, fmt.Sprintf("%5s node %s %s %s %s->%s: %s", at(e.At), e.Node, e.Kind, e.Job, e.From, e.To, e.Why))
 	}
 	return out
 }

@@ -205,7 +205,7 @@ func apply(s Snapshot, mv Move) Snapshot {
 // take adds a move's job to a target's load and memory: at least one
 // runnable thread, since a job sleeping now may run once there.
 func (n *Node) take(mv Move) {
-	n.Load += float64(max(mv.Runnable, 1)) / n.Capacity
+	n.Load = afterLoad(mv, *n)
 	n.MemFreeMB -= mv.RSSMB
 }
 
@@ -387,14 +387,15 @@ func newMigrateManager(n *yamlNode) (Manager, error) {
 
 func (m *migrateManager) MaxMoves() int { return m.Max }
 
-// movable is whether a policy may move j now; recent, whether it moved
-// within the hysteresis (and may then move only for a large gain).
-func (m *migrateManager) movable(s Snapshot, j Job) (ok, recent bool) {
+// movable is whether a policy may move j now for a problem of this kind;
+// recent, whether it moved within the hysteresis: then only a CPU move
+// with a large gain may take it.
+func (m *migrateManager) movable(s Snapshot, j Job, kind string) (ok, recent bool) {
 	if j.Held != "" || s.Now.Sub(j.Started) < time.Duration(m.MinAge) {
 		return false, false
 	}
 	recent = !j.LastMoved.IsZero() && s.Now.Sub(j.LastMoved) < time.Duration(m.Hysteresis)
-	return !recent || m.HysteresisGain > 0, recent
+	return !recent || (kind != "memory" && m.HysteresisGain > 0), recent
 }
 
 func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Move, bool) {
@@ -408,10 +409,7 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 		var jobs []Job
 		recent := map[string]bool{}
 		for _, j := range s.Jobs {
-			ok, rec := m.movable(s, j)
-			if rec && pr.Kind == "memory" {
-				ok = false
-			}
+			ok, rec := m.movable(s, j, pr.Kind)
 			if ok && (pr.Kind == "memory" || j.Runnable > 0) {
 				jobs = append(jobs, j)
 				recent[j.ID] = rec
