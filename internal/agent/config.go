@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"roam/internal/api"
 	"roam/internal/load"
 )
 
@@ -24,7 +25,7 @@ const (
 	// DefaultPeerPort is the TLS port for agent-to-agent requests.
 	DefaultPeerPort = 7947
 	// DefaultSocket is the CLI's unix socket on a real node.
-	DefaultSocket = "/run/roam/roamd.sock"
+	DefaultSocket = api.DefaultSocket
 	// DefaultStateDir is where a real node keeps its state.
 	DefaultStateDir = "/var/lib/roam"
 	// probesPerInterval is how many CPU samples are taken per load interval.

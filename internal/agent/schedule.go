@@ -34,29 +34,13 @@ type schedState struct {
 	// policy, and the newest load wins: a node that was down or joins
 	// later takes the cluster's policy (see gossip.go).
 	polAt time.Time
-	// running is set while a round's moves are carried out.
-	running bool
-	recent  []sched.Move
+	// ledger is the rounds' memory: admissions, heard loads, recent
+	// moves, failed moves, and whether a round's moves still run.
+	ledger sched.Ledger
 	// prev are the jobs' system call counts at the last round.
 	prev   map[string]ioSample
 	events []api.Event
-	// admitted are the moves this node, as a destination, agreed to take
-	// and has not yet received (see admit), by job id.
-	admitted map[string]admittedMove
-	// heard are peers' loads from their answers to moves, used until the
-	// load vector has a newer entry.
-	heard map[string]heard
 }
-
-type admittedMove struct {
-	runnable int
-	rssMB    float64
-	until    time.Time
-}
-
-// admitHold is how long an admitted move counts in this node's load if
-// its job never arrives (the source gave up, or died).
-const admitHold = 15 * time.Second
 
 // admitResponse is the destination's answer to a policy's move.
 type admitResponse struct {
@@ -68,67 +52,32 @@ type admitResponse struct {
 	MemFreeMB float64 `json:"mem_free_mb"`
 }
 
-// heard is a peer's load as its answer to a move gave it.
-type heard struct {
-	load, memFreeMB float64
-	at              time.Time
-}
-
-// admit is the destination's side of a policy's move: its own load now,
-// with the moves it admitted and has not yet received counted in, must
-// still make the move worthwhile (sched.Admit). The source decided from a
-// load-vector entry up to a second old, and two sources that saw the same
-// idle node would otherwise both send it a job.
+// admit is the destination's side of a policy's move: the ledger judges
+// it against this node's load now, the moves it admitted and has not yet
+// received counted in (sched.Ledger.Admit).
 func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	if mv.Job == "" || mv.To != a.cfg.NodeID {
 		return admitResponse{}, errkind.New(ErrBadRequest, "move of job %q to node %q: not a move to node %s", mv.Job, mv.To, a.cfg.NodeID)
 	}
 	runnable, mem := a.probe.Runnable(), a.probe.MemFreeMB()
 	now := time.Now()
-	a.sch.mu.Lock()
-	defer a.sch.mu.Unlock()
-	for id, m := range a.sch.admitted {
-		// A move that arrived or failed here is gone already (arrived);
-		// one whose job never came (the source gave up) goes now.
-		if now.After(m.until) {
-			delete(a.sch.admitted, id)
-			continue
-		}
-		runnable += max(m.runnable, 1)
-		mem -= m.rssMB
-	}
 	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem}
-	if err := sched.Admit(mv, self); err != nil {
-		return admitResponse{Refused: err.Error(), Load: self.Load, MemFreeMB: self.MemFreeMB}, nil
+	a.sch.mu.Lock()
+	ans := a.sch.ledger.Admit(mv, self, now)
+	a.sch.mu.Unlock()
+	r := admitResponse{Load: ans.Load, MemFreeMB: ans.MemFreeMB}
+	if ans.Refused != nil {
+		r.Refused = ans.Refused.Error()
 	}
-	if a.sch.admitted == nil {
-		a.sch.admitted = map[string]admittedMove{}
-	}
-	a.sch.admitted[mv.Job] = admittedMove{mv.Runnable, mv.RSSMB, now.Add(admitHold)}
-	return admitResponse{}, nil
+	return r, nil
 }
 
 // arrived ends the admission of job id's move here: it runs here now (and
-// the probe counts it), or its move failed. Left to the next admission,
-// the reservation of a job that arrived and has ended since would count
-// against this node for up to admitHold, and an idle node would refuse work.
+// the probe counts it), or its move failed (sched.Ledger.Arrived).
 func (a *Agent) arrived(id string) {
 	a.sch.mu.Lock()
-	delete(a.sch.admitted, id)
+	a.sch.ledger.Arrived(id)
 	a.sch.mu.Unlock()
-}
-
-// forget takes a move that did not happen out of the recent moves, so
-// that its target's load is not counted higher for it.
-func (a *Agent) forget(mv sched.Move) {
-	a.sch.mu.Lock()
-	defer a.sch.mu.Unlock()
-	for i, m := range a.sch.recent {
-		if m.Job == mv.Job && m.To == mv.To && m.At.Equal(mv.At) {
-			a.sch.recent = append(a.sch.recent[:i], a.sch.recent[i+1:]...)
-			return
-		}
-	}
 }
 
 type ioSample struct {
@@ -239,16 +188,18 @@ func (a *Agent) event(e api.Event) {
 	a.log.Info("event", "kind", e.Kind, "job", e.Job, "from", e.From, "to", e.To, "why", e.Why)
 }
 
-// schedLoop runs a round each period of the policy, and at once when a
-// job starts or ends if the policy has a passive (jobs) probe.
+// schedLoop runs the rounds, when the ledger's pacing says: each period
+// of the policy, and on a kick (a job starts or ends, moves went through)
+// if the policy has a passive (jobs) probe.
 func (a *Agent) schedLoop() {
 	defer a.wg.Done()
 	for {
+		now := time.Now()
 		a.sch.mu.Lock()
-		period := time.Duration(a.sch.pol.Policy.Period)
+		next := a.sch.ledger.NextRound(now, time.Duration(a.sch.pol.Policy.Period))
 		a.sch.mu.Unlock()
-		t := time.NewTimer(period)
-		passive := false
+		t := time.NewTimer(next.Sub(now))
+		tr := sched.ByPeriod
 		select {
 		case <-a.stop:
 			t.Stop()
@@ -256,28 +207,23 @@ func (a *Agent) schedLoop() {
 		case <-t.C:
 		case <-a.sch.kick:
 			t.Stop()
-			passive = true
+			tr = sched.ByKick
 		}
 		a.sch.mu.Lock()
 		pol := a.sch.pol
+		due := a.sch.ledger.RoundDue(tr, pol.Passive())
 		a.sch.mu.Unlock()
-		if passive && !pol.Passive() {
-			continue
+		if due {
+			a.round(pol)
 		}
-		a.round(pol)
 	}
 }
 
 // round takes a snapshot, decides, and starts the moves (one after the
-// other, in the background); a round whose moves still run is skipped, and
-// moves that went through are followed by a round at once.
+// other, in the background), which the ledger records (Started, Finished).
+// Only schedLoop calls it: no other round starts between RoundDue and
+// Started.
 func (a *Agent) round(pol *sched.Scheduler) {
-	a.sch.mu.Lock()
-	if a.sch.running {
-		a.sch.mu.Unlock()
-		return
-	}
-	a.sch.mu.Unlock()
 	snap := a.snapshot()
 	a.mu.Lock()
 	moves := pol.Decide(snap, a.rng)
@@ -286,8 +232,7 @@ func (a *Agent) round(pol *sched.Scheduler) {
 		return
 	}
 	a.sch.mu.Lock()
-	a.sch.running = true
-	a.sch.recent = append(a.sch.recent, moves...)
+	a.sch.ledger.Started(moves)
 	a.sch.mu.Unlock()
 	a.wg.Add(1)
 	go func() {
@@ -295,11 +240,9 @@ func (a *Agent) round(pol *sched.Scheduler) {
 		moved := false
 		defer func() {
 			a.sch.mu.Lock()
-			a.sch.running = false
+			again := a.sch.ledger.Finished(moved)
 			a.sch.mu.Unlock()
-			// Jobs left: judge again now rather than a period later
-			// (a round that came while these moves ran was skipped).
-			if moved {
+			if again {
 				a.kickScheduler()
 			}
 		}()
@@ -311,12 +254,10 @@ func (a *Agent) round(pol *sched.Scheduler) {
 			}
 			var ar admitResponse
 			if err := a.peerCall(mv.To, http.MethodPost, "/v1/peer/migrate/admit", mv, &ar); err == nil && ar.Refused != "" {
-				a.forget(mv)
+				now := time.Now()
 				a.sch.mu.Lock()
-				if a.sch.heard == nil {
-					a.sch.heard = map[string]heard{}
-				}
-				a.sch.heard[mv.To] = heard{ar.Load, ar.MemFreeMB, time.Now()}
+				a.sch.ledger.Forget(mv)
+				a.sch.ledger.Heard(mv.To, ar.Load, ar.MemFreeMB, now)
 				a.sch.mu.Unlock()
 				a.event(api.Event{Kind: "declined", Job: mv.Job, From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
 				continue
@@ -324,16 +265,19 @@ func (a *Agent) round(pol *sched.Scheduler) {
 			m, err := a.migrateOut(migrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why})
 			e := api.Event{Kind: "migrate", Job: mv.Job, From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
 			if err != nil {
-				a.forget(mv)
+				now := time.Now()
+				a.sch.mu.Lock()
+				a.sch.ledger.Forget(mv)
+				a.sch.ledger.Failed(mv.Job, now)
+				a.sch.mu.Unlock()
 				e.Kind, e.Why = "failed", mv.Why+"; failed: "+err.Error()
-				a.jobs.mu.Lock()
-				if lj := a.jobs.local[mv.Job]; lj != nil {
-					lj.lastTry = time.Now()
-					if errors.Is(err, ErrPinned) {
+				if errors.Is(err, ErrPinned) {
+					a.jobs.mu.Lock()
+					if lj := a.jobs.local[mv.Job]; lj != nil {
 						lj.unmovable = strings.TrimPrefix(err.Error(), mv.Job+": ")
 					}
+					a.jobs.mu.Unlock()
 				}
-				a.jobs.mu.Unlock()
 			}
 			moved = moved || err == nil
 			a.event(e)
@@ -360,27 +304,20 @@ func (a *Agent) snapshot() sched.Snapshot {
 	a.mu.Unlock()
 	sort.Slice(s.Peers, func(i, j int) bool { return sched.IDLess(s.Peers[i].ID, s.Peers[j].ID) })
 	a.sch.mu.Lock()
-	for i, p := range s.Peers {
-		if h, ok := a.sch.heard[p.ID]; ok {
-			if h.at.After(p.Received) {
-				s.Peers[i].Load, s.Peers[i].MemFreeMB, s.Peers[i].Received = h.load, h.memFreeMB, h.at
-			} else {
-				delete(a.sch.heard, p.ID)
-			}
-		}
-	}
+	a.sch.ledger.ApplyHeard(s.Peers)
 	a.sch.mu.Unlock()
 
 	type jobRef struct {
 		rec             job.Local
-		lastTry         time.Time
 		unmovable       string
 		migrating, done bool
 	}
 	a.jobs.mu.Lock()
 	refs := make([]jobRef, 0, len(a.jobs.local))
-	for _, lj := range a.jobs.local {
-		refs = append(refs, jobRef{lj.rec, lj.lastTry, lj.unmovable, lj.migrating, lj.rec.Done})
+	here := make([]string, 0, len(a.jobs.local))
+	for id, lj := range a.jobs.local {
+		refs = append(refs, jobRef{lj.rec, lj.unmovable, lj.migrating, lj.rec.Done})
+		here = append(here, id)
 	}
 	a.jobs.mu.Unlock()
 	a.sch.mu.Lock()
@@ -395,9 +332,6 @@ func (a *Agent) snapshot() sched.Snapshot {
 		}
 		run, sys, rss := job.TreeActivity(r.rec.PID)
 		j := sched.Job{ID: r.rec.ID, Started: r.rec.Started, LastMoved: r.rec.LastMoved, Moves: r.rec.Moves, RSSMB: rss, Runnable: run}
-		if r.lastTry.After(j.LastMoved) {
-			j.LastMoved = r.lastTry
-		}
 		switch {
 		case r.rec.Hold == "pin":
 			j.Held = "pinned (run --pin)"
@@ -413,14 +347,8 @@ func (a *Agent) snapshot() sched.Snapshot {
 		s.Jobs = append(s.Jobs, j)
 	}
 	a.sch.prev = next
-	keep := a.sch.recent[:0]
-	for _, m := range a.sch.recent {
-		if now.Sub(m.At) < sched.RecentWindow {
-			keep = append(keep, m)
-		}
-	}
-	a.sch.recent = keep
-	s.Recent = append([]sched.Move(nil), keep...)
+	a.sch.ledger.ApplyFailures(s.Jobs, here)
+	s.Recent = a.sch.ledger.Recent(now)
 	return s
 }
 

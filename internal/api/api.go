@@ -58,6 +58,10 @@ type Error struct {
 	Error string `json:"error"`
 }
 
+// DefaultSocket is the agent's unix socket on a real node, where the CLI
+// looks first.
+const DefaultSocket = "/run/roam/roamd.sock"
+
 // Client talks to one agent over its unix socket.
 type Client struct {
 	Socket string

@@ -1,9 +1,13 @@
 package api
 
-import (
-	"time"
+import "time"
 
-	"roam/internal/job"
+// States of a job, as Job.State and Output.State show them.
+const (
+	StateStarting = "starting" // recorded, not yet confirmed started by its node
+	StateRunning  = "running"
+	StateFinished = "finished"
+	StateLost     = "lost" // its node died and it could not be recovered
 )
 
 // RunRequest is `roam run`: start Count processes of Argv from the asked
@@ -72,8 +76,36 @@ type Job struct {
 	// PinReason says why the job cannot migrate, once roam found out.
 	PinReason string `json:"pin_reason,omitempty"`
 	// Manual: a manual migration put it where it is (see roam migrate).
-	Manual       bool            `json:"manual,omitempty"`
-	MigrationLog []job.Migration `json:"migration_log"`
+	Manual       bool        `json:"manual,omitempty"`
+	MigrationLog []Migration `json:"migration_log"`
+}
+
+// Migration is one migration attempt: the answer to a MigrateRequest, and
+// an entry of a job's migration log (the home node's job record keeps them).
+type Migration struct {
+	At   time.Time `json:"at"`
+	From string    `json:"from"`
+	To   string    `json:"to"`
+	Lazy bool      `json:"lazy"`
+	// Bytes is what went over the network: images and spool, and with
+	// Lazy the pages fetched afterwards.
+	Bytes int64 `json:"bytes"`
+	// FreezeMS is from the process stopping on From to it running on To.
+	FreezeMS float64 `json:"freeze_ms"`
+	// TotalMS is from the request to the end (for Lazy, to the last page).
+	TotalMS float64 `json:"total_ms"`
+	// WindowMS, for Lazy, is the post-copy window: from the restore until
+	// the last page arrived, during which the job needs both nodes.
+	WindowMS float64 `json:"window_ms,omitempty"`
+	// The freeze's parts: CRIU's dump on From, the stream to To (images
+	// written there), CRIU's restore on To.
+	DumpMS    float64 `json:"dump_ms"`
+	CopyMS    float64 `json:"copy_ms"`
+	RestoreMS float64 `json:"restore_ms"`
+	OK        bool    `json:"ok"`
+	// Why says who decided it: "roam migrate", or a policy's reason.
+	Why   string `json:"why,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // MigrateRequest asks to move a running job to Node ("home" for its home

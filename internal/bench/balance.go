@@ -126,7 +126,7 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 				if first.IsZero() || j.Started.Before(first) {
 					first = j.Started
 				}
-				if j.State == "finished" || j.State == "lost" {
+				if j.State == api.StateFinished || j.State == api.StateLost {
 					done++
 					if j.ExitCode != nil && *j.ExitCode == 0 {
 						ok++

@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"roam/internal/api"
-	"roam/internal/ckpt"
 	"roam/internal/emu"
-	"roam/internal/job"
 )
 
 // nodeCPU is the capacity of every node of the speedup, lvm and traffic
@@ -102,7 +100,7 @@ func BalancedAfter(js []api.Job, caps map[string]float64) float64 {
 	var t0, firstEnd time.Time
 	for _, j := range js {
 		node := j.Node
-		var moves []job.Migration
+		var moves []api.Migration
 		for _, m := range j.MigrationLog {
 			if m.OK {
 				moves = append(moves, m)
@@ -444,8 +442,8 @@ var migrationPoints = []migrateAt{
 // timedRun runs one workload job on node 1 of a 2-node cluster and, when
 // at >= 0, migrates it to node 2 at seconds after its start. It returns the
 // run time (home node's start to end), the migration and the result.
-func timedRun(x *Run, cl *api.Client, argv []string, at float64, lazy bool) (float64, job.Migration, string, error) {
-	var m job.Migration
+func timedRun(x *Run, cl *api.Client, argv []string, at float64, lazy bool) (float64, api.Migration, string, error) {
+	var m api.Migration
 	x.waitIdle(cl)
 	ids, err := start(cl, api.RunRequest{Argv: argv, On: "1"})
 	if err != nil {
@@ -543,7 +541,7 @@ var expMigrationCost = &Experiment{
 
 // addMigrated records a migrated run's overhead against the unmigrated
 // mean base, and its freeze.
-func addMigrated(r *Result, series string, x, t, base float64, m job.Migration) {
+func addMigrated(r *Result, series string, x, t, base float64, m api.Migration) {
 	r.Add(series, x, "overhead", "%", (t-base)/base*100)
 	r.Add(series, x, "freeze", "ms", m.FreezeMS)
 }
@@ -687,7 +685,7 @@ var expMigrate = &Experiment{
 		r.XLabel = "RSS (MiB)"
 		r.Setup = "2 nodes with an equal share of the cores, unshaped link; images on tmpfs."
 		r.Charts = []Chart{{File: "migrate.png", Title: "Migration times vs process size", Metric: "time", XLabel: "RSS (MiB)", YLabel: "time (ms)"}}
-		spec := MigrateSpec{Subnet: "198.18.102.0/24", Roamd: x.tool("roamd"), Migjob: x.tool("migjob"), CRIU: ckpt.DefaultPath()}
+		spec := MigrateSpec{Subnet: "198.18.102.0/24", Roamd: x.tool("roamd"), Migjob: x.tool("migjob"), Ckpt: x.tool("roam-ckpt")}
 		for _, s := range sizes {
 			for i := 0; i < x.Reps; i++ {
 				spec.SizesMB = append(spec.SizesMB, s)

@@ -215,7 +215,7 @@ func RunExperiments(exps []*Experiment, opts Options, progress io.Writer) ([]*Re
 	if opts.Reps < 1 || opts.Reps > 100 {
 		return nil, fmt.Errorf("--reps: %d is out of range (1 to 100)", opts.Reps)
 	}
-	for _, w := range []string{"roamd", "roam-init", "dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload"} {
+	for _, w := range []string{"roamd", "roam-init", "dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload", "roam-ckpt"} {
 		if _, err := os.Stat(filepath.Join(opts.Bin, w)); err != nil {
 			return nil, fmt.Errorf("%s is missing (make build makes it)", filepath.Join(opts.Bin, w))
 		}
@@ -304,7 +304,7 @@ func waitJobs(cl *api.Client, ids []string, limit time.Duration) ([]api.Job, err
 			for _, j := range js {
 				if want[j.ID] {
 					mine = append(mine, j)
-					if j.State == "finished" || j.State == "lost" {
+					if j.State == api.StateFinished || j.State == api.StateLost {
 						over++
 					}
 				}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"roam/internal/api"
-	"roam/internal/job"
 )
 
 func TestMeanStdAndSpeedup(t *testing.T) {
@@ -40,8 +39,8 @@ func TestMeanStdAndSpeedup(t *testing.T) {
 func TestBalancedAfter(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	moved := func(s float64, from, to string) []job.Migration {
-		return []job.Migration{{At: at(s), From: from, To: to, TotalMS: 200, OK: true}}
+	moved := func(s float64, from, to string) []api.Migration {
+		return []api.Migration{{At: at(s), From: from, To: to, TotalMS: 200, OK: true}}
 	}
 	caps := map[string]float64{"1": 0.2, "2": 0.2}
 	// Four jobs on node 1; two move to node 2 at 1.0 (+0.2) and 2.0 (+0.2).

@@ -74,7 +74,7 @@ func JobStart(spec JobStartSpec, progress io.Writer) (JobStartResult, error) {
 		if cl.Get("/v1/ps?all=1", &js) == nil {
 			done := 0
 			for _, j := range js {
-				if j.State == "finished" && j.ExitCode != nil && *j.ExitCode == 0 {
+				if j.State == api.StateFinished && j.ExitCode != nil && *j.ExitCode == 0 {
 					done++
 				}
 			}

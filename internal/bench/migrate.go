@@ -7,20 +7,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"roam/internal/api"
-	"roam/internal/ckpt"
 	"roam/internal/emu"
-	"roam/internal/job"
-	"roam/internal/procfs"
 )
 
 // MigrateSpec configures the migration benchmark.
@@ -29,7 +23,8 @@ type MigrateSpec struct {
 	Subnet  string
 	Roamd   string
 	Migjob  string // workloads/migjob, built by make
-	CRIU    string // for the local dump and restore
+	Ckpt    string // cmd/roam-ckpt, built by make: the local dump and restore
+	CRIU    string // for the local dump and restore; empty: roam's default
 }
 
 // MigratePoint is one process size, all measured in the same run: an
@@ -101,8 +96,8 @@ func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (Mig
 			return p, fmt.Errorf("job %s printed nothing in 2 minutes", id)
 		}
 	}
-	migrate := func(to string, lazy bool) (job.Migration, error) {
-		var m job.Migration
+	migrate := func(to string, lazy bool) (api.Migration, error) {
+		var m api.Migration
 		err := cl.Do(context.Background(), http.MethodPost, "/v1/migrate", api.MigrateRequest{ID: id, Node: to, Lazy: lazy}, &m)
 		return m, err
 	}
@@ -126,57 +121,6 @@ func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (Mig
 	}
 	p.LazyFreezeMS, p.LazyTotalMS, p.LazyWindowMS, p.LazyBytes = m.FreezeMS, m.TotalMS, m.WindowMS, m.Bytes
 	return p, nil
-}
-
-// localDumpRestore dumps the job where it runs (node n) to that node's
-// state directory and restores a second copy from the images, as a node
-// would without the network; the copy is then killed and the job resumed.
-func localDumpRestore(n2 emu.NodeState, spec MigrateSpec, id string) (dumpMS, restMS float64, err error) {
-	pids := ckpt.Copies(id)
-	if len(pids) != 1 {
-		return 0, 0, fmt.Errorf("job %s has %d copies on this host", id, len(pids))
-	}
-	pid := pids[0]
-	dir, err := os.MkdirTemp(n2.Dir, "bench-images-")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer os.RemoveAll(dir)
-	mounts, err := ckpt.Mounts(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	c := &ckpt.CRIU{Path: spec.CRIU, ExecMu: &sync.Mutex{}}
-	// CRIU runs in the job's network namespace, as the node's agent runs
-	// it (from another one it would try to dump and lock the network).
-	netns := func(f func() error) error { return inNetns(n2.Netns, f) }
-	t0 := time.Now()
-	if err := netns(func() error { return c.Dump(ckpt.DumpOpts{PID: pid, Dir: dir, Mounts: mounts}) }); err != nil {
-		ckpt.Thaw(procfs.Tree(pid))
-		return 0, 0, err
-	}
-	dumpMS = float64(time.Since(t0).Microseconds()) / 1000
-	tree := procfs.Tree(pid)
-	defer ckpt.Thaw(tree)
-	mm := map[string]string{}
-	for _, m := range mounts {
-		mm[m] = m
-	}
-	mm[ckpt.JobDir] = filepath.Join(n2.Dir, "spool", id)
-	t1 := time.Now()
-	var copyPID int
-	err = netns(func() (err error) {
-		copyPID, err = c.Restore(ckpt.RestoreOpts{Dir: dir, Mounts: mm})
-		return err
-	})
-	if err != nil {
-		return 0, 0, err
-	}
-	restMS = float64(time.Since(t1).Microseconds()) / 1000
-	tix := job.StartTicks(copyPID)
-	_ = syscall.Kill(copyPID, syscall.SIGKILL)
-	job.WaitGone(copyPID, tix, 30*time.Second)
-	return dumpMS, restMS, nil
 }
 
 // rawCopy sends n bytes over plain TCP from node 1's network namespace to

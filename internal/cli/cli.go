@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"roam/internal/agent"
 	"roam/internal/api"
 	"roam/internal/emu"
 )
@@ -79,13 +78,13 @@ func (e *env) client() (*api.Client, error) {
 	if e.node != "" {
 		return e.nodeClient(e.node)
 	}
-	if _, err := os.Stat(agent.DefaultSocket); err == nil {
-		return api.NewClient(agent.DefaultSocket), nil
+	if _, err := os.Stat(api.DefaultSocket); err == nil {
+		return api.NewClient(api.DefaultSocket), nil
 	}
 	if _, err := emu.Load(e.cluster); err == nil {
 		return e.nodeClient("1")
 	}
-	return nil, fmt.Errorf("%w: nothing at %s and no emulated cluster %q (start roamd, or 'roam cluster up')", api.ErrNoAgent, agent.DefaultSocket, e.cluster)
+	return nil, fmt.Errorf("%w: nothing at %s and no emulated cluster %q (start roamd, or 'roam cluster up')", api.ErrNoAgent, api.DefaultSocket, e.cluster)
 }
 
 func (e *env) nodeClient(id string) (*api.Client, error) {

@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"roam/internal/api"
-	"roam/internal/job"
 )
 
 // reattachFor is how long `roam run` waits for a lost agent to come back.
@@ -405,7 +404,7 @@ needs both nodes.`,
 			if err != nil {
 				return err
 			}
-			var m job.Migration
+			var m api.Migration
 			if err := cl.Do(context.Background(), http.MethodPost, "/v1/migrate", api.MigrateRequest{ID: args[0], Node: args[1], Lazy: lazy}, &m); err != nil {
 				return err
 			}

@@ -257,7 +257,7 @@ func (m topModel) View() string {
 	}
 	perNode := map[string][]string{}
 	for _, j := range m.data.jobs {
-		if j.State == "running" {
+		if j.State == api.StateRunning {
 			perNode[j.Node] = append(perNode[j.Node], j.ID)
 		}
 	}

@@ -29,7 +29,6 @@ import (
 	"syscall"
 	"time"
 
-	"roam/internal/agent"
 	"roam/internal/api"
 	"roam/internal/cgroup"
 	"roam/internal/load"
@@ -388,36 +387,8 @@ func addNode(st *State, layout cgroup.Layout, spec Spec, i int, cpu float64, mem
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return n, err
 	}
-	cfg := agent.DefaultConfig()
-	cfg.NodeID = n.ID
-	cfg.BindAddr = n.Addr
-	cfg.SecretFile = secretPath
-	cfg.StateDir = dir
-	cfg.ImageDir = filepath.Join(ImageDir(st.Name), "n"+strconv.Itoa(i))
-	cfg.Socket = n.Socket
-	cfg.Capacity = cpu
-	cfg.Cgroup = n.Cgroup
-	cfg.Load.Policy = spec.Policy
-	cfg.Scheduler = spec.Scheduler
-	// roam-init is installed beside roamd (not beside whatever program
-	// brings the cluster up: a test binary, say).
-	if spec.Roamd != "" {
-		cfg.InitPath = filepath.Join(filepath.Dir(spec.Roamd), "roam-init")
-	}
-	cfg.Load.Interval = spec.Interval
-	// Join through every other node of the cluster, those already up and
-	// those still to come: an agent retries while it is alone, so a node
-	// restarted later finds the cluster again through any of them.
-	for _, addr := range peers {
-		if addr != n.Addr {
-			cfg.Join = append(cfg.Join, net.JoinHostPort(addr, strconv.Itoa(cfg.GossipPort)))
-		}
-	}
-	if err := cfg.Validate(); err != nil {
-		return n, err
-	}
 	cfgPath := filepath.Join(dir, "roamd.yaml")
-	if err := os.WriteFile(cfgPath, cfg.Marshal(), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, agentConfigFor(spec, n, secretPath, ImageDir(st.Name), peers).marshal(), 0o644); err != nil {
 		return n, err
 	}
 	pid, err := startAgent(spec.Roamd, ns, cfgPath, filepath.Join(dir, "roamd.log"))

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"roam/internal/api"
 )
 
 // The bbolt schema, version 1:
@@ -39,12 +41,12 @@ var (
 	keyPolicy   = []byte("policy")
 )
 
-// States of a job.
+// States of a job: the API's, which shows them unchanged.
 const (
-	StateStarting = "starting" // recorded, not yet confirmed started by its node
-	StateRunning  = "running"
-	StateFinished = "finished"
-	StateLost     = "lost" // its node died and it could not be recovered
+	StateStarting = api.StateStarting
+	StateRunning  = api.StateRunning
+	StateFinished = api.StateFinished
+	StateLost     = api.StateLost
 )
 
 // Record is the home node's record of a job.
@@ -79,32 +81,9 @@ type Record struct {
 	Group string `json:"group"`
 }
 
-// Migration is one migration attempt, as the job record keeps it.
-type Migration struct {
-	At   time.Time `json:"at"`
-	From string    `json:"from"`
-	To   string    `json:"to"`
-	Lazy bool      `json:"lazy"`
-	// Bytes is what went over the network: images and spool, and with
-	// Lazy the pages fetched afterwards.
-	Bytes int64 `json:"bytes"`
-	// FreezeMS is from the process stopping on From to it running on To.
-	FreezeMS float64 `json:"freeze_ms"`
-	// TotalMS is from the request to the end (for Lazy, to the last page).
-	TotalMS float64 `json:"total_ms"`
-	// WindowMS, for Lazy, is the post-copy window: from the restore until
-	// the last page arrived, during which the job needs both nodes.
-	WindowMS float64 `json:"window_ms,omitempty"`
-	// The freeze's parts: CRIU's dump on From, the stream to To (images
-	// written there), CRIU's restore on To.
-	DumpMS    float64 `json:"dump_ms"`
-	CopyMS    float64 `json:"copy_ms"`
-	RestoreMS float64 `json:"restore_ms"`
-	OK        bool    `json:"ok"`
-	// Why says who decided it: "roam migrate", or a policy's reason.
-	Why   string `json:"why,omitempty"`
-	Error string `json:"error,omitempty"`
-}
+// Migration is one migration attempt, as the job record keeps it; the
+// type is the API's, which shows it unchanged.
+type Migration = api.Migration
 
 // MaxMigrationLog bounds a record's migration log (the oldest go first).
 const MaxMigrationLog = 50

@@ -58,8 +58,8 @@ type Move struct {
 	From string
 	Why  string
 	At   time.Time
-	By   string // the manager that decided
-	Kind string // the problem: cpu or memory
+	By   string      // the manager that decided
+	Kind ProblemKind // the problem's, so the destination judges it alike
 	// RSSMB and Runnable are the job's, so the move's effect can be
 	// folded into a snapshot.
 	RSSMB    float64
@@ -76,10 +76,26 @@ type Move struct {
 	KeepFreeMB float64
 }
 
+// ProblemKind is what a node is short of. A move carries its problem's
+// kind: the destination judges it again by the same rule (fits).
+type ProblemKind string
+
+// The kinds of problem the analyzers find.
+const (
+	// ProblemCPU: a peer would give a job a larger share of a CPU.
+	ProblemCPU ProblemKind = "cpu"
+	// ProblemMemory: free memory is short here; running out kills.
+	ProblemMemory ProblemKind = "memory"
+)
+
+// known is whether k is one of the kinds above: a move's kind comes from
+// another node, over the wire.
+func (k ProblemKind) known() bool { return k == ProblemCPU || k == ProblemMemory }
+
 // Problem is a local problem an analyzer found.
 type Problem struct {
 	Analyzer string
-	Kind     string // "cpu" or "memory"
+	Kind     ProblemKind
 	Why      string
 	// Targets are the nodes that would solve it, best first.
 	Targets []string
@@ -136,10 +152,6 @@ type namedManager struct {
 // load received before that is one the move is added to by hand, however
 // old it is (the load vector's entries can be seconds old).
 const MoveSettle = 2 * time.Second
-
-// RecentWindow is how long the agent keeps its moves for Effective: a
-// peer not heard from in this long is hardly worth a decision.
-const RecentWindow = 30 * time.Second
 
 // Effective returns the snapshot with this node's recent moves folded into
 // its peers' loads where those loads are older than the moves' settling.
@@ -263,7 +275,7 @@ func (b *balance) Analyze(s Snapshot) []Problem {
 	for i, c := range cs {
 		targets[i] = c.id
 	}
-	return []Problem{{Kind: "cpu", Targets: targets, Threshold: b.Threshold,
+	return []Problem{{Kind: ProblemCPU, Targets: targets, Threshold: b.Threshold,
 		Why: fmt.Sprintf("load %.2f on node %s; node %s would have %.2f with one more (threshold %.2f)",
 			s.Self.Load, s.Self.ID, cs[0].id, cs[0].after, b.Threshold)}}
 }
@@ -300,7 +312,7 @@ func (u *ushering) Analyze(s Snapshot) []Problem {
 	if len(targets) == 0 {
 		return nil
 	}
-	return []Problem{{Kind: "memory", Targets: targets, KeepFreeMB: u.MinFreeMB,
+	return []Problem{{Kind: ProblemMemory, Targets: targets, KeepFreeMB: u.MinFreeMB,
 		Why: fmt.Sprintf("%.0f MiB free on node %s, under %.0f MiB; node %s has %.0f MiB",
 			s.Self.MemFreeMB, s.Self.ID, u.MinFreeMB, peers[0].ID, peers[0].MemFreeMB)}}
 }
@@ -340,7 +352,7 @@ func (t *threshold) Analyze(s Snapshot) []Problem {
 	if p.Load+1/p.Capacity >= s.Self.Load {
 		return nil
 	}
-	return []Problem{{Kind: "cpu", Targets: []string{p.ID},
+	return []Problem{{Kind: ProblemCPU, Targets: []string{p.ID},
 		Why: fmt.Sprintf("CPU use %.0f%% on node %s over %.0f%%; least loaded is node %s (%.2f)",
 			100*s.Self.Load, s.Self.ID, 100*t.CPU, p.ID, p.Load)}}
 }
@@ -390,17 +402,17 @@ func (m *migrateManager) MaxMoves() int { return m.Max }
 // movable is whether a policy may move j now for a problem of this kind;
 // recent, whether it moved within the hysteresis: then only a CPU move
 // with a large gain may take it.
-func (m *migrateManager) movable(s Snapshot, j Job, kind string) (ok, recent bool) {
+func (m *migrateManager) movable(s Snapshot, j Job, kind ProblemKind) (ok, recent bool) {
 	if j.Held != "" || s.Now.Sub(j.Started) < time.Duration(m.MinAge) {
 		return false, false
 	}
 	recent = !j.LastMoved.IsZero() && s.Now.Sub(j.LastMoved) < time.Duration(m.Hysteresis)
-	return !recent || (kind != "memory" && m.HysteresisGain > 0), recent
+	return !recent || (kind != ProblemMemory && m.HysteresisGain > 0), recent
 }
 
 func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Move, bool) {
 	// Memory first: running out kills; a slow CPU only delays.
-	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Kind == "memory" && problems[j].Kind != "memory" })
+	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Kind == ProblemMemory && problems[j].Kind != ProblemMemory })
 	peers := map[string]Node{}
 	for _, p := range s.Peers {
 		peers[p.ID] = p
@@ -410,7 +422,7 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 		recent := map[string]bool{}
 		for _, j := range s.Jobs {
 			ok, rec := m.movable(s, j, pr.Kind)
-			if ok && (pr.Kind == "memory" || j.Runnable > 0) {
+			if ok && (pr.Kind == ProblemMemory || j.Runnable > 0) {
 				jobs = append(jobs, j)
 				recent[j.ID] = rec
 			}
@@ -419,7 +431,7 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 			continue
 		}
 		cost := func(j Job) float64 { return j.RSSMB + m.SyscallMB*j.SyscallsPerSec }
-		if pr.Kind == "memory" {
+		if pr.Kind == ProblemMemory {
 			sort.Slice(jobs, func(a, b int) bool {
 				if jobs[a].RSSMB != jobs[b].RSSMB {
 					return jobs[a].RSSMB > jobs[b].RSSMB
@@ -466,7 +478,7 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 // the job's runnable threads (at least one) must stay more than Threshold
 // below the source's, and, for a job that moved lately, Gain times lower.
 func fits(mv Move, t Node) error {
-	if mv.Kind == "memory" {
+	if mv.Kind == ProblemMemory {
 		if left := t.MemFreeMB - mv.RSSMB; left < mv.KeepFreeMB {
 			return fmt.Errorf("node %s would have %.0f MiB free with job %s, under the %.0f MiB to keep", t.ID, left, mv.Job, mv.KeepFreeMB)
 		}
@@ -494,8 +506,8 @@ func afterLoad(mv Move, t Node) float64 {
 // vector entry can be a second old, and two sources that saw the same idle
 // node would both send it a job (herding). nil: take it.
 func Admit(mv Move, self Node) error {
-	if mv.Kind != "memory" && mv.Kind != "cpu" {
-		return fmt.Errorf("move of job %s: unknown kind %q (cpu or memory)", mv.Job, mv.Kind)
+	if !mv.Kind.known() {
+		return fmt.Errorf("move of job %s: unknown kind %q (%s or %s)", mv.Job, mv.Kind, ProblemCPU, ProblemMemory)
 	}
 	return fits(mv, self)
 }

@@ -1,5 +1,7 @@
-// Package sched decides where processes go: placement at start now, and
-// (later) the analyzers, managers and policies that migrate them.
+// Package sched decides where processes go: placement at start; the
+// policies' analyzers and managers that migrate them (decide.go,
+// policy.go); and the round's ledger of admissions, heard loads, recent
+// moves, failures and pacing that a node keeps between rounds (ledger.go).
 //
 // Everything here is pure: decisions are functions of the inputs given —
 // node loads, configuration, a clock and a random source passed in — with no

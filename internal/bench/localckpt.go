@@ -1,0 +1,50 @@
+package bench
+
+// The migration benchmark's local dump-and-restore baseline runs CRIU in
+// a helper program, bin/roam-ckpt (cmd/roam-ckpt), so that the CLI links no
+// daemon code (no package ckpt, no go-criu).
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	"roam/internal/emu"
+)
+
+// localDumpRestore dumps the job where it runs (node n) to that node's
+// state directory and restores a second copy from the images, as a node
+// would without the network; the copy is then killed and the job resumed.
+// spec.Ckpt does it, in the node's network namespace, as the node's agent
+// runs CRIU (from another one CRIU would try to dump and lock the
+// network): it is started there as emu starts the agents.
+func localDumpRestore(n emu.NodeState, spec MigrateSpec, id string) (dumpMS, restMS float64, err error) {
+	if spec.Ckpt == "" {
+		return 0, 0, errors.New("no roam-ckpt binary given")
+	}
+	args := []string{"--net=/run/netns/" + n.Netns, spec.Ckpt, "--node-dir", n.Dir}
+	if spec.CRIU != "" {
+		args = append(args, "--criu", spec.CRIU)
+	}
+	args = append(args, id)
+	cmd := exec.Command("nsenter", args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return 0, 0, errors.New(msg)
+		}
+		return 0, 0, fmt.Errorf("%s: %w", spec.Ckpt, err)
+	}
+	var r struct {
+		DumpMS    *float64 `json:"dump_ms"`
+		RestoreMS *float64 `json:"restore_ms"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil || r.DumpMS == nil || r.RestoreMS == nil {
+		return 0, 0, fmt.Errorf("%s printed %q, not its dump and restore times", spec.Ckpt, tail(strings.TrimSpace(stdout.String())))
+	}
+	return *r.DumpMS, *r.RestoreMS, nil
+}

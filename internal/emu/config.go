@@ -1,0 +1,77 @@
+package emu
+
+import (
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// gossipPort is every emulated node's gossip port: roamd's default
+// (agent.DefaultGossipPort), written into each config so that the join
+// addresses below cannot disagree with it. Each node has its own address.
+const gossipPort = 7946
+
+// agentConfig is the part of roamd's YAML config file (agent.Config) that an
+// emulated node sets; roamd fills the rest with its defaults and validates
+// the whole when it starts (a refusal shows in waitReady's error). emu
+// writes the file itself so that the CLI links no agent code;
+// config_test.go checks that roamd reads it back as meant.
+type agentConfig struct {
+	NodeID     string   `yaml:"node_id"`
+	BindAddr   string   `yaml:"bind_addr"`
+	GossipPort int      `yaml:"gossip_port"`
+	Join       []string `yaml:"join,omitempty"`
+	SecretFile string   `yaml:"secret_file"`
+	StateDir   string   `yaml:"state_dir"`
+	ImageDir   string   `yaml:"image_dir"`
+	Socket     string   `yaml:"socket"`
+	Capacity   float64  `yaml:"capacity"`
+	Cgroup     string   `yaml:"cgroup"`
+	InitPath   string   `yaml:"init_path,omitempty"`
+	Scheduler  string   `yaml:"scheduler,omitempty"`
+	Load       struct {
+		Interval time.Duration `yaml:"interval"`
+		Policy   string        `yaml:"policy"`
+	} `yaml:"load"`
+}
+
+// agentConfigFor is node n's config in a cluster of spec (validated), whose
+// nodes have the addresses peers; imageBase holds the cluster's images.
+func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers []string) agentConfig {
+	c := agentConfig{
+		NodeID:     n.ID,
+		BindAddr:   n.Addr,
+		GossipPort: gossipPort,
+		SecretFile: secretPath,
+		StateDir:   n.Dir,
+		ImageDir:   filepath.Join(imageBase, "n"+n.ID),
+		Socket:     n.Socket,
+		Capacity:   n.Capacity,
+		Cgroup:     n.Cgroup,
+		Scheduler:  spec.Scheduler,
+	}
+	c.Load.Interval = spec.Interval
+	c.Load.Policy = spec.Policy
+	// roam-init is installed beside roamd (not beside whatever program
+	// brings the cluster up: a test binary, say).
+	if spec.Roamd != "" {
+		c.InitPath = filepath.Join(filepath.Dir(spec.Roamd), "roam-init")
+	}
+	// Join through every other node of the cluster, those already up and
+	// those still to come: an agent retries while it is alone, so a node
+	// restarted later finds the cluster again through any of them.
+	for _, addr := range peers {
+		if addr != n.Addr {
+			c.Join = append(c.Join, net.JoinHostPort(addr, strconv.Itoa(gossipPort)))
+		}
+	}
+	return c
+}
+
+func (c agentConfig) marshal() []byte {
+	b, _ := yaml.Marshal(c)
+	return b
+}

@@ -1,0 +1,35 @@
+package emu
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"roam/internal/agent"
+)
+
+// TestAgentConfig checks that roamd reads the config emu writes as meant:
+// the same keys, every one known to it, and its defaults for the rest.
+func TestAgentConfig(t *testing.T) {
+	spec := Spec{Name: "t", Nodes: 3, Subnet: "198.18.7.0/24", Roamd: "/opt/roam/bin/roamd",
+		Policy: "beneficial", Interval: 250 * time.Millisecond, Scheduler: "balance"}
+	n := NodeState{ID: "2", Addr: "198.18.7.2", Capacity: 0.5, Cgroup: "roam/t/n2",
+		Dir: "/run/roam/clusters/t/n2", Socket: "/run/roam/clusters/t/n2/roamd.sock"}
+	peers := []string{"198.18.7.1", "198.18.7.2", "198.18.7.3"}
+	b := agentConfigFor(spec, n, "/run/roam/clusters/t/secret", "/dev/shm/roam/t", peers).marshal()
+	got, err := agent.ParseConfig(b)
+	if err != nil {
+		t.Fatalf("roamd refuses the config emu writes: %v\n%s", err, b)
+	}
+	want := agent.DefaultConfig()
+	want.NodeID, want.BindAddr, want.GossipPort = "2", "198.18.7.2", agent.DefaultGossipPort
+	want.Join = []string{"198.18.7.1:7946", "198.18.7.3:7946"}
+	want.SecretFile = "/run/roam/clusters/t/secret"
+	want.StateDir, want.ImageDir, want.Socket = n.Dir, "/dev/shm/roam/t/n2", n.Socket
+	want.Capacity, want.Cgroup = 0.5, "roam/t/n2"
+	want.InitPath, want.Scheduler = "/opt/roam/bin/roam-init", "balance"
+	want.Load.Interval, want.Load.Policy = 250*time.Millisecond, "beneficial"
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("roamd reads\n%+v\nwant\n%+v\nfrom\n%s", got, want, b)
+	}
+}

@@ -1,0 +1,148 @@
+package migrate
+
+import (
+	"archive/tar"
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// The migration stream: the header as one JSON line, then a tar archive
+// (USTAR, regular files only) with CRIU's images under img/ and the job's
+// spool files under spool/. The stream is planned before it is sent, so
+// its length is known and the body goes out without HTTP chunking.
+
+// Archive directories.
+const (
+	DirImages = "img"
+	DirSpool  = "spool"
+)
+
+// ErrBadArchive is the kind of every archive error.
+var ErrBadArchive = errors.New("bad migration archive")
+
+// File is one file of a stream: its archive name (DIR/NAME), where the
+// driver reads it, and its size when planned.
+type File struct {
+	Name, Path string
+	Size       int64
+}
+
+// Plan is a migration stream planned to be sent.
+type Plan struct {
+	head  []byte
+	files []File
+}
+
+// NewPlan plans a stream of the header and the files.
+func NewPlan(h Header, files []File) (*Plan, error) {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if len(f.Name) >= 100 {
+			return nil, fmt.Errorf("image name too long: %s", f.Name)
+		}
+	}
+	return &Plan{head: append(b, '\n'), files: files}, nil
+}
+
+// Size is the stream's length in bytes: the header line, a 512-byte tar
+// header and the padded content per file (names are short, so no PAX
+// records), and tar's two closing blocks.
+func (p *Plan) Size() int64 {
+	n := int64(len(p.head)) + 1024
+	for _, f := range p.files {
+		n += 512 + (f.Size+511)/512*512
+	}
+	return n
+}
+
+// Write writes the stream to w, reading each file through open. A file
+// that changed size since it was planned fails the stream (the job is
+// frozen, so none should).
+func (p *Plan) Write(w io.Writer, open func(path string) (io.ReadCloser, error)) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if _, err := bw.Write(p.head); err != nil {
+		return err
+	}
+	tw := tar.NewWriter(bw)
+	for _, f := range p.files {
+		if err := addFile(tw, f, open); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+func addFile(tw *tar.Writer, f File, open func(string) (io.ReadCloser, error)) error {
+	r, err := open(f.Path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: f.Name, Mode: 0o600, Size: f.Size, Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}); err != nil {
+		return err
+	}
+	_, err = io.CopyN(tw, r, f.Size)
+	return err
+}
+
+// ReadHeader reads and validates a stream's header line from br.
+func ReadHeader(br *bufio.Reader) (Header, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return Header{}, fmt.Errorf("%w: too long", ErrBadHeader)
+		}
+		return Header{}, fmt.Errorf("%w: %v", ErrBadHeader, err)
+	}
+	if len(line) > MaxHeader {
+		return Header{}, fmt.Errorf("%w: too long", ErrBadHeader)
+	}
+	var h Header
+	if err := json.Unmarshal(line, &h); err != nil {
+		return Header{}, fmt.Errorf("%w: %v", ErrBadHeader, err)
+	}
+	return h, h.Validate()
+}
+
+// ReadArchive extracts a stream's archive: each entry DIR/NAME goes to
+// create(DIR, NAME), which must create a new file (never follow or reuse
+// one). Only img/ and spool/ entries, regular files, and no NAME with a
+// slash, "." or "..", are accepted.
+func ReadArchive(r io.Reader, create func(dir, name string) (io.WriteCloser, error)) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadArchive, err)
+		}
+		dir, name, ok := strings.Cut(h.Name, "/")
+		if !ok || name == "" || strings.Contains(name, "/") || name == "." || name == ".." ||
+			h.Typeflag != tar.TypeReg || (dir != DirImages && dir != DirSpool) {
+			return fmt.Errorf("%w: entry %q", ErrBadArchive, h.Name)
+		}
+		w, err := create(dir, name)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(w, tr)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write %s/%s: %w", dir, name, err)
+		}
+	}
+}

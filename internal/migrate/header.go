@@ -1,0 +1,107 @@
+package migrate
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxHeader bounds a migration stream's header line.
+const MaxHeader = 1 << 20
+
+// Header is the first line of a migration stream (JSON).
+type Header struct {
+	MID      string   `json:"mid"`
+	From     string   `json:"from"`
+	ID       string   `json:"id"`
+	Home     string   `json:"home"`
+	HomeAddr string   `json:"home_addr"`
+	AckOut   int64    `json:"ack_out"`
+	AckErr   int64    `json:"ack_err"`
+	Mounts   []string `json:"mounts"`
+	// Lazy: the images hold no memory pages; the destination fetches them
+	// from the source's CRIU page server.
+	Lazy bool `json:"lazy,omitempty"`
+	// Streamed: the dump wrote its pages to the destination's page sink
+	// for the migration; the stream has the rest.
+	Streamed bool `json:"streamed,omitempty"`
+	// What the scheduler needs of the job: when it started, why no policy
+	// may move it, and its moves so far (this one not counted).
+	Started   time.Time `json:"started"`
+	Hold      Hold      `json:"hold,omitempty"`
+	Moves     int       `json:"moves,omitempty"`
+	LastMoved time.Time `json:"last_moved"`
+	// StdinKey is the job's stdin pipe ("pipe:[INODE]") when the user's
+	// stdin still flows to it: the destination re-attaches a new pipe.
+	StdinKey string `json:"stdin_key,omitempty"`
+}
+
+// Hold is why no policy may move a job.
+type Hold string
+
+const (
+	HoldNone   Hold = ""       // the policies may move it
+	HoldPin    Hold = "pin"    // roam run --pin: never moves
+	HoldManual Hold = "manual" // moved by hand: stays until roam migrate JOBID auto
+)
+
+// ErrBadHeader is the kind of every header error.
+var ErrBadHeader = errors.New("bad migration header")
+
+var (
+	midPattern     = regexp.MustCompile(`^[0-9a-f]{16}$`)
+	pipeKeyPattern = regexp.MustCompile(`^pipe:\[[0-9]+\]$`)
+)
+
+// ValidMID says s is a migration id.
+func ValidMID(s string) bool { return midPattern.MatchString(s) }
+
+// JobHome is the home node of a job id ("HOME.SEQ").
+func JobHome(id string) (string, bool) {
+	i := strings.LastIndexByte(id, '.')
+	if i <= 0 || i == len(id)-1 {
+		return "", false
+	}
+	if _, err := strconv.ParseUint(id[i+1:], 10, 64); err != nil {
+		return "", false
+	}
+	return id[:i], true
+}
+
+// Validate checks everything a destination relies on in a header from the
+// network.
+func (h Header) Validate() error {
+	bad := func(f string, a ...any) error { return fmt.Errorf("%w: "+f, append([]any{ErrBadHeader}, a...)...) }
+	if !ValidMID(h.MID) {
+		return bad("mid %q", h.MID)
+	}
+	if home, ok := JobHome(h.ID); !ok || home != h.Home {
+		return bad("job id %q", h.ID)
+	}
+	if _, err := netip.ParseAddrPort(h.HomeAddr); err != nil {
+		return bad("home address %q", h.HomeAddr)
+	}
+	for _, m := range h.Mounts {
+		if !strings.HasPrefix(m, "/") || path.Clean(m) != m || strings.ContainsAny(m, "[]") {
+			return bad("mount %q", m)
+		}
+	}
+	if h.Hold != HoldNone && h.Hold != HoldPin && h.Hold != HoldManual {
+		return bad("hold %q", h.Hold)
+	}
+	if h.Lazy && h.Streamed {
+		return bad("lazy and streamed at once")
+	}
+	if h.StdinKey != "" && !pipeKeyPattern.MatchString(h.StdinKey) {
+		return bad("stdin %q", h.StdinKey)
+	}
+	if h.AckOut < 0 || h.AckErr < 0 || h.Moves < 0 {
+		return bad("negative offset or count")
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package migrate
+
+import (
+	"encoding/hex"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// What pins a job to its node. The driver reads the job's processes'
+// descriptors (/proc/PID/fd) and its TCP table (/proc/PID/net/tcp[6]); the
+// rules are here.
+
+// FD is one open descriptor of a job's process: what /proc/PID/fd/N links
+// to, and whether it is a character or block device.
+type FD struct {
+	Link   string
+	Device bool
+}
+
+// TCPConn is an established TCP connection in the job's network namespace:
+// its socket inode and remote address.
+type TCPConn struct {
+	Inode  string
+	Remote string
+}
+
+// harmlessDevice are devices every node has and that hold no state.
+var harmlessDevice = map[string]bool{"/dev/null": true, "/dev/zero": true, "/dev/random": true, "/dev/urandom": true}
+
+// Sockets are the socket inodes among fds.
+func Sockets(fds []FD) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range fds {
+		if ino, ok := strings.CutPrefix(f.Link, "socket:["); ok {
+			out[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	return out
+}
+
+// Pins lists the regular files a job holds open (which the destination
+// must reach; jobDir's own files excepted, they move with the job) and
+// says why the job cannot move at all, or "": a deleted file, a device
+// other than the harmless ones, an established TCP connection (members are
+// the cluster's addresses, to say which kind).
+func Pins(fds []FD, conns []TCPConn, jobDir string, members map[string]bool) (files []string, reason string) {
+	seen := map[string]bool{}
+	for _, f := range fds {
+		l := f.Link
+		switch {
+		case strings.HasPrefix(l, "socket:["):
+		case strings.HasSuffix(l, " (deleted)"):
+			return nil, "holds open a deleted file " + strings.TrimSuffix(l, " (deleted)")
+		case strings.HasPrefix(l, "/dev/"):
+			if !harmlessDevice[l] && f.Device {
+				return nil, "holds open the device " + l
+			}
+		case strings.HasPrefix(l, "/") && !strings.HasPrefix(l, jobDir+"/") && !seen[l]:
+			seen[l] = true
+			files = append(files, l)
+		}
+	}
+	sockets := Sockets(fds)
+	for _, c := range conns {
+		if !sockets[c.Inode] {
+			continue
+		}
+		where := "outside the cluster"
+		if ap, err := netip.ParseAddrPort(c.Remote); err == nil && members[ap.Addr().String()] {
+			where = "inside the cluster; its address would change"
+		}
+		return nil, "holds a TCP connection to " + c.Remote + " (" + where + ")"
+	}
+	return files, ""
+}
+
+// EstablishedTCP parses a /proc/PID/net/tcp or tcp6 table: the established
+// connections with their socket inodes and remote addresses.
+func EstablishedTCP(table string) []TCPConn {
+	var out []TCPConn
+	lines := strings.Split(table, "\n")
+	if len(lines) > 0 {
+		lines = lines[1:]
+	}
+	for _, line := range lines {
+		fs := strings.Fields(line)
+		if len(fs) < 10 || fs[3] != "01" {
+			continue
+		}
+		out = append(out, TCPConn{Inode: fs[9], Remote: HexAddr(fs[2])})
+	}
+	return out
+}
+
+// HexAddr turns /proc/net/tcp's "0100007F:1F90" into "127.0.0.1:8080".
+func HexAddr(s string) string {
+	h, p, ok := strings.Cut(s, ":")
+	if !ok {
+		return s
+	}
+	raw, err := hex.DecodeString(h)
+	if err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return s
+	}
+	// The kernel prints each 32-bit word in host (little-endian) order.
+	for i := 0; i+4 <= len(raw); i += 4 {
+		raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+	}
+	port, err := strconv.ParseUint(p, 16, 16)
+	if err != nil {
+		return s
+	}
+	addr, _ := netip.AddrFromSlice(raw)
+	return netip.AddrPortFrom(addr.Unmap(), uint16(port)).String()
+}

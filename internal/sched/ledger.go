@@ -1,0 +1,240 @@
+package sched
+
+// The round's ledger: what a node's scheduler remembers from one round to
+// the next, and the rules that use it. As a destination, the moves it
+// agreed to take (admissions); as a source, its peers' loads from their
+// answers (heard loads), its moves of the last seconds (recent moves), the
+// moves of its jobs that failed (failure memory), and whether its last
+// round's moves still run (pacing).
+//
+// Like the rest of the package it is pure: the agent passes the time in,
+// holds its own lock around it, and does the I/O (asking the destination,
+// moving the job, the timer of the loop).
+
+import (
+	"slices"
+	"time"
+)
+
+// Tunables of the ledger, each with why it has its value.
+const (
+	// AdmitHold is how long an admitted move counts in the destination's
+	// load if its job never arrives (the source gave up, or died). Jobs
+	// that do arrive end theirs at once (Arrived), so it bounds only how
+	// long a node refuses work for a move that will not come.
+	AdmitHold = 15 * time.Second
+	// RecentWindow is how long a source keeps its moves for Effective: a
+	// peer not heard from in this long is hardly worth a decision.
+	RecentWindow = 30 * time.Second
+)
+
+// Ledger is one node's memory between rounds. The zero value is ready;
+// it is not safe for concurrent use (the agent holds a lock around it).
+type Ledger struct {
+	// admitted are the moves this node, as a destination, agreed to take
+	// and has not yet received, by job id.
+	admitted map[string]admission
+	// heard are peers' loads from their answers to moves, by node id.
+	heard map[string]heardLoad
+	// recent are this node's moves started within RecentWindow, minus
+	// those that did not happen.
+	recent []Move
+	// failed is when a policy's move of each job last failed, by job id.
+	failed map[string]time.Time
+	// running is set while a round's moves are carried out.
+	running bool
+}
+
+type admission struct {
+	mv    Move
+	until time.Time
+}
+
+type heardLoad struct {
+	load, memFreeMB float64
+	at              time.Time
+}
+
+// ---- admissions (the destination's side) ----
+
+// AdmitAnswer is a destination's answer to a policy's move.
+type AdmitAnswer struct {
+	// Refused says why the destination will not take the move; nil: it
+	// takes it, and holds a place for it (Arrived ends that).
+	Refused error
+	// Load and MemFreeMB are the destination's, with the moves it admitted
+	// and has not yet received counted in (this one too, when taken):
+	// fresher than the source's load vector, which the source should
+	// believe until the vector catches up (Heard).
+	Load      float64
+	MemFreeMB float64
+}
+
+// Reserved is self (this node's load and free memory as measured at
+// now) with the moves it admitted and has not yet received counted in,
+// each at least one runnable thread. An admission whose deadline has
+// passed by now is forgotten: its job is not coming.
+func (l *Ledger) Reserved(self Node, now time.Time) Node {
+	for id, a := range l.admitted {
+		if now.After(a.until) {
+			delete(l.admitted, id)
+			continue
+		}
+		self.take(a.mv)
+	}
+	return self
+}
+
+// Admit is the destination's side of a policy's move: self's load now,
+// with the moves it admitted and has not yet received counted in
+// (Reserved), must still make the move worthwhile (Admit). The source
+// decided from a load-vector entry up to a second old, and two sources
+// that saw the same idle node would otherwise both send it a job. A move
+// taken counts in self's load until its job arrives or until
+// now+AdmitHold, whichever comes first.
+func (l *Ledger) Admit(mv Move, self Node, now time.Time) AdmitAnswer {
+	self = l.Reserved(self, now)
+	if err := Admit(mv, self); err != nil {
+		return AdmitAnswer{Refused: err, Load: self.Load, MemFreeMB: self.MemFreeMB}
+	}
+	if l.admitted == nil {
+		l.admitted = map[string]admission{}
+	}
+	l.admitted[mv.Job] = admission{mv, now.Add(AdmitHold)}
+	self.take(mv)
+	return AdmitAnswer{Load: self.Load, MemFreeMB: self.MemFreeMB}
+}
+
+// Arrived ends the admission of job's move: it runs here now (and the
+// node's own measure counts it), or its move failed. Left to its
+// deadline, the reservation of a job that arrived and has ended since
+// would count against this node for up to AdmitHold, and an idle node
+// would refuse work.
+func (l *Ledger) Arrived(job string) {
+	delete(l.admitted, job)
+}
+
+// ---- heard loads, recent moves and failures (the source's side) ----
+
+// Heard records a peer's load and free memory as its answer to a move
+// gave them at now.
+func (l *Ledger) Heard(node string, load, memFreeMB float64, now time.Time) {
+	if l.heard == nil {
+		l.heard = map[string]heardLoad{}
+	}
+	l.heard[node] = heardLoad{load, memFreeMB, now}
+}
+
+// ApplyHeard gives the peers (as the load vector has them) the loads their
+// answers gave, where an answer came after the vector's entry was
+// received; a heard load the vector has caught up with is forgotten.
+func (l *Ledger) ApplyHeard(peers []Node) {
+	for i, p := range peers {
+		h, ok := l.heard[p.ID]
+		if !ok {
+			continue
+		}
+		if h.at.After(p.Received) {
+			peers[i].Load, peers[i].MemFreeMB, peers[i].Received = h.load, h.memFreeMB, h.at
+		} else {
+			delete(l.heard, p.ID)
+		}
+	}
+}
+
+// Forget takes a move that did not happen (refused, or failed) out of the
+// recent moves, so that its target's load is not counted higher for it.
+func (l *Ledger) Forget(mv Move) {
+	for i, m := range l.recent {
+		if m.Job == mv.Job && m.To == mv.To && m.At.Equal(mv.At) {
+			l.recent = slices.Delete(l.recent, i, i+1)
+			return
+		}
+	}
+}
+
+// Recent are the moves started less than RecentWindow before now, for a
+// snapshot (a copy); older ones are forgotten.
+func (l *Ledger) Recent(now time.Time) []Move {
+	l.recent = slices.DeleteFunc(l.recent, func(m Move) bool { return now.Sub(m.At) >= RecentWindow })
+	return slices.Clone(l.recent)
+}
+
+// Failed remembers that a policy's move of job failed at now: until the
+// job moves, it counts as moved then, so the manager's hysteresis keeps it
+// from being tried again at once (ApplyFailures).
+func (l *Ledger) Failed(job string, now time.Time) {
+	if l.failed == nil {
+		l.failed = map[string]time.Time{}
+	}
+	l.failed[job] = now
+}
+
+// ApplyFailures sets the LastMoved of each job whose move failed after it
+// last moved to the time of the failure. here are all the jobs the node
+// holds (movable or not): the failures of the others (gone, ended) are
+// forgotten.
+func (l *Ledger) ApplyFailures(jobs []Job, here []string) {
+	for id := range l.failed {
+		if !slices.Contains(here, id) {
+			delete(l.failed, id)
+		}
+	}
+	for i, j := range jobs {
+		if at, ok := l.failed[j.ID]; ok && at.After(j.LastMoved) {
+			jobs[i].LastMoved = at
+		}
+	}
+}
+
+// ---- pacing ----
+
+// Trigger is what woke the scheduler's loop.
+type Trigger int
+
+const (
+	// ByPeriod: the policy's period passed (NextRound).
+	ByPeriod Trigger = iota
+	// ByKick: an event — a job started or ended, a hold was released, a
+	// policy was loaded, a batch of moves went through (Finished).
+	ByKick
+)
+
+// NextRound is when the loop wakes by period, having gone back to wait at
+// now: the period is counted from the end of the last round (or the last
+// wake that ran none).
+func (l *Ledger) NextRound(now time.Time, period time.Duration) time.Time {
+	return now.Add(period)
+}
+
+// RoundDue says whether a round runs now, woken by tr under a policy that
+// is passive (has a jobs probe) or not. A kick runs a round only for a
+// passive policy: events are what its jobs probe reads; an active one
+// waits for its period. No round runs while the last round's moves still
+// run: the loads do not show them yet, and Finished says when one follows.
+func (l *Ledger) RoundDue(tr Trigger, passive bool) bool {
+	if tr == ByKick && !passive {
+		return false
+	}
+	return !l.running
+}
+
+// Started records a round's moves, carried out from now on: they are
+// recent moves (Effective counts them in their targets' loads), and no
+// round runs until Finished. No moves: nothing runs.
+func (l *Ledger) Started(moves []Move) {
+	if len(moves) == 0 {
+		return
+	}
+	l.running = true
+	l.recent = append(l.recent, moves...)
+}
+
+// Finished ends the batch of moves Started; again says whether to kick a
+// round at once: if one of them went through (moved), jobs may be left to
+// spread, and a round that came while they ran was skipped, so judging
+// again now is better than a period later.
+func (l *Ledger) Finished(moved bool) (again bool) {
+	l.running = false
+	return moved
+}

@@ -1,0 +1,396 @@
+package sched
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+	"time"
+)
+
+// cluster is an in-process harness of several nodes, each with its own
+// policy and ledger, driven on logical time: a round is every node
+// deciding from its own view (its load vector, as old as received says),
+// then every move asked of its destination, in order of the sources.
+type cluster struct {
+	t     *testing.T
+	nodes []*simNode
+	// received is when each node's load vector entries arrived: the loads
+	// all nodes see of their peers are those of that moment.
+	received time.Time
+	vector   map[string]Node
+}
+
+type simNode struct {
+	id     string
+	pol    *Scheduler
+	ledger Ledger
+	self   Node // measured: the jobs it runs now
+	jobs   []Job
+}
+
+func newCluster(t *testing.T, policy string, caps map[string]float64, running map[string]int, at time.Time) *cluster {
+	c := &cluster{t: t, received: at, vector: map[string]Node{}}
+	for _, id := range []string{"1", "2", "3", "4", "5"} {
+		cp, ok := caps[id]
+		if !ok {
+			continue
+		}
+		n := &simNode{id: id, pol: mustPolicy(t, policy)}
+		for i := 0; i < running[id]; i++ {
+			n.jobs = append(n.jobs, Job{ID: fmt.Sprintf("%s.%d", id, i+1), Started: at.Add(-time.Minute), Runnable: 1, RSSMB: 10})
+		}
+		n.self = Node{ID: id, Capacity: cp, Load: float64(running[id]) / cp, MemFreeMB: 1000}
+		c.nodes = append(c.nodes, n)
+		c.vector[id] = Node{ID: id, Capacity: cp, Load: n.self.Load, MemFreeMB: 1000, Received: at}
+	}
+	return c
+}
+
+func (c *cluster) node(id string) *simNode {
+	for _, n := range c.nodes {
+		if n.id == id {
+			return n
+		}
+	}
+	c.t.Fatalf("no node %s", id)
+	return nil
+}
+
+// decide is node n's side of a round at now, as the agent does it: the
+// vector's peers with heard loads applied, its failures and recent moves.
+func (c *cluster) decide(n *simNode, now time.Time) []Move {
+	snap := Snapshot{Now: now, Self: n.self, Jobs: append([]Job(nil), n.jobs...)}
+	for _, p := range c.nodes {
+		if p.id != n.id {
+			snap.Peers = append(snap.Peers, c.vector[p.id])
+		}
+	}
+	n.ledger.ApplyHeard(snap.Peers)
+	var here []string
+	for _, j := range n.jobs {
+		here = append(here, j.ID)
+	}
+	n.ledger.ApplyFailures(snap.Jobs, here)
+	snap.Recent = n.ledger.Recent(now)
+	moves := n.pol.Decide(snap, rand.New(rand.NewSource(1)))
+	n.ledger.Started(moves)
+	return moves
+}
+
+type asked struct {
+	mv  Move
+	ans AdmitAnswer
+}
+
+// round has every node decide at now, then asks each destination (in the
+// order of the sources) to admit the moves; a refusal is forgotten by the
+// source and its answer heard. No job arrives: moving it is not modelled.
+func (c *cluster) round(now time.Time) []asked {
+	var all []Move
+	for _, n := range c.nodes {
+		all = append(all, c.decide(n, now)...)
+	}
+	var out []asked
+	for _, mv := range all {
+		dst, src := c.node(mv.To), c.node(mv.From)
+		ans := dst.ledger.Admit(mv, dst.self, now)
+		if ans.Refused != nil {
+			src.ledger.Forget(mv)
+			src.ledger.Heard(mv.To, ans.Load, ans.MemFreeMB, now)
+		}
+		out = append(out, asked{mv, ans})
+	}
+	for _, n := range c.nodes {
+		n.ledger.Finished(false)
+	}
+	return out
+}
+
+// Two busy nodes see the same idle node in their load vectors and both
+// decide to send it a job in the same round; the idle node takes the
+// first and refuses the second, whose source then believes the answer's
+// load over its vector and does not try again.
+func TestLedgerStopsHerding(t *testing.T) {
+	c := newCluster(t, "balance", map[string]float64{"1": 1, "2": 1, "3": 1}, map[string]int{"1": 2, "2": 2}, t0.Add(-500*time.Millisecond))
+	res := c.round(t0)
+	if len(res) != 2 || res[0].mv.From != "1" || res[1].mv.From != "2" || res[0].mv.To != "3" || res[1].mv.To != "3" {
+		t.Fatalf("moves %+v, want one from each of 1 and 2, both to the idle node 3", res)
+	}
+	admitted := 0
+	for _, r := range res {
+		if r.ans.Refused == nil {
+			admitted++
+		}
+	}
+	if admitted != 1 || res[0].ans.Refused != nil {
+		t.Fatalf("answers %+v: want only the first move admitted", res)
+	}
+	// Node 3's answer to the second counts the first: load 0 + 1 job.
+	if got := res[1].ans.Load; got != 1 {
+		t.Fatalf("refusal's load %v, want 1 (the admitted move counted in)", got)
+	}
+	if got := res[1].ans.MemFreeMB; got != 990 {
+		t.Fatalf("refusal's free memory %v, want 990 (1000 minus the admitted job's 10)", got)
+	}
+	// A second later node 3's vector entry is still the old one; node 2
+	// believes what node 3 answered and sends nothing.
+	if moves := c.decide(c.node("2"), t0.Add(time.Second)); len(moves) != 0 {
+		t.Fatalf("node 2 sent %v again to a node that refused it", moves)
+	}
+	// Without the heard load, it would have.
+	var fresh Ledger
+	c.node("2").ledger = fresh
+	if moves := c.decide(c.node("2"), t0.Add(time.Second)); len(moves) != 1 || moves[0].To != "3" {
+		t.Fatalf("control: from the vector alone node 2 decided %v, want a move to 3", moves)
+	}
+}
+
+func cpuMove(job, from string) Move {
+	return Move{Job: job, From: from, To: "3", Kind: ProblemCPU, Runnable: 1, RSSMB: 100, SrcLoad: 2, Threshold: 0.25}
+}
+
+// An admitted move counts in the destination's load until its job
+// arrives, or until its deadline if it never does.
+func TestLedgerReservationEndsOnArrivalOrDeadline(t *testing.T) {
+	idle := Node{ID: "3", Capacity: 1, Load: 0, MemFreeMB: 1000}
+	first, second := cpuMove("1.1", "1"), cpuMove("2.1", "2")
+
+	t.Run("arrived", func(t *testing.T) {
+		var l Ledger
+		if ans := l.Admit(first, idle, t0); ans.Refused != nil || ans.Load != 1 || ans.MemFreeMB != 900 {
+			t.Fatalf("first: %+v, want taken, load 1 and 900 MiB free with it", ans)
+		}
+		if ans := l.Admit(second, idle, t0.Add(time.Second)); ans.Refused == nil {
+			t.Fatal("second admitted while the first is reserved")
+		}
+		// The job came (and ended since: the probe sees none).
+		l.Arrived(first.Job)
+		if ans := l.Admit(second, idle, t0.Add(2*time.Second)); ans.Refused != nil || ans.Load != 1 {
+			t.Fatalf("after the first arrived: %+v, want the second taken, load 1", ans)
+		}
+	})
+
+	t.Run("never arrives", func(t *testing.T) {
+		var l Ledger
+		l.Admit(first, idle, t0)
+		deadline := t0.Add(AdmitHold)
+		for _, at := range []time.Time{deadline.Add(-time.Nanosecond), deadline} {
+			if got := l.Reserved(idle, at); got.Load != 1 || got.MemFreeMB != 900 {
+				t.Fatalf("at deadline%+v: %+v, want the move counted (load 1, 900 MiB)", at.Sub(deadline), got)
+			}
+			if ans := l.Admit(second, idle, at); ans.Refused == nil {
+				t.Fatalf("at deadline%+v: second admitted while the first is reserved", at.Sub(deadline))
+			}
+		}
+		after := deadline.Add(time.Nanosecond)
+		if got := l.Reserved(idle, after); got.Load != 0 || got.MemFreeMB != 1000 {
+			t.Fatalf("just after the deadline: %+v, want the move no longer counted", got)
+		}
+		if ans := l.Admit(second, idle, after); ans.Refused != nil || ans.Load != 1 {
+			t.Fatalf("just after the deadline: %+v, want the second taken, load 1", ans)
+		}
+	})
+}
+
+// A load heard in an answer replaces the vector's until the vector has a
+// newer entry; then it is forgotten.
+func TestLedgerHeardLoadsUntilTheVectorCatchesUp(t *testing.T) {
+	vector := Node{ID: "3", Capacity: 1, Load: 0.5, MemFreeMB: 700}
+	cases := []struct {
+		name     string
+		heardAt  time.Time
+		received time.Time
+		used     bool
+	}{
+		{"heard after the vector's entry", t0, t0.Add(-time.Second), true},
+		{"heard with the vector's entry", t0, t0, false},
+		{"heard before the vector's entry", t0, t0.Add(time.Second), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var l Ledger
+			l.Heard("3", 2, 100, tc.heardAt)
+			p := vector
+			p.Received = tc.received
+			peers := []Node{{ID: "2", Capacity: 1, Load: 1, Received: tc.received}, p}
+			l.ApplyHeard(peers)
+			if peers[0].Load != 1 {
+				t.Fatalf("node 2, never heard, became %+v", peers[0])
+			}
+			want := p
+			if tc.used {
+				want = Node{ID: "3", Capacity: 1, Load: 2, MemFreeMB: 100, Received: tc.heardAt}
+			}
+			if peers[1] != want {
+				t.Fatalf("node 3 is %+v, want %+v", peers[1], want)
+			}
+			// An entry the vector caught up with is gone: even an older
+			// entry (a peer list from before) is no longer replaced.
+			old := []Node{{ID: "3", Capacity: 1, Load: 0.5, Received: t0.Add(-time.Hour)}}
+			l.ApplyHeard(old)
+			if got := old[0].Load == 2; got != tc.used {
+				t.Fatalf("heard load still applied: %v, want %v", got, tc.used)
+			}
+		})
+	}
+	// A heard load of a node absent from this round's peers waits.
+	var l Ledger
+	l.Heard("4", 3, 0, t0)
+	l.ApplyHeard([]Node{{ID: "3", Received: t0.Add(time.Second)}})
+	later := []Node{{ID: "4", Received: t0.Add(-time.Second)}}
+	if l.ApplyHeard(later); later[0].Load != 3 {
+		t.Fatalf("heard load of node 4 lost while it was not a peer: %+v", later[0])
+	}
+}
+
+func TestLedgerRecentMoves(t *testing.T) {
+	mv := Move{Job: "1.1", To: "3", At: t0}
+	cases := []struct {
+		at   time.Duration // after the move
+		kept bool
+	}{
+		{0, true},
+		{RecentWindow - time.Nanosecond, true},
+		{RecentWindow, false},
+		{RecentWindow + time.Second, false},
+	}
+	for _, tc := range cases {
+		var l Ledger
+		l.Started([]Move{mv})
+		got := l.Recent(t0.Add(tc.at))
+		if kept := len(got) == 1 && got[0] == mv; kept != tc.kept {
+			t.Errorf("%s after the move: recent %v, kept %v, want %v", tc.at, got, kept, tc.kept)
+		}
+		// Once dropped, it stays dropped.
+		if again := l.Recent(t0); len(again) == 1 != tc.kept {
+			t.Errorf("%s after the move: then at the move's time: %v", tc.at, again)
+		}
+	}
+
+	forget := []struct {
+		name string
+		mv   Move
+		kept bool
+	}{
+		{"the same move", mv, false},
+		{"the job to another node", Move{Job: "1.1", To: "2", At: t0}, true},
+		{"the job to the node another time", Move{Job: "1.1", To: "3", At: t0.Add(time.Second)}, true},
+		{"another job", Move{Job: "1.2", To: "3", At: t0}, true},
+	}
+	for _, tc := range forget {
+		var l Ledger
+		other := Move{Job: "1.9", To: "3", At: t0}
+		l.Started([]Move{other, mv})
+		l.Forget(tc.mv)
+		got := l.Recent(t0)
+		if kept := len(got) == 2; kept != tc.kept || got[0] != other {
+			t.Errorf("forget %s: recent %v, want the move kept %v", tc.name, got, tc.kept)
+		}
+		// Recent is a copy.
+		got[0].To = "x"
+		if l.Recent(t0)[0].To != "3" {
+			t.Fatal("Recent returned the ledger's own slice")
+		}
+	}
+}
+
+func TestLedgerFailedMovesCountAsMoves(t *testing.T) {
+	failedAt := t0.Add(-time.Second)
+	cases := []struct {
+		name      string
+		failed    bool
+		lastMoved time.Time
+		here      bool
+		want      time.Time
+	}{
+		{"failed, never moved", true, time.Time{}, true, failedAt},
+		{"failed after it moved", true, t0.Add(-time.Minute), true, failedAt},
+		{"moved after it failed", true, t0.Add(-time.Millisecond), true, t0.Add(-time.Millisecond)},
+		{"never failed", false, t0.Add(-time.Minute), true, t0.Add(-time.Minute)},
+	}
+	for _, tc := range cases {
+		var l Ledger
+		if tc.failed {
+			l.Failed("1.1", failedAt)
+		}
+		js := []Job{{ID: "1.1", LastMoved: tc.lastMoved}, {ID: "1.2"}}
+		l.ApplyFailures(js, []string{"1.1", "1.2"})
+		if !js[0].LastMoved.Equal(tc.want) || !js[1].LastMoved.IsZero() {
+			t.Errorf("%s: last moved %v (other job %v), want %v", tc.name, js[0].LastMoved, js[1].LastMoved, tc.want)
+		}
+	}
+
+	// The failures of jobs gone from the node are forgotten.
+	var l Ledger
+	l.Failed("1.1", failedAt)
+	l.ApplyFailures(nil, []string{"1.2"})
+	js := []Job{{ID: "1.1"}}
+	l.ApplyFailures(js, []string{"1.1"})
+	if !js[0].LastMoved.IsZero() {
+		t.Fatalf("failure of a job that left was kept: %v", js[0].LastMoved)
+	}
+
+	// The manager's hysteresis then keeps the job from being tried again
+	// at once: 1.5 here vs 1 there with it is a gain, but its share of a
+	// CPU would grow less than HysteresisGain times.
+	s := mustPolicy(t, "balance")
+	snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 1.5}, Peers: []Node{{ID: "2", Capacity: 1}},
+		Jobs: []Job{{ID: "1.1", Started: t0.Add(-time.Minute), Runnable: 1}}}
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 1 {
+		t.Fatalf("control: without the failure, moves %v, want one", moves)
+	}
+	var f Ledger
+	f.Failed("1.1", failedAt)
+	f.ApplyFailures(snap.Jobs, []string{"1.1"})
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("a job whose move failed a second ago was tried again: %v", moves)
+	}
+}
+
+func TestLedgerPacing(t *testing.T) {
+	if got := new(Ledger).NextRound(t0, 3*time.Second); !got.Equal(t0.Add(3 * time.Second)) {
+		t.Fatalf("NextRound = %v, want a period after now", got)
+	}
+	cases := []struct {
+		name    string
+		running bool
+		tr      Trigger
+		passive bool
+		due     bool
+	}{
+		{"period, active policy", false, ByPeriod, false, true},
+		{"period, passive policy", false, ByPeriod, true, true},
+		{"kick, passive policy", false, ByKick, true, true},
+		{"kick, active policy", false, ByKick, false, false},
+		{"period while moves run", true, ByPeriod, false, false},
+		{"period while moves run, passive", true, ByPeriod, true, false},
+		{"kick while moves run", true, ByKick, true, false},
+	}
+	for _, tc := range cases {
+		var l Ledger
+		if tc.running {
+			l.Started([]Move{{Job: "1.1", To: "2", At: t0}})
+		}
+		if got := l.RoundDue(tc.tr, tc.passive); got != tc.due {
+			t.Errorf("%s: due %v, want %v", tc.name, got, tc.due)
+		}
+	}
+
+	// A round that decided nothing starts nothing.
+	var l Ledger
+	l.Started(nil)
+	if !l.RoundDue(ByPeriod, false) {
+		t.Fatal("a round without moves left the ledger running")
+	}
+	// A batch that moved a job is followed by a round at once; one that
+	// moved none is not. Either way rounds run again.
+	for _, moved := range []bool{true, false} {
+		l.Started([]Move{{Job: "1.1", To: "2", At: t0}})
+		if again := l.Finished(moved); again != moved {
+			t.Errorf("Finished(moved %v) = %v", moved, again)
+		}
+		if !l.RoundDue(ByPeriod, false) || !l.RoundDue(ByKick, true) {
+			t.Errorf("after Finished(moved %v) no round is due", moved)
+		}
+	}
+}

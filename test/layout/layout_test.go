@@ -1,0 +1,98 @@
+// Package layout holds tests of the repository's layout, not of any one
+// package's behaviour.
+package layout
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// moduleRoot is the directory of go.mod, two levels up from this package.
+func moduleRoot(t *testing.T) string {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("no module root at %s: %v", root, err)
+	}
+	return root
+}
+
+// TestPackageDocs fails for every package under cmd/ and internal/ without a
+// package comment: "// Package NAME ..." for a library, "// Command NAME
+// ..." or "// NAME is ..." for a main package (STYLE.md: a package comment
+// in every package, saying what it is for and what it must not do).
+func TestPackageDocs(t *testing.T) {
+	root := moduleRoot(t)
+	dirs := map[string][]string{} // directory -> its non-test .go files
+	for _, top := range []string{"cmd", "internal"} {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			name := d.Name()
+			if d.IsDir() {
+				if name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
+				dirs[filepath.Dir(path)] = append(dirs[filepath.Dir(path)], path)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(dirs) == 0 {
+		t.Fatal("found no packages under cmd/ and internal/")
+	}
+	var missing []string
+	for dir, files := range dirs {
+		if !hasPackageDoc(t, dir, files) {
+			rel, _ := filepath.Rel(root, dir)
+			missing = append(missing, rel)
+		}
+	}
+	sort.Strings(missing)
+	for _, m := range missing {
+		t.Errorf("%s: no package comment", m)
+	}
+}
+
+// hasPackageDoc reports whether one of a package's files has a package
+// comment in the expected form.
+func hasPackageDoc(t *testing.T, dir string, files []string) bool {
+	fset := token.NewFileSet()
+	for _, path := range files {
+		f, err := parser.ParseFile(fset, path, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		if f.Doc == nil {
+			continue
+		}
+		doc := f.Doc.Text()
+		prefixes := []string{"Package " + f.Name.Name + " "}
+		if f.Name.Name == "main" {
+			cmd := filepath.Base(dir)
+			prefixes = []string{"Command " + cmd + " ", cmd + " is "}
+		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(doc, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
