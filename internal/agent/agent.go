@@ -59,6 +59,12 @@ type Agent struct {
 	jobs     *jobs
 	launcher job.Launcher
 	peerHTTP *http.Client
+	// selfAddr is this node's peer address; peerMux its peer routes, which
+	// a call to selfAddr reaches through selfHTTP, in process. These and
+	// peerHTTP are set first in Start, before anything can call a peer.
+	selfAddr string
+	peerMux  http.Handler
+	selfHTTP *http.Client
 	// execMu is held while any child process starts (see ckpt.CRIU).
 	execMu   sync.Mutex
 	criu     *ckpt.CRIU
@@ -174,13 +180,17 @@ func (a *Agent) Start() error {
 	if err := os.MkdirAll(a.cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("state_dir: %w", err)
 	}
+	a.peerHTTP = a.PeerClient()
+	a.selfAddr = net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.PeerPort))
+	a.peerMux = a.newPeerMux()
+	a.selfHTTP = &http.Client{Transport: loopback{routes: a.peerMux, log: a.log}}
 	now := time.Now()
 	a.mu.Lock()
 	a.selfMem = a.probe.MemFreeMB()
 	a.lastProbe = now
 	a.known[a.cfg.NodeID] = &peer{
 		addr:     net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.GossipPort)),
-		peerAddr: net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.PeerPort)),
+		peerAddr: a.selfAddr,
 		capacity: a.capacity, alive: true, since: now,
 	}
 	a.mu.Unlock()
@@ -200,7 +210,6 @@ func (a *Agent) Start() error {
 		}
 	}
 	a.support = a.migrationSupport()
-	a.peerHTTP = a.PeerClient()
 	if err := a.startAPI(); err != nil {
 		a.store.Close()
 		return err
@@ -209,6 +218,8 @@ func (a *Agent) Start() error {
 		a.Close()
 		return err
 	}
+	// Before the push loop and the policies see the jobs.
+	a.recoverMigrations()
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = a.cfg.NodeID
 	mc.BindAddr = a.cfg.BindAddr

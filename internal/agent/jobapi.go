@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"roam/internal/errkind"
 	"sort"
 	"strconv"
 	"syscall"
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/errkind"
 	"roam/internal/sched"
 )
 
@@ -68,12 +68,7 @@ func (a *Agent) jobAPI(mux *http.ServeMux) {
 		}
 		out, errOff, wait := outputQuery(r)
 		var o api.Output
-		if rec.Home == a.cfg.NodeID {
-			o, err = a.Output(id, out, errOff, wait)
-		} else {
-			err = a.peerCall(rec.Home, http.MethodGet, fmt.Sprintf("/v1/peer/output?id=%s&out=%d&err=%d&wait=%s", id, out, errOff, wait), nil, &o)
-		}
-		if err != nil {
+		if err := a.peerCall(rec.Home, http.MethodGet, fmt.Sprintf("/v1/peer/output?id=%s&out=%d&err=%d&wait=%s", id, out, errOff, wait), nil, &o); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -151,7 +146,7 @@ func (a *Agent) peerJobAPI(mux *http.ServeMux) {
 			writeError(w, errkind.New(ErrNotFound, "job %s does not have its home here", id))
 			return
 		}
-		rec, err := a.record(id)
+		rec, err := a.homeRecord(id)
 		if err != nil {
 			writeError(w, err)
 			return

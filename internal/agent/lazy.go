@@ -30,6 +30,7 @@ import (
 
 	"roam/internal/ckpt"
 	"roam/internal/errkind"
+	"roam/internal/migrate"
 )
 
 // lazyDump is a source's CRIU dump serving pages.
@@ -192,7 +193,7 @@ func closeWrite(c net.Conn) {
 // page server and CRIU's lazy-pages daemon, and waits until the daemon
 // listens for the restore. The returned channel is closed when the daemon
 // ends.
-func (a *Agent) startLazyPages(hdr migrateHeader, images string) (chan struct{}, error) {
+func (a *Agent) startLazyPages(hdr migrate.Header, images string) (chan struct{}, error) {
 	addr, err := a.peerAddr(hdr.From)
 	if err != nil {
 		return nil, err

@@ -2,14 +2,13 @@ package agent
 
 // The scheduler's I/O: its probes (the node's load and memory, each job's
 // runnable threads, memory and system calls), the rounds of the policy's
-// pure decisions (internal/sched), the migrations those decide, the
-// events that say why, and `roam policy`.
+// pure decisions (internal/sched), the migrations those decide, and the
+// destination's admission of a policy's move. The policy itself is in
+// policy.go, the events that say why in events.go.
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -20,9 +19,6 @@ import (
 	"roam/internal/job"
 	"roam/internal/sched"
 )
-
-// maxEvents is how many decisions a node remembers for `roam events`.
-const maxEvents = 500
 
 // schedState is the scheduler's state in the agent.
 type schedState struct {
@@ -85,107 +81,11 @@ type ioSample struct {
 	syscalls uint64
 }
 
-// loadPolicy reads a built-in policy name or a policy file.
-func loadPolicy(nameOrPath string) (*sched.Scheduler, error) {
-	if nameOrPath == "" {
-		nameOrPath = sched.DefaultPolicy
-	}
-	if text, ok := sched.Builtin[nameOrPath]; ok {
-		return sched.ParsePolicy([]byte(text))
-	}
-	b, err := os.ReadFile(nameOrPath)
-	if err != nil {
-		return nil, fmt.Errorf("policy %s: not a built-in policy (%s) and not a readable file: %v", nameOrPath, builtinNames(), err)
-	}
-	return sched.ParsePolicy(b)
-}
-
-func builtinNames() string {
-	var ns []string
-	for n := range sched.Builtin {
-		ns = append(ns, n)
-	}
-	sort.Strings(ns)
-	return strings.Join(ns, ", ")
-}
-
-// setPolicy runs policy p, loaded at time at (see runPolicy), and keeps a
-// loaded one in the job table for the next start.
-func (a *Agent) setPolicy(p *sched.Scheduler, at time.Time) bool {
-	if !a.runPolicy(p, at) {
-		return false
-	}
-	if a.store != nil && !at.IsZero() {
-		if err := a.store.PutPolicy(job.LoadedPolicy{Text: p.Text(), At: at}); err != nil {
-			a.log.Error("job table: keep the loaded policy", "err", err)
-		}
-	}
-	return true
-}
-
-// runPolicy runs policy p, loaded at time at, unless the running one was
-// loaded later; it reports whether p now runs. Jobs are not touched: a
-// round in progress finishes its moves under the old policy.
-func (a *Agent) runPolicy(p *sched.Scheduler, at time.Time) bool {
-	a.sch.mu.Lock()
-	if at.Before(a.sch.polAt) {
-		a.sch.mu.Unlock()
-		return false
-	}
-	old := a.sch.pol
-	a.sch.pol, a.sch.polAt = p, at
-	a.sch.mu.Unlock()
-	a.mu.Lock()
-	a.placement = p.Policy.Placement
-	a.mu.Unlock()
-	if old != nil && old.Text() != p.Text() {
-		a.event(api.Event{Kind: "policy", Why: fmt.Sprintf("policy %s replaced %s", p.Policy.Name, old.Policy.Name)})
-	}
-	a.kickScheduler()
-	return true
-}
-
-// keptPolicy runs the policy last loaded, as this node's job table kept
-// it, instead of the config's: a loaded policy outlives restarts, of this
-// node or of the whole cluster, until the next load. One that does not
-// parse any more (written by another roam) is logged and left.
-func (a *Agent) keptPolicy() {
-	kept, ok, err := a.store.Policy()
-	if err != nil || !ok {
-		if err != nil {
-			a.log.Warn("loaded policy not restored", "err", err)
-		}
-		return
-	}
-	p, err := sched.ParsePolicy([]byte(kept.Text))
-	if err != nil {
-		a.log.Warn("loaded policy not restored", "err", err)
-		return
-	}
-	a.runPolicy(p, kept.At) // already kept
-	a.log.Info("loaded policy restored", "policy", p.Policy.Name, "loaded", kept.At)
-}
-
 func (a *Agent) kickScheduler() {
 	select {
 	case a.sch.kick <- struct{}{}:
 	default:
 	}
-}
-
-// event records a decision for `roam events`.
-func (a *Agent) event(e api.Event) {
-	if e.At.IsZero() {
-		e.At = time.Now()
-	}
-	e.Node = a.cfg.NodeID
-	a.sch.mu.Lock()
-	a.sch.events = append(a.sch.events, e)
-	if len(a.sch.events) > maxEvents {
-		a.sch.events = a.sch.events[len(a.sch.events)-maxEvents:]
-	}
-	a.sch.mu.Unlock()
-	a.log.Info("event", "kind", e.Kind, "job", e.Job, "from", e.From, "to", e.To, "why", e.Why)
 }
 
 // schedLoop runs the rounds, when the ledger's pacing says: each period
@@ -373,107 +273,7 @@ func (a *Agent) releaseHold(id string) error {
 	return nil
 }
 
-// ---- API ----
-
-// PolicyOf is what `roam policy show` prints of one node.
-func (a *Agent) policyText() api.NodePolicy {
-	a.sch.mu.Lock()
-	defer a.sch.mu.Unlock()
-	return api.NodePolicy{Node: a.cfg.NodeID, Name: a.sch.pol.Policy.Name, Text: a.sch.pol.Text()}
-}
-
-// LoadPolicy is `roam policy load`: the policy (a built-in name or a
-// file's text) is checked here, then given to every live node.
-func (a *Agent) LoadPolicy(c Caller, req api.PolicyRequest) ([]api.NodePolicy, error) {
-	if c.UID != 0 {
-		return nil, errkind.New(ErrPermission, "policy load: only root changes the cluster's scheduler")
-	}
-	text := req.Text
-	if t, ok := sched.Builtin[req.Name]; ok && text == "" {
-		text = t
-	} else if text == "" {
-		return nil, errkind.New(ErrBadRequest, "policy %q: not a built-in policy (%s)", req.Name, builtinNames())
-	}
-	p, err := sched.ParsePolicy([]byte(text))
-	if err != nil {
-		return nil, errkind.New(ErrBadRequest, "%v", err)
-	}
-	at := time.Now()
-	return fanOut(a, http.MethodPost, "/v1/peer/policy", api.PolicyRequest{Text: text, At: at}, func() api.NodePolicy {
-		a.setPolicy(p, at)
-		return a.policyText()
-	}), nil
-}
-
-// Policies is `roam policy show`: every live node's policy.
-func (a *Agent) Policies() []api.NodePolicy {
-	return fanOut(a, http.MethodGet, "/v1/peer/policy", nil, a.policyText)
-}
-
-// Events is `roam events`: every live node's decisions since a time.
-func (a *Agent) Events(since time.Time) []api.Event {
-	var out []api.Event
-	local := func() []api.Event { return a.localEvents(since) }
-	for _, part := range fanOut(a, http.MethodGet, "/v1/peer/events?since="+since.Format(time.RFC3339Nano), nil, local) {
-		out = append(out, part...)
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
-	return out
-}
-
-func (a *Agent) localEvents(since time.Time) []api.Event {
-	a.sch.mu.Lock()
-	defer a.sch.mu.Unlock()
-	out := []api.Event{}
-	for _, e := range a.sch.events {
-		if e.At.After(since) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// fanOut is local's answer for this node and, in node order, the answers
-// of the other live nodes to a peer call: a node that does not answer
-// within psTimeout is left out, not waited for.
-func fanOut[T any](a *Agent, method, path string, in any, local func() T) []T {
-	a.mu.Lock()
-	var nodes []string
-	for id, p := range a.known {
-		if p.alive {
-			nodes = append(nodes, id)
-		}
-	}
-	a.mu.Unlock()
-	sort.Slice(nodes, func(i, j int) bool { return sched.IDLess(nodes[i], nodes[j]) })
-	out := make([]*T, len(nodes))
-	var wg sync.WaitGroup
-	for i, id := range nodes {
-		if id == a.cfg.NodeID {
-			v := local()
-			out[i] = &v
-			continue
-		}
-		wg.Add(1)
-		go func(i int, id string) {
-			defer wg.Done()
-			var v T
-			if err := a.peerCallWithin(psTimeout, id, method, path, in, &v); err == nil {
-				out[i] = &v
-			} else {
-				a.log.Debug("fan out", "node", id, "path", path, "err", err)
-			}
-		}(i, id)
-	}
-	wg.Wait()
-	var res []T
-	for _, v := range out {
-		if v != nil {
-			res = append(res, *v)
-		}
-	}
-	return res
-}
+// ---- routes ----
 
 // schedAPI registers the CLI's routes on mux, or the peers' on peer (one
 // of the two is nil).
@@ -506,27 +306,4 @@ func (a *Agent) peerSchedAPI(peer *http.ServeMux) {
 		return a.policyText(), nil
 	}))
 	peer.HandleFunc("GET /v1/peer/events", eventsSince(a.localEvents))
-}
-
-// eventsSince is a handler answering with the events after ?since=.
-func eventsSince(f func(time.Time) []api.Event) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		since, err := parseSince(r.URL.Query().Get("since"))
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, f(since))
-	}
-}
-
-func parseSince(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, errkind.New(ErrBadRequest, "since %q is not an RFC 3339 time", s)
-	}
-	return t, nil
 }

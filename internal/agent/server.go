@@ -13,8 +13,6 @@ import (
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"roam/internal/api"
 )
 
 // ctxKey keys the caller's credentials in a request's context.
@@ -54,35 +52,6 @@ func peerCred(c net.Conn) (Caller, error) {
 		return Caller{}, cerr
 	}
 	return Caller{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid}, nil
-}
-
-// errorStatus is the one table from agent errors to HTTP statuses.
-func errorStatus(err error) int {
-	switch {
-	case errors.Is(err, ErrPermission):
-		return http.StatusForbidden
-	case errors.Is(err, ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, ErrBadRequest), errors.Is(err, ErrConfig):
-		return http.StatusBadRequest
-	case errors.Is(err, ErrUnavailable):
-		return http.StatusServiceUnavailable
-	case errors.Is(err, ErrPinned):
-		return http.StatusConflict
-	}
-	return http.StatusInternalServerError
-}
-
-// Errors the API maps to statuses.
-var (
-	ErrPermission  = errors.New("permission denied")
-	ErrNotFound    = errors.New("not found")
-	ErrBadRequest  = errors.New("bad request")
-	ErrUnavailable = errors.New("unavailable")
-)
-
-func writeError(w http.ResponseWriter, err error) {
-	writeJSON(w, errorStatus(err), api.Error{Error: err.Error()})
 }
 
 func (a *Agent) startAPI() error {
@@ -130,14 +99,10 @@ func (a *Agent) startAPI() error {
 	return nil
 }
 
-// startPeer opens the TLS port other agents talk to. Only a client with a
-// certificate from the cluster CA gets past the handshake.
-func (a *Agent) startPeer() error {
-	addr := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.PeerPort))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
+// newPeerMux builds the routes other agents call. Start builds it before
+// any request can come in, since a call to this node itself goes straight
+// to it (see peerDo).
+func (a *Agent) newPeerMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/peer/ping", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
@@ -145,20 +110,26 @@ func (a *Agent) startPeer() error {
 	a.peerJobAPI(mux)
 	a.peerMigrationAPI(mux)
 	a.schedAPI(nil, mux)
+	return mux
+}
+
+// startPeer opens the TLS port other agents talk to, serving a.peerMux.
+// Only a client with a certificate from the cluster CA gets past the
+// handshake.
+func (a *Agent) startPeer() error {
+	addr := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.PeerPort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
 	a.peerLn = tls.NewListener(ln, a.tls)
-	a.peerSrv = &http.Server{Handler: mux, ErrorLog: log.New(&peerLog{a}, "", 0)}
+	a.peerSrv = &http.Server{Handler: a.peerMux, ErrorLog: log.New(&peerLog{a}, "", 0)}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		_ = a.peerSrv.Serve(a.peerLn)
 	}()
 	return nil
-}
-
-// PeerClient is an HTTP client that dials other agents' peer ports with the
-// node's cluster certificate.
-func (a *Agent) PeerClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: a.tls, WriteBufferSize: 256 << 10, ReadBufferSize: 64 << 10}}
 }
 
 // peerLog counts failed TLS handshakes on the peer port (net/http reports

@@ -21,11 +21,8 @@ import (
 
 	"roam/internal/ckpt"
 	"roam/internal/errkind"
+	"roam/internal/migrate"
 )
-
-// sinkWait is how long a destination keeps a page sink that no dump
-// connects to, or whose pages no migration stream claims.
-const sinkWait = 60 * time.Second
 
 // pageSink is the destination's CRIU page server for one migration.
 type pageSink struct {
@@ -41,7 +38,7 @@ type pageSink struct {
 // openSink starts a CRIU page server that writes into a new images
 // directory for migration mid, reading from a socket the agent feeds.
 func (a *Agent) openSink(mid string) (*pageSink, error) {
-	if !midPattern.MatchString(mid) {
+	if !migrate.ValidMID(mid) {
 		return nil, errkind.New(ErrBadRequest, "page sink: mid %q", mid)
 	}
 	dir := filepath.Join(a.imageDir, "in-"+mid)
@@ -121,19 +118,19 @@ func (a *Agent) takeSinkConn(mid string) net.Conn {
 }
 
 // expireSink removes a sink nobody uses: no dump connected within
-// sinkWait, or no migration stream claimed its pages within sinkWait of
+// migrate.SinkWait, or no migration stream claimed its pages within migrate.SinkWait of
 // the page server's end.
 func (a *Agent) expireSink(s *pageSink) {
 	select {
 	case <-s.done:
-	case <-time.After(sinkWait):
+	case <-time.After(migrate.SinkWait):
 		if !s.connected.Load() {
 			_ = s.cmd.Process.Kill()
 		}
 		<-s.done
 	}
 	select {
-	case <-time.After(sinkWait):
+	case <-time.After(migrate.SinkWait):
 	case <-a.stop:
 	}
 	a.dropSink(s.mid)
@@ -203,12 +200,10 @@ func (a *Agent) dropSink(mid string) {
 
 // streamedDump dumps the job with its pages going, as they are dumped,
 // to the destination's page sink for migration mid; it returns the bytes
-// carried. A stream that makes no progress for stallTimeout is cut, which
+// carried (the destination opened the sink when the source checked).
+// A stream that makes no progress for stallTimeout is cut, which
 // fails the dump.
 func (a *Agent) streamedDump(addr, mid string, pid int, dir string, mounts []string) (int64, error) {
-	if err := a.peerCallAddr(addr, "POST", "/v1/peer/migrate/sink?mid="+mid, nil, nil); err != nil {
-		return 0, fmt.Errorf("page sink on the destination: %w", err)
-	}
 	remote, err := a.dialPeerStream(addr, "/v1/peer/pages?mid="+mid)
 	if err != nil {
 		return 0, fmt.Errorf("page stream to the destination: %w", err)

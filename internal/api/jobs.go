@@ -83,6 +83,11 @@ type Job struct {
 // Migration is one migration attempt: the answer to a MigrateRequest, and
 // an entry of a job's migration log (the home node's job record keeps them).
 type Migration struct {
+	// MID identifies the attempt; a home node told twice keeps it once.
+	MID string `json:"mid,omitempty"`
+	// Seq is the job's moves once this one committed: of two notes, the
+	// home keeps the newer.
+	Seq  int       `json:"seq,omitempty"`
 	At   time.Time `json:"at"`
 	From string    `json:"from"`
 	To   string    `json:"to"`

@@ -19,7 +19,7 @@ import (
 	"roam/internal/api"
 )
 
-// The bbolt schema, version 1:
+// The bbolt schema, version 2:
 //
 //	meta/schema   -> "1"
 //	meta/seq      -> uint64 big-endian: the last job sequence number handed
@@ -27,15 +27,22 @@ import (
 //	home/<id>     -> Record (JSON): jobs whose home node is this node
 //	local/<id>    -> Local (JSON): jobs running on this node, whatever
 //	                 their home
+//	migout/<mid>  -> migrate.Record (JSON): migrations from this node, with
+//	                 the source's decision (since version 2)
+//	migin/<mid>   -> migrate.InRecord (JSON): migrations to this node
+//	                 (since version 2)
 //
-// Upgrades: a store with an older schema is upgraded in Open, step by step;
-// a newer one is refused.
-const schemaVersion = "1"
+// Upgrades: a store with an older schema is upgraded in Open, step by step
+// (1 -> 2: the two migration buckets, created empty); a newer one is
+// refused.
+const schemaVersion = "2"
 
 var (
 	bucketMeta  = []byte("meta")
 	bucketHome  = []byte("home")
 	bucketLocal = []byte("local")
+	bucketOut   = []byte("migout")
+	bucketIn    = []byte("migin")
 	keySchema   = []byte("schema")
 	keySeq      = []byte("seq")
 	keyPolicy   = []byte("policy")
@@ -129,7 +136,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("job store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketHome, bucketLocal} {
+		for _, b := range [][]byte{bucketMeta, bucketHome, bucketLocal, bucketOut, bucketIn} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -140,6 +147,9 @@ func Open(path string) (*Store, error) {
 			return m.Put(keySchema, []byte(schemaVersion))
 		case string(v) == schemaVersion:
 			return nil
+		case string(v) == "1":
+			// The migration buckets were created above.
+			return m.Put(keySchema, []byte(schemaVersion))
 		default:
 			return fmt.Errorf("%w %q (this roam knows %s)", ErrSchema, v, schemaVersion)
 		}

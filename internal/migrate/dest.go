@@ -40,6 +40,7 @@ type (
 	Stream struct {
 		MID, Job, From string
 		Lazy, Streamed bool
+		Header         []byte // kept in the record, opaque
 	}
 	// Received answers Receive: the archive is read.
 	Received struct{ Err error }
@@ -182,7 +183,7 @@ func (d *Dest) stream(now time.Time, e Stream) []any {
 	default:
 		return []any{Reply{ErrDestAborted}}
 	}
-	d.rec = InRecord{MID: e.MID, Job: e.Job, From: e.From, State: DstReceiving, Started: now, Lazy: e.Lazy, Streamed: e.Streamed}
+	d.rec = InRecord{MID: e.MID, Job: e.Job, From: e.From, State: DstReceiving, Started: now, Lazy: e.Lazy, Streamed: e.Streamed, Header: e.Header}
 	return []any{PersistIn{d.rec}, Receive{}}
 }
 
@@ -267,3 +268,7 @@ func RecoverDest(now time.Time, r InRecord) (*Dest, []any) {
 	}
 	return d, []any{Discard{}}
 }
+
+// Rebuild is the machine of a record, as it stands, with nothing to do:
+// to answer a late or duplicated message about a migration that ended.
+func Rebuild(r InRecord) *Dest { return &Dest{rec: r} }

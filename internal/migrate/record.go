@@ -45,6 +45,10 @@ type Record struct {
 	Home string `json:"home"`
 	To   string `json:"to"`
 	Lazy bool   `json:"lazy,omitempty"`
+	// PID and Tix are the source copy's root process (roam-init) and its
+	// start time, to kill it after a restart.
+	PID int    `json:"pid,omitempty"`
+	Tix uint64 `json:"tix,omitempty"`
 	// Seq is the job's number of moves once this one commits: the home
 	// node keeps the note with the highest (see ApplyNote).
 	Seq int `json:"seq"`
@@ -106,6 +110,9 @@ type InRecord struct {
 	EndedAt  time.Time `json:"ended_at,omitzero"`
 	Lazy     bool      `json:"lazy,omitempty"`
 	Streamed bool      `json:"streamed,omitempty"`
+	// Header is the stream's header as it came: the driver's, opaque to
+	// the machine, kept to adopt the copy after a restart.
+	Header []byte `json:"header,omitempty"`
 }
 
 // DestExpired says a destination's record may be forgotten at now.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"roam/internal/errkind"
 )
 
 // SourceState is where a source's migration stands.
@@ -47,6 +49,9 @@ type (
 		Why                string
 		// Seq is the job's moves once this one commits.
 		Seq int
+		// PID and Tix name the job's root process here.
+		PID int
+		Tix uint64
 	}
 	// LocalChecked answers CheckLocal: Pin says why the job cannot move,
 	// or is "".
@@ -149,7 +154,7 @@ func (s *Source) Step(now time.Time, ev any) []any {
 		if s.state != SrcNew {
 			return nil
 		}
-		s.rec = Record{MID: e.MID, Job: e.Job, Home: e.Home, To: e.To, Lazy: e.Lazy, Why: e.Why, Seq: e.Seq, Outcome: Pending, Started: now}
+		s.rec = Record{MID: e.MID, Job: e.Job, Home: e.Home, To: e.To, Lazy: e.Lazy, Why: e.Why, Seq: e.Seq, PID: e.PID, Tix: e.Tix, Outcome: Pending, Started: now}
 		s.state = SrcChecking
 		return []any{CheckLocal{}}
 	case LocalChecked:
@@ -157,7 +162,7 @@ func (s *Source) Step(now time.Time, ev any) []any {
 			return nil
 		}
 		if e.Pin != "" {
-			return s.refuse(now, fmt.Errorf("%s: %s: %w", s.rec.Job, e.Pin, ErrPinned), false)
+			return s.refuse(now, errkind.New(ErrPinned, "%s: %s", s.rec.Job, e.Pin), false)
 		}
 		s.sentCheck = true
 		return []any{SendCheck{}}

@@ -1,0 +1,77 @@
+package agent
+
+// The scheduler's decisions, kept for `roam events`: every node remembers
+// its last maxEvents, and `roam events` gathers them from every live node.
+
+import (
+	"net/http"
+	"net/url"
+	"sort"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/errkind"
+)
+
+// maxEvents is how many decisions a node remembers for `roam events`.
+const maxEvents = 500
+
+// event records a decision for `roam events`.
+func (a *Agent) event(e api.Event) {
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	e.Node = a.cfg.NodeID
+	a.sch.mu.Lock()
+	a.sch.events = append(a.sch.events, e)
+	if len(a.sch.events) > maxEvents {
+		a.sch.events = a.sch.events[len(a.sch.events)-maxEvents:]
+	}
+	a.sch.mu.Unlock()
+	a.log.Info("event", "kind", e.Kind, "job", e.Job, "from", e.From, "to", e.To, "why", e.Why)
+}
+
+// Events is `roam events`: every live node's decisions since a time.
+func (a *Agent) Events(since time.Time) []api.Event {
+	var out []api.Event
+	for _, part := range fanOut[[]api.Event](a, http.MethodGet, "/v1/peer/events?since="+url.QueryEscape(since.Format(time.RFC3339Nano)), nil) {
+		out = append(out, part...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}
+
+func (a *Agent) localEvents(since time.Time) []api.Event {
+	a.sch.mu.Lock()
+	defer a.sch.mu.Unlock()
+	out := []api.Event{}
+	for _, e := range a.sch.events {
+		if e.At.After(since) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// eventsSince is a handler answering with the events after ?since=.
+func eventsSince(f func(time.Time) []api.Event) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		since, err := parseSince(r.URL.Query().Get("since"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, f(since))
+	}
+}
+
+func parseSince(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, errkind.New(ErrBadRequest, "since %q is not an RFC 3339 time", s)
+	}
+	return t, nil
+}

@@ -1,0 +1,413 @@
+package agent
+
+// The destination side of a migration: the driver that carries out what
+// the destination machine (package migrate) decides. Each migration's
+// machine is stepped under its own lock, by the handler of the request
+// that brought the event (the check, the stream, a commit, an abort) or
+// by its timer, and the actions run in that goroutine.
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"roam/internal/ckpt"
+	"roam/internal/errkind"
+	"roam/internal/job"
+	"roam/internal/migrate"
+	"roam/internal/procfs"
+)
+
+// inMig is one migration coming to this node.
+type inMig struct {
+	mu     sync.Mutex // one step at a time
+	m      *migrate.Dest
+	hdr    migrate.Header
+	body   *bufio.Reader // the stream, while its handler reads it
+	spool  string
+	images string
+	stdin  *os.File // the writing end of a re-created stdin pipe
+	lazy   chan struct{}
+	ready  migrateReady
+	timer  *time.Timer
+}
+
+// migrateCheck answers a source's check: this node reaches the job's
+// files, holds no copy of it, and (eager) has a page sink open for it.
+func (a *Agent) migrateCheck(req migrateCheckRequest) error {
+	if !migrate.ValidMID(req.MID) {
+		return errkind.New(ErrBadRequest, "migration id %q", req.MID)
+	}
+	if _, ok := migrate.JobHome(req.ID); !ok {
+		return errkind.New(ErrBadRequest, "job id %q", req.ID)
+	}
+	if err := a.checkFiles(req.Files); err != nil {
+		return err
+	}
+	if err := a.notHere(req.ID, req.MID); err != nil {
+		return err
+	}
+	if req.Lazy {
+		return nil
+	}
+	if _, err := a.openSink(req.MID); err != nil {
+		return err
+	}
+	in := &inMig{m: &migrate.Dest{}}
+	a.jobs.mu.Lock()
+	if a.migr.in == nil {
+		a.migr.in = map[string]*inMig{}
+	}
+	a.migr.in[req.MID] = in
+	a.jobs.mu.Unlock()
+	_, err := a.stepMig(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
+	return err
+}
+
+// notHere refuses a job that runs here or is already coming here.
+func (a *Agent) notHere(id, mid string) error {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	if _, here := a.jobs.local[id]; here {
+		return errkind.New(ErrBadRequest, "job %s is already on node %s", id, a.cfg.NodeID)
+	}
+	for m, in := range a.migr.in {
+		if m != mid && in.m.Record().Job == id && !in.m.Final() {
+			return errkind.New(ErrBadRequest, "job %s is already arriving on node %s", id, a.cfg.NodeID)
+		}
+	}
+	return nil
+}
+
+// migrateIn takes a migration stream, restores the job stopped, and
+// answers "ready"; the copy then waits for the source's commit.
+func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	hdr, err := migrate.ReadHeader(br)
+	if err != nil {
+		return migrateReady{}, errkind.New(ErrBadRequest, "%v", err)
+	}
+	if err := a.notHere(hdr.ID, hdr.MID); err != nil {
+		return migrateReady{}, err
+	}
+	raw, _ := json.Marshal(hdr)
+	a.jobs.mu.Lock()
+	in := a.migr.in[hdr.MID]
+	if in == nil && hdr.Streamed {
+		a.jobs.mu.Unlock()
+		return migrateReady{}, errkind.New(ErrBadRequest, "no page stream for migration %s on node %s", hdr.MID, a.cfg.NodeID)
+	}
+	if in == nil {
+		in = &inMig{m: &migrate.Dest{}}
+		if a.migr.in == nil {
+			a.migr.in = map[string]*inMig{}
+		}
+		a.migr.in[hdr.MID] = in
+	}
+	a.jobs.mu.Unlock()
+	in.mu.Lock()
+	in.hdr, in.body = hdr, br
+	in.spool = filepath.Join(a.launcher.SpoolRoot, hdr.ID)
+	in.images = filepath.Join(a.imageDir, "in-"+hdr.MID)
+	in.mu.Unlock()
+	if _, err := a.stepMig(in, migrate.Stream{MID: hdr.MID, Job: hdr.ID, From: hdr.From, Lazy: hdr.Lazy, Streamed: hdr.Streamed, Header: raw}); err != nil {
+		return migrateReady{}, err
+	}
+	return in.ready, nil
+}
+
+// stepIn brings a commit or an abort to migration mid's machine; a
+// migration this node no longer holds in memory is rebuilt from the ledger.
+func (a *Agent) stepIn(mid string, ev any) error {
+	if !migrate.ValidMID(mid) {
+		return errkind.New(ErrBadRequest, "migration id %q", mid)
+	}
+	a.jobs.mu.Lock()
+	in := a.migr.in[mid]
+	a.jobs.mu.Unlock()
+	if in == nil {
+		r, found, err := a.store.In(mid)
+		if err != nil {
+			return err
+		}
+		if !found {
+			if _, abort := ev.(migrate.AbortMsg); abort {
+				a.dropSink(mid)
+				return nil
+			}
+			return errkind.New(ErrNotFound, "no migration %s on node %s", mid, a.cfg.NodeID)
+		}
+		in = a.adoptRecord(r)
+		in.m = migrate.Rebuild(r)
+	}
+	_, err := a.stepMig(in, ev)
+	return err
+}
+
+// adoptRecord makes an inMig for a ledger record.
+func (a *Agent) adoptRecord(r migrate.InRecord) *inMig {
+	in := &inMig{m: &migrate.Dest{}}
+	_ = json.Unmarshal(r.Header, &in.hdr)
+	in.spool = filepath.Join(a.launcher.SpoolRoot, r.Job)
+	in.images = filepath.Join(a.imageDir, "in-"+r.MID)
+	a.jobs.mu.Lock()
+	if a.migr.in == nil {
+		a.migr.in = map[string]*inMig{}
+	}
+	if old := a.migr.in[r.MID]; old != nil {
+		in = old
+	} else {
+		a.migr.in[r.MID] = in
+	}
+	a.jobs.mu.Unlock()
+	return in
+}
+
+// step feeds ev to the machine and carries out its actions, with the
+// events those answer, until none is left; it returns the reply for the
+// request that brought ev (nil when none was asked for).
+func (a *Agent) stepMig(in *inMig, ev any) (bool, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var reply error
+	replied := false
+	q := []any{ev}
+	for len(q) > 0 {
+		ev, q = q[0], q[1:]
+		for _, act := range in.m.Step(time.Now(), ev) {
+			if rep, ok := act.(migrate.Reply); ok {
+				reply, replied = rep.Err, true
+				continue
+			}
+			if next := a.doIn(in, act); next != nil {
+				q = append(q, next)
+			}
+		}
+	}
+	if in.m.Final() {
+		a.jobs.mu.Lock()
+		if a.migr.in[in.m.Record().MID] == in {
+			delete(a.migr.in, in.m.Record().MID)
+		}
+		a.jobs.mu.Unlock()
+	}
+	switch {
+	case errors.Is(reply, migrate.ErrNotReady):
+		reply = errkind.New(ErrNotFound, "migration %s on node %s: %v", in.m.Record().MID, a.cfg.NodeID, reply)
+	case errors.Is(reply, migrate.ErrDestAborted), errors.Is(reply, migrate.ErrDestCommited):
+		reply = errkind.New(ErrBadRequest, "migration %s on node %s: %v", in.m.Record().MID, a.cfg.NodeID, reply)
+	}
+	return replied, reply
+}
+
+// doIn carries out one action and returns the event that answers it.
+func (a *Agent) doIn(in *inMig, act any) any {
+	r := in.m.Record()
+	switch act := act.(type) {
+	case migrate.PersistIn:
+		if err := a.store.PutIn(act.Record); err != nil {
+			a.log.Error("migration ledger", "mid", r.MID, "err", err)
+		}
+	case migrate.Receive:
+		return migrate.Received{Err: a.receive(in)}
+	case migrate.Restore:
+		pid, err := a.restoreIn(in)
+		if err != nil {
+			return migrate.Restored{Err: err}
+		}
+		return migrate.Restored{PID: pid, Tix: job.StartTicks(pid)}
+	case migrate.Adopt:
+		a.adoptIn(in, r)
+	case migrate.Resume:
+		if job.Alive(r.PID, r.Tix) {
+			ckpt.Thaw(procfs.Tree(r.PID))
+		}
+		a.kickPusher()
+	case migrate.Discard:
+		a.discardIn(in, r)
+	case migrate.Ask:
+		return a.ask(r)
+	case migrate.Wake:
+		a.wakeIn(in, act.At)
+	default:
+		a.log.Error("migration: unknown destination action", "action", fmt.Sprintf("%T", act))
+	}
+	return nil
+}
+
+// receive reads the archive into the images and spool directories; an
+// eager migration's pages are in its sink's directory already.
+func (a *Agent) receive(in *inMig) error {
+	hdr := in.hdr
+	os.RemoveAll(in.spool)
+	if hdr.Streamed {
+		s, err := a.claimSink(hdr.MID)
+		if err != nil {
+			return err
+		}
+		in.images = s.dir
+	} else {
+		os.RemoveAll(in.images)
+		if err := os.MkdirAll(in.images, 0o700); err != nil {
+			return fmt.Errorf("images directory: %w", err)
+		}
+	}
+	if err := os.MkdirAll(in.spool, 0o700); err != nil {
+		return fmt.Errorf("spool directory: %w", err)
+	}
+	err := readArchive(in.body, in.images, in.spool)
+	in.body = nil
+	return err
+}
+
+// restoreIn restores the job, stopped, in this node's cgroups.
+func (a *Agent) restoreIn(in *inMig) (int, error) {
+	hdr := in.hdr
+	inherit := map[string]*os.File{}
+	var stdinR *os.File
+	if hdr.StdinKey != "" {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return 0, err
+		}
+		stdinR, in.stdin = r, w
+		inherit[hdr.StdinKey] = r
+	}
+	mounts := map[string]string{}
+	for _, mp := range hdr.Mounts {
+		mounts[mp] = mp
+	}
+	mounts[ckpt.JobDir] = in.spool
+	start := time.Now()
+	if hdr.Lazy {
+		var err error
+		if in.lazy, err = a.startLazyPages(hdr, in.images); err != nil {
+			if stdinR != nil {
+				stdinR.Close()
+			}
+			return 0, err
+		}
+	}
+	pid, err := a.criu.Restore(ckpt.RestoreOpts{Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, CgroupRoots: a.restoreCgroups()})
+	if stdinR != nil {
+		stdinR.Close()
+	}
+	if err != nil {
+		return 0, err
+	}
+	in.ready = migrateReady{RestoreMS: msSince(start)}
+	if a.cfg.Cgroup != "" && !a.probe.Layout.V2 {
+		// Restored outside the CPU quota (see restoreCgroups); now in.
+		for _, p := range procfs.Tree(pid) {
+			if err := a.probe.Layout.AddCPUProc(a.cfg.Cgroup, p); err != nil {
+				a.log.Warn("move restored job into the node's cgroup", "job", hdr.ID, "pid", p, "err", err)
+			}
+		}
+	}
+	return pid, nil
+}
+
+// adoptIn makes the restored copy a job of this node (idempotent).
+func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
+	hdr := in.hdr
+	l := job.Local{ID: hdr.ID, Home: hdr.Home, HomeAddr: hdr.HomeAddr, PID: r.PID, StartTix: r.Tix, Dir: in.spool,
+		Started: hdr.Started, Hold: string(hdr.Hold), Moves: hdr.Moves + 1, LastMoved: r.EndedAt}
+	a.jobs.mu.Lock()
+	if lj := a.jobs.local[l.ID]; lj == nil || lj.rec.PID != l.PID {
+		a.jobs.local[l.ID] = &localJob{rec: l, stdin: in.stdin, ackOut: hdr.AckOut, ackErr: hdr.AckErr}
+	}
+	delete(a.migr.movedTo, l.ID)
+	a.jobs.mu.Unlock()
+	in.stdin = nil
+	a.arrived(l.ID)
+	if err := a.store.PutLocals(l); err != nil {
+		a.log.Error("job table", "err", err)
+	}
+	a.removeImages(in)
+}
+
+// discardIn ends whatever this node holds of a migration that did not
+// commit: its sink, its restored copy, its images and spool (idempotent).
+func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
+	a.dropSink(r.MID)
+	if r.Job != "" {
+		a.arrived(r.Job)
+	}
+	if r.PID > 0 && job.Alive(r.PID, r.Tix) {
+		_ = syscall.Kill(r.PID, syscall.SIGKILL)
+		job.WaitGone(r.PID, r.Tix, 5*time.Second)
+	}
+	if in.stdin != nil {
+		in.stdin.Close()
+		in.stdin = nil
+	}
+	a.removeImages(in)
+	a.jobs.mu.Lock()
+	_, here := a.jobs.local[r.Job]
+	a.jobs.mu.Unlock()
+	if r.Job == "" || here {
+		return
+	}
+	// A copy restored by an agent that died before it could record its
+	// pid: any stopped roam-init of this job that is not a local job.
+	for _, pid := range ckpt.Copies(r.Job) {
+		if st, err := procfs.ReadStat(pid); err == nil && st.State == 'T' {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if in.spool != "" {
+		os.RemoveAll(in.spool)
+	}
+}
+
+// removeImages removes a migration's images, once its lazy-pages daemon
+// (if any) no longer reads them.
+func (a *Agent) removeImages(in *inMig) {
+	dir, lazy := in.images, in.lazy
+	if dir == "" {
+		return
+	}
+	if lazy == nil {
+		os.RemoveAll(dir)
+		return
+	}
+	go func() {
+		<-lazy
+		os.RemoveAll(dir)
+	}()
+}
+
+// ask asks the source how the migration ended.
+func (a *Agent) ask(r migrate.InRecord) any {
+	var o struct {
+		Outcome string `json:"outcome"`
+	}
+	err := a.peerCall(r.From, http.MethodGet, "/v1/peer/migrate/outcome?mid="+r.MID, nil, &o)
+	if err != nil {
+		return migrate.Answered{Err: err}
+	}
+	return migrate.Answered{Outcome: migrate.Outcome(o.Outcome)}
+}
+
+// wakeIn steps the machine with a Tick at t.
+func (a *Agent) wakeIn(in *inMig, t time.Time) {
+	if in.timer != nil {
+		in.timer.Stop()
+	}
+	in.timer = time.AfterFunc(time.Until(t), func() {
+		select {
+		case <-a.stop:
+			return
+		default:
+		}
+		_, _ = a.stepMig(in, migrate.Tick{})
+	})
+}

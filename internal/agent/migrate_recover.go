@@ -1,0 +1,133 @@
+package agent
+
+// What a restarted agent finishes: every migration its ledger holds that
+// had not settled, on either side (migrate.Recover, migrate.RecoverDest),
+// and the ledger's retention (migrate.Expired, migrate.DestExpired).
+
+import (
+	"time"
+
+	"roam/internal/migrate"
+)
+
+// recoverMigrations rebuilds the machines of the migrations an earlier
+// run left unfinished. The jobs they concern are claimed at once, before
+// the push loop runs, so that a source copy being killed is never taken
+// for a job that ended; the machines then run in the background (their
+// messages need the cluster's members, which memberlist has not found yet).
+func (a *Agent) recoverMigrations() {
+	now := time.Now()
+	outs, err := a.store.Outs()
+	if err != nil {
+		a.log.Error("migration ledger", "err", err)
+	}
+	for _, r := range outs {
+		if migrate.Expired(r, now) {
+			_ = a.store.DeleteOut(r.MID)
+			continue
+		}
+		s, acts := migrate.Recover(now, r)
+		if len(acts) == 0 {
+			continue
+		}
+		a.log.Info("finishing a migration an earlier run left", "mid", r.MID, "job", r.Job, "to", r.To, "outcome", r.Outcome, "state", s.State())
+		o := &outMig{a: a, m: s, req: migrateOutRequest{ID: r.Job, To: r.To, Lazy: r.Lazy}, done: make(chan error, 1)}
+		a.jobs.mu.Lock()
+		if lj := a.jobs.local[r.Job]; lj != nil && lj.rec.PID == r.PID {
+			lj.migrating = true
+			o.lj = lj
+		}
+		a.jobs.mu.Unlock()
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			o.runActions(acts)
+		}()
+	}
+	ins, err := a.store.Ins()
+	if err != nil {
+		a.log.Error("migration ledger", "err", err)
+	}
+	for _, r := range ins {
+		if migrate.DestExpired(r, now) {
+			_ = a.store.DeleteIn(r.MID)
+			continue
+		}
+		d, acts := migrate.RecoverDest(now, r)
+		if r.State == migrate.DstAborted || (r.State == migrate.DstCommitted && a.hasLocal(r.Job, r.PID)) {
+			continue // ended; the record only answers late messages
+		}
+		a.log.Info("finishing an incoming migration an earlier run left", "mid", r.MID, "job", r.Job, "from", r.From, "state", r.State)
+		in := a.adoptRecord(r)
+		in.m = d
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.runIn(in, acts)
+		}()
+	}
+}
+
+// hasLocal says job id runs here as pid.
+func (a *Agent) hasLocal(id string, pid int) bool {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	lj := a.jobs.local[id]
+	return lj != nil && lj.rec.PID == pid
+}
+
+// runActions carries out a recovered machine's first actions, then runs
+// it like any other.
+func (o *outMig) runActions(acts []any) {
+	var q []any
+	for _, act := range acts {
+		if next := o.do(act); next != nil {
+			q = append(q, next)
+		}
+	}
+	if len(q) == 0 && o.wakeAt.IsZero() {
+		o.a.pruneMigrations()
+		return
+	}
+	if len(q) == 0 {
+		q = append(q, migrate.Tick{})
+	}
+	o.run(q[0])
+	for _, ev := range q[1:] {
+		o.run(ev)
+	}
+}
+
+// runIn carries out a recovered destination machine's first actions.
+func (a *Agent) runIn(in *inMig, acts []any) {
+	in.mu.Lock()
+	var q []any
+	for _, act := range acts {
+		if next := a.doIn(in, act); next != nil {
+			q = append(q, next)
+		}
+	}
+	in.mu.Unlock()
+	for _, ev := range q {
+		_, _ = a.stepMig(in, ev)
+	}
+}
+
+// pruneMigrations forgets the ledger's records past their retention.
+func (a *Agent) pruneMigrations() {
+	now := time.Now()
+	if outs, err := a.store.Outs(); err == nil {
+		for _, r := range outs {
+			if migrate.Expired(r, now) {
+				_ = a.store.DeleteOut(r.MID)
+			}
+		}
+	}
+	if ins, err := a.store.Ins(); err == nil {
+		for _, r := range ins {
+			if migrate.DestExpired(r, now) {
+				_ = a.store.DeleteIn(r.MID)
+			}
+		}
+	}
+}

@@ -1,0 +1,366 @@
+package agent
+
+// The source side of a migration: the driver that carries out what the
+// source machine (package migrate) decides, on CRIU and the peer port.
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/ckpt"
+	"roam/internal/errkind"
+	"roam/internal/job"
+	"roam/internal/migrate"
+	"roam/internal/procfs"
+)
+
+// outMig is one migration leaving this node.
+type outMig struct {
+	a   *Agent
+	m   *migrate.Source
+	req migrateOutRequest
+	lj  *localJob // nil when recovered after a restart
+	// what the driver learned on the way
+	addr   string
+	files  []string
+	mounts []string
+	dir    string // the images directory
+	lazy   *lazyDump
+	mig    api.Migration
+	start  time.Time
+	frozen time.Time
+	wakeAt time.Time
+	left   bool
+	spool  string // the job's spool here, removed once it left
+	// done gets the migration's result once (Finish).
+	done chan error
+}
+
+// migrateOut moves a job running here to req.To, and tells its home node
+// how it went. The returned migration has OK false, and err says why, when
+// it failed; the job then still runs here.
+func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
+	lj, err := a.claimForMigration(req.ID)
+	if err != nil {
+		return api.Migration{At: time.Now(), From: a.cfg.NodeID, To: req.To, Lazy: req.Lazy, Why: req.Why}, err
+	}
+	o := &outMig{a: a, m: &migrate.Source{}, req: req, lj: lj, start: time.Now(), done: make(chan error, 1)}
+	o.mig = api.Migration{At: o.start, From: a.cfg.NodeID, To: req.To, Lazy: req.Lazy, Why: req.Why}
+	if o.mig.Why == "" {
+		o.mig.Why = "roam migrate"
+	}
+	mid := newMID()
+	o.mig.MID = mid
+	a.jobs.mu.Lock()
+	seq := lj.rec.Moves + 1
+	pid, tix := lj.rec.PID, lj.rec.StartTix
+	a.jobs.mu.Unlock()
+	go o.run(migrate.Start{MID: mid, Job: req.ID, Home: lj.rec.Home, To: req.To, Lazy: req.Lazy, Why: o.mig.Why,
+		Seq: seq, PID: pid, Tix: tix})
+	err = <-o.done
+	m := o.mig
+	if err == nil {
+		m.OK = true
+	} else {
+		m.Error = err.Error()
+	}
+	return m, err
+}
+
+// claimForMigration marks a local job as migrating, so only one migration
+// runs at a time and the push loop leaves it alone meanwhile.
+func (a *Agent) claimForMigration(id string) (*localJob, error) {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	lj := a.jobs.local[id]
+	switch {
+	case lj == nil || !job.Alive(lj.rec.PID, lj.rec.StartTix):
+		return nil, errkind.New(ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
+	case lj.migrating:
+		return nil, errkind.New(ErrBadRequest, "job %s is already migrating", id)
+	}
+	if _, ended := job.ReadStatus(lj.rec.Dir); ended {
+		return nil, errkind.New(ErrBadRequest, "job %s is ending", id)
+	}
+	lj.migrating = true
+	return lj, nil
+}
+
+// run steps the machine from ev until nothing is left to do: each action
+// the driver carries out answers with the machine's next event, and a
+// Wake is slept.
+func (o *outMig) run(ev any) {
+	defer func() {
+		if o.dir != "" {
+			os.RemoveAll(o.dir)
+		}
+		if o.lazy != nil {
+			o.lazy.end()
+		}
+		// Stopped before the machine said how it went: the caller is
+		// not left waiting (the ledger finishes it at the next start).
+		select {
+		case o.done <- errkind.New(ErrUnavailable, "node %s is stopping", o.a.cfg.NodeID):
+		default:
+		}
+		o.a.pruneMigrations()
+	}()
+	q := []any{ev}
+	for {
+		for len(q) > 0 {
+			ev, q = q[0], q[1:]
+			for _, act := range o.m.Step(time.Now(), ev) {
+				if next := o.do(act); next != nil {
+					q = append(q, next)
+				}
+			}
+		}
+		if o.wakeAt.IsZero() {
+			return
+		}
+		select {
+		case <-time.After(time.Until(o.wakeAt)):
+		case <-o.a.stop:
+			return
+		}
+		o.wakeAt = time.Time{}
+		q = append(q, migrate.Tick{})
+	}
+}
+
+// do carries out one action and returns the event that answers it, if any.
+func (o *outMig) do(act any) any {
+	a, r := o.a, o.m.Record()
+	switch act := act.(type) {
+	case migrate.CheckLocal:
+		return migrate.LocalChecked{Pin: o.checkLocal(r)}
+	case migrate.SendCheck:
+		return migrate.CheckAnswer{Err: o.sendCheck(r)}
+	case migrate.Persist:
+		if err := a.store.PutOut(act.Record); err != nil {
+			// Nothing may happen that the ledger does not know of.
+			a.log.Error("migration ledger", "mid", r.MID, "err", err)
+		}
+	case migrate.Dump:
+		return migrate.Dumped{Err: o.dump(r)}
+	case migrate.SendImages:
+		return migrate.ReadyAnswer{Err: o.sendImages(r)}
+	case migrate.Thaw:
+		if o.lazy != nil {
+			o.lazy.end() // CRIU holds the job until its page server ends
+		}
+		if job.Alive(r.PID, r.Tix) {
+			ckpt.Thaw(procfs.Tree(r.PID))
+		}
+	case migrate.Kill:
+		o.leave(r)
+		if job.Alive(r.PID, r.Tix) {
+			_ = syscall.Kill(r.PID, syscall.SIGKILL)
+		}
+		// A killed process runs on until it has freed its memory: wait
+		// until roam-init, the last of the namespace to go, is gone.
+		job.WaitGone(r.PID, r.Tix, 30*time.Second)
+		return migrate.CopyGone{}
+	case migrate.SendCommit:
+		if r.Lazy {
+			o.leave(r) // it runs there from now on
+		}
+		err := o.call(r.To, "/v1/peer/migrate/commit?mid="+r.MID)
+		if o.mig.FreezeMS == 0 && !o.frozen.IsZero() {
+			o.mig.FreezeMS = msSince(o.frozen)
+		}
+		return migrate.CommitAnswer{Err: err}
+	case migrate.SendAbort:
+		go func() { _ = o.call(r.To, "/v1/peer/migrate/abort?mid="+r.MID) }()
+	case migrate.WaitPages:
+		err := o.lazy.wait()
+		o.mig.WindowMS = msSince(o.frozen) - o.mig.FreezeMS
+		o.mig.Bytes += o.lazy.bytes.Load()
+		if err != nil {
+			a.log.Error("lazy migration: pages not all delivered", "job", r.Job, "err", err)
+		}
+		return migrate.PagesDone{Err: err}
+	case migrate.NoteHome:
+		return migrate.HomeAnswer{Err: o.noteHome(r, act)}
+	case migrate.Finish:
+		o.finish(r, act.Err)
+	case migrate.Wake:
+		o.wakeAt = act.At
+	default:
+		a.log.Error("migration: unknown source action", "action", fmt.Sprintf("%T", act))
+	}
+	return nil
+}
+
+// checkLocal says why the job cannot leave this node, or "".
+func (o *outMig) checkLocal(r migrate.Record) string {
+	a := o.a
+	if fi, err := os.Stat("/proc/" + strconv.Itoa(r.PID)); err == nil && !a.allUsers {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+			return fmt.Sprintf("runs as uid %d, and root on node %s lacks CAP_SYS_RESOURCE, so CRIU cannot read its rlimits", st.Uid, a.cfg.NodeID)
+		}
+	}
+	files, reason := inspectJob(procfs.Tree(r.PID), a.memberIPs())
+	if reason != "" {
+		return reason
+	}
+	o.files = files
+	return ""
+}
+
+// sendCheck asks the destination whether it reaches the job's files and,
+// for an eager migration, to open a page sink for it.
+func (o *outMig) sendCheck(r migrate.Record) error {
+	addr, err := o.a.peerAddr(r.To)
+	if err != nil {
+		return err
+	}
+	o.addr = addr
+	req := migrateCheckRequest{MID: r.MID, From: o.a.cfg.NodeID, ID: r.Job, Files: o.files, Lazy: r.Lazy}
+	return o.a.peerCallAddr(addr, http.MethodPost, "/v1/peer/migrate/check", req, nil)
+}
+
+// dump freezes and dumps the job; eager, its pages go to the sink.
+func (o *outMig) dump(r migrate.Record) error {
+	a := o.a
+	mounts, err := ckpt.Mounts(r.PID)
+	if err != nil {
+		return err
+	}
+	o.mounts = mounts
+	o.dir = filepath.Join(a.imageDir, "out-"+r.MID)
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return err
+	}
+	o.frozen = time.Now()
+	defer func() { o.mig.DumpMS = msSince(o.frozen) }()
+	if r.Lazy {
+		o.lazy, err = a.startLazyDump(r.MID, r.PID, o.dir, mounts)
+		return err
+	}
+	o.mig.Bytes, err = a.streamedDump(o.addr, r.MID, r.PID, o.dir, mounts)
+	return err
+}
+
+// sendImages streams the header and the archive and waits for "ready".
+func (o *outMig) sendImages(r migrate.Record) error {
+	a := o.a
+	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Mounts: o.mounts, Lazy: r.Lazy, Streamed: !r.Lazy}
+	a.jobs.mu.Lock()
+	lj := o.lj
+	hdr.Home, hdr.HomeAddr = lj.rec.Home, lj.rec.HomeAddr
+	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = lj.rec.Started, migrate.Hold(lj.rec.Hold), lj.rec.Moves, lj.rec.LastMoved
+	hdr.AckOut, hdr.AckErr = lj.ackOut, lj.ackErr
+	hasStdin := lj.stdin != nil
+	spool := lj.rec.Dir
+	a.jobs.mu.Unlock()
+	if o.req.Manual && hdr.Hold != migrate.HoldPin {
+		hdr.Hold = migrate.HoldManual
+	}
+	if hasStdin {
+		if l, err := os.Readlink("/proc/" + strconv.Itoa(r.PID) + "/fd/0"); err == nil && strings.HasPrefix(l, "pipe:[") {
+			hdr.StdinKey = l
+		}
+	}
+	sendStart := time.Now()
+	n, restoreMS, err := a.sendImages(o.addr, hdr, o.dir, spool)
+	o.mig.Bytes += n
+	o.mig.RestoreMS = restoreMS
+	o.mig.CopyMS = msSince(sendStart) - restoreMS
+	return err
+}
+
+// leave forgets the job here once the decision to commit is persisted:
+// a signal or stdin sent here by a stale record follows it there.
+func (o *outMig) leave(r migrate.Record) {
+	if o.left {
+		return
+	}
+	o.left = true
+	a := o.a
+	a.jobs.mu.Lock()
+	lj := a.jobs.local[r.Job]
+	if lj != nil && lj.rec.PID == r.PID {
+		delete(a.jobs.local, r.Job)
+	}
+	if a.migr.movedTo == nil {
+		a.migr.movedTo = map[string]string{}
+	}
+	a.migr.movedTo[r.Job] = r.To
+	a.jobs.mu.Unlock()
+	if lj != nil && lj.rec.PID == r.PID {
+		_ = a.store.DeleteLocal(r.Job)
+		if lj.stdin != nil {
+			lj.stdin.Close()
+		}
+		o.spool = lj.rec.Dir
+	}
+}
+
+func (o *outMig) call(node, path string) error {
+	if o.addr == "" {
+		addr, err := o.a.peerAddr(node)
+		if err != nil {
+			return err
+		}
+		o.addr = addr
+	}
+	return o.a.peerCallAddr(o.addr, http.MethodPost, path, nil, nil)
+}
+
+func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {
+	m := o.mig
+	m.MID, m.OK, m.Seq = r.MID, n.OK, r.Seq
+	if m.From == "" { // recovered: what the ledger knows
+		m.At, m.From, m.To, m.Lazy, m.Why = r.Started, o.a.cfg.NodeID, r.To, r.Lazy, r.Why
+	}
+	if !n.OK {
+		m.Error = n.Error
+	}
+	if m.TotalMS == 0 && !o.start.IsZero() {
+		m.TotalMS = msSince(o.start)
+	}
+	o.mig = m
+	note := jobNote{ID: r.Job, Migration: &m}
+	if n.OK {
+		note.Node = r.To
+		if o.req.Manual {
+			note.Manual = &o.req.Manual
+		}
+	}
+	if !n.OK && errors.Is(o.m.Err(), migrate.ErrPinned) {
+		note.PinReason = strings.TrimPrefix(n.Error, r.Job+": ")
+	}
+	return o.a.noteHome(r.Home, note)
+}
+
+// finish answers whoever asked for the migration, and lets the job go
+// back to the push loop and the policies when it stays here.
+func (o *outMig) finish(r migrate.Record, err error) {
+	a := o.a
+	m := o.mig
+	a.metrics.observe(m)
+	a.log.Info("migration", "job", r.Job, "to", r.To, "ok", err == nil, "bytes", m.Bytes,
+		"freeze_ms", m.FreezeMS, "total_ms", m.TotalMS, "err", err)
+	a.jobs.mu.Lock()
+	if lj := a.jobs.local[r.Job]; lj != nil && lj.rec.PID == r.PID {
+		lj.migrating = false
+	}
+	a.jobs.mu.Unlock()
+	if err == nil && o.spool != "" {
+		os.RemoveAll(o.spool)
+	}
+	a.kickPusher()
+	select {
+	case o.done <- err:
+	default:
+	}
+}

@@ -1,0 +1,132 @@
+package agent
+
+// The scheduler's policy: the config's or a loaded one, run on every node
+// (`roam policy load`, `roam policy show`), kept in the job table across
+// restarts, and taken from the cluster's gossip (gossip.go).
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/job"
+	"roam/internal/sched"
+)
+
+// loadPolicy reads a built-in policy name or a policy file.
+func loadPolicy(nameOrPath string) (*sched.Scheduler, error) {
+	if nameOrPath == "" {
+		nameOrPath = sched.DefaultPolicy
+	}
+	if text, ok := sched.Builtin[nameOrPath]; ok {
+		return sched.ParsePolicy([]byte(text))
+	}
+	b, err := os.ReadFile(nameOrPath)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: not a built-in policy (%s) and not a readable file: %v", nameOrPath, builtinNames(), err)
+	}
+	return sched.ParsePolicy(b)
+}
+
+func builtinNames() string {
+	var ns []string
+	for n := range sched.Builtin {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return strings.Join(ns, ", ")
+}
+
+// setPolicy runs policy p, loaded at time at (see runPolicy), and keeps a
+// loaded one in the job table for the next start.
+func (a *Agent) setPolicy(p *sched.Scheduler, at time.Time) bool {
+	if !a.runPolicy(p, at) {
+		return false
+	}
+	if a.store != nil && !at.IsZero() {
+		if err := a.store.PutPolicy(job.LoadedPolicy{Text: p.Text(), At: at}); err != nil {
+			a.log.Error("job table: keep the loaded policy", "err", err)
+		}
+	}
+	return true
+}
+
+// runPolicy runs policy p, loaded at time at, unless the running one was
+// loaded later; it reports whether p now runs. Jobs are not touched: a
+// round in progress finishes its moves under the old policy.
+func (a *Agent) runPolicy(p *sched.Scheduler, at time.Time) bool {
+	a.sch.mu.Lock()
+	if at.Before(a.sch.polAt) {
+		a.sch.mu.Unlock()
+		return false
+	}
+	old := a.sch.pol
+	a.sch.pol, a.sch.polAt = p, at
+	a.sch.mu.Unlock()
+	a.mu.Lock()
+	a.placement = p.Policy.Placement
+	a.mu.Unlock()
+	if old != nil && old.Text() != p.Text() {
+		a.event(api.Event{Kind: "policy", Why: fmt.Sprintf("policy %s replaced %s", p.Policy.Name, old.Policy.Name)})
+	}
+	a.kickScheduler()
+	return true
+}
+
+// keptPolicy runs the policy last loaded, as this node's job table kept
+// it, instead of the config's: a loaded policy outlives restarts, of this
+// node or of the whole cluster, until the next load. One that does not
+// parse any more (written by another roam) is logged and left.
+func (a *Agent) keptPolicy() {
+	kept, ok, err := a.store.Policy()
+	if err != nil || !ok {
+		if err != nil {
+			a.log.Warn("loaded policy not restored", "err", err)
+		}
+		return
+	}
+	p, err := sched.ParsePolicy([]byte(kept.Text))
+	if err != nil {
+		a.log.Warn("loaded policy not restored", "err", err)
+		return
+	}
+	a.runPolicy(p, kept.At) // already kept
+	a.log.Info("loaded policy restored", "policy", p.Policy.Name, "loaded", kept.At)
+}
+
+// policyText is what `roam policy show` prints of this node.
+func (a *Agent) policyText() api.NodePolicy {
+	a.sch.mu.Lock()
+	defer a.sch.mu.Unlock()
+	return api.NodePolicy{Node: a.cfg.NodeID, Name: a.sch.pol.Policy.Name, Text: a.sch.pol.Text()}
+}
+
+// LoadPolicy is `roam policy load`: the policy (a built-in name or a
+// file's text) is checked here, then given to every live node.
+func (a *Agent) LoadPolicy(c Caller, req api.PolicyRequest) ([]api.NodePolicy, error) {
+	if c.UID != 0 {
+		return nil, errkind.New(ErrPermission, "policy load: only root changes the cluster's scheduler")
+	}
+	text := req.Text
+	if t, ok := sched.Builtin[req.Name]; ok && text == "" {
+		text = t
+	} else if text == "" {
+		return nil, errkind.New(ErrBadRequest, "policy %q: not a built-in policy (%s)", req.Name, builtinNames())
+	}
+	// Checked here, so a bad policy is an error rather than left out of
+	// every node's answer.
+	if _, err := sched.ParsePolicy([]byte(text)); err != nil {
+		return nil, errkind.New(ErrBadRequest, "%v", err)
+	}
+	return fanOut[api.NodePolicy](a, http.MethodPost, "/v1/peer/policy", api.PolicyRequest{Text: text, At: time.Now()}), nil
+}
+
+// Policies is `roam policy show`: every live node's policy.
+func (a *Agent) Policies() []api.NodePolicy {
+	return fanOut[api.NodePolicy](a, http.MethodGet, "/v1/peer/policy", nil)
+}

@@ -1,0 +1,315 @@
+package agent
+
+// A job's output and exit status go from the node it runs on to its home
+// node (the push loop, takeUpdates), where `roam run` reads them (Output);
+// its stdin goes the other way (Stdin).
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/job"
+)
+
+// update is one job's news from its current node to its home node.
+type update struct {
+	ID     string `json:"id"`
+	OutOff int64  `json:"out_off"`
+	Out    []byte `json:"out,omitempty"`
+	ErrOff int64  `json:"err_off"`
+	Err    []byte `json:"err,omitempty"`
+	// Exit, with the final sizes of both streams, once the job ended.
+	Exit     *int  `json:"exit,omitempty"`
+	FinalOut int64 `json:"final_out"`
+	FinalErr int64 `json:"final_err"`
+}
+
+// ack is the home node's answer to an update.
+type ack struct {
+	Out  int64 `json:"out"`
+	Err  int64 `json:"err"`
+	Done bool  `json:"done"`
+}
+
+// ---- current node: push output and exit status home ----
+
+func (a *Agent) kickPusher() {
+	select {
+	case a.jobs.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pushLoop pushes news every pushEvery while jobs run here; with none it
+// sleeps until a start kicks it, so an idle agent does not wake 20 times a
+// second for nothing.
+func (a *Agent) pushLoop() {
+	defer a.wg.Done()
+	t := time.NewTicker(pushEvery)
+	defer t.Stop()
+	for {
+		tick := t.C
+		if !a.hasLocalJobs() {
+			tick = nil
+		}
+		select {
+		case <-a.stop:
+			return
+		case <-tick:
+		case <-a.jobs.kick:
+		}
+		a.pushOnce()
+	}
+}
+
+func (a *Agent) hasLocalJobs() bool {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	return len(a.jobs.local) > 0
+}
+
+// pushOnce sends every job's news to its home (this node or another).
+func (a *Agent) pushOnce() {
+	for _, b := range a.pushBatches() {
+		var acks map[string]ack
+		if err := a.peerCallAddr(b.addr, http.MethodPost, "/v1/peer/updates", b.ups, &acks); err != nil {
+			a.log.Debug("push to home", "home", b.home, "err", err)
+			continue
+		}
+		a.applyAcks(acks)
+	}
+}
+
+// homeBatch is news for one home node, sent in one request.
+type homeBatch struct {
+	home, addr string
+	ups        []update
+	size       int // bytes of output in ups
+}
+
+// pushBatches collects every job's news by home node, in batches of no
+// more than pushBatch bytes of output (one job's news may be more).
+func (a *Agent) pushBatches() []*homeBatch {
+	var out []*homeBatch
+	last := map[string]*homeBatch{}
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	for id, lj := range a.jobs.local {
+		if lj.migrating {
+			continue
+		}
+		u, send := lj.news()
+		if !send {
+			continue
+		}
+		u.ID = id
+		size := len(u.Out) + len(u.Err)
+		b := last[lj.rec.Home]
+		if b == nil || b.size+size > pushBatch {
+			b = &homeBatch{home: lj.rec.Home, addr: lj.rec.HomeAddr}
+			last[lj.rec.Home] = b
+			out = append(out, b)
+		}
+		b.ups = append(b.ups, u)
+		b.size += size
+	}
+	return out
+}
+
+// news reads what the home does not have yet. Called with jobs.mu held.
+func (lj *localJob) news() (update, bool) {
+	if lj.ackOut < 0 || lj.ackErr < 0 {
+		// After a restart: ask the home what it has first.
+		return update{OutOff: -1, ErrOff: -1}, true
+	}
+	// Read the status before the output: output written before the exit
+	// is then surely in the files we read next.
+	code, ended := job.ReadStatus(lj.rec.Dir)
+	if !ended && !job.Alive(lj.rec.PID, lj.rec.StartTix) {
+		if code, ended = job.ReadStatus(lj.rec.Dir); !ended {
+			code, ended = 128+int(syscall.SIGKILL), true // killed before it could write
+		}
+	}
+	out, _ := job.ReadSpool(lj.rec.Dir, "stdout", lj.ackOut, pushChunk)
+	errb, _ := job.ReadSpool(lj.rec.Dir, "stderr", lj.ackErr, pushChunk)
+	u := update{OutOff: lj.ackOut, Out: out, ErrOff: lj.ackErr, Err: errb}
+	if ended && len(out) < pushChunk && len(errb) < pushChunk {
+		u.Exit = &code
+		u.FinalOut = lj.ackOut + int64(len(out))
+		u.FinalErr = lj.ackErr + int64(len(errb))
+	}
+	return u, len(out) > 0 || len(errb) > 0 || u.Exit != nil
+}
+
+func (a *Agent) applyAcks(acks map[string]ack) {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	for id, k := range acks {
+		lj := a.jobs.local[id]
+		if lj == nil {
+			continue
+		}
+		lj.ackOut, lj.ackErr = k.Out, k.Err
+		if k.Done {
+			if lj.stdin != nil {
+				lj.stdin.Close()
+			}
+			delete(a.jobs.local, id)
+			_ = a.store.DeleteLocal(id)
+			os.RemoveAll(lj.rec.Dir)
+		}
+	}
+}
+
+// ---- home node: take updates, serve output ----
+
+// takeUpdates appends output at its offset (idempotent: a resent piece is
+// skipped) and records an exit once all output is in.
+func (a *Agent) takeUpdates(ups []update) map[string]ack {
+	out := map[string]ack{}
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	var finished []job.Record
+	for _, u := range ups {
+		rec := a.jobs.home[u.ID]
+		if rec == nil {
+			// Not ours, or forgotten after a failed start: nobody will read it.
+			out[u.ID] = ack{Done: true}
+			continue
+		}
+		dir := a.homeSpool(u.ID)
+		no := appendAt(filepath.Join(dir, "stdout"), u.OutOff, u.Out)
+		ne := appendAt(filepath.Join(dir, "stderr"), u.ErrOff, u.Err)
+		done := rec.Over()
+		if !done && u.Exit != nil && no == u.FinalOut && ne == u.FinalErr {
+			code := *u.Exit
+			rec.State, rec.ExitCode, rec.Ended = job.StateFinished, &code, time.Now()
+			finished = append(finished, *rec)
+			done = true
+		}
+		out[u.ID] = ack{Out: no, Err: ne, Done: done}
+		if ch := a.jobs.wake[u.ID]; ch != nil {
+			close(ch)
+			delete(a.jobs.wake, u.ID)
+		}
+	}
+	if len(finished) > 0 {
+		if err := a.store.PutRecords(finished...); err != nil {
+			a.log.Error("job table", "err", err)
+		}
+	}
+	return out
+}
+
+// appendAt appends the part of data past the file's end, when data starts
+// at or before it, and returns the file's size.
+func appendAt(path string, off int64, data []byte) int64 {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	size := fi.Size()
+	if off >= 0 && off <= size && off+int64(len(data)) > size {
+		n, _ := f.Write(data[size-off:])
+		size += int64(n)
+	}
+	return size
+}
+
+// Output returns a home job's output from the given offsets, waiting up to
+// wait for news when there is none.
+func (a *Agent) Output(id string, outOff, errOff int64, wait time.Duration) (api.Output, error) {
+	deadline := time.Now().Add(min(wait, maxWait))
+	for {
+		a.jobs.mu.Lock()
+		rec := a.jobs.home[id]
+		if rec == nil {
+			a.jobs.mu.Unlock()
+			return api.Output{}, errkind.New(ErrNotFound, "unknown job %s", id)
+		}
+		r := *rec
+		ch := a.jobs.wake[id]
+		if ch == nil {
+			ch = make(chan struct{})
+			a.jobs.wake[id] = ch
+		}
+		a.jobs.mu.Unlock()
+
+		o := api.Output{ID: id, State: r.State, Ended: r.Over(), ExitCode: r.ExitCode}
+		o.Stdout, _ = job.ReadSpool(a.homeSpool(id), "stdout", outOff, outputChunk)
+		o.Stderr, _ = job.ReadSpool(a.homeSpool(id), "stderr", errOff, outputChunk)
+		o.StdoutOff = outOff + int64(len(o.Stdout))
+		o.StderrOff = errOff + int64(len(o.Stderr))
+		if len(o.Stdout) > 0 || len(o.Stderr) > 0 || o.Ended || time.Now().After(deadline) {
+			if len(o.Stdout) > 0 || len(o.Stderr) > 0 {
+				// More may be waiting: not ended until it is all read.
+				o.Ended, o.ExitCode = false, nil
+			}
+			return o, nil
+		}
+		select {
+		case <-ch:
+		case <-time.After(time.Until(deadline)):
+		case <-a.stop:
+			return o, nil
+		}
+	}
+}
+
+// ---- stdin ----
+
+// Stdin passes bytes to a job's stdin; eof closes it.
+func (a *Agent) Stdin(c Caller, id string, data []byte, eof bool) error {
+	r, err := a.record(id)
+	if err != nil {
+		return err
+	}
+	if !canTouch(c, r.UID) {
+		return errkind.New(ErrPermission, "%s: permission denied", id)
+	}
+	return a.stdinOn(r.Node, id, data, eof)
+}
+
+// stdinOn passes bytes to the stdin of job id, which runs on node.
+func (a *Agent) stdinOn(node, id string, data []byte, eof bool) error {
+	q := "/v1/peer/stdin?id=" + id
+	if eof {
+		q += "&eof=1"
+	}
+	return a.peerCall(node, http.MethodPost, q, bytes.NewReader(data), nil)
+}
+
+// stdinLocal passes bytes to the stdin of a job running here, or on to
+// the node it moved to.
+func (a *Agent) stdinLocal(id string, data []byte, eof bool) error {
+	lj, movedTo := a.settledLocal(id)
+	if movedTo != "" {
+		return a.stdinOn(movedTo, id, data, eof)
+	}
+	if lj == nil || lj.stdin == nil {
+		return errkind.New(ErrNotFound, "job %s takes no stdin here", id)
+	}
+	if len(data) > 0 {
+		if _, err := lj.stdin.Write(data); err != nil {
+			return err
+		}
+	}
+	if eof {
+		a.jobs.mu.Lock()
+		lj.stdin.Close()
+		lj.stdin = nil
+		a.jobs.mu.Unlock()
+	}
+	return nil
+}

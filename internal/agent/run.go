@@ -1,0 +1,336 @@
+package agent
+
+// `roam run`: the home node checks the request, places each process,
+// keeps the records and has each chosen node start its share.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/job"
+	"roam/internal/sched"
+)
+
+// startRequest is a home node asking a node to start jobs.
+type startRequest struct {
+	Home     string     `json:"home"`
+	HomeAddr string     `json:"home_addr"`
+	Jobs     []job.Spec `json:"jobs"`
+}
+
+type startResult struct {
+	ID    string `json:"id"`
+	PID   int    `json:"pid"`
+	Error string `json:"error,omitempty"`
+}
+
+// Run starts a `roam run` request from caller; this node is the home.
+func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
+	spec, err := runSpec(c, req)
+	if err != nil {
+		return api.RunResponse{}, err
+	}
+	targets, why, err := a.place(req)
+	if err != nil {
+		return api.RunResponse{}, err
+	}
+	recs, byNode, err := a.newHomeRecords(c, req, spec, targets, why)
+	if err != nil {
+		return api.RunResponse{}, err
+	}
+	if err := a.startAll(byNode); err != nil {
+		a.forgetHome(recs)
+		return api.RunResponse{}, err
+	}
+	if err := a.markRunning(recs); err != nil {
+		return api.RunResponse{}, err
+	}
+	resp := api.RunResponse{Nodes: targets}
+	for _, r := range recs {
+		resp.IDs = append(resp.IDs, r.ID)
+	}
+	return resp, nil
+}
+
+// runSpec checks a run request and makes the spec its processes share.
+func runSpec(c Caller, req api.RunRequest) (job.Spec, error) {
+	switch {
+	case req.Count < 1 || req.Count > maxCount:
+		return job.Spec{}, errkind.New(ErrBadRequest, "-n: %d is out of range (1 to %d)", req.Count, maxCount)
+	case len(req.Argv) == 0:
+		return job.Spec{}, errkind.New(ErrBadRequest, "no program given")
+	case req.Stdin && req.Count != 1:
+		return job.Spec{}, errkind.New(ErrBadRequest, "stdin goes to a single process only (-n 1)")
+	}
+	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: callerGroups(c.PID), Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, Pin: req.Pin}
+	if err := job.Check(spec); err != nil {
+		return job.Spec{}, errkind.New(ErrBadRequest, "%v", err)
+	}
+	return spec, nil
+}
+
+// newHomeRecords numbers the processes, one per target, and keeps their
+// records, starting, before any starts: output that arrives at once finds
+// its job. It returns the records and each node's specs.
+func (a *Agent) newHomeRecords(c Caller, req api.RunRequest, spec job.Spec, targets []string, why string) ([]job.Record, map[string][]job.Spec, error) {
+	first, err := a.store.NextSeqs(req.Count)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	byNode := map[string][]job.Spec{}
+	var recs []job.Record
+	name := userName(c.UID)
+	for i, node := range targets {
+		s := spec
+		s.ID = fmt.Sprintf("%s.%d", a.cfg.NodeID, first+uint64(i))
+		s.Env = jobEnv(req.Env, s.ID, i, req.Count)
+		byNode[node] = append(byNode[node], s)
+		recs = append(recs, job.Record{
+			ID: s.ID, UID: c.UID, GID: c.GID, Groups: spec.Groups, User: name, Argv: req.Argv, Env: s.Env,
+			Cwd: req.Cwd, Home: a.cfg.NodeID, Node: node, Stdin: req.Stdin, Pin: req.Pin,
+			State: job.StateStarting, Started: now, Group: fmt.Sprintf("%s.%d", a.cfg.NodeID, first),
+		})
+		a.event(api.Event{At: now, Kind: "place", Job: s.ID, To: node, Why: why})
+	}
+	if err := a.store.PutRecords(recs...); err != nil {
+		return nil, nil, err
+	}
+	a.jobs.mu.Lock()
+	for i := range recs {
+		a.jobs.home[recs[i].ID] = &recs[i]
+		_ = os.MkdirAll(a.homeSpool(recs[i].ID), 0o700)
+	}
+	a.jobs.mu.Unlock()
+	return recs, byNode, nil
+}
+
+// startAll starts every node's specs at once (each node starts its share
+// in turn). When any fails to start, it kills those that did and returns
+// the first error.
+func (a *Agent) startAll(byNode map[string][]job.Spec) error {
+	type result struct {
+		node string
+		res  []startResult
+		err  error
+	}
+	results := make(chan result, len(byNode))
+	for node, specs := range byNode {
+		go func() {
+			res, err := a.startOn(node, specs)
+			results <- result{node, res, err}
+		}()
+	}
+	type started struct{ node, id string }
+	var ok []started
+	var firstErr error
+	for range byNode {
+		r := <-results
+		if r.err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("node %s: %w", r.node, r.err)
+		}
+		for _, x := range r.res {
+			if x.Error != "" && firstErr == nil {
+				firstErr = fmt.Errorf("node %s: %s", r.node, x.Error)
+			}
+			if x.Error == "" {
+				ok = append(ok, started{r.node, x.ID})
+			}
+		}
+	}
+	if firstErr != nil {
+		// Leave nothing behind: end what did start, where it started.
+		for _, s := range ok {
+			_ = a.signalOn(s.node, s.id, int(syscall.SIGKILL))
+		}
+	}
+	return firstErr
+}
+
+// markRunning marks the records running once every node confirmed their
+// start. A job that already reported its end (a fast one) stays finished.
+func (a *Agent) markRunning(recs []job.Record) error {
+	a.jobs.mu.Lock()
+	var running []job.Record
+	for _, r := range recs {
+		if h := a.jobs.home[r.ID]; h != nil && h.State == job.StateStarting {
+			h.State = job.StateRunning
+			running = append(running, *h)
+		}
+	}
+	a.jobs.mu.Unlock()
+	return a.store.PutRecords(running...)
+}
+
+func (a *Agent) forgetHome(recs []job.Record) {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	for _, r := range recs {
+		delete(a.jobs.home, r.ID)
+		os.RemoveAll(a.homeSpool(r.ID))
+	}
+	_ = a.store.DeleteRecords(recs)
+}
+
+// jobEnv is the environment of process index of a `roam run -n count`: the
+// caller's, with ROAM_JOB (its id), ROAM_INDEX (0 to count-1) and
+// ROAM_COUNT in place of any the caller had, so that one command line can
+// split a sweep (as SLURM_ARRAY_TASK_ID does).
+func jobEnv(env []string, id string, index, count int) []string {
+	out := make([]string, 0, len(env)+3)
+	for _, e := range env {
+		if k, _, _ := strings.Cut(e, "="); k != "ROAM_JOB" && k != "ROAM_INDEX" && k != "ROAM_COUNT" {
+			out = append(out, e)
+		}
+	}
+	return append(out, "ROAM_JOB="+id, "ROAM_INDEX="+strconv.Itoa(index), "ROAM_COUNT="+strconv.Itoa(count))
+}
+
+// callerGroups reads the caller's supplementary groups from /proc.
+func callerGroups(pid int32) []uint32 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
+			var gs []uint32
+			for _, f := range strings.Fields(rest) {
+				if g, err := strconv.ParseUint(f, 10, 32); err == nil {
+					gs = append(gs, uint32(g))
+				}
+			}
+			return gs
+		}
+	}
+	return nil
+}
+
+func userName(uid uint32) string {
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+		return u.Username
+	}
+	return strconv.FormatUint(uint64(uid), 10)
+}
+
+// place picks a node for each process: --on, or the policy's placement
+// (least load per capacity from the load vector, random-two, or
+// round-robin).
+func (a *Agent) place(req api.RunRequest) ([]string, string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if req.On != "" {
+		p := a.known[req.On]
+		if p == nil {
+			return nil, "", errkind.New(ErrBadRequest, "--on: no node %q in the cluster", req.On)
+		}
+		if !p.alive {
+			return nil, "", errkind.New(ErrUnavailable, "--on: node %s is not alive", req.On)
+		}
+		out := make([]string, req.Count)
+		for i := range out {
+			out[i] = req.On
+		}
+		return out, "roam run --on " + req.On, nil
+	}
+	var nodes []sched.NodeLoad
+	for id, p := range a.known {
+		if !p.alive {
+			continue
+		}
+		nl := sched.NodeLoad{ID: id, Capacity: p.capacity}
+		if id == a.cfg.NodeID {
+			nl.Load = a.selfLoad
+		} else if e, ok := a.dis.Vector.Get(id); ok {
+			nl.Load = e.Load
+		}
+		nodes = append(nodes, nl)
+	}
+	out, rr, err := sched.Place(a.placement, nodes, req.Count, a.rng, a.rr)
+	a.rr = rr
+	return out, "placement " + a.placement, err
+}
+
+// startOn has node (this one or a peer) start specs, in requests no larger
+// than a peer reads (startBatch), one after the other. On an error it
+// returns the results of the requests before it.
+func (a *Agent) startOn(node string, specs []job.Spec) ([]startResult, error) {
+	var out []startResult
+	for len(specs) > 0 {
+		n := startBatchLen(specs)
+		req := startRequest{Home: a.cfg.NodeID, HomeAddr: a.selfAddr, Jobs: specs[:n]}
+		var res []startResult
+		if err := a.peerCall(node, http.MethodPost, "/v1/peer/start", req, &res); err != nil {
+			return out, err
+		}
+		out = append(out, res...)
+		specs = specs[n:]
+	}
+	return out, nil
+}
+
+// startBatchLen is how many of specs, at least one, take no more than
+// startBatch bytes of JSON.
+func startBatchLen(specs []job.Spec) int {
+	size := 0
+	for i, s := range specs {
+		b, _ := json.Marshal(s)
+		size += len(b) + 1
+		if size > startBatch && i > 0 {
+			return i
+		}
+	}
+	return len(specs)
+}
+
+// startLocal starts jobs on this node for their home.
+func (a *Agent) startLocal(req startRequest) []startResult {
+	out := make([]startResult, 0, len(req.Jobs))
+	var locals []job.Local
+	var procs []*job.Proc
+	for _, s := range req.Jobs {
+		if _, ok := homeOf(s.ID); !ok {
+			out = append(out, startResult{ID: s.ID, Error: "bad job id " + strconv.Quote(s.ID)})
+			continue
+		}
+		p, err := a.launcher.Start(s)
+		if err != nil {
+			out = append(out, startResult{ID: s.ID, Error: err.Error()})
+			continue
+		}
+		l := job.Local{ID: s.ID, Home: req.Home, HomeAddr: req.HomeAddr, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now()}
+		if s.Pin {
+			l.Hold = "pin"
+		}
+		locals = append(locals, l)
+		procs = append(procs, p)
+		out = append(out, startResult{ID: s.ID, PID: p.PID})
+	}
+	if err := a.store.PutLocals(locals...); err != nil {
+		a.log.Error("job table", "err", err)
+	}
+	a.jobs.mu.Lock()
+	for i, l := range locals {
+		a.jobs.local[l.ID] = &localJob{rec: l, stdin: procs[i].Stdin, ackOut: 0, ackErr: 0}
+	}
+	a.jobs.mu.Unlock()
+	a.kickPusher() // wake the push loop if it slept with no jobs
+	a.kickScheduler()
+	for _, p := range procs {
+		go func(p *job.Proc) {
+			_ = p.Cmd.Wait() // reap; the status file says how it ended
+			a.kickPusher()
+			a.kickScheduler()
+		}(p)
+	}
+	return out
+}
