@@ -170,8 +170,14 @@ func (o *outMig) do(act any) any {
 		job.WaitGone(r.PID, r.Tix, 30*time.Second)
 		return migrate.CopyGone{}
 	case migrate.SendCommit:
-		if r.Lazy {
-			o.leave(r) // it runs there from now on
+		if r.Lazy && !o.left {
+			// It runs there from now on. Our copy never runs again: it
+			// is killed now, and goes once CRIU's page server, which
+			// holds it, has served the last page (Kill waits for that).
+			o.leave(r)
+			if job.Alive(r.PID, r.Tix) {
+				_ = syscall.Kill(r.PID, syscall.SIGKILL)
+			}
 		}
 		err := o.call(r.To, "/v1/peer/migrate/commit?mid="+r.MID)
 		if o.mig.FreezeMS == 0 && !o.frozen.IsZero() {
