@@ -51,9 +51,11 @@ $(BIN)/roam-init: cinit/roam-init.c
 test: build
 	$(GO) test -count=1 -timeout $(TESTTIMEOUT) ./...
 
-# Only the tests that need no root and no cluster.
+# Only the tests that need no root and no cluster: the pure core (load,
+# sched, migrate: its golden tables and 10,000 random migrations with
+# faults), the agent's in-process tests, the layout rules.
 unit:
-	$(GO) test -count=1 ./internal/load/ ./internal/sched/ ./internal/secret/ ./internal/agent/ ./internal/bench/
+	$(GO) test -count=1 ./internal/load/ ./internal/sched/ ./internal/migrate/ ./internal/secret/ ./internal/agent/ ./internal/bench/ ./internal/api/ ./internal/emu/ ./cmd/roam/ ./test/layout/
 
 demo: build
 	@bash scripts/demo.sh

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	out, err := exec.Command("go", "build", "-o", dir+"/", "roam/cmd/roam", "roam/cmd/roamd").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", dir+"/", "roam/cmd/roam", "roam/cmd/roamd", "roam/cmd/roam-ckpt").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: build: %v\n%s", err, out)
 		os.Exit(1)
