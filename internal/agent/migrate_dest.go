@@ -15,7 +15,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,7 +31,9 @@ import (
 
 // inMig is one migration coming to this node.
 type inMig struct {
-	mu     sync.Mutex // one step at a time
+	job    string      // set once, when it is made
+	final  atomic.Bool // the machine has ended
+	mu     sync.Mutex  // one step at a time; guards everything below
 	m      *migrate.Dest
 	hdr    migrate.Header
 	body   *bufio.Reader // the stream, while its handler reads it
@@ -38,6 +43,7 @@ type inMig struct {
 	lazy   chan struct{}
 	ready  migrateReady
 	timer  *time.Timer
+	halted bool // the ledger could not be written before the agent stopped
 }
 
 // migrateCheck answers a source's check: this node reaches the job's
@@ -55,19 +61,29 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 	if err := a.notHere(req.ID, req.MID); err != nil {
 		return err
 	}
+	if _, known, err := a.store.In(req.MID); err != nil || known {
+		return errkind.New(ErrBadRequest, "migration %s is known on node %s already", req.MID, a.cfg.NodeID)
+	}
 	if req.Lazy {
 		return nil
 	}
-	if _, err := a.openSink(req.MID); err != nil {
-		return err
-	}
-	in := &inMig{m: &migrate.Dest{}}
+	in := &inMig{m: &migrate.Dest{}, job: req.ID}
 	a.jobs.mu.Lock()
 	if a.migr.in == nil {
 		a.migr.in = map[string]*inMig{}
 	}
+	if a.migr.in[req.MID] != nil {
+		a.jobs.mu.Unlock()
+		return errkind.New(ErrBadRequest, "migration %s is known on node %s already", req.MID, a.cfg.NodeID)
+	}
 	a.migr.in[req.MID] = in
 	a.jobs.mu.Unlock()
+	if _, err := a.openSink(req.MID); err != nil {
+		a.jobs.mu.Lock()
+		delete(a.migr.in, req.MID)
+		a.jobs.mu.Unlock()
+		return err
+	}
 	_, err := a.stepMig(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
 	return err
 }
@@ -80,7 +96,7 @@ func (a *Agent) notHere(id, mid string) error {
 		return errkind.New(ErrBadRequest, "job %s is already on node %s", id, a.cfg.NodeID)
 	}
 	for m, in := range a.migr.in {
-		if m != mid && in.m.Record().Job == id && !in.m.Final() {
+		if m != mid && in.job == id && !in.final.Load() {
 			return errkind.New(ErrBadRequest, "job %s is already arriving on node %s", id, a.cfg.NodeID)
 		}
 	}
@@ -106,7 +122,11 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 		return migrateReady{}, errkind.New(ErrBadRequest, "no page stream for migration %s on node %s", hdr.MID, a.cfg.NodeID)
 	}
 	if in == nil {
-		in = &inMig{m: &migrate.Dest{}}
+		if _, known, err := a.store.In(hdr.MID); err != nil || known {
+			a.jobs.mu.Unlock()
+			return migrateReady{}, errkind.New(ErrBadRequest, "migration %s is known on node %s already", hdr.MID, a.cfg.NodeID)
+		}
+		in = &inMig{m: &migrate.Dest{}, job: hdr.ID}
 		if a.migr.in == nil {
 			a.migr.in = map[string]*inMig{}
 		}
@@ -114,6 +134,10 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	}
 	a.jobs.mu.Unlock()
 	in.mu.Lock()
+	if st := in.m.State(); in.job != hdr.ID || (st != migrate.DstNew && st != migrate.DstSinkOpen) {
+		in.mu.Unlock()
+		return migrateReady{}, errkind.New(ErrBadRequest, "migration %s on node %s: not waiting for a stream of job %s", hdr.MID, a.cfg.NodeID, hdr.ID)
+	}
 	in.hdr, in.body = hdr, br
 	in.spool = filepath.Join(a.launcher.SpoolRoot, hdr.ID)
 	in.images = filepath.Join(a.imageDir, "in-"+hdr.MID)
@@ -146,7 +170,11 @@ func (a *Agent) stepIn(mid string, ev any) error {
 			return errkind.New(ErrNotFound, "no migration %s on node %s", mid, a.cfg.NodeID)
 		}
 		in = a.adoptRecord(r)
-		in.m = migrate.Rebuild(r)
+		in.mu.Lock()
+		if in.m.State() == migrate.DstNew {
+			in.m = migrate.Rebuild(r)
+		}
+		in.mu.Unlock()
 	}
 	_, err := a.stepMig(in, ev)
 	return err
@@ -154,7 +182,7 @@ func (a *Agent) stepIn(mid string, ev any) error {
 
 // adoptRecord makes an inMig for a ledger record.
 func (a *Agent) adoptRecord(r migrate.InRecord) *inMig {
-	in := &inMig{m: &migrate.Dest{}}
+	in := &inMig{m: &migrate.Dest{}, job: r.Job}
 	_ = json.Unmarshal(r.Header, &in.hdr)
 	in.spool = filepath.Join(a.launcher.SpoolRoot, r.Job)
 	in.images = filepath.Join(a.imageDir, "in-"+r.MID)
@@ -183,6 +211,9 @@ func (a *Agent) stepMig(in *inMig, ev any) (bool, error) {
 	for len(q) > 0 {
 		ev, q = q[0], q[1:]
 		for _, act := range in.m.Step(time.Now(), ev) {
+			if in.halted {
+				return false, errkind.New(ErrUnavailable, "node %s is stopping", a.cfg.NodeID)
+			}
 			if rep, ok := act.(migrate.Reply); ok {
 				reply, replied = rep.Err, true
 				continue
@@ -193,11 +224,13 @@ func (a *Agent) stepMig(in *inMig, ev any) (bool, error) {
 		}
 	}
 	if in.m.Final() {
+		in.final.Store(true)
 		a.jobs.mu.Lock()
 		if a.migr.in[in.m.Record().MID] == in {
 			delete(a.migr.in, in.m.Record().MID)
 		}
 		a.jobs.mu.Unlock()
+		go a.pruneMigrations()
 	}
 	switch {
 	case errors.Is(reply, migrate.ErrNotReady):
@@ -213,8 +246,8 @@ func (a *Agent) doIn(in *inMig, act any) any {
 	r := in.m.Record()
 	switch act := act.(type) {
 	case migrate.PersistIn:
-		if err := a.store.PutIn(act.Record); err != nil {
-			a.log.Error("migration ledger", "mid", r.MID, "err", err)
+		if !a.persist(r.MID, func() error { return a.store.PutIn(act.Record) }) {
+			in.halted = true
 		}
 	case migrate.Receive:
 		return migrate.Received{Err: a.receive(in)}
@@ -359,6 +392,13 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 	// A copy restored by an agent that died before it could record its
 	// pid: any stopped roam-init of this job that is not a local job.
 	for _, pid := range ckpt.Copies(r.Job) {
+		// Only a copy whose job directory is this node's spool: on an
+		// emulated cluster every node's processes share one PID
+		// namespace, and the source's stopped copy is another's.
+		mi, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+		if err != nil || in.spool == "" || !strings.Contains(string(mi), " "+in.spool+" "+ckpt.JobDir+" ") {
+			continue
+		}
 		if st, err := procfs.ReadStat(pid); err == nil && st.State == 'T' {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -407,6 +447,9 @@ func (a *Agent) wakeIn(in *inMig, t time.Time) {
 		case <-a.stop:
 			return
 		default:
+		}
+		if a.sinkBusy(in.job, t) {
+			return // re-armed: a dump is still writing its pages
 		}
 		_, _ = a.stepMig(in, migrate.Tick{})
 	})

@@ -7,6 +7,7 @@ package agent
 import (
 	"time"
 
+	"roam/internal/job"
 	"roam/internal/migrate"
 )
 
@@ -34,8 +35,12 @@ func (a *Agent) recoverMigrations() {
 		o := &outMig{a: a, m: s, req: migrateOutRequest{ID: r.Job, To: r.To, Lazy: r.Lazy}, done: make(chan error, 1)}
 		a.jobs.mu.Lock()
 		if lj := a.jobs.local[r.Job]; lj != nil && lj.rec.PID == r.PID {
-			lj.migrating = true
 			o.lj = lj
+			// A copy being killed is no job to push or move; an aborted
+			// migration's copy is the job, and stays free.
+			if r.Outcome == migrate.Committed {
+				lj.migrating = true
+			}
 		}
 		a.jobs.mu.Unlock()
 		a.wg.Add(1)
@@ -43,6 +48,14 @@ func (a *Agent) recoverMigrations() {
 			defer a.wg.Done()
 			o.runActions(acts)
 		}()
+	}
+	// When each job last left this node: an incoming record older than
+	// that is not the job's present.
+	leftAgain := map[string]time.Time{}
+	for _, r := range outs {
+		if r.Outcome != migrate.Aborted && r.Started.After(leftAgain[r.Job]) {
+			leftAgain[r.Job] = r.Started
+		}
 	}
 	ins, err := a.store.Ins()
 	if err != nil {
@@ -54,8 +67,13 @@ func (a *Agent) recoverMigrations() {
 			continue
 		}
 		d, acts := migrate.RecoverDest(now, r)
-		if r.State == migrate.DstAborted || (r.State == migrate.DstCommitted && a.hasLocal(r.Job, r.PID)) {
+		if r.State == migrate.DstAborted {
 			continue // ended; the record only answers late messages
+		}
+		if r.State == migrate.DstCommitted && (a.hasLocal(r.Job, r.PID) || !job.Alive(r.PID, r.Tix) || leftAgain[r.Job].After(r.EndedAt)) {
+			// Adopted already; or the job has moved on since (its copy
+			// here is gone, or a later migration from here took it).
+			continue
 		}
 		a.log.Info("finishing an incoming migration an earlier run left", "mid", r.MID, "job", r.Job, "from", r.From, "state", r.State)
 		in := a.adoptRecord(r)
@@ -128,6 +146,25 @@ func (a *Agent) pruneMigrations() {
 			if migrate.DestExpired(r, now) {
 				_ = a.store.DeleteIn(r.MID)
 			}
+		}
+	}
+}
+
+// persist writes a ledger record, again and again until it is written:
+// no action may follow a decision the ledger does not have. It gives up
+// only when the agent stops (false); the machine then stops where it is,
+// and the next start finishes it from what the ledger has.
+func (a *Agent) persist(what string, write func() error) bool {
+	for {
+		err := write()
+		if err == nil {
+			return true
+		}
+		a.log.Error("migration ledger: cannot write; retrying", "record", what, "err", err)
+		select {
+		case <-a.stop:
+			return false
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }

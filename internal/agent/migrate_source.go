@@ -39,6 +39,7 @@ type outMig struct {
 	frozen time.Time
 	wakeAt time.Time
 	left   bool
+	halted bool   // the ledger could not be written before the agent stopped
 	spool  string // the job's spool here, removed once it left
 	// done gets the migration's result once (Finish).
 	done chan error
@@ -118,6 +119,9 @@ func (o *outMig) run(ev any) {
 		for len(q) > 0 {
 			ev, q = q[0], q[1:]
 			for _, act := range o.m.Step(time.Now(), ev) {
+				if o.halted {
+					return
+				}
 				if next := o.do(act); next != nil {
 					q = append(q, next)
 				}
@@ -145,9 +149,8 @@ func (o *outMig) do(act any) any {
 	case migrate.SendCheck:
 		return migrate.CheckAnswer{Err: o.sendCheck(r)}
 	case migrate.Persist:
-		if err := a.store.PutOut(act.Record); err != nil {
-			// Nothing may happen that the ledger does not know of.
-			a.log.Error("migration ledger", "mid", r.MID, "err", err)
+		if !a.persist(r.MID, func() error { return a.store.PutOut(act.Record) }) {
+			o.halted = true
 		}
 	case migrate.Dump:
 		return migrate.Dumped{Err: o.dump(r)}
@@ -185,7 +188,9 @@ func (o *outMig) do(act any) any {
 		}
 		return migrate.CommitAnswer{Err: err}
 	case migrate.SendAbort:
-		go func() { _ = o.call(r.To, "/v1/peer/migrate/abort?mid="+r.MID) }()
+		if addr, err := a.peerAddr(r.To); err == nil {
+			go func() { _ = a.peerCallAddr(addr, http.MethodPost, "/v1/peer/migrate/abort?mid="+r.MID, nil, nil) }()
+		}
 	case migrate.WaitPages:
 		err := o.lazy.wait()
 		o.mig.WindowMS = msSince(o.frozen) - o.mig.FreezeMS

@@ -283,3 +283,33 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	}
 	return k, err
 }
+
+// sinkBusy says whether the page sink of an offered migration of job id
+// has a dump connected whose page server still runs; its timer then waits
+// another SinkWait instead of ending the migration under the dump.
+func (a *Agent) sinkBusy(id string, _ time.Time) bool {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	var mid string
+	for m, in := range a.migr.in {
+		if in.job == id && !in.final.Load() {
+			mid = m
+		}
+	}
+	s := a.migr.sinks[mid]
+	if s == nil || !s.connected.Load() {
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+	}
+	in := a.migr.in[mid]
+	go func() {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		a.wakeIn(in, time.Now().Add(migrate.SinkWait))
+	}()
+	return true
+}

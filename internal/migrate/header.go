@@ -56,6 +56,9 @@ var ErrBadHeader = errors.New("bad migration header")
 var (
 	midPattern     = regexp.MustCompile(`^[0-9a-f]{16}$`)
 	pipeKeyPattern = regexp.MustCompile(`^pipe:\[[0-9]+\]$`)
+	// nodePattern is a node id (the agent's config says the same): it
+	// names directories, so no slash and no leading dot.
+	nodePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$`)
 )
 
 // ValidMID says s is a migration id.
@@ -67,7 +70,7 @@ func JobHome(id string) (string, bool) {
 	if i <= 0 || i == len(id)-1 {
 		return "", false
 	}
-	if _, err := strconv.ParseUint(id[i+1:], 10, 64); err != nil {
+	if _, err := strconv.ParseUint(id[i+1:], 10, 64); err != nil || !nodePattern.MatchString(id[:i]) {
 		return "", false
 	}
 	return id[:i], true
@@ -82,6 +85,9 @@ func (h Header) Validate() error {
 	}
 	if home, ok := JobHome(h.ID); !ok || home != h.Home {
 		return bad("job id %q", h.ID)
+	}
+	if !nodePattern.MatchString(h.From) {
+		return bad("source node %q", h.From)
 	}
 	if _, err := netip.ParseAddrPort(h.HomeAddr); err != nil {
 		return bad("home address %q", h.HomeAddr)

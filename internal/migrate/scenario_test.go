@@ -143,3 +143,24 @@ func TestRetention(t *testing.T) {
 		t.Error("a stopped copy's record expired")
 	}
 }
+
+// A header from the network names directories: nothing in it may climb
+// out of the spool root or name a bad node.
+func TestHeaderRefusesPaths(t *testing.T) {
+	ok := Header{MID: "00000000000000aa", From: "2", ID: "1.4", Home: "1", HomeAddr: "198.18.0.1:7947"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("a good header: %v", err)
+	}
+	for name, h := range map[string]Header{
+		"climbing id":   {MID: ok.MID, From: "2", ID: "../../../usr/lib/python3.11", Home: "../../../usr/lib/python3", HomeAddr: ok.HomeAddr},
+		"slash in home": {MID: ok.MID, From: "2", ID: "a/b.1", Home: "a/b", HomeAddr: ok.HomeAddr},
+		"dot home":      {MID: ok.MID, From: "2", ID: "...1", Home: "..", HomeAddr: ok.HomeAddr},
+		"bad from":      {MID: ok.MID, From: "../x", ID: "1.4", Home: "1", HomeAddr: ok.HomeAddr},
+		"bad mid":       {MID: "../../etc", From: "2", ID: "1.4", Home: "1", HomeAddr: ok.HomeAddr},
+		"bad mount":     {MID: ok.MID, From: "2", ID: "1.4", Home: "1", HomeAddr: ok.HomeAddr, Mounts: []string{"/a/../b"}},
+	} {
+		if err := h.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
