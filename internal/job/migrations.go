@@ -25,38 +25,29 @@ func (s *Store) PutIn(r migrate.InRecord) error {
 
 // Out returns the source's record of migration mid.
 func (s *Store) Out(mid string) (migrate.Record, bool, error) {
-	var r migrate.Record
-	var found bool
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketOut).Get([]byte(mid))
-		if b == nil {
-			return nil
-		}
-		found = true
-		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("job store: migration %s: %w", mid, err)
-		}
-		return nil
-	})
-	return r, found, err
+	return get[migrate.Record](s, bucketOut, mid)
 }
 
 // In returns the destination's record of migration mid.
 func (s *Store) In(mid string) (migrate.InRecord, bool, error) {
-	var r migrate.InRecord
+	return get[migrate.InRecord](s, bucketIn, mid)
+}
+
+func get[T any](s *Store, bucket []byte, key string) (T, bool, error) {
+	var x T
 	var found bool
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketIn).Get([]byte(mid))
+		b := tx.Bucket(bucket).Get([]byte(key))
 		if b == nil {
 			return nil
 		}
 		found = true
-		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("job store: migration %s: %w", mid, err)
+		if err := json.Unmarshal(b, &x); err != nil {
+			return fmt.Errorf("job store: %s/%s: %w", bucket, key, err)
 		}
 		return nil
 	})
-	return r, found, err
+	return x, found, err
 }
 
 // Outs returns every source record; Ins every destination record.
