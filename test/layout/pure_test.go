@@ -1,0 +1,111 @@
+package layout
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The pure core must not reach the network, processes, disk stores or
+// CRIU, nor keep a clock, goroutines or locks of its own: that is what lets
+// the agent, the simulator and the tests drive it with time passed in
+// (tailscale-style dependency test).
+var pure = []struct {
+	pkg string
+	// netip: net/netip (address parsing, no I/O) is allowed.
+	netip bool
+}{
+	{"internal/load", false},
+	{"internal/sched", false},
+	{"internal/migrate", true},
+}
+
+// forbiddenDeps may not be among a pure package's dependencies, nor
+// anything below them.
+var forbiddenDeps = []string{"net", "os/exec", "go.etcd.io/bbolt", "github.com/checkpoint-restore/go-criu", "github.com/hashicorp/memberlist"}
+
+// forbiddenImports may not be imported by a pure package directly.
+var forbiddenImports = map[string]bool{"os": true, "syscall": true, "sync": true}
+
+// clockFuncs read or wait on the wall clock; the time a decision needs is
+// an argument.
+var clockFuncs = map[string]bool{"Now": true, "Since": true, "Until": true, "Sleep": true,
+	"After": true, "AfterFunc": true, "Tick": true, "NewTimer": true, "NewTicker": true}
+
+func TestPureCoreDoesNoIO(t *testing.T) {
+	for _, p := range pure {
+		out, err := exec.Command("go", "list", "-deps", "roam/"+p.pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", p.pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if p.netip && dep == "net/netip" {
+				continue
+			}
+			for _, f := range forbiddenDeps {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("%s depends on %s", p.pkg, dep)
+				}
+			}
+		}
+		direct, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, "roam/"+p.pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", p.pkg, err)
+		}
+		for _, imp := range strings.Fields(string(direct)) {
+			if forbiddenImports[imp] {
+				t.Errorf("%s imports %s", p.pkg, imp)
+			}
+		}
+	}
+}
+
+func TestPureCoreReadsNoClock(t *testing.T) {
+	root := moduleRoot(t)
+	for _, p := range pure {
+		files, err := filepath.Glob(filepath.Join(root, p.pkg, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fset := token.NewFileSet()
+		checked := 0
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			timeName := ""
+			for _, imp := range f.Imports {
+				if path, _ := strconv.Unquote(imp.Path.Value); path == "time" {
+					timeName = "time"
+					if imp.Name != nil {
+						timeName = imp.Name.Name
+					}
+				}
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.SelectorExpr:
+					if id, ok := n.X.(*ast.Ident); ok && timeName != "" && id.Name == timeName && clockFuncs[n.Sel.Name] {
+						t.Errorf("%s: time.%s: pass the time in", fset.Position(n.Pos()), n.Sel.Name)
+					}
+				case *ast.GoStmt:
+					t.Errorf("%s: a goroutine in the pure core", fset.Position(n.Pos()))
+				}
+				return true
+			})
+		}
+		if checked == 0 {
+			t.Fatalf("%s: no source files checked", p.pkg)
+		}
+	}
+}
