@@ -31,6 +31,7 @@ import (
 
 // inMig is one migration coming to this node.
 type inMig struct {
+	mid    string      // set once, when it is made
 	job    string      // set once, when it is made
 	final  atomic.Bool // the machine has ended
 	mu     sync.Mutex  // one step at a time; guards everything below
@@ -67,7 +68,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 	if req.Lazy {
 		return nil
 	}
-	in := &inMig{m: &migrate.Dest{}, job: req.ID}
+	in := &inMig{m: &migrate.Dest{}, mid: req.MID, job: req.ID}
 	a.jobs.mu.Lock()
 	if a.migr.in == nil {
 		a.migr.in = map[string]*inMig{}
@@ -84,7 +85,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 		a.jobs.mu.Unlock()
 		return err
 	}
-	_, err := a.stepMig(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
+	err := a.stepMig(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
 	return err
 }
 
@@ -126,7 +127,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 			a.jobs.mu.Unlock()
 			return migrateReady{}, errkind.New(ErrBadRequest, "migration %s is known on node %s already", hdr.MID, a.cfg.NodeID)
 		}
-		in = &inMig{m: &migrate.Dest{}, job: hdr.ID}
+		in = &inMig{m: &migrate.Dest{}, mid: hdr.MID, job: hdr.ID}
 		if a.migr.in == nil {
 			a.migr.in = map[string]*inMig{}
 		}
@@ -142,7 +143,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	in.spool = filepath.Join(a.launcher.SpoolRoot, hdr.ID)
 	in.images = filepath.Join(a.imageDir, "in-"+hdr.MID)
 	in.mu.Unlock()
-	if _, err := a.stepMig(in, migrate.Stream{MID: hdr.MID, Job: hdr.ID, From: hdr.From, Lazy: hdr.Lazy, Streamed: hdr.Streamed, Header: raw}); err != nil {
+	if err := a.stepMig(in, migrate.Stream{MID: hdr.MID, Job: hdr.ID, From: hdr.From, Lazy: hdr.Lazy, Streamed: hdr.Streamed, Header: raw}); err != nil {
 		return migrateReady{}, err
 	}
 	return in.ready, nil
@@ -176,13 +177,13 @@ func (a *Agent) stepIn(mid string, ev any) error {
 		}
 		in.mu.Unlock()
 	}
-	_, err := a.stepMig(in, ev)
+	err := a.stepMig(in, ev)
 	return err
 }
 
 // adoptRecord makes an inMig for a ledger record.
 func (a *Agent) adoptRecord(r migrate.InRecord) *inMig {
-	in := &inMig{m: &migrate.Dest{}, job: r.Job}
+	in := &inMig{m: &migrate.Dest{}, mid: r.MID, job: r.Job}
 	_ = json.Unmarshal(r.Header, &in.hdr)
 	in.spool = filepath.Join(a.launcher.SpoolRoot, r.Job)
 	in.images = filepath.Join(a.imageDir, "in-"+r.MID)
@@ -199,46 +200,55 @@ func (a *Agent) adoptRecord(r migrate.InRecord) *inMig {
 	return in
 }
 
-// step feeds ev to the machine and carries out its actions, with the
-// events those answer, until none is left; it returns the reply for the
-// request that brought ev (nil when none was asked for).
-func (a *Agent) stepMig(in *inMig, ev any) (bool, error) {
+// stepMig feeds ev to the machine and carries out what it decides; it
+// returns the reply for the request that brought ev (nil when none was
+// asked for).
+func (a *Agent) stepMig(in *inMig, ev any) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	return a.carryOutIn(in, in.m.Step(time.Now(), ev))
+}
+
+// carryOutIn carries out acts, then steps the machine with each event they
+// answer and carries out its actions in turn, until none is left. in.mu is
+// held.
+func (a *Agent) carryOutIn(in *inMig, acts []any) error {
 	var reply error
-	replied := false
-	q := []any{ev}
-	for len(q) > 0 {
-		ev, q = q[0], q[1:]
-		for _, act := range in.m.Step(time.Now(), ev) {
+	var q []any
+	for {
+		for _, act := range acts {
 			if in.halted {
-				return false, errkind.New(ErrUnavailable, "node %s is stopping", a.cfg.NodeID)
+				return errkind.New(ErrUnavailable, "node %s is stopping", a.cfg.NodeID)
 			}
 			if rep, ok := act.(migrate.Reply); ok {
-				reply, replied = rep.Err, true
+				reply = rep.Err
 				continue
 			}
 			if next := a.doIn(in, act); next != nil {
 				q = append(q, next)
 			}
 		}
+		if len(q) == 0 {
+			break
+		}
+		acts, q = in.m.Step(time.Now(), q[0]), q[1:]
 	}
 	if in.m.Final() {
 		in.final.Store(true)
 		a.jobs.mu.Lock()
-		if a.migr.in[in.m.Record().MID] == in {
-			delete(a.migr.in, in.m.Record().MID)
+		if a.migr.in[in.mid] == in {
+			delete(a.migr.in, in.mid)
 		}
 		a.jobs.mu.Unlock()
 		go a.pruneMigrations()
 	}
 	switch {
 	case errors.Is(reply, migrate.ErrNotReady):
-		reply = errkind.New(ErrNotFound, "migration %s on node %s: %v", in.m.Record().MID, a.cfg.NodeID, reply)
+		reply = errkind.New(ErrNotFound, "migration %s on node %s: %v", in.mid, a.cfg.NodeID, reply)
 	case errors.Is(reply, migrate.ErrDestAborted), errors.Is(reply, migrate.ErrDestCommited):
-		reply = errkind.New(ErrBadRequest, "migration %s on node %s: %v", in.m.Record().MID, a.cfg.NodeID, reply)
+		reply = errkind.New(ErrBadRequest, "migration %s on node %s: %v", in.mid, a.cfg.NodeID, reply)
 	}
-	return replied, reply
+	return reply
 }
 
 // doIn carries out one action and returns the event that answers it.
@@ -448,9 +458,9 @@ func (a *Agent) wakeIn(in *inMig, t time.Time) {
 			return
 		default:
 		}
-		if a.sinkBusy(in.job, t) {
+		if a.sinkBusy(in) {
 			return // re-armed: a dump is still writing its pages
 		}
-		_, _ = a.stepMig(in, migrate.Tick{})
+		_ = a.stepMig(in, migrate.Tick{})
 	})
 }

@@ -46,7 +46,7 @@ func (a *Agent) recoverMigrations() {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			o.runActions(acts)
+			o.carryOut(acts)
 		}()
 	}
 	// When each job last left this node: an incoming record older than
@@ -66,7 +66,6 @@ func (a *Agent) recoverMigrations() {
 			_ = a.store.DeleteIn(r.MID)
 			continue
 		}
-		d, acts := migrate.RecoverDest(now, r)
 		if r.State == migrate.DstAborted {
 			continue // ended; the record only answers late messages
 		}
@@ -76,12 +75,15 @@ func (a *Agent) recoverMigrations() {
 			continue
 		}
 		a.log.Info("finishing an incoming migration an earlier run left", "mid", r.MID, "job", r.Job, "from", r.From, "state", r.State)
+		d, acts := migrate.RecoverDest(now, r)
 		in := a.adoptRecord(r)
 		in.m = d
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			a.runIn(in, acts)
+			in.mu.Lock()
+			defer in.mu.Unlock()
+			_ = a.carryOutIn(in, acts)
 		}()
 	}
 }
@@ -92,43 +94,6 @@ func (a *Agent) hasLocal(id string, pid int) bool {
 	defer a.jobs.mu.Unlock()
 	lj := a.jobs.local[id]
 	return lj != nil && lj.rec.PID == pid
-}
-
-// runActions carries out a recovered machine's first actions, then runs
-// it like any other.
-func (o *outMig) runActions(acts []any) {
-	var q []any
-	for _, act := range acts {
-		if next := o.do(act); next != nil {
-			q = append(q, next)
-		}
-	}
-	if len(q) == 0 && o.wakeAt.IsZero() {
-		o.a.pruneMigrations()
-		return
-	}
-	if len(q) == 0 {
-		q = append(q, migrate.Tick{})
-	}
-	o.run(q[0])
-	for _, ev := range q[1:] {
-		o.run(ev)
-	}
-}
-
-// runIn carries out a recovered destination machine's first actions.
-func (a *Agent) runIn(in *inMig, acts []any) {
-	in.mu.Lock()
-	var q []any
-	for _, act := range acts {
-		if next := a.doIn(in, act); next != nil {
-			q = append(q, next)
-		}
-	}
-	in.mu.Unlock()
-	for _, ev := range q {
-		_, _ = a.stepMig(in, ev)
-	}
 }
 
 // pruneMigrations forgets the ledger's records past their retention.

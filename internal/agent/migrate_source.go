@@ -95,10 +95,13 @@ func (a *Agent) claimForMigration(id string) (*localJob, error) {
 	return lj, nil
 }
 
-// run steps the machine from ev until nothing is left to do: each action
-// the driver carries out answers with the machine's next event, and a
-// Wake is slept.
-func (o *outMig) run(ev any) {
+// run steps the machine from ev until nothing is left to do.
+func (o *outMig) run(ev any) { o.carryOut(o.m.Step(time.Now(), ev)) }
+
+// carryOut carries out acts, then steps the machine with each event they
+// answer and carries out its actions in turn; a Wake is slept and
+// answered with a Tick. It returns when nothing is left to do.
+func (o *outMig) carryOut(acts []any) {
 	defer func() {
 		if o.dir != "" {
 			os.RemoveAll(o.dir)
@@ -114,20 +117,21 @@ func (o *outMig) run(ev any) {
 		}
 		o.a.pruneMigrations()
 	}()
-	q := []any{ev}
+	var q []any
 	for {
-		for len(q) > 0 {
-			ev, q = q[0], q[1:]
-			for _, act := range o.m.Step(time.Now(), ev) {
-				if o.halted {
-					return
-				}
-				if next := o.do(act); next != nil {
-					q = append(q, next)
-				}
+		for _, act := range acts {
+			if o.halted {
+				return
+			}
+			if next := o.do(act); next != nil {
+				q = append(q, next)
 			}
 		}
-		if o.wakeAt.IsZero() {
+		switch {
+		case len(q) > 0:
+			acts, q = o.m.Step(time.Now(), q[0]), q[1:]
+			continue
+		case o.wakeAt.IsZero():
 			return
 		}
 		select {
@@ -136,7 +140,7 @@ func (o *outMig) run(ev any) {
 			return
 		}
 		o.wakeAt = time.Time{}
-		q = append(q, migrate.Tick{})
+		acts = o.m.Step(time.Now(), migrate.Tick{})
 	}
 }
 

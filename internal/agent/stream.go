@@ -81,7 +81,6 @@ func (a *Agent) openSink(mid string) (*pageSink, error) {
 	}
 	a.migr.sinks[mid] = s
 	a.jobs.mu.Unlock()
-	go a.expireSink(s)
 	return s, nil
 }
 
@@ -115,25 +114,6 @@ func (a *Agent) takeSinkConn(mid string) net.Conn {
 	s.conn = nil
 	s.connected.Store(true)
 	return c
-}
-
-// expireSink removes a sink nobody uses: no dump connected within
-// migrate.SinkWait, or no migration stream claimed its pages within migrate.SinkWait of
-// the page server's end.
-func (a *Agent) expireSink(s *pageSink) {
-	select {
-	case <-s.done:
-	case <-time.After(migrate.SinkWait):
-		if !s.connected.Load() {
-			_ = s.cmd.Process.Kill()
-		}
-		<-s.done
-	}
-	select {
-	case <-time.After(migrate.SinkWait):
-	case <-a.stop:
-	}
-	a.dropSink(s.mid)
 }
 
 // claimSink hands migration mid's pages to its restore, once the page
@@ -284,19 +264,15 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	return k, err
 }
 
-// sinkBusy says whether the page sink of an offered migration of job id
-// has a dump connected whose page server still runs; its timer then waits
-// another SinkWait instead of ending the migration under the dump.
-func (a *Agent) sinkBusy(id string, _ time.Time) bool {
+// sinkBusy says whether the page sink of an offered migration has a dump
+// connected whose page server still runs: its timer (the machine's
+// SinkWait) then waits another SinkWait instead of ending the migration
+// under the dump. A sink no dump connected to, or whose pages no stream
+// claimed, ends when the timer finds it idle.
+func (a *Agent) sinkBusy(in *inMig) bool {
 	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	var mid string
-	for m, in := range a.migr.in {
-		if in.job == id && !in.final.Load() {
-			mid = m
-		}
-	}
-	s := a.migr.sinks[mid]
+	s := a.migr.sinks[in.mid]
+	a.jobs.mu.Unlock()
 	if s == nil || !s.connected.Load() {
 		return false
 	}
@@ -305,7 +281,6 @@ func (a *Agent) sinkBusy(id string, _ time.Time) bool {
 		return false
 	default:
 	}
-	in := a.migr.in[mid]
 	go func() {
 		in.mu.Lock()
 		defer in.mu.Unlock()
