@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -470,9 +471,8 @@ func (w *world) doDst(d *node, m *Dest, acts []any, reply func(error)) {
 			w.call(d, from, 5*time.Second, func(s *node, reply func(error)) {
 				rec, ok := s.srcRecs[mid]
 				o := Answer(rec, ok)
-				// The answer travels as the reply; the harness carries
-				// it beside the error.
-				answers[answerKey{s.id, mid, w.now}] = o
+				// The answer travels as the reply, through the
+				// network's error channel.
 				reply(outcomeErr{o})
 			}, func(err error) {
 				var oe outcomeErr
@@ -489,14 +489,6 @@ func (w *world) doDst(d *node, m *Dest, acts []any, reply func(error)) {
 		}
 	}
 }
-
-type answerKey struct {
-	node int
-	mid  string
-	at   time.Time
-}
-
-var answers = map[answerKey]Outcome{}
 
 // outcomeErr carries an outcome through the network's error channel.
 type outcomeErr struct{ o Outcome }
@@ -687,9 +679,9 @@ func TestRandomMigrations(t *testing.T) {
 }
 
 func atoi(s string) int {
-	n := 0
-	for _, c := range s {
-		n = n*10 + int(c-'0')
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic("harness: node id " + s)
 	}
 	return n
 }
