@@ -31,7 +31,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "roamd: %s: %v\n", *configPath, err)
 		os.Exit(2)
 	}
-	a, err := agent.New(cfg, logger, nil)
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "roamd: %s: %v\n", *configPath, err)
+		os.Exit(2)
+	}
+	p, err := parts(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
+		os.Exit(1)
+	}
+	a, err := agent.New(cfg, p, logger)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
 		os.Exit(1)

@@ -11,7 +11,6 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,30 +33,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"roam/internal/api"
-	"roam/internal/cgroup"
 	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/load"
-	"roam/internal/probe"
 	"roam/internal/sched"
-	"roam/internal/secret"
 )
 
 // Agent is one node's roamd.
 type Agent struct {
 	cfg      Config
 	log      *slog.Logger
-	secret   secret.Secret
-	probe    probe.Node
+	parts    Parts
 	capacity float64
-	tls      *tls.Config
 	reg      *prometheus.Registry
 
 	ml *memberlist.Memberlist
 
-	store    *job.Store
-	jobs     *jobs
-	launcher job.Launcher
+	store *job.Store
+	jobs  *jobs
+	// procs, ckpt and prober are parts.Processes, .Checkpointer, .Prober.
+	procs    job.Processes
+	ckpt     ckpt.Checkpointer
+	prober   Prober
 	peerHTTP *http.Client
 	// selfAddr is this node's peer address; peerMux its peer routes, which
 	// a call to selfAddr reaches through selfHTTP, in process. These and
@@ -65,9 +62,6 @@ type Agent struct {
 	selfAddr string
 	peerMux  http.Handler
 	selfHTTP *http.Client
-	// execMu is held while any child process starts (see ckpt.CRIU).
-	execMu   sync.Mutex
-	criu     *ckpt.CRIU
 	migr     migrationState // guarded by jobs.mu
 	support  string         // what migration can do here, found at start
 	imageDir string         // where migration images go
@@ -117,22 +111,25 @@ type meta struct {
 	PeerPort int     `json:"p"`
 }
 
-// New builds an agent from a validated config. It reads the secret and
-// detects the cgroup layout; it opens no socket until Start.
-// reg is the registry the agent's metrics go to and that /metrics serves;
-// nil makes a fresh one (never the global default registry).
-func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Agent, error) {
+// New builds an agent from a validated config and its parts (every one
+// but Gossip and Registry required); it opens nothing until Start.
+func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	sec, err := secret.ReadFile(cfg.SecretFile)
-	if err != nil {
-		return nil, err
+	switch {
+	case parts.API == nil, parts.Transport == nil, parts.Checkpointer == nil, parts.Processes == nil, parts.Prober == nil:
+		return nil, errors.New("agent: a part is missing (API, Transport, Checkpointer, Processes and Prober are required)")
+	case len(parts.GossipKey) == 0:
+		return nil, errors.New("agent: no gossip key")
 	}
 	a := &Agent{
 		cfg:      cfg,
 		log:      logger.With("node", cfg.NodeID),
-		secret:   sec,
+		parts:    parts,
+		procs:    parts.Processes,
+		ckpt:     parts.Checkpointer,
+		prober:   parts.Prober,
 		capacity: cfg.Capacity,
 		rng:      rand.New(rand.NewSource(time.Now().UnixNano())),
 		known:    map[string]*peer{},
@@ -141,37 +138,20 @@ func New(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Agent, err
 	if a.capacity == 0 {
 		a.capacity = float64(runtime.NumCPU())
 	}
-	if cfg.Cgroup != "" {
-		layout, err := cgroup.Detect()
-		if err != nil {
-			return nil, err
-		}
-		if !layout.Exists(cfg.Cgroup) {
-			return nil, errkind.New(ErrConfig, "config: cgroup: %s does not exist under %s", cfg.Cgroup, layout)
-		}
-		a.probe = probe.Node{Layout: layout, Group: cfg.Cgroup}
-	}
 	pol, _ := load.ParsePolicy(cfg.Load.Policy)
 	a.dis = load.NewDisseminator(cfg.NodeID, cfg.Load.VectorSize, pol, cfg.Load.Interval)
-	if a.tls, err = sec.TLSConfig(cfg.NodeID); err != nil {
-		return nil, err
+	a.reg = parts.Registry
+	if a.reg == nil {
+		a.reg = prometheus.NewRegistry()
 	}
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
-	a.reg = reg
-	a.registerMetrics(reg)
-	a.metrics = newMigrationMetrics(reg)
+	a.registerMetrics(a.reg)
+	a.metrics = newMigrationMetrics(a.reg)
 	pl, err := loadPolicy(cfg.Scheduler)
 	if err != nil {
 		return nil, errkind.New(ErrConfig, "config: scheduler: %v", err)
 	}
 	a.sch.pol, a.placement = pl, pl.Policy.Placement
 	a.sch.kick = make(chan struct{}, 1)
-	a.criu = &ckpt.CRIU{Path: cfg.CRIUPath, ExecMu: &a.execMu}
-	if a.criu.Path == "" {
-		a.criu.Path = ckpt.DefaultPath()
-	}
 	return a, nil
 }
 
@@ -180,13 +160,16 @@ func (a *Agent) Start() error {
 	if err := os.MkdirAll(a.cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("state_dir: %w", err)
 	}
-	a.peerHTTP = a.PeerClient()
+	a.peerHTTP = &http.Client{Transport: &http.Transport{
+		DialTLSContext:  func(ctx context.Context, _, addr string) (net.Conn, error) { return a.parts.Transport.Dial(ctx, addr) },
+		WriteBufferSize: 256 << 10, ReadBufferSize: 64 << 10,
+	}}
 	a.selfAddr = net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.PeerPort))
 	a.peerMux = a.newPeerMux()
 	a.selfHTTP = &http.Client{Transport: loopback{routes: a.peerMux, log: a.log}}
 	now := time.Now()
 	a.mu.Lock()
-	a.selfMem = a.probe.MemFreeMB()
+	a.selfMem = a.prober.MemFreeMB()
 	a.lastProbe = now
 	a.known[a.cfg.NodeID] = &peer{
 		addr:     net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.GossipPort)),
@@ -209,7 +192,7 @@ func (a *Agent) Start() error {
 			os.RemoveAll(filepath.Join(a.imageDir, e.Name()))
 		}
 	}
-	a.support = a.migrationSupport()
+	a.support, a.allUsers = a.ckpt.Support()
 	if err := a.startAPI(); err != nil {
 		a.store.Close()
 		return err
@@ -225,11 +208,13 @@ func (a *Agent) Start() error {
 	mc.BindAddr = a.cfg.BindAddr
 	mc.BindPort = a.cfg.GossipPort
 	mc.AdvertisePort = a.cfg.GossipPort
-	mc.SecretKey = a.secret.GossipKey()
+	mc.SecretKey = a.parts.GossipKey
+	mc.Transport = a.parts.Gossip
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
 	mc.SuspicionMult = suspicionMult
 	mc.SuspicionMaxTimeoutMult = suspicionMaxMult
+	mc.PushPullInterval = pushPullInterval
 	mc.Delegate = (*delegate)(a)
 	mc.Events = (*events)(a)
 	mc.Logger = log.New(&mlLog{a}, "", 0)
@@ -267,6 +252,9 @@ func (a *Agent) Close() error {
 			_ = a.peerSrv.Shutdown(ctx)
 		}
 		a.wg.Wait()
+		if a.peerHTTP != nil {
+			a.peerHTTP.CloseIdleConnections()
+		}
 		if a.store != nil {
 			a.store.Close()
 		}
@@ -322,8 +310,8 @@ func (a *Agent) loadLoop() {
 
 // step is one timer tick: probe, then maybe send.
 func (a *Agent) step(now time.Time) {
-	runnable := a.probe.Runnable()
-	mem := a.probe.MemFreeMB()
+	runnable := a.prober.Runnable()
+	mem := a.prober.MemFreeMB()
 
 	a.mu.Lock()
 	dt := now.Sub(a.lastProbe)

@@ -84,7 +84,7 @@ func startAgentIn(t *testing.T, dir, id, secretFile string, join ...string) (*Ag
 	cfg.Capacity = 1
 	cfg.Join = join
 	cfg.Load.Interval = 100 * time.Millisecond
-	a, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	a, err := New(cfg, loopbackParts(t, cfg), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +93,30 @@ func startAgentIn(t *testing.T, dir, id, secretFile string, join ...string) (*Ag
 	}
 	t.Cleanup(func() { a.Close() })
 	return a, net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.GossipPort))
+}
+
+// loopbackParts are real parts on loopback (the unix socket, mutual TLS,
+// memberlist's UDP and TCP) with a fake node behind them: these tests run
+// no job.
+func loopbackParts(t *testing.T, cfg Config) Parts {
+	t.Helper()
+	sec, err := secret.ReadFile(cfg.SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := sec.TLSConfig(cfg.NodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := ListenAPI(cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &fakeNode{w: newWorld(1), name: cfg.NodeID, spool: filepath.Join(cfg.StateDir, "spool")}
+	return Parts{
+		API: api, Transport: TLSTransport{Config: tc, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
+		GossipKey: sec.GossipKey(), Checkpointer: node, Processes: node, Prober: node,
+	}
 }
 
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {

@@ -5,7 +5,6 @@ package agent
 // ends when it makes no progress.
 
 import (
-	"io"
 	"net/http"
 )
 
@@ -45,15 +44,4 @@ func jsonCall[T, R any](f func(T) (R, error)) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
-}
-
-// deadlineReader extends a read deadline before every read.
-type deadlineReader struct {
-	r      io.Reader
-	extend func()
-}
-
-func (d *deadlineReader) Read(p []byte) (int, error) {
-	d.extend()
-	return d.r.Read(p)
 }

@@ -89,12 +89,6 @@ func (a *Agent) openJobs() error {
 	for _, l := range locals {
 		a.jobs.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1}
 	}
-	a.launcher = job.Launcher{Init: a.cfg.InitPath, SpoolRoot: filepath.Join(a.cfg.StateDir, "spool"), ExecMu: &a.execMu}
-	if a.cfg.Cgroup != "" {
-		for _, d := range a.probe.Layout.Dirs(a.cfg.Cgroup) {
-			a.launcher.CgroupProcs = append(a.launcher.CgroupProcs, filepath.Join(d, "cgroup.procs"))
-		}
-	}
 	a.log.Info("job table loaded", "home_jobs", len(recs), "local_jobs", len(locals))
 	return nil
 }
@@ -179,10 +173,10 @@ func (a *Agent) signalJob(id string, sig syscall.Signal) error {
 	if movedTo != "" {
 		return a.signalOn(movedTo, id, int(sig))
 	}
-	if lj == nil || !job.Alive(lj.rec.PID, lj.rec.StartTix) {
+	if lj == nil || !a.procs.Alive(lj.rec.PID, lj.rec.StartTix) {
 		return errkind.New(ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	}
-	return syscall.Kill(lj.rec.PID, sig)
+	return a.procs.Signal(lj.rec.PID, sig)
 }
 
 // settledLocal waits until no migration moves job id, then returns it
@@ -227,8 +221,8 @@ func (a *Agent) psLocal() psPart {
 		p.Records = append(p.Records, *r)
 	}
 	for id, lj := range a.jobs.local {
-		if job.Alive(lj.rec.PID, lj.rec.StartTix) {
-			cpu, rss := job.TreeUsage(lj.rec.PID)
+		if a.procs.Alive(lj.rec.PID, lj.rec.StartTix) {
+			cpu, rss := a.procs.Usage(lj.rec.PID)
 			p.Usage[id] = usage{cpu, rss}
 		}
 	}

@@ -47,7 +47,13 @@ type migrationState struct {
 	// sinks: CRIU page servers taking streamed dumps' pages, by migration
 	// id.
 	sinks map[string]*pageSink
+	// prunedAt is when the ledger was last pruned.
+	prunedAt time.Time
 }
+
+// pruneEvery is how often the migration ledger is pruned (its records
+// are kept for minutes: migrate.Retention).
+const pruneEvery = time.Minute
 
 // Migrate is `roam migrate`: it moves a running job to another node, or
 // hands it back to the automatic policies ("auto").
@@ -230,8 +236,9 @@ func (a *Agent) peerMigrationAPI(peer *http.ServeMux) {
 		// A read that makes no progress for stallTimeout ends the
 		// transfer (the source's link went down, or it died).
 		rc := http.NewResponseController(w)
-		body := &deadlineReader{r: r.Body, extend: func() { _ = rc.SetReadDeadline(time.Now().Add(stallTimeout)) }}
-		ready, err := a.migrateIn(body)
+		wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+		ready, err := a.migrateIn(&watchedReader{r: r.Body, wd: wd})
+		wd.stop()
 		if err != nil {
 			writeError(w, err)
 			return

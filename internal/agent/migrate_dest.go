@@ -15,18 +15,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
-	"roam/internal/procfs"
 )
 
 // inMig is one migration coming to this node.
@@ -41,7 +37,7 @@ type inMig struct {
 	spool  string
 	images string
 	stdin  *os.File // the writing end of a re-created stdin pipe
-	lazy   chan struct{}
+	lazy   <-chan struct{}
 	ready  migrateReady
 	timer  *time.Timer
 	halted bool // the ledger could not be written before the agent stopped
@@ -140,7 +136,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 		return migrateReady{}, errkind.New(ErrBadRequest, "migration %s on node %s: not waiting for a stream of job %s", hdr.MID, a.cfg.NodeID, hdr.ID)
 	}
 	in.hdr, in.body = hdr, br
-	in.spool = filepath.Join(a.launcher.SpoolRoot, hdr.ID)
+	in.spool = a.procs.SpoolDir(hdr.ID)
 	in.images = filepath.Join(a.imageDir, "in-"+hdr.MID)
 	in.mu.Unlock()
 	if err := a.stepMig(in, migrate.Stream{MID: hdr.MID, Job: hdr.ID, From: hdr.From, Lazy: hdr.Lazy, Streamed: hdr.Streamed, Header: raw}); err != nil {
@@ -185,7 +181,7 @@ func (a *Agent) stepIn(mid string, ev any) error {
 func (a *Agent) adoptRecord(r migrate.InRecord) *inMig {
 	in := &inMig{m: &migrate.Dest{}, mid: r.MID, job: r.Job}
 	_ = json.Unmarshal(r.Header, &in.hdr)
-	in.spool = filepath.Join(a.launcher.SpoolRoot, r.Job)
+	in.spool = a.procs.SpoolDir(r.Job)
 	in.images = filepath.Join(a.imageDir, "in-"+r.MID)
 	a.jobs.mu.Lock()
 	if a.migr.in == nil {
@@ -266,12 +262,12 @@ func (a *Agent) doIn(in *inMig, act any) any {
 		if err != nil {
 			return migrate.Restored{Err: err}
 		}
-		return migrate.Restored{PID: pid, Tix: job.StartTicks(pid)}
+		return migrate.Restored{PID: pid, Tix: a.procs.StartTicks(pid)}
 	case migrate.Adopt:
 		a.adoptIn(in, r)
 	case migrate.Resume:
-		if job.Alive(r.PID, r.Tix) {
-			ckpt.Thaw(procfs.Tree(r.PID))
+		if a.procs.Alive(r.PID, r.Tix) {
+			a.ckpt.Thaw(r.PID)
 		}
 		a.kickPusher()
 	case migrate.Discard:
@@ -330,31 +326,30 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 	}
 	mounts[ckpt.JobDir] = in.spool
 	start := time.Now()
+	var stopLazy func()
 	if hdr.Lazy {
 		var err error
-		if in.lazy, err = a.startLazyPages(hdr, in.images); err != nil {
+		if in.lazy, stopLazy, err = a.startLazyPages(hdr.From, hdr.MID, in.images); err != nil {
 			if stdinR != nil {
 				stdinR.Close()
 			}
 			return 0, err
 		}
 	}
-	pid, err := a.criu.Restore(ckpt.RestoreOpts{Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, CgroupRoots: a.restoreCgroups()})
+	pid, err := a.ckpt.Restore(ckpt.RestoreSpec{Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy})
 	if stdinR != nil {
 		stdinR.Close()
 	}
 	if err != nil {
+		if pid > 0 {
+			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
+		}
+		if stopLazy != nil {
+			stopLazy() // its restore failed: nothing will fetch from it
+		}
 		return 0, err
 	}
 	in.ready = migrateReady{RestoreMS: msSince(start)}
-	if a.cfg.Cgroup != "" && !a.probe.Layout.V2 {
-		// Restored outside the CPU quota (see restoreCgroups); now in.
-		for _, p := range procfs.Tree(pid) {
-			if err := a.probe.Layout.AddCPUProc(a.cfg.Cgroup, p); err != nil {
-				a.log.Warn("move restored job into the node's cgroup", "job", hdr.ID, "pid", p, "err", err)
-			}
-		}
-	}
 	return pid, nil
 }
 
@@ -384,9 +379,8 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 	if r.Job != "" {
 		a.arrived(r.Job)
 	}
-	if r.PID > 0 && job.Alive(r.PID, r.Tix) {
-		_ = syscall.Kill(r.PID, syscall.SIGKILL)
-		job.WaitGone(r.PID, r.Tix, 5*time.Second)
+	if r.PID > 0 {
+		a.procs.Kill(r.PID, r.Tix, 5*time.Second)
 	}
 	if in.stdin != nil {
 		in.stdin.Close()
@@ -401,17 +395,8 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 	}
 	// A copy restored by an agent that died before it could record its
 	// pid: any stopped roam-init of this job that is not a local job.
-	for _, pid := range ckpt.Copies(r.Job) {
-		// Only a copy whose job directory is this node's spool: on an
-		// emulated cluster every node's processes share one PID
-		// namespace, and the source's stopped copy is another's.
-		mi, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
-		if err != nil || in.spool == "" || !strings.Contains(string(mi), " "+in.spool+" "+ckpt.JobDir+" ") {
-			continue
-		}
-		if st, err := procfs.ReadStat(pid); err == nil && st.State == 'T' {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+	for _, pid := range a.ckpt.StoppedCopies(r.Job, in.spool) {
+		a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
 	}
 	if in.spool != "" {
 		os.RemoveAll(in.spool)

@@ -12,31 +12,39 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"sync/atomic"
-	"syscall"
-	"time"
 
 	"roam/internal/api"
-	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/migrate"
 )
 
-// progressWriter counts bytes and the time of the last progress.
-type progressWriter struct {
-	w    io.Writer
-	n    int64
-	last chan struct{}
+// watchedWriter reports each write that moves bytes to a watchdog, and
+// counts them.
+type watchedWriter struct {
+	w  io.Writer
+	wd *watchdog
+	n  int64
 }
 
-func (p *progressWriter) Write(b []byte) (int, error) {
+func (p *watchedWriter) Write(b []byte) (int, error) {
 	n, err := p.w.Write(b)
 	p.n += int64(n)
-	select {
-	case p.last <- struct{}{}:
-	default:
+	if n > 0 {
+		p.wd.progress()
+	}
+	return n, err
+}
+
+// watchedReader reports each read that moves bytes to a watchdog.
+type watchedReader struct {
+	r  io.Reader
+	wd *watchdog
+}
+
+func (p *watchedReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.wd.progress()
 	}
 	return n, err
 }
@@ -79,39 +87,20 @@ func (a *Agent) sendImages(addr string, hdr migrate.Header, images, spool string
 	if err != nil {
 		return 0, 0, err
 	}
+	// No progress for stallTimeout while sending, or no answer within
+	// restoreTimeout after, ends the transfer.
+	wd := watch(stallTimeout, cancel)
+	defer wd.stop()
 	pr, pw := io.Pipe()
-	pw2 := &progressWriter{w: pw, last: make(chan struct{}, 1)}
-	sent := make(chan error, 1)
+	pw2 := &watchedWriter{w: pw, wd: wd}
 	go func() {
 		err := plan.Write(pw2, openFile)
 		pw.CloseWithError(err)
-		sent <- err
-	}()
-	// Watchdog: no progress for stallTimeout while sending, or no answer
-	// within restoreTimeout after, ends the transfer.
-	var stalled atomic.Bool
-	go func() {
-		t := time.NewTimer(stallTimeout)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-pw2.last:
-				t.Reset(stallTimeout)
-			case err := <-sent:
-				if err != nil {
-					cancel()
-					return
-				}
-				t.Reset(restoreTimeout)
-				sent = nil
-			case <-t.C:
-				stalled.Store(true)
-				cancel()
-				return
-			}
+		if err != nil {
+			cancel()
+			return
 		}
+		wd.expect(restoreTimeout)
 	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+"/v1/peer/migrate", pr)
 	if err != nil {
@@ -120,7 +109,7 @@ func (a *Agent) sendImages(addr string, hdr migrate.Header, images, spool string
 	req.ContentLength = plan.Size()
 	var ready migrateReady
 	err = api.Exchange(a.peerHTTP, req, &ready)
-	if stalled.Load() && err != nil {
+	if wd.stalled.Load() && err != nil {
 		return pw2.n, 0, fmt.Errorf("transfer stalled after %d bytes (no progress for %s): %v", pw2.n, stallTimeout, err)
 	}
 	var te *api.TransportError
@@ -172,54 +161,4 @@ func readArchive(r io.Reader, images, spool string) error {
 		return errkind.New(ErrBadRequest, "%v", err)
 	}
 	return err
-}
-
-// restoreCgroups is where CRIU restores a job: in this node's memory
-// cgroup, so its pages are charged there from the start, but (cgroup v1)
-// in CRIU's own CPU cgroup, so that no CPU quota slows the restore; the
-// job moves into the node's CPU cgroup while it is still stopped. Under
-// v2, where one cgroup holds both, it goes straight into the node's.
-func (a *Agent) restoreCgroups() map[string]string {
-	if a.cfg.Cgroup == "" {
-		return nil
-	}
-	rel := "/" + strings.TrimPrefix(a.cfg.Cgroup, "/")
-	if a.probe.Layout.V2 {
-		return map[string]string{"": rel}
-	}
-	return map[string]string{"memory": rel, "cpu": "/"}
-}
-
-// inspectJob reads the descriptors of a job's processes and its TCP table
-// and applies the pin rules (migrate.Pins): the regular files the
-// destination must reach, or why the job cannot move.
-func inspectJob(tree []int, members map[string]bool) (files []string, reason string) {
-	var fds []migrate.FD
-	for _, p := range tree {
-		dir := "/proc/" + strconv.Itoa(p) + "/fd/"
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			l, err := os.Readlink(dir + e.Name())
-			if err != nil {
-				continue
-			}
-			fd := migrate.FD{Link: l}
-			if strings.HasPrefix(l, "/dev/") {
-				var st syscall.Stat_t
-				if syscall.Stat(dir+e.Name(), &st) == nil {
-					fd.Device = st.Mode&syscall.S_IFMT == syscall.S_IFCHR || st.Mode&syscall.S_IFMT == syscall.S_IFBLK
-				}
-			}
-			fds = append(fds, fd)
-		}
-	}
-	var conns []migrate.TCPConn
-	if len(tree) > 0 && len(migrate.Sockets(fds)) > 0 {
-		for _, f := range []string{"tcp", "tcp6"} {
-			if b, err := os.ReadFile("/proc/" + strconv.Itoa(tree[0]) + "/net/" + f); err == nil {
-				conns = append(conns, migrate.EstablishedTCP(string(b))...)
-			}
-		}
-	}
-	return migrate.Pins(fds, conns, ckpt.JobDir, members)
 }

@@ -7,7 +7,6 @@ package agent
 import (
 	"time"
 
-	"roam/internal/job"
 	"roam/internal/migrate"
 )
 
@@ -69,7 +68,7 @@ func (a *Agent) recoverMigrations() {
 		if r.State == migrate.DstAborted {
 			continue // ended; the record only answers late messages
 		}
-		if r.State == migrate.DstCommitted && (a.hasLocal(r.Job, r.PID) || !job.Alive(r.PID, r.Tix) || leftAgain[r.Job].After(r.EndedAt)) {
+		if r.State == migrate.DstCommitted && (a.hasLocal(r.Job, r.PID) || !a.procs.Alive(r.PID, r.Tix) || leftAgain[r.Job].After(r.EndedAt)) {
 			// Adopted already; or the job has moved on since (its copy
 			// here is gone, or a later migration from here took it).
 			continue
@@ -96,9 +95,19 @@ func (a *Agent) hasLocal(id string, pid int) bool {
 	return lj != nil && lj.rec.PID == pid
 }
 
-// pruneMigrations forgets the ledger's records past their retention.
+// pruneMigrations forgets the ledger's records past their retention; it
+// reads the whole ledger, so at most once every pruneEvery.
 func (a *Agent) pruneMigrations() {
 	now := time.Now()
+	a.jobs.mu.Lock()
+	due := now.Sub(a.migr.prunedAt) >= pruneEvery
+	if due {
+		a.migr.prunedAt = now
+	}
+	a.jobs.mu.Unlock()
+	if !due {
+		return
+	}
 	if outs, err := a.store.Outs(); err == nil {
 		for _, r := range outs {
 			if migrate.Expired(r, now) {

@@ -9,17 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"roam/internal/api"
-	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
-	"roam/internal/procfs"
 )
 
 // outMig is one migration leaving this node.
@@ -83,7 +79,7 @@ func (a *Agent) claimForMigration(id string) (*localJob, error) {
 	defer a.jobs.mu.Unlock()
 	lj := a.jobs.local[id]
 	switch {
-	case lj == nil || !job.Alive(lj.rec.PID, lj.rec.StartTix):
+	case lj == nil || !a.procs.Alive(lj.rec.PID, lj.rec.StartTix):
 		return nil, errkind.New(ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	case lj.migrating:
 		return nil, errkind.New(ErrBadRequest, "job %s is already migrating", id)
@@ -164,17 +160,12 @@ func (o *outMig) do(act any) any {
 		if o.lazy != nil {
 			o.lazy.end() // CRIU holds the job until its page server ends
 		}
-		if job.Alive(r.PID, r.Tix) {
-			ckpt.Thaw(procfs.Tree(r.PID))
+		if a.procs.Alive(r.PID, r.Tix) {
+			a.ckpt.Thaw(r.PID)
 		}
 	case migrate.Kill:
 		o.leave(r)
-		if job.Alive(r.PID, r.Tix) {
-			_ = syscall.Kill(r.PID, syscall.SIGKILL)
-		}
-		// A killed process runs on until it has freed its memory: wait
-		// until roam-init, the last of the namespace to go, is gone.
-		job.WaitGone(r.PID, r.Tix, 30*time.Second)
+		a.procs.Kill(r.PID, r.Tix, 30*time.Second)
 		return migrate.CopyGone{}
 	case migrate.SendCommit:
 		if r.Lazy && !o.left {
@@ -182,9 +173,7 @@ func (o *outMig) do(act any) any {
 			// is killed now, and goes once CRIU's page server, which
 			// holds it, has served the last page (Kill waits for that).
 			o.leave(r)
-			if job.Alive(r.PID, r.Tix) {
-				_ = syscall.Kill(r.PID, syscall.SIGKILL)
-			}
+			a.procs.Kill(r.PID, r.Tix, 0)
 		}
 		err := o.call(r.To, "/v1/peer/migrate/commit?mid="+r.MID)
 		if o.mig.FreezeMS == 0 && !o.frozen.IsZero() {
@@ -196,7 +185,7 @@ func (o *outMig) do(act any) any {
 			go func() { _ = a.peerCallAddr(addr, http.MethodPost, "/v1/peer/migrate/abort?mid="+r.MID, nil, nil) }()
 		}
 	case migrate.WaitPages:
-		err := o.lazy.wait()
+		err := o.lazy.Wait()
 		o.mig.WindowMS = msSince(o.frozen) - o.mig.FreezeMS
 		o.mig.Bytes += o.lazy.bytes.Load()
 		if err != nil {
@@ -218,12 +207,10 @@ func (o *outMig) do(act any) any {
 // checkLocal says why the job cannot leave this node, or "".
 func (o *outMig) checkLocal(r migrate.Record) string {
 	a := o.a
-	if fi, err := os.Stat("/proc/" + strconv.Itoa(r.PID)); err == nil && !a.allUsers {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
-			return fmt.Sprintf("runs as uid %d, and root on node %s lacks CAP_SYS_RESOURCE, so CRIU cannot read its rlimits", st.Uid, a.cfg.NodeID)
-		}
+	if uid, ok := a.procs.Owner(r.PID); ok && uid != 0 && !a.allUsers {
+		return fmt.Sprintf("runs as uid %d, and root on node %s lacks CAP_SYS_RESOURCE, so CRIU cannot read its rlimits", uid, a.cfg.NodeID)
 	}
-	files, reason := inspectJob(procfs.Tree(r.PID), a.memberIPs())
+	files, reason := a.ckpt.Inspect(r.PID, a.memberIPs())
 	if reason != "" {
 		return reason
 	}
@@ -246,7 +233,7 @@ func (o *outMig) sendCheck(r migrate.Record) error {
 // dump freezes and dumps the job; eager, its pages go to the sink.
 func (o *outMig) dump(r migrate.Record) error {
 	a := o.a
-	mounts, err := ckpt.Mounts(r.PID)
+	mounts, err := a.ckpt.Mounts(r.PID)
 	if err != nil {
 		return err
 	}
@@ -281,9 +268,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 		hdr.Hold = migrate.HoldManual
 	}
 	if hasStdin {
-		if l, err := os.Readlink("/proc/" + strconv.Itoa(r.PID) + "/fd/0"); err == nil && strings.HasPrefix(l, "pipe:[") {
-			hdr.StdinKey = l
-		}
+		hdr.StdinKey = a.procs.StdinKey(r.PID)
 	}
 	sendStart := time.Now()
 	n, restoreMS, err := a.sendImages(o.addr, hdr, o.dir, spool)

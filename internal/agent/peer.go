@@ -24,12 +24,6 @@ import (
 	"roam/internal/sched"
 )
 
-// PeerClient is an HTTP client that dials other agents' peer ports with the
-// node's cluster certificate.
-func (a *Agent) PeerClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: a.tls, WriteBufferSize: 256 << 10, ReadBufferSize: 64 << 10}}
-}
-
 func (a *Agent) peerAddrOf(node string) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()

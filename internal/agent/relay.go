@@ -104,7 +104,7 @@ func (a *Agent) pushBatches() []*homeBatch {
 		if lj.migrating {
 			continue
 		}
-		u, send := lj.news()
+		u, send := lj.news(a.procs)
 		if !send {
 			continue
 		}
@@ -123,7 +123,7 @@ func (a *Agent) pushBatches() []*homeBatch {
 }
 
 // news reads what the home does not have yet. Called with jobs.mu held.
-func (lj *localJob) news() (update, bool) {
+func (lj *localJob) news(procs job.Processes) (update, bool) {
 	if lj.ackOut < 0 || lj.ackErr < 0 {
 		// After a restart: ask the home what it has first.
 		return update{OutOff: -1, ErrOff: -1}, true
@@ -131,7 +131,7 @@ func (lj *localJob) news() (update, bool) {
 	// Read the status before the output: output written before the exit
 	// is then surely in the files we read next.
 	code, ended := job.ReadStatus(lj.rec.Dir)
-	if !ended && !job.Alive(lj.rec.PID, lj.rec.StartTix) {
+	if !ended && !procs.Alive(lj.rec.PID, lj.rec.StartTix) {
 		if code, ended = job.ReadStatus(lj.rec.Dir); !ended {
 			code, ended = 128+int(syscall.SIGKILL), true // killed before it could write
 		}

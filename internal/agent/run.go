@@ -302,7 +302,7 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 			out = append(out, startResult{ID: s.ID, Error: "bad job id " + strconv.Quote(s.ID)})
 			continue
 		}
-		p, err := a.launcher.Start(s)
+		p, err := a.procs.Start(s)
 		if err != nil {
 			out = append(out, startResult{ID: s.ID, Error: err.Error()})
 			continue
@@ -327,7 +327,7 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 	a.kickScheduler()
 	for _, p := range procs {
 		go func(p *job.Proc) {
-			_ = p.Cmd.Wait() // reap; the status file says how it ended
+			_ = p.Wait() // reap; the status file says how it ended
 			a.kickPusher()
 			a.kickScheduler()
 		}(p)

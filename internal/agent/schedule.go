@@ -55,7 +55,7 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	if mv.Job == "" || mv.To != a.cfg.NodeID {
 		return admitResponse{}, errkind.New(ErrBadRequest, "move of job %q to node %q: not a move to node %s", mv.Job, mv.To, a.cfg.NodeID)
 	}
-	runnable, mem := a.probe.Runnable(), a.probe.MemFreeMB()
+	runnable, mem := a.prober.Runnable(), a.prober.MemFreeMB()
 	now := time.Now()
 	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem}
 	a.sch.mu.Lock()
@@ -188,8 +188,8 @@ func (a *Agent) round(pol *sched.Scheduler) {
 // snapshot measures the node and its jobs for a round.
 func (a *Agent) snapshot() sched.Snapshot {
 	now := time.Now()
-	runnable := a.probe.Runnable()
-	mem := a.probe.MemFreeMB()
+	runnable := a.prober.Runnable()
+	mem := a.prober.MemFreeMB()
 	s := sched.Snapshot{Now: now}
 	a.mu.Lock()
 	s.Self = sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem}
@@ -224,13 +224,13 @@ func (a *Agent) snapshot() sched.Snapshot {
 	defer a.sch.mu.Unlock()
 	next := map[string]ioSample{}
 	for _, r := range refs {
-		if r.migrating || r.done || !job.Alive(r.rec.PID, r.rec.StartTix) {
+		if r.migrating || r.done || !a.procs.Alive(r.rec.PID, r.rec.StartTix) {
 			continue
 		}
 		if _, ended := job.ReadStatus(r.rec.Dir); ended {
 			continue
 		}
-		run, sys, rss := job.TreeActivity(r.rec.PID)
+		run, sys, rss := a.procs.Activity(r.rec.PID)
 		j := sched.Job{ID: r.rec.ID, Started: r.rec.Started, LastMoved: r.rec.LastMoved, Moves: r.rec.Moves, RSSMB: rss, Runnable: run}
 		switch {
 		case r.rec.Hold == "pin":

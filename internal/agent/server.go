@@ -2,13 +2,10 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"log"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -55,20 +52,7 @@ func peerCred(c net.Conn) (Caller, error) {
 }
 
 func (a *Agent) startAPI() error {
-	if err := socketDir(a.cfg.Socket); err != nil {
-		return err
-	}
-	_ = os.Remove(a.cfg.Socket) // a socket left by a killed agent
-	ln, err := net.Listen("unix", a.cfg.Socket)
-	if err != nil {
-		return err
-	}
-	// Every user may connect; what each may see and touch is decided per
-	// request from SO_PEERCRED.
-	if err := os.Chmod(a.cfg.Socket, 0o666); err != nil {
-		ln.Close()
-		return err
-	}
+	ln := a.parts.API
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.Nodes())
@@ -117,12 +101,11 @@ func (a *Agent) newPeerMux() *http.ServeMux {
 // Only a client with a certificate from the cluster CA gets past the
 // handshake.
 func (a *Agent) startPeer() error {
-	addr := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.PeerPort))
-	ln, err := net.Listen("tcp", addr)
+	ln, err := a.parts.Transport.Listen()
 	if err != nil {
 		return err
 	}
-	a.peerLn = tls.NewListener(ln, a.tls)
+	a.peerLn = ln
 	a.peerSrv = &http.Server{Handler: a.peerMux, ErrorLog: log.New(&peerLog{a}, "", 0)}
 	a.wg.Add(1)
 	go func() {

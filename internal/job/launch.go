@@ -56,8 +56,80 @@ type Proc struct {
 	StartTix uint64
 	Dir      string
 	Stdin    *os.File // write end of the job's stdin, nil without stdin
-	Cmd      *exec.Cmd
+	// Wait returns once the process has ended, and reaps it.
+	Wait func() error
 }
+
+// Processes is what an agent needs of its node's processes: it starts
+// jobs and tells, signals, kills and measures them. Launcher is the real
+// one (roam-init, /proc and signals); the agent's in-process harness has
+// a fake beside it. A process is named by its pid and its start time
+// (tix), so a reused pid is never taken for the job.
+type Processes interface {
+	Start(Spec) (*Proc, error)
+	// SpoolDir is job id's spool directory on this node.
+	SpoolDir(id string) string
+	Alive(pid int, tix uint64) bool
+	StartTicks(pid int) uint64
+	Signal(pid int, sig syscall.Signal) error
+	// Kill kills the job's tree and waits, at most wait, until it is gone.
+	Kill(pid int, tix uint64, wait time.Duration)
+	// Owner is the uid the process runs as.
+	Owner(pid int) (uid uint32, ok bool)
+	// StdinKey names the job's stdin pipe ("pipe:[INODE]"), "" when it
+	// reads no pipe.
+	StdinKey(pid int) string
+	// Usage is the tree's CPU seconds and resident memory.
+	Usage(pid int) (cpuSeconds, rssMB float64)
+	// Activity is the tree's runnable threads, read and write system
+	// calls so far, and resident memory.
+	Activity(pid int) (runnable int, syscalls uint64, rssMB float64)
+}
+
+var _ Processes = Launcher{}
+
+// SpoolDir is SpoolRoot/ID.
+func (l Launcher) SpoolDir(id string) string { return filepath.Join(l.SpoolRoot, id) }
+
+func (Launcher) Alive(pid int, tix uint64) bool { return Alive(pid, tix) }
+func (Launcher) StartTicks(pid int) uint64      { return StartTicks(pid) }
+func (Launcher) Signal(pid int, sig syscall.Signal) error {
+	return syscall.Kill(pid, sig)
+}
+
+// Kill sends SIGKILL to roam-init, which ends the job's PID namespace. A
+// killed process runs on until it has freed its memory: it waits until
+// roam-init, the last of the namespace to go, is gone.
+func (Launcher) Kill(pid int, tix uint64, wait time.Duration) {
+	if Alive(pid, tix) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	WaitGone(pid, tix, wait)
+}
+
+func (Launcher) Owner(pid int) (uint32, bool) {
+	fi, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	if err != nil {
+		return 0, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return st.Uid, true
+}
+
+func (Launcher) StdinKey(pid int) string {
+	l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/0")
+	if err != nil || !strings.HasPrefix(l, "pipe:[") {
+		return ""
+	}
+	return l
+}
+
+func (Launcher) Usage(pid int) (float64, float64) { return TreeUsage(pid) }
+
+func (Launcher) Activity(pid int) (int, uint64, float64) { return TreeActivity(pid) }
 
 // lookPath resolves a program as execvp would for the job: with the job's
 // PATH, relative to its working directory.
@@ -223,7 +295,7 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		return nil, fmt.Errorf("start %s: %w", s.Argv[0], err)
 	}
 	waitReady(readyR)
-	return &Proc{PID: cmd.Process.Pid, StartTix: StartTicks(cmd.Process.Pid), Dir: dir, Stdin: inW, Cmd: cmd}, nil
+	return &Proc{PID: cmd.Process.Pid, StartTix: StartTicks(cmd.Process.Pid), Dir: dir, Stdin: inW, Wait: cmd.Wait}, nil
 }
 
 // waitReady waits until roam-init has closed its end of the ready pipe
@@ -281,12 +353,22 @@ func ReadStatus(dir string) (int, bool) {
 // ReadSpool returns up to max bytes of a spool stream ("stdout" or
 // "stderr") from offset off.
 func ReadSpool(dir, stream string, off int64, max int) ([]byte, error) {
-	f, err := os.Open(filepath.Join(dir, stream))
+	path := filepath.Join(dir, stream)
+	// Most reads (the push loop's, every few hundred milliseconds) find
+	// nothing new: a stat, not an open.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() <= off {
+		return nil, nil
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	buf := make([]byte, max)
+	buf := make([]byte, min(int64(max), fi.Size()-off))
 	n, err := f.ReadAt(buf, off)
 	if err != nil && err != io.EOF {
 		return nil, err

@@ -1,0 +1,545 @@
+package agent
+
+// The harness's fake nodes: one world of fake processes shared by every
+// node (the harness's "kernel"), and per node the Processes, Checkpointer
+// and Prober an agent is given. The world checks the invariant on every
+// change of a copy: never two running copies of a job, never none.
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"roam/internal/ckpt"
+	"roam/internal/job"
+)
+
+// Process states of the fake kernel.
+const (
+	running = 'R'
+	frozen  = 'T'
+	gone    = 'X'
+)
+
+// fproc is a fake job process (its roam-init).
+type fproc struct {
+	pid   int
+	tix   uint64
+	job   string
+	node  string
+	spool string
+	state byte
+	exit  chan struct{} // closed when gone
+}
+
+// world is every fake process of a harness.
+type world struct {
+	mu     sync.Mutex
+	rng    *rand.Rand
+	next   int
+	procs  map[int]*fproc
+	ended  map[string]bool // jobs the harness ended on purpose
+	broken []string        // invariant violations, in order
+	counts map[string]int
+	// odds of a failed dump and a failed restore
+	dumpFail, restoreFail float64
+	pageBytes             int
+}
+
+func newWorld(seed int64) *world {
+	return &world{rng: rand.New(rand.NewSource(seed)), next: 100, procs: map[int]*fproc{}, ended: map[string]bool{},
+		counts: map[string]int{}, pageBytes: 4096}
+}
+
+// check tests the invariant for job id. w.mu held.
+func (w *world) check(id, what string) {
+	if w.ended[id] {
+		return
+	}
+	run, all := 0, 0
+	var where []string
+	for _, p := range w.procs {
+		if p.job != id || p.state == gone {
+			continue
+		}
+		all++
+		if p.state == running {
+			run++
+		}
+		where = append(where, fmt.Sprintf("%s:%d:%c", p.node, p.pid, p.state))
+	}
+	if run > 1 || all == 0 {
+		sort.Strings(where)
+		w.broken = append(w.broken, fmt.Sprintf("job %s after %s: %d running of %d copies %v", id, what, run, all, where))
+	}
+}
+
+func (w *world) set(p *fproc, st byte, what string) {
+	if p.state == st {
+		return
+	}
+	if p.state == gone {
+		return
+	}
+	p.state = st
+	if st == gone {
+		close(p.exit)
+	}
+	w.counts[what]++
+	w.check(p.job, what)
+}
+
+func (w *world) spawn(id, node, spool string, st byte) *fproc {
+	w.next++
+	p := &fproc{pid: w.next, tix: uint64(w.next) * 7, job: id, node: node, spool: spool, state: st, exit: make(chan struct{})}
+	w.procs[p.pid] = p
+	return p
+}
+
+// copies is where job id's live copies are.
+func (w *world) copies(id string) (runningOn []string, frozenOn []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.procs {
+		if p.job != id {
+			continue
+		}
+		switch p.state {
+		case running:
+			runningOn = append(runningOn, p.node)
+		case frozen:
+			frozenOn = append(frozenOn, p.node)
+		}
+	}
+	return
+}
+
+// endAll kills every process, once the harness has checked the end state.
+func (w *world) endAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.procs {
+		w.ended[p.job] = true
+		w.set(p, gone, "end")
+	}
+}
+
+// fakeNode is one node's view of the world, for one incarnation of its
+// agent: once that agent crashed, the handle does nothing more (a dead
+// agent's goroutines cannot act).
+type fakeNode struct {
+	w     *world
+	name  string
+	spool string
+	dead  atomic.Bool
+	mu    sync.Mutex
+	sinks []*fakeSink // the page servers it started
+}
+
+// crash is the agent's process dying: nothing it holds acts again, and
+// the kernel closes its descriptors (its page servers' sockets).
+func (f *fakeNode) crash() {
+	f.dead.Store(true)
+	f.mu.Lock()
+	sinks := f.sinks
+	f.sinks = nil
+	f.mu.Unlock()
+	for _, s := range sinks {
+		s.ours.Close()
+	}
+}
+
+var (
+	_ job.Processes     = (*fakeNode)(nil)
+	_ ckpt.Checkpointer = (*fakeNode)(nil)
+	_ Prober            = (*fakeNode)(nil)
+)
+
+var errDead = errors.New("the agent crashed")
+
+func (f *fakeNode) proc(pid int, tix uint64) *fproc {
+	p := f.w.procs[pid]
+	if p == nil || p.node != f.name || p.state == gone || (tix != 0 && p.tix != tix) {
+		return nil
+	}
+	return p
+}
+
+// ---- Processes ----
+
+func (f *fakeNode) Start(s job.Spec) (*job.Proc, error) {
+	if f.dead.Load() {
+		return nil, errDead
+	}
+	if len(s.Argv) == 0 {
+		return nil, errors.New("no program")
+	}
+	dir := f.SpoolDir(s.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	for _, n := range []string{"stdout", "stderr"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	f.w.mu.Lock()
+	p := f.w.spawn(s.ID, f.name, dir, running)
+	f.w.check(s.ID, "start")
+	f.w.mu.Unlock()
+	return &job.Proc{PID: p.pid, StartTix: p.tix, Dir: dir, Wait: func() error { <-p.exit; return nil }}, nil
+}
+
+func (f *fakeNode) SpoolDir(id string) string { return filepath.Join(f.spool, id) }
+
+func (f *fakeNode) Alive(pid int, tix uint64) bool {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	return f.proc(pid, tix) != nil
+}
+
+func (f *fakeNode) StartTicks(pid int) uint64 {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	if p := f.proc(pid, 0); p != nil {
+		return p.tix
+	}
+	return 0
+}
+
+func (f *fakeNode) Signal(pid int, sig syscall.Signal) error {
+	if f.dead.Load() {
+		return errDead
+	}
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	p := f.proc(pid, 0)
+	if p == nil {
+		return syscall.ESRCH
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		f.w.set(p, frozen, "sigstop")
+	case syscall.SIGCONT:
+		f.w.set(p, running, "sigcont")
+	case syscall.SIGKILL:
+		f.w.ended[p.job] = true
+		f.w.set(p, gone, "sigkill")
+	default:
+		// roam-init forwards it, the program ends, roam-init writes
+		// its status.
+		f.w.ended[p.job] = true
+		_ = os.WriteFile(filepath.Join(p.spool, "status"), []byte(strconv.Itoa(128+int(sig))+"\n"), 0o600)
+		f.w.set(p, gone, "signal")
+	}
+	return nil
+}
+
+func (f *fakeNode) Kill(pid int, tix uint64, _ time.Duration) {
+	if f.dead.Load() {
+		return
+	}
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	if p := f.proc(pid, tix); p != nil {
+		f.w.set(p, gone, "kill")
+	}
+}
+
+func (f *fakeNode) Owner(pid int) (uint32, bool) { return 0, true }
+func (f *fakeNode) StdinKey(pid int) string      { return "" }
+func (f *fakeNode) Usage(pid int) (float64, float64) {
+	return 1, 10
+}
+
+func (f *fakeNode) Activity(pid int) (int, uint64, float64) {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	if p := f.proc(pid, 0); p != nil && p.state == running {
+		return 1, 0, 10
+	}
+	return 0, 0, 10
+}
+
+// ---- Prober ----
+
+func (f *fakeNode) Runnable() int {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	n := 0
+	for _, p := range f.w.procs {
+		if p.node == f.name && p.state == running {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fakeNode) MemFreeMB() float64 { return 4096 }
+
+// ---- Checkpointer ----
+
+func (f *fakeNode) Support() (string, bool) { return "fake checkpointer", true }
+
+func (f *fakeNode) Inspect(pid int, members map[string]bool) ([]string, string) { return nil, "" }
+
+func (f *fakeNode) Mounts(pid int) ([]string, error) { return nil, nil }
+
+// image is what a fake dump writes.
+type image struct {
+	Job   string `json:"job"`
+	Pages int    `json:"pages"`
+}
+
+// freeze freezes the job and writes its image, or fails as CRIU can
+// (leaving the job running).
+func (f *fakeNode) freeze(pid int, dir string) (*fproc, error) {
+	if f.dead.Load() {
+		return nil, errDead
+	}
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	p := f.proc(pid, 0)
+	if p == nil {
+		return nil, fmt.Errorf("criu dump: no process %d", pid)
+	}
+	if f.w.rng.Float64() < f.w.dumpFail {
+		f.w.counts["dump-fault"]++
+		return nil, errors.New("criu dump: injected fault")
+	}
+	b, _ := json.Marshal(image{Job: p.job, Pages: f.w.pageBytes})
+	if err := os.WriteFile(filepath.Join(dir, "job.img"), b, 0o600); err != nil {
+		return nil, err
+	}
+	f.w.set(p, frozen, "dump")
+	return p, nil
+}
+
+// unfreeze is CRIU resuming a job whose dump failed.
+func (f *fakeNode) unfreeze(p *fproc) {
+	if f.dead.Load() {
+		return
+	}
+	f.w.mu.Lock()
+	f.w.set(p, running, "dump-failed")
+	f.w.mu.Unlock()
+}
+
+// The page protocol of the fakes: an 8-byte length, the pages, and one
+// byte back from the sink once it has them all.
+func (f *fakeNode) Dump(pid int, dir string, mounts []string, pages net.Conn) error {
+	defer pages.Close()
+	p, err := f.freeze(pid, dir)
+	if err != nil {
+		return err
+	}
+	n := f.w.pageBytes
+	buf := make([]byte, 8+n)
+	binary.BigEndian.PutUint64(buf, uint64(n))
+	if _, err := pages.Write(buf); err != nil {
+		f.unfreeze(p)
+		return fmt.Errorf("criu dump: write pages: %w", err)
+	}
+	var ack [1]byte
+	if _, err := io.ReadFull(pages, ack[:]); err != nil {
+		f.unfreeze(p)
+		return fmt.Errorf("criu dump: page server: %w", err)
+	}
+	return nil
+}
+
+// fakeSink is a fake page server.
+type fakeSink struct {
+	ours net.Conn
+	done chan struct{}
+	err  error
+}
+
+func (f *fakeNode) Sink(dir string) (ckpt.Sink, error) {
+	if f.dead.Load() {
+		return nil, errDead
+	}
+	ours, theirs := net.Pipe()
+	s := &fakeSink{ours: theirs, done: make(chan struct{})}
+	f.mu.Lock()
+	f.sinks = append(f.sinks, s)
+	f.mu.Unlock()
+	go func() {
+		defer close(s.done)
+		defer ours.Close()
+		var hdr [8]byte
+		if _, err := io.ReadFull(ours, hdr[:]); err != nil {
+			s.err = fmt.Errorf("page server: %w", err)
+			return
+		}
+		b := make([]byte, binary.BigEndian.Uint64(hdr[:]))
+		if _, err := io.ReadFull(ours, b); err != nil {
+			s.err = fmt.Errorf("page server: %w", err)
+			return
+		}
+		if err := os.WriteFile(filepath.Join(dir, "pages.img"), b, 0o600); err != nil {
+			s.err = err
+			return
+		}
+		_, _ = ours.Write([]byte{1})
+	}()
+	return s, nil
+}
+
+func (s *fakeSink) Conn() net.Conn        { return s.ours }
+func (s *fakeSink) Done() <-chan struct{} { return s.done }
+func (s *fakeSink) Err() error            { return s.err }
+func (s *fakeSink) Stop()                 { s.ours.Close(); <-s.done }
+
+// fakeLazy serves pages to whoever connects, until one has taken them
+// all or it ends.
+type fakeLazy struct {
+	f    *fakeNode
+	p    *fproc
+	n    int
+	done chan struct{}
+	once sync.Once
+	err  error
+}
+
+func (f *fakeNode) DumpLazy(pid int, dir string, mounts []string) (ckpt.LazyDump, error) {
+	p, err := f.freeze(pid, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &fakeLazy{f: f, p: p, n: f.w.pageBytes, done: make(chan struct{})}, nil
+}
+
+func (d *fakeLazy) Pages() (net.Conn, error) {
+	select {
+	case <-d.done:
+		return nil, errors.New("page server ended")
+	default:
+	}
+	ours, theirs := net.Pipe()
+	go func() {
+		defer ours.Close()
+		buf := make([]byte, 8+d.n)
+		binary.BigEndian.PutUint64(buf, uint64(d.n))
+		if _, err := ours.Write(buf); err != nil {
+			return
+		}
+		var ack [1]byte
+		if _, err := io.ReadFull(ours, ack[:]); err == nil {
+			d.once.Do(func() { close(d.done) })
+		}
+	}()
+	return theirs, nil
+}
+
+func (d *fakeLazy) Wait() error {
+	<-d.done
+	return d.err
+}
+
+func (d *fakeLazy) End() {
+	d.once.Do(func() {
+		d.err = errors.New("page server stopped")
+		close(d.done)
+	})
+}
+
+func (f *fakeNode) LazyPages(dir string, dial func() (net.Conn, error)) (<-chan struct{}, func(), error) {
+	if f.dead.Load() {
+		return nil, nil, errDead
+	}
+	done := make(chan struct{})
+	stop := make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer close(done)
+		// As CRIU's daemon, it gives up when the source does not serve.
+		for try := 0; try < 3; try++ {
+			c, err := dial()
+			if err == nil {
+				var hdr [8]byte
+				if _, err = io.ReadFull(c, hdr[:]); err == nil {
+					b := make([]byte, binary.BigEndian.Uint64(hdr[:]))
+					if _, err = io.ReadFull(c, b); err == nil {
+						_, err = c.Write([]byte{1})
+					}
+				}
+				c.Close()
+				if err == nil {
+					return
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return done, func() { once.Do(func() { close(stop) }); <-done }, nil
+}
+
+func (f *fakeNode) Restore(s ckpt.RestoreSpec) (int, error) {
+	if f.dead.Load() {
+		return 0, errDead
+	}
+	b, err := os.ReadFile(filepath.Join(s.Dir, "job.img"))
+	if err != nil {
+		return 0, fmt.Errorf("criu restore: %w", err)
+	}
+	var img image
+	if err := json.Unmarshal(b, &img); err != nil {
+		return 0, fmt.Errorf("criu restore: %w", err)
+	}
+	if !s.Lazy {
+		pg, err := os.ReadFile(filepath.Join(s.Dir, "pages.img"))
+		if err != nil || len(pg) != img.Pages {
+			return 0, fmt.Errorf("criu restore: pages missing (%d bytes, %v)", len(pg), err)
+		}
+	}
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	if f.w.rng.Float64() < f.w.restoreFail {
+		f.w.counts["restore-fault"]++
+		return 0, errors.New("criu restore: injected fault")
+	}
+	p := f.w.spawn(img.Job, f.name, s.Mounts[ckpt.JobDir], frozen)
+	f.w.counts["restore"]++
+	f.w.check(img.Job, "restore")
+	return p.pid, nil
+}
+
+func (f *fakeNode) Thaw(pid int) {
+	if f.dead.Load() {
+		return
+	}
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	if p := f.proc(pid, 0); p != nil {
+		f.w.set(p, running, "thaw")
+	}
+}
+
+func (f *fakeNode) StoppedCopies(id, spool string) []int {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	var out []int
+	for _, p := range f.w.procs {
+		if p.job == id && p.node == f.name && p.spool == spool && p.state == frozen {
+			out = append(out, p.pid)
+		}
+	}
+	return out
+}

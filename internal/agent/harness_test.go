@@ -1,0 +1,544 @@
+package agent
+
+// The in-process harness: N whole agents in one test process, each with
+// its real store (bbolt), its real memberlist, its real HTTP routes and
+// drivers, on the in-memory network (harness_net_test.go) and fake nodes
+// (harness_node_test.go), on testing/synctest's fake clock. No root, no
+// real sleep: fake time moves only when every goroutine of the test waits.
+
+import (
+	"flag"
+	"fmt"
+	"errors"
+	"log/slog"
+	"math/rand"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/sched"
+	"roam/internal/secret"
+)
+
+var (
+	harnessSeed       = flag.Int64("harness.seed", 0, "seed of TestAgentsMigrateUnderFaults (0: from the clock)")
+	harnessMigrations = flag.Int("harness.migrations", 10000, "migrations TestAgentsMigrateUnderFaults asks for")
+	harnessLog        = flag.Bool("harness.log", false, "show the agents' logs")
+)
+
+// hnode is one node of a harness cluster.
+type hnode struct {
+	name, host string
+	cfg        Config
+	a          *Agent
+	fn         *fakeNode
+	up         bool
+}
+
+// cluster is a harness cluster.
+type cluster struct {
+	t     *testing.T
+	net   *memnet
+	world *world
+	key   []byte
+	nodes []*hnode
+	log   *slog.Logger
+	mu    sync.Mutex // guards the nodes' a, fn and up
+}
+
+// newCluster starts n agents named n1..nN with scheduler policy pol,
+// joined into one cluster.
+func newCluster(t *testing.T, n int, seed int64, f faults, pol string) *cluster {
+	c := &cluster{t: t, net: newMemnet(seed, f), world: newWorld(seed + 1), key: secret.New().GossipKey()}
+	c.log = slog.New(slog.DiscardHandler)
+	if *harnessLog {
+		c.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	sf := filepath.Join(t.TempDir(), "secret")
+	if err := secret.New().WriteFile(sf); err != nil {
+		t.Fatal(err)
+	}
+	var join []string
+	for i := 1; i <= n; i++ {
+		join = append(join, fmt.Sprintf("198.18.40.%d:7946", i))
+	}
+	base := stateBase(t)
+	for i := 1; i <= n; i++ {
+		cfg := DefaultConfig()
+		cfg.NodeID = fmt.Sprintf("n%d", i)
+		cfg.BindAddr = fmt.Sprintf("198.18.40.%d", i)
+		cfg.GossipPort, cfg.PeerPort = 7946, 7947
+		cfg.SecretFile = sf
+		cfg.StateDir = filepath.Join(base, fmt.Sprintf("n%d", i))
+		cfg.Socket = filepath.Join(cfg.StateDir, "unused.sock")
+		cfg.Capacity = 1
+		cfg.Join = join
+		cfg.Scheduler = pol
+		c.nodes = append(c.nodes, &hnode{name: cfg.NodeID, host: cfg.BindAddr, cfg: cfg})
+	}
+	for i := range c.nodes {
+		c.start(i)
+	}
+	t.Cleanup(c.stop)
+	c.waitFor("every node sees every other", 5*time.Minute, func() bool {
+		for _, h := range c.nodes {
+			if h.a.ml.NumMembers() != n {
+				return false
+			}
+		}
+		return true
+	})
+	return c
+}
+
+// stateBase is where the agents keep their state: in memory (/dev/shm)
+// when the machine has it, as bbolt's fsyncs on a disk would make most of
+// the harness's time.
+func stateBase(t *testing.T) string {
+	dir, err := os.MkdirTemp("/dev/shm", "roam-harness-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// start starts node i's agent (again, after a crash: same state dir).
+func (c *cluster) start(i int) {
+	h := c.nodes[i]
+	fn := &fakeNode{w: c.world, name: h.name, spool: filepath.Join(h.cfg.StateDir, "spool")}
+	api := &memListener{addr: h.host + ":0", accept: make(chan net.Conn), done: make(chan struct{})}
+	p := Parts{API: api, Transport: c.net.transport(h.host), Gossip: c.net.gossipTransport(h.host),
+		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn}
+	a, err := New(h.cfg, p, c.log)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.net.revive(h.host)
+	if err := a.Start(); err != nil {
+		c.t.Fatalf("start %s: %v", h.name, err)
+	}
+	c.mu.Lock()
+	h.a, h.fn, h.up = a, fn, true
+	c.mu.Unlock()
+}
+
+// crash stops node i's agent as a crash would: first its network and its
+// hands (nothing it still runs can act), then its goroutines. Its jobs'
+// processes and its store stay.
+func (c *cluster) crash(i int) {
+	h := c.nodes[i]
+	c.mu.Lock()
+	h.up = false
+	a, fn := h.a, h.fn
+	c.mu.Unlock()
+	fn.crash()
+	c.net.crash(h.host)
+	a.Close()
+}
+
+// stop ends the test's cluster: agents, connections, processes.
+func (c *cluster) stop() {
+	for i, h := range c.nodes {
+		if h.up {
+			c.crash(i)
+		}
+	}
+	c.net.mu.Lock()
+	c.net.stopped = true
+	var conns []*memConn
+	for cn := range c.net.conns {
+		conns = append(conns, cn)
+	}
+	c.net.mu.Unlock()
+	for _, cn := range conns {
+		cn.Close()
+	}
+	// memberlist's probes and the agents' timers that were waiting end
+	// in fake time.
+	time.Sleep(time.Minute)
+	c.world.endAll()
+	synctest.Wait()
+}
+
+// live returns the agents that run, in node order.
+func (c *cluster) live() []*hnode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*hnode
+	for _, h := range c.nodes {
+		if h.up {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// waitFor waits, in fake time, until cond holds.
+func (c *cluster) waitFor(what string, d time.Duration, cond func() bool) {
+	c.t.Helper()
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			c.t.Fatalf("%s: not within %v of fake time", what, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// run starts count jobs from node i (--on node on, or placed).
+func (c *cluster) run(i, count int, on string) []string {
+	c.t.Helper()
+	resp, err := c.nodes[i].a.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: count, On: on})
+	if err != nil {
+		c.t.Fatalf("run: %v", err)
+	}
+	return resp.IDs
+}
+
+// settled says whether every job runs exactly once, with no frozen copy,
+// where its home's record says, and is a local job of that node alone.
+func (c *cluster) settled(ids []string) (bool, string) {
+	for _, id := range ids {
+		run, frz := c.world.copies(id)
+		if len(run) != 1 || len(frz) != 0 {
+			return false, fmt.Sprintf("job %s: running on %v, frozen on %v", id, run, frz)
+		}
+		home := c.nodes[nodeIndex(id)]
+		home.a.jobs.mu.Lock()
+		r := home.a.jobs.home[id]
+		node := ""
+		if r != nil {
+			node = r.Node
+		}
+		home.a.jobs.mu.Unlock()
+		if node != run[0] {
+			return false, fmt.Sprintf("job %s runs on %s, its home's record says %q", id, run[0], node)
+		}
+		for _, h := range c.nodes {
+			h.a.jobs.mu.Lock()
+			lj := h.a.jobs.local[id]
+			busy := len(h.a.migr.in)
+			h.a.jobs.mu.Unlock()
+			if (lj != nil) != (h.name == run[0]) {
+				return false, fmt.Sprintf("job %s runs on %s; node %s has it as a local job: %v", id, run[0], h.name, lj != nil)
+			}
+			if busy > 0 {
+				return false, fmt.Sprintf("node %s has %d migrations coming in", h.name, busy)
+			}
+		}
+	}
+	return true, ""
+}
+
+// nodeIndexOf is the index of node nK.
+func nodeIndexOf(name string) int {
+	var k int
+	fmt.Sscanf(name, "n%d", &k)
+	return k - 1
+}
+
+// nodeIndex is the index of job id's home (nK.SEQ -> K-1).
+func nodeIndex(id string) int {
+	var k int
+	fmt.Sscanf(id, "n%d.", &k)
+	return k - 1
+}
+
+// TestAgentsMigrateUnderFaults runs thousands of migrations between four
+// whole agents while their connections are refused, cut, delayed,
+// stalled and replayed, their answers lost, hosts partitioned, dumps and
+// restores failing and agents crashing and restarting. After every change
+// of a copy the fake kernel checks that no job ever has two running copies
+// or none; at the end every job runs exactly once, where its home says.
+func TestAgentsMigrateUnderFaults(t *testing.T) {
+	seed := *harnessSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano() % 1e9
+	}
+	want := *harnessMigrations
+	if testing.Short() {
+		want = min(want, 500)
+	}
+	t.Logf("seed %d (-harness.seed=%d replays the fault plan; goroutine interleavings still vary)", seed, seed)
+	synctest.Test(t, func(t *testing.T) {
+		f := faults{refuse: 0.01, cut: 0.01, lostReply: 0.01, delay: 0.02, stall: 0.005, dup: 0.01,
+			maxDelay: 3 * time.Second, stallMin: 6 * time.Second, stallMax: 40 * time.Second}
+		c := newCluster(t, 4, seed, faults{}, "static")
+		rng := rand.New(rand.NewSource(seed + 2))
+		var ids []string
+		for i := range c.nodes {
+			ids = append(ids, c.run(i, 2, c.nodes[(i+1)%4].name)...)
+		}
+		c.net.mu.Lock()
+		c.net.f = f
+		c.net.mu.Unlock()
+		c.world.mu.Lock()
+		c.world.dumpFail, c.world.restoreFail = 0.02, 0.02
+		c.world.mu.Unlock()
+
+		var mu sync.Mutex
+		asked, ok := 0, 0
+		outcomes := map[string]int{}
+		busy := map[string]bool{}
+		start := time.Now()
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range 6 {
+			wg.Go(func() {
+				r := rand.New(rand.NewSource(seed + 10 + int64(w)))
+				for {
+					mu.Lock()
+					if asked >= want {
+						mu.Unlock()
+						return
+					}
+					asked++
+					mu.Unlock()
+					// Migrations spread over fake time, so faults that last
+					// (a crash, a partition) meet a few, not all.
+					time.Sleep(time.Duration(r.Intn(1000)) * time.Millisecond)
+					live := c.live()
+					if len(live) == 0 {
+						time.Sleep(time.Second)
+						continue
+					}
+					entry := live[r.Intn(len(live))]
+					// One migration a job at a time: a second one is
+					// refused ("already migrating"), which tests little.
+					id := ids[r.Intn(len(ids))]
+					mu.Lock()
+					for busy[id] {
+						id = ids[r.Intn(len(ids))]
+					}
+					busy[id] = true
+					mu.Unlock()
+					to := c.nodes[r.Intn(len(c.nodes))].name
+					if run, _ := c.world.copies(id); len(run) == 1 && run[0] == to {
+						to = c.nodes[(nodeIndexOf(to)+1+r.Intn(len(c.nodes)-1))%len(c.nodes)].name
+					}
+					lazy := r.Intn(3) == 0
+					m, err := entry.a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: to, Lazy: lazy})
+					mu.Lock()
+					delete(busy, id)
+					if err == nil && m.OK {
+						ok++
+						outcomes["ok"]++
+					} else {
+						outcomes[errClass(err)]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		// Chaos: crashes and restarts, partitions and heals.
+		go func() {
+			defer close(done)
+			for {
+				mu.Lock()
+				finished := asked >= want
+				mu.Unlock()
+				if finished {
+					return
+				}
+				time.Sleep(time.Duration(1+rng.Intn(20)) * time.Second)
+				switch x := rng.Intn(10); {
+				case x < 3:
+					i := rng.Intn(len(c.nodes))
+					if c.nodes[i].up && len(c.live()) > 2 {
+						c.crash(i)
+						c.world.mu.Lock()
+						c.world.counts["agent-crash"]++
+						c.world.mu.Unlock()
+						time.Sleep(time.Duration(1+rng.Intn(30)) * time.Second)
+						c.start(i)
+					}
+				case x < 5:
+					a, b := rng.Intn(len(c.nodes)), rng.Intn(len(c.nodes))
+					if a != b {
+						c.net.partition(c.nodes[a].host, c.nodes[b].host)
+						time.Sleep(time.Duration(5+rng.Intn(60)) * time.Second)
+						c.net.heal()
+					}
+				}
+			}
+		}()
+		wg.Wait()
+		<-done
+		c.net.heal()
+		c.net.mu.Lock()
+		c.net.f = faults{}
+		c.net.mu.Unlock()
+		c.world.mu.Lock()
+		c.world.dumpFail, c.world.restoreFail = 0, 0
+		c.world.mu.Unlock()
+		for i, h := range c.nodes {
+			if !h.up {
+				c.start(i)
+			}
+		}
+		var why string
+		end := time.Now().Add(30 * time.Minute)
+		for {
+			c.world.mu.Lock()
+			broken := c.world.broken
+			c.world.mu.Unlock()
+			if len(broken) > 0 {
+				t.Fatalf("seed %d: the invariant broke %d times; first: %s", seed, len(broken), strings.Join(broken[:min(5, len(broken))], "; "))
+			}
+			var settled bool
+			if settled, why = c.settled(ids); settled {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("seed %d: not settled after 30 minutes of fake time: %s", seed, why)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.world.mu.Lock()
+		broken := append([]string(nil), c.world.broken...)
+		counts := fmt.Sprint(sortedCounts(c.world.counts))
+		c.world.mu.Unlock()
+		c.net.mu.Lock()
+		netCounts := fmt.Sprint(sortedCounts(c.net.counts))
+		c.net.mu.Unlock()
+		t.Logf("fake time: %v", time.Since(start).Round(time.Second))
+		t.Logf("seed %d: %d migrations asked, %d committed; outcomes %v", seed, asked, ok, sortedCounts(outcomes))
+		t.Logf("kernel: %s", counts)
+		t.Logf("network: %s", netCounts)
+		if len(broken) > 0 {
+			t.Fatalf("seed %d: the invariant broke %d times; first: %s", seed, len(broken), strings.Join(broken[:min(5, len(broken))], "; "))
+		}
+		if ok < want/10 {
+			t.Fatalf("seed %d: only %d of %d migrations committed: the faults leave too little to test", seed, ok, want)
+		}
+	})
+}
+
+// errClass is a short name for a migration's failure, for the counts.
+func errClass(err error) string {
+	if err == nil {
+		return "failed"
+	}
+	for _, k := range []error{ErrNotFound, ErrBadRequest, ErrUnavailable, ErrPinned, ErrPermission} {
+		if errors.Is(err, k) {
+			return k.Error()
+		}
+	}
+	return "other"
+}
+
+func sortedCounts(m map[string]int) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(out)
+	return out
+}
+
+
+
+// Two busy nodes see the same idle node and, in the same round, both
+// decide to send it a job: the idle node admits the first move and
+// declines the second (sched.Ledger.Admit counts the admitted move in),
+// so it ends up with one job, not two.
+func TestAgentsDoNotHerd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 7, faults{}, "balance")
+		start := time.Now()
+		jobs := append(c.run(0, 2, "n1"), c.run(1, 2, "n2")...)
+		c.waitFor("a job moved to the idle node", 2*time.Minute, func() bool {
+			run := 0
+			for _, id := range jobs {
+				if r, _ := c.world.copies(id); len(r) == 1 && r[0] == "n3" {
+					run++
+				}
+			}
+			return run > 0
+		})
+		time.Sleep(time.Minute) // more rounds: none may herd either
+		var moved, declined []api.Event
+		for _, h := range c.nodes {
+			for _, e := range h.a.localEvents(start) {
+				switch {
+				case e.To == "n3" && e.Kind == "migrate":
+					moved = append(moved, e)
+				case e.To == "n3" && e.Kind == "declined":
+					declined = append(declined, e)
+				}
+			}
+		}
+		onN3 := 0
+		for _, id := range jobs {
+			if r, _ := c.world.copies(id); len(r) == 1 && r[0] == "n3" {
+				onN3++
+			}
+		}
+		t.Logf("moves to n3: %d, declined by n3: %d, jobs on n3: %d", len(moved), len(declined), onN3)
+		if onN3 != 1 || len(moved) != 1 {
+			t.Fatalf("n3 runs %d jobs after %d moves (%+v), want exactly one", onN3, len(moved), moved)
+		}
+		if len(declined) == 0 || declined[0].From == moved[0].From || declined[0].At.Sub(moved[0].At).Abs() > time.Second {
+			t.Fatalf("declined %+v: want the other source's move of the same round declined (moved %+v)", declined, moved)
+		}
+	})
+}
+
+// A destination's admission of a move reserves room for the job: it ends
+// when the job arrives, or, for a job that never comes, at its deadline
+// (sched.AdmitHold), and not before.
+func TestAgentsReservationEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 8, faults{}, "static")
+		a1, a2 := c.nodes[0].a, c.nodes[1].a
+		j1 := c.run(0, 1, "n1")[0]
+		j2 := c.run(1, 1, "n2")[0]
+		move := func(id, from string) sched.Move {
+			return sched.Move{Job: id, From: from, To: "n3", Kind: sched.ProblemCPU, Runnable: 1, RSSMB: 10, SrcLoad: 2, Threshold: 0.25}
+		}
+		admit := func(from *Agent, mv sched.Move) string {
+			t.Helper()
+			var ar admitResponse
+			if err := from.peerCall("n3", "POST", "/v1/peer/migrate/admit", mv, &ar); err != nil {
+				t.Fatal(err)
+			}
+			return ar.Refused
+		}
+		if r := admit(a1, move(j1, "n1")); r != "" {
+			t.Fatalf("first move refused: %s", r)
+		}
+		if r := admit(a2, move(j2, "n2")); r == "" {
+			t.Fatal("second move admitted while the first is reserved")
+		}
+		// The first job arrives, and ends there: its reservation ends
+		// with its arrival, long before the deadline.
+		if m, err := a1.Migrate(Caller{}, api.MigrateRequest{ID: j1, Node: "n3"}); err != nil || !m.OK {
+			t.Fatalf("migrate %s: %+v %v", j1, m, err)
+		}
+		if _, err := c.nodes[0].a.Kill(Caller{}, api.KillRequest{IDs: []string{j1}, Signal: 9}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor("n3 idle", time.Minute, func() bool { return c.nodes[2].fn.Runnable() == 0 })
+		if r := admit(a2, move(j2, "n2")); r != "" {
+			t.Fatalf("after the first job arrived, the second move is refused: %s", r)
+		}
+		// j2 never comes: its reservation holds until AdmitHold, then ends.
+		j3 := c.run(0, 1, "n1")[0]
+		time.Sleep(sched.AdmitHold - time.Second)
+		if r := admit(a1, move(j3, "n1")); r == "" {
+			t.Fatalf("admitted %v after the reservation of a job that never came, before its deadline", sched.AdmitHold-time.Second)
+		}
+		time.Sleep(time.Second + time.Millisecond)
+		if r := admit(a1, move(j3, "n1")); r != "" {
+			t.Fatalf("refused just after the reservation's deadline: %s", r)
+		}
+	})
+}

@@ -1,0 +1,101 @@
+package agent
+
+// The agent's parts: every edge where it meets the world, as interfaces it
+// is given. cmd/roamd builds the real ones; the in-process harness
+// (harness_test.go) builds in-memory ones. Time is not among them: the
+// agent reads the time package, which the harness fakes for all its
+// goroutines (testing/synctest), net/http's and bbolt's included.
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"roam/internal/ckpt"
+	"roam/internal/job"
+)
+
+// Parts are what New needs beside the config.
+type Parts struct {
+	// API is the listener of the CLI's requests (ListenAPI: the unix
+	// socket, whose peer credentials say who calls).
+	API net.Listener
+	// Transport carries the calls and streams between agents.
+	Transport Transport
+	// Gossip is memberlist's transport; nil is memberlist's own UDP and
+	// TCP on bind_addr:gossip_port.
+	Gossip memberlist.Transport
+	// GossipKey encrypts and authenticates gossip (secret.GossipKey).
+	GossipKey []byte
+	// Checkpointer freezes, dumps and restores jobs.
+	Checkpointer ckpt.Checkpointer
+	// Processes starts, signals and measures jobs.
+	Processes job.Processes
+	// Prober measures the node's load and free memory.
+	Prober Prober
+	// Registry gets the agent's metrics, and /metrics serves it; nil makes
+	// a fresh one (never the global default registry).
+	Registry *prometheus.Registry
+}
+
+// Prober measures the node (probe.Node for real).
+type Prober interface {
+	// Runnable is how many threads are runnable on the node now.
+	Runnable() int
+	// MemFreeMB is the memory free to the node.
+	MemFreeMB() float64
+}
+
+// Transport is the peer port: it listens for other agents and dials them.
+// Every connection it gives is authenticated both ways (mutual TLS for
+// real); the agent speaks HTTP over it.
+type Transport interface {
+	Listen() (net.Listener, error)
+	Dial(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// TLSTransport is the real Transport: TCP on Bind, TLS 1.3 with client
+// certificates of the cluster's CA.
+type TLSTransport struct {
+	Config *tls.Config
+	Bind   string // host:port of the peer port
+}
+
+func (t TLSTransport) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", t.Bind)
+	if err != nil {
+		return nil, err
+	}
+	return tls.NewListener(ln, t.Config), nil
+}
+
+func (t TLSTransport) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	d := tls.Dialer{Config: t.Config.Clone(), NetDialer: &net.Dialer{Timeout: dialTimeout}}
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// dialTimeout bounds connecting to a peer.
+const dialTimeout = 5 * time.Second
+
+// ListenAPI opens the CLI's unix socket, readable and writable by every
+// local user (each request is checked against its caller's credentials).
+func ListenAPI(path string) (net.Listener, error) {
+	if err := socketDir(path); err != nil {
+		return nil, err
+	}
+	_ = os.Remove(path) // a socket left by a killed agent
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}

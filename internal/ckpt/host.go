@@ -1,0 +1,452 @@
+package ckpt
+
+// The checkpointer seam: what an agent needs of CRIU to move a job, as an
+// interface, and Host, the real one (CRIU on this machine). The agent's
+// in-process test harness has a fake beside it that records which copies
+// of a job exist and which run.
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"roam/internal/cgroup"
+	"roam/internal/migrate"
+	"roam/internal/netx"
+	"roam/internal/procfs"
+)
+
+// Checkpointer freezes, dumps and restores jobs. A job is named by the pid
+// of its roam-init; every call acts on its whole process tree.
+type Checkpointer interface {
+	// Support says, once at start, what migration can do on this node, and
+	// whether jobs of every user can migrate (or only root's).
+	Support() (what string, allUsers bool)
+	// Inspect reads a job's descriptors and TCP table and applies the pin
+	// rules (migrate.Pins): the files the destination must reach, or why
+	// the job cannot move.
+	Inspect(pid int, members map[string]bool) (files []string, reason string)
+	// Mounts lists the job's mount points CRIU must treat as external.
+	Mounts(pid int) ([]string, error)
+	// Dump freezes the job and dumps it into dir, its memory pages to
+	// pages (a stream to the destination's Sink) as they are read; the job
+	// is left frozen. It returns once pages has ended: the caller cuts a
+	// stream that stalls.
+	Dump(pid int, dir string, mounts []string, pages net.Conn) error
+	// DumpLazy freezes the job, dumps all but its pages into dir, and
+	// returns once those images are written; the pages are then served
+	// until the LazyDump ends. The job is left frozen.
+	DumpLazy(pid int, dir string, mounts []string) (LazyDump, error)
+	// Sink starts a page server that writes the pages of a Dump into dir.
+	Sink(dir string) (Sink, error)
+	// LazyPages starts, for a lazy restore from dir, the daemon that
+	// fetches pages from the source through connections made by dial; it
+	// returns once the daemon is ready, and done is closed when it ends.
+	LazyPages(dir string, dial func() (net.Conn, error)) (done <-chan struct{}, stop func(), err error)
+	// Restore restores the job in spec.Dir, frozen, in this node's
+	// cgroups, and returns its roam-init's pid.
+	Restore(spec RestoreSpec) (int, error)
+	// Thaw resumes a frozen job.
+	Thaw(pid int)
+	// StoppedCopies lists the frozen copies of job id whose job directory
+	// is spool: copies a restore left that no record names.
+	StoppedCopies(id, spool string) []int
+}
+
+// LazyDump is a lazy dump serving its pages.
+type LazyDump interface {
+	// Pages connects to the page server (one connection a call).
+	Pages() (net.Conn, error)
+	// Wait returns once every page is served, or the dump failed.
+	Wait() error
+	// End stops serving (a failed migration) and returns once the dump
+	// has ended. Safe to call twice and after Wait.
+	End()
+}
+
+// Sink is a destination's page server for one eager dump.
+type Sink interface {
+	// Conn is the page server's end for the dump's page stream.
+	Conn() net.Conn
+	// Done is closed when the page server has ended; Err then says how.
+	Done() <-chan struct{}
+	Err() error
+	// Stop ends the page server and returns once it has.
+	Stop()
+}
+
+// RestoreSpec says what to restore.
+type RestoreSpec struct {
+	Dir string // images directory
+	// Mounts maps each external mount point of the dump to the path on
+	// this node to bind there; JobDir maps to the job's spool here.
+	Mounts map[string]string
+	// Inherit maps a resource of the dumped job ("pipe:[INODE]") to the
+	// file that replaces it.
+	Inherit map[string]*os.File
+	// Lazy restores with pages fetched by the LazyPages daemon for Dir.
+	Lazy bool
+}
+
+// Host is the Checkpointer of a real node: CRIU, with the node's cgroup.
+type Host struct {
+	CRIU   CRIU
+	Layout cgroup.Layout
+	// Group is the node's cgroup (emulated cluster); "" on a real host,
+	// where jobs stay in the agent's cgroups.
+	Group string
+}
+
+var _ Checkpointer = (*Host)(nil)
+
+// lazyPipeSize is the pipe size CRIU's lazy page server asks for.
+const lazyPipeSize = 8 << 20
+
+// Support finds out what migration can do on this host, so that a limit
+// shows in the log and in `roam stats` instead of at the first migration:
+//   - CRIU answers over RPC, and which version;
+//   - whether root holds CAP_SYS_RESOURCE: without it, root's CRIU cannot
+//     read a non-root process's rlimits, so only root-owned jobs migrate;
+//   - lazy migration: CRIU's page server needs pipes of lazyPipeSize, which
+//     without CAP_SYS_RESOURCE the kernel allows only up to
+//     fs.pipe-max-size, so it raises that sysctl.
+func (h *Host) Support() (string, bool) {
+	v, err := h.CRIU.Version()
+	if err != nil {
+		return fmt.Sprintf("no migration: criu at %s does not answer: %v", h.CRIU.Path, err), false
+	}
+	ver := fmt.Sprintf("criu %d.%d.%d", v/10000, v/100%100, v%100)
+	if v < 40200 {
+		ver += " (older than 4.2: jobs with inet sockets fail to dump on kernels >= 6.16)"
+	}
+	if hasCapSysResource() {
+		return ver + "; jobs of every user migrate; lazy migration on", true
+	}
+	lazy := "lazy migration on"
+	if cur := pipeMaxSize(); cur < lazyPipeSize {
+		if err := os.WriteFile("/proc/sys/fs/pipe-max-size", []byte(strconv.Itoa(lazyPipeSize)), 0o644); err != nil {
+			lazy = fmt.Sprintf("lazy migration off (fs.pipe-max-size is %d and cannot be raised: %v)", cur, err)
+		} else {
+			lazy = fmt.Sprintf("lazy migration on (raised fs.pipe-max-size from %d to %d)", cur, lazyPipeSize)
+		}
+	}
+	return ver + "; root lacks CAP_SYS_RESOURCE, so only root-owned jobs migrate here; " + lazy, false
+}
+
+// hasCapSysResource reads CapEff of this process (bit 24).
+func hasCapSysResource() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			c, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && c&(1<<24) != 0
+		}
+	}
+	return false
+}
+
+func pipeMaxSize() int {
+	b, _ := os.ReadFile("/proc/sys/fs/pipe-max-size")
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// Inspect reads the descriptors of the job's processes and its TCP table.
+func (h *Host) Inspect(pid int, members map[string]bool) ([]string, string) {
+	tree := procfs.Tree(pid)
+	var fds []migrate.FD
+	for _, p := range tree {
+		dir := "/proc/" + strconv.Itoa(p) + "/fd/"
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			l, err := os.Readlink(dir + e.Name())
+			if err != nil {
+				continue
+			}
+			fd := migrate.FD{Link: l}
+			if strings.HasPrefix(l, "/dev/") {
+				var st syscall.Stat_t
+				if syscall.Stat(dir+e.Name(), &st) == nil {
+					fd.Device = st.Mode&syscall.S_IFMT == syscall.S_IFCHR || st.Mode&syscall.S_IFMT == syscall.S_IFBLK
+				}
+			}
+			fds = append(fds, fd)
+		}
+	}
+	var conns []migrate.TCPConn
+	if len(tree) > 0 && len(migrate.Sockets(fds)) > 0 {
+		for _, f := range []string{"tcp", "tcp6"} {
+			if b, err := os.ReadFile("/proc/" + strconv.Itoa(tree[0]) + "/net/" + f); err == nil {
+				conns = append(conns, migrate.EstablishedTCP(string(b))...)
+			}
+		}
+	}
+	return migrate.Pins(fds, conns, JobDir, members)
+}
+
+// Mounts is the package's Mounts.
+func (h *Host) Mounts(pid int) ([]string, error) { return Mounts(pid) }
+
+// Dump dumps with the pages going through a Unix socket pair (CRIU's end
+// a descriptor it inherits) spliced to pages.
+func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) error {
+	ours, theirs, err := netx.SocketPair()
+	if err != nil {
+		return err
+	}
+	spliced := make(chan struct{})
+	go func() {
+		netx.Splice(ours, pages, ours, nil)
+		close(spliced)
+	}()
+	err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, PageConn: theirs})
+	theirs.Close()
+	if err != nil {
+		ours.Close()
+		pages.Close()
+	}
+	// The destination closes its end once its page server has ended; a
+	// peer that never does is the caller's stall guard's to cut.
+	<-spliced
+	return err
+}
+
+// lazyDump is a CRIU dump serving pages on a loopback port.
+type lazyDump struct {
+	port int
+	done chan struct{} // closed when CRIU's dump call ended
+	err  error         // its result, once done
+}
+
+// DumpLazy starts CRIU's dump with a page server on loopback.
+func (h *Host) DumpLazy(pid int, dir string, mounts []string) (LazyDump, error) {
+	port, err := loopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	d := &lazyDump{port: port, done: make(chan struct{})}
+	ready := make(chan struct{})
+	var readyOnce sync.Once
+	go func() {
+		d.err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true,
+			PageAddr: "127.0.0.1", PagePort: port, Ready: func() { readyOnce.Do(func() { close(ready) }) }})
+		close(d.done)
+	}()
+	select {
+	case <-ready:
+		return d, nil
+	case <-d.done:
+		if d.err == nil {
+			return nil, errors.New("criu dump ended before its images were ready")
+		}
+		return nil, d.err
+	}
+}
+
+func (d *lazyDump) Pages() (net.Conn, error) {
+	return net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port), 5*time.Second)
+}
+
+func (d *lazyDump) Wait() error {
+	<-d.done
+	return d.err
+}
+
+// End stops CRIU's page server by connecting and closing (CRIU then ends
+// its dump call).
+func (d *lazyDump) End() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port), time.Second); err == nil {
+		c.Close()
+	}
+	<-d.done
+}
+
+func loopbackPort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// pageSink is `criu page-server` reading from a socket pair.
+type pageSink struct {
+	conn net.Conn
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Sink starts `criu page-server` on a socket pair, writing into dir.
+func (h *Host) Sink(dir string) (Sink, error) {
+	ours, theirs, err := netx.SocketPair()
+	if err != nil {
+		return nil, err
+	}
+	s := &pageSink{conn: ours, dir: dir, done: make(chan struct{})}
+	s.cmd = exec.Command(h.CRIU.Path, "page-server", "--ps-socket", "3", "-D", dir, "-o", "page-server.log", "-v4")
+	s.cmd.ExtraFiles = []*os.File{theirs}
+	h.CRIU.ExecMu.Lock()
+	err = s.cmd.Start()
+	h.CRIU.ExecMu.Unlock()
+	theirs.Close()
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("criu page-server: %w", err)
+	}
+	go func() {
+		if err := s.cmd.Wait(); err != nil {
+			s.err = fmt.Errorf("criu page-server: %s", LogError(filepath.Join(dir, "page-server.log"), err))
+		}
+		close(s.done)
+	}()
+	return s, nil
+}
+
+func (s *pageSink) Conn() net.Conn        { return s.conn }
+func (s *pageSink) Done() <-chan struct{} { return s.done }
+func (s *pageSink) Err() error            { return s.err }
+
+func (s *pageSink) Stop() {
+	s.conn.Close()
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// LazyPages runs `criu lazy-pages` against a loopback listener whose
+// connections are carried to the source by dial.
+func (h *Host) LazyPages(dir string, dial func() (net.Conn, error)) (<-chan struct{}, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				remote, err := dial()
+				if err != nil {
+					c.Close()
+					return
+				}
+				netx.Splice(c, remote, c, nil)
+			}()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	cmd := exec.Command(h.CRIU.Path, "lazy-pages", "--page-server", "--address", "127.0.0.1",
+		"--port", fmt.Sprint(port), "-D", dir, "-o", "lazy-pages.log", "-v4")
+	h.CRIU.ExecMu.Lock()
+	err = cmd.Start()
+	h.CRIU.ExecMu.Unlock()
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("criu lazy-pages: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		ln.Close()
+		close(done)
+	}()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	sock := filepath.Join(dir, "lazy-pages.socket")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			return done, stop, nil
+		}
+		select {
+		case <-done:
+			return nil, nil, fmt.Errorf("criu lazy-pages: %s", tail(filepath.Join(dir, "lazy-pages.log")))
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, nil, errors.New("criu lazy-pages did not start within 10 s")
+		}
+	}
+}
+
+// tail is the last line of a log, for an error message.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
+
+// Restore restores into this node's memory cgroup, so its pages are
+// charged there from the start, but (cgroup v1) in CRIU's own CPU cgroup,
+// so that no CPU quota slows the restore; the job moves into the node's
+// CPU cgroup while it is still frozen. Under v2, where one cgroup holds
+// both, it goes straight into the node's.
+func (h *Host) Restore(s RestoreSpec) (int, error) {
+	var roots map[string]string
+	if h.Group != "" {
+		rel := "/" + strings.TrimPrefix(h.Group, "/")
+		roots = map[string]string{"memory": rel, "cpu": "/"}
+		if h.Layout.V2 {
+			roots = map[string]string{"": rel}
+		}
+	}
+	pid, err := h.CRIU.Restore(RestoreOpts{Dir: s.Dir, Mounts: s.Mounts, Inherit: s.Inherit, Lazy: s.Lazy, CgroupRoots: roots})
+	if err != nil {
+		return 0, err
+	}
+	if h.Group != "" && !h.Layout.V2 {
+		for _, p := range procfs.Tree(pid) {
+			if err := h.Layout.AddCPUProc(h.Group, p); err != nil {
+				return pid, fmt.Errorf("move restored process %d into cgroup %s: %w", p, h.Group, err)
+			}
+		}
+	}
+	return pid, nil
+}
+
+// Thaw resumes every process of the job's tree.
+func (h *Host) Thaw(pid int) { Thaw(procfs.Tree(pid)) }
+
+// StoppedCopies filters Copies: frozen ones whose job directory is spool
+// (on an emulated cluster every node's processes share one PID namespace,
+// and another node's copy is not this node's to touch).
+func (h *Host) StoppedCopies(id, spool string) []int {
+	var out []int
+	for _, pid := range Copies(id) {
+		mi, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+		if err != nil || spool == "" || !strings.Contains(string(mi), " "+spool+" "+JobDir+" ") {
+			continue
+		}
+		if st, err := procfs.ReadStat(pid); err == nil && st.State == 'T' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
