@@ -431,4 +431,3 @@ func (g *memGossip) WriteToAddress(b []byte, a memberlist.Address) (time.Time, e
 func (g *memGossip) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
 	return g.DialTimeout(a.Addr, timeout)
 }
-

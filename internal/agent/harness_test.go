@@ -7,9 +7,9 @@ package agent
 // real sleep: fake time moves only when every goroutine of the test waits.
 
 import (
+	"errors"
 	"flag"
 	"fmt"
-	"errors"
 	"log/slog"
 	"math/rand"
 	"net"
@@ -443,8 +443,6 @@ func sortedCounts(m map[string]int) []string {
 	sort.Strings(out)
 	return out
 }
-
-
 
 // Two busy nodes see the same idle node and, in the same round, both
 // decide to send it a job: the idle node admits the first move and

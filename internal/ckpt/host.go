@@ -449,4 +449,3 @@ func (h *Host) StoppedCopies(id, spool string) []int {
 	}
 	return out
 }
-
