@@ -221,50 +221,6 @@ func (a *Agent) takeNote(n jobNote) error {
 	return a.store.PutRecords(*rec)
 }
 
-// migrationAPI registers the CLI's migration endpoint.
-func (a *Agent) migrationAPI(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/migrate", callerJSON(a.Migrate))
-}
-
-// peerMigrationAPI registers the migration endpoints other agents call.
-func (a *Agent) peerMigrationAPI(peer *http.ServeMux) {
-	peer.HandleFunc("POST /v1/peer/migrate-out", jsonCall(a.migrateOut))
-	peer.HandleFunc("POST /v1/peer/migrate/check", jsonCall(func(req migrateCheckRequest) (struct{}, error) {
-		return struct{}{}, a.migrateCheck(req)
-	}))
-	peer.HandleFunc("POST /v1/peer/migrate", func(w http.ResponseWriter, r *http.Request) {
-		// A read that makes no progress for stallTimeout ends the
-		// transfer (the source's link went down, or it died).
-		rc := http.NewResponseController(w)
-		wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
-		ready, err := a.migrateIn(&watchedReader{r: r.Body, wd: wd})
-		wd.stop()
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, ready)
-	})
-	peer.HandleFunc("GET /v1/peer/pages", a.servePages)
-	peer.HandleFunc("POST /v1/peer/hold", queryCall("id", a.releaseHold))
-	peer.HandleFunc("GET /v1/peer/migrate/sink", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"error": a.sinkError(r.URL.Query().Get("mid"))})
-	})
-	peer.HandleFunc("POST /v1/peer/migrate/commit", queryCall("mid", func(mid string) error { return a.stepIn(mid, migrate.CommitMsg{}) }))
-	peer.HandleFunc("POST /v1/peer/migrate/abort", queryCall("mid", func(mid string) error { return a.stepIn(mid, migrate.AbortMsg{}) }))
-	peer.HandleFunc("GET /v1/peer/migrate/outcome", func(w http.ResponseWriter, r *http.Request) {
-		o, err := a.outcome(r.URL.Query().Get("mid"))
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"outcome": string(o)})
-	})
-	peer.HandleFunc("POST /v1/peer/note", jsonCall(func(n jobNote) (struct{}, error) {
-		return struct{}{}, a.takeNote(n)
-	}))
-}
-
 // outcome is this node's answer to a destination that asks how migration
 // mid ended: from the ledger, which has every decision before it is acted on.
 func (a *Agent) outcome(mid string) (migrate.Outcome, error) {

@@ -274,36 +274,3 @@ func (a *Agent) releaseHold(id string) error {
 }
 
 // ---- routes ----
-
-// schedAPI registers the CLI's routes on mux, or the peers' on peer (one
-// of the two is nil).
-func (a *Agent) schedAPI(mux, peer *http.ServeMux) {
-	if mux == nil {
-		a.peerSchedAPI(peer)
-		return
-	}
-	mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.Policies())
-	})
-	mux.HandleFunc("POST /v1/policy", callerJSON(a.LoadPolicy))
-	mux.HandleFunc("GET /v1/events", eventsSince(a.Events))
-}
-
-func (a *Agent) peerSchedAPI(peer *http.ServeMux) {
-	peer.HandleFunc("POST /v1/peer/migrate/admit", jsonCall(a.admit))
-	peer.HandleFunc("GET /v1/peer/policy", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.policyText())
-	})
-	peer.HandleFunc("POST /v1/peer/policy", jsonCall(func(req api.PolicyRequest) (api.NodePolicy, error) {
-		p, err := sched.ParsePolicy([]byte(req.Text))
-		if err != nil {
-			return api.NodePolicy{}, errkind.New(ErrBadRequest, "%v", err)
-		}
-		if req.At.IsZero() {
-			req.At = time.Now()
-		}
-		a.setPolicy(p, req.At)
-		return a.policyText(), nil
-	}))
-	peer.HandleFunc("GET /v1/peer/events", eventsSince(a.localEvents))
-}

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // ctxKey keys the caller's credentials in a request's context.
@@ -54,16 +52,7 @@ func peerCred(c net.Conn) (Caller, error) {
 func (a *Agent) startAPI() error {
 	ln := a.parts.API
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.Nodes())
-	})
-	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.Stats())
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
-	a.jobAPI(mux)
-	a.migrationAPI(mux)
-	a.schedAPI(mux, nil)
+	a.apiRoutes(mux)
 	a.apiLn = ln
 	a.apiSrv = &http.Server{
 		Handler: mux,
@@ -88,12 +77,7 @@ func (a *Agent) startAPI() error {
 // to it (see peerDo).
 func (a *Agent) newPeerMux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/peer/ping", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
-	})
-	a.peerJobAPI(mux)
-	a.peerMigrationAPI(mux)
-	a.schedAPI(nil, mux)
+	a.peerRoutes(mux)
 	return mux
 }
 

@@ -1,0 +1,199 @@
+package agent
+
+// The agent's one table of routes: the CLI's, on the unix socket (each
+// request checked against its caller's credentials), and the other
+// agents', on the peer port (mutual TLS has proved the caller a member;
+// its input is still checked). A call of this node to itself runs the
+// peer routes in process (peer.go).
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/migrate"
+	"roam/internal/sched"
+)
+
+// apiRoutes are the CLI's.
+func (a *Agent) apiRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.Nodes())
+	})
+	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.Stats())
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	// jobs
+	mux.HandleFunc("POST /v1/run", callerJSON(a.Run))
+	mux.HandleFunc("GET /v1/jobs/{id}/output", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		rec, err := a.record(id)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if !canTouch(c, rec.UID) {
+			writeError(w, errkind.New(ErrPermission, "%s: permission denied", id))
+			return
+		}
+		out, errOff, wait := outputQuery(r)
+		var o api.Output
+		if err := a.peerCall(rec.Home, http.MethodGet, fmt.Sprintf("/v1/peer/output?id=%s&out=%d&err=%d&wait=%s", id, out, errOff, wait), nil, &o); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, o)
+	}))
+	mux.HandleFunc("POST /v1/jobs/{id}/stdin", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		data, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+		if err == nil {
+			err = a.Stdin(c, r.PathValue("id"), data, r.URL.Query().Get("eof") == "1")
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	}))
+	mux.HandleFunc("POST /v1/kill", callerJSON(a.Kill))
+	mux.HandleFunc("GET /v1/ps", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.PS(c, r.URL.Query().Get("all") == "1"))
+	}))
+	// migration
+	mux.HandleFunc("POST /v1/migrate", callerJSON(a.Migrate))
+	// scheduling
+	mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.Policies())
+	})
+	mux.HandleFunc("POST /v1/policy", callerJSON(a.LoadPolicy))
+	mux.HandleFunc("GET /v1/events", eventsSince(a.Events))
+}
+
+// peerRoutes are the other agents'.
+func (a *Agent) peerRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/peer/ping", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
+	})
+	// jobs
+	mux.HandleFunc("POST /v1/peer/start", jsonCall(func(req startRequest) ([]startResult, error) { return a.startLocal(req), nil }))
+	mux.HandleFunc("POST /v1/peer/updates", jsonCall(func(ups []update) (map[string]ack, error) { return a.takeUpdates(ups), nil }))
+	mux.HandleFunc("POST /v1/peer/signal", jsonCall(a.peerSignal))
+	mux.HandleFunc("POST /v1/peer/stdin", func(w http.ResponseWriter, r *http.Request) {
+		data, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+		if err == nil {
+			err = a.stdinLocal(r.URL.Query().Get("id"), data, r.URL.Query().Get("eof") == "1")
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	})
+	mux.HandleFunc("GET /v1/peer/record", a.serveRecord)
+	mux.HandleFunc("GET /v1/peer/output", func(w http.ResponseWriter, r *http.Request) {
+		out, errOff, wait := outputQuery(r)
+		o, err := a.Output(r.URL.Query().Get("id"), out, errOff, wait)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, o)
+	})
+	mux.HandleFunc("GET /v1/peer/ps", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.psLocal())
+	})
+	// migration
+	mux.HandleFunc("POST /v1/peer/migrate-out", jsonCall(a.migrateOut))
+	mux.HandleFunc("POST /v1/peer/migrate/check", jsonCall(func(req migrateCheckRequest) (struct{}, error) {
+		return struct{}{}, a.migrateCheck(req)
+	}))
+	mux.HandleFunc("POST /v1/peer/migrate", a.serveMigrateIn)
+	mux.HandleFunc("GET /v1/peer/pages", a.servePages)
+	mux.HandleFunc("POST /v1/peer/hold", queryCall("id", a.releaseHold))
+	mux.HandleFunc("GET /v1/peer/migrate/sink", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"error": a.sinkError(r.URL.Query().Get("mid"))})
+	})
+	mux.HandleFunc("POST /v1/peer/migrate/commit", queryCall("mid", func(mid string) error { return a.stepIn(mid, migrate.CommitMsg{}) }))
+	mux.HandleFunc("POST /v1/peer/migrate/abort", queryCall("mid", func(mid string) error { return a.stepIn(mid, migrate.AbortMsg{}) }))
+	mux.HandleFunc("GET /v1/peer/migrate/outcome", func(w http.ResponseWriter, r *http.Request) {
+		o, err := a.outcome(r.URL.Query().Get("mid"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"outcome": string(o)})
+	})
+	mux.HandleFunc("POST /v1/peer/note", jsonCall(func(n jobNote) (struct{}, error) {
+		return struct{}{}, a.takeNote(n)
+	}))
+	// scheduling
+	mux.HandleFunc("POST /v1/peer/migrate/admit", jsonCall(a.admit))
+	mux.HandleFunc("GET /v1/peer/policy", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.policyText())
+	})
+	mux.HandleFunc("POST /v1/peer/policy", jsonCall(a.peerSetPolicy))
+	mux.HandleFunc("GET /v1/peer/events", eventsSince(a.localEvents))
+}
+
+// peerSignal is /v1/peer/signal: a signal for a job running here.
+func (a *Agent) peerSignal(req signalRequest) (struct{}, error) {
+	if req.Signal < 1 || req.Signal > 64 {
+		return struct{}{}, errkind.New(ErrBadRequest, "signal %d", req.Signal)
+	}
+	return struct{}{}, a.signalJob(req.ID, syscall.Signal(req.Signal))
+}
+
+type signalRequest struct {
+	ID     string `json:"id"`
+	Signal int    `json:"signal"`
+}
+
+// serveRecord is /v1/peer/record: a job's record at its home.
+func (a *Agent) serveRecord(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	if h, ok := homeOf(id); !ok || h != a.cfg.NodeID {
+		writeError(w, errkind.New(ErrNotFound, "job %s does not have its home here", id))
+		return
+	}
+	rec, err := a.homeRecord(id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// serveMigrateIn is /v1/peer/migrate: a migration's stream. A read that
+// makes no progress for stallTimeout ends the transfer (the source's link
+// went down, or it died).
+func (a *Agent) serveMigrateIn(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+	ready, err := a.migrateIn(&watchedReader{r: r.Body, wd: wd})
+	wd.stop()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ready)
+}
+
+// peerSetPolicy is /v1/peer/policy: `roam policy load` reaching this node.
+func (a *Agent) peerSetPolicy(req api.PolicyRequest) (api.NodePolicy, error) {
+	p, err := sched.ParsePolicy([]byte(req.Text))
+	if err != nil {
+		return api.NodePolicy{}, errkind.New(ErrBadRequest, "%v", err)
+	}
+	if req.At.IsZero() {
+		req.At = time.Now()
+	}
+	a.setPolicy(p, req.At)
+	return a.policyText(), nil
+}
