@@ -53,7 +53,9 @@ test: build
 
 # Only the tests that need no root and no cluster: the pure core (load,
 # sched, migrate: its golden tables and 10,000 random migrations with
-# faults), the agent's in-process tests, the layout rules.
+# faults), the agent's in-process harness (four whole agents on a fake
+# clock and network: 10,000 migrations under faults, herding, reservation
+# expiry), the layout rules.
 unit:
 	$(GO) test -count=1 ./internal/load/ ./internal/sched/ ./internal/migrate/ ./internal/secret/ ./internal/agent/ ./internal/bench/ ./internal/api/ ./internal/emu/ ./cmd/roam/ ./test/layout/
 
