@@ -62,11 +62,20 @@ func (w *watchdog) expect(d time.Duration) {
 // stop ends the watchdog; safe to call twice.
 func (w *watchdog) stop() { w.once.Do(func() { close(w.done) }) }
 
-// watchedConn reports every read and write that moves bytes to a
-// watchdog it does not own.
+// watchedConn reports every read and write that moves bytes as progress
+// to its watchdog, and counts the bytes written. It stops the watchdog
+// when it closes if it owns it (guard).
 type watchedConn struct {
 	net.Conn
-	wd *watchdog
+	wd      *watchdog
+	owns    bool
+	written atomic.Int64
+}
+
+// guard wraps c in a watchdog of its own that closes it after limit
+// without progress.
+func guard(c net.Conn, limit time.Duration) *watchedConn {
+	return &watchedConn{Conn: c, wd: watch(limit, func() { c.Close() }), owns: true}
 }
 
 func (c *watchedConn) Read(b []byte) (int, error) {
@@ -80,58 +89,22 @@ func (c *watchedConn) Read(b []byte) (int, error) {
 func (c *watchedConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	if n > 0 {
+		c.written.Add(int64(n))
 		c.wd.progress()
 	}
 	return n, err
+}
+
+func (c *watchedConn) Close() error {
+	if c.owns {
+		c.wd.stop()
+	}
+	return c.Conn.Close()
 }
 
 func (c *watchedConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
-	return c.Conn.Close()
-}
-
-// guardedConn reports every read and write that moves bytes as progress
-// to its watchdog, and counts the bytes written.
-type guardedConn struct {
-	net.Conn
-	w       *watchdog
-	written atomic.Int64
-}
-
-// guard wraps c in a watchdog that closes it after limit without progress.
-func guard(c net.Conn, limit time.Duration) *guardedConn {
-	g := &guardedConn{Conn: c}
-	g.w = watch(limit, func() { c.Close() })
-	return g
-}
-
-func (g *guardedConn) Read(b []byte) (int, error) {
-	n, err := g.Conn.Read(b)
-	if n > 0 {
-		g.w.progress()
-	}
-	return n, err
-}
-
-func (g *guardedConn) Write(b []byte) (int, error) {
-	n, err := g.Conn.Write(b)
-	if n > 0 {
-		g.written.Add(int64(n))
-		g.w.progress()
-	}
-	return n, err
-}
-
-func (g *guardedConn) Close() error {
-	g.w.stop()
-	return g.Conn.Close()
-}
-
-func (g *guardedConn) CloseWrite() error {
-	if cw, ok := g.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return g.Conn.Close()
+	return c.Close()
 }

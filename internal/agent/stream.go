@@ -144,11 +144,11 @@ func (a *Agent) streamedDump(addr, mid string, pid int, dir string, mounts []str
 		return 0, fmt.Errorf("page stream to the destination: %w", err)
 	}
 	g := guard(remote, stallTimeout)
-	defer g.w.stop()
+	defer g.wd.stop()
 	err = a.ckpt.Dump(pid, dir, mounts, g)
 	n := g.written.Load()
 	switch {
-	case err != nil && g.w.stalled.Load():
+	case err != nil && g.wd.stalled.Load():
 		return n, fmt.Errorf("page stream stalled after %d bytes (no progress for %s): %v", n, stallTimeout, err)
 	case err != nil:
 		// The destination's side of a failed stream says more (its
