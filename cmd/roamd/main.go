@@ -31,10 +31,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "roamd: %s: %v\n", *configPath, err)
 		os.Exit(2)
 	}
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "roamd: %s: %v\n", *configPath, err)
-		os.Exit(2)
-	}
 	p, err := parts(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)

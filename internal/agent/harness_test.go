@@ -238,17 +238,10 @@ func (c *cluster) settled(ids []string) (bool, string) {
 	return true, ""
 }
 
-// nodeIndexOf is the index of node nK.
-func nodeIndexOf(name string) int {
+// nodeIndex is the index of node nK, or of job nK.SEQ's home: K-1.
+func nodeIndex(name string) int {
 	var k int
 	fmt.Sscanf(name, "n%d", &k)
-	return k - 1
-}
-
-// nodeIndex is the index of job id's home (nK.SEQ -> K-1).
-func nodeIndex(id string) int {
-	var k int
-	fmt.Sscanf(id, "n%d.", &k)
 	return k - 1
 }
 
@@ -322,7 +315,7 @@ func TestAgentsMigrateUnderFaults(t *testing.T) {
 					mu.Unlock()
 					to := c.nodes[r.Intn(len(c.nodes))].name
 					if run, _ := c.world.copies(id); len(run) == 1 && run[0] == to {
-						to = c.nodes[(nodeIndexOf(to)+1+r.Intn(len(c.nodes)-1))%len(c.nodes)].name
+						to = c.nodes[(nodeIndex(to)+1+r.Intn(len(c.nodes)-1))%len(c.nodes)].name
 					}
 					lazy := r.Intn(3) == 0
 					m, err := entry.a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: to, Lazy: lazy})

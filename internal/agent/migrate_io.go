@@ -18,37 +18,6 @@ import (
 	"roam/internal/migrate"
 )
 
-// watchedWriter reports each write that moves bytes to a watchdog, and
-// counts them.
-type watchedWriter struct {
-	w  io.Writer
-	wd *watchdog
-	n  int64
-}
-
-func (p *watchedWriter) Write(b []byte) (int, error) {
-	n, err := p.w.Write(b)
-	p.n += int64(n)
-	if n > 0 {
-		p.wd.progress()
-	}
-	return n, err
-}
-
-// watchedReader reports each read that moves bytes to a watchdog.
-type watchedReader struct {
-	r  io.Reader
-	wd *watchdog
-}
-
-func (p *watchedReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	if n > 0 {
-		p.wd.progress()
-	}
-	return n, err
-}
-
 // streamFiles lists the regular files of the images and spool directories
 // for the stream.
 func streamFiles(images, spool string) ([]migrate.File, error) {

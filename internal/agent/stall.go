@@ -6,6 +6,7 @@ package agent
 // never hang it.
 
 import (
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -107,4 +108,35 @@ func (c *watchedConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return c.Close()
+}
+
+// watchedWriter reports each write that moves bytes to a watchdog, and
+// counts them.
+type watchedWriter struct {
+	w  io.Writer
+	wd *watchdog
+	n  int64
+}
+
+func (p *watchedWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.n += int64(n)
+	if n > 0 {
+		p.wd.progress()
+	}
+	return n, err
+}
+
+// watchedReader reports each read that moves bytes to a watchdog.
+type watchedReader struct {
+	r  io.Reader
+	wd *watchdog
+}
+
+func (p *watchedReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.wd.progress()
+	}
+	return n, err
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand"
+	"slices"
 	"sort"
 	"strconv"
 	"testing"
@@ -512,7 +514,7 @@ func (w *world) crash(n *node) {
 func (w *world) restart(n *node) {
 	n.up = true
 	w.counts["restarts"]++
-	for _, mid := range sortedKeys(n.srcRecs) {
+	for _, mid := range slices.Sorted(maps.Keys(n.srcRecs)) {
 		r := n.srcRecs[mid]
 		if Expired(r, w.now) {
 			delete(n.srcRecs, mid)
@@ -529,7 +531,7 @@ func (w *world) restart(n *node) {
 		}
 		w.doSrc(n, s, acts)
 	}
-	for _, mid := range sortedKeys(n.inRecs) {
+	for _, mid := range slices.Sorted(maps.Keys(n.inRecs)) {
 		r := n.inRecs[mid]
 		if DestExpired(r, w.now) {
 			delete(n.inRecs, mid)
@@ -684,13 +686,4 @@ func atoi(s string) int {
 		panic("harness: node id " + s)
 	}
 	return n
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

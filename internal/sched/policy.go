@@ -15,8 +15,8 @@ package sched
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -164,11 +164,11 @@ func Build(p Policy) (*Scheduler, error) {
 // known, each input one of the layer below (inputOK), its parameters valid.
 func buildAll[T any](policy, layer, below string, comps map[string]Component, types map[string]func(*yamlNode) (T, error),
 	inputOK func(string) bool, add func(string, Component, T)) error {
-	for _, name := range sortedKeys(comps) {
+	for _, name := range slices.Sorted(maps.Keys(comps)) {
 		c := comps[name]
 		mk, ok := types[c.Type]
 		if !ok {
-			return fmt.Errorf("policy %s: %s %s: type %q is not one of %s", policy, layer, name, c.Type, strings.Join(sortedKeys(types), ", "))
+			return fmt.Errorf("policy %s: %s %s: type %q is not one of %s", policy, layer, name, c.Type, strings.Join(slices.Sorted(maps.Keys(types)), ", "))
 		}
 		for _, in := range c.Inputs {
 			if !inputOK(in) {
@@ -200,15 +200,6 @@ func decodeParams(n *yaml.Node, out any) error {
 		return fmt.Errorf("params: %v", err)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Text is the policy as YAML, for `roam policy show`.
