@@ -174,11 +174,10 @@ int main(int argc, char **argv) {
 	sigset_t all, old;
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);
-	/* Closing fd 4 tells the agent that signals are safe to send now (it
-	 * reports the job started only then). Whatever the agent's own parent
-	 * leaked to it must not reach the job either (nor CRIU: a descriptor
-	 * of the host's mounts cannot be dumped). */
-	close_range(4, ~0U, 0);
+	/* Whatever the agent's own parent leaked to it must not reach the job
+	 * (nor CRIU: a descriptor of the host's mounts cannot be dumped). Fd 4
+	 * is the ready pipe, closed below. */
+	close_range(5, ~0U, 0);
 	/* The agent runs ahead of jobs (nice -10); the job starts at 0. */
 	setpriority(PRIO_PROCESS, 0, 0);
 	join_cgroups(argv[5]);
@@ -188,6 +187,11 @@ int main(int argc, char **argv) {
 	bind_spool(argv[6]);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		die("mount", "/proc");
+	/* Closing fd 4 tells the agent the job is set up: signals are safe to
+	 * send (they wait, blocked, for the loop below) and its spool is bound
+	 * at JOB_DIR, so it can be migrated. The agent reports the job started
+	 * only then. A failure above closes it by exiting. */
+	close(4);
 	if (getsid(0) != getpid() && setsid() < 0)
 		die("setsid", "");
 	drop_privileges(uid, gid, argv[3]);

@@ -14,9 +14,13 @@ import (
 )
 
 // watchdog calls cut once when no progress was reported for its limit.
+// Progress is a time stamp, not a message: a page stream reports it on
+// every write, tens of thousands of times a second, and waking a goroutine
+// for each cost 10-20 % of an eager migration's freeze (measured at 128 MiB
+// and 1 GiB). The watchdog wakes once a limit and looks.
 type watchdog struct {
 	limit   atomic.Int64 // time.Duration
-	kick    chan struct{}
+	last    atomic.Int64 // time of the last progress, UnixNano
 	done    chan struct{}
 	once    sync.Once
 	stalled atomic.Bool
@@ -24,21 +28,23 @@ type watchdog struct {
 
 // watch starts a watchdog with limit.
 func watch(limit time.Duration, cut func()) *watchdog {
-	w := &watchdog{kick: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &watchdog{done: make(chan struct{})}
 	w.limit.Store(int64(limit))
+	w.progress()
 	go func() {
-		t := time.NewTimer(limit)
-		defer t.Stop()
 		for {
-			select {
-			case <-w.done:
-				return
-			case <-w.kick:
-				t.Reset(time.Duration(w.limit.Load()))
-			case <-t.C:
+			left := time.Duration(w.limit.Load()) - time.Since(time.Unix(0, w.last.Load()))
+			if left <= 0 {
 				w.stalled.Store(true)
 				cut()
 				return
+			}
+			t := time.NewTimer(left)
+			select {
+			case <-w.done:
+				t.Stop()
+				return
+			case <-t.C:
 			}
 		}
 	}()
@@ -46,15 +52,11 @@ func watch(limit time.Duration, cut func()) *watchdog {
 }
 
 // progress restarts the limit.
-func (w *watchdog) progress() {
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-}
+func (w *watchdog) progress() { w.last.Store(time.Now().UnixNano()) }
 
 // expect sets a new limit, from now (a wait for an answer that may take
-// longer than a stall).
+// longer than a stall). A limit shorter than the one the watchdog sleeps
+// on takes effect when it wakes.
 func (w *watchdog) expect(d time.Duration) {
 	w.limit.Store(int64(d))
 	w.progress()

@@ -300,7 +300,8 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 
 // waitReady waits until roam-init has closed its end of the ready pipe
 // (fd 4): from then on it holds every signal for the program, so a signal
-// sent as soon as the job is reported started is not lost. roam-init also
+// sent as soon as the job is reported started is not lost, and the job's
+// spool is bound at ckpt.JobDir, so a migration can find and move it. roam-init also
 // closes it by exiting, when it fails early; the bound only guards against
 // a machine so slow that the start would hang.
 func waitReady(r *os.File) {
