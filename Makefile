@@ -4,7 +4,20 @@ BIN     := bin
 # Integration tests bring up emulated clusters; give them room on 2 cores.
 TESTTIMEOUT ?= 19m
 
-.PHONY: all build deps test unit demo bench bench-agent bench-jobs bench-migrate bench-balance clean
+.PHONY: all build deps test unit demo bench bench-agent bench-jobs bench-migrate bench-balance clean release install deb
+
+# The version every binary reports (roam --version, roamd --version) and
+# the package carries: the last commit's date and hash.
+VERSION ?= $(shell git log -1 --format=0.2.0+git%cd.%h --date=format:%Y%m%d 2>/dev/null || echo 0.2.0)
+LDFLAGS := -X roam/internal/api.Version=$(VERSION)
+
+# make install: PREFIX and DESTDIR as usual; the config goes to
+# SYSCONFDIR/roam, the systemd unit to UNITDIR.
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+DOCDIR     ?= $(PREFIX)/share/doc/roam
 
 all: build
 
@@ -16,7 +29,7 @@ deps:
 WORKLOADS := $(BIN)/migjob $(BIN)/burn $(BIN)/bgload $(BIN)/dkg $(BIN)/usercode $(BIN)/syscode $(BIN)/matmul $(BIN)/mgs
 
 build: deps $(BIN)/roam-init $(WORKLOADS)
-	@$(GO) build -o $(BIN)/ ./cmd/...
+	@$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 # The workloads the migration tests and benchmarks move around.
 $(BIN)/migjob: workloads/migjob.c
@@ -87,4 +100,49 @@ bench-balance: build
 	@$(BIN)/roam bench balance --both
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) build
+
+# What a node needs, built without cgo (static: no libc version to depend
+# on), with its man pages and shell completions generated from the
+# commands themselves. The sample config is installed only where none is.
+REL := build/release
+release: $(BIN)/roam-init
+	@mkdir -p $(REL)
+	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(REL)/ ./cmd/roam ./cmd/roamd
+	@cp $(BIN)/roam-init $(REL)/
+	@rm -rf $(REL)/docs && $(REL)/roam gendocs $(REL)/docs && $(REL)/roamd gendocs $(REL)/docs
+
+install: release
+	install -D -m 0755 $(REL)/roam $(DESTDIR)$(PREFIX)/bin/roam
+	install -D -m 0755 $(REL)/roamd $(DESTDIR)$(PREFIX)/sbin/roamd
+	install -D -m 0755 $(REL)/roam-init $(DESTDIR)$(PREFIX)/libexec/roam/roam-init
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0644 $(REL)/docs/man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(REL)/docs/man/man8/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -D -m 0644 $(REL)/docs/completions/bash/roam $(DESTDIR)$(PREFIX)/share/bash-completion/completions/roam
+	install -D -m 0644 $(REL)/docs/completions/zsh/_roam $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_roam
+	install -D -m 0644 $(REL)/docs/completions/fish/roam.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/roam.fish
+	install -d $(DESTDIR)$(UNITDIR)
+	sed -e 's|@SBINDIR@|$(PREFIX)/sbin|g' -e 's|@DOCDIR@|$(DOCDIR)|g' packaging/roamd.service > $(DESTDIR)$(UNITDIR)/roamd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/roamd.service
+	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -D -m 0644 docs/deploy.md $(DESTDIR)$(DOCDIR)/deploy.md
+	install -D -m 0644 docs/security.md $(DESTDIR)$(DOCDIR)/security.md
+	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/roam
+	test -e $(DESTDIR)$(SYSCONFDIR)/roam/roamd.yaml || install -m 0644 packaging/roamd.yaml $(DESTDIR)$(SYSCONFDIR)/roam/roamd.yaml
+
+# The Debian package, built with dpkg-deb from a staged install.
+DEBROOT := build/deb/root
+DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+deb:
+	@command -v dpkg-deb >/dev/null || { echo "make deb: dpkg-deb is missing (apt-get install dpkg)" >&2; exit 1; }
+	rm -rf build/deb
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEBROOT) PREFIX=/usr SYSCONFDIR=/etc UNITDIR=/lib/systemd/system DOCDIR=/usr/share/doc/roam
+	gzip -9n $(DEBROOT)/usr/share/man/man*/*
+	install -d $(DEBROOT)/DEBIAN
+	install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm $(DEBROOT)/DEBIAN/
+	install -m 0644 packaging/deb/conffiles $(DEBROOT)/DEBIAN/
+	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@ARCH@|$(DEBARCH)|' \
+	    -e "s|@SIZE@|$$(du -sk --exclude=DEBIAN $(DEBROOT) | cut -f1)|" packaging/deb/control.in > $(DEBROOT)/DEBIAN/control
+	mkdir -p $(BIN)
+	dpkg-deb --root-owner-group --build $(DEBROOT) $(BIN)/roam_$(VERSION)_$(DEBARCH).deb

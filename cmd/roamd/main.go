@@ -3,7 +3,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,44 +10,94 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"roam/internal/agent"
+	"roam/internal/api"
+	"roam/internal/docgen"
 )
 
-func main() {
-	configPath := flag.String("config", "/etc/roam/roamd.yaml", "agent config file (YAML)")
-	debug := flag.Bool("debug", false, "log debug messages")
-	flag.Parse()
+func main() { os.Exit(run(os.Args[1:])) }
 
+// command is roamd's command line; its man page and completions are
+// generated from it (roamd gendocs).
+func command(code *int) *cobra.Command {
+	var configPath string
+	var debug, checkOnly bool
+	c := &cobra.Command{
+		Use:   "roamd",
+		Short: "the roam node agent",
+		Long: `roamd is the roam node agent. It runs as root on every node of a roam
+cluster: it joins the other agents through gossip, starts the jobs placed on
+its node, and migrates them live (with CRIU) to wherever CPU and memory are
+free. Jobs outlive the agent: a restarted agent takes them back.`,
+		Version:       api.Version,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(*cobra.Command, []string) error {
+			*code = serve(configPath, debug, checkOnly)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&configPath, "config", "/etc/roam/roamd.yaml", "agent config file (YAML)")
+	c.Flags().BoolVar(&debug, "debug", false, "log debug messages")
+	c.Flags().BoolVar(&checkOnly, "check-config", false, "check the config, the secret file and the addresses, print what the agent would use, and exit (0: usable, 2: not)")
+	c.SetVersionTemplate("roamd {{.Version}}\n")
+	c.CompletionOptions.HiddenDefaultCmd = true
+	c.AddCommand(docgen.Command(c, "8"))
+	return c
+}
+
+func run(args []string) int {
+	code := 0
+	c := command(&code)
+	c.SetArgs(args)
+	if err := c.Execute(); err != nil {
+		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
+		return 2
+	}
+	return code
+}
+
+// serve checks the config and runs the agent until SIGTERM or SIGINT; it
+// returns the exit status.
+func serve(configPath string, debug, checkOnly bool) int {
 	level := slog.LevelInfo
-	if *debug {
+	if debug {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	raisePriority(agentNice)
-	cfg, err := agent.LoadConfigFile(*configPath)
+	cfg, w, err := check(configPath)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "roamd: %s: %v\n", *configPath, err)
-		os.Exit(2)
+		fmt.Fprintf(os.Stderr, "roamd: %s: %v\n", configPath, err)
+		return 2
 	}
-	p, err := parts(cfg)
+	if checkOnly {
+		fmt.Print(w.summary(cfg))
+		return 0
+	}
+	raisePriority(agentNice)
+	p, err := w.parts(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
-		os.Exit(1)
+		return 1
 	}
 	a, err := agent.New(cfg, p, logger)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
-		os.Exit(1)
+		return 1
 	}
 	if err := a.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
-		os.Exit(1)
+		return 1
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
 	a.Close()
+	return 0
 }
 
 // agentNice is the agent's nice value. The agent, and the CRIU processes it

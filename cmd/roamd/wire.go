@@ -3,11 +3,14 @@ package main
 // The one place that builds the agent's real parts from its config.
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"roam/internal/agent"
@@ -18,37 +21,87 @@ import (
 	"roam/internal/secret"
 )
 
+// world is what the config names on this host, checked: the secret and
+// its TLS config, the cgroup layout, CRIU and roam-init.
+type world struct {
+	sec      secret.Secret
+	tls      *tls.Config
+	layout   cgroup.Layout
+	criuPath string
+}
+
+// check reads the config and everything it names, and fills in the
+// advertised address; its error is one line naming what is wrong. Nothing
+// is opened or listened on.
+func check(path string) (agent.Config, world, error) {
+	var w world
+	cfg, err := agent.LoadConfigFile(path)
+	if err != nil {
+		return cfg, w, err
+	}
+	if cfg, err = agent.ResolveAdvertise(cfg, agent.HostRoutes()); err != nil {
+		return cfg, w, err
+	}
+	if w.sec, err = secret.ReadFile(cfg.SecretFile); err != nil {
+		return cfg, w, err
+	}
+	if w.tls, err = w.sec.TLSConfig(cfg.NodeID); err != nil {
+		return cfg, w, err
+	}
+	if cfg.Cgroup != "" {
+		if w.layout, err = cgroup.Detect(); err != nil {
+			return cfg, w, err
+		}
+		if !w.layout.Exists(cfg.Cgroup) {
+			return cfg, w, fmt.Errorf("config: cgroup: %s does not exist under %s", cfg.Cgroup, w.layout)
+		}
+	}
+	if fi, err := os.Stat(cfg.InitPath); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return cfg, w, fmt.Errorf("config: init_path: %s is not an executable file (roam-init, installed beside roamd)", cfg.InitPath)
+	}
+	w.criuPath = cfg.CRIUPath
+	if w.criuPath == "" {
+		w.criuPath = ckpt.DefaultPath()
+	}
+	return cfg, w, nil
+}
+
+// summary is what --check-config prints: what the agent would use.
+func (w world) summary(cfg agent.Config) string {
+	var b strings.Builder
+	adv := cfg.AdvertiseAddr
+	if ip, ok := cfg.Advertise(); ok {
+		adv = ip.String()
+	}
+	fmt.Fprintf(&b, "node %s: config usable\n", cfg.NodeID)
+	fmt.Fprintf(&b, "  advertises  %s (gossip %d udp+tcp, peers %d tcp); listens on %s\n", adv, cfg.GossipPort, cfg.PeerPort, cfg.BindAddr)
+	join := "none (the first node: others join it)"
+	if len(cfg.Join) > 0 {
+		join = strings.Join(cfg.Join, ", ")
+	}
+	fmt.Fprintf(&b, "  joins       %s\n", join)
+	fmt.Fprintf(&b, "  secret      %s (private)\n", cfg.SecretFile)
+	fmt.Fprintf(&b, "  state       %s, socket %s\n", cfg.StateDir, cfg.Socket)
+	fmt.Fprintf(&b, "  roam-init   %s\n", cfg.InitPath)
+	c := ckpt.CRIU{Path: w.criuPath, ExecMu: &sync.Mutex{}}
+	if v, err := c.Version(); err != nil {
+		fmt.Fprintf(&b, "  criu        %s does not answer (%v): jobs run but do not migrate\n", w.criuPath, err)
+	} else {
+		fmt.Fprintf(&b, "  criu        %s, version %d.%d.%d\n", w.criuPath, v/10000, v/100%100, v%100)
+	}
+	return b.String()
+}
+
 // parts builds the real parts: the CLI's unix socket, mutual TLS between
 // agents with the cluster's secret, memberlist's own UDP and TCP, CRIU,
 // roam-init and /proc, and the node's cgroup when it has one (emulated
 // clusters).
-func parts(cfg agent.Config) (agent.Parts, error) {
-	sec, err := secret.ReadFile(cfg.SecretFile)
-	if err != nil {
-		return agent.Parts{}, err
-	}
-	tlsCfg, err := sec.TLSConfig(cfg.NodeID)
-	if err != nil {
-		return agent.Parts{}, err
-	}
-	var layout cgroup.Layout
-	if cfg.Cgroup != "" {
-		if layout, err = cgroup.Detect(); err != nil {
-			return agent.Parts{}, err
-		}
-		if !layout.Exists(cfg.Cgroup) {
-			return agent.Parts{}, fmt.Errorf("config: cgroup: %s does not exist under %s", cfg.Cgroup, layout)
-		}
-	}
+func (w world) parts(cfg agent.Config) (agent.Parts, error) {
 	// Held by everyone here who starts a child (see ckpt.CRIU.ExecMu).
 	execMu := &sync.Mutex{}
-	criuPath := cfg.CRIUPath
-	if criuPath == "" {
-		criuPath = ckpt.DefaultPath()
-	}
 	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu}
 	if cfg.Cgroup != "" {
-		for _, d := range layout.Dirs(cfg.Cgroup) {
+		for _, d := range w.layout.Dirs(cfg.Cgroup) {
 			launcher.CgroupProcs = append(launcher.CgroupProcs, filepath.Join(d, "cgroup.procs"))
 		}
 	}
@@ -58,10 +111,10 @@ func parts(cfg agent.Config) (agent.Parts, error) {
 	}
 	return agent.Parts{
 		API:          api,
-		Transport:    agent.TLSTransport{Config: tlsCfg, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
-		GossipKey:    sec.GossipKey(),
-		Checkpointer: &ckpt.Host{CRIU: ckpt.CRIU{Path: criuPath, ExecMu: execMu}, Layout: layout, Group: cfg.Cgroup},
+		Transport:    agent.TLSTransport{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
+		GossipKey:    w.sec.GossipKey(),
+		Checkpointer: &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu}, Layout: w.layout, Group: cfg.Cgroup},
 		Processes:    launcher,
-		Prober:       probe.Node{Layout: layout, Group: cfg.Cgroup},
+		Prober:       probe.Node{Layout: w.layout, Group: cfg.Cgroup},
 	}, nil
 }

@@ -60,6 +60,7 @@ type Agent struct {
 	// a call to selfAddr reaches through selfHTTP, in process. These and
 	// peerHTTP are set first in Start, before anything can call a peer.
 	selfAddr string
+	adv      string // the IP address this node advertises
 	peerMux  http.Handler
 	selfHTTP *http.Client
 	migr     migrationState // guarded by jobs.mu
@@ -117,6 +118,10 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	adv, ok := cfg.Advertise()
+	if !ok {
+		return nil, errkind.New(ErrConfig, "config: advertise_addr: not set and bind_addr is %s (ResolveAdvertise finds one)", cfg.BindAddr)
+	}
 	switch {
 	case parts.API == nil, parts.Transport == nil, parts.Checkpointer == nil, parts.Processes == nil, parts.Prober == nil:
 		return nil, errors.New("agent: a part is missing (API, Transport, Checkpointer, Processes and Prober are required)")
@@ -134,6 +139,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		rng:      rand.New(rand.NewSource(time.Now().UnixNano())),
 		known:    map[string]*peer{},
 		stop:     make(chan struct{}),
+		adv:      adv.String(),
 	}
 	if a.capacity == 0 {
 		a.capacity = float64(runtime.NumCPU())
@@ -164,7 +170,7 @@ func (a *Agent) Start() error {
 		DialTLSContext:  func(ctx context.Context, _, addr string) (net.Conn, error) { return a.parts.Transport.Dial(ctx, addr) },
 		WriteBufferSize: 256 << 10, ReadBufferSize: 64 << 10,
 	}}
-	a.selfAddr = net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.PeerPort))
+	a.selfAddr = net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.PeerPort))
 	a.peerMux = a.newPeerMux()
 	a.selfHTTP = &http.Client{Transport: loopback{routes: a.peerMux, log: a.log}}
 	now := time.Now()
@@ -172,7 +178,7 @@ func (a *Agent) Start() error {
 	a.selfMem = a.prober.MemFreeMB()
 	a.lastProbe = now
 	a.known[a.cfg.NodeID] = &peer{
-		addr:     net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.GossipPort)),
+		addr:     net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort)),
 		peerAddr: a.selfAddr,
 		capacity: a.capacity, alive: true, since: now,
 	}
@@ -207,6 +213,7 @@ func (a *Agent) Start() error {
 	mc.Name = a.cfg.NodeID
 	mc.BindAddr = a.cfg.BindAddr
 	mc.BindPort = a.cfg.GossipPort
+	mc.AdvertiseAddr = a.adv
 	mc.AdvertisePort = a.cfg.GossipPort
 	mc.SecretKey = a.parts.GossipKey
 	mc.Transport = a.parts.Gossip
@@ -229,7 +236,7 @@ func (a *Agent) Start() error {
 	go a.loadLoop()
 	go a.pushLoop()
 	go a.schedLoop()
-	a.log.Info("agent started", "bind", a.cfg.BindAddr, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
+	a.log.Info("agent started", "bind", a.cfg.BindAddr, "advertise", a.adv, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
 		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval,
 		"migration", a.support)
 	return nil
@@ -267,9 +274,9 @@ func (a *Agent) Close() error {
 func (a *Agent) joinLoop() {
 	defer a.wg.Done()
 	var others []string
-	self := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.GossipPort))
+	self := net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort))
 	for _, j := range a.cfg.Join {
-		if j != self {
+		if j = JoinAddr(j, a.cfg.GossipPort); j != self {
 			others = append(others, j)
 		}
 	}

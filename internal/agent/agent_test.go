@@ -22,16 +22,16 @@ import (
 
 func TestConfigErrorsNameTheField(t *testing.T) {
 	cases := map[string]string{
-		"load:\n  policy: lifo\n":   `config: load.policy: "lifo" is not allowed (fifo, beneficial)`,
-		"load:\n  vector_size: 0\n": "config: load.vector_size: 0 is out of range (1 to 1024)",
-		"load:\n  interval: 1ms\n":  "config: load.interval: 1ms is out of range (10ms to 1h)",
-		"bind_addr: nowhere\n":      `config: bind_addr: "nowhere" is not an IP address`,
-		"gossip_port: 70000\n":      "config: gossip_port: 70000 is out of range (1 to 65535)",
-		"capacity: -1\n":            "config: capacity: -1 is out of range (0 for the host's cores, or 0.01 to 4096)",
-		"node_id: 'a b'\n":          `config: node_id: "a b" is not allowed (letters, digits, '.', '-'; 1 to 63 characters)`,
-		"join: [nohostport]\n":      `config: join: "nohostport" is not host:port`,
-		"capacty: 1\n":              "field capacty not found",
-		"load:\n  interval: soon\n": "config: yaml:",
+		"load:\n  policy: lifo\n":    `config: load.policy: "lifo" is not allowed (fifo, beneficial)`,
+		"load:\n  vector_size: 0\n":  "config: load.vector_size: 0 is out of range (1 to 1024)",
+		"load:\n  interval: 1ms\n":   "config: load.interval: 1ms is out of range (10ms to 1h)",
+		"bind_addr: nowhere\n":       `config: bind_addr: "nowhere" is not an IP address`,
+		"gossip_port: 70000\n":       "config: gossip_port: 70000 is out of range (1 to 65535)",
+		"capacity: -1\n":             "config: capacity: -1 is out of range (0 for the host's cores, or 0.01 to 4096)",
+		"node_id: 'a b'\n":           `config: node_id: "a b" is not allowed (letters, digits, '.', '-'; 1 to 63 characters)`,
+		"join: [\"no host:port\"]\n": `config: join: "no host:port": its port is not 1 to 65535`,
+		"capacty: 1\n":               "field capacty not found",
+		"load:\n  interval: soon\n":  "config: yaml:",
 	}
 	for in, want := range cases {
 		if !strings.HasPrefix(in, "node_id") {

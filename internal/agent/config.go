@@ -60,11 +60,17 @@ type Config struct {
 	NodeID string `yaml:"node_id"`
 	// BindAddr is the IP address the agent listens on for gossip and peers.
 	BindAddr string `yaml:"bind_addr"`
+	// AdvertiseAddr is the IP address other nodes reach this one at; empty
+	// means bind_addr when that is a specific address, else the source
+	// address of the route to the first join peer (ResolveAdvertise).
+	AdvertiseAddr string `yaml:"advertise_addr"`
 	// GossipPort is memberlist's UDP and TCP port.
 	GossipPort int `yaml:"gossip_port"`
 	// PeerPort is the TLS port for agent-to-agent requests.
 	PeerPort int `yaml:"peer_port"`
-	// Join lists host:port gossip addresses of other agents to join through.
+	// Join lists other agents to join through: IP addresses or DNS names
+	// (a name with several addresses joins through each), each with an
+	// optional :port (the gossip port when left out).
 	Join []string `yaml:"join"`
 	// SecretFile holds the cluster secret (see `roam keygen`).
 	SecretFile string `yaml:"secret_file"`
@@ -116,7 +122,7 @@ func DefaultConfig() Config {
 		SecretFile: "/etc/roam/secret",
 		StateDir:   DefaultStateDir,
 		Socket:     DefaultSocket,
-		InitPath:   besideExecutable("roam-init"),
+		InitPath:   defaultInit(),
 		Load: LoadConfig{
 			Interval:   load.DefaultInterval,
 			VectorSize: load.DefaultVectorSize,
@@ -130,6 +136,10 @@ var ErrConfig = errors.New("config")
 
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$`)
 
+// hostnamePattern is a DNS name: dot-separated labels of letters, digits
+// and '-'.
+var hostnamePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`)
+
 // Validate checks every field and names the first wrong one with the values
 // it allows.
 func (c Config) Validate() error {
@@ -141,6 +151,10 @@ func (c Config) Validate() error {
 		return bad("node_id", "%q is not allowed (letters, digits, '.', '-'; 1 to 63 characters)", c.NodeID)
 	case net.ParseIP(c.BindAddr) == nil:
 		return bad("bind_addr", "%q is not an IP address", c.BindAddr)
+	case c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil:
+		return bad("advertise_addr", "%q is not an IP address", c.AdvertiseAddr)
+	case c.AdvertiseAddr != "" && (net.ParseIP(c.AdvertiseAddr).IsUnspecified() || net.ParseIP(c.AdvertiseAddr).IsMulticast()):
+		return bad("advertise_addr", "%s cannot be reached by other nodes (an address of this host's interface is needed)", c.AdvertiseAddr)
 	case c.GossipPort < 1 || c.GossipPort > 65535:
 		return bad("gossip_port", "%d is out of range (1 to 65535)", c.GossipPort)
 	case c.PeerPort < 1 || c.PeerPort > 65535 || c.PeerPort == c.GossipPort:
@@ -165,8 +179,8 @@ func (c Config) Validate() error {
 		return bad("load.vector_size", "%d is out of range (1 to 1024)", c.Load.VectorSize)
 	}
 	for _, j := range c.Join {
-		if _, _, err := net.SplitHostPort(j); err != nil {
-			return bad("join", "%q is not host:port", j)
+		if err := checkJoin(j); err != nil {
+			return bad("join", "%q: %v", j, err)
 		}
 	}
 	if _, err := load.ParsePolicy(c.Load.Policy); err != nil {
@@ -207,11 +221,18 @@ func (c Config) Marshal() []byte {
 	return b
 }
 
-// besideExecutable is a file next to the running binary.
-func besideExecutable(name string) string {
+// defaultInit is roam-init beside the running roamd (a build tree), else
+// where `make install` and the package put it: PREFIX/libexec/roam beside
+// PREFIX/sbin/roamd.
+func defaultInit() string {
 	exe, err := os.Executable()
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(filepath.Dir(exe), name)
+	dir := filepath.Dir(exe)
+	beside := filepath.Join(dir, "roam-init")
+	if _, err := os.Stat(beside); err == nil {
+		return beside
+	}
+	return filepath.Join(filepath.Dir(dir), "libexec", "roam", "roam-init")
 }

@@ -91,6 +91,17 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 	}
 	a.dis.Forget(n.Name)
 	a.log.Info("member down", "member", n.Name)
+	// memberlist's callbacks must not block: the job table is written
+	// beside them. Not once the agent is closing (its store may be gone).
+	select {
+	case <-a.stop:
+	default:
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.markLost(n.Name)
+		}()
+	}
 }
 
 func (a *Agent) memberUp(n *memberlist.Node) {

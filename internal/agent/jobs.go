@@ -65,6 +65,8 @@ type localJob struct {
 	// unmovable says why, when the reason will not go away (it pins).
 	lastTry   time.Time
 	unmovable string
+	// lastPush is when news of it last went to its home (see aliveEvery).
+	lastPush time.Time
 }
 
 // openJobs opens the job table and reloads what an earlier run left.
@@ -249,7 +251,7 @@ func (a *Agent) PS(c Caller, all bool) []api.Job {
 			out = append(out, api.Job{
 				ID: r.ID, User: r.User, UID: r.UID, Home: r.Home, Node: r.Node, State: r.State,
 				CPUSeconds: u.CPUSeconds, RSSMB: u.RSSMB, Migrations: r.Migrations,
-				AgeSeconds: now.Sub(r.Started).Seconds(), Started: r.Started, Ended: r.Ended, Cmd: strings.Join(r.Argv, " "),
+				AgeSeconds: now.Sub(r.Started).Seconds(), Started: r.Started, Ended: r.Ended, LostAt: r.LostAt, Cmd: strings.Join(r.Argv, " "),
 				ExitCode: r.ExitCode, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
 				MigrationLog: append([]job.Migration{}, r.MigrationLog...),
 			})

@@ -179,6 +179,12 @@ func retry(f func() error) error {
 // come in either order: each is kept once, and the record moves only to
 // a newer one (migrate.ApplyNote).
 func (a *Agent) takeNote(n jobNote) error {
+	var back []api.Event // recorded once jobs.mu is let go
+	defer func() {
+		for _, e := range back {
+			a.event(e)
+		}
+	}()
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
 	rec := a.jobs.home[n.ID]
@@ -195,6 +201,14 @@ func (a *Agent) takeNote(n jobNote) error {
 	switch {
 	case n.Migration != nil && n.Migration.MID != "":
 		m := n.Migration
+		if m.OK {
+			// A migration that committed while the home thought the job
+			// lost (its source was declared dead mid-move): it runs at
+			// m.To.
+			if e, ok := revive(rec, m.To); ok {
+				back = append(back, e)
+			}
+		}
 		node, seq := migrate.ApplyNote(rec.Node, rec.Migrations, m.OK, m.To, m.Seq)
 		if !rec.Over() {
 			rec.Node = node

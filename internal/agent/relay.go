@@ -19,7 +19,9 @@ import (
 
 // update is one job's news from its current node to its home node.
 type update struct {
-	ID     string `json:"id"`
+	ID string `json:"id"`
+	// Node is where the job runs: the node sending the update.
+	Node   string `json:"node,omitempty"`
 	OutOff int64  `json:"out_off"`
 	Out    []byte `json:"out,omitempty"`
 	ErrOff int64  `json:"err_off"`
@@ -35,6 +37,10 @@ type ack struct {
 	Out  int64 `json:"out"`
 	Err  int64 `json:"err"`
 	Done bool  `json:"done"`
+	// Gone: the home has no record of the job (a run that failed to start
+	// everywhere and was taken back). Nobody can see or end it any more,
+	// so its node ends it.
+	Gone bool `json:"gone,omitempty"`
 }
 
 // ---- current node: push output and exit status home ----
@@ -68,15 +74,29 @@ func (a *Agent) pushLoop() {
 	}
 }
 
+// reachable is false for a node membership has declared dead.
+func (a *Agent) reachable(node string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.known[node]
+	return p == nil || p.alive
+}
+
 func (a *Agent) hasLocalJobs() bool {
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
 	return len(a.jobs.local) > 0
 }
 
-// pushOnce sends every job's news to its home (this node or another).
+// pushOnce sends every job's news to its home (this node or another). A
+// home membership says is dead is left until it is back: its jobs run on
+// and their output waits in their spool (home loss), and a call to it
+// would hold up every other home's news until it timed out.
 func (a *Agent) pushOnce() {
 	for _, b := range a.pushBatches() {
+		if !a.reachable(b.home) {
+			continue
+		}
 		var acks map[string]ack
 		if err := a.peerCallAddr(b.addr, http.MethodPost, "/v1/peer/updates", b.ups, &acks); err != nil {
 			a.log.Debug("push to home", "home", b.home, "err", err)
@@ -98,6 +118,7 @@ type homeBatch struct {
 func (a *Agent) pushBatches() []*homeBatch {
 	var out []*homeBatch
 	last := map[string]*homeBatch{}
+	now := time.Now()
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
 	for id, lj := range a.jobs.local {
@@ -105,10 +126,11 @@ func (a *Agent) pushBatches() []*homeBatch {
 			continue
 		}
 		u, send := lj.news(a.procs)
-		if !send {
+		if !send && now.Sub(lj.lastPush) < aliveEvery {
 			continue
 		}
-		u.ID = id
+		lj.lastPush = now
+		u.ID, u.Node = id, a.cfg.NodeID
 		size := len(u.Out) + len(u.Err)
 		b := last[lj.rec.Home]
 		if b == nil || b.size+size > pushBatch {
@@ -148,12 +170,22 @@ func (lj *localJob) news(procs job.Processes) (update, bool) {
 }
 
 func (a *Agent) applyAcks(acks map[string]ack) {
+	var gone []job.Local
+	defer func() {
+		for _, l := range gone {
+			a.log.Warn("job ended: its home has no record of it", "job", l.ID, "home", l.Home)
+			a.procs.Kill(l.PID, l.StartTix, 5*time.Second)
+		}
+	}()
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
 	for id, k := range acks {
 		lj := a.jobs.local[id]
 		if lj == nil {
 			continue
+		}
+		if k.Gone && a.procs.Alive(lj.rec.PID, lj.rec.StartTix) {
+			gone = append(gone, lj.rec)
 		}
 		lj.ackOut, lj.ackErr = k.Out, k.Err
 		if k.Done {
@@ -173,15 +205,25 @@ func (a *Agent) applyAcks(acks map[string]ack) {
 // skipped) and records an exit once all output is in.
 func (a *Agent) takeUpdates(ups []update) map[string]ack {
 	out := map[string]ack{}
+	var events []api.Event
+	defer func() {
+		for _, e := range events {
+			a.event(e)
+		}
+	}()
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
-	var finished []job.Record
+	changed := map[string]bool{}
 	for _, u := range ups {
 		rec := a.jobs.home[u.ID]
 		if rec == nil {
 			// Not ours, or forgotten after a failed start: nobody will read it.
-			out[u.ID] = ack{Done: true}
+			out[u.ID] = ack{Done: true, Gone: true}
 			continue
+		}
+		if e, ok := revive(rec, u.Node); ok {
+			events = append(events, e)
+			changed[u.ID] = true
 		}
 		dir := a.homeSpool(u.ID)
 		no := appendAt(filepath.Join(dir, "stdout"), u.OutOff, u.Out)
@@ -190,7 +232,7 @@ func (a *Agent) takeUpdates(ups []update) map[string]ack {
 		if !done && u.Exit != nil && no == u.FinalOut && ne == u.FinalErr {
 			code := *u.Exit
 			rec.State, rec.ExitCode, rec.Ended = job.StateFinished, &code, time.Now()
-			finished = append(finished, *rec)
+			changed[u.ID] = true
 			done = true
 		}
 		out[u.ID] = ack{Out: no, Err: ne, Done: done}
@@ -199,8 +241,12 @@ func (a *Agent) takeUpdates(ups []update) map[string]ack {
 			delete(a.jobs.wake, u.ID)
 		}
 	}
-	if len(finished) > 0 {
-		if err := a.store.PutRecords(finished...); err != nil {
+	if len(changed) > 0 {
+		recs := make([]job.Record, 0, len(changed))
+		for id := range changed {
+			recs = append(recs, *a.jobs.home[id])
+		}
+		if err := a.store.PutRecords(recs...); err != nil {
 			a.log.Error("job table", "err", err)
 		}
 	}
@@ -246,7 +292,7 @@ func (a *Agent) Output(id string, outOff, errOff int64, wait time.Duration) (api
 		}
 		a.jobs.mu.Unlock()
 
-		o := api.Output{ID: id, State: r.State, Ended: r.Over(), ExitCode: r.ExitCode}
+		o := api.Output{ID: id, State: r.State, Ended: r.Over(), ExitCode: r.ExitCode, Node: r.Node, LostAt: r.LostAt}
 		o.Stdout, _ = job.ReadSpool(a.homeSpool(id), "stdout", outOff, outputChunk)
 		o.Stderr, _ = job.ReadSpool(a.homeSpool(id), "stderr", errOff, outputChunk)
 		o.StdoutOff = outOff + int64(len(o.Stdout))

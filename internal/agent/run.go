@@ -116,7 +116,10 @@ func (a *Agent) newHomeRecords(c Caller, req api.RunRequest, spec job.Spec, targ
 
 // startAll starts every node's specs at once (each node starts its share
 // in turn). When any fails to start, it kills those that did and returns
-// the first error.
+// the first error. A node whose answer never came may have started its
+// share: those are killed too, by id. Should that node be out of reach
+// now, its next heartbeat finds the home without their records and it
+// ends them itself (ack.Gone), so nothing of a failed run is left.
 func (a *Agent) startAll(byNode map[string][]job.Spec) error {
 	type result struct {
 		node string
@@ -137,6 +140,17 @@ func (a *Agent) startAll(byNode map[string][]job.Spec) error {
 		r := <-results
 		if r.err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("node %s: %w", r.node, r.err)
+		}
+		if r.err != nil {
+			answered := map[string]bool{}
+			for _, x := range r.res {
+				answered[x.ID] = true
+			}
+			for _, s := range byNode[r.node] {
+				if !answered[s.ID] {
+					ok = append(ok, started{r.node, s.ID})
+				}
+			}
 		}
 		for _, x := range r.res {
 			if x.Error != "" && firstErr == nil {

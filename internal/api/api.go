@@ -167,3 +167,7 @@ type RemoteError struct {
 }
 
 func (e *RemoteError) Error() string { return e.Msg }
+
+// Version is roam's version, set at build time (the Makefile passes
+// -ldflags -X roam/internal/api.Version=...); "dev" in a plain go build.
+var Version = "dev"

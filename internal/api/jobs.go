@@ -29,6 +29,13 @@ type RunResponse struct {
 	Nodes []string `json:"nodes"`
 }
 
+// ExitLost is the exit status of `roam run` (and `roam attach`) when one
+// of its jobs was lost with its node and none ended with another non-zero
+// status first. The job is not restarted; `roam ps` shows it lost, with
+// the node and the time, and it becomes running again if that node comes
+// back and still runs it.
+const ExitLost = 254
+
 // Output is a piece of a job's output from given offsets, with its state.
 type Output struct {
 	ID        string `json:"id"`
@@ -41,6 +48,10 @@ type Output struct {
 	// its output; ExitCode is then set.
 	Ended    bool `json:"ended"`
 	ExitCode *int `json:"exit_code,omitempty"`
+	// Node is where the job runs, or ran when it was lost (LostAt set,
+	// State lost, Ended true, no ExitCode).
+	Node   string    `json:"node,omitempty"`
+	LostAt time.Time `json:"lost_at,omitzero"`
 }
 
 // KillRequest is `roam kill`.
@@ -68,8 +79,10 @@ type Job struct {
 	Migrations int     `json:"migrations"`
 	AgeSeconds float64 `json:"age_s"`
 	// Started and Ended (zero while it runs) are the home node's times.
-	Started  time.Time `json:"started"`
-	Ended    time.Time `json:"ended,omitzero"`
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended,omitzero"`
+	// LostAt is when the job was marked lost with its node (State lost).
+	LostAt   time.Time `json:"lost_at,omitzero"`
 	Cmd      string    `json:"cmd"`
 	ExitCode *int      `json:"exit_code,omitempty"`
 	Pin      bool      `json:"pin,omitempty"`

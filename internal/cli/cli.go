@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"roam/internal/api"
+	"roam/internal/docgen"
 	"roam/internal/emu"
 )
 
@@ -34,15 +35,17 @@ func Main(args []string) int {
 	root := &cobra.Command{
 		Use:           "roam",
 		Short:         "roam: a single-system-image cluster in user space",
+		Version:       api.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("roam {{.Version}}\n")
 	root.PersistentFlags().StringVar(&e.cluster, "cluster", envOr("ROAM_CLUSTER", "roam"), "emulated cluster name ($ROAM_CLUSTER)")
 	root.PersistentFlags().StringVar(&e.node, "node", os.Getenv("ROAM_NODE"), "talk to node K of the emulated cluster ($ROAM_NODE)")
 	root.PersistentFlags().StringVar(&e.socket, "socket", os.Getenv("ROAM_SOCKET"), "agent socket ($ROAM_SOCKET; default: the local agent's)")
 	root.AddCommand(e.clusterCmd(), e.nodesCmd(), e.statsCmd(), e.keygenCmd(), e.benchCmd(),
 		e.runCmd(), e.psCmd(), e.killCmd(), e.migrateCmd(), e.logsCmd(), e.attachCmd(),
-		e.policyCmd(), e.eventsCmd(), e.topCmd())
+		e.policyCmd(), e.eventsCmd(), e.topCmd(), docgen.Command(root, "1"))
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

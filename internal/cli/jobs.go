@@ -31,7 +31,18 @@ func (e *env) runCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "run [-n COUNT] [--on NODE] [--pin] [-d] -- PROG [ARGS...]",
 		Short: "start processes on the best nodes; their output comes here, and their exit status",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Start COUNT processes of PROG on the best nodes of the cluster. Attached
+(without -d), their output streams here, prefixed by job id when there are
+several, Ctrl-C and other signals reach them wherever they run, and roam run
+exits with their exit status:
+
+  the first non-zero exit status of its jobs, in job order, else 0;
+  254 when a job was lost with its node (membership declared the node dead;
+      the job is not restarted, roam ps shows it lost with the node and time);
+  255 when roam itself failed (no agent, a refused request).
+
+With -d it prints the job ids and returns at once; roam attach follows them.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if req.Count < 1 {
 				return fmt.Errorf("-n: %d is out of range (at least 1)", req.Count)
@@ -239,9 +250,16 @@ func (e *env) follow(cl *api.Client, ids []string, prefix, stdin bool) error {
 				if o.Ended {
 					out.Flush()
 					errw.Flush()
-					if o.ExitCode != nil {
+					switch {
+					case o.ExitCode != nil:
 						codes[i] = *o.ExitCode
-					} else {
+					case o.State == api.StateLost:
+						wmu.Lock()
+						fmt.Fprintf(e.errOut, "roam: %s lost: node %s was declared dead at %s; the job is not restarted (roam ps shows it; it runs again if that node comes back with it)\n",
+							id, o.Node, o.LostAt.Local().Format("15:04:05"))
+						wmu.Unlock()
+						codes[i] = api.ExitLost
+					default:
 						codes[i] = 255
 					}
 					return
@@ -353,7 +371,11 @@ func (e *env) psCmd() *cobra.Command {
 			}
 			fmt.Fprintln(tw, head+"CMD")
 			for _, j := range js {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%s\t", j.ID, j.User, j.Home, j.Node, j.State,
+				state := j.State
+				if j.State == api.StateLost && !j.LostAt.IsZero() {
+					state += " " + j.LostAt.Local().Format("15:04:05")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%s\t", j.ID, j.User, j.Home, j.Node, state,
 					j.CPUSeconds, j.RSSMB, j.Migrations, (time.Duration(j.AgeSeconds) * time.Second).String())
 				if long {
 					ex := "-"

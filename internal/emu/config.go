@@ -2,6 +2,7 @@ package emu
 
 import (
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -58,7 +59,9 @@ func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers 
 	// roam-init is installed beside roamd (not beside whatever program
 	// brings the cluster up: a test binary, say).
 	if spec.Roamd != "" {
-		c.InitPath = filepath.Join(filepath.Dir(spec.Roamd), "roam-init")
+		if p := filepath.Join(filepath.Dir(spec.Roamd), "roam-init"); exists(p) {
+			c.InitPath = p
+		}
 	}
 	// Join through every other node of the cluster, those already up and
 	// those still to come: an agent retries while it is alone, so a node
@@ -74,4 +77,9 @@ func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers 
 func (c agentConfig) marshal() []byte {
 	b, _ := yaml.Marshal(c)
 	return b
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

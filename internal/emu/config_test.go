@@ -1,6 +1,8 @@
 package emu
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -11,7 +13,11 @@ import (
 // TestAgentConfig checks that roamd reads the config emu writes as meant:
 // the same keys, every one known to it, and its defaults for the rest.
 func TestAgentConfig(t *testing.T) {
-	spec := Spec{Name: "t", Nodes: 3, Subnet: "198.18.7.0/24", Roamd: "/opt/roam/bin/roamd",
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "roam-init"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Name: "t", Nodes: 3, Subnet: "198.18.7.0/24", Roamd: filepath.Join(bin, "roamd"),
 		Policy: "beneficial", Interval: 250 * time.Millisecond, Scheduler: "balance"}
 	n := NodeState{ID: "2", Addr: "198.18.7.2", Capacity: 0.5, Cgroup: "roam/t/n2",
 		Dir: "/run/roam/clusters/t/n2", Socket: "/run/roam/clusters/t/n2/roamd.sock"}
@@ -27,7 +33,7 @@ func TestAgentConfig(t *testing.T) {
 	want.SecretFile = "/run/roam/clusters/t/secret"
 	want.StateDir, want.ImageDir, want.Socket = n.Dir, "/dev/shm/roam/t/n2", n.Socket
 	want.Capacity, want.Cgroup = 0.5, "roam/t/n2"
-	want.InitPath, want.Scheduler = "/opt/roam/bin/roam-init", "balance"
+	want.InitPath, want.Scheduler = filepath.Join(bin, "roam-init"), "balance"
 	want.Load.Interval, want.Load.Policy = 250*time.Millisecond, "beneficial"
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("roamd reads\n%+v\nwant\n%+v\nfrom\n%s", got, want, b)

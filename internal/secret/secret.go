@@ -8,6 +8,7 @@
 // be distributed: every agent with the secret rebuilds the same CA.
 //
 // It does no network I/O; ReadFile and WriteFile are its only file access.
+// ReadFile refuses a file that others than its owner can read.
 package secret
 
 import (
@@ -21,9 +22,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -57,9 +60,24 @@ func Parse(text string) (Secret, error) {
 	return Secret(b), nil
 }
 
-// ReadFile reads a secret file.
+// ReadFile reads a secret file. Whoever reads the secret can join the
+// cluster and have its agents run, dump and restore any user's programs,
+// so a file that anyone but its owner, the user reading it (root on a real
+// node), could read or write is refused.
 func ReadFile(path string) (Secret, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster secret: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cluster secret: %w", err)
+	}
+	if err := checkPrivate(fi, os.Geteuid()); err != nil {
+		return nil, fmt.Errorf("cluster secret %s: %w", path, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
 		return nil, fmt.Errorf("cluster secret: %w", err)
 	}
@@ -70,9 +88,36 @@ func ReadFile(path string) (Secret, error) {
 	return s, nil
 }
 
+// ErrExposed means a secret file others could read or change.
+var ErrExposed = errors.New("exposed")
+
+// checkPrivate refuses a secret file that is not a regular file owned by
+// uid with no permission for its group or others.
+func checkPrivate(fi os.FileInfo, uid int) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: not a regular file", ErrExposed)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != uid {
+		return fmt.Errorf("%w: owned by uid %d, not by uid %d who reads it (chown it)", ErrExposed, st.Uid, uid)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("%w: mode %04o lets others read or change it (chmod 600 it)", ErrExposed, perm)
+	}
+	return nil
+}
+
 // WriteFile writes a secret readable by its owner only.
 func (s Secret) WriteFile(path string) error {
-	return os.WriteFile(path, []byte(s.String()+"\n"), 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	// An existing file keeps its mode through the open; a secret may not.
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.WriteString(s.String() + "\n")
+	}
+	return errors.Join(err, f.Close())
 }
 
 func (s Secret) derive(label string, n int) []byte {

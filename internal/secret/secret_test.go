@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +27,38 @@ func TestParseAndFile(t *testing.T) {
 	}
 	if _, err := ReadFile(filepath.Join(t.TempDir(), "none")); err == nil {
 		t.Fatal("missing file accepted")
+	}
+}
+
+// A secret file others could read or change, or that another user owns, is
+// refused with a reason that says what to do; rewriting one makes it
+// private again.
+func TestExposedSecretRefused(t *testing.T) {
+	s := New()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(s.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, 0o644)
+	if _, err := ReadFile(p); !errors.Is(err, ErrExposed) || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("mode 0644 accepted: %v", err)
+	}
+	os.Chmod(p, 0o640)
+	if _, err := ReadFile(p); !errors.Is(err, ErrExposed) {
+		t.Fatalf("mode 0640 accepted: %v", err)
+	}
+	if err := s.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadFile(p); err != nil || !bytes.Equal(got, s) {
+		t.Fatalf("rewritten secret: %v", err)
+	}
+	fi, _ := os.Stat(p)
+	if err := checkPrivate(fi, os.Geteuid()+1); !errors.Is(err, ErrExposed) || !strings.Contains(err.Error(), "owned by") {
+		t.Fatalf("a file of another user accepted: %v", err)
+	}
+	if _, err := ReadFile(filepath.Dir(p)); err == nil {
+		t.Fatal("a directory accepted as the secret")
 	}
 }
 

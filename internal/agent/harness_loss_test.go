@@ -1,0 +1,187 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"roam/internal/job"
+)
+
+// homeRec is job id's record at its home, n1 here.
+func (c *cluster) homeRec(id string) job.Record {
+	h := c.nodes[nodeIndex(id)].a
+	h.jobs.mu.Lock()
+	defer h.jobs.mu.Unlock()
+	if r := h.jobs.home[id]; r != nil {
+		return *r
+	}
+	return job.Record{}
+}
+
+// say appends a line to the output of job id running on node i, as the
+// program would.
+func (c *cluster) say(i int, id, line string) {
+	c.t.Helper()
+	f, err := os.OpenFile(filepath.Join(c.nodes[i].fn.SpoolDir(id), "stdout"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// homeOutput is what job id's home has of its stdout.
+func (c *cluster) homeOutput(id string) string {
+	b, _ := os.ReadFile(filepath.Join(c.nodes[nodeIndex(id)].a.homeSpool(id), "stdout"))
+	return string(b)
+}
+
+// A node cut off from the others is declared dead; its jobs are lost at
+// their home as soon as it is, not later, and an attached reader is told
+// so. The node still runs them: when its link comes back they are running
+// again at the home, their output complete, in order and once, and their
+// exit status arrives once.
+func TestAgentsJobsLostAndBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 11, faults{}, "static")
+		home, n2 := c.nodes[0].a, c.nodes[1]
+		ids := c.run(0, 2, "n2")
+		for _, id := range ids {
+			c.say(1, id, id+" before")
+		}
+		c.waitFor("output home", time.Minute, func() bool {
+			for _, id := range ids {
+				if c.homeOutput(id) != id+" before\n" {
+					return false
+				}
+			}
+			return true
+		})
+
+		cut := time.Now()
+		c.net.partition(n2.host, c.nodes[0].host)
+		c.net.partition(n2.host, c.nodes[2].host)
+		var dead time.Time
+		c.waitFor("n1 declares n2 dead", time.Minute, func() bool {
+			home.mu.Lock()
+			defer home.mu.Unlock()
+			if p := home.known["n2"]; p != nil && !p.alive {
+				dead = p.since
+				return true
+			}
+			return false
+		})
+		c.waitFor("the jobs lost", time.Minute, func() bool {
+			for _, id := range ids {
+				if c.homeRec(id).State != job.StateLost {
+					return false
+				}
+			}
+			return true
+		})
+		detect := dead.Sub(cut)
+		for _, id := range ids {
+			r := c.homeRec(id)
+			if r.Node != "n2" || r.LostAt.Sub(cut) > 2*detect {
+				t.Fatalf("%s: lost on %q at %v after the cut; failure detection took %v", id, r.Node, r.LostAt.Sub(cut), detect)
+			}
+		}
+		// A reader of its output, as an attached roam run is, is told.
+		o, err := home.Output(ids[0], int64(len(ids[0])+len(" before\n")), 0, 5*time.Second)
+		if err != nil || !o.Ended || o.State != job.StateLost || o.Node != "n2" || o.LostAt.IsZero() || o.ExitCode != nil {
+			t.Fatalf("the reader was told %+v (%v), want lost on n2", o, err)
+		}
+		t.Logf("failure detection %v; lost %v after the cut", detect, c.homeRec(ids[0]).LostAt.Sub(cut))
+
+		// Still running there, and still writing.
+		if run, _ := c.world.copies(ids[0]); len(run) != 1 || run[0] != "n2" {
+			t.Fatalf("the lost job runs on %v", run)
+		}
+		for _, id := range ids {
+			c.say(1, id, id+" during")
+		}
+		time.Sleep(20 * time.Second)
+		c.net.heal()
+		c.waitFor("the jobs running again, their output complete", 2*time.Minute, func() bool {
+			for _, id := range ids {
+				r := c.homeRec(id)
+				if r.State != job.StateRunning || r.Node != "n2" || !r.LostAt.IsZero() || c.homeOutput(id) != id+" before\n"+id+" during\n" {
+					return false
+				}
+			}
+			return true
+		})
+		// They end there; each exit status arrives once.
+		for _, id := range ids {
+			c.say(1, id, id+" after")
+			n2.a.jobs.mu.Lock()
+			pid := n2.a.jobs.local[id].rec.PID
+			n2.a.jobs.mu.Unlock()
+			if err := n2.fn.Signal(pid, syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.waitFor("both finished", time.Minute, func() bool {
+			for _, id := range ids {
+				if c.homeRec(id).State != job.StateFinished {
+					return false
+				}
+			}
+			return true
+		})
+		for _, id := range ids {
+			r := c.homeRec(id)
+			want := id + " before\n" + id + " during\n" + id + " after\n"
+			if r.ExitCode == nil || *r.ExitCode != 128+int(syscall.SIGTERM) || c.homeOutput(id) != want {
+				t.Fatalf("%s: exit %v, output %q; want 143 and %q", id, r.ExitCode, c.homeOutput(id), want)
+			}
+		}
+		var kinds []string
+		for _, e := range home.localEvents(cut) {
+			kinds = append(kinds, e.Kind+" "+e.Job)
+		}
+		for _, id := range ids {
+			if strings.Count(strings.Join(kinds, ","), "lost "+id) != 1 || strings.Count(strings.Join(kinds, ","), "back "+id) != 1 {
+				t.Fatalf("events %v: want one lost and one back for %s", kinds, id)
+			}
+		}
+	})
+}
+
+// A job whose home has no record of it (its run failed to start on
+// another node, and the home took the run back while this node's answer
+// was lost) is ended by its node at its next heartbeat: nothing of a
+// failed run is left running unseen.
+func TestAgentsEndJobsTheirHomeForgot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 12, faults{}, "static")
+		home, n2 := c.nodes[0].a, c.nodes[1].a
+		id := fmt.Sprintf("n1.%d", 999)
+		req := startRequest{Home: "n1", HomeAddr: home.selfAddr, Jobs: []job.Spec{{ID: id, Argv: []string{"/bin/true"}, Cwd: "/"}}}
+		var res []startResult
+		if err := home.peerCall("n2", "POST", "/v1/peer/start", req, &res); err != nil || len(res) != 1 || res[0].Error != "" {
+			t.Fatalf("start: %+v %v", res, err)
+		}
+		if run, _ := c.world.copies(id); len(run) != 1 {
+			t.Fatalf("the orphan does not run: %v", run)
+		}
+		start := time.Now()
+		c.waitFor("the orphan ended", time.Minute, func() bool {
+			run, _ := c.world.copies(id)
+			n2.jobs.mu.Lock()
+			defer n2.jobs.mu.Unlock()
+			return len(run) == 0 && n2.jobs.local[id] == nil
+		})
+		if d := time.Since(start); d > aliveEvery+time.Second {
+			t.Fatalf("the orphan ran %v, past the heartbeat (%v)", d, aliveEvery)
+		}
+	})
+}
