@@ -266,6 +266,8 @@ func (a *Agent) place(req api.RunRequest) ([]string, string, error) {
 			nl.Load = a.selfLoad
 		} else if e, ok := a.dis.Vector.Get(id); ok {
 			nl.Load = e.Load
+		} else {
+			nl.Unknown = true
 		}
 		nodes = append(nodes, nl)
 	}

@@ -156,7 +156,18 @@ func (e *env) clusterCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.AddCommand(up, down, status, add, execCmd, start)
+	link := &cobra.Command{
+		Use:   "link NODE up|down",
+		Short: "cut a node off the cluster's network (down) or connect it again (up); its agent and jobs run on",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[1] != "up" && args[1] != "down" {
+				return fmt.Errorf("link: %q is not up or down", args[1])
+			}
+			return emu.SetLink(e.cluster, args[0], args[1] == "up")
+		},
+	}
+	c.AddCommand(up, down, status, add, execCmd, start, link)
 	return c
 }
 

@@ -2,6 +2,7 @@ package emu
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -92,9 +93,44 @@ func Down(name string) error {
 		}
 	}
 	_ = os.Remove(ImageBase)
-	_ = os.Remove(BaseDir) // these two only when empty
+	_ = os.Remove(BaseDir) // these only when empty
+	// roam-init makes the mount point of a job's spool on the host's /run
+	// (its mount namespace shares the host's tmpfs); the last cluster's
+	// down removes it. A job still running anywhere keeps it busy.
+	if noClusters() {
+		_ = os.Remove(jobDir)
+	}
 	_ = os.Remove(filepath.Dir(BaseDir))
 	return errors.Join(errs...)
+}
+
+// jobDir is where roam-init binds a job's spool (ckpt.JobDir, which the
+// CLI does not link).
+const jobDir = "/run/roam/job"
+
+// noClusters says whether no emulated cluster is left on this host.
+func noClusters() bool {
+	ents, err := os.ReadDir(BaseDir)
+	return err != nil || len(ents) == 0
+}
+
+// SetLink takes node id's link to the cluster's bridge down or up: the
+// node is cut off (its agent and jobs run on, unreachable) or back.
+func SetLink(name, id string, up bool) error {
+	st, err := Load(name)
+	if err != nil {
+		return err
+	}
+	for i, n := range st.Nodes {
+		if n.ID == id {
+			state := "down"
+			if up {
+				state = "up"
+			}
+			return run("ip", "link", "set", vethName(name, i+1), state)
+		}
+	}
+	return fmt.Errorf("cluster %s has no node %q", name, id)
 }
 
 // waitGone waits for the processes to exit, then kills those still there.
@@ -155,6 +191,9 @@ func Leftovers(name string) []string {
 	}
 	for _, m := range append(mountsUnder(Dir(name)), mountsUnder(ImageDir(name))...) {
 		out = append(out, "mount "+m)
+	}
+	if _, err := os.Stat(jobDir); err == nil && noClusters() {
+		out = append(out, "dir "+jobDir)
 	}
 	return out
 }

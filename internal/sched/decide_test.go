@@ -310,7 +310,7 @@ func TestStaticNeverMoves(t *testing.T) {
 }
 
 func TestPlacements(t *testing.T) {
-	nodes := []NodeLoad{{"1", 1, 0}, {"2", 1, 3}, {"3", 1, 0}}
+	nodes := []NodeLoad{{ID: "1", Capacity: 1, Load: 0}, {ID: "2", Capacity: 1, Load: 3}, {ID: "3", Capacity: 1, Load: 0}}
 	rr, next, err := PlaceRoundRobin(nodes, 4, 2)
 	if err != nil || strings.Join(rr, ",") != "3,1,2,3" || next != 0 {
 		t.Fatalf("round-robin %v %d %v", rr, next, err)

@@ -22,6 +22,11 @@ type NodeLoad struct {
 	ID       string
 	Capacity float64 // cores
 	Load     float64 // runnable threads per unit of capacity
+	// Unknown: no load heard from the node yet (it is not in the load
+	// vector). Its Load means nothing: the load-based placements leave
+	// it out rather than take it for idle; round-robin, which looks at
+	// no load, uses it.
+	Unknown bool
 }
 
 // ErrNoNode means there is no node to place on.
@@ -78,6 +83,9 @@ func IDLess(a, b string) bool {
 // loaded), or round-robin from rr (a counter the caller keeps; it gets
 // the next value back).
 func Place(kind string, nodes []NodeLoad, n int, rng *rand.Rand, rr int) ([]string, int, error) {
+	if kind != "round-robin" {
+		nodes = knownLoad(nodes)
+	}
 	switch kind {
 	case "", "least-loaded":
 		out, err := PlaceLeastLoaded(nodes, n)
@@ -89,6 +97,17 @@ func Place(kind string, nodes []NodeLoad, n int, rng *rand.Rand, rr int) ([]stri
 		return PlaceRoundRobin(nodes, n, rr)
 	}
 	return nil, rr, fmt.Errorf("placement %q is not one of least-loaded, random-two, round-robin", kind)
+}
+
+// knownLoad are the nodes whose load was heard.
+func knownLoad(nodes []NodeLoad) []NodeLoad {
+	var out []NodeLoad
+	for _, x := range nodes {
+		if !x.Unknown {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // usable are the nodes with capacity, in id order.

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"errors"
+	"math/rand"
 	"slices"
 	"testing"
 )
@@ -15,7 +16,7 @@ func count(ids []string) map[string]int {
 }
 
 func TestPlaceSpreadsEvenlyOnEqualNodes(t *testing.T) {
-	nodes := []NodeLoad{{"1", 1, 0}, {"2", 1, 0}, {"3", 1, 0}, {"4", 1, 0}}
+	nodes := []NodeLoad{{ID: "1", Capacity: 1, Load: 0}, {ID: "2", Capacity: 1, Load: 0}, {ID: "3", Capacity: 1, Load: 0}, {ID: "4", Capacity: 1, Load: 0}}
 	got, err := PlaceLeastLoaded(nodes, 8)
 	if err != nil {
 		t.Fatal(err)
@@ -29,17 +30,17 @@ func TestPlaceSpreadsEvenlyOnEqualNodes(t *testing.T) {
 
 func TestPlaceFollowsCapacityAndLoad(t *testing.T) {
 	// 0.8 cores idle, 0.2 cores idle: 5 processes go 4 to 1.
-	got, _ := PlaceLeastLoaded([]NodeLoad{{"1", 0.8, 0}, {"2", 0.2, 0}}, 5)
+	got, _ := PlaceLeastLoaded([]NodeLoad{{ID: "1", Capacity: 0.8, Load: 0}, {ID: "2", Capacity: 0.2, Load: 0}}, 5)
 	if c := count(got); c["1"] != 4 || c["2"] != 1 {
 		t.Fatalf("placement %v", got)
 	}
 	// A loaded node gets nothing until the others catch up.
-	got, _ = PlaceLeastLoaded([]NodeLoad{{"1", 1, 3}, {"2", 1, 0}}, 3)
+	got, _ = PlaceLeastLoaded([]NodeLoad{{ID: "1", Capacity: 1, Load: 3}, {ID: "2", Capacity: 1, Load: 0}}, 3)
 	if !slices.Equal(got, []string{"2", "2", "2"}) {
 		t.Fatalf("placement %v", got)
 	}
 	// The input is not modified.
-	in := []NodeLoad{{"2", 1, 0}, {"1", 1, 0}}
+	in := []NodeLoad{{ID: "2", Capacity: 1, Load: 0}, {ID: "1", Capacity: 1, Load: 0}}
 	PlaceLeastLoaded(in, 4)
 	if in[0].Load != 0 || in[0].ID != "2" {
 		t.Fatalf("input modified: %v", in)
@@ -50,7 +51,27 @@ func TestPlaceNoNodes(t *testing.T) {
 	if _, err := PlaceLeastLoaded(nil, 1); !errors.Is(err, ErrNoNode) {
 		t.Fatalf("err %v", err)
 	}
-	if _, err := PlaceLeastLoaded([]NodeLoad{{"1", 0, 0}}, 1); !errors.Is(err, ErrNoNode) {
+	if _, err := PlaceLeastLoaded([]NodeLoad{{ID: "1", Capacity: 0, Load: 0}}, 1); !errors.Is(err, ErrNoNode) {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// A node whose load was never heard is not taken for idle by a load-based
+// placement (past the load vector's size most nodes are such); round-robin,
+// which reads no load, still uses it.
+func TestPlaceLeavesOutUnknownLoad(t *testing.T) {
+	nodes := []NodeLoad{{ID: "1", Capacity: 1, Load: 2}, {ID: "2", Capacity: 1, Load: 3}, {ID: "3", Capacity: 1, Unknown: true}}
+	for _, kind := range []string{"least-loaded", "random-two"} {
+		got, _, err := Place(kind, nodes, 6, rand.New(rand.NewSource(1)), 0)
+		if err != nil || count(got)["3"] != 0 {
+			t.Fatalf("%s placed %v (%v) on the node of unknown load", kind, got, err)
+		}
+	}
+	got, _, _ := Place("round-robin", nodes, 6, nil, 0)
+	if count(got)["3"] != 2 {
+		t.Fatalf("round-robin left out the node of unknown load: %v", got)
+	}
+	if _, _, err := Place("least-loaded", []NodeLoad{{ID: "3", Capacity: 1, Unknown: true}}, 1, nil, 0); !errors.Is(err, ErrNoNode) {
+		t.Fatalf("only unknown nodes: %v", err)
 	}
 }
