@@ -44,6 +44,8 @@ func jobInits(name string) map[int]string {
 //   - a node cut off for 20 s with its jobs running: they are lost at the
 //     home while it is away, running again once it is back, their output
 //     complete and in order, their exit status once;
+//   - an agent stopped with SIGTERM and started again: its 4 jobs ran on
+//     and finish with their output and exit status;
 //   - a node whose agent and jobs are killed and whose link is cut: its
 //     jobs are lost at the home within twice the failure detection, the
 //     attached roam run names them and exits 254, the other jobs finish.
@@ -122,6 +124,41 @@ func TestNodeLossPartitionAndHalfStart(t *testing.T) {
 	}
 	if lost != 2 || backs != 2 {
 		t.Fatalf("events: %d lost, %d back; want 2 and 2", lost, backs)
+	}
+
+	// ---- agent restart ----
+	// A service manager's restart: SIGTERM, then start again. The agent
+	// leaves its 4 jobs (of this home) running and takes them back.
+	restart := "for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 0.5; done; exit 9"
+	rids := strings.Fields(c.mustRun("--node", "3", "run", "-d", "--pin", "-n", "4", "--on", "3", "--", "sh", "-c", restart))
+	c.waitLines(rids[3], 1)
+	pid3 := c.status().Nodes[2].PID
+	if err := syscall.Kill(pid3, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "node 3's agent gone", func() (bool, string) {
+		return c.status().Nodes[2].State == "down", ""
+	})
+	inits := 0
+	for _, id := range jobInits(c.name) {
+		for _, r := range rids {
+			if id == r {
+				inits++
+			}
+		}
+	}
+	if inits != 4 {
+		t.Fatalf("%d of the 4 jobs run on while their agent is stopped", inits)
+	}
+	c.mustRun("cluster", "start", "3")
+	for _, id := range rids {
+		j := c.waitFinished(id, time.Minute)
+		if j.ExitCode == nil || *j.ExitCode != 9 {
+			t.Fatalf("%s after the agent's restart: %+v", id, j)
+		}
+		if logs := c.mustRun("--node", "3", "logs", id); logs != "tick 1\ntick 2\ntick 3\ntick 4\ntick 5\ntick 6\ntick 7\ntick 8\n" {
+			t.Fatalf("%s's output after the agent's restart: %q", id, logs)
+		}
 	}
 
 	// ---- node loss ----

@@ -138,13 +138,23 @@ func (w *copyWatch) end(t *testing.T) {
 
 func (c *cluster) job(id string) api.Job {
 	c.t.Helper()
+	j, ok := c.lookup(id)
+	if !ok {
+		c.t.Fatalf("job %s not in ps", id)
+	}
+	return j
+}
+
+// lookup finds job id in node 1's ps (which leaves out a home node it does
+// not see alive).
+func (c *cluster) lookup(id string) (api.Job, bool) {
+	c.t.Helper()
 	for _, j := range c.ps("1", "-a") {
 		if j.ID == id {
-			return j
+			return j, true
 		}
 	}
-	c.t.Fatalf("job %s not in ps", id)
-	return api.Job{}
+	return api.Job{}, false
 }
 
 func (c *cluster) lines(id string) int {
@@ -165,7 +175,10 @@ func (c *cluster) waitFinished(id string, d time.Duration) api.Job {
 	c.t.Helper()
 	var j api.Job
 	waitFor(c.t, d, id+" finished", func() (bool, string) {
-		j = c.job(id)
+		var ok bool
+		if j, ok = c.lookup(id); !ok {
+			return false, "not in ps (its home is not seen alive)"
+		}
 		return j.State == "finished", j.State + " on " + j.Node
 	})
 	return j
