@@ -105,7 +105,7 @@ clean:
 # What a node needs, built without cgo (static: no libc version to depend
 # on), with its man pages and shell completions generated from the
 # commands themselves. The sample config is installed only where none is.
-REL := build/release
+REL ?= build/release
 release: $(BIN)/roam-init
 	@mkdir -p $(REL)
 	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(REL)/ ./cmd/roam ./cmd/roamd
@@ -132,17 +132,18 @@ install: release
 	test -e $(DESTDIR)$(SYSCONFDIR)/roam/roamd.yaml || install -m 0644 packaging/roamd.yaml $(DESTDIR)$(SYSCONFDIR)/roam/roamd.yaml
 
 # The Debian package, built with dpkg-deb from a staged install.
-DEBROOT := build/deb/root
+DEBROOT ?= build/deb/root
+DEBOUT  ?= $(BIN)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 deb:
 	@command -v dpkg-deb >/dev/null || { echo "make deb: dpkg-deb is missing (apt-get install dpkg)" >&2; exit 1; }
-	rm -rf build/deb
-	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEBROOT) PREFIX=/usr SYSCONFDIR=/etc UNITDIR=/lib/systemd/system DOCDIR=/usr/share/doc/roam
+	rm -rf $(DEBROOT)
+	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(DEBROOT)) PREFIX=/usr SYSCONFDIR=/etc UNITDIR=/lib/systemd/system DOCDIR=/usr/share/doc/roam
 	gzip -9n $(DEBROOT)/usr/share/man/man*/*
 	install -d $(DEBROOT)/DEBIAN
 	install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm $(DEBROOT)/DEBIAN/
 	install -m 0644 packaging/deb/conffiles $(DEBROOT)/DEBIAN/
 	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@ARCH@|$(DEBARCH)|' \
 	    -e "s|@SIZE@|$$(du -sk --exclude=DEBIAN $(DEBROOT) | cut -f1)|" packaging/deb/control.in > $(DEBROOT)/DEBIAN/control
-	mkdir -p $(BIN)
-	dpkg-deb --root-owner-group --build $(DEBROOT) $(BIN)/roam_$(VERSION)_$(DEBARCH).deb
+	mkdir -p $(DEBOUT)
+	dpkg-deb --root-owner-group --build $(DEBROOT) $(DEBOUT)/roam_$(VERSION)_$(DEBARCH).deb

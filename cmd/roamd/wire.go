@@ -39,10 +39,10 @@ func check(path string) (agent.Config, world, error) {
 	if err != nil {
 		return cfg, w, err
 	}
-	if cfg, err = agent.ResolveAdvertise(cfg, agent.HostRoutes()); err != nil {
+	if w.sec, err = secret.ReadFile(cfg.SecretFile); err != nil {
 		return cfg, w, err
 	}
-	if w.sec, err = secret.ReadFile(cfg.SecretFile); err != nil {
+	if cfg, err = agent.ResolveAdvertise(cfg, agent.HostRoutes()); err != nil {
 		return cfg, w, err
 	}
 	if w.tls, err = w.sec.TLSConfig(cfg.NodeID); err != nil {

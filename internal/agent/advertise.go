@@ -82,7 +82,8 @@ func (c Config) Advertise() (ip net.IP, ok bool) {
 
 // ResolveAdvertise fills in advertise_addr when the config leaves it to
 // the host: the source address of the route to the first join peer that
-// resolves, else the host's one global address. It names what it tried when
+// resolves, else the host's one global IPv4 address (or its one global
+// address). It names what it tried when
 // none is usable.
 func ResolveAdvertise(c Config, r Routes) (Config, error) {
 	if _, ok := c.Advertise(); ok {
@@ -108,13 +109,22 @@ func ResolveAdvertise(c Config, r Routes) (Config, error) {
 		if err != nil {
 			return c, errkind.New(ErrConfig, "config: advertise_addr: not set, and the host's addresses cannot be read: %v", err)
 		}
-		var global []string
+		// IPv4 first: a host with one IPv4 and one IPv6 address (most
+		// have) advertises the IPv4 one.
+		var global, v4 []string
 		for _, ip := range ips {
 			if usable(ip) && ip.IsGlobalUnicast() {
 				global = append(global, ip.String())
+				if ip.To4() != nil {
+					v4 = append(v4, ip.String())
+				}
 			}
 		}
-		if len(global) == 1 {
+		switch {
+		case len(v4) == 1:
+			c.AdvertiseAddr = v4[0]
+			return c, nil
+		case len(v4) == 0 && len(global) == 1:
 			c.AdvertiseAddr = global[0]
 			return c, nil
 		}

@@ -1,0 +1,313 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"roam/internal/api"
+)
+
+// The package and the deployment guide. `make deb` builds the package from
+// this tree; its files are checked in a scratch root, its roamd checks the
+// sample config and systemd-analyze the unit. Then docs/deploy.md is
+// followed on three emulated hosts: each its own network namespace on a
+// bridge (198.18.31.0/24), its own UTS name (host1..3, the default node
+// id) and its own /etc/roam, /var/lib/roam, /run/roam and /tmp; every one
+// runs the package's roamd from the sample config with only the join list
+// changed (no address anywhere), with one secret made by roam keygen on
+// host1. The cluster forms, a job placed on another host returns its
+// output and exit status, and a job working in the shared directory
+// migrates between hosts.
+func TestPackageAndDeployGuide(t *testing.T) {
+	// Not under /tmp: each emulated host has a /tmp of its own.
+	var out []byte
+	scratch, err := os.MkdirTemp("/var/tmp", "roam-pkg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(scratch) })
+	out, err = exec.Command("make", "-C", "../..", "--no-print-directory", "deb",
+		"REL="+scratch+"/rel", "DEBROOT="+scratch+"/stage", "DEBOUT="+scratch).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make deb: %v\n%s", err, out)
+	}
+	debs, _ := filepath.Glob(filepath.Join(scratch, "roam_*.deb"))
+	if len(debs) != 1 {
+		t.Fatalf("make deb made %v", debs)
+	}
+	deb := debs[0]
+	info, err := exec.Command("dpkg-deb", "-f", deb, "Version", "Recommends").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(scratch, "root")
+	if out, err := exec.Command("dpkg", "-x", deb, root).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg -x: %v: %s", err, out)
+	}
+	for f, mode := range map[string]os.FileMode{
+		"usr/bin/roam": 0o755, "usr/sbin/roamd": 0o755, "usr/libexec/roam/roam-init": 0o755,
+		"lib/systemd/system/roamd.service": 0o644, "etc/roam/roamd.yaml": 0o644,
+		"usr/share/man/man1/roam.1.gz": 0o644, "usr/share/man/man1/roam-run.1.gz": 0o644, "usr/share/man/man8/roamd.8.gz": 0o644,
+		"usr/share/bash-completion/completions/roam": 0o644, "usr/share/zsh/vendor-completions/_roam": 0o644,
+		"usr/share/fish/vendor_completions.d/roam.fish": 0o644, "usr/share/doc/roam/deploy.md": 0o644,
+	} {
+		fi, err := os.Stat(filepath.Join(root, f))
+		if err != nil || fi.Mode().Perm() != mode {
+			t.Fatalf("package file %s: %v (mode %v, want %v)", f, err, fi.Mode().Perm(), mode)
+		}
+	}
+	ver, err := exec.Command(filepath.Join(root, "usr/sbin/roamd"), "--version").Output()
+	if err != nil || !strings.Contains(string(info), "Version: "+strings.TrimPrefix(strings.TrimSpace(string(ver)), "roamd ")) ||
+		!strings.Contains(string(info), "Recommends: criu (>= 4.2)") {
+		t.Fatalf("package fields %q, roamd --version %q (%v)", info, ver, err)
+	}
+	if conf, _ := exec.Command("dpkg-deb", "--ctrl-tarfile", deb).Output(); !bytes.Contains(conf, []byte("/etc/roam/roamd.yaml")) {
+		t.Fatal("the sample config is not a conffile")
+	}
+	// The sample config as installed: without the secret roamd says which
+	// file is missing; with a private secret and a join peer it is usable.
+	sample := filepath.Join(root, "etc/roam/roamd.yaml")
+	if _, err := os.Stat("/etc/roam/secret"); os.IsNotExist(err) {
+		out, err := exec.Command(filepath.Join(root, "usr/sbin/roamd"), "--check-config", "--config", sample).CombinedOutput()
+		if exitCodeOf(err) != 2 || !strings.Contains(string(out), "/etc/roam/secret") || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+			t.Fatalf("check-config without the secret: %v: %s", err, out)
+		}
+	}
+	sec := filepath.Join(scratch, "secret")
+	if out, err := exec.Command(filepath.Join(root, "usr/bin/roam"), "keygen", "--out", sec).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v %s", err, out)
+	}
+	b, _ := os.ReadFile(sample)
+	checked := filepath.Join(scratch, "check.yaml")
+	os.WriteFile(checked, []byte(strings.Replace(string(b), "join: []", "join: [127.0.0.1]\nsecret_file: "+sec, 1)), 0o644)
+	out, err = exec.Command(filepath.Join(root, "usr/sbin/roamd"), "--check-config", "--config", checked).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "advertises  127.0.0.1") || !strings.Contains(string(out), filepath.Join(root, "usr/libexec/roam/roam-init")) {
+		t.Fatalf("check-config of the sample: %v:\n%s", err, out)
+	}
+	if sa, err := exec.LookPath("systemd-analyze"); err == nil {
+		unit, _ := os.ReadFile(filepath.Join(root, "lib/systemd/system/roamd.service"))
+		local := filepath.Join(scratch, "roamd.service")
+		os.WriteFile(local, bytes.ReplaceAll(unit, []byte("/usr/sbin/roamd"), []byte(filepath.Join(root, "usr/sbin/roamd"))), 0o644)
+		if out, err := exec.Command(sa, "verify", "--man=no", local).CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+			t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+		}
+	} else {
+		t.Log("no systemd-analyze here: the unit is not verified")
+	}
+
+	followGuide(t, root, sec)
+}
+
+// dhost is one emulated host of the guide's cluster.
+type dhost struct {
+	name, ns, addr string
+	dir            string // its /etc/roam, /var/lib/roam, /run/roam, /tmp
+	pid            int
+}
+
+func (h dhost) socket() string { return filepath.Join(h.dir, "run", "roamd.sock") }
+
+// followGuide does docs/deploy.md's steps 2 to 6 on three hosts.
+func followGuide(t *testing.T, root, secret string) {
+	base, err := os.MkdirTemp("/var/tmp", "roam-guide-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(base, "shared")
+	os.MkdirAll(shared, 0o755)
+	os.Chmod(base, 0o755)
+	var hosts []*dhost
+	t.Cleanup(func() { tearDownGuide(t, hosts, base) })
+	// The mount points of the hosts' own directories, on this machine.
+	for _, d := range []string{"/etc/roam", "/var/lib/roam", "/run/roam"} {
+		if _, err := os.Stat(d); os.IsNotExist(err) {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(d) })
+		}
+	}
+	sh := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	sh("ip", "link", "add", "rguide", "type", "bridge")
+	sh("ip", "link", "set", "rguide", "up")
+	sample, _ := os.ReadFile(filepath.Join(root, "etc/roam/roamd.yaml"))
+	for i := 1; i <= 3; i++ {
+		h := &dhost{name: fmt.Sprintf("host%d", i), ns: fmt.Sprintf("rguide-%d", i), addr: fmt.Sprintf("198.18.31.%d", i),
+			dir: filepath.Join(base, fmt.Sprintf("host%d", i))}
+		hosts = append(hosts, h)
+		veth := fmt.Sprintf("rgv-%d", i)
+		sh("ip", "netns", "add", h.ns)
+		sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", h.ns)
+		sh("ip", "link", "set", veth, "master", "rguide")
+		sh("ip", "link", "set", veth, "up")
+		sh("ip", "-n", h.ns, "addr", "add", h.addr+"/24", "dev", "eth0")
+		sh("ip", "-n", h.ns, "link", "set", "eth0", "up")
+		sh("ip", "-n", h.ns, "link", "set", "lo", "up")
+		for _, d := range []string{"etc", "var", "run", "tmp"} {
+			os.MkdirAll(filepath.Join(h.dir, d), 0o755)
+		}
+		os.Chmod(filepath.Join(h.dir, "tmp"), 0o1777)
+		// Step 1: the package's files, as installed.
+		cfg := string(sample)
+		// Step 3: the others join host1.
+		if i > 1 {
+			cfg = strings.Replace(cfg, "join: []", "join: [198.18.31.1]", 1)
+		}
+		os.WriteFile(filepath.Join(h.dir, "etc", "roamd.yaml"), []byte(cfg), 0o644)
+	}
+	// Step 2: the secret, made on host1 and copied, private, to the others.
+	for _, h := range hosts {
+		sh("cp", "-p", secret, filepath.Join(h.dir, "etc", "secret"))
+	}
+	// Steps 4 and 5: check the config, then start the agent as the unit
+	// does, in the host's own namespaces.
+	for _, h := range hosts {
+		script := fmt.Sprintf(`set -e
+hostname %s
+mount --bind %s/etc /etc/roam
+mount --bind %s/var /var/lib/roam
+mount --bind %s/run /run/roam
+mount --bind %s/tmp /tmp
+%s/usr/sbin/roamd --check-config --config /etc/roam/roamd.yaml >&2
+exec %s/usr/sbin/roamd --config /etc/roam/roamd.yaml`, h.name, h.dir, h.dir, h.dir, h.dir, root, root)
+		cmd := exec.Command("ip", "netns", "exec", h.ns, "unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script)
+		logf, _ := os.Create(filepath.Join(h.dir, "roamd.log"))
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		logf.Close()
+		h.pid = cmd.Process.Pid
+		go cmd.Wait()
+	}
+	roam := func(h *dhost, args ...string) *exec.Cmd {
+		cmd := exec.Command(filepath.Join(root, "usr/bin/roam"), append([]string{"--socket", h.socket()}, args...)...)
+		cmd.Dir = shared
+		return cmd
+	}
+	nodes := func(h *dhost) []api.NodeInfo {
+		var ns []api.NodeInfo
+		out, err := roam(h, "nodes", "--json").Output()
+		if err == nil {
+			json.Unmarshal(out, &ns)
+		}
+		return ns
+	}
+	// Step 6: every host sees the three, each at its own address, with
+	// its load known.
+	waitFor(t, 30*time.Second, "three hosts alive with their loads", func() (bool, string) {
+		for _, h := range hosts {
+			ns := nodes(h)
+			ok := 0
+			for _, n := range ns {
+				host := strings.TrimPrefix(n.ID, "host")
+				if n.Alive && n.Load != nil && strings.HasPrefix(n.Addr, "198.18.31."+host+":") {
+					ok++
+				}
+			}
+			if ok != 3 {
+				log, _ := os.ReadFile(filepath.Join(h.dir, "roamd.log"))
+				return false, fmt.Sprintf("%s sees %+v; its log:\n%s", h.name, ns, lastLines(string(log), 5))
+			}
+		}
+		return true, ""
+	})
+	run := roam(hosts[0], "run", "-n", "3", "--", "sh", "-c", "hostname; exit 3")
+	out, err := run.Output()
+	if exitCodeOf(err) != 3 {
+		t.Fatalf("roam run -n 3: exit %v: %s", err, out)
+	}
+	for _, h := range hosts[1:] {
+		if !regexp.MustCompile(`\] ` + h.name + `\n`).Match(out) {
+			t.Fatalf("no job ran on %s, or its output did not come back:\n%s", h.name, out)
+		}
+	}
+	// A job in the shared directory moves from host1 to host2 and on.
+	idOut, err := roam(hosts[0], "run", "-d", "--on", "host1", "--", "sh", "-c",
+		"i=0; while [ $i -lt 30 ]; do i=$((i+1)); echo $i >> count; sleep 0.2; done; cat count | wc -l").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(idOut))
+	time.Sleep(time.Second)
+	if out, err := roam(hosts[0], "migrate", id, "host2").CombinedOutput(); err != nil {
+		t.Fatalf("migrate host1 -> host2: %v: %s", err, out)
+	}
+	out, err = roam(hosts[0], "attach", id).Output()
+	if err != nil || strings.TrimSpace(string(out)) != "30" {
+		t.Fatalf("the migrated job: %v: %q", err, out)
+	}
+	var js []api.Job
+	psOut, _ := roam(hosts[0], "ps", "--json").Output()
+	json.Unmarshal(psOut, &js)
+	for _, j := range js {
+		if j.ID == id && (j.Node != "host2" || j.Migrations != 1) {
+			t.Fatalf("after the move: %+v", j)
+		}
+	}
+}
+
+// tearDownGuide stops the hosts' agents (by pid) and their jobs, and
+// removes the namespaces, links and directories.
+func tearDownGuide(t *testing.T, hosts []*dhost, base string) {
+	for _, h := range hosts {
+		if h.pid > 0 {
+			syscall.Kill(h.pid, syscall.SIGTERM)
+		}
+	}
+	for _, h := range hosts {
+		for i := 0; i < 100 && h.pid > 0 && syscall.Kill(h.pid, 0) == nil; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if h.pid > 0 {
+			syscall.Kill(h.pid, syscall.SIGKILL)
+		}
+	}
+	for pid, dir := range initsUnder(base) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Logf("killed a job left running: roam-init %d (%s)", pid, dir)
+	}
+	for _, h := range hosts {
+		exec.Command("ip", "netns", "del", h.ns).Run()
+	}
+	exec.Command("ip", "link", "del", "rguide").Run()
+	os.RemoveAll(base)
+}
+
+// initsUnder lists roam-init processes whose job spool is under base.
+func initsUnder(base string) map[int]string {
+	out := map[int]string{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		if b, _ := os.ReadFile("/proc/" + e.Name() + "/comm"); string(b) != "roam-init\n" {
+			continue
+		}
+		if mi, _ := os.ReadFile("/proc/" + e.Name() + "/mountinfo"); bytes.Contains(mi, []byte(base)) {
+			out[pid] = base
+		}
+	}
+	return out
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(l[max(0, len(l)-n):], "\n")
+}
