@@ -28,6 +28,7 @@ type world struct {
 	tls      *tls.Config
 	layout   cgroup.Layout
 	criuPath string
+	shared   []string // the shared directories, defaulted
 }
 
 // check reads the config and everything it names, and fills in the
@@ -59,6 +60,11 @@ func check(path string) (agent.Config, world, error) {
 	if fi, err := os.Stat(cfg.InitPath); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return cfg, w, fmt.Errorf("config: init_path: %s is not an executable file (roam-init, installed beside roamd)", cfg.InitPath)
 	}
+	w.shared = cfg.SharedDirs
+	if len(w.shared) == 0 {
+		mi, _ := os.ReadFile("/proc/self/mountinfo")
+		w.shared = ckpt.NetworkMounts(string(mi))
+	}
 	w.criuPath = cfg.CRIUPath
 	if w.criuPath == "" {
 		w.criuPath = ckpt.DefaultPath()
@@ -83,6 +89,11 @@ func (w world) summary(cfg agent.Config) string {
 	fmt.Fprintf(&b, "  secret      %s (private)\n", cfg.SecretFile)
 	fmt.Fprintf(&b, "  state       %s, socket %s\n", cfg.StateDir, cfg.Socket)
 	fmt.Fprintf(&b, "  roam-init   %s\n", cfg.InitPath)
+	shared := "none: jobs with open files or a working directory do not migrate (set shared_dirs)"
+	if len(w.shared) > 0 {
+		shared = strings.Join(w.shared, ", ")
+	}
+	fmt.Fprintf(&b, "  shared      %s\n", shared)
 	c := ckpt.CRIU{Path: w.criuPath, ExecMu: &sync.Mutex{}}
 	if v, err := c.Version(); err != nil {
 		fmt.Fprintf(&b, "  criu        %s does not answer (%v): jobs run but do not migrate\n", w.criuPath, err)
@@ -113,7 +124,7 @@ func (w world) parts(cfg agent.Config) (agent.Parts, error) {
 		API:          api,
 		Transport:    agent.TLSTransport{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
 		GossipKey:    w.sec.GossipKey(),
-		Checkpointer: &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu}, Layout: w.layout, Group: cfg.Cgroup},
+		Checkpointer: &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu}, Layout: w.layout, Group: cfg.Cgroup, Shared: w.shared},
 		Processes:    launcher,
 		Prober:       probe.Node{Layout: w.layout, Group: cfg.Cgroup},
 	}, nil

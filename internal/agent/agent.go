@@ -61,14 +61,17 @@ type Agent struct {
 	// peerHTTP are set first in Start, before anything can call a peer.
 	selfAddr string
 	adv      string // the IP address this node advertises
-	peerMux  http.Handler
-	selfHTTP *http.Client
-	migr     migrationState // guarded by jobs.mu
-	support  string         // what migration can do here, found at start
-	imageDir string         // where migration images go
-	allUsers bool           // root's CRIU can dump other users' jobs here
-	metrics  migrationMetrics
-	sch      schedState
+	// started is when Start ran; memberLeft wakes the lost-job sweep.
+	started    time.Time
+	memberLeft chan struct{}
+	peerMux    http.Handler
+	selfHTTP   *http.Client
+	migr       migrationState // guarded by jobs.mu
+	support    string         // what migration can do here, found at start
+	imageDir   string         // where migration images go
+	allUsers   bool           // root's CRIU can dump other users' jobs here
+	metrics    migrationMetrics
+	sch        schedState
 
 	mu        sync.Mutex // guards everything below, never held while calling memberlist
 	dis       *load.Disseminator
@@ -140,6 +143,8 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		known:    map[string]*peer{},
 		stop:     make(chan struct{}),
 		adv:      adv.String(),
+
+		memberLeft: make(chan struct{}, 1),
 	}
 	if a.capacity == 0 {
 		a.capacity = float64(runtime.NumCPU())
@@ -231,7 +236,9 @@ func (a *Agent) Start() error {
 		return fmt.Errorf("memberlist: %w", err)
 	}
 	a.ml = ml
-	a.wg.Add(4)
+	a.started = time.Now()
+	a.wg.Add(5)
+	go a.lostLoop()
 	go a.joinLoop()
 	go a.loadLoop()
 	go a.pushLoop()

@@ -93,6 +93,12 @@ type Config struct {
 	// interface); empty means roam's own build if installed, else criu
 	// from PATH.
 	CRIUPath string `yaml:"criu_path"`
+	// SharedDirs are the directories every node mounts at the same path
+	// (a shared home, a cluster filesystem): a job migrates only while
+	// its open files and working directories are in them. Empty means the
+	// network and cluster filesystems (nfs, cifs, ceph, lustre, ...)
+	// mounted on this host.
+	SharedDirs []string `yaml:"shared_dirs"`
 	// Scheduler is the policy the node starts with: a built-in name
 	// (static, balance, ushering, threshold, mosix) or a policy file;
 	// empty means mosix. `roam policy load` replaces it at run time.
@@ -177,6 +183,11 @@ func (c Config) Validate() error {
 		return bad("load.interval", "%v is out of range (10ms to 1h)", c.Load.Interval)
 	case c.Load.VectorSize < 1 || c.Load.VectorSize > 1024:
 		return bad("load.vector_size", "%d is out of range (1 to 1024)", c.Load.VectorSize)
+	}
+	for _, d := range c.SharedDirs {
+		if !filepath.IsAbs(d) {
+			return bad("shared_dirs", "%q is not an absolute path", d)
+		}
 	}
 	for _, j := range c.Join {
 		if err := checkJoin(j); err != nil {

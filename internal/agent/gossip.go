@@ -91,16 +91,10 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 	}
 	a.dis.Forget(n.Name)
 	a.log.Info("member down", "member", n.Name)
-	// memberlist's callbacks must not block: the job table is written
-	// beside them. Not once the agent is closing (its store may be gone).
+	// memberlist's callbacks must not block: the sweep runs beside them.
 	select {
-	case <-a.stop:
+	case a.memberLeft <- struct{}{}:
 	default:
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			a.markLost(n.Name)
-		}()
 	}
 }
 

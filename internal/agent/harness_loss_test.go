@@ -185,3 +185,27 @@ func TestAgentsEndJobsTheirHomeForgot(t *testing.T) {
 		}
 	})
 }
+
+// A home that was down while the node of its job died never hears that
+// node leave (membership does not report a death it did not see): its
+// periodic sweep marks the job lost all the same, once the restarted home
+// has had the time to hear of every live node.
+func TestAgentsHomeBackAfterNodeDied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 13, faults{}, "static")
+		id := c.run(0, 1, "n2")[0]
+		c.waitFor("running on n2", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		c.crash(0)
+		c.crash(1)
+		time.Sleep(30 * time.Second)
+		c.start(0)
+		back := time.Now()
+		c.waitFor("the job lost", 2*time.Minute, func() bool { return c.homeRec(id).State == job.StateLost })
+		if d := time.Since(back); d > lostGrace+aliveEvery+time.Second {
+			t.Fatalf("lost %v after the home came back, past %v", d, lostGrace+aliveEvery)
+		}
+		if r := c.homeRec(id); r.Node != "n2" {
+			t.Fatalf("lost on %q", r.Node)
+		}
+	})
+}

@@ -26,16 +26,41 @@ import (
 // forgotten it (a half-started run), so that it ends it.
 const aliveEvery = 5 * time.Second
 
-// markLost marks lost every job of this home that runs on node.
-func (a *Agent) markLost(node string) {
-	if node == a.cfg.NodeID {
-		return
-	}
+// lostGrace is how long after its start an agent waits before it takes a
+// node it has not heard of for dead: membership needs a few rounds to list
+// every live node (twice memberlist's failure detection, about 5 s here).
+const lostGrace = 15 * time.Second
+
+// sweepLost marks lost every job of this home recorded as running on a
+// node that membership says is dead, or, once lostGrace has passed since
+// the agent started, on a node it has never heard of (one that died while
+// this home was down). It runs when a member leaves and every aliveEvery,
+// so a record that turned running on a node already dead (a slow start
+// answered, a late migration note) is caught too.
+func (a *Agent) sweepLost() {
 	now := time.Now()
+	// Membership first, then the jobs: the two locks are never held
+	// together.
+	a.mu.Lock()
+	alive := make(map[string]bool, len(a.known))
+	for id, p := range a.known {
+		alive[id] = p.alive
+	}
+	a.mu.Unlock()
+	dead := func(node string) bool {
+		if node == a.cfg.NodeID || node == "" {
+			return false
+		}
+		up, heard := alive[node]
+		if !heard {
+			return now.Sub(a.started) > lostGrace
+		}
+		return !up
+	}
 	a.jobs.mu.Lock()
 	var lost []job.Record
 	for _, r := range a.jobs.home {
-		if r.Node == node && r.State == job.StateRunning {
+		if r.State == job.StateRunning && dead(r.Node) {
 			r.State, r.LostAt = job.StateLost, now
 			lost = append(lost, *r)
 			if ch := a.jobs.wake[r.ID]; ch != nil {
@@ -44,16 +69,33 @@ func (a *Agent) markLost(node string) {
 			}
 		}
 	}
+	// Written under the lock, as takeUpdates writes: a later revival or
+	// exit cannot be overwritten by this older state.
+	if len(lost) > 0 {
+		if err := a.store.PutRecords(lost...); err != nil {
+			a.log.Error("job table", "err", err)
+		}
+	}
 	a.jobs.mu.Unlock()
-	if len(lost) == 0 {
-		return
-	}
-	if err := a.store.PutRecords(lost...); err != nil {
-		a.log.Error("job table", "err", err)
-	}
 	for _, r := range lost {
-		a.log.Warn("job lost", "job", r.ID, "node", node)
-		a.event(api.Event{Kind: "lost", Job: r.ID, From: node, Why: "its node was declared dead"})
+		a.log.Warn("job lost", "job", r.ID, "node", r.Node)
+		a.event(api.Event{Kind: "lost", Job: r.ID, From: r.Node, Why: "its node was declared dead"})
+	}
+}
+
+// lostLoop sweeps every aliveEvery, and at once when a member leaves.
+func (a *Agent) lostLoop() {
+	defer a.wg.Done()
+	t := time.NewTicker(aliveEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+		case <-a.memberLeft:
+		}
+		a.sweepLost()
 	}
 }
 

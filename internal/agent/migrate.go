@@ -201,10 +201,11 @@ func (a *Agent) takeNote(n jobNote) error {
 	switch {
 	case n.Migration != nil && n.Migration.MID != "":
 		m := n.Migration
-		if m.OK {
-			// A migration that committed while the home thought the job
-			// lost (its source was declared dead mid-move): it runs at
-			// m.To.
+		if m.OK && m.Seq > rec.Migrations {
+			// A migration newer than any the home knows committed while
+			// the home thought the job lost (its source was declared dead
+			// mid-move): it runs at m.To. An older note says nothing of
+			// where it runs now.
 			if e, ok := revive(rec, m.To); ok {
 				back = append(back, e)
 			}

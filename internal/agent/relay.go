@@ -32,6 +32,9 @@ type update struct {
 	FinalErr int64 `json:"final_err"`
 }
 
+// updateOverhead is about what an update without output takes in JSON.
+const updateOverhead = 160
+
 // ack is the home node's answer to an update.
 type ack struct {
 	Out  int64 `json:"out"`
@@ -131,7 +134,9 @@ func (a *Agent) pushBatches() []*homeBatch {
 		}
 		lj.lastPush = now
 		u.ID, u.Node = id, a.cfg.NodeID
-		size := len(u.Out) + len(u.Err)
+		// Each update costs its JSON besides its output: a heartbeat of
+		// thousands of jobs must still fit a request.
+		size := len(u.Out) + len(u.Err) + updateOverhead
 		b := last[lj.rec.Home]
 		if b == nil || b.size+size > pushBatch {
 			b = &homeBatch{home: lj.rec.Home, addr: lj.rec.HomeAddr}
@@ -217,17 +222,31 @@ func (a *Agent) takeUpdates(ups []update) map[string]ack {
 	for _, u := range ups {
 		rec := a.jobs.home[u.ID]
 		if rec == nil {
-			// Not ours, or forgotten after a failed start: nobody will read it.
-			out[u.ID] = ack{Done: true, Gone: true}
+			// Forgotten after a failed start: nobody will read it. Only a
+			// job's home can say it has no record of it; news that reached
+			// another node (a stale home address) is dropped, not ended.
+			h, _ := homeOf(u.ID)
+			out[u.ID] = ack{Done: true, Gone: h == a.cfg.NodeID}
 			continue
 		}
-		if e, ok := revive(rec, u.Node); ok {
+		// An older agent's update names no node: the job runs where the
+		// record last put it.
+		node := u.Node
+		if node == "" {
+			node = rec.Node
+		}
+		if e, ok := revive(rec, node); ok {
 			events = append(events, e)
 			changed[u.ID] = true
 		}
 		dir := a.homeSpool(u.ID)
-		no := appendAt(filepath.Join(dir, "stdout"), u.OutOff, u.Out)
-		ne := appendAt(filepath.Join(dir, "stderr"), u.ErrOff, u.Err)
+		no, ne := u.OutOff, u.ErrOff
+		if len(u.Out) > 0 || no < 0 {
+			no = appendAt(filepath.Join(dir, "stdout"), u.OutOff, u.Out)
+		}
+		if len(u.Err) > 0 || ne < 0 {
+			ne = appendAt(filepath.Join(dir, "stderr"), u.ErrOff, u.Err)
+		}
 		done := rec.Over()
 		if !done && u.Exit != nil && no == u.FinalOut && ne == u.FinalErr {
 			code := *u.Exit

@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -162,10 +163,17 @@ func (a *Agent) startAll(byNode map[string][]job.Spec) error {
 		}
 	}
 	if firstErr != nil {
-		// Leave nothing behind: end what did start, where it started.
+		// Leave nothing behind: end what did start, where it started, all
+		// at once (a node that hangs holds up only its own kills).
+		var wg sync.WaitGroup
 		for _, s := range ok {
-			_ = a.signalOn(s.node, s.id, int(syscall.SIGKILL))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = a.signalOn(s.node, s.id, int(syscall.SIGKILL))
+			}()
 		}
+		wg.Wait()
 	}
 	return firstErr
 }

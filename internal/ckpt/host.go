@@ -100,6 +100,9 @@ type RestoreSpec struct {
 type Host struct {
 	CRIU   CRIU
 	Layout cgroup.Layout
+	// Shared are the directories every node has at the same path (a job
+	// with a file or working directory elsewhere is pinned).
+	Shared []string
 	// Group is the node's cgroup (emulated cluster); "" on a real host,
 	// where jobs stay in the agent's cgroups.
 	Group string
@@ -167,6 +170,9 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]string, string) {
 	tree := procfs.Tree(pid)
 	var fds []migrate.FD
 	for _, p := range tree {
+		if cwd, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/cwd"); err == nil {
+			fds = append(fds, migrate.FD{Link: cwd, Cwd: true})
+		}
 		dir := "/proc/" + strconv.Itoa(p) + "/fd/"
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
@@ -192,7 +198,7 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]string, string) {
 			}
 		}
 	}
-	return migrate.Pins(fds, conns, JobDir, members)
+	return migrate.Pins(fds, conns, JobDir, members, h.Shared)
 }
 
 // Mounts is the package's Mounts.
@@ -445,6 +451,27 @@ func (h *Host) StoppedCopies(id, spool string) []int {
 		}
 		if st, err := procfs.ReadStat(pid); err == nil && st.State == 'T' {
 			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// networkFS are the filesystem types that are the same filesystem on every
+// host that mounts them.
+var networkFS = map[string]bool{"nfs": true, "nfs4": true, "cifs": true, "smb3": true, "ceph": true,
+	"fuse.glusterfs": true, "glusterfs": true, "lustre": true, "gpfs": true, "beegfs": true,
+	"fuse.cephfs": true, "ocfs2": true, "gfs2": true, "9p": true, "virtiofs": true}
+
+// NetworkMounts lists the mount points of network and cluster filesystems
+// in a mountinfo table (/proc/self/mountinfo): the default shared
+// directories.
+func NetworkMounts(mountinfo string) []string {
+	var out []string
+	for _, l := range strings.Split(mountinfo, "\n") {
+		before, after, ok := strings.Cut(l, " - ")
+		f, g := strings.Fields(before), strings.Fields(after)
+		if ok && len(f) >= 5 && len(g) >= 1 && networkFS[g[0]] {
+			out = append(out, f[4])
 		}
 	}
 	return out

@@ -33,6 +33,7 @@ type agentConfig struct {
 	Cgroup     string   `yaml:"cgroup"`
 	InitPath   string   `yaml:"init_path,omitempty"`
 	Scheduler  string   `yaml:"scheduler,omitempty"`
+	SharedDirs []string `yaml:"shared_dirs"`
 	Load       struct {
 		Interval time.Duration `yaml:"interval"`
 		Policy   string        `yaml:"policy"`
@@ -53,6 +54,8 @@ func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers 
 		Capacity:   n.Capacity,
 		Cgroup:     n.Cgroup,
 		Scheduler:  spec.Scheduler,
+		// The emulated nodes share this machine's whole filesystem.
+		SharedDirs: []string{"/"},
 	}
 	c.Load.Interval = spec.Interval
 	c.Load.Policy = spec.Policy

@@ -35,6 +35,7 @@ func TestAgentConfig(t *testing.T) {
 	want.Capacity, want.Cgroup = 0.5, "roam/t/n2"
 	want.InitPath, want.Scheduler = filepath.Join(bin, "roam-init"), "balance"
 	want.Load.Interval, want.Load.Policy = 250*time.Millisecond, "beneficial"
+	want.SharedDirs = []string{"/"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("roamd reads\n%+v\nwant\n%+v\nfrom\n%s", got, want, b)
 	}

@@ -16,6 +16,8 @@ import (
 type FD struct {
 	Link   string
 	Device bool
+	// Cwd: Link is a process's working directory, not a descriptor.
+	Cwd bool
 }
 
 // TCPConn is an established TCP connection in the job's network namespace:
@@ -42,12 +44,22 @@ func Sockets(fds []FD) map[string]bool {
 // Pins lists the regular files a job holds open (which the destination
 // must reach; jobDir's own files excepted, they move with the job) and
 // says why the job cannot move at all, or "": a deleted file, a device
-// other than the harmless ones, an established TCP connection (members are
-// the cluster's addresses, to say which kind).
-func Pins(fds []FD, conns []TCPConn, jobDir string, members map[string]bool) (files []string, reason string) {
+// other than the harmless ones, a file or working directory outside the
+// shared directories (a file of the same name elsewhere is another file),
+// an established TCP connection (members are the cluster's addresses, to
+// say which kind).
+func Pins(fds []FD, conns []TCPConn, jobDir string, members map[string]bool, shared []string) (files []string, reason string) {
 	seen := map[string]bool{}
 	for _, f := range fds {
 		l := f.Link
+		if strings.HasPrefix(l, "/") && !strings.HasSuffix(l, " (deleted)") && !strings.HasPrefix(l, "/dev/") &&
+			!under(l, jobDir) && !Shared(l, shared) {
+			what := "holds open " + l
+			if f.Cwd {
+				what = "works in " + l
+			}
+			return nil, what + ", on this node's own filesystem (shared directories: " + strings.Join(shared, ", ") + ")"
+		}
 		switch {
 		case strings.HasPrefix(l, "socket:["):
 		case strings.HasSuffix(l, " (deleted)"):
@@ -56,7 +68,7 @@ func Pins(fds []FD, conns []TCPConn, jobDir string, members map[string]bool) (fi
 			if !harmlessDevice[l] && f.Device {
 				return nil, "holds open the device " + l
 			}
-		case strings.HasPrefix(l, "/") && !strings.HasPrefix(l, jobDir+"/") && !seen[l]:
+		case strings.HasPrefix(l, "/") && !under(l, jobDir) && !seen[l]:
 			seen[l] = true
 			files = append(files, l)
 		}
@@ -113,4 +125,20 @@ func HexAddr(s string) string {
 	}
 	addr, _ := netip.AddrFromSlice(raw)
 	return netip.AddrPortFrom(addr.Unmap(), uint16(port)).String()
+}
+
+// under says whether path is dir or inside it.
+func under(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// Shared says whether path is in one of the shared directories: the
+// filesystems every node mounts at the same path.
+func Shared(path string, shared []string) bool {
+	for _, d := range shared {
+		if under(path, d) {
+			return true
+		}
+	}
+	return false
 }

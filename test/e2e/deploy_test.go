@@ -163,10 +163,12 @@ func followGuide(t *testing.T, root, secret string) {
 		os.Chmod(filepath.Join(h.dir, "tmp"), 0o1777)
 		// Step 1: the package's files, as installed.
 		cfg := string(sample)
-		// Step 3: the others join host1.
+		// Step 3: the others join host1; the shared directory is a plain
+		// directory here, not a network filesystem, so it is named.
 		if i > 1 {
 			cfg = strings.Replace(cfg, "join: []", "join: [198.18.31.1]", 1)
 		}
+		cfg = strings.Replace(cfg, "#shared_dirs: [/home, /srv/shared]", "shared_dirs: ["+shared+"]", 1)
 		os.WriteFile(filepath.Join(h.dir, "etc", "roamd.yaml"), []byte(cfg), 0o644)
 	}
 	// Step 2: the secret, made on host1 and copied, private, to the others.
@@ -236,27 +238,43 @@ exec %s/usr/sbin/roamd --config /etc/roam/roamd.yaml`, h.name, h.dir, h.dir, h.d
 			t.Fatalf("no job ran on %s, or its output did not come back:\n%s", h.name, out)
 		}
 	}
-	// A job in the shared directory moves from host1 to host2 and on.
-	idOut, err := roam(hosts[0], "run", "-d", "--on", "host1", "--", "sh", "-c",
-		"i=0; while [ $i -lt 30 ]; do i=$((i+1)); echo $i >> count; sleep 0.2; done; cat count | wc -l").Output()
-	if err != nil {
-		t.Fatal(err)
+	// A job holding a file open in its host's own /tmp is pinned, with the
+	// reason, and runs on where it is; the same job with its file in the
+	// shared directory migrates host1 -> host2 -> host3 -> host1.
+	holder := func(file string) string {
+		out, err := roam(hosts[0], "run", "-d", "--on", "host1", "--", "sh", "-c",
+			"exec 3>>"+file+"; i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo $i >&3; sleep 0.2; done; wc -l < "+file).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
 	}
-	id := strings.TrimSpace(string(idOut))
+	local := holder("/tmp/held")
 	time.Sleep(time.Second)
-	if out, err := roam(hosts[0], "migrate", id, "host2").CombinedOutput(); err != nil {
-		t.Fatalf("migrate host1 -> host2: %v: %s", err, out)
+	out, err = roam(hosts[0], "migrate", local, "host2").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "holds open /tmp/held, on this node's own filesystem") {
+		t.Fatalf("a job with a file in host1's /tmp: migrate: %v: %s", err, out)
+	}
+	if out, err := roam(hosts[0], "attach", local).Output(); err != nil || strings.TrimSpace(string(out)) != "40" {
+		t.Fatalf("the pinned job: %v: %q", err, out)
+	}
+	id := holder(filepath.Join(shared, "count"))
+	for _, to := range []string{"host2", "host3", "host1"} {
+		time.Sleep(time.Second)
+		if out, err := roam(hosts[0], "migrate", id, to).CombinedOutput(); err != nil {
+			t.Fatalf("migrate to %s: %v: %s", to, err, out)
+		}
 	}
 	out, err = roam(hosts[0], "attach", id).Output()
-	if err != nil || strings.TrimSpace(string(out)) != "30" {
+	if err != nil || strings.TrimSpace(string(out)) != "40" {
 		t.Fatalf("the migrated job: %v: %q", err, out)
 	}
 	var js []api.Job
 	psOut, _ := roam(hosts[0], "ps", "--json").Output()
 	json.Unmarshal(psOut, &js)
 	for _, j := range js {
-		if j.ID == id && (j.Node != "host2" || j.Migrations != 1) {
-			t.Fatalf("after the move: %+v", j)
+		if j.ID == id && (j.Node != "host1" || j.Migrations != 3) {
+			t.Fatalf("after three moves: %+v", j)
 		}
 	}
 }
