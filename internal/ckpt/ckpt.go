@@ -347,6 +347,23 @@ func logError(path string, err error) string {
 // until its pages have arrived.) Zombies are left out.
 func Copies(id string) []int {
 	var out []int
+	for pid, spool := range Inits() {
+		if !strings.HasSuffix(spool, "/spool/"+id) {
+			continue
+		}
+		if st, err := procfs.ReadStat(pid); err == nil && st.State != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// Inits lists the roam-init processes on this host, each with the spool
+// directory bound at JobDir in its mount namespace (as its filesystem
+// names it: a path on the host, or under a bind's source), or "" when it
+// has none yet (or is exiting).
+func Inits() map[int]string {
+	out := map[int]string{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -356,12 +373,12 @@ func Copies(id string) []int {
 		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err != nil || string(b) != "roam-init\n" {
 			continue
 		}
-		mi, err := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
-		if err != nil || !strings.Contains(string(mi), "/spool/"+id+" "+JobDir+" ") {
-			continue
-		}
-		if st, err := procfs.ReadStat(pid); err == nil && st.State != 'Z' {
-			out = append(out, pid)
+		out[pid] = ""
+		mi, _ := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
+		for _, l := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(l); len(f) > 4 && f[4] == JobDir {
+				out[pid] = f[3]
+			}
 		}
 	}
 	return out

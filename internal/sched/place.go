@@ -23,9 +23,10 @@ type NodeLoad struct {
 	Capacity float64 // cores
 	Load     float64 // runnable threads per unit of capacity
 	// Unknown: no load heard from the node yet (it is not in the load
-	// vector). Its Load means nothing: the load-based placements leave
-	// it out rather than take it for idle; round-robin, which looks at
-	// no load, uses it.
+	// vector). Its Load means nothing: the load-based placements take it
+	// to be as loaded as the mean of the nodes they know, not idle (past
+	// the vector's size most nodes are unknown, and an idle guess would
+	// send them everything); round-robin looks at no load.
 	Unknown bool
 }
 
@@ -84,7 +85,7 @@ func IDLess(a, b string) bool {
 // the next value back).
 func Place(kind string, nodes []NodeLoad, n int, rng *rand.Rand, rr int) ([]string, int, error) {
 	if kind != "round-robin" {
-		nodes = knownLoad(nodes)
+		nodes = guessUnknown(nodes)
 	}
 	switch kind {
 	case "", "least-loaded":
@@ -99,13 +100,25 @@ func Place(kind string, nodes []NodeLoad, n int, rng *rand.Rand, rr int) ([]stri
 	return nil, rr, fmt.Errorf("placement %q is not one of least-loaded, random-two, round-robin", kind)
 }
 
-// knownLoad are the nodes whose load was heard.
-func knownLoad(nodes []NodeLoad) []NodeLoad {
-	var out []NodeLoad
+// guessUnknown returns nodes with each unknown load set to the mean of the
+// known ones (a copy; with none known, the unknown are left out).
+func guessUnknown(nodes []NodeLoad) []NodeLoad {
+	sum, n := 0.0, 0
 	for _, x := range nodes {
 		if !x.Unknown {
-			out = append(out, x)
+			sum += x.Load
+			n++
 		}
+	}
+	out := make([]NodeLoad, 0, len(nodes))
+	for _, x := range nodes {
+		if x.Unknown {
+			if n == 0 {
+				continue
+			}
+			x.Load = sum / float64(n)
+		}
+		out = append(out, x)
 	}
 	return out
 }

@@ -57,17 +57,27 @@ func TestPlaceNoNodes(t *testing.T) {
 }
 
 // A node whose load was never heard is not taken for idle by a load-based
-// placement (past the load vector's size most nodes are such); round-robin,
-// which reads no load, still uses it.
-func TestPlaceLeavesOutUnknownLoad(t *testing.T) {
-	nodes := []NodeLoad{{ID: "1", Capacity: 1, Load: 2}, {ID: "2", Capacity: 1, Load: 3}, {ID: "3", Capacity: 1, Unknown: true}}
-	for _, kind := range []string{"least-loaded", "random-two"} {
-		got, _, err := Place(kind, nodes, 6, rand.New(rand.NewSource(1)), 0)
-		if err != nil || count(got)["3"] != 0 {
-			t.Fatalf("%s placed %v (%v) on the node of unknown load", kind, got, err)
+// placement (past the load vector's size most nodes are such): it counts as
+// loaded as the mean of the known nodes. In a cluster that looks idle (just
+// up) it is used like the others; round-robin reads no load.
+func TestPlaceGuessesUnknownLoad(t *testing.T) {
+	busy := []NodeLoad{{ID: "1", Capacity: 1, Load: 2}, {ID: "2", Capacity: 1, Load: 4}, {ID: "3", Capacity: 1, Unknown: true}}
+	got, _, err := Place("least-loaded", busy, 3, nil, 0)
+	if err != nil || !slices.Equal(got, []string{"1", "1", "3"}) {
+		t.Fatalf("least-loaded on loads 2, 4 and unknown (taken as 3): %v %v, want [1 1 3]", got, err)
+	}
+	got, _, _ = Place("random-two", busy, 1, rand.New(rand.NewSource(1)), 0)
+	if got[0] == "2" {
+		t.Fatalf("random-two picked the busiest node: %v", got)
+	}
+	fresh := []NodeLoad{{ID: "1", Capacity: 1}, {ID: "2", Capacity: 1, Unknown: true}, {ID: "3", Capacity: 1, Unknown: true}, {ID: "4", Capacity: 1, Unknown: true}}
+	got, _, _ = Place("least-loaded", fresh, 8, nil, 0)
+	for id, c := range count(got) {
+		if c != 2 {
+			t.Fatalf("a cluster just up: node %s got %d of 8: %v", id, c, got)
 		}
 	}
-	got, _, _ := Place("round-robin", nodes, 6, nil, 0)
+	got, _, _ = Place("round-robin", busy, 6, nil, 0)
 	if count(got)["3"] != 2 {
 		t.Fatalf("round-robin left out the node of unknown load: %v", got)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/ckpt"
 )
 
 // The package and the deployment guide. `make deb` builds the package from
@@ -309,17 +310,9 @@ func tearDownGuide(t *testing.T, hosts []*dhost, base string) {
 // initsUnder lists roam-init processes whose job spool is under base.
 func initsUnder(base string) map[int]string {
 	out := map[int]string{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		if b, _ := os.ReadFile("/proc/" + e.Name() + "/comm"); string(b) != "roam-init\n" {
-			continue
-		}
-		if mi, _ := os.ReadFile("/proc/" + e.Name() + "/mountinfo"); bytes.Contains(mi, []byte(base)) {
-			out[pid] = base
+	for pid, spool := range ckpt.Inits() {
+		if strings.HasPrefix(spool, base) {
+			out[pid] = spool
 		}
 	}
 	return out

@@ -3,8 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"strconv"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,20 +17,9 @@ import (
 // node) by pid, with their job id.
 func jobInits(name string) map[int]string {
 	out := map[int]string{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err != nil || string(b) != "roam-init\n" {
-			continue
-		}
-		mi, _ := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
-		for _, l := range strings.Split(string(mi), "\n") {
-			if f := strings.Fields(l); len(f) > 4 && f[4] == ckpt.JobDir && strings.Contains(f[3], "/clusters/"+name+"/") {
-				out[pid] = f[3][strings.LastIndexByte(f[3], '/')+1:]
-			}
+	for pid, spool := range ckpt.Inits() {
+		if strings.Contains(spool, "/clusters/"+name+"/") {
+			out[pid] = filepath.Base(spool)
 		}
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,19 +46,13 @@ func copies(id string) (pids []int, states []byte) {
 // roamInits describes every roam-init process, for a failure message.
 func roamInits() string {
 	var out []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err == nil && string(b) == "roam-init\n" {
-			mi, _ := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
-			job := "?"
-			for _, l := range strings.Split(string(mi), "\n") {
-				if f := strings.Fields(l); len(f) > 4 && f[4] == "/run/roam/job" {
-					job = f[3]
-				}
-			}
-			out = append(out, e.Name()+":"+job)
+	for pid, spool := range ckpt.Inits() {
+		if spool == "" {
+			spool = "?"
 		}
+		out = append(out, strconv.Itoa(pid)+":"+spool)
 	}
+	sort.Strings(out)
 	return strings.Join(out, " ")
 }
 
