@@ -132,12 +132,22 @@ func under(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// Shared says whether path is in one of the shared directories: the
-// filesystems every node mounts at the same path.
+// SystemDirs hold the operating system's files, taken to be the same on
+// every node (the deployment guide asks for one OS install): a job that
+// holds a library or a locale file open, or works in /, still moves.
+var SystemDirs = []string{"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys"}
+
+// Shared says whether path is in one of the shared directories (the
+// filesystems every node mounts at the same path) or the system's.
 func Shared(path string, shared []string) bool {
-	for _, d := range shared {
-		if under(path, d) {
-			return true
+	if path == "/" {
+		return true
+	}
+	for _, ds := range [][]string{shared, SystemDirs} {
+		for _, d := range ds {
+			if under(path, d) {
+				return true
+			}
 		}
 	}
 	return false

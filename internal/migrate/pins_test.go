@@ -21,6 +21,8 @@ func TestPins(t *testing.T) {
 		{"shared files and cwd move", []FD{{Link: "/home/u", Cwd: true}, {Link: "/home/u/data.csv"}, {Link: "/srv/shared/out"},
 			{Link: "/run/roam/job/stdout"}, {Link: "pipe:[123]"}, {Link: "/dev/null", Device: true}},
 			nil, []string{"/home/u", "/home/u/data.csv", "/srv/shared/out"}, ""},
+		{"the system's files and / move", []FD{{Link: "/", Cwd: true}, {Link: "/usr/lib/locale/C.utf8/LC_IDENTIFICATION"}, {Link: "/etc/passwd"}},
+			nil, []string{"/", "/usr/lib/locale/C.utf8/LC_IDENTIFICATION", "/etc/passwd"}, ""},
 		{"a file in /tmp pins", []FD{{Link: "/home/u", Cwd: true}, {Link: "/tmp/scratch"}},
 			nil, nil, "holds open /tmp/scratch, on this node's own filesystem (shared directories: /home, /srv/shared)"},
 		{"a working directory in /var/tmp pins", []FD{{Link: "/var/tmp/run1", Cwd: true}},
