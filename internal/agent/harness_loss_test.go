@@ -170,9 +170,8 @@ func TestAgentsEndJobsTheirHomeForgot(t *testing.T) {
 		if err := home.peerCall("n2", "POST", "/v1/peer/start", req, &res); err != nil || len(res) != 1 || res[0].Error != "" {
 			t.Fatalf("start: %+v %v", res, err)
 		}
-		if run, _ := c.world.copies(id); len(run) != 1 {
-			t.Fatalf("the orphan does not run: %v", run)
-		}
+		// It started (its pid is in the answer); it may already be ending,
+		// as the start kicks the push loop at once.
 		start := time.Now()
 		c.waitFor("the orphan ended", time.Minute, func() bool {
 			run, _ := c.world.copies(id)
