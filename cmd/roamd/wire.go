@@ -75,10 +75,7 @@ func check(path string) (agent.Config, world, error) {
 // summary is what --check-config prints: what the agent would use.
 func (w world) summary(cfg agent.Config) string {
 	var b strings.Builder
-	adv := cfg.AdvertiseAddr
-	if ip, ok := cfg.Advertise(); ok {
-		adv = ip.String()
-	}
+	adv, _ := cfg.Advertise() // resolved by check
 	fmt.Fprintf(&b, "node %s: config usable\n", cfg.NodeID)
 	fmt.Fprintf(&b, "  advertises  %s (gossip %d udp+tcp, peers %d tcp); listens on %s\n", adv, cfg.GossipPort, cfg.PeerPort, cfg.BindAddr)
 	join := "none (the first node: others join it)"

@@ -139,21 +139,26 @@ func ResolveAdvertise(c Config, r Routes) (Config, error) {
 // JoinAddr is a join entry as host:port: an entry without a port means
 // the gossip port.
 func JoinAddr(entry string, gossipPort int) string {
-	if _, _, err := net.SplitHostPort(entry); err == nil {
-		return entry
+	host, port := splitJoin(entry)
+	if port == "" {
+		port = strconv.Itoa(gossipPort)
 	}
-	return net.JoinHostPort(strings.Trim(entry, "[]"), strconv.Itoa(gossipPort))
+	return net.JoinHostPort(host, port)
+}
+
+// splitJoin splits a join entry into its host and its port, "" when it
+// has none (a bare IPv6 address may be bracketed).
+func splitJoin(entry string) (host, port string) {
+	if h, p, err := net.SplitHostPort(entry); err == nil {
+		return h, p
+	}
+	return strings.Trim(entry, "[]"), ""
 }
 
 // checkJoin validates one join entry: an IP address or a DNS name, with a
 // port or without.
 func checkJoin(entry string) error {
-	host, port := entry, ""
-	if h, p, err := net.SplitHostPort(entry); err == nil {
-		host, port = h, p
-	} else {
-		host = strings.Trim(entry, "[]")
-	}
+	host, port := splitJoin(entry)
 	if port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return errors.New("its port is not 1 to 65535")

@@ -13,7 +13,7 @@ import (
 	"roam/internal/job"
 )
 
-// homeRec is job id's record at its home, n1 here.
+// homeRec is job id's record at its home (a zero record when it has none).
 func (c *cluster) homeRec(id string) job.Record {
 	h := c.nodes[nodeIndex(id)].a
 	h.jobs.mu.Lock()

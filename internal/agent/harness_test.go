@@ -211,15 +211,7 @@ func (c *cluster) settled(ids []string) (bool, string) {
 		if len(run) != 1 || len(frz) != 0 {
 			return false, fmt.Sprintf("job %s: running on %v, frozen on %v", id, run, frz)
 		}
-		home := c.nodes[nodeIndex(id)]
-		home.a.jobs.mu.Lock()
-		r := home.a.jobs.home[id]
-		node := ""
-		if r != nil {
-			node = r.Node
-		}
-		home.a.jobs.mu.Unlock()
-		if node != run[0] {
+		if node := c.homeRec(id).Node; node != run[0] {
 			return false, fmt.Sprintf("job %s runs on %s, its home's record says %q", id, run[0], node)
 		}
 		for _, h := range c.nodes {
