@@ -8,17 +8,21 @@
  *   threads  4 threads, each with its own CPU work, joined every round
  *   file     appends to ARG and rewrites records in place (lseek + write)
  *   mem      touches ARG MiB, then reads and rewrites some of it each round
+ *   fork     touches ARG MiB, forks 3 children that share its pages (copy
+ *            on write) and sleep, then does CPU work, one line per round
  * MARKER is not used; it names the job in the process list, so a test can
  * count the copies of exactly this job.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static uint64_t xs(uint64_t x, long n) {
@@ -134,6 +138,34 @@ int main(int argc, char **argv) {
 		for (size_t i = 0; i < n; i++)
 			s = s * 31 + m[i];
 		printf("sum %016llx\n", (unsigned long long)s);
+		return 0;
+	}
+	if (strcmp(mode, "fork") == 0 && argc > 4) {
+		size_t size = (size_t)atol(argv[4]) << 20;
+		char *m = malloc(size);
+		if (!m) {
+			perror("malloc");
+			return 1;
+		}
+		memset(m, 7, size);
+		pid_t parent = getpid(), kids[3];
+		for (int k = 0; k < 3; k++) {
+			kids[k] = fork();
+			if (kids[k] == 0) {
+				while (getppid() == parent)
+					nap(100);
+				_exit(0);
+			}
+		}
+		uint64_t x = 88172645463325252ULL;
+		for (int r = 0; r < rounds; r++) {
+			x = xs(x, WORK / 4) + (uint64_t)m[(size_t)r * 4096 % size];
+			printf("round %d %016llx\n", r, (unsigned long long)x);
+		}
+		for (int k = 0; k < 3; k++)
+			kill(kids[k], SIGKILL);
+		while (wait(NULL) > 0)
+			;
 		return 0;
 	}
 	fprintf(stderr, "migjob: unknown mode %s\n", mode);

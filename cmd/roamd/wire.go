@@ -27,6 +27,10 @@ type world struct {
 	sec      secret.Secret
 	tls      *tls.Config
 	layout   cgroup.Layout
+	// jobs holds every job's cgroup; nil when the host has no cgroup
+	// controllers to use (the config's job_cgroup none, or none found).
+	jobs     *cgroup.Jobs
+	noGroups string // why jobs is nil
 	criuPath string
 	shared   []string // the shared directories, defaulted
 }
@@ -49,13 +53,33 @@ func check(path string) (agent.Config, world, error) {
 	if w.tls, err = w.sec.TLSConfig(cfg.NodeID); err != nil {
 		return cfg, w, err
 	}
+	layout, lerr := cgroup.Detect()
+	w.layout = layout
 	if cfg.Cgroup != "" {
-		if w.layout, err = cgroup.Detect(); err != nil {
-			return cfg, w, err
+		if lerr != nil {
+			return cfg, w, lerr
 		}
-		if !w.layout.Exists(cfg.Cgroup) {
-			return cfg, w, fmt.Errorf("config: cgroup: %s does not exist under %s", cfg.Cgroup, w.layout)
+		if !layout.Exists(cfg.Cgroup) {
+			return cfg, w, fmt.Errorf("config: cgroup: %s does not exist under %s", cfg.Cgroup, layout)
 		}
+	}
+	parent := cfg.JobCgroup
+	if parent == "" {
+		parent = cfg.Cgroup
+	}
+	if parent == "" {
+		parent = "roam"
+	}
+	switch {
+	case parent == "none":
+		w.noGroups = "job_cgroup is none"
+	case lerr != nil:
+		w.noGroups = lerr.Error()
+		if cfg.JobCgroup != "" {
+			return cfg, w, fmt.Errorf("config: job_cgroup: %s: %w", cfg.JobCgroup, lerr)
+		}
+	default:
+		w.jobs = &cgroup.Jobs{Layout: layout, Parent: parent}
 	}
 	if fi, err := os.Stat(cfg.InitPath); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return cfg, w, fmt.Errorf("config: init_path: %s is not an executable file (roam-init, installed beside roamd)", cfg.InitPath)
@@ -86,6 +110,11 @@ func (w world) summary(cfg agent.Config) string {
 	fmt.Fprintf(&b, "  secret      %s (private)\n", cfg.SecretFile)
 	fmt.Fprintf(&b, "  state       %s, socket %s\n", cfg.StateDir, cfg.Socket)
 	fmt.Fprintf(&b, "  roam-init   %s\n", cfg.InitPath)
+	if w.jobs != nil {
+		fmt.Fprintf(&b, "  job groups  %s/jobs/ID (%s)\n", w.jobs.Parent, w.jobs.Layout)
+	} else {
+		fmt.Fprintf(&b, "  job groups  none (%s): jobs stay in roamd's cgroup and a restart of its service may stop them\n", w.noGroups)
+	}
 	shared := "none: jobs with open files or a working directory do not migrate (set shared_dirs)"
 	if len(w.shared) > 0 {
 		shared = strings.Join(w.shared, ", ")
@@ -107,12 +136,7 @@ func (w world) summary(cfg agent.Config) string {
 func (w world) parts(cfg agent.Config) (agent.Parts, error) {
 	// Held by everyone here who starts a child (see ckpt.CRIU.ExecMu).
 	execMu := &sync.Mutex{}
-	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu}
-	if cfg.Cgroup != "" {
-		for _, d := range w.layout.Dirs(cfg.Cgroup) {
-			launcher.CgroupProcs = append(launcher.CgroupProcs, filepath.Join(d, "cgroup.procs"))
-		}
-	}
+	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs}
 	api, err := agent.ListenAPI(cfg.Socket)
 	if err != nil {
 		return agent.Parts{}, errors.Join(errors.New("socket "+cfg.Socket), err)
@@ -121,7 +145,7 @@ func (w world) parts(cfg agent.Config) (agent.Parts, error) {
 		API:          api,
 		Transport:    agent.TLSTransport{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
 		GossipKey:    w.sec.GossipKey(),
-		Checkpointer: &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu}, Layout: w.layout, Group: cfg.Cgroup, Shared: w.shared},
+		Checkpointer: &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared},
 		Processes:    launcher,
 		Prober:       probe.Node{Layout: w.layout, Group: cfg.Cgroup},
 	}, nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"roam/internal/errkind"
 	"time"
 
@@ -84,6 +85,13 @@ type Config struct {
 	// Cgroup is the node's cgroup relative to the controllers' mounts
 	// (emulated nodes); empty means the whole host.
 	Cgroup string `yaml:"cgroup"`
+	// JobCgroup is the group under which every job gets a cgroup of its
+	// own, PARENT/jobs/ID, relative to the controllers' mounts. Empty means
+	// the node's cgroup when it has one (emulated nodes), else "roam": a
+	// top-level group of roamd's own beside the service manager's, so that
+	// stopping or restarting roamd's service leaves the jobs alone. "none"
+	// keeps jobs in roamd's cgroup.
+	JobCgroup string `yaml:"job_cgroup"`
 	// InitPath is roam-init, PID 1 of every job; empty means next to roamd.
 	InitPath string `yaml:"init_path"`
 	// ImageDir is where migration images are written; empty means
@@ -183,6 +191,9 @@ func (c Config) Validate() error {
 		return bad("load.interval", "%v is out of range (10ms to 1h)", c.Load.Interval)
 	case c.Load.VectorSize < 1 || c.Load.VectorSize > 1024:
 		return bad("load.vector_size", "%d is out of range (1 to 1024)", c.Load.VectorSize)
+	}
+	if j := c.JobCgroup; j != "" && j != "none" && (filepath.IsAbs(j) || filepath.Clean(j) != j || j == "." || strings.HasPrefix(j, "..")) {
+		return bad("job_cgroup", "%q is not a clean relative cgroup path (e.g. roam), or none", j)
 	}
 	for _, d := range c.SharedDirs {
 		if !filepath.IsAbs(d) {

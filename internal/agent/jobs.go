@@ -224,7 +224,7 @@ func (a *Agent) psLocal() psPart {
 	}
 	for id, lj := range a.jobs.local {
 		if a.procs.Alive(lj.rec.PID, lj.rec.StartTix) {
-			cpu, rss := a.procs.Usage(lj.rec.PID)
+			cpu, rss := a.procs.Usage(id, lj.rec.PID)
 			p.Usage[id] = usage{cpu, rss}
 		}
 	}

@@ -93,6 +93,8 @@ func (a *Agent) lostLoop() {
 		case <-a.stop:
 			return
 		case <-t.C:
+			// What ended or moved away left its cgroup behind.
+			a.procs.Tidy()
 		case <-a.memberLeft:
 		}
 		a.sweepLost()

@@ -336,7 +336,7 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 			return 0, err
 		}
 	}
-	pid, err := a.ckpt.Restore(ckpt.RestoreSpec{Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy})
+	pid, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: in.m.Record().Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy})
 	if stdinR != nil {
 		stdinR.Close()
 	}

@@ -28,6 +28,10 @@ type Layout struct {
 	V2     bool
 	CPU    string // mount point of the cpu controller (v1) or the v2 root
 	Memory string // mount point of the memory controller (v1) or the v2 root
+	// CPUAcct is the mount point of the cpuacct controller (v1), which
+	// counts a group's CPU time; "" under v2 (cpu.stat counts it) or when
+	// the host has none.
+	CPUAcct string
 }
 
 // ErrNoController means the host has no usable cpu or memory controller.
@@ -61,6 +65,8 @@ func Detect() (Layout, error) {
 					l1.CPU = fs[1]
 				case "memory":
 					l1.Memory = fs[1]
+				case "cpuacct":
+					l1.CPUAcct = fs[1]
 				}
 			}
 		}
@@ -91,7 +97,11 @@ func (l Layout) Dirs(rel string) []string {
 	if l.V2 {
 		return []string{filepath.Join(l.CPU, rel)}
 	}
-	return []string{filepath.Join(l.CPU, rel), filepath.Join(l.Memory, rel)}
+	ds := []string{filepath.Join(l.CPU, rel), filepath.Join(l.Memory, rel)}
+	if l.CPUAcct != "" && l.CPUAcct != l.CPU && l.CPUAcct != l.Memory {
+		ds = append(ds, filepath.Join(l.CPUAcct, rel))
+	}
+	return ds
 }
 
 // Create makes the group rel (e.g. "roam/c1/n2") under every controller,
@@ -109,6 +119,11 @@ func (l Layout) Create(rel string) error {
 			}
 		}
 		return nil
+	}
+	for _, m := range l.Dirs("") {
+		if _, err := os.Stat(filepath.Join(m, "cgroup.procs")); err != nil {
+			return fmt.Errorf("cgroup %s: no controller mounted there: %w", m, err)
+		}
 	}
 	for _, d := range l.Dirs(rel) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -178,14 +193,26 @@ func (l Layout) AddCPUProc(rel string, pid int) error {
 	return write(filepath.Join(l.CPU, rel, "cgroup.procs"), strconv.Itoa(pid))
 }
 
-// Threads lists the thread ids in the group (cpu controller), the unit the
-// scheduler runs.
+// Threads lists the thread ids in the group and every group below it (cpu
+// controller), the unit the scheduler runs.
 func (l Layout) Threads(rel string) ([]int, error) {
 	name := "tasks"
 	if l.V2 {
 		name = "cgroup.threads"
 	}
-	return readInts(filepath.Join(l.CPU, rel, name))
+	root := filepath.Join(l.CPU, rel)
+	out, err := readInts(filepath.Join(root, name))
+	if err != nil {
+		return nil, err
+	}
+	_ = filepath.WalkDir(root, func(p string, de os.DirEntry, err error) error {
+		if err == nil && de.IsDir() && p != root {
+			ts, _ := readInts(filepath.Join(p, name))
+			out = append(out, ts...)
+		}
+		return nil
+	})
+	return out, nil
 }
 
 // Procs lists the process ids in the group and every group below it.

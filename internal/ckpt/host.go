@@ -85,6 +85,7 @@ type Sink interface {
 
 // RestoreSpec says what to restore.
 type RestoreSpec struct {
+	ID  string // the job's id
 	Dir string // images directory
 	// Mounts maps each external mount point of the dump to the path on
 	// this node to bind there; JobDir maps to the job's spool here.
@@ -103,9 +104,9 @@ type Host struct {
 	// Shared are the directories every node has at the same path (a job
 	// with a file or working directory elsewhere is pinned).
 	Shared []string
-	// Group is the node's cgroup (emulated cluster); "" on a real host,
-	// where jobs stay in the agent's cgroups.
-	Group string
+	// Jobs are the job's cgroups; nil when the host has no cgroup
+	// controllers roam can use (jobs then stay in the agent's).
+	Jobs *cgroup.Jobs
 }
 
 var _ Checkpointer = (*Host)(nil)
@@ -408,16 +409,25 @@ func tail(path string) string {
 	return lines[len(lines)-1]
 }
 
-// Restore restores into this node's memory cgroup, so its pages are
-// charged there from the start, but (cgroup v1) in CRIU's own CPU cgroup,
-// so that no CPU quota slows the restore; the job moves into the node's
-// CPU cgroup while it is still frozen. Under v2, where one cgroup holds
-// both, it goes straight into the node's.
+// Restore restores the job into its own cgroup (see cgroup.Jobs): into its
+// memory group, so its pages are charged there from the start, but (cgroup
+// v1) in the CPU controller's root, so that no CPU quota slows the
+// restore; the job moves into its CPU group while it is still frozen.
+// Under v2, where one group holds both, it goes straight into its own.
 func (h *Host) Restore(s RestoreSpec) (int, error) {
 	var roots map[string]string
-	if h.Group != "" {
-		rel := "/" + strings.TrimPrefix(h.Group, "/")
+	var rel string
+	if h.Jobs != nil {
+		_, release, err := h.Jobs.Enter(s.ID)
+		if err != nil {
+			return 0, err
+		}
+		defer release()
+		rel = "/" + strings.TrimPrefix(h.Jobs.Rel(s.ID), "/")
 		roots = map[string]string{"memory": rel, "cpu": "/"}
+		if h.Layout.CPUAcct != "" {
+			roots["cpuacct"] = rel
+		}
 		if h.Layout.V2 {
 			roots = map[string]string{"": rel}
 		}
@@ -426,10 +436,10 @@ func (h *Host) Restore(s RestoreSpec) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if h.Group != "" && !h.Layout.V2 {
+	if h.Jobs != nil && !h.Layout.V2 {
 		for _, p := range procfs.Tree(pid) {
-			if err := h.Layout.AddCPUProc(h.Group, p); err != nil {
-				return pid, fmt.Errorf("move restored process %d into cgroup %s: %w", p, h.Group, err)
+			if err := h.Layout.AddCPUProc(rel, p); err != nil {
+				return pid, fmt.Errorf("move restored process %d into cgroup %s: %w", p, rel, err)
 			}
 		}
 	}

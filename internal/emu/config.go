@@ -54,8 +54,9 @@ func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers 
 		Capacity:   n.Capacity,
 		Cgroup:     n.Cgroup,
 		Scheduler:  spec.Scheduler,
-		// The emulated nodes share this machine's whole filesystem.
-		SharedDirs: []string{"/"},
+		// Each node has its own /tmp and /var/tmp; the rest of this
+		// machine is the same on every node.
+		SharedDirs: sharedDirs(projectDir(spec.Roamd)),
 	}
 	c.Load.Interval = spec.Interval
 	c.Load.Policy = spec.Policy

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +36,32 @@ func TestAgentConfig(t *testing.T) {
 	want.Capacity, want.Cgroup = 0.5, "roam/t/n2"
 	want.InitPath, want.Scheduler = filepath.Join(bin, "roam-init"), "balance"
 	want.Load.Interval, want.Load.Policy = 250*time.Millisecond, "beneficial"
-	want.SharedDirs = []string{"/"}
+	// Everything but the node-local directories is shared, and the
+	// project (here, the test's temporary directory in /tmp) too.
+	covered := func(p string) bool {
+		for _, d := range got.SharedDirs {
+			if p == d || strings.HasPrefix(p, d+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, d := range []string{"/usr", "/var/lib/x", filepath.Dir(bin)} {
+		if !covered(d) {
+			t.Errorf("shared_dirs %v do not hold %s", got.SharedDirs, d)
+		}
+	}
+	for _, d := range []string{"/tmp/x", "/var/tmp/x"} {
+		if covered(d) && !strings.HasPrefix(filepath.Dir(bin), d) {
+			t.Errorf("shared_dirs %v hold %s", got.SharedDirs, d)
+		}
+	}
+	for _, d := range got.SharedDirs {
+		if d == "/" || d == "/tmp" || d == "/var/tmp" || d == "/var" || d == "/run" {
+			t.Errorf("shared_dirs %v holds %s", got.SharedDirs, d)
+		}
+	}
+	want.SharedDirs = got.SharedDirs
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("roamd reads\n%+v\nwant\n%+v\nfrom\n%s", got, want, b)
 	}

@@ -56,9 +56,8 @@ func Down(name string) error {
 			errs = append(errs, err)
 		}
 		// The parent "roam" group goes too when no other cluster uses it.
-		_ = syscall.Rmdir(filepath.Join(layout.CPU, "roam"))
-		if !layout.V2 {
-			_ = syscall.Rmdir(filepath.Join(layout.Memory, "roam"))
+		for _, d := range layout.Dirs("roam") {
+			_ = syscall.Rmdir(d)
 		}
 	}
 
@@ -263,7 +262,7 @@ func Start(name, id, roamd string) (NodeState, error) {
 		if agentAlive(n.PID) {
 			return *n, errkind.New(ErrRunning, "node %s's agent is running (pid %d)", id, n.PID)
 		}
-		pid, err := startAgent(roamd, n.Netns, filepath.Join(n.Dir, "roamd.yaml"), filepath.Join(n.Dir, "roamd.log"))
+		pid, err := startAgent(roamd, n.Netns, n.Dir, filepath.Join(n.Dir, "roamd.yaml"), filepath.Join(n.Dir, "roamd.log"))
 		if err != nil {
 			return *n, err
 		}

@@ -391,22 +391,94 @@ func addNode(st *State, layout cgroup.Layout, spec Spec, i int, cpu float64, mem
 	if err := os.WriteFile(cfgPath, agentConfigFor(spec, n, secretPath, ImageDir(st.Name), peers).marshal(), 0o644); err != nil {
 		return n, err
 	}
-	pid, err := startAgent(spec.Roamd, ns, cfgPath, filepath.Join(dir, "roamd.log"))
+	pid, err := startAgent(spec.Roamd, ns, dir, cfgPath, filepath.Join(dir, "roamd.log"))
 	n.PID = pid
 	return n, err
 }
 
-// startAgent starts roamd inside the node's network namespace, in a session
-// of its own so it outlives the CLI that started it.
-func startAgent(roamd, ns, cfgPath, logPath string) (int, error) {
+// NodeLocal are the directories every emulated node has its own of, as
+// separate hosts would: a job's file there is not on the other nodes.
+// Everything else of this machine is the same on every node, as a shared
+// filesystem would be.
+var NodeLocal = []string{"/tmp", "/var/tmp"}
+
+// sharedDirs is an emulated node's shared_dirs: every directory of this
+// machine but the node-local ones and the host's own (/dev, /proc, /sys,
+// /run), and project, the directory roam runs from, when it is in a
+// node-local one (it is then carried into every node's, see startAgent).
+func sharedDirs(project string) []string {
+	skip := map[string]bool{"/tmp": true, "/var": true, "/dev": true, "/proc": true, "/sys": true, "/run": true, "/lost+found": true}
+	var out []string
+	for _, top := range []string{"/", "/var"} {
+		ents, _ := os.ReadDir(top)
+		for _, e := range ents {
+			p := filepath.Join(top, e.Name())
+			if e.IsDir() && !skip[p] && !isLocal(p) {
+				out = append(out, p)
+			}
+		}
+	}
+	if isLocal(project) {
+		out = append(out, project)
+	}
+	return out
+}
+
+// isLocal reports whether p is in a node-local directory.
+func isLocal(p string) bool {
+	for _, d := range NodeLocal {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// projectDir is the directory roam runs from: the parent of roamd's (the
+// source tree of a build, or the prefix of an installation).
+func projectDir(roamd string) string { return filepath.Dir(filepath.Dir(roamd)) }
+
+// startAgent starts roamd inside the node's network namespace and a mount
+// namespace of its own, where the node's directory provides its own /tmp
+// and /var/tmp (the project directory, should it be in one of them, is
+// bound through, so that roamd, roam-init and the programs built beside
+// them are on every node), in a session of its own so it outlives the CLI
+// that started it.
+func startAgent(roamd, ns, dir, cfgPath, logPath string) (int, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, err
 	}
 	defer logf.Close()
-	// nsenter execs roamd in place (no fork for a network namespace), so
-	// the pid is roamd's.
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+ns, roamd, "--config", cfgPath)
+	script := "set -e\n"
+	env := os.Environ()
+	project := projectDir(roamd)
+	for i, d := range NodeLocal {
+		own := filepath.Join(dir, "local", strings.ReplaceAll(strings.Trim(d, "/"), "/", "-"))
+		if err := os.MkdirAll(own, 0o755); err != nil {
+			return 0, err
+		}
+		if err := os.Chmod(own, 0o1777); err != nil {
+			return 0, err
+		}
+		v := fmt.Sprintf("ROAM_EMU_%d", i)
+		env = append(env, v+"_OWN="+own, v+"="+d)
+		if rel, ok := strings.CutPrefix(project, d+"/"); ok {
+			// Made on this machine, mounted only in the node's namespace.
+			if err := os.MkdirAll(filepath.Join(own, rel), 0o755); err != nil {
+				return 0, err
+			}
+			env = append(env, v+"_PROJECT="+project, v+"_PROJECT_AT="+filepath.Join(own, rel))
+			script += fmt.Sprintf("mount --rbind \"$%s_PROJECT\" \"$%s_PROJECT_AT\"\n", v, v)
+		}
+		script += fmt.Sprintf("mount --rbind \"$%s_OWN\" \"$%s\"\n", v, v)
+	}
+	// nsenter execs roamd in place (no fork for a network namespace), as
+	// unshare and sh exec theirs, so the pid is roamd's.
+	script += `exec nsenter --net="$ROAM_EMU_NETNS" "$ROAM_EMU_ROAMD" --config "$ROAM_EMU_CONFIG"`
+	env = append(env, "ROAM_EMU_NETNS=/run/netns/"+ns, "ROAM_EMU_ROAMD="+roamd, "ROAM_EMU_CONFIG="+cfgPath)
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"roam/internal/cgroup"
 	"roam/internal/procfs"
 	"strconv"
 	"strings"
@@ -40,9 +41,9 @@ var (
 type Launcher struct {
 	// Init is the path of roam-init.
 	Init string
-	// CgroupProcs are the cgroup.procs files of the node's cgroups (empty on
-	// a real node, where jobs stay in the agent's cgroup).
-	CgroupProcs []string
+	// Cgroups, when set, gives every job a cgroup of its own (nil: jobs
+	// stay in the agent's).
+	Cgroups *cgroup.Jobs
 	// ExecMu, when set, is held while the job's process starts (see
 	// ckpt.CRIU.ExecMu).
 	ExecMu *sync.Mutex
@@ -79,8 +80,11 @@ type Processes interface {
 	// StdinKey names the job's stdin pipe ("pipe:[INODE]"), "" when it
 	// reads no pipe.
 	StdinKey(pid int) string
-	// Usage is the tree's CPU seconds and resident memory.
-	Usage(pid int) (cpuSeconds, rssMB float64)
+	// Usage is job id's CPU seconds and resident memory: its cgroup's
+	// counts, or its process tree's (from roam-init at pid) without one.
+	Usage(id string, pid int) (cpuSeconds, rssMB float64)
+	// Tidy removes what ended jobs left (their cgroups).
+	Tidy()
 	// Activity is the tree's runnable threads, read and write system
 	// calls so far, and resident memory.
 	Activity(pid int) (runnable int, syscalls uint64, rssMB float64)
@@ -127,7 +131,20 @@ func (Launcher) StdinKey(pid int) string {
 	return l
 }
 
-func (Launcher) Usage(pid int) (float64, float64) { return TreeUsage(pid) }
+func (l Launcher) Usage(id string, pid int) (float64, float64) {
+	if l.Cgroups != nil {
+		if cpu, rss, ok := l.Cgroups.Usage(id); ok {
+			return cpu, rss
+		}
+	}
+	return TreeUsage(pid)
+}
+
+func (l Launcher) Tidy() {
+	if l.Cgroups != nil {
+		l.Cgroups.Tidy()
+	}
+}
 
 func (Launcher) Activity(pid int) (int, uint64, float64) { return TreeActivity(pid) }
 
@@ -266,8 +283,18 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		groups = strings.Join(gs, ",")
 	}
 	cg := "-"
-	if len(l.CgroupProcs) > 0 {
-		cg = strings.Join(l.CgroupProcs, ":")
+	if l.Cgroups != nil {
+		procs, release, err := l.Cgroups.Enter(s.ID)
+		if err != nil {
+			closeAll()
+			if inW != nil {
+				inW.Close()
+			}
+			return nil, err
+		}
+		// roam-init has joined the group once it says it is ready.
+		defer release()
+		cg = strings.Join(procs, ":")
 	}
 	args := append([]string{l.Init, strconv.FormatUint(uint64(s.UID), 10), strconv.FormatUint(uint64(s.GID), 10),
 		groups, s.Cwd, cg, dir, "--"}, s.Argv...)

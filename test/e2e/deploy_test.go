@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/cgroup"
 	"roam/internal/ckpt"
 )
 
@@ -176,18 +177,36 @@ func followGuide(t *testing.T, root, secret string) {
 	for _, h := range hosts {
 		sh("cp", "-p", secret, filepath.Join(h.dir, "etc", "secret"))
 	}
+	// Each host has a cgroup tree of its own, as a container would: its
+	// shell joins rguide/HOST, makes that the root of a new cgroup
+	// namespace and mounts the controllers again there, so that the
+	// host's roamd puts its jobs in what it sees as /roam/jobs/ID.
+	layout, err := cgroup.Detect()
+	if err != nil {
+		t.Skip(err)
+	}
+	remount := cgroupRemounts(t, layout)
 	// Steps 4 and 5: check the config, then start the agent as the unit
 	// does, in the host's own namespaces.
 	for _, h := range hosts {
-		script := fmt.Sprintf(`set -e
+		if err := layout.Create("rguide/" + h.name); err != nil {
+			t.Fatal(err)
+		}
+		outer := "set -e\n"
+		for _, d := range layout.Dirs("rguide/" + h.name) {
+			outer += "echo $$ > " + d + "/cgroup.procs\n"
+		}
+		outer += `exec nsenter --net=/run/netns/` + h.ns + ` unshare --cgroup sh -ec "$ROAM_GUIDE_HOST"`
+		inner := fmt.Sprintf(`%s
 hostname %s
 mount --bind %s/etc /etc/roam
 mount --bind %s/var /var/lib/roam
 mount --bind %s/run /run/roam
 mount --bind %s/tmp /tmp
 %s/usr/sbin/roamd --check-config --config /etc/roam/roamd.yaml >&2
-exec %s/usr/sbin/roamd --config /etc/roam/roamd.yaml`, h.name, h.dir, h.dir, h.dir, h.dir, root, root)
-		cmd := exec.Command("ip", "netns", "exec", h.ns, "unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", script)
+exec %s/usr/sbin/roamd --config /etc/roam/roamd.yaml`, remount, h.name, h.dir, h.dir, h.dir, h.dir, root, root)
+		cmd := exec.Command("unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", outer)
+		cmd.Env = append(os.Environ(), "ROAM_GUIDE_HOST="+inner)
 		logf, _ := os.Create(filepath.Join(h.dir, "roamd.log"))
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
@@ -251,6 +270,16 @@ exec %s/usr/sbin/roamd --config /etc/roam/roamd.yaml`, h.name, h.dir, h.dir, h.d
 		return strings.TrimSpace(string(out))
 	}
 	local := holder("/tmp/held")
+	// The job runs in a cgroup of its own, out of the agent's: the default
+	// job_cgroup, /roam/jobs/ID as host1 sees it.
+	waitFor(t, 10*time.Second, local+" in its own cgroup", func() (bool, string) {
+		ps, _ := copies(local)
+		if len(ps) != 1 {
+			return false, fmt.Sprint(ps)
+		}
+		g := procGroups(ps[0])
+		return g["memory"] == "/rguide/host1/roam/jobs/"+local && g["cpu"] == g["memory"], fmt.Sprint(g)
+	})
 	time.Sleep(time.Second)
 	out, err = roam(hosts[0], "migrate", local, "host2").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "holds open /tmp/held, on this node's own filesystem") {
@@ -305,6 +334,11 @@ func tearDownGuide(t *testing.T, hosts []*dhost, base string) {
 	}
 	exec.Command("ip", "link", "del", "rguide").Run()
 	os.RemoveAll(base)
+	if l, err := cgroup.Detect(); err == nil {
+		if err := l.Remove("rguide"); err != nil {
+			t.Errorf("the hosts' cgroups: %v", err)
+		}
+	}
 }
 
 // initsUnder lists roam-init processes whose job spool is under base.
@@ -316,6 +350,41 @@ func initsUnder(base string) map[int]string {
 		}
 	}
 	return out
+}
+
+// cgroupRemounts is the shell that mounts the controllers roam uses again
+// at their places, each with the options it has on this machine, so that
+// a shell in a new cgroup namespace sees its own group as their root.
+func cgroupRemounts(t *testing.T, layout cgroup.Layout) string {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range layout.Dirs("") {
+		d = filepath.Clean(d)
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) < 4 || f[1] != d {
+				continue
+			}
+			if f[2] == "cgroup2" {
+				out = append(out, "umount "+d, "mount -t cgroup2 cgroup2 "+d)
+				break
+			}
+			var ctrls []string
+			for _, o := range strings.Split(f[3], ",") {
+				switch {
+				case o == "rw", o == "ro", o == "nosuid", o == "nodev", o == "noexec", strings.HasSuffix(o, "atime"):
+				default:
+					ctrls = append(ctrls, o)
+				}
+			}
+			out = append(out, "umount "+d, "mount -t cgroup -o "+strings.Join(ctrls, ",")+" cgroup "+d)
+			break
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func lastLines(s string, n int) string {

@@ -25,15 +25,34 @@ import (
 
 var binDir string
 
+// e2eRoot holds binDir and TMPDIR, in a directory every emulated node
+// shares.
+var e2eRoot string
+
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "FAIL: the e2e tests need root (network namespaces, cgroups, CRIU)")
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "roam-e2e-bin-")
+	// Every emulated node has its own /tmp and /var/tmp: the tests' files
+	// and programs are in a directory all nodes share, which every user
+	// can enter, and so are their temporary directories.
+	root, err := os.MkdirTemp("/var/lib", "roam-e2e-")
 	if err != nil {
 		panic(err)
 	}
+	e2eRoot = root
+	dir := filepath.Join(root, "bin")
+	tmp := filepath.Join(root, "tmp")
+	for _, d := range []string{dir, tmp} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			panic(err)
+		}
+	}
+	if err := os.Chmod(tmp, 0o1777); err != nil {
+		panic(err)
+	}
+	os.Setenv("TMPDIR", tmp)
 	out, err := exec.Command("go", "build", "-o", dir+"/", "roam/cmd/roam", "roam/cmd/roamd", "roam/cmd/roam-ckpt").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: build: %v\n%s", err, out)
@@ -44,12 +63,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: build roam-init: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	if err := os.Chmod(dir, 0o755); err != nil {
+	if err := os.Chmod(root, 0o755); err != nil {
 		panic(err)
 	}
 	binDir = dir
 	code := m.Run()
-	os.RemoveAll(dir)
+	os.RemoveAll(root)
 	os.Exit(code)
 }
 
@@ -82,6 +101,7 @@ func upCluster(t *testing.T, name string, subnet int, args ...string) *cluster {
 func (c *cluster) run(args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(binDir, "roam"), args...)
 	cmd.Env = append(os.Environ(), "ROAM_CLUSTER="+c.name)
+	cmd.Dir = e2eRoot
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

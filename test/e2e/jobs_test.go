@@ -21,11 +21,11 @@ import (
 	"roam/internal/emu"
 )
 
-// roamCmd prepares the CLI against this cluster, from /tmp.
+// roamCmd prepares the CLI against this cluster, from e2eRoot.
 func (c *cluster) roamCmd(args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(binDir, "roam"), args...)
 	cmd.Env = append(os.Environ(), "ROAM_CLUSTER="+c.name)
-	cmd.Dir = "/tmp"
+	cmd.Dir = e2eRoot
 	return cmd
 }
 

@@ -1,0 +1,153 @@
+package cgroup
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Jobs are the cgroups of one node's jobs: Parent/jobs/ID under every
+// controller, one group a job. A job's CPU time and memory are counted
+// there, whichever process of it started or ended; and a job is not in the
+// agent's group, so whatever stops or restarts the agent leaves its jobs
+// alone.
+//
+// A group is in use from Enter until its release, and then while it holds
+// a process; Tidy removes the others.
+type Jobs struct {
+	Layout Layout
+	// Parent is the group jobs/ is made under: the node's group on an
+	// emulated cluster, a top-level group of roam's own on a real host.
+	Parent string
+
+	mu   sync.Mutex
+	busy map[string]int
+}
+
+// Rel is job id's group relative to the controllers' mounts.
+func (j *Jobs) Rel(id string) string { return filepath.Join(j.Parent, "jobs", id) }
+
+// validName refuses a job id that is not one plain file name: ids come
+// from peers, and a group is a directory.
+func validName(id string) error {
+	if id == "" || id == "." || id == ".." || len(id) > 128 || strings.ContainsAny(id, "/\x00") {
+		return fmt.Errorf("cgroup: job id %q is not a valid group name", id)
+	}
+	return nil
+}
+
+// Enter creates job id's group (its parents too) under every controller
+// and keeps it from Tidy until release is called: the caller then puts a
+// process in it. The group's cgroup.procs files are the ones to write.
+func (j *Jobs) Enter(id string) (procs []string, release func(), err error) {
+	if err := validName(id); err != nil {
+		return nil, nil, err
+	}
+	j.mu.Lock()
+	if j.busy == nil {
+		j.busy = map[string]int{}
+	}
+	j.busy[id]++
+	rel := j.Rel(id)
+	err = j.Layout.Create(rel)
+	j.mu.Unlock()
+	release = func() {
+		j.mu.Lock()
+		if j.busy[id]--; j.busy[id] <= 0 {
+			delete(j.busy, id)
+		}
+		j.mu.Unlock()
+	}
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	for _, d := range j.Layout.Dirs(rel) {
+		procs = append(procs, filepath.Join(d, "cgroup.procs"))
+	}
+	return procs, release, nil
+}
+
+// Tidy removes the groups of jobs that no longer have a process here
+// (ended, or moved to another node) and that nobody is entering.
+func (j *Jobs) Tidy() {
+	base := filepath.Join(j.Layout.CPU, j.Parent, "jobs")
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		id := e.Name()
+		// Held until the group is gone, so that no Enter of the same id
+		// finds it made and then loses it.
+		j.mu.Lock()
+		if j.busy[id] == 0 && len(j.Layout.Procs(j.Rel(id))) == 0 {
+			_ = j.Layout.Remove(j.Rel(id))
+		}
+		j.mu.Unlock()
+	}
+}
+
+// Usage is job id's CPU seconds and resident memory (anonymous and mapped
+// file pages) as its group counts them; ok is false when the group or its
+// counters are missing.
+func (j *Jobs) Usage(id string) (cpuSeconds, rssMB float64, ok bool) {
+	if validName(id) != nil {
+		return 0, 0, false
+	}
+	rel := j.Rel(id)
+	l := j.Layout
+	var rss int64
+	if l.V2 {
+		st := readKeyed(filepath.Join(l.CPU, rel, "cpu.stat"))
+		usec, ok1 := st["usage_usec"]
+		mem := readKeyed(filepath.Join(l.Memory, rel, "memory.stat"))
+		anon, ok2 := mem["anon"]
+		if !ok1 || !ok2 {
+			return 0, 0, false
+		}
+		cpuSeconds = float64(usec) / 1e6
+		rss = anon + mem["file_mapped"]
+	} else {
+		if l.CPUAcct == "" {
+			return 0, 0, false
+		}
+		ns, err := readInt(filepath.Join(l.CPUAcct, rel, "cpuacct.usage"))
+		mem := readKeyed(filepath.Join(l.Memory, rel, "memory.stat"))
+		anon, ok2 := mem["total_rss"]
+		if err != nil || !ok2 {
+			return 0, 0, false
+		}
+		cpuSeconds = float64(ns) / 1e9
+		rss = anon + mem["total_mapped_file"]
+	}
+	return cpuSeconds, float64(rss) / (1 << 20), true
+}
+
+// readKeyed reads a "key value" per line file (cpu.stat, memory.stat).
+func readKeyed(path string) map[string]int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	out := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			out[k] = n
+		}
+	}
+	return out
+}
