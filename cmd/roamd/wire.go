@@ -24,9 +24,9 @@ import (
 // world is what the config names on this host, checked: the secret and
 // its TLS config, the cgroup layout, CRIU and roam-init.
 type world struct {
-	sec      secret.Secret
-	tls      *tls.Config
-	layout   cgroup.Layout
+	sec    secret.Secret
+	tls    *tls.Config
+	layout cgroup.Layout
 	// jobs holds every job's cgroup; nil when the host has no cgroup
 	// controllers to use (the config's job_cgroup none, or none found).
 	jobs     *cgroup.Jobs

@@ -9,8 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"roam/internal/errkind"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"

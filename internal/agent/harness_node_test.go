@@ -260,7 +260,7 @@ func (f *fakeNode) Kill(pid int, tix uint64, _ time.Duration) {
 
 func (f *fakeNode) Owner(pid int) (uint32, bool) { return 0, true }
 func (f *fakeNode) StdinKey(pid int) string      { return "" }
-func (f *fakeNode) Tidy() {}
+func (f *fakeNode) Tidy()                        {}
 
 func (f *fakeNode) Usage(id string, pid int) (float64, float64) {
 	return 1, 10
