@@ -289,6 +289,9 @@ func Up(spec Spec) (State, error) {
 	if err := layout.Create(cgroupRoot(spec.Name)); err != nil {
 		return st, err
 	}
+	if err := roomForNeighbours(spec.Nodes); err != nil {
+		return st, err
+	}
 	var peers []string
 	for i := 1; i <= spec.Nodes; i++ {
 		peers = append(peers, hostAddr(spec.Subnet, i))
@@ -437,6 +440,44 @@ func isLocal(p string) bool {
 // projectDir is the directory roam runs from: the parent of roamd's (the
 // source tree of a build, or the prefix of an installation).
 func projectDir(roamd string) string { return filepath.Dir(filepath.Dir(roamd)) }
+
+// neighLimits are the kernel's limits on IPv4 neighbour (ARP) entries:
+// one table for all network namespaces together, which evicts entries
+// above gc_thresh2 and refuses new ones above gc_thresh3 (1024 by
+// default). In a cluster of n nodes each node talks to every other, so
+// the table holds up to n·(n-1) entries: past about 32 nodes the nodes
+// that came up last could not reach the others ("neighbor table
+// overflow").
+var neighLimits = []string{"/proc/sys/net/ipv4/neigh/default/gc_thresh2", "/proc/sys/net/ipv4/neigh/default/gc_thresh3"}
+
+// roomForNeighbours raises the neighbour table's limits, never lowers
+// them, so that a cluster of n nodes (and a few more, for nodes added and
+// other clusters) fits.
+func roomForNeighbours(n int) error {
+	need := 2*n*n + 1024
+	for i, f := range neighLimits {
+		cur, err := readIntFile(f)
+		if err != nil {
+			return fmt.Errorf("neighbour table: %w", err)
+		}
+		want := need / (2 - i) // gc_thresh2 half of gc_thresh3
+		if cur >= want {
+			continue
+		}
+		if err := os.WriteFile(f, []byte(strconv.Itoa(want)), 0o644); err != nil {
+			return fmt.Errorf("neighbour table: raise %s from %d to %d: %w", f, cur, want, err)
+		}
+	}
+	return nil
+}
+
+func readIntFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
 
 // startAgent starts roamd inside the node's network namespace and a mount
 // namespace of its own, where the node's directory provides its own /tmp
@@ -599,6 +640,9 @@ func Add(name string, as AddSpec) (NodeState, error) {
 	}
 	layout, err := cgroup.Detect()
 	if err != nil {
+		return NodeState{}, err
+	}
+	if err := roomForNeighbours(len(st.Nodes) + 1); err != nil {
 		return NodeState{}, err
 	}
 	secretPath := filepath.Join(Dir(name), "secret")
