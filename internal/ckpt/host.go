@@ -425,7 +425,9 @@ func (h *Host) Restore(s RestoreSpec) (int, error) {
 		defer release()
 		rel = "/" + strings.TrimPrefix(h.Jobs.Rel(s.ID), "/")
 		roots = map[string]string{"memory": rel, "cpu": "/"}
-		if h.Layout.CPUAcct != "" {
+		if a := h.Layout.CPUAcct; a != "" && a != h.Layout.CPU && a != h.Layout.Memory {
+			// A hierarchy of its own (mounted with cpu, it follows the
+			// move into the CPU group below).
 			roots["cpuacct"] = rel
 		}
 		if h.Layout.V2 {
