@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ctxKey keys the caller's credentials in a request's context.
@@ -63,6 +64,10 @@ func (a *Agent) startAPI() error {
 			return ctx
 		},
 		ErrorLog: log.New(&slogWriter{a}, "", 0),
+		// A local client that opens a connection and sends nothing is
+		// let go; a long answer (an attached run's output) is not cut.
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       idleTimeout,
 	}
 	a.wg.Add(1)
 	go func() {
@@ -90,13 +95,30 @@ func (a *Agent) startPeer() error {
 		return err
 	}
 	a.peerLn = ln
-	a.peerSrv = &http.Server{Handler: a.peerMux, ErrorLog: log.New(&peerLog{a}, "", 0)}
+	a.peerSrv = peerServer(a.peerMux, log.New(&peerLog{a}, "", 0))
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		_ = a.peerSrv.Serve(a.peerLn)
 	}()
 	return nil
+}
+
+// headerTimeout bounds a request's TLS handshake and headers (net/http
+// times the handshake by it too); idleTimeout a kept-alive connection
+// between requests. Bodies and answers have no bound here: a migration's
+// stream and an attached run's output are long, and their own stall
+// guards watch them.
+var (
+	headerTimeout = 10 * time.Second
+	idleTimeout   = 2 * time.Minute
+)
+
+// peerServer is the HTTP server of the peer port: a connection that does
+// not finish its TLS handshake and headers within headerTimeout is closed,
+// so nobody who lacks the secret can hold the agent's connections.
+func peerServer(h http.Handler, errLog *log.Logger) *http.Server {
+	return &http.Server{Handler: h, ErrorLog: errLog, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout}
 }
 
 // peerLog counts failed TLS handshakes on the peer port (net/http reports
