@@ -4,7 +4,8 @@
  * The agent starts it as root with CLONE_NEWPID|CLONE_NEWNS. It
  *   0. blocks every signal and closes fd 4, which tells the agent it is
  *      ready for signals,
- *   1. joins the node's cgroups (writes "0" to each cgroup.procs given),
+ *   1. joins the job's cgroups (writes "0" to each cgroup.procs given; one
+ *      marked with a leading '+', its CPU group, only once it is set up),
  *   2. makes its mounts private, keeps only the mounts that hold files
  *      (see minimal_mounts) and mounts its own /proc, so CRIU can dump the
  *      job and restore it on any node without PID clashes and without
@@ -23,7 +24,7 @@
  *
  * usage: roam-init UID GID GROUPS CWD CGROUPS SPOOL -- PROG [ARGS...]
  *   GROUPS  comma-separated supplementary gids, or "-"
- *   CGROUPS colon-separated cgroup.procs paths, or "-"
+ *   CGROUPS colon-separated cgroup.procs paths ('+' first: join late), or "-"
  *   SPOOL   the job's spool directory, bound at JOB_DIR, or "-"
  * Errors before the program runs go to stderr as one line; exit 126 when
  * the program cannot be executed, 127 when it is not found, 125 otherwise.
@@ -132,14 +133,41 @@ static void bind_spool(const char *spool) {
 	}
 }
 
-static void join_cgroups(char *list) {
+/* join_cgroups joins the groups of list (colon-separated cgroup.procs
+ * paths), but for those marked with a leading '+': it opens them, for
+ * join_late to join once the job is set up (the cgroup mounts are gone by
+ * then, see minimal_mounts). */
+static int late_fds[8], n_late;
+
+static void join_cgroups(const char *list) {
 	if (strcmp(list, "-") == 0)
 		return;
-	for (char *p = strtok(list, ":"); p; p = strtok(NULL, ":")) {
+	char buf[4096];
+	if (strlen(list) >= sizeof buf)
+		die("join cgroup", "list too long");
+	strcpy(buf, list);
+	for (char *p = strtok(buf, ":"); p; p = strtok(NULL, ":")) {
+		int late = *p == '+';
+		if (late)
+			p++;
 		int fd = open(p, O_WRONLY | O_CLOEXEC);
-		if (fd < 0 || write(fd, "0", 1) != 1)
+		if (fd < 0)
+			die("join cgroup", p);
+		if (late && n_late < (int)(sizeof late_fds / sizeof late_fds[0])) {
+			late_fds[n_late++] = fd;
+			continue;
+		}
+		if (write(fd, "0", 1) != 1)
 			die("join cgroup", p);
 		close(fd);
+	}
+}
+
+static void join_late(void) {
+	for (int i = 0; i < n_late; i++) {
+		if (write(late_fds[i], "0", 1) != 1)
+			die("join cgroup", "(CPU group)");
+		close(late_fds[i]);
 	}
 }
 
@@ -192,6 +220,9 @@ int main(int argc, char **argv) {
 	 * at JOB_DIR, so it can be migrated. The agent reports the job started
 	 * only then. A failure above closes it by exiting. */
 	close(4);
+	/* The CPU group last: under a slow node's quota, shared with the jobs
+	 * already running, the setup above took seconds. */
+	join_late();
 	if (getsid(0) != getpid() && setsid() < 0)
 		die("setsid", "");
 	drop_privileges(uid, gid, argv[3]);

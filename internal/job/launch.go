@@ -292,8 +292,12 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 			}
 			return nil, err
 		}
-		// roam-init has joined the group once it says it is ready.
+		// roam-init has joined the group once it says it is ready (its
+		// CPU group, the first under v1, just after: see roam-init).
 		defer release()
+		if !l.Cgroups.Layout.V2 {
+			procs[0] = "+" + procs[0]
+		}
 		cg = strings.Join(procs, ":")
 	}
 	args := append([]string{l.Init, strconv.FormatUint(uint64(s.UID), 10), strconv.FormatUint(uint64(s.GID), 10),

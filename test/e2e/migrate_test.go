@@ -399,14 +399,21 @@ func TestMigrationFailuresKeepTheJob(t *testing.T) {
 	})
 	t.Run("destination out of space", func(t *testing.T) {
 		c.t = t
+		// A small filesystem over node 2's images, in node 2's own mount
+		// namespace (where its agent and CRIU see it).
 		images := filepath.Join(imageDir, "n2")
 		os.MkdirAll(images, 0o700)
-		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "roam-e2e-full", images).CombinedOutput(); err != nil {
+		inNode2 := func(args ...string) *exec.Cmd {
+			ns := fmt.Sprintf("--mount=/proc/%d/ns/mnt", c.status().Nodes[1].PID)
+			return exec.Command("nsenter", append([]string{ns}, args...)...)
+		}
+		if out, err := inNode2("mount", "-t", "tmpfs", "-o", "size=4m", "roam-e2e-full", images).CombinedOutput(); err != nil {
 			t.Fatalf("mount: %v %s", err, out)
 		}
-		t.Cleanup(func() { syscall.Unmount(images, syscall.MNT_DETACH) })
+		unmount := func() { inNode2("umount", "-l", images).Run() }
+		t.Cleanup(unmount)
 		fail("2", nil, "no space left on device")
-		syscall.Unmount(images, syscall.MNT_DETACH)
+		unmount()
 	})
 	t.Run("destination link down", func(t *testing.T) {
 		c.t = t
