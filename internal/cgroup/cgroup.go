@@ -200,34 +200,48 @@ func (l Layout) Threads(rel string) ([]int, error) {
 	if l.V2 {
 		name = "cgroup.threads"
 	}
-	root := filepath.Join(l.CPU, rel)
-	out, err := readInts(filepath.Join(root, name))
-	if err != nil {
-		return nil, err
+	return treeInts(filepath.Join(l.CPU, rel), name)
+}
+
+// Procs lists the process ids in the group and every group below it,
+// under every controller (a starting job joins its CPU group last), each
+// once.
+func (l Layout) Procs(rel string) []int {
+	var out []int
+	seen := map[int]bool{}
+	for _, d := range l.Dirs(rel) {
+		ps, _ := treeInts(d, "cgroup.procs")
+		for _, p := range ps {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
 	}
-	_ = filepath.WalkDir(root, func(p string, de os.DirEntry, err error) error {
-		if err == nil && de.IsDir() && p != root {
-			ts, _ := readInts(filepath.Join(p, name))
-			out = append(out, ts...)
+	return out
+}
+
+// treeInts reads the ids in file name of the group at dir and of every
+// group below it; an error when dir itself cannot be read.
+func treeInts(dir, name string) ([]int, error) {
+	var out []int
+	err := filepath.WalkDir(dir, func(p string, de os.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				return err
+			}
+			return nil // a group removed while we walk
+		}
+		if de.IsDir() {
+			ids, err := readInts(filepath.Join(p, name))
+			if err != nil && p == dir {
+				return err
+			}
+			out = append(out, ids...)
 		}
 		return nil
 	})
-	return out, nil
-}
-
-// Procs lists the process ids in the group and every group below it.
-func (l Layout) Procs(rel string) []int {
-	var out []int
-	for _, d := range l.Dirs(rel)[:1] {
-		_ = filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
-			if err == nil && de.IsDir() {
-				ps, _ := readInts(filepath.Join(p, "cgroup.procs"))
-				out = append(out, ps...)
-			}
-			return nil
-		})
-	}
-	return out
+	return out, err
 }
 
 // Exists reports whether the group exists under the cpu controller.

@@ -88,7 +88,7 @@ func (j *Jobs) Tidy() {
 		// Held until the group is gone, so that no Enter of the same id
 		// finds it made and then loses it.
 		j.mu.Lock()
-		if j.busy[id] == 0 && j.empty(j.Rel(id)) {
+		if j.busy[id] == 0 && len(j.Layout.Procs(j.Rel(id))) == 0 {
 			_ = j.Layout.Remove(j.Rel(id))
 		}
 		j.mu.Unlock()
@@ -150,15 +150,4 @@ func readKeyed(path string) map[string]int64 {
 		}
 	}
 	return out
-}
-
-// empty reports whether rel holds no process under any controller (a
-// starting job joins its CPU group last).
-func (j *Jobs) empty(rel string) bool {
-	for _, d := range j.Layout.Dirs(rel) {
-		if ps, _ := readInts(filepath.Join(d, "cgroup.procs")); len(ps) > 0 {
-			return false
-		}
-	}
-	return true
 }
