@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"io"
 	"log"
 	"net"
@@ -60,9 +61,7 @@ func TestPeerPortClosesStalledHandshakes(t *testing.T) {
 	defer conn.Close()
 	conn.Write([]byte("GET /v1/peer/ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
 	b, _ := io.ReadAll(conn)
-	if len(b) == 0 || !contains(b, "pong") {
+	if !bytes.HasSuffix(b, []byte("pong")) {
 		t.Fatalf("a member's ping: %q", b)
 	}
 }
-
-func contains(b []byte, s string) bool { return len(b) >= len(s) && string(b[len(b)-len(s):]) == s }

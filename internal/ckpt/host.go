@@ -161,8 +161,7 @@ func hasCapSysResource() bool {
 }
 
 func pipeMaxSize() int {
-	b, _ := os.ReadFile("/proc/sys/fs/pipe-max-size")
-	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	n, _ := procfs.ReadInt("/proc/sys/fs/pipe-max-size")
 	return n
 }
 

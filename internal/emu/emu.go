@@ -441,42 +441,33 @@ func isLocal(p string) bool {
 // source tree of a build, or the prefix of an installation).
 func projectDir(roamd string) string { return filepath.Dir(filepath.Dir(roamd)) }
 
-// neighLimits are the kernel's limits on IPv4 neighbour (ARP) entries:
-// one table for all network namespaces together, which evicts entries
-// above gc_thresh2 and refuses new ones above gc_thresh3 (1024 by
-// default). In a cluster of n nodes each node talks to every other, so
-// the table holds up to n·(n-1) entries: past about 32 nodes the nodes
-// that came up last could not reach the others ("neighbor table
-// overflow").
-var neighLimits = []string{"/proc/sys/net/ipv4/neigh/default/gc_thresh2", "/proc/sys/net/ipv4/neigh/default/gc_thresh3"}
-
-// roomForNeighbours raises the neighbour table's limits, never lowers
-// them, so that a cluster of n nodes (and a few more, for nodes added and
-// other clusters) fits.
+// roomForNeighbours raises the kernel's limits on IPv4 neighbour (ARP)
+// entries, never lowers them, so that a cluster of n nodes (and a few
+// more, for nodes added and other clusters) fits. The limits are for one
+// table of all network namespaces together, which evicts entries above
+// gc_thresh2 and refuses new ones above gc_thresh3 (1024 by default). In a
+// cluster of n nodes each node talks to every other, so the table holds up
+// to n·(n-1) entries: past about 32 nodes the nodes that came up last
+// could not reach the others ("neighbor table overflow").
 func roomForNeighbours(n int) error {
+	const dir = "/proc/sys/net/ipv4/neigh/default/"
 	need := 2*n*n + 1024
-	for i, f := range neighLimits {
-		cur, err := readIntFile(f)
+	for _, l := range []struct {
+		file string
+		want int
+	}{{"gc_thresh2", need / 2}, {"gc_thresh3", need}} {
+		cur, err := procfs.ReadInt(dir + l.file)
 		if err != nil {
 			return fmt.Errorf("neighbour table: %w", err)
 		}
-		want := need / (2 - i) // gc_thresh2 half of gc_thresh3
-		if cur >= want {
+		if cur >= l.want {
 			continue
 		}
-		if err := os.WriteFile(f, []byte(strconv.Itoa(want)), 0o644); err != nil {
-			return fmt.Errorf("neighbour table: raise %s from %d to %d: %w", f, cur, want, err)
+		if err := os.WriteFile(dir+l.file, []byte(strconv.Itoa(l.want)), 0o644); err != nil {
+			return fmt.Errorf("neighbour table: raise %s from %d to %d: %w", l.file, cur, l.want, err)
 		}
 	}
 	return nil
-}
-
-func readIntFile(path string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
 // startAgent starts roamd inside the node's network namespace and a mount

@@ -88,3 +88,12 @@ func Tree(pid int) []int {
 	walk(pid)
 	return out
 }
+
+// ReadInt reads a file that holds one integer (a /proc/sys setting).
+func ReadInt(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
