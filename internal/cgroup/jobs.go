@@ -42,7 +42,8 @@ func validName(id string) error {
 
 // Enter creates job id's group (its parents too) under every controller
 // and keeps it from Tidy until release is called: the caller then puts a
-// process in it. The group's cgroup.procs files are the ones to write.
+// process in it. The group's cgroup.procs files are the ones to write, in
+// the order of Layout.Dirs: the CPU controller's first.
 func (j *Jobs) Enter(id string) (procs []string, release func(), err error) {
 	if err := validName(id); err != nil {
 		return nil, nil, err

@@ -232,6 +232,20 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 	if err := Check(s); err != nil {
 		return nil, err
 	}
+	cg := "-"
+	if l.Cgroups != nil {
+		procs, release, err := l.Cgroups.Enter(s.ID)
+		if err != nil {
+			return nil, err
+		}
+		// roam-init has joined the group once it says it is ready (its
+		// CPU group, the first under v1, just after: see roam-init).
+		defer release()
+		if !l.Cgroups.Layout.V2 {
+			procs[0] = "+" + procs[0]
+		}
+		cg = strings.Join(procs, ":")
+	}
 	dir := filepath.Join(l.SpoolRoot, s.ID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -281,24 +295,6 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 			gs[i] = strconv.FormatUint(uint64(g), 10)
 		}
 		groups = strings.Join(gs, ",")
-	}
-	cg := "-"
-	if l.Cgroups != nil {
-		procs, release, err := l.Cgroups.Enter(s.ID)
-		if err != nil {
-			closeAll()
-			if inW != nil {
-				inW.Close()
-			}
-			return nil, err
-		}
-		// roam-init has joined the group once it says it is ready (its
-		// CPU group, the first under v1, just after: see roam-init).
-		defer release()
-		if !l.Cgroups.Layout.V2 {
-			procs[0] = "+" + procs[0]
-		}
-		cg = strings.Join(procs, ":")
 	}
 	args := append([]string{l.Init, strconv.FormatUint(uint64(s.UID), 10), strconv.FormatUint(uint64(s.GID), 10),
 		groups, s.Cwd, cg, dir, "--"}, s.Argv...)
