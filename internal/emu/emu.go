@@ -427,6 +427,12 @@ func sharedDirs(project string) []string {
 	return out
 }
 
+// LocalDir is where, on this machine, the node whose directory is nodeDir
+// keeps its own d (one of NodeLocal): /tmp in nodeDir/local/tmp.
+func LocalDir(nodeDir, d string) string {
+	return filepath.Join(nodeDir, "local", strings.ReplaceAll(strings.Trim(d, "/"), "/", "-"))
+}
+
 // isLocal reports whether p is in a node-local directory.
 func isLocal(p string) bool {
 	for _, d := range NodeLocal {
@@ -486,7 +492,7 @@ func startAgent(roamd, ns, dir, cfgPath, logPath string) (int, error) {
 	env := os.Environ()
 	project := projectDir(roamd)
 	for i, d := range NodeLocal {
-		own := filepath.Join(dir, "local", strings.ReplaceAll(strings.Trim(d, "/"), "/", "-"))
+		own := LocalDir(dir, d)
 		if err := os.MkdirAll(own, 0o755); err != nil {
 			return 0, err
 		}

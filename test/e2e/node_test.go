@@ -93,10 +93,10 @@ func TestJobCgroups(t *testing.T) {
 		return 0, 0
 	}
 	groupCPU := func(node string) float64 {
-		rel := fmt.Sprintf("roam/%s/n%s/jobs/%s", c.name, node, id)
-		cpu, _, ok := (&cgroup.Jobs{Layout: layout, Parent: filepath.Dir(filepath.Dir(rel))}).Usage(id)
+		jobs := &cgroup.Jobs{Layout: layout, Parent: fmt.Sprintf("roam/%s/n%s", c.name, node)}
+		cpu, _, ok := jobs.Usage(id)
 		if !ok {
-			t.Fatalf("no usage counters for %s", rel)
+			t.Fatalf("no usage counters for %s", jobs.Rel(id))
 		}
 		return cpu
 	}
@@ -142,11 +142,16 @@ func TestNodeLocalFiles(t *testing.T) {
 		return c.start("1", "sh", "-c", "exec 3>>"+file+"; i=0; while [ $i -lt 50 ]; do i=$((i+1)); echo $i >&3; sleep 0.2; done; wc -l < "+file)
 	}
 	name := marker(t)
+	st, err := emu.Load(c.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node1 := st.Nodes[0].Dir
 	for _, dir := range []string{"/tmp", "/var/tmp"} {
 		file := filepath.Join(dir, name)
 		id := holder(file)
 		waitFor(t, 10*time.Second, id+" holds "+file, func() (bool, string) {
-			_, err := os.Stat(filepath.Join(emuNodeDir(c.name, "1"), "local", strings.TrimPrefix(strings.ReplaceAll(dir, "/", "-"), "-"), name))
+			_, err := os.Stat(filepath.Join(emu.LocalDir(node1, dir), name))
 			return err == nil, fmt.Sprint(err)
 		})
 		if _, err := os.Stat(file); err == nil {
@@ -176,9 +181,4 @@ func TestNodeLocalFiles(t *testing.T) {
 	if j.Migrations != 2 || c.mustRun("--node", "1", "logs", id) != "50\n" {
 		t.Fatalf("the job in the shared directory: %+v, output %q", j, c.mustRun("--node", "1", "logs", id))
 	}
-}
-
-// emuNodeDir is node id's directory of cluster name on this machine.
-func emuNodeDir(name, id string) string {
-	return filepath.Join(emu.Dir(name), "n"+id)
 }
