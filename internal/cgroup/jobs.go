@@ -40,10 +40,14 @@ func validName(id string) error {
 	return nil
 }
 
-// Enter creates job id's group (its parents too) under every controller
-// and keeps it from Tidy until release is called: the caller then puts a
-// process in it. The group's cgroup.procs files are the ones to write, in
-// the order of Layout.Dirs: the CPU controller's first.
+// Enter creates job id's group (its parents too) and keeps it from Tidy
+// until release is called: the caller then puts a process in it. procs
+// are the cgroup.procs files to write, the CPU controller's first. Under
+// v1 that is Parent's own CPU group: the job's group holds its memory and
+// CPU accounting, but a CPU group a job would make every job a scheduling
+// entity of its own below the node's quota, where work that wakes inside a
+// job (its setup, CRIU's parasite at a dump) waited seconds on a loaded
+// slow node for its group's turn.
 func (j *Jobs) Enter(id string) (procs []string, release func(), err error) {
 	if err := validName(id); err != nil {
 		return nil, nil, err
@@ -54,7 +58,18 @@ func (j *Jobs) Enter(id string) (procs []string, release func(), err error) {
 	}
 	j.busy[id]++
 	rel := j.Rel(id)
-	err = j.Layout.Create(rel)
+	var dirs []string
+	if j.Layout.V2 {
+		err = j.Layout.Create(rel)
+		dirs = j.Layout.Dirs(rel)
+	} else if err = j.Layout.Create(j.Parent); err == nil {
+		dirs = append([]string{filepath.Join(j.Layout.CPU, j.Parent)}, j.Layout.Dirs(rel)[1:]...)
+		for _, d := range dirs[1:] {
+			if err = os.MkdirAll(d, 0o755); err != nil {
+				break
+			}
+		}
+	}
 	j.mu.Unlock()
 	release = func() {
 		j.mu.Lock()
@@ -65,18 +80,27 @@ func (j *Jobs) Enter(id string) (procs []string, release func(), err error) {
 	}
 	if err != nil {
 		release()
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("cgroup %s: %w", rel, err)
 	}
-	for _, d := range j.Layout.Dirs(rel) {
+	for _, d := range dirs {
 		procs = append(procs, filepath.Join(d, "cgroup.procs"))
 	}
 	return procs, release, nil
 }
 
+// CPURel is the CPU group a job of this node runs in: its own under v2,
+// Parent under v1 (see Enter).
+func (j *Jobs) CPURel(id string) string {
+	if j.Layout.V2 {
+		return j.Rel(id)
+	}
+	return j.Parent
+}
+
 // Tidy removes the groups of jobs that no longer have a process here
 // (ended, or moved to another node) and that nobody is entering.
 func (j *Jobs) Tidy() {
-	base := filepath.Join(j.Layout.CPU, j.Parent, "jobs")
+	base := filepath.Join(j.Layout.Memory, j.Parent, "jobs")
 	ents, err := os.ReadDir(base)
 	if err != nil {
 		return

@@ -411,7 +411,8 @@ func tail(path string) string {
 // Restore restores the job into its own cgroup (see cgroup.Jobs): into its
 // memory group, so its pages are charged there from the start, but (cgroup
 // v1) in the CPU controller's root, so that no CPU quota slows the
-// restore; the job moves into its CPU group while it is still frozen.
+// restore; the job moves into its CPU group (the node's jobs') while it is
+// still frozen.
 // Under v2, where one group holds both, it goes straight into its own.
 func (h *Host) Restore(s RestoreSpec) (int, error) {
 	var roots map[string]string
@@ -439,8 +440,8 @@ func (h *Host) Restore(s RestoreSpec) (int, error) {
 	}
 	if h.Jobs != nil && !h.Layout.V2 {
 		for _, p := range procfs.Tree(pid) {
-			if err := h.Layout.AddCPUProc(rel, p); err != nil {
-				return pid, fmt.Errorf("move restored process %d into cgroup %s: %w", p, rel, err)
+			if err := h.Layout.AddCPUProc(h.Jobs.CPURel(s.ID), p); err != nil {
+				return pid, fmt.Errorf("move restored process %d into cgroup %s: %w", p, h.Jobs.CPURel(s.ID), err)
 			}
 		}
 	}

@@ -238,8 +238,8 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		if err != nil {
 			return nil, err
 		}
-		// roam-init has joined the group once it says it is ready (its
-		// CPU group, the first under v1, just after: see roam-init).
+		// roam-init has joined the group once it says it is ready (the
+		// CPU group, the first, just after: see roam-init).
 		defer release()
 		if !l.Cgroups.Layout.V2 {
 			procs[0] = "+" + procs[0]

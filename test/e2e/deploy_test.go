@@ -278,7 +278,7 @@ exec %s/usr/sbin/roamd --config /etc/roam/roamd.yaml`, remount, h.name, h.dir, h
 			return false, fmt.Sprint(ps)
 		}
 		g := procGroups(ps[0])
-		return g["memory"] == "/rguide/host1/roam/jobs/"+local && g["cpu"] == g["memory"], fmt.Sprint(g)
+		return g["memory"] == "/rguide/host1/roam/jobs/"+local && g["cpu"] == "/rguide/host1/roam", fmt.Sprint(g)
 	})
 	time.Sleep(time.Second)
 	out, err = roam(hosts[0], "migrate", local, "host2").CombinedOutput()
