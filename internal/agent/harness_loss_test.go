@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"roam/internal/job"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // homeRec is job id's record at its home (a zero record when it has none).
@@ -207,4 +209,93 @@ func TestAgentsHomeBackAfterNodeDied(t *testing.T) {
 			t.Fatalf("lost on %q", r.Node)
 		}
 	})
+}
+
+// A node membership has declared dead whose updates still arrive (after a
+// healed link, a node's pushes over the peer port reach the home before
+// membership there has seen it alive again: it took seconds on the loaded
+// 2-core machine) keeps its jobs: they are lost at most once, when the
+// node is declared dead, and back at its next update, not lost again at
+// every sweep until membership catches up. Membership's leave event is
+// delivered here by hand, as memberlist delivers it, with gossip intact,
+// so that it stays unrevised for as long as the test needs.
+func TestAgentsNodeDeadInGossipButPushing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 14, faults{}, "static")
+		home := c.nodes[0].a
+		ids := c.run(0, 2, "n2")
+		c.waitFor("running on n2", time.Minute, func() bool {
+			for _, id := range ids {
+				if c.homeRec(id).State != job.StateRunning {
+					return false
+				}
+			}
+			return true
+		})
+		declared := time.Now().Add(-time.Nanosecond) // the events come at this same instant
+		var n2 *memberlist.Node
+		for _, m := range home.ml.Members() {
+			if m.Name == "n2" {
+				n2 = m
+			}
+		}
+		if n2 == nil {
+			t.Fatal("n1's membership does not list n2")
+		}
+		(*events)(home).NotifyLeave(n2)
+		// Eight sweeps with membership saying dead and n2 pushing.
+		time.Sleep(8 * aliveEvery)
+		home.mu.Lock()
+		stillDead := !home.known["n2"].alive
+		home.mu.Unlock()
+		if !stillDead {
+			t.Fatal("membership took n2 for alive again; the test shows nothing")
+		}
+		for _, id := range ids {
+			if r := c.homeRec(id); r.State != job.StateRunning || r.Node != "n2" {
+				t.Fatalf("%s is %s on %q while n2 pushes its updates", id, r.State, r.Node)
+			}
+		}
+		var kinds []string
+		for _, e := range home.localEvents(declared) {
+			kinds = append(kinds, e.Kind+" "+e.Job)
+		}
+		all := strings.Join(kinds, ",")
+		for _, id := range ids {
+			lost, back := strings.Count(all, "lost "+id), strings.Count(all, "back "+id)
+			if lost > 1 || back != lost {
+				t.Fatalf("events %v: %s lost %d times and back %d; want once each at most", kinds, id, lost, back)
+			}
+		}
+		if run, _ := c.world.copies(ids[0]); len(run) != 1 || run[0] != "n2" {
+			t.Fatalf("the job runs on %v", run)
+		}
+		t.Logf("events while n2 was dead to n1's membership: %v", kinds)
+	})
+}
+
+// nodeDead's verdicts: membership decides, unless the node has pushed to
+// the home since it was declared dead and lately.
+func TestNodeDead(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	for _, c := range []struct {
+		name string
+		n    nodeNews
+		now  time.Time
+		want bool
+	}{
+		{"alive", nodeNews{listed: true, alive: true, since: at(0)}, at(time.Minute), false},
+		{"dead, never heard", nodeNews{listed: true, since: at(10 * time.Second)}, at(time.Minute), true},
+		{"dead, heard before it was declared", nodeNews{listed: true, since: at(10 * time.Second), heard: at(9 * time.Second)}, at(11 * time.Second), true},
+		{"dead, heard since", nodeNews{listed: true, since: at(10 * time.Second), heard: at(12 * time.Second)}, at(20 * time.Second), false},
+		{"dead, heard since but not lately", nodeNews{listed: true, since: at(10 * time.Second), heard: at(12 * time.Second)}, at(12*time.Second + lostGrace), true},
+		{"unlisted, early", nodeNews{}, at(lostGrace), false},
+		{"unlisted, late", nodeNews{}, at(lostGrace + time.Second), true},
+		{"unlisted, late, pushing", nodeNews{heard: at(lostGrace)}, at(lostGrace + time.Second), false},
+	} {
+		if got := nodeDead(c.n, start, c.now); got != c.want {
+			t.Errorf("%s: nodeDead = %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -50,6 +50,7 @@ type jobs struct {
 	home  map[string]*job.Record   // jobs whose home is this node
 	local map[string]*localJob     // jobs running on this node
 	wake  map[string]chan struct{} // closed when a home job gets news
+	heard map[string]time.Time     // node -> its last update to this home
 	kick  chan struct{}
 }
 
@@ -76,7 +77,8 @@ func (a *Agent) openJobs() error {
 		return err
 	}
 	a.store = st
-	a.jobs = &jobs{home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{}, kick: make(chan struct{}, 1)}
+	a.jobs = &jobs{home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
+		heard: map[string]time.Time{}, kick: make(chan struct{}, 1)}
 	recs, err := st.Records()
 	if err != nil {
 		return err

@@ -31,31 +31,53 @@ const aliveEvery = 5 * time.Second
 // every live node (twice memberlist's failure detection, about 5 s here).
 const lostGrace = 15 * time.Second
 
+// nodeNews is what a home knows of a node some of its jobs run on.
+type nodeNews struct {
+	listed bool      // membership has heard of it
+	alive  bool      // membership takes it for alive
+	since  time.Time // when membership last changed its mind about it
+	heard  time.Time // its last update to this home; zero if none yet
+}
+
+// nodeDead is a home's verdict on a node its jobs run on. A node that has
+// pushed to this home since membership declared it dead, and within
+// lostGrace, is not dead whatever membership says: its updates are the
+// stronger evidence (membership takes a few rounds to see a healed link,
+// while the node's pushes over the peer port arrive at once; taking it for
+// dead again would mark its jobs lost and bring them back at every sweep
+// until gossip caught up). Otherwise membership decides; a node it has
+// never listed is dead once lostGrace has passed since the agent started.
+func nodeDead(n nodeNews, started, now time.Time) bool {
+	if !n.heard.IsZero() && !n.heard.Before(n.since) && now.Sub(n.heard) < lostGrace {
+		return false
+	}
+	if !n.listed {
+		return now.Sub(started) > lostGrace
+	}
+	return !n.alive
+}
+
 // sweepLost marks lost every job of this home recorded as running on a
-// node that membership says is dead, or, once lostGrace has passed since
-// the agent started, on a node it has never heard of (one that died while
-// this home was down). It runs when a member leaves and every aliveEvery,
-// so a record that turned running on a node already dead (a slow start
-// answered, a late migration note) is caught too.
+// node nodeDead takes for dead. It runs when a member leaves and every
+// aliveEvery, so a record that turned running on a node already dead (a
+// slow start answered, a late migration note) is caught too.
 func (a *Agent) sweepLost() {
 	now := time.Now()
 	// Membership first, then the jobs: the two locks are never held
 	// together.
 	a.mu.Lock()
-	alive := make(map[string]bool, len(a.known))
+	news := make(map[string]nodeNews, len(a.known))
 	for id, p := range a.known {
-		alive[id] = p.alive
+		news[id] = nodeNews{listed: true, alive: p.alive, since: p.since}
 	}
 	a.mu.Unlock()
 	dead := func(node string) bool {
 		if node == a.cfg.NodeID || node == "" {
 			return false
 		}
-		up, heard := alive[node]
-		if !heard {
-			return now.Sub(a.started) > lostGrace
-		}
-		return !up
+		n := news[node]
+		n.heard = a.jobs.heard[node]
+		return nodeDead(n, a.started, now)
 	}
 	a.jobs.mu.Lock()
 	var lost []job.Record

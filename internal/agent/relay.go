@@ -239,6 +239,11 @@ func (a *Agent) takeUpdates(ups []update) map[string]ack {
 			events = append(events, e)
 			changed[u.ID] = true
 		}
+		// Kept for the nodes jobs run on only, so it stays as small as the
+		// table's list of nodes.
+		if u.Node != "" && u.Node == rec.Node {
+			a.jobs.heard[u.Node] = time.Now()
+		}
 		dir := a.homeSpool(u.ID)
 		no, ne := u.OutOff, u.ErrOff
 		if len(u.Out) > 0 || no < 0 {
