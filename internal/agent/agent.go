@@ -36,6 +36,7 @@ import (
 	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/load"
+	"roam/internal/rootdir"
 	"roam/internal/sched"
 )
 
@@ -168,8 +169,17 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 
 // Start opens the sockets, joins the cluster and starts the timers.
 func (a *Agent) Start() error {
-	if err := os.MkdirAll(a.cfg.StateDir, 0o755); err != nil {
-		return fmt.Errorf("state_dir: %w", err)
+	// Root removes, unpacks and restores below these: nobody else may
+	// control any directory on their paths.
+	a.imageDir = a.cfg.ImageDir
+	if a.imageDir == "" {
+		a.imageDir = filepath.Join(a.cfg.StateDir, "images")
+	}
+	if err := rootdir.Ensure(a.cfg.StateDir, 0o755); err != nil {
+		return errkind.New(ErrConfig, "state_dir: %v", err)
+	}
+	if err := rootdir.Ensure(a.imageDir, 0o700); err != nil {
+		return errkind.New(ErrConfig, "image_dir: %v", err)
 	}
 	a.peerHTTP = &http.Client{Transport: &http.Transport{
 		DialTLSContext:  func(ctx context.Context, _, addr string) (net.Conn, error) { return a.parts.Transport.Dial(ctx, addr) },
@@ -194,10 +204,6 @@ func (a *Agent) Start() error {
 	}
 	a.keptPolicy()
 	// Images of migrations an earlier run left half-done.
-	a.imageDir = a.cfg.ImageDir
-	if a.imageDir == "" {
-		a.imageDir = filepath.Join(a.cfg.StateDir, "images")
-	}
 	if ents, err := os.ReadDir(a.imageDir); err == nil {
 		for _, e := range ents {
 			os.RemoveAll(filepath.Join(a.imageDir, e.Name()))
@@ -465,5 +471,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// socketDir makes sure the socket's directory exists.
-func socketDir(path string) error { return os.MkdirAll(filepath.Dir(path), 0o755) }
+// socketDir makes sure the socket's directory exists, root's alone.
+func socketDir(path string) error { return rootdir.Ensure(filepath.Dir(path), 0o755) }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"roam/internal/errkind"
+	"roam/internal/rootdir"
 	"strings"
 	"syscall"
 	"time"
@@ -87,11 +88,19 @@ func Down(name string) error {
 		}
 	}
 	for _, d := range []string{Dir(name), ImageDir(name)} {
+		// Under /dev/shm anyone may have made ImageBase first, or a
+		// symlink in its place: remove nothing through it.
+		if err := rootdir.Check(d); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	_ = os.Remove(ImageBase)
+	if rootdir.Check(ImageBase) == nil {
+		_ = os.Remove(ImageBase)
+	}
 	_ = os.Remove(BaseDir) // these only when empty
 	// roam-init makes the mount point of a job's spool on the host's /run
 	// (its mount namespace shares the host's tmpfs); the last cluster's
