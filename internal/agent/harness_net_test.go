@@ -7,12 +7,15 @@ package agent
 // blocks on channels, so testing/synctest's fake clock sees it idle.
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,16 +32,21 @@ type faults struct {
 
 // memnet is the network of one harness.
 type memnet struct {
-	mu      sync.Mutex
-	rng     *rand.Rand
-	f       faults
-	peers   map[string]*memListener // peer address -> listener
-	gossip  map[string]*memGossip   // gossip address -> transport
-	cut     map[[2]string]bool      // partitioned host pairs
-	down    map[string]bool         // hosts whose agent crashed
-	conns   map[*memConn]bool
-	counts  map[string]int
-	stopped bool
+	mu     sync.Mutex
+	rng    *rand.Rand
+	f      faults
+	peers  map[string]*memListener // peer address -> listener
+	gossip map[string]*memGossip   // gossip address -> transport
+	cut    map[[2]string]bool      // partitioned host pairs
+	down   map[string]bool         // hosts whose agent crashed
+	conns  map[*memConn]bool
+	// dupPrefix: a client connection whose first bytes start with it is
+	// replayed once it closes (fate "dup"); replies are the first lines
+	// of the replays' answers.
+	dupPrefix []byte
+	replies   []string
+	counts    map[string]int
+	stopped   bool
 }
 
 func newMemnet(seed int64, f faults) *memnet {
@@ -261,6 +269,13 @@ func (n *memnet) newConn(from, to, fate string, d time.Duration, k int) (client,
 
 func (c *memConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
+	if c.client && c.sent == 0 && c.fate == "" {
+		c.n.mu.Lock()
+		if len(c.n.dupPrefix) > 0 && bytes.HasPrefix(b, c.n.dupPrefix) {
+			c.fate = "dup"
+		}
+		c.n.mu.Unlock()
+	}
 	fate, sent := c.fate, c.sent
 	c.sent += len(b)
 	if fate == "dup" && c.client && len(c.replay) < 1<<16 {
@@ -342,7 +357,12 @@ func (n *memnet) replay(from, addr string, b []byte) {
 		_, _ = c.Write(b)
 	}()
 	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	_, _ = io.Copy(io.Discard, c)
+	br := bufio.NewReader(c)
+	first, _ := br.ReadString('\n')
+	n.mu.Lock()
+	n.replies = append(n.replies, strings.TrimSpace(first))
+	n.mu.Unlock()
+	_, _ = io.Copy(io.Discard, br)
 	c.Close()
 }
 

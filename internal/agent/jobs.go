@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
+	"roam/internal/migrate"
 )
 
 // Tunables of the job manager.
@@ -100,16 +100,7 @@ func (a *Agent) openJobs() error {
 func (a *Agent) homeSpool(id string) string { return filepath.Join(a.cfg.StateDir, "home", id) }
 
 // homeOf returns the home node of a job id HOME.SEQ.
-func homeOf(id string) (string, bool) {
-	i := strings.LastIndexByte(id, '.')
-	if i <= 0 || i == len(id)-1 {
-		return "", false
-	}
-	if _, err := strconv.ParseUint(id[i+1:], 10, 64); err != nil {
-		return "", false
-	}
-	return id[:i], true
-}
+func homeOf(id string) (string, bool) { return migrate.JobHome(id) }
 
 func canTouch(c Caller, uid uint32) bool { return c.UID == 0 || c.UID == uid }
 

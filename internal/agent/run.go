@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/user"
 	"strconv"
@@ -321,9 +322,16 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 	out := make([]startResult, 0, len(req.Jobs))
 	var locals []job.Local
 	var procs []*job.Proc
+	// Job ids name spool directories and cgroups: HOME.SEQ with HOME a
+	// node id, and HOME the requester's.
+	_, addrErr := netip.ParseAddrPort(req.HomeAddr)
 	for _, s := range req.Jobs {
-		if _, ok := homeOf(s.ID); !ok {
-			out = append(out, startResult{ID: s.ID, Error: "bad job id " + strconv.Quote(s.ID)})
+		if h, ok := homeOf(s.ID); !ok || h != req.Home {
+			out = append(out, startResult{ID: s.ID, Error: "bad job id " + strconv.Quote(s.ID) + " for home " + strconv.Quote(req.Home)})
+			continue
+		}
+		if addrErr != nil {
+			out = append(out, startResult{ID: s.ID, Error: "bad home address " + strconv.Quote(req.HomeAddr)})
 			continue
 		}
 		p, err := a.procs.Start(s)

@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+// A member's start request whose job id climbs out of the spool ("../")
+// or names another home is refused, job by job, and makes nothing.
+func TestPeerStartRefusesBadJobIDs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 15, faults{}, "static")
+		home, n2 := c.nodes[0].a, c.nodes[1]
+		outside := filepath.Dir(n2.fn.SpoolDir("x"))
+		for _, id := range []string{"../../evil.1", "n1/../../evil.1", "../n1.1", "n1.1/../../x.2", ".n1.1", "n2.1", "n1.-1", "n1.1 "} {
+			req := startRequest{Home: "n1", HomeAddr: home.selfAddr, Jobs: []job.Spec{{ID: id, Argv: []string{"/bin/true"}, Cwd: "/"}}}
+			var res []startResult
+			if err := home.peerCall("n2", "POST", "/v1/peer/start", req, &res); err != nil {
+				t.Fatalf("%q: %v", id, err)
+			}
+			if len(res) != 1 || !strings.Contains(res[0].Error, "bad job id") || res[0].PID != 0 {
+				t.Fatalf("%q: %+v, want refused as a bad job id", id, res)
+			}
+		}
+		// A good id with a bad home address is refused too.
+		req := startRequest{Home: "n1", HomeAddr: "../x", Jobs: []job.Spec{{ID: "n1.77", Argv: []string{"/bin/true"}, Cwd: "/"}}}
+		var res []startResult
+		if err := home.peerCall("n2", "POST", "/v1/peer/start", req, &res); err != nil || len(res) != 1 || !strings.Contains(res[0].Error, "bad home address") {
+			t.Fatalf("bad home address: %+v %v", res, err)
+		}
+		n2.a.jobs.mu.Lock()
+		nlocal := len(n2.a.jobs.local)
+		n2.a.jobs.mu.Unlock()
+		if nlocal != 0 {
+			t.Fatalf("n2 runs %d jobs", nlocal)
+		}
+		for _, p := range []string{filepath.Join(outside, "..", "evil.1"), filepath.Join(outside, "evil.1")} {
+			if _, err := os.Lstat(p); err == nil {
+				t.Fatalf("%s was made", p)
+			}
+		}
+		if run, _ := c.world.copies("../../evil.1"); len(run) != 0 {
+			t.Fatalf("started on %v", run)
+		}
+	})
+}
+
+// A migration stream delivered twice (a member's replay, or a network
+// that duplicates a connection) is taken once: the second is refused, and
+// the copy the first one made runs on with its spool intact.
+func TestAgentsRefuseADuplicatedMigrationStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 16, faults{}, "static")
+		id := c.run(0, 1, "n2")[0]
+		c.say(1, id, "before")
+		c.waitFor("output home", time.Minute, func() bool { return c.homeOutput(id) == "before\n" })
+
+		c.net.mu.Lock()
+		c.net.dupPrefix = []byte("POST /v1/peer/migrate ")
+		c.net.mu.Unlock()
+		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err != nil || !m.OK {
+			t.Fatalf("migrate: %+v %v", m, err)
+		}
+		c.waitFor("the stream replayed and answered", time.Minute, func() bool {
+			c.net.mu.Lock()
+			defer c.net.mu.Unlock()
+			return len(c.net.replies) > 0
+		})
+		c.net.mu.Lock()
+		c.net.dupPrefix = nil
+		replies := append([]string(nil), c.net.replies...)
+		c.net.mu.Unlock()
+		if len(replies) != 1 || !strings.HasPrefix(replies[0], "HTTP/1.1 4") {
+			t.Fatalf("the replayed stream was answered %q, want one refusal", replies)
+		}
+		c.waitFor("settled on n3", time.Minute, func() bool { ok, _ := c.settled([]string{id}); return ok })
+		if run, _ := c.world.copies(id); len(run) != 1 || run[0] != "n3" {
+			t.Fatalf("runs on %v", run)
+		}
+		if b, err := os.ReadFile(filepath.Join(c.nodes[2].fn.SpoolDir(id), "stdout")); err != nil || string(b) != "before\n" {
+			t.Fatalf("n3's spool of the job: %q %v", b, err)
+		}
+		c.say(2, id, "after")
+		c.waitFor("output after the move home", time.Minute, func() bool { return c.homeOutput(id) == "before\nafter\n" })
+		t.Logf("the replay was answered %q", replies[0])
+	})
+}
