@@ -79,6 +79,16 @@ func (a *Agent) openJobs() error {
 	a.store = st
 	a.jobs = &jobs{home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
 		heard: map[string]time.Time{}, kick: make(chan struct{}, 1)}
+	// One bad value (a disk error, a bug of an older roam) must not keep
+	// the agent, and every other job, from starting.
+	bad, err := st.SetAsideCorrupt()
+	if err != nil {
+		return err
+	}
+	for _, b := range bad {
+		a.log.Error("job table: a record that does not decode was set aside", "bucket", b.Bucket, "key", b.Key, "err", b.Err)
+		a.event(api.Event{Kind: "corrupt", Job: b.Key, Why: fmt.Sprintf("its %s record in the job table does not decode (%s); set aside under corrupt/", b.Bucket, b.Err)})
+	}
 	recs, err := st.Records()
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@
 package job
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"roam/internal/api"
+	"roam/internal/migrate"
 )
 
 // The bbolt schema, version 2:
@@ -31,6 +33,9 @@ import (
 //	                 the source's decision (since version 2)
 //	migin/<mid>   -> migrate.InRecord (JSON): migrations to this node
 //	                 (since version 2)
+//	corrupt/<bucket>/<key> -> the bytes of a value that did not decode,
+//	                 set aside by SetAsideCorrupt (made when first needed;
+//	                 no version change: nothing else reads it)
 //
 // Upgrades: a store with an older schema is upgraded in Open, step by step
 // (1 -> 2: the two migration buckets, created empty); a newer one is
@@ -43,6 +48,7 @@ var (
 	bucketLocal = []byte("local")
 	bucketOut   = []byte("migout")
 	bucketIn    = []byte("migin")
+	bucketBad   = []byte("corrupt")
 	keySchema   = []byte("schema")
 	keySeq      = []byte("seq")
 	keyPolicy   = []byte("policy")
@@ -259,14 +265,92 @@ func all[T any](s *Store, bucket []byte) ([]T, error) {
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(_, v []byte) error {
 			var x T
-			if err := json.Unmarshal(v, &x); err != nil {
-				return err
+			// A value that does not decode is SetAsideCorrupt's to report;
+			// it must not hide the others.
+			if json.Unmarshal(v, &x) == nil {
+				out = append(out, x)
 			}
-			out = append(out, x)
 			return nil
 		})
 	})
 	return out, err
+}
+
+// Corrupt is a value of the table that did not decode.
+type Corrupt struct {
+	Bucket, Key string
+	Err         string
+}
+
+// decoders check each bucket's values: they decode, and a job's record is
+// under its own id.
+var decoders = map[string]func(key, v []byte) error{
+	string(bucketHome): func(key, v []byte) error {
+		var r Record
+		if err := json.Unmarshal(v, &r); err != nil {
+			return err
+		}
+		if r.ID != string(key) {
+			return fmt.Errorf("record of job %q under key %q", r.ID, key)
+		}
+		return nil
+	},
+	string(bucketLocal): func(key, v []byte) error {
+		var l Local
+		if err := json.Unmarshal(v, &l); err != nil {
+			return err
+		}
+		if l.ID != string(key) {
+			return fmt.Errorf("record of job %q under key %q", l.ID, key)
+		}
+		return nil
+	},
+	string(bucketOut): func(_, v []byte) error { var r migrate.Record; return json.Unmarshal(v, &r) },
+	string(bucketIn):  func(_, v []byte) error { var r migrate.InRecord; return json.Unmarshal(v, &r) },
+}
+
+// SetAsideCorrupt moves every value that does not decode out of its
+// bucket into corrupt/, and returns them: the agent starts with the rest,
+// and the bytes stay for whoever looks into it.
+func (s *Store) SetAsideCorrupt() ([]Corrupt, error) {
+	var bad []Corrupt
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for name, check := range decoders {
+			b := tx.Bucket([]byte(name))
+			var keys [][]byte
+			var vals [][]byte
+			err := b.ForEach(func(k, v []byte) error {
+				if err := check(k, v); err != nil {
+					bad = append(bad, Corrupt{Bucket: name, Key: string(k), Err: err.Error()})
+					keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if len(keys) == 0 {
+				continue
+			}
+			aside, err := tx.CreateBucketIfNotExists(bucketBad)
+			if err != nil {
+				return err
+			}
+			for i, k := range keys {
+				if err := aside.Put(append([]byte(name+"/"), k...), vals[i]); err != nil {
+					return err
+				}
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return bad, nil
 }
 
 // Records returns every home record.
