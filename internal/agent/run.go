@@ -73,7 +73,7 @@ func runSpec(c Caller, req api.RunRequest) (job.Spec, error) {
 	case req.Stdin && req.Count != 1:
 		return job.Spec{}, errkind.New(ErrBadRequest, "stdin goes to a single process only (-n 1)")
 	}
-	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: callerGroups(c.PID), Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, Pin: req.Pin}
+	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: c.Groups, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, Pin: req.Pin}
 	if err := job.Check(spec); err != nil {
 		return job.Spec{}, errkind.New(ErrBadRequest, "%v", err)
 	}
@@ -216,26 +216,6 @@ func jobEnv(env []string, id string, index, count int) []string {
 		}
 	}
 	return append(out, "ROAM_JOB="+id, "ROAM_INDEX="+strconv.Itoa(index), "ROAM_COUNT="+strconv.Itoa(count))
-}
-
-// callerGroups reads the caller's supplementary groups from /proc.
-func callerGroups(pid int32) []uint32 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
-			var gs []uint32
-			for _, f := range strings.Fields(rest) {
-				if g, err := strconv.ParseUint(f, 10, 32); err == nil {
-					gs = append(gs, uint32(g))
-				}
-			}
-			return gs
-		}
-	}
-	return nil
 }
 
 func userName(uid uint32) string {
