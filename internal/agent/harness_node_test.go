@@ -56,6 +56,7 @@ type world struct {
 	// odds of a failed dump and a failed restore
 	dumpFail, restoreFail float64
 	pageBytes             int
+	unread                []*os.File // the read ends of jobs' stdin pipes
 }
 
 func newWorld(seed int64) *world {
@@ -195,11 +196,23 @@ func (f *fakeNode) Start(s job.Spec) (*job.Proc, error) {
 			return nil, err
 		}
 	}
+	// A job with stdin gets a real pipe that it never reads.
+	var stdin *os.File
+	if s.Stdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		stdin = w
+		f.w.mu.Lock()
+		f.w.unread = append(f.w.unread, r)
+		f.w.mu.Unlock()
+	}
 	f.w.mu.Lock()
 	p := f.w.spawn(s.ID, f.name, dir, running)
 	f.w.check(s.ID, "start")
 	f.w.mu.Unlock()
-	return &job.Proc{PID: p.pid, StartTix: p.tix, Dir: dir, Wait: func() error { <-p.exit; return nil }}, nil
+	return &job.Proc{PID: p.pid, StartTix: p.tix, Dir: dir, Stdin: stdin, Wait: func() error { <-p.exit; return nil }}, nil
 }
 
 func (f *fakeNode) SpoolDir(id string) string { return filepath.Join(f.spool, id) }

@@ -151,6 +151,11 @@ func (c *cluster) stop() {
 			c.crash(i)
 		}
 	}
+	c.world.mu.Lock()
+	for _, r := range c.world.unread {
+		r.Close()
+	}
+	c.world.mu.Unlock()
 	c.net.mu.Lock()
 	c.net.stopped = true
 	var conns []*memConn

@@ -7,6 +7,7 @@ package agent
 import (
 	"bytes"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -15,6 +16,8 @@ import (
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
+
+	"golang.org/x/sys/unix"
 )
 
 // update is one job's news from its current node to its home node.
@@ -340,46 +343,83 @@ func (a *Agent) Output(id string, outOff, errOff int64, wait time.Duration) (api
 // ---- stdin ----
 
 // Stdin passes bytes to a job's stdin; eof closes it.
-func (a *Agent) Stdin(c Caller, id string, data []byte, eof bool) error {
+func (a *Agent) Stdin(c Caller, id string, data []byte, eof bool) (api.StdinResult, error) {
 	r, err := a.record(id)
 	if err != nil {
-		return err
+		return api.StdinResult{}, err
 	}
 	if !canTouch(c, r.UID) {
-		return errkind.New(ErrPermission, "%s: permission denied", id)
+		return api.StdinResult{}, errkind.New(ErrPermission, "%s: permission denied", id)
 	}
 	return a.stdinOn(r.Node, id, data, eof)
 }
 
 // stdinOn passes bytes to the stdin of job id, which runs on node.
-func (a *Agent) stdinOn(node, id string, data []byte, eof bool) error {
-	q := "/v1/peer/stdin?id=" + id
+func (a *Agent) stdinOn(node, id string, data []byte, eof bool) (api.StdinResult, error) {
+	q := "/v1/peer/stdin?id=" + url.QueryEscape(id)
 	if eof {
 		q += "&eof=1"
 	}
-	return a.peerCall(node, http.MethodPost, q, bytes.NewReader(data), nil)
+	var res api.StdinResult
+	err := a.peerCall(node, http.MethodPost, q, bytes.NewReader(data), &res)
+	return res, err
 }
 
 // stdinLocal passes bytes to the stdin of a job running here, or on to
 // the node it moved to.
-func (a *Agent) stdinLocal(id string, data []byte, eof bool) error {
+func (a *Agent) stdinLocal(id string, data []byte, eof bool) (api.StdinResult, error) {
 	lj, movedTo := a.settledLocal(id)
 	if movedTo != "" {
 		return a.stdinOn(movedTo, id, data, eof)
 	}
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
 	if lj == nil || lj.stdin == nil {
-		return errkind.New(ErrNotFound, "job %s takes no stdin here", id)
+		return api.StdinResult{}, errkind.New(ErrNotFound, "job %s takes no stdin here", id)
 	}
-	if len(data) > 0 {
-		if _, err := lj.stdin.Write(data); err != nil {
-			return err
-		}
+	// What the pipe takes now, and no more: a job that does not read its
+	// stdin holds no buffer and no goroutine of the agent's, whatever is
+	// sent to it. The pipe's contents move with the job.
+	n, err := writeNow(lj.stdin, data)
+	if err != nil {
+		return api.StdinResult{Accepted: n}, errkind.New(ErrUnavailable, "stdin of job %s: %v", id, err)
 	}
-	if eof {
-		a.jobs.mu.Lock()
+	if eof && n == len(data) {
 		lj.stdin.Close()
 		lj.stdin = nil
-		a.jobs.mu.Unlock()
 	}
-	return nil
+	return api.StdinResult{Accepted: n}, nil
+}
+
+// writeNow writes what a non-blocking pipe takes at once.
+func writeNow(f *os.File, data []byte) (int, error) {
+	if len(data) == 0 {
+		return 0, nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		for n < len(data) {
+			k, err := unix.Write(int(fd), data[n:])
+			if err == unix.EINTR {
+				continue
+			}
+			if err == unix.EAGAIN {
+				break
+			}
+			if err != nil {
+				werr = err
+				break
+			}
+			n += k
+		}
+		return true // done either way: never wait for the reader
+	}); err != nil {
+		return n, err
+	}
+	return n, werr
 }

@@ -21,6 +21,22 @@ import (
 	"roam/internal/sched"
 )
 
+// maxStdinPost bounds one stdin post: a pipe takes no more at once.
+const maxStdinPost = 1 << 20
+
+// readStdinPost reads a stdin post's bytes, refusing more than
+// maxStdinPost.
+func readStdinPost(r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxStdinPost+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxStdinPost {
+		return nil, errkind.New(ErrBadRequest, "stdin: more than %d bytes in one post", maxStdinPost)
+	}
+	return data, nil
+}
+
 // apiRoutes are the CLI's.
 func (a *Agent) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
@@ -52,15 +68,16 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, o)
 	}))
 	mux.HandleFunc("POST /v1/jobs/{id}/stdin", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		data, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+		data, err := readStdinPost(r)
+		var res api.StdinResult
 		if err == nil {
-			err = a.Stdin(c, r.PathValue("id"), data, r.URL.Query().Get("eof") == "1")
+			res, err = a.Stdin(c, r.PathValue("id"), data, r.URL.Query().Get("eof") == "1")
 		}
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, struct{}{})
+		writeJSON(w, http.StatusOK, res)
 	}))
 	mux.HandleFunc("POST /v1/kill", callerJSON(a.Kill))
 	mux.HandleFunc("GET /v1/ps", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
@@ -86,15 +103,16 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/peer/updates", jsonCall(func(ups []update) (map[string]ack, error) { return a.takeUpdates(ups), nil }))
 	mux.HandleFunc("POST /v1/peer/signal", jsonCall(a.peerSignal))
 	mux.HandleFunc("POST /v1/peer/stdin", func(w http.ResponseWriter, r *http.Request) {
-		data, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+		data, err := readStdinPost(r)
+		var res api.StdinResult
 		if err == nil {
-			err = a.stdinLocal(r.URL.Query().Get("id"), data, r.URL.Query().Get("eof") == "1")
+			res, err = a.stdinLocal(r.URL.Query().Get("id"), data, r.URL.Query().Get("eof") == "1")
 		}
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, struct{}{})
+		writeJSON(w, http.StatusOK, res)
 	})
 	mux.HandleFunc("GET /v1/peer/record", a.serveRecord)
 	mux.HandleFunc("GET /v1/peer/output", func(w http.ResponseWriter, r *http.Request) {

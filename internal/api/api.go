@@ -93,10 +93,10 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 }
 
 // DoRaw posts raw bytes (a job's stdin).
-func (c *Client) DoRaw(method, path string, data []byte) error {
+func (c *Client) DoRaw(method, path string, data []byte, out any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return c.send(ctx, method, path, bytes.NewReader(data), nil)
+	return c.send(ctx, method, path, bytes.NewReader(data), out)
 }
 
 func (c *Client) send(ctx context.Context, method, path string, body io.Reader, out any) error {

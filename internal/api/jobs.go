@@ -164,3 +164,10 @@ type NodePolicy struct {
 	Name string `json:"name"`
 	Text string `json:"text"`
 }
+
+// StdinResult answers a stdin post: how many of its bytes the job's stdin
+// pipe took. The rest did not fit (the job has not read what it has): send
+// them again later.
+type StdinResult struct {
+	Accepted int `json:"accepted"`
+}

@@ -283,18 +283,28 @@ func prefixFor(on bool, id string) string {
 	return ""
 }
 
-// pumpStdin copies our stdin to a job, then closes the job's stdin.
+// pumpStdin copies our stdin to a job, then closes the job's stdin. The
+// job's pipe takes what it has room for; the rest is sent again once the
+// job has read some, after a pause that grows while it reads nothing.
 func (e *env) pumpStdin(cl *api.Client, id string) {
+	path := "/v1/jobs/" + url.PathEscape(id) + "/stdin"
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := os.Stdin.Read(buf)
-		if n > 0 {
-			if cl.DoRaw(http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/stdin", buf[:n]) != nil {
+		for rest, pause := buf[:n], 10*time.Millisecond; len(rest) > 0; {
+			var res api.StdinResult
+			if cl.DoRaw(http.MethodPost, path, rest, &res) != nil {
 				return
 			}
+			if res.Accepted > 0 {
+				rest, pause = rest[min(res.Accepted, len(rest)):], 10*time.Millisecond
+				continue
+			}
+			time.Sleep(pause)
+			pause = min(2*pause, time.Second)
 		}
 		if err != nil {
-			_ = cl.DoRaw(http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/stdin?eof=1", nil)
+			_ = cl.DoRaw(http.MethodPost, path+"?eof=1", nil, nil)
 			return
 		}
 	}
