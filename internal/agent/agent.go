@@ -83,6 +83,7 @@ type Agent struct {
 	selfMem   float64
 	lastProbe time.Time
 	known     map[string]*peer
+	rates     *userRates // the API's per-user request rates
 
 	stats counters
 

@@ -113,6 +113,8 @@ type Config struct {
 	Scheduler string `yaml:"scheduler"`
 	// Load configures the load vector and its dissemination.
 	Load LoadConfig `yaml:"load"`
+	// Limits bound what a user's requests may cost this node.
+	Limits Limits `yaml:"limits"`
 }
 
 // LoadConfig is the load-information part of the config (seed 000 §3.1).
@@ -142,6 +144,7 @@ func DefaultConfig() Config {
 			VectorSize: load.DefaultVectorSize,
 			Policy:     string(load.PolicyFIFO),
 		},
+		Limits: DefaultLimits(),
 	}
 }
 
@@ -207,6 +210,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := load.ParsePolicy(c.Load.Policy); err != nil {
 		return bad("load.policy", "%q is not allowed (fifo, beneficial)", c.Load.Policy)
+	}
+	if key, err := c.Limits.validate(); err != nil {
+		return bad(key, "%v", err)
 	}
 	return nil
 }

@@ -17,6 +17,8 @@ var (
 	ErrNotFound    = errors.New("not found")
 	ErrBadRequest  = errors.New("bad request")
 	ErrUnavailable = errors.New("unavailable")
+	// ErrLimit: the request would pass one of the node's limits.
+	ErrLimit = errors.New("over a limit")
 )
 
 // statusTable is the one table between the agent's errors and HTTP
@@ -34,6 +36,7 @@ var statusTable = []struct {
 	{ErrConfig, http.StatusBadRequest},
 	{ErrUnavailable, http.StatusServiceUnavailable},
 	{ErrPinned, http.StatusConflict},
+	{ErrLimit, http.StatusTooManyRequests},
 }
 
 // errorStatus is the HTTP status of an agent error; 500 for any other.

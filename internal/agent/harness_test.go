@@ -54,8 +54,8 @@ type cluster struct {
 }
 
 // newCluster starts n agents named n1..nN with scheduler policy pol,
-// joined into one cluster.
-func newCluster(t *testing.T, n int, seed int64, f faults, pol string) *cluster {
+// joined into one cluster; each of opts may change every node's config.
+func newCluster(t *testing.T, n int, seed int64, f faults, pol string, opts ...func(*Config)) *cluster {
 	c := &cluster{t: t, net: newMemnet(seed, f), world: newWorld(seed + 1), key: secret.New().GossipKey()}
 	c.log = slog.New(slog.DiscardHandler)
 	if *harnessLog {
@@ -81,6 +81,9 @@ func newCluster(t *testing.T, n int, seed int64, f faults, pol string) *cluster 
 		cfg.Capacity = 1
 		cfg.Join = join
 		cfg.Scheduler = pol
+		for _, o := range opts {
+			o(&cfg)
+		}
 		c.nodes = append(c.nodes, &hnode{name: cfg.NodeID, host: cfg.BindAddr, cfg: cfg})
 	}
 	for i := range c.nodes {

@@ -34,8 +34,6 @@ const (
 	// one node's part of `roam ps`.
 	peerTimeout = 30 * time.Second
 	psTimeout   = 3 * time.Second
-	// maxCount bounds `roam run -n`.
-	maxCount = 100000
 	// startBatch and pushBatch bound the JSON of one start request's
 	// specs and the output bytes of one push (4/3 as many once JSON's
 	// base64 has them), below the maxBody a peer reads.
@@ -68,6 +66,10 @@ type localJob struct {
 	unmovable string
 	// lastPush is when news of it last went to its home (see aliveEvery).
 	lastPush time.Time
+	// sizeChecked is when its spool was last held against
+	// limits.output_bytes; why says why this node killed it, if it did.
+	sizeChecked time.Time
+	why         string
 }
 
 // openJobs opens the job table and reloads what an earlier run left.
@@ -219,16 +221,28 @@ type psPart struct {
 }
 
 func (a *Agent) psLocal() psPart {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
+	type proc struct {
+		id  string
+		pid int
+		tix uint64
+	}
+	var procs []proc
 	p := psPart{Usage: map[string]usage{}}
+	a.jobs.mu.Lock()
 	for _, r := range a.jobs.home {
-		p.Records = append(p.Records, *r)
+		rec := *r
+		rec.Env = nil // ps shows none, and it may be megabytes a job
+		p.Records = append(p.Records, rec)
 	}
 	for id, lj := range a.jobs.local {
-		if a.procs.Alive(lj.rec.PID, lj.rec.StartTix) {
-			cpu, rss := a.procs.Usage(id, lj.rec.PID)
-			p.Usage[id] = usage{cpu, rss}
+		procs = append(procs, proc{id, lj.rec.PID, lj.rec.StartTix})
+	}
+	a.jobs.mu.Unlock()
+	// /proc and the cgroups are read without the job lock.
+	for _, pr := range procs {
+		if a.procs.Alive(pr.pid, pr.tix) {
+			cpu, rss := a.procs.Usage(pr.id, pr.pid)
+			p.Usage[pr.id] = usage{cpu, rss}
 		}
 	}
 	return p
@@ -255,7 +269,7 @@ func (a *Agent) PS(c Caller, all bool) []api.Job {
 				ID: r.ID, User: r.User, UID: r.UID, Home: r.Home, Node: r.Node, State: r.State,
 				CPUSeconds: u.CPUSeconds, RSSMB: u.RSSMB, Migrations: r.Migrations,
 				AgeSeconds: now.Sub(r.Started).Seconds(), Started: r.Started, Ended: r.Ended, LostAt: r.LostAt, Cmd: strings.Join(r.Argv, " "),
-				ExitCode: r.ExitCode, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
+				ExitCode: r.ExitCode, EndReason: r.EndReason, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
 				MigrationLog: append([]job.Migration{}, r.MigrationLog...),
 			})
 		}

@@ -105,18 +105,27 @@ func (a *Agent) sweepLost() {
 	}
 }
 
-// lostLoop sweeps every aliveEvery, and at once when a member leaves.
+// lostLoop sweeps every aliveEvery, and at once when a member leaves;
+// it also tidies the job cgroups and, every expireEvery, removes the ended
+// jobs past their keep.
 func (a *Agent) lostLoop() {
 	defer a.wg.Done()
 	t := time.NewTicker(aliveEvery)
 	defer t.Stop()
+	var expired time.Time
 	for {
 		select {
 		case <-a.stop:
 			return
-		case <-t.C:
+		case now := <-t.C:
 			// What ended or moved away left its cgroup behind.
 			a.procs.Tidy()
+			if now.Sub(expired) >= expireEvery {
+				expired = now
+				if n := a.expireJobs(now); n > 0 {
+					a.log.Info("ended jobs removed after their keep", "jobs", n)
+				}
+			}
 		case <-a.memberLeft:
 		}
 		a.sweepLost()

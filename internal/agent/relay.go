@@ -6,10 +6,12 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +35,8 @@ type update struct {
 	Exit     *int  `json:"exit,omitempty"`
 	FinalOut int64 `json:"final_out"`
 	FinalErr int64 `json:"final_err"`
+	// Why says why this node ended the job, when it did (a limit).
+	Why string `json:"why,omitempty"`
 }
 
 // updateOverhead is about what an update without output takes in JSON.
@@ -131,7 +135,16 @@ func (a *Agent) pushBatches() []*homeBatch {
 		if lj.migrating {
 			continue
 		}
+		if lj.why == "" && now.Sub(lj.sizeChecked) >= time.Second {
+			lj.sizeChecked = now
+			if n := spoolSize(lj.rec.Dir); n > a.cfg.Limits.OutputBytes {
+				lj.why = fmt.Sprintf("killed: its output passed %s (limits.output_bytes)", size(a.cfg.Limits.OutputBytes))
+				a.log.Warn("job killed: output limit", "job", id, "bytes", n, "limit", a.cfg.Limits.OutputBytes)
+				go a.procs.Kill(lj.rec.PID, lj.rec.StartTix, 5*time.Second)
+			}
+		}
 		u, send := lj.news(a.procs)
+		u.Why = lj.why
 		if !send && now.Sub(lj.lastPush) < aliveEvery {
 			continue
 		}
@@ -254,6 +267,10 @@ func (a *Agent) takeUpdates(ups []update) map[string]ack {
 		}
 		if len(u.Err) > 0 || ne < 0 {
 			ne = appendAt(filepath.Join(dir, "stderr"), u.ErrOff, u.Err)
+		}
+		if u.Why != "" && rec.EndReason == "" && !rec.Over() {
+			rec.EndReason = limitText(u.Why)
+			changed[u.ID] = true
 		}
 		done := rec.Over()
 		if !done && u.Exit != nil && no == u.FinalOut && ne == u.FinalErr {
@@ -422,4 +439,23 @@ func writeNow(f *os.File, data []byte) (int, error) {
 		return n, err
 	}
 	return n, werr
+}
+
+// spoolSize is what a job has written to its spool.
+func spoolSize(dir string) int64 {
+	var n int64
+	for _, f := range []string{"stdout", "stderr"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// limitText bounds a reason from the network before a record keeps it.
+func limitText(s string) string {
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return strings.ToValidUTF8(s, "?")
 }

@@ -80,6 +80,7 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, res)
 	}))
 	mux.HandleFunc("POST /v1/kill", callerJSON(a.Kill))
+	mux.HandleFunc("POST /v1/purge", callerJSON(a.Purge))
 	mux.HandleFunc("GET /v1/ps", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.PS(c, r.URL.Query().Get("all") == "1"))
 	}))
@@ -102,6 +103,7 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/peer/start", jsonCall(func(req startRequest) ([]startResult, error) { return a.startLocal(req), nil }))
 	mux.HandleFunc("POST /v1/peer/updates", jsonCall(func(ups []update) (map[string]ack, error) { return a.takeUpdates(ups), nil }))
 	mux.HandleFunc("POST /v1/peer/signal", jsonCall(a.peerSignal))
+	mux.HandleFunc("POST /v1/peer/purge", jsonCall(a.purgeLocal))
 	mux.HandleFunc("POST /v1/peer/stdin", func(w http.ResponseWriter, r *http.Request) {
 		data, err := readStdinPost(r)
 		var res api.StdinResult

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,9 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 	if err != nil {
 		return api.RunResponse{}, err
 	}
+	if err := a.checkRunLimits(c, req); err != nil {
+		return api.RunResponse{}, err
+	}
 	targets, why, err := a.place(req)
 	if err != nil {
 		return api.RunResponse{}, err
@@ -63,11 +67,45 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 	return resp, nil
 }
 
+// checkRunLimits refuses a run past one of the node's limits (the
+// caller's live jobs and stored output at this home included). Root's runs
+// are bounded too: its jobs cost the same.
+func (a *Agent) checkRunLimits(c Caller, req api.RunRequest) error {
+	live := 0
+	var ended []string
+	a.jobs.mu.Lock()
+	for id, r := range a.jobs.home {
+		if r.UID != c.UID {
+			continue
+		}
+		if r.Over() {
+			ended = append(ended, id)
+		} else {
+			live++
+		}
+	}
+	a.jobs.mu.Unlock()
+	// Only ended jobs' output counts: a live one is bounded by
+	// output_bytes, and stat'ing it is what the disk would feel.
+	var spool int64
+	for _, id := range ended {
+		for _, f := range []string{"stdout", "stderr"} {
+			if fi, err := os.Stat(filepath.Join(a.homeSpool(id), f)); err == nil {
+				spool += fi.Size()
+			}
+		}
+	}
+	if err := a.cfg.Limits.checkRun(req.Count, req.Argv, req.Env, live, spool); err != nil {
+		return errkind.New(ErrLimit, "%v", err)
+	}
+	return nil
+}
+
 // runSpec checks a run request and makes the spec its processes share.
 func runSpec(c Caller, req api.RunRequest) (job.Spec, error) {
 	switch {
-	case req.Count < 1 || req.Count > maxCount:
-		return job.Spec{}, errkind.New(ErrBadRequest, "-n: %d is out of range (1 to %d)", req.Count, maxCount)
+	case req.Count < 1:
+		return job.Spec{}, errkind.New(ErrBadRequest, "-n: %d is below 1", req.Count)
 	case len(req.Argv) == 0:
 		return job.Spec{}, errkind.New(ErrBadRequest, "no program given")
 	case req.Stdin && req.Count != 1:

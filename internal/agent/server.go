@@ -92,8 +92,9 @@ func (a *Agent) startAPI() error {
 	mux := http.NewServeMux()
 	a.apiRoutes(mux)
 	a.apiLn = ln
+	a.rates = newUserRates(a.cfg.Limits.RequestsPerSecond)
 	a.apiSrv = &http.Server{
-		Handler: mux,
+		Handler: a.limitRate(mux),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if cred, err := peerCred(c); err == nil {
 				return context.WithValue(ctx, ctxKey{}, cred)

@@ -85,7 +85,9 @@ type Job struct {
 	LostAt   time.Time `json:"lost_at,omitzero"`
 	Cmd      string    `json:"cmd"`
 	ExitCode *int      `json:"exit_code,omitempty"`
-	Pin      bool      `json:"pin,omitempty"`
+	// EndReason says why roam ended the job, when it did (a limit).
+	EndReason string `json:"end_reason,omitempty"`
+	Pin       bool   `json:"pin,omitempty"`
 	// PinReason says why the job cannot migrate, once roam found out.
 	PinReason string `json:"pin_reason,omitempty"`
 	// Manual: a manual migration put it where it is (see roam migrate).
@@ -170,4 +172,17 @@ type NodePolicy struct {
 // them again later.
 type StdinResult struct {
 	Accepted int `json:"accepted"`
+}
+
+// PurgeRequest is `roam purge`: remove ended jobs (their records and
+// output) at every home. Without UID or All, the caller's own; UID
+// (another user's) and All are root's.
+type PurgeRequest struct {
+	UID *uint32 `json:"uid,omitempty"`
+	All bool    `json:"all,omitempty"`
+}
+
+// PurgeResult says how many ended jobs were removed.
+type PurgeResult struct {
+	Removed int `json:"removed"`
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"os/user"
 	"strconv"
 	"strings"
 	"sync"
@@ -392,6 +393,9 @@ func (e *env) psCmd() *cobra.Command {
 					if j.ExitCode != nil {
 						ex = strconv.Itoa(*j.ExitCode)
 					}
+					if j.EndReason != "" {
+						ex += " (" + j.EndReason + ")"
+					}
 					fmt.Fprintf(tw, "%s\t%s\t", ex, pinText(j))
 				}
 				fmt.Fprintln(tw, j.Cmd)
@@ -507,4 +511,60 @@ func (e *env) killCmd() *cobra.Command {
 	}
 	c.Flags().StringVarP(&sigName, "signal", "s", "TERM", "signal name or number")
 	return c
+}
+
+func (e *env) purgeCmd() *cobra.Command {
+	var who string
+	var all bool
+	c := &cobra.Command{
+		Use:   "purge [--user USER | --all]",
+		Short: "remove your ended jobs and their output now",
+		Long: `Removes every ended job (finished or lost) of yours, with its output, at
+every node that is its home; running jobs are not touched. Ended jobs are
+also removed on their own after limits.keep_finished (7 days by default).
+Root may name another user, or purge every user's ended jobs with --all.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.PurgeRequest{All: all}
+			if who != "" {
+				if all {
+					return fmt.Errorf("--user and --all: give one")
+				}
+				uid, err := lookupUID(who)
+				if err != nil {
+					return err
+				}
+				req.UID = &uid
+			}
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			var res api.PurgeResult
+			if err := cl.Do(context.Background(), http.MethodPost, "/v1/purge", req, &res); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "removed %d ended jobs\n", res.Removed)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&who, "user", "", "another user's jobs, by name or uid (root)")
+	c.Flags().BoolVar(&all, "all", false, "every user's ended jobs (root)")
+	return c
+}
+
+// lookupUID is a user name's or number's uid.
+func lookupUID(who string) (uint32, error) {
+	if n, err := strconv.ParseUint(who, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	u, err := user.Lookup(who)
+	if err != nil {
+		return 0, fmt.Errorf("--user %s: no such user", who)
+	}
+	n, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("--user %s: uid %q", who, u.Uid)
+	}
+	return uint32(n), nil
 }

@@ -90,6 +90,8 @@ type Record struct {
 	MigrationLog []Migration `json:"migration_log,omitempty"`
 	// PinReason says why the job cannot migrate, once a migration found out.
 	PinReason string `json:"pin_reason,omitempty"`
+	// EndReason says why roam ended the job, when it did (a limit).
+	EndReason string `json:"end_reason,omitempty"`
 	// Manual is set by a manual `roam migrate`: the job stays where the
 	// user put it until `roam migrate JOBID auto`.
 	Manual bool `json:"manual,omitempty"`

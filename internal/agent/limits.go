@@ -1,0 +1,168 @@
+package agent
+
+// What one user's requests may cost the root agent. Every bound is in the
+// config (limits:), with these defaults; `docs/security.md` lists them.
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"roam/internal/job"
+)
+
+// Limits bound what a user's requests may cost this node. A request past
+// one is refused with the limit's config key named; nothing changes.
+type Limits struct {
+	// ArgBytes bounds one process's arguments and environment together
+	// (each string and its NUL, as the kernel counts them for exec): the
+	// kernel's own bound is a quarter of the stack limit, 2 MiB with the
+	// usual 8 MiB.
+	ArgBytes int `yaml:"arg_bytes"`
+	// RunCount bounds `roam run -n`.
+	RunCount int `yaml:"run_count"`
+	// RunBytes bounds what one run stores in its job records: -n times
+	// the arguments and environment. Every record is kept in the job
+	// table and in memory while the job lives.
+	RunBytes int64 `yaml:"run_bytes"`
+	// LiveJobsPerUser bounds a user's jobs not yet ended whose home is
+	// this node (Slurm's MaxSubmitJobs, HTCondor's MAX_JOBS_PER_OWNER).
+	LiveJobsPerUser int `yaml:"live_jobs_per_user"`
+	// OutputBytes bounds one job's output, stdout and stderr together:
+	// past it the job is killed and `roam ps -l` says why. Checked at
+	// every push (pushEvery), so a job writing very fast may overshoot by
+	// what it writes in that time.
+	OutputBytes int64 `yaml:"output_bytes"`
+	// SpoolBytesPerUser bounds the output this home keeps for one user's
+	// jobs: past it, the user's new runs here are refused until old ones
+	// are purged (roam purge) or expire (keep_finished).
+	SpoolBytesPerUser int64 `yaml:"spool_bytes_per_user"`
+	// RequestsPerSecond bounds each non-root user's requests on the API
+	// socket, with bursts of up to four seconds' worth.
+	RequestsPerSecond float64 `yaml:"requests_per_second"`
+	// KeepFinished is how long an ended job (finished or lost) and its
+	// output stay at its home before they are removed.
+	KeepFinished time.Duration `yaml:"keep_finished"`
+	// KeepFinishedPerUser is how many of a user's ended jobs a home keeps
+	// at most: the oldest go first.
+	KeepFinishedPerUser int `yaml:"keep_finished_per_user"`
+}
+
+// DefaultLimits are the limits of a node whose config says nothing.
+func DefaultLimits() Limits {
+	return Limits{
+		ArgBytes:            2 << 20,
+		RunCount:            10000,
+		RunBytes:            256 << 20,
+		LiveJobsPerUser:     10000,
+		OutputBytes:         4 << 30,
+		SpoolBytesPerUser:   64 << 30,
+		RequestsPerSecond:   200,
+		KeepFinished:        7 * 24 * time.Hour,
+		KeepFinishedPerUser: 10000,
+	}
+}
+
+// validate names the first limit out of range.
+func (l Limits) validate() (string, error) {
+	switch {
+	case l.ArgBytes < 4096 || l.ArgBytes > 64<<20:
+		return "limits.arg_bytes", fmt.Errorf("%d is out of range (4096 to 64 MiB)", l.ArgBytes)
+	case l.RunCount < 1 || l.RunCount > 1000000:
+		return "limits.run_count", fmt.Errorf("%d is out of range (1 to 1000000)", l.RunCount)
+	case l.RunBytes < 1<<20:
+		return "limits.run_bytes", fmt.Errorf("%d is below 1 MiB", l.RunBytes)
+	case l.LiveJobsPerUser < 1:
+		return "limits.live_jobs_per_user", fmt.Errorf("%d is below 1", l.LiveJobsPerUser)
+	case l.OutputBytes < 1<<20:
+		return "limits.output_bytes", fmt.Errorf("%d is below 1 MiB", l.OutputBytes)
+	case l.SpoolBytesPerUser < l.OutputBytes:
+		return "limits.spool_bytes_per_user", fmt.Errorf("%d is below limits.output_bytes (%d)", l.SpoolBytesPerUser, l.OutputBytes)
+	case l.RequestsPerSecond < 1:
+		return "limits.requests_per_second", fmt.Errorf("%v is below 1", l.RequestsPerSecond)
+	case l.KeepFinished < time.Minute:
+		return "limits.keep_finished", fmt.Errorf("%v is below 1m", l.KeepFinished)
+	case l.KeepFinishedPerUser < 1:
+		return "limits.keep_finished_per_user", fmt.Errorf("%d is below 1", l.KeepFinishedPerUser)
+	}
+	return "", nil
+}
+
+// argBytes is what the kernel counts of a process's arguments and
+// environment: every string and its NUL.
+func argBytes(argv, env []string) int {
+	n := 0
+	for _, s := range argv {
+		n += len(s) + 1
+	}
+	for _, s := range env {
+		n += len(s) + 1
+	}
+	return n
+}
+
+// checkRun says whether a run of count processes, each with these
+// arguments and environment, is within the limits, given the user's live
+// jobs and stored output at this home.
+func (l Limits) checkRun(count int, argv, env []string, live int, spool int64) error {
+	per := argBytes(argv, env)
+	switch {
+	case count > l.RunCount:
+		return fmt.Errorf("-n %d is more than this node allows in one run (%d, limits.run_count)", count, l.RunCount)
+	case per > l.ArgBytes:
+		return fmt.Errorf("the arguments and environment are %s, more than one job may have (%s, limits.arg_bytes)", size(int64(per)), size(int64(l.ArgBytes)))
+	case int64(per)*int64(count) > l.RunBytes:
+		return fmt.Errorf("-n %d jobs with %s of arguments and environment each would store %s, more than one run may (%s, limits.run_bytes)", count, size(int64(per)), size(int64(per)*int64(count)), size(l.RunBytes))
+	case live+count > l.LiveJobsPerUser:
+		return fmt.Errorf("you have %d jobs not yet ended with this home; %d more would pass the limit of %d (limits.live_jobs_per_user)", live, count, l.LiveJobsPerUser)
+	case spool > l.SpoolBytesPerUser:
+		return fmt.Errorf("your jobs' output kept here is %s, past the limit of %s (limits.spool_bytes_per_user): remove old jobs with roam purge", size(spool), size(l.SpoolBytesPerUser))
+	}
+	return nil
+}
+
+// size is a byte count for people.
+func size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// expired picks the ended jobs a home removes at now: those ended longer
+// than KeepFinished ago, and each user's oldest past KeepFinishedPerUser.
+func (l Limits) expired(recs []job.Record, now time.Time) []string {
+	ended := func(r job.Record) time.Time {
+		if r.State == job.StateLost {
+			return r.LostAt
+		}
+		return r.Ended
+	}
+	byUser := map[uint32][]job.Record{}
+	for _, r := range recs {
+		if r.Over() {
+			byUser[r.UID] = append(byUser[r.UID], r)
+		}
+	}
+	var out []string
+	for _, rs := range byUser {
+		sort.Slice(rs, func(i, j int) bool {
+			if !ended(rs[i]).Equal(ended(rs[j])) {
+				return ended(rs[i]).After(ended(rs[j]))
+			}
+			return rs[i].ID > rs[j].ID
+		})
+		for i, r := range rs {
+			if i >= l.KeepFinishedPerUser || now.Sub(ended(r)) > l.KeepFinished {
+				out = append(out, r.ID)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}

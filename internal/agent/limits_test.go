@@ -1,0 +1,286 @@
+package agent
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+// -n 100000 with a 6 MiB environment is refused, each bound named, and
+// costs the agent no more than the request itself.
+func TestAgentsRefuseARunPastTheLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 19, faults{}, "static")
+		home := c.nodes[0].a
+		env := []string{"BIG=" + strings.Repeat("x", 6<<20)}
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		h0 := heap()
+		user := Caller{UID: 1001, GID: 1001}
+		for _, tc := range []struct {
+			req  api.RunRequest
+			want string
+		}{
+			{api.RunRequest{Argv: []string{"/bin/true"}, Env: env, Cwd: "/", Count: 100000}, "limits.run_count"},
+			{api.RunRequest{Argv: []string{"/bin/true"}, Env: env, Cwd: "/", Count: 1}, "limits.arg_bytes"},
+			{api.RunRequest{Argv: []string{"/bin/true"}, Env: []string{"E=" + strings.Repeat("y", 1<<20)}, Cwd: "/", Count: 1000}, "limits.run_bytes"},
+		} {
+			_, err := home.Run(user, tc.req)
+			if err == nil || !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("-n %d: %v; want refused naming %s", tc.req.Count, err, tc.want)
+			}
+			t.Logf("refused: %v", err)
+		}
+		h1 := heap()
+		home.jobs.mu.Lock()
+		n := len(home.jobs.home)
+		home.jobs.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("%d job records made", n)
+		}
+		// The environment itself is 6 MiB, held by the test; the agent
+		// kept nothing of the refused runs.
+		if h1 > h0+4<<20 {
+			t.Fatalf("heap %d MiB -> %d MiB", h0>>20, h1>>20)
+		}
+	})
+}
+
+// A user's live jobs at one home are bounded; another user is not
+// affected, and a run that fits again once jobs end goes through.
+func TestAgentsBoundLiveJobsPerUser(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 20, faults{}, "static", func(cfg *Config) { cfg.Limits.LiveJobsPerUser = 3 })
+		home := c.nodes[0].a
+		a, b := Caller{UID: 1001, GID: 1001}, Caller{UID: 1002, GID: 1002}
+		run := func(cl Caller, n int) (api.RunResponse, error) {
+			return home.Run(cl, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: "n2"})
+		}
+		first, err := run(a, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run(a, 2); err == nil || !strings.Contains(err.Error(), "limits.live_jobs_per_user") {
+			t.Fatalf("a third and fourth job: %v", err)
+		}
+		if _, err := run(b, 3); err != nil {
+			t.Fatalf("another user: %v", err)
+		}
+		if _, err := run(a, 1); err != nil {
+			t.Fatalf("a third job: %v", err)
+		}
+		c.waitFor("running", time.Minute, func() bool { return c.homeRec(first.IDs[0]).State == job.StateRunning })
+		for _, id := range first.IDs {
+			c.endJob(1, id)
+		}
+		c.waitFor("ended", time.Minute, func() bool { return c.homeRec(first.IDs[1]).Over() && c.homeRec(first.IDs[0]).Over() })
+		if _, err := run(a, 2); err != nil {
+			t.Fatalf("after two ended: %v", err)
+		}
+	})
+}
+
+// A job that prints without end is killed once its output passes
+// limits.output_bytes, and its record says why (roam ps -l shows it).
+func TestAgentsStopAJobPastItsOutputLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 21, faults{}, "static", func(cfg *Config) { cfg.Limits.OutputBytes = 1 << 20 })
+		home := c.nodes[0].a
+		id := c.run(0, 1, "n2")[0]
+		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		f, err := os.OpenFile(filepath.Join(c.nodes[1].fn.SpoolDir(id), "stdout"), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := []byte(strings.Repeat("y", 1023) + "\n")
+		for i := 0; i < 1100; i++ { // a little past 1 MiB
+			if _, err := f.Write(line); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.Close()
+		c.waitFor("killed", time.Minute, func() bool { return c.homeRec(id).State == job.StateFinished })
+		r := c.homeRec(id)
+		if !strings.Contains(r.EndReason, "limits.output_bytes") || r.ExitCode == nil || *r.ExitCode == 0 {
+			t.Fatalf("ended with %v, reason %q", r.ExitCode, r.EndReason)
+		}
+		var shown string
+		for _, j := range home.PS(Caller{}, true) {
+			if j.ID == id {
+				shown = j.EndReason
+			}
+		}
+		if shown != r.EndReason {
+			t.Fatalf("ps shows %q, the record %q", shown, r.EndReason)
+		}
+		t.Logf("exit %d: %s", *r.ExitCode, r.EndReason)
+	})
+}
+
+// roam purge removes the caller's ended jobs at every home, and nothing
+// else: not a running job, not another user's; root may purge another
+// user's, a user may not.
+func TestAgentsPurge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 22, faults{}, "static")
+		a, b := Caller{UID: 1001, GID: 1001}, Caller{UID: 1002, GID: 1002}
+		start := func(i int, cl Caller, n int) []string {
+			r, err := c.nodes[i].a.Run(cl, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: "n2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.IDs
+		}
+		aEnded := append(start(0, a, 2), start(1, a, 1)...)
+		aRunning := start(0, a, 1)[0]
+		bEnded := start(0, b, 1)[0]
+		c.waitFor("running", time.Minute, func() bool { return c.homeRec(bEnded).State == job.StateRunning })
+		for _, id := range append(aEnded, bEnded) {
+			c.endJob(1, id)
+		}
+		c.waitFor("ended", time.Minute, func() bool {
+			for _, id := range append(aEnded, bEnded) {
+				if !c.homeRec(id).Over() {
+					return false
+				}
+			}
+			return true
+		})
+		if _, err := c.nodes[0].a.Purge(a, api.PurgeRequest{UID: &b.UID}); !errors.Is(err, ErrPermission) {
+			t.Fatalf("user a purging user b: %v", err)
+		}
+		if _, err := c.nodes[0].a.Purge(a, api.PurgeRequest{All: true}); !errors.Is(err, ErrPermission) {
+			t.Fatalf("user a purging all: %v", err)
+		}
+		res, err := c.nodes[0].a.Purge(a, api.PurgeRequest{})
+		if err != nil || res.Removed != 3 {
+			t.Fatalf("purge: %+v %v; want 3 removed (two homes)", res, err)
+		}
+		for _, id := range aEnded {
+			if r := c.homeRec(id); r.ID != "" {
+				t.Fatalf("%s still recorded", id)
+			}
+			if _, err := os.Stat(c.nodes[nodeIndex(id)].a.homeSpool(id)); err == nil {
+				t.Fatalf("%s's output is still kept", id)
+			}
+		}
+		if c.homeRec(aRunning).State != job.StateRunning || c.homeRec(bEnded).ID == "" {
+			t.Fatal("purge removed a running job or another user's")
+		}
+		if res, err := c.nodes[1].a.Purge(Caller{}, api.PurgeRequest{UID: &b.UID}); err != nil || res.Removed != 1 {
+			t.Fatalf("root purging user b: %+v %v", res, err)
+		}
+	})
+}
+
+// Which ended jobs a home removes: past the age, or past the count per
+// user (the oldest first); never a running one.
+func TestLimitsExpired(t *testing.T) {
+	now := time.Date(2026, 1, 10, 0, 0, 0, 0, time.UTC)
+	l := DefaultLimits()
+	l.KeepFinished, l.KeepFinishedPerUser = 48*time.Hour, 2
+	code := 0
+	rec := func(id string, uid uint32, state string, ago time.Duration) job.Record {
+		r := job.Record{ID: id, UID: uid, State: state}
+		switch state {
+		case job.StateFinished:
+			r.Ended, r.ExitCode = now.Add(-ago), &code
+		case job.StateLost:
+			r.LostAt = now.Add(-ago)
+		}
+		return r
+	}
+	recs := []job.Record{
+		rec("n1.1", 1, job.StateFinished, 72*time.Hour), // too old
+		rec("n1.2", 1, job.StateFinished, 3*time.Hour),  // third newest of user 1
+		rec("n1.3", 1, job.StateFinished, 2*time.Hour),
+		rec("n1.4", 1, job.StateLost, time.Hour),
+		rec("n1.5", 1, job.StateRunning, 0),
+		rec("n1.6", 2, job.StateFinished, 47*time.Hour),
+		rec("n1.7", 2, job.StateLost, 49*time.Hour), // too old
+	}
+	got := strings.Join(l.expired(recs, now), ",")
+	if want := "n1.1,n1.2,n1.7"; got != want {
+		t.Fatalf("expired %s, want %s", got, want)
+	}
+}
+
+// endJob ends job id running on node i, as a SIGTERM would.
+func (c *cluster) endJob(i int, id string) {
+	c.t.Helper()
+	a := c.nodes[i].a
+	a.jobs.mu.Lock()
+	lj := a.jobs.local[id]
+	var pid int
+	if lj != nil {
+		pid = lj.rec.PID
+	}
+	a.jobs.mu.Unlock()
+	if lj == nil {
+		c.t.Fatalf("%s does not run on %s", id, c.nodes[i].name)
+	}
+	if err := c.nodes[i].fn.Signal(pid, syscall.SIGTERM); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// A user's requests are bounded per second with bursts of four seconds'
+// worth; root's are not; a second user has a bucket of their own.
+func TestUserRates(t *testing.T) {
+	r := newUserRates(10)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	n := 0
+	for r.allow(1001, now) {
+		n++
+		if n > 1000 {
+			break
+		}
+	}
+	if n != 40 {
+		t.Fatalf("burst of %d, want 40", n)
+	}
+	if !r.allow(1002, now) || !r.allow(0, now) {
+		t.Fatal("another user or root refused")
+	}
+	if !r.allow(1001, now.Add(150*time.Millisecond)) {
+		t.Fatal("no token after 150 ms at 10 a second")
+	}
+	// An idle user's bucket is dropped.
+	r.allow(1003, now.Add(time.Hour))
+	if len(r.users) != 1 {
+		t.Fatalf("%d buckets kept", len(r.users))
+	}
+}
+
+// A limit out of range is refused with its key named.
+func TestLimitsConfig(t *testing.T) {
+	for key, y := range map[string]string{
+		"limits.run_count":            "limits: {run_count: 0}",
+		"limits.arg_bytes":            "limits: {arg_bytes: 100}",
+		"limits.output_bytes":         "limits: {output_bytes: 10}",
+		"limits.spool_bytes_per_user": "limits: {spool_bytes_per_user: 2000000, output_bytes: 4000000}",
+		"limits.keep_finished":        "limits: {keep_finished: 1s}",
+	} {
+		_, err := ParseConfig([]byte("node_id: n1\n" + y + "\n"))
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v", y, err)
+		}
+	}
+	c, err := ParseConfig([]byte("node_id: n1\nlimits: {run_count: 50, keep_finished: 24h}\n"))
+	if err != nil || c.Limits.RunCount != 50 || c.Limits.KeepFinished != 24*time.Hour || c.Limits.ArgBytes != DefaultLimits().ArgBytes {
+		t.Fatalf("%+v %v", c.Limits, err)
+	}
+}

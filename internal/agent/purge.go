@@ -1,0 +1,103 @@
+package agent
+
+// Removing ended jobs: on their own after limits.keep_finished (or past
+// limits.keep_finished_per_user), and on request with `roam purge`. A
+// removed job's record and its output at its home are gone; `roam ps`
+// no longer lists it.
+
+import (
+	"net/http"
+	"os"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/job"
+)
+
+// expireEvery is how often a home removes the jobs past their keep.
+const expireEvery = time.Minute
+
+// expireJobs removes this home's ended jobs that Limits.expired picks.
+func (a *Agent) expireJobs(now time.Time) int {
+	a.jobs.mu.Lock()
+	recs := make([]job.Record, 0, len(a.jobs.home))
+	for _, r := range a.jobs.home {
+		if r.Over() {
+			recs = append(recs, *r)
+		}
+	}
+	a.jobs.mu.Unlock()
+	return a.removeEnded(a.cfg.Limits.expired(recs, now))
+}
+
+// removeEnded removes these of this home's jobs that have ended (a job
+// that runs is never removed) and returns how many it removed.
+func (a *Agent) removeEnded(ids []string) int {
+	if len(ids) == 0 {
+		return 0
+	}
+	a.jobs.mu.Lock()
+	var gone []job.Record
+	for _, id := range ids {
+		if r := a.jobs.home[id]; r != nil && r.Over() {
+			gone = append(gone, *r)
+		}
+	}
+	// The table first: a record removed from memory but not from disk
+	// would come back at the next start; the other way round, nothing.
+	if err := a.store.DeleteRecords(gone); err != nil {
+		a.jobs.mu.Unlock()
+		a.log.Error("job table: remove ended jobs", "err", err)
+		return 0
+	}
+	for _, r := range gone {
+		delete(a.jobs.home, r.ID)
+	}
+	a.jobs.mu.Unlock()
+	for _, r := range gone {
+		os.RemoveAll(a.homeSpool(r.ID))
+	}
+	return len(gone)
+}
+
+// purgeRequest asks a node to remove its ended jobs of one user, or of
+// every user (All, root only at the edge).
+type purgeRequest struct {
+	UID uint32 `json:"uid"`
+	All bool   `json:"all,omitempty"`
+}
+
+// purgeLocal is /v1/peer/purge: this home's part of a purge.
+func (a *Agent) purgeLocal(req purgeRequest) (api.PurgeResult, error) {
+	a.jobs.mu.Lock()
+	var ids []string
+	for id, r := range a.jobs.home {
+		if r.Over() && (req.All || r.UID == req.UID) {
+			ids = append(ids, id)
+		}
+	}
+	a.jobs.mu.Unlock()
+	return api.PurgeResult{Removed: a.removeEnded(ids)}, nil
+}
+
+// Purge is `roam purge`: it removes the caller's ended jobs at every live
+// home. Root may name another user, or every user.
+func (a *Agent) Purge(c Caller, req api.PurgeRequest) (api.PurgeResult, error) {
+	pr := purgeRequest{UID: c.UID}
+	switch {
+	case req.All && c.UID != 0:
+		return api.PurgeResult{}, errkind.New(ErrPermission, "purge --all: only root may remove every user's jobs")
+	case req.All:
+		pr.All = true
+	case req.UID != nil && *req.UID != c.UID && c.UID != 0:
+		return api.PurgeResult{}, errkind.New(ErrPermission, "purge --user %d: only root may remove another user's jobs", *req.UID)
+	case req.UID != nil:
+		pr.UID = *req.UID
+	}
+	var res api.PurgeResult
+	for _, part := range fanOut[api.PurgeResult](a, http.MethodPost, "/v1/peer/purge", pr) {
+		res.Removed += part.Removed
+	}
+	return res, nil
+}
