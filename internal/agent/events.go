@@ -31,14 +31,33 @@ func (a *Agent) event(e api.Event) {
 	a.log.Info("event", "kind", e.Kind, "job", e.Job, "from", e.From, "to", e.To, "why", e.Why)
 }
 
-// Events is `roam events`: every live node's decisions since a time.
-func (a *Agent) Events(since time.Time) []api.Event {
+// Events is `roam events`: every live node's decisions since a time. An
+// event about a job the caller may not touch (or whose owner the node did
+// not know) is shown without its reason, which may name the owner's files.
+func (a *Agent) Events(c Caller, since time.Time) []api.Event {
 	var out []api.Event
 	for _, part := range fanOut[[]api.Event](a, http.MethodGet, "/v1/peer/events?since="+url.QueryEscape(since.Format(time.RFC3339Nano)), nil) {
 		out = append(out, part...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	for i, e := range out {
+		if e.Job != "" && c.UID != 0 && (e.UID == nil || *e.UID != c.UID) {
+			out[i].Why = "(another user's job)"
+		}
+	}
 	return out
+}
+
+// localOwner is the owner of a job running here, nil when unknown (a
+// record of an older roam says uid 0: root's eyes only).
+func (a *Agent) localOwner(id string) *uint32 {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	if lj := a.jobs.local[id]; lj != nil {
+		uid := lj.rec.UID
+		return &uid
+	}
+	return nil
 }
 
 func (a *Agent) localEvents(since time.Time) []api.Event {

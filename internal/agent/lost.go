@@ -101,7 +101,7 @@ func (a *Agent) sweepLost() {
 	a.jobs.mu.Unlock()
 	for _, r := range lost {
 		a.log.Warn("job lost", "job", r.ID, "node", r.Node)
-		a.event(api.Event{Kind: "lost", Job: r.ID, From: r.Node, Why: "its node was declared dead"})
+		a.event(api.Event{Kind: "lost", Job: r.ID, UID: &r.UID, From: r.Node, Why: "its node was declared dead"})
 	}
 }
 
@@ -141,5 +141,6 @@ func revive(rec *job.Record, node string) (api.Event, bool) {
 	}
 	why := fmt.Sprintf("its node answers again and still runs it (lost for %v)", time.Since(rec.LostAt).Round(time.Millisecond))
 	rec.State, rec.Node, rec.LostAt = job.StateRunning, node, time.Time{}
-	return api.Event{Kind: "back", Job: rec.ID, To: node, Why: why}, true
+	uid := rec.UID
+	return api.Event{Kind: "back", Job: rec.ID, UID: &uid, To: node, Why: why}, true
 }

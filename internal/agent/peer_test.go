@@ -176,7 +176,7 @@ func TestSelfCallsNeedNoPeerPort(t *testing.T) {
 	a.event(api.Event{Kind: "test"})
 	// A zone east of UTC: its "+" must reach the route as a plus.
 	since := time.Now().Add(-time.Hour).In(time.FixedZone("east", 3600))
-	if evs := a.Events(since); len(evs) != 1 || evs[0].Kind != "test" {
+	if evs := a.Events(Caller{}, since); len(evs) != 1 || evs[0].Kind != "test" {
 		t.Errorf("events: %+v", evs)
 	}
 	if _, err := a.record("a.1"); !errors.Is(err, ErrNotFound) || err.Error() != "unknown job a.1" {

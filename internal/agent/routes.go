@@ -91,7 +91,9 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, a.Policies())
 	})
 	mux.HandleFunc("POST /v1/policy", callerJSON(a.LoadPolicy))
-	mux.HandleFunc("GET /v1/events", eventsSince(a.Events))
+	mux.HandleFunc("GET /v1/events", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		eventsSince(func(since time.Time) []api.Event { return a.Events(c, since) })(w, r)
+	}))
 }
 
 // peerRoutes are the other agents'.

@@ -140,7 +140,7 @@ func (a *Agent) newHomeRecords(c Caller, req api.RunRequest, spec job.Spec, targ
 			Cwd: req.Cwd, Home: a.cfg.NodeID, Node: node, Stdin: req.Stdin, Pin: req.Pin,
 			State: job.StateStarting, Started: now, Group: fmt.Sprintf("%s.%d", a.cfg.NodeID, first),
 		})
-		a.event(api.Event{At: now, Kind: "place", Job: s.ID, To: node, Why: why})
+		a.event(api.Event{At: now, Kind: "place", Job: s.ID, UID: &c.UID, To: node, Why: why})
 	}
 	if err := a.store.PutRecords(recs...); err != nil {
 		return nil, nil, err
@@ -357,7 +357,7 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 			out = append(out, startResult{ID: s.ID, Error: err.Error()})
 			continue
 		}
-		l := job.Local{ID: s.ID, Home: req.Home, HomeAddr: req.HomeAddr, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now()}
+		l := job.Local{ID: s.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: s.UID, GID: s.GID, Groups: s.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now()}
 		if s.Pin {
 			l.Hold = "pin"
 		}

@@ -159,11 +159,11 @@ func (a *Agent) round(pol *sched.Scheduler) {
 				a.sch.ledger.Forget(mv)
 				a.sch.ledger.Heard(mv.To, ar.Load, ar.MemFreeMB, now)
 				a.sch.mu.Unlock()
-				a.event(api.Event{Kind: "declined", Job: mv.Job, From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
+				a.event(api.Event{Kind: "declined", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
 				continue
 			}
 			m, err := a.migrateOut(migrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why})
-			e := api.Event{Kind: "migrate", Job: mv.Job, From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
+			e := api.Event{Kind: "migrate", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
 			if err != nil {
 				now := time.Now()
 				a.sch.mu.Lock()

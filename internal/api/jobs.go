@@ -143,9 +143,12 @@ type Event struct {
 	Node string    `json:"node"` // the node that decided
 	Kind string    `json:"kind"` // place, migrate, failed, declined, policy
 	Job  string    `json:"job,omitempty"`
-	From string    `json:"from,omitempty"`
-	To   string    `json:"to,omitempty"`
-	Why  string    `json:"why"`
+	// UID is the job's owner, when the node knew it: only they and root
+	// see Why, which may hold their file paths.
+	UID  *uint32 `json:"uid,omitempty"`
+	From string  `json:"from,omitempty"`
+	To   string  `json:"to,omitempty"`
+	Why  string  `json:"why"`
 	// FreezeMS, for a migration, is how long the job was frozen.
 	FreezeMS float64 `json:"freeze_ms,omitempty"`
 }

@@ -113,9 +113,15 @@ type Local struct {
 	Home string `json:"home"`
 	// HomeAddr is the home agent's peer address, to push output to.
 	HomeAddr string `json:"home_addr"`
-	PID      int    `json:"pid"`       // roam-init's pid on this host
-	StartTix uint64 `json:"start_tix"` // its start time, to tell a reused pid
-	Dir      string `json:"dir"`       // spool directory
+	// UID, GID and Groups are the job's owner's: what its processes must
+	// run as, and who may see its events. Zero in a record of an older
+	// roam: such a job's events are shown to root only.
+	UID      uint32   `json:"uid,omitempty"`
+	GID      uint32   `json:"gid,omitempty"`
+	Groups   []uint32 `json:"groups,omitempty"`
+	PID      int      `json:"pid"`       // roam-init's pid on this host
+	StartTix uint64   `json:"start_tix"` // its start time, to tell a reused pid
+	Dir      string   `json:"dir"`       // spool directory
 	// Done is set once the home node has the exit status and all output.
 	Done bool `json:"done"`
 	// Started is when the job started (on its first node), for the

@@ -14,6 +14,9 @@ import (
 // MaxHeader bounds a migration stream's header line.
 const MaxHeader = 1 << 20
 
+// MaxGroups is the kernel's NGROUPS_MAX.
+const MaxGroups = 65536
+
 // Header is the first line of a migration stream (JSON).
 type Header struct {
 	MID      string   `json:"mid"`
@@ -24,6 +27,11 @@ type Header struct {
 	AckOut   int64    `json:"ack_out"`
 	AckErr   int64    `json:"ack_err"`
 	Mounts   []string `json:"mounts"`
+	// UID, GID and Groups are the job's owner's: the restored processes
+	// must run as them.
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
 	// Lazy: the images hold no memory pages; the destination fetches them
 	// from the source's CRIU page server.
 	Lazy bool `json:"lazy,omitempty"`
@@ -105,6 +113,9 @@ func (h Header) Validate() error {
 	}
 	if h.StdinKey != "" && !pipeKeyPattern.MatchString(h.StdinKey) {
 		return bad("stdin %q", h.StdinKey)
+	}
+	if len(h.Groups) > MaxGroups {
+		return bad("%d supplementary groups", len(h.Groups))
 	}
 	if h.AckOut < 0 || h.AckErr < 0 || h.Moves < 0 {
 		return bad("negative offset or count")
