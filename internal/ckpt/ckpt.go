@@ -24,6 +24,7 @@ import (
 
 	criu "github.com/checkpoint-restore/go-criu/v7"
 	"github.com/checkpoint-restore/go-criu/v7/rpc"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
 	"roam/internal/procfs"
@@ -113,15 +114,15 @@ type DumpOpts struct {
 	Dir    string   // images directory, existing and empty
 	Mounts []string // from Mounts
 	// Lazy leaves the memory pages out of the images: CRIU then serves
-	// them from a page server on PageAddr:PagePort, and Dump returns once
-	// the lazy-pages daemon on the other side has taken them all.
-	Lazy     bool
-	PageAddr string
-	PagePort int
-	// PageConn, without Lazy, is a connected socket to a CRIU page server:
-	// the pages go there as they are dumped instead of to Dir. (A Unix
-	// socket: on TCP, CRIU's corked last write waits out the kernel's
-	// 200 ms cork timer.)
+	// them on PageConn, and Dump returns once the lazy-pages daemon on
+	// the other side has taken them all.
+	Lazy bool
+	// PageConn is a connected Unix socket: without Lazy, to a CRIU page
+	// server, and the pages go there as they are dumped instead of to
+	// Dir; with Lazy, to a lazy-pages daemon, which fetches them from it.
+	// Never a listening port: any local process could connect to one and
+	// read the job's memory. (On TCP, besides, CRIU's corked last write
+	// waits out the kernel's 200 ms cork timer.)
 	PageConn *os.File
 	// Ready, with Lazy, is called once the images (all but the pages) are
 	// written, while the page server serves.
@@ -148,27 +149,51 @@ func (c *CRIU) Dump(o DumpOpts) error {
 	}
 	var nfy criu.Notify = criu.NoNotify{}
 	var files []*os.File
-	if o.PageConn != nil && !o.Lazy {
+	if o.PageConn != nil {
 		files = append(files, o.PageConn)
-	}
-	if o.Lazy {
-		opts.LazyPages = proto.Bool(true)
-		opts.Ps = &rpc.CriuPageServerInfo{Address: proto.String(o.PageAddr), Port: proto.Int32(int32(o.PagePort))}
-		opts.NotifyScripts = proto.Bool(true)
-		nfy = readyNotify{ready: o.Ready}
+	} else if o.Lazy {
+		return errors.New("criu dump: a lazy dump needs a page socket")
 	}
 	cr, fds, err := c.start(files)
 	if err != nil {
 		return err
 	}
 	defer cr.Cleanup()
-	if len(files) > 0 {
+	if o.Lazy {
+		// CRIU's RPC takes no page socket for a lazy dump (it would listen
+		// on every address); its --ps-socket option, given in a config
+		// file CRIU reads after the request, hands it the socket instead.
+		conf, err := psSocketConfig(fds[0])
+		if err != nil {
+			return err
+		}
+		defer conf.Close()
+		opts.ConfigFile = proto.String(fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), conf.Fd()))
+		opts.LazyPages = proto.Bool(true)
+		opts.NotifyScripts = proto.Bool(true)
+		nfy = readyNotify{ready: o.Ready}
+	} else if len(fds) > 0 {
 		opts.Ps = &rpc.CriuPageServerInfo{Fd: proto.Int32(fds[0])}
 	}
 	if err := cr.Dump(opts, nfy); err != nil {
 		return fmt.Errorf("criu dump: %s", logError(filepath.Join(o.Dir, "dump.log"), err))
 	}
 	return nil
+}
+
+// psSocketConfig is a CRIU config file, in memory, that names fd as the
+// page server's socket.
+func psSocketConfig(fd int32) (*os.File, error) {
+	mfd, err := unix.MemfdCreate("criu-ps-socket.conf", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("criu config: %w", err)
+	}
+	f := os.NewFile(uintptr(mfd), "criu-ps-socket.conf")
+	if _, err := fmt.Fprintf(f, "ps-socket %d\n", fd); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("criu config: %w", err)
+	}
+	return f, nil
 }
 
 // readyNotify tells when a lazy dump has written its images: CRIU runs the

@@ -228,31 +228,36 @@ func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) error 
 	return err
 }
 
-// lazyDump is a CRIU dump serving pages on a loopback port.
+// lazyDump is a CRIU dump serving pages on one end of a socket pair.
 type lazyDump struct {
-	port int
-	done chan struct{} // closed when CRIU's dump call ended
-	err  error         // its result, once done
+	mu    sync.Mutex
+	pages net.Conn      // the other end; nil once taken
+	taken net.Conn      // the end once taken, closed by End
+	done  chan struct{} // closed when CRIU's dump call ended
+	err   error         // its result, once done
 }
 
-// DumpLazy starts CRIU's dump with a page server on loopback.
+// DumpLazy starts CRIU's dump with a page server on a socket pair: no
+// port, so no process on the node can reach it.
 func (h *Host) DumpLazy(pid int, dir string, mounts []string) (LazyDump, error) {
-	port, err := loopbackPort()
+	ours, theirs, err := netx.SocketPair()
 	if err != nil {
 		return nil, err
 	}
-	d := &lazyDump{port: port, done: make(chan struct{})}
+	d := &lazyDump{pages: ours, done: make(chan struct{})}
 	ready := make(chan struct{})
 	var readyOnce sync.Once
 	go func() {
 		d.err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true,
-			PageAddr: "127.0.0.1", PagePort: port, Ready: func() { readyOnce.Do(func() { close(ready) }) }})
+			PageConn: theirs, Ready: func() { readyOnce.Do(func() { close(ready) }) }})
+		theirs.Close()
 		close(d.done)
 	}()
 	select {
 	case <-ready:
 		return d, nil
 	case <-d.done:
+		ours.Close()
 		if d.err == nil {
 			return nil, errors.New("criu dump ended before its images were ready")
 		}
@@ -260,8 +265,17 @@ func (h *Host) DumpLazy(pid int, dir string, mounts []string) (LazyDump, error) 
 	}
 }
 
+// Pages hands out the page server's socket, once: CRIU serves one
+// lazy-pages daemon.
 func (d *lazyDump) Pages() (net.Conn, error) {
-	return net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port), 5*time.Second)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pages == nil {
+		return nil, errors.New("the page server's connection is taken")
+	}
+	c := d.pages
+	d.pages, d.taken = nil, c
+	return c, nil
 }
 
 func (d *lazyDump) Wait() error {
@@ -269,27 +283,17 @@ func (d *lazyDump) Wait() error {
 	return d.err
 }
 
-// End stops CRIU's page server by connecting and closing (CRIU then ends
-// its dump call).
+// End stops CRIU's page server by closing its socket (CRIU then ends its
+// dump call).
 func (d *lazyDump) End() {
-	select {
-	case <-d.done:
-		return
-	default:
+	d.mu.Lock()
+	for _, c := range []net.Conn{d.pages, d.taken} {
+		if c != nil {
+			c.Close()
+		}
 	}
-	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", d.port), time.Second); err == nil {
-		c.Close()
-	}
+	d.mu.Unlock()
 	<-d.done
-}
-
-func loopbackPort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // pageSink is `criu page-server` reading from a socket pair.
@@ -337,44 +341,38 @@ func (s *pageSink) Stop() {
 	<-s.done
 }
 
-// LazyPages runs `criu lazy-pages` against a loopback listener whose
-// connections are carried to the source by dial.
+// LazyPages runs `criu lazy-pages` on one end of a socket pair, the other
+// carried to the source by dial: no port, so no process on the node can
+// feed the restored job pages of its own.
 func (h *Host) LazyPages(dir string, dial func() (net.Conn, error)) (<-chan struct{}, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ours, theirs, err := netx.SocketPair()
 	if err != nil {
 		return nil, nil, err
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				remote, err := dial()
-				if err != nil {
-					c.Close()
-					return
-				}
-				netx.Splice(c, remote, c, nil)
-			}()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
-	cmd := exec.Command(h.CRIU.Path, "lazy-pages", "--page-server", "--address", "127.0.0.1",
-		"--port", fmt.Sprint(port), "-D", dir, "-o", "lazy-pages.log", "-v4")
+	cmd := exec.Command(h.CRIU.Path, "lazy-pages", "--page-server", "--ps-socket", "3",
+		"-D", dir, "-o", "lazy-pages.log", "-v4")
+	cmd.ExtraFiles = []*os.File{theirs}
 	h.CRIU.ExecMu.Lock()
 	err = cmd.Start()
 	h.CRIU.ExecMu.Unlock()
+	theirs.Close()
 	if err != nil {
-		ln.Close()
+		ours.Close()
 		return nil, nil, fmt.Errorf("criu lazy-pages: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
-		ln.Close()
+		ours.Close()
 		close(done)
+	}()
+	go func() {
+		remote, err := dial()
+		if err != nil {
+			ours.Close()
+			return
+		}
+		netx.Splice(ours, remote, ours, nil)
 	}()
 	stop := func() {
 		_ = cmd.Process.Kill()

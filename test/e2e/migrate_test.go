@@ -255,6 +255,12 @@ func threeHops(t *testing.T, c *cluster, k kind) {
 		return false, ""
 	})
 	w := watchCopies(idA, false)
+	// A lazy migration's pages never pass through a port a process on
+	// either node could connect to (docs/security.md).
+	var lw *listenWatch
+	if k.lazy {
+		lw = watchListeners(c.agentPIDs())
+	}
 	hops := []string{"2", "3", "1"}
 	args := []string{"--node", "1", "migrate"}
 	if k.lazy {
@@ -275,6 +281,9 @@ func threeHops(t *testing.T, c *cluster, k kind) {
 	// It keeps running on node 1 after the third hop.
 	c.waitLines(idA, 4*k.every)
 	w.end(t)
+	if lw != nil {
+		lw.end(t)
+	}
 	codeA := exitCodeOf(attached.Wait())
 	jA := c.waitFinished(idA, 2*time.Minute)
 	jB := c.waitFinished(idB, 2*time.Minute)
