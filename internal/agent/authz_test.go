@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/asuser"
+	"roam/internal/migrate"
 )
 
 // authzCaller is who asks, as SO_PEERCRED names them.
@@ -501,7 +503,7 @@ func (x *authzEnv) startJobs() {
 		// it does not reach (checkFiles). The fake checkpointer finds
 		// no open files, so the event is recorded here as schedule.go
 		// records it.
-		ferr := a.checkFiles([]string{j.openFile})
+		ferr := a.checkFiles(&asuser.Cred{UID: 1001, GID: 1001}, []migrate.OpenFile{{Path: j.openFile, Access: "r", Same: true}})
 		if ferr == nil {
 			x.t.Fatalf("%s exists on this machine", j.openFile)
 		}

@@ -24,6 +24,8 @@ import (
 
 	"roam/internal/ckpt"
 	"roam/internal/job"
+	"roam/internal/migrate"
+	"roam/internal/procfs"
 )
 
 // Process states of the fake kernel.
@@ -147,6 +149,9 @@ type fakeNode struct {
 	dead  atomic.Bool
 	mu    sync.Mutex
 	sinks []*fakeSink // the page servers it started
+	// restoredAs, when set, is what the credentials of a restored job's
+	// tasks are (a forged image's); else they are the owner's.
+	restoredAs *procfs.Creds
 }
 
 // crash is the agent's process dying: nothing it holds acts again, and
@@ -308,9 +313,22 @@ func (f *fakeNode) MemFreeMB() float64 { return 4096 }
 
 func (f *fakeNode) Support() (string, bool) { return "fake checkpointer", true }
 
-func (f *fakeNode) Inspect(pid int, members map[string]bool) ([]string, string) { return nil, "" }
+func (f *fakeNode) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, string) {
+	return nil, ""
+}
 
 func (f *fakeNode) Mounts(pid int) ([]string, error) { return nil, nil }
+
+// Creds: the fake processes have none of their own; restoredAs stands for
+// a restored job's.
+func (f *fakeNode) Creds(pid int) ([]procfs.Creds, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.restoredAs != nil {
+		return []procfs.Creds{*f.restoredAs}, nil
+	}
+	return nil, nil
+}
 
 // image is what a fake dump writes.
 type image struct {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/asuser"
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
@@ -111,11 +112,15 @@ type migrateOutRequest struct {
 // open files reachable there, no copy of it there already; and, eager, to
 // open a page sink for the dump.
 type migrateCheckRequest struct {
-	MID   string   `json:"mid"`
-	From  string   `json:"from"`
-	ID    string   `json:"id"`
-	Files []string `json:"files"`
-	Lazy  bool     `json:"lazy,omitempty"`
+	MID  string `json:"mid"`
+	From string `json:"from"`
+	ID   string `json:"id"`
+	// Files are the job's open files, mapped files and working
+	// directories, which the restore reopens by path; Owner is whom the
+	// destination opens them as first.
+	Files []migrate.OpenFile `json:"opened"`
+	Owner *asuser.Cred       `json:"owner"`
+	Lazy  bool               `json:"lazy,omitempty"`
 }
 
 func (a *Agent) isAlive(node string) bool {

@@ -52,7 +52,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 	if _, ok := migrate.JobHome(req.ID); !ok {
 		return errkind.New(ErrBadRequest, "job id %q", req.ID)
 	}
-	if err := a.checkFiles(req.Files); err != nil {
+	if err := a.checkFiles(req.Owner, req.Files); err != nil {
 		return err
 	}
 	if err := a.notHere(req.ID, req.MID); err != nil {
@@ -261,6 +261,17 @@ func (a *Agent) doIn(in *inMig, act any) any {
 		pid, err := a.restoreIn(in)
 		if err != nil {
 			return migrate.Restored{Err: err}
+		}
+		// The restored tasks, still stopped, run as the job's owner and
+		// nobody else: CRIU restored them as root from images a member
+		// sent.
+		creds, err := a.ckpt.Creds(pid)
+		if err == nil {
+			err = migrate.CheckCreds(in.hdr.UID, in.hdr.GID, in.hdr.Groups, creds)
+		}
+		if err != nil {
+			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
+			return migrate.Restored{Err: errkind.New(ErrBadRequest, "restore on node %s: %v", a.cfg.NodeID, err)}
 		}
 		return migrate.Restored{PID: pid, Tix: a.procs.StartTicks(pid)}
 	case migrate.Adopt:

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"roam/internal/api"
+	"roam/internal/asuser"
 	"roam/internal/errkind"
 	"roam/internal/migrate"
 )
@@ -97,15 +98,43 @@ type migrateReady struct {
 	RestoreMS float64 `json:"restore_ms"`
 }
 
-// checkFiles says whether this node reaches a job's open files: every
-// path must exist here.
-func (a *Agent) checkFiles(paths []string) error {
-	for _, p := range paths {
-		if !filepath.IsAbs(p) {
-			return errkind.New(ErrBadRequest, "file path %q is not absolute", p)
+// checkFiles says whether this node has a job's open files as the job
+// has them: each opens as the job's owner would open it, with no symlink
+// on its path, and one that must be the same file (in a shared directory)
+// is the very file the source found. CRIU reopens them as root at the
+// restore; without this, a user could point a path at a file of root's
+// (a symlink made by another of their jobs on this node) and the
+// restored job would hold it.
+func (a *Agent) checkFiles(owner *asuser.Cred, files []migrate.OpenFile) error {
+	if owner == nil {
+		return errkind.New(ErrBadRequest, "the check names no owner of the job's files (the source runs an older roam)")
+	}
+	if len(files) > migrate.MaxOpenFiles {
+		return errkind.New(ErrBadRequest, "%d open files", len(files))
+	}
+	if len(owner.Groups) > migrate.MaxGroups {
+		return errkind.New(ErrBadRequest, "%d supplementary groups", len(owner.Groups))
+	}
+	wants := make([]asuser.Want, len(files))
+	for i, f := range files {
+		if err := f.Validate(); err != nil {
+			return errkind.New(ErrBadRequest, "%v", err)
 		}
-		if _, err := os.Stat(p); err != nil {
-			return errkind.New(ErrPinned, "open file %s is not reachable on node %s", p, a.cfg.NodeID)
+		wants[i] = asuser.Want{Path: f.Path, Access: f.Access}
+	}
+	if len(wants) == 0 {
+		return nil
+	}
+	got, err := asuser.Open(*owner, wants)
+	if err != nil {
+		return errkind.New(ErrUnavailable, "check the job's files on node %s: %v", a.cfg.NodeID, err)
+	}
+	for i, f := range files {
+		switch {
+		case got[i].Err != nil:
+			return errkind.New(ErrPinned, "open file %s on node %s: %v", f.Path, a.cfg.NodeID, got[i].Err)
+		case f.Same && !f.SameFile(got[i].FSID, got[i].Ino):
+			return errkind.New(ErrPinned, "open file %s on node %s is not the file the job has open (another file at that path)", f.Path, a.cfg.NodeID)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/asuser"
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
@@ -26,7 +27,7 @@ type outMig struct {
 	lj  *localJob // nil when recovered after a restart
 	// what the driver learned on the way
 	addr   string
-	files  []string
+	files  []migrate.OpenFile
 	mounts []string
 	dir    string // the images directory
 	lazy   *lazyDump
@@ -227,6 +228,11 @@ func (o *outMig) sendCheck(r migrate.Record) error {
 	}
 	o.addr = addr
 	req := migrateCheckRequest{MID: r.MID, From: o.a.cfg.NodeID, ID: r.Job, Files: o.files, Lazy: r.Lazy}
+	o.a.jobs.mu.Lock()
+	if lj := o.a.jobs.local[r.Job]; lj != nil {
+		req.Owner = &asuser.Cred{UID: lj.rec.UID, GID: lj.rec.GID, Groups: lj.rec.Groups}
+	}
+	o.a.jobs.mu.Unlock()
 	return o.a.peerCallAddr(addr, http.MethodPost, "/v1/peer/migrate/check", req, nil)
 }
 

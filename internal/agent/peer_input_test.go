@@ -10,6 +10,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/job"
+	"roam/internal/procfs"
 )
 
 // A member's start request whose job id climbs out of the spool ("../")
@@ -90,5 +91,39 @@ func TestAgentsRefuseADuplicatedMigrationStream(t *testing.T) {
 		c.say(2, id, "after")
 		c.waitFor("output after the move home", time.Minute, func() bool { return c.homeOutput(id) == "before\nafter\n" })
 		t.Logf("the replay was answered %q", replies[0])
+	})
+}
+
+// A restored job whose tasks do not run as its owner (images that give
+// them root's uid or capabilities) is killed before the commit; the
+// migration fails and the job runs on at the source.
+func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 23, faults{}, "static")
+		r, err := c.nodes[0].a.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := r.IDs[0]
+		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		n2 := c.nodes[1].fn
+		n2.mu.Lock()
+		n2.restoredAs = &procfs.Creds{PID: 1, UIDs: [4]uint32{1001, 0, 1001, 1001}, GIDs: [4]uint32{1001, 1001, 1001, 1001}}
+		n2.mu.Unlock()
+		m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
+		if err == nil || m.OK || !strings.Contains(err.Error(), "runs as uids") {
+			t.Fatalf("migrate: %+v %v; want refused for the restored tasks' uids", m, err)
+		}
+		c.waitFor("settled on n1", time.Minute, func() bool { ok, _ := c.settled([]string{id}); return ok })
+		if run, frz := c.world.copies(id); len(run) != 1 || run[0] != "n1" || len(frz) != 0 {
+			t.Fatalf("running on %v, frozen on %v", run, frz)
+		}
+		// With the owner's credentials, it moves.
+		n2.mu.Lock()
+		n2.restoredAs = nil
+		n2.mu.Unlock()
+		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
+			t.Fatalf("then: %+v %v", m, err)
+		}
 	})
 }

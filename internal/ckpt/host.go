@@ -33,7 +33,9 @@ type Checkpointer interface {
 	// Inspect reads a job's descriptors and TCP table and applies the pin
 	// rules (migrate.Pins): the files the destination must reach, or why
 	// the job cannot move.
-	Inspect(pid int, members map[string]bool) (files []string, reason string)
+	Inspect(pid int, members map[string]bool) (files []migrate.OpenFile, reason string)
+	// Creds are the credentials of every thread of the tree under pid.
+	Creds(pid int) ([]procfs.Creds, error)
 	// Mounts lists the job's mount points CRIU must treat as external.
 	Mounts(pid int) ([]string, error)
 	// Dump freezes the job and dumps it into dir, its memory pages to
@@ -165,15 +167,41 @@ func pipeMaxSize() int {
 	return n
 }
 
-// Inspect reads the descriptors of the job's processes and its TCP table.
-func (h *Host) Inspect(pid int, members map[string]bool) ([]string, string) {
+// Inspect reads the descriptors, working directories and mappings of the
+// job's processes and its TCP table: why it cannot move, or the files
+// the destination must open as the same files (see migrate.OpenFile).
+func (h *Host) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, string) {
 	tree := procfs.Tree(pid)
 	var fds []migrate.FD
-	for _, p := range tree {
-		if cwd, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/cwd"); err == nil {
-			fds = append(fds, migrate.FD{Link: cwd, Cwd: true})
+	var opened []migrate.OpenFile
+	seen := map[string]int{} // path -> index in opened
+	add := func(p, src, access string, same bool) {
+		if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, " (deleted)") || strings.HasPrefix(p, "/dev/") || migrate.Under(p, JobDir) {
+			return
 		}
-		dir := "/proc/" + strconv.Itoa(p) + "/fd/"
+		var st syscall.Stat_t
+		var sfs syscall.Statfs_t
+		if syscall.Stat(src, &st) != nil || syscall.Statfs(src, &sfs) != nil {
+			return
+		}
+		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			access = ""
+		}
+		if i, ok := seen[p]; ok {
+			opened[i].Access = widerAccess(opened[i].Access, access)
+			opened[i].Same = opened[i].Same || same
+			return
+		}
+		seen[p] = len(opened)
+		opened = append(opened, migrate.OpenFile{Path: p, Access: access, FSID: [2]int32{int32(sfs.Fsid.X__val[0]), int32(sfs.Fsid.X__val[1])}, Ino: st.Ino, Same: same})
+	}
+	for _, p := range tree {
+		proc := "/proc/" + strconv.Itoa(p)
+		if cwd, err := os.Readlink(proc + "/cwd"); err == nil {
+			fds = append(fds, migrate.FD{Link: cwd, Cwd: true})
+			add(cwd, proc+"/cwd", "", true)
+		}
+		dir := proc + "/fd/"
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			l, err := os.Readlink(dir + e.Name())
@@ -188,6 +216,19 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]string, string) {
 				}
 			}
 			fds = append(fds, fd)
+			add(l, dir+e.Name(), fdAccess(proc+"/fdinfo/"+e.Name()), true)
+		}
+		maps, _ := os.ReadFile(proc + "/maps")
+		for _, m := range migrate.FileMappings(string(maps)) {
+			same := migrate.Shared(m.Path, h.Shared)
+			if m.SharedWrite && !same && !migrate.Under(m.Path, JobDir) {
+				return nil, "maps " + m.Path + " shared and writable, on this node's own filesystem (shared directories: " + strings.Join(h.Shared, ", ") + ")"
+			}
+			access := "r"
+			if m.SharedWrite {
+				access = "rw"
+			}
+			add(m.Path, proc+"/map_files/"+m.Range, access, same)
 		}
 	}
 	var conns []migrate.TCPConn
@@ -198,8 +239,53 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]string, string) {
 			}
 		}
 	}
-	return migrate.Pins(fds, conns, JobDir, members, h.Shared)
+	if _, reason := migrate.Pins(fds, conns, JobDir, members, h.Shared); reason != "" {
+		return nil, reason
+	}
+	return opened, ""
 }
+
+// fdAccess is a descriptor's access mode from its fdinfo: "r", "w", "rw".
+func fdAccess(fdinfo string) string {
+	b, err := os.ReadFile(fdinfo)
+	if err != nil {
+		return "r"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			f, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			if err != nil {
+				return "r"
+			}
+			switch f & syscall.O_ACCMODE {
+			case syscall.O_WRONLY:
+				return "w"
+			case syscall.O_RDWR:
+				return "rw"
+			}
+			return "r"
+		}
+	}
+	return "r"
+}
+
+// widerAccess joins two ways of holding one file.
+func widerAccess(a, b string) string {
+	r := strings.Contains(a, "r") || strings.Contains(b, "r")
+	w := strings.Contains(a, "w") || strings.Contains(b, "w")
+	switch {
+	case r && w:
+		return "rw"
+	case w:
+		return "w"
+	case r:
+		return "r"
+	}
+	return ""
+}
+
+// Creds reads every thread's credentials in the tree under pid.
+func (h *Host) Creds(pid int) ([]procfs.Creds, error) { return procfs.TreeCreds(pid) }
 
 // Mounts is the package's Mounts.
 func (h *Host) Mounts(pid int) ([]string, error) { return Mounts(pid) }

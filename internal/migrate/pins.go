@@ -128,6 +128,9 @@ func HexAddr(s string) string {
 }
 
 // under says whether path is dir or inside it.
+// Under says whether path is dir or below it.
+func Under(path, dir string) bool { return under(path, dir) }
+
 func under(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }

@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	if err := os.Chmod(tmp, 0o1777); err != nil {
+	if err := os.Chmod(tmp, 0o777|os.ModeSticky); err != nil { // os.Chmod takes the sticky bit as ModeSticky only
 		panic(err)
 	}
 	os.Setenv("TMPDIR", tmp)

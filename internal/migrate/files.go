@@ -1,0 +1,110 @@
+package migrate
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"roam/internal/procfs"
+)
+
+// OpenFile is a file a job holds (through a descriptor, as its working
+// directory, or mapped) that its restore on the destination reopens by
+// path. CRIU reopens it as root: the destination first opens it as the
+// job's owner, without following symlinks, and, where it must be the same
+// file (Same: in a shared directory), compares its identity with the one
+// the source found, before anything is frozen.
+type OpenFile struct {
+	Path string `json:"path"`
+	// Access is how the job holds it: "r", "w" or "rw" for a regular
+	// file; "" for a directory or a file that is only looked up.
+	Access string `json:"access,omitempty"`
+	// FSID and Ino name the file: statfs's f_fsid (the same on every
+	// client of one shared filesystem) and the inode number.
+	FSID [2]int32 `json:"fsid"`
+	Ino  uint64   `json:"ino"`
+	// Same: it must be this very file on the destination. A file outside
+	// the shared directories (a mapped library, the program) need only be
+	// one its owner may open there.
+	Same bool `json:"same,omitempty"`
+}
+
+// MaxOpenFiles bounds a check request's list.
+const MaxOpenFiles = 1 << 16
+
+// Validate checks what a destination relies on in an OpenFile from the
+// network.
+func (f OpenFile) Validate() error {
+	switch {
+	case len(f.Path) == 0 || f.Path[0] != '/' || path.Clean(f.Path) != f.Path || len(f.Path) > 4096:
+		return fmt.Errorf("file path %q is not a clean absolute path", f.Path)
+	case f.Access != "" && f.Access != "r" && f.Access != "w" && f.Access != "rw":
+		return fmt.Errorf("file %s: access %q", f.Path, f.Access)
+	}
+	return nil
+}
+
+// SameFile says whether a file found at f.Path is the one the source
+// named: its inode on the same filesystem (a filesystem that gives no id
+// is taken by the inode alone).
+func (f OpenFile) SameFile(fsid [2]int32, ino uint64) bool {
+	if ino != f.Ino {
+		return false
+	}
+	return fsid == f.FSID || (fsid == [2]int32{} && f.FSID == [2]int32{})
+}
+
+// Mapping is a file a process has mapped: its address range as
+// /proc/PID/maps and map_files name it, and whether the mapping is shared
+// and writable (the job's writes go to the file).
+type Mapping struct {
+	Range, Path string
+	SharedWrite bool
+}
+
+// FileMappings parses /proc/PID/maps: the mappings of files that exist
+// (not anonymous, not a deleted file), one per range.
+func FileMappings(maps string) []Mapping {
+	var out []Mapping
+	for _, line := range strings.Split(maps, "\n") {
+		// range perms offset dev inode path; the path may hold spaces.
+		fs := strings.Fields(line)
+		if len(fs) < 6 || len(fs[1]) != 4 {
+			continue
+		}
+		i := strings.Index(line, " /")
+		if i < 0 {
+			continue
+		}
+		p := line[i+1:]
+		if strings.HasSuffix(p, " (deleted)") {
+			continue
+		}
+		out = append(out, Mapping{Range: fs[0], Path: p, SharedWrite: fs[1][1] == 'w' && fs[1][3] == 's'})
+	}
+	return out
+}
+
+// CheckCreds says how restored tasks' credentials differ from the job's
+// owner's: every uid and gid the owner's, the same supplementary groups
+// (in any order), and, for a user's job, no capability. A job's process
+// that changed its own credentials (a set-user-id program) fails this:
+// its migration fails, and it runs on at the source.
+func CheckCreds(uid, gid uint32, groups []uint32, tasks []procfs.Creds) error {
+	want := slices.Sorted(slices.Values(groups))
+	for _, c := range tasks {
+		for i := range 4 {
+			if c.UIDs[i] != uid || c.GIDs[i] != gid {
+				return fmt.Errorf("restored task %d runs as uids %v gids %v, the job's owner is %d:%d", c.PID, c.UIDs, c.GIDs, uid, gid)
+			}
+		}
+		if !slices.Equal(slices.Compact(slices.Sorted(slices.Values(c.Groups))), slices.Compact(slices.Clone(want))) {
+			return fmt.Errorf("restored task %d has groups %v, the job's owner %v", c.PID, c.Groups, want)
+		}
+		if uid != 0 && (c.CapPrm != 0 || c.CapEff != 0) {
+			return fmt.Errorf("restored task %d of user %d holds capabilities %x", c.PID, uid, c.CapEff|c.CapPrm)
+		}
+	}
+	return nil
+}

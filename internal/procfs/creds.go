@@ -1,0 +1,103 @@
+package procfs
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Creds are a task's credentials as /proc/PID/status shows them.
+type Creds struct {
+	PID    int
+	UIDs   [4]uint32 // real, effective, saved, filesystem
+	GIDs   [4]uint32
+	Groups []uint32
+	CapPrm uint64
+	CapEff uint64
+}
+
+// ParseCreds reads the credential lines of a status file.
+func ParseCreds(status string) (Creds, error) {
+	var c Creds
+	seen := 0
+	for _, line := range strings.Split(status, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		fs := strings.Fields(v)
+		var err error
+		switch k {
+		case "Uid", "Gid":
+			if len(fs) != 4 {
+				return Creds{}, fmt.Errorf("status: %s: %q", k, v)
+			}
+			dst := &c.UIDs
+			if k == "Gid" {
+				dst = &c.GIDs
+			}
+			for i, f := range fs {
+				var n uint64
+				if n, err = strconv.ParseUint(f, 10, 32); err != nil {
+					return Creds{}, fmt.Errorf("status: %s: %q", k, v)
+				}
+				dst[i] = uint32(n)
+			}
+			seen++
+		case "Groups":
+			for _, f := range fs {
+				n, err := strconv.ParseUint(f, 10, 32)
+				if err != nil {
+					return Creds{}, fmt.Errorf("status: Groups: %q", v)
+				}
+				c.Groups = append(c.Groups, uint32(n))
+			}
+		case "CapPrm", "CapEff":
+			if len(fs) != 1 {
+				return Creds{}, fmt.Errorf("status: %s: %q", k, v)
+			}
+			n, err := strconv.ParseUint(fs[0], 16, 64)
+			if err != nil {
+				return Creds{}, fmt.Errorf("status: %s: %q", k, v)
+			}
+			if k == "CapPrm" {
+				c.CapPrm = n
+			} else {
+				c.CapEff = n
+			}
+			seen++
+		}
+	}
+	if seen != 4 {
+		return Creds{}, fmt.Errorf("status: no Uid, Gid, CapPrm or CapEff line")
+	}
+	slices.Sort(c.Groups)
+	return c, nil
+}
+
+// TreeCreds are the credentials of every thread of the tree under pid.
+func TreeCreds(pid int) ([]Creds, error) {
+	var out []Creds
+	for _, p := range Tree(pid) {
+		dir := "/proc/" + strconv.Itoa(p) + "/task/"
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			b, err := os.ReadFile(dir + e.Name() + "/status")
+			if err != nil {
+				return nil, err
+			}
+			c, err := ParseCreds(string(b))
+			if err != nil {
+				return nil, fmt.Errorf("task %s of %d: %w", e.Name(), p, err)
+			}
+			c.PID, _ = strconv.Atoi(e.Name())
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

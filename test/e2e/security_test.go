@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A job holds a file open for writing in a shared directory; on the
+// destination the same path names something else: a symlink to a file of
+// root's (made there by another job of the user), or another file. CRIU
+// would reopen the path as root and hand the restored job that file. The
+// migration is refused before anything is frozen, naming the file; the
+// job runs on where it was, and the other file is untouched.
+func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
+	c := upCluster(t, "e2esym", 37, "--nodes", "2")
+	c.waitAllAlive(2)
+	base, err := os.MkdirTemp(e2eRoot, "sym-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "u")       // the job's directory, shared
+	other := filepath.Join(base, "other") // what node 2 sees at dir instead
+	victim := filepath.Join(base, "victim")
+	for _, d := range []string{dir, other} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(victim, []byte("root's secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "f")
+	id := c.start("1", migjob(t), "file", "200", marker(t), file)
+	c.waitLines(id, 3)
+
+	// Node 2's own view of dir: the other directory, bound over it in
+	// node 2's mount namespace, as a node whose copy of the path differs.
+	inNode2 := func(args ...string) *exec.Cmd {
+		return exec.Command("nsenter", append([]string{fmt.Sprintf("--mount=/proc/%d/ns/mnt", c.status().Nodes[1].PID)}, args...)...)
+	}
+	if out, err := inNode2("mount", "--bind", other, dir).CombinedOutput(); err != nil {
+		t.Fatalf("bind over %s on node 2: %v %s", dir, err, out)
+	}
+	t.Cleanup(func() { inNode2("umount", "-l", dir).Run() })
+
+	try := func(want string) {
+		t.Helper()
+		before := c.lines(id)
+		out, err := c.run("--node", "1", "migrate", id, "2")
+		if err == nil || !strings.Contains(out, file) || !strings.Contains(out, want) {
+			t.Fatalf("migrate: %v %q; want refused, naming %s and %q", err, out, file, want)
+		}
+		j := c.job(id)
+		last := j.MigrationLog[len(j.MigrationLog)-1]
+		if j.Node != "1" || j.State != "running" || last.OK || last.FreezeMS != 0 {
+			t.Fatalf("after the refusal: node %s, state %s, last migration %+v (want not frozen)", j.Node, j.State, last)
+		}
+		c.waitLines(id, before+2)
+		t.Logf("refused before freezing: %s", strings.TrimSpace(out))
+	}
+
+	// A symlink to root's file.
+	if err := os.Symlink(victim, filepath.Join(other, "f")); err != nil {
+		t.Fatal(err)
+	}
+	try("symlink")
+	// Another regular file.
+	os.Remove(filepath.Join(other, "f"))
+	if err := os.WriteFile(filepath.Join(other, "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	try("not the file the job has open")
+
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "root's secret\n" {
+		t.Fatalf("the victim: %q %v", b, err)
+	}
+	// Once node 2 sees the same file again, the job moves.
+	inNode2("umount", "-l", dir).Run()
+	c.mustRun("--node", "1", "migrate", id, "2")
+	if j := c.job(id); j.Node != "2" {
+		t.Fatalf("after the path was mended: on node %s", j.Node)
+	}
+}
