@@ -101,6 +101,10 @@ type Config struct {
 	// interface); empty means roam's own build if installed, else criu
 	// from PATH.
 	CRIUPath string `yaml:"criu_path"`
+	// CRIUTimeout bounds one CRIU dump (a lazy one until its images are
+	// written) or restore: a CRIU that has not answered by then is
+	// killed, the migration fails and the job runs on at the source.
+	CRIUTimeout time.Duration `yaml:"criu_timeout"`
 	// SharedDirs are the directories every node mounts at the same path
 	// (a shared home, a cluster filesystem): a job migrates only while
 	// its open files and working directories are in them. Empty means the
@@ -144,7 +148,8 @@ func DefaultConfig() Config {
 			VectorSize: load.DefaultVectorSize,
 			Policy:     string(load.PolicyFIFO),
 		},
-		Limits: DefaultLimits(),
+		Limits:      DefaultLimits(),
+		CRIUTimeout: 10 * time.Minute,
 	}
 }
 
@@ -188,6 +193,8 @@ func (c Config) Validate() error {
 		return bad("image_dir", "%q is not an absolute path", c.ImageDir)
 	case c.CRIUPath != "" && !filepath.IsAbs(c.CRIUPath):
 		return bad("criu_path", "%q is not an absolute path", c.CRIUPath)
+	case c.CRIUTimeout < 10*time.Second || c.CRIUTimeout > 24*time.Hour:
+		return bad("criu_timeout", "%v is out of range (10s to 24h)", c.CRIUTimeout)
 	case c.Capacity < 0 || c.Capacity > 4096:
 		return bad("capacity", "%v is out of range (0 for the host's cores, or 0.01 to 4096)", c.Capacity)
 	case c.Load.Interval < 10*time.Millisecond || c.Load.Interval > time.Hour:

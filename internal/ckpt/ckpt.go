@@ -17,10 +17,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	criu "github.com/checkpoint-restore/go-criu/v7"
 	"github.com/checkpoint-restore/go-criu/v7/rpc"
@@ -55,7 +58,15 @@ type CRIU struct {
 	// a restore hands CRIU descriptors by leaving them inheritable while
 	// CRIU starts, and no other child may inherit them.
 	ExecMu *sync.Mutex
+	// Timeout bounds a dump and a restore: a CRIU that has not answered
+	// by then is killed (a hung CRIU would keep the job frozen and the
+	// node's scheduler waiting). Zero means DefaultTimeout.
+	Timeout time.Duration
 }
+
+// DefaultTimeout is CRIU's time limit when none is set: far more than a
+// dump of many GiB takes, far less than forever.
+const DefaultTimeout = 10 * time.Minute
 
 // Mounts lists the mount points of a job's mount namespace that CRIU must
 // treat as external: all but the root and /proc.
@@ -154,11 +165,14 @@ func (c *CRIU) Dump(o DumpOpts) error {
 	} else if o.Lazy {
 		return errors.New("criu dump: a lazy dump needs a page socket")
 	}
-	cr, fds, err := c.start(files)
+	cr, fds, pid, err := c.start(files)
 	if err != nil {
 		return err
 	}
 	defer cr.Cleanup()
+	// A lazy dump's time limit ends with its images: serving the pages
+	// is the lazy dump's idle guard's to bound (see the agent's lazyIdle).
+	stop := c.watch(pid)
 	if o.Lazy {
 		// CRIU's RPC takes no page socket for a lazy dump (it would listen
 		// on every address); its --ps-socket option, given in a config
@@ -171,11 +185,27 @@ func (c *CRIU) Dump(o DumpOpts) error {
 		opts.ConfigFile = proto.String(fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), conf.Fd()))
 		opts.LazyPages = proto.Bool(true)
 		opts.NotifyScripts = proto.Bool(true)
-		nfy = readyNotify{ready: o.Ready}
-	} else if len(fds) > 0 {
-		opts.Ps = &rpc.CriuPageServerInfo{Fd: proto.Int32(fds[0])}
+		var stopped atomic.Bool
+		nfy = readyNotify{ready: func() {
+			stopped.Store(stop())
+			if o.Ready != nil {
+				o.Ready()
+			}
+		}}
+		err = cr.Dump(opts, nfy)
+		if stop() || stopped.Load() {
+			return fmt.Errorf("criu dump: no answer within %v; CRIU was killed", c.limit())
+		}
+	} else {
+		if len(fds) > 0 {
+			opts.Ps = &rpc.CriuPageServerInfo{Fd: proto.Int32(fds[0])}
+		}
+		err = cr.Dump(opts, nfy)
+		if stop() {
+			return fmt.Errorf("criu dump: no answer within %v; CRIU was killed", c.limit())
+		}
 	}
-	if err := cr.Dump(opts, nfy); err != nil {
+	if err != nil {
 		return fmt.Errorf("criu dump: %s", logError(filepath.Join(o.Dir, "dump.log"), err))
 	}
 	return nil
@@ -233,7 +263,7 @@ type RestoreOpts struct {
 // start starts CRIU's RPC process (swrk) with files it inherits; CRIU
 // takes such files by their number in its own process, returned in the
 // order given. The duplicates are inheritable only while it starts.
-func (c *CRIU) start(files []*os.File) (*criu.Criu, []int32, error) {
+func (c *CRIU) start(files []*os.File) (*criu.Criu, []int32, int, error) {
 	cr := criu.MakeCriu()
 	cr.SetCriuPath(c.Path)
 	c.ExecMu.Lock()
@@ -247,17 +277,52 @@ func (c *CRIU) start(files []*os.File) (*criu.Criu, []int32, error) {
 		}
 		dups = append(dups, int32(fd))
 	}
+	// The child go-criu starts is CRIU's worker: the one new child while
+	// ExecMu is held (everyone who starts a child holds it).
+	before := procfs.Children(os.Getpid())
 	if err == nil {
 		err = cr.Prepare()
+	}
+	pid := 0
+	if err == nil {
+		for _, p := range procfs.Children(os.Getpid()) {
+			if !slices.Contains(before, p) {
+				pid = p
+			}
+		}
 	}
 	for _, fd := range dups {
 		syscall.Close(int(fd))
 	}
 	c.ExecMu.Unlock()
 	if err != nil {
-		return nil, nil, fmt.Errorf("start criu: %w", err)
+		return nil, nil, 0, fmt.Errorf("start criu: %w", err)
 	}
-	return cr, dups, nil
+	return cr, dups, pid, nil
+}
+
+// limit is the time limit in force.
+func (c *CRIU) limit() time.Duration {
+	if c.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return c.Timeout
+}
+
+// watch kills CRIU's worker pid once the time limit has passed; stop
+// says whether it did.
+func (c *CRIU) watch(pid int) (stop func() bool) {
+	var fired atomic.Bool
+	t := time.AfterFunc(c.limit(), func() {
+		if pid > 0 {
+			fired.Store(true)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return func() bool {
+		t.Stop()
+		return fired.Load()
+	}
 }
 
 func (c *CRIU) Restore(o RestoreOpts) (int, error) {
@@ -289,16 +354,21 @@ func (c *CRIU) Restore(o RestoreOpts) (int, error) {
 	for key, f := range o.Inherit {
 		keys, files = append(keys, key), append(files, f)
 	}
-	cr, fds, err := c.start(files)
+	cr, fds, pid, err := c.start(files)
 	if err != nil {
 		return 0, err
 	}
+	stop := c.watch(pid)
 	for i, key := range keys {
 		opts.InheritFd = append(opts.InheritFd, &rpc.InheritFd{Key: proto.String(key), Fd: proto.Int32(fds[i])})
 	}
 	defer cr.Cleanup()
 	n := &pidNotify{}
-	if err := cr.Restore(opts, n); err != nil {
+	err = cr.Restore(opts, n)
+	if stop() {
+		return 0, fmt.Errorf("criu restore: no answer within %v; CRIU was killed", c.limit())
+	}
+	if err != nil {
 		return 0, fmt.Errorf("criu restore: %s", logError(filepath.Join(o.Dir, "restore.log"), err))
 	}
 	if n.pid <= 0 {

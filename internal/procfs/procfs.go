@@ -97,3 +97,22 @@ func ReadInt(path string) (int, error) {
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
+
+// Children are pid's child processes (of all its threads).
+func Children(pid int) []int {
+	var out []int
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, _ := os.ReadDir(dir)
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
