@@ -247,20 +247,22 @@ func TestLoadedPolicyReachesALateJoiner(t *testing.T) {
 
 	d := (*delegate)(b)
 	a.sch.mu.Lock()
-	loaded := a.sch.polAt
+	ver := a.sch.polVer
 	a.sch.mu.Unlock()
 	balance := sched.Builtin["balance"]
 	for _, bad := range [][]byte{
-		[]byte("{"), []byte(`{"text":"name: x"}`), // no time
-		[]byte(`{"text":"name: [", "at":"2030-01-01T00:00:00Z"}`),
-		fmt.Appendf(nil, `{"text":%q,"at":%q}`, balance, loaded.Add(-time.Second).Format(time.RFC3339Nano)),
+		[]byte("{"), []byte(`{"text":"name: x"}`), // no version
+		[]byte(`{"text":"name: [", "version":99}`),
+		fmt.Appendf(nil, `{"text":%q,"version":%d}`, balance, ver-1),
+		// An older version with a time far ahead is still older.
+		fmt.Appendf(nil, `{"text":%q,"at":"9999-01-01T00:00:00Z","version":%d}`, balance, ver-1),
 	} {
 		d.MergeRemoteState(bad, false)
 		if got := b.policyText().Name; got != "static" {
 			t.Fatalf("state %q changed the policy to %s", bad, got)
 		}
 	}
-	d.MergeRemoteState(fmt.Appendf(nil, `{"text":%q,"at":%q}`, balance, loaded.Add(time.Second).Format(time.RFC3339Nano)), false)
+	d.MergeRemoteState(fmt.Appendf(nil, `{"text":%q,"version":%d}`, balance, ver+1), false)
 	if got := b.policyText().Name; got != "balance" {
 		t.Fatalf("a newer policy was not taken: %s", got)
 	}

@@ -39,10 +39,10 @@ func (d *delegate) LocalState(join bool) []byte {
 	a := (*Agent)(d)
 	a.sch.mu.Lock()
 	defer a.sch.mu.Unlock()
-	if a.sch.polAt.IsZero() {
+	if a.sch.polVer == 0 {
 		return nil
 	}
-	b, _ := json.Marshal(api.PolicyRequest{Text: a.sch.pol.Text(), At: a.sch.polAt})
+	b, _ := json.Marshal(api.PolicyRequest{Text: a.sch.pol.Text(), At: a.sch.polAt, Version: a.sch.polVer})
 	return b
 }
 
@@ -55,12 +55,12 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 		return
 	}
 	var st api.PolicyRequest
-	if err := json.Unmarshal(buf, &st); err != nil || st.At.IsZero() {
+	if err := json.Unmarshal(buf, &st); err != nil || st.Version == 0 {
 		a.log.Warn("gossip: a peer's policy state is unreadable", "err", err)
 		return
 	}
 	a.sch.mu.Lock()
-	newer := st.At.After(a.sch.polAt)
+	newer := policyNewer(st.Version, st.Text, a.sch.polVer, a.sch.pol.Text())
 	a.sch.mu.Unlock()
 	if !newer {
 		return
@@ -70,7 +70,7 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 		a.log.Warn("gossip: a peer's policy does not parse", "err", err)
 		return
 	}
-	if a.setPolicy(p, st.At) {
+	if a.setPolicy(p, st.Version, st.At) {
 		a.log.Info("policy taken from the cluster", "policy", p.Policy.Name, "loaded", st.At)
 	}
 }

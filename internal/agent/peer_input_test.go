@@ -11,6 +11,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/job"
 	"roam/internal/procfs"
+	"roam/internal/sched"
 )
 
 // A member's start request whose job id climbs out of the spool ("../")
@@ -126,4 +127,60 @@ func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
 			t.Fatalf("then: %+v %v", m, err)
 		}
 	})
+}
+
+// A policy from a member with a far-future time and a huge version (a
+// node whose clock is ahead, or a bad peer) does not keep later loads out:
+// the next `roam policy load` wins on every node, and gossip keeps it.
+func TestAgentsLaterPolicyLoadWinsOverAFutureOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 24, faults{}, "static")
+		n1 := c.nodes[0].a
+		future := api.PolicyRequest{Text: sched.Builtin["balance"], At: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Version: 1 << 62}
+		var np api.NodePolicy
+		if err := n1.peerCall("n2", "POST", "/v1/peer/policy", future, &np); err != nil || np.Name != "balance" {
+			t.Fatalf("the future policy: %+v %v", np, err)
+		}
+		c.waitFor("gossip spreads it", 2*time.Minute, func() bool {
+			for _, h := range c.nodes {
+				if h.a.policyText().Name != "balance" {
+					return false
+				}
+			}
+			return true
+		})
+		res, err := n1.LoadPolicy(Caller{}, api.PolicyRequest{Name: "mosix"})
+		if err != nil || len(res) != 3 {
+			t.Fatalf("load: %+v %v", res, err)
+		}
+		for _, r := range res {
+			if r.Name != "mosix" {
+				t.Fatalf("node %s runs %s after the later load", r.Node, r.Name)
+			}
+		}
+		time.Sleep(time.Minute) // a few push-pulls
+		for _, h := range c.nodes {
+			if got := h.a.policyText().Name; got != "mosix" {
+				t.Fatalf("node %s went back to %s", h.name, got)
+			}
+		}
+	})
+}
+
+// Which of two policy loads wins: the higher version; at one version, the
+// greater text, the same on every node.
+func TestPolicyNewer(t *testing.T) {
+	for _, c := range []struct {
+		av    uint64
+		at    string
+		bv    uint64
+		bt    string
+		newer bool
+	}{
+		{2, "a", 1, "b", true}, {1, "b", 2, "a", false}, {3, "b", 3, "a", true}, {3, "a", 3, "b", false}, {3, "a", 3, "a", false},
+	} {
+		if got := policyNewer(c.av, c.at, c.bv, c.bt); got != c.newer {
+			t.Errorf("%d %q over %d %q: %v", c.av, c.at, c.bv, c.bt, got)
+		}
+	}
 }

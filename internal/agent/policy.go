@@ -42,31 +42,39 @@ func builtinNames() string {
 	return strings.Join(ns, ", ")
 }
 
-// setPolicy runs policy p, loaded at time at (see runPolicy), and keeps a
-// loaded one in the job table for the next start.
-func (a *Agent) setPolicy(p *sched.Scheduler, at time.Time) bool {
-	if !a.runPolicy(p, at) {
+// policyNewer says whether a policy of version av and text at replaces
+// one of version bv and text bt: the higher version, and between two
+// loads of one version (made on two nodes at once) the greater text, so
+// that every node picks the same.
+func policyNewer(av uint64, at string, bv uint64, bt string) bool {
+	return av > bv || (av == bv && at > bt)
+}
+
+// setPolicy runs policy p of version ver, loaded at time at (see
+// runPolicy), and keeps it in the job table for the next start.
+func (a *Agent) setPolicy(p *sched.Scheduler, ver uint64, at time.Time) bool {
+	if !a.runPolicy(p, ver, at) {
 		return false
 	}
-	if a.store != nil && !at.IsZero() {
-		if err := a.store.PutPolicy(job.LoadedPolicy{Text: p.Text(), At: at}); err != nil {
+	if a.store != nil && ver > 0 {
+		if err := a.store.PutPolicy(job.LoadedPolicy{Text: p.Text(), At: at, Version: ver}); err != nil {
 			a.log.Error("job table: keep the loaded policy", "err", err)
 		}
 	}
 	return true
 }
 
-// runPolicy runs policy p, loaded at time at, unless the running one was
-// loaded later; it reports whether p now runs. Jobs are not touched: a
+// runPolicy runs policy p of version ver unless the running one is newer
+// (policyNewer); it reports whether p now runs. Jobs are not touched: a
 // round in progress finishes its moves under the old policy.
-func (a *Agent) runPolicy(p *sched.Scheduler, at time.Time) bool {
+func (a *Agent) runPolicy(p *sched.Scheduler, ver uint64, at time.Time) bool {
 	a.sch.mu.Lock()
-	if at.Before(a.sch.polAt) {
+	if a.sch.pol != nil && !policyNewer(ver, p.Text(), a.sch.polVer, a.sch.pol.Text()) {
 		a.sch.mu.Unlock()
 		return false
 	}
 	old := a.sch.pol
-	a.sch.pol, a.sch.polAt = p, at
+	a.sch.pol, a.sch.polVer, a.sch.polAt = p, ver, at
 	a.sch.mu.Unlock()
 	a.mu.Lock()
 	a.placement = p.Policy.Placement
@@ -95,7 +103,7 @@ func (a *Agent) keptPolicy() {
 		a.log.Warn("loaded policy not restored", "err", err)
 		return
 	}
-	a.runPolicy(p, kept.At) // already kept
+	a.runPolicy(p, max(kept.Version, 1), kept.At) // already kept; a store of an older roam has no version
 	a.log.Info("loaded policy restored", "policy", p.Policy.Name, "loaded", kept.At)
 }
 
@@ -123,7 +131,10 @@ func (a *Agent) LoadPolicy(c Caller, req api.PolicyRequest) ([]api.NodePolicy, e
 	if _, err := sched.ParsePolicy([]byte(text)); err != nil {
 		return nil, errkind.New(ErrBadRequest, "%v", err)
 	}
-	return fanOut[api.NodePolicy](a, http.MethodPost, "/v1/peer/policy", api.PolicyRequest{Text: text, At: time.Now()}), nil
+	a.sch.mu.Lock()
+	ver := a.sch.polVer + 1
+	a.sch.mu.Unlock()
+	return fanOut[api.NodePolicy](a, http.MethodPost, "/v1/peer/policy", api.PolicyRequest{Text: text, At: time.Now(), Version: ver}), nil
 }
 
 // Policies is `roam policy show`: every live node's policy.

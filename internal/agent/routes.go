@@ -216,6 +216,11 @@ func (a *Agent) peerSetPolicy(req api.PolicyRequest) (api.NodePolicy, error) {
 	if req.At.IsZero() {
 		req.At = time.Now()
 	}
-	a.setPolicy(p, req.At)
+	if req.Version == 0 { // an older roam's load: after everything this node knows
+		a.sch.mu.Lock()
+		req.Version = a.sch.polVer + 1
+		a.sch.mu.Unlock()
+	}
+	a.setPolicy(p, req.Version, req.At)
 	return a.policyText(), nil
 }

@@ -25,11 +25,15 @@ type schedState struct {
 	kick chan struct{}
 	mu   sync.Mutex // guards everything below
 	pol  *sched.Scheduler
-	// polAt is when pol was loaded with `roam policy load` (on whichever
-	// node); zero while it is the config file's. Nodes gossip their
-	// policy, and the newest load wins: a node that was down or joins
-	// later takes the cluster's policy (see gossip.go).
-	polAt time.Time
+	// polVer is pol's version: each `roam policy load` takes the highest
+	// this node knows plus one; 0 while it is the config file's. Nodes
+	// gossip their policy, and the highest version wins (policyNewer): a
+	// node that was down or joins later takes the cluster's policy (see
+	// gossip.go). A version, not a wall-clock time: a node whose clock is
+	// ahead, or a far-future time from the network, would otherwise win
+	// over every later load. polAt is when it was loaded, for people.
+	polVer uint64
+	polAt  time.Time
 	// ledger is the rounds' memory: admissions, heard loads, recent
 	// moves, failed moves, and whether a round's moves still run.
 	ledger sched.Ledger

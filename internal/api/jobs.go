@@ -159,8 +159,9 @@ type PolicyRequest struct {
 	Name string `json:"name,omitempty"`
 	Text string `json:"text,omitempty"`
 	// At is when it was loaded, set by the node that takes the request
-	// from the CLI: between nodes, the newest load wins.
-	At time.Time `json:"at,omitzero"`
+	// from the CLI; Version orders loads between nodes (the highest wins).
+	At      time.Time `json:"at,omitzero"`
+	Version uint64    `json:"version,omitempty"`
 }
 
 // NodePolicy is one node's running policy.

@@ -182,8 +182,9 @@ func Open(path string) (*Store, error) {
 // LoadedPolicy is the scheduling policy last loaded with `roam policy
 // load`, kept so that it outlives a restart of the whole cluster.
 type LoadedPolicy struct {
-	Text string    `json:"text"`
-	At   time.Time `json:"at"`
+	Text    string    `json:"text"`
+	At      time.Time `json:"at"`
+	Version uint64    `json:"version,omitempty"`
 }
 
 // PutPolicy keeps the loaded policy.
