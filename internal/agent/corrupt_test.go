@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -89,6 +90,37 @@ func TestAgentStartsWithACorruptRecord(t *testing.T) {
 		}
 		if r := c.homeRec(ids[2]); r.State != job.StateRunning {
 			t.Fatalf("%s after the second restart: %+v", ids[2], r)
+		}
+	})
+}
+
+// A home whose job table cannot be written acknowledges nothing: the
+// node that ran a job keeps the job's output and exit status in its spool
+// (and sends them again) instead of deleting them on an acknowledgement
+// that was never made durable.
+func TestAgentsAckOnlyWhatIsDurable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 25, faults{}, "static")
+		id := c.run(0, 1, "n2")[0]
+		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		home, n2 := c.nodes[0].a, c.nodes[1]
+		if err := home.store.Close(); err != nil { // every write now fails
+			t.Fatal(err)
+		}
+		c.say(1, id, "last words")
+		c.endJob(1, id)
+		time.Sleep(3 * aliveEvery)
+		n2.a.jobs.mu.Lock()
+		lj := n2.a.jobs.local[id]
+		n2.a.jobs.mu.Unlock()
+		if lj == nil {
+			t.Fatal("the node forgot the job on an acknowledgement the home could not keep")
+		}
+		if b, err := os.ReadFile(filepath.Join(lj.rec.Dir, "stdout")); err != nil || string(b) != "last words\n" {
+			t.Fatalf("the node's spool: %q %v", b, err)
+		}
+		if r := c.homeRec(id); r.State != job.StateRunning {
+			t.Fatalf("the home's memory says %s without its table", r.State)
 		}
 	})
 }

@@ -6,7 +6,9 @@ package agent
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -223,10 +225,16 @@ func (a *Agent) applyAcks(acks map[string]ack) {
 // ---- home node: take updates, serve output ----
 
 // takeUpdates appends output at its offset (idempotent: a resent piece is
-// skipped) and records an exit once all output is in.
-func (a *Agent) takeUpdates(ups []update) map[string]ack {
+// skipped) and records an exit once all output is in. What it acknowledges
+// is durable first: the changed records are in the job table, and the
+// output of a job acknowledged as done is synced to disk (its node then
+// deletes its own copy). When the table cannot be written, nothing is
+// acknowledged and nothing changes in memory: the node sends it again.
+func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 	out := map[string]ack{}
 	var events []api.Event
+	// Recorded once the lock is let go, and only when the records are
+	// written (events is cleared when they are not).
 	defer func() {
 		for _, e := range events {
 			a.event(e)
@@ -234,17 +242,25 @@ func (a *Agent) takeUpdates(ups []update) map[string]ack {
 	}()
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
-	changed := map[string]bool{}
+	next := map[string]*job.Record{} // changed copies of records
+	var done []string
 	for _, u := range ups {
-		rec := a.jobs.home[u.ID]
+		rec := next[u.ID]
 		if rec == nil {
-			// Forgotten after a failed start: nobody will read it. Only a
-			// job's home can say it has no record of it; news that reached
-			// another node (a stale home address) is dropped, not ended.
-			h, _ := homeOf(u.ID)
-			out[u.ID] = ack{Done: true, Gone: h == a.cfg.NodeID}
-			continue
+			cur := a.jobs.home[u.ID]
+			if cur == nil {
+				// Forgotten after a failed start: nobody will read it.
+				// Only a job's home can say it has no record of it; news
+				// that reached another node (a stale home address) is
+				// dropped, not ended.
+				h, _ := homeOf(u.ID)
+				out[u.ID] = ack{Done: true, Gone: h == a.cfg.NodeID}
+				continue
+			}
+			c := *cur
+			rec = &c
 		}
+		changed := false
 		// An older agent's update names no node: the job runs where the
 		// record last put it.
 		node := u.Node
@@ -253,7 +269,7 @@ func (a *Agent) takeUpdates(ups []update) map[string]ack {
 		}
 		if e, ok := revive(rec, node); ok {
 			events = append(events, e)
-			changed[u.ID] = true
+			changed = true
 		}
 		// Kept for the nodes jobs run on only, so it stays as small as the
 		// table's list of nodes.
@@ -270,31 +286,71 @@ func (a *Agent) takeUpdates(ups []update) map[string]ack {
 		}
 		if u.Why != "" && rec.EndReason == "" && !rec.Over() {
 			rec.EndReason = limitText(u.Why)
-			changed[u.ID] = true
+			changed = true
 		}
-		done := rec.Over()
-		if !done && u.Exit != nil && no == u.FinalOut && ne == u.FinalErr {
+		over := rec.Over()
+		if !over && u.Exit != nil && no == u.FinalOut && ne == u.FinalErr {
 			code := *u.Exit
 			rec.State, rec.ExitCode, rec.Ended = job.StateFinished, &code, time.Now()
-			changed[u.ID] = true
-			done = true
+			changed = true
+			over = true
 		}
-		out[u.ID] = ack{Out: no, Err: ne, Done: done}
+		if changed || next[u.ID] != nil {
+			next[u.ID] = rec
+		}
+		if over {
+			done = append(done, u.ID)
+		}
+		out[u.ID] = ack{Out: no, Err: ne, Done: over}
+	}
+	if len(next) > 0 {
+		recs := make([]job.Record, 0, len(next))
+		for _, r := range next {
+			recs = append(recs, *r)
+		}
+		if err := a.store.PutRecords(recs...); err != nil {
+			a.log.Error("job table: updates not taken", "err", err)
+			events = nil
+			return nil, errkind.New(ErrUnavailable, "job table of node %s: %v", a.cfg.NodeID, err)
+		}
+		for id, r := range next {
+			*a.jobs.home[id] = *r
+		}
+	}
+	for _, id := range done {
+		if err := syncSpool(a.homeSpool(id)); err != nil {
+			a.log.Error("home spool: sync", "job", id, "err", err)
+			k := out[id]
+			k.Done = false // the node keeps its copy and sends again
+			out[id] = k
+		}
+	}
+	for _, u := range ups {
 		if ch := a.jobs.wake[u.ID]; ch != nil {
 			close(ch)
 			delete(a.jobs.wake, u.ID)
 		}
 	}
-	if len(changed) > 0 {
-		recs := make([]job.Record, 0, len(changed))
-		for id := range changed {
-			recs = append(recs, *a.jobs.home[id])
+	return out, nil
+}
+
+// syncSpool makes a job's output at its home durable.
+func syncSpool(dir string) error {
+	for _, n := range []string{"stdout", "stderr"} {
+		f, err := os.Open(filepath.Join(dir, n))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
 		}
-		if err := a.store.PutRecords(recs...); err != nil {
-			a.log.Error("job table", "err", err)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return err
 		}
 	}
-	return out
+	return nil
 }
 
 // appendAt appends the part of data past the file's end, when data starts

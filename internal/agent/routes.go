@@ -103,7 +103,7 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 	})
 	// jobs
 	mux.HandleFunc("POST /v1/peer/start", jsonCall(func(req startRequest) ([]startResult, error) { return a.startLocal(req), nil }))
-	mux.HandleFunc("POST /v1/peer/updates", jsonCall(func(ups []update) (map[string]ack, error) { return a.takeUpdates(ups), nil }))
+	mux.HandleFunc("POST /v1/peer/updates", jsonCall(a.takeUpdates))
 	mux.HandleFunc("POST /v1/peer/signal", jsonCall(a.peerSignal))
 	mux.HandleFunc("POST /v1/peer/purge", jsonCall(a.purgeLocal))
 	mux.HandleFunc("POST /v1/peer/stdin", func(w http.ResponseWriter, r *http.Request) {
