@@ -4,7 +4,7 @@ BIN     := bin
 # Integration tests bring up emulated clusters; give them room on 2 cores.
 TESTTIMEOUT ?= 19m
 
-.PHONY: all build deps test unit demo bench bench-agent bench-jobs bench-migrate bench-balance clean release install deb
+.PHONY: all build deps test fuzz unit demo bench bench-agent bench-jobs bench-migrate bench-balance clean release install deb
 
 # The version every binary reports (roam --version, roamd --version) and
 # the package carries: the last commit's date and hash.
@@ -63,6 +63,14 @@ $(BIN)/roam-init: cinit/roam-init.c
 # clusters with real agents (root required).
 test: build
 	$(GO) test -count=1 -timeout $(TESTTIMEOUT) ./...
+	@FUZZTIME=2s TMPDIR=/dev/shm bash scripts/fuzz.sh
+
+# Every fuzz target for FUZZTIME each (go's -fuzztime; `make test` gives
+# each 2 s after running their corpora as tests); a failure keeps its input
+# under the package's testdata/fuzz/, which plain `go test` then runs.
+FUZZTIME ?= 60s
+fuzz:
+	@FUZZTIME=$(FUZZTIME) TMPDIR=/dev/shm bash scripts/fuzz.sh
 
 # Only the tests that need no root and no cluster: the pure core (load,
 # sched, migrate: its golden tables and 10,000 random migrations with

@@ -195,7 +195,7 @@ func (c Config) Validate() error {
 		return bad("criu_path", "%q is not an absolute path", c.CRIUPath)
 	case c.CRIUTimeout < 10*time.Second || c.CRIUTimeout > 24*time.Hour:
 		return bad("criu_timeout", "%v is out of range (10s to 24h)", c.CRIUTimeout)
-	case c.Capacity < 0 || c.Capacity > 4096:
+	case !(c.Capacity >= 0 && c.Capacity <= 4096): // NaN too
 		return bad("capacity", "%v is out of range (0 for the host's cores, or 0.01 to 4096)", c.Capacity)
 	case c.Load.Interval < 10*time.Millisecond || c.Load.Interval > time.Hour:
 		return bad("load.interval", "%v is out of range (10ms to 1h)", c.Load.Interval)

@@ -78,8 +78,8 @@ func (l Limits) validate() (string, error) {
 		return "limits.output_bytes", fmt.Errorf("%d is below 1 MiB", l.OutputBytes)
 	case l.SpoolBytesPerUser < l.OutputBytes:
 		return "limits.spool_bytes_per_user", fmt.Errorf("%d is below limits.output_bytes (%d)", l.SpoolBytesPerUser, l.OutputBytes)
-	case l.RequestsPerSecond < 1:
-		return "limits.requests_per_second", fmt.Errorf("%v is below 1", l.RequestsPerSecond)
+	case !(l.RequestsPerSecond >= 1 && l.RequestsPerSecond <= 1e6): // NaN and Inf too
+		return "limits.requests_per_second", fmt.Errorf("%v is out of range (1 to 1000000)", l.RequestsPerSecond)
 	case l.KeepFinished < time.Minute:
 		return "limits.keep_finished", fmt.Errorf("%v is below 1m", l.KeepFinished)
 	case l.KeepFinishedPerUser < 1:

@@ -59,6 +59,9 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	if mv.Job == "" || mv.To != a.cfg.NodeID {
 		return admitResponse{}, errkind.New(ErrBadRequest, "move of job %q to node %q: not a move to node %s", mv.Job, mv.To, a.cfg.NodeID)
 	}
+	if err := mv.Check(); err != nil {
+		return admitResponse{}, errkind.New(ErrBadRequest, "%v", err)
+	}
 	runnable, mem := a.prober.Runnable(), a.prober.MemFreeMB()
 	now := time.Now()
 	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem}

@@ -176,7 +176,7 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, st
 	var opened []migrate.OpenFile
 	seen := map[string]int{} // path -> index in opened
 	add := func(p, src, access string, same bool) {
-		if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, " (deleted)") || strings.HasPrefix(p, "/dev/") || migrate.Under(p, JobDir) {
+		if !strings.HasPrefix(p, "/") || migrate.Under(p, JobDir) {
 			return
 		}
 		var st syscall.Stat_t
@@ -184,7 +184,15 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, st
 		if syscall.Stat(src, &st) != nil || syscall.Statfs(src, &sfs) != nil {
 			return
 		}
-		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		// A deleted file has no path to reopen (CRIU carries it, or
+		// Pins refuses it); a live one may be named "x (deleted)" and is
+		// checked like any other. A device is the node's own, whatever is
+		// at its path.
+		kind := st.Mode & syscall.S_IFMT
+		if st.Nlink == 0 || kind == syscall.S_IFCHR || kind == syscall.S_IFBLK {
+			return
+		}
+		if kind != syscall.S_IFREG {
 			access = ""
 		}
 		if i, ok := seen[p]; ok {
@@ -220,6 +228,10 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, st
 		}
 		maps, _ := os.ReadFile(proc + "/maps")
 		for _, m := range migrate.FileMappings(string(maps)) {
+			var st syscall.Stat_t
+			if syscall.Stat(proc+"/map_files/"+m.Range, &st) != nil || st.Nlink == 0 {
+				continue // deleted (shared anonymous memory is such a file): CRIU carries it
+			}
 			same := migrate.Shared(m.Path, h.Shared)
 			if m.SharedWrite && !same && !migrate.Under(m.Path, JobDir) {
 				return nil, "maps " + m.Path + " shared and writable, on this node's own filesystem (shared directories: " + strings.Join(h.Shared, ", ") + ")"
@@ -567,7 +579,7 @@ func NetworkMounts(mountinfo string) []string {
 		before, after, ok := strings.Cut(l, " - ")
 		f, g := strings.Fields(before), strings.Fields(after)
 		if ok && len(f) >= 5 && len(g) >= 1 && networkFS[g[0]] {
-			out = append(out, f[4])
+			out = append(out, unescape(f[4]))
 		}
 	}
 	return out

@@ -133,6 +133,11 @@ func ReadArchive(r io.Reader, create func(dir, name string) (io.WriteCloser, err
 			h.Typeflag != tar.TypeReg || (dir != DirImages && dir != DirSpool) {
 			return fmt.Errorf("%w: entry %q", ErrBadArchive, h.Name)
 		}
+		// A sparse entry (GNU or PAX) expands holes to zeros: a few bytes
+		// of archive could fill the disk. Plan.Write makes none.
+		if sparse(h) {
+			return fmt.Errorf("%w: entry %q is sparse", ErrBadArchive, h.Name)
+		}
 		w, err := create(dir, name)
 		if err != nil {
 			return err
@@ -145,4 +150,17 @@ func ReadArchive(r io.Reader, create func(dir, name string) (io.WriteCloser, err
 			return fmt.Errorf("write %s/%s: %w", dir, name, err)
 		}
 	}
+}
+
+// sparse says whether an entry's data has holes the reader fills in.
+func sparse(h *tar.Header) bool {
+	if h.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }

@@ -63,8 +63,10 @@ type Mapping struct {
 	SharedWrite bool
 }
 
-// FileMappings parses /proc/PID/maps: the mappings of files that exist
-// (not anonymous, not a deleted file), one per range.
+// FileMappings parses /proc/PID/maps: the mappings of files, one per
+// range (not anonymous ones). A path ending in " (deleted)" may be a
+// deleted file or a live one of that name: the caller tells them apart
+// (the link count of the map_files entry).
 func FileMappings(maps string) []Mapping {
 	var out []Mapping
 	for _, line := range strings.Split(maps, "\n") {
@@ -78,9 +80,6 @@ func FileMappings(maps string) []Mapping {
 			continue
 		}
 		p := line[i+1:]
-		if strings.HasSuffix(p, " (deleted)") {
-			continue
-		}
 		out = append(out, Mapping{Range: fs[0], Path: p, SharedWrite: fs[1][1] == 'w' && fs[1][3] == 's'})
 	}
 	return out

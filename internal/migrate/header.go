@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxHeader bounds a migration stream's header line.
@@ -101,7 +102,7 @@ func (h Header) Validate() error {
 		return bad("home address %q", h.HomeAddr)
 	}
 	for _, m := range h.Mounts {
-		if !strings.HasPrefix(m, "/") || path.Clean(m) != m || strings.ContainsAny(m, "[]") {
+		if !strings.HasPrefix(m, "/") || path.Clean(m) != m || strings.ContainsAny(m, "[]") || !utf8.ValidString(m) {
 			return bad("mount %q", m)
 		}
 	}

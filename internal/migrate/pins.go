@@ -52,7 +52,10 @@ func Pins(fds []FD, conns []TCPConn, jobDir string, members map[string]bool, sha
 	seen := map[string]bool{}
 	for _, f := range fds {
 		l := f.Link
-		if strings.HasPrefix(l, "/") && !strings.HasSuffix(l, " (deleted)") && !strings.HasPrefix(l, "/dev/") &&
+		// Under /dev only a device is a device: a file in /dev/shm or
+		// /dev/mqueue is a file of this node's.
+		dev := strings.HasPrefix(l, "/dev/") && f.Device
+		if strings.HasPrefix(l, "/") && !strings.HasSuffix(l, " (deleted)") && !dev &&
 			!under(l, jobDir) && !Shared(l, shared) {
 			what := "holds open " + l
 			if f.Cwd {
@@ -64,8 +67,8 @@ func Pins(fds []FD, conns []TCPConn, jobDir string, members map[string]bool, sha
 		case strings.HasPrefix(l, "socket:["):
 		case strings.HasSuffix(l, " (deleted)"):
 			return nil, "holds open a deleted file " + strings.TrimSuffix(l, " (deleted)")
-		case strings.HasPrefix(l, "/dev/"):
-			if !harmlessDevice[l] && f.Device {
+		case dev:
+			if !harmlessDevice[l] {
 				return nil, "holds open the device " + l
 			}
 		case strings.HasPrefix(l, "/") && !under(l, jobDir) && !seen[l]:

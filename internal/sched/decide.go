@@ -76,6 +76,24 @@ type Move struct {
 	KeepFreeMB float64
 }
 
+// Check refuses a move whose numbers no policy makes: negative or not
+// finite (a destination folds them into its reservations; a negative
+// memory would make it look empty for the reservation's life).
+func (m Move) Check() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"rss_mb", m.RSSMB}, {"src_load", m.SrcLoad}, {"threshold", m.Threshold}, {"gain", m.Gain}, {"keep_free_mb", m.KeepFreeMB}} {
+		if !(f.v >= 0 && f.v <= 1e12) {
+			return fmt.Errorf("move of job %s: %s %v is not a number from 0 to 1e12", m.Job, f.name, f.v)
+		}
+	}
+	if m.Runnable < 0 {
+		return fmt.Errorf("move of job %s: runnable %d is negative", m.Job, m.Runnable)
+	}
+	return nil
+}
+
 // ProblemKind is what a node is short of. A move carries its problem's
 // kind: the destination judges it again by the same rule (fits).
 type ProblemKind string

@@ -94,6 +94,9 @@ func (l *Ledger) Reserved(self Node, now time.Time) Node {
 // now+AdmitHold, whichever comes first.
 func (l *Ledger) Admit(mv Move, self Node, now time.Time) AdmitAnswer {
 	self = l.Reserved(self, now)
+	if err := mv.Check(); err != nil {
+		return AdmitAnswer{Refused: err, Load: self.Load, MemFreeMB: self.MemFreeMB}
+	}
 	if err := Admit(mv, self); err != nil {
 		return AdmitAnswer{Refused: err, Load: self.Load, MemFreeMB: self.MemFreeMB}
 	}

@@ -16,6 +16,8 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -198,6 +200,36 @@ func decodeParams(n *yaml.Node, out any) error {
 	dec.KnownFields(true)
 	if err := dec.Decode(out); err != nil {
 		return fmt.Errorf("params: %v", err)
+	}
+	return finite(reflect.ValueOf(out).Elem(), "")
+}
+
+// finite refuses a NaN or infinite number anywhere in v: every comparison
+// with one is false, so a threshold of NaN would turn its check off.
+func finite(v reflect.Value, field string) error {
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("params: %s is %v, not a finite number", field, f)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			sf := v.Type().Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			name := sf.Name
+			if tag, _, _ := strings.Cut(sf.Tag.Get("yaml"), ","); tag != "" {
+				name = tag
+			}
+			if err := finite(v.Field(i), name); err != nil {
+				return err
+			}
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			return finite(v.Elem(), field)
+		}
 	}
 	return nil
 }
