@@ -496,7 +496,7 @@ func startAgent(roamd, ns, dir, cfgPath, logPath string) (int, error) {
 		if err := os.MkdirAll(own, 0o755); err != nil {
 			return 0, err
 		}
-		if err := os.Chmod(own, 0o1777); err != nil {
+		if err := os.Chmod(own, 0o777|os.ModeSticky); err != nil { // os.Chmod takes the sticky bit as ModeSticky only
 			return 0, err
 		}
 		v := fmt.Sprintf("ROAM_EMU_%d", i)

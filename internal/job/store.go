@@ -294,28 +294,22 @@ type Corrupt struct {
 // decoders check each bucket's values: they decode, and a job's record is
 // under its own id.
 var decoders = map[string]func(key, v []byte) error{
-	string(bucketHome): func(key, v []byte) error {
-		var r Record
-		if err := json.Unmarshal(v, &r); err != nil {
-			return err
-		}
-		if r.ID != string(key) {
-			return fmt.Errorf("record of job %q under key %q", r.ID, key)
-		}
-		return nil
-	},
-	string(bucketLocal): func(key, v []byte) error {
-		var l Local
-		if err := json.Unmarshal(v, &l); err != nil {
-			return err
-		}
-		if l.ID != string(key) {
-			return fmt.Errorf("record of job %q under key %q", l.ID, key)
-		}
-		return nil
-	},
-	string(bucketOut): func(_, v []byte) error { var r migrate.Record; return json.Unmarshal(v, &r) },
-	string(bucketIn):  func(_, v []byte) error { var r migrate.InRecord; return json.Unmarshal(v, &r) },
+	string(bucketHome):  func(key, v []byte) error { return underItsID(key, v, func(r Record) string { return r.ID }) },
+	string(bucketLocal): func(key, v []byte) error { return underItsID(key, v, func(l Local) string { return l.ID }) },
+	string(bucketOut):   func(_, v []byte) error { var r migrate.Record; return json.Unmarshal(v, &r) },
+	string(bucketIn):    func(_, v []byte) error { var r migrate.InRecord; return json.Unmarshal(v, &r) },
+}
+
+// underItsID checks that v decodes to a T whose id is its key.
+func underItsID[T any](key, v []byte, id func(T) string) error {
+	var x T
+	if err := json.Unmarshal(v, &x); err != nil {
+		return err
+	}
+	if id(x) != string(key) {
+		return fmt.Errorf("record of job %q under key %q", id(x), key)
+	}
+	return nil
 }
 
 // SetAsideCorrupt moves every value that does not decode out of its

@@ -162,7 +162,7 @@ func followGuide(t *testing.T, root, secret string) {
 		for _, d := range []string{"etc", "var", "run", "tmp"} {
 			os.MkdirAll(filepath.Join(h.dir, d), 0o755)
 		}
-		os.Chmod(filepath.Join(h.dir, "tmp"), 0o1777)
+		os.Chmod(filepath.Join(h.dir, "tmp"), 0o777|os.ModeSticky)
 		// Step 1: the package's files, as installed.
 		cfg := string(sample)
 		// Step 3: the others join host1; the shared directory is a plain

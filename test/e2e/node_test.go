@@ -164,6 +164,11 @@ func TestNodeLocalFiles(t *testing.T) {
 		if _, err := os.Stat(file); err == nil {
 			t.Fatalf("the job's %s is this machine's, not node 1's own", file)
 		}
+		// Like a host's: every user may make files there, none may
+		// remove another's.
+		if fi, err := os.Stat(emu.LocalDir(node1, dir)); err != nil || fi.Mode()&os.ModeSticky == 0 || fi.Mode().Perm() != 0o777 {
+			t.Fatalf("node 1's %s: mode %v (%v), want drwxrwxrwt", dir, fi.Mode(), err)
+		}
 		out, err := c.run("--node", "1", "migrate", id, "2")
 		if err == nil || !strings.Contains(out, "holds open "+file+", on this node's own filesystem") {
 			t.Fatalf("a job with a file in node 1's %s: migrate: %v: %s", dir, err, out)
