@@ -49,7 +49,7 @@ func Detect() (Layout, error) {
 	var v2root string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
+		fs := strings.Split(sc.Text(), " ") // one space between fields: a path may hold other white space
 		if len(fs) < 4 {
 			continue
 		}

@@ -82,11 +82,14 @@ func Mounts(pid int) ([]string, error) {
 	for sc.Scan() {
 		line := sc.Text()
 		dash := strings.Index(line, " - ")
-		fields := strings.Fields(line)
+		// Fields are separated by one space; a path's spaces, tabs,
+		// newlines and backslashes are escaped, but not other white
+		// space (strings.Fields would split at a form feed).
+		fields := strings.Split(line, " ")
 		if dash < 0 || len(fields) < 5 {
 			continue
 		}
-		fstype := strings.Fields(line[dash+3:])
+		fstype := strings.Split(line[dash+3:], " ")
 		mp := unescape(fields[4])
 		if mp == "/" || (len(fstype) > 0 && fstype[0] == "proc") {
 			continue
@@ -471,7 +474,7 @@ func Inits() map[int]string {
 		out[pid] = ""
 		mi, _ := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
 		for _, l := range strings.Split(string(mi), "\n") {
-			if f := strings.Fields(l); len(f) > 4 && f[4] == JobDir {
+			if f := strings.Split(l, " "); len(f) > 4 && f[4] == JobDir {
 				out[pid] = f[3]
 			}
 		}

@@ -577,8 +577,9 @@ func NetworkMounts(mountinfo string) []string {
 	var out []string
 	for _, l := range strings.Split(mountinfo, "\n") {
 		before, after, ok := strings.Cut(l, " - ")
-		f, g := strings.Fields(before), strings.Fields(after)
-		if ok && len(f) >= 5 && len(g) >= 1 && networkFS[g[0]] {
+		// One space between fields; see Mounts.
+		f, g := strings.Split(before, " "), strings.Split(after, " ")
+		if ok && len(f) >= 5 && strings.HasPrefix(f[4], "/") && len(g) >= 1 && networkFS[g[0]] {
 			out = append(out, unescape(f[4]))
 		}
 	}

@@ -165,7 +165,7 @@ func mountsUnder(dir string) []string {
 	}
 	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
+		f := strings.Split(line, " ") // one space between fields
 		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
 			out = append(out, f[4])
 		}
