@@ -248,14 +248,39 @@ exec %s/usr/sbin/roamd --config /etc/roam/roamd.yaml`, remount, h.name, h.dir, h
 		}
 		return true, ""
 	})
+	// Three jobs, placed where the load vector says: each one's output
+	// names the host its record says it ran on. (Where they go depends on
+	// the loads measured at that moment, so the spread is not asserted.)
 	run := roam(hosts[0], "run", "-n", "3", "--", "sh", "-c", "hostname; exit 3")
 	out, err := run.Output()
 	if exitCodeOf(err) != 3 {
 		t.Fatalf("roam run -n 3: exit %v: %s", err, out)
 	}
+	lines := regexp.MustCompile(`(?m)^\[(\S+)\] (\S+)$`).FindAllStringSubmatch(string(out), -1)
+	if len(lines) != 3 {
+		t.Fatalf("roam run -n 3 printed:\n%s", out)
+	}
+	var jobs []api.Job
+	if b, err := roam(hosts[0], "ps", "--json").Output(); err != nil || json.Unmarshal(b, &jobs) != nil {
+		t.Fatalf("ps: %v %s", err, b)
+	}
+	for _, l := range lines {
+		ran := ""
+		for _, j := range jobs {
+			if j.ID == l[1] {
+				ran = j.Node
+			}
+		}
+		if ran != l[2] {
+			t.Fatalf("job %s printed host name %s, its record says it ran on %q", l[1], l[2], ran)
+		}
+	}
+	// And a job typed for each other host runs there, its output and
+	// status come back.
 	for _, h := range hosts[1:] {
-		if !regexp.MustCompile(`\] ` + h.name + `\n`).Match(out) {
-			t.Fatalf("no job ran on %s, or its output did not come back:\n%s", h.name, out)
+		out, err := roam(hosts[0], "run", "--on", h.name, "--", "sh", "-c", "hostname; exit 3").Output()
+		if exitCodeOf(err) != 3 || string(out) != h.name+"\n" {
+			t.Fatalf("roam run --on %s: exit %v: %q", h.name, err, out)
 		}
 	}
 	// A job holding a file open in its host's own /tmp is pinned, with the
