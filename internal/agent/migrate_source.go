@@ -229,7 +229,7 @@ func (o *outMig) sendCheck(r migrate.Record) error {
 	o.addr = addr
 	req := migrateCheckRequest{MID: r.MID, From: o.a.cfg.NodeID, ID: r.Job, Files: o.files, Lazy: r.Lazy}
 	o.a.jobs.mu.Lock()
-	if lj := o.a.jobs.local[r.Job]; lj != nil {
+	if lj := o.lj; lj != nil {
 		req.Owner = &asuser.Cred{UID: lj.rec.UID, GID: lj.rec.GID, Groups: lj.rec.Groups}
 	}
 	o.a.jobs.mu.Unlock()

@@ -295,8 +295,8 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 			changed = true
 			over = true
 		}
-		if changed || next[u.ID] != nil {
-			next[u.ID] = rec
+		if changed {
+			next[u.ID] = rec // a copy taken from next is there already
 		}
 		if over {
 			done = append(done, u.ID)

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,11 +88,7 @@ func (a *Agent) checkRunLimits(c Caller, req api.RunRequest) error {
 	// output_bytes, and stat'ing it is what the disk would feel.
 	var spool int64
 	for _, id := range ended {
-		for _, f := range []string{"stdout", "stderr"} {
-			if fi, err := os.Stat(filepath.Join(a.homeSpool(id), f)); err == nil {
-				spool += fi.Size()
-			}
-		}
+		spool += spoolSize(a.homeSpool(id))
 	}
 	if err := a.cfg.Limits.checkRun(req.Count, req.Argv, req.Env, live, spool); err != nil {
 		return errkind.New(ErrLimit, "%v", err)

@@ -70,12 +70,8 @@ func peerGroups(fd int) ([]uint32, error) {
 	for {
 		buf := make([]uint32, n)
 		size := uint32(4 * n)
-		var p unsafe.Pointer
-		if n > 0 {
-			p = unsafe.Pointer(&buf[0])
-		}
 		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_PEERGROUPS,
-			uintptr(p), uintptr(unsafe.Pointer(&size)), 0)
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&size)), 0)
 		switch {
 		case errno == 0:
 			return buf[:size/4], nil

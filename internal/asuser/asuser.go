@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,13 +74,11 @@ func Open(cred Cred, wants []Want) ([]Got, error) {
 // become switches this thread's credentials: groups first, the gid next,
 // the uid last (after which the thread could not switch back).
 func become(c Cred) error {
-	gs := make([]uint32, len(c.Groups))
-	copy(gs, c.Groups)
 	var p uintptr
-	if len(gs) > 0 {
-		p = uintptr(unsafePointer(&gs[0]))
+	if len(c.Groups) > 0 {
+		p = uintptr(unsafe.Pointer(&c.Groups[0]))
 	}
-	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(gs)), p, 0); e != 0 {
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(c.Groups)), p, 0); e != 0 {
 		return fmt.Errorf("setgroups: %w", e)
 	}
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(c.GID), uintptr(c.GID), uintptr(c.GID)); e != 0 {
@@ -88,7 +87,7 @@ func become(c Cred) error {
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(c.UID), uintptr(c.UID), uintptr(c.UID)); e != 0 {
 		return fmt.Errorf("setresuid %d: %w", c.UID, e)
 	}
-	runtime.KeepAlive(gs)
+	runtime.KeepAlive(c.Groups)
 	return nil
 }
 

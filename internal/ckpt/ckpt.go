@@ -176,6 +176,7 @@ func (c *CRIU) Dump(o DumpOpts) error {
 	// A lazy dump's time limit ends with its images: serving the pages
 	// is the lazy dump's idle guard's to bound (see the agent's lazyIdle).
 	stop := c.watch(pid)
+	var stopped atomic.Bool // the limit fired before a lazy dump was ready
 	if o.Lazy {
 		// CRIU's RPC takes no page socket for a lazy dump (it would listen
 		// on every address); its --ps-socket option, given in a config
@@ -188,25 +189,18 @@ func (c *CRIU) Dump(o DumpOpts) error {
 		opts.ConfigFile = proto.String(fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), conf.Fd()))
 		opts.LazyPages = proto.Bool(true)
 		opts.NotifyScripts = proto.Bool(true)
-		var stopped atomic.Bool
 		nfy = readyNotify{ready: func() {
 			stopped.Store(stop())
 			if o.Ready != nil {
 				o.Ready()
 			}
 		}}
-		err = cr.Dump(opts, nfy)
-		if stop() || stopped.Load() {
-			return fmt.Errorf("criu dump: no answer within %v; CRIU was killed", c.limit())
-		}
-	} else {
-		if len(fds) > 0 {
-			opts.Ps = &rpc.CriuPageServerInfo{Fd: proto.Int32(fds[0])}
-		}
-		err = cr.Dump(opts, nfy)
-		if stop() {
-			return fmt.Errorf("criu dump: no answer within %v; CRIU was killed", c.limit())
-		}
+	} else if len(fds) > 0 {
+		opts.Ps = &rpc.CriuPageServerInfo{Fd: proto.Int32(fds[0])}
+	}
+	err = cr.Dump(opts, nfy)
+	if stop() || stopped.Load() {
+		return fmt.Errorf("criu dump: no answer within %v; CRIU was killed", c.limit())
 	}
 	if err != nil {
 		return fmt.Errorf("criu dump: %s", logError(filepath.Join(o.Dir, "dump.log"), err))

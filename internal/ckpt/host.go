@@ -175,13 +175,10 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, st
 	var fds []migrate.FD
 	var opened []migrate.OpenFile
 	seen := map[string]int{} // path -> index in opened
-	add := func(p, src, access string, same bool) {
+	// add keeps file p, reached through src (a /proc link) and stat'ed
+	// there as st.
+	add := func(p, src string, st *syscall.Stat_t, access string, same bool) {
 		if !strings.HasPrefix(p, "/") || migrate.Under(p, JobDir) {
-			return
-		}
-		var st syscall.Stat_t
-		var sfs syscall.Statfs_t
-		if syscall.Stat(src, &st) != nil || syscall.Statfs(src, &sfs) != nil {
 			return
 		}
 		// A deleted file has no path to reopen (CRIU carries it, or
@@ -190,6 +187,10 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, st
 		// at its path.
 		kind := st.Mode & syscall.S_IFMT
 		if st.Nlink == 0 || kind == syscall.S_IFCHR || kind == syscall.S_IFBLK {
+			return
+		}
+		var sfs syscall.Statfs_t
+		if syscall.Statfs(src, &sfs) != nil {
 			return
 		}
 		if kind != syscall.S_IFREG {
@@ -207,7 +208,10 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, st
 		proc := "/proc/" + strconv.Itoa(p)
 		if cwd, err := os.Readlink(proc + "/cwd"); err == nil {
 			fds = append(fds, migrate.FD{Link: cwd, Cwd: true})
-			add(cwd, proc+"/cwd", "", true)
+			var st syscall.Stat_t
+			if syscall.Stat(proc+"/cwd", &st) == nil {
+				add(cwd, proc+"/cwd", &st, "", true)
+			}
 		}
 		dir := proc + "/fd/"
 		ents, _ := os.ReadDir(dir)
@@ -217,19 +221,21 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, st
 				continue
 			}
 			fd := migrate.FD{Link: l}
-			if strings.HasPrefix(l, "/dev/") {
-				var st syscall.Stat_t
-				if syscall.Stat(dir+e.Name(), &st) == nil {
-					fd.Device = st.Mode&syscall.S_IFMT == syscall.S_IFCHR || st.Mode&syscall.S_IFMT == syscall.S_IFBLK
-				}
+			// A path (not a pipe or socket): stat'ed once, for Pins and
+			// for the destination's check.
+			var st syscall.Stat_t
+			if strings.HasPrefix(l, "/") && syscall.Stat(dir+e.Name(), &st) == nil {
+				kind := st.Mode & syscall.S_IFMT
+				fd.Device = strings.HasPrefix(l, "/dev/") && (kind == syscall.S_IFCHR || kind == syscall.S_IFBLK)
+				add(l, dir+e.Name(), &st, fdAccess(proc+"/fdinfo/"+e.Name()), true)
 			}
 			fds = append(fds, fd)
-			add(l, dir+e.Name(), fdAccess(proc+"/fdinfo/"+e.Name()), true)
 		}
 		maps, _ := os.ReadFile(proc + "/maps")
 		for _, m := range migrate.FileMappings(string(maps)) {
+			src := proc + "/map_files/" + m.Range
 			var st syscall.Stat_t
-			if syscall.Stat(proc+"/map_files/"+m.Range, &st) != nil || st.Nlink == 0 {
+			if syscall.Stat(src, &st) != nil || st.Nlink == 0 {
 				continue // deleted (shared anonymous memory is such a file): CRIU carries it
 			}
 			same := migrate.Shared(m.Path, h.Shared)
@@ -240,7 +246,7 @@ func (h *Host) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, st
 			if m.SharedWrite {
 				access = "rw"
 			}
-			add(m.Path, proc+"/map_files/"+m.Range, access, same)
+			add(m.Path, src, &st, access, same)
 		}
 	}
 	var conns []migrate.TCPConn

@@ -1,5 +1,0 @@
-package asuser
-
-import "unsafe"
-
-func unsafePointer(p *uint32) unsafe.Pointer { return unsafe.Pointer(p) }
