@@ -4,7 +4,7 @@ BIN     := bin
 # Integration tests bring up emulated clusters; give them room on 2 cores.
 TESTTIMEOUT ?= 19m
 
-.PHONY: all build deps test fuzz unit demo bench bench-agent bench-jobs bench-migrate bench-balance clean release install deb
+.PHONY: fuzz-until all build deps test fuzz unit demo bench bench-agent bench-jobs bench-migrate bench-balance clean release install deb
 
 # The version every binary reports (roam --version, roamd --version) and
 # the package carries: the last commit's date and hash.
@@ -68,9 +68,16 @@ test: build
 # Every fuzz target for FUZZTIME each (go's -fuzztime; `make test` gives
 # each 2 s after running their corpora as tests); a failure keeps its input
 # under the package's testdata/fuzz/, which plain `go test` then runs.
+# Each run's count goes to docs/results/fuzz-execs.tsv, whose sums
+# (scripts/fuzz.sh -s) the README quotes; `make fuzz-until N=10000000`
+# runs each target, in chunks, until the log holds N executions for it.
 FUZZTIME ?= 60s
+FUZZLOG ?= docs/results/fuzz-execs.tsv
 fuzz:
-	@FUZZTIME=$(FUZZTIME) TMPDIR=/dev/shm bash scripts/fuzz.sh
+	@FUZZLOG=$(FUZZLOG) FUZZTIME=$(FUZZTIME) TMPDIR=/dev/shm bash scripts/fuzz.sh
+N ?= 10000000
+fuzz-until:
+	@FUZZLOG=$(FUZZLOG) FUZZFLAGS="-fuzzminimizetime 100x $(FUZZFLAGS)" TMPDIR=/dev/shm bash scripts/fuzz.sh -u $(N)
 
 # Only the tests that need no root and no cluster: the pure core (load,
 # sched, migrate: its golden tables and 10,000 random migrations with

@@ -13,6 +13,11 @@
 # Usage: scripts/fuzz.sh [REGEXP]   runs the targets whose "PKG NAME"
 #                                   matches REGEXP (all without one)
 #        scripts/fuzz.sh -l         lists the targets
+#        scripts/fuzz.sh -s         sums FUZZLOG: each target's executions
+#                                   in all the runs logged there
+#        scripts/fuzz.sh -u N [RE]  runs each target in chunks of
+#                                   FUZZCHUNK executions (default 1000000)
+#                                   until FUZZLOG holds N for it
 #
 # Environment:
 #   FUZZTIME   how long each target runs (go's -fuzztime: 5s, 30s, 1000x);
@@ -22,6 +27,10 @@
 #              a minute and does not count those executions, so a short
 #              run of a slow target (the agent's peer routes) shows a few
 #              dozen; "-fuzzminimizetime 10x" keeps them counted.
+#   FUZZLOG    a file each run appends to: date, commit, package, target,
+#              executions, and "ok", "stopped" (ended by a signal, with
+#              the executions of its last progress line) or "FAIL";
+#              `make fuzz` logs to docs/results/fuzz-execs.tsv
 #   TMPDIR     the agent's targets keep a job table there (bbolt, an
 #              fsync per write): a tmpfs (TMPDIR=/dev/shm) runs them
 #              about three times faster than a disk
@@ -67,11 +76,36 @@ TARGETS=(
   "./internal/secret FuzzParse"
 )
 
-if [[ ${1:-} == -l ]]; then
+# logged_total PKG NAME: the executions FUZZLOG holds for a target.
+logged_total() {
+  [[ -n ${FUZZLOG:-} && -f $FUZZLOG ]] || { echo 0; return; }
+  awk -F'\t' -v p="$1" -v n="$2" '$3 == p && $4 == n && $6 != "FAIL" { s += $5 } END { print s + 0 }' "$FUZZLOG"
+}
+
+until=0
+case ${1:-} in
+-l)
   printf '%s\n' "${TARGETS[@]}"
   exit 0
-fi
+  ;;
+-s)
+  [[ -n ${FUZZLOG:-} && -f $FUZZLOG ]] || { echo "fuzz: -s needs FUZZLOG, a log file" >&2; exit 2; }
+  for t in "${TARGETS[@]}"; do
+    read -r pkg name <<<"$t"
+    printf '%-20s %-24s %12d execs\n' "$pkg" "$name" "$(logged_total "$pkg" "$name")"
+  done
+  awk -F'\t' '$6 == "FAIL" { f++ } END { printf "runs that failed: %d\n", f + 0 }' "$FUZZLOG"
+  exit 0
+  ;;
+-u)
+  until=${2:-}
+  [[ $until =~ ^[0-9]+$ && -n ${FUZZLOG:-} ]] || { echo "fuzz: -u N needs a count and FUZZLOG" >&2; exit 2; }
+  shift 2
+  ;;
+esac
 filter=${1:-}
+stopped=0
+trap 'stopped=1' INT TERM
 
 # The list must name every fuzz target in the tree.
 missing=0
@@ -88,15 +122,24 @@ done < <(grep -rEH --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(f \*testing\.
 failed=()
 total=0
 ran=0
-for t in "${TARGETS[@]}"; do
-  [[ -n $filter ]] && ! grep -qE -- "$filter" <<<"$t" && continue
-  read -r pkg name <<<"$t"
+# run PKG NAME FUZZTIME: one run of a target; sets rc and execs.
+run() {
+  local pkg=$1 name=$2 fuzztime=$3
   out=$(mktemp)
   corpus="$pkg/testdata/fuzz/$name"
   before=$(find "$corpus" -type f 2>/dev/null | wc -l)
   # shellcheck disable=SC2086 # FUZZFLAGS is a list of flags
-  go test -run '^$' -fuzz "^${name}\$" -fuzztime "${FUZZTIME:-5s}" ${FUZZFLAGS:-} "$pkg" >"$out" 2>&1
+  # In a process group of its own, so that a signal to this script can
+  # reach the test binary and its workers, which then stop and print
+  # their count.
+  setsid go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" ${FUZZFLAGS:-} "$pkg" >"$out" 2>&1 &
+  wait $! # a signal ends the wait (the trap sets stopped)
   rc=$?
+  if [[ $stopped -eq 1 ]]; then
+    kill -INT -- -$! 2>/dev/null
+    wait $!
+    rc=0
+  fi
   after=$(find "$corpus" -type f 2>/dev/null | wc -l)
   note=ok
   if [[ $rc -ne 0 && $after -eq $before ]] && grep -q '^    context deadline exceeded$' "$out" &&
@@ -109,6 +152,13 @@ for t in "${TARGETS[@]}"; do
   execs=${execs:-0}
   total=$((total + execs))
   ran=$((ran + 1))
+  result=ok
+  [[ $stopped -eq 1 ]] && result=stopped note=stopped
+  [[ $rc -ne 0 ]] && result=FAIL
+  if [[ -n ${FUZZLOG:-} ]]; then
+    printf '%s\t%s\t%s\t%s\t%d\t%s\n' "$(date -u +%FT%TZ)" "$(git rev-parse --short HEAD 2>/dev/null)" \
+      "$pkg" "$name" "$execs" "$result" >>"$FUZZLOG"
+  fi
   if [[ $rc -eq 0 ]]; then
     printf '%-20s %-24s %12d execs  %s\n' "$pkg" "$name" "$execs" "$note"
   else
@@ -118,9 +168,25 @@ for t in "${TARGETS[@]}"; do
     failed+=("$pkg $name")
   fi
   rm -f "$out"
+}
+
+for t in "${TARGETS[@]}"; do
+  [[ -n $filter ]] && ! grep -qE -- "$filter" <<<"$t" && continue
+  read -r pkg name <<<"$t"
+  if [[ $until -eq 0 ]]; then
+    run "$pkg" "$name" "${FUZZTIME:-5s}"
+  else
+    while [[ $stopped -eq 0 ]]; do
+      left=$((until - $(logged_total "$pkg" "$name")))
+      [[ $left -le 0 ]] && break
+      run "$pkg" "$name" "$((left < ${FUZZCHUNK:-1000000} ? left : ${FUZZCHUNK:-1000000}))x"
+      [[ $rc -ne 0 ]] && break
+    done
+  fi
+  [[ $stopped -eq 1 || ${#failed[@]} -gt 0 && $until -gt 0 ]] && break
 done
 
-printf '%-45s %12d execs  (%d targets)\n' "total" "$total" "$ran"
+printf '%-45s %12d execs  (%d runs)\n' "total" "$total" "$ran"
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "fuzz: ${#failed[@]} target(s) failed:" >&2
   printf '  %s\n' "${failed[@]}" >&2

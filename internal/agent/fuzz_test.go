@@ -31,8 +31,10 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -168,6 +170,42 @@ func fzBare(tb testing.TB) (*Agent, *fzNode) {
 	return a, node
 }
 
+// fzBarePool keeps one fzBare agent per target and process, and puts
+// back before each input what memberlist's callbacks can change: New for
+// every input (a registry of metrics, the policy parsed) ran these
+// targets at a few thousand inputs a second.
+type fzBarePool struct {
+	a   *Agent
+	pol *sched.Scheduler
+}
+
+func (p *fzBarePool) get(tb testing.TB) *Agent {
+	tb.Helper()
+	if p.a == nil {
+		p.a, _ = fzBare(tb)
+		p.pol = p.a.sch.pol
+	}
+	a := p.a
+	lp, _ := load.ParsePolicy(a.cfg.Load.Policy)
+	a.mu.Lock()
+	a.known = map[string]*peer{}
+	a.dis = load.NewDisseminator(a.cfg.NodeID, a.cfg.Load.VectorSize, lp, a.cfg.Load.Interval)
+	a.mu.Unlock()
+	for _, c := range []*atomic.Int64{&a.stats.gossipRejected, &a.stats.loadReceived, &a.stats.loadMalformed, &a.stats.loadOversized,
+		&a.stats.loadKept, &a.stats.loadDiscarded, &a.stats.loadSent, &a.stats.loadBytesSent, &a.stats.peerRejected} {
+		c.Store(0)
+	}
+	a.sch.mu.Lock()
+	a.sch.pol, a.sch.polVer, a.sch.polAt, a.sch.events = p.pol, 0, time.Time{}, nil
+	a.sch.mu.Unlock()
+	a.placement = p.pol.Policy.Placement
+	select {
+	case <-a.sch.kick:
+	default:
+	}
+	return a
+}
+
 // fzStore is the job table of one fuzz target in one process (bbolt
 // opens a file once per process, and every transaction costs an fsync):
 // the peer routes' writes go there, and it goes with the target.
@@ -188,29 +226,150 @@ type fzAgent struct {
 	*Agent
 	node *fzNode
 	dir  string
+	pol  *sched.Scheduler // the policy it started with
+	// seeded stamps the state directory as reset left it (fingerprint).
+	seeded []fzStamp
 }
 
+// fzPool keeps one fzAgent per fuzz target and process, and puts it back
+// as it was before each input: a whole new agent with its directories for
+// every input ran the peer routes at about a thousand inputs a second,
+// a thousand times too slow for the millions a target needs. What a route
+// can change is listed in reset; an input that leaves something running
+// behind it (a migration's timer that has fired, a lazy dump) gets the
+// next input a new agent.
+type fzPool struct {
+	st  *job.Store
+	dir string
+	a   *fzAgent
+}
+
+func newFzPool(f *testing.F) *fzPool {
+	p := &fzPool{st: fzStore(f), dir: f.TempDir()}
+	f.Cleanup(func() {
+		if p.a != nil {
+			close(p.a.stop)
+		}
+	})
+	return p
+}
+
+// get returns the pool's agent as newFzAgent would make it.
+func (p *fzPool) get(t *testing.T) *fzAgent {
+	t.Helper()
+	if p.a != nil && !p.a.quiet() {
+		close(p.a.stop)
+		p.a = nil
+	}
+	if p.a == nil {
+		p.a = buildFzAgent(t, p.st, p.dir)
+	}
+	p.a.reset(t)
+	return p.a
+}
+
+// newFzAgent is a fresh fzAgent of its own, stopped when t ends.
 func newFzAgent(t *testing.T, st *job.Store) *fzAgent {
 	t.Helper()
+	a := buildFzAgent(t, st, t.TempDir())
+	a.reset(t)
+	t.Cleanup(func() { close(a.stop) })
+	return a
+}
+
+// buildFzAgent makes the agent and its peer routes, with its state in dir.
+func buildFzAgent(t *testing.T, st *job.Store, dir string) *fzAgent {
+	t.Helper()
 	a, node := fzBare(t)
-	dir := t.TempDir()
 	a.cfg.StateDir = dir
 	a.imageDir = filepath.Join(dir, "images")
 	node.spool = filepath.Join(dir, "spool")
-	for _, d := range []string{a.imageDir, node.spool, a.homeSpool(fzHome), a.homeSpool(fzLost), a.homeSpool(fzOver)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(a.homeSpool(fzHome), "stdout"), []byte("hello\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	a.peerHTTP = &http.Client{Transport: fzNoNet{}}
 	a.selfAddr = "127.0.0.1:7947"
 	a.peerMux = a.newPeerMux()
 	a.selfHTTP = &http.Client{Transport: loopback{routes: a.peerMux, log: a.log}}
-	a.known[fzSelf] = &peer{addr: "127.0.0.1:7946", peerAddr: a.selfAddr, capacity: a.capacity, alive: true, since: time.Now()}
 	a.store = st
+	return &fzAgent{Agent: a, node: node, dir: dir, pol: a.sch.pol}
+}
+
+// fzStamp is what a stat says of one path of the seeded state directory.
+type fzStamp struct {
+	ino, size, nlink uint64
+	mtime, ctime     syscall.Timespec
+}
+
+// fingerprint stamps every directory of the seeded state and its one
+// file, or is nil where it cannot tell a change: on a tmpfs, a
+// directory's size counts its entries, so an entry added or removed below
+// one of them, or a byte written to the file, changes a stamp even within
+// the clock tick that leaves the times alone. Elsewhere every input gets
+// the directory made again.
+func (a *fzAgent) fingerprint() []fzStamp {
+	var fs syscall.Statfs_t
+	if syscall.Statfs(a.dir, &fs) != nil || fs.Type != 0x01021994 { // TMPFS_MAGIC
+		return nil
+	}
+	var out []fzStamp
+	for _, p := range []string{a.imageDir, a.node.spool, filepath.Join(a.dir, "home"), a.homeSpool(fzHome),
+		a.homeSpool(fzLost), a.homeSpool(fzOver), filepath.Join(a.homeSpool(fzHome), "stdout")} {
+		var st syscall.Stat_t
+		if syscall.Lstat(p, &st) != nil {
+			return nil
+		}
+		out = append(out, fzStamp{st.Ino, uint64(st.Size), uint64(st.Nlink), st.Mtim, st.Ctim})
+	}
+	return out
+}
+
+// quiet says the last input left nothing that runs on: it stops the
+// timers of the migrations it started, and fails when one had fired.
+func (a *fzAgent) quiet() bool {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	ok := len(a.migr.lazy) == 0 && len(a.migr.sinks) == 0
+	for _, in := range a.migr.in {
+		if in.timer != nil && !in.timer.Stop() {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// reset puts back the agent's state directory, the node's record of what
+// it was asked, and everything in the agent a peer route can change.
+func (a *fzAgent) reset(t *testing.T) {
+	t.Helper()
+	if a.seeded == nil || !slices.Equal(a.seeded, a.fingerprint()) {
+		for _, d := range []string{"images", "spool", "home"} {
+			if err := os.RemoveAll(filepath.Join(a.dir, d)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, d := range []string{a.imageDir, a.node.spool, a.homeSpool(fzHome), a.homeSpool(fzLost), a.homeSpool(fzOver)} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(a.homeSpool(fzHome), "stdout"), []byte("hello\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		a.seeded = a.fingerprint()
+	}
+	n := a.node
+	n.mu.Lock()
+	n.started, n.signals, n.restores, n.sinks, n.onRestore = nil, nil, nil, 0, nil
+	n.mu.Unlock()
+
+	a.stop = make(chan struct{})
+	a.memberLeft = make(chan struct{}, 1)
+	a.migr = migrationState{}
+	a.sch.kick = make(chan struct{}, 1)
+	a.sch.pol, a.sch.polVer, a.sch.polAt = a.pol, 0, time.Time{}
+	a.sch.ledger, a.sch.prev, a.sch.events = sched.Ledger{}, nil, nil
+	a.mu.Lock()
+	a.rr, a.selfLoad, a.selfMem, a.lastProbe = 0, 0, 0, time.Time{}
+	a.known = map[string]*peer{fzSelf: {addr: "127.0.0.1:7946", peerAddr: a.selfAddr, capacity: a.capacity, alive: true, since: time.Now()}}
+	a.mu.Unlock()
 	a.jobs = &jobs{home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
 		heard: map[string]time.Time{}, kick: make(chan struct{}, 1)}
 	started := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -225,15 +384,11 @@ func newFzAgent(t *testing.T, st *job.Store) *fzAgent {
 		a.jobs.home[r.ID] = &r
 	}
 	for _, l := range []job.Local{
-		{ID: fzLocal, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID, StartTix: fzTix, Dir: node.SpoolDir(fzLocal), Started: started, Hold: "manual"},
-		{ID: fzPinned, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID + 1, StartTix: fzTix, Dir: node.SpoolDir(fzPinned), Started: started, Hold: "pin"},
+		{ID: fzLocal, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID, StartTix: fzTix, Dir: n.SpoolDir(fzLocal), Started: started, Hold: "manual"},
+		{ID: fzPinned, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID + 1, StartTix: fzTix, Dir: n.SpoolDir(fzPinned), Started: started, Hold: "pin"},
 	} {
 		a.jobs.local[l.ID] = &localJob{rec: l}
 	}
-	// A wake-up a migration's timer might set off after the input is
-	// done finds the agent stopped.
-	t.Cleanup(func() { close(a.stop) })
-	return &fzAgent{Agent: a, node: node, dir: dir}
 }
 
 // call runs one request through the peer routes.
@@ -373,8 +528,9 @@ func FuzzGossipMeta(f *testing.F) {
 	f.Add([]byte(`{"c":1e308,"p":0}`), "n3", []byte{10, 0, 0, 3})
 	f.Add([]byte(`{"c":"4"}`), fzSelf, []byte{10, 0, 0, 3})
 	f.Add([]byte{}, "n3", []byte{})
+	var pool fzBarePool
 	f.Fuzz(func(t *testing.T, md []byte, name string, ip []byte) {
-		a, _ := fzBare(t)
+		a := pool.get(t)
 		a.memberUp(&memberlist.Node{Name: name, Addr: net.IP(ip), Port: 7946, Meta: md})
 		a.mu.Lock()
 		p := a.known[name]
@@ -429,12 +585,13 @@ func FuzzGossipState(f *testing.F) {
 	f.Add([]byte(`{"version":9}`))
 	f.Add([]byte("null"))
 	const ver = 5
+	mosix, err := sched.ParsePolicy([]byte(sched.Builtin["mosix"]))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var pa, pb fzBarePool
 	f.Fuzz(func(t *testing.T, buf []byte) {
-		a, _ := fzBare(t)
-		mosix, err := sched.ParsePolicy([]byte(sched.Builtin["mosix"]))
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := pa.get(t)
 		a.setPolicy(mosix, ver, at)
 		(*delegate)(a).MergeRemoteState(buf, false)
 		a.sch.mu.Lock()
@@ -460,7 +617,7 @@ func FuzzGossipState(f *testing.F) {
 		if again != pol || againVer != polVer {
 			t.Fatalf("the node's own state %q changed its policy", state)
 		}
-		b, _ := fzBare(t)
+		b := pb.get(t)
 		b.setPolicy(mosix, ver-1, at)
 		(*delegate)(b).MergeRemoteState(state, false)
 		b.sch.mu.Lock()
@@ -481,8 +638,9 @@ func FuzzLoadMessage(f *testing.F) {
 	f.Add([]byte("\x01{\"n\":\"n3\",\"c\":0,\"l\":0,\"m\":0}"))
 	f.Add(bytes.Repeat([]byte{1}, load.MaxMessageSize+1))
 	f.Add([]byte{})
+	var pool fzBarePool
 	f.Fuzz(func(t *testing.T, b []byte) {
-		a, _ := fzBare(t)
+		a := pool.get(t)
 		(*delegate)(a).NotifyMsg(b)
 		s := a.Stats()
 		if s.LoadReceived+s.LoadMalformed+s.LoadOversized != 1 || s.LoadKept+s.LoadDiscarded != s.LoadReceived {
@@ -521,9 +679,9 @@ func FuzzPeerStart(f *testing.F) {
 	f.Add([]byte(`{"home":"n1","home_addr":"10.0.0.1:1","jobs":[{"id":"n1.1"}]} trailing`))
 	f.Add([]byte(`{"jobs":null}`))
 	f.Add([]byte(`[`))
-	st := fzStore(f)
+	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		a := newFzAgent(t, st)
+		a := pool.get(t)
 		w := a.call(http.MethodPost, "/v1/peer/start", body)
 		fzStatus(t, w, "start")
 		var req startRequest
@@ -565,9 +723,9 @@ func FuzzPeerUpdates(f *testing.F) {
 	f.Add(fzJSON(f, []update{{ID: fzHome, OutOff: 9223372036854775807, Out: []byte("x")}, {ID: fzHome, OutOff: 100, Out: []byte("gap")}}))
 	f.Add([]byte(`[{"id":"n2.1","out_off":0,"out":"not base64"}]`))
 	f.Add([]byte(`{}`))
-	st := fzStore(f)
+	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		a := newFzAgent(t, st)
+		a := pool.get(t)
 		before, _ := os.ReadFile(filepath.Join(a.homeSpool(fzHome), "stdout"))
 		w := a.call(http.MethodPost, "/v1/peer/updates", body)
 		fzStatus(t, w, "updates")
@@ -634,9 +792,9 @@ func FuzzPeerSignal(f *testing.F) {
 	f.Add(fzJSON(f, signalRequest{ID: fzLocal, Signal: -9}))
 	f.Add(fzJSON(f, signalRequest{ID: "n1.404", Signal: 15}))
 	f.Add([]byte(`{"id":"n1.5","signal":4294967311}`))
-	st := fzStore(f)
+	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		a := newFzAgent(t, st)
+		a := pool.get(t)
 		w := a.call(http.MethodPost, "/v1/peer/signal", body)
 		fzStatus(t, w, "signal")
 		var req signalRequest
@@ -666,9 +824,9 @@ func FuzzPeerNote(f *testing.F) {
 	f.Add(fzJSON(f, jobNote{ID: fzHome, Node: "n9", Manual: &no}))
 	f.Add(fzJSON(f, jobNote{ID: "n1.1", Node: "n9"}))
 	f.Add(fzJSON(f, jobNote{ID: fzHome, Migration: &api.Migration{Seq: -5, OK: true, To: "../x"}}))
-	st := fzStore(f)
+	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		a := newFzAgent(t, st)
+		a := pool.get(t)
 		before := map[string]job.Record{}
 		for id, r := range a.jobs.home {
 			before[id] = *r
@@ -738,9 +896,9 @@ func FuzzPeerMigrateCheck(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	st := fzStore(f)
+	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		a := newFzAgent(t, st)
+		a := pool.get(t)
 		w := a.call(http.MethodPost, "/v1/peer/migrate/check", body)
 		var req fzCheckWire
 		decoded := fzDecode(body, &req)
@@ -810,12 +968,13 @@ func FuzzPeerMigrateStream(f *testing.F) {
 	here.ID, here.Home = fzLocal, "n1"
 	f.Add(stream(here, files, "spool/stdout"))
 	f.Add([]byte("{}\n"))
-	st := fzStore(f)
+	pool := newFzPool(f)
+	st := pool.st
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if fzSparse(body) {
 			return
 		}
-		a := newFzAgent(t, st)
+		a := pool.get(t)
 		var hdr migrate.Header
 		if line, _, ok := bytes.Cut(body, []byte("\n")); ok {
 			_ = json.Unmarshal(line, &hdr)
@@ -901,10 +1060,10 @@ func FuzzPeerQuery(f *testing.F) {
 	}
 	f.Add(uint8(0), fzPinned)
 	f.Add(uint8(7), "2026-01-01T00:00:00Z")
-	st := fzStore(f)
+	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, route uint8, value string) {
 		r := fzQueryRoutes[int(route)%len(fzQueryRoutes)]
-		a := newFzAgent(t, st)
+		a := pool.get(t)
 		w := a.call(r.method, r.path+"?"+url.Values{r.param: {value}}.Encode(), []byte(value))
 		fzStatus(t, w, r.path)
 		if r.param == "mid" && r.path != "/v1/peer/migrate/sink" && !migrate.ValidMID(value) && w.Code != http.StatusBadRequest {
@@ -947,9 +1106,9 @@ func FuzzPeerAdmit(f *testing.F) {
 	f.Add(fzJSON(f, sched.Move{Job: "", To: fzSelf, Kind: sched.ProblemCPU, SrcLoad: 3}))
 	f.Add(fzJSON(f, sched.Move{Job: "n1.7", To: fzSelf, Kind: "disk", SrcLoad: 3}))
 	f.Add([]byte(`{"Job":"n1.7","To":"n2","Kind":"cpu","SrcLoad":1e308,"Runnable":-3}`))
-	st := fzStore(f)
+	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		a := newFzAgent(t, st)
+		a := pool.get(t)
 		w := a.call(http.MethodPost, "/v1/peer/migrate/admit", body)
 		fzStatus(t, w, "admit")
 		var mv sched.Move
@@ -984,9 +1143,9 @@ func FuzzPeerPolicy(f *testing.F) {
 	f.Add(fzJSON(f, api.PolicyRequest{Text: "name: x\nperiod: 1ms\n", At: at}))
 	f.Add(fzJSON(f, api.PolicyRequest{Text: "name: x\nprobes: {c: {kind: cpu}}\nanalyzers: {t: {type: threshold, inputs: [c], params: {cpu: 0.5}}}\n", At: at}))
 	f.Add([]byte(`{"text":5}`))
-	st := fzStore(f)
+	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		a := newFzAgent(t, st)
+		a := pool.get(t)
 		old := a.policyText()
 		w := a.call(http.MethodPost, "/v1/peer/policy", body)
 		fzStatus(t, w, "policy")
