@@ -6,6 +6,7 @@ package agent
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -50,6 +51,17 @@ type jobs struct {
 	wake  map[string]chan struct{} // closed when a home job gets news
 	heard map[string]time.Time     // node -> its last update to this home
 	kick  chan struct{}
+	// spools serialize the writes to each home job's spool, which
+	// happen without mu (spoolLock).
+	spools [64]sync.Mutex
+}
+
+// spoolLock is the lock of job id's home spool (one of a few, by a hash
+// of the id).
+func (j *jobs) spoolLock(id string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return &j.spools[h.Sum32()%uint32(len(j.spools))]
 }
 
 // localJob is a job running on this node.

@@ -75,20 +75,34 @@ func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
 
 // claimForMigration marks a local job as migrating, so only one migration
 // runs at a time and the push loop leaves it alone meanwhile.
+// The claim is taken first and given back when the job turns out not to
+// run: /proc and its status file are read without the job lock.
 func (a *Agent) claimForMigration(id string) (*localJob, error) {
 	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
 	lj := a.jobs.local[id]
 	switch {
-	case lj == nil || !a.procs.Alive(lj.rec.PID, lj.rec.StartTix):
+	case lj == nil:
+		a.jobs.mu.Unlock()
 		return nil, errkind.New(ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	case lj.migrating:
+		a.jobs.mu.Unlock()
 		return nil, errkind.New(ErrBadRequest, "job %s is already migrating", id)
 	}
-	if _, ended := job.ReadStatus(lj.rec.Dir); ended {
-		return nil, errkind.New(ErrBadRequest, "job %s is ending", id)
-	}
 	lj.migrating = true
+	rec := lj.rec
+	a.jobs.mu.Unlock()
+	var err error
+	if !a.procs.Alive(rec.PID, rec.StartTix) {
+		err = errkind.New(ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
+	} else if _, ended := job.ReadStatus(rec.Dir); ended {
+		err = errkind.New(ErrBadRequest, "job %s is ending", id)
+	}
+	if err != nil {
+		a.jobs.mu.Lock()
+		lj.migrating = false
+		a.jobs.mu.Unlock()
+		return nil, err
+	}
 	return lj, nil
 }
 

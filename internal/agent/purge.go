@@ -56,7 +56,12 @@ func (a *Agent) removeEnded(ids []string) int {
 	}
 	a.jobs.mu.Unlock()
 	for _, r := range gone {
+		// Under its spool's lock: an update taken as the record went
+		// finds the directory either whole or gone, never half removed.
+		mu := a.jobs.spoolLock(r.ID)
+		mu.Lock()
 		os.RemoveAll(a.homeSpool(r.ID))
+		mu.Unlock()
 	}
 	return len(gone)
 }

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -126,32 +127,69 @@ type homeBatch struct {
 }
 
 // pushBatches collects every job's news by home node, in batches of no
-// more than pushBatch bytes of output (one job's news may be more).
+// more than pushBatch bytes of output (one job's news may be more). The
+// job lock is held only to copy what each job's news needs and to note
+// what was sent: the spools and /proc are read without it, so that a
+// slow disk or thousands of jobs do not stop every request of the node.
 func (a *Agent) pushBatches() []*homeBatch {
-	var out []*homeBatch
-	last := map[string]*homeBatch{}
 	now := time.Now()
+	type item struct {
+		id       string
+		lj       *localJob
+		st       newsState
+		checkCap bool
+		// Found without the lock.
+		u      update
+		send   bool
+		killed string
+	}
+	var items []*item
 	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
 	for id, lj := range a.jobs.local {
 		if lj.migrating {
 			continue
 		}
-		if lj.why == "" && now.Sub(lj.sizeChecked) >= time.Second {
+		it := &item{id: id, lj: lj, st: lj.newsState(), checkCap: lj.why == "" && now.Sub(lj.sizeChecked) >= time.Second}
+		if it.checkCap {
 			lj.sizeChecked = now
-			if n := spoolSize(lj.rec.Dir); n > a.cfg.Limits.OutputBytes {
-				lj.why = fmt.Sprintf("killed: its output passed %s (limits.output_bytes)", size(a.cfg.Limits.OutputBytes))
-				a.log.Warn("job killed: output limit", "job", id, "bytes", n, "limit", a.cfg.Limits.OutputBytes)
-				go a.procs.Kill(lj.rec.PID, lj.rec.StartTix, 5*time.Second)
+		}
+		items = append(items, it)
+	}
+	a.jobs.mu.Unlock()
+	sort.Slice(items, func(i, j int) bool { return items[i].id < items[j].id })
+
+	for _, it := range items {
+		if it.checkCap {
+			if n := spoolSize(it.st.dir); n > a.cfg.Limits.OutputBytes {
+				it.killed = fmt.Sprintf("killed: its output passed %s (limits.output_bytes)", size(a.cfg.Limits.OutputBytes))
+				a.log.Warn("job killed: output limit", "job", it.id, "bytes", n, "limit", a.cfg.Limits.OutputBytes)
 			}
 		}
-		u, send := lj.news(a.procs)
+		it.u, it.send = it.st.news(a.procs)
+	}
+
+	var out []*homeBatch
+	last := map[string]*homeBatch{}
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	for _, it := range items {
+		lj := it.lj
+		// A job that began to migrate, or ended here, while its files
+		// were read is left to the migration, or gone.
+		if a.jobs.local[it.id] != lj || lj.migrating {
+			continue
+		}
+		if it.killed != "" && lj.why == "" {
+			lj.why = it.killed
+			go a.procs.Kill(lj.rec.PID, lj.rec.StartTix, 5*time.Second)
+		}
+		u := it.u
 		u.Why = lj.why
-		if !send && now.Sub(lj.lastPush) < aliveEvery {
+		if !it.send && now.Sub(lj.lastPush) < aliveEvery {
 			continue
 		}
 		lj.lastPush = now
-		u.ID, u.Node = id, a.cfg.NodeID
+		u.ID, u.Node = it.id, a.cfg.NodeID
 		// Each update costs its JSON besides its output: a heartbeat of
 		// thousands of jobs must still fit a request.
 		size := len(u.Out) + len(u.Err) + updateOverhead
@@ -167,47 +205,56 @@ func (a *Agent) pushBatches() []*homeBatch {
 	return out
 }
 
-// news reads what the home does not have yet. Called with jobs.mu held.
-func (lj *localJob) news(procs job.Processes) (update, bool) {
-	if lj.ackOut < 0 || lj.ackErr < 0 {
+// newsState is what a job's news is read from: copied under the job
+// lock, read without it.
+type newsState struct {
+	dir            string
+	pid            int
+	tix            uint64
+	ackOut, ackErr int64
+}
+
+func (lj *localJob) newsState() newsState {
+	return newsState{dir: lj.rec.Dir, pid: lj.rec.PID, tix: lj.rec.StartTix, ackOut: lj.ackOut, ackErr: lj.ackErr}
+}
+
+// news reads what the home does not have yet: the output past what it
+// acknowledged, and the exit status once the job has ended. It does I/O
+// and takes no lock.
+func (st newsState) news(procs job.Processes) (update, bool) {
+	if st.ackOut < 0 || st.ackErr < 0 {
 		// After a restart: ask the home what it has first.
 		return update{OutOff: -1, ErrOff: -1}, true
 	}
 	// Read the status before the output: output written before the exit
 	// is then surely in the files we read next.
-	code, ended := job.ReadStatus(lj.rec.Dir)
-	if !ended && !procs.Alive(lj.rec.PID, lj.rec.StartTix) {
-		if code, ended = job.ReadStatus(lj.rec.Dir); !ended {
+	code, ended := job.ReadStatus(st.dir)
+	if !ended && !procs.Alive(st.pid, st.tix) {
+		if code, ended = job.ReadStatus(st.dir); !ended {
 			code, ended = 128+int(syscall.SIGKILL), true // killed before it could write
 		}
 	}
-	out, _ := job.ReadSpool(lj.rec.Dir, "stdout", lj.ackOut, pushChunk)
-	errb, _ := job.ReadSpool(lj.rec.Dir, "stderr", lj.ackErr, pushChunk)
-	u := update{OutOff: lj.ackOut, Out: out, ErrOff: lj.ackErr, Err: errb}
+	out, _ := job.ReadSpool(st.dir, "stdout", st.ackOut, pushChunk)
+	errb, _ := job.ReadSpool(st.dir, "stderr", st.ackErr, pushChunk)
+	u := update{OutOff: st.ackOut, Out: out, ErrOff: st.ackErr, Err: errb}
 	if ended && len(out) < pushChunk && len(errb) < pushChunk {
 		u.Exit = &code
-		u.FinalOut = lj.ackOut + int64(len(out))
-		u.FinalErr = lj.ackErr + int64(len(errb))
+		u.FinalOut = st.ackOut + int64(len(out))
+		u.FinalErr = st.ackErr + int64(len(errb))
 	}
 	return u, len(out) > 0 || len(errb) > 0 || u.Exit != nil
 }
 
 func (a *Agent) applyAcks(acks map[string]ack) {
-	var gone []job.Local
-	defer func() {
-		for _, l := range gone {
-			a.log.Warn("job ended: its home has no record of it", "job", l.ID, "home", l.Home)
-			a.procs.Kill(l.PID, l.StartTix, 5*time.Second)
-		}
-	}()
+	var gone []job.Local // the home has no record: killed if alive
+	var dirs []string    // spools of jobs whose home has everything
 	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
 	for id, k := range acks {
 		lj := a.jobs.local[id]
 		if lj == nil {
 			continue
 		}
-		if k.Gone && a.procs.Alive(lj.rec.PID, lj.rec.StartTix) {
+		if k.Gone {
 			gone = append(gone, lj.rec)
 		}
 		lj.ackOut, lj.ackErr = k.Out, k.Err
@@ -217,8 +264,19 @@ func (a *Agent) applyAcks(acks map[string]ack) {
 			}
 			delete(a.jobs.local, id)
 			_ = a.store.DeleteLocal(id)
-			os.RemoveAll(lj.rec.Dir)
+			dirs = append(dirs, lj.rec.Dir)
 		}
+	}
+	a.jobs.mu.Unlock()
+	// /proc and the disk without the job lock.
+	for _, l := range gone {
+		if a.procs.Alive(l.PID, l.StartTix) {
+			a.log.Warn("job ended: its home has no record of it", "job", l.ID, "home", l.Home)
+			a.procs.Kill(l.PID, l.StartTix, 5*time.Second)
+		}
+	}
+	for _, d := range dirs {
+		os.RemoveAll(d)
 	}
 }
 
@@ -240,19 +298,52 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 			a.event(e)
 		}
 	}()
+
+	// The output first, without the job lock: each job's home spool is
+	// written under a lock of its own, so that two pushes of one job
+	// (a migration's last one and the push loop's) append in turn. A job
+	// this node has no record of gets nothing written.
 	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
+	known := map[string]bool{}
+	for _, u := range ups {
+		known[u.ID] = a.jobs.home[u.ID] != nil
+	}
+	a.jobs.mu.Unlock()
+	type sizes struct{ out, err int64 }
+	got := make([]sizes, len(ups))
+	for i, u := range ups {
+		if !known[u.ID] {
+			continue
+		}
+		no, ne := u.OutOff, u.ErrOff
+		if len(u.Out) > 0 || no < 0 || len(u.Err) > 0 || ne < 0 {
+			mu := a.jobs.spoolLock(u.ID)
+			mu.Lock()
+			dir := a.homeSpool(u.ID)
+			if len(u.Out) > 0 || no < 0 {
+				no = appendAt(filepath.Join(dir, "stdout"), u.OutOff, u.Out)
+			}
+			if len(u.Err) > 0 || ne < 0 {
+				ne = appendAt(filepath.Join(dir, "stderr"), u.ErrOff, u.Err)
+			}
+			mu.Unlock()
+		}
+		got[i] = sizes{no, ne}
+	}
+
+	a.jobs.mu.Lock()
 	next := map[string]*job.Record{} // changed copies of records
 	var done []string
-	for _, u := range ups {
+	for i, u := range ups {
 		rec := next[u.ID]
 		if rec == nil {
 			cur := a.jobs.home[u.ID]
-			if cur == nil {
+			if cur == nil || !known[u.ID] {
 				// Forgotten after a failed start: nobody will read it.
 				// Only a job's home can say it has no record of it; news
 				// that reached another node (a stale home address) is
-				// dropped, not ended.
+				// dropped, not ended. A job purged while its output was
+				// written is gone as well.
 				h, _ := homeOf(u.ID)
 				out[u.ID] = ack{Done: true, Gone: h == a.cfg.NodeID}
 				continue
@@ -276,14 +367,7 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 		if u.Node != "" && u.Node == rec.Node {
 			a.jobs.heard[u.Node] = time.Now()
 		}
-		dir := a.homeSpool(u.ID)
-		no, ne := u.OutOff, u.ErrOff
-		if len(u.Out) > 0 || no < 0 {
-			no = appendAt(filepath.Join(dir, "stdout"), u.OutOff, u.Out)
-		}
-		if len(u.Err) > 0 || ne < 0 {
-			ne = appendAt(filepath.Join(dir, "stderr"), u.ErrOff, u.Err)
-		}
+		no, ne := got[i].out, got[i].err
 		if u.Why != "" && rec.EndReason == "" && !rec.Over() {
 			rec.EndReason = limitText(u.Why)
 			changed = true
@@ -309,6 +393,7 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 			recs = append(recs, *r)
 		}
 		if err := a.store.PutRecords(recs...); err != nil {
+			a.jobs.mu.Unlock()
 			a.log.Error("job table: updates not taken", "err", err)
 			events = nil
 			return nil, errkind.New(ErrUnavailable, "job table of node %s: %v", a.cfg.NodeID, err)
@@ -317,18 +402,22 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 			*a.jobs.home[id] = *r
 		}
 	}
+	for _, u := range ups {
+		if ch := a.jobs.wake[u.ID]; ch != nil {
+			close(ch)
+			delete(a.jobs.wake, u.ID)
+		}
+	}
+	a.jobs.mu.Unlock()
+
+	// A job's end is acknowledged only once its output is on disk at its
+	// home; the sync, too, runs without the job lock.
 	for _, id := range done {
 		if err := syncSpool(a.homeSpool(id)); err != nil {
 			a.log.Error("home spool: sync", "job", id, "err", err)
 			k := out[id]
 			k.Done = false // the node keeps its copy and sends again
 			out[id] = k
-		}
-	}
-	for _, u := range ups {
-		if ch := a.jobs.wake[u.ID]; ch != nil {
-			close(ch)
-			delete(a.jobs.wake, u.ID)
 		}
 	}
 	return out, nil

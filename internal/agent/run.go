@@ -140,10 +140,13 @@ func (a *Agent) newHomeRecords(c Caller, req api.RunRequest, spec job.Spec, targ
 	if err := a.store.PutRecords(recs...); err != nil {
 		return nil, nil, err
 	}
+	// The spools before the lock: -n 10000 is as many directories.
+	for i := range recs {
+		_ = os.MkdirAll(a.homeSpool(recs[i].ID), 0o700)
+	}
 	a.jobs.mu.Lock()
 	for i := range recs {
 		a.jobs.home[recs[i].ID] = &recs[i]
-		_ = os.MkdirAll(a.homeSpool(recs[i].ID), 0o700)
 	}
 	a.jobs.mu.Unlock()
 	return recs, byNode, nil
@@ -229,12 +232,17 @@ func (a *Agent) markRunning(recs []job.Record) error {
 
 func (a *Agent) forgetHome(recs []job.Record) {
 	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
 	for _, r := range recs {
 		delete(a.jobs.home, r.ID)
-		os.RemoveAll(a.homeSpool(r.ID))
 	}
 	_ = a.store.DeleteRecords(recs)
+	a.jobs.mu.Unlock()
+	for _, r := range recs {
+		mu := a.jobs.spoolLock(r.ID)
+		mu.Lock()
+		os.RemoveAll(a.homeSpool(r.ID))
+		mu.Unlock()
+	}
 }
 
 // jobEnv is the environment of process index of a `roam run -n count`: the

@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"roam/internal/job"
+)
+
+// The job lock is not held while a spool is read or written: a spool
+// file that blocks every open (a FIFO with no other end, standing in for
+// a disk that does not answer) stops the push or the update that touches
+// it, and nothing else. With the old code, which read and wrote spools
+// under the lock, both checks below time out.
+func TestSpoolIOOutsideTheJobLock(t *testing.T) {
+	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	a := newFzAgent(t, st)
+
+	// lockFree waits until a thread of this process is blocked opening
+	// a FIFO, then checks that the job lock can be taken and that the
+	// call (done) has not returned.
+	lockFree := func(what string, done <-chan struct{}) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !inOpenat(t) {
+			select {
+			case <-done:
+				t.Fatalf("%s: returned although its spool file blocks", what)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: never opened its spool file", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if !a.jobs.mu.TryLock() {
+			t.Fatalf("%s: the job lock is held while a spool file blocks", what)
+		}
+		a.jobs.mu.Unlock()
+		select {
+		case <-done:
+			t.Fatalf("%s: returned although its spool file blocks", what)
+		default:
+		}
+	}
+	// unblock opens a FIFO's other end, which lets a blocked open go on.
+	unblock := func(path string, flag int) {
+		t.Helper()
+		f, err := os.OpenFile(path, flag, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+
+	t.Run("home takes an update", func(t *testing.T) {
+		out := filepath.Join(a.homeSpool(fzHome), "stdout")
+		os.Remove(out)
+		if err := syscall.Mkfifo(out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		var acks map[string]ack
+		go func() {
+			defer close(done)
+			acks, _ = a.takeUpdates([]update{{ID: fzHome, Node: "n3", OutOff: 0, Out: []byte("x\n")}})
+		}()
+		// appendAt is in its open of the FIFO; the lock is free.
+		lockFree("takeUpdates", done)
+		// Open for reading while the writer waits, and keep reading what
+		// it writes until it is done.
+		r, err := os.OpenFile(out, os.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		<-done
+		if k, ok := acks[fzHome]; !ok || k.Done {
+			t.Fatalf("ack %+v", acks)
+		}
+	})
+
+	t.Run("node pushes news", func(t *testing.T) {
+		dir := a.node.SpoolDir(fzLocal)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		status := filepath.Join(dir, "status")
+		if err := syscall.Mkfifo(status, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		a.jobs.mu.Lock()
+		a.jobs.local[fzLocal].ackOut, a.jobs.local[fzLocal].ackErr = 0, 0
+		a.jobs.mu.Unlock()
+		done := make(chan struct{})
+		var batches []*homeBatch
+		go func() {
+			defer close(done)
+			batches = a.pushBatches()
+		}()
+		lockFree("pushBatches", done)
+		unblock(status, os.O_WRONLY)
+		<-done
+		n := 0
+		for _, b := range batches {
+			for _, u := range b.ups {
+				if u.ID == fzLocal {
+					n++
+				}
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%d updates of %s in %+v", n, fzLocal, batches)
+		}
+	})
+}
+
+// inOpenat says a thread of this process is in the openat system call
+// (/proc/self/task/TID/syscall starts with its number while it blocks).
+func inOpenat(t *testing.T) bool {
+	nr := map[string]string{"amd64": "257", "arm64": "56"}[runtime.GOARCH]
+	if nr == "" {
+		t.Skipf("no openat number for %s", runtime.GOARCH)
+	}
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, e := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", e.Name(), "syscall"))
+		if err == nil && strings.HasPrefix(string(b), nr+" ") {
+			return true
+		}
+	}
+	return false
+}
