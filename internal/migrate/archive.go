@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // The migration stream: the header as one JSON line, then a tar archive
@@ -42,6 +43,11 @@ func NewPlan(h Header, files []File) (*Plan, error) {
 	b, err := json.Marshal(h)
 	if err != nil {
 		return nil, err
+	}
+	// The destination reads no longer line (ReadHeader): refused here,
+	// before anything is sent.
+	if len(b)+1 > MaxHeader {
+		return nil, fmt.Errorf("migration header of %d bytes: more than %d", len(b)+1, MaxHeader)
 	}
 	for _, f := range files {
 		if len(f.Name) >= 100 {
@@ -106,6 +112,11 @@ func ReadHeader(br *bufio.Reader) (Header, error) {
 	}
 	if len(line) > MaxHeader {
 		return Header{}, fmt.Errorf("%w: too long", ErrBadHeader)
+	}
+	// JSON is UTF-8; Go's decoder would read each stray byte as U+FFFD,
+	// a path that is not the sender's (and three bytes where it had one).
+	if !utf8.Valid(line) {
+		return Header{}, fmt.Errorf("%w: not UTF-8", ErrBadHeader)
 	}
 	var h Header
 	if err := json.Unmarshal(line, &h); err != nil {
