@@ -14,7 +14,8 @@
 #                                   matches REGEXP (all without one)
 #        scripts/fuzz.sh -l         lists the targets
 #        scripts/fuzz.sh -s         sums FUZZLOG: each target's executions
-#                                   in all the runs logged there
+#                                   in the runs logged there since its
+#                                   last failure
 #        scripts/fuzz.sh -u N [RE]  runs each target in chunks of
 #                                   FUZZCHUNK executions (default 1000000)
 #                                   until FUZZLOG holds N for it
@@ -76,10 +77,12 @@ TARGETS=(
   "./internal/secret FuzzParse"
 )
 
-# logged_total PKG NAME: the executions FUZZLOG holds for a target.
+# logged_total PKG NAME: the executions FUZZLOG holds for a target since
+# its last failure (a failure is fixed in the code, and counting starts
+# again from there).
 logged_total() {
   [[ -n ${FUZZLOG:-} && -f $FUZZLOG ]] || { echo 0; return; }
-  awk -F'\t' -v p="$1" -v n="$2" '$3 == p && $4 == n && $6 != "FAIL" { s += $5 } END { print s + 0 }' "$FUZZLOG"
+  awk -F'\t' -v p="$1" -v n="$2" '$3 == p && $4 == n { s = ($6 == "FAIL") ? 0 : s + $5 } END { print s + 0 }' "$FUZZLOG"
 }
 
 until=0
