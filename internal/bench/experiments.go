@@ -701,6 +701,11 @@ var expMigrate = &Experiment{
 			r.Add("local dump + restore", v, "time", "ms", p.LocalDumpMS+p.LocalRestMS)
 			r.Add("lazy freeze", v, "time", "ms", p.LazyFreezeMS)
 			r.Add("lazy window", v, "time", "ms", p.LazyWindowMS)
+			// Where a lazy freeze goes: the rest of it is the commit and
+			// the resume.
+			r.Add("lazy dump", v, "time", "ms", p.LazyDumpMS)
+			r.Add("lazy copy", v, "time", "ms", p.LazyCopyMS)
+			r.Add("lazy restore", v, "time", "ms", p.LazyRestMS)
 			r.Add("eager total / (raw copy + local dump + restore)", v, "ratio", "", p.Ratio)
 		}
 		return err

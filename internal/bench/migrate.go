@@ -48,7 +48,11 @@ type MigratePoint struct {
 	LazyFreezeMS float64 `json:"lazy_freeze_ms"`
 	LazyTotalMS  float64 `json:"lazy_total_ms"`
 	LazyWindowMS float64 `json:"lazy_window_ms"`
-	LazyBytes    int64   `json:"lazy_bytes"`
+	// The lazy freeze's parts, as the migration log has them.
+	LazyDumpMS float64 `json:"lazy_dump_ms"`
+	LazyCopyMS float64 `json:"lazy_copy_ms"`
+	LazyRestMS float64 `json:"lazy_restore_ms"`
+	LazyBytes  int64   `json:"lazy_bytes"`
 }
 
 // Migrate runs the migration benchmark on a 2-node cluster it brings up
@@ -120,6 +124,7 @@ func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (Mig
 		return p, fmt.Errorf("lazy migration: %w", err)
 	}
 	p.LazyFreezeMS, p.LazyTotalMS, p.LazyWindowMS, p.LazyBytes = m.FreezeMS, m.TotalMS, m.WindowMS, m.Bytes
+	p.LazyDumpMS, p.LazyCopyMS, p.LazyRestMS = m.DumpMS, m.CopyMS, m.RestoreMS
 	return p, nil
 }
 
