@@ -225,6 +225,21 @@ func (o *outMig) checkLocal(r migrate.Record) string {
 	if uid, ok := a.procs.Owner(r.PID); ok && uid != 0 && !a.allUsers {
 		return fmt.Sprintf("runs as uid %d, and root on node %s lacks CAP_SYS_RESOURCE, so CRIU cannot read its rlimits", uid, a.cfg.NodeID)
 	}
+	// Every process of the job, not only its first, before anything
+	// freezes: a process that changed its credentials would fail the
+	// dump (a uid CRIU cannot read the rlimits of) or the check of the
+	// restored tasks, after the job was frozen for nothing.
+	var owner job.Local
+	a.jobs.mu.Lock()
+	if o.lj != nil {
+		owner = o.lj.rec
+	}
+	a.jobs.mu.Unlock()
+	if creds, err := a.ckpt.Creds(r.PID); err == nil && o.lj != nil {
+		if err := migrate.CheckCreds(owner.UID, owner.GID, owner.Groups, creds); err != nil {
+			return fmt.Sprintf("%v: a job whose processes changed their credentials is not moved", err)
+		}
+	}
 	files, reason := a.ckpt.Inspect(r.PID, a.memberIPs())
 	if reason != "" {
 		return reason

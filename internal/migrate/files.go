@@ -89,20 +89,22 @@ func FileMappings(maps string) []Mapping {
 // owner's: every uid and gid the owner's, the same supplementary groups
 // (in any order), and, for a user's job, no capability. A job's process
 // that changed its own credentials (a set-user-id program) fails this:
-// its migration fails, and it runs on at the source.
+// the source checks it before it freezes the job (the job is pinned), and
+// the destination again on the restored tasks (the migration fails, and
+// the job runs on at the source).
 func CheckCreds(uid, gid uint32, groups []uint32, tasks []procfs.Creds) error {
 	want := slices.Sorted(slices.Values(groups))
 	for _, c := range tasks {
 		for i := range 4 {
 			if c.UIDs[i] != uid || c.GIDs[i] != gid {
-				return fmt.Errorf("restored task %d runs as uids %v gids %v, the job's owner is %d:%d", c.PID, c.UIDs, c.GIDs, uid, gid)
+				return fmt.Errorf("task %d runs as uids %v gids %v, the job's owner is %d:%d", c.PID, c.UIDs, c.GIDs, uid, gid)
 			}
 		}
 		if !slices.Equal(slices.Compact(slices.Sorted(slices.Values(c.Groups))), slices.Compact(slices.Clone(want))) {
-			return fmt.Errorf("restored task %d has groups %v, the job's owner %v", c.PID, c.Groups, want)
+			return fmt.Errorf("task %d has groups %v, the job's owner %v", c.PID, c.Groups, want)
 		}
 		if uid != 0 && (c.CapPrm != 0 || c.CapEff != 0) {
-			return fmt.Errorf("restored task %d of user %d holds capabilities %x", c.PID, uid, c.CapEff|c.CapPrm)
+			return fmt.Errorf("task %d of user %d holds capabilities %x", c.PID, uid, c.CapEff|c.CapPrm)
 		}
 	}
 	return nil

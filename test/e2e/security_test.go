@@ -84,4 +84,24 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 	if j := c.job(id); j.Node != "2" {
 		t.Fatalf("after the path was mended: on node %s", j.Node)
 	}
+
+	// A job whose process changed its effective uid is refused before
+	// anything freezes (CRIU would freeze it and then fail to dump it
+	// here, and the destination would refuse the restored task anyway),
+	// and it runs on.
+	py := "import os, time\nos.setresuid(0, 65534, 0)\nfor i in range(100000):\n    print(i, flush=True)\n    time.sleep(0.1)\n"
+	suid := c.start("1", "python3", "-c", py)
+	c.waitLines(suid, 3)
+	before := c.lines(suid)
+	out, err := c.run("--node", "1", "migrate", suid, "2")
+	if err == nil || !strings.Contains(out, "65534") || !strings.Contains(out, "changed their credentials") {
+		t.Fatalf("migrate: %v %q; want refused for the changed uid", err, out)
+	}
+	j := c.job(suid)
+	last := j.MigrationLog[len(j.MigrationLog)-1]
+	if j.Node != "1" || j.State != "running" || last.OK || last.FreezeMS != 0 {
+		t.Fatalf("after the refusal: node %s, state %s, last migration %+v (want not frozen)", j.Node, j.State, last)
+	}
+	c.waitLines(suid, before+2)
+	t.Logf("refused before freezing: %s", strings.TrimSpace(out))
 }
