@@ -7,7 +7,6 @@ package agent
 
 import (
 	"net/http"
-	"os"
 	"time"
 
 	"roam/internal/api"
@@ -56,12 +55,7 @@ func (a *Agent) removeEnded(ids []string) int {
 	}
 	a.jobs.mu.Unlock()
 	for _, r := range gone {
-		// Under its spool's lock: an update taken as the record went
-		// finds the directory either whole or gone, never half removed.
-		mu := a.jobs.spoolLock(r.ID)
-		mu.Lock()
-		os.RemoveAll(a.homeSpool(r.ID))
-		mu.Unlock()
+		a.removeHomeSpool(r.ID)
 	}
 	return len(gone)
 }

@@ -238,11 +238,18 @@ func (a *Agent) forgetHome(recs []job.Record) {
 	_ = a.store.DeleteRecords(recs)
 	a.jobs.mu.Unlock()
 	for _, r := range recs {
-		mu := a.jobs.spoolLock(r.ID)
-		mu.Lock()
-		os.RemoveAll(a.homeSpool(r.ID))
-		mu.Unlock()
+		a.removeHomeSpool(r.ID)
 	}
+}
+
+// removeHomeSpool removes a home job's spool under its spool's lock: an
+// update taken as the record went finds the directory either whole or
+// gone, never half removed.
+func (a *Agent) removeHomeSpool(id string) {
+	mu := a.jobs.spoolLock(id)
+	mu.Lock()
+	defer mu.Unlock()
+	os.RemoveAll(a.homeSpool(id))
 }
 
 // jobEnv is the environment of process index of a `roam run -n count`: the
