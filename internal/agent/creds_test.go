@@ -13,7 +13,7 @@ import (
 
 // A job one of whose processes changed its credentials (here a saved uid
 // that is not the owner's) is refused at the source before anything
-// freezes, with the process named: CRIU would fail to dump it on a host
+// freezes, with the process named, and not pinned: CRIU would fail to dump it on a host
 // where root lacks CAP_SYS_RESOURCE, and the destination's check of the
 // restored tasks would refuse it anyway, after a freeze for nothing.
 func TestAgentsRefuseAJobWithChangedCredsBeforeFreezing(t *testing.T) {
@@ -44,6 +44,12 @@ func TestAgentsRefuseAJobWithChangedCredsBeforeFreezing(t *testing.T) {
 		}
 		if run, frz := c.world.copies(id); len(run) != 1 || run[0] != "n1" || len(frz) != 0 {
 			t.Fatalf("running on %v, frozen on %v", run, frz)
+		}
+		// Refused, not pinned: the process may be a set-user-id child
+		// that ends, and the policies try again then.
+		c.waitFor("the home's note", time.Minute, func() bool { return len(c.homeRec(id).MigrationLog) > 0 })
+		if rec := c.homeRec(id); rec.PinReason != "" {
+			t.Fatalf("pinned for a refusal that may pass: %q", rec.PinReason)
 		}
 		// As its owner throughout, it moves.
 		n1.mu.Lock()

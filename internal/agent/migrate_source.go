@@ -160,7 +160,8 @@ func (o *outMig) do(act any) any {
 	a, r := o.a, o.m.Record()
 	switch act := act.(type) {
 	case migrate.CheckLocal:
-		return migrate.LocalChecked{Pin: o.checkLocal(r)}
+		pin, err := o.checkLocal(r)
+		return migrate.LocalChecked{Pin: pin, Err: err}
 	case migrate.SendCheck:
 		return migrate.CheckAnswer{Err: o.sendCheck(r)}
 	case migrate.Persist:
@@ -219,11 +220,13 @@ func (o *outMig) do(act any) any {
 	return nil
 }
 
-// checkLocal says why the job cannot leave this node, or "".
-func (o *outMig) checkLocal(r migrate.Record) string {
+// checkLocal says why the job cannot leave this node (a pin), or why it
+// cannot now (an error: a process with other credentials may be a
+// set-user-id child that ends), or neither.
+func (o *outMig) checkLocal(r migrate.Record) (string, error) {
 	a := o.a
 	if uid, ok := a.procs.Owner(r.PID); ok && uid != 0 && !a.allUsers {
-		return fmt.Sprintf("runs as uid %d, and root on node %s lacks CAP_SYS_RESOURCE, so CRIU cannot read its rlimits", uid, a.cfg.NodeID)
+		return fmt.Sprintf("runs as uid %d, and root on node %s lacks CAP_SYS_RESOURCE, so CRIU cannot read its rlimits", uid, a.cfg.NodeID), nil
 	}
 	// Every process of the job, not only its first, before anything
 	// freezes: a process that changed its credentials would fail the
@@ -237,15 +240,15 @@ func (o *outMig) checkLocal(r migrate.Record) string {
 	a.jobs.mu.Unlock()
 	if creds, err := a.ckpt.Creds(r.PID); err == nil && o.lj != nil {
 		if err := migrate.CheckCreds(owner.UID, owner.GID, owner.Groups, creds); err != nil {
-			return fmt.Sprintf("%v: a job whose processes changed their credentials is not moved", err)
+			return "", errkind.New(ErrBadRequest, "%v: a job whose processes changed their credentials is not moved while they run so", err)
 		}
 	}
 	files, reason := a.ckpt.Inspect(r.PID, a.memberIPs())
 	if reason != "" {
-		return reason
+		return reason, nil
 	}
 	o.files = files
-	return ""
+	return "", nil
 }
 
 // sendCheck asks the destination whether it reaches the job's files and,

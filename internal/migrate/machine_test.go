@@ -150,6 +150,7 @@ func srcPoints() []srcPoint {
 		{"lazy/post-copy", run(true, LocalChecked{}, CheckAnswer{}, Dumped{}, ReadyAnswer{}, CommitAnswer{})},
 		{"lazy/post-copy-killing", run(true, LocalChecked{}, CheckAnswer{}, Dumped{}, ReadyAnswer{}, CommitAnswer{}, PagesDone{})},
 		{"aborted/refused", run(false, LocalChecked{Pin: "holds open the device /dev/fb0"})},
+		{"aborted/refused-for-now", run(false, LocalChecked{Err: errGone})},
 		{"aborted/noting-home", run(false, LocalChecked{}, CheckAnswer{}, Dumped{errGone})},
 		{"aborted/settled", run(false, LocalChecked{}, CheckAnswer{}, Dumped{}, ReadyAnswer{errGone}, HomeAnswer{})},
 		{"recovered/pending", rec(with(func(r *Record) { r.Outcome = Pending }))},
@@ -163,7 +164,7 @@ func srcPoints() []srcPoint {
 func srcEvents() []any {
 	return []any{
 		Start{MID: "00000000000000bb", Job: "1.1", Home: "1", To: "3"},
-		LocalChecked{}, LocalChecked{Pin: "holds a TCP connection"},
+		LocalChecked{}, LocalChecked{Pin: "holds a TCP connection"}, LocalChecked{Err: errGone},
 		CheckAnswer{}, CheckAnswer{errGone},
 		Dumped{}, Dumped{errGone},
 		ReadyAnswer{}, ReadyAnswer{errGone},
@@ -181,6 +182,9 @@ func eventName(ev any) string {
 	case LocalChecked:
 		if e.Pin != "" {
 			s += "(pin)"
+		}
+		if e.Err != nil {
+			s += "(err)"
 		}
 	case Answered:
 		s += "(" + string(e.Outcome)

@@ -54,8 +54,12 @@ type (
 		Tix uint64
 	}
 	// LocalChecked answers CheckLocal: Pin says why the job cannot move,
-	// or is "".
-	LocalChecked struct{ Pin string }
+	// or is ""; Err, why it cannot move now, for a reason that may pass
+	// (the move is refused, and the job is not pinned).
+	LocalChecked struct {
+		Pin string
+		Err error
+	}
 	// CheckAnswer answers SendCheck: the destination reaches the job's
 	// files and has opened a page sink (eager).
 	CheckAnswer struct{ Err error }
@@ -163,6 +167,9 @@ func (s *Source) Step(now time.Time, ev any) []any {
 		}
 		if e.Pin != "" {
 			return s.refuse(now, errkind.New(ErrPinned, "%s: %s", s.rec.Job, e.Pin), false)
+		}
+		if e.Err != nil {
+			return s.refuse(now, fmt.Errorf("%s: %w", s.rec.Job, e.Err), false)
 		}
 		s.sentCheck = true
 		return []any{SendCheck{}}

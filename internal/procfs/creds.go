@@ -1,7 +1,9 @@
 package procfs
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -83,11 +85,17 @@ func TreeCreds(pid int) ([]Creds, error) {
 	for _, p := range Tree(pid) {
 		dir := "/proc/" + strconv.Itoa(p) + "/task/"
 		ents, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // it ended since the tree was read
+		}
 		if err != nil {
 			return nil, err
 		}
 		for _, e := range ents {
 			b, err := os.ReadFile(dir + e.Name() + "/status")
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -42,29 +42,33 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	e2eRoot = root
+	// fail ends the run before the tests, with the directory removed.
+	fail := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, format, args...)
+		os.RemoveAll(root)
+		os.Exit(1)
+	}
 	dir := filepath.Join(root, "bin")
 	tmp := filepath.Join(root, "tmp")
 	for _, d := range []string{dir, tmp} {
 		if err := os.Mkdir(d, 0o755); err != nil {
-			panic(err)
+			fail("FAIL: %v\n", err)
 		}
 	}
 	if err := os.Chmod(tmp, 0o777|os.ModeSticky); err != nil { // os.Chmod takes the sticky bit as ModeSticky only
-		panic(err)
+		fail("FAIL: %v\n", err)
 	}
 	os.Setenv("TMPDIR", tmp)
 	out, err := exec.Command("go", "build", "-o", dir+"/", "roam/cmd/roam", "roam/cmd/roamd", "roam/cmd/roam-ckpt").CombinedOutput()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: build: %v\n%s", err, out)
-		os.Exit(1)
+		fail("FAIL: build: %v\n%s", err, out)
 	}
 	out, err = exec.Command("gcc", "-O2", "-static", "-o", filepath.Join(dir, "roam-init"), "../../cinit/roam-init.c").CombinedOutput()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: build roam-init: %v\n%s", err, out)
-		os.Exit(1)
+		fail("FAIL: build roam-init: %v\n%s", err, out)
 	}
 	if err := os.Chmod(root, 0o755); err != nil {
-		panic(err)
+		fail("FAIL: %v\n", err)
 	}
 	binDir = dir
 	code := m.Run()
