@@ -131,10 +131,10 @@ run() {
   out=$(mktemp)
   corpus="$pkg/testdata/fuzz/$name"
   before=$(find "$corpus" -type f 2>/dev/null | wc -l)
-  # shellcheck disable=SC2086 # FUZZFLAGS is a list of flags
   # In a process group of its own, so that a signal to this script can
   # reach the test binary and its workers, which then stop and print
   # their count.
+  # shellcheck disable=SC2086 # FUZZFLAGS is a list of flags
   setsid go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" ${FUZZFLAGS:-} "$pkg" >"$out" 2>&1 &
   wait $! # a signal ends the wait (the trap sets stopped)
   rc=$?

@@ -34,7 +34,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -177,6 +176,7 @@ func fzBare(tb testing.TB) (*Agent, *fzNode) {
 type fzBarePool struct {
 	a   *Agent
 	pol *sched.Scheduler
+	lp  load.Policy
 }
 
 func (p *fzBarePool) get(tb testing.TB) *Agent {
@@ -184,17 +184,14 @@ func (p *fzBarePool) get(tb testing.TB) *Agent {
 	if p.a == nil {
 		p.a, _ = fzBare(tb)
 		p.pol = p.a.sch.pol
+		p.lp, _ = load.ParsePolicy(p.a.cfg.Load.Policy)
 	}
 	a := p.a
-	lp, _ := load.ParsePolicy(a.cfg.Load.Policy)
 	a.mu.Lock()
 	a.known = map[string]*peer{}
-	a.dis = load.NewDisseminator(a.cfg.NodeID, a.cfg.Load.VectorSize, lp, a.cfg.Load.Interval)
+	a.dis = load.NewDisseminator(a.cfg.NodeID, a.cfg.Load.VectorSize, p.lp, a.cfg.Load.Interval)
 	a.mu.Unlock()
-	for _, c := range []*atomic.Int64{&a.stats.gossipRejected, &a.stats.loadReceived, &a.stats.loadMalformed, &a.stats.loadOversized,
-		&a.stats.loadKept, &a.stats.loadDiscarded, &a.stats.loadSent, &a.stats.loadBytesSent, &a.stats.peerRejected} {
-		c.Store(0)
-	}
+	a.stats = counters{}
 	a.sch.mu.Lock()
 	a.sch.pol, a.sch.polVer, a.sch.polAt, a.sch.events = p.pol, 0, time.Time{}, nil
 	a.sch.mu.Unlock()
@@ -310,8 +307,7 @@ func (a *fzAgent) fingerprint() []fzStamp {
 		return nil
 	}
 	var out []fzStamp
-	for _, p := range []string{a.imageDir, a.node.spool, filepath.Join(a.dir, "home"), a.homeSpool(fzHome),
-		a.homeSpool(fzLost), a.homeSpool(fzOver), filepath.Join(a.homeSpool(fzHome), "stdout")} {
+	for _, p := range append(a.seededDirs(), filepath.Join(a.dir, "home"), a.seededOutput()) {
 		var st syscall.Stat_t
 		if syscall.Lstat(p, &st) != nil {
 			return nil
@@ -320,6 +316,14 @@ func (a *fzAgent) fingerprint() []fzStamp {
 	}
 	return out
 }
+
+// seededDirs are the directories reset makes; seededOutput is the home
+// job's output it writes.
+func (a *fzAgent) seededDirs() []string {
+	return []string{a.imageDir, a.node.spool, a.homeSpool(fzHome), a.homeSpool(fzLost), a.homeSpool(fzOver)}
+}
+
+func (a *fzAgent) seededOutput() string { return filepath.Join(a.homeSpool(fzHome), "stdout") }
 
 // quiet says the last input left nothing that runs on: it stops the
 // timers of the migrations it started, and fails when one had fired.
@@ -345,12 +349,12 @@ func (a *fzAgent) reset(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, d := range []string{a.imageDir, a.node.spool, a.homeSpool(fzHome), a.homeSpool(fzLost), a.homeSpool(fzOver)} {
+		for _, d := range a.seededDirs() {
 			if err := os.MkdirAll(d, 0o700); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := os.WriteFile(filepath.Join(a.homeSpool(fzHome), "stdout"), []byte("hello\n"), 0o600); err != nil {
+		if err := os.WriteFile(a.seededOutput(), []byte("hello\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		a.seeded = a.fingerprint()
@@ -726,7 +730,7 @@ func FuzzPeerUpdates(f *testing.F) {
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a := pool.get(t)
-		before, _ := os.ReadFile(filepath.Join(a.homeSpool(fzHome), "stdout"))
+		before, _ := os.ReadFile(a.seededOutput())
 		w := a.call(http.MethodPost, "/v1/peer/updates", body)
 		fzStatus(t, w, "updates")
 		var ups []update
@@ -761,7 +765,7 @@ func FuzzPeerUpdates(f *testing.F) {
 				t.Fatalf("job %s finished without an exit in its news", id)
 			}
 		}
-		after, _ := os.ReadFile(filepath.Join(a.homeSpool(fzHome), "stdout"))
+		after, _ := os.ReadFile(a.seededOutput())
 		if !bytes.HasPrefix(after, before) {
 			t.Fatalf("output %q became %q", before, after)
 		}

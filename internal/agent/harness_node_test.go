@@ -149,6 +149,8 @@ type fakeNode struct {
 	dead  atomic.Bool
 	mu    sync.Mutex
 	sinks []*fakeSink // the page servers it started
+	// lazies are the lazy dumps it started, serving pages.
+	lazies []*fakeLazy
 	// restoredAs, when set, is what the credentials of a restored job's
 	// tasks are (a forged image's); else they are the owner's.
 	restoredAs *procfs.Creds
@@ -159,11 +161,16 @@ type fakeNode struct {
 func (f *fakeNode) crash() {
 	f.dead.Store(true)
 	f.mu.Lock()
-	sinks := f.sinks
-	f.sinks = nil
+	sinks, lazies := f.sinks, f.lazies
+	f.sinks, f.lazies = nil, nil
 	f.mu.Unlock()
 	for _, s := range sinks {
 		s.ours.Close()
+	}
+	// A lazy dump's page server dies with the node too: its source's wait
+	// for the last page ends, as a killed CRIU's would.
+	for _, d := range lazies {
+		d.End()
 	}
 }
 
@@ -452,7 +459,11 @@ func (f *fakeNode) DumpLazy(pid int, dir string, mounts []string) (ckpt.LazyDump
 	if err != nil {
 		return nil, err
 	}
-	return &fakeLazy{f: f, p: p, n: f.w.pageBytes, done: make(chan struct{})}, nil
+	d := &fakeLazy{f: f, p: p, n: f.w.pageBytes, done: make(chan struct{})}
+	f.mu.Lock()
+	f.lazies = append(f.lazies, d)
+	f.mu.Unlock()
+	return d, nil
 }
 
 func (d *fakeLazy) Pages() (net.Conn, error) {

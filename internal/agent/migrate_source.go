@@ -232,15 +232,11 @@ func (o *outMig) checkLocal(r migrate.Record) (string, error) {
 	// freezes: a process that changed its credentials would fail the
 	// dump (a uid CRIU cannot read the rlimits of) or the check of the
 	// restored tasks, after the job was frozen for nothing.
-	var owner job.Local
-	a.jobs.mu.Lock()
-	if o.lj != nil {
-		owner = o.lj.rec
-	}
-	a.jobs.mu.Unlock()
-	if creds, err := a.ckpt.Creds(r.PID); err == nil && o.lj != nil {
-		if err := migrate.CheckCreds(owner.UID, owner.GID, owner.Groups, creds); err != nil {
-			return "", errkind.New(ErrBadRequest, "%v: a job whose processes changed their credentials is not moved while they run so", err)
+	if owner := o.owner(); owner != nil {
+		if creds, err := a.ckpt.Creds(r.PID); err == nil {
+			if err := migrate.CheckCreds(owner.UID, owner.GID, owner.Groups, creds); err != nil {
+				return "", errkind.New(ErrBadRequest, "%v: a job whose processes changed their credentials is not moved while they run so", err)
+			}
 		}
 	}
 	files, reason := a.ckpt.Inspect(r.PID, a.memberIPs())
@@ -251,6 +247,17 @@ func (o *outMig) checkLocal(r migrate.Record) (string, error) {
 	return "", nil
 }
 
+// owner is the job's owner as its record says, or nil for a migration
+// that has no job here (one recovered after a restart).
+func (o *outMig) owner() *asuser.Cred {
+	o.a.jobs.mu.Lock()
+	defer o.a.jobs.mu.Unlock()
+	if o.lj == nil {
+		return nil
+	}
+	return &asuser.Cred{UID: o.lj.rec.UID, GID: o.lj.rec.GID, Groups: o.lj.rec.Groups}
+}
+
 // sendCheck asks the destination whether it reaches the job's files and,
 // for an eager migration, to open a page sink for it.
 func (o *outMig) sendCheck(r migrate.Record) error {
@@ -259,12 +266,7 @@ func (o *outMig) sendCheck(r migrate.Record) error {
 		return err
 	}
 	o.addr = addr
-	req := migrateCheckRequest{MID: r.MID, From: o.a.cfg.NodeID, ID: r.Job, Files: o.files, Lazy: r.Lazy}
-	o.a.jobs.mu.Lock()
-	if lj := o.lj; lj != nil {
-		req.Owner = &asuser.Cred{UID: lj.rec.UID, GID: lj.rec.GID, Groups: lj.rec.Groups}
-	}
-	o.a.jobs.mu.Unlock()
+	req := migrateCheckRequest{MID: r.MID, From: o.a.cfg.NodeID, ID: r.Job, Files: o.files, Lazy: r.Lazy, Owner: o.owner()}
 	return o.a.peerCallAddr(addr, http.MethodPost, "/v1/peer/migrate/check", req, nil)
 }
 

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -156,7 +155,6 @@ func (a *Agent) pushBatches() []*homeBatch {
 		items = append(items, it)
 	}
 	a.jobs.mu.Unlock()
-	sort.Slice(items, func(i, j int) bool { return items[i].id < items[j].id })
 
 	for _, it := range items {
 		if it.checkCap {

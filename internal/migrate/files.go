@@ -89,9 +89,10 @@ func FileMappings(maps string) []Mapping {
 // owner's: every uid and gid the owner's, the same supplementary groups
 // (in any order), and, for a user's job, no capability. A job's process
 // that changed its own credentials (a set-user-id program) fails this:
-// the source checks it before it freezes the job (the job is pinned), and
-// the destination again on the restored tasks (the migration fails, and
-// the job runs on at the source).
+// the source checks it before it freezes the job (the move is refused,
+// and the job is not pinned: such a process may end), and the destination
+// again on the restored tasks (the migration fails, and the job runs on
+// at the source).
 func CheckCreds(uid, gid uint32, groups []uint32, tasks []procfs.Creds) error {
 	want := slices.Sorted(slices.Values(groups))
 	for _, c := range tasks {
