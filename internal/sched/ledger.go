@@ -75,12 +75,19 @@ type AdmitAnswer struct {
 // each at least one runnable thread. An admission whose deadline has
 // passed by now is forgotten: its job is not coming.
 func (l *Ledger) Reserved(self Node, now time.Time) Node {
+	return l.reserved(self, now, "", false)
+}
+
+// reserved is Reserved, without job's own admission when but is set.
+func (l *Ledger) reserved(self Node, now time.Time, job string, but bool) Node {
 	for id, a := range l.admitted {
 		if now.After(a.until) {
 			delete(l.admitted, id)
 			continue
 		}
-		self.take(a.mv)
+		if !but || id != job {
+			self.take(a.mv)
+		}
 	}
 	return self
 }
@@ -91,21 +98,24 @@ func (l *Ledger) Reserved(self Node, now time.Time) Node {
 // decided from a load-vector entry up to a second old, and two sources
 // that saw the same idle node would otherwise both send it a job. A move
 // taken counts in self's load until its job arrives or until
-// now+AdmitHold, whichever comes first.
+// now+AdmitHold, whichever comes first. A job admitted again (its move
+// asked once more) takes the place of its earlier admission: it is judged
+// and counted without it, never twice.
 func (l *Ledger) Admit(mv Move, self Node, now time.Time) AdmitAnswer {
-	self = l.Reserved(self, now)
+	all := l.Reserved(self, now)
 	if err := mv.Check(); err != nil {
-		return AdmitAnswer{Refused: err, Load: self.Load, MemFreeMB: self.MemFreeMB}
+		return AdmitAnswer{Refused: err, Load: all.Load, MemFreeMB: all.MemFreeMB}
 	}
-	if err := Admit(mv, self); err != nil {
-		return AdmitAnswer{Refused: err, Load: self.Load, MemFreeMB: self.MemFreeMB}
+	others := l.reserved(self, now, mv.Job, true)
+	if err := Admit(mv, others); err != nil {
+		return AdmitAnswer{Refused: err, Load: all.Load, MemFreeMB: all.MemFreeMB}
 	}
 	if l.admitted == nil {
 		l.admitted = map[string]admission{}
 	}
 	l.admitted[mv.Job] = admission{mv, now.Add(AdmitHold)}
-	self.take(mv)
-	return AdmitAnswer{Load: self.Load, MemFreeMB: self.MemFreeMB}
+	others.take(mv)
+	return AdmitAnswer{Load: others.Load, MemFreeMB: others.MemFreeMB}
 }
 
 // Arrived ends the admission of job's move: it runs here now (and the
