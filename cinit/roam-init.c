@@ -114,6 +114,8 @@ static void minimal_mounts(void) {
  * which the agent declares external: on another node the same path is bound
  * to that node's spool directory, and the files reopen there. */
 #define JOB_DIR "/run/roam/job"
+/* The value the agent queues with every signal it sends (job.SignalMark). */
+#define ROAM_SIGNAL_MARK 0x726f616d
 
 static void bind_spool(const char *spool) {
 	if (strcmp(spool, "-") == 0)
@@ -250,6 +252,12 @@ int main(int argc, char **argv) {
 		siginfo_t si;
 		int sig = sigwaitinfo(&all, &si);
 		if (sig < 0)
+			continue;
+		if (sig == SIGCONT && !(si.si_code == SI_QUEUE && si.si_value.sival_int == ROAM_SIGNAL_MARK))
+			/* The SIGCONT that thaws the whole tree after a
+			 * migration: it continued us; the processes that were
+			 * stopped before stay stopped. `roam kill -s CONT`
+			 * comes marked, and is forwarded. */
 			continue;
 		if (sig != SIGCHLD) {
 			/* Forward to the program's process group, as a terminal

@@ -65,7 +65,7 @@ TARGETS=(
   "./internal/migrate FuzzReadArchive"
   "./internal/migrate FuzzStreamRoundTrip"
   "./internal/migrate FuzzEstablishedTCP"
-  "./internal/migrate FuzzPins"
+  "./internal/migrate FuzzJudge"
   "./internal/migrate FuzzFileMappings"
   "./internal/sched FuzzParsePolicy"
   "./internal/sched FuzzLedgerAdmit"

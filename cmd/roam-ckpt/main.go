@@ -106,12 +106,12 @@ func dumpRestore(criuPath, nodeDir, id string) (Result, error) {
 	// another one it would try to dump and lock the network.
 	t0 := time.Now()
 	if err := c.Dump(ckpt.DumpOpts{PID: pid, Dir: dir, Mounts: mounts}); err != nil {
-		ckpt.Thaw(procfs.Tree(pid))
+		ckpt.Thaw(procfs.Tree(pid), nil)
 		return r, err
 	}
 	r.DumpMS = float64(time.Since(t0).Microseconds()) / 1000
 	tree := procfs.Tree(pid)
-	defer ckpt.Thaw(tree)
+	defer ckpt.Thaw(tree, nil)
 	mm := map[string]string{}
 	for _, m := range mounts {
 		mm[m] = m

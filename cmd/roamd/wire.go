@@ -145,7 +145,7 @@ func (w world) parts(cfg agent.Config) (agent.Parts, error) {
 		API:          api,
 		Transport:    agent.TLSTransport{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
 		GossipKey:    w.sec.GossipKey(),
-		Checkpointer: &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared},
+		Checkpointer: &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes},
 		Processes:    launcher,
 		Prober:       probe.Node{Layout: w.layout, Group: cfg.Cgroup},
 	}, nil

@@ -320,8 +320,8 @@ func (f *fakeNode) MemFreeMB() float64 { return 4096 }
 
 func (f *fakeNode) Support() (string, bool) { return "fake checkpointer", true }
 
-func (f *fakeNode) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, string) {
-	return nil, ""
+func (f *fakeNode) Inspect(pid int, members map[string]bool) migrate.Verdict {
+	return migrate.Verdict{}
 }
 
 func (f *fakeNode) Mounts(pid int) ([]string, error) { return nil, nil }
@@ -565,7 +565,7 @@ func (f *fakeNode) Restore(s ckpt.RestoreSpec) (int, error) {
 	return p.pid, nil
 }
 
-func (f *fakeNode) Thaw(pid int) {
+func (f *fakeNode) Thaw(pid int, keep []int) {
 	if f.dead.Load() {
 		return
 	}

@@ -46,6 +46,10 @@ type Limits struct {
 	// KeepFinishedPerUser is how many of a user's ended jobs a home keeps
 	// at most: the oldest go first.
 	KeepFinishedPerUser int `yaml:"keep_finished_per_user"`
+	// GhostBytes bounds a deleted file (bytes on disk) that a job may hold
+	// open or mapped and still move: CRIU carries its content in the
+	// images ("ghost file"). A job holding a larger one is pinned.
+	GhostBytes int64 `yaml:"ghost_bytes"`
 }
 
 // DefaultLimits are the limits of a node whose config says nothing.
@@ -60,6 +64,7 @@ func DefaultLimits() Limits {
 		RequestsPerSecond:   200,
 		KeepFinished:        7 * 24 * time.Hour,
 		KeepFinishedPerUser: 10000,
+		GhostBytes:          64 << 20,
 	}
 }
 
@@ -84,6 +89,8 @@ func (l Limits) validate() (string, error) {
 		return "limits.keep_finished", fmt.Errorf("%v is below 1m", l.KeepFinished)
 	case l.KeepFinishedPerUser < 1:
 		return "limits.keep_finished_per_user", fmt.Errorf("%d is below 1", l.KeepFinishedPerUser)
+	case l.GhostBytes < 0 || l.GhostBytes > 4<<30-1:
+		return "limits.ghost_bytes", fmt.Errorf("%d is out of range (0 to 4 GiB - 1)", l.GhostBytes)
 	}
 	return "", nil
 }

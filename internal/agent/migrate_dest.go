@@ -39,8 +39,10 @@ type inMig struct {
 	stdin  *os.File // the writing end of a re-created stdin pipe
 	lazy   <-chan struct{}
 	ready  migrateReady
-	timer  *time.Timer
-	halted bool // the ledger could not be written before the agent stopped
+	// restored is when CRIU's restore ended (for SettleMS).
+	restored time.Time
+	timer    *time.Timer
+	halted   bool // the ledger could not be written before the agent stopped
 }
 
 // migrateCheck answers a source's check: this node reaches the job's
@@ -142,6 +144,9 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	if err := a.stepMig(in, migrate.Stream{MID: hdr.MID, Job: hdr.ID, From: hdr.From, Lazy: hdr.Lazy, Streamed: hdr.Streamed, Header: raw}); err != nil {
 		return migrateReady{}, err
 	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.ready.SettleMS = msSince(in.restored)
 	return in.ready, nil
 }
 
@@ -278,7 +283,7 @@ func (a *Agent) doIn(in *inMig, act any) any {
 		a.adoptIn(in, r)
 	case migrate.Resume:
 		if a.procs.Alive(r.PID, r.Tix) {
-			a.ckpt.Thaw(r.PID)
+			a.ckpt.Thaw(r.PID, in.hdr.Stopped)
 		}
 		a.kickPusher()
 	case migrate.Discard:
@@ -361,6 +366,7 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 		return 0, err
 	}
 	in.ready = migrateReady{RestoreMS: msSince(start)}
+	in.restored = time.Now()
 	return pid, nil
 }
 

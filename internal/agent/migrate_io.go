@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"roam/internal/api"
 	"roam/internal/asuser"
@@ -20,7 +22,7 @@ import (
 )
 
 // streamFiles lists the regular files of the images and spool directories
-// for the stream.
+// for the stream, and the FIFOs of the spool (a job's own FIFO).
 func streamFiles(images, spool string) ([]migrate.File, error) {
 	var out []migrate.File
 	for _, part := range []struct{ prefix, dir string }{{migrate.DirImages + "/", images}, {migrate.DirSpool + "/", spool}} {
@@ -29,6 +31,10 @@ func streamFiles(images, spool string) ([]migrate.File, error) {
 			return nil, err
 		}
 		for _, e := range ents {
+			if e.Type()&fs.ModeNamedPipe != 0 && part.dir == spool {
+				out = append(out, migrate.File{Name: part.prefix + e.Name(), Path: filepath.Join(part.dir, e.Name()), FIFO: true})
+				continue
+			}
 			if !e.Type().IsRegular() {
 				continue
 			}
@@ -46,16 +52,16 @@ func openFile(path string) (io.ReadCloser, error) { return os.Open(path) }
 
 // sendImages streams the header, the images and the spool files to the
 // destination, and waits for its "ready": a restored, stopped copy.
-func (a *Agent) sendImages(addr string, hdr migrate.Header, images, spool string) (int64, float64, error) {
+func (a *Agent) sendImages(addr string, hdr migrate.Header, images, spool string) (int64, migrateReady, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	files, err := streamFiles(images, spool)
 	if err != nil {
-		return 0, 0, err
+		return 0, migrateReady{}, err
 	}
 	plan, err := migrate.NewPlan(hdr, files)
 	if err != nil {
-		return 0, 0, err
+		return 0, migrateReady{}, err
 	}
 	// No progress for stallTimeout while sending, or no answer within
 	// restoreTimeout after, ends the transfer.
@@ -74,28 +80,31 @@ func (a *Agent) sendImages(addr string, hdr migrate.Header, images, spool string
 	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+"/v1/peer/migrate", pr)
 	if err != nil {
-		return 0, 0, err
+		return 0, migrateReady{}, err
 	}
 	req.ContentLength = plan.Size()
 	var ready migrateReady
 	err = api.Exchange(a.peerHTTP, req, &ready)
 	if wd.stalled.Load() && err != nil {
-		return pw2.n, 0, fmt.Errorf("transfer stalled after %d bytes (no progress for %s): %v", pw2.n, stallTimeout, err)
+		return pw2.n, migrateReady{}, fmt.Errorf("transfer stalled after %d bytes (no progress for %s): %v", pw2.n, stallTimeout, err)
 	}
 	var te *api.TransportError
 	var re *api.RemoteError
 	switch {
 	case errors.As(err, &te):
-		return pw2.n, 0, te.Err
+		return pw2.n, migrateReady{}, te.Err
 	case errors.As(err, &re):
-		return pw2.n, 0, errors.New(re.Msg)
+		return pw2.n, migrateReady{}, errors.New(re.Msg)
 	}
-	return pw2.n, ready.RestoreMS, err
+	return pw2.n, ready, err
 }
 
 // migrateReady is the destination's answer: a stopped copy is restored.
 type migrateReady struct {
 	RestoreMS float64 `json:"restore_ms"`
+	// SettleMS is from the end of the restore to the answer: the check
+	// of the restored tasks' credentials and the durable ledger record.
+	SettleMS float64 `json:"settle_ms"`
 }
 
 // checkFiles says whether this node has a job's open files as the job
@@ -143,12 +152,19 @@ func (a *Agent) checkFiles(owner *asuser.Cred, files []migrate.OpenFile) error {
 // readArchive extracts a migration's archive: img/NAME into images,
 // spool/NAME into spool, each a new file.
 func readArchive(r io.Reader, images, spool string) error {
-	err := migrate.ReadArchive(r, func(dir, name string) (io.WriteCloser, error) {
+	err := migrate.ReadArchive(r, func(dir, name string, fifo bool) (io.WriteCloser, error) {
 		base := images
 		if dir == migrate.DirSpool {
 			base = spool
 		}
 		dst := filepath.Join(base, name)
+		if fifo {
+			// mknod makes a new node or fails: it follows no symlink.
+			if err := syscall.Mkfifo(dst, 0o600); err != nil {
+				return nil, fmt.Errorf("make FIFO %s: %w", dst, err)
+			}
+			return nil, nil
+		}
 		f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("write image %s: %w", dst, err)

@@ -26,18 +26,21 @@ type outMig struct {
 	req migrateOutRequest
 	lj  *localJob // nil when recovered after a restart
 	// what the driver learned on the way
-	addr   string
-	files  []migrate.OpenFile
-	mounts []string
-	dir    string // the images directory
-	lazy   *lazyDump
-	mig    api.Migration
-	start  time.Time
-	frozen time.Time
-	wakeAt time.Time
-	left   bool
-	halted bool   // the ledger could not be written before the agent stopped
-	spool  string // the job's spool here, removed once it left
+	addr  string
+	files []migrate.OpenFile
+	// stopped are the job's processes stopped before it was frozen (pids
+	// in its namespace): a thaw or the destination leaves them stopped.
+	stopped []int
+	mounts  []string
+	dir     string // the images directory
+	lazy    *lazyDump
+	mig     api.Migration
+	start   time.Time
+	frozen  time.Time
+	wakeAt  time.Time
+	left    bool
+	halted  bool   // the ledger could not be written before the agent stopped
+	spool   string // the job's spool here, removed once it left
 	// done gets the migration's result once (Finish).
 	done chan error
 }
@@ -177,7 +180,7 @@ func (o *outMig) do(act any) any {
 			o.lazy.end() // CRIU holds the job until its page server ends
 		}
 		if a.procs.Alive(r.PID, r.Tix) {
-			a.ckpt.Thaw(r.PID)
+			a.ckpt.Thaw(r.PID, o.stopped)
 		}
 	case migrate.Kill:
 		o.leave(r)
@@ -239,11 +242,11 @@ func (o *outMig) checkLocal(r migrate.Record) (string, error) {
 			}
 		}
 	}
-	files, reason := a.ckpt.Inspect(r.PID, a.memberIPs())
-	if reason != "" {
-		return reason, nil
+	v := a.ckpt.Inspect(r.PID, a.memberIPs())
+	if v.Pin != "" {
+		return v.Pin, nil
 	}
-	o.files = files
+	o.files, o.stopped = v.Files, v.Stopped
 	return "", nil
 }
 
@@ -295,7 +298,7 @@ func (o *outMig) dump(r migrate.Record) error {
 // sendImages streams the header and the archive and waits for "ready".
 func (o *outMig) sendImages(r migrate.Record) error {
 	a := o.a
-	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Mounts: o.mounts, Lazy: r.Lazy, Streamed: !r.Lazy}
+	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Mounts: o.mounts, Lazy: r.Lazy, Streamed: !r.Lazy, Stopped: o.stopped}
 	a.jobs.mu.Lock()
 	lj := o.lj
 	hdr.Home, hdr.HomeAddr = lj.rec.Home, lj.rec.HomeAddr
@@ -312,10 +315,10 @@ func (o *outMig) sendImages(r migrate.Record) error {
 		hdr.StdinKey = a.procs.StdinKey(r.PID)
 	}
 	sendStart := time.Now()
-	n, restoreMS, err := a.sendImages(o.addr, hdr, o.dir, spool)
+	n, ready, err := a.sendImages(o.addr, hdr, o.dir, spool)
 	o.mig.Bytes += n
-	o.mig.RestoreMS = restoreMS
-	o.mig.CopyMS = msSince(sendStart) - restoreMS
+	o.mig.RestoreMS, o.mig.SettleMS = ready.RestoreMS, ready.SettleMS
+	o.mig.CopyMS = msSince(sendStart) - ready.RestoreMS - ready.SettleMS
 	return err
 }
 

@@ -118,10 +118,13 @@ type Migration struct {
 	// the last page arrived, during which the job needs both nodes.
 	WindowMS float64 `json:"window_ms,omitempty"`
 	// The freeze's parts: CRIU's dump on From, the stream to To (images
-	// written there), CRIU's restore on To.
+	// written there), CRIU's restore on To, and To's settling after it
+	// (the restored tasks' credentials checked, its ledger record made
+	// durable).
 	DumpMS    float64 `json:"dump_ms"`
 	CopyMS    float64 `json:"copy_ms"`
 	RestoreMS float64 `json:"restore_ms"`
+	SettleMS  float64 `json:"settle_ms"`
 	OK        bool    `json:"ok"`
 	// Why says who decided it: "roam migrate", or a policy's reason.
 	Why   string `json:"why,omitempty"`

@@ -706,6 +706,7 @@ var expMigrate = &Experiment{
 			r.Add("lazy dump", v, "time", "ms", p.LazyDumpMS)
 			r.Add("lazy copy", v, "time", "ms", p.LazyCopyMS)
 			r.Add("lazy restore", v, "time", "ms", p.LazyRestMS)
+			r.Add("lazy settle", v, "time", "ms", p.LazySetMS)
 			r.Add("eager total / (raw copy + local dump + restore)", v, "ratio", "", p.Ratio)
 		}
 		return err

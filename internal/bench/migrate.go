@@ -52,6 +52,7 @@ type MigratePoint struct {
 	LazyDumpMS float64 `json:"lazy_dump_ms"`
 	LazyCopyMS float64 `json:"lazy_copy_ms"`
 	LazyRestMS float64 `json:"lazy_restore_ms"`
+	LazySetMS  float64 `json:"lazy_settle_ms"`
 	LazyBytes  int64   `json:"lazy_bytes"`
 }
 
@@ -124,7 +125,7 @@ func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (Mig
 		return p, fmt.Errorf("lazy migration: %w", err)
 	}
 	p.LazyFreezeMS, p.LazyTotalMS, p.LazyWindowMS, p.LazyBytes = m.FreezeMS, m.TotalMS, m.WindowMS, m.Bytes
-	p.LazyDumpMS, p.LazyCopyMS, p.LazyRestMS = m.DumpMS, m.CopyMS, m.RestoreMS
+	p.LazyDumpMS, p.LazyCopyMS, p.LazyRestMS, p.LazySetMS = m.DumpMS, m.CopyMS, m.RestoreMS, m.SettleMS
 	return p, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,6 +142,9 @@ type DumpOpts struct {
 	// Ready, with Lazy, is called once the images (all but the pages) are
 	// written, while the page server serves.
 	Ready func()
+	// GhostLimit is the largest deleted file (allocated bytes) CRIU puts
+	// in the images; 0 is CRIU's default, 1 MiB.
+	GhostLimit int64
 }
 
 // Dump checkpoints the job and leaves it stopped (SIGSTOP): the caller
@@ -157,6 +161,12 @@ func (c *CRIU) Dump(o DumpOpts) error {
 		LogFile:      proto.String("dump.log"),
 		LogLevel:     proto.Int32(4),
 		LeaveStopped: proto.Bool(true),
+		// File locks move with the job; the pin rules refuse those the
+		// destination could not take again (migrate.Judge).
+		FileLocks: proto.Bool(true),
+	}
+	if o.GhostLimit > 0 {
+		opts.GhostLimit = proto.Uint32(uint32(min(o.GhostLimit, math.MaxUint32)))
 	}
 	for _, m := range o.Mounts {
 		opts.External = append(opts.External, "mnt["+m+"]:"+mountKey(m))
@@ -336,6 +346,7 @@ func (c *CRIU) Restore(o RestoreOpts) (int, error) {
 		LeaveStopped:      proto.Bool(true),
 		ManageCgroupsMode: rpc.CriuCgMode_SOFT.Enum(),
 		NotifyScripts:     proto.Bool(true),
+		FileLocks:         proto.Bool(true),
 	}
 	if o.Lazy {
 		opts.LazyPages = proto.Bool(true)
@@ -398,9 +409,16 @@ func (c *CRIU) Version() (int, error) {
 	return cr.GetCriuVersion()
 }
 
-// Thaw resumes a stopped job: every process of its tree.
-func Thaw(tree []int) {
+// Thaw resumes a stopped job: every process of its tree but those whose
+// pid in the job's namespace is in keep (stopped before the job was
+// frozen, they stay stopped).
+func Thaw(tree []int, keep []int) {
 	for _, p := range tree {
+		if len(keep) > 0 {
+			if n, ok := procfs.NSPid(p); ok && slices.Contains(keep, n) {
+				continue
+			}
+		}
 		_ = syscall.Kill(p, syscall.SIGCONT)
 	}
 }

@@ -30,10 +30,10 @@ type Checkpointer interface {
 	// Support says, once at start, what migration can do on this node, and
 	// whether jobs of every user can migrate (or only root's).
 	Support() (what string, allUsers bool)
-	// Inspect reads a job's descriptors and TCP table and applies the pin
-	// rules (migrate.Pins): the files the destination must reach, or why
-	// the job cannot move.
-	Inspect(pid int, members map[string]bool) (files []migrate.OpenFile, reason string)
+	// Inspect reads what /proc says of a job and applies the pin rules
+	// (migrate.Judge): the files the destination must reach, or why the
+	// job cannot move.
+	Inspect(pid int, members map[string]bool) migrate.Verdict
 	// Creds are the credentials of every thread of the tree under pid.
 	Creds(pid int) ([]procfs.Creds, error)
 	// Mounts lists the job's mount points CRIU must treat as external.
@@ -56,8 +56,9 @@ type Checkpointer interface {
 	// Restore restores the job in spec.Dir, frozen, in this node's
 	// cgroups, and returns its roam-init's pid.
 	Restore(spec RestoreSpec) (int, error)
-	// Thaw resumes a frozen job.
-	Thaw(pid int)
+	// Thaw resumes a frozen job: all its processes but those whose pid in
+	// the job's namespace is in keep (they were stopped before).
+	Thaw(pid int, keep []int)
 	// StoppedCopies lists the frozen copies of job id whose job directory
 	// is spool: copies a restore left that no record names.
 	StoppedCopies(id, spool string) []int
@@ -106,6 +107,9 @@ type Host struct {
 	// Shared are the directories every node has at the same path (a job
 	// with a file or working directory elsewhere is pinned).
 	Shared []string
+	// GhostLimit is the largest deleted file a job may hold and move
+	// (CRIU's ghost file limit).
+	GhostLimit int64
 	// Jobs are the job's cgroups; nil when the host has no cgroup
 	// controllers roam can use (jobs then stay in the agent's).
 	Jobs *cgroup.Jobs
@@ -167,139 +171,86 @@ func pipeMaxSize() int {
 	return n
 }
 
-// Inspect reads the descriptors, working directories and mappings of the
-// job's processes and its TCP table: why it cannot move, or the files
-// the destination must open as the same files (see migrate.OpenFile).
-func (h *Host) Inspect(pid int, members map[string]bool) ([]migrate.OpenFile, string) {
+// Inspect reads what /proc says of the job's processes (their status,
+// working directories, descriptors with their fdinfo, mappings) and its
+// TCP table, and applies the pin rules (migrate.Judge).
+func (h *Host) Inspect(pid int, members map[string]bool) migrate.Verdict {
+	return migrate.Judge(ReadView(pid), migrate.Rules{JobDir: JobDir, Shared: h.Shared, Members: members, GhostLimit: h.GhostLimit})
+}
+
+// ReadView reads what the pin rules look at of the tree under pid.
+func ReadView(pid int) migrate.View {
+	var v migrate.View
 	tree := procfs.Tree(pid)
-	var fds []migrate.FD
-	var opened []migrate.OpenFile
-	seen := map[string]int{} // path -> index in opened
-	// add keeps file p, reached through src (a /proc link) and stat'ed
-	// there as st.
-	add := func(p, src string, st *syscall.Stat_t, access string, same bool) {
-		if !strings.HasPrefix(p, "/") || migrate.Under(p, JobDir) {
-			return
-		}
-		// A deleted file has no path to reopen (CRIU carries it, or
-		// Pins refuses it); a live one may be named "x (deleted)" and is
-		// checked like any other. A device is the node's own, whatever is
-		// at its path.
-		kind := st.Mode & syscall.S_IFMT
-		if st.Nlink == 0 || kind == syscall.S_IFCHR || kind == syscall.S_IFBLK {
-			return
-		}
-		var sfs syscall.Statfs_t
-		if syscall.Statfs(src, &sfs) != nil {
-			return
-		}
-		if kind != syscall.S_IFREG {
-			access = ""
-		}
-		if i, ok := seen[p]; ok {
-			opened[i].Access = widerAccess(opened[i].Access, access)
-			opened[i].Same = opened[i].Same || same
-			return
-		}
-		seen[p] = len(opened)
-		opened = append(opened, migrate.OpenFile{Path: p, Access: access, FSID: [2]int32{int32(sfs.Fsid.X__val[0]), int32(sfs.Fsid.X__val[1])}, Ino: st.Ino, Same: same})
-	}
+	sockets := false
 	for _, p := range tree {
 		proc := "/proc/" + strconv.Itoa(p)
-		if cwd, err := os.Readlink(proc + "/cwd"); err == nil {
-			fds = append(fds, migrate.FD{Link: cwd, Cwd: true})
-			var st syscall.Stat_t
-			if syscall.Stat(proc+"/cwd", &st) == nil {
-				add(cwd, proc+"/cwd", &st, "", true)
-			}
+		status, err := os.ReadFile(proc + "/status")
+		if err != nil {
+			continue // ended
 		}
+		t := migrate.Task{PID: p, Status: string(status), Cwd: entry(proc+"/cwd", "")}
 		dir := proc + "/fd/"
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			l, err := os.Readlink(dir + e.Name())
-			if err != nil {
+			f := entry(dir+e.Name(), proc+"/fdinfo/"+e.Name())
+			if f.Link == "" {
 				continue
 			}
-			fd := migrate.FD{Link: l}
-			// A path (not a pipe or socket): stat'ed once, for Pins and
-			// for the destination's check.
-			var st syscall.Stat_t
-			if strings.HasPrefix(l, "/") && syscall.Stat(dir+e.Name(), &st) == nil {
-				kind := st.Mode & syscall.S_IFMT
-				fd.Device = strings.HasPrefix(l, "/dev/") && (kind == syscall.S_IFCHR || kind == syscall.S_IFBLK)
-				add(l, dir+e.Name(), &st, fdAccess(proc+"/fdinfo/"+e.Name()), true)
-			}
-			fds = append(fds, fd)
+			sockets = sockets || strings.HasPrefix(f.Link, "socket:[")
+			t.FDs = append(t.FDs, f)
 		}
 		maps, _ := os.ReadFile(proc + "/maps")
 		for _, m := range migrate.FileMappings(string(maps)) {
-			src := proc + "/map_files/" + m.Range
-			var st syscall.Stat_t
-			if syscall.Stat(src, &st) != nil || st.Nlink == 0 {
-				continue // deleted (shared anonymous memory is such a file): CRIU carries it
-			}
-			same := migrate.Shared(m.Path, h.Shared)
-			if m.SharedWrite && !same && !migrate.Under(m.Path, JobDir) {
-				return nil, "maps " + m.Path + " shared and writable, on this node's own filesystem (shared directories: " + strings.Join(h.Shared, ", ") + ")"
-			}
-			access := "r"
-			if m.SharedWrite {
-				access = "rw"
-			}
-			add(m.Path, src, &st, access, same)
+			e := entry(proc+"/map_files/"+m.Range, "")
+			e.Link = m.Path
+			t.Maps = append(t.Maps, migrate.MapEntry{Mapping: m, Entry: e})
 		}
+		v.Tasks = append(v.Tasks, t)
 	}
-	var conns []migrate.TCPConn
-	if len(tree) > 0 && len(migrate.Sockets(fds)) > 0 {
-		for _, f := range []string{"tcp", "tcp6"} {
-			if b, err := os.ReadFile("/proc/" + strconv.Itoa(tree[0]) + "/net/" + f); err == nil {
-				conns = append(conns, migrate.EstablishedTCP(string(b))...)
+	if len(tree) > 0 {
+		root := "/proc/" + strconv.Itoa(tree[0])
+		if sockets {
+			for _, f := range []string{"tcp", "tcp6"} {
+				if b, err := os.ReadFile(root + "/net/" + f); err == nil {
+					v.TCP = append(v.TCP, migrate.EstablishedTCP(string(b))...)
+				}
 			}
 		}
+		mine, err1 := os.Readlink("/proc/self/ns/ipc")
+		its, err2 := os.Readlink(root + "/ns/ipc")
+		v.OwnIPC = err1 == nil && err2 == nil && mine != its
 	}
-	if _, reason := migrate.Pins(fds, conns, JobDir, members, h.Shared); reason != "" {
-		return nil, reason
-	}
-	return opened, ""
+	return v
 }
 
-// fdAccess is a descriptor's access mode from its fdinfo: "r", "w", "rw".
-func fdAccess(fdinfo string) string {
-	b, err := os.ReadFile(fdinfo)
+// entry reads a /proc link, stats its target, and reads info (an fdinfo
+// file) when named. A link that cannot be read comes back empty; one whose
+// target cannot be stat'ed (a socket, a pipe, an ended task) with Mode 0.
+func entry(link, info string) migrate.Entry {
+	l, err := os.Readlink(link)
 	if err != nil {
-		return "r"
+		return migrate.Entry{}
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "flags:"); ok {
-			f, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
-			if err != nil {
-				return "r"
-			}
-			switch f & syscall.O_ACCMODE {
-			case syscall.O_WRONLY:
-				return "w"
-			case syscall.O_RDWR:
-				return "rw"
-			}
-			return "r"
+	e := migrate.Entry{Link: l}
+	if info != "" {
+		if b, err := os.ReadFile(info); err == nil {
+			e.Info = string(b)
 		}
 	}
-	return "r"
-}
-
-// widerAccess joins two ways of holding one file.
-func widerAccess(a, b string) string {
-	r := strings.Contains(a, "r") || strings.Contains(b, "r")
-	w := strings.Contains(a, "w") || strings.Contains(b, "w")
-	switch {
-	case r && w:
-		return "rw"
-	case w:
-		return "w"
-	case r:
-		return "r"
+	if !strings.HasPrefix(l, "/") {
+		return e
 	}
-	return ""
+	var st syscall.Stat_t
+	var sfs syscall.Statfs_t
+	if syscall.Stat(link, &st) != nil {
+		return e
+	}
+	e.Mode, e.Nlink, e.Size, e.Alloc, e.Ino = st.Mode, st.Nlink, st.Size, st.Blocks*512, st.Ino
+	if syscall.Statfs(link, &sfs) == nil {
+		e.FSID = [2]int32{int32(sfs.Fsid.X__val[0]), int32(sfs.Fsid.X__val[1])}
+	}
+	return e
 }
 
 // Creds reads every thread's credentials in the tree under pid.
@@ -320,7 +271,7 @@ func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) error 
 		netx.Splice(ours, pages, ours, nil)
 		close(spliced)
 	}()
-	err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, PageConn: theirs})
+	err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, PageConn: theirs, GhostLimit: h.GhostLimit})
 	theirs.Close()
 	if err != nil {
 		ours.Close()
@@ -352,7 +303,7 @@ func (h *Host) DumpLazy(pid int, dir string, mounts []string) (LazyDump, error) 
 	ready := make(chan struct{})
 	var readyOnce sync.Once
 	go func() {
-		d.err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true,
+		d.err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true, GhostLimit: h.GhostLimit,
 			PageConn: theirs, Ready: func() { readyOnce.Do(func() { close(ready) }) }})
 		theirs.Close()
 		close(d.done)
@@ -540,6 +491,9 @@ func (h *Host) Restore(s RestoreSpec) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := rearmTimerfds(pid); err != nil {
+		return pid, fmt.Errorf("restore: %w", err)
+	}
 	if h.Jobs != nil && !h.Layout.V2 {
 		for _, p := range procfs.Tree(pid) {
 			if err := h.Layout.AddCPUProc(h.Jobs.CPURel(s.ID), p); err != nil {
@@ -551,7 +505,7 @@ func (h *Host) Restore(s RestoreSpec) (int, error) {
 }
 
 // Thaw resumes every process of the job's tree.
-func (h *Host) Thaw(pid int) { Thaw(procfs.Tree(pid)) }
+func (h *Host) Thaw(pid int, keep []int) { Thaw(procfs.Tree(pid), keep) }
 
 // StoppedCopies filters Copies: frozen ones whose job directory is spool
 // (on an emulated cluster every node's processes share one PID namespace,

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Spec is what a node needs to start a job.
@@ -97,8 +98,36 @@ func (l Launcher) SpoolDir(id string) string { return filepath.Join(l.SpoolRoot,
 
 func (Launcher) Alive(pid int, tix uint64) bool { return Alive(pid, tix) }
 func (Launcher) StartTicks(pid int) uint64      { return StartTicks(pid) }
+
+// Signal sends sig to a job's roam-init, which forwards it to the
+// program's process group. It is queued with SignalMark as its value: a
+// SIGCONT without it (the one that thaws a frozen job, to every process
+// of its tree) continues roam-init alone, and is not forwarded, so a
+// process stopped before a migration stays stopped.
 func (Launcher) Signal(pid int, sig syscall.Signal) error {
-	return syscall.Kill(pid, sig)
+	info := siginfoQueue{signo: int32(sig), code: siQueue, pid: int32(os.Getpid()), value: SignalMark}
+	_, _, e := syscall.Syscall(syscall.SYS_RT_SIGQUEUEINFO, uintptr(pid), uintptr(sig), uintptr(unsafe.Pointer(&info)))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// SignalMark is the value of the signals the agent sends (roam-init.c's
+// ROAM_SIGNAL_MARK): "roam".
+const SignalMark = 0x726f616d
+
+// siQueue is SI_QUEUE, the si_code of a signal sent with sigqueue(3).
+const siQueue = -1
+
+// siginfoQueue is the kernel's siginfo_t as sigqueue fills it on a 64-bit
+// machine: 128 bytes.
+type siginfoQueue struct {
+	signo, errno, code, _ int32
+	pid                   int32
+	uid                   uint32
+	value                 uint64
+	_                     [96]byte
 }
 
 // Kill sends SIGKILL to roam-init, which ends the job's PID namespace. A
@@ -302,7 +331,7 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		Path: l.Init, Args: args, Env: s.Env,
 		Stdin: inR, Stdout: out, Stderr: errf, ExtraFiles: []*os.File{status, readyW},
 		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+			Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC,
 			Setsid:     true,
 		},
 	}

@@ -12,8 +12,8 @@ import (
 )
 
 // The migration stream: the header as one JSON line, then a tar archive
-// (USTAR, regular files only) with CRIU's images under img/ and the job's
-// spool files under spool/. The stream is planned before it is sent, so
+// (USTAR, regular files, and FIFOs in the spool) with CRIU's images under
+// img/ and the job's spool files under spool/. The stream is planned before it is sent, so
 // its length is known and the body goes out without HTTP chunking.
 
 // Archive directories.
@@ -30,6 +30,9 @@ var ErrBadArchive = errors.New("bad migration archive")
 type File struct {
 	Name, Path string
 	Size       int64
+	// FIFO: a named FIFO of the job's own directory (no content: CRIU's
+	// images hold the bytes buffered in it).
+	FIFO bool
 }
 
 // Plan is a migration stream planned to be sent.
@@ -52,6 +55,9 @@ func NewPlan(h Header, files []File) (*Plan, error) {
 	for _, f := range files {
 		if len(f.Name) >= 100 {
 			return nil, fmt.Errorf("image name too long: %s", f.Name)
+		}
+		if f.FIFO && (f.Size != 0 || !strings.HasPrefix(f.Name, DirSpool+"/")) {
+			return nil, fmt.Errorf("FIFO %s: not an empty spool entry", f.Name)
 		}
 	}
 	return &Plan{head: append(b, '\n'), files: files}, nil
@@ -89,6 +95,9 @@ func (p *Plan) Write(w io.Writer, open func(path string) (io.ReadCloser, error))
 }
 
 func addFile(tw *tar.Writer, f File, open func(string) (io.ReadCloser, error)) error {
+	if f.FIFO {
+		return tw.WriteHeader(&tar.Header{Name: f.Name, Mode: 0o600, Typeflag: tar.TypeFifo, Format: tar.FormatUSTAR})
+	}
 	r, err := open(f.Path)
 	if err != nil {
 		return err
@@ -101,17 +110,23 @@ func addFile(tw *tar.Writer, f File, open func(string) (io.ReadCloser, error)) e
 	return err
 }
 
-// ReadHeader reads and validates a stream's header line from br.
+// ReadHeader reads and validates a stream's header line from br, whatever
+// br's buffer size: a line of up to MaxHeader bytes is read whole.
 func ReadHeader(br *bufio.Reader) (Header, error) {
-	line, err := br.ReadSlice('\n')
-	if err != nil {
-		if errors.Is(err, bufio.ErrBufferFull) {
+	var line []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		if len(line)+len(part) > MaxHeader {
 			return Header{}, fmt.Errorf("%w: too long", ErrBadHeader)
 		}
-		return Header{}, fmt.Errorf("%w: %v", ErrBadHeader, err)
-	}
-	if len(line) > MaxHeader {
-		return Header{}, fmt.Errorf("%w: too long", ErrBadHeader)
+		line = append(line, part...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			return Header{}, fmt.Errorf("%w: %v", ErrBadHeader, err)
+		}
+		break
 	}
 	// JSON is UTF-8; Go's decoder would read each stray byte as U+FFFD,
 	// a path that is not the sender's (and three bytes where it had one).
@@ -126,10 +141,12 @@ func ReadHeader(br *bufio.Reader) (Header, error) {
 }
 
 // ReadArchive extracts a stream's archive: each entry DIR/NAME goes to
-// create(DIR, NAME), which must create a new file (never follow or reuse
-// one). Only img/ and spool/ entries, regular files, and no NAME with a
-// slash, "." or "..", are accepted.
-func ReadArchive(r io.Reader, create func(dir, name string) (io.WriteCloser, error)) error {
+// create(DIR, NAME, false), which must create a new file (never follow or
+// reuse one); a FIFO to create(DIR, NAME, true), which must make a new
+// FIFO and returns no writer. Only img/ and spool/ entries, regular files
+// (and FIFOs in spool/), and no NAME with a slash, "." or "..", are
+// accepted.
+func ReadArchive(r io.Reader, create func(dir, name string, fifo bool) (io.WriteCloser, error)) error {
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -140,16 +157,23 @@ func ReadArchive(r io.Reader, create func(dir, name string) (io.WriteCloser, err
 			return fmt.Errorf("%w: %v", ErrBadArchive, err)
 		}
 		dir, name, ok := strings.Cut(h.Name, "/")
+		fifo := h.Typeflag == tar.TypeFifo && dir == DirSpool && h.Size == 0
 		if !ok || name == "" || strings.Contains(name, "/") || name == "." || name == ".." ||
-			h.Typeflag != tar.TypeReg || (dir != DirImages && dir != DirSpool) {
+			(h.Typeflag != tar.TypeReg && !fifo) || (dir != DirImages && dir != DirSpool) {
 			return fmt.Errorf("%w: entry %q", ErrBadArchive, h.Name)
+		}
+		if fifo {
+			if _, err := create(dir, name, true); err != nil {
+				return err
+			}
+			continue
 		}
 		// A sparse entry (GNU or PAX) expands holes to zeros: a few bytes
 		// of archive could fill the disk. Plan.Write makes none.
 		if sparse(h) {
 			return fmt.Errorf("%w: entry %q is sparse", ErrBadArchive, h.Name)
 		}
-		w, err := create(dir, name)
+		w, err := create(dir, name, false)
 		if err != nil {
 			return err
 		}

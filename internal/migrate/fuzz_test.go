@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"roam/internal/procfs"
 )
 
 // Fuzz targets for what a destination takes from a member: the migration
@@ -230,7 +233,10 @@ func FuzzHeaderValidate(f *testing.F) {
 }
 
 // fuzzEntry is one file ReadArchive gave to create.
-type fuzzEntry struct{ dir, name, body string }
+type fuzzEntry struct {
+	dir, name, body string
+	fifo            bool
+}
 
 // fuzzSink collects a file's bytes, up to a budget shared by the whole
 // archive (so a file cannot grow without bound in the test).
@@ -281,23 +287,39 @@ func FuzzReadArchive(f *testing.F) {
 	_ = tw.Close()
 	f.Add(buf.Bytes())
 	f.Add([]byte("not a tar archive at all"))
+	buf.Reset()
+	tw = tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "spool/fifo", Typeflag: tar.TypeFifo, Format: tar.FormatUSTAR})
+	_ = tw.WriteHeader(&tar.Header{Name: "img/fifo", Typeflag: tar.TypeFifo, Format: tar.FormatUSTAR})
+	_ = tw.Close()
+	f.Add(buf.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		budget := int64(len(b))
 		var got []fuzzEntry
 		var sinks []*fuzzSink
-		err := ReadArchive(bytes.NewReader(b), func(dir, name string) (io.WriteCloser, error) {
+		err := ReadArchive(bytes.NewReader(b), func(dir, name string, fifo bool) (io.WriteCloser, error) {
 			if dir != DirImages && dir != DirSpool {
 				t.Fatalf("create in directory %q", dir)
 			}
 			if !fuzzSafeName(name) {
 				t.Fatalf("create %q in %s: not one plain name", name, dir)
 			}
-			got = append(got, fuzzEntry{dir: dir, name: name})
+			if fifo && dir != DirSpool {
+				t.Fatalf("FIFO %q in %s", name, dir)
+			}
+			got = append(got, fuzzEntry{dir: dir, name: name, fifo: fifo})
+			if fifo {
+				sinks = append(sinks, nil)
+				return nil, nil
+			}
 			s := &fuzzSink{budget: &budget}
 			sinks = append(sinks, s)
 			return s, nil
 		})
 		for i, s := range sinks {
+			if s == nil {
+				continue
+			}
 			if !s.closed {
 				t.Fatalf("file %s/%s left open", got[i].dir, got[i].name)
 			}
@@ -330,8 +352,9 @@ func FuzzReadArchive(f *testing.F) {
 				return
 			}
 			body, rerr := io.ReadAll(io.LimitReader(tr, int64(len(b))+1))
-			if h.Name != got[i].dir+"/"+got[i].name || h.Typeflag != tar.TypeReg {
-				t.Fatalf("entry %q (type %q) created as %s/%s", h.Name, h.Typeflag, got[i].dir, got[i].name)
+			if h.Name != got[i].dir+"/"+got[i].name || (h.Typeflag != tar.TypeReg && !(got[i].fifo && h.Typeflag == tar.TypeFifo)) ||
+				(got[i].fifo && (h.Typeflag != tar.TypeFifo || len(body) != 0)) {
+				t.Fatalf("entry %q (type %q) created as %s/%s (FIFO %v)", h.Name, h.Typeflag, got[i].dir, got[i].name, got[i].fifo)
 			}
 			if rerr == nil && string(body) != got[i].body {
 				t.Fatalf("%s: wrote %d bytes, the entry has %d", h.Name, len(got[i].body), len(body))
@@ -394,8 +417,8 @@ func FuzzStreamRoundTrip(f *testing.F) {
 			t.Fatalf("header came back as\n%s want\n%s", a, b)
 		}
 		var i int
-		err = ReadArchive(br, func(dir, name string) (io.WriteCloser, error) {
-			if i >= len(files) || dir+"/"+name != files[i].Name {
+		err = ReadArchive(br, func(dir, name string, fifo bool) (io.WriteCloser, error) {
+			if i >= len(files) || dir+"/"+name != files[i].Name || fifo {
 				t.Fatalf("file %d came back as %s/%s", i, dir, name)
 			}
 			c := &fuzzCheck{t: t, want: bodies[files[i].Path], name: files[i].Name}
@@ -476,65 +499,111 @@ func FuzzEstablishedTCP(f *testing.F) {
 	})
 }
 
-// FuzzPins: the links of a job's descriptors are names its owner chose.
-// When Pins lets the job move, every file it holds open is in a shared
-// directory or its own spool (and listed for the destination to check,
-// once, unless in the spool), and no device but the harmless ones is
-// open; a deleted file or an established connection always pins.
-func FuzzPins(f *testing.F) {
-	f.Add("/home/u\n/home/u/data.csv\n/run/roam/job/stdout\npipe:[123]\n/dev/null\nsocket:[9]", uint16(1<<8|1<<4), "/home", "9 192.0.2.9:80")
-	f.Add("/usr/lib/x.so\n/\n/etc/passwd", uint16(1<<9), "", "")
-	f.Add("/tmp/scratch\n/home/u/t (deleted)\n/dev/ttyS0", uint16(1<<2), "/home", "")
-	f.Add("/homework/f\n/srv/shared/out", uint16(0), "/srv/shared/", "")
-	f.Fuzz(func(t *testing.T, links string, flags uint16, shared string, conn string) {
-		const jobDir = "/run/roam/job"
-		var fds []FD
-		for i, l := range strings.Split(links, "\n") {
-			if i == 16 {
-				break
-			}
-			// Inspect stats only links in /dev/ to tell a device.
-			fds = append(fds, FD{Link: l, Device: flags&(1<<i) != 0 && strings.HasPrefix(l, "/dev/"), Cwd: i < 8 && flags&(1<<(i+8)) != 0})
+// FuzzJudge: what /proc says of a job holds names and contents its owner
+// chose (file names, a FIFO, locks). Whatever the view, Judge pins the
+// job with no files listed, or lets it move only when every rule holds:
+// each file it reaches by path is in its own directory, or in a shared
+// (or the system's) directory and listed once for the destination; no
+// device but the harmless ones; no deleted file past the ghost limit; no
+// lock on a file outside its own directory; no named FIFO outside it; no
+// SysV segment of the node's IPC namespace; no established TCP connection;
+// and the stopped tasks it names are ones /proc showed stopped.
+func FuzzJudge(f *testing.F) {
+	views, _ := filepath.Glob("testdata/views/*.json")
+	for _, v := range views {
+		b, err := os.ReadFile(v)
+		if err != nil {
+			f.Fatal(err)
 		}
-		var sh []string
-		if shared != "" {
-			sh = strings.Split(shared, ",")
+		f.Add(b, int64(64<<20))
+	}
+	f.Add([]byte(`{"Tasks":[{"PID":1,"FDs":[{"Link":"socket:[9]"}]}],"TCP":[{"Inode":"9","Remote":"10.0.0.2:1"}]}`), int64(0))
+	f.Fuzz(func(t *testing.T, raw []byte, ghost int64) {
+		var v View
+		if json.Unmarshal(raw, &v) != nil {
+			return
 		}
-		var conns []TCPConn
-		if ino, remote, ok := strings.Cut(conn, " "); ok {
-			conns = append(conns, TCPConn{Inode: ino, Remote: remote})
-		}
-		files, reason := Pins(fds, conns, jobDir, map[string]bool{"10.0.0.1": true}, sh)
-		if reason != "" {
-			if files != nil {
-				t.Fatalf("pinned (%s) with files %v", reason, files)
+		r := testRules
+		r.GhostLimit = ghost
+		got := Judge(v, r)
+		if got.Pin != "" {
+			if got.Files != nil || got.Stopped != nil || got.Ghosts != 0 {
+				t.Fatalf("pinned (%s) with %+v", got.Pin, got)
 			}
 			return
 		}
 		listed := map[string]bool{}
-		for _, f := range files {
-			if listed[f] || !strings.HasPrefix(f, "/") || under(f, jobDir) || !Shared(f, sh) {
-				t.Fatalf("file %q listed (files %v)", f, files)
+		for _, f := range got.Files {
+			if listed[f.Path] || !strings.HasPrefix(f.Path, "/") || under(f.Path, r.JobDir) {
+				t.Fatalf("file %+v listed (files %+v)", f, got.Files)
 			}
-			listed[f] = true
+			listed[f.Path] = true
 		}
-		sockets := Sockets(fds)
-		for _, c := range conns {
+		sockets := map[string]bool{}
+		stopped := map[int]bool{}
+		for _, task := range v.Tasks {
+			st := statusFields(task.Status)
+			if tp := st["TracerPid"]; tp != "" && tp != "0" {
+				t.Fatalf("moves a traced task: %q", task.Status)
+			}
+			if strings.HasPrefix(st["State"], "T") {
+				if n, ok := procfs.ParseNSPid(task.Status); ok {
+					stopped[n] = true
+				}
+			}
+			entries := append([]Entry{}, task.FDs...)
+			if task.Cwd.Mode != 0 {
+				entries = append(entries, task.Cwd)
+			}
+			for _, e := range entries {
+				l := e.Link
+				if strings.HasPrefix(l, "socket:[") {
+					sockets[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+				}
+				if !strings.HasPrefix(l, "/") || e.Mode == 0 {
+					continue
+				}
+				if strings.Contains(e.Info, "\nlock:") || strings.HasPrefix(e.Info, "lock:") {
+					if !under(l, r.JobDir) {
+						t.Fatalf("moves with a lock on %q", l)
+					}
+				}
+				switch kind := e.Mode & modeType; {
+				case kind == modeChr || kind == modeBlk:
+					if !harmlessDevice[l] {
+						t.Fatalf("moves with the device %q", l)
+					}
+				case kind == modeFIFO:
+					if !under(l, r.JobDir) {
+						t.Fatalf("moves with the FIFO %q", l)
+					}
+				case kind == modeSock:
+					t.Fatalf("moves with the socket %q", l)
+				case e.Nlink == 0 && kind == modeReg:
+					if !strings.HasPrefix(l, "/memfd:") && e.Alloc > ghost {
+						t.Fatalf("moves with the deleted file %q of %d bytes over %d", l, e.Alloc, ghost)
+					}
+				case e.Nlink == 0:
+					t.Fatalf("moves with the removed %q", l)
+				case under(l, r.JobDir):
+				case !Shared(l, r.Shared) || !listed[l]:
+					t.Fatalf("moves with %q, neither shared nor listed (files %+v)", l, got.Files)
+				}
+			}
+			for _, m := range task.Maps {
+				if strings.HasPrefix(m.Path, "/SYSV") && strings.HasSuffix(m.Path, " (deleted)") && !v.OwnIPC {
+					t.Fatalf("moves with the node's SysV segment %q", m.Path)
+				}
+			}
+		}
+		for _, c := range v.TCP {
 			if sockets[c.Inode] {
 				t.Fatalf("moves with an established connection %+v", c)
 			}
 		}
-		for _, fd := range fds {
-			l := fd.Link
-			switch {
-			case !strings.HasPrefix(l, "/"):
-			case strings.HasSuffix(l, " (deleted)"):
-				t.Fatalf("moves with a deleted file open: %q", l)
-			case fd.Device && !harmlessDevice[l]:
-				t.Fatalf("moves with the device %q open", l)
-			case harmlessDevice[l], under(l, jobDir):
-			case !Shared(l, sh) || !listed[l]:
-				t.Fatalf("moves with %q open (cwd %v), neither shared nor listed (shared %q, files %v)", l, fd.Cwd, sh, files)
+		for _, p := range got.Stopped {
+			if !stopped[p] {
+				t.Fatalf("stopped %v, but /proc showed %v", got.Stopped, stopped)
 			}
 		}
 	})

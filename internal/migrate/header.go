@@ -48,7 +48,15 @@ type Header struct {
 	// StdinKey is the job's stdin pipe ("pipe:[INODE]") when the user's
 	// stdin still flows to it: the destination re-attaches a new pipe.
 	StdinKey string `json:"stdin_key,omitempty"`
+	// Stopped are the job's processes that were stopped (SIGSTOP, ^Z)
+	// before the migration, by their pid in the job's namespace: the
+	// destination resumes all but them.
+	Stopped []int `json:"stopped,omitempty"`
 }
+
+// MaxStopped bounds a header's list of stopped processes (a job's
+// namespace holds at most the kernel's pid_max, 4 million, of them).
+const MaxStopped = 1 << 16
 
 // Hold is why no policy may move a job.
 type Hold string
@@ -120,6 +128,14 @@ func (h Header) Validate() error {
 	}
 	if h.AckOut < 0 || h.AckErr < 0 || h.Moves < 0 {
 		return bad("negative offset or count")
+	}
+	if len(h.Stopped) > MaxStopped {
+		return bad("%d stopped processes", len(h.Stopped))
+	}
+	for _, p := range h.Stopped {
+		if p < 1 || p > 1<<22 {
+			return bad("stopped process %d", p)
+		}
 	}
 	return nil
 }

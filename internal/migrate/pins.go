@@ -7,17 +7,48 @@ import (
 	"strings"
 )
 
-// What pins a job to its node. The driver reads the job's processes'
-// descriptors (/proc/PID/fd) and its TCP table (/proc/PID/net/tcp[6]); the
-// rules are here.
+// What pins a job to its node. The driver reads what /proc says of the
+// job's processes (View); Judge, here, applies the rules. Each rule looks
+// at one kind of kernel object and names it in its reason.
 
-// FD is one open descriptor of a job's process: what /proc/PID/fd/N links
-// to, and whether it is a character or block device.
-type FD struct {
-	Link   string
-	Device bool
-	// Cwd: Link is a process's working directory, not a descriptor.
-	Cwd bool
+// Entry is a link in /proc (fd/N, cwd, map_files/RANGE) and what stat(2)
+// says of its target.
+type Entry struct {
+	Link  string
+	Mode  uint32 // st_mode; 0 when the stat failed (the task ended)
+	Nlink uint64
+	Size  int64
+	Alloc int64 // bytes allocated on disk (st_blocks * 512)
+	Ino   uint64
+	FSID  [2]int32 // statfs's f_fsid of the target's filesystem
+	// Info is /proc/PID/fdinfo/N of a descriptor: its flags, the locks
+	// held through it, an inotify's watches.
+	Info string
+}
+
+// MapEntry is a mapping of a file (FileMappings) and its map_files entry.
+type MapEntry struct {
+	Mapping
+	Entry
+}
+
+// Task is what /proc says of one process of a job.
+type Task struct {
+	PID    int
+	Status string // /proc/PID/status
+	Cwd    Entry
+	FDs    []Entry
+	Maps   []MapEntry
+}
+
+// View is what the driver read of a job's process tree, root first.
+type View struct {
+	Tasks []Task
+	// TCP are the established connections of the job's network namespace.
+	TCP []TCPConn
+	// OwnIPC: the job has an IPC namespace of its own (CRIU carries its
+	// SysV objects and POSIX message queues with it).
+	OwnIPC bool
 }
 
 // TCPConn is an established TCP connection in the job's network namespace:
@@ -27,67 +58,298 @@ type TCPConn struct {
 	Remote string
 }
 
-// harmlessDevice are devices every node has and that hold no state.
-var harmlessDevice = map[string]bool{"/dev/null": true, "/dev/zero": true, "/dev/random": true, "/dev/urandom": true}
+// Rules are a node's settings that the rules depend on.
+type Rules struct {
+	JobDir  string          // the job's own directory: it moves with the job
+	Shared  []string        // directories every node has at the same path
+	Members map[string]bool // the cluster's addresses
+	// GhostLimit is the largest deleted file that moves with the job
+	// (CRIU's ghost file limit); 0 moves none.
+	GhostLimit int64
+}
 
-// Sockets are the socket inodes among fds.
-func Sockets(fds []FD) map[string]bool {
-	out := map[string]bool{}
-	for _, f := range fds {
-		if ino, ok := strings.CutPrefix(f.Link, "socket:["); ok {
-			out[strings.TrimSuffix(ino, "]")] = true
+// Verdict is what the rules say of a job.
+type Verdict struct {
+	// Files are the files the destination must reach (see OpenFile).
+	Files []OpenFile
+	// Pin says why the job cannot move, or "".
+	Pin string
+	// Stopped are the tasks stopped (SIGSTOP, ^Z) as the job ran, by their
+	// pid in the job's namespace: they stay stopped after a migration.
+	Stopped []int
+	// Ghosts are the deleted files that move in the images, in bytes.
+	Ghosts int64
+}
+
+// The kinds of file a mode names.
+const (
+	modeType = 0o170000
+	modeReg  = 0o100000
+	modeDir  = 0o040000
+	modeChr  = 0o020000
+	modeBlk  = 0o060000
+	modeFIFO = 0o010000
+	modeSock = 0o140000
+)
+
+// harmlessDevice are devices every node has and that hold no state.
+var harmlessDevice = map[string]bool{"/dev/null": true, "/dev/zero": true, "/dev/random": true, "/dev/urandom": true, "/dev/full": true}
+
+// dumpableAnon are the anonymous-inode descriptors CRIU dumps and restores.
+var dumpableAnon = map[string]bool{"[eventfd]": true, "[signalfd]": true, "[timerfd]": true, "[eventpoll]": true, "inotify": true, "[fanotify]": true}
+
+// Judge applies the rules to a job: the first that pins it, or the files
+// the destination must reach and what else moves with it.
+func Judge(v View, r Rules) Verdict {
+	var out Verdict
+	j := judge{r: r, seen: map[string]int{}}
+	sockets := map[string]bool{}
+	for _, t := range v.Tasks {
+		if pin := j.task(t, &out, sockets, v.OwnIPC); pin != "" {
+			return Verdict{Pin: pin}
+		}
+	}
+	for _, c := range v.TCP {
+		if !sockets[c.Inode] {
+			continue
+		}
+		where := "outside the cluster"
+		if ap, err := netip.ParseAddrPort(c.Remote); err == nil && r.Members[ap.Addr().String()] {
+			where = "inside the cluster; its address would change"
+		}
+		return Verdict{Pin: "holds a TCP connection to " + c.Remote + " (" + where + ")"}
+	}
+	out.Files = j.files
+	return out
+}
+
+type judge struct {
+	r     Rules
+	files []OpenFile
+	seen  map[string]int // path -> index in files
+}
+
+// task applies the rules to one process.
+func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool) string {
+	who := "process " + strconv.Itoa(t.PID)
+	st := statusFields(t.Status)
+	if tp := st["TracerPid"]; tp != "" && tp != "0" {
+		return who + " is traced by process " + tp + " (ptrace): CRIU cannot seize a traced process"
+	}
+	if state := st["State"]; strings.HasPrefix(state, "T") {
+		if ns := strings.Fields(st["NSpid"]); len(ns) > 0 {
+			if n, err := strconv.Atoi(ns[len(ns)-1]); err == nil {
+				out.Stopped = append(out.Stopped, n)
+			}
+		}
+	}
+	if c := t.Cwd; c.Mode != 0 {
+		if c.Nlink == 0 {
+			return who + " works in the removed directory " + trimDeleted(c.Link)
+		}
+		if pin := j.path(c.Link, c, "", "works in "); pin != "" {
+			return pin
+		}
+	}
+	for _, f := range t.FDs {
+		l := f.Link
+		switch {
+		case strings.HasPrefix(l, "socket:["):
+			sockets[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+			continue
+		case strings.HasPrefix(l, "pipe:["):
+			continue
+		case strings.HasPrefix(l, "anon_inode:"):
+			if kind := strings.TrimPrefix(l, "anon_inode:"); !dumpableAnon[kind] {
+				return who + " holds a descriptor of the kernel object " + l + ", which CRIU cannot dump"
+			}
+			continue
+		case !strings.HasPrefix(l, "/") || f.Mode == 0:
+			continue // another kind of anonymous descriptor, or gone
+		}
+		if pin := j.locks(f); pin != "" {
+			return pin
+		}
+		switch f.Mode & modeType {
+		case modeReg:
+			if f.Nlink == 0 {
+				if pin := j.ghost(f, out); pin != "" {
+					return pin
+				}
+				continue
+			}
+		case modeDir:
+			if f.Nlink == 0 {
+				return who + " holds open the removed directory " + trimDeleted(l)
+			}
+		case modeChr, modeBlk:
+			if !harmlessDevice[l] {
+				return who + " holds open the device " + l
+			}
+			continue
+		case modeFIFO:
+			if !under(l, j.r.JobDir) {
+				return who + " holds the named FIFO " + l + ": its buffered data is in this node's kernel, and a process outside the job may hold its other end"
+			}
+			continue
+		case modeSock:
+			return who + " holds the unix socket " + l
+		}
+		if pin := j.path(l, f, accessOf(f.Info), "holds open "); pin != "" {
+			return pin
+		}
+	}
+	for _, m := range t.Maps {
+		p := m.Path
+		switch {
+		case strings.HasPrefix(p, "/SYSV") && strings.HasSuffix(p, " (deleted)"):
+			if !ownIPC {
+				return who + " attaches the SysV shared memory segment with key 0x" + strings.TrimSuffix(strings.TrimPrefix(p, "/SYSV"), " (deleted)") + " of the node's IPC namespace, which the job shares"
+			}
+			continue
+		case m.Mode == 0:
+			continue
+		case (p == "/dev/zero (deleted)" || strings.HasPrefix(p, "/memfd:")) && m.Nlink == 0:
+			continue // shared anonymous memory, a memfd: CRIU carries them
+		case m.Mode&modeType != modeReg:
+			if m.Mode&modeType == modeChr && harmlessDevice[p] {
+				continue
+			}
+			return who + " maps " + p + ", which is not a regular file"
+		case m.Nlink == 0:
+			if pin := j.ghost(m.Entry, out); pin != "" {
+				return pin
+			}
+			continue
+		}
+		same := Shared(p, j.r.Shared)
+		if m.SharedWrite && !same && !under(p, j.r.JobDir) {
+			return who + " maps " + p + " shared and writable, on this node's own filesystem (shared directories: " + strings.Join(j.r.Shared, ", ") + ")"
+		}
+		access := "r"
+		if m.SharedWrite {
+			access = "rw"
+		}
+		j.add(p, m.Entry, access, same)
+	}
+	return ""
+}
+
+// path is the rule of a live file or directory the job reaches by path:
+// in the job's directory it moves with the job; in a shared directory the
+// destination must reach the same file; elsewhere it is this node's own.
+func (j *judge) path(p string, e Entry, access, verb string) string {
+	if under(p, j.r.JobDir) {
+		return ""
+	}
+	if !Shared(p, j.r.Shared) {
+		return verb + p + ", on this node's own filesystem (shared directories: " + strings.Join(j.r.Shared, ", ") + ")"
+	}
+	j.add(p, e, access, true)
+	return ""
+}
+
+// add lists a file for the destination to check, once.
+func (j *judge) add(p string, e Entry, access string, same bool) {
+	if !strings.HasPrefix(p, "/") || under(p, j.r.JobDir) {
+		return
+	}
+	if e.Mode&modeType != modeReg {
+		access = ""
+	}
+	if i, ok := j.seen[p]; ok {
+		j.files[i].Access = widerAccess(j.files[i].Access, access)
+		j.files[i].Same = j.files[i].Same || same
+		return
+	}
+	j.seen[p] = len(j.files)
+	j.files = append(j.files, OpenFile{Path: p, Access: access, FSID: e.FSID, Ino: e.Ino, Same: same})
+}
+
+// ghost is the rule of a deleted file the job holds (open or mapped):
+// CRIU carries its content in the images up to the ghost limit.
+func (j *judge) ghost(e Entry, out *Verdict) string {
+	name := trimDeleted(e.Link)
+	if strings.HasPrefix(e.Link, "/memfd:") {
+		return "" // a memfd: CRIU carries its content whatever its size
+	}
+	if e.Alloc > j.r.GhostLimit {
+		return "holds the deleted file " + name + " (" + strconv.FormatInt(e.Alloc, 10) + " bytes on disk; deleted files up to " +
+			strconv.FormatInt(j.r.GhostLimit, 10) + " bytes move with a job: limits.ghost_bytes)"
+	}
+	out.Ghosts += e.Alloc
+	return ""
+}
+
+// locks is the rule of the file locks (flock, POSIX, OFD locks, leases)
+// held through a descriptor, from its fdinfo. CRIU takes them again on the
+// restore; but the source's copy keeps them until the move commits, so a
+// lock on a file the destination shares (any file outside the job's own
+// directory) could not be taken there.
+func (j *judge) locks(f Entry) string {
+	for _, line := range strings.Split(f.Info, "\n") {
+		l, ok := strings.CutPrefix(line, "lock:")
+		if !ok {
+			continue
+		}
+		if under(f.Link, j.r.JobDir) {
+			return ""
+		}
+		kind := "a"
+		if fs := strings.Fields(l); len(fs) >= 2 {
+			kind = "a " + fs[1]
+		}
+		return "holds " + kind + " lock on " + trimDeleted(f.Link) + ": the copy that is moved keeps it until the move commits, so the restored copy could not take it again"
+	}
+	return ""
+}
+
+// statusFields are the "Key:\tvalue" lines of /proc/PID/status.
+func statusFields(status string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(status, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = strings.TrimSpace(v)
 		}
 	}
 	return out
 }
 
-// Pins lists the regular files a job holds open (which the destination
-// must reach; jobDir's own files excepted, they move with the job) and
-// says why the job cannot move at all, or "": a deleted file, a device
-// other than the harmless ones, a file or working directory outside the
-// shared directories (a file of the same name elsewhere is another file),
-// an established TCP connection (members are the cluster's addresses, to
-// say which kind).
-func Pins(fds []FD, conns []TCPConn, jobDir string, members map[string]bool, shared []string) (files []string, reason string) {
-	seen := map[string]bool{}
-	for _, f := range fds {
-		l := f.Link
-		// Under /dev only a device is a device: a file in /dev/shm or
-		// /dev/mqueue is a file of this node's.
-		dev := strings.HasPrefix(l, "/dev/") && f.Device
-		if strings.HasPrefix(l, "/") && !strings.HasSuffix(l, " (deleted)") && !dev &&
-			!under(l, jobDir) && !Shared(l, shared) {
-			what := "holds open " + l
-			if f.Cwd {
-				what = "works in " + l
+func trimDeleted(l string) string { return strings.TrimSuffix(l, " (deleted)") }
+
+// accessOf is a descriptor's access mode from its fdinfo: "r", "w", "rw".
+func accessOf(fdinfo string) string {
+	for _, line := range strings.Split(fdinfo, "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			f, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			if err != nil {
+				return "r"
 			}
-			return nil, what + ", on this node's own filesystem (shared directories: " + strings.Join(shared, ", ") + ")"
-		}
-		switch {
-		case strings.HasPrefix(l, "socket:["):
-		case strings.HasSuffix(l, " (deleted)"):
-			return nil, "holds open a deleted file " + strings.TrimSuffix(l, " (deleted)")
-		case dev:
-			if !harmlessDevice[l] {
-				return nil, "holds open the device " + l
+			switch f & 3 { // O_ACCMODE
+			case 1: // O_WRONLY
+				return "w"
+			case 2: // O_RDWR
+				return "rw"
 			}
-		case strings.HasPrefix(l, "/") && !under(l, jobDir) && !seen[l]:
-			seen[l] = true
-			files = append(files, l)
+			return "r"
 		}
 	}
-	sockets := Sockets(fds)
-	for _, c := range conns {
-		if !sockets[c.Inode] {
-			continue
-		}
-		where := "outside the cluster"
-		if ap, err := netip.ParseAddrPort(c.Remote); err == nil && members[ap.Addr().String()] {
-			where = "inside the cluster; its address would change"
-		}
-		return nil, "holds a TCP connection to " + c.Remote + " (" + where + ")"
+	return "r"
+}
+
+// widerAccess joins two ways of holding one file.
+func widerAccess(a, b string) string {
+	r := strings.Contains(a, "r") || strings.Contains(b, "r")
+	w := strings.Contains(a, "w") || strings.Contains(b, "w")
+	switch {
+	case r && w:
+		return "rw"
+	case w:
+		return "w"
+	case r:
+		return "r"
 	}
-	return files, ""
+	return ""
 }
 
 // EstablishedTCP parses a /proc/PID/net/tcp or tcp6 table: the established

@@ -1,47 +1,163 @@
 package migrate
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// Each pin rule on recorded descriptor links: a job moves only with its
-// files and working directories in the shared directories (or its own
-// spool), no deleted file, no device but the harmless ones, no
-// established TCP connection.
-func TestPins(t *testing.T) {
-	shared := []string{"/home", "/srv/shared"}
-	cases := []struct {
-		name   string
-		fds    []FD
-		conns  []TCPConn
-		files  []string
-		reason string
-	}{
-		{"shared files and cwd move", []FD{{Link: "/home/u", Cwd: true}, {Link: "/home/u/data.csv"}, {Link: "/srv/shared/out"},
-			{Link: "/run/roam/job/stdout"}, {Link: "pipe:[123]"}, {Link: "/dev/null", Device: true}},
-			nil, []string{"/home/u", "/home/u/data.csv", "/srv/shared/out"}, ""},
-		{"the system's files and / move", []FD{{Link: "/", Cwd: true}, {Link: "/usr/lib/locale/C.utf8/LC_IDENTIFICATION"}, {Link: "/etc/passwd"}},
-			nil, []string{"/", "/usr/lib/locale/C.utf8/LC_IDENTIFICATION", "/etc/passwd"}, ""},
-		{"a file in /tmp pins", []FD{{Link: "/home/u", Cwd: true}, {Link: "/tmp/scratch"}},
-			nil, nil, "holds open /tmp/scratch, on this node's own filesystem (shared directories: /home, /srv/shared)"},
-		{"a working directory in /var/tmp pins", []FD{{Link: "/var/tmp/run1", Cwd: true}},
-			nil, nil, "works in /var/tmp/run1, on this node's own filesystem"},
-		{"a prefix is not a directory", []FD{{Link: "/homework/f"}}, nil, nil, "holds open /homework/f"},
-		{"a deleted file pins", []FD{{Link: "/home/u/t (deleted)"}}, nil, nil, "holds open a deleted file /home/u/t"},
-		{"a device pins", []FD{{Link: "/dev/ttyS0", Device: true}}, nil, nil, "holds open the device /dev/ttyS0"},
-		{"a TCP connection pins", []FD{{Link: "socket:[77]"}}, []TCPConn{{Inode: "77", Remote: "192.0.2.9:80"}},
-			nil, "holds a TCP connection to 192.0.2.9:80 (outside the cluster)"},
+// testRules: a node whose shared directory is /shared, whose jobs' own
+// directory is /job, with a 64 MiB ghost limit.
+var testRules = Rules{JobDir: "/job", Shared: []string{"/shared"}, Members: map[string]bool{"10.0.0.2": true}, GhostLimit: 64 << 20}
+
+// The rules on /proc as it was recorded for each kind of the kinds
+// workload (internal/ckpt's TestJudgeOnRealProcesses -record): what moves,
+// and what pins, with the kernel object named.
+func TestJudgeRecorded(t *testing.T) {
+	want := map[string]string{
+		"ghost": "", "memfd": "", "shmanon": "", "devzero": "",
+		"ghost-big":       "holds the deleted file /shared/kinds-ghost-big-",
+		"flock":           "",
+		"posixlock":       "",
+		"ofdlock":         "",
+		"flock-shared":    "holds a FLOCK lock on /shared/kinds-flock-shared-",
+		"fifo":            "",
+		"fifo-shared":     "holds the named FIFO /shared/kinds-fifo-shared-",
+		"sysvshm":         "attaches the SysV shared memory segment with key 0x524f414d of the node's IPC namespace",
+		"sysvshm-ownipc":  "",
+		"sysvsem-ownipc":  "",
+		"stopped":         "",
+		"timerfd":         "",
+		"posixtimer":      "",
+		"itimer":          "",
+		"eventfd":         "",
+		"signalfd":        "",
+		"epoll":           "",
+		"socketpair":      "",
+		"pipe":            "",
+		"threads":         "",
+		"process":         "",
+		"sleep":           "",
+		"inotify-removed": "",
+		"removed-cwd":     "works in the removed directory /shared/kinds-removed-cwd-",
 	}
-	for _, tc := range cases {
-		files, reason := Pins(tc.fds, tc.conns, "/run/roam/job", nil, shared)
-		if !strings.HasPrefix(reason, tc.reason) || (tc.reason == "" && reason != "") || strings.Join(files, ",") != strings.Join(tc.files, ",") {
-			t.Errorf("%s: files %v, reason %q; want %v, %q", tc.name, files, reason, tc.files, tc.reason)
+	files, _ := filepath.Glob("testdata/views/*.json")
+	if len(files) != len(want) {
+		t.Fatalf("%d recorded views, want %d", len(files), len(want))
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v View
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		w, ok := want[name]
+		if !ok {
+			t.Fatalf("%s: no verdict expected", name)
+		}
+		got := Judge(v, testRules)
+		if (w == "") != (got.Pin == "") || !strings.Contains(got.Pin, w) {
+			t.Errorf("%s: pin %q, want %q", name, got.Pin, w)
+			continue
+		}
+		if got.Pin != "" {
+			continue
+		}
+		// The program's binary and libraries are listed for the
+		// destination, not needed to be the same files (outside /shared);
+		// the working directory in /shared must be.
+		var cwd *OpenFile
+		for i, f := range got.Files {
+			if strings.HasPrefix(f.Path, "/job") {
+				t.Errorf("%s: the job's own file %s is listed", name, f.Path)
+			}
+			if f.Path == "/shared" {
+				cwd = &got.Files[i]
+			}
+		}
+		if cwd == nil || !cwd.Same || cwd.Ino == 0 {
+			t.Errorf("%s: working directory /shared listed as %+v", name, cwd)
+		}
+		switch name {
+		case "stopped":
+			if len(got.Stopped) != 1 {
+				t.Errorf("stopped: %v", got.Stopped)
+			}
+		case "ghost":
+			if got.Ghosts != 4096 {
+				t.Errorf("ghost: %d bytes of ghosts, want 4096", got.Ghosts)
+			}
+		default:
+			if len(got.Stopped) != 0 {
+				t.Errorf("%s: stopped %v", name, got.Stopped)
+			}
 		}
 	}
-	// With every directory shared (the emulated cluster), only the other
-	// rules are left.
-	if _, reason := Pins([]FD{{Link: "/tmp/x"}, {Link: "/tmp", Cwd: true}}, nil, "/run/roam/job", nil, []string{"/"}); reason != "" {
-		t.Fatalf("shared /: %s", reason)
+	// The ghost limit is the node's: at 0, no deleted file moves.
+	b, _ := os.ReadFile("testdata/views/ghost.json")
+	var v View
+	_ = json.Unmarshal(b, &v)
+	r := testRules
+	r.GhostLimit = 0
+	if got := Judge(v, r); !strings.Contains(got.Pin, "deleted files up to 0 bytes move with a job") {
+		t.Errorf("ghost with limit 0: %q", got.Pin)
+	}
+}
+
+// The rules no recorded kind reaches, on views made by hand as /proc
+// shows them.
+func TestJudgeRules(t *testing.T) {
+	reg := func(link string) Entry { return Entry{Link: link, Mode: modeReg | 0o644, Nlink: 1, Ino: 7} }
+	dir := func(link string) Entry { return Entry{Link: link, Mode: modeDir | 0o755, Nlink: 2, Ino: 8} }
+	task := func(fds ...Entry) Task { return Task{PID: 40, Status: "State:\tS (sleeping)\nTracerPid:\t0\n", Cwd: dir("/shared/u"), FDs: fds} }
+	cases := []struct {
+		name string
+		v    View
+		pin  string
+	}{
+		{"a file in /tmp", View{Tasks: []Task{task(reg("/tmp/scratch"))}}, "holds open /tmp/scratch, on this node's own filesystem (shared directories: /shared)"},
+		{"a working directory in /var/tmp", View{Tasks: []Task{{PID: 1, Cwd: dir("/var/tmp/run")}}}, "works in /var/tmp/run, on this node's own filesystem"},
+		{"a POSIX shared memory file is the node's", View{Tasks: []Task{task(reg("/dev/shm/x"))}}, "holds open /dev/shm/x, on this node's own filesystem"},
+		{"a prefix is not a directory", View{Tasks: []Task{task(reg("/sharedx/f"))}}, "holds open /sharedx/f"},
+		{"the system's files move", View{Tasks: []Task{task(reg("/usr/lib/locale/x"), reg("/etc/passwd"))}}, ""},
+		{"a device", View{Tasks: []Task{task(Entry{Link: "/dev/ttyS0", Mode: modeChr, Nlink: 1})}}, "process 40 holds open the device /dev/ttyS0"},
+		{"a harmless device", View{Tasks: []Task{task(Entry{Link: "/dev/null", Mode: modeChr, Nlink: 1})}}, ""},
+		{"a live file named deleted", View{Tasks: []Task{task(reg("/shared/x (deleted)"))}}, ""},
+		{"io_uring", View{Tasks: []Task{task(Entry{Link: "anon_inode:[io_uring]"})}}, "holds a descriptor of the kernel object anon_inode:[io_uring], which CRIU cannot dump"},
+		{"a traced process", View{Tasks: []Task{{PID: 41, Status: "State:\tt (tracing stop)\nTracerPid:\t99\n"}}}, "process 41 is traced by process 99 (ptrace)"},
+		{"a removed directory held open", View{Tasks: []Task{task(Entry{Link: "/shared/d (deleted)", Mode: modeDir, Nlink: 0})}}, "holds open the removed directory /shared/d"},
+		{"a unix socket by path", View{Tasks: []Task{task(Entry{Link: "/shared/s", Mode: modeSock, Nlink: 1})}}, "holds the unix socket /shared/s"},
+		{"a POSIX lock on a shared file", View{Tasks: []Task{task(Entry{Link: "/shared/db", Mode: modeReg, Nlink: 1, Info: "pos:\t0\nflags:\t02\nlock:\t1: POSIX  ADVISORY  WRITE 40 fd:01:7 0 EOF\n"})}},
+			"holds a POSIX lock on /shared/db"},
+		{"a shared writable mapping of a node's file", View{Tasks: []Task{{PID: 42, Maps: []MapEntry{{Mapping{Range: "1-2", Path: "/tmp/m", SharedWrite: true}, reg("/tmp/m")}}}}},
+			"process 42 maps /tmp/m shared and writable, on this node's own filesystem"},
+		{"a mapped device", View{Tasks: []Task{{PID: 43, Maps: []MapEntry{{Mapping{Range: "1-2", Path: "/dev/dri/card0"}, Entry{Link: "/dev/dri/card0", Mode: modeChr, Nlink: 1}}}}}},
+			"process 43 maps /dev/dri/card0, which is not a regular file"},
+		{"a TCP connection out", View{Tasks: []Task{task(Entry{Link: "socket:[77]"})}, TCP: []TCPConn{{Inode: "77", Remote: "192.0.2.9:80"}}},
+			"holds a TCP connection to 192.0.2.9:80 (outside the cluster)"},
+		{"a TCP connection in the cluster", View{Tasks: []Task{task(Entry{Link: "socket:[77]"})}, TCP: []TCPConn{{Inode: "77", Remote: "10.0.0.2:22"}}},
+			"(inside the cluster; its address would change)"},
+		{"another namespace's connection", View{Tasks: []Task{task(Entry{Link: "socket:[77]"})}, TCP: []TCPConn{{Inode: "78", Remote: "192.0.2.9:80"}}}, ""},
+	}
+	for _, tc := range cases {
+		got := Judge(tc.v, testRules)
+		if (tc.pin == "") != (got.Pin == "") || !strings.Contains(got.Pin, tc.pin) {
+			t.Errorf("%s: pin %q, want %q", tc.name, got.Pin, tc.pin)
+		}
+		if got.Pin != "" && got.Files != nil {
+			t.Errorf("%s: pinned with files %v", tc.name, got.Files)
+		}
+	}
+	// One file reached three ways is listed once, with the widest access.
+	v := View{Tasks: []Task{task(Entry{Link: "/shared/d", Mode: modeReg, Nlink: 1, Ino: 9, Info: "flags:\t0100000\n"}, Entry{Link: "/shared/d", Mode: modeReg, Nlink: 1, Ino: 9, Info: "flags:\t01\n"})}}
+	got := Judge(v, testRules)
+	if len(got.Files) != 2 || got.Files[1] != (OpenFile{Path: "/shared/d", Access: "rw", Ino: 9, Same: true}) {
+		t.Errorf("files %+v", got.Files)
 	}
 }

@@ -116,3 +116,28 @@ func Children(pid int) []int {
 	}
 	return out
 }
+
+// NSPid is a process's pid in its innermost pid namespace (a job's pid,
+// which a migration keeps), from the NSpid line of its status.
+func NSPid(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, false
+	}
+	return ParseNSPid(string(b))
+}
+
+// ParseNSPid reads the innermost pid of a status file's NSpid line.
+func ParseNSPid(status string) (int, bool) {
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			fs := strings.Fields(v)
+			if len(fs) == 0 {
+				return 0, false
+			}
+			n, err := strconv.Atoi(fs[len(fs)-1])
+			return n, err == nil && n > 0
+		}
+	}
+	return 0, false
+}

@@ -26,7 +26,7 @@ func workload(t *testing.T, name string) string {
 	var out []byte
 	var err error
 	once.(*sync.Once).Do(func() {
-		lib := map[string]string{"dkg": "-lcrypto", "migjob": "-pthread"}[name]
+		lib := map[string]string{"dkg": "-lcrypto", "migjob": "-pthread", "kinds": "-pthread"}[name]
 		if lib == "" {
 			lib = "-lm"
 		}

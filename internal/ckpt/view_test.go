@@ -1,0 +1,155 @@
+package ckpt
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"roam/internal/migrate"
+)
+
+var record = flag.Bool("record", false, "write each kind's /proc view to ../migrate/testdata/views (for migrate's TestJudgeRecorded)")
+
+// The pin rules on what /proc says of real processes: each kind of the
+// kinds workload, started here (no CRIU, no cluster), read by ReadView
+// and judged by migrate.Judge as a node with one shared directory, the
+// job's own directory and a 64 MiB ghost limit judges it. With -record,
+// the views are kept for the pure tests in internal/migrate.
+func TestJudgeOnRealProcesses(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no gcc")
+	}
+	bin := filepath.Join(t.TempDir(), "kinds")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-pthread", "-o", bin, "../../workloads/kinds.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	shared, jobDir := t.TempDir(), t.TempDir()
+	rules := migrate.Rules{JobDir: jobDir, Shared: []string{shared}, GhostLimit: 64 << 20}
+	cases := []struct {
+		kind   string
+		dir    string // where its files go
+		ownIPC bool
+		pin    string // a part of the pin, or "" when it moves
+	}{
+		{"ghost", shared, false, ""},
+		{"ghost-big", shared, false, "holds the deleted file " + shared + "/kinds-ghost-big-"},
+		{"memfd", shared, false, ""},
+		{"shmanon", shared, false, ""},
+		{"devzero", shared, false, ""},
+		{"flock", jobDir, false, ""},
+		{"posixlock", jobDir, false, ""},
+		{"ofdlock", jobDir, false, ""},
+		{"flock-shared", shared, false, "holds a FLOCK lock on " + shared + "/kinds-flock-shared-"},
+		{"fifo", jobDir, false, ""},
+		{"fifo-shared", shared, false, "holds the named FIFO " + shared + "/kinds-fifo-shared-"},
+		{"sysvshm", shared, false, "attaches the SysV shared memory segment with key 0x524f414d of the node's IPC namespace"},
+		{"sysvshm", shared, true, ""},
+		{"sysvsem", shared, true, ""},
+		{"stopped", shared, false, ""},
+		{"timerfd", shared, false, ""},
+		{"posixtimer", shared, false, ""},
+		{"itimer", shared, false, ""},
+		{"eventfd", shared, false, ""},
+		{"signalfd", shared, false, ""},
+		{"epoll", shared, false, ""},
+		{"socketpair", shared, false, ""},
+		{"pipe", shared, false, ""},
+		{"threads", shared, false, ""},
+		{"process", shared, false, ""},
+		{"sleep", shared, false, ""},
+		{"inotify-removed", shared, false, ""},
+		{"removed-cwd", shared, false, "works in the removed directory " + shared + "/kinds-removed-cwd-"},
+	}
+	for _, tc := range cases {
+		name := tc.kind
+		if tc.ownIPC {
+			name += "-ownipc"
+		}
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(bin, tc.kind, tc.dir)
+			cmd.Dir = shared
+			if tc.ownIPC {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWIPC}
+			}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				_ = cmd.Wait()
+			})
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if line != "ready\n" {
+				t.Fatalf("kinds %s: %q, %v", tc.kind, line, err)
+			}
+			v := ReadView(cmd.Process.Pid)
+			if v.OwnIPC != tc.ownIPC {
+				t.Fatalf("OwnIPC %v, want %v", v.OwnIPC, tc.ownIPC)
+			}
+			got := migrate.Judge(v, rules)
+			if (tc.pin == "") != (got.Pin == "") || !strings.Contains(got.Pin, tc.pin) {
+				t.Fatalf("pin %q, want %q", got.Pin, tc.pin)
+			}
+			switch tc.kind {
+			case "stopped":
+				if len(got.Stopped) != 1 || got.Stopped[0] == cmd.Process.Pid {
+					t.Fatalf("stopped %v: want the child only", got.Stopped)
+				}
+			case "ghost":
+				if got.Ghosts < 4096 {
+					t.Fatalf("ghosts %d bytes, want the 4096 written", got.Ghosts)
+				}
+			}
+			if !*record {
+				return
+			}
+			// What the pure tests judge again, with the two directories
+			// and the program at fixed paths.
+			b, err := json.MarshalIndent(v, "", "\t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := strings.NewReplacer(shared, "/shared", jobDir, "/job", bin, "/usr/local/bin/kinds").Replace(string(b))
+			if err := os.WriteFile(filepath.Join("..", "migrate", "testdata", "views", name+".json"), []byte(s), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A timerfd's fdinfo as the kernel writes it, and which timers CRIU's
+// restore left disarmed (a periodic one that had fired unread).
+func TestParseTimerfd(t *testing.T) {
+	info := func(value, ticks, flags string) string {
+		return "pos:\t0\nflags:\t02004002\nmnt_id:\t17\nino:\t1038\nclockid: 1\nticks: " + ticks +
+			"\nsettime flags: " + flags + "\nit_value: " + value + "\nit_interval: (0, 10000000)\n"
+	}
+	cases := []struct {
+		info     string
+		ok, dead bool
+	}{
+		{info("(0, 0)", "3", "00"), true, true},
+		{info("(0, 4000000)", "0", "00"), true, false}, // armed
+		{info("(0, 0)", "0", "00"), true, false},       // disarmed by its program: no ticks
+		{info("(0, 0)", "3", "01"), true, false},       // absolute: CRIU sets it from the clock
+		{info("(0, x)", "3", "00"), false, false},
+		{info("(0, 1000000000)", "3", "00"), false, false},
+		{"pos:\t0\nticks: 1\n", false, false},
+	}
+	for _, tc := range cases {
+		tf, ok := ParseTimerfd(tc.info)
+		if ok != tc.ok || (ok && tf.Disarmed() != tc.dead) {
+			t.Errorf("%q: %+v, %v; want ok %v, disarmed %v", tc.info, tf, ok, tc.ok, tc.dead)
+		}
+	}
+}

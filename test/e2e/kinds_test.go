@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A kind of kernel state, as the kinds workload holds it, and what a
+// migration must do with it.
+type stateKind struct {
+	kind string
+	what string // for the table
+	// jobDir: its files go in the job's own directory, which moves with
+	// it; otherwise in a directory every node shares.
+	jobDir bool
+	// pin: a part of the reason it is pinned with, or "" when it moves.
+	pin string
+}
+
+var stateKinds = []stateKind{
+	{kind: "ghost", what: "an open file that was deleted (a temporary file)"},
+	{kind: "ghost-big", what: "a deleted file of 256 MiB, past `ghost_bytes`", pin: "holds the deleted file"},
+	{kind: "memfd", what: "a memfd, written and mapped"},
+	{kind: "shmanon", what: "shared anonymous memory, with a child"},
+	{kind: "devzero", what: "a shared mapping of /dev/zero, with a child"},
+	{kind: "flock", what: "an flock lock on a file in the job's directory", jobDir: true},
+	{kind: "posixlock", what: "a POSIX (fcntl) lock on a file in the job's directory", jobDir: true},
+	{kind: "ofdlock", what: "an OFD lock on a file in the job's directory", jobDir: true},
+	{kind: "flock-shared", what: "an flock lock on a file in a shared directory", pin: "holds a FLOCK lock on"},
+	{kind: "fifo", what: "a named FIFO in the job's directory with 10 bytes in it", jobDir: true},
+	{kind: "fifo-shared", what: "a named FIFO in a shared directory with 10 bytes in it", pin: "holds the named FIFO"},
+	{kind: "sysvshm", what: "a SysV shared memory segment"},
+	{kind: "sysvsem", what: "a SysV semaphore set"},
+	{kind: "stopped", what: "a child stopped with SIGSTOP"},
+	{kind: "timerfd", what: "a periodic timerfd"},
+	{kind: "posixtimer", what: "a periodic POSIX timer (timer_create)"},
+	{kind: "itimer", what: "a periodic interval timer (setitimer)"},
+	{kind: "eventfd", what: "an eventfd holding 5"},
+	{kind: "signalfd", what: "a signalfd with a signal pending"},
+	{kind: "epoll", what: "an epoll set with a ready eventfd"},
+	{kind: "socketpair", what: "a unix socket pair to a child, 10 bytes in flight"},
+	{kind: "pipe", what: "a pipe from a child, 10 bytes in flight"},
+	{kind: "sleep", what: "a child in a 3 s nanosleep"},
+	{kind: "threads", what: "32 threads"},
+	{kind: "process", what: "rlimits, prctl name and subreaper, environment, working directory"},
+	{kind: "inotify-removed", what: "an inotify watch on a directory since removed"},
+	{kind: "removed-cwd", what: "a working directory since removed", pin: "works in the removed directory"},
+}
+
+// Each kind of kernel state migrates 1→2→3→1 with its state checked by
+// the program itself after each hop, or is refused before anything
+// freezes with the kernel object named; the result is the table in
+// docs/migration.md (ROAM_UPDATE_DOCS=1 rewrites it from this run).
+func TestMigrationKinds(t *testing.T) {
+	prog := workload(t, "kinds")
+	c := upCluster(t, "e2ekinds", 38, "--nodes", "3")
+	c.waitAllAlive(3)
+	shared := t.TempDir()
+	os.Chmod(shared, 0o755)
+	rows := map[string]string{}
+	for _, k := range stateKinds {
+		t.Run(k.kind, func(t *testing.T) {
+			c.t = t
+			dir := shared
+			if k.jobDir {
+				dir = "/run/roam/job"
+			}
+			id := c.start("1", prog, k.kind, dir)
+			t.Cleanup(func() { c.run("--node", "1", "kill", "-s", "KILL", id) })
+			c.waitOutput(id, "ready\n")
+			for hop, to := range []string{"2", "3", "1"} {
+				out, err := c.run("--node", "1", "migrate", id, to)
+				if k.pin != "" {
+					if err == nil || !strings.Contains(out, k.pin) {
+						t.Fatalf("migrate to %s: %v: %s; want refused with %q", to, err, out, k.pin)
+					}
+					if j := c.job(id); j.State != "running" || j.Node != "1" {
+						t.Fatalf("after the refusal: %s on %s", j.State, j.Node)
+					}
+					rows[k.kind] = "pinned: " + normalizeReason(strings.TrimSpace(out), shared)
+					break
+				}
+				if err != nil {
+					t.Fatalf("migrate to %s: %v: %s", to, err, out)
+				}
+				if j := c.job(id); j.Node != to {
+					t.Fatalf("after migrating to %s: on %s", to, j.Node)
+				}
+				c.mustRun("--node", "1", "kill", "-s", "USR1", id)
+				c.waitOutput(id, fmt.Sprintf("ok %d\n", hop+1))
+			}
+			if k.pin == "" {
+				if k.kind == "stopped" {
+					// roam kill -s CONT continues it where it now runs.
+					c.mustRun("--node", "1", "kill", "-s", "CONT", id)
+					c.mustRun("--node", "1", "kill", "-s", "USR2", id)
+					c.waitOutput(id, "ok 4\n")
+				}
+				rows[k.kind] = "moves 1→2→3→1, checked after each hop"
+			}
+			c.mustRun("--node", "1", "kill", "-s", "TERM", id)
+			j := c.waitFinished(id, 30*time.Second)
+			if j.ExitCode == nil || *j.ExitCode != 0 {
+				out, _ := c.run("--node", "1", "logs", id)
+				t.Fatalf("exit %v: %s", j.ExitCode, out)
+			}
+		})
+	}
+	c.t = t
+	// Two jobs on one node, each with a SysV segment of the same key: each
+	// sees its own (the program creates it with IPC_EXCL and checks its
+	// content), before and after one of them moves.
+	t.Run("sysvshm-two-jobs", func(t *testing.T) {
+		c.t = t
+		a := c.start("1", prog, "sysvshm", shared)
+		b := c.start("1", prog, "sysvshm", shared)
+		t.Cleanup(func() { c.run("--node", "1", "kill", "-s", "KILL", a, b) })
+		c.waitOutput(a, "ready\n")
+		c.waitOutput(b, "ready\n")
+		c.mustRun("--node", "1", "migrate", a, "2")
+		for _, id := range []string{a, b} {
+			c.mustRun("--node", "1", "kill", "-s", "USR1", id)
+			c.waitOutput(id, "ok 1\n")
+		}
+		rows["sysvshm-two-jobs"] = "each job sees its own segment of the same key, before and after one moves"
+	})
+	c.t = t
+	if t.Failed() {
+		return
+	}
+	var b strings.Builder
+	b.WriteString("| kind | what the program holds | result |\n|---|---|---|\n")
+	for _, k := range stateKinds {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", k.kind, k.what, rows[k.kind])
+	}
+	fmt.Fprintf(&b, "| `sysvshm` ×2 | two jobs, one SysV key | %s |\n", rows["sysvshm-two-jobs"])
+	checkDocTable(t, "../../docs/migration.md", "kinds", b.String())
+}
+
+// waitOutput waits until job id's output holds s.
+func (c *cluster) waitOutput(id, s string) {
+	c.t.Helper()
+	waitFor(c.t, 30*time.Second, fmt.Sprintf("%q from %s", s, id), func() (bool, string) {
+		out, _ := c.run("--node", "1", "logs", id)
+		if strings.Contains(out, "FAIL") || strings.Contains(out, "setup failed") {
+			c.t.Fatalf("%s: %s", id, out)
+		}
+		return strings.Contains(out, s), out
+	})
+}
+
+var (
+	kindsFile   = regexp.MustCompile(`kinds-([a-z-]+)-[0-9]+`)
+	processNum  = regexp.MustCompile(`process [0-9]+`)
+	jobIDInText = regexp.MustCompile(`\b[0-9]+\.[0-9]+\b`)
+)
+
+// normalizeReason makes a refusal the same in every run: no directory,
+// file or process numbers.
+func normalizeReason(s, shared string) string {
+	s = strings.ReplaceAll(s, shared, "DIR")
+	s = kindsFile.ReplaceAllString(s, "kinds-$1-PID")
+	s = processNum.ReplaceAllString(s, "process N")
+	s = jobIDInText.ReplaceAllString(s, "JOB")
+	return strings.ReplaceAll(s, "|", "\\|")
+}
+
+// checkDocTable compares a table a test made with the one between the
+// "<!-- NAME table -->" and "<!-- end NAME table -->" lines of doc, and
+// with ROAM_UPDATE_DOCS=1 writes it there instead.
+func checkDocTable(t *testing.T, doc, name, table string) {
+	t.Helper()
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, end := "<!-- "+name+" table -->\n", "<!-- end "+name+" table -->"
+	i, j := strings.Index(string(b), begin), strings.Index(string(b), end)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no %q ... %q", doc, begin, end)
+	}
+	got := string(b[i+len(begin) : j])
+	if got == table {
+		return
+	}
+	if os.Getenv("ROAM_UPDATE_DOCS") == "1" {
+		if err := os.WriteFile(doc, []byte(string(b[:i+len(begin)])+table+string(b[j:])), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: table %s rewritten", filepath.Base(doc), name)
+		return
+	}
+	t.Errorf("%s's %s table differs from this run's (ROAM_UPDATE_DOCS=1 rewrites it):\n%s", doc, name, table)
+}
