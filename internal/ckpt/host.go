@@ -217,11 +217,51 @@ func ReadView(pid int) migrate.View {
 				}
 			}
 		}
+		// The directories of the deleted files (see migrate.View.Dirs).
+		for _, t := range v.Tasks {
+			for _, f := range append(t.FDs, mapEntries(t.Maps)...) {
+				if f.Mode&syscall.S_IFMT != syscall.S_IFREG || f.Nlink != 0 || !strings.HasPrefix(f.Link, "/") {
+					continue
+				}
+				dir := filepath.Dir(strings.TrimSuffix(f.Link, " (deleted)"))
+				if _, ok := v.Dirs[dir]; ok {
+					continue
+				}
+				if v.Dirs == nil {
+					v.Dirs = map[string]migrate.Entry{}
+				}
+				v.Dirs[dir] = statEntry(dir)
+			}
+		}
 		mine, err1 := os.Readlink("/proc/self/ns/ipc")
 		its, err2 := os.Readlink(root + "/ns/ipc")
 		v.OwnIPC = err1 == nil && err2 == nil && mine != its
 	}
 	return v
+}
+
+// mapEntries are the map_files entries of ms.
+func mapEntries(ms []migrate.MapEntry) []migrate.Entry {
+	out := make([]migrate.Entry, len(ms))
+	for i, m := range ms {
+		out[i] = m.Entry
+	}
+	return out
+}
+
+// statEntry stats a directory by path (Mode 0 when it is gone).
+func statEntry(p string) migrate.Entry {
+	e := migrate.Entry{Link: p}
+	var st syscall.Stat_t
+	var sfs syscall.Statfs_t
+	if syscall.Lstat(p, &st) != nil {
+		return e
+	}
+	e.Mode, e.Nlink, e.Ino = st.Mode, st.Nlink, st.Ino
+	if syscall.Statfs(p, &sfs) == nil {
+		e.FSID = [2]int32{int32(sfs.Fsid.X__val[0]), int32(sfs.Fsid.X__val[1])}
+	}
+	return e
 }
 
 // entry reads a /proc link, stats its target, and reads info (an fdinfo

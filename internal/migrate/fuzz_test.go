@@ -583,6 +583,11 @@ func FuzzJudge(f *testing.F) {
 					if !strings.HasPrefix(l, "/memfd:") && e.Alloc > ghost {
 						t.Fatalf("moves with the deleted file %q of %d bytes over %d", l, e.Alloc, ghost)
 					}
+					// CRIU recreates it in its directory: listed for the
+					// destination's check.
+					if d := path.Dir(trimDeleted(l)); !strings.HasPrefix(l, "/memfd:") && !under(l, r.JobDir) && !listed[d] {
+						t.Fatalf("moves with the deleted file %q, its directory not listed (files %+v)", l, got.Files)
+					}
 				case e.Nlink == 0:
 					t.Fatalf("moves with the removed %q", l)
 				case under(l, r.JobDir):

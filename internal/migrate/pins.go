@@ -3,6 +3,7 @@ package migrate
 import (
 	"encoding/hex"
 	"net/netip"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -49,6 +50,11 @@ type View struct {
 	// OwnIPC: the job has an IPC namespace of its own (CRIU carries its
 	// SysV objects and POSIX message queues with it).
 	OwnIPC bool
+	// Dirs are the directories of the deleted files the job holds, by
+	// path, as stat(2) saw them (Mode 0: gone too). The destination's
+	// CRIU recreates each deleted file there, as root, before it unlinks
+	// it again.
+	Dirs map[string]Entry `json:",omitempty"`
 }
 
 // TCPConn is an established TCP connection in the job's network namespace:
@@ -102,7 +108,7 @@ var dumpableAnon = map[string]bool{"[eventfd]": true, "[signalfd]": true, "[time
 // the destination must reach and what else moves with it.
 func Judge(v View, r Rules) Verdict {
 	var out Verdict
-	j := judge{r: r, seen: map[string]int{}}
+	j := judge{r: r, seen: map[string]int{}, dirs: v.Dirs}
 	sockets := map[string]bool{}
 	for _, t := range v.Tasks {
 		if pin := j.task(t, &out, sockets, v.OwnIPC); pin != "" {
@@ -127,6 +133,7 @@ type judge struct {
 	r     Rules
 	files []OpenFile
 	seen  map[string]int // path -> index in files
+	dirs  map[string]Entry
 }
 
 // task applies the rules to one process.
@@ -267,7 +274,11 @@ func (j *judge) add(p string, e Entry, access string, same bool) {
 }
 
 // ghost is the rule of a deleted file the job holds (open or mapped):
-// CRIU carries its content in the images up to the ghost limit.
+// CRIU carries its content in the images up to the ghost limit, and
+// recreates it in its directory on the destination, as root, before it
+// unlinks it again. That directory is listed for the destination to open
+// as the job's owner, without symlinks, like the job's other files: a
+// user cannot point it elsewhere.
 func (j *judge) ghost(e Entry, out *Verdict) string {
 	name := trimDeleted(e.Link)
 	if strings.HasPrefix(e.Link, "/memfd:") {
@@ -276,6 +287,14 @@ func (j *judge) ghost(e Entry, out *Verdict) string {
 	if e.Alloc > j.r.GhostLimit {
 		return "holds the deleted file " + name + " (" + strconv.FormatInt(e.Alloc, 10) + " bytes on disk; deleted files up to " +
 			strconv.FormatInt(j.r.GhostLimit, 10) + " bytes move with a job: limits.ghost_bytes)"
+	}
+	dir := path.Dir(name)
+	if !under(name, j.r.JobDir) {
+		d := j.dirs[dir]
+		if d.Mode&modeType != modeDir || d.Nlink == 0 {
+			return "holds the deleted file " + name + ", whose directory " + dir + " is gone or not a directory"
+		}
+		j.add(dir, d, "", Shared(dir, j.r.Shared))
 	}
 	out.Ghosts += e.Alloc
 	return ""

@@ -115,7 +115,9 @@ func TestJudgeRecorded(t *testing.T) {
 func TestJudgeRules(t *testing.T) {
 	reg := func(link string) Entry { return Entry{Link: link, Mode: modeReg | 0o644, Nlink: 1, Ino: 7} }
 	dir := func(link string) Entry { return Entry{Link: link, Mode: modeDir | 0o755, Nlink: 2, Ino: 8} }
-	task := func(fds ...Entry) Task { return Task{PID: 40, Status: "State:\tS (sleeping)\nTracerPid:\t0\n", Cwd: dir("/shared/u"), FDs: fds} }
+	task := func(fds ...Entry) Task {
+		return Task{PID: 40, Status: "State:\tS (sleeping)\nTracerPid:\t0\n", Cwd: dir("/shared/u"), FDs: fds}
+	}
 	cases := []struct {
 		name string
 		v    View
