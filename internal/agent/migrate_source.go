@@ -298,6 +298,12 @@ func (o *outMig) dump(r migrate.Record) error {
 // sendImages streams the header and the archive and waits for "ready".
 func (o *outMig) sendImages(r migrate.Record) error {
 	a := o.a
+	// The frozen tree is judged again: a lock taken since the check would
+	// make the destination's restore wait (CRIU takes it again, blocking,
+	// while this frozen copy holds it) until CRIU's time limit.
+	if v := a.ckpt.Inspect(r.PID, a.memberIPs()); v.Pin != "" {
+		return errkind.New(ErrBadRequest, "job %s, once frozen: %s", r.Job, v.Pin)
+	}
 	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Mounts: o.mounts, Lazy: r.Lazy, Streamed: !r.Lazy, Stopped: o.stopped}
 	a.jobs.mu.Lock()
 	lj := o.lj

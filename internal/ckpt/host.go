@@ -265,8 +265,9 @@ func statEntry(p string) migrate.Entry {
 }
 
 // entry reads a /proc link, stats its target, and reads info (an fdinfo
-// file) when named. A link that cannot be read comes back empty; one whose
-// target cannot be stat'ed (a socket, a pipe, an ended task) with Mode 0.
+// file) when named. A link that cannot be read (an ended task) comes back
+// empty; one that is not a path (a socket, a pipe) with Mode 0; a path
+// whose stat fails with StatErr.
 func entry(link, info string) migrate.Entry {
 	l, err := os.Readlink(link)
 	if err != nil {
@@ -283,10 +284,11 @@ func entry(link, info string) migrate.Entry {
 	}
 	var st syscall.Stat_t
 	var sfs syscall.Statfs_t
-	if syscall.Stat(link, &st) != nil {
+	if err := syscall.Stat(link, &st); err != nil {
+		e.StatErr = err.Error()
 		return e
 	}
-	e.Mode, e.Nlink, e.Size, e.Alloc, e.Ino = st.Mode, st.Nlink, st.Size, st.Blocks*512, st.Ino
+	e.Mode, e.Nlink, e.Size, e.Alloc, e.Ino, e.UID = st.Mode, st.Nlink, st.Size, st.Blocks*512, st.Ino, st.Uid
 	if syscall.Statfs(link, &sfs) == nil {
 		e.FSID = [2]int32{int32(sfs.Fsid.X__val[0]), int32(sfs.Fsid.X__val[1])}
 	}

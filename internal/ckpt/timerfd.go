@@ -95,31 +95,38 @@ const tfdSetTicks = 0x40085400
 // root that CRIU left disarmed (see Timerfd.Disarmed).
 func rearmTimerfds(root int) error {
 	for _, p := range procfs.Tree(root) {
-		proc := "/proc/" + strconv.Itoa(p)
-		ents, _ := os.ReadDir(proc + "/fd")
-		pidfd := -1
-		for _, e := range ents {
-			if l, err := os.Readlink(proc + "/fd/" + e.Name()); err != nil || l != "anon_inode:[timerfd]" {
-				continue
-			}
-			info, err := os.ReadFile(proc + "/fdinfo/" + e.Name())
-			if err != nil {
-				continue
-			}
-			t, ok := ParseTimerfd(string(info))
-			if !ok || !t.Disarmed() {
-				continue
-			}
-			n, _ := strconv.Atoi(e.Name())
-			if pidfd < 0 {
-				if pidfd, err = unix.PidfdOpen(p, 0); err != nil {
-					return fmt.Errorf("timerfd of process %d: %w", p, err)
-				}
-				defer unix.Close(pidfd)
-			}
-			if err := rearm(pidfd, n, t); err != nil {
-				return fmt.Errorf("timerfd %d of process %d: %w", n, p, err)
-			}
+		if err := rearmProcess(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rearmProcess re-arms process p's disarmed periodic timerfds. The pidfd
+// is opened first: the fdinfo read after it is that very process's.
+func rearmProcess(p int) error {
+	proc := "/proc/" + strconv.Itoa(p)
+	pidfd, err := unix.PidfdOpen(p, 0)
+	if err != nil {
+		return nil // ended
+	}
+	defer unix.Close(pidfd)
+	ents, _ := os.ReadDir(proc + "/fd")
+	for _, e := range ents {
+		if l, err := os.Readlink(proc + "/fd/" + e.Name()); err != nil || l != "anon_inode:[timerfd]" {
+			continue
+		}
+		info, err := os.ReadFile(proc + "/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		t, ok := ParseTimerfd(string(info))
+		if !ok || !t.Disarmed() {
+			continue
+		}
+		n, _ := strconv.Atoi(e.Name())
+		if err := rearm(pidfd, n, t); err != nil {
+			return fmt.Errorf("timerfd %d of process %d: %w", n, p, err)
 		}
 	}
 	return nil

@@ -557,6 +557,9 @@ func FuzzJudge(f *testing.F) {
 			}
 			for _, e := range entries {
 				l := e.Link
+				if e.StatErr != "" {
+					t.Fatalf("moves with %q, which could not be examined", l)
+				}
 				if strings.HasPrefix(l, "socket:[") {
 					sockets[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
 				}
@@ -596,6 +599,9 @@ func FuzzJudge(f *testing.F) {
 				}
 			}
 			for _, m := range task.Maps {
+				if m.StatErr != "" {
+					t.Fatalf("moves with the mapping %q, which could not be examined", m.Path)
+				}
 				if strings.HasPrefix(m.Path, "/SYSV") && strings.HasSuffix(m.Path, " (deleted)") && !v.OwnIPC {
 					t.Fatalf("moves with the node's SysV segment %q", m.Path)
 				}

@@ -21,7 +21,12 @@ type Entry struct {
 	Size  int64
 	Alloc int64 // bytes allocated on disk (st_blocks * 512)
 	Ino   uint64
+	UID   uint32
 	FSID  [2]int32 // statfs's f_fsid of the target's filesystem
+	// StatErr: the link named a path and its stat failed. The file is
+	// then neither judged nor checked, so the job is pinned (a FUSE
+	// filesystem could fail the agent's stat and answer CRIU's).
+	StatErr string `json:",omitempty"`
 	// Info is /proc/PID/fdinfo/N of a descriptor: its flags, the locks
 	// held through it, an inotify's watches.
 	Info string
@@ -134,6 +139,8 @@ type judge struct {
 	files []OpenFile
 	seen  map[string]int // path -> index in files
 	dirs  map[string]Entry
+	// ghosts are the deleted files counted, by filesystem and inode.
+	ghosts map[[3]uint64]bool
 }
 
 // task applies the rules to one process.
@@ -149,6 +156,9 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 				out.Stopped = append(out.Stopped, n)
 			}
 		}
+	}
+	if c := t.Cwd; c.StatErr != "" {
+		return who + " works in " + c.Link + ", which cannot be examined: " + c.StatErr
 	}
 	if c := t.Cwd; c.Mode != 0 {
 		if c.Nlink == 0 {
@@ -171,6 +181,8 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 				return who + " holds a descriptor of the kernel object " + l + ", which CRIU cannot dump"
 			}
 			continue
+		case f.StatErr != "":
+			return who + " holds open " + l + ", which cannot be examined: " + f.StatErr
 		case !strings.HasPrefix(l, "/") || f.Mode == 0:
 			continue // another kind of anonymous descriptor, or gone
 		}
@@ -180,7 +192,7 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 		switch f.Mode & modeType {
 		case modeReg:
 			if f.Nlink == 0 {
-				if pin := j.ghost(f, out); pin != "" {
+				if pin := j.ghost(f, out, st["Uid"]); pin != "" {
 					return pin
 				}
 				continue
@@ -195,7 +207,7 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 			}
 			continue
 		case modeFIFO:
-			if !under(l, j.r.JobDir) {
+			if !under(l, j.r.JobDir) || path.Dir(l) != j.r.JobDir {
 				return who + " holds the named FIFO " + l + ": its buffered data is in this node's kernel, and a process outside the job may hold its other end"
 			}
 			continue
@@ -214,6 +226,8 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 				return who + " attaches the SysV shared memory segment with key 0x" + strings.TrimSuffix(strings.TrimPrefix(p, "/SYSV"), " (deleted)") + " of the node's IPC namespace, which the job shares"
 			}
 			continue
+		case m.StatErr != "":
+			return who + " maps " + p + ", which cannot be examined: " + m.StatErr
 		case m.Mode == 0:
 			continue
 		case (p == "/dev/zero (deleted)" || strings.HasPrefix(p, "/memfd:")) && m.Nlink == 0:
@@ -224,7 +238,7 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 			}
 			return who + " maps " + p + ", which is not a regular file"
 		case m.Nlink == 0:
-			if pin := j.ghost(m.Entry, out); pin != "" {
+			if pin := j.ghost(m.Entry, out, st["Uid"]); pin != "" {
 				return pin
 			}
 			continue
@@ -247,6 +261,10 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 // destination must reach the same file; elsewhere it is this node's own.
 func (j *judge) path(p string, e Entry, access, verb string) string {
 	if under(p, j.r.JobDir) {
+		// The stream carries the directory's own files, not deeper ones.
+		if p != j.r.JobDir && path.Dir(p) != j.r.JobDir {
+			return verb + p + ", below the job's own directory: only the files directly in it move"
+		}
 		return ""
 	}
 	if !Shared(p, j.r.Shared) {
@@ -279,15 +297,31 @@ func (j *judge) add(p string, e Entry, access string, same bool) {
 // unlinks it again. That directory is listed for the destination to open
 // as the job's owner, without symlinks, like the job's other files: a
 // user cannot point it elsewhere.
-func (j *judge) ghost(e Entry, out *Verdict) string {
+func (j *judge) ghost(e Entry, out *Verdict, uids string) string {
 	name := trimDeleted(e.Link)
 	if strings.HasPrefix(e.Link, "/memfd:") {
 		return "" // a memfd: CRIU carries its content whatever its size
 	}
-	if e.Alloc > j.r.GhostLimit {
-		return "holds the deleted file " + name + " (" + strconv.FormatInt(e.Alloc, 10) + " bytes on disk; deleted files up to " +
-			strconv.FormatInt(j.r.GhostLimit, 10) + " bytes move with a job: limits.ghost_bytes)"
+	// CRIU gives the recreated file its owner and mode: only a file of
+	// the process's own user, with no set-user-id or set-group-id bit (an
+	// old setuid binary a job kept open across an upgrade, say).
+	if fs := strings.Fields(uids); len(fs) == 0 || fs[0] != strconv.FormatUint(uint64(e.UID), 10) || e.Mode&0o6000 != 0 {
+		return "holds the deleted file " + name + " of uid " + strconv.FormatUint(uint64(e.UID), 10) + ", mode " + strconv.FormatUint(uint64(e.Mode&0o7777), 8) +
+			": only a file of the job's own user without set-id bits moves as a ghost"
 	}
+	key := [3]uint64{uint64(uint32(e.FSID[0])), uint64(uint32(e.FSID[1])), e.Ino}
+	if j.ghosts[key] && e.Ino != 0 {
+		return "" // held twice (open and mapped): one ghost
+	}
+	if out.Ghosts+e.Alloc > j.r.GhostLimit {
+		return "holds the deleted file " + name + " (" + strconv.FormatInt(e.Alloc, 10) + " bytes on disk, with the others " +
+			strconv.FormatInt(out.Ghosts+e.Alloc, 10) + "; deleted files of up to " + strconv.FormatInt(j.r.GhostLimit, 10) +
+			" bytes in all move with a job: limits.ghost_bytes)"
+	}
+	if j.ghosts == nil {
+		j.ghosts = map[[3]uint64]bool{}
+	}
+	j.ghosts[key] = true
 	dir := path.Dir(name)
 	if !under(name, j.r.JobDir) {
 		d := j.dirs[dir]

@@ -105,7 +105,7 @@ func TestJudgeRecorded(t *testing.T) {
 	_ = json.Unmarshal(b, &v)
 	r := testRules
 	r.GhostLimit = 0
-	if got := Judge(v, r); !strings.Contains(got.Pin, "deleted files up to 0 bytes move with a job") {
+	if got := Judge(v, r); !strings.Contains(got.Pin, "deleted files of up to 0 bytes in all move with a job") {
 		t.Errorf("ghost with limit 0: %q", got.Pin)
 	}
 }
@@ -116,8 +116,12 @@ func TestJudgeRules(t *testing.T) {
 	reg := func(link string) Entry { return Entry{Link: link, Mode: modeReg | 0o644, Nlink: 1, Ino: 7} }
 	dir := func(link string) Entry { return Entry{Link: link, Mode: modeDir | 0o755, Nlink: 2, Ino: 8} }
 	task := func(fds ...Entry) Task {
-		return Task{PID: 40, Status: "State:\tS (sleeping)\nTracerPid:\t0\n", Cwd: dir("/shared/u"), FDs: fds}
+		return Task{PID: 40, Status: "State:\tS (sleeping)\nTracerPid:\t0\nUid:\t1000\t1000\t1000\t1000\n", Cwd: dir("/shared/u"), FDs: fds}
 	}
+	ghost := func(link string, uid uint32, mode uint32, alloc int64) Entry {
+		return Entry{Link: link + " (deleted)", Mode: modeReg | mode, Nlink: 0, Alloc: alloc, UID: uid}
+	}
+	sub := map[string]Entry{"/shared/sub": {Link: "/shared/sub", Mode: modeDir | 0o755, Nlink: 2, Ino: 99}}
 	cases := []struct {
 		name string
 		v    View
@@ -141,6 +145,20 @@ func TestJudgeRules(t *testing.T) {
 			"process 42 maps /tmp/m shared and writable, on this node's own filesystem"},
 		{"a mapped device", View{Tasks: []Task{{PID: 43, Maps: []MapEntry{{Mapping{Range: "1-2", Path: "/dev/dri/card0"}, Entry{Link: "/dev/dri/card0", Mode: modeChr, Nlink: 1}}}}}},
 			"process 43 maps /dev/dri/card0, which is not a regular file"},
+		{"a deleted file of the job's user moves", View{Tasks: []Task{task(ghost("/shared/sub/t", 1000, 0o600, 4096))}, Dirs: sub}, ""},
+		{"a deleted file whose directory is gone", View{Tasks: []Task{task(ghost("/shared/gone/t", 1000, 0o600, 4096))}, Dirs: sub},
+			"holds the deleted file /shared/gone/t, whose directory /shared/gone is gone or not a directory"},
+		{"a deleted file of another user", View{Tasks: []Task{task(ghost("/shared/sub/t", 0, 0o644, 4096))}, Dirs: sub},
+			"holds the deleted file /shared/sub/t of uid 0, mode 644: only a file of the job's own user"},
+		{"a deleted set-user-id file", View{Tasks: []Task{task(ghost("/shared/sub/t", 1000, 0o4755, 4096))}, Dirs: sub}, "mode 4755"},
+		{"deleted files over the limit together", View{Tasks: []Task{task(ghost("/shared/sub/a", 1000, 0o600, 40<<20), ghost("/shared/sub/b", 1000, 0o600, 40<<20))}, Dirs: sub},
+			"holds the deleted file /shared/sub/b (41943040 bytes on disk, with the others 83886080; deleted files of up to 67108864 bytes in all"},
+		{"a file that cannot be examined", View{Tasks: []Task{task(Entry{Link: "/shared/fuse/f", StatErr: "permission denied"})}},
+			"process 40 holds open /shared/fuse/f, which cannot be examined: permission denied"},
+		{"a working directory that cannot be examined", View{Tasks: []Task{{PID: 44, Cwd: Entry{Link: "/shared/fuse", StatErr: "permission denied"}}}},
+			"process 44 works in /shared/fuse, which cannot be examined"},
+		{"a file below the job's directory", View{Tasks: []Task{task(reg("/job/sub/f"))}}, "holds open /job/sub/f, below the job's own directory"},
+		{"a FIFO below the job's directory", View{Tasks: []Task{task(Entry{Link: "/job/sub/p", Mode: modeFIFO, Nlink: 1})}}, "holds the named FIFO /job/sub/p"},
 		{"a TCP connection out", View{Tasks: []Task{task(Entry{Link: "socket:[77]"})}, TCP: []TCPConn{{Inode: "77", Remote: "192.0.2.9:80"}}},
 			"holds a TCP connection to 192.0.2.9:80 (outside the cluster)"},
 		{"a TCP connection in the cluster", View{Tasks: []Task{task(Entry{Link: "socket:[77]"})}, TCP: []TCPConn{{Inode: "77", Remote: "10.0.0.2:22"}}},
@@ -156,9 +174,15 @@ func TestJudgeRules(t *testing.T) {
 			t.Errorf("%s: pinned with files %v", tc.name, got.Files)
 		}
 	}
+	// CRIU recreates a deleted file in its directory as root: the
+	// directory is listed, to be the same one on the destination.
+	got := Judge(View{Tasks: []Task{task(ghost("/shared/sub/t", 1000, 0o600, 4096))}, Dirs: sub}, testRules)
+	if len(got.Files) != 2 || got.Files[1] != (OpenFile{Path: "/shared/sub", Ino: 99, Same: true}) || got.Ghosts != 4096 {
+		t.Errorf("a ghost in /shared/sub: %+v", got)
+	}
 	// One file reached three ways is listed once, with the widest access.
 	v := View{Tasks: []Task{task(Entry{Link: "/shared/d", Mode: modeReg, Nlink: 1, Ino: 9, Info: "flags:\t0100000\n"}, Entry{Link: "/shared/d", Mode: modeReg, Nlink: 1, Ino: 9, Info: "flags:\t01\n"})}}
-	got := Judge(v, testRules)
+	got = Judge(v, testRules)
 	if len(got.Files) != 2 || got.Files[1] != (OpenFile{Path: "/shared/d", Access: "rw", Ino: 9, Same: true}) {
 		t.Errorf("files %+v", got.Files)
 	}
