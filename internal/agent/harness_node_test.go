@@ -320,7 +320,7 @@ func (f *fakeNode) MemFreeMB() float64 { return 4096 }
 
 func (f *fakeNode) Support() (string, bool) { return "fake checkpointer", true }
 
-func (f *fakeNode) Inspect(pid int, members map[string]bool) migrate.Verdict {
+func (f *fakeNode) Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict {
 	return migrate.Verdict{}
 }
 

@@ -242,7 +242,7 @@ func (o *outMig) checkLocal(r migrate.Record) (string, error) {
 			}
 		}
 	}
-	v := a.ckpt.Inspect(r.PID, a.memberIPs())
+	v := a.ckpt.Inspect(r.PID, a.memberIPs(), false)
 	if v.Pin != "" {
 		return v.Pin, nil
 	}
@@ -301,7 +301,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	// The frozen tree is judged again: a lock taken since the check would
 	// make the destination's restore wait (CRIU takes it again, blocking,
 	// while this frozen copy holds it) until CRIU's time limit.
-	if v := a.ckpt.Inspect(r.PID, a.memberIPs()); v.Pin != "" {
+	if v := a.ckpt.Inspect(r.PID, a.memberIPs(), true); v.Pin != "" {
 		return errkind.New(ErrBadRequest, "job %s, once frozen: %s", r.Job, v.Pin)
 	}
 	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Mounts: o.mounts, Lazy: r.Lazy, Streamed: !r.Lazy, Stopped: o.stopped}

@@ -32,8 +32,9 @@ type Checkpointer interface {
 	Support() (what string, allUsers bool)
 	// Inspect reads what /proc says of a job and applies the pin rules
 	// (migrate.Judge): the files the destination must reach, or why the
-	// job cannot move.
-	Inspect(pid int, members map[string]bool) migrate.Verdict
+	// job cannot move. frozen: the job is frozen by its dump (see
+	// migrate.Rules.Frozen).
+	Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict
 	// Creds are the credentials of every thread of the tree under pid.
 	Creds(pid int) ([]procfs.Creds, error)
 	// Mounts lists the job's mount points CRIU must treat as external.
@@ -174,8 +175,8 @@ func pipeMaxSize() int {
 // Inspect reads what /proc says of the job's processes (their status,
 // working directories, descriptors with their fdinfo, mappings) and its
 // TCP table, and applies the pin rules (migrate.Judge).
-func (h *Host) Inspect(pid int, members map[string]bool) migrate.Verdict {
-	return migrate.Judge(ReadView(pid), migrate.Rules{JobDir: JobDir, Shared: h.Shared, Members: members, GhostLimit: h.GhostLimit})
+func (h *Host) Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict {
+	return migrate.Judge(ReadView(pid), migrate.Rules{JobDir: JobDir, Shared: h.Shared, Members: members, GhostLimit: h.GhostLimit, Frozen: frozen})
 }
 
 // ReadView reads what the pin rules look at of the tree under pid.

@@ -77,6 +77,9 @@ type Rules struct {
 	// GhostLimit is the largest deleted file that moves with the job
 	// (CRIU's ghost file limit); 0 moves none.
 	GhostLimit int64
+	// Frozen: the job is frozen by a dump, whose CRIU may still trace it
+	// (a lazy dump serves its pages so): the tracer rule does not apply.
+	Frozen bool
 }
 
 // Verdict is what the rules say of a job.
@@ -147,7 +150,7 @@ type judge struct {
 func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool) string {
 	who := "process " + strconv.Itoa(t.PID)
 	st := statusFields(t.Status)
-	if tp := st["TracerPid"]; tp != "" && tp != "0" {
+	if tp := st["TracerPid"]; tp != "" && tp != "0" && !j.r.Frozen {
 		return who + " is traced by process " + tp + " (ptrace): CRIU cannot seize a traced process"
 	}
 	if state := st["State"]; strings.HasPrefix(state, "T") {

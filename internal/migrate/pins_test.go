@@ -174,6 +174,13 @@ func TestJudgeRules(t *testing.T) {
 			t.Errorf("%s: pinned with files %v", tc.name, got.Files)
 		}
 	}
+	// A frozen job may be traced by its dump's CRIU: not a pin then.
+	traced := View{Tasks: []Task{{PID: 41, Status: "State:\tt (tracing stop)\nTracerPid:\t99\n"}}}
+	frozen := testRules
+	frozen.Frozen = true
+	if got := Judge(traced, frozen); got.Pin != "" {
+		t.Errorf("frozen and traced: %q", got.Pin)
+	}
 	// CRIU recreates a deleted file in its directory as root: the
 	// directory is listed, to be the same one on the destination.
 	got := Judge(View{Tasks: []Task{task(ghost("/shared/sub/t", 1000, 0o600, 4096))}, Dirs: sub}, testRules)
