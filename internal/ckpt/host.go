@@ -219,19 +219,30 @@ func ReadView(pid int) migrate.View {
 			}
 		}
 		// The directories of the deleted files (see migrate.View.Dirs).
+		addDir := func(f migrate.Entry) {
+			if f.Mode&syscall.S_IFMT != syscall.S_IFREG || f.Nlink != 0 || !strings.HasPrefix(f.Link, "/") {
+				return
+			}
+			dir := filepath.Dir(strings.TrimSuffix(f.Link, " (deleted)"))
+			if _, ok := v.Dirs[dir]; ok {
+				return
+			}
+			if v.Dirs == nil {
+				v.Dirs = map[string]migrate.Entry{}
+			}
+			e := migrate.Entry{Link: dir}
+			var st syscall.Stat_t
+			if syscall.Lstat(dir, &st) == nil {
+				fillEntry(&e, dir, &st)
+			}
+			v.Dirs[dir] = e
+		}
 		for _, t := range v.Tasks {
-			for _, f := range append(t.FDs, mapEntries(t.Maps)...) {
-				if f.Mode&syscall.S_IFMT != syscall.S_IFREG || f.Nlink != 0 || !strings.HasPrefix(f.Link, "/") {
-					continue
-				}
-				dir := filepath.Dir(strings.TrimSuffix(f.Link, " (deleted)"))
-				if _, ok := v.Dirs[dir]; ok {
-					continue
-				}
-				if v.Dirs == nil {
-					v.Dirs = map[string]migrate.Entry{}
-				}
-				v.Dirs[dir] = statEntry(dir)
+			for _, f := range t.FDs {
+				addDir(f)
+			}
+			for _, m := range t.Maps {
+				addDir(m.Entry)
 			}
 		}
 		mine, err1 := os.Readlink("/proc/self/ns/ipc")
@@ -241,28 +252,13 @@ func ReadView(pid int) migrate.View {
 	return v
 }
 
-// mapEntries are the map_files entries of ms.
-func mapEntries(ms []migrate.MapEntry) []migrate.Entry {
-	out := make([]migrate.Entry, len(ms))
-	for i, m := range ms {
-		out[i] = m.Entry
-	}
-	return out
-}
-
-// statEntry stats a directory by path (Mode 0 when it is gone).
-func statEntry(p string) migrate.Entry {
-	e := migrate.Entry{Link: p}
-	var st syscall.Stat_t
+// fillEntry sets what stat (st, of path p) and statfs say of a file.
+func fillEntry(e *migrate.Entry, p string, st *syscall.Stat_t) {
+	e.Mode, e.Nlink, e.Size, e.Alloc, e.Ino, e.UID = st.Mode, st.Nlink, st.Size, st.Blocks*512, st.Ino, st.Uid
 	var sfs syscall.Statfs_t
-	if syscall.Lstat(p, &st) != nil {
-		return e
-	}
-	e.Mode, e.Nlink, e.Ino = st.Mode, st.Nlink, st.Ino
 	if syscall.Statfs(p, &sfs) == nil {
 		e.FSID = [2]int32{int32(sfs.Fsid.X__val[0]), int32(sfs.Fsid.X__val[1])}
 	}
-	return e
 }
 
 // entry reads a /proc link, stats its target, and reads info (an fdinfo
@@ -284,15 +280,11 @@ func entry(link, info string) migrate.Entry {
 		return e
 	}
 	var st syscall.Stat_t
-	var sfs syscall.Statfs_t
 	if err := syscall.Stat(link, &st); err != nil {
 		e.StatErr = err.Error()
 		return e
 	}
-	e.Mode, e.Nlink, e.Size, e.Alloc, e.Ino, e.UID = st.Mode, st.Nlink, st.Size, st.Blocks*512, st.Ino, st.Uid
-	if syscall.Statfs(link, &sfs) == nil {
-		e.FSID = [2]int32{int32(sfs.Fsid.X__val[0]), int32(sfs.Fsid.X__val[1])}
-	}
+	fillEntry(&e, link, &st)
 	return e
 }
 

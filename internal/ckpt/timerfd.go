@@ -23,19 +23,17 @@ import (
 
 // Timerfd is a timerfd's state as its fdinfo shows it.
 type Timerfd struct {
-	Clock      int
-	Ticks      uint64
-	Flags      uint64 // settime flags (TFD_TIMER_ABSTIME, ...)
-	Value      unix.Timespec
-	Interval   unix.Timespec
-	valueSeen  bool // the lines were there
-	periodSeen bool
+	Clock    int
+	Ticks    uint64
+	Flags    uint64 // settime flags (TFD_TIMER_ABSTIME, ...)
+	Value    unix.Timespec
+	Interval unix.Timespec
 }
 
 // ParseTimerfd reads a timerfd's fdinfo.
 func ParseTimerfd(fdinfo string) (Timerfd, bool) {
 	var t Timerfd
-	ticksSeen := false
+	var seen [3]bool // ticks, it_value, it_interval
 	for _, line := range strings.Split(fdinfo, "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
@@ -48,21 +46,21 @@ func ParseTimerfd(fdinfo string) (Timerfd, bool) {
 			t.Clock, err = strconv.Atoi(v)
 		case "ticks":
 			t.Ticks, err = strconv.ParseUint(v, 10, 64)
-			ticksSeen = err == nil
+			seen[0] = err == nil
 		case "settime flags":
 			t.Flags, err = strconv.ParseUint(v, 8, 64)
 		case "it_value":
 			t.Value, err = parsePair(v)
-			t.valueSeen = err == nil
+			seen[1] = err == nil
 		case "it_interval":
 			t.Interval, err = parsePair(v)
-			t.periodSeen = err == nil
+			seen[2] = err == nil
 		}
 		if err != nil {
 			return Timerfd{}, false
 		}
 	}
-	return t, ticksSeen && t.valueSeen && t.periodSeen
+	return t, seen == [3]bool{true, true, true}
 }
 
 // parsePair reads fdinfo's "(SEC, NSEC)".

@@ -6,6 +6,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"roam/internal/procfs"
 )
 
 // What pins a job to its node. The driver reads what /proc says of the
@@ -153,20 +155,18 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 	if tp := st["TracerPid"]; tp != "" && tp != "0" && !j.r.Frozen {
 		return who + " is traced by process " + tp + " (ptrace): CRIU cannot seize a traced process"
 	}
-	if state := st["State"]; strings.HasPrefix(state, "T") {
-		if ns := strings.Fields(st["NSpid"]); len(ns) > 0 {
-			if n, err := strconv.Atoi(ns[len(ns)-1]); err == nil {
-				out.Stopped = append(out.Stopped, n)
-			}
+	if strings.HasPrefix(st["State"], "T") {
+		if n, ok := procfs.ParseNSPid(t.Status); ok {
+			out.Stopped = append(out.Stopped, n)
 		}
 	}
-	if c := t.Cwd; c.StatErr != "" {
+	switch c := t.Cwd; {
+	case c.StatErr != "":
 		return who + " works in " + c.Link + ", which cannot be examined: " + c.StatErr
-	}
-	if c := t.Cwd; c.Mode != 0 {
-		if c.Nlink == 0 {
-			return who + " works in the removed directory " + trimDeleted(c.Link)
-		}
+	case c.Mode == 0:
+	case c.Nlink == 0:
+		return who + " works in the removed directory " + trimDeleted(c.Link)
+	default:
 		if pin := j.path(c.Link, c, "", "works in "); pin != "" {
 			return pin
 		}
