@@ -31,7 +31,10 @@
 #   FUZZLOG    a file each run appends to: date, commit, package, target,
 #              executions, and "ok", "stopped" (ended by a signal, with
 #              the executions of its last progress line) or "FAIL";
-#              `make fuzz` logs to docs/results/fuzz-execs.tsv
+#              `make fuzz` logs to docs/results/fuzz-execs.tsv. A line
+#              written by hand with "changed" (and 0 executions) says the
+#              code under that target changed: like a failure, it starts
+#              the target's count again
 #   TMPDIR     the agent's targets keep a job table there (bbolt, an
 #              fsync per write): a tmpfs (TMPDIR=/dev/shm) runs them
 #              about three times faster than a disk
@@ -79,10 +82,10 @@ TARGETS=(
 
 # logged_total PKG NAME: the executions FUZZLOG holds for a target since
 # its last failure (a failure is fixed in the code, and counting starts
-# again from there).
+# again from there) or since a "changed" line.
 logged_total() {
   [[ -n ${FUZZLOG:-} && -f $FUZZLOG ]] || { echo 0; return; }
-  awk -F'\t' -v p="$1" -v n="$2" '$3 == p && $4 == n { s = ($6 == "FAIL") ? 0 : s + $5 } END { print s + 0 }' "$FUZZLOG"
+  awk -F'\t' -v p="$1" -v n="$2" '$3 == p && $4 == n { s = ($6 == "FAIL" || $6 == "changed") ? 0 : s + $5 } END { print s + 0 }' "$FUZZLOG"
 }
 
 until=0
