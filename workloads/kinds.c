@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <mqueue.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -59,6 +60,8 @@ static pid_t child = -1;
 static volatile uint64_t *shared_counter;
 static uint64_t last_count;
 static int shmid = -1, semid = -1;
+static mqd_t mq = (mqd_t)-1;
+static char mqname[64];
 static long token;
 static timer_t ptimer;
 static volatile sig_atomic_t alarms, ptimer_hits;
@@ -74,6 +77,8 @@ static void cleanup(void) {
 	if (semid >= 0)
 		semctl(semid, 0, IPC_RMID);
 	unlink(path1);
+	if (mqname[0])
+		mq_unlink(mqname);
 }
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -286,6 +291,18 @@ static void setup(void) {
 			die("semget (another job's set with this key is visible?)");
 		if (semctl(semid, 0, SETVAL, 7) < 0)
 			die("semctl");
+	} else if (strcmp(kind, "mqueue") == 0 || strcmp(kind, "mqueue-unlinked") == 0) {
+		struct mq_attr a = {.mq_maxmsg = 4, .mq_msgsize = 16};
+		snprintf(mqname, sizeof mqname, "/roam-kinds-%d", (int)getpid());
+		mq = mq_open(mqname, O_CREAT | O_EXCL | O_RDWR | O_NONBLOCK, 0600, &a);
+		if (mq == (mqd_t)-1 || mq_send(mq, "0123456789", 10, 1) < 0)
+			die("mq_open");
+		if (strcmp(kind, "mqueue-unlinked") == 0) {
+			mq_unlink(mqname);
+			mqname[0] = 0;
+		}
+	} else if (strcmp(kind, "stopped-job") == 0) {
+		// Nothing: the test stops the whole job with roam kill -s STOP.
 	} else if (strcmp(kind, "stopped") == 0) {
 		start_counter_child();
 		kill(child, SIGSTOP);
@@ -420,6 +437,10 @@ static void check(void) {
 		int v = semctl(semid, 0, GETVAL);
 		if (v != 7)
 			fail("the semaphore's value is %d, not 7", v);
+	} else if (strcmp(kind, "mqueue") == 0 || strcmp(kind, "mqueue-unlinked") == 0) {
+		struct mq_attr a;
+		if (mq_getattr(mq, &a) < 0 || a.mq_curmsgs != 1)
+			fail("the message queue holds %ld messages, not 1", mq_getattr(mq, &a) < 0 ? -1L : (long)a.mq_curmsgs);
 	} else if (strcmp(kind, "stopped") == 0) {
 		uint64_t c = *shared_counter;
 		if (!want_running) {

@@ -332,14 +332,21 @@ func authzDrain(r *os.File) string {
 	return string(buf[:max(n, 0)])
 }
 
-// checkKill sends SIGSTOP, which shows (the job is frozen) and is undone
-// (SIGCONT, through the job's node's agent) so the next caller finds the
-// job as it was.
+// checkKill sends SIGSTOP, which shows (the job is frozen, and roam ps
+// says stopped) and is undone (SIGCONT, through the job's node's agent) so
+// the next caller finds the job as it was.
 func (x *authzEnv) checkKill(who authzCaller, j *authzJob, want authzWant) string {
 	code, b := x.ask(0, who, http.MethodPost, "/v1/kill", fmt.Sprintf(`{"ids":[%q],"signal":%d}`, j.id, syscall.SIGSTOP))
 	_, frozen := x.c.world.copies(j.id)
+	shown := x.psState(j.id)
 	for _, n := range frozen {
 		_ = x.c.nodes[nodeIndex(n)].a.signalJob(j.id, syscall.SIGCONT)
+	}
+	if len(frozen) > 0 && shown != api.StateStopped {
+		return fmt.Sprintf("roam ps shows the stopped job %s", shown)
+	}
+	if len(frozen) > 0 && x.psState(j.id) != api.StateRunning {
+		return fmt.Sprintf("roam ps shows the continued job %s", x.psState(j.id))
 	}
 	if want == no {
 		var res []api.KillResult
@@ -363,6 +370,16 @@ func (x *authzEnv) checkKill(who authzCaller, j *authzJob, want authzWant) strin
 		}
 		return ""
 	})
+}
+
+// psState is job id's state as roam ps shows it to root.
+func (x *authzEnv) psState(id string) string {
+	for _, r := range x.c.nodes[0].a.PS(Caller{}, true) {
+		if r.ID == id {
+			return r.State
+		}
+	}
+	return "absent"
 }
 
 // checkMigrate moves the job to the other node.

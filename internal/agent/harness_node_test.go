@@ -44,6 +44,8 @@ type fproc struct {
 	spool string
 	state byte
 	exit  chan struct{} // closed when gone
+	// stopped: by a SIGSTOP that roam kill sent, until a SIGCONT
+	stopped bool
 }
 
 // world is every fake process of a harness.
@@ -257,8 +259,10 @@ func (f *fakeNode) Signal(pid int, sig syscall.Signal) error {
 	switch sig {
 	case syscall.SIGSTOP:
 		f.w.set(p, frozen, "sigstop")
+		p.stopped = true
 	case syscall.SIGCONT:
 		f.w.set(p, running, "sigcont")
+		p.stopped = false
 	case syscall.SIGKILL:
 		f.w.ended[p.job] = true
 		f.w.set(p, gone, "sigkill")
@@ -286,6 +290,13 @@ func (f *fakeNode) Kill(pid int, tix uint64, _ time.Duration) {
 func (f *fakeNode) Owner(pid int) (uint32, bool) { return 0, true }
 func (f *fakeNode) StdinKey(pid int) string      { return "" }
 func (f *fakeNode) Tidy()                        {}
+
+func (f *fakeNode) Stopped(pid int) bool {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	p := f.proc(pid, 0)
+	return p != nil && p.stopped && p.state == frozen
+}
 
 func (f *fakeNode) Usage(id string, pid int) (float64, float64) {
 	return 1, 10

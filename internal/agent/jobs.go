@@ -225,6 +225,8 @@ func (a *Agent) settledLocal(id string) (*localJob, string) {
 type usage struct {
 	CPUSeconds float64 `json:"cpu_s"`
 	RSSMB      float64 `json:"rss_mb"`
+	// Stopped: the job's program is stopped (SIGSTOP, ^Z).
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 type psPart struct {
@@ -254,7 +256,7 @@ func (a *Agent) psLocal() psPart {
 	for _, pr := range procs {
 		if a.procs.Alive(pr.pid, pr.tix) {
 			cpu, rss := a.procs.Usage(pr.id, pr.pid)
-			p.Usage[pr.id] = usage{cpu, rss}
+			p.Usage[pr.id] = usage{cpu, rss, a.procs.Stopped(pr.pid)}
 		}
 	}
 	return p
@@ -277,8 +279,12 @@ func (a *Agent) PS(c Caller, all bool) []api.Job {
 				continue
 			}
 			u := use[r.ID]
+			state := r.State
+			if state == api.StateRunning && u.Stopped {
+				state = api.StateStopped
+			}
 			out = append(out, api.Job{
-				ID: r.ID, User: r.User, UID: r.UID, Home: r.Home, Node: r.Node, State: r.State,
+				ID: r.ID, User: r.User, UID: r.UID, Home: r.Home, Node: r.Node, State: state,
 				CPUSeconds: u.CPUSeconds, RSSMB: u.RSSMB, Migrations: r.Migrations,
 				AgeSeconds: now.Sub(r.Started).Seconds(), Started: r.Started, Ended: r.Ended, LostAt: r.LostAt, Cmd: strings.Join(r.Argv, " "),
 				ExitCode: r.ExitCode, EndReason: r.EndReason, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,

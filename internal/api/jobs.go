@@ -8,6 +8,10 @@ const (
 	StateRunning  = "running"
 	StateFinished = "finished"
 	StateLost     = "lost" // its node died and it could not be recovered
+	// StateStopped is a running job whose program is stopped (SIGSTOP,
+	// ^Z; `roam kill -s CONT` continues it): roam ps shows it so, the
+	// job's record keeps StateRunning.
+	StateStopped = "stopped"
 )
 
 // RunRequest is `roam run`: start Count processes of Argv from the asked

@@ -245,9 +245,17 @@ func ReadView(pid int) migrate.View {
 				addDir(m.Entry)
 			}
 		}
-		mine, err1 := os.Readlink("/proc/self/ns/ipc")
+		// The calling thread's: MQueues leaves threads in other namespaces
+		// (and ends them).
+		mine, err1 := os.Readlink("/proc/thread-self/ns/ipc")
 		its, err2 := os.Readlink(root + "/ns/ipc")
 		v.OwnIPC = err1 == nil && err2 == nil && mine != its
+		if v.OwnIPC {
+			v.MQueues, err1 = MQueues(tree[0])
+			if err1 != nil {
+				v.MQueueErr = err1.Error()
+			}
+		}
 	}
 	return v
 }
@@ -258,6 +266,7 @@ func fillEntry(e *migrate.Entry, p string, st *syscall.Stat_t) {
 	var sfs syscall.Statfs_t
 	if syscall.Statfs(p, &sfs) == nil {
 		e.FSID = [2]int32{int32(sfs.Fsid.X__val[0]), int32(sfs.Fsid.X__val[1])}
+		e.FSType = sfs.Type
 	}
 }
 

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"roam/internal/migrate"
 )
@@ -51,6 +53,8 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 		{"sysvshm", shared, false, "attaches the SysV shared memory segment with key 0x524f414d of the node's IPC namespace"},
 		{"sysvshm", shared, true, ""},
 		{"sysvsem", shared, true, ""},
+		{"mqueue", shared, true, "its IPC namespace holds the POSIX message queue /roam-kinds-"},
+		{"mqueue-unlinked", shared, true, "holds the POSIX message queue /roam-kinds-"},
 		{"stopped", shared, false, ""},
 		{"timerfd", shared, false, ""},
 		{"posixtimer", shared, false, ""},
@@ -105,6 +109,20 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 				if len(got.Stopped) != 1 || got.Stopped[0] == cmd.Process.Pid {
 					t.Fatalf("stopped %v: want the child only", got.Stopped)
 				}
+			case "mqueue":
+				if want := fmt.Sprintf("/roam-kinds-%d", cmd.Process.Pid); len(v.MQueues) != 1 || v.MQueues[0] != want {
+					t.Fatalf("queues %q, want %s", v.MQueues, want)
+				}
+				// The thread that listed them joined the job's IPC
+				// namespace; it must end, not keep the namespace.
+				its, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/ipc", cmd.Process.Pid))
+				deadline := time.Now().Add(10 * time.Second)
+				for in := threadsIn(its); in > 0; in = threadsIn(its) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%d threads of this process are still in the job's IPC namespace", in)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
 			case "ghost":
 				if got.Ghosts < 4096 {
 					t.Fatalf("ghosts %d bytes, want the 4096 written", got.Ghosts)
@@ -125,6 +143,18 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// threadsIn counts the threads of this process in the namespace ns.
+func threadsIn(ns string) int {
+	n := 0
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tasks {
+		if l, _ := os.Readlink("/proc/self/task/" + t.Name() + "/ns/ipc"); l == ns {
+			n++
+		}
+	}
+	return n
 }
 
 // A timerfd's fdinfo as the kernel writes it, and which timers CRIU's

@@ -257,7 +257,7 @@ func (m topModel) View() string {
 	}
 	perNode := map[string][]string{}
 	for _, j := range m.data.jobs {
-		if j.State == api.StateRunning {
+		if j.State == api.StateRunning || j.State == api.StateStopped {
 			perNode[j.Node] = append(perNode[j.Node], j.ID)
 		}
 	}

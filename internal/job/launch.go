@@ -89,6 +89,9 @@ type Processes interface {
 	// Activity is the tree's runnable threads, read and write system
 	// calls so far, and resident memory.
 	Activity(pid int) (runnable int, syscalls uint64, rssMB float64)
+	// Stopped tells whether the job's program is stopped (SIGSTOP, ^Z):
+	// every process of the tree under roam-init at pid.
+	Stopped(pid int) bool
 }
 
 var _ Processes = Launcher{}
@@ -104,13 +107,62 @@ func (Launcher) StartTicks(pid int) uint64      { return StartTicks(pid) }
 // SIGCONT without it (the one that thaws a frozen job, to every process
 // of its tree) continues roam-init alone, and is not forwarded, so a
 // process stopped before a migration stays stopped.
+//
+// SIGSTOP cannot be caught: sent to roam-init, PID 1 of the job's
+// namespace, it would stop roam-init and not the program. It goes to the
+// program's process group, as a terminal's ^Z would (see stopProgram).
 func (Launcher) Signal(pid int, sig syscall.Signal) error {
+	if sig == syscall.SIGSTOP {
+		return stopProgram(pid)
+	}
 	info := siginfoQueue{signo: int32(sig), code: siQueue, pid: int32(os.Getpid()), value: SignalMark}
 	_, _, e := syscall.Syscall(syscall.SYS_RT_SIGQUEUEINFO, uintptr(pid), uintptr(sig), uintptr(unsafe.Pointer(&info)))
 	if e != 0 {
 		return e
 	}
 	return nil
+}
+
+// stopProgram stops the program of the job whose roam-init is pid: the
+// process group it leads (roam-init's child that leads its own group),
+// or, once the program has ended and left processes behind, each process
+// under roam-init.
+func stopProgram(pid int) error {
+	kids := procfs.Children(pid)
+	for _, c := range kids {
+		if st, err := procfs.ReadStat(c); err == nil && st.Pgrp == c {
+			return syscall.Kill(-c, syscall.SIGSTOP)
+		}
+	}
+	tree := procfs.Tree(pid)
+	if len(tree) < 2 {
+		return syscall.ESRCH
+	}
+	for _, p := range tree[1:] {
+		_ = syscall.Kill(p, syscall.SIGSTOP)
+	}
+	return nil
+}
+
+// Stopped is TreeStopped.
+func (Launcher) Stopped(pid int) bool { return TreeStopped(pid) }
+
+// TreeStopped tells whether every process under pid (its roam-init),
+// zombies aside, is stopped, and there is one.
+func TreeStopped(pid int) bool {
+	tree := procfs.Tree(pid)
+	stopped := false
+	for _, p := range tree[min(1, len(tree)):] {
+		st, err := procfs.ReadStat(p)
+		switch {
+		case err != nil || st.State == 'Z' || st.State == 'X':
+		case st.State == 'T':
+			stopped = true
+		default:
+			return false
+		}
+	}
+	return stopped
 }
 
 // SignalMark is the value of the signals the agent sends (roam-init.c's

@@ -25,6 +25,9 @@ type Entry struct {
 	Ino   uint64
 	UID   uint32
 	FSID  [2]int32 // statfs's f_fsid of the target's filesystem
+	// FSType is statfs's f_type of it (MQueueMagic: a POSIX message
+	// queue).
+	FSType int64 `json:",omitempty"`
 	// StatErr: the link named a path and its stat failed. The file is
 	// then neither judged nor checked, so the job is pinned (a FUSE
 	// filesystem could fail the agent's stat and answer CRIU's).
@@ -55,14 +58,21 @@ type View struct {
 	// TCP are the established connections of the job's network namespace.
 	TCP []TCPConn
 	// OwnIPC: the job has an IPC namespace of its own (CRIU carries its
-	// SysV objects and POSIX message queues with it).
+	// SysV objects with it, not its POSIX message queues).
 	OwnIPC bool
 	// Dirs are the directories of the deleted files the job holds, by
 	// path, as stat(2) saw them (Mode 0: gone too). The destination's
 	// CRIU recreates each deleted file there, as root, before it unlinks
 	// it again.
 	Dirs map[string]Entry `json:",omitempty"`
+	// MQueues are the POSIX message queues of the job's own IPC namespace
+	// (with OwnIPC), by name; MQueueErr says why they could not be listed.
+	MQueues   []string `json:",omitempty"`
+	MQueueErr string   `json:",omitempty"`
 }
+
+// MQueueMagic is the f_type of the kernel's mqueue filesystem.
+const MQueueMagic = 0x19800202
 
 // TCPConn is an established TCP connection in the job's network namespace:
 // its socket inode and remote address.
@@ -114,12 +124,22 @@ var harmlessDevice = map[string]bool{"/dev/null": true, "/dev/zero": true, "/dev
 // dumpableAnon are the anonymous-inode descriptors CRIU dumps and restores.
 var dumpableAnon = map[string]bool{"[eventfd]": true, "[signalfd]": true, "[timerfd]": true, "[eventpoll]": true, "inotify": true, "[fanotify]": true}
 
+// mqueueWhy ends the reasons of a POSIX message queue.
+const mqueueWhy = ": CRIU does not carry message queues, so its messages would be lost"
+
 // Judge applies the rules to a job: the first that pins it, or the files
 // the destination must reach and what else moves with it.
 func Judge(v View, r Rules) Verdict {
 	var out Verdict
 	j := judge{r: r, seen: map[string]int{}, dirs: v.Dirs}
 	sockets := map[string]bool{}
+	switch {
+	case !v.OwnIPC:
+	case v.MQueueErr != "":
+		return Verdict{Pin: "its IPC namespace's POSIX message queues cannot be listed: " + v.MQueueErr}
+	case len(v.MQueues) > 0:
+		return Verdict{Pin: "its IPC namespace holds the POSIX message queue " + v.MQueues[0] + mqueueWhy}
+	}
 	for _, t := range v.Tasks {
 		if pin := j.task(t, &out, sockets, v.OwnIPC); pin != "" {
 			return Verdict{Pin: pin}
@@ -188,6 +208,8 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 			return who + " holds open " + l + ", which cannot be examined: " + f.StatErr
 		case !strings.HasPrefix(l, "/") || f.Mode == 0:
 			continue // another kind of anonymous descriptor, or gone
+		case f.FSType == MQueueMagic:
+			return who + " holds the POSIX message queue " + trimDeleted(l) + mqueueWhy
 		}
 		if pin := j.locks(f); pin != "" {
 			return pin

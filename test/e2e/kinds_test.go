@@ -20,6 +20,9 @@ type stateKind struct {
 	jobDir bool
 	// pin: a part of the reason it is pinned with, or "" when it moves.
 	pin string
+	// stopJob: the test stops the whole job with roam kill -s STOP before
+	// it moves, and roam ps must show it stopped after each hop.
+	stopJob bool
 }
 
 var stateKinds = []stateKind{
@@ -36,7 +39,10 @@ var stateKinds = []stateKind{
 	{kind: "fifo-shared", what: "a named FIFO in a shared directory with 10 bytes in it", pin: "holds the named FIFO"},
 	{kind: "sysvshm", what: "a SysV shared memory segment"},
 	{kind: "sysvsem", what: "a SysV semaphore set"},
+	{kind: "mqueue", what: "a POSIX message queue holding a message", pin: "its IPC namespace holds the POSIX message queue"},
+	{kind: "mqueue-unlinked", what: "a POSIX message queue, unlinked, holding a message", pin: "holds the POSIX message queue"},
 	{kind: "stopped", what: "a child stopped with SIGSTOP"},
+	{kind: "stopped-job", what: "the whole job stopped with `roam kill -s STOP`", stopJob: true},
 	{kind: "timerfd", what: "a periodic timerfd"},
 	{kind: "posixtimer", what: "a periodic POSIX timer (timer_create)"},
 	{kind: "itimer", what: "a periodic interval timer (setitimer)"},
@@ -73,6 +79,10 @@ func TestMigrationKinds(t *testing.T) {
 			id := c.start("1", prog, k.kind, dir)
 			t.Cleanup(func() { c.run("--node", "1", "kill", "-s", "KILL", id) })
 			c.waitOutput(id, "ready\n")
+			if k.stopJob {
+				c.mustRun("--node", "1", "kill", "-s", "STOP", id)
+				c.waitState(id, "stopped")
+			}
 			for hop, to := range []string{"2", "3", "1"} {
 				out, err := c.run("--node", "1", "migrate", id, to)
 				if k.pin != "" {
@@ -91,10 +101,28 @@ func TestMigrationKinds(t *testing.T) {
 				if j := c.job(id); j.Node != to {
 					t.Fatalf("after migrating to %s: on %s", to, j.Node)
 				}
+				if k.stopJob {
+					// Stopped where it now runs, as /proc says.
+					if j := c.job(id); j.State != "stopped" {
+						t.Fatalf("after migrating to %s: %s, want stopped", to, j.State)
+					}
+					continue
+				}
 				c.mustRun("--node", "1", "kill", "-s", "USR1", id)
 				c.waitOutput(id, fmt.Sprintf("ok %d\n", hop+1))
 			}
-			if k.pin == "" {
+			if k.stopJob {
+				// A check asked for while it is stopped runs once roam
+				// kill -s CONT continues it, where it now runs.
+				c.mustRun("--node", "1", "kill", "-s", "USR1", id)
+				if out, _ := c.run("--node", "1", "logs", id); strings.Contains(out, "ok 1") {
+					t.Fatalf("the stopped job ran: %s", out)
+				}
+				c.mustRun("--node", "1", "kill", "-s", "CONT", id)
+				c.waitOutput(id, "ok 1\n")
+				c.waitState(id, "running")
+				rows[k.kind] = "moves 1→2→3→1, `roam ps` shows it stopped after each hop; `roam kill -s CONT` continues it"
+			} else if k.pin == "" {
 				if k.kind == "stopped" {
 					// roam kill -s CONT continues it where it now runs.
 					c.mustRun("--node", "1", "kill", "-s", "CONT", id)
@@ -142,6 +170,15 @@ func TestMigrationKinds(t *testing.T) {
 	checkDocTable(t, "../../docs/migration.md", "kinds", b.String())
 }
 
+// waitState waits until roam ps shows job id in state.
+func (c *cluster) waitState(id, state string) {
+	c.t.Helper()
+	waitFor(c.t, 30*time.Second, fmt.Sprintf("%s %s in ps", id, state), func() (bool, string) {
+		j := c.job(id)
+		return j.State == state, j.State
+	})
+}
+
 // waitOutput waits until job id's output holds s.
 func (c *cluster) waitOutput(id, s string) {
 	c.t.Helper()
@@ -156,6 +193,7 @@ func (c *cluster) waitOutput(id, s string) {
 
 var (
 	kindsFile   = regexp.MustCompile(`kinds-([a-z-]+)-[0-9]+`)
+	kindsQueue  = regexp.MustCompile(`/roam-kinds-[0-9]+`)
 	processNum  = regexp.MustCompile(`process [0-9]+`)
 	jobIDInText = regexp.MustCompile(`\b[0-9]+\.[0-9]+\b`)
 )
@@ -165,6 +203,7 @@ var (
 func normalizeReason(s, shared string) string {
 	s = strings.ReplaceAll(s, shared, "DIR")
 	s = kindsFile.ReplaceAllString(s, "kinds-$1-PID")
+	s = kindsQueue.ReplaceAllString(s, "/roam-kinds-PID")
 	s = processNum.ReplaceAllString(s, "process N")
 	s = jobIDInText.ReplaceAllString(s, "JOB")
 	return strings.ReplaceAll(s, "|", "\\|")
