@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin
 # Integration tests bring up emulated clusters; give them room on 2 cores.
-TESTTIMEOUT ?= 19m
+TESTTIMEOUT ?= 25m
 
 .PHONY: fuzz-until all build deps test fuzz unit demo bench bench-agent bench-jobs bench-migrate bench-balance clean release install deb
 

@@ -93,6 +93,8 @@ build_criu() {
 }
 
 apt_install iproute2 util-linux tmux gcc make libssl-dev
+# The real programs the migration tests move (test/e2e/programs_test.go).
+apt_install xz-utils sqlite3 python3 coreutils
 
 if command -v criu >/dev/null 2>&1 && criu_ok "$(command -v criu)"; then
   mkdir -p "$PREFIX/sbin"

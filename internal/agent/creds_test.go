@@ -2,6 +2,7 @@ package agent
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -57,6 +58,125 @@ func TestAgentsRefuseAJobWithChangedCredsBeforeFreezing(t *testing.T) {
 		n1.mu.Unlock()
 		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
 			t.Fatalf("then: %+v %v", m, err)
+		}
+	})
+}
+
+// A job that took something between the check and the freeze (a lock on
+// a shared file, say) is judged again once frozen, before its images go:
+// the move fails, the job runs on where it was, thawed, and no copy is
+// left on the destination; once it lets go, it moves.
+func TestAgentsFailAMoveWhenTheFrozenJobIsPinned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 27, faults{}, "static")
+		r, err := c.nodes[0].a.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := r.IDs[0]
+		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		n1 := c.nodes[0].fn
+		const pin = "process 7 holds a POSIX lock on /shared/db"
+		n1.mu.Lock()
+		n1.frozenPin = pin
+		n1.mu.Unlock()
+		c.world.mu.Lock()
+		dumps := c.world.counts["dump"]
+		c.world.mu.Unlock()
+		m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
+		if err == nil || m.OK || !strings.Contains(err.Error(), "once frozen: "+pin) {
+			t.Fatalf("migrate: %+v %v; want failed once frozen with %q", m, err, pin)
+		}
+		c.world.mu.Lock()
+		froze := c.world.counts["dump"] - dumps
+		c.world.mu.Unlock()
+		if froze != 1 {
+			t.Fatalf("the job was frozen %d times, want once (the second look is at the frozen job)", froze)
+		}
+		if run, frz := c.world.copies(id); len(run) != 1 || run[0] != "n1" || len(frz) != 0 {
+			t.Fatalf("running on %v, frozen on %v; want running on n1 alone", run, frz)
+		}
+		if rec := c.homeRec(id); rec.Node != "n1" || rec.State != job.StateRunning {
+			t.Fatalf("home record: %s on %s", rec.State, rec.Node)
+		}
+		// The source's abort reaches the destination on its own time; until
+		// then the destination refuses the job as arriving.
+		n2 := c.nodes[1].a
+		c.waitFor("the destination to drop the failed move", time.Minute, func() bool {
+			return n2.notHere(id, "") == nil
+		})
+		n1.mu.Lock()
+		n1.frozenPin = ""
+		n1.mu.Unlock()
+		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
+			t.Fatalf("then: %+v %v", m, err)
+		}
+		if run, _ := c.world.copies(id); len(run) != 1 || run[0] != "n2" {
+			t.Fatalf("then running on %v, want n2", run)
+		}
+	})
+}
+
+// A job stopped with roam kill -s STOP stays stopped through a move that
+// fails once it is frozen and through one that succeeds, and roam ps
+// shows it stopped throughout; roam kill -s CONT continues it where it
+// then runs.
+func TestAgentsKeepAStoppedJobStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 28, faults{}, "static")
+		owner := Caller{UID: 1001, GID: 1001}
+		r, err := c.nodes[0].a.Run(owner, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := r.IDs[0]
+		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		a := c.nodes[0].a
+		state := func() string {
+			for _, j := range a.PS(owner, false) {
+				if j.ID == id {
+					return j.State
+				}
+			}
+			return "absent"
+		}
+		signal := func(sig syscall.Signal) {
+			t.Helper()
+			res, err := a.Kill(owner, api.KillRequest{IDs: []string{id}, Signal: int(sig)})
+			if err != nil || len(res) != 1 || res[0].Error != "" {
+				t.Fatalf("kill -s %d: %+v %v", sig, res, err)
+			}
+		}
+		signal(syscall.SIGSTOP)
+		if s := state(); s != api.StateStopped {
+			t.Fatalf("after SIGSTOP: %s", s)
+		}
+		// A move that fails once the job is frozen.
+		n1 := c.nodes[0].fn
+		n1.mu.Lock()
+		n1.frozenPin = "process 7 holds a POSIX lock on /shared/db"
+		n1.mu.Unlock()
+		if _, err := a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err == nil {
+			t.Fatal("the move did not fail")
+		}
+		if run, frz := c.world.copies(id); len(run) != 0 || len(frz) != 1 || frz[0] != "n1" || state() != api.StateStopped {
+			t.Fatalf("after the failed move: running on %v, frozen on %v, ps %s; want stopped on n1", run, frz, state())
+		}
+		c.waitFor("the destination to drop the failed move", time.Minute, func() bool {
+			return c.nodes[1].a.notHere(id, "") == nil
+		})
+		n1.mu.Lock()
+		n1.frozenPin = ""
+		n1.mu.Unlock()
+		if m, err := a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
+			t.Fatalf("migrate: %+v %v", m, err)
+		}
+		if run, frz := c.world.copies(id); len(run) != 0 || len(frz) != 1 || frz[0] != "n2" || state() != api.StateStopped {
+			t.Fatalf("after the move: running on %v, frozen on %v, ps %s; want stopped on n2", run, frz, state())
+		}
+		signal(syscall.SIGCONT)
+		if run, _ := c.world.copies(id); len(run) != 1 || run[0] != "n2" || state() != api.StateRunning {
+			t.Fatalf("after SIGCONT: running on %v, ps %s; want running on n2", run, state())
 		}
 	})
 }

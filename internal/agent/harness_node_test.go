@@ -156,6 +156,9 @@ type fakeNode struct {
 	// restoredAs, when set, is what the credentials of a restored job's
 	// tasks are (a forged image's); else they are the owner's.
 	restoredAs *procfs.Creds
+	// frozenPin, when set, is what the rules say of a job once it is
+	// frozen: something it took between the check and the freeze.
+	frozenPin string
 }
 
 // crash is the agent's process dying: nothing it holds acts again, and
@@ -331,8 +334,21 @@ func (f *fakeNode) MemFreeMB() float64 { return 4096 }
 
 func (f *fakeNode) Support() (string, bool) { return "fake checkpointer", true }
 
+// Inspect: a job stopped by roam kill -s STOP has its program (pid 1 in
+// its namespace, here) stopped; once frozen, frozenPin pins it.
 func (f *fakeNode) Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict {
-	return migrate.Verdict{}
+	var v migrate.Verdict
+	f.w.mu.Lock()
+	if p := f.proc(pid, 0); p != nil && p.stopped {
+		v.Stopped = []int{1}
+	}
+	f.w.mu.Unlock()
+	if frozen {
+		f.mu.Lock()
+		v.Pin = f.frozenPin
+		f.mu.Unlock()
+	}
+	return v
 }
 
 func (f *fakeNode) Mounts(pid int) ([]string, error) { return nil, nil }
@@ -582,8 +598,12 @@ func (f *fakeNode) Thaw(pid int, keep []int) {
 	}
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
+	// A job has one process here: kept, it stays stopped.
 	if p := f.proc(pid, 0); p != nil {
-		f.w.set(p, running, "thaw")
+		p.stopped = len(keep) > 0
+		if !p.stopped {
+			f.w.set(p, running, "thaw")
+		}
 	}
 }
 

@@ -124,6 +124,9 @@ var harmlessDevice = map[string]bool{"/dev/null": true, "/dev/zero": true, "/dev
 // dumpableAnon are the anonymous-inode descriptors CRIU dumps and restores.
 var dumpableAnon = map[string]bool{"[eventfd]": true, "[signalfd]": true, "[timerfd]": true, "[eventpoll]": true, "inotify": true, "[fanotify]": true}
 
+// ghostDirWhy ends the reasons of a removed directory.
+const ghostDirWhy = ": CRIU would make it again on the destination as root, with any parents missing there, before the job's files are checked"
+
 // mqueueWhy ends the reasons of a POSIX message queue.
 const mqueueWhy = ": CRIU does not carry message queues, so its messages would be lost"
 
@@ -185,7 +188,7 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 		return who + " works in " + c.Link + ", which cannot be examined: " + c.StatErr
 	case c.Mode == 0:
 	case c.Nlink == 0:
-		return who + " works in the removed directory " + trimDeleted(c.Link)
+		return who + " works in the removed directory " + trimDeleted(c.Link) + ghostDirWhy
 	default:
 		if pin := j.path(c.Link, c, "", "works in "); pin != "" {
 			return pin
@@ -224,7 +227,7 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 			}
 		case modeDir:
 			if f.Nlink == 0 {
-				return who + " holds open the removed directory " + trimDeleted(l)
+				return who + " holds open the removed directory " + trimDeleted(l) + ghostDirWhy
 			}
 		case modeChr, modeBlk:
 			if !harmlessDevice[l] {
