@@ -30,6 +30,9 @@ type Node struct {
 	MemFreeMB float64
 	// Received is when its load arrived (zero for the node itself).
 	Received time.Time
+	// Draining: roam node drain: its jobs leave, none is placed or moved
+	// there (see Drain).
+	Draining bool
 }
 
 // Job is a job running on this node, with what moving it would cost.
@@ -49,6 +52,9 @@ type Job struct {
 	// `roam run --pin`, placed by hand with `roam migrate`, or found
 	// unmovable by an earlier attempt.
 	Held string
+	// Manual: held because it was placed by hand, which a drain
+	// overrides.
+	Manual bool
 }
 
 // Move is a decision: migrate Job to node To, and why.
@@ -108,7 +114,7 @@ const (
 
 // known is whether k is one of the kinds above: a move's kind comes from
 // another node, over the wire.
-func (k ProblemKind) known() bool { return k == ProblemCPU || k == ProblemMemory }
+func (k ProblemKind) known() bool { return k == ProblemCPU || k == ProblemMemory || k == ProblemDrain }
 
 // Problem is a local problem an analyzer found.
 type Problem struct {
@@ -190,7 +196,14 @@ func Effective(s Snapshot) Snapshot {
 // Decide runs one round of every manager of the policy: its analyzers
 // find problems, it picks a move, the move is folded in, and again, up to
 // its maximum. It returns the moves in order.
+//
+// A draining node's round is Drain's, whatever the policy; other nodes'
+// policies do not see draining peers.
 func (s *Scheduler) Decide(snap Snapshot, rng *rand.Rand) []Move {
+	if snap.Self.Draining {
+		return Drain(snap)
+	}
+	snap.Peers = slices.DeleteFunc(slices.Clone(snap.Peers), func(p Node) bool { return p.Draining })
 	snap = Effective(snap)
 	var out []Move
 	for _, nm := range s.managers {
@@ -496,7 +509,7 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 // the job's runnable threads (at least one) must stay more than Threshold
 // below the source's, and, for a job that moved lately, Gain times lower.
 func fits(mv Move, t Node) error {
-	if mv.Kind == ProblemMemory {
+	if mv.Kind == ProblemMemory || mv.Kind == ProblemDrain {
 		if left := t.MemFreeMB - mv.RSSMB; left < mv.KeepFreeMB {
 			return fmt.Errorf("node %s would have %.0f MiB free with job %s, under the %.0f MiB to keep", t.ID, left, mv.Job, mv.KeepFreeMB)
 		}
@@ -525,7 +538,10 @@ func afterLoad(mv Move, t Node) float64 {
 // node would both send it a job (herding). nil: take it.
 func Admit(mv Move, self Node) error {
 	if !mv.Kind.known() {
-		return fmt.Errorf("move of job %s: unknown kind %q (%s or %s)", mv.Job, mv.Kind, ProblemCPU, ProblemMemory)
+		return fmt.Errorf("move of job %s: unknown kind %q (%s, %s or %s)", mv.Job, mv.Kind, ProblemCPU, ProblemMemory, ProblemDrain)
+	}
+	if self.Draining {
+		return fmt.Errorf("node %s is draining (roam node drain): it takes no job", self.ID)
 	}
 	return fits(mv, self)
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -28,6 +29,8 @@ type NodeLoad struct {
 	// the vector's size most nodes are unknown, and an idle guess would
 	// send them everything); round-robin looks at no load.
 	Unknown bool
+	// Draining: roam node drain; nothing is placed there.
+	Draining bool
 }
 
 // ErrNoNode means there is no node to place on.
@@ -82,8 +85,9 @@ func IDLess(a, b string) bool {
 // Place places n new processes by the named placement: least-loaded,
 // random-two (the power of two choices: sample two nodes, take the less
 // loaded), or round-robin from rr (a counter the caller keeps; it gets
-// the next value back).
+// the next value back). Draining nodes are left out.
 func Place(kind string, nodes []NodeLoad, n int, rng *rand.Rand, rr int) ([]string, int, error) {
+	nodes = slices.DeleteFunc(slices.Clone(nodes), func(l NodeLoad) bool { return l.Draining })
 	if kind != "round-robin" {
 		nodes = guessUnknown(nodes)
 	}
