@@ -95,7 +95,10 @@ func serve(configPath string, debug, checkOnly bool) int {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
+	select {
+	case <-sig:
+	case <-a.Done(): // it left the cluster (roam node remove)
+	}
 	a.Close()
 	return 0
 }

@@ -73,6 +73,8 @@ type Agent struct {
 	allUsers   bool           // root's CRIU can dump other users' jobs here
 	metrics    migrationMetrics
 	sch        schedState
+	// draining: roam node drain (see drain.go).
+	draining atomic.Bool
 
 	mu        sync.Mutex // guards everything below, never held while calling memberlist
 	dis       *load.Disseminator
@@ -102,6 +104,7 @@ type peer struct {
 	capacity float64
 	alive    bool
 	since    time.Time
+	draining bool // it says so in its metadata (roam node drain)
 }
 
 // counters are the agent's statistics; atomics so memberlist's goroutines
@@ -115,6 +118,7 @@ type counters struct {
 type meta struct {
 	Capacity float64 `json:"c"`
 	PeerPort int     `json:"p"`
+	Draining bool    `json:"d,omitempty"`
 }
 
 // New builds an agent from a validated config and its parts (every one
@@ -204,6 +208,7 @@ func (a *Agent) Start() error {
 		return err
 	}
 	a.keptPolicy()
+	a.loadDrain()
 	// Images of migrations an earlier run left half-done.
 	if ents, err := os.ReadDir(a.imageDir); err == nil {
 		for _, e := range ents {
@@ -255,6 +260,10 @@ func (a *Agent) Start() error {
 		"migration", a.support)
 	return nil
 }
+
+// Done is closed once the agent stops: after Close, or once it left the
+// cluster itself (roam node remove).
+func (a *Agent) Done() <-chan struct{} { return a.stop }
 
 // Close leaves the cluster and stops everything. Safe to call twice.
 func (a *Agent) Close() error {
@@ -388,10 +397,11 @@ func (a *Agent) Nodes() []api.NodeInfo {
 	defer a.mu.Unlock()
 	out := make([]api.NodeInfo, 0, len(a.known))
 	for id, p := range a.known {
-		ni := api.NodeInfo{ID: id, Addr: p.peerAddr, Alive: p.alive, Capacity: p.capacity}
+		ni := api.NodeInfo{ID: id, Addr: p.peerAddr, Alive: p.alive, Capacity: p.capacity, Draining: p.draining}
 		if id == a.cfg.NodeID {
 			l, m, age := a.selfLoad, a.selfMem, int64(0)
 			ni.Self, ni.Load, ni.MemFreeMB, ni.InfoAgeMS = true, &l, &m, &age
+			ni.Draining = a.draining.Load()
 		} else if e, ok := a.dis.Vector.Get(id); ok {
 			l, m, age := e.Load, e.MemFreeMB, now.Sub(e.Received).Milliseconds()
 			ni.Load, ni.MemFreeMB, ni.InfoAgeMS = &l, &m, &age

@@ -101,6 +101,7 @@ var authzMatrix = []authzRow{
 	{"POST /v1/migrate", "migrate it", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkMigrate},
 	{"POST /v1/run", "run a job as oneself", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkRun},
 	{"POST /v1/policy", "load a policy (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkPolicyLoad},
+	{"POST /v1/nodes/{id}/drain", "drain a node (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkDrain},
 }
 
 // authzEnv is a harness cluster of two nodes and A's two jobs.
@@ -470,6 +471,28 @@ func (x *authzEnv) checkPolicyLoad(who authzCaller, _ *authzJob, want authzWant)
 	return served(want, code, b, nil, func() string {
 		if len(runs) != len(x.c.nodes) {
 			return fmt.Sprintf("only nodes %v run the policy %s", runs, name)
+		}
+		return ""
+	})
+}
+
+// checkDrain drains n2 and, when that was done, resumes it at once so
+// the next caller finds it as it was.
+func (x *authzEnv) checkDrain(who authzCaller, _ *authzJob, want authzWant) string {
+	code, b := x.ask(0, who, http.MethodPost, "/v1/nodes/n2/drain?state=drain", "")
+	n2 := x.c.nodes[1].a
+	drained := n2.draining.Load()
+	if drained {
+		if err := n2.setDrain(drainOff); err != nil {
+			return "resume: " + err.Error()
+		}
+	}
+	if want == no && drained {
+		return "n2 is draining"
+	}
+	return served(want, code, b, nil, func() string {
+		if !drained {
+			return "n2 is not draining"
 		}
 		return ""
 	})

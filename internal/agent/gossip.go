@@ -18,7 +18,7 @@ import (
 type delegate Agent
 
 func (d *delegate) NodeMeta(limit int) []byte {
-	b, _ := json.Marshal(meta{Capacity: d.capacity, PeerPort: d.cfg.PeerPort})
+	b, _ := json.Marshal(meta{Capacity: d.capacity, PeerPort: d.cfg.PeerPort, Draining: d.draining.Load()})
 	if len(b) > limit {
 		return nil
 	}
@@ -123,6 +123,10 @@ func (a *Agent) memberUp(n *memberlist.Node) {
 	p.addr = n.Address()
 	p.peerAddr = net.JoinHostPort(n.Addr.String(), strconv.Itoa(m.PeerPort))
 	p.capacity = m.Capacity
+	if p.draining != m.Draining {
+		a.log.Info("member draining", "member", n.Name, "draining", m.Draining)
+	}
+	p.draining = m.Draining
 }
 
 // mlLog receives memberlist's log lines. memberlist reports refused input

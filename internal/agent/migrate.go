@@ -93,6 +93,9 @@ func (a *Agent) Migrate(c Caller, req api.MigrateRequest) (api.Migration, error)
 	if !a.isAlive(to) {
 		return api.Migration{}, errkind.New(ErrNotFound, "node %s is not a live member of the cluster", to)
 	}
+	if a.isDraining(to) {
+		return api.Migration{}, errkind.New(ErrUnavailable, "node %s is draining: it takes no job (roam node resume ends it)", to)
+	}
 	out := migrateOutRequest{ID: rec.ID, To: to, Lazy: req.Lazy, Manual: true}
 	var m api.Migration
 	err = a.peerCallWithin(migrateTimeout, rec.Node, http.MethodPost, "/v1/peer/migrate-out", out, &m)

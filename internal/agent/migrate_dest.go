@@ -54,6 +54,9 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 	if _, ok := migrate.JobHome(req.ID); !ok {
 		return errkind.New(ErrBadRequest, "job id %q", req.ID)
 	}
+	if a.draining.Load() {
+		return errkind.New(ErrUnavailable, "node %s is draining: it takes no job", a.cfg.NodeID)
+	}
 	if err := a.checkFiles(req.Owner, req.Files); err != nil {
 		return err
 	}

@@ -42,6 +42,13 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.Nodes())
 	})
+	mux.HandleFunc("POST /v1/nodes/{id}/drain", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		if err := a.DrainNode(c, r.PathValue("id"), r.URL.Query().Get("state")); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	}))
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.Stats())
 	})
@@ -139,6 +146,7 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/peer/migrate", a.serveMigrateIn)
 	mux.HandleFunc("GET /v1/peer/pages", a.servePages)
 	mux.HandleFunc("POST /v1/peer/hold", queryCall("id", a.releaseHold))
+	mux.HandleFunc("POST /v1/peer/drain", queryCall("state", a.setDrain))
 	mux.HandleFunc("GET /v1/peer/migrate/sink", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"error": a.sinkError(r.URL.Query().Get("mid"))})
 	})

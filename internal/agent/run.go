@@ -287,6 +287,9 @@ func (a *Agent) place(req api.RunRequest) ([]string, string, error) {
 		if !p.alive {
 			return nil, "", errkind.New(ErrUnavailable, "--on: node %s is not alive", req.On)
 		}
+		if p.draining || (req.On == a.cfg.NodeID && a.draining.Load()) {
+			return nil, "", errkind.New(ErrUnavailable, "--on: node %s is draining (roam node resume ends it)", req.On)
+		}
 		out := make([]string, req.Count)
 		for i := range out {
 			out[i] = req.On
@@ -298,9 +301,9 @@ func (a *Agent) place(req api.RunRequest) ([]string, string, error) {
 		if !p.alive {
 			continue
 		}
-		nl := sched.NodeLoad{ID: id, Capacity: p.capacity}
+		nl := sched.NodeLoad{ID: id, Capacity: p.capacity, Draining: p.draining}
 		if id == a.cfg.NodeID {
-			nl.Load = a.selfLoad
+			nl.Load, nl.Draining = a.selfLoad, a.draining.Load()
 		} else if e, ok := a.dis.Vector.Get(id); ok {
 			nl.Load = e.Load
 		} else {
@@ -353,7 +356,12 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 	// Job ids name spool directories and cgroups: HOME.SEQ with HOME a
 	// node id, and HOME the requester's.
 	_, addrErr := netip.ParseAddrPort(req.HomeAddr)
+	draining := a.draining.Load()
 	for _, s := range req.Jobs {
+		if draining {
+			out = append(out, startResult{ID: s.ID, Error: "node " + a.cfg.NodeID + " is draining: it starts no job"})
+			continue
+		}
 		if h, ok := homeOf(s.ID); !ok || h != req.Home {
 			out = append(out, startResult{ID: s.ID, Error: "bad job id " + strconv.Quote(s.ID) + " for home " + strconv.Quote(req.Home)})
 			continue

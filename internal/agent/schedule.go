@@ -64,7 +64,7 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	}
 	runnable, mem := a.prober.Runnable(), a.prober.MemFreeMB()
 	now := time.Now()
-	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem}
+	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem, Draining: a.draining.Load()}
 	a.sch.mu.Lock()
 	ans := a.sch.ledger.Admit(mv, self, now)
 	a.sch.mu.Unlock()
@@ -199,13 +199,13 @@ func (a *Agent) snapshot() sched.Snapshot {
 	mem := a.prober.MemFreeMB()
 	s := sched.Snapshot{Now: now}
 	a.mu.Lock()
-	s.Self = sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem}
+	s.Self = sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem, Draining: a.draining.Load()}
 	for id, p := range a.known {
 		if !p.alive || id == a.cfg.NodeID {
 			continue
 		}
 		if e, ok := a.dis.Vector.Get(id); ok {
-			s.Peers = append(s.Peers, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received})
+			s.Peers = append(s.Peers, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.draining})
 		}
 	}
 	a.mu.Unlock()
@@ -243,7 +243,7 @@ func (a *Agent) snapshot() sched.Snapshot {
 		case r.rec.Hold == "pin":
 			j.Held = "pinned (run --pin)"
 		case r.rec.Hold == "manual":
-			j.Held = "placed by hand"
+			j.Held, j.Manual = "placed by hand", true
 		case r.unmovable != "":
 			j.Held = r.unmovable
 		}

@@ -28,6 +28,8 @@ type NodeInfo struct {
 	Load      *float64 `json:"load"`        // nil: not in the load vector
 	MemFreeMB *float64 `json:"mem_free_mb"` // nil: not in the load vector
 	InfoAgeMS *int64   `json:"info_age_ms"` // age of load and memory
+	// Draining: roam node drain; its jobs leave, none goes there.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Stats are the agent's counters, for `roam stats` and the tests.

@@ -15,7 +15,7 @@ func (e *env) nodesCmd() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "nodes",
-		Short: "what the agent knows of every node: alive, capacity, load, free memory",
+		Short: "what the agent knows of every node: alive, dead or draining, capacity, load, free memory",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := e.client()
@@ -30,7 +30,7 @@ func (e *env) nodesCmd() *cobra.Command {
 				return e.printJSON(nodes)
 			}
 			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tADDR\tALIVE\tCAPACITY\tLOAD\tMEM-FREE-MB\tAGE")
+			fmt.Fprintln(tw, "ID\tADDR\tSTATE\tCAPACITY\tLOAD\tMEM-FREE-MB\tAGE")
 			for _, n := range nodes {
 				id := n.ID
 				if n.Self {
@@ -42,7 +42,14 @@ func (e *env) nodesCmd() *cobra.Command {
 					mem = fmt.Sprintf("%.0f", *n.MemFreeMB)
 					age = fmt.Sprintf("%.1fs", float64(*n.InfoAgeMS)/1000)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%.2f\t%s\t%s\t%s\n", id, n.Addr, n.Alive, n.Capacity, ld, mem, age)
+				state := "alive"
+				switch {
+				case !n.Alive:
+					state = "dead"
+				case n.Draining:
+					state = "draining"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\n", id, n.Addr, state, n.Capacity, ld, mem, age)
 			}
 			return tw.Flush()
 		},

@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/errkind"
+)
+
+// Draining a node (roam node drain, resume, remove). The node itself
+// keeps the state, in its state directory (so it outlives a restart), and
+// tells the cluster in its gossip metadata; its scheduler's rounds are
+// then sched.Drain's, and no node places or moves a job there.
+
+// The states a drain request may ask for.
+const (
+	drainOn    = "drain"
+	drainOff   = "resume"
+	drainLeave = "leave"
+)
+
+// drainFile is where a draining node keeps that it is.
+func (a *Agent) drainFile() string { return filepath.Join(a.cfg.StateDir, "draining") }
+
+// loadDrain takes the kept state at start.
+func (a *Agent) loadDrain() {
+	if _, err := os.Stat(a.drainFile()); err == nil {
+		a.draining.Store(true)
+		a.log.Info("node is draining (roam node resume ends it)")
+	}
+}
+
+// DrainNode asks node to drain, to resume, or (drainLeave) to leave the
+// cluster once it runs no job. Only root may.
+func (a *Agent) DrainNode(c Caller, node, state string) error {
+	if c.UID != 0 {
+		return errkind.New(ErrPermission, "node %s: only root may drain, resume or remove a node", node)
+	}
+	if state != drainOn && state != drainOff && state != drainLeave {
+		return errkind.New(ErrBadRequest, "node state %q is not one of drain, resume, leave", state)
+	}
+	a.mu.Lock()
+	p := a.known[node]
+	a.mu.Unlock()
+	if p == nil {
+		return errkind.New(ErrNotFound, "no node %q in the cluster", node)
+	}
+	return a.peerCall(node, http.MethodPost, "/v1/peer/drain?state="+state, nil, nil)
+}
+
+// setDrain is the peer route: this node drains, resumes or leaves.
+func (a *Agent) setDrain(state string) error {
+	switch state {
+	case drainOn, drainOff:
+	case drainLeave:
+		if !a.draining.Load() {
+			return errkind.New(ErrBadRequest, "node %s is not draining: drain it first (roam node drain)", a.cfg.NodeID)
+		}
+		a.jobs.mu.Lock()
+		n := len(a.jobs.local)
+		a.jobs.mu.Unlock()
+		if n > 0 {
+			return errkind.New(ErrBadRequest, "node %s still runs %d jobs: it leaves once it runs none", a.cfg.NodeID, n)
+		}
+		// After the answer: Close waits for the servers' handlers.
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			a.log.Info("leaving the cluster (roam node remove)")
+			a.Close()
+		}()
+		return nil
+	default:
+		return errkind.New(ErrBadRequest, "node state %q is not one of drain, resume, leave", state)
+	}
+	on := state == drainOn
+	var err error
+	if on {
+		err = writeFileSync(a.drainFile(), []byte("draining\n"))
+	} else if err = os.Remove(a.drainFile()); errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	if a.draining.Swap(on) != on {
+		a.log.Info("drain", "draining", on)
+		a.event(api.Event{Kind: state, Why: "roam node " + state})
+		if a.ml != nil {
+			if err := a.ml.UpdateNode(time.Second); err != nil {
+				a.log.Warn("gossip: the node's state did not reach every member yet", "err", err)
+			}
+		}
+		a.kickScheduler()
+	}
+	return nil
+}
+
+// writeFileSync writes a small file and makes it durable.
+func writeFileSync(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// isDraining says whether node drains, as this node knows.
+func (a *Agent) isDraining(node string) bool {
+	if node == a.cfg.NodeID {
+		return a.draining.Load()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.known[node]
+	return p != nil && p.draining
+}

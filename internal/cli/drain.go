@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"roam/internal/api"
+)
+
+// nodeCmd is roam node: drain a node, resume it, remove it (root only).
+func (e *env) nodeCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "node",
+		Short: "drain a node for maintenance, resume it, or remove it from the cluster (root)",
+	}
+	var wait bool
+	var timeout time.Duration
+	drain := &cobra.Command{
+		Use:   "drain NODE",
+		Short: "move every movable job off NODE and place nothing new there; pinned jobs stay",
+		Long: "roam node drain moves every job off NODE that can move (a job started with roam run --pin, or one a\n" +
+			"migration found unmovable, stays) and places and moves nothing there until roam node resume. The node\n" +
+			"keeps draining across a restart of its agent. With --wait it returns once NODE runs none of the\n" +
+			"jobs that can move, and lists the ones that stay, with their reasons.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			if err := setNodeState(cl, args[0], "drain"); err != nil {
+				return err
+			}
+			if !wait {
+				fmt.Fprintf(e.out, "node %s: draining\n", args[0])
+				return nil
+			}
+			stay, err := e.waitDrained(cl, args[0], timeout)
+			if err != nil {
+				return err
+			}
+			e.printDrained(args[0], stay)
+			return nil
+		},
+	}
+	drain.Flags().BoolVar(&wait, "wait", false, "return once the node runs no job that can move")
+	drain.Flags().DurationVar(&timeout, "timeout", 0, "with --wait, give up after this long (0: never)")
+	resume := &cobra.Command{
+		Use:   "resume NODE",
+		Short: "end a drain: NODE takes jobs again",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			if err := setNodeState(cl, args[0], "resume"); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "node %s: takes jobs again\n", args[0])
+			return nil
+		},
+	}
+	var removeTimeout time.Duration
+	remove := &cobra.Command{
+		Use:   "remove NODE",
+		Short: "drain NODE, wait until it runs no job, and make its agent leave the cluster",
+		Long: "roam node remove drains NODE (see roam node drain) and waits until it runs no job; its agent then\n" +
+			"leaves the cluster and exits. A node that still runs a pinned job is not removed: end that job\n" +
+			"first (roam kill). Started again, the agent joins still draining; roam node resume ends that.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			node := args[0]
+			if err := setNodeState(cl, node, "drain"); err != nil {
+				return err
+			}
+			stay, err := e.waitDrained(cl, node, removeTimeout)
+			if err != nil {
+				return err
+			}
+			if len(stay) > 0 {
+				e.printDrained(node, stay)
+				return fmt.Errorf("node %s still runs %d pinned jobs: it stays, draining (end them with roam kill, then remove it again)", node, len(stay))
+			}
+			if err := setNodeState(cl, node, "leave"); err != nil {
+				return err
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				var nodes []api.NodeInfo
+				if err := cl.Get("/v1/nodes", &nodes); err != nil {
+					return err
+				}
+				gone := true
+				for _, n := range nodes {
+					if n.ID == node && n.Alive {
+						gone = false
+					}
+				}
+				if gone {
+					fmt.Fprintf(e.out, "node %s: left the cluster\n", node)
+					return nil
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			return fmt.Errorf("node %s was told to leave but is still a member after 30s", node)
+		},
+	}
+	remove.Flags().DurationVar(&removeTimeout, "timeout", 0, "give up waiting for the drain after this long (0: never)")
+	c.AddCommand(drain, resume, remove)
+	return c
+}
+
+func setNodeState(cl *api.Client, node, state string) error {
+	return cl.Do(context.Background(), http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/drain?state="+state, nil, nil)
+}
+
+// waitDrained waits until node runs no job that can move, and returns the
+// ones it still runs (pinned, with their reasons).
+func (e *env) waitDrained(cl *api.Client, node string, timeout time.Duration) ([]api.Job, error) {
+	start := time.Now()
+	last := -1
+	for {
+		var jobs []api.Job
+		if err := cl.Get("/v1/ps?all=1", &jobs); err != nil {
+			return nil, err
+		}
+		var stay []api.Job
+		left := 0
+		for _, j := range jobs {
+			if j.Node != node || (j.State != api.StateRunning && j.State != api.StateStopped && j.State != api.StateStarting) {
+				continue
+			}
+			if j.Pin || j.PinReason != "" {
+				stay = append(stay, j)
+			} else {
+				left++
+			}
+		}
+		if left == 0 {
+			sort.Slice(stay, func(a, b int) bool { return stay[a].ID < stay[b].ID })
+			return stay, nil
+		}
+		if left != last {
+			fmt.Fprintf(e.errOut, "node %s: %d jobs to move\n", node, left)
+			last = left
+		}
+		if timeout > 0 && time.Since(start) > timeout {
+			return nil, fmt.Errorf("node %s still runs %d jobs that can move after %s", node, left, timeout)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func (e *env) printDrained(node string, stay []api.Job) {
+	if len(stay) == 0 {
+		fmt.Fprintf(e.out, "node %s: drained, runs no job\n", node)
+		return
+	}
+	fmt.Fprintf(e.out, "node %s: drained but for %d pinned jobs:\n", node, len(stay))
+	for _, j := range stay {
+		why := j.PinReason
+		if j.Pin {
+			why = "started with roam run --pin"
+		}
+		fmt.Fprintf(e.out, "  %s  %s: %s\n", j.ID, strings.TrimSpace(j.Cmd), why)
+	}
+}

@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// roam node drain on real agents: 8 jobs on node 2, one of them pinned;
+// drain --wait returns once node 2 runs only the pinned one, which it
+// lists; roam nodes says node 2 drains; new jobs go elsewhere and balancing
+// sends none there; after roam node resume, balancing uses it again.
+// roam node remove then empties node 3 and its agent leaves.
+func TestDrainANode(t *testing.T) {
+	prog := migjob(t)
+	c := upCluster(t, "e2edrain", 40, "--nodes", "3", "--cpu", "0.5,0.5,0.5", "--scheduler", "static")
+	c.waitAllAlive(3)
+	ids := strings.Fields(c.mustRun("--node", "1", "run", "-d", "-n", "7", "--on", "2", "--", prog, "cpu", "600", marker(t)))
+	pinned := strings.TrimSpace(c.mustRun("--node", "1", "run", "-d", "--pin", "--on", "2", "--", prog, "cpu", "600", marker(t)))
+	ids = append(ids, pinned)
+	t.Cleanup(func() { c.run(append([]string{"--node", "1", "kill", "-s", "KILL"}, ids...)...) })
+	if len(ids) != 8 {
+		t.Fatalf("jobs %v", ids)
+	}
+	for _, id := range ids {
+		waitFor(t, 30*time.Second, id+" running on node 2", func() (bool, string) {
+			j := c.job(id)
+			return j.State == "running" && j.Node == "2", j.State + " on " + j.Node
+		})
+	}
+	if out, err := c.run("--node", "1", "node", "drain", "9"); err == nil || !strings.Contains(out, `no node "9"`) {
+		t.Fatalf("drain node 9: %v: %s", err, out)
+	}
+	out := c.mustRun("--node", "1", "node", "drain", "2", "--wait", "--timeout", "3m")
+	if !strings.Contains(out, "drained but for 1 pinned jobs") || !strings.Contains(out, pinned+" ") || !strings.Contains(out, "roam run --pin") {
+		t.Fatalf("drain --wait said:\n%s", out)
+	}
+	for _, id := range ids {
+		j := c.job(id)
+		if j.State != "running" || (id == pinned) != (j.Node == "2") {
+			t.Fatalf("after the drain: %s %s on node %s", id, j.State, j.Node)
+		}
+	}
+	if nodes := c.mustRun("--node", "3", "nodes"); !regexpLine(nodes, `^2\s+\S+\s+draining\s`) {
+		t.Fatalf("roam nodes on node 3:\n%s", nodes)
+	}
+	// Balancing on, new jobs: none goes to node 2.
+	c.mustRun("--node", "1", "policy", "load", "balance")
+	more := strings.Fields(c.mustRun("--node", "1", "run", "-d", "-n", "3", "--", prog, "cpu", "600", marker(t)))
+	ids = append(ids, more...)
+	for _, j := range c.ps("1", "-a") {
+		if j.Node == "2" && j.ID != pinned {
+			t.Fatalf("job %s went to the draining node", j.ID)
+		}
+	}
+	if out, err := c.run("--node", "1", "run", "-d", "--on", "2", "--", prog, "cpu", "1", marker(t)); err == nil || !strings.Contains(out, "draining") {
+		t.Fatalf("run --on 2: %v: %s", err, out)
+	}
+	c.mustRun("--node", "1", "node", "resume", "2")
+	waitFor(t, time.Minute, "balancing to use node 2 again", func() (bool, string) {
+		n := 0
+		for _, j := range c.ps("1", "-a") {
+			if j.Node == "2" && j.State == "running" {
+				n++
+			}
+		}
+		return n > 1, ""
+	})
+	if nodes := c.mustRun("--node", "3", "nodes"); !regexpLine(nodes, `^2\s+\S+\s+alive\s`) {
+		t.Fatalf("roam nodes on node 3 after resume:\n%s", nodes)
+	}
+	// Remove node 3: its jobs leave, then it does.
+	out = c.mustRun("--node", "1", "node", "remove", "3", "--timeout", "3m")
+	if !strings.Contains(out, "node 3: left the cluster") {
+		t.Fatalf("remove said:\n%s", out)
+	}
+	for _, j := range c.ps("1", "-a") {
+		if j.State == "running" && j.Node == "3" {
+			t.Fatalf("job %s still on the removed node", j.ID)
+		}
+	}
+}
+
+// regexpLine says whether a line of s matches re.
+func regexpLine(s, re string) bool { return regexp.MustCompile("(?m)" + re).MatchString(s) }
