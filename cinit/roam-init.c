@@ -116,6 +116,10 @@ static void minimal_mounts(void) {
 #define JOB_DIR "/run/roam/job"
 /* The value the agent queues with every signal it sends (job.SignalMark). */
 #define ROAM_SIGNAL_MARK 0x726f616d
+/* The value of the SIGTSTP by which the agent asks for SIGSTOP
+ * (job.StopMark): SIGSTOP itself, which roam-init cannot catch, would stop
+ * roam-init and not the program. */
+#define ROAM_STOP_MARK 0x726f5354
 
 static void bind_spool(const char *spool) {
 	if (strcmp(spool, "-") == 0)
@@ -259,6 +263,13 @@ int main(int argc, char **argv) {
 			 * stopped before stay stopped. `roam kill -s CONT`
 			 * comes marked, and is forwarded. */
 			continue;
+		if (sig == SIGTSTP && si.si_code == SI_QUEUE && si.si_value.sival_int == ROAM_STOP_MARK) {
+			/* roam kill -s STOP: the program's group, as ^Z; once the
+			 * program has ended, every process left in the job. */
+			if (kill(-child, SIGSTOP) < 0)
+				kill(-1, SIGSTOP);
+			continue;
+		}
 		if (sig != SIGCHLD) {
 			/* Forward to the program's process group, as a terminal
 			 * delivers Ctrl-C to the foreground group. */

@@ -301,6 +301,30 @@ static void setup(void) {
 			mq_unlink(mqname);
 			mqname[0] = 0;
 		}
+	} else if (strcmp(kind, "setuid") == 0) {
+		// A child that changed its credentials, as a set-user-id
+		// program would (started as root, now nobody); ready once it has.
+		int p[2];
+		char c;
+		if (pipe(p) < 0)
+			die("pipe");
+		child = fork();
+		if (child == 0) {
+			if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+				_exit(1);
+			close(p[0]);
+			if (write(p[1], "x", 1) != 1)
+				_exit(1);
+			close(p[1]);
+			for (;;)
+				pause();
+		}
+		if (child < 0)
+			die("fork");
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			die("the child could not change its credentials");
+		close(p[0]);
 	} else if (strcmp(kind, "stopped-job") == 0) {
 		// Nothing: the test stops the whole job with roam kill -s STOP.
 	} else if (strcmp(kind, "stopped") == 0) {
@@ -437,6 +461,9 @@ static void check(void) {
 		int v = semctl(semid, 0, GETVAL);
 		if (v != 7)
 			fail("the semaphore's value is %d, not 7", v);
+	} else if (strcmp(kind, "setuid") == 0) {
+		if (kill(child, 0) < 0)
+			fail("the child is gone");
 	} else if (strcmp(kind, "mqueue") == 0 || strcmp(kind, "mqueue-unlinked") == 0) {
 		struct mq_attr a;
 		if (mq_getattr(mq, &a) < 0 || a.mq_curmsgs != 1)

@@ -73,8 +73,9 @@ type Agent struct {
 	allUsers   bool           // root's CRIU can dump other users' jobs here
 	metrics    migrationMetrics
 	sch        schedState
-	// draining: roam node drain (see drain.go).
+	// draining: roam node drain (see drain.go); drainMu orders its changes.
 	draining atomic.Bool
+	drainMu  sync.Mutex
 
 	mu        sync.Mutex // guards everything below, never held while calling memberlist
 	dis       *load.Disseminator

@@ -60,11 +60,24 @@ func (a *Agent) setDrain(state string) error {
 		if !a.draining.Load() {
 			return errkind.New(ErrBadRequest, "node %s is not draining: drain it first (roam node drain)", a.cfg.NodeID)
 		}
+		// Draining, it takes no new job nor move; it leaves once none
+		// runs or arrives here, and it is the home of none that runs.
 		a.jobs.mu.Lock()
-		n := len(a.jobs.local)
+		n, in := len(a.jobs.local), len(a.migr.in)
+		homed := 0
+		for _, r := range a.jobs.home {
+			if r.State == api.StateRunning || r.State == api.StateStarting {
+				homed++
+			}
+		}
 		a.jobs.mu.Unlock()
-		if n > 0 {
+		switch {
+		case n > 0:
 			return errkind.New(ErrBadRequest, "node %s still runs %d jobs: it leaves once it runs none", a.cfg.NodeID, n)
+		case in > 0:
+			return errkind.New(ErrBadRequest, "node %s has %d migrations arriving: it leaves once they are over", a.cfg.NodeID, in)
+		case homed > 0:
+			return errkind.New(ErrBadRequest, "node %s is the home of %d running jobs (their records and output are kept there): it leaves once they have ended", a.cfg.NodeID, homed)
 		}
 		// After the answer: Close waits for the servers' handlers.
 		go func() {
@@ -77,6 +90,8 @@ func (a *Agent) setDrain(state string) error {
 		return errkind.New(ErrBadRequest, "node state %q is not one of drain, resume, leave", state)
 	}
 	on := state == drainOn
+	a.drainMu.Lock() // the file and the flag change together
+	defer a.drainMu.Unlock()
 	var err error
 	if on {
 		err = writeFileSync(a.drainFile(), []byte("draining\n"))

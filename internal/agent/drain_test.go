@@ -68,6 +68,14 @@ func TestAgentsDrainANode(t *testing.T) {
 		if rec := c.homeRec(ids[7]); rec.Node != "n2" || rec.State != job.StateRunning {
 			t.Fatalf("the pinned job: %s on %s", rec.State, rec.Node)
 		}
+		// It does not leave the cluster while it runs a job; a node that
+		// does not drain does not leave.
+		if err := c.nodes[1].a.setDrain(drainLeave); err == nil || !strings.Contains(err.Error(), "still runs 1 jobs") {
+			t.Fatalf("n2 leaves with its pinned job: %v", err)
+		}
+		if err := c.nodes[2].a.setDrain(drainLeave); err == nil || !strings.Contains(err.Error(), "is not draining") {
+			t.Fatalf("n3 leaves without draining: %v", err)
+		}
 		for _, h := range c.nodes {
 			c.waitFor(h.name+" to see n2 draining", time.Minute, func() bool {
 				for _, n := range h.a.Nodes() {

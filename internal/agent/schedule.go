@@ -242,10 +242,10 @@ func (a *Agent) snapshot() sched.Snapshot {
 		switch {
 		case r.rec.Hold == "pin":
 			j.Held = "pinned (run --pin)"
+		case r.unmovable != "":
+			j.Held = r.unmovable // a drain does not try it again either
 		case r.rec.Hold == "manual":
 			j.Held, j.Manual = "placed by hand", true
-		case r.unmovable != "":
-			j.Held = r.unmovable
 		}
 		if p, ok := a.sch.prev[j.ID]; ok && now.After(p.at) && sys >= p.syscalls {
 			j.SyscallsPerSec = float64(sys-p.syscalls) / now.Sub(p.at).Seconds()

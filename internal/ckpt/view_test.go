@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"roam/internal/migrate"
+	"roam/internal/procfs"
 )
 
 var record = flag.Bool("record", false, "write each kind's /proc view to ../migrate/testdata/views (for migrate's TestJudgeRecorded)")
@@ -56,6 +57,7 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 		{"mqueue", shared, true, "its IPC namespace holds the POSIX message queue /roam-kinds-"},
 		{"mqueue-unlinked", shared, true, "holds the POSIX message queue /roam-kinds-"},
 		{"stopped", shared, false, ""},
+		{"setuid", shared, false, ""}, // the pin rules pass it; the credentials check refuses it
 		{"timerfd", shared, false, ""},
 		{"posixtimer", shared, false, ""},
 		{"itimer", shared, false, ""},
@@ -122,6 +124,14 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 						t.Fatalf("%d threads of this process are still in the job's IPC namespace", in)
 					}
 					time.Sleep(10 * time.Millisecond)
+				}
+			case "setuid":
+				creds, err := procfs.TreeCreds(cmd.Process.Pid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := migrate.CheckCreds(0, 0, nil, creds); err == nil || !strings.Contains(err.Error(), "runs as uids [65534 65534 65534 65534]") {
+					t.Fatalf("credentials check: %v", err)
 				}
 			case "ghost":
 				if got.Ghosts < 4096 {

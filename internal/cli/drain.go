@@ -93,8 +93,20 @@ func (e *env) nodeCmd() *cobra.Command {
 				e.printDrained(node, stay)
 				return fmt.Errorf("node %s still runs %d pinned jobs: it stays, draining (end them with roam kill, then remove it again)", node, len(stay))
 			}
+			var before []api.NodeInfo
+			if err := cl.Get("/v1/nodes", &before); err != nil {
+				return err
+			}
 			if err := setNodeState(cl, node, "leave"); err != nil {
 				return err
+			}
+			for _, n := range before {
+				if n.ID == node && n.Self {
+					// The agent asked is the one that leaves: it
+					// answered, and is gone.
+					fmt.Fprintf(e.out, "node %s: left the cluster\n", node)
+					return nil
+				}
 			}
 			deadline := time.Now().Add(30 * time.Second)
 			for time.Now().Before(deadline) {

@@ -109,37 +109,20 @@ func (Launcher) StartTicks(pid int) uint64      { return StartTicks(pid) }
 // process stopped before a migration stays stopped.
 //
 // SIGSTOP cannot be caught: sent to roam-init, PID 1 of the job's
-// namespace, it would stop roam-init and not the program. It goes to the
-// program's process group, as a terminal's ^Z would (see stopProgram).
+// namespace, it would stop roam-init and not the program. It is asked for
+// with a SIGTSTP of value StopMark instead, and roam-init, as the job's
+// user and inside its namespace, stops the program's process group, as a
+// terminal's ^Z would (or, once the program has ended, every process
+// left). The agent signals no pid but roam-init's, its own child.
 func (Launcher) Signal(pid int, sig syscall.Signal) error {
+	value := uint64(SignalMark)
 	if sig == syscall.SIGSTOP {
-		return stopProgram(pid)
+		sig, value = syscall.SIGTSTP, StopMark
 	}
-	info := siginfoQueue{signo: int32(sig), code: siQueue, pid: int32(os.Getpid()), value: SignalMark}
+	info := siginfoQueue{signo: int32(sig), code: siQueue, pid: int32(os.Getpid()), value: value}
 	_, _, e := syscall.Syscall(syscall.SYS_RT_SIGQUEUEINFO, uintptr(pid), uintptr(sig), uintptr(unsafe.Pointer(&info)))
 	if e != 0 {
 		return e
-	}
-	return nil
-}
-
-// stopProgram stops the program of the job whose roam-init is pid: the
-// process group it leads (roam-init's child that leads its own group),
-// or, once the program has ended and left processes behind, each process
-// under roam-init.
-func stopProgram(pid int) error {
-	kids := procfs.Children(pid)
-	for _, c := range kids {
-		if st, err := procfs.ReadStat(c); err == nil && st.Pgrp == c {
-			return syscall.Kill(-c, syscall.SIGSTOP)
-		}
-	}
-	tree := procfs.Tree(pid)
-	if len(tree) < 2 {
-		return syscall.ESRCH
-	}
-	for _, p := range tree[1:] {
-		_ = syscall.Kill(p, syscall.SIGSTOP)
 	}
 	return nil
 }
@@ -168,6 +151,10 @@ func TreeStopped(pid int) bool {
 // SignalMark is the value of the signals the agent sends (roam-init.c's
 // ROAM_SIGNAL_MARK): "roam".
 const SignalMark = 0x726f616d
+
+// StopMark is the value of the SIGTSTP that asks roam-init to stop the
+// program (roam-init.c's ROAM_STOP_MARK): "roST".
+const StopMark = 0x726f5354
 
 // siQueue is SI_QUEUE, the si_code of a signal sent with sigqueue(3).
 const siQueue = -1

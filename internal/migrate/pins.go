@@ -124,6 +124,15 @@ var harmlessDevice = map[string]bool{"/dev/null": true, "/dev/zero": true, "/dev
 // dumpableAnon are the anonymous-inode descriptors CRIU dumps and restores.
 var dumpableAnon = map[string]bool{"[eventfd]": true, "[signalfd]": true, "[timerfd]": true, "[eventpoll]": true, "inotify": true, "[fanotify]": true}
 
+// quoteOdd quotes a name a user chose when it holds anything but plain
+// printable characters (a reason is one line, and goes to terminals).
+func quoteOdd(s string) string {
+	if q := strconv.Quote(s); q[1:len(q)-1] != s {
+		return q
+	}
+	return s
+}
+
 // ghostDirWhy ends the reasons of a removed directory.
 const ghostDirWhy = ": CRIU would make it again on the destination as root, with any parents missing there, before the job's files are checked"
 
@@ -141,7 +150,7 @@ func Judge(v View, r Rules) Verdict {
 	case v.MQueueErr != "":
 		return Verdict{Pin: "its IPC namespace's POSIX message queues cannot be listed: " + v.MQueueErr}
 	case len(v.MQueues) > 0:
-		return Verdict{Pin: "its IPC namespace holds the POSIX message queue " + v.MQueues[0] + mqueueWhy}
+		return Verdict{Pin: "its IPC namespace holds the POSIX message queue " + quoteOdd(v.MQueues[0]) + mqueueWhy}
 	}
 	for _, t := range v.Tasks {
 		if pin := j.task(t, &out, sockets, v.OwnIPC); pin != "" {
@@ -212,7 +221,7 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 		case !strings.HasPrefix(l, "/") || f.Mode == 0:
 			continue // another kind of anonymous descriptor, or gone
 		case f.FSType == MQueueMagic:
-			return who + " holds the POSIX message queue " + trimDeleted(l) + mqueueWhy
+			return who + " holds the POSIX message queue " + quoteOdd(trimDeleted(l)) + mqueueWhy
 		}
 		if pin := j.locks(f); pin != "" {
 			return pin

@@ -20,6 +20,8 @@ type stateKind struct {
 	jobDir bool
 	// pin: a part of the reason it is pinned with, or "" when it moves.
 	pin string
+	// refused: refused before anything freezes, not pinned (it may end).
+	refused bool
 	// stopJob: the test stops the whole job with roam kill -s STOP before
 	// it moves, and roam ps must show it stopped after each hop.
 	stopJob bool
@@ -41,6 +43,7 @@ var stateKinds = []stateKind{
 	{kind: "sysvsem", what: "a SysV semaphore set"},
 	{kind: "mqueue", what: "a POSIX message queue holding a message", pin: "its IPC namespace holds the POSIX message queue"},
 	{kind: "mqueue-unlinked", what: "a POSIX message queue, unlinked, holding a message", pin: "holds the POSIX message queue"},
+	{kind: "setuid", what: "a child that changed its uids and gids (a set-user-id program)", pin: "changed their credentials", refused: true},
 	{kind: "stopped", what: "a child stopped with SIGSTOP"},
 	{kind: "stopped-job", what: "the whole job stopped with `roam kill -s STOP`", stopJob: true},
 	{kind: "timerfd", what: "a periodic timerfd"},
@@ -93,6 +96,9 @@ func TestMigrationKinds(t *testing.T) {
 						t.Fatalf("after the refusal: %s on %s", j.State, j.Node)
 					}
 					rows[k.kind] = "pinned: " + normalizeReason(strings.TrimSpace(out), shared)
+					if k.refused {
+						rows[k.kind] = "refused before anything freezes, not pinned (the process may end): " + normalizeReason(strings.TrimSpace(out), shared)
+					}
 					break
 				}
 				if err != nil {
@@ -115,6 +121,7 @@ func TestMigrationKinds(t *testing.T) {
 				// A check asked for while it is stopped runs once roam
 				// kill -s CONT continues it, where it now runs.
 				c.mustRun("--node", "1", "kill", "-s", "USR1", id)
+				time.Sleep(500 * time.Millisecond) // a running job answers in 20 ms
 				if out, _ := c.run("--node", "1", "logs", id); strings.Contains(out, "ok 1") {
 					t.Fatalf("the stopped job ran: %s", out)
 				}
@@ -194,7 +201,7 @@ func (c *cluster) waitOutput(id, s string) {
 var (
 	kindsFile   = regexp.MustCompile(`kinds-([a-z-]+)-[0-9]+`)
 	kindsQueue  = regexp.MustCompile(`/roam-kinds-[0-9]+`)
-	processNum  = regexp.MustCompile(`process [0-9]+`)
+	processNum  = regexp.MustCompile(`(process|task) [0-9]+`)
 	jobIDInText = regexp.MustCompile(`\b[0-9]+\.[0-9]+\b`)
 )
 
@@ -204,7 +211,7 @@ func normalizeReason(s, shared string) string {
 	s = strings.ReplaceAll(s, shared, "DIR")
 	s = kindsFile.ReplaceAllString(s, "kinds-$1-PID")
 	s = kindsQueue.ReplaceAllString(s, "/roam-kinds-PID")
-	s = processNum.ReplaceAllString(s, "process N")
+	s = processNum.ReplaceAllString(s, "$1 N")
 	s = jobIDInText.ReplaceAllString(s, "JOB")
 	return strings.ReplaceAll(s, "|", "\\|")
 }
