@@ -20,12 +20,7 @@ import (
 func TestAgentsRefuseAJobWithChangedCredsBeforeFreezing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2, 26, faults{}, "static")
-		r, err := c.nodes[0].a.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := r.IDs[0]
-		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		id := runOneOn(t, c, Caller{UID: 1001, GID: 1001}, "n1")
 		n1 := c.nodes[0].fn
 		n1.mu.Lock()
 		n1.restoredAs = &procfs.Creds{PID: 7, UIDs: [4]uint32{1001, 1001, 0, 1001}, GIDs: [4]uint32{1001, 1001, 1001, 1001}}
@@ -69,12 +64,7 @@ func TestAgentsRefuseAJobWithChangedCredsBeforeFreezing(t *testing.T) {
 func TestAgentsFailAMoveWhenTheFrozenJobIsPinned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2, 27, faults{}, "static")
-		r, err := c.nodes[0].a.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := r.IDs[0]
-		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		id := runOneOn(t, c, Caller{UID: 1001, GID: 1001}, "n1")
 		n1 := c.nodes[0].fn
 		const pin = "process 7 holds a POSIX lock on /shared/db"
 		n1.mu.Lock()
@@ -125,12 +115,7 @@ func TestAgentsKeepAStoppedJobStopped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2, 28, faults{}, "static")
 		owner := Caller{UID: 1001, GID: 1001}
-		r, err := c.nodes[0].a.Run(owner, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := r.IDs[0]
-		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		id := runOneOn(t, c, owner, "n1")
 		a := c.nodes[0].a
 		state := func() string {
 			for _, j := range a.PS(owner, false) {
@@ -179,4 +164,17 @@ func TestAgentsKeepAStoppedJobStopped(t *testing.T) {
 			t.Fatalf("after SIGCONT: running on %v, ps %s; want running on n2", run, state())
 		}
 	})
+}
+
+// runOneOn runs one job of caller's from n1 on node on, and waits until it
+// runs.
+func runOneOn(t *testing.T, c *cluster, caller Caller, on string) string {
+	t.Helper()
+	r, err := c.nodes[0].a.Run(caller, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: on})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.IDs[0]
+	c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+	return id
 }
