@@ -301,6 +301,14 @@ static void setup(void) {
 			mq_unlink(mqname);
 			mqname[0] = 0;
 		}
+	} else if (strcmp(kind, "lease") == 0) {
+		// A read lease (F_SETLEASE) on a file in the job's directory.
+		fd1 = open(path1, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (fd1 < 0 || write(fd1, "lease", 5) != 5 || close(fd1) < 0)
+			die("lease file");
+		fd1 = open(path1, O_RDONLY);
+		if (fd1 < 0 || fcntl(fd1, F_SETLEASE, F_RDLCK) < 0)
+			die("F_SETLEASE");
 	} else if (strcmp(kind, "setuid") == 0) {
 		// A child that changed its credentials, as a set-user-id
 		// program would (started as root, now nobody); ready once it has.
@@ -461,6 +469,10 @@ static void check(void) {
 		int v = semctl(semid, 0, GETVAL);
 		if (v != 7)
 			fail("the semaphore's value is %d, not 7", v);
+	} else if (strcmp(kind, "lease") == 0) {
+		int l = fcntl(fd1, F_GETLEASE);
+		if (l != F_RDLCK)
+			fail("the lease is %d, not a read lease (%d)", l, F_RDLCK);
 	} else if (strcmp(kind, "setuid") == 0) {
 		if (kill(child, 0) < 0)
 			fail("the child is gone");

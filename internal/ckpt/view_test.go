@@ -48,6 +48,7 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 		{"flock", jobDir, false, ""},
 		{"posixlock", jobDir, false, ""},
 		{"ofdlock", jobDir, false, ""},
+		{"lease", jobDir, false, ""},
 		{"flock-shared", shared, false, "holds a FLOCK lock on " + shared + "/kinds-flock-shared-"},
 		{"fifo", jobDir, false, ""},
 		{"fifo-shared", shared, false, "holds the named FIFO " + shared + "/kinds-fifo-shared-"},

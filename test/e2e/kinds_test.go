@@ -36,6 +36,7 @@ var stateKinds = []stateKind{
 	{kind: "flock", what: "an flock lock on a file in the job's directory", jobDir: true},
 	{kind: "posixlock", what: "a POSIX (fcntl) lock on a file in the job's directory", jobDir: true},
 	{kind: "ofdlock", what: "an OFD lock on a file in the job's directory", jobDir: true},
+	{kind: "lease", what: "a read lease (F_SETLEASE) on a file in the job's directory", jobDir: true},
 	{kind: "flock-shared", what: "an flock lock on a file in a shared directory", pin: "holds a FLOCK lock on"},
 	{kind: "fifo", what: "a named FIFO in the job's directory with 10 bytes in it", jobDir: true},
 	{kind: "fifo-shared", what: "a named FIFO in a shared directory with 10 bytes in it", pin: "holds the named FIFO"},
