@@ -73,7 +73,8 @@ type Agent struct {
 	allUsers   bool           // root's CRIU can dump other users' jobs here
 	metrics    migrationMetrics
 	sch        schedState
-	// draining: roam node drain (see drain.go); drainMu orders its changes.
+	// draining: roam node drain (see drain.go); drainMu orders its changes
+	// with the job table's copy.
 	draining atomic.Bool
 	drainMu  sync.Mutex
 

@@ -1,10 +1,7 @@
 package agent
 
 import (
-	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 
 	"roam/internal/api"
@@ -12,7 +9,7 @@ import (
 )
 
 // Draining a node (roam node drain, resume, remove). The node itself
-// keeps the state, in its state directory (so it outlives a restart), and
+// keeps the state, in its job table (so it outlives a restart), and
 // tells the cluster in its gossip metadata; its scheduler's rounds are
 // then sched.Drain's, and no node places or moves a job there.
 
@@ -23,12 +20,13 @@ const (
 	drainLeave = "leave"
 )
 
-// drainFile is where a draining node keeps that it is.
-func (a *Agent) drainFile() string { return filepath.Join(a.cfg.StateDir, "draining") }
-
-// loadDrain takes the kept state at start.
+// loadDrain takes the state the job table kept at start.
 func (a *Agent) loadDrain() {
-	if _, err := os.Stat(a.drainFile()); err == nil {
+	on, err := a.store.Draining()
+	if err != nil {
+		a.log.Warn("drain state not read", "err", err)
+	}
+	if on {
 		a.draining.Store(true)
 		a.log.Info("node is draining (roam node resume ends it)")
 	}
@@ -90,15 +88,9 @@ func (a *Agent) setDrain(state string) error {
 		return errkind.New(ErrBadRequest, "node state %q is not one of drain, resume, leave", state)
 	}
 	on := state == drainOn
-	a.drainMu.Lock() // the file and the flag change together
+	a.drainMu.Lock() // the kept state and the flag change together
 	defer a.drainMu.Unlock()
-	var err error
-	if on {
-		err = writeFileSync(a.drainFile(), []byte("draining\n"))
-	} else if err = os.Remove(a.drainFile()); errors.Is(err, os.ErrNotExist) {
-		err = nil
-	}
-	if err != nil {
+	if err := a.store.PutDraining(on); err != nil {
 		return err
 	}
 	if a.draining.Swap(on) != on {
@@ -112,35 +104,6 @@ func (a *Agent) setDrain(state string) error {
 		a.kickScheduler()
 	}
 	return nil
-}
-
-// writeFileSync writes a small file and makes it durable.
-func writeFileSync(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // isDraining says whether node drains, as this node knows.

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -118,8 +117,8 @@ func TestAgentsDrainANode(t *testing.T) {
 		if err := a1.DrainNode(Caller{}, "n2", "resume"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(c.nodes[1].a.drainFile()); !os.IsNotExist(err) {
-			t.Fatalf("the drain file after resume: %v", err)
+		if on, err := c.nodes[1].a.store.Draining(); on || err != nil {
+			t.Fatalf("the job table keeps n2 draining after resume: %v", err)
 		}
 		c.waitFor("n1 to see n2 resumed", time.Minute, func() bool {
 			for _, n := range a1.Nodes() {

@@ -52,6 +52,7 @@ var (
 	keySchema   = []byte("schema")
 	keySeq      = []byte("seq")
 	keyPolicy   = []byte("policy")
+	keyDraining = []byte("draining")
 )
 
 // States of a job: the API's, which shows them unchanged.
@@ -212,6 +213,26 @@ func (s *Store) Policy() (LoadedPolicy, bool, error) {
 		return nil
 	})
 	return p, found && err == nil, err
+}
+
+// PutDraining keeps whether this node drains (roam node drain).
+func (s *Store) PutDraining(on bool) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if on {
+			return tx.Bucket(bucketMeta).Put(keyDraining, []byte{1})
+		}
+		return tx.Bucket(bucketMeta).Delete(keyDraining)
+	})
+}
+
+// Draining says whether this node was left draining.
+func (s *Store) Draining() (bool, error) {
+	var on bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		on = tx.Bucket(bucketMeta).Get(keyDraining) != nil
+		return nil
+	})
+	return on, err
 }
 
 // Close closes the store.
