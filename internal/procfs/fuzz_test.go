@@ -12,10 +12,10 @@ import (
 // scripts/fuzz.sh runs it.
 
 // fuzzStatLine is a /proc/PID/stat line as the kernel writes it (52
-// fields), with st's values in their places (pid its session).
+// fields), with st's values in their places.
 func fuzzStatLine(pid int, comm string, st Stat) string {
 	return fmt.Sprintf("%d (%s) %s 1 %d %d 0 -1 %d 100 0 0 0 %d %d %d %d 20 0 1 0 %d 1000 50 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
-		pid, comm, []byte{st.State}, st.Pgrp, pid, st.Flags, st.UTime, st.STime, st.CUTime, st.CSTime, st.StartTime)
+		pid, comm, []byte{st.State}, pid, pid, st.Flags, st.UTime, st.STime, st.CUTime, st.CSTime, st.StartTime)
 }
 
 // FuzzParseStat: a stat line the kernel writes reads back as its values,
@@ -44,7 +44,7 @@ func FuzzParseStat(f *testing.F) {
 		if !('A' <= state && state <= 'Z' || 'a' <= state && state <= 'z') {
 			return
 		}
-		want := Stat{State: state, Pgrp: 4242, Flags: flags, UTime: utime, STime: stime, CUTime: cutime, CSTime: cstime, StartTime: start}
+		want := Stat{State: state, Flags: flags, UTime: utime, STime: stime, CUTime: cutime, CSTime: cstime, StartTime: start}
 		line := fuzzStatLine(4242, comm, want)
 		if got, err := parseStat([]byte(line)); err != nil || got != want {
 			t.Fatalf("%q read as %+v, %v; want %+v", line, got, err, want)

@@ -16,7 +16,6 @@ const UserHZ = 100
 // Stat is the part of /proc/PID/stat roam uses.
 type Stat struct {
 	State     byte   // R, S, D, Z, T (stopped), ...
-	Pgrp      int    // process group, as the reader's PID namespace numbers it
 	Flags     uint64 // the kernel's PF_* flags
 	UTime     uint64 // ticks in user mode
 	STime     uint64 // ticks in kernel mode
@@ -45,14 +44,12 @@ func parseStat(b []byte) (Stat, error) {
 		return Stat{}, ErrFormat
 	}
 	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state), f[2] field 5 (pgrp); utime is field 14,
-	// starttime field 22.
+	// f[0] is field 3 (state); utime is field 14, starttime field 22.
 	if len(f) < 20 || len(f[0]) != 1 {
 		return Stat{}, ErrFormat
 	}
 	n := func(k int) uint64 { v, _ := strconv.ParseUint(f[k], 10, 64); return v }
-	pgrp, _ := strconv.Atoi(f[2])
-	return Stat{State: f[0][0], Pgrp: pgrp, Flags: n(6), UTime: n(11), STime: n(12), CUTime: n(13), CSTime: n(14), StartTime: n(19)}, nil
+	return Stat{State: f[0][0], Flags: n(6), UTime: n(11), STime: n(12), CUTime: n(13), CSTime: n(14), StartTime: n(19)}, nil
 }
 
 // PFExiting is the flag of a process that is exiting (killed, and freeing

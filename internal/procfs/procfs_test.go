@@ -11,7 +11,7 @@ import (
 func TestParseStatNameWithParens(t *testing.T) {
 	line := "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 2 1 20 0 1 0 12345 1000 50\n"
 	st, err := parseStat([]byte(line))
-	want := Stat{State: 'S', Pgrp: 42, Flags: 4194560, UTime: 7, STime: 3, CUTime: 2, CSTime: 1, StartTime: 12345}
+	want := Stat{State: 'S', Flags: 4194560, UTime: 7, STime: 3, CUTime: 2, CSTime: 1, StartTime: 12345}
 	if err != nil || st != want {
 		t.Fatalf("parseStat = %+v, %v; want %+v", st, err, want)
 	}
