@@ -41,10 +41,11 @@ func Drain(s Snapshot) []Move {
 		if j.Held != "" && !j.Manual {
 			continue
 		}
+		mv := Move{Job: j.ID, From: s.Self.ID, Kind: ProblemDrain, RSSMB: j.RSSMB, Runnable: j.Runnable,
+			SrcLoad: s.Self.Load, KeepFreeMB: DrainKeepFreeMB, At: s.Now, By: "drain"}
 		best := -1
 		var bestLoad float64
 		for i, p := range s.Peers {
-			mv := Move{Job: j.ID, Kind: ProblemDrain, RSSMB: j.RSSMB, Runnable: j.Runnable, KeepFreeMB: DrainKeepFreeMB}
 			if fits(mv, p) != nil {
 				continue
 			}
@@ -55,11 +56,9 @@ func Drain(s Snapshot) []Move {
 		if best < 0 {
 			continue
 		}
-		to := s.Peers[best]
-		mv := Move{Job: j.ID, To: to.ID, From: s.Self.ID, Kind: ProblemDrain, RSSMB: j.RSSMB, Runnable: j.Runnable,
-			SrcLoad: s.Self.Load, KeepFreeMB: DrainKeepFreeMB, At: s.Now, By: "drain",
-			Why: fmt.Sprintf("node %s is draining; moved job %s (%.0f MiB, age %s) to node %s, load %.2f with it",
-				s.Self.ID, j.ID, j.RSSMB, s.Now.Sub(j.Started).Round(time.Second), to.ID, bestLoad)}
+		mv.To = s.Peers[best].ID
+		mv.Why = fmt.Sprintf("node %s is draining; moved job %s (%.0f MiB, age %s) to node %s, load %.2f with it",
+			s.Self.ID, j.ID, j.RSSMB, s.Now.Sub(j.Started).Round(time.Second), mv.To, bestLoad)
 		out = append(out, mv)
 		s = apply(s, mv)
 	}
