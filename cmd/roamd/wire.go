@@ -142,11 +142,12 @@ func (w world) parts(cfg agent.Config) (agent.Parts, error) {
 		return agent.Parts{}, errors.Join(errors.New("socket "+cfg.Socket), err)
 	}
 	return agent.Parts{
-		API:          api,
-		Transport:    agent.TLSTransport{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
-		GossipKey:    w.sec.GossipKey(),
-		Checkpointer: &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes},
-		Processes:    launcher,
-		Prober:       probe.Node{Layout: w.layout, Group: cfg.Cgroup},
+		API:           api,
+		Transport:     agent.TLSTransport{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
+		GossipKey:     w.sec.GossipKey(),
+		CheckpointKey: w.sec.CheckpointKey(),
+		Checkpointer:  &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes},
+		Processes:     launcher,
+		Prober:        probe.Node{Layout: w.layout, Group: cfg.Cgroup},
 	}, nil
 }

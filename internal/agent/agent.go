@@ -251,8 +251,9 @@ func (a *Agent) Start() error {
 	}
 	a.ml = ml
 	a.started = time.Now()
-	a.wg.Add(5)
+	a.wg.Add(6)
 	go a.lostLoop()
+	go a.checkpointLoop()
 	go a.joinLoop()
 	go a.loadLoop()
 	go a.pushLoop()

@@ -13,6 +13,7 @@ package agent
 // the matrix has no row for.
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -99,6 +100,8 @@ var authzMatrix = []authzRow{
 	{"POST /v1/kill", "signal it", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkKill},
 	{"POST /v1/purge", "remove A's ended jobs (root: any user's)", false, [3]authzWant{yes, no, yes}, (*authzEnv).checkPurge},
 	{"POST /v1/migrate", "migrate it", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkMigrate},
+	{"POST /v1/checkpoint", "checkpoint it (its memory)", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkCheckpoint},
+	{"POST /v1/restart", "restart it from its checkpoint", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkRestart},
 	{"POST /v1/run", "run a job as oneself", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkRun},
 	{"POST /v1/policy", "load a policy (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkPolicyLoad},
 	{"POST /v1/nodes/{id}/drain", "drain a node (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkDrain},
@@ -732,4 +735,62 @@ func authzSample(pattern, id string) (method, path string) {
 		}
 	}
 	return method, strings.Join(segs, "/")
+}
+
+// checkCheckpoint asks for a checkpoint of the job: served, it is a
+// checkpoint file and the job runs on, once; refused, it runs on too.
+func (x *authzEnv) checkCheckpoint(who authzCaller, j *authzJob, want authzWant) string {
+	code, b := x.ask(0, who, http.MethodPost, "/v1/checkpoint", fmt.Sprintf(`{"id":%q}`, j.id))
+	if run, _ := x.c.world.copies(j.id); len(run) != 1 {
+		return fmt.Sprintf("after the checkpoint the job runs on %v", run)
+	}
+	if want == no {
+		return served(want, code, b, nil, nil)
+	}
+	return served(want, code, b, nil, func() string {
+		if !bytes.HasPrefix(b, []byte("roam-checkpoint 1\n")) {
+			return fmt.Sprintf("the answer is not a checkpoint file: %.60q", b)
+		}
+		return ""
+	})
+}
+
+// checkRestart restarts the job from a checkpoint root took: served (the
+// job killed first), it runs again once, as its next incarnation; refused
+// (the job running, so only the caller is in question), nothing changes.
+func (x *authzEnv) checkRestart(who authzCaller, j *authzJob, want authzWant) string {
+	code, ck := x.ask(0, authzRoot, http.MethodPost, "/v1/checkpoint", fmt.Sprintf(`{"id":%q}`, j.id))
+	if code != http.StatusOK {
+		return fmt.Sprintf("root's checkpoint answered %d: %.200s", code, ck)
+	}
+	x.answers = x.answers[:len(x.answers)-1] // root's, not the caller's
+	inc := x.c.homeRec(j.id).Inc
+	if want == no {
+		code, b := x.ask(0, who, http.MethodPost, "/v1/restart", string(ck))
+		if run, _ := x.c.world.copies(j.id); len(run) != 1 || x.c.homeRec(j.id).Inc != inc {
+			return fmt.Sprintf("after a refused restart the job runs on %v, incarnation %d (was %d)", run, x.c.homeRec(j.id).Inc, inc)
+		}
+		return served(want, code, b, nil, nil)
+	}
+	if c, b := x.ask(0, authzRoot, http.MethodPost, "/v1/kill", fmt.Sprintf(`{"ids":[%q],"signal":9}`, j.id)); c != http.StatusOK {
+		return fmt.Sprintf("kill answered %d: %.200s", c, b)
+	}
+	x.answers = x.answers[:len(x.answers)-1]
+	x.c.waitFor(j.id+" ended", time.Minute, func() bool { return x.c.homeRec(j.id).State == api.StateFinished })
+	code, b := x.ask(0, who, http.MethodPost, "/v1/restart", string(ck))
+	var res api.RestartResponse
+	return served(want, code, b, &res, func() string {
+		if res.ID != j.id || res.Inc != inc+1 {
+			return fmt.Sprintf("restarted as %+v, want %s incarnation %d", res, j.id, inc+1)
+		}
+		for end := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			run, _ := x.c.world.copies(j.id)
+			if rec := x.c.homeRec(j.id); len(run) == 1 && rec.State == api.StateRunning && rec.Inc == inc+1 {
+				return ""
+			}
+			if time.Now().After(end) {
+				return fmt.Sprintf("a minute after the restart the job runs on %v, its record %s", run, x.c.homeRec(j.id).State)
+			}
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,6 +52,11 @@ type jobs struct {
 	wake  map[string]chan struct{} // closed when a home job gets news
 	heard map[string]time.Time     // node -> its last update to this home
 	kick  chan struct{}
+	// restarting are the jobs this home consented to restart, with their
+	// record from before, until the restore's end is known (restart.go).
+	restarting map[string]*job.Record
+	// storeMu serializes the changes to the checkpoints this node keeps.
+	storeMu sync.Mutex
 	// spools serialize the writes to each home job's spool, which
 	// happen without mu (spoolLock).
 	spools [64]sync.Mutex
@@ -82,6 +88,12 @@ type localJob struct {
 	// limits.output_bytes; why says why this node killed it, if it did.
 	sizeChecked time.Time
 	why         string
+	// arrivedAt is when it started or came here; lastCkpt when its last
+	// periodic checkpoint here began; ckptJob its record's part a
+	// checkpoint keeps, once asked of its home.
+	arrivedAt time.Time
+	lastCkpt  time.Time
+	ckptJob   *migrate.CheckpointJob
 }
 
 // openJobs opens the job table and reloads what an earlier run left.
@@ -92,7 +104,8 @@ func (a *Agent) openJobs() error {
 	}
 	a.store = st
 	a.jobs = &jobs{home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
-		heard: map[string]time.Time{}, kick: make(chan struct{}, 1)}
+		heard: map[string]time.Time{}, kick: make(chan struct{}, 1),
+		restarting: map[string]*job.Record{}}
 	// One bad value (a disk error, a bug of an older roam) must not keep
 	// the agent, and every other job, from starting.
 	bad, err := st.SetAsideCorrupt()
@@ -115,7 +128,7 @@ func (a *Agent) openJobs() error {
 		return err
 	}
 	for _, l := range locals {
-		a.jobs.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1}
+		a.jobs.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1, arrivedAt: time.Now()}
 	}
 	a.log.Info("job table loaded", "home_jobs", len(recs), "local_jobs", len(locals))
 	return nil
@@ -288,7 +301,8 @@ func (a *Agent) PS(c Caller, all bool) []api.Job {
 				CPUSeconds: u.CPUSeconds, RSSMB: u.RSSMB, Migrations: r.Migrations,
 				AgeSeconds: now.Sub(r.Started).Seconds(), Started: r.Started, Ended: r.Ended, LostAt: r.LostAt, Cmd: strings.Join(r.Argv, " "),
 				ExitCode: r.ExitCode, EndReason: r.EndReason, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
-				MigrationLog: append([]job.Migration{}, r.MigrationLog...),
+				MigrationLog:    append([]job.Migration{}, r.MigrationLog...),
+				CheckpointEvery: r.CheckpointEvery, Checkpoints: slices.Clone(r.Checkpoints), Restarts: slices.Clone(r.Restarts),
 			})
 		}
 	}

@@ -50,6 +50,10 @@ type Limits struct {
 	// open or mapped and still move: CRIU carries its content in the
 	// images ("ghost file"). A job holding a larger one is pinned.
 	GhostBytes int64 `yaml:"ghost_bytes"`
+	// CheckpointBytes bounds one checkpoint file a node takes: one sent
+	// to it to keep (a job's periodic checkpoint), or to restart (roam
+	// restart). A job's checkpoint is about its memory's size.
+	CheckpointBytes int64 `yaml:"checkpoint_bytes"`
 }
 
 // DefaultLimits are the limits of a node whose config says nothing.
@@ -65,6 +69,7 @@ func DefaultLimits() Limits {
 		KeepFinished:        7 * 24 * time.Hour,
 		KeepFinishedPerUser: 10000,
 		GhostBytes:          64 << 20,
+		CheckpointBytes:     64 << 30,
 	}
 }
 
@@ -91,6 +96,8 @@ func (l Limits) validate() (string, error) {
 		return "limits.keep_finished_per_user", fmt.Errorf("%d is below 1", l.KeepFinishedPerUser)
 	case l.GhostBytes < 0 || l.GhostBytes > 4<<30-1:
 		return "limits.ghost_bytes", fmt.Errorf("%d is out of range (0 to 4 GiB - 1)", l.GhostBytes)
+	case l.CheckpointBytes < 1<<20:
+		return "limits.checkpoint_bytes", fmt.Errorf("%d is below 1 MiB", l.CheckpointBytes)
 	}
 	return "", nil
 }

@@ -4,7 +4,9 @@ package agent
 // (memberlist's failure detection, or a node that left), every job this
 // home has running there is marked lost at once: `roam ps` shows it lost
 // with the node and the time, and an attached `roam run` ends for it with
-// ExitLost. Nothing is restarted, so there is never a second copy.
+// ExitLost; unless it has a periodic checkpoint kept on a live node: it is
+// then restarted from it on another node (restart.go), as a new
+// incarnation whose home refuses news of the old one.
 //
 // A node that was cut off, not crashed, still runs its jobs and keeps
 // their output in its spool. Once it can reach the home again its next
@@ -80,9 +82,14 @@ func (a *Agent) sweepLost() {
 		return nodeDead(n, a.started, now)
 	}
 	a.jobs.mu.Lock()
-	var lost []job.Record
+	var lost, again []job.Record
 	for _, r := range a.jobs.home {
-		if r.State == job.StateRunning && dead(r.Node) {
+		if r.State == job.StateRunning && dead(r.Node) && a.jobs.restarting[r.ID] == nil && restartable(r.Newest, r.Node, dead) {
+			// Restarted from its newest checkpoint instead (restart.go).
+			again = append(again, *r)
+			continue
+		}
+		if r.State == job.StateRunning && dead(r.Node) && a.jobs.restarting[r.ID] == nil {
 			r.State, r.LostAt = job.StateLost, now
 			lost = append(lost, *r)
 			if ch := a.jobs.wake[r.ID]; ch != nil {
@@ -99,6 +106,9 @@ func (a *Agent) sweepLost() {
 		}
 	}
 	a.jobs.mu.Unlock()
+	for _, r := range again {
+		go a.restartLost(r, r.Node)
+	}
 	for _, r := range lost {
 		a.log.Warn("job lost", "job", r.ID, "node", r.Node)
 		a.event(api.Event{Kind: "lost", Job: r.ID, UID: &r.UID, From: r.Node, Why: "its node was declared dead"})

@@ -3,6 +3,7 @@ package agent
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"roam/internal/api"
 	"roam/internal/job"
 )
 
@@ -14,6 +15,10 @@ type migrationMetrics struct {
 	freeze prometheus.Histogram
 	dur    prometheus.Histogram
 	window prometheus.Histogram
+	// checkpoints this node took, and how long each froze its job.
+	ckpts      *prometheus.CounterVec
+	ckptFreeze prometheus.Histogram
+	ckptBytes  prometheus.Counter
 }
 
 func newMigrationMetrics(reg prometheus.Registerer) migrationMetrics {
@@ -30,7 +35,13 @@ func newMigrationMetrics(reg prometheus.Registerer) migrationMetrics {
 		window: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roam_migration_lazy_window_seconds",
 			Help: "Post-copy window of lazy migrations: restore to last page.", Buckets: buckets}),
 	}
-	reg.MustRegister(m.total, m.bytes, m.freeze, m.dur, m.window)
+	m.ckpts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roam_checkpoints_total",
+		Help: "Checkpoints this node took, by result (ok, failed)."}, []string{"result"})
+	m.ckptFreeze = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roam_checkpoint_freeze_seconds",
+		Help: "Time a job was frozen for a checkpoint.", Buckets: buckets})
+	m.ckptBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "roam_checkpoint_bytes_total",
+		Help: "Bytes of the checkpoint files this node wrote."})
+	reg.MustRegister(m.total, m.bytes, m.freeze, m.dur, m.window, m.ckpts, m.ckptFreeze, m.ckptBytes)
 	return m
 }
 
@@ -54,4 +65,17 @@ func (m migrationMetrics) observe(x job.Migration) {
 			m.window.Observe(x.WindowMS / 1000)
 		}
 	}
+}
+
+func (m migrationMetrics) observeCheckpoint(c api.Checkpoint) {
+	if m.ckpts == nil {
+		return
+	}
+	if !c.OK {
+		m.ckpts.WithLabelValues("failed").Inc()
+		return
+	}
+	m.ckpts.WithLabelValues("ok").Inc()
+	m.ckptFreeze.Observe(c.FreezeMS / 1000)
+	m.ckptBytes.Add(float64(c.Bytes))
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"roam/internal/api"
@@ -164,6 +165,12 @@ type jobNote struct {
 	Migration *api.Migration `json:"migration,omitempty"`
 	PinReason string         `json:"pin_reason,omitempty"`
 	Manual    *bool          `json:"manual,omitempty"`
+	// Inc is the incarnation of the copy the note is of: a note of an
+	// older one than the record's is dropped. Nil: unknown (a migration
+	// finished after an agent restart, or an older roam).
+	Inc *int `json:"inc,omitempty"`
+	// Checkpoint is a checkpoint tried.
+	Checkpoint *api.Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // noteHome tells a job's home node; one try (the migration machine tries
@@ -198,6 +205,12 @@ func (a *Agent) takeNote(n jobNote) error {
 	rec := a.jobs.home[n.ID]
 	if rec == nil {
 		return errkind.New(ErrNotFound, "unknown job %s", n.ID)
+	}
+	if n.Inc != nil && *n.Inc < rec.Inc {
+		return nil // of a copy an older incarnation: it is being ended
+	}
+	if c := n.Checkpoint; c != nil {
+		return a.takeCheckpointNote(rec, *c)
 	}
 	if m := n.Migration; m != nil && m.MID != "" {
 		for _, old := range rec.MigrationLog {
@@ -255,4 +268,30 @@ func (a *Agent) outcome(mid string) (migrate.Outcome, error) {
 		return "", err
 	}
 	return migrate.Answer(r, found), nil
+}
+
+// takeCheckpointNote keeps a checkpoint tried in the job's record; a
+// periodic one kept on a node becomes the newest, and the one it replaces
+// is dropped where it was kept. Called with jobs.mu held.
+func (a *Agent) takeCheckpointNote(rec *job.Record, c api.Checkpoint) error {
+	next := *rec
+	next.Checkpoints = append(slices.Clone(rec.Checkpoints), c)
+	if len(next.Checkpoints) > job.MaxMigrationLog {
+		next.Checkpoints = next.Checkpoints[len(next.Checkpoints)-job.MaxMigrationLog:]
+	}
+	var drop *api.Checkpoint
+	if c.OK && c.StoredOn != "" && (rec.Newest == nil || c.At.After(rec.Newest.At)) {
+		if old := rec.Newest; old != nil && old.StoredOn != c.StoredOn {
+			drop = old
+		}
+		next.Newest = &c
+	}
+	if err := a.store.PutRecords(next); err != nil {
+		return err
+	}
+	*rec = next
+	if drop != nil {
+		a.dropCheckpointOn(drop.StoredOn, rec.ID, time.Time{})
+	}
+	return nil
 }

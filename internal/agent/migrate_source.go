@@ -224,30 +224,36 @@ func (o *outMig) do(act any) any {
 }
 
 // checkLocal says why the job cannot leave this node (a pin), or why it
-// cannot now (an error: a process with other credentials may be a
-// set-user-id child that ends), or neither.
+// cannot now (an error), or neither.
 func (o *outMig) checkLocal(r migrate.Record) (string, error) {
-	a := o.a
-	if uid, ok := a.procs.Owner(r.PID); ok && uid != 0 && !a.allUsers {
-		return fmt.Sprintf("runs as uid %d, and root on node %s lacks CAP_SYS_RESOURCE, so CRIU cannot read its rlimits", uid, a.cfg.NodeID), nil
+	v, err := o.a.movable(r.PID, o.owner())
+	if err != nil || v.Pin != "" {
+		return v.Pin, err
+	}
+	o.files, o.stopped = v.Files, v.Stopped
+	return "", nil
+}
+
+// movable judges a job running here for a move or a checkpoint: why it
+// cannot leave this node (Verdict.Pin), or why it cannot now (an error: a
+// process with other credentials may be a set-user-id child that ends),
+// else the files the other node must reach. owner is nil when unknown.
+func (a *Agent) movable(pid int, owner *asuser.Cred) (migrate.Verdict, error) {
+	if uid, ok := a.procs.Owner(pid); ok && uid != 0 && !a.allUsers {
+		return migrate.Verdict{Pin: fmt.Sprintf("runs as uid %d, and root on node %s lacks CAP_SYS_RESOURCE, so CRIU cannot read its rlimits", uid, a.cfg.NodeID)}, nil
 	}
 	// Every process of the job, not only its first, before anything
 	// freezes: a process that changed its credentials would fail the
 	// dump (a uid CRIU cannot read the rlimits of) or the check of the
 	// restored tasks, after the job was frozen for nothing.
-	if owner := o.owner(); owner != nil {
-		if creds, err := a.ckpt.Creds(r.PID); err == nil {
+	if owner != nil {
+		if creds, err := a.ckpt.Creds(pid); err == nil {
 			if err := migrate.CheckCreds(owner.UID, owner.GID, owner.Groups, creds); err != nil {
-				return "", errkind.New(ErrBadRequest, "%v: a job whose processes changed their credentials is not moved while they run so", err)
+				return migrate.Verdict{}, errkind.New(ErrBadRequest, "%v: a job whose processes changed their credentials is not moved while they run so", err)
 			}
 		}
 	}
-	v := a.ckpt.Inspect(r.PID, a.memberIPs(), false)
-	if v.Pin != "" {
-		return v.Pin, nil
-	}
-	o.files, o.stopped = v.Files, v.Stopped
-	return "", nil
+	return a.ckpt.Inspect(pid, a.memberIPs(), false), nil
 }
 
 // owner is the job's owner as its record says, or nil for a migration
@@ -311,6 +317,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.UID, hdr.GID, hdr.Groups = lj.rec.UID, lj.rec.GID, lj.rec.Groups
 	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = lj.rec.Started, migrate.Hold(lj.rec.Hold), lj.rec.Moves, lj.rec.LastMoved
 	hdr.AckOut, hdr.AckErr = lj.ackOut, lj.ackErr
+	hdr.Inc, hdr.CheckpointEvery = lj.rec.Inc, lj.rec.CheckpointEvery
 	hasStdin := lj.stdin != nil
 	spool := lj.rec.Dir
 	a.jobs.mu.Unlock()
@@ -380,6 +387,12 @@ func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {
 	}
 	o.mig = m
 	note := jobNote{ID: r.Job, Migration: &m}
+	o.a.jobs.mu.Lock()
+	if o.lj != nil {
+		inc := o.lj.rec.Inc
+		note.Inc = &inc
+	}
+	o.a.jobs.mu.Unlock()
 	if n.OK {
 		note.Node = r.To
 		if o.req.Manual {

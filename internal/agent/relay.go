@@ -39,6 +39,9 @@ type update struct {
 	FinalErr int64 `json:"final_err"`
 	// Why says why this node ended the job, when it did (a limit).
 	Why string `json:"why,omitempty"`
+	// Inc is the incarnation of the copy running here: news of an older
+	// one than the home's record is refused, and that copy ended.
+	Inc int `json:"inc,omitempty"`
 }
 
 // updateOverhead is about what an update without output takes in JSON.
@@ -187,7 +190,7 @@ func (a *Agent) pushBatches() []*homeBatch {
 			continue
 		}
 		lj.lastPush = now
-		u.ID, u.Node = it.id, a.cfg.NodeID
+		u.ID, u.Node, u.Inc = it.id, a.cfg.NodeID, lj.rec.Inc
 		// Each update costs its JSON besides its output: a heartbeat of
 		// thousands of jobs must still fit a request.
 		size := len(u.Out) + len(u.Err) + updateOverhead
@@ -269,7 +272,7 @@ func (a *Agent) applyAcks(acks map[string]ack) {
 	// /proc and the disk without the job lock.
 	for _, l := range gone {
 		if a.procs.Alive(l.PID, l.StartTix) {
-			a.log.Warn("job ended: its home has no record of it", "job", l.ID, "home", l.Home)
+			a.log.Warn("job ended: its home has no record of this copy (none of the job, or of an older incarnation)", "job", l.ID, "home", l.Home)
 			a.procs.Kill(l.PID, l.StartTix, 5*time.Second)
 		}
 	}
@@ -303,14 +306,17 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 	// this node has no record of gets nothing written.
 	a.jobs.mu.Lock()
 	known := map[string]bool{}
+	stale := map[string]bool{} // news of a copy of an older incarnation
 	for _, u := range ups {
-		known[u.ID] = a.jobs.home[u.ID] != nil
+		r := a.jobs.home[u.ID]
+		known[u.ID] = r != nil
+		stale[u.ID] = r != nil && u.Inc < r.Inc
 	}
 	a.jobs.mu.Unlock()
 	type sizes struct{ out, err int64 }
 	got := make([]sizes, len(ups))
 	for i, u := range ups {
-		if !known[u.ID] {
+		if !known[u.ID] || stale[u.ID] {
 			continue
 		}
 		no, ne := u.OutOff, u.ErrOff
@@ -332,6 +338,9 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 	a.jobs.mu.Lock()
 	next := map[string]*job.Record{} // changed copies of records
 	var done []string
+	// the periodic checkpoints of the jobs that ended, no longer needed
+	var kept []api.Checkpoint
+	var keptOf []string
 	for i, u := range ups {
 		rec := next[u.ID]
 		if rec == nil {
@@ -344,6 +353,14 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 				// written is gone as well.
 				h, _ := homeOf(u.ID)
 				out[u.ID] = ack{Done: true, Gone: h == a.cfg.NodeID}
+				continue
+			}
+			if stale[u.ID] || u.Inc < cur.Inc {
+				// A copy of an incarnation before the job's restart from
+				// a checkpoint (its node was cut off, not dead): it is
+				// ended, and nothing it says is taken.
+				a.log.Warn("news of an old copy refused: its node ends it", "job", u.ID, "node", u.Node, "inc", u.Inc, "current", cur.Inc)
+				out[u.ID] = ack{Done: true, Gone: true}
 				continue
 			}
 			c := *cur
@@ -376,6 +393,10 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 			rec.State, rec.ExitCode, rec.Ended = job.StateFinished, &code, time.Now()
 			changed = true
 			over = true
+			if rec.Newest != nil {
+				kept = append(kept, *rec.Newest)
+				keptOf = append(keptOf, u.ID)
+			}
 		}
 		if changed {
 			next[u.ID] = rec // a copy taken from next is there already
@@ -408,6 +429,9 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 	}
 	a.jobs.mu.Unlock()
 
+	for i, c := range kept {
+		a.dropCheckpointOn(c.StoredOn, keptOf[i], time.Time{})
+	}
 	// A job's end is acknowledged only once its output is on disk at its
 	// home; the sync, too, runs without the job lock.
 	for _, id := range done {
@@ -479,7 +503,10 @@ func (a *Agent) Output(id string, outOff, errOff int64, wait time.Duration) (api
 		}
 		a.jobs.mu.Unlock()
 
-		o := api.Output{ID: id, State: r.State, Ended: r.Over(), ExitCode: r.ExitCode, Node: r.Node, LostAt: r.LostAt}
+		o := api.Output{ID: id, State: r.State, Ended: r.Over(), ExitCode: r.ExitCode, Node: r.Node, LostAt: r.LostAt, Inc: r.Inc}
+		if n := len(r.Restarts); n > 0 {
+			o.Restart = &r.Restarts[n-1]
+		}
 		o.Stdout, _ = job.ReadSpool(a.homeSpool(id), "stdout", outOff, outputChunk)
 		o.Stderr, _ = job.ReadSpool(a.homeSpool(id), "stderr", errOff, outputChunk)
 		o.StdoutOff = outOff + int64(len(o.Stdout))

@@ -93,6 +93,25 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 	}))
 	// migration
 	mux.HandleFunc("POST /v1/migrate", callerJSON(a.Migrate))
+	// checkpoints
+	mux.HandleFunc("POST /v1/checkpoint", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		var req api.CheckpointRequest
+		err := decode(r, &req)
+		if err == nil {
+			err = a.Checkpoint(c, req, w) // writes the file when it returns nil
+		}
+		if err != nil {
+			writeError(w, err)
+		}
+	}))
+	mux.HandleFunc("POST /v1/restart", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		res, err := a.Restart(c, r.URL.Query().Get("on"), r.Body, r.ContentLength)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	}))
 	// scheduling
 	mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.Policies())
@@ -160,6 +179,33 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"outcome": string(o)})
 	})
+	// checkpoints and restarts
+	mux.HandleFunc("POST /v1/peer/checkpoint", a.servePeerCheckpoint)
+	mux.HandleFunc("POST /v1/peer/ckpt/keep", a.servePeerKeep)
+	mux.HandleFunc("POST /v1/peer/ckpt/drop", func(w http.ResponseWriter, r *http.Request) {
+		var before time.Time
+		if b := r.URL.Query().Get("before"); b != "" {
+			var err error
+			if before, err = time.Parse(time.RFC3339Nano, b); err != nil {
+				writeError(w, errkind.New(ErrBadRequest, "before: %v", err))
+				return
+			}
+		}
+		if err := a.dropCheckpoint(r.URL.Query().Get("id"), before); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	})
+	mux.HandleFunc("POST /v1/peer/ckpt/restore", jsonCall(func(ans reopened) (struct{}, error) {
+		if h, ok := homeOf(ans.ID); !ok || h != ans.Home || ans.Inc < 1 || ans.Moves < 0 {
+			return struct{}{}, errkind.New(ErrBadRequest, "restore of job %q: bad request", ans.ID)
+		}
+		return struct{}{}, a.restoreStored(ans)
+	}))
+	mux.HandleFunc("POST /v1/peer/reopen", jsonCall(a.reopen))
+	mux.HandleFunc("POST /v1/peer/reopen/done", jsonCall(func(d reopenDone) (struct{}, error) { return struct{}{}, a.reopenEnded(d) }))
+	mux.HandleFunc("POST /v1/peer/restore", a.serveRestore)
 	mux.HandleFunc("POST /v1/peer/note", jsonCall(func(n jobNote) (struct{}, error) {
 		return struct{}{}, a.takeNote(n)
 	}))

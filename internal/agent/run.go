@@ -19,6 +19,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
+	"roam/internal/migrate"
 	"roam/internal/sched"
 )
 
@@ -106,7 +107,11 @@ func runSpec(c Caller, req api.RunRequest) (job.Spec, error) {
 	case req.Stdin && req.Count != 1:
 		return job.Spec{}, errkind.New(ErrBadRequest, "stdin goes to a single process only (-n 1)")
 	}
-	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: c.Groups, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, Pin: req.Pin}
+	if !migrate.ValidEvery(req.CheckpointEvery) {
+		return job.Spec{}, errkind.New(ErrBadRequest, "--checkpoint-every: %v is out of range (%v to %v)", req.CheckpointEvery, migrate.MinCheckpointEvery, migrate.MaxCheckpointEvery)
+	}
+	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: c.Groups, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, Pin: req.Pin,
+		CheckpointEvery: req.CheckpointEvery}
 	if err := job.Check(spec); err != nil {
 		return job.Spec{}, errkind.New(ErrBadRequest, "%v", err)
 	}
@@ -132,7 +137,7 @@ func (a *Agent) newHomeRecords(c Caller, req api.RunRequest, spec job.Spec, targ
 		byNode[node] = append(byNode[node], s)
 		recs = append(recs, job.Record{
 			ID: s.ID, UID: c.UID, GID: c.GID, Groups: spec.Groups, User: name, Argv: req.Argv, Env: s.Env,
-			Cwd: req.Cwd, Home: a.cfg.NodeID, Node: node, Stdin: req.Stdin, Pin: req.Pin,
+			Cwd: req.Cwd, Home: a.cfg.NodeID, Node: node, Stdin: req.Stdin, Pin: req.Pin, CheckpointEvery: req.CheckpointEvery,
 			State: job.StateStarting, Started: now, Group: fmt.Sprintf("%s.%d", a.cfg.NodeID, first),
 		})
 		a.event(api.Event{At: now, Kind: "place", Job: s.ID, UID: &c.UID, To: node, Why: why})
@@ -375,7 +380,8 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 			out = append(out, startResult{ID: s.ID, Error: err.Error()})
 			continue
 		}
-		l := job.Local{ID: s.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: s.UID, GID: s.GID, Groups: s.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now()}
+		l := job.Local{ID: s.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: s.UID, GID: s.GID, Groups: s.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now(),
+			CheckpointEvery: s.CheckpointEvery}
 		if s.Pin {
 			l.Hold = "pin"
 		}
@@ -388,7 +394,7 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 	}
 	a.jobs.mu.Lock()
 	for i, l := range locals {
-		a.jobs.local[l.ID] = &localJob{rec: l, stdin: procs[i].Stdin, ackOut: 0, ackErr: 0}
+		a.jobs.local[l.ID] = &localJob{rec: l, stdin: procs[i].Stdin, ackOut: 0, ackErr: 0, arrivedAt: time.Now()}
 	}
 	a.jobs.mu.Unlock()
 	a.kickPusher() // wake the push loop if it slept with no jobs

@@ -32,6 +32,9 @@ type Parts struct {
 	Gossip memberlist.Transport
 	// GossipKey encrypts and authenticates gossip (secret.GossipKey).
 	GossipKey []byte
+	// CheckpointKey seals checkpoint files (secret.CheckpointKey); nil
+	// derives one from GossipKey.
+	CheckpointKey []byte
 	// Checkpointer freezes, dumps and restores jobs.
 	Checkpointer ckpt.Checkpointer
 	// Processes starts, signals and measures jobs.

@@ -115,6 +115,55 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 }
 
 // JSONBody encodes v as a request body; nil gives no body.
+// Fetch posts in (JSON) to path and copies a successful answer's body to
+// w; an error answer is returned as Do returns it.
+func (c *Client) Fetch(ctx context.Context, path string, in any, w io.Writer) (int64, error) {
+	body, err := JSONBody(in)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://roamd"+path, body)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%w at %s: %v", ErrNoAgent, c.Socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return 0, Exchange(&http.Client{Transport: answered{resp}}, req, nil)
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
+		err = fmt.Errorf("answer cut short: %d of %d bytes", n, resp.ContentLength)
+	}
+	return n, err
+}
+
+// Upload posts size bytes of r to path and decodes the answer into out.
+func (c *Client) Upload(ctx context.Context, path string, r io.Reader, size int64, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://roamd"+path, r)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = size
+	err = Exchange(c.http, req, out)
+	var te *TransportError
+	if errors.As(err, &te) {
+		return fmt.Errorf("%w at %s: %v", ErrNoAgent, c.Socket, te.Err)
+	}
+	return err
+}
+
+// Answered is a RoundTripper whose answer is had already: Exchange reads
+// an error answer from it the one way every call reads one.
+func Answered(resp *http.Response) http.RoundTripper { return answered{resp} }
+
+type answered struct{ resp *http.Response }
+
+func (a answered) RoundTrip(*http.Request) (*http.Response, error) { return a.resp, nil }
+
 func JSONBody(v any) (io.Reader, error) {
 	if v == nil {
 		return nil, nil

@@ -25,6 +25,10 @@ type RunRequest struct {
 	On    string   `json:"on,omitempty"` // node id; empty: the best node
 	Pin   bool     `json:"pin,omitempty"`
 	Stdin bool     `json:"stdin,omitempty"` // only with Count 1
+	// CheckpointEvery checkpoints each job this often, keeping the newest
+	// checkpoint on another node than the one running it, so that a job
+	// whose node dies is restarted from it (0: none).
+	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
 }
 
 // RunResponse names the started jobs and the nodes they went to.
@@ -56,6 +60,58 @@ type Output struct {
 	// State lost, Ended true, no ExitCode).
 	Node   string    `json:"node,omitempty"`
 	LostAt time.Time `json:"lost_at,omitzero"`
+	// Inc is the job's incarnation (its restarts so far); Restart the
+	// last restart, which cut the output back to its offsets: a follower
+	// that read past them reads again from there.
+	Inc     int      `json:"inc,omitempty"`
+	Restart *Restart `json:"restart,omitempty"`
+}
+
+// Restart is one restart of a job from a checkpoint: at At, on Node, from
+// the checkpoint taken at CheckpointAt on CheckpointNode; its output was
+// cut back to Out and Err bytes and goes on from there (what came after
+// it may come again).
+type Restart struct {
+	Inc            int       `json:"inc"`
+	At             time.Time `json:"at"`
+	Node           string    `json:"node"`
+	CheckpointAt   time.Time `json:"checkpoint_at"`
+	CheckpointNode string    `json:"checkpoint_node"`
+	Out            int64     `json:"out"`
+	Err            int64     `json:"err"`
+	// Why: "roam restart", or the loss of the node it ran on.
+	Why string `json:"why"`
+}
+
+// Checkpoint is one checkpoint of a job, tried or taken: when, of which
+// node's copy, how long the job was frozen, its size and where it went.
+type Checkpoint struct {
+	At       time.Time `json:"at"`
+	Node     string    `json:"node"`
+	FreezeMS float64   `json:"freeze_ms"`
+	TotalMS  float64   `json:"total_ms"`
+	Bytes    int64     `json:"bytes"`
+	// StoredOn is the node keeping it (periodic checkpoints), or "" for
+	// one handed to the user (roam checkpoint).
+	StoredOn string `json:"stored_on,omitempty"`
+	Out      int64  `json:"out"`
+	Err      int64  `json:"err"`
+	OK       bool   `json:"ok"`
+	Error    string `json:"error,omitempty"`
+}
+
+// CheckpointRequest is `roam checkpoint`: Stop ends the job once it is
+// saved.
+type CheckpointRequest struct {
+	ID   string `json:"id"`
+	Stop bool   `json:"stop,omitempty"`
+}
+
+// RestartResponse names the restarted job and its node.
+type RestartResponse struct {
+	ID   string `json:"id"`
+	Node string `json:"node"`
+	Inc  int    `json:"inc"`
 }
 
 // KillRequest is `roam kill`.
@@ -97,6 +153,12 @@ type Job struct {
 	// Manual: a manual migration put it where it is (see roam migrate).
 	Manual       bool        `json:"manual,omitempty"`
 	MigrationLog []Migration `json:"migration_log"`
+	// CheckpointEvery is its periodic checkpoint interval; Checkpoints
+	// its checkpoints tried (the newest kept on StoredOn); Restarts its
+	// restarts from a checkpoint.
+	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	Checkpoints     []Checkpoint  `json:"checkpoints,omitempty"`
+	Restarts        []Restart     `json:"restarts,omitempty"`
 }
 
 // Migration is one migration attempt: the answer to a MigrateRequest, and

@@ -44,6 +44,9 @@ type Checkpointer interface {
 	// is left frozen. It returns once pages has ended: the caller cuts a
 	// stream that stalls.
 	Dump(pid int, dir string, mounts []string, pages net.Conn) error
+	// Checkpoint freezes the job and dumps it whole, its pages included,
+	// into dir; the job is left frozen.
+	Checkpoint(pid int, dir string, mounts []string) error
 	// DumpLazy freezes the job, dumps all but its pages into dir, and
 	// returns once those images are written; the pages are then served
 	// until the LazyDump ends. The job is left frozen.
@@ -325,6 +328,11 @@ func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) error 
 	// peer that never does is the caller's stall guard's to cut.
 	<-spliced
 	return err
+}
+
+// Checkpoint dumps the job whole into dir and leaves it frozen.
+func (h *Host) Checkpoint(pid int, dir string, mounts []string) error {
+	return h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, GhostLimit: h.GhostLimit})
 }
 
 // lazyDump is a CRIU dump serving pages on one end of a socket pair.

@@ -45,6 +45,7 @@ func Main(args []string) int {
 	root.PersistentFlags().StringVar(&e.socket, "socket", os.Getenv("ROAM_SOCKET"), "agent socket ($ROAM_SOCKET; default: the local agent's)")
 	root.AddCommand(e.clusterCmd(), e.nodesCmd(), e.nodeCmd(), e.statsCmd(), e.keygenCmd(), e.benchCmd(),
 		e.runCmd(), e.psCmd(), e.killCmd(), e.purgeCmd(), e.migrateCmd(), e.logsCmd(), e.attachCmd(),
+		e.checkpointCmd(), e.restartCmd(),
 		e.policyCmd(), e.eventsCmd(), e.topCmd(), docgen.Command(root, "1"))
 	root.SetArgs(args)
 	err := root.Execute()

@@ -39,7 +39,9 @@ exits with their exit status:
 
   the first non-zero exit status of its jobs, in job order, else 0;
   254 when a job was lost with its node (membership declared the node dead;
-      the job is not restarted, roam ps shows it lost with the node and time);
+      roam ps shows it lost with the node and time); with --checkpoint-every
+      it is restarted from its newest checkpoint on another node instead,
+      and roam run says so and goes on;
   255 when roam itself failed (no agent, a refused request).
 
 With -d it prints the job ids and returns at once; roam attach follows them.`,
@@ -85,6 +87,7 @@ With -d it prints the job ids and returns at once; roam attach follows them.`,
 	c.Flags().BoolVar(&req.Pin, "pin", false, "never migrate these processes")
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job ids and return; see 'roam logs' and 'roam attach'")
 	c.Flags().BoolVar(&noPrefix, "no-prefix", false, "with -n > 1, do not prefix lines with [JOBID]")
+	c.Flags().DurationVar(&req.CheckpointEvery, "checkpoint-every", 0, "checkpoint each process this often, kept on another node: a process whose node dies is restarted from it (e.g. 10m)")
 	return c
 }
 
@@ -203,6 +206,11 @@ func (r *signalRelay) stop() {
 // the output picks up where it stopped. Signals are the caller's business
 // (see signalRelay): `roam logs -f` must not end the job on Ctrl-C.
 func (e *env) follow(cl *api.Client, ids []string, prefix, stdin bool) error {
+	return e.followFrom(cl, ids, prefix, stdin, nil)
+}
+
+// followFrom is follow from the given stdout and stderr offsets per job.
+func (e *env) followFrom(cl *api.Client, ids []string, prefix, stdin bool, from map[string][2]int64) error {
 	if stdin {
 		go e.pumpStdin(cl, ids[0])
 	}
@@ -216,8 +224,9 @@ func (e *env) follow(cl *api.Client, ids []string, prefix, stdin bool) error {
 			defer wg.Done()
 			out := &lineWriter{w: e.out, mu: &wmu, prefix: prefixFor(prefix, id)}
 			errw := &lineWriter{w: e.errOut, mu: &wmu, prefix: prefixFor(prefix, id)}
-			var outOff, errOff int64
+			outOff, errOff := from[id][0], from[id][1]
 			var lostAt time.Time
+			inc := -1 // the incarnation followed; -1 until known
 			for {
 				o, err := getOutput(cl, id, outOff, errOff, 5*time.Second)
 				if err != nil {
@@ -245,6 +254,19 @@ func (e *env) follow(cl *api.Client, ids []string, prefix, stdin bool) error {
 					continue
 				}
 				lostAt = time.Time{}
+				if inc >= 0 && o.Inc > inc && o.Restart != nil {
+					// Restarted from a checkpoint: its output was cut back
+					// to the checkpoint's, and goes on from there.
+					out.Flush()
+					errw.Flush()
+					wmu.Lock()
+					fmt.Fprintln(e.errOut, restartNote(id, o.Restart))
+					wmu.Unlock()
+					inc = o.Inc
+					outOff, errOff = min(outOff, o.Restart.Out), min(errOff, o.Restart.Err)
+					continue
+				}
+				inc = o.Inc
 				out.Write(o.Stdout)
 				errw.Write(o.Stderr)
 				outOff, errOff = o.StdoutOff, o.StderrOff
@@ -378,7 +400,7 @@ func (e *env) psCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 			head := "ID\tUSER\tHOME\tNODE\tSTATE\tCPU-S\tRSS-MB\tMIG\tAGE\t"
 			if long {
-				head += "EXIT\tPIN\t"
+				head += "EXIT\tPIN\tCHECKPOINT\t"
 			}
 			fmt.Fprintln(tw, head+"CMD")
 			for _, j := range js {
@@ -396,7 +418,7 @@ func (e *env) psCmd() *cobra.Command {
 					if j.EndReason != "" {
 						ex += " (" + j.EndReason + ")"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t", ex, pinText(j))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t", ex, pinText(j), ckptText(j))
 				}
 				fmt.Fprintln(tw, j.Cmd)
 			}
@@ -407,6 +429,30 @@ func (e *env) psCmd() *cobra.Command {
 	c.Flags().BoolVarP(&long, "long", "l", false, "more columns")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+// ckptText says how a job is checkpointed and restarted: its interval,
+// its newest checkpoint kept and where, its restarts.
+func ckptText(j api.Job) string {
+	var parts []string
+	if j.CheckpointEvery > 0 {
+		parts = append(parts, "every "+j.CheckpointEvery.String())
+	}
+	for i := len(j.Checkpoints) - 1; i >= 0; i-- {
+		c := j.Checkpoints[i]
+		if c.OK && c.StoredOn != "" {
+			parts = append(parts, fmt.Sprintf("last %s on %s (froze %.0f ms)", c.At.Local().Format(time.TimeOnly), c.StoredOn, c.FreezeMS))
+			break
+		}
+	}
+	if n := len(j.Restarts); n > 0 {
+		r := j.Restarts[n-1]
+		parts = append(parts, fmt.Sprintf("restarted %d× (last from %s, stdout cut at %d)", n, r.CheckpointAt.Local().Format(time.TimeOnly), r.Out))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // pinText says whether and why a job stays where it is.

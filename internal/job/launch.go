@@ -29,6 +29,9 @@ type Spec struct {
 	Stdin  bool     `json:"stdin"`
 	// Pin: roam run --pin; no policy moves it (the launcher ignores it).
 	Pin bool `json:"pin,omitempty"`
+	// CheckpointEvery: roam run --checkpoint-every (the launcher ignores
+	// it).
+	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
 }
 
 // Errors of a spec that cannot start; each message names the thing.

@@ -99,6 +99,17 @@ type Record struct {
 	// Group is the id of the `roam run` that started it, to attach to all
 	// its jobs at once.
 	Group string `json:"group"`
+	// Inc is its incarnation: one more at each restart from a checkpoint.
+	// News from a copy of an older one is refused and that copy ended.
+	Inc int `json:"inc,omitempty"`
+	// CheckpointEvery is its periodic checkpoint interval (0: none).
+	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	// Newest is its newest periodic checkpoint, kept on Newest.StoredOn.
+	Newest *api.Checkpoint `json:"newest,omitempty"`
+	// Checkpoints are its checkpoints tried, the newest last (at most
+	// MaxMigrationLog); Restarts its restarts.
+	Checkpoints []api.Checkpoint `json:"checkpoints,omitempty"`
+	Restarts    []api.Restart    `json:"restarts,omitempty"`
 }
 
 // Migration is one migration attempt, as the job record keeps it; the
@@ -135,6 +146,10 @@ type Local struct {
 	// Moves and LastMoved are its migrations so far, for hysteresis.
 	Moves     int       `json:"moves,omitempty"`
 	LastMoved time.Time `json:"last_moved,omitempty"`
+	// Inc is the incarnation of the copy running here (Record.Inc).
+	Inc int `json:"inc,omitempty"`
+	// CheckpointEvery is its periodic checkpoint interval (0: none).
+	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
 }
 
 // Over reports whether the job is over (finished or lost).
@@ -254,6 +269,21 @@ func (s *Store) NextSeqs(n int) (uint64, error) {
 		return m.Put(keySeq, b[:])
 	})
 	return first, err
+}
+
+// BumpSeq makes sure seq is never handed out: a job made again with its
+// old id (a restart from a checkpoint at a home that no longer has its
+// record) keeps the numbering unique.
+func (s *Store) BumpSeq(seq uint64) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if v := m.Get(keySeq); len(v) == 8 && binary.BigEndian.Uint64(v) >= seq {
+			return nil
+		}
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], seq)
+		return m.Put(keySeq, b[:])
+	})
 }
 
 func put[T any](tx *bolt.Tx, bucket []byte, id string, v T) error {

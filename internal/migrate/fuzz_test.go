@@ -125,8 +125,10 @@ func checkHeader(t *testing.T, h Header) {
 		}
 	}
 	switch {
-	case h.AckOut < 0 || h.AckErr < 0 || h.Moves < 0:
-		t.Fatalf("negative offset or count: %d %d %d", h.AckOut, h.AckErr, h.Moves)
+	case h.AckOut < 0 || h.AckErr < 0 || h.Moves < 0 || h.Inc < 0:
+		t.Fatalf("negative offset or count: %d %d %d %d", h.AckOut, h.AckErr, h.Moves, h.Inc)
+	case h.CheckpointEvery != 0 && (h.CheckpointEvery < MinCheckpointEvery || h.CheckpointEvery > MaxCheckpointEvery):
+		t.Fatalf("checkpoint interval %v", h.CheckpointEvery)
 	case h.Hold != HoldNone && h.Hold != HoldPin && h.Hold != HoldManual:
 		t.Fatalf("hold %q", h.Hold)
 	case h.Lazy && h.Streamed:
@@ -208,14 +210,14 @@ func FuzzReadHeader(f *testing.F) {
 // JSON decoder would lead the fuzzer): what it accepts keeps its promises.
 func FuzzHeaderValidate(f *testing.F) {
 	h := fuzzHeader()
-	f.Add(h.MID, h.From, h.ID, h.Home, h.HomeAddr, h.AckOut, h.AckErr, h.Moves, "/home\x00/srv/x", false, false, "", h.StdinKey)
-	f.Add("00000000000000aa", "2", "1.4", "1", "198.18.0.1:7947", int64(0), int64(0), 0, "", true, false, "manual", "")
-	f.Add("00000000000000aa", "2", "...1", "..", "198.18.0.1:7947", int64(0), int64(0), 0, "", false, false, "", "")
-	f.Add("00000000000000aa", "2", "a/b.1", "a/b", "198.18.0.1:7947", int64(0), int64(0), 0, "/a/../b", false, true, "pin", "pipe:[]")
-	f.Add("00000000000000aa", "2", "a.b.c.007", "a.b.c", "[::1%eth0]:80", int64(-1), int64(0), -1, "/", false, false, "", "")
-	f.Fuzz(func(t *testing.T, mid, from, id, home, homeAddr string, ackOut, ackErr int64, moves int, mounts string, lazy, streamed bool, hold, stdin string) {
+	f.Add(h.MID, h.From, h.ID, h.Home, h.HomeAddr, h.AckOut, h.AckErr, h.Moves, "/home\x00/srv/x", false, false, "", h.StdinKey, 0, int64(0))
+	f.Add("00000000000000aa", "2", "1.4", "1", "198.18.0.1:7947", int64(0), int64(0), 0, "", true, false, "manual", "", 3, int64(5e9))
+	f.Add("00000000000000aa", "2", "...1", "..", "198.18.0.1:7947", int64(0), int64(0), 0, "", false, false, "", "", -1, int64(1))
+	f.Add("00000000000000aa", "2", "a/b.1", "a/b", "198.18.0.1:7947", int64(0), int64(0), 0, "/a/../b", false, true, "pin", "pipe:[]", 0, int64(-5e9))
+	f.Add("00000000000000aa", "2", "a.b.c.007", "a.b.c", "[::1%eth0]:80", int64(-1), int64(0), -1, "/", false, false, "", "", 1, int64(1<<62))
+	f.Fuzz(func(t *testing.T, mid, from, id, home, homeAddr string, ackOut, ackErr int64, moves int, mounts string, lazy, streamed bool, hold, stdin string, inc int, every int64) {
 		h := Header{MID: mid, From: from, ID: id, Home: home, HomeAddr: homeAddr, AckOut: ackOut, AckErr: ackErr, Moves: moves,
-			Lazy: lazy, Streamed: streamed, Hold: Hold(hold), StdinKey: stdin}
+			Lazy: lazy, Streamed: streamed, Hold: Hold(hold), StdinKey: stdin, Inc: inc, CheckpointEvery: time.Duration(every)}
 		if mounts != "" {
 			h.Mounts = strings.Split(mounts, "\x00")
 		}

@@ -52,6 +52,26 @@ type Header struct {
 	// before the migration, by their pid in the job's namespace: the
 	// destination resumes all but them.
 	Stopped []int `json:"stopped,omitempty"`
+	// Inc is the job's incarnation: 0 until it is first restarted from
+	// a checkpoint, one more at each restart. Its home takes news of the
+	// current incarnation only: an older copy, come back with a node that
+	// was cut off, is ended and its output and status are dropped.
+	Inc int `json:"inc,omitempty"`
+	// CheckpointEvery is the job's periodic checkpoint interval (roam run
+	// --checkpoint-every); zero for none.
+	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+}
+
+// MaxCheckpointEvery bounds a periodic checkpoint interval; the least is
+// MinCheckpointEvery.
+const (
+	MinCheckpointEvery = time.Second
+	MaxCheckpointEvery = 366 * 24 * time.Hour
+)
+
+// ValidEvery says whether d is a periodic checkpoint interval (0: none).
+func ValidEvery(d time.Duration) bool {
+	return d == 0 || (d >= MinCheckpointEvery && d <= MaxCheckpointEvery)
 }
 
 // MaxStopped bounds a header's list of stopped processes (a job's
@@ -126,8 +146,11 @@ func (h Header) Validate() error {
 	if len(h.Groups) > MaxGroups {
 		return bad("%d supplementary groups", len(h.Groups))
 	}
-	if h.AckOut < 0 || h.AckErr < 0 || h.Moves < 0 {
+	if h.AckOut < 0 || h.AckErr < 0 || h.Moves < 0 || h.Inc < 0 {
 		return bad("negative offset or count")
+	}
+	if !ValidEvery(h.CheckpointEvery) {
+		return bad("checkpoint interval %v", h.CheckpointEvery)
 	}
 	if len(h.Stopped) > MaxStopped {
 		return bad("%d stopped processes", len(h.Stopped))

@@ -196,6 +196,10 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 	case c.StatErr != "":
 		return who + " works in " + c.Link + ", which cannot be examined: " + c.StatErr
 	case c.Mode == 0:
+	case c.Mode&modeType != modeDir:
+		// The kernel's working directory is a directory: anything else
+		// was read wrong, and is not moved on a guess.
+		return who + " works in " + c.Link + ", which is not a directory"
 	case c.Nlink == 0:
 		return who + " works in the removed directory " + trimDeleted(c.Link) + ghostDirWhy
 	default:

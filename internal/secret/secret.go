@@ -128,6 +128,10 @@ func (s Secret) derive(label string, n int) []byte {
 	return k
 }
 
+// CheckpointKey seals checkpoint files (migrate.CheckpointPlan): only a
+// file an agent of a cluster with this secret wrote is restored.
+func (s Secret) CheckpointKey() []byte { return s.derive("checkpoint", 32) }
+
 // GossipKey is memberlist's AES-256 key.
 func (s Secret) GossipKey() []byte { return s.derive("gossip", 32) }
 

@@ -1,0 +1,631 @@
+package agent
+
+// Checkpoints: `roam checkpoint` saves a running job into a sealed file
+// (format in package migrate) that its owner gets; `roam run
+// --checkpoint-every` has the node running a job save it periodically and
+// keep the newest on another node (its home, or, for a job running at its
+// home, another live node), so that losing the running node does not lose
+// it. Restarts are in restart.go.
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/asuser"
+	"roam/internal/errkind"
+	"roam/internal/job"
+	"roam/internal/migrate"
+)
+
+// ckptExt ends every checkpoint file's name.
+const ckptExt = ".roamckpt"
+
+// savedCkpt is a checkpoint file this node wrote or took, root's.
+type savedCkpt struct {
+	path string
+	size int64
+	meta migrate.CheckpointMeta
+	hdr  migrate.Header
+}
+
+// ckptKey seals and checks checkpoint files.
+func (a *Agent) ckptKey() []byte {
+	if len(a.parts.CheckpointKey) > 0 {
+		return a.parts.CheckpointKey
+	}
+	k := sha256.Sum256(append([]byte("roam checkpoint "), a.parts.GossipKey...))
+	return k[:]
+}
+
+// checkpointLocal saves job id, running here, into a sealed checkpoint
+// file in the image directory, which the caller removes. The job is
+// frozen for CRIU's dump only, then runs on; with stop it is ended
+// instead (its record says why).
+func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
+	lj, err := a.claimForMigration(id)
+	if err != nil {
+		return savedCkpt{}, err
+	}
+	defer func() {
+		a.jobs.mu.Lock()
+		lj.migrating = false
+		a.jobs.mu.Unlock()
+		a.kickPusher()
+	}()
+	a.jobs.mu.Lock()
+	rec, cj, hasStdin := lj.rec, lj.ckptJob, lj.stdin != nil
+	a.jobs.mu.Unlock()
+	if cj == nil {
+		// What the job's record holds that this node does not: asked of
+		// its home once (it never changes).
+		var r job.Record
+		if err := a.peerCall(rec.Home, http.MethodGet, "/v1/peer/record?id="+url.QueryEscape(id), nil, &r); err != nil {
+			return savedCkpt{}, fmt.Errorf("job %s: its record at its home %s: %w", id, rec.Home, err)
+		}
+		cj = &migrate.CheckpointJob{User: r.User, Argv: r.Argv, Env: r.Env, Cwd: r.Cwd, Pin: r.Pin, Group: r.Group, Started: r.Started}
+		a.jobs.mu.Lock()
+		lj.ckptJob = cj
+		a.jobs.mu.Unlock()
+	}
+	v, err := a.movable(rec.PID, &asuser.Cred{UID: rec.UID, GID: rec.GID, Groups: rec.Groups})
+	if err != nil {
+		return savedCkpt{}, err
+	}
+	if v.Pin != "" {
+		return savedCkpt{}, errkind.New(ErrPinned, "job %s cannot be checkpointed: %s", id, v.Pin)
+	}
+	mounts, err := a.ckpt.Mounts(rec.PID)
+	if err != nil {
+		return savedCkpt{}, err
+	}
+	dir := filepath.Join(a.imageDir, "ckpt-"+newMID())
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return savedCkpt{}, err
+	}
+	defer os.RemoveAll(dir)
+	frozen := time.Now()
+	thaw := func() {
+		if a.procs.Alive(rec.PID, rec.StartTix) {
+			a.ckpt.Thaw(rec.PID, v.Stopped)
+		}
+	}
+	if err := a.ckpt.Checkpoint(rec.PID, dir, mounts); err != nil {
+		thaw()
+		return savedCkpt{}, fmt.Errorf("checkpoint of job %s: %w", id, err)
+	}
+	// Judged again frozen, as a migration does: a lock taken since would
+	// make the restore wait for it.
+	if fv := a.ckpt.Inspect(rec.PID, a.memberIPs(), true); fv.Pin != "" {
+		thaw()
+		return savedCkpt{}, errkind.New(ErrPinned, "job %s cannot be checkpointed, once frozen: %s", id, fv.Pin)
+	}
+	// The spool's sizes now are where the output goes on after a
+	// restart; the files are read later, up to these sizes.
+	files, err := streamFiles(dir, rec.Dir)
+	if err != nil {
+		thaw()
+		return savedCkpt{}, err
+	}
+	meta := migrate.CheckpointMeta{At: frozen, Node: a.cfg.NodeID, Files: v.Files, Job: *cj}
+	for _, f := range files {
+		switch f.Name {
+		case migrate.DirSpool + "/stdout":
+			meta.Out = f.Size
+		case migrate.DirSpool + "/stderr":
+			meta.Err = f.Size
+		}
+	}
+	hdr := migrate.Header{MID: newMID(), From: a.cfg.NodeID, ID: id, Home: rec.Home, HomeAddr: rec.HomeAddr, Mounts: mounts,
+		UID: rec.UID, GID: rec.GID, Groups: rec.Groups, Started: rec.Started, Hold: migrate.Hold(rec.Hold),
+		Moves: rec.Moves, LastMoved: rec.LastMoved, Stopped: v.Stopped, Inc: rec.Inc, CheckpointEvery: rec.CheckpointEvery}
+	if hasStdin {
+		hdr.StdinKey = a.procs.StdinKey(rec.PID)
+	}
+	if stop {
+		a.jobs.mu.Lock()
+		lj.why = "stopped once checkpointed (roam checkpoint --stop); roam restart continues it"
+		a.jobs.mu.Unlock()
+		a.procs.Kill(rec.PID, rec.StartTix, 30*time.Second)
+	} else {
+		thaw()
+	}
+	meta.FreezeMS = msSince(frozen)
+	plan, err := migrate.NewPlan(hdr, files)
+	if err != nil {
+		return savedCkpt{}, err
+	}
+	cp, err := migrate.NewCheckpointPlan(meta, plan)
+	if err != nil {
+		return savedCkpt{}, err
+	}
+	// On the state directory's disk, as the kept ones (a rename moves
+	// it there), not on the images' tmpfs.
+	path := filepath.Join(a.ckptStoreDir(), ".ckpt-"+hdr.MID+ckptExt)
+	if err := os.MkdirAll(a.ckptStoreDir(), 0o700); err != nil {
+		return savedCkpt{}, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return savedCkpt{}, err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	err = cp.Write(bw, a.ckptKey(), openFile)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return savedCkpt{}, fmt.Errorf("checkpoint file: %w", err)
+	}
+	return savedCkpt{path: path, size: cp.Size(), meta: meta, hdr: hdr}, nil
+}
+
+// Checkpoint is `roam checkpoint`: it saves the caller's running job and
+// writes the sealed file to w (the CLI writes it, as the user, where the
+// user said).
+func (a *Agent) Checkpoint(c Caller, req api.CheckpointRequest, w http.ResponseWriter) error {
+	rec, err := a.record(req.ID)
+	if err != nil {
+		return err
+	}
+	if !canTouch(c, rec.UID) {
+		return errkind.New(ErrPermission, "%s: permission denied", req.ID)
+	}
+	if rec.State != api.StateRunning {
+		return errkind.New(ErrBadRequest, "%s: job is %s, not running", rec.ID, rec.State)
+	}
+	if rec.Node == a.cfg.NodeID {
+		s, err := a.checkpointLocal(req.ID, req.Stop)
+		if err != nil {
+			return err
+		}
+		defer os.Remove(s.path)
+		a.noteCheckpoint(rec.Home, req.ID, rec.Inc, s, "", nil)
+		return serveFile(w, s.path, s.size)
+	}
+	addr, err := a.peerAddr(rec.Node)
+	if err != nil {
+		return err
+	}
+	body, err := api.JSONBody(checkpointRequest{ID: req.ID, Stop: req.Stop})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), migrateTimeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+"/v1/peer/checkpoint", body)
+	if err != nil {
+		return err
+	}
+	resp, err := a.peerHTTP.Do(hreq)
+	if err != nil {
+		return errkind.New(ErrUnavailable, "node %s: %v", rec.Node, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return peerErr(api.Exchange(&http.Client{Transport: api.Answered(resp)}, hreq, nil))
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if resp.ContentLength >= 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(resp.ContentLength))
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, resp.Body)
+	return nil
+}
+
+// checkpointRequest is /v1/peer/checkpoint: save a job running here and
+// answer with the file.
+type checkpointRequest struct {
+	ID   string `json:"id"`
+	Stop bool   `json:"stop,omitempty"`
+}
+
+// servePeerCheckpoint is /v1/peer/checkpoint.
+func (a *Agent) servePeerCheckpoint(w http.ResponseWriter, r *http.Request) {
+	var req checkpointRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if _, ok := migrate.JobHome(req.ID); !ok {
+		writeError(w, errkind.New(ErrBadRequest, "job id %q", req.ID))
+		return
+	}
+	s, err := a.checkpointLocal(req.ID, req.Stop)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer os.Remove(s.path)
+	a.noteCheckpoint(s.hdr.Home, req.ID, s.hdr.Inc, s, "", nil)
+	_ = serveFile(w, s.path, s.size)
+}
+
+// serveFile answers with a file's bytes.
+func serveFile(w http.ResponseWriter, path string, size int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", fmt.Sprint(size))
+	w.WriteHeader(http.StatusOK)
+	_, err = io.CopyN(w, f, size)
+	return err
+}
+
+// noteCheckpoint tells the job's home of a checkpoint tried: kept on
+// storedOn ("" for one handed to its user), or failed with err.
+func (a *Agent) noteCheckpoint(home, id string, inc int, s savedCkpt, storedOn string, err error) {
+	cp := api.Checkpoint{At: s.meta.At, Node: a.cfg.NodeID, FreezeMS: s.meta.FreezeMS, Bytes: s.size, StoredOn: storedOn,
+		Out: s.meta.Out, Err: s.meta.Err, OK: err == nil}
+	if cp.At.IsZero() {
+		cp.At = time.Now()
+	}
+	if err != nil {
+		cp.Error = err.Error()
+	}
+	a.metrics.observeCheckpoint(cp)
+	if err := retry(func() error { return a.noteHome(home, jobNote{ID: id, Inc: &inc, Checkpoint: &cp}) }); err != nil {
+		a.log.Warn("checkpoint: home not told", "job", id, "home", home, "err", err)
+	}
+}
+
+// ---- periodic checkpoints ----
+
+// ckptTick is how often the checkpoint loop looks for jobs due.
+const ckptTick = 500 * time.Millisecond
+
+// checkpointLoop saves, one at a time, every job running here whose
+// periodic checkpoint is due, and sends it to the node that keeps it.
+func (a *Agent) checkpointLoop() {
+	defer a.wg.Done()
+	t := time.NewTicker(ckptTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+		}
+		for _, id := range a.checkpointsDue(time.Now()) {
+			select {
+			case <-a.stop:
+				return
+			default:
+			}
+			a.periodicCheckpoint(id)
+		}
+	}
+}
+
+// checkpointsDue lists the jobs here whose periodic checkpoint is due,
+// the most overdue first.
+func (a *Agent) checkpointsDue(now time.Time) []string {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	type due struct {
+		id   string
+		late time.Duration
+	}
+	var ds []due
+	for id, lj := range a.jobs.local {
+		if lj.migrating || lj.why != "" {
+			continue
+		}
+		if late, ok := checkpointDue(lj.rec.CheckpointEvery, lj.lastCkpt, lj.arrivedAt, now); ok {
+			ds = append(ds, due{id, late})
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].late > ds[j].late })
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.id
+	}
+	return out
+}
+
+// checkpointDue says whether a job checkpointed every `every` is due at
+// now, and how late: counted from its last checkpoint here, or from when
+// it started or came here (a checkpoint is not taken at once on arrival:
+// the one it left is as new).
+func checkpointDue(every time.Duration, last, arrived, now time.Time) (time.Duration, bool) {
+	if every <= 0 {
+		return 0, false
+	}
+	from := last
+	if from.Before(arrived) {
+		from = arrived
+	}
+	late := now.Sub(from) - every
+	return late, late >= 0
+}
+
+// periodicCheckpoint saves job id and sends the file to the node that
+// keeps it; a failure is noted in the job's record and tried again at the
+// next interval.
+func (a *Agent) periodicCheckpoint(id string) {
+	start := time.Now()
+	a.jobs.mu.Lock()
+	lj := a.jobs.local[id]
+	if lj == nil {
+		a.jobs.mu.Unlock()
+		return
+	}
+	lj.lastCkpt = start
+	home, inc := lj.rec.Home, lj.rec.Inc
+	a.jobs.mu.Unlock()
+	s, err := a.checkpointLocal(id, false)
+	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			a.log.Warn("periodic checkpoint failed", "job", id, "err", err)
+			a.noteCheckpoint(home, id, inc, s, "", err)
+		}
+		return
+	}
+	defer os.Remove(s.path)
+	store := checkpointStore(id, a.cfg.NodeID, home, a.liveMembers())
+	if store == "" {
+		err = errkind.New(ErrUnavailable, "no other live node to keep it")
+	} else {
+		err = a.sendToStore(store, s)
+	}
+	if err != nil {
+		a.log.Warn("periodic checkpoint not kept", "job", id, "store", store, "err", err)
+		a.noteCheckpoint(home, id, inc, s, "", err)
+		return
+	}
+	a.log.Info("periodic checkpoint", "job", id, "stored_on", store, "bytes", s.size, "freeze_ms", s.meta.FreezeMS,
+		"total_ms", msSince(start))
+	a.noteCheckpoint(home, id, inc, s, store, nil)
+}
+
+// checkpointStore picks the node that keeps a job's periodic checkpoint:
+// its home when the job runs elsewhere, else one of the other live nodes,
+// the same for a job each time while it can (by a hash of the job id), so
+// the jobs of a home spread over the others. "" when there is none.
+func checkpointStore(id, running, home string, live []string) string {
+	if home != running && slices.Contains(live, home) {
+		return home
+	}
+	var others []string
+	for _, n := range live {
+		if n != running {
+			others = append(others, n)
+		}
+	}
+	if len(others) == 0 {
+		return ""
+	}
+	sort.Strings(others)
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return others[h.Sum32()%uint32(len(others))]
+}
+
+// liveMembers lists the live members, draining ones too (they keep files).
+func (a *Agent) liveMembers() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for id, p := range a.known {
+		if p.alive {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// sendToStore hands a checkpoint file to the node that keeps it.
+func (a *Agent) sendToStore(node string, s savedCkpt) error {
+	if node == a.cfg.NodeID {
+		return a.keepCheckpoint(s.hdr.ID, s.path, s.meta.At)
+	}
+	return a.sendFile(node, "/v1/peer/ckpt/keep?id="+url.QueryEscape(s.hdr.ID), s.path, s.size, nil)
+}
+
+// sendFile posts a file to a peer and decodes its answer into out.
+func (a *Agent) sendFile(node, path, file string, size int64, out any) error {
+	addr, err := a.peerAddr(node)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wd := watch(stallTimeout, cancel)
+	defer wd.stop()
+	pr, pw := io.Pipe()
+	go func() {
+		ww := &watchedWriter{w: pw, wd: wd}
+		_, err := io.CopyN(ww, f, size)
+		pw.CloseWithError(err)
+		if err == nil {
+			wd.expect(restoreTimeout)
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+path, pr)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = size
+	return peerErr(api.Exchange(a.peerHTTP, req, out))
+}
+
+// ckptStoreDir is where this node keeps other nodes' periodic checkpoints
+// (ID.roamckpt), and the files it is writing or taking (.NAME).
+func (a *Agent) ckptStoreDir() string { return filepath.Join(a.cfg.StateDir, "checkpoints") }
+
+// takeFile reads a checkpoint file from r (at most limits.checkpoint_bytes)
+// into a new file of the checkpoint directory and checks its seal, META and
+// header. A read that makes no progress for stallTimeout ends it.
+func (a *Agent) takeFile(r io.Reader, length int64) (savedCkpt, error) {
+	max := a.cfg.Limits.CheckpointBytes
+	if length > max {
+		return savedCkpt{}, errkind.New(ErrBadRequest, "checkpoint of %s: more than this node takes (%s, limits.checkpoint_bytes)", size(length), size(max))
+	}
+	if err := os.MkdirAll(a.ckptStoreDir(), 0o700); err != nil {
+		return savedCkpt{}, err
+	}
+	path := filepath.Join(a.ckptStoreDir(), ".take-"+newMID()+ckptExt)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return savedCkpt{}, err
+	}
+	n, err := io.Copy(f, io.LimitReader(r, max+1))
+	if err == nil && n > max {
+		err = errkind.New(ErrBadRequest, "checkpoint: more than this node takes (%s, limits.checkpoint_bytes)", size(max))
+	}
+	if err == nil {
+		var s savedCkpt
+		s, err = a.openCheckpoint(f, n)
+		if err == nil {
+			f.Close()
+			s.path = path
+			return s, nil
+		}
+	}
+	f.Close()
+	os.Remove(path)
+	return savedCkpt{}, err
+}
+
+// openCheckpoint checks a checkpoint file's seal and reads its META and
+// header.
+func (a *Agent) openCheckpoint(f *os.File, size int64) (savedCkpt, error) {
+	if err := migrate.VerifySeal(f, size, a.ckptKey()); err != nil {
+		return savedCkpt{}, errkind.New(ErrBadRequest, "%v", err)
+	}
+	meta, hdr, err := migrate.ReadCheckpoint(bufio.NewReader(io.NewSectionReader(f, 0, size-migrate.SealSize)))
+	if err != nil {
+		return savedCkpt{}, errkind.New(ErrBadRequest, "%v", err)
+	}
+	return savedCkpt{size: size, meta: meta, hdr: hdr}, nil
+}
+
+// servePeerKeep is /v1/peer/ckpt/keep: a job's periodic checkpoint, for
+// this node to keep.
+func (a *Agent) servePeerKeep(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	if _, ok := migrate.JobHome(id); !ok {
+		writeError(w, errkind.New(ErrBadRequest, "job id %q", id))
+		return
+	}
+	rc := http.NewResponseController(w)
+	wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+	s, err := a.takeFile(&watchedReader{r: r.Body, wd: wd}, r.ContentLength)
+	wd.stop()
+	if err == nil && s.hdr.ID != id {
+		os.Remove(s.path)
+		err = errkind.New(ErrBadRequest, "checkpoint of job %s sent as job %s", s.hdr.ID, id)
+	}
+	if err == nil {
+		err = a.keepCheckpoint(id, s.path, s.meta.At)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// keepCheckpoint moves a checked checkpoint file to the store, as job
+// id's newest, unless the store has a newer one.
+func (a *Agent) keepCheckpoint(id, path string, at time.Time) error {
+	defer os.Remove(path)
+	dir := a.ckptStoreDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	dst := filepath.Join(dir, id+ckptExt)
+	a.jobs.storeMu.Lock()
+	defer a.jobs.storeMu.Unlock()
+	if old, err := os.Open(dst); err == nil {
+		fi, _ := old.Stat()
+		s, err := a.openCheckpoint(old, fi.Size())
+		old.Close()
+		if err == nil && s.meta.At.After(at) {
+			return nil // a newer one is kept already
+		}
+	}
+	f, err := os.Open(path)
+	if err == nil {
+		err = f.Sync() // durable before it replaces the older one
+		f.Close()
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(path, dst)
+}
+
+// storedCheckpoint is the kept checkpoint of job id, if any.
+func (a *Agent) storedCheckpoint(id string) string {
+	if _, ok := migrate.JobHome(id); !ok {
+		return ""
+	}
+	p := filepath.Join(a.ckptStoreDir(), id+ckptExt)
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// dropCheckpoint is /v1/peer/ckpt/drop: job id's checkpoint is no longer
+// needed (it ended, or a newer one is kept elsewhere), unless it is newer
+// than before.
+func (a *Agent) dropCheckpoint(id string, before time.Time) error {
+	p := a.storedCheckpoint(id)
+	if p == "" {
+		return nil
+	}
+	a.jobs.storeMu.Lock()
+	defer a.jobs.storeMu.Unlock()
+	if !before.IsZero() {
+		if f, err := os.Open(p); err == nil {
+			fi, _ := f.Stat()
+			s, err := a.openCheckpoint(f, fi.Size())
+			f.Close()
+			if err == nil && !s.meta.At.Before(before) {
+				return nil
+			}
+		}
+	}
+	return os.Remove(p)
+}
+
+// dropCheckpointOn asks node to drop job id's checkpoint older than
+// before (zero: any), in the background.
+func (a *Agent) dropCheckpointOn(node, id string, before time.Time) {
+	q := "/v1/peer/ckpt/drop?id=" + url.QueryEscape(id)
+	if !before.IsZero() {
+		q += "&before=" + url.QueryEscape(before.Format(time.RFC3339Nano))
+	}
+	go func() {
+		if err := a.peerCall(node, http.MethodPost, q, nil, nil); err != nil {
+			a.log.Debug("checkpoint drop", "job", id, "node", node, "err", err)
+		}
+	}()
+}

@@ -1,0 +1,509 @@
+package agent
+
+// Restarts from a checkpoint: `roam restart FILE`, and a home restarting a
+// job whose node membership declared dead from the job's newest periodic
+// checkpoint.
+//
+// Never two copies: a restart needs the home's consent ("reopen"), which
+// it gives only to a job that does not run (ended, lost, or running on a
+// node declared dead), and which raises the job's incarnation (Inc) in
+// its record before any copy is restored. From then on the home takes
+// news only of the new incarnation: a copy of an older one (the old node
+// was cut off, not dead, and comes back) gets "gone" at its first push,
+// so its node kills it, and its output and exit status are dropped
+// (relay.go). The home cuts its copy of the output back to the
+// checkpoint's offsets: the restored job writes on from there.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/asuser"
+	"roam/internal/ckpt"
+	"roam/internal/errkind"
+	"roam/internal/job"
+	"roam/internal/migrate"
+)
+
+// reopenRequest is /v1/peer/reopen: may this job run again from this
+// checkpoint, and where?
+type reopenRequest struct {
+	ID    string                 `json:"id"`
+	Meta  migrate.CheckpointMeta `json:"meta"`
+	Owner asuser.Cred            `json:"owner"`
+	Every time.Duration          `json:"every,omitempty"`
+	// On is the node asked for (roam restart --on); "" is the best one.
+	On  string `json:"on,omitempty"`
+	Why string `json:"why"`
+	// Lost is the node membership declared dead that ran it (a home's own
+	// restart): the record may still say it runs there.
+	Lost string `json:"lost,omitempty"`
+}
+
+// reopened is the home's consent: the job, maybe under a new id, runs
+// again as incarnation Inc on Node.
+type reopened struct {
+	ID       string `json:"id"`
+	Node     string `json:"node"`
+	Inc      int    `json:"inc"`
+	Home     string `json:"home"`
+	HomeAddr string `json:"home_addr"`
+	Moves    int    `json:"moves"`
+}
+
+// reopenDone is /v1/peer/reopen/done: how the restore went.
+type reopenDone struct {
+	ID  string `json:"id"`
+	Inc int    `json:"inc"`
+	OK  bool   `json:"ok"`
+	// Failed: the node answered that nothing runs there (the record goes
+	// back to what it was); else the restore may have happened.
+	Failed bool   `json:"failed,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Restart is `roam restart`: the checkpoint file from the CLI, read from
+// body, runs again as its job.
+func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.RestartResponse, error) {
+	s, err := a.takeFile(body, length)
+	if err != nil {
+		return api.RestartResponse{}, err
+	}
+	defer os.Remove(s.path)
+	if !canTouch(c, s.hdr.UID) {
+		return api.RestartResponse{}, errkind.New(ErrPermission, "checkpoint of job %s (uid %d): permission denied", s.hdr.ID, s.hdr.UID)
+	}
+	home := s.hdr.Home
+	a.mu.Lock()
+	p := a.known[home]
+	a.mu.Unlock()
+	if p == nil {
+		// Another cluster's (same secret): this node is its home now.
+		home = a.cfg.NodeID
+	} else if !p.alive {
+		return api.RestartResponse{}, errkind.New(ErrUnavailable, "node %s, the home of job %s, is not alive", home, s.hdr.ID)
+	}
+	req := reopenRequest{ID: s.hdr.ID, Meta: s.meta, Owner: asuser.Cred{UID: s.hdr.UID, GID: s.hdr.GID, Groups: s.hdr.Groups},
+		Every: s.hdr.CheckpointEvery, On: on, Why: "roam restart"}
+	var ans reopened
+	if err := a.peerCall(home, http.MethodPost, "/v1/peer/reopen", req, &ans); err != nil {
+		return api.RestartResponse{}, err
+	}
+	if err := a.restoreOn(s, ans); err != nil {
+		return api.RestartResponse{}, err
+	}
+	return api.RestartResponse{ID: ans.ID, Node: ans.Node, Inc: ans.Inc}, nil
+}
+
+// restoreOn restores a checkpoint file of this node as the job ans names
+// on ans.Node, and tells the home how it went.
+func (a *Agent) restoreOn(s savedCkpt, ans reopened) error {
+	var err error
+	if ans.Node == a.cfg.NodeID {
+		err = a.restoreLocal(s, ans)
+	} else {
+		q := url.Values{"id": {ans.ID}, "inc": {strconv.Itoa(ans.Inc)}, "home": {ans.Home}, "home_addr": {ans.HomeAddr}, "moves": {strconv.Itoa(ans.Moves)}}
+		err = a.sendFile(ans.Node, "/v1/peer/restore?"+q.Encode(), s.path, s.size, nil)
+	}
+	d := reopenDone{ID: ans.ID, Inc: ans.Inc, OK: err == nil}
+	if err != nil {
+		d.Error = err.Error()
+		// The node answered: it killed whatever it restored. A call that
+		// broke off may have restored it: the record stays, and the copy
+		// is taken back by its first push if it runs.
+		d.Failed = !errors.Is(err, ErrUnavailable)
+	}
+	if nerr := retry(func() error { return a.peerCall(ans.Home, http.MethodPost, "/v1/peer/reopen/done", d, nil) }); nerr != nil {
+		a.log.Warn("restart: home not told", "job", ans.ID, "home", ans.Home, "err", nerr)
+	}
+	return err
+}
+
+// reopen is the home's side: it checks that the job does not run, picks
+// its node and makes its record say it runs there, as a new incarnation,
+// its output cut back to the checkpoint's.
+func (a *Agent) reopen(req reopenRequest) (reopened, error) {
+	if h, ok := homeOf(req.ID); !ok {
+		return reopened{}, errkind.New(ErrBadRequest, "job id %q", req.ID)
+	} else if h != a.cfg.NodeID && a.isKnown(h) {
+		return reopened{}, errkind.New(ErrBadRequest, "job %s has its home on node %s, not here", req.ID, h)
+	}
+	if err := req.Meta.Validate(); err != nil {
+		return reopened{}, errkind.New(ErrBadRequest, "%v", err)
+	}
+	if !migrate.ValidEvery(req.Every) {
+		return reopened{}, errkind.New(ErrBadRequest, "checkpoint interval %v", req.Every)
+	}
+	targets, _, err := a.place(api.RunRequest{Count: 1, On: req.On})
+	if err != nil {
+		return reopened{}, err
+	}
+	if len(targets) == 0 || targets[0] == req.Lost {
+		return reopened{}, errkind.New(ErrUnavailable, "no live node to restart job %s on", req.ID)
+	}
+	target := targets[0]
+	id := req.ID
+	a.jobs.mu.Lock()
+	rec := a.jobs.home[id]
+	if rec != nil && (rec.UID != req.Owner.UID || !rec.Started.Equal(req.Meta.Job.Started)) {
+		rec = nil // another job of this id (another cluster's): a new id
+		id = ""
+	} else if h, _ := homeOf(id); h != a.cfg.NodeID {
+		id = "" // another cluster's home: a new id here
+	}
+	switch {
+	case rec != nil && a.jobs.restarting[id] != nil:
+		a.jobs.mu.Unlock()
+		return reopened{}, errkind.New(ErrBadRequest, "job %s is being restarted already", id)
+	case rec != nil && (rec.State == job.StateStarting || rec.State == job.StateRunning) && (req.Lost == "" || rec.Node != req.Lost):
+		a.jobs.mu.Unlock()
+		return reopened{}, errkind.New(ErrBadRequest, "job %s is still %s on node %s: it is not restarted while it runs (never two copies); roam kill it first", id, rec.State, rec.Node)
+	}
+	a.jobs.mu.Unlock()
+	if id == "" {
+		seq, err := a.store.NextSeqs(1)
+		if err != nil {
+			return reopened{}, err
+		}
+		id = fmt.Sprintf("%s.%d", a.cfg.NodeID, seq)
+	} else if rec == nil {
+		seq, _ := strconv.ParseUint(id[len(a.cfg.NodeID)+1:], 10, 64)
+		if err := a.store.BumpSeq(seq); err != nil {
+			return reopened{}, err
+		}
+	}
+	now := time.Now()
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	cur := a.jobs.home[id]
+	var prev *job.Record // nil: the record is new
+	var next job.Record
+	if cur != nil {
+		c := *cur
+		prev, next = &c, *cur
+		if a.jobs.restarting[id] != nil || (cur.State == job.StateRunning || cur.State == job.StateStarting) && (req.Lost == "" || cur.Node != req.Lost) {
+			return reopened{}, errkind.New(ErrBadRequest, "job %s changed while it was being restarted", id)
+		}
+	} else {
+		m := req.Meta.Job
+		group := m.Group
+		if group == "" || id != req.ID {
+			group = id
+		}
+		next = job.Record{ID: id, UID: req.Owner.UID, GID: req.Owner.GID, Groups: req.Owner.Groups, User: m.User, Argv: m.Argv, Env: m.Env,
+			Cwd: m.Cwd, Home: a.cfg.NodeID, Pin: m.Pin, Started: m.Started, Group: group, CheckpointEvery: req.Every}
+	}
+	next.Inc++
+	next.State, next.Node, next.ExitCode, next.Ended, next.LostAt = job.StateRunning, target, nil, time.Time{}, time.Time{}
+	next.EndReason, next.PinReason = "", ""
+	r := api.Restart{Inc: next.Inc, At: now, Node: target, CheckpointAt: req.Meta.At, CheckpointNode: req.Meta.Node,
+		Out: req.Meta.Out, Err: req.Meta.Err, Why: req.Why}
+	next.Restarts = append(next.Restarts, r)
+	if len(next.Restarts) > job.MaxMigrationLog {
+		next.Restarts = next.Restarts[len(next.Restarts)-job.MaxMigrationLog:]
+	}
+	// The output goes on from the checkpoint's offsets.
+	dir := a.homeSpool(id)
+	_ = os.MkdirAll(dir, 0o700)
+	mu := a.jobs.spoolLock(id)
+	mu.Lock()
+	err = cutSpool(dir, req.Meta.Out, req.Meta.Err)
+	mu.Unlock()
+	if err != nil {
+		return reopened{}, fmt.Errorf("home spool of job %s: %w", id, err)
+	}
+	if err := a.store.PutRecords(next); err != nil {
+		return reopened{}, err
+	}
+	if cur == nil {
+		cur = &job.Record{}
+		a.jobs.home[id] = cur
+	}
+	*cur = next
+	if prev == nil {
+		prev = &job.Record{} // a new record: taken back by removing it
+	}
+	a.jobs.restarting[id] = prev
+	if ch := a.jobs.wake[id]; ch != nil {
+		close(ch)
+		delete(a.jobs.wake, id)
+	}
+	uid := next.UID
+	go a.event(api.Event{At: now, Kind: "restart", Job: id, UID: &uid, From: req.Meta.Node, To: target,
+		Why: fmt.Sprintf("%s, from the checkpoint of %s", req.Why, req.Meta.At.Format(time.RFC3339))})
+	return reopened{ID: id, Node: target, Inc: next.Inc, Home: a.cfg.NodeID, HomeAddr: a.selfAddr, Moves: next.Migrations}, nil
+}
+
+// isKnown says whether membership has heard of node.
+func (a *Agent) isKnown(node string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.known[node] != nil
+}
+
+// cutSpool cuts a home spool's output back to out and errb bytes.
+func cutSpool(dir string, out, errb int64) error {
+	for _, f := range []struct {
+		name string
+		size int64
+	}{{"stdout", out}, {"stderr", errb}} {
+		p := filepath.Join(dir, f.name)
+		fi, err := os.Stat(p)
+		if err != nil || fi.Size() <= f.size {
+			continue
+		}
+		if err := os.Truncate(p, f.size); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reopenEnded is the home taking the end of a restore: a failed one puts
+// the record back as it was before (when nothing changed it since).
+func (a *Agent) reopenEnded(d reopenDone) error {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	prev := a.jobs.restarting[d.ID]
+	rec := a.jobs.home[d.ID]
+	if prev == nil || rec == nil || rec.Inc != d.Inc {
+		return nil
+	}
+	delete(a.jobs.restarting, d.ID)
+	if d.OK {
+		return nil
+	}
+	a.log.Warn("restart failed", "job", d.ID, "err", d.Error)
+	if !d.Failed {
+		// It may run there: its first push says so. Until then it is lost.
+		rec.State, rec.LostAt = job.StateLost, time.Now()
+		return a.store.PutRecords(*rec)
+	}
+	if prev.ID == "" {
+		delete(a.jobs.home, d.ID)
+		return a.store.DeleteRecords([]job.Record{*rec})
+	}
+	back := *prev
+	back.Restarts = append(back.Restarts, rec.Restarts[len(rec.Restarts)-1])
+	back.Restarts[len(back.Restarts)-1].Why += " (failed: " + limitText(d.Error) + ")"
+	if back.State == job.StateRunning && back.Node != "" {
+		// A home's own restart of a job on a dead node: lost after all.
+		back.State, back.LostAt = job.StateLost, time.Now()
+	}
+	*rec = back
+	if ch := a.jobs.wake[d.ID]; ch != nil {
+		close(ch)
+		delete(a.jobs.wake, d.ID)
+	}
+	return a.store.PutRecords(back)
+}
+
+// serveRestore is /v1/peer/restore: a checkpoint file to restore here as
+// the job the query names (the home consented).
+func (a *Agent) serveRestore(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ans := reopened{ID: q.Get("id"), Node: a.cfg.NodeID, Home: q.Get("home"), HomeAddr: q.Get("home_addr")}
+	var err1, err2 error
+	ans.Inc, err1 = strconv.Atoi(q.Get("inc"))
+	ans.Moves, err2 = strconv.Atoi(q.Get("moves"))
+	if h, ok := homeOf(ans.ID); !ok || h != ans.Home || err1 != nil || err2 != nil || ans.Inc < 1 || ans.Moves < 0 {
+		writeError(w, errkind.New(ErrBadRequest, "restore of job %q: bad query", ans.ID))
+		return
+	}
+	rc := http.NewResponseController(w)
+	wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+	s, err := a.takeFile(&watchedReader{r: r.Body, wd: wd}, r.ContentLength)
+	wd.stop()
+	if err == nil {
+		err = a.restoreLocal(s, ans)
+		os.Remove(s.path)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// restoreLocal restores a checked checkpoint file here as job ans.ID,
+// incarnation ans.Inc, and lets it run. On any error nothing of it runs
+// here.
+func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
+	hdr := s.hdr
+	if err := a.notHere(ans.ID, ""); err != nil {
+		return err
+	}
+	owner := asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}
+	if err := a.checkFiles(&owner, s.meta.Files); err != nil {
+		return err
+	}
+	spool := a.procs.SpoolDir(ans.ID)
+	images := filepath.Join(a.imageDir, "restart-"+newMID())
+	os.RemoveAll(spool)
+	defer os.RemoveAll(images)
+	for _, d := range []string{spool, images} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	fail := func(err error) error {
+		os.RemoveAll(spool)
+		return err
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return fail(err)
+	}
+	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, s.size-migrate.SealSize), 1<<20)
+	if _, _, err = migrate.ReadCheckpoint(br); err == nil {
+		err = readArchive(br, images, spool)
+	}
+	f.Close()
+	if err != nil {
+		return fail(err)
+	}
+	inherit := map[string]*os.File{}
+	if hdr.StdinKey != "" {
+		// The user's stdin is not there any more: the job reads its end.
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		pw.Close()
+		defer pr.Close()
+		inherit[hdr.StdinKey] = pr
+	}
+	mounts := map[string]string{ckpt.JobDir: spool}
+	for _, mp := range hdr.Mounts {
+		if mp != ckpt.JobDir {
+			mounts[mp] = mp
+		}
+	}
+	pid, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: ans.ID, Dir: images, Mounts: mounts, Inherit: inherit})
+	if err != nil {
+		if pid > 0 {
+			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
+		}
+		return fail(fmt.Errorf("restore of job %s on node %s: %w", ans.ID, a.cfg.NodeID, err))
+	}
+	tix := a.procs.StartTicks(pid)
+	creds, err := a.ckpt.Creds(pid)
+	if err == nil {
+		err = migrate.CheckCreds(hdr.UID, hdr.GID, hdr.Groups, creds)
+	}
+	if err != nil {
+		a.procs.Kill(pid, tix, 5*time.Second)
+		return fail(errkind.New(ErrBadRequest, "restore of job %s on node %s: %v", ans.ID, a.cfg.NodeID, err))
+	}
+	l := job.Local{ID: ans.ID, Home: ans.Home, HomeAddr: ans.HomeAddr, UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups,
+		PID: pid, StartTix: tix, Dir: spool, Started: hdr.Started, Hold: string(hdr.Hold), Moves: ans.Moves, LastMoved: time.Now(),
+		Inc: ans.Inc, CheckpointEvery: hdr.CheckpointEvery}
+	if err := a.store.PutLocals(l); err != nil {
+		a.procs.Kill(pid, tix, 5*time.Second)
+		return fail(err)
+	}
+	a.jobs.mu.Lock()
+	a.jobs.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1, arrivedAt: time.Now()}
+	delete(a.migr.movedTo, l.ID)
+	a.jobs.mu.Unlock()
+	a.ckpt.Thaw(pid, hdr.Stopped)
+	a.kickPusher()
+	a.log.Info("job restarted from a checkpoint", "job", l.ID, "inc", l.Inc, "checkpoint_at", s.meta.At, "from", s.meta.Node)
+	return nil
+}
+
+// ---- a home restarting the jobs of a dead node ----
+
+// restartable says whether a job on a node taken for dead can be
+// restarted from its newest checkpoint: there is one, and the node that
+// keeps it is not dead too.
+func restartable(newest *api.Checkpoint, node string, dead func(string) bool) bool {
+	return newest != nil && newest.OK && newest.StoredOn != "" && newest.StoredOn != node && !dead(newest.StoredOn)
+}
+
+// restartLost restarts job id, which ran on the dead node lost, from its
+// newest checkpoint, kept on store.
+func (a *Agent) restartLost(rec job.Record, lost string) {
+	store := rec.Newest.StoredOn
+	req := reopenRequest{ID: rec.ID, Owner: asuser.Cred{UID: rec.UID, GID: rec.GID, Groups: rec.Groups}, Every: rec.CheckpointEvery,
+		Lost: lost, Why: fmt.Sprintf("node %s was declared dead", lost),
+		Meta: migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: rec.Newest.At, Node: rec.Newest.Node, Out: rec.Newest.Out, Err: rec.Newest.Err,
+			Job: migrate.CheckpointJob{User: rec.User, Argv: rec.Argv, Env: rec.Env, Cwd: rec.Cwd, Pin: rec.Pin, Group: rec.Group, Started: rec.Started}}}
+	ans, err := a.reopen(req)
+	if err != nil {
+		a.log.Warn("restart after node loss: not restarted", "job", rec.ID, "err", err)
+		a.markLost(rec.ID, lost)
+		return
+	}
+	a.log.Info("restarting a job of a dead node", "job", rec.ID, "dead", lost, "on", ans.Node, "checkpoint_at", rec.Newest.At, "kept_on", store)
+	if store == a.cfg.NodeID {
+		err = a.restoreStored(ans)
+	} else {
+		err = a.peerCallWithin(migrateTimeout, store, http.MethodPost, "/v1/peer/ckpt/restore", ans, nil)
+		if err != nil {
+			// The store answers after it told this home (restoreOn); a
+			// store that could not even start tells nothing.
+			_ = a.reopenEnded(reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: !errors.Is(err, ErrUnavailable), Error: err.Error()})
+		}
+	}
+	if err != nil {
+		a.log.Warn("restart after node loss failed", "job", rec.ID, "err", err)
+	}
+}
+
+// restoreStored restores the checkpoint this node keeps of ans.ID as the
+// home consented in ans.
+func (a *Agent) restoreStored(ans reopened) error {
+	p := a.storedCheckpoint(ans.ID)
+	if p == "" {
+		err := errkind.New(ErrNotFound, "node %s keeps no checkpoint of job %s", a.cfg.NodeID, ans.ID)
+		_ = a.peerCall(ans.Home, http.MethodPost, "/v1/peer/reopen/done", reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: true, Error: err.Error()}, nil)
+		return err
+	}
+	a.jobs.storeMu.Lock()
+	f, err := os.Open(p)
+	var s savedCkpt
+	if err == nil {
+		fi, _ := f.Stat()
+		s, err = a.openCheckpoint(f, fi.Size())
+		f.Close()
+	}
+	a.jobs.storeMu.Unlock()
+	if err != nil {
+		_ = a.peerCall(ans.Home, http.MethodPost, "/v1/peer/reopen/done", reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: true, Error: err.Error()}, nil)
+		return err
+	}
+	s.path = p
+	return a.restoreOn(s, ans)
+}
+
+// markLost marks job id lost with node, if its record still says it runs
+// there.
+func (a *Agent) markLost(id, node string) {
+	a.jobs.mu.Lock()
+	rec := a.jobs.home[id]
+	if rec == nil || rec.State != job.StateRunning || rec.Node != node {
+		a.jobs.mu.Unlock()
+		return
+	}
+	rec.State, rec.LostAt = job.StateLost, time.Now()
+	if err := a.store.PutRecords(*rec); err != nil {
+		a.log.Error("job table", "err", err)
+	}
+	if ch := a.jobs.wake[id]; ch != nil {
+		close(ch)
+		delete(a.jobs.wake, id)
+	}
+	uid := rec.UID
+	a.jobs.mu.Unlock()
+	a.event(api.Event{Kind: "lost", Job: id, UID: &uid, From: node, Why: "its node was declared dead"})
+}
