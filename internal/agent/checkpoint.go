@@ -437,7 +437,7 @@ func (a *Agent) liveMembers() []string {
 // sendToStore hands a checkpoint file to the node that keeps it.
 func (a *Agent) sendToStore(node string, s savedCkpt) error {
 	if node == a.cfg.NodeID {
-		return a.keepCheckpoint(s.hdr.ID, s.path, s.meta.At)
+		return a.keepCheckpoint(s.hdr.ID, s.path, s.hdr.Inc, s.meta.At)
 	}
 	return a.sendFile(node, "/v1/peer/ckpt/keep?id="+url.QueryEscape(s.hdr.ID), s.path, s.size, nil)
 }
@@ -542,7 +542,7 @@ func (a *Agent) servePeerKeep(w http.ResponseWriter, r *http.Request) {
 		err = errkind.New(ErrBadRequest, "checkpoint of job %s sent as job %s", s.hdr.ID, id)
 	}
 	if err == nil {
-		err = a.keepCheckpoint(id, s.path, s.meta.At)
+		err = a.keepCheckpoint(id, s.path, s.hdr.Inc, s.meta.At)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -552,8 +552,10 @@ func (a *Agent) servePeerKeep(w http.ResponseWriter, r *http.Request) {
 }
 
 // keepCheckpoint moves a checked checkpoint file to the store, as job
-// id's newest, unless the store has a newer one.
-func (a *Agent) keepCheckpoint(id, path string, at time.Time) error {
+// id's newest, unless the store has a newer one: of a later incarnation
+// (a copy of an older one, back from a partition, may still send its
+// own), or of the same one and taken later.
+func (a *Agent) keepCheckpoint(id, path string, inc int, at time.Time) error {
 	defer os.Remove(path)
 	dir := a.ckptStoreDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -566,7 +568,7 @@ func (a *Agent) keepCheckpoint(id, path string, at time.Time) error {
 		fi, _ := old.Stat()
 		s, err := a.openCheckpoint(old, fi.Size())
 		old.Close()
-		if err == nil && s.meta.At.After(at) {
+		if err == nil && (s.hdr.Inc > inc || s.hdr.Inc == inc && s.meta.At.After(at)) {
 			return nil // a newer one is kept already
 		}
 	}

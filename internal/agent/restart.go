@@ -232,6 +232,9 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	if prev == nil {
 		prev = &job.Record{} // a new record: taken back by removing it
 	}
+	if a.jobs.restarting == nil {
+		a.jobs.restarting = map[string]*job.Record{}
+	}
 	a.jobs.restarting[id] = prev
 	if ch := a.jobs.wake[id]; ch != nil {
 		close(ch)
