@@ -4,7 +4,7 @@ BIN     := bin
 # Integration tests bring up emulated clusters; give them room on 2 cores.
 TESTTIMEOUT ?= 25m
 
-.PHONY: fuzz-until all build deps test fuzz unit demo bench bench-agent bench-jobs bench-migrate bench-balance clean release install deb
+.PHONY: fuzz-until all build deps test fuzz unit demo bench bench-agent bench-jobs bench-migrate bench-checkpoint bench-balance clean release install deb
 
 # The version every binary reports (roam --version, roamd --version) and
 # the package carries: the last commit's date and hash.
@@ -103,6 +103,12 @@ bench-jobs: build
 # dump and restore, same run (3 repetitions).
 bench-migrate: build
 	@$(BIN)/roam bench migrate --reps 3
+
+# Checkpoints: freeze time and file size of 16 MiB, 128 MiB and 1 GiB
+# processes, and the slowdown of a CPU-bound job checkpointed every 10 s,
+# 60 s and 600 s next to an unbroken run (about 13 minutes).
+bench-checkpoint: build
+	@$(BIN)/roam bench checkpoint --reps 1 --out docs/results/checkpoint
 
 # Every experiment of the benchmark framework (roam bench list), 6
 # repetitions each, one report in bench-results/.

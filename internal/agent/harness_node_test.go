@@ -50,16 +50,16 @@ type fproc struct {
 
 // world is every fake process of a harness.
 type world struct {
-	mu     sync.Mutex
-	rng    *rand.Rand
-	next   int
-	procs  map[int]*fproc
-	ended  map[string]bool // jobs the harness ended on purpose
+	mu    sync.Mutex
+	rng   *rand.Rand
+	next  int
+	procs map[int]*fproc
+	ended map[string]bool // jobs the harness ended on purpose
 	// cutOff are nodes a test cut off from the others: their copies do
 	// not count for the invariant (a partition is where a job may run on
 	// both sides, until the old side hears it is gone).
 	cutOff map[string]bool
-	broken []string        // invariant violations, in order
+	broken []string // invariant violations, in order
 	counts map[string]int
 	// odds of a failed dump and a failed restore
 	dumpFail, restoreFail float64
