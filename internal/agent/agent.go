@@ -188,6 +188,7 @@ func (a *Agent) Start() error {
 	if err := rootdir.Ensure(a.imageDir, 0o700); err != nil {
 		return errkind.New(ErrConfig, "image_dir: %v", err)
 	}
+	a.removePartialCheckpoints()
 	a.peerHTTP = &http.Client{Transport: &http.Transport{
 		DialTLSContext:  func(ctx context.Context, _, addr string) (net.Conn, error) { return a.parts.Transport.Dial(ctx, addr) },
 		WriteBufferSize: 256 << 10, ReadBufferSize: 64 << 10,

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"roam/internal/api"
@@ -39,6 +40,9 @@ type savedCkpt struct {
 	size int64
 	meta migrate.CheckpointMeta
 	hdr  migrate.Header
+	// stop, for roam checkpoint --stop, ends the job (still frozen) once
+	// its file was delivered, or thaws it when it was not.
+	stop func(delivered bool)
 }
 
 // ckptKey seals and checks checkpoint files.
@@ -59,11 +63,17 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 	if err != nil {
 		return savedCkpt{}, err
 	}
-	defer func() {
+	release := func() {
 		a.jobs.mu.Lock()
 		lj.migrating = false
 		a.jobs.mu.Unlock()
 		a.kickPusher()
+	}
+	held := false // by a stop left to the caller
+	defer func() {
+		if !held {
+			release()
+		}
 	}()
 	a.jobs.mu.Lock()
 	rec, cj, hasStdin := lj.rec, lj.ckptJob, lj.stdin != nil
@@ -134,32 +144,35 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 	if hasStdin {
 		hdr.StdinKey = a.procs.StdinKey(rec.PID)
 	}
-	if stop {
-		a.jobs.mu.Lock()
-		lj.why = "stopped once checkpointed (roam checkpoint --stop); roam restart continues it"
-		a.jobs.mu.Unlock()
-		a.procs.Kill(rec.PID, rec.StartTix, 30*time.Second)
-	} else {
+	if !stop {
 		thaw()
 	}
 	meta.FreezeMS = msSince(frozen)
+	// With stop, the job stays frozen until its file is delivered: a
+	// failure on the way thaws it, never loses it.
+	fail := func(err error) (savedCkpt, error) {
+		if stop {
+			thaw()
+		}
+		return savedCkpt{}, err
+	}
 	plan, err := migrate.NewPlan(hdr, files)
 	if err != nil {
-		return savedCkpt{}, err
+		return fail(err)
 	}
 	cp, err := migrate.NewCheckpointPlan(meta, plan)
 	if err != nil {
-		return savedCkpt{}, err
+		return fail(err)
 	}
 	// On the state directory's disk, as the kept ones (a rename moves
 	// it there), not on the images' tmpfs.
 	path := filepath.Join(a.ckptStoreDir(), ".ckpt-"+hdr.MID+ckptExt)
 	if err := os.MkdirAll(a.ckptStoreDir(), 0o700); err != nil {
-		return savedCkpt{}, err
+		return fail(err)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return savedCkpt{}, err
+		return fail(err)
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	err = cp.Write(bw, a.ckptKey(), openFile)
@@ -171,9 +184,24 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 	}
 	if err != nil {
 		os.Remove(path)
-		return savedCkpt{}, fmt.Errorf("checkpoint file: %w", err)
+		return fail(fmt.Errorf("checkpoint file: %w", err))
 	}
-	return savedCkpt{path: path, size: cp.Size(), meta: meta, hdr: hdr}, nil
+	s := savedCkpt{path: path, size: cp.Size(), meta: meta, hdr: hdr}
+	if stop {
+		held = true
+		s.stop = func(delivered bool) {
+			defer release()
+			if !delivered {
+				thaw()
+				return
+			}
+			a.jobs.mu.Lock()
+			lj.why = "stopped once checkpointed (roam checkpoint --stop); roam restart continues it"
+			a.jobs.mu.Unlock()
+			a.procs.Kill(rec.PID, rec.StartTix, 30*time.Second)
+		}
+	}
+	return s, nil
 }
 
 // Checkpoint is `roam checkpoint`: it saves the caller's running job and
@@ -197,7 +225,11 @@ func (a *Agent) Checkpoint(c Caller, req api.CheckpointRequest, w http.ResponseW
 		}
 		defer os.Remove(s.path)
 		a.noteCheckpoint(rec.Home, req.ID, rec.Inc, s, "", nil)
-		return serveFile(w, s.path, s.size)
+		err = serveFile(w, s.path, s.size)
+		if s.stop != nil {
+			s.stop(err == nil)
+		}
+		return nil // the answer has begun: nothing more can be said
 	}
 	addr, err := a.peerAddr(rec.Node)
 	if err != nil {
@@ -255,7 +287,10 @@ func (a *Agent) servePeerCheckpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	defer os.Remove(s.path)
 	a.noteCheckpoint(s.hdr.Home, req.ID, s.hdr.Inc, s, "", nil)
-	_ = serveFile(w, s.path, s.size)
+	err = serveFile(w, s.path, s.size)
+	if s.stop != nil {
+		s.stop(err == nil)
+	}
 }
 
 // serveFile answers with a file's bytes.
@@ -268,8 +303,26 @@ func serveFile(w http.ResponseWriter, path string, size int64) error {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", fmt.Sprint(size))
 	w.WriteHeader(http.StatusOK)
-	_, err = io.CopyN(w, f, size)
-	return err
+	// A reader that stops reading for stallTimeout is cut off: the file
+	// (and, with --stop, the frozen job) is not held for it.
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 1<<20)
+	for left := size; left > 0; {
+		_ = rc.SetWriteDeadline(time.Now().Add(stallTimeout))
+		n, err := f.Read(buf[:min(int64(len(buf)), left)])
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			left -= int64(n)
+		}
+		if err != nil && left > 0 {
+			return err
+		}
+	}
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.Flush() // a writer that cannot flush has it all already
+	return nil
 }
 
 // noteCheckpoint tells the job's home of a checkpoint tried: kept on
@@ -565,8 +618,11 @@ func (a *Agent) keepCheckpoint(id, path string, inc int, at time.Time) error {
 	a.jobs.storeMu.Lock()
 	defer a.jobs.storeMu.Unlock()
 	if old, err := os.Open(dst); err == nil {
-		fi, _ := old.Stat()
-		s, err := a.openCheckpoint(old, fi.Size())
+		var s savedCkpt
+		fi, err := old.Stat()
+		if err == nil {
+			s, err = a.openCheckpoint(old, fi.Size())
+		}
 		old.Close()
 		if err == nil && (s.hdr.Inc > inc || s.hdr.Inc == inc && s.meta.At.After(at)) {
 			return nil // a newer one is kept already
@@ -607,8 +663,11 @@ func (a *Agent) dropCheckpoint(id string, before time.Time) error {
 	defer a.jobs.storeMu.Unlock()
 	if !before.IsZero() {
 		if f, err := os.Open(p); err == nil {
-			fi, _ := f.Stat()
-			s, err := a.openCheckpoint(f, fi.Size())
+			var s savedCkpt
+			fi, err := f.Stat()
+			if err == nil {
+				s, err = a.openCheckpoint(f, fi.Size())
+			}
 			f.Close()
 			if err == nil && !s.meta.At.Before(before) {
 				return nil
@@ -630,4 +689,16 @@ func (a *Agent) dropCheckpointOn(node, id string, before time.Time) {
 			a.log.Debug("checkpoint drop", "job", id, "node", node, "err", err)
 		}
 	}()
+}
+
+// removePartialCheckpoints removes the files an earlier run of the agent
+// was writing, taking or restoring from in the checkpoint directory (their
+// names begin with a dot); the kept ones stay.
+func (a *Agent) removePartialCheckpoints() {
+	ents, _ := os.ReadDir(a.ckptStoreDir())
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") && e.Type().IsRegular() {
+			os.Remove(filepath.Join(a.ckptStoreDir(), e.Name()))
+		}
+	}
 }

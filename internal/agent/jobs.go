@@ -57,6 +57,14 @@ type jobs struct {
 	restarting map[string]*job.Record
 	// storeMu serializes the changes to the checkpoints this node keeps.
 	storeMu sync.Mutex
+	// uploading are the users with a roam restart upload in progress;
+	// restoring the jobs being restored here from a checkpoint.
+	uploading map[uint32]bool
+	restoring map[string]bool
+	// incs is each home job's incarnation as its spool knows it (id ->
+	// int), set and read under the job's spool lock: output of an older
+	// incarnation is never appended after a restart cut the spool.
+	incs sync.Map
 	// spools serialize the writes to each home job's spool, which
 	// happen without mu (spoolLock).
 	spools [64]sync.Mutex

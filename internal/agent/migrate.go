@@ -291,7 +291,7 @@ func (a *Agent) takeCheckpointNote(rec *job.Record, c api.Checkpoint) error {
 	}
 	*rec = next
 	if drop != nil {
-		a.dropCheckpointOn(drop.StoredOn, rec.ID, time.Time{})
+		a.dropCheckpointOn(drop.StoredOn, rec.ID, c.At) // not a newer one kept there since
 	}
 	return nil
 }

@@ -323,6 +323,10 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 		if len(u.Out) > 0 || no < 0 || len(u.Err) > 0 || ne < 0 {
 			mu := a.jobs.spoolLock(u.ID)
 			mu.Lock()
+			if inc, ok := a.jobs.incs.Load(u.ID); ok && u.Inc < inc.(int) {
+				mu.Unlock() // restarted since: its cut spool is the new copy's
+				continue
+			}
 			dir := a.homeSpool(u.ID)
 			if len(u.Out) > 0 || no < 0 {
 				no = appendAt(filepath.Join(dir, "stdout"), u.OutOff, u.Out)

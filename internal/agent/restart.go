@@ -20,9 +20,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -74,6 +76,29 @@ type reopenDone struct {
 // Restart is `roam restart`: the checkpoint file from the CLI, read from
 // body, runs again as its job.
 func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.RestartResponse, error) {
+	if length <= 0 {
+		return api.RestartResponse{}, errkind.New(ErrBadRequest, "restart: the checkpoint's length must be given (Content-Length)")
+	}
+	// One upload at a time per user: each holds a file on root's disk
+	// until it is checked.
+	a.jobs.mu.Lock()
+	if a.jobs.uploading == nil {
+		a.jobs.uploading = map[uint32]bool{}
+	}
+	busy := a.jobs.uploading[c.UID]
+	a.jobs.uploading[c.UID] = true
+	a.jobs.mu.Unlock()
+	if busy {
+		a.jobs.mu.Lock()
+		a.jobs.uploading[c.UID] = busy
+		a.jobs.mu.Unlock()
+		return api.RestartResponse{}, errkind.New(ErrBadRequest, "restart: uid %d has another restart in progress", c.UID)
+	}
+	defer func() {
+		a.jobs.mu.Lock()
+		delete(a.jobs.uploading, c.UID)
+		a.jobs.mu.Unlock()
+	}()
 	s, err := a.takeFile(body, length)
 	if err != nil {
 		return api.RestartResponse{}, err
@@ -81,6 +106,15 @@ func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.
 	defer os.Remove(s.path)
 	if !canTouch(c, s.hdr.UID) {
 		return api.RestartResponse{}, errkind.New(ErrPermission, "checkpoint of job %s (uid %d): permission denied", s.hdr.ID, s.hdr.UID)
+	}
+	// It runs again with the groups the caller has now, not those it had
+	// when it was saved: a user removed from a group does not get it back.
+	if c.UID != 0 {
+		for _, g := range append([]uint32{s.hdr.GID}, s.hdr.Groups...) {
+			if g != c.GID && !slices.Contains(c.Groups, g) {
+				return api.RestartResponse{}, errkind.New(ErrPermission, "checkpoint of job %s runs with group %d, which uid %d is no longer in", s.hdr.ID, g, c.UID)
+			}
+		}
 	}
 	home := s.hdr.Home
 	a.mu.Lock()
@@ -139,6 +173,9 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	}
 	if err := req.Meta.Validate(); err != nil {
 		return reopened{}, errkind.New(ErrBadRequest, "%v", err)
+	}
+	if len(req.Owner.Groups) > migrate.MaxGroups {
+		return reopened{}, errkind.New(ErrBadRequest, "%d supplementary groups", len(req.Owner.Groups))
 	}
 	if !migrate.ValidEvery(req.Every) {
 		return reopened{}, errkind.New(ErrBadRequest, "checkpoint interval %v", req.Every)
@@ -217,6 +254,9 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	mu := a.jobs.spoolLock(id)
 	mu.Lock()
 	err = cutSpool(dir, req.Meta.Out, req.Meta.Err)
+	if err == nil {
+		a.jobs.incs.Store(id, next.Inc)
+	}
 	mu.Unlock()
 	if err != nil {
 		return reopened{}, fmt.Errorf("home spool of job %s: %w", id, err)
@@ -318,7 +358,8 @@ func (a *Agent) serveRestore(w http.ResponseWriter, r *http.Request) {
 	var err1, err2 error
 	ans.Inc, err1 = strconv.Atoi(q.Get("inc"))
 	ans.Moves, err2 = strconv.Atoi(q.Get("moves"))
-	if h, ok := homeOf(ans.ID); !ok || h != ans.Home || err1 != nil || err2 != nil || ans.Inc < 1 || ans.Moves < 0 {
+	_, err3 := netip.ParseAddrPort(ans.HomeAddr)
+	if h, ok := homeOf(ans.ID); !ok || h != ans.Home || err1 != nil || err2 != nil || err3 != nil || ans.Inc < 1 || ans.Moves < 0 {
 		writeError(w, errkind.New(ErrBadRequest, "restore of job %q: bad query", ans.ID))
 		return
 	}
@@ -345,10 +386,21 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 	if err := a.notHere(ans.ID, ""); err != nil {
 		return err
 	}
-	owner := asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}
-	if err := a.checkFiles(&owner, s.meta.Files); err != nil {
-		return err
+	a.jobs.mu.Lock()
+	if a.jobs.restoring == nil {
+		a.jobs.restoring = map[string]bool{}
 	}
+	if a.jobs.restoring[ans.ID] {
+		a.jobs.mu.Unlock()
+		return errkind.New(ErrBadRequest, "job %s is being restored on node %s already", ans.ID, a.cfg.NodeID)
+	}
+	a.jobs.restoring[ans.ID] = true
+	a.jobs.mu.Unlock()
+	defer func() {
+		a.jobs.mu.Lock()
+		delete(a.jobs.restoring, ans.ID)
+		a.jobs.mu.Unlock()
+	}()
 	spool := a.procs.SpoolDir(ans.ID)
 	images := filepath.Join(a.imageDir, "restart-"+newMID())
 	os.RemoveAll(spool)
@@ -385,6 +437,12 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 		defer pr.Close()
 		inherit[hdr.StdinKey] = pr
 	}
+	// The files, as the owner and without symlinks, right before CRIU
+	// reopens them as root.
+	owner := asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}
+	if err := a.checkFiles(&owner, s.meta.Files); err != nil {
+		return fail(err)
+	}
 	mounts := map[string]string{ckpt.JobDir: spool}
 	for _, mp := range hdr.Mounts {
 		if mp != ckpt.JobDir {
@@ -415,6 +473,11 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 		return fail(err)
 	}
 	a.jobs.mu.Lock()
+	if old := a.jobs.local[l.ID]; old != nil {
+		a.jobs.mu.Unlock()
+		a.procs.Kill(pid, tix, 5*time.Second)
+		return fail(errkind.New(ErrBadRequest, "job %s runs on node %s already", l.ID, a.cfg.NodeID))
+	}
 	a.jobs.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1, arrivedAt: time.Now()}
 	delete(a.migr.movedTo, l.ID)
 	a.jobs.mu.Unlock()
@@ -436,6 +499,9 @@ func restartable(newest *api.Checkpoint, node string, dead func(string) bool) bo
 // restartLost restarts job id, which ran on the dead node lost, from its
 // newest checkpoint, kept on store.
 func (a *Agent) restartLost(rec job.Record, lost string) {
+	if a.isAlive(lost) {
+		return // it answers again: its copy runs on (the next sweep sees)
+	}
 	store := rec.Newest.StoredOn
 	req := reopenRequest{ID: rec.ID, Owner: asuser.Cred{UID: rec.UID, GID: rec.GID, Groups: rec.Groups}, Every: rec.CheckpointEvery,
 		Lost: lost, Why: fmt.Sprintf("node %s was declared dead", lost),
@@ -472,20 +538,29 @@ func (a *Agent) restoreStored(ans reopened) error {
 		_ = a.peerCall(ans.Home, http.MethodPost, "/v1/peer/reopen/done", reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: true, Error: err.Error()}, nil)
 		return err
 	}
+	// A link of its own: a newer file kept meanwhile replaces the name,
+	// not what is checked and restored.
+	own := filepath.Join(a.ckptStoreDir(), ".restore-"+newMID()+ckptExt)
 	a.jobs.storeMu.Lock()
-	f, err := os.Open(p)
+	err := os.Link(p, own)
+	a.jobs.storeMu.Unlock()
 	var s savedCkpt
 	if err == nil {
-		fi, _ := f.Stat()
-		s, err = a.openCheckpoint(f, fi.Size())
-		f.Close()
+		defer os.Remove(own)
+		var f *os.File
+		if f, err = os.Open(own); err == nil {
+			var fi os.FileInfo
+			if fi, err = f.Stat(); err == nil {
+				s, err = a.openCheckpoint(f, fi.Size())
+			}
+			f.Close()
+		}
 	}
-	a.jobs.storeMu.Unlock()
 	if err != nil {
 		_ = a.peerCall(ans.Home, http.MethodPost, "/v1/peer/reopen/done", reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: true, Error: err.Error()}, nil)
 		return err
 	}
-	s.path = p
+	s.path = own
 	return a.restoreOn(s, ans)
 }
 

@@ -105,7 +105,10 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 		}
 	}))
 	mux.HandleFunc("POST /v1/restart", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		res, err := a.Restart(c, r.URL.Query().Get("on"), r.Body, r.ContentLength)
+		rc := http.NewResponseController(w)
+		wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+		res, err := a.Restart(c, r.URL.Query().Get("on"), &watchedReader{r: r.Body, wd: wd}, r.ContentLength)
+		wd.stop()
 		if err != nil {
 			writeError(w, err)
 			return
