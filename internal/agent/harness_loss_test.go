@@ -26,6 +26,23 @@ func (c *cluster) homeRec(id string) job.Record {
 	return job.Record{}
 }
 
+// waitDead waits until node a takes node for dead, and returns when
+// membership changed its mind about it.
+func (c *cluster) waitDead(a *Agent, node string) time.Time {
+	c.t.Helper()
+	var dead time.Time
+	c.waitFor(a.cfg.NodeID+" declares "+node+" dead", time.Minute, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if p := a.known[node]; p != nil && !p.alive {
+			dead = p.since
+			return true
+		}
+		return false
+	})
+	return dead
+}
+
 // say appends a line to the output of job id running on node i, as the
 // program would.
 func (c *cluster) say(i int, id, line string) {
@@ -71,16 +88,7 @@ func TestAgentsJobsLostAndBack(t *testing.T) {
 		cut := time.Now()
 		c.net.partition(n2.host, c.nodes[0].host)
 		c.net.partition(n2.host, c.nodes[2].host)
-		var dead time.Time
-		c.waitFor("n1 declares n2 dead", time.Minute, func() bool {
-			home.mu.Lock()
-			defer home.mu.Unlock()
-			if p := home.known["n2"]; p != nil && !p.alive {
-				dead = p.since
-				return true
-			}
-			return false
-		})
+		dead := c.waitDead(home, "n2")
 		c.waitFor("the jobs lost", time.Minute, func() bool {
 			for _, id := range ids {
 				if c.homeRec(id).State != job.StateLost {

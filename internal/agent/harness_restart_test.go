@@ -53,17 +53,7 @@ func TestAgentsRestartTheJobsOfADeadNode(t *testing.T) {
 		cut := time.Now()
 		c.net.partition(n2.host, c.nodes[0].host)
 		c.net.partition(n2.host, c.nodes[2].host)
-		var dead time.Time
-		c.waitFor("n1 declares n2 dead", time.Minute, func() bool {
-			home.mu.Lock()
-			defer home.mu.Unlock()
-			if p := home.known["n2"]; p != nil && !p.alive {
-				dead = p.since
-				return true
-			}
-			return false
-		})
-		detect := dead.Sub(cut)
+		detect := c.waitDead(home, "n2").Sub(cut)
 		c.waitFor("the jobs restarted elsewhere", time.Minute, func() bool {
 			for _, id := range ids {
 				r := c.homeRec(id)

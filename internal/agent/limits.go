@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"roam/internal/api"
 	"roam/internal/job"
 )
 
@@ -136,17 +137,7 @@ func (l Limits) checkRun(count int, argv, env []string, live int, spool int64) e
 }
 
 // size is a byte count for people.
-func size(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
+func size(n int64) string { return api.Bytes(n) }
 
 // expired picks the ended jobs a home removes at now: those ended longer
 // than KeepFinished ago, and each user's oldest past KeepFinishedPerUser.

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // States of a job, as Job.State and Output.State show them.
 const (
@@ -258,4 +261,17 @@ type PurgeRequest struct {
 // PurgeResult says how many ended jobs were removed.
 type PurgeResult struct {
 	Removed int `json:"removed"`
+}
+
+// Bytes is a byte count for people: "1.5 MiB".
+func Bytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

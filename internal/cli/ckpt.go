@@ -56,7 +56,7 @@ and the same files; a changed file is refused.`,
 			if stop {
 				what = "is ended"
 			}
-			fmt.Fprintf(e.errOut, "roam: %s saved to %s (%s); the job %s\n", args[0], out, sizeText(n), what)
+			fmt.Fprintf(e.errOut, "roam: %s saved to %s (%s); the job %s\n", args[0], out, api.Bytes(n), what)
 			return nil
 		},
 	}
@@ -119,19 +119,6 @@ checkpoint on and exits with its exit status, as roam run does.`,
 	c.Flags().StringVar(&on, "on", "", "restart on this node instead of the best one")
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job id and return")
 	return c
-}
-
-// sizeText is a byte count for people.
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // restartNote is what a follower says when a job restarted from a
