@@ -506,25 +506,11 @@ func (a *Agent) sendFile(node, path, file string, size int64, out any) error {
 		return err
 	}
 	defer f.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	wd := watch(stallTimeout, cancel)
-	defer wd.stop()
-	pr, pw := io.Pipe()
-	go func() {
-		ww := &watchedWriter{w: pw, wd: wd}
-		_, err := io.CopyN(ww, f, size)
-		pw.CloseWithError(err)
-		if err == nil {
-			wd.expect(restoreTimeout)
-		}
-	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+path, pr)
-	if err != nil {
+	_, _, err = a.postStream(addr, path, size, func(w io.Writer) error {
+		_, err := io.CopyN(w, f, size)
 		return err
-	}
-	req.ContentLength = size
-	return peerErr(api.Exchange(a.peerHTTP, req, out))
+	}, out)
+	return peerErr(err)
 }
 
 // ckptStoreDir is where this node keeps other nodes' periodic checkpoints
@@ -578,6 +564,23 @@ func (a *Agent) openCheckpoint(f *os.File, size int64) (savedCkpt, error) {
 	return savedCkpt{size: size, meta: meta, hdr: hdr}, nil
 }
 
+// readCheckpointFile checks the checkpoint file at path and reads its
+// META and header.
+func (a *Agent) readCheckpointFile(path string) (savedCkpt, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return savedCkpt{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return savedCkpt{}, err
+	}
+	s, err := a.openCheckpoint(f, fi.Size())
+	s.path = path
+	return s, err
+}
+
 // servePeerKeep is /v1/peer/ckpt/keep: a job's periodic checkpoint, for
 // this node to keep.
 func (a *Agent) servePeerKeep(w http.ResponseWriter, r *http.Request) {
@@ -586,10 +589,9 @@ func (a *Agent) servePeerKeep(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errkind.New(ErrBadRequest, "job id %q", id))
 		return
 	}
-	rc := http.NewResponseController(w)
-	wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
-	s, err := a.takeFile(&watchedReader{r: r.Body, wd: wd}, r.ContentLength)
-	wd.stop()
+	body, stop := watchedBody(w, r)
+	s, err := a.takeFile(body, r.ContentLength)
+	stop()
 	if err == nil && s.hdr.ID != id {
 		os.Remove(s.path)
 		err = errkind.New(ErrBadRequest, "checkpoint of job %s sent as job %s", s.hdr.ID, id)
@@ -617,16 +619,8 @@ func (a *Agent) keepCheckpoint(id, path string, inc int, at time.Time) error {
 	dst := filepath.Join(dir, id+ckptExt)
 	a.jobs.storeMu.Lock()
 	defer a.jobs.storeMu.Unlock()
-	if old, err := os.Open(dst); err == nil {
-		var s savedCkpt
-		fi, err := old.Stat()
-		if err == nil {
-			s, err = a.openCheckpoint(old, fi.Size())
-		}
-		old.Close()
-		if err == nil && (s.hdr.Inc > inc || s.hdr.Inc == inc && s.meta.At.After(at)) {
-			return nil // a newer one is kept already
-		}
+	if s, err := a.readCheckpointFile(dst); err == nil && (s.hdr.Inc > inc || s.hdr.Inc == inc && s.meta.At.After(at)) {
+		return nil // a newer one is kept already
 	}
 	f, err := os.Open(path)
 	if err == nil {
@@ -662,16 +656,8 @@ func (a *Agent) dropCheckpoint(id string, before time.Time) error {
 	a.jobs.storeMu.Lock()
 	defer a.jobs.storeMu.Unlock()
 	if !before.IsZero() {
-		if f, err := os.Open(p); err == nil {
-			var s savedCkpt
-			fi, err := f.Stat()
-			if err == nil {
-				s, err = a.openCheckpoint(f, fi.Size())
-			}
-			f.Close()
-			if err == nil && !s.meta.At.Before(before) {
-				return nil
-			}
+		if s, err := a.readCheckpointFile(p); err == nil && !s.meta.At.Before(before) {
+			return nil
 		}
 	}
 	return os.Remove(p)

@@ -70,6 +70,15 @@ type jobs struct {
 	spools [64]sync.Mutex
 }
 
+// wakeReaders wakes the readers waiting for news of home job id (Output).
+// mu held.
+func (j *jobs) wakeReaders(id string) {
+	if ch := j.wake[id]; ch != nil {
+		close(ch)
+		delete(j.wake, id)
+	}
+}
+
 // spoolLock is the lock of job id's home spool (one of a few, by a hash
 // of the id).
 func (j *jobs) spoolLock(id string) *sync.Mutex {

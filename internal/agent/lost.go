@@ -84,18 +84,15 @@ func (a *Agent) sweepLost() {
 	a.jobs.mu.Lock()
 	var lost, again []job.Record
 	for _, r := range a.jobs.home {
-		if r.State == job.StateRunning && dead(r.Node) && a.jobs.restarting[r.ID] == nil && restartable(r.Newest, r.Node, dead) {
+		switch {
+		case r.State != job.StateRunning || !dead(r.Node) || a.jobs.restarting[r.ID] != nil:
+		case restartable(r.Newest, r.Node, dead):
 			// Restarted from its newest checkpoint instead (restart.go).
 			again = append(again, *r)
-			continue
-		}
-		if r.State == job.StateRunning && dead(r.Node) && a.jobs.restarting[r.ID] == nil {
+		default:
 			r.State, r.LostAt = job.StateLost, now
 			lost = append(lost, *r)
-			if ch := a.jobs.wake[r.ID]; ch != nil {
-				close(ch)
-				delete(a.jobs.wake, r.ID)
-			}
+			a.jobs.wakeReaders(r.ID)
 		}
 	}
 	// Written under the lock, as takeUpdates writes: a later revival or

@@ -53,8 +53,6 @@ func openFile(path string) (io.ReadCloser, error) { return os.Open(path) }
 // sendImages streams the header, the images and the spool files to the
 // destination, and waits for its "ready": a restored, stopped copy.
 func (a *Agent) sendImages(addr string, hdr migrate.Header, images, spool string) (int64, migrateReady, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	files, err := streamFiles(images, spool)
 	if err != nil {
 		return 0, migrateReady{}, err
@@ -63,14 +61,36 @@ func (a *Agent) sendImages(addr string, hdr migrate.Header, images, spool string
 	if err != nil {
 		return 0, migrateReady{}, err
 	}
-	// No progress for stallTimeout while sending, or no answer within
-	// restoreTimeout after, ends the transfer.
+	var ready migrateReady
+	n, stalled, err := a.postStream(addr, "/v1/peer/migrate", plan.Size(), func(w io.Writer) error { return plan.Write(w, openFile) }, &ready)
+	if stalled && err != nil {
+		return n, migrateReady{}, fmt.Errorf("transfer stalled after %d bytes (no progress for %s): %v", n, stallTimeout, err)
+	}
+	var te *api.TransportError
+	var re *api.RemoteError
+	switch {
+	case errors.As(err, &te):
+		return n, migrateReady{}, te.Err
+	case errors.As(err, &re):
+		return n, migrateReady{}, errors.New(re.Msg)
+	}
+	return n, ready, err
+}
+
+// postStream posts the size bytes write makes to path on the peer at
+// addr and decodes the answer into out. No progress for stallTimeout while
+// sending, or no answer within restoreTimeout after, ends it. It returns
+// the bytes sent, whether the stall guard ended it, and api.Exchange's
+// error.
+func (a *Agent) postStream(addr, path string, size int64, write func(io.Writer) error, out any) (int64, bool, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	wd := watch(stallTimeout, cancel)
 	defer wd.stop()
 	pr, pw := io.Pipe()
-	pw2 := &watchedWriter{w: pw, wd: wd}
+	ww := &watchedWriter{w: pw, wd: wd}
 	go func() {
-		err := plan.Write(pw2, openFile)
+		err := write(ww)
 		pw.CloseWithError(err)
 		if err != nil {
 			cancel()
@@ -78,25 +98,13 @@ func (a *Agent) sendImages(addr string, hdr migrate.Header, images, spool string
 		}
 		wd.expect(restoreTimeout)
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+"/v1/peer/migrate", pr)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+path, pr)
 	if err != nil {
-		return 0, migrateReady{}, err
+		return 0, false, err
 	}
-	req.ContentLength = plan.Size()
-	var ready migrateReady
-	err = api.Exchange(a.peerHTTP, req, &ready)
-	if wd.stalled.Load() && err != nil {
-		return pw2.n, migrateReady{}, fmt.Errorf("transfer stalled after %d bytes (no progress for %s): %v", pw2.n, stallTimeout, err)
-	}
-	var te *api.TransportError
-	var re *api.RemoteError
-	switch {
-	case errors.As(err, &te):
-		return pw2.n, migrateReady{}, te.Err
-	case errors.As(err, &re):
-		return pw2.n, migrateReady{}, errors.New(re.Msg)
-	}
-	return pw2.n, ready, err
+	req.ContentLength = size
+	err = api.Exchange(a.peerHTTP, req, out)
+	return ww.n, wd.stalled.Load(), err
 }
 
 // migrateReady is the destination's answer: a stopped copy is restored.

@@ -426,10 +426,7 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 		}
 	}
 	for _, u := range ups {
-		if ch := a.jobs.wake[u.ID]; ch != nil {
-			close(ch)
-			delete(a.jobs.wake, u.ID)
-		}
+		a.jobs.wakeReaders(u.ID)
 	}
 	a.jobs.mu.Unlock()
 

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -82,16 +83,15 @@ func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.
 	// One upload at a time per user: each holds a file on root's disk
 	// until it is checked.
 	a.jobs.mu.Lock()
-	if a.jobs.uploading == nil {
-		a.jobs.uploading = map[uint32]bool{}
-	}
 	busy := a.jobs.uploading[c.UID]
-	a.jobs.uploading[c.UID] = true
+	if !busy {
+		if a.jobs.uploading == nil {
+			a.jobs.uploading = map[uint32]bool{}
+		}
+		a.jobs.uploading[c.UID] = true
+	}
 	a.jobs.mu.Unlock()
 	if busy {
-		a.jobs.mu.Lock()
-		a.jobs.uploading[c.UID] = busy
-		a.jobs.mu.Unlock()
 		return api.RestartResponse{}, errkind.New(ErrBadRequest, "restart: uid %d has another restart in progress", c.UID)
 	}
 	defer func() {
@@ -276,10 +276,7 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 		a.jobs.restarting = map[string]*job.Record{}
 	}
 	a.jobs.restarting[id] = prev
-	if ch := a.jobs.wake[id]; ch != nil {
-		close(ch)
-		delete(a.jobs.wake, id)
-	}
+	a.jobs.wakeReaders(id)
 	uid := next.UID
 	go a.event(api.Event{At: now, Kind: "restart", Job: id, UID: &uid, From: req.Meta.Node, To: target,
 		Why: fmt.Sprintf("%s, from the checkpoint of %s", req.Why, req.Meta.At.Format(time.RFC3339))})
@@ -343,10 +340,7 @@ func (a *Agent) reopenEnded(d reopenDone) error {
 		back.State, back.LostAt = job.StateLost, time.Now()
 	}
 	*rec = back
-	if ch := a.jobs.wake[d.ID]; ch != nil {
-		close(ch)
-		delete(a.jobs.wake, d.ID)
-	}
+	a.jobs.wakeReaders(d.ID)
 	return a.store.PutRecords(back)
 }
 
@@ -363,10 +357,9 @@ func (a *Agent) serveRestore(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errkind.New(ErrBadRequest, "restore of job %q: bad query", ans.ID))
 		return
 	}
-	rc := http.NewResponseController(w)
-	wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
-	s, err := a.takeFile(&watchedReader{r: r.Body, wd: wd}, r.ContentLength)
-	wd.stop()
+	body, stop := watchedBody(w, r)
+	s, err := a.takeFile(body, r.ContentLength)
+	stop()
 	if err == nil {
 		err = a.restoreLocal(s, ans)
 		os.Remove(s.path)
@@ -532,35 +525,23 @@ func (a *Agent) restartLost(rec job.Record, lost string) {
 // restoreStored restores the checkpoint this node keeps of ans.ID as the
 // home consented in ans.
 func (a *Agent) restoreStored(ans reopened) error {
-	p := a.storedCheckpoint(ans.ID)
-	if p == "" {
-		err := errkind.New(ErrNotFound, "node %s keeps no checkpoint of job %s", a.cfg.NodeID, ans.ID)
-		_ = a.peerCall(ans.Home, http.MethodPost, "/v1/peer/reopen/done", reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: true, Error: err.Error()}, nil)
-		return err
-	}
 	// A link of its own: a newer file kept meanwhile replaces the name,
 	// not what is checked and restored.
 	own := filepath.Join(a.ckptStoreDir(), ".restore-"+newMID()+ckptExt)
 	a.jobs.storeMu.Lock()
-	err := os.Link(p, own)
+	err := os.Link(filepath.Join(a.ckptStoreDir(), ans.ID+ckptExt), own)
 	a.jobs.storeMu.Unlock()
 	var s savedCkpt
-	if err == nil {
+	if errors.Is(err, fs.ErrNotExist) {
+		err = errkind.New(ErrNotFound, "node %s keeps no checkpoint of job %s", a.cfg.NodeID, ans.ID)
+	} else if err == nil {
 		defer os.Remove(own)
-		var f *os.File
-		if f, err = os.Open(own); err == nil {
-			var fi os.FileInfo
-			if fi, err = f.Stat(); err == nil {
-				s, err = a.openCheckpoint(f, fi.Size())
-			}
-			f.Close()
-		}
+		s, err = a.readCheckpointFile(own)
 	}
 	if err != nil {
 		_ = a.peerCall(ans.Home, http.MethodPost, "/v1/peer/reopen/done", reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: true, Error: err.Error()}, nil)
 		return err
 	}
-	s.path = own
 	return a.restoreOn(s, ans)
 }
 
@@ -577,10 +558,7 @@ func (a *Agent) markLost(id, node string) {
 	if err := a.store.PutRecords(*rec); err != nil {
 		a.log.Error("job table", "err", err)
 	}
-	if ch := a.jobs.wake[id]; ch != nil {
-		close(ch)
-		delete(a.jobs.wake, id)
-	}
+	a.jobs.wakeReaders(id)
 	uid := rec.UID
 	a.jobs.mu.Unlock()
 	a.event(api.Event{Kind: "lost", Job: id, UID: &uid, From: node, Why: "its node was declared dead"})

@@ -105,10 +105,9 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 		}
 	}))
 	mux.HandleFunc("POST /v1/restart", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
-		wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
-		res, err := a.Restart(c, r.URL.Query().Get("on"), &watchedReader{r: r.Body, wd: wd}, r.ContentLength)
-		wd.stop()
+		body, stop := watchedBody(w, r)
+		res, err := a.Restart(c, r.URL.Query().Get("on"), body, r.ContentLength)
+		stop()
 		if err != nil {
 			writeError(w, err)
 			return
@@ -253,15 +252,23 @@ func (a *Agent) serveRecord(w http.ResponseWriter, r *http.Request) {
 // makes no progress for stallTimeout ends the transfer (the source's link
 // went down, or it died).
 func (a *Agent) serveMigrateIn(w http.ResponseWriter, r *http.Request) {
-	rc := http.NewResponseController(w)
-	wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
-	ready, err := a.migrateIn(&watchedReader{r: r.Body, wd: wd})
-	wd.stop()
+	body, stop := watchedBody(w, r)
+	ready, err := a.migrateIn(body)
+	stop()
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, ready)
+}
+
+// watchedBody is r's body, cut off when a read makes no progress for
+// stallTimeout (the sender's link went down, or it died); stop ends the
+// watch.
+func watchedBody(w http.ResponseWriter, r *http.Request) (io.Reader, func()) {
+	rc := http.NewResponseController(w)
+	wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+	return &watchedReader{r: r.Body, wd: wd}, wd.stop
 }
 
 // peerSetPolicy is /v1/peer/policy: `roam policy load` reaching this node.
