@@ -79,6 +79,7 @@ TARGETS=(
   "./internal/procfs FuzzParseStat"
   "./internal/ckpt FuzzUnescape"
   "./internal/ckpt FuzzNetworkMounts"
+  "./internal/ckpt FuzzParseStats"
   "./internal/secret FuzzParse"
 )
 

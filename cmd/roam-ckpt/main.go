@@ -7,7 +7,7 @@
 // nsenter --net=/run/netns/NETNS), and prints the dump and restore times as
 // one JSON object on stdout:
 //
-//	{"dump_ms":12.3,"restore_ms":45.6}
+//	{"dump_ms":12.3,"restore_ms":45.6,"dump":[...],"restore":[...]}
 //
 // On failure it prints one line on stderr and exits with status 1. It
 // exists so that the roam CLI links no CRIU code of its own.
@@ -41,6 +41,9 @@ const usage = "usage: roam-ckpt [--criu PATH] --node-dir DIR JOB-ID"
 type Result struct {
 	DumpMS    float64 `json:"dump_ms"`
 	RestoreMS float64 `json:"restore_ms"`
+	// Where each went, as CRIU's statistics say.
+	Dump    ckpt.Times `json:"dump"`
+	Restore ckpt.Times `json:"restore"`
 }
 
 func main() {
@@ -105,7 +108,8 @@ func dumpRestore(criuPath, nodeDir, id string) (Result, error) {
 	// CRIU runs in this process's network namespace, the job's: from
 	// another one it would try to dump and lock the network.
 	t0 := time.Now()
-	if err := c.Dump(ckpt.DumpOpts{PID: pid, Dir: dir, Mounts: mounts}); err != nil {
+	dt, err := c.Dump(ckpt.DumpOpts{PID: pid, Dir: dir, Mounts: mounts})
+	if err != nil {
 		ckpt.Thaw(procfs.Tree(pid), nil)
 		return r, err
 	}
@@ -118,11 +122,12 @@ func dumpRestore(criuPath, nodeDir, id string) (Result, error) {
 	}
 	mm[ckpt.JobDir] = filepath.Join(nodeDir, "spool", id)
 	t1 := time.Now()
-	copyPID, err := c.Restore(ckpt.RestoreOpts{Dir: dir, Mounts: mm})
+	copyPID, rt, err := c.Restore(ckpt.RestoreOpts{Dir: dir, Mounts: mm})
 	if err != nil {
 		return r, err
 	}
 	r.RestoreMS = float64(time.Since(t1).Microseconds()) / 1000
+	r.Dump, r.Restore = dt, rt
 	killWait(copyPID, 30*time.Second)
 	return r, nil
 }

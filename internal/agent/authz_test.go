@@ -105,6 +105,7 @@ var authzMatrix = []authzRow{
 	{"POST /v1/run", "run a job as oneself", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkRun},
 	{"POST /v1/policy", "load a policy (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkPolicyLoad},
 	{"POST /v1/nodes/{id}/drain", "drain a node (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkDrain},
+	{"GET /debug/pprof/{name...}", "profile the agent (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkPprof},
 }
 
 // authzEnv is a harness cluster of two nodes and A's two jobs.
@@ -222,6 +223,21 @@ func (x *authzEnv) checkMetrics(who authzCaller, _ *authzJob, want authzWant) st
 	return served(want, code, b, nil, func() string {
 		if !strings.Contains(string(b), "roam_node_load") {
 			return "no roam_node_load in the metrics"
+		}
+		return ""
+	})
+}
+
+// checkPprof asks for the agent's goroutines: root gets them, with the
+// agent's own functions named; a user gets nothing.
+func (x *authzEnv) checkPprof(who authzCaller, _ *authzJob, want authzWant) string {
+	code, b := x.ask(0, who, http.MethodGet, "/debug/pprof/goroutine?debug=1", "")
+	if want == no && strings.Contains(string(b), "roam/internal/agent") {
+		return "a user got the agent's goroutines"
+	}
+	return served(want, code, b, nil, func() string {
+		if !strings.Contains(string(b), "roam/internal/agent") {
+			return "no agent goroutine in the profile"
 		}
 		return ""
 	})

@@ -121,7 +121,7 @@ func (n *fzNode) Sink(dir string) (ckpt.Sink, error) {
 	return nil, errFzNode
 }
 func (n *fzNode) StoppedCopies(id, spool string) []int { return nil }
-func (n *fzNode) Restore(s ckpt.RestoreSpec) (int, error) {
+func (n *fzNode) Restore(s ckpt.RestoreSpec) (int, ckpt.Times, error) {
 	n.mu.Lock()
 	n.restores = append(n.restores, s)
 	f := n.onRestore
@@ -129,7 +129,7 @@ func (n *fzNode) Restore(s ckpt.RestoreSpec) (int, error) {
 	if f != nil {
 		f(s)
 	}
-	return 0, errFzNode
+	return 0, nil, errFzNode
 }
 
 // fzListener and fzTransport are parts New wants and these tests never use.

@@ -40,9 +40,9 @@ type memnet struct {
 	cut    map[[2]string]bool      // partitioned host pairs
 	down   map[string]bool         // hosts whose agent crashed
 	conns  map[*memConn]bool
-	// dupPrefix: a client connection whose first bytes start with it is
-	// replayed once it closes (fate "dup"); replies are the first lines
-	// of the replays' answers.
+	// dupPrefix: a client connection on which a request starts with it
+	// is replayed from that request on once it closes (fate "dup");
+	// replies are the first lines of the replays' answers.
 	dupPrefix []byte
 	replies   []string
 	counts    map[string]int
@@ -269,7 +269,7 @@ func (n *memnet) newConn(from, to, fate string, d time.Duration, k int) (client,
 
 func (c *memConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
-	if c.client && c.sent == 0 && c.fate == "" {
+	if c.client && c.fate == "" {
 		c.n.mu.Lock()
 		if len(c.n.dupPrefix) > 0 && bytes.HasPrefix(b, c.n.dupPrefix) {
 			c.fate = "dup"

@@ -63,6 +63,8 @@ type world struct {
 	counts map[string]int
 	// odds of a failed dump and a failed restore
 	dumpFail, restoreFail float64
+	// how long a dump and a restore take (fake time)
+	dumpTime, restoreTime time.Duration
 	pageBytes             int
 	unread                []*os.File // the read ends of jobs' stdin pipes
 }
@@ -410,7 +412,17 @@ func (f *fakeNode) unfreeze(p *fproc) {
 
 // The page protocol of the fakes: an 8-byte length, the pages, and one
 // byte back from the sink once it has them all.
-func (f *fakeNode) Dump(pid int, dir string, mounts []string, pages net.Conn) error {
+func (f *fakeNode) Dump(pid int, dir string, mounts []string, pages net.Conn) (ckpt.Times, error) {
+	t := time.Now()
+	f.w.mu.Lock()
+	d := f.w.dumpTime
+	f.w.mu.Unlock()
+	time.Sleep(d)
+	err := f.dump(pid, dir, pages)
+	return ckpt.Times{{Name: "criu dump", MS: msSince(t), Frozen: true}}, err
+}
+
+func (f *fakeNode) dump(pid int, dir string, pages net.Conn) error {
 	defer pages.Close()
 	p, err := f.freeze(pid, dir)
 	if err != nil {
@@ -493,16 +505,22 @@ type fakeLazy struct {
 	err  error
 }
 
-func (f *fakeNode) DumpLazy(pid int, dir string, mounts []string) (ckpt.LazyDump, error) {
+func (f *fakeNode) DumpLazy(pid int, dir string, mounts []string) (ckpt.LazyDump, ckpt.Times, error) {
+	t := time.Now()
+	f.w.mu.Lock()
+	wait := f.w.dumpTime
+	f.w.mu.Unlock()
+	time.Sleep(wait)
 	p, err := f.freeze(pid, dir)
+	times := ckpt.Times{{Name: "criu dump", MS: msSince(t), Frozen: true}}
 	if err != nil {
-		return nil, err
+		return nil, times, err
 	}
 	d := &fakeLazy{f: f, p: p, n: f.w.pageBytes, done: make(chan struct{})}
 	f.mu.Lock()
 	f.lazies = append(f.lazies, d)
 	f.mu.Unlock()
-	return d, nil
+	return d, times, nil
 }
 
 func (d *fakeLazy) Pages() (net.Conn, error) {
@@ -574,7 +592,17 @@ func (f *fakeNode) LazyPages(dir string, dial func() (net.Conn, error)) (<-chan 
 	return done, func() { once.Do(func() { close(stop) }); <-done }, nil
 }
 
-func (f *fakeNode) Restore(s ckpt.RestoreSpec) (int, error) {
+func (f *fakeNode) Restore(s ckpt.RestoreSpec) (int, ckpt.Times, error) {
+	t := time.Now()
+	f.w.mu.Lock()
+	d := f.w.restoreTime
+	f.w.mu.Unlock()
+	time.Sleep(d)
+	pid, err := f.restore(s)
+	return pid, ckpt.Times{{Name: "criu restore", MS: msSince(t)}}, err
+}
+
+func (f *fakeNode) restore(s ckpt.RestoreSpec) (int, error) {
 	if f.dead.Load() {
 		return 0, errDead
 	}

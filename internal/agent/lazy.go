@@ -42,10 +42,10 @@ const lazyIdle = 2 * time.Minute
 
 // startLazyDump starts a lazy dump and returns once the images (all but
 // the pages) are written.
-func (a *Agent) startLazyDump(mid string, pid int, dir string, mounts []string) (*lazyDump, error) {
-	ld, err := a.ckpt.DumpLazy(pid, dir, mounts)
+func (a *Agent) startLazyDump(mid string, pid int, dir string, mounts []string) (*lazyDump, ckpt.Times, error) {
+	ld, times, err := a.ckpt.DumpLazy(pid, dir, mounts)
 	if err != nil {
-		return nil, err
+		return nil, times, err
 	}
 	d := &lazyDump{LazyDump: ld, a: a, mid: mid}
 	d.idle = watch(lazyIdle, func() {
@@ -58,7 +58,7 @@ func (a *Agent) startLazyDump(mid string, pid int, dir string, mounts []string) 
 	}
 	a.migr.lazy[mid] = d
 	a.jobs.mu.Unlock()
-	return d, nil
+	return d, times, nil
 }
 
 // end forgets the dump and returns once it has ended (stopping its page

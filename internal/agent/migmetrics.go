@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"roam/internal/api"
@@ -15,6 +17,8 @@ type migrationMetrics struct {
 	freeze prometheus.Histogram
 	dur    prometheus.Histogram
 	window prometheus.Histogram
+	// phases: where the time of each migration went, failed ones too.
+	phases *prometheus.SummaryVec
 	// checkpoints this node took, and how long each froze its job.
 	ckpts      *prometheus.CounterVec
 	ckptFreeze prometheus.Histogram
@@ -34,6 +38,9 @@ func newMigrationMetrics(reg prometheus.Registerer) migrationMetrics {
 			Help: "Time of a whole migration, from the request to the end.", Buckets: buckets}),
 		window: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "roam_migration_lazy_window_seconds",
 			Help: "Post-copy window of lazy migrations: restore to last page.", Buckets: buckets}),
+		phases: prometheus.NewSummaryVec(prometheus.SummaryOpts{Name: "roam_migration_phase_seconds",
+			Help: "Steps of the migrations this node sent, by the node that timed them (side), step, mode, result, and whether the job was stopped during it."},
+			[]string{"side", "phase", "mode", "result", "frozen"}),
 	}
 	m.ckpts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roam_checkpoints_total",
 		Help: "Checkpoints this node took, by result (ok, failed)."}, []string{"result"})
@@ -41,7 +48,7 @@ func newMigrationMetrics(reg prometheus.Registerer) migrationMetrics {
 		Help: "Time a job was frozen for a checkpoint.", Buckets: buckets})
 	m.ckptBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "roam_checkpoint_bytes_total",
 		Help: "Bytes of the checkpoint files this node wrote."})
-	reg.MustRegister(m.total, m.bytes, m.freeze, m.dur, m.window, m.ckpts, m.ckptFreeze, m.ckptBytes)
+	reg.MustRegister(m.total, m.bytes, m.freeze, m.dur, m.window, m.phases, m.ckpts, m.ckptFreeze, m.ckptBytes)
 	return m
 }
 
@@ -58,6 +65,9 @@ func (m migrationMetrics) observe(x job.Migration) {
 	}
 	m.total.WithLabelValues(result, mode).Inc()
 	m.bytes.Add(float64(x.Bytes))
+	for _, p := range x.Phases {
+		m.phases.WithLabelValues(p.Side, p.Name, mode, result, strconv.FormatBool(p.Frozen)).Observe(p.MS / 1000)
+	}
 	if x.OK {
 		m.freeze.Observe(x.FreezeMS / 1000)
 		m.dur.Observe(x.TotalMS / 1000)

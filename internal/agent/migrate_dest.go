@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"roam/internal/api"
 	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -41,8 +42,11 @@ type inMig struct {
 	ready  migrateReady
 	// restored is when CRIU's restore ended (for SettleMS).
 	restored time.Time
-	timer    *time.Timer
-	halted   bool // the ledger could not be written before the agent stopped
+	// ph are the steps of the request being handled (the stream, a
+	// commit), sent back with its answer.
+	ph     phaseLog
+	timer  *time.Timer
+	halted bool // the ledger could not be written before the agent stopped
 }
 
 // migrateCheck answers a source's check: this node reaches the job's
@@ -144,20 +148,22 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	in.spool = a.procs.SpoolDir(hdr.ID)
 	in.images = filepath.Join(a.imageDir, "in-"+hdr.MID)
 	in.mu.Unlock()
-	if err := a.stepMig(in, migrate.Stream{MID: hdr.MID, Job: hdr.ID, From: hdr.From, Lazy: hdr.Lazy, Streamed: hdr.Streamed, Header: raw}); err != nil {
+	ph, err := a.stepMigTimed(in, migrate.Stream{MID: hdr.MID, Job: hdr.ID, From: hdr.From, Lazy: hdr.Lazy, Streamed: hdr.Streamed, Header: raw})
+	if err != nil {
 		return migrateReady{}, err
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.ready.SettleMS = msSince(in.restored)
+	in.ready.Phases = ph
 	return in.ready, nil
 }
 
 // stepIn brings a commit or an abort to migration mid's machine; a
 // migration this node no longer holds in memory is rebuilt from the ledger.
-func (a *Agent) stepIn(mid string, ev any) error {
+func (a *Agent) stepIn(mid string, ev any) ([]api.Phase, error) {
 	if !migrate.ValidMID(mid) {
-		return errkind.New(ErrBadRequest, "migration id %q", mid)
+		return nil, errkind.New(ErrBadRequest, "migration id %q", mid)
 	}
 	a.jobs.mu.Lock()
 	in := a.migr.in[mid]
@@ -165,14 +171,14 @@ func (a *Agent) stepIn(mid string, ev any) error {
 	if in == nil {
 		r, found, err := a.store.In(mid)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !found {
 			if _, abort := ev.(migrate.AbortMsg); abort {
 				a.dropSink(mid)
-				return nil
+				return nil, nil
 			}
-			return errkind.New(ErrNotFound, "no migration %s on node %s", mid, a.cfg.NodeID)
+			return nil, errkind.New(ErrNotFound, "no migration %s on node %s", mid, a.cfg.NodeID)
 		}
 		in = a.adoptRecord(r)
 		in.mu.Lock()
@@ -181,8 +187,7 @@ func (a *Agent) stepIn(mid string, ev any) error {
 		}
 		in.mu.Unlock()
 	}
-	err := a.stepMig(in, ev)
-	return err
+	return a.stepMigTimed(in, ev)
 }
 
 // adoptRecord makes an inMig for a ledger record.
@@ -208,9 +213,18 @@ func (a *Agent) adoptRecord(r migrate.InRecord) *inMig {
 // returns the reply for the request that brought ev (nil when none was
 // asked for).
 func (a *Agent) stepMig(in *inMig, ev any) error {
+	_, err := a.stepMigTimed(in, ev)
+	return err
+}
+
+// stepMigTimed is stepMig, and the steps it carried out (the job is
+// stopped during each: a migration's events come while it is).
+func (a *Agent) stepMigTimed(in *inMig, ev any) ([]api.Phase, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return a.carryOutIn(in, in.m.Step(time.Now(), ev))
+	in.ph = phaseLog{side: api.SideDest, frozen: true}
+	err := a.carryOutIn(in, in.m.Step(time.Now(), ev))
+	return in.ph.list, err
 }
 
 // carryOutIn carries out acts, then steps the machine with each event they
@@ -258,13 +272,17 @@ func (a *Agent) carryOutIn(in *inMig, acts []any) error {
 // doIn carries out one action and returns the event that answers it.
 func (a *Agent) doIn(in *inMig, act any) any {
 	r := in.m.Record()
+	t := time.Now()
 	switch act := act.(type) {
 	case migrate.PersistIn:
 		if !a.persist(r.MID, func() error { return a.store.PutIn(act.Record) }) {
 			in.halted = true
 		}
+		in.ph.add("persist", t)
 	case migrate.Receive:
-		return migrate.Received{Err: a.receive(in)}
+		err := a.receive(in)
+		in.ph.add("receive", t)
+		return migrate.Received{Err: err}
 	case migrate.Restore:
 		pid, err := a.restoreIn(in)
 		if err != nil {
@@ -273,10 +291,12 @@ func (a *Agent) doIn(in *inMig, act any) any {
 		// The restored tasks, still stopped, run as the job's owner and
 		// nobody else: CRIU restored them as root from images a member
 		// sent.
+		t = time.Now()
 		creds, err := a.ckpt.Creds(pid)
 		if err == nil {
 			err = migrate.CheckCreds(in.hdr.UID, in.hdr.GID, in.hdr.Groups, creds)
 		}
+		in.ph.add("check creds", t)
 		if err != nil {
 			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
 			return migrate.Restored{Err: errkind.New(ErrBadRequest, "restore on node %s: %v", a.cfg.NodeID, err)}
@@ -284,13 +304,16 @@ func (a *Agent) doIn(in *inMig, act any) any {
 		return migrate.Restored{PID: pid, Tix: a.procs.StartTicks(pid)}
 	case migrate.Adopt:
 		a.adoptIn(in, r)
+		in.ph.add("adopt", t)
 	case migrate.Resume:
 		if a.procs.Alive(r.PID, r.Tix) {
 			a.ckpt.Thaw(r.PID, in.hdr.Stopped)
 		}
+		in.ph.add("resume", t)
 		a.kickPusher()
 	case migrate.Discard:
 		a.discardIn(in, r)
+		in.ph.add("discard", t)
 	case migrate.Ask:
 		return a.ask(r)
 	case migrate.Wake:
@@ -348,14 +371,17 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 	var stopLazy func()
 	if hdr.Lazy {
 		var err error
-		if in.lazy, stopLazy, err = a.startLazyPages(hdr.From, hdr.MID, in.images); err != nil {
+		in.lazy, stopLazy, err = a.startLazyPages(hdr.From, hdr.MID, in.images)
+		in.ph.add("lazy-pages daemon", start)
+		if err != nil {
 			if stdinR != nil {
 				stdinR.Close()
 			}
 			return 0, err
 		}
 	}
-	pid, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: in.m.Record().Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy})
+	pid, times, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: in.m.Record().Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy})
+	in.ph.addTimes(times, true)
 	if stdinR != nil {
 		stdinR.Close()
 	}

@@ -113,6 +113,14 @@ type migrateReady struct {
 	// SettleMS is from the end of the restore to the answer: the check
 	// of the restored tasks' credentials and the durable ledger record.
 	SettleMS float64 `json:"settle_ms"`
+	// Phases are the destination's steps from the stream's header on.
+	Phases []api.Phase `json:"phases,omitempty"`
+}
+
+// migrateCommitted is the destination's answer to a commit: the steps it
+// took to resume the copy.
+type migrateCommitted struct {
+	Phases []api.Phase `json:"phases,omitempty"`
 }
 
 // checkFiles says whether this node has a job's open files as the job

@@ -14,6 +14,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/asuser"
+	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
@@ -35,8 +36,10 @@ type outMig struct {
 	dir     string // the images directory
 	lazy    *lazyDump
 	mig     api.Migration
+	ph      phaseLog // where the time went, the destination's steps included
 	start   time.Time
-	frozen  time.Time
+	frozen  time.Time // when the dump began
+	resumed time.Time // when the destination answered the commit
 	wakeAt  time.Time
 	left    bool
 	halted  bool   // the ledger could not be written before the agent stopped
@@ -53,7 +56,7 @@ func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
 	if err != nil {
 		return api.Migration{At: time.Now(), From: a.cfg.NodeID, To: req.To, Lazy: req.Lazy, Why: req.Why}, err
 	}
-	o := &outMig{a: a, m: &migrate.Source{}, req: req, lj: lj, start: time.Now(), done: make(chan error, 1)}
+	o := &outMig{a: a, m: &migrate.Source{}, req: req, lj: lj, start: time.Now(), done: make(chan error, 1), ph: phaseLog{side: api.SideSource}}
 	o.mig = api.Migration{At: o.start, From: a.cfg.NodeID, To: req.To, Lazy: req.Lazy, Why: req.Why}
 	if o.mig.Why == "" {
 		o.mig.Why = "roam migrate"
@@ -161,16 +164,21 @@ func (o *outMig) carryOut(acts []any) {
 // do carries out one action and returns the event that answers it, if any.
 func (o *outMig) do(act any) any {
 	a, r := o.a, o.m.Record()
+	t := time.Now()
 	switch act := act.(type) {
 	case migrate.CheckLocal:
 		pin, err := o.checkLocal(r)
+		o.ph.add("judge", t)
 		return migrate.LocalChecked{Pin: pin, Err: err}
 	case migrate.SendCheck:
-		return migrate.CheckAnswer{Err: o.sendCheck(r)}
+		err := o.sendCheck(r)
+		o.ph.add("check", t)
+		return migrate.CheckAnswer{Err: err}
 	case migrate.Persist:
 		if !a.persist(r.MID, func() error { return a.store.PutOut(act.Record) }) {
 			o.halted = true
 		}
+		o.ph.add("persist", t)
 	case migrate.Dump:
 		return migrate.Dumped{Err: o.dump(r)}
 	case migrate.SendImages:
@@ -182,9 +190,15 @@ func (o *outMig) do(act any) any {
 		if a.procs.Alive(r.PID, r.Tix) {
 			a.ckpt.Thaw(r.PID, o.stopped)
 		}
+		if o.ph.frozen {
+			// A failed migration froze the job until now.
+			o.ph.add("thaw", t)
+			o.mig.FreezeMS, o.ph.frozen = o.ph.frozenMS(), false
+		}
 	case migrate.Kill:
 		o.leave(r)
 		a.procs.Kill(r.PID, r.Tix, 30*time.Second)
+		o.ph.add("kill", t)
 		return migrate.CopyGone{}
 	case migrate.SendCommit:
 		if r.Lazy && !o.left {
@@ -193,10 +207,14 @@ func (o *outMig) do(act any) any {
 			// holds it, has served the last page (Kill waits for that).
 			o.leave(r)
 			a.procs.Kill(r.PID, r.Tix, 0)
+			o.ph.add("kill", t)
+			t = time.Now()
 		}
-		err := o.call(r.To, "/v1/peer/migrate/commit?mid="+r.MID)
-		if o.mig.FreezeMS == 0 && !o.frozen.IsZero() {
-			o.mig.FreezeMS = msSince(o.frozen)
+		theirs, err := o.commit(r)
+		o.ph.addCall("commit", t, theirs)
+		if o.ph.frozen {
+			o.resumed = time.Now()
+			o.mig.FreezeMS, o.ph.frozen = o.ph.frozenMS(), false
 		}
 		return migrate.CommitAnswer{Err: err}
 	case migrate.SendAbort:
@@ -205,7 +223,10 @@ func (o *outMig) do(act any) any {
 		}
 	case migrate.WaitPages:
 		err := o.lazy.Wait()
-		o.mig.WindowMS = msSince(o.frozen) - o.mig.FreezeMS
+		o.ph.add("post-copy", t)
+		if !o.resumed.IsZero() {
+			o.mig.WindowMS = msSince(o.resumed)
+		}
 		o.mig.Bytes += o.lazy.bytes.Load()
 		if err != nil {
 			a.log.Error("lazy migration: pages not all delivered", "job", r.Job, "err", err)
@@ -282,6 +303,7 @@ func (o *outMig) sendCheck(r migrate.Record) error {
 // dump freezes and dumps the job; eager, its pages go to the sink.
 func (o *outMig) dump(r migrate.Record) error {
 	a := o.a
+	t := time.Now()
 	mounts, err := a.ckpt.Mounts(r.PID)
 	if err != nil {
 		return err
@@ -291,13 +313,16 @@ func (o *outMig) dump(r migrate.Record) error {
 	if err := os.MkdirAll(o.dir, 0o700); err != nil {
 		return err
 	}
+	o.ph.add("prepare", t)
 	o.frozen = time.Now()
 	defer func() { o.mig.DumpMS = msSince(o.frozen) }()
 	if r.Lazy {
-		o.lazy, err = a.startLazyDump(r.MID, r.PID, o.dir, mounts)
+		var times ckpt.Times
+		o.lazy, times, err = a.startLazyDump(r.MID, r.PID, o.dir, mounts)
+		o.ph.addTimes(times, false)
 		return err
 	}
-	o.mig.Bytes, err = a.streamedDump(o.addr, r.MID, r.PID, o.dir, mounts)
+	o.mig.Bytes, err = a.streamedDump(o.addr, r.MID, r.PID, o.dir, mounts, &o.ph)
 	return err
 }
 
@@ -307,7 +332,10 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	// The frozen tree is judged again: a lock taken since the check would
 	// make the destination's restore wait (CRIU takes it again, blocking,
 	// while this frozen copy holds it) until CRIU's time limit.
-	if v := a.ckpt.Inspect(r.PID, a.memberIPs(), true); v.Pin != "" {
+	t := time.Now()
+	v := a.ckpt.Inspect(r.PID, a.memberIPs(), true)
+	o.ph.add("judge frozen", t)
+	if v.Pin != "" {
 		return errkind.New(ErrBadRequest, "job %s, once frozen: %s", r.Job, v.Pin)
 	}
 	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Mounts: o.mounts, Lazy: r.Lazy, Streamed: !r.Lazy, Stopped: o.stopped}
@@ -332,6 +360,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	o.mig.Bytes += n
 	o.mig.RestoreMS, o.mig.SettleMS = ready.RestoreMS, ready.SettleMS
 	o.mig.CopyMS = msSince(sendStart) - ready.RestoreMS - ready.SettleMS
+	o.ph.addCall("stream", sendStart, theirPhases(ready.Phases, api.SideDest))
 	return err
 }
 
@@ -362,15 +391,19 @@ func (o *outMig) leave(r migrate.Record) {
 	}
 }
 
-func (o *outMig) call(node, path string) error {
+// commit tells the destination to resume its copy, and returns the
+// steps it took to.
+func (o *outMig) commit(r migrate.Record) ([]api.Phase, error) {
 	if o.addr == "" {
-		addr, err := o.a.peerAddr(node)
+		addr, err := o.a.peerAddr(r.To)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		o.addr = addr
 	}
-	return o.a.peerCallAddr(o.addr, http.MethodPost, path, nil, nil)
+	var ans migrateCommitted
+	err := o.a.peerCallAddr(o.addr, http.MethodPost, "/v1/peer/migrate/commit?mid="+r.MID, nil, &ans)
+	return theirPhases(ans.Phases, api.SideDest), err
 }
 
 func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {
@@ -385,6 +418,7 @@ func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {
 	if m.TotalMS == 0 && !o.start.IsZero() {
 		m.TotalMS = msSince(o.start)
 	}
+	m.Phases = o.ph.list
 	o.mig = m
 	note := jobNote{ID: r.Job, Migration: &m}
 	o.a.jobs.mu.Lock()

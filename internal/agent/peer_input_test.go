@@ -70,6 +70,9 @@ func TestAgentsRefuseADuplicatedMigrationStream(t *testing.T) {
 		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err != nil || !m.OK {
 			t.Fatalf("migrate: %+v %v", m, err)
 		}
+		// The stream's connection is replayed once it closes; the source
+		// keeps it open for its next call to n3.
+		c.nodes[1].a.peerHTTP.CloseIdleConnections()
 		c.waitFor("the stream replayed and answered", time.Minute, func() bool {
 			c.net.mu.Lock()
 			defer c.net.mu.Unlock()

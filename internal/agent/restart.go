@@ -442,7 +442,7 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 			mounts[mp] = mp
 		}
 	}
-	pid, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: ans.ID, Dir: images, Mounts: mounts, Inherit: inherit})
+	pid, _, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: ans.ID, Dir: images, Mounts: mounts, Inherit: inherit})
 	if err != nil {
 		if pid > 0 {
 			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"syscall"
 	"time"
 
@@ -119,6 +120,26 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, a.Policies())
 	})
 	mux.HandleFunc("POST /v1/policy", callerJSON(a.LoadPolicy))
+	// The agent's own profile (Go's pprof), for root: where a migration's
+	// time goes inside the agent. The profiles name other users' jobs.
+	mux.HandleFunc("GET /debug/pprof/{name...}", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		if c.UID != 0 {
+			writeError(w, errkind.New(ErrPermission, "pprof: only root profiles the agent"))
+			return
+		}
+		switch r.PathValue("name") {
+		case "profile":
+			pprof.Profile(w, r)
+		case "trace":
+			pprof.Trace(w, r)
+		case "cmdline":
+			pprof.Cmdline(w, r)
+		case "symbol":
+			pprof.Symbol(w, r)
+		default:
+			pprof.Index(w, r)
+		}
+	}))
 	mux.HandleFunc("GET /v1/events", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		eventsSince(func(since time.Time) []api.Event { return a.Events(c, since) })(w, r)
 	}))
@@ -171,8 +192,18 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/peer/migrate/sink", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"error": a.sinkError(r.URL.Query().Get("mid"))})
 	})
-	mux.HandleFunc("POST /v1/peer/migrate/commit", queryCall("mid", func(mid string) error { return a.stepIn(mid, migrate.CommitMsg{}) }))
-	mux.HandleFunc("POST /v1/peer/migrate/abort", queryCall("mid", func(mid string) error { return a.stepIn(mid, migrate.AbortMsg{}) }))
+	mux.HandleFunc("POST /v1/peer/migrate/commit", func(w http.ResponseWriter, r *http.Request) {
+		ph, err := a.stepIn(r.URL.Query().Get("mid"), migrate.CommitMsg{})
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, migrateCommitted{Phases: ph})
+	})
+	mux.HandleFunc("POST /v1/peer/migrate/abort", queryCall("mid", func(mid string) error {
+		_, err := a.stepIn(mid, migrate.AbortMsg{})
+		return err
+	}))
 	mux.HandleFunc("GET /v1/peer/migrate/outcome", func(w http.ResponseWriter, r *http.Request) {
 		o, err := a.outcome(r.URL.Query().Get("mid"))
 		if err != nil {

@@ -138,14 +138,17 @@ func (a *Agent) dropSink(mid string) {
 // carried (the destination opened the sink when the source checked). A
 // stream that makes no progress for stallTimeout is cut, which fails the
 // dump.
-func (a *Agent) streamedDump(addr, mid string, pid int, dir string, mounts []string) (int64, error) {
+func (a *Agent) streamedDump(addr, mid string, pid int, dir string, mounts []string, ph *phaseLog) (int64, error) {
+	t := time.Now()
 	remote, err := a.dialPeerStream(addr, "/v1/peer/pages?mid="+mid)
+	ph.add("page stream", t)
 	if err != nil {
 		return 0, fmt.Errorf("page stream to the destination: %w", err)
 	}
 	g := guard(remote, stallTimeout)
 	defer g.wd.stop()
-	err = a.ckpt.Dump(pid, dir, mounts, g)
+	times, err := a.ckpt.Dump(pid, dir, mounts, g)
+	ph.addTimes(times, false)
 	n := g.written.Load()
 	switch {
 	case err != nil && g.wd.stalled.Load():

@@ -198,11 +198,18 @@ func Exchange(hc *http.Client, req *http.Request, out any) error {
 		}
 		return &RemoteError{Status: resp.StatusCode, Msg: e.Error}
 	}
+	// The body is read to its end, so that the connection (a TLS session
+	// between agents) is kept for the next request instead of closed.
+	defer io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	if out == nil {
 		return nil
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
+
+// maxDrain bounds what Exchange reads past the answer it decoded: a
+// longer rest closes the connection instead.
+const maxDrain = 64 << 10
 
 // Get is Do with GET and a time-out.
 func (c *Client) Get(path string, out any) error {

@@ -194,11 +194,32 @@ type Migration struct {
 	CopyMS    float64 `json:"copy_ms"`
 	RestoreMS float64 `json:"restore_ms"`
 	SettleMS  float64 `json:"settle_ms"`
-	OK        bool    `json:"ok"`
+	// Phases are the steps of the migration in the order they ran, each
+	// timed on the node that did it: the frozen ones add up to FreezeMS
+	// (a failed migration's too, until its job was thawed).
+	Phases []Phase `json:"phases,omitempty"`
+	OK     bool    `json:"ok"`
 	// Why says who decided it: "roam migrate", or a policy's reason.
 	Why   string `json:"why,omitempty"`
 	Error string `json:"error,omitempty"`
 }
+
+// Phase is one step of a migration or a checkpoint. Side is "source" or
+// "destination", the node that timed it; Frozen says the job was stopped
+// during it. A step that waits on the other node (a call, the stream)
+// counts only its own part: the other node's steps follow it.
+type Phase struct {
+	Side   string  `json:"side"`
+	Name   string  `json:"name"`
+	MS     float64 `json:"ms"`
+	Frozen bool    `json:"frozen,omitempty"`
+}
+
+// Sides of a Phase.
+const (
+	SideSource = "source"
+	SideDest   = "destination"
+)
 
 // MigrateRequest asks to move a running job to Node ("home" for its home
 // node, "auto" to hand it back to the automatic policies).

@@ -142,6 +142,9 @@ type DumpOpts struct {
 	// Ready, with Lazy, is called once the images (all but the pages) are
 	// written, while the page server serves.
 	Ready func()
+	// Started, if set, is called once CRIU's worker runs, before it
+	// touches the job.
+	Started func()
 	// GhostLimit is the largest deleted file (allocated bytes) CRIU puts
 	// in the images; 0 is CRIU's default, 1 MiB.
 	GhostLimit int64
@@ -149,7 +152,15 @@ type DumpOpts struct {
 
 // Dump checkpoints the job and leaves it stopped (SIGSTOP): the caller
 // either kills it, once the copy runs elsewhere, or resumes it with Thaw.
-func (c *CRIU) Dump(o DumpOpts) error {
+// It returns where the time went, also when it failed.
+func (c *CRIU) Dump(o DumpOpts) (Times, error) {
+	t0 := time.Now()
+	var started time.Duration
+	err := c.dump(o, t0, &started)
+	return dumpTimes(o.Dir, started, time.Since(t0)), err
+}
+
+func (c *CRIU) dump(o DumpOpts, t0 time.Time, started *time.Duration) error {
 	d, err := os.Open(o.Dir)
 	if err != nil {
 		return err
@@ -179,8 +190,12 @@ func (c *CRIU) Dump(o DumpOpts) error {
 		return errors.New("criu dump: a lazy dump needs a page socket")
 	}
 	cr, fds, pid, err := c.start(files)
+	*started = time.Since(t0)
 	if err != nil {
 		return err
+	}
+	if o.Started != nil {
+		o.Started()
 	}
 	defer cr.Cleanup()
 	// A lazy dump's time limit ends with its images: serving the pages
@@ -265,8 +280,6 @@ type RestoreOpts struct {
 	Lazy bool
 }
 
-// Restore recreates the job, stopped (SIGSTOP): the caller resumes it with
-// Thaw once the source has let go of its copy. It returns roam-init's pid.
 // start starts CRIU's RPC process (swrk) with files it inherits; CRIU
 // takes such files by their number in its own process, returned in the
 // order given. The duplicates are inheritable only while it starts.
@@ -332,7 +345,17 @@ func (c *CRIU) watch(pid int) (stop func() bool) {
 	}
 }
 
-func (c *CRIU) Restore(o RestoreOpts) (int, error) {
+// Restore recreates the job, stopped (SIGSTOP): the caller resumes it with
+// Thaw once the source has let go of its copy. It returns roam-init's pid,
+// and where the time went.
+func (c *CRIU) Restore(o RestoreOpts) (int, Times, error) {
+	t0 := time.Now()
+	var started time.Duration
+	pid, err := c.restore(o, t0, &started)
+	return pid, restoreTimes(o.Dir, started, time.Since(t0)), err
+}
+
+func (c *CRIU) restore(o RestoreOpts, t0 time.Time, started *time.Duration) (int, error) {
 	d, err := os.Open(o.Dir)
 	if err != nil {
 		return 0, err
@@ -363,6 +386,7 @@ func (c *CRIU) Restore(o RestoreOpts) (int, error) {
 		keys, files = append(keys, key), append(files, f)
 	}
 	cr, fds, pid, err := c.start(files)
+	*started = time.Since(t0)
 	if err != nil {
 		return 0, err
 	}

@@ -1,10 +1,14 @@
 package ckpt
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/checkpoint-restore/go-criu/v7/stats"
+	"google.golang.org/protobuf/proto"
 )
 
 // Fuzz targets for mountinfo, whose mount points a job's owner chooses
@@ -83,6 +87,47 @@ func FuzzNetworkMounts(f *testing.F) {
 		got = NetworkMounts(line)
 		if want := networkFS[fstype]; want && (len(got) != 1 || got[0] != mp) || !want && len(got) != 0 {
 			t.Fatalf("%q read as %q", line, got)
+		}
+	})
+}
+
+// statsImage is a CRIU statistics image of e, as CRIU writes it.
+func statsImage(t testing.TB, e *stats.StatsEntry) []byte {
+	b, err := proto.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := make([]byte, stats.PayloadOffset)
+	binary.LittleEndian.PutUint32(h[stats.PrimaryMagicOffset:], stats.ImgServiceMagic)
+	binary.LittleEndian.PutUint32(h[stats.SecondaryMagicOffset:], stats.StatsMagic)
+	binary.LittleEndian.PutUint32(h[stats.SizeOffset:], uint32(len(b)))
+	return append(h, b...)
+}
+
+// FuzzParseStats: a restore's statistics image may be one a peer sent (a
+// restore that failed before CRIU wrote its own); whatever it holds, it
+// is read without a panic, and what CRIU writes reads back.
+func FuzzParseStats(f *testing.F) {
+	f.Add(statsImage(f, &stats.StatsEntry{Dump: &stats.DumpStatsEntry{FreezingTime: proto.Uint32(1200), FrozenTime: proto.Uint32(50000),
+		MemdumpTime: proto.Uint32(30000), MemwriteTime: proto.Uint32(20000), PagesScanned: proto.Uint64(4096),
+		PagesSkippedParent: proto.Uint64(0), PagesWritten: proto.Uint64(4096), PagesLazy: proto.Uint64(0)}}))
+	f.Add(statsImage(f, &stats.StatsEntry{Restore: &stats.RestoreStatsEntry{PagesCompared: proto.Uint64(0), PagesSkippedCow: proto.Uint64(0),
+		ForkingTime: proto.Uint32(800), RestoreTime: proto.Uint32(40000)}}))
+	f.Add([]byte{})
+	f.Add(make([]byte, stats.PayloadOffset))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := parseStats(b)
+		if err != nil {
+			return
+		}
+		// What parsed is a whole image: its payload re-encodes and
+		// parses to the same times.
+		again, err := parseStats(statsImage(t, st))
+		if err != nil {
+			t.Fatalf("%x parsed, but its re-encoding does not: %v", b, err)
+		}
+		if again.GetDump().GetFrozenTime() != st.GetDump().GetFrozenTime() || again.GetRestore().GetRestoreTime() != st.GetRestore().GetRestoreTime() {
+			t.Fatalf("%x: times changed on re-encoding", b)
 		}
 	})
 }

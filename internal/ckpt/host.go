@@ -15,9 +15,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"roam/internal/api"
 	"roam/internal/cgroup"
 	"roam/internal/migrate"
 	"roam/internal/netx"
@@ -43,14 +45,14 @@ type Checkpointer interface {
 	// pages (a stream to the destination's Sink) as they are read; the job
 	// is left frozen. It returns once pages has ended: the caller cuts a
 	// stream that stalls.
-	Dump(pid int, dir string, mounts []string, pages net.Conn) error
+	Dump(pid int, dir string, mounts []string, pages net.Conn) (Times, error)
 	// Checkpoint freezes the job and dumps it whole, its pages included,
 	// into dir; the job is left frozen.
 	Checkpoint(pid int, dir string, mounts []string) error
 	// DumpLazy freezes the job, dumps all but its pages into dir, and
 	// returns once those images are written; the pages are then served
 	// until the LazyDump ends. The job is left frozen.
-	DumpLazy(pid int, dir string, mounts []string) (LazyDump, error)
+	DumpLazy(pid int, dir string, mounts []string) (LazyDump, Times, error)
 	// Sink starts a page server that writes the pages of a Dump into dir.
 	Sink(dir string) (Sink, error)
 	// LazyPages starts, for a lazy restore from dir, the daemon that
@@ -58,8 +60,9 @@ type Checkpointer interface {
 	// returns once the daemon is ready, and done is closed when it ends.
 	LazyPages(dir string, dial func() (net.Conn, error)) (done <-chan struct{}, stop func(), err error)
 	// Restore restores the job in spec.Dir, frozen, in this node's
-	// cgroups, and returns its roam-init's pid.
-	Restore(spec RestoreSpec) (int, error)
+	// cgroups, and returns its roam-init's pid. Dump, DumpLazy and
+	// Restore say where their time went, also when they fail.
+	Restore(spec RestoreSpec) (int, Times, error)
 	// Thaw resumes a frozen job: all its processes but those whose pid in
 	// the job's namespace is in keep (they were stopped before).
 	Thaw(pid int, keep []int)
@@ -308,17 +311,17 @@ func (h *Host) Mounts(pid int) ([]string, error) { return Mounts(pid) }
 
 // Dump dumps with the pages going through a Unix socket pair (CRIU's end
 // a descriptor it inherits) spliced to pages.
-func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) error {
+func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) (Times, error) {
 	ours, theirs, err := netx.SocketPair()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	spliced := make(chan struct{})
 	go func() {
 		netx.Splice(ours, pages, ours, nil)
 		close(spliced)
 	}()
-	err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, PageConn: theirs, GhostLimit: h.GhostLimit})
+	times, err := h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, PageConn: theirs, GhostLimit: h.GhostLimit})
 	theirs.Close()
 	if err != nil {
 		ours.Close()
@@ -326,13 +329,15 @@ func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) error 
 	}
 	// The destination closes its end once its page server has ended; a
 	// peer that never does is the caller's stall guard's to cut.
+	t := time.Now()
 	<-spliced
-	return err
+	return append(times, api.Phase{Name: "page stream end", MS: ms(time.Since(t)), Frozen: true}), err
 }
 
 // Checkpoint dumps the job whole into dir and leaves it frozen.
 func (h *Host) Checkpoint(pid int, dir string, mounts []string) error {
-	return h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, GhostLimit: h.GhostLimit})
+	_, err := h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, GhostLimit: h.GhostLimit})
+	return err
 }
 
 // lazyDump is a CRIU dump serving pages on one end of a socket pair.
@@ -346,29 +351,39 @@ type lazyDump struct {
 
 // DumpLazy starts CRIU's dump with a page server on a socket pair: no
 // port, so no process on the node can reach it.
-func (h *Host) DumpLazy(pid int, dir string, mounts []string) (LazyDump, error) {
+func (h *Host) DumpLazy(pid int, dir string, mounts []string) (LazyDump, Times, error) {
 	ours, theirs, err := netx.SocketPair()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d := &lazyDump{pages: ours, done: make(chan struct{})}
 	ready := make(chan struct{})
 	var readyOnce sync.Once
+	t0 := time.Now()
+	var started atomic.Int64 // since t0, once CRIU's worker runs
 	go func() {
-		d.err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true, GhostLimit: h.GhostLimit,
-			PageConn: theirs, Ready: func() { readyOnce.Do(func() { close(ready) }) }})
+		_, d.err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true, GhostLimit: h.GhostLimit,
+			PageConn: theirs, Ready: func() { readyOnce.Do(func() { close(ready) }) },
+			Started: func() { started.Store(int64(time.Since(t0))) }})
 		theirs.Close()
 		close(d.done)
 	}()
+	// CRIU's own statistics come at the end of the dump, after the last
+	// page: from its start until the images are ready is one part.
+	times := func() Times {
+		s := time.Duration(started.Load())
+		return Times{{Name: "criu start", MS: ms(s)}, {Name: "criu dump", MS: ms(time.Since(t0) - s), Frozen: true}}
+	}
 	select {
 	case <-ready:
-		return d, nil
+		return d, times(), nil
 	case <-d.done:
 		ours.Close()
+		times := times()
 		if d.err == nil {
-			return nil, errors.New("criu dump ended before its images were ready")
+			return nil, times, errors.New("criu dump ended before its images were ready")
 		}
-		return nil, d.err
+		return nil, times, d.err
 	}
 }
 
@@ -519,13 +534,16 @@ func tail(path string) string {
 // restore; the job moves into its CPU group (the node's jobs') while it is
 // still frozen.
 // Under v2, where one group holds both, it goes straight into its own.
-func (h *Host) Restore(s RestoreSpec) (int, error) {
+func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 	var roots map[string]string
 	var rel string
+	var times Times
 	if h.Jobs != nil {
+		t := time.Now()
 		_, release, err := h.Jobs.Enter(s.ID)
+		times = append(times, api.Phase{Name: "job cgroup", MS: ms(time.Since(t))})
 		if err != nil {
-			return 0, err
+			return 0, times, err
 		}
 		defer release()
 		rel = "/" + strings.TrimPrefix(h.Jobs.Rel(s.ID), "/")
@@ -539,21 +557,27 @@ func (h *Host) Restore(s RestoreSpec) (int, error) {
 			roots = map[string]string{"": rel}
 		}
 	}
-	pid, err := h.CRIU.Restore(RestoreOpts{Dir: s.Dir, Mounts: s.Mounts, Inherit: s.Inherit, Lazy: s.Lazy, CgroupRoots: roots})
+	pid, ct, err := h.CRIU.Restore(RestoreOpts{Dir: s.Dir, Mounts: s.Mounts, Inherit: s.Inherit, Lazy: s.Lazy, CgroupRoots: roots})
+	times = append(times, ct...)
 	if err != nil {
-		return 0, err
+		return 0, times, err
 	}
-	if err := rearmTimerfds(pid); err != nil {
-		return pid, fmt.Errorf("restore: %w", err)
+	t := time.Now()
+	err = rearmTimerfds(pid)
+	times = append(times, api.Phase{Name: "timerfds", MS: ms(time.Since(t))})
+	if err != nil {
+		return pid, times, fmt.Errorf("restore: %w", err)
 	}
 	if h.Jobs != nil && !h.Layout.V2 {
+		t := time.Now()
 		for _, p := range procfs.Tree(pid) {
 			if err := h.Layout.AddCPUProc(h.Jobs.CPURel(s.ID), p); err != nil {
-				return pid, fmt.Errorf("move restored process %d into cgroup %s: %w", p, h.Jobs.CPURel(s.ID), err)
+				return pid, times, fmt.Errorf("move restored process %d into cgroup %s: %w", p, h.Jobs.CPURel(s.ID), err)
 			}
 		}
+		times = append(times, api.Phase{Name: "cpu cgroup", MS: ms(time.Since(t))})
 	}
-	return pid, nil
+	return pid, times, nil
 }
 
 // Thaw resumes every process of the job's tree.

@@ -27,7 +27,7 @@ func TestCRIUTimeLimit(t *testing.T) {
 	c := CRIU{Path: hang, ExecMu: &sync.Mutex{}, Timeout: 300 * time.Millisecond}
 	before := procfs.Children(os.Getpid())
 	start := time.Now()
-	_, err := c.Restore(RestoreOpts{Dir: images})
+	_, _, err := c.Restore(RestoreOpts{Dir: images})
 	took := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "no answer within 300ms") {
 		t.Fatalf("restore: %v", err)

@@ -1,0 +1,126 @@
+package agent
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+// A migration's log says where its time went: the steps of both nodes in
+// the order they ran, the frozen ones adding up to its freeze, also when
+// it failed and the job was thawed where it was.
+func TestAgentsTimeEveryStepOfAMigration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 31, faults{}, "static")
+		c.world.mu.Lock()
+		c.world.dumpTime, c.world.restoreTime = 70*time.Millisecond, 40*time.Millisecond
+		c.world.mu.Unlock()
+		id := c.run(0, 1, "n2")[0]
+		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+
+		for _, lazy := range []bool{false, true} {
+			to := map[bool]string{false: "n3", true: "n2"}[lazy]
+			m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: to, Lazy: lazy})
+			if err != nil || !m.OK {
+				t.Fatalf("migrate (lazy %v): %+v %v", lazy, m, err)
+			}
+			checkPhases(t, m, true)
+			if ph := phase(m, api.SideSource, "criu dump"); ph == nil || ph.MS != 70 || !ph.Frozen {
+				t.Fatalf("lazy %v: the source's dump step is %+v, want 70 ms frozen", lazy, ph)
+			}
+			if ph := phase(m, api.SideDest, "criu restore"); ph == nil || ph.MS != 40 || !ph.Frozen {
+				t.Fatalf("lazy %v: the destination's restore step is %+v, want 40 ms frozen", lazy, ph)
+			}
+			if m.FreezeMS < 110 {
+				t.Fatalf("lazy %v: freeze %v ms, less than its dump and restore", lazy, m.FreezeMS)
+			}
+			// The home's log has the same steps.
+			c.waitFor("the home's log", time.Minute, func() bool {
+				log := c.homeRec(id).MigrationLog
+				return len(log) > 0 && log[len(log)-1].MID == m.MID && len(log[len(log)-1].Phases) == len(m.Phases)
+			})
+			t.Logf("lazy %v: freeze %v ms in %d steps", lazy, m.FreezeMS, len(m.Phases))
+		}
+
+		// A restore that fails: the job was frozen for the dump and the
+		// failed restore, and the log says so.
+		c.world.mu.Lock()
+		c.world.restoreFail = 1
+		c.world.mu.Unlock()
+		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err == nil || m.OK {
+			t.Fatalf("migrate with a failing restore: %+v %v", m, err)
+		}
+		var m api.Migration
+		c.waitFor("the failed move in the home's log", time.Minute, func() bool {
+			log := c.homeRec(id).MigrationLog
+			m = log[len(log)-1]
+			return !m.OK && m.Error != ""
+		})
+		checkPhases(t, m, false)
+		if phase(m, api.SideSource, "thaw") == nil || m.FreezeMS < 110 {
+			t.Fatalf("failed migration: freeze %v ms, steps %+v; want the dump and restore counted and a thaw", m.FreezeMS, m.Phases)
+		}
+		if run, _ := c.world.copies(id); len(run) != 1 || run[0] != "n2" {
+			t.Fatalf("after the failed move the job runs on %v", run)
+		}
+	})
+}
+
+// checkPhases: both sides' steps are there (the source's alone when the
+// move failed), each known, and the frozen ones add up to the freeze.
+func checkPhases(t *testing.T, m api.Migration, ok bool) {
+	t.Helper()
+	var frozen float64
+	sides := map[string]int{}
+	for _, p := range m.Phases {
+		if p.Name == "" || p.Name == "other" || p.MS < 0 {
+			t.Fatalf("step %+v", p)
+		}
+		sides[p.Side]++
+		if p.Frozen {
+			frozen += p.MS
+		}
+	}
+	// A destination that failed answers with its error alone: its steps
+	// are then in the source's step that waited for it.
+	if sides[api.SideSource] == 0 || (ok && sides[api.SideDest] == 0) || len(sides) > 2 {
+		t.Fatalf("steps by side %v", sides)
+	}
+	if diff := frozen - m.FreezeMS; diff > 0.01 || diff < -0.01 {
+		t.Fatalf("frozen steps add up to %v ms, the freeze is %v ms: %+v", frozen, m.FreezeMS, m.Phases)
+	}
+	if ok {
+		for _, want := range [][2]string{{api.SideSource, "judge"}, {api.SideSource, "check"}, {api.SideSource, "stream"},
+			{api.SideSource, "commit"}, {api.SideDest, "receive"}, {api.SideDest, "adopt"}, {api.SideDest, "resume"}} {
+			if phase(m, want[0], want[1]) == nil {
+				t.Fatalf("no %s step %q in %+v", want[0], want[1], m.Phases)
+			}
+		}
+		// The freeze ends with the destination's resume; a lazy move's
+		// pages come after it.
+		var last api.Phase
+		for _, p := range m.Phases {
+			if p.Frozen {
+				last = p
+			}
+		}
+		if last.Side != api.SideDest || last.Name != "resume" {
+			t.Fatalf("the last frozen step is %+v, want the destination's resume", last)
+		}
+		if pc := phase(m, api.SideSource, "post-copy"); m.Lazy && (pc == nil || pc.Frozen) {
+			t.Fatalf("lazy: post-copy step %+v, want one, not frozen", pc)
+		}
+	}
+}
+
+func phase(m api.Migration, side, name string) *api.Phase {
+	for i, p := range m.Phases {
+		if p.Side == side && p.Name == name {
+			return &m.Phases[i]
+		}
+	}
+	return nil
+}
