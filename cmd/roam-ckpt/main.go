@@ -14,7 +14,7 @@
 //
 // Usage:
 //
-//	roam-ckpt [--criu PATH] --node-dir DIR JOB-ID
+//	roam-ckpt [--criu PATH] [--keep] --node-dir DIR JOB-ID
 package main
 
 import (
@@ -34,7 +34,7 @@ import (
 	"roam/internal/procfs"
 )
 
-const usage = "usage: roam-ckpt [--criu PATH] --node-dir DIR JOB-ID"
+const usage = "usage: roam-ckpt [--criu PATH] [--keep] --node-dir DIR JOB-ID"
 
 // Result is what roam-ckpt prints: the times of the dump and of the
 // restore, in milliseconds.
@@ -51,6 +51,7 @@ func main() {
 	fs.SetOutput(io.Discard)
 	criuPath := fs.String("criu", "", "CRIU binary (default: roam's own CRIU, else criu on PATH)")
 	nodeDir := fs.String("node-dir", "", "the node's state directory: the images go below it, the job's spool directory is DIR/spool/JOB-ID")
+	keep := fs.Bool("keep", false, "keep the images directory, with CRIU's dump.log and restore.log, and print its path on stderr")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Println(usage)
@@ -67,7 +68,7 @@ func main() {
 	if path == "" {
 		path = ckpt.DefaultPath()
 	}
-	r, err := dumpRestore(path, *nodeDir, fs.Arg(0))
+	r, err := dumpRestore(path, *nodeDir, fs.Arg(0), *keep)
 	if err != nil {
 		fail(err)
 	}
@@ -88,7 +89,7 @@ func fail(err error) {
 // dumpRestore dumps job id where it runs to a directory below the node's
 // state directory and restores a second copy from the images; the copy is
 // then killed and the job resumed.
-func dumpRestore(criuPath, nodeDir, id string) (Result, error) {
+func dumpRestore(criuPath, nodeDir, id string, keep bool) (Result, error) {
 	var r Result
 	pids := ckpt.Copies(id)
 	if len(pids) != 1 {
@@ -99,7 +100,11 @@ func dumpRestore(criuPath, nodeDir, id string) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	defer os.RemoveAll(dir)
+	if keep {
+		fmt.Fprintf(os.Stderr, "roam-ckpt: images and logs kept in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	mounts, err := ckpt.Mounts(pid)
 	if err != nil {
 		return r, err

@@ -692,9 +692,14 @@ var expMigrate = &Experiment{
 			}
 		}
 		x.plan(len(spec.SizesMB))
+		r.Pivot = []string{"step"}
 		ps, err := Migrate(spec, stepWriter{x})
 		for _, p := range ps {
 			v := float64(p.SizeMB)
+			addSteps(r, "eager", v, p.EagerPhases)
+			addSteps(r, "lazy", v, p.LazyPhases)
+			addSteps(r, "local dump", v, p.LocalDumpPh)
+			addSteps(r, "local restore", v, p.LocalRestorePh)
 			r.Add("eager freeze", v, "time", "ms", p.EagerFreezeMS)
 			r.Add("eager total", v, "time", "ms", p.EagerTotalMS)
 			r.Add("raw copy", v, "time", "ms", p.RawCopyMS)
@@ -708,9 +713,74 @@ var expMigrate = &Experiment{
 			r.Add("lazy restore", v, "time", "ms", p.LazyRestMS)
 			r.Add("lazy settle", v, "time", "ms", p.LazySetMS)
 			r.Add("eager total / (raw copy + local dump + restore)", v, "ratio", "", p.Ratio)
+			r.Add("eager freeze / (local dump + restore)", v, "ratio", "", p.EagerFreezeMS/(p.LocalDumpMS+p.LocalRestMS))
 		}
+		migrateTargets(r, sizes)
 		return err
 	},
+}
+
+// addSteps records a migration's steps for the step table, one series per
+// side, step and whether the job was stopped in it (a step taken twice,
+// like a ledger write, adds up), and the frozen ones' sum.
+func addSteps(r *Result, mode string, x float64, ps []api.Phase) {
+	if len(ps) == 0 {
+		return
+	}
+	type key struct {
+		side, name string
+		frozen     bool
+	}
+	var order []key
+	sum := map[key]float64{}
+	var frozen float64
+	for _, p := range ps {
+		k := key{p.Side, p.Name, p.Frozen}
+		if _, ok := sum[k]; !ok {
+			order = append(order, k)
+		}
+		sum[k] += p.MS
+		if p.Frozen {
+			frozen += p.MS
+		}
+	}
+	for _, k := range order {
+		name := mode + " · " + k.name
+		if k.side != "" {
+			name = mode + " · " + k.side + " · " + k.name
+		}
+		if k.frozen && mode != "local dump" && mode != "local restore" {
+			name += " (frozen)"
+		}
+		r.Add(name, x, "step", "ms", sum[k])
+	}
+	if mode == "eager" || mode == "lazy" {
+		r.Add(mode+" · all frozen steps", x, "step", "ms", frozen)
+	}
+}
+
+// migrateTargets checks the freeze-time issue's targets, each size's mean
+// against the same run's baseline.
+func migrateTargets(r *Result, sizes []int) {
+	mean := func(series string, x int, metric string) float64 {
+		if m := r.Get(series, float64(x), metric); m != nil {
+			return m.Mean
+		}
+		return math.NaN()
+	}
+	for _, s := range sizes {
+		local := mean("local dump + restore", s, "time")
+		if s == 16 {
+			f := mean("eager freeze", s, "time")
+			r.Check(fmt.Sprintf("%d MiB: eager freeze ≤ 1.2 × a local dump + restore", s), f <= 1.2*local,
+				"%.0f ms against %.0f ms (%.2f ×)", f, local, f/local)
+		}
+		lf := mean("lazy freeze", s, "time")
+		r.Check(fmt.Sprintf("%d MiB: lazy freeze ≤ 60 ms", s), lf <= 60, "%.0f ms", lf)
+		tot, raw := mean("eager total", s, "time"), mean("raw copy", s, "time")
+		r.Check(fmt.Sprintf("%d MiB: eager total ≤ 1.1 × (raw copy + local dump + restore)", s), tot <= 1.1*(raw+local),
+			"%.0f ms against %.0f ms (%.2f ×)", tot, raw+local, tot/(raw+local))
+	}
 }
 
 // stepWriter turns Migrate's progress lines into steps.

@@ -109,6 +109,9 @@ type Result struct {
 	Charts     []Chart   `json:"charts"`
 	Checks     []Check   `json:"checks"`
 	Notes      []string  `json:"notes,omitempty"`
+	// Pivot are metrics shown in a table of their own, a row per series
+	// and a column per x (many series, each measured at every x).
+	Pivot []string `json:"pivot,omitempty"`
 }
 
 // Add records one repetition's value of a metric.

@@ -94,3 +94,28 @@ func TestWriteResults(t *testing.T) {
 		t.Errorf("chart: %v", err)
 	}
 }
+
+// A pivot metric gets a table of its own, a row per series and a column
+// per x, and stays out of the main table.
+func TestPivotTable(t *testing.T) {
+	r := &Result{XLabel: "RSS (MiB)", Pivot: []string{"step"}}
+	r.Add("eager freeze", 16, "time", "ms", 200)
+	r.Add("eager · source · criu dump (frozen)", 16, "step", "ms", 50)
+	r.Add("eager · source · criu dump (frozen)", 16, "step", "ms", 70)
+	r.Add("eager · source · criu dump (frozen)", 128, "step", "ms", 300)
+	r.Add("eager · destination · resume (frozen)", 128, "step", "ms", 1)
+	got := Table(r)
+	for _, want := range []string{
+		"| series | RSS (MiB) | time (ms) |\n",
+		"| step (ms) | RSS (MiB) 16 | RSS (MiB) 128 |\n",
+		"| eager · source · criu dump (frozen) | 60.0 ± 14.1 | 300 |\n",
+		"| eager · destination · resume (frozen) |  | 1.00 |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("no %q in\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "step (ms) |\n") || strings.Count(got, "criu dump") != 1 {
+		t.Fatalf("the step metric leaked into the main table:\n%s", got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"roam/internal/api"
 	"roam/internal/emu"
 )
 
@@ -21,9 +22,10 @@ import (
 // spec.Ckpt does it, in the node's network namespace, as the node's agent
 // runs CRIU (from another one CRIU would try to dump and lock the
 // network): it is started there as emu starts the agents.
-func localDumpRestore(n emu.NodeState, spec MigrateSpec, id string) (dumpMS, restMS float64, err error) {
+func localDumpRestore(n emu.NodeState, spec MigrateSpec, id string) (localResult, error) {
+	var r localResult
 	if spec.Ckpt == "" {
-		return 0, 0, errors.New("no roam-ckpt binary given")
+		return r, errors.New("no roam-ckpt binary given")
 	}
 	args := []string{"--net=/run/netns/" + n.Netns, spec.Ckpt, "--node-dir", n.Dir}
 	if spec.CRIU != "" {
@@ -35,16 +37,21 @@ func localDumpRestore(n emu.NodeState, spec MigrateSpec, id string) (dumpMS, res
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
-			return 0, 0, errors.New(msg)
+			return r, errors.New(msg)
 		}
-		return 0, 0, fmt.Errorf("%s: %w", spec.Ckpt, err)
+		return r, fmt.Errorf("%s: %w", spec.Ckpt, err)
 	}
-	var r struct {
-		DumpMS    *float64 `json:"dump_ms"`
-		RestoreMS *float64 `json:"restore_ms"`
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil || r.DumpMS <= 0 || r.RestoreMS <= 0 {
+		return r, fmt.Errorf("%s printed %q, not its dump and restore times", spec.Ckpt, tail(strings.TrimSpace(stdout.String())))
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil || r.DumpMS == nil || r.RestoreMS == nil {
-		return 0, 0, fmt.Errorf("%s printed %q, not its dump and restore times", spec.Ckpt, tail(strings.TrimSpace(stdout.String())))
-	}
-	return *r.DumpMS, *r.RestoreMS, nil
+	return r, nil
+}
+
+// localResult is what roam-ckpt prints: the dump's and the restore's
+// times, and their parts.
+type localResult struct {
+	DumpMS    float64     `json:"dump_ms"`
+	RestoreMS float64     `json:"restore_ms"`
+	Dump      []api.Phase `json:"dump"`
+	Restore   []api.Phase `json:"restore"`
 }

@@ -54,6 +54,12 @@ type MigratePoint struct {
 	LazyRestMS float64 `json:"lazy_restore_ms"`
 	LazySetMS  float64 `json:"lazy_settle_ms"`
 	LazyBytes  int64   `json:"lazy_bytes"`
+	// Where each went, step by step: the migrations' logs, and CRIU's
+	// statistics of the local dump and restore.
+	EagerPhases    []api.Phase `json:"eager_phases"`
+	LazyPhases     []api.Phase `json:"lazy_phases"`
+	LocalDumpPh    []api.Phase `json:"local_dump_phases"`
+	LocalRestorePh []api.Phase `json:"local_restore_phases"`
 }
 
 // Migrate runs the migration benchmark on a 2-node cluster it brings up
@@ -106,15 +112,18 @@ func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (Mig
 		err := cl.Do(context.Background(), http.MethodPost, "/v1/migrate", api.MigrateRequest{ID: id, Node: to, Lazy: lazy}, &m)
 		return m, err
 	}
-	if p.LocalDumpMS, p.LocalRestMS, err = localDumpRestore(st.Nodes[0], spec, id); err != nil {
+	local, err := localDumpRestore(st.Nodes[0], spec, id)
+	if err != nil {
 		return p, fmt.Errorf("local dump and restore: %w", err)
 	}
+	p.LocalDumpMS, p.LocalRestMS, p.LocalDumpPh, p.LocalRestorePh = local.DumpMS, local.RestoreMS, local.Dump, local.Restore
 	m, err := migrate("2", false)
 	if err != nil {
 		return p, fmt.Errorf("eager migration: %w", err)
 	}
 	p.Bytes, p.EagerFreezeMS, p.EagerTotalMS = m.Bytes, m.FreezeMS, m.TotalMS
 	p.EagerDumpMS, p.EagerCopyMS, p.EagerRestMS = m.DumpMS, m.CopyMS, m.RestoreMS
+	p.EagerPhases = m.Phases
 	if p.RawCopyMS, err = rawCopy(st, m.Bytes); err != nil {
 		return p, fmt.Errorf("raw copy: %w", err)
 	}
@@ -126,6 +135,7 @@ func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (Mig
 	}
 	p.LazyFreezeMS, p.LazyTotalMS, p.LazyWindowMS, p.LazyBytes = m.FreezeMS, m.TotalMS, m.WindowMS, m.Bytes
 	p.LazyDumpMS, p.LazyCopyMS, p.LazyRestMS, p.LazySetMS = m.DumpMS, m.CopyMS, m.RestoreMS, m.SettleMS
+	p.LazyPhases = m.Phases
 	return p, nil
 }
 

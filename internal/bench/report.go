@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,6 +122,9 @@ func Table(r *Result) string {
 	var metrics []string
 	units := map[string]string{}
 	for _, m := range r.Measures {
+		if slices.Contains(r.Pivot, m.Metric) {
+			continue
+		}
 		k := key{m.Series, m.X}
 		if !seen[k] {
 			seen[k] = true
@@ -155,6 +159,57 @@ func Table(r *Result) string {
 		fmt.Fprintf(&b, "| %s | %s", k.series, num(k.x))
 		for _, m := range metrics {
 			if ms := r.Get(k.series, k.x, m); ms != nil {
+				fmt.Fprintf(&b, " | %s", cell(ms))
+			} else {
+				b.WriteString(" | ")
+			}
+		}
+		b.WriteString(" |\n")
+	}
+	for _, m := range r.Pivot {
+		b.WriteString("\n" + pivotTable(r, m))
+	}
+	return b.String()
+}
+
+// pivotTable is one metric's table: a row per series, a column per x.
+func pivotTable(r *Result, metric string) string {
+	var series []string
+	var xs []float64
+	unit := ""
+	for _, m := range r.Measures {
+		if m.Metric != metric {
+			continue
+		}
+		unit = m.Unit
+		if !slices.Contains(series, m.Series) {
+			series = append(series, m.Series)
+		}
+		if !slices.Contains(xs, m.X) {
+			xs = append(xs, m.X)
+		}
+	}
+	if len(series) == 0 {
+		return ""
+	}
+	slices.Sort(xs)
+	var b strings.Builder
+	fmt.Fprintf(&b, "| %s", metric)
+	if unit != "" {
+		fmt.Fprintf(&b, " (%s)", unit)
+	}
+	for _, x := range xs {
+		fmt.Fprintf(&b, " | %s %s", r.XLabel, num(x))
+	}
+	b.WriteString(" |\n|---")
+	for range xs {
+		b.WriteString("|---")
+	}
+	b.WriteString("|\n")
+	for _, s := range series {
+		fmt.Fprintf(&b, "| %s", s)
+		for _, x := range xs {
+			if ms := r.Get(s, x, metric); ms != nil {
 				fmt.Fprintf(&b, " | %s", cell(ms))
 			} else {
 				b.WriteString(" | ")
