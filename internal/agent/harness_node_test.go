@@ -46,6 +46,9 @@ type fproc struct {
 	exit  chan struct{} // closed when gone
 	// stopped: by a SIGSTOP that roam kill sent, until a SIGCONT
 	stopped bool
+	// outsideCPU: restored with LeaveCPU and not yet settled into its
+	// CPU group
+	outsideCPU bool
 }
 
 // world is every fake process of a harness.
@@ -294,6 +297,30 @@ func (f *fakeNode) Kill(pid int, tix uint64, _ time.Duration) {
 	if p := f.proc(pid, tix); p != nil {
 		f.w.set(p, gone, "kill")
 	}
+}
+
+// outsideCPU says whether a running copy of job id was restored and not
+// settled into its CPU group.
+func (w *world) outsideCPU(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.procs {
+		if p.job == id && p.state == running && p.outsideCPU {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fakeNode) Settle(id string, pid int) error {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	for _, p := range f.w.procs {
+		if p.pid == pid && p.job == id {
+			p.outsideCPU = false
+		}
+	}
+	return nil
 }
 
 func (f *fakeNode) Owner(pid int) (uint32, bool) { return 0, true }
@@ -627,6 +654,7 @@ func (f *fakeNode) restore(s ckpt.RestoreSpec) (int, error) {
 		return 0, errors.New("criu restore: injected fault")
 	}
 	p := f.w.spawn(img.Job, f.name, s.Mounts[ckpt.JobDir], frozen)
+	p.outsideCPU = s.LeaveCPU
 	f.w.counts["restore"]++
 	f.w.check(img.Job, "restore")
 	return p.pid, nil

@@ -42,6 +42,9 @@ func TestAgentsTimeEveryStepOfAMigration(t *testing.T) {
 				log := c.homeRec(id).MigrationLog
 				return len(log) > 0 && log[len(log)-1].MID == m.MID && len(log[len(log)-1].Phases) == len(m.Phases)
 			})
+			if c.world.outsideCPU(id) {
+				t.Fatalf("lazy %v: the job runs outside its CPU group", lazy)
+			}
 			t.Logf("lazy %v: freeze %v ms in %d steps", lazy, m.FreezeMS, len(m.Phases))
 		}
 
@@ -109,6 +112,13 @@ func checkPhases(t *testing.T, m api.Migration, ok bool) {
 		}
 		if last.Side != api.SideDest || last.Name != "resume" {
 			t.Fatalf("the last frozen step is %+v, want the destination's resume", last)
+		}
+		// The job runs before its CPU group, its durable record and its
+		// images' removal are seen to.
+		for _, name := range []string{"cpu cgroup", "record"} {
+			if p := phase(m, api.SideDest, name); p == nil || p.Frozen {
+				t.Fatalf("destination step %q is %+v, want one, not frozen", name, p)
+			}
 		}
 		if pc := phase(m, api.SideSource, "post-copy"); m.Lazy && (pc == nil || pc.Frozen) {
 			t.Fatalf("lazy: post-copy step %+v, want one, not frozen", pc)

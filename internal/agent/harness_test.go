@@ -219,6 +219,9 @@ func (c *cluster) settled(ids []string) (bool, string) {
 		if len(run) != 1 || len(frz) != 0 {
 			return false, fmt.Sprintf("job %s: running on %v, frozen on %v", id, run, frz)
 		}
+		if c.world.outsideCPU(id) {
+			return false, fmt.Sprintf("job %s runs outside its CPU group", id)
+		}
 		if node := c.homeRec(id).Node; node != run[0] {
 			return false, fmt.Sprintf("job %s runs on %s, its home's record says %q", id, run[0], node)
 		}

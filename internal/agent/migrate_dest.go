@@ -44,7 +44,10 @@ type inMig struct {
 	restored time.Time
 	// ph are the steps of the request being handled (the stream, a
 	// commit), sent back with its answer.
-	ph     phaseLog
+	ph phaseLog
+	// adopted is the job's local record once adopted, made durable once
+	// the job runs.
+	adopted *job.Local
 	timer  *time.Timer
 	halted bool // the ledger could not be written before the agent stopped
 }
@@ -306,10 +309,25 @@ func (a *Agent) doIn(in *inMig, act any) any {
 		a.adoptIn(in, r)
 		in.ph.add("adopt", t)
 	case migrate.Resume:
-		if a.procs.Alive(r.PID, r.Tix) {
+		alive := a.procs.Alive(r.PID, r.Tix)
+		if alive {
 			a.ckpt.Thaw(r.PID, in.hdr.Stopped)
 		}
 		in.ph.add("resume", t)
+		in.ph.frozen = false
+		// What the job need not wait for, once it runs: its CPU group
+		// (it ran in the CPU controller's root since its restore), its
+		// local record made durable, its images removed.
+		if alive {
+			t = time.Now()
+			if err := a.ckpt.Settle(r.Job, r.PID); err != nil {
+				a.log.Error("migration: restored job's CPU group", "job", r.Job, "err", err)
+			}
+			in.ph.add("cpu cgroup", t)
+		}
+		t = time.Now()
+		a.recordAdopted(in)
+		in.ph.add("record", t)
 		a.kickPusher()
 	case migrate.Discard:
 		a.discardIn(in, r)
@@ -380,7 +398,7 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 			return 0, err
 		}
 	}
-	pid, times, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: in.m.Record().Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy})
+	pid, times, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: in.m.Record().Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true})
 	in.ph.addTimes(times, true)
 	if stdinR != nil {
 		stdinR.Close()
@@ -412,10 +430,28 @@ func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
 	a.jobs.mu.Unlock()
 	in.stdin = nil
 	a.arrived(l.ID)
-	if err := a.store.PutLocals(l); err != nil {
-		a.log.Error("job table", "err", err)
+	in.adopted = &l
+}
+
+// recordAdopted makes an adopted job's local record durable, and removes
+// its images in the background: nothing waits for that (idempotent).
+func (a *Agent) recordAdopted(in *inMig) {
+	if in.adopted != nil {
+		if err := a.store.PutLocals(*in.adopted); err != nil {
+			a.log.Error("job table", "err", err)
+		}
+		in.adopted = nil
 	}
-	a.removeImages(in)
+	dir, lazy := in.images, in.lazy
+	if dir == "" {
+		return
+	}
+	go func() {
+		if lazy != nil {
+			<-lazy // its lazy-pages daemon reads them until it ends
+		}
+		os.RemoveAll(dir)
+	}()
 }
 
 // discardIn ends whatever this node holds of a migration that did not

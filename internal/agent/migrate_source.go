@@ -196,8 +196,10 @@ func (o *outMig) do(act any) any {
 			o.mig.FreezeMS, o.ph.frozen = o.ph.frozenMS(), false
 		}
 	case migrate.Kill:
+		// Every process of our copy is killed and never runs again; the
+		// kernel frees its memory while the destination resumes.
 		o.leave(r)
-		a.procs.Kill(r.PID, r.Tix, 30*time.Second)
+		a.procs.Kill(r.PID, r.Tix, 0)
 		o.ph.add("kill", t)
 		return migrate.CopyGone{}
 	case migrate.SendCommit:

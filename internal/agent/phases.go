@@ -48,7 +48,9 @@ func (l *phaseLog) addCall(name string, start time.Time, theirs []api.Phase) {
 	}
 	l.list = append(l.list, api.Phase{Side: l.side, Name: name, MS: max(own, 0), Frozen: l.frozen})
 	for _, p := range theirs {
-		p.Frozen = l.frozen
+		// The other node's step is frozen if it says so (a step after
+		// its resume is not) and the job was stopped here.
+		p.Frozen = p.Frozen && l.frozen
 		l.list = append(l.list, p)
 	}
 }
@@ -74,7 +76,7 @@ var destSteps = map[string]bool{
 	"persist": true, "receive": true, "lazy-pages daemon": true, "job cgroup": true,
 	"criu start": true, "criu setup": true, "criu fork": true, "criu restore": true,
 	"timerfds": true, "cpu cgroup": true, "check creds": true, "adopt": true,
-	"resume": true, "discard": true,
+	"resume": true, "discard": true, "record": true,
 }
 
 // theirPhases are the steps the other node sent, as that node's side;

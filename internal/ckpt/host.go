@@ -66,6 +66,9 @@ type Checkpointer interface {
 	// Thaw resumes a frozen job: all its processes but those whose pid in
 	// the job's namespace is in keep (they were stopped before).
 	Thaw(pid int, keep []int)
+	// Settle finishes a restore made with RestoreSpec.LeaveCPU, once the
+	// job runs: its processes go into its CPU group.
+	Settle(id string, pid int) error
 	// StoppedCopies lists the frozen copies of job id whose job directory
 	// is spool: copies a restore left that no record names.
 	StoppedCopies(id, spool string) []int
@@ -105,6 +108,11 @@ type RestoreSpec struct {
 	Inherit map[string]*os.File
 	// Lazy restores with pages fetched by the LazyPages daemon for Dir.
 	Lazy bool
+	// LeaveCPU leaves the restored job in the CPU controller's root; the
+	// caller moves it into its CPU group with Settle once it runs (a
+	// move costs the kernel an RCU grace period, some 10 ms, which the
+	// job would otherwise spend stopped).
+	LeaveCPU bool
 }
 
 // Host is the Checkpointer of a real node: CRIU, with the node's cgroup.
@@ -568,16 +576,29 @@ func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 	if err != nil {
 		return pid, times, fmt.Errorf("restore: %w", err)
 	}
-	if h.Jobs != nil && !h.Layout.V2 {
+	if !s.LeaveCPU {
 		t := time.Now()
-		for _, p := range procfs.Tree(pid) {
-			if err := h.Layout.AddCPUProc(h.Jobs.CPURel(s.ID), p); err != nil {
-				return pid, times, fmt.Errorf("move restored process %d into cgroup %s: %w", p, h.Jobs.CPURel(s.ID), err)
-			}
-		}
+		err := h.Settle(s.ID, pid)
 		times = append(times, api.Phase{Name: "cpu cgroup", MS: ms(time.Since(t))})
+		if err != nil {
+			return pid, times, err
+		}
 	}
 	return pid, times, nil
+}
+
+// Settle moves a restored job's processes into its CPU group (cgroup v1;
+// under v2 the restore put them there).
+func (h *Host) Settle(id string, pid int) error {
+	if h.Jobs == nil || h.Layout.V2 {
+		return nil
+	}
+	for _, p := range procfs.Tree(pid) {
+		if err := h.Layout.AddCPUProc(h.Jobs.CPURel(id), p); err != nil {
+			return fmt.Errorf("move restored process %d into cgroup %s: %w", p, h.Jobs.CPURel(id), err)
+		}
+	}
+	return nil
 }
 
 // Thaw resumes every process of the job's tree.

@@ -7,14 +7,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"roam/internal/cgroup"
-	"roam/internal/procfs"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"roam/internal/cgroup"
+	"roam/internal/procfs"
 )
 
 // Spec is what a node needs to start a job.
@@ -172,14 +175,41 @@ type siginfoQueue struct {
 	_                     [96]byte
 }
 
-// Kill sends SIGKILL to roam-init, which ends the job's PID namespace. A
-// killed process runs on until it has freed its memory: it waits until
-// roam-init, the last of the namespace to go, is gone.
+// Kill sends SIGKILL to roam-init, which ends the job's PID namespace,
+// and to every other process of its tree: once it returns, none of them
+// runs again, not even a stopped one its owner sends SIGCONT (the
+// namespace's end would reach those only once roam-init has freed its
+// memory). A killed process lives on until it has freed its memory: Kill
+// waits up to wait until roam-init, the last of the namespace to go, is
+// gone.
 func (Launcher) Kill(pid int, tix uint64, wait time.Duration) {
 	if Alive(pid, tix) {
+		ns, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+		tree := procfs.Tree(pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if ns != "" {
+			for _, p := range tree {
+				if p != pid {
+					killInNS(p, ns)
+				}
+			}
+		}
 	}
 	WaitGone(pid, tix, wait)
+}
+
+// killInNS sends SIGKILL to process p if it is in PID namespace ns: by a
+// pidfd taken first, so that a pid reused since it was read is never hit.
+func killInNS(p int, ns string) {
+	fd, err := unix.PidfdOpen(p, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if got, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/ns/pid"); err != nil || got != ns {
+		return
+	}
+	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 }
 
 func (Launcher) Owner(pid int) (uint32, bool) {

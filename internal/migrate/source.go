@@ -69,7 +69,7 @@ type (
 	// ReadyAnswer answers SendImages: the destination holds a restored,
 	// stopped copy (Err nil), or not (gone, stalled, restore failed).
 	ReadyAnswer struct{ Err error }
-	// CopyGone answers Kill: the source's copy no longer exists.
+	// CopyGone answers Kill: the source's copy can never run again.
 	CopyGone struct{}
 	// CommitAnswer answers SendCommit.
 	CommitAnswer struct{ Err error }
@@ -96,7 +96,9 @@ type (
 	SendImages struct{}
 	// Thaw: resume the source's copy (idempotent).
 	Thaw struct{}
-	// Kill: kill the source's stopped copy and wait until it is gone
+	// Kill: kill every process of the source's stopped copy, so that none
+	// ever runs again (their exit, the freeing of their memory, need not
+	// be waited for)
 	// (idempotent); answer CopyGone.
 	Kill struct{}
 	// SendCommit: tell the destination to resume; answer CommitAnswer.
