@@ -48,8 +48,8 @@ type inMig struct {
 	// adopted is the job's local record once adopted, made durable once
 	// the job runs.
 	adopted *job.Local
-	timer  *time.Timer
-	halted bool // the ledger could not be written before the agent stopped
+	timer   *time.Timer
+	halted  bool // the ledger could not be written before the agent stopped
 }
 
 // migrateCheck answers a source's check: this node reaches the job's
