@@ -269,6 +269,26 @@ func (n *memnet) newConn(from, to, fate string, d time.Duration, k int) (client,
 
 func (c *memConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
+	if c.client && c.fate == "" && c.sent > 0 && (bytes.HasPrefix(b, []byte("GET ")) || bytes.HasPrefix(b, []byte("POST "))) {
+		// The next request on a connection the agents kept meets a
+		// fault as often as one on a new connection.
+		c.n.mu.Lock()
+		f, d, k := c.n.fate()
+		c.n.counts["request"]++
+		if f == "refuse" {
+			f, k = "cut", 0
+		}
+		if f != "" {
+			c.n.counts[f]++
+		}
+		c.n.mu.Unlock()
+		if f != "" {
+			c.fate, c.d, c.k = f, d, c.sent+k
+			c.peer.mu.Lock()
+			c.peer.fate, c.peer.d, c.peer.k = f, d, c.k
+			c.peer.mu.Unlock()
+		}
+	}
 	if c.client && c.fate == "" {
 		c.n.mu.Lock()
 		if len(c.n.dupPrefix) > 0 && bytes.HasPrefix(b, c.n.dupPrefix) {

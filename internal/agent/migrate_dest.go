@@ -44,12 +44,9 @@ type inMig struct {
 	restored time.Time
 	// ph are the steps of the request being handled (the stream, a
 	// commit), sent back with its answer.
-	ph phaseLog
-	// adopted is the job's local record once adopted, made durable once
-	// the job runs.
-	adopted *job.Local
-	timer   *time.Timer
-	halted  bool // the ledger could not be written before the agent stopped
+	ph     phaseLog
+	timer  *time.Timer
+	halted bool // the ledger could not be written before the agent stopped
 }
 
 // migrateCheck answers a source's check: this node reaches the job's
@@ -316,8 +313,8 @@ func (a *Agent) doIn(in *inMig, act any) any {
 		in.ph.add("resume", t)
 		in.ph.frozen = false
 		// What the job need not wait for, once it runs: its CPU group
-		// (it ran in the CPU controller's root since its restore), its
-		// local record made durable, its images removed.
+		// (it ran in the CPU controller's root since its restore), the
+		// removal of its images.
 		if alive {
 			t = time.Now()
 			if err := a.ckpt.Settle(r.Job, r.PID); err != nil {
@@ -325,9 +322,7 @@ func (a *Agent) doIn(in *inMig, act any) any {
 			}
 			in.ph.add("cpu cgroup", t)
 		}
-		t = time.Now()
-		a.recordAdopted(in)
-		in.ph.add("record", t)
+		a.removeImages(in, true)
 		a.kickPusher()
 	case migrate.Discard:
 		a.discardIn(in, r)
@@ -430,28 +425,11 @@ func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
 	a.jobs.mu.Unlock()
 	in.stdin = nil
 	a.arrived(l.ID)
-	in.adopted = &l
-}
-
-// recordAdopted makes an adopted job's local record durable, and removes
-// its images in the background: nothing waits for that (idempotent).
-func (a *Agent) recordAdopted(in *inMig) {
-	if in.adopted != nil {
-		if err := a.store.PutLocals(*in.adopted); err != nil {
-			a.log.Error("job table", "err", err)
-		}
-		in.adopted = nil
+	// Durable before the job runs: an agent that restarts finds the job
+	// (and, if it has ended meanwhile, its status) in its table.
+	if err := a.store.PutLocals(l); err != nil {
+		a.log.Error("job table", "err", err)
 	}
-	dir, lazy := in.images, in.lazy
-	if dir == "" {
-		return
-	}
-	go func() {
-		if lazy != nil {
-			<-lazy // its lazy-pages daemon reads them until it ends
-		}
-		os.RemoveAll(dir)
-	}()
 }
 
 // discardIn ends whatever this node holds of a migration that did not
@@ -468,7 +446,7 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 		in.stdin.Close()
 		in.stdin = nil
 	}
-	a.removeImages(in)
+	a.removeImages(in, false)
 	a.jobs.mu.Lock()
 	_, here := a.jobs.local[r.Job]
 	a.jobs.mu.Unlock()
@@ -486,18 +464,21 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 }
 
 // removeImages removes a migration's images, once its lazy-pages daemon
-// (if any) no longer reads them.
-func (a *Agent) removeImages(in *inMig) {
+// (if any) no longer reads them; background: without waiting for that
+// (nothing needs the directory gone now).
+func (a *Agent) removeImages(in *inMig, background bool) {
 	dir, lazy := in.images, in.lazy
 	if dir == "" {
 		return
 	}
-	if lazy == nil {
+	if lazy == nil && !background {
 		os.RemoveAll(dir)
 		return
 	}
 	go func() {
-		<-lazy
+		if lazy != nil {
+			<-lazy
+		}
 		os.RemoveAll(dir)
 	}()
 }

@@ -197,9 +197,12 @@ func (o *outMig) do(act any) any {
 		}
 	case migrate.Kill:
 		// Every process of our copy is killed and never runs again; the
-		// kernel frees its memory while the destination resumes.
+		// kernel frees its memory while the destination resumes. A copy
+		// that writes a file in a shared directory is waited for: its
+		// exit closes the file, which sends what it wrote to a network
+		// filesystem's server before the other copy reads it.
 		o.leave(r)
-		a.procs.Kill(r.PID, r.Tix, 0)
+		a.procs.Kill(r.PID, r.Tix, o.killWait())
 		o.ph.add("kill", t)
 		return migrate.CopyGone{}
 	case migrate.SendCommit:
@@ -364,6 +367,18 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	o.mig.CopyMS = msSince(sendStart) - ready.RestoreMS - ready.SettleMS
 	o.ph.addCall("stream", sendStart, theirPhases(ready.Phases, api.SideDest))
 	return err
+}
+
+// killWait is how long to wait for our killed copy to be gone: until its
+// files are closed when it writes one in a shared directory, else not at
+// all.
+func (o *outMig) killWait() time.Duration {
+	for _, f := range o.files {
+		if f.Same && strings.Contains(f.Access, "w") {
+			return 30 * time.Second
+		}
+	}
+	return 0
 }
 
 // leave forgets the job here once the decision to commit is persisted:

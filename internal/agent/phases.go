@@ -76,7 +76,7 @@ var destSteps = map[string]bool{
 	"persist": true, "receive": true, "lazy-pages daemon": true, "job cgroup": true,
 	"criu start": true, "criu setup": true, "criu fork": true, "criu restore": true,
 	"timerfds": true, "cpu cgroup": true, "check creds": true, "adopt": true,
-	"resume": true, "discard": true, "record": true,
+	"resume": true, "discard": true,
 }
 
 // theirPhases are the steps the other node sent, as that node's side;

@@ -540,7 +540,7 @@ func tail(path string) string {
 // memory group, so its pages are charged there from the start, but (cgroup
 // v1) in the CPU controller's root, so that no CPU quota slows the
 // restore; the job moves into its CPU group (the node's jobs') while it is
-// still frozen.
+// still frozen, or, with LeaveCPU, once the caller resumed it (Settle).
 // Under v2, where one group holds both, it goes straight into its own.
 func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 	var roots map[string]string
@@ -588,18 +588,40 @@ func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 }
 
 // Settle moves a restored job's processes into its CPU group (cgroup v1;
-// under v2 the restore put them there).
+// under v2 the restore put them there). The job may run meanwhile: a child
+// forked by a process not yet moved starts outside, so the tree is read
+// again until a read finds no process that was not moved (a moved
+// process's children start in the group).
 func (h *Host) Settle(id string, pid int) error {
 	if h.Jobs == nil || h.Layout.V2 {
 		return nil
 	}
-	for _, p := range procfs.Tree(pid) {
-		if err := h.Layout.AddCPUProc(h.Jobs.CPURel(id), p); err != nil {
-			return fmt.Errorf("move restored process %d into cgroup %s: %w", p, h.Jobs.CPURel(id), err)
+	moved := map[int]bool{}
+	var err error
+	for range settlePasses {
+		fresh := false
+		for _, p := range procfs.Tree(pid) {
+			if moved[p] {
+				continue
+			}
+			fresh = true
+			if e := h.Layout.AddCPUProc(h.Jobs.CPURel(id), p); e != nil {
+				if _, gone := os.Stat("/proc/" + strconv.Itoa(p)); gone == nil {
+					err = fmt.Errorf("move restored process %d into cgroup %s: %w", p, h.Jobs.CPURel(id), e)
+				}
+				continue // tried again at the next read
+			}
+			moved[p] = true
+		}
+		if !fresh {
+			return nil
 		}
 	}
-	return nil
+	return err
 }
+
+// settlePasses bounds Settle's reads of a job's tree.
+const settlePasses = 20
 
 // Thaw resumes every process of the job's tree.
 func (h *Host) Thaw(pid int, keep []int) { Thaw(procfs.Tree(pid), keep) }
