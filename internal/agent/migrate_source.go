@@ -209,7 +209,8 @@ func (o *outMig) do(act any) any {
 		if r.Lazy && !o.left {
 			// It runs there from now on. Our copy never runs again: it
 			// is killed now, and goes once CRIU's page server, which
-			// holds it, has served the last page (Kill waits for that).
+			// holds it, has served the last page (the Kill after
+			// PagesDone).
 			o.leave(r)
 			a.procs.Kill(r.PID, r.Tix, 0)
 			o.ph.add("kill", t)
