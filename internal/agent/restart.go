@@ -489,10 +489,26 @@ func restartable(newest *api.Checkpoint, node string, dead func(string) bool) bo
 	return newest != nil && newest.OK && newest.StoredOn != "" && newest.StoredOn != node && !dead(newest.StoredOn)
 }
 
+// answers says whether node answers this agent on the peer port now.
+// Membership can take a live node for dead for a moment: when a partition
+// heals, a node that was cut off may still gossip the deaths it saw; the
+// node refutes it, but a sweep in between would restart its jobs. A node
+// that answers is not restarted from.
+func (a *Agent) answers(node string) bool {
+	var out struct {
+		Node string `json:"node"`
+	}
+	err := a.peerCallWithin(pingTimeout, node, http.MethodGet, "/v1/peer/ping", nil, &out)
+	return err == nil && out.Node == node
+}
+
+// pingTimeout bounds answers: a node cut off does not answer at all.
+const pingTimeout = time.Second
+
 // restartLost restarts job id, which ran on the dead node lost, from its
 // newest checkpoint, kept on store.
 func (a *Agent) restartLost(rec job.Record, lost string) {
-	if a.isAlive(lost) {
+	if a.isAlive(lost) || a.answers(lost) {
 		return // it answers again: its copy runs on (the next sweep sees)
 	}
 	store := rec.Newest.StoredOn
