@@ -228,6 +228,9 @@ repetition of small work, for CI. roam bench list describes the experiments.`,
 						fmt.Fprintf(e.out, "check FAILED: %s — %s\n", c.Name, c.Detail)
 					}
 				}
+				for _, n := range r.Notes {
+					fmt.Fprintf(e.out, "note: %s\n", n)
+				}
 			}
 			if len(rs) > 0 {
 				fmt.Fprintf(e.out, "report: %s\n", filepath.Join(opts.Out, "report.md"))
