@@ -56,15 +56,7 @@ func (l *phaseLog) addCall(name string, start time.Time, theirs []api.Phase) {
 }
 
 // frozenMS is the time of the steps the job was stopped in.
-func (l *phaseLog) frozenMS() float64 {
-	var s float64
-	for _, p := range l.list {
-		if p.Frozen {
-			s += p.MS
-		}
-	}
-	return s
-}
+func (l *phaseLog) frozenMS() float64 { return ckpt.Times(l.list).Sum(true) }
 
 // maxPhases bounds the steps a node takes from the other's answer.
 const maxPhases = 32

@@ -21,7 +21,8 @@ import (
 // left to the caller. A part CRIU's statistics do not name is one part.
 type Times []api.Phase
 
-// Sum is the time of the parts; frozen: only those the job was stopped in.
+// Sum is the time of the parts; frozen: only those the job was stopped in
+// (a migration's freeze, summed over both nodes' steps).
 func (t Times) Sum(frozen bool) float64 {
 	var s float64
 	for _, p := range t {
