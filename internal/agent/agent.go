@@ -97,6 +97,8 @@ type Agent struct {
 	stop          chan struct{}
 	wg            sync.WaitGroup
 	closeOnce     sync.Once
+	// metaBusy: a re-advertisement of the node's metadata runs (metaCheck).
+	metaBusy atomic.Bool
 }
 
 // peer is what the agent knows of a member from memberlist.
@@ -338,6 +340,7 @@ func (a *Agent) loadLoop() {
 			return
 		case now := <-t.C:
 			a.step(now)
+			a.metaCheck()
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"net"
 	"strconv"
@@ -23,6 +24,34 @@ func (d *delegate) NodeMeta(limit int) []byte {
 		return nil
 	}
 	return b
+}
+
+// metaCheck advertises this node's metadata again when memberlist holds
+// another for it than NodeMeta says now. memberlist's UpdateNode can lose
+// an update: it takes the next incarnation, then applies it; a refute in
+// between (this node heard an older version of itself, as after its agent
+// restarted) takes a higher one with the old metadata, and UpdateNode's
+// lower one is dropped. The members would then see, for instance, a
+// resumed node still draining until its next change. Each probe tick
+// checks; the update runs beside the loop (it waits for a broadcast).
+func (a *Agent) metaCheck() {
+	if a.ml == nil || !a.metaBusy.CompareAndSwap(false, true) {
+		return
+	}
+	want := (*delegate)(a).NodeMeta(memberlist.MetaMaxSize)
+	if bytes.Equal(a.ml.LocalNode().Meta, want) {
+		a.metaBusy.Store(false)
+		return
+	}
+	a.log.Info("gossip: advertising the node's metadata again", "meta", string(want))
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer a.metaBusy.Store(false)
+		if err := a.ml.UpdateNode(time.Second); err != nil {
+			a.log.Warn("gossip: the node's state did not reach every member yet", "err", err)
+		}
+	}()
 }
 
 // NotifyMsg gets a load message. memberlist may reuse b after the call, and

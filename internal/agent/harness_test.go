@@ -7,6 +7,7 @@ package agent
 // real sleep: fake time moves only when every goroutine of the test waits.
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,7 +31,7 @@ import (
 var (
 	harnessSeed       = flag.Int64("harness.seed", 0, "seed of TestAgentsMigrateUnderFaults (0: from the clock)")
 	harnessMigrations = flag.Int("harness.migrations", 10000, "migrations TestAgentsMigrateUnderFaults asks for")
-	harnessLog        = flag.Bool("harness.log", false, "show the agents' logs")
+	harnessLog        = flag.Bool("harness.log", false, "show the agents' logs of a test that fails")
 )
 
 // hnode is one node of a harness cluster.
@@ -59,7 +60,15 @@ func newCluster(t *testing.T, n int, seed int64, f faults, pol string, opts ...f
 	c := &cluster{t: t, net: newMemnet(seed, f), world: newWorld(seed + 1), key: secret.New().GossipKey()}
 	c.log = slog.New(slog.DiscardHandler)
 	if *harnessLog {
-		c.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		var buf syncBuf
+		c.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		t.Cleanup(func() {
+			if t.Failed() {
+				buf.mu.Lock()
+				os.Stderr.Write(buf.b.Bytes())
+				buf.mu.Unlock()
+			}
+		})
 	}
 	sf := filepath.Join(t.TempDir(), "secret")
 	if err := secret.New().WriteFile(sf); err != nil {
@@ -535,4 +544,15 @@ func TestAgentsReservationEnds(t *testing.T) {
 			t.Fatalf("refused just after the reservation's deadline: %s", r)
 		}
 	})
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
 }
