@@ -66,6 +66,8 @@ type world struct {
 	counts map[string]int
 	// odds of a failed dump and a failed restore
 	dumpFail, restoreFail float64
+	// settleFail: how many Settle calls fail before one moves the job
+	settleFail int
 	// how long a dump and a restore take (fake time)
 	dumpTime, restoreTime time.Duration
 	pageBytes             int
@@ -315,6 +317,10 @@ func (w *world) outsideCPU(id string) bool {
 func (f *fakeNode) Settle(id string, pid int) error {
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
+	if f.w.settleFail > 0 {
+		f.w.settleFail--
+		return errors.New("fake settle: refused")
+	}
 	for _, p := range f.w.procs {
 		if p.pid == pid && p.job == id {
 			p.outsideCPU = false

@@ -48,6 +48,22 @@ func TestAgentsTimeEveryStepOfAMigration(t *testing.T) {
 			t.Logf("lazy %v: freeze %v ms in %d steps", lazy, m.FreezeMS, len(m.Phases))
 		}
 
+		// A CPU group that refuses the restored job at first: the job runs
+		// on, and goes into its group a few seconds later.
+		c.world.mu.Lock()
+		c.world.settleFail = 3
+		c.world.mu.Unlock()
+		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err != nil || !m.OK {
+			t.Fatalf("migrate with a CPU group that refuses: %+v %v", m, err)
+		}
+		if !c.world.outsideCPU(id) {
+			t.Fatal("the CPU group refused the job, and yet it is in it")
+		}
+		c.waitFor("the job in its CPU group", 10*time.Second, func() bool { return !c.world.outsideCPU(id) })
+		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
+			t.Fatalf("migrate back: %+v %v", m, err)
+		}
+
 		// A restore that fails: the job was frozen for the dump and the
 		// failed restore, and the log says so.
 		c.world.mu.Lock()

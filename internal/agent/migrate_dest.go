@@ -318,7 +318,7 @@ func (a *Agent) doIn(in *inMig, act any) any {
 		if alive {
 			t = time.Now()
 			if err := a.ckpt.Settle(r.Job, r.PID); err != nil {
-				a.log.Error("migration: restored job's CPU group", "job", r.Job, "err", err)
+				a.settleLater(r.Job, r.PID, r.Tix, err)
 			}
 			in.ph.add("cpu cgroup", t)
 		}
@@ -336,6 +336,41 @@ func (a *Agent) doIn(in *inMig, act any) any {
 	}
 	return nil
 }
+
+// settleLater tries again, in the background, to move a restored job
+// into its CPU group, which Settle could not (a process of the job forks
+// faster than it is read, or the cgroup refused a write): left where the
+// restore put it, the job runs outside the node's CPU share. It tries for
+// settleTries seconds, while the job lives, then says so in the log and
+// the events.
+func (a *Agent) settleLater(id string, pid int, tix uint64, err error) {
+	a.log.Warn("migration: restored job's CPU group, trying again", "job", id, "err", err)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for range settleTries {
+			select {
+			case <-a.stop:
+				return
+			case <-t.C:
+			}
+			if !a.procs.Alive(pid, tix) {
+				return
+			}
+			if err = a.ckpt.Settle(id, pid); err == nil {
+				a.log.Info("migration: restored job in its CPU group", "job", id)
+				return
+			}
+		}
+		a.log.Error("migration: restored job's CPU group", "job", id, "err", err)
+		a.event(api.Event{Kind: "failed", Job: id, UID: a.localOwner(id), Why: "the migrated job runs outside node " + a.cfg.NodeID + "'s CPU group: " + err.Error()})
+	}()
+}
+
+// settleTries bounds settleLater, one try a second.
+const settleTries = 30
 
 // receive reads the archive into the images and spool directories; an
 // eager migration's pages are in its sink's directory already.
