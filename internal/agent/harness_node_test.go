@@ -70,6 +70,8 @@ type world struct {
 	settleFail int
 	// how long a dump and a restore take (fake time)
 	dumpTime, restoreTime time.Duration
+	// dumping: dumps running now; maxDumping, the most at once
+	dumping, maxDumping int
 	pageBytes             int
 	unread                []*os.File // the read ends of jobs' stdin pipes
 }
@@ -449,8 +451,13 @@ func (f *fakeNode) Dump(pid int, dir string, mounts []string, pages net.Conn) (c
 	t := time.Now()
 	f.w.mu.Lock()
 	d := f.w.dumpTime
+	f.w.dumping++
+	f.w.maxDumping = max(f.w.maxDumping, f.w.dumping)
 	f.w.mu.Unlock()
 	time.Sleep(d)
+	f.w.mu.Lock()
+	f.w.dumping--
+	f.w.mu.Unlock()
 	err := f.dump(pid, dir, pages)
 	return ckpt.Times{{Name: "criu dump", MS: msSince(t), Frozen: true}}, err
 }

@@ -149,3 +149,57 @@ func phase(m api.Migration, side, name string) *api.Phase {
 	}
 	return nil
 }
+
+// A burst typed on one node leaves it at once, for every node the gain
+// justifies, and the moves to different nodes run side by side
+// (sched.Lanes; that one round decides them all is sched's
+// TestBalanceSendsToTheNodeWithMostRoomPerCapacity): twelve jobs on n4 of
+// four equal nodes end three on each after nine moves, with three dumps at
+// once, in about three dumps' time.
+func TestAgentsSpreadABurstAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 4, 33, faults{}, "balance")
+		const dump = 200 * time.Millisecond
+		c.world.mu.Lock()
+		c.world.dumpTime = dump
+		c.world.mu.Unlock()
+		ids := c.run(3, 12, "n4")
+		per := func() map[string]int {
+			out := map[string]int{}
+			for _, id := range ids {
+				if r, _ := c.world.copies(id); len(r) == 1 {
+					out[r[0]]++
+				}
+			}
+			return out
+		}
+		c.waitFor("a job leaves n4", time.Minute, func() bool { return per()["n4"] < 12 })
+		first := time.Now()
+		c.waitFor("three jobs on each node", time.Minute, func() bool {
+			p := per()
+			return p["n1"] == 3 && p["n2"] == 3 && p["n3"] == 3 && p["n4"] == 3
+		})
+		took := time.Since(first)
+		time.Sleep(10 * time.Second) // later rounds move nothing more
+		moves := 0
+		for _, id := range ids {
+			moves += c.homeRec(id).Migrations
+		}
+		c.world.mu.Lock()
+		most := c.world.maxDumping
+		c.world.mu.Unlock()
+		t.Logf("9 moves in %v, at most %d dumps at once", took, most)
+		if moves != 9 {
+			t.Fatalf("%d moves, want 9 (three for each other node)", moves)
+		}
+		if most != 3 {
+			t.Fatalf("at most %d dumps at once, want 3: a lane for each destination", most)
+		}
+		if took > 4*dump {
+			t.Fatalf("the burst took %v to spread, more than the %v of three dumps one after the other (and the rest)", took, 4*dump)
+		}
+		if p := per(); p["n1"] != 3 || p["n2"] != 3 || p["n3"] != 3 || p["n4"] != 3 {
+			t.Fatalf("jobs per node after more rounds: %v", p)
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"roam/internal/api"
@@ -126,10 +127,11 @@ func (a *Agent) schedLoop() {
 	}
 }
 
-// round takes a snapshot, decides, and starts the moves (one after the
-// other, in the background), which the ledger records (Started, Finished).
-// Only schedLoop calls it: no other round starts between RoundDue and
-// Started.
+// round takes a snapshot, decides, and starts the moves in the
+// background, which the ledger records (Started, Finished): the moves to
+// one node one after the other, those to different nodes side by side, up
+// to the policy's parallel (sched.Lanes). Only schedLoop calls it: no
+// other round starts between RoundDue and Started.
 func (a *Agent) round(pol *sched.Scheduler) {
 	snap := a.snapshot()
 	a.mu.Lock()
@@ -141,55 +143,70 @@ func (a *Agent) round(pol *sched.Scheduler) {
 	a.sch.mu.Lock()
 	a.sch.ledger.Started(moves)
 	a.sch.mu.Unlock()
+	lanes := sched.Lanes(moves, pol.Parallel())
+	var moved atomic.Bool
+	var wg sync.WaitGroup
+	for _, lane := range lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, mv := range lane {
+				select {
+				case <-a.stop:
+					return
+				default:
+				}
+				if a.move(mv) {
+					moved.Store(true)
+				}
+			}
+		}()
+	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		moved := false
-		defer func() {
-			a.sch.mu.Lock()
-			again := a.sch.ledger.Finished(moved)
-			a.sch.mu.Unlock()
-			if again {
-				a.kickScheduler()
-			}
-		}()
-		for _, mv := range moves {
-			select {
-			case <-a.stop:
-				return
-			default:
-			}
-			var ar admitResponse
-			if err := a.peerCall(mv.To, http.MethodPost, "/v1/peer/migrate/admit", mv, &ar); err == nil && ar.Refused != "" {
-				now := time.Now()
-				a.sch.mu.Lock()
-				a.sch.ledger.Forget(mv)
-				a.sch.ledger.Heard(mv.To, ar.Load, ar.MemFreeMB, now)
-				a.sch.mu.Unlock()
-				a.event(api.Event{Kind: "declined", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
-				continue
-			}
-			m, err := a.migrateOut(migrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why})
-			e := api.Event{Kind: "migrate", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
-			if err != nil {
-				now := time.Now()
-				a.sch.mu.Lock()
-				a.sch.ledger.Forget(mv)
-				a.sch.ledger.Failed(mv.Job, now)
-				a.sch.mu.Unlock()
-				e.Kind, e.Why = "failed", mv.Why+"; failed: "+err.Error()
-				if errors.Is(err, ErrPinned) {
-					a.jobs.mu.Lock()
-					if lj := a.jobs.local[mv.Job]; lj != nil {
-						lj.unmovable = strings.TrimPrefix(err.Error(), mv.Job+": ")
-					}
-					a.jobs.mu.Unlock()
-				}
-			}
-			moved = moved || err == nil
-			a.event(e)
+		wg.Wait()
+		a.sch.mu.Lock()
+		again := a.sch.ledger.Finished(moved.Load())
+		a.sch.mu.Unlock()
+		if again {
+			a.kickScheduler()
 		}
 	}()
+}
+
+// move carries out one move of a round: the destination's admission,
+// then the migration; it says whether the job moved.
+func (a *Agent) move(mv sched.Move) bool {
+	var ar admitResponse
+	if err := a.peerCall(mv.To, http.MethodPost, "/v1/peer/migrate/admit", mv, &ar); err == nil && ar.Refused != "" {
+		now := time.Now()
+		a.sch.mu.Lock()
+		a.sch.ledger.Forget(mv)
+		a.sch.ledger.Heard(mv.To, ar.Load, ar.MemFreeMB, now)
+		a.sch.mu.Unlock()
+		a.event(api.Event{Kind: "declined", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
+		return false
+	}
+	m, err := a.migrateOut(migrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why})
+	e := api.Event{Kind: "migrate", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
+	if err != nil {
+		now := time.Now()
+		a.sch.mu.Lock()
+		a.sch.ledger.Forget(mv)
+		a.sch.ledger.Failed(mv.Job, now)
+		a.sch.mu.Unlock()
+		e.Kind, e.Why = "failed", mv.Why+"; failed: "+err.Error()
+		if errors.Is(err, ErrPinned) {
+			a.jobs.mu.Lock()
+			if lj := a.jobs.local[mv.Job]; lj != nil {
+				lj.unmovable = strings.TrimPrefix(err.Error(), mv.Job+": ")
+			}
+			a.jobs.mu.Unlock()
+		}
+	}
+	a.event(e)
+	return err == nil
 }
 
 // snapshot measures the node and its jobs for a round.

@@ -143,6 +143,8 @@ type Analyzer interface {
 type Manager interface {
 	Pick(s Snapshot, problems []Problem, rng *rand.Rand) (Move, bool)
 	MaxMoves() int
+	// Parallel is how many of its moves may run at once (Lanes).
+	Parallel() int
 }
 
 // Factories of the component types a policy file may name. A new policy
@@ -405,6 +407,9 @@ type migrateManager struct {
 	// HysteresisGain: 0 keeps every recently moved job where it is.
 	HysteresisGain float64 `yaml:"hysteresis_gain"`
 	Max            int     `yaml:"max_moves"`
+	// Par is how many of the round's moves run at once, to as many
+	// nodes.
+	Par int `yaml:"parallel"`
 	// SyscallMB is how many MiB of memory one system call per second
 	// weighs in the cost of a move.
 	SyscallMB float64 `yaml:"syscall_mb"`
@@ -412,12 +417,15 @@ type migrateManager struct {
 
 func newMigrateManager(n *yamlNode) (Manager, error) {
 	m := &migrateManager{MinAge: Duration(DefaultMinAge), Hysteresis: Duration(DefaultHysteresis),
-		HysteresisGain: DefaultHysteresisGain, Max: DefaultMaxMoves, SyscallMB: 1}
+		HysteresisGain: DefaultHysteresisGain, Max: DefaultMaxMoves, Par: DefaultParallel, SyscallMB: 1}
 	if err := decodeParams(n, m); err != nil {
 		return nil, err
 	}
 	if m.Max < 1 || m.Max > 100 {
 		return nil, fmt.Errorf("max_moves %d is not in 1..100", m.Max)
+	}
+	if m.Par < 1 || m.Par > 16 {
+		return nil, fmt.Errorf("parallel %d is not in 1..16", m.Par)
 	}
 	if m.SyscallMB < 0 {
 		return nil, fmt.Errorf("syscall_mb %v is negative", m.SyscallMB)
@@ -429,6 +437,7 @@ func newMigrateManager(n *yamlNode) (Manager, error) {
 }
 
 func (m *migrateManager) MaxMoves() int { return m.Max }
+func (m *migrateManager) Parallel() int { return m.Par }
 
 // movable is whether a policy may move j now for a problem of this kind;
 // recent, whether it moved within the hysteresis: then only a CPU move

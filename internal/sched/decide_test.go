@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,8 @@ func TestBadPoliciesNameTheField(t *testing.T) {
 		"name: x\nanalyzers: {a: {type: balance, params: {treshold: 1}}}\n":   `field treshold not found`,
 		"name: x\nmanagers: {m: {type: migrate, inputs: [nope]}}\n":           `manager m: input "nope"`,
 		"name: x\nmanagers: {m: {type: migrate, params: {max_moves: 0}}}\n":   `max_moves 0`,
+		"name: x\nmanagers: {m: {type: migrate, params: {parallel: 0}}}\n":    `parallel 0 is not in 1..16`,
+		"name: x\nmanagers: {m: {type: migrate, params: {parallel: 17}}}\n":   `parallel 17 is not in 1..16`,
 		"name: x\nmanagers: {m: {type: migrate, params: {min_age: soon}}}\n":  `"soon" is not a duration`,
 		"placement: static\n":              `name is missing`,
 		"name: x\nperiod: 1ms\n":           `period 1ms`,
@@ -73,8 +76,16 @@ func TestBalanceSendsToTheNodeWithMostRoomPerCapacity(t *testing.T) {
 		Peers: []Node{{ID: "1", Capacity: 0.8}, {ID: "2", Capacity: 0.4}, {ID: "3", Capacity: 0.4}},
 		Jobs:  jobs(12, 10*time.Second)}
 	moves := s.Decide(snap, rand.New(rand.NewSource(1)))
-	if len(moves) != DefaultMaxMoves {
-		t.Fatalf("moves %v, want %d", moves, DefaultMaxMoves)
+	// One round spreads the whole burst, as far as the gain goes: 5 jobs
+	// for the 0.8-CPU node, 3 for each 0.4 and 1 left here (loads 6.25,
+	// 7.5, 7.5 and 5 per unit of capacity; one more anywhere would not be
+	// 0.25 below this node's).
+	per := map[string]int{}
+	for _, m := range moves {
+		per[m.To]++
+	}
+	if len(moves) != 11 || per["1"] != 5 || per["2"] != 3 || per["3"] != 3 {
+		t.Fatalf("moves per node %v (%d in all), want 5, 3, 3 (11): %v", per, len(moves), moves)
 	}
 	// 1/0.8 = 1.25 < 2.5: node 1 first; then node 1 at 2.5 ties 2 and 3
 	// at 2.5, and the idle ones win: one job fills each node first.
@@ -137,14 +148,14 @@ func TestRecentJobMovesForALargeGain(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "which moved lately: not 1.75 times below node 4's 5.00") {
 		t.Fatalf("Admit = %v", err)
 	}
-	off, err := ParsePolicy([]byte(strings.Replace(Builtin["balance"], "max_moves: 3", "max_moves: 3, hysteresis_gain: 0", 1)))
+	off, err := ParsePolicy([]byte(strings.Replace(Builtin["balance"], "max_moves: 16", "max_moves: 16, hysteresis_gain: 0", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if moves := off.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
 		t.Fatalf("with hysteresis_gain 0, moved %v", moves)
 	}
-	if _, err := ParsePolicy([]byte(strings.Replace(Builtin["balance"], "max_moves: 3", "max_moves: 3, hysteresis_gain: 1.1", 1))); err == nil ||
+	if _, err := ParsePolicy([]byte(strings.Replace(Builtin["balance"], "max_moves: 16", "max_moves: 16, hysteresis_gain: 1.1", 1))); err == nil ||
 		!strings.Contains(err.Error(), "hysteresis_gain 1.1 is under 1.5") {
 		t.Fatalf("hysteresis_gain 1.1: %v", err)
 	}
@@ -352,5 +363,49 @@ func TestAdmitStopsHerding(t *testing.T) {
 	}
 	if err := Admit(Move{Job: "1.5", Kind: "disk"}, idle); err == nil || !strings.Contains(err.Error(), `unknown kind "disk"`) {
 		t.Fatalf("Admit(disk) = %v", err)
+	}
+}
+
+// A round's moves run in lanes: one node's moves in one lane, in order;
+// at most parallel lanes, each destination in one of them.
+func TestLanesSpreadARoundOverItsDestinations(t *testing.T) {
+	var moves []Move
+	for i, to := range []string{"1", "2", "3", "1", "5", "2", "6", "1"} {
+		moves = append(moves, Move{Job: fmt.Sprintf("4.%d", i+1), To: to})
+	}
+	got := Lanes(moves, 3)
+	want := [][]string{{"4.1", "4.4", "4.8"}, {"4.2", "4.5", "4.6"}, {"4.3", "4.7"}}
+	if len(got) != len(want) {
+		t.Fatalf("%d lanes, want %d: %v", len(got), len(want), got)
+	}
+	for i, l := range got {
+		var ids []string
+		for _, m := range l {
+			ids = append(ids, m.Job)
+		}
+		if !slices.Equal(ids, want[i]) {
+			t.Fatalf("lane %d: %v, want %v", i, ids, want[i])
+		}
+	}
+	lane := map[string]int{}
+	for i, l := range got {
+		for _, m := range l {
+			if j, ok := lane[m.To]; ok && j != i {
+				t.Fatalf("node %s in lanes %d and %d", m.To, j, i)
+			}
+			lane[m.To] = i
+		}
+	}
+	if l := Lanes(moves, 0); len(l) != 1 || len(l[0]) != len(moves) {
+		t.Fatalf("parallel 0: %v, want one lane of all", l)
+	}
+	if Lanes(nil, 4) != nil {
+		t.Fatal("no moves, yet lanes")
+	}
+	if p := mustPolicy(t, "balance").Parallel(); p != DefaultParallel {
+		t.Fatalf("balance runs %d at once, want %d", p, DefaultParallel)
+	}
+	if p := mustPolicy(t, "static").Parallel(); p != 1 {
+		t.Fatalf("static runs %d at once, want 1", p)
 	}
 }
