@@ -72,8 +72,8 @@ type world struct {
 	dumpTime, restoreTime time.Duration
 	// dumping: dumps running now; maxDumping, the most at once
 	dumping, maxDumping int
-	pageBytes             int
-	unread                []*os.File // the read ends of jobs' stdin pipes
+	pageBytes           int
+	unread              []*os.File // the read ends of jobs' stdin pipes
 }
 
 func newWorld(seed int64) *world {

@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"roam/internal/api"
 	"roam/internal/job"
+	"roam/internal/sched"
 )
 
 // A migration's log says where its time went: the steps of both nodes in
@@ -200,6 +204,33 @@ func TestAgentsSpreadABurstAtOnce(t *testing.T) {
 		}
 		if p := per(); p["n1"] != 3 || p["n2"] != 3 || p["n3"] != 3 || p["n4"] != 3 {
 			t.Fatalf("jobs per node after more rounds: %v", p)
+		}
+	})
+}
+
+// A policy with lazy_mb moves a job that large lazily: the policy's
+// choice reaches the migration (the fake jobs have 10 MiB).
+func TestAgentsPolicyMovesLargeJobsLazily(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pol := filepath.Join(t.TempDir(), "lazy.yaml")
+		text := strings.Replace(sched.Builtin["balance"], "max_moves: 16,", "max_moves: 16, lazy_mb: 5,", 1)
+		if err := os.WriteFile(pol, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := newCluster(t, 2, 34, faults{}, pol)
+		ids := c.run(0, 2, "n1")
+		var moved api.Migration
+		c.waitFor("a job moved to n2", time.Minute, func() bool {
+			for _, id := range ids {
+				if log := c.homeRec(id).MigrationLog; len(log) > 0 && log[0].OK {
+					moved = log[0]
+					return true
+				}
+			}
+			return false
+		})
+		if !moved.Lazy || !strings.Contains(moved.Why, "lazily") {
+			t.Fatalf("the policy's move: lazy %v, why %q", moved.Lazy, moved.Why)
 		}
 	})
 }

@@ -80,6 +80,9 @@ type Move struct {
 	// of a CPU by Gain.
 	Gain       float64
 	KeepFreeMB float64
+	// Lazy: migrate it with post-copy (the policy's lazy_mb): its pages
+	// follow on demand after it runs on To.
+	Lazy bool `json:",omitempty"`
 }
 
 // Check refuses a move whose numbers no policy makes: negative or not
@@ -413,6 +416,11 @@ type migrateManager struct {
 	// SyscallMB is how many MiB of memory one system call per second
 	// weighs in the cost of a move.
 	SyscallMB float64 `yaml:"syscall_mb"`
+	// LazyMB: a job whose resident memory is at least this many MiB moves
+	// lazily (post-copy: frozen for its state alone, its pages fetched on
+	// demand from the source, which stays until the last one came); 0:
+	// every move is eager.
+	LazyMB float64 `yaml:"lazy_mb"`
 }
 
 func newMigrateManager(n *yamlNode) (Manager, error) {
@@ -429,6 +437,9 @@ func newMigrateManager(n *yamlNode) (Manager, error) {
 	}
 	if m.SyscallMB < 0 {
 		return nil, fmt.Errorf("syscall_mb %v is negative", m.SyscallMB)
+	}
+	if m.LazyMB < 0 {
+		return nil, fmt.Errorf("lazy_mb %v is negative (0: never lazy)", m.LazyMB)
 	}
 	if m.HysteresisGain != 0 && m.HysteresisGain < 1.5 {
 		return nil, fmt.Errorf("hysteresis_gain %v is under 1.5 (0 turns it off)", m.HysteresisGain)
@@ -498,6 +509,7 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 				if recent[j.ID] {
 					mv.Gain = m.HysteresisGain
 				}
+				mv.Lazy = m.LazyMB > 0 && j.RSSMB >= m.LazyMB
 				if fits(mv, t) != nil {
 					continue
 				}
@@ -505,6 +517,9 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 					pr.Analyzer, pr.Why, j.ID, j.RSSMB, j.SyscallsPerSec, s.Now.Sub(j.Started).Round(time.Second))
 				if recent[j.ID] {
 					mv.Why += fmt.Sprintf("; it moved %s ago, and its CPU share grows %.1f times", s.Now.Sub(j.LastMoved).Round(time.Second), mv.SrcLoad/afterLoad(mv, t))
+				}
+				if mv.Lazy {
+					mv.Why += fmt.Sprintf("; lazily, as it has at least %.0f MiB (lazy_mb)", m.LazyMB)
 				}
 				return mv, true
 			}

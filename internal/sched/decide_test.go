@@ -409,3 +409,36 @@ func TestLanesSpreadARoundOverItsDestinations(t *testing.T) {
 		t.Fatalf("static runs %d at once, want 1", p)
 	}
 }
+
+// lazy_mb: a job with at least that much resident memory moves lazily,
+// a smaller one eagerly; 0 keeps every move eager.
+func TestLazyMBMovesLargeJobsLazily(t *testing.T) {
+	text := strings.Replace(Builtin["balance"], "max_moves: 16,", "max_moves: 16, lazy_mb: 100,", 1)
+	s, err := ParsePolicy([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := jobs(2, 10*time.Second)
+	js[0].RSSMB, js[1].RSSMB = 99, 100
+	snap := Snapshot{Now: t0, Self: Node{ID: "4", Capacity: 1, Load: 8},
+		Peers: []Node{{ID: "1", Capacity: 1}, {ID: "2", Capacity: 1}}, Jobs: js}
+	moves := s.Decide(snap, rand.New(rand.NewSource(1)))
+	lazy := map[string]bool{}
+	for _, m := range moves {
+		lazy[m.Job] = m.Lazy
+		if m.Lazy != strings.Contains(m.Why, "lazily") {
+			t.Fatalf("move %s: lazy %v, why %q", m.Job, m.Lazy, m.Why)
+		}
+	}
+	if len(moves) != 2 || lazy["4.1"] || !lazy["4.2"] {
+		t.Fatalf("moves %+v: want 4.1 (99 MiB) eager and 4.2 (100 MiB) lazy", moves)
+	}
+	for _, m := range mustPolicy(t, "balance").Decide(snap, rand.New(rand.NewSource(1))) {
+		if m.Lazy {
+			t.Fatalf("balance without lazy_mb moved %s lazily", m.Job)
+		}
+	}
+	if _, err := ParsePolicy([]byte(strings.Replace(text, "lazy_mb: 100", "lazy_mb: -1", 1))); err == nil || !strings.Contains(err.Error(), "lazy_mb -1 is negative") {
+		t.Fatalf("lazy_mb -1: %v", err)
+	}
+}
