@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -17,15 +19,19 @@ import (
 // CPU-seconds each on a cluster of nodes with capacities CPU, under each
 // policy, with or without a background load on node 2.
 type BalanceSpec struct {
-	Name     string // cluster name
-	Subnet   string
-	Roamd    string
-	Burn     string // workloads/burn
-	BgLoad   string // workloads/bgload
-	CPU      []float64
-	Jobs     int
-	Work     float64 // CPU-seconds per job
-	Policies []string
+	Name   string // cluster name
+	Subnet string
+	Roamd  string
+	Burn   string // workloads/burn
+	BgLoad string // workloads/bgload
+	CPU    []float64
+	Jobs   int
+	Work   float64 // CPU-seconds per job
+	// ShortWork, when set, runs each policy a second time in the same
+	// run with jobs of this many CPU-seconds: short jobs show how fast a
+	// burst spreads, as their makespan is mostly the time it takes.
+	ShortWork float64
+	Policies  []string
 	// On starts the jobs on this node (balance's test: all on the slowest
 	// node); static places them round-robin, its own placement, whatever
 	// On says: with --on, static would keep them all there.
@@ -40,10 +46,19 @@ type BalanceSpec struct {
 type BalancePoint struct {
 	Policy     string  `json:"policy"`
 	Background bool    `json:"background"`
+	WorkS      float64 `json:"work_s"` // CPU-seconds each job asked for
 	MakespanS  float64 `json:"makespan_s"`
-	// IdealS is total work over total capacity (the background's work
-	// not counted: a lower bound).
-	IdealS     float64 `json:"ideal_s"`
+	// CPUUsedS is the CPU time the jobs really used, as each measured it
+	// (burn's last line): a bit more than the work asked, and what a
+	// restored process's first instants and the jobs' start cost them.
+	CPUUsedS float64 `json:"cpu_used_s"`
+	// IdealS is CPUUsedS over total capacity (the background's work not
+	// counted: a lower bound); NominalIdealS the work asked over it.
+	IdealS        float64 `json:"ideal_s"`
+	NominalIdealS float64 `json:"nominal_ideal_s"`
+	// BalancedS is the time from the first start until no node runs more
+	// jobs than its share (BalancedAt); -1 if that never held.
+	BalancedS  float64 `json:"balanced_s"`
 	Ratio      float64 `json:"ratio_to_ideal"`
 	Migrations int     `json:"migrations"`
 	AllOK      bool    `json:"all_ok"`
@@ -57,14 +72,23 @@ type BalancePoint struct {
 // other on the same machine.
 func Balance(spec BalanceSpec, progress io.Writer) ([]BalancePoint, error) {
 	var out []BalancePoint
-	for _, pol := range spec.Policies {
-		fmt.Fprintf(progress, "balance: %d jobs of %.0f CPU-s under %s%s\n", spec.Jobs, spec.Work, pol, map[bool]string{true: ", background load on node 2"}[spec.Background])
-		p, err := balanceRun(spec, pol)
-		if err != nil {
-			return out, fmt.Errorf("%s: %w", pol, err)
+	works := []float64{spec.Work}
+	if spec.ShortWork > 0 {
+		works = append(works, spec.ShortWork)
+	}
+	for _, work := range works {
+		for _, pol := range spec.Policies {
+			sp := spec
+			sp.Work = work
+			fmt.Fprintf(progress, "balance: %d jobs of %g CPU-s under %s%s\n", sp.Jobs, sp.Work, pol, map[bool]string{true: ", background load on node 2"}[sp.Background])
+			p, err := balanceRun(sp, pol)
+			if err != nil {
+				return out, fmt.Errorf("%s, %g CPU-s: %w", pol, work, err)
+			}
+			fmt.Fprintf(progress, "balance: %s makespan %.1f s (ideal %.1f s from the CPU used, ratio %.2f), balanced after %.1f s, %d migrations\n",
+				pol, p.MakespanS, p.IdealS, p.Ratio, p.BalancedS, p.Migrations)
+			out = append(out, p)
 		}
-		fmt.Fprintf(progress, "balance: %s makespan %.1f s (ideal %.1f s, ratio %.2f), %d migrations\n", pol, p.MakespanS, p.IdealS, p.Ratio, p.Migrations)
-		out = append(out, p)
 	}
 	return out, nil
 }
@@ -88,7 +112,8 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 	for _, c := range spec.CPU {
 		total += c
 	}
-	p := BalancePoint{Policy: policy, Background: spec.Background, IdealS: float64(spec.Jobs) * spec.Work / total}
+	p := BalancePoint{Policy: policy, Background: spec.Background, WorkS: spec.Work, NominalIdealS: float64(spec.Jobs) * spec.Work / total}
+	p.IdealS = p.NominalIdealS // until the jobs say what they used
 	var bg []string
 	if spec.Background {
 		// Pinned, so it loads node 2 and never moves; it runs until the
@@ -141,6 +166,21 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 				// whatever this loop's polling period.
 				p.MakespanS = last.Sub(first).Seconds()
 				p.Timeline = timeline(cl, js, want, first)
+				var mine []api.Job
+				for _, j := range js {
+					if want[j.ID] {
+						mine = append(mine, j)
+					}
+				}
+				caps := map[string]float64{}
+				for i, c := range spec.CPU {
+					caps[strconv.Itoa(i+1)] = c
+				}
+				if at, ok := BalancedAt(mine, caps); ok {
+					p.BalancedS = at.Sub(first).Seconds()
+				} else {
+					p.BalancedS = -1
+				}
 				p.Migrations, p.AllOK = migs, ok == len(ids)
 				break
 			}
@@ -151,11 +191,112 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 		// Slow polling: a ps asks every node, and CPU is what is measured.
 		time.Sleep(time.Second)
 	}
+	used, err := cpuUsed(cl, ids)
+	if err != nil {
+		return p, err
+	}
+	p.CPUUsedS, p.IdealS = used, used/total
 	p.Ratio = p.MakespanS / p.IdealS
 	if len(bg) > 0 {
 		_ = cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: bg, Signal: 9}, nil)
 	}
 	return p, nil
+}
+
+// cpuUsed adds up the CPU time each job measured itself: burn's last line,
+// "burn: done cpu=SECONDS elapsed=SECONDS".
+func cpuUsed(cl *api.Client, ids []string) (float64, error) {
+	sum := 0.0
+	for _, id := range ids {
+		var o api.Output
+		if err := cl.Get("/v1/jobs/"+id+"/output", &o); err != nil {
+			return 0, fmt.Errorf("output of job %s: %w", id, err)
+		}
+		cpu, ok := burnCPU(string(o.Stdout))
+		if !ok {
+			return 0, fmt.Errorf("job %s: no \"burn: done cpu=\" line in its output", id)
+		}
+		sum += cpu
+	}
+	return sum, nil
+}
+
+// burnCPU reads the CPU seconds of burn's last line.
+func burnCPU(out string) (float64, bool) {
+	i := strings.LastIndex(out, "burn: done cpu=")
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(out[i+len("burn: done cpu="):])
+	if len(f) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return v, err == nil && v > 0
+}
+
+// BalancedAt is the first moment no node runs more jobs than its share:
+// ceil(running jobs × its capacity / the total), the jobs placed by their
+// starts, moves (a move counts from its end) and ends. caps are the
+// nodes' capacities by id. False if that never held while jobs ran.
+func BalancedAt(js []api.Job, caps map[string]float64) (time.Time, bool) {
+	total := 0.0
+	for _, c := range caps {
+		total += c
+	}
+	type change struct {
+		at      time.Time
+		job, to string // to "": the job ended
+	}
+	var cs []change
+	for _, j := range js {
+		node := j.Node
+		var moves []api.Migration
+		for _, m := range j.MigrationLog {
+			if m.OK {
+				moves = append(moves, m)
+			}
+		}
+		if len(moves) > 0 {
+			node = moves[0].From
+		}
+		cs = append(cs, change{at: j.Started, job: j.ID, to: node})
+		for _, m := range moves {
+			cs = append(cs, change{at: m.At.Add(time.Duration(m.TotalMS * float64(time.Millisecond))), job: j.ID, to: m.To})
+		}
+		if !j.Ended.IsZero() {
+			cs = append(cs, change{at: j.Ended, job: j.ID})
+		}
+	}
+	sort.SliceStable(cs, func(a, b int) bool { return cs[a].at.Before(cs[b].at) })
+	where := map[string]string{}
+	for i := 0; i < len(cs); {
+		at := cs[i].at
+		for ; i < len(cs) && cs[i].at.Equal(at); i++ {
+			if cs[i].to == "" {
+				delete(where, cs[i].job)
+			} else {
+				where[cs[i].job] = cs[i].to
+			}
+		}
+		if len(where) == 0 {
+			continue
+		}
+		per := map[string]int{}
+		for _, n := range where {
+			per[n]++
+		}
+		ok := true
+		for n, k := range per {
+			if float64(k) > math.Ceil(float64(len(where))*caps[n]/total-1e-9) {
+				ok = false
+			}
+		}
+		if ok {
+			return at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // timeline tells the run: each job's moves and end, then every node's
@@ -215,9 +356,14 @@ func waitLoads(cl *api.Client, n int) error {
 // FormatBalance is the table of a balance benchmark.
 func FormatBalance(ps []BalancePoint) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-8s %-10s %10s %8s %14s %10s %6s\n", "policy", "background", "makespan", "ideal", "ratio to ideal", "migrations", "all ok")
+	fmt.Fprintf(&b, "%-8s %-10s %6s %10s %8s %14s %9s %10s %6s\n", "policy", "background", "work", "makespan", "ideal", "ratio to ideal", "balanced", "migrations", "all ok")
 	for _, p := range ps {
-		fmt.Fprintf(&b, "%-8s %-10s %9.1fs %7.1fs %14.2f %10d %6s\n", p.Policy, strconv.FormatBool(p.Background), p.MakespanS, p.IdealS, p.Ratio, p.Migrations, strconv.FormatBool(p.AllOK))
+		bal := "never"
+		if p.BalancedS >= 0 {
+			bal = fmt.Sprintf("%.1fs", p.BalancedS)
+		}
+		fmt.Fprintf(&b, "%-8s %-10s %5gs %9.1fs %7.1fs %14.2f %9s %10d %6s\n", p.Policy, strconv.FormatBool(p.Background), p.WorkS, p.MakespanS, p.IdealS, p.Ratio, bal, p.Migrations, strconv.FormatBool(p.AllOK))
 	}
+	b.WriteString("ideal: the CPU time the jobs measured themselves, over the cluster's capacity; balanced: from the first start until no node ran more jobs than its share\n")
 	return b.String()
 }

@@ -95,8 +95,10 @@ func (e *env) benchCmd() *cobra.Command {
 		Short: "makespan of equal CPU jobs started on the slowest node: balance vs static vs the ideal, same run",
 		Long: `Brings up a heterogeneous cluster (--cpu), starts --jobs processes of --work
 CPU-seconds each on the last (slowest) node, and measures the makespan under
-each policy, one fresh cluster per policy, next to the ideal (total work /
-total capacity). static places round-robin (its own placement). With
+each policy, one fresh cluster per policy, next to the ideal (the CPU time
+the jobs measured themselves / total capacity), then again with jobs of
+--short CPU-seconds, and the time until no node ran more than its share.
+static places round-robin (its own placement). With
 --background, node 2 also carries seed 002's background load (4 processes
 cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 		Args: cobra.NoArgs,
@@ -111,6 +113,9 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 			}
 			if bs.Jobs < 1 || bs.Work <= 0 {
 				return fmt.Errorf("--jobs and --work must be positive")
+			}
+			if bs.ShortWork < 0 {
+				return fmt.Errorf("--short %g: must be 0 (no short run) or positive", bs.ShortWork)
 			}
 			bs.Policies = strings.Split(policies, ",")
 			bs.Roamd = roamdPath()
@@ -153,6 +158,7 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 	bal.Flags().StringVar(&cpus, "cpu", "0.8,0.4,0.4,0.2", "CPU capacity per node")
 	bal.Flags().IntVar(&bs.Jobs, "jobs", 12, "number of jobs")
 	bal.Flags().Float64Var(&bs.Work, "work", 8, "CPU-seconds per job")
+	bal.Flags().Float64Var(&bs.ShortWork, "short", 2, "also run each policy with jobs of this many CPU-seconds, in the same run (0: not)")
 	bal.Flags().StringVar(&policies, "policies", "balance,static", "policies to compare, one run each")
 	bal.Flags().BoolVar(&bs.Background, "background", false, "background load on node 2")
 	bal.Flags().BoolVar(&bothBg, "both", false, "run without and with the background load")
