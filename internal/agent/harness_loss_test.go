@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"roam/internal/api"
 	"roam/internal/job"
 
 	"github.com/hashicorp/memberlist"
@@ -306,4 +307,53 @@ func TestNodeDead(t *testing.T) {
 			t.Errorf("%s: nodeDead = %v, want %v", c.name, got, c.want)
 		}
 	}
+}
+
+// News a copy sent before the job moved on, delivered after (a request
+// that stalled for seconds), must not say where the job runs: with the
+// job lost at its home, it brought the job "back" on its old node, and
+// the home never again heard from where it really ran (seed 417901658 of
+// TestAgentsMigrateUnderFaults). News of a copy that moved later than the
+// home knows says where it runs.
+func TestAgentsStaleNewsDoesNotMoveAJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 35, faults{}, "static")
+		home := c.nodes[0].a
+		id := c.run(0, 1, "n2")[0]
+		c.waitFor("running on n2", time.Minute, func() bool { return c.homeRec(id).Node == "n2" })
+		if m, err := home.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err != nil || !m.OK {
+			t.Fatalf("migrate: %+v %v", m, err)
+		}
+		c.waitFor("the home's record at n3", time.Minute, func() bool {
+			r := c.homeRec(id)
+			return r.Node == "n3" && r.Migrations == 1
+		})
+		home.jobs.mu.Lock()
+		rec := home.jobs.home[id]
+		rec.State, rec.LostAt = job.StateLost, time.Now()
+		home.jobs.mu.Unlock()
+
+		stale := update{ID: id, Node: "n2", OutOff: 0, ErrOff: 0, Moves: 0}
+		if _, err := home.takeUpdates([]update{stale}); err != nil {
+			t.Fatal(err)
+		}
+		if r := c.homeRec(id); r.State != job.StateLost || r.Node != "n3" {
+			t.Fatalf("after news of the copy that moved on: %s on %q, want lost on n3", r.State, r.Node)
+		}
+		fresh := update{ID: id, Node: "n3", OutOff: 0, ErrOff: 0, Moves: 1}
+		if _, err := home.takeUpdates([]update{fresh}); err != nil {
+			t.Fatal(err)
+		}
+		if r := c.homeRec(id); r.State != job.StateRunning || r.Node != "n3" {
+			t.Fatalf("after news of the copy on n3: %s on %q, want running on n3", r.State, r.Node)
+		}
+		// A move the home has no note of: the copy's news says where.
+		newer := update{ID: id, Node: "n1", OutOff: 0, ErrOff: 0, Moves: 2}
+		if _, err := home.takeUpdates([]update{newer}); err != nil {
+			t.Fatal(err)
+		}
+		if r := c.homeRec(id); r.Node != "n1" || r.Migrations != 2 {
+			t.Fatalf("after news of a later move: on %q after %d moves, want n1 after 2", r.Node, r.Migrations)
+		}
+	})
 }

@@ -42,6 +42,12 @@ type update struct {
 	// Inc is the incarnation of the copy running here: news of an older
 	// one than the home's record is refused, and that copy ended.
 	Inc int `json:"inc,omitempty"`
+	// Moves is the sequence number of the migration that brought the
+	// copy here (job.Local.Moves). News sent before a move and delivered
+	// after it (a request that stalled) is of a copy the home knows moved
+	// on: it must not say where the job runs. News of a copy that moved
+	// later than the home knows says where it runs now.
+	Moves int `json:"moves,omitempty"`
 }
 
 // updateOverhead is about what an update without output takes in JSON.
@@ -190,7 +196,7 @@ func (a *Agent) pushBatches() []*homeBatch {
 			continue
 		}
 		lj.lastPush = now
-		u.ID, u.Node, u.Inc = it.id, a.cfg.NodeID, lj.rec.Inc
+		u.ID, u.Node, u.Inc, u.Moves = it.id, a.cfg.NodeID, lj.rec.Inc, lj.rec.Moves
 		// Each update costs its JSON besides its output: a heartbeat of
 		// thousands of jobs must still fit a request.
 		size := len(u.Out) + len(u.Err) + updateOverhead
@@ -377,9 +383,20 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 		if node == "" {
 			node = rec.Node
 		}
-		if e, ok := revive(rec, node); ok {
-			events = append(events, e)
+		switch {
+		case u.Moves < rec.Migrations:
+			// Sent before the job moved on, delivered after: its output
+			// is taken (by offset), where it ran is not news.
+		case u.Moves > rec.Migrations && !rec.Over() && u.Node != "":
+			// A move the home has no note of yet committed: the job runs
+			// there now (migrate.ApplyNote's rule, from the copy itself).
+			rec.Node, rec.Migrations = u.Node, u.Moves
 			changed = true
+		default:
+			if e, ok := revive(rec, node); ok {
+				events = append(events, e)
+				changed = true
+			}
 		}
 		// Kept for the nodes jobs run on only, so it stays as small as the
 		// table's list of nodes.
