@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -237,50 +236,23 @@ func burnCPU(out string) (float64, bool) {
 
 // BalancedAt is the first moment no node runs more jobs than its share:
 // ceil(running jobs × its capacity / the total), the jobs placed by their
-// starts, moves (a move counts from its end) and ends. caps are the
-// nodes' capacities by id. False if that never held while jobs ran.
+// starts, moves and ends (placeChanges). caps are the nodes' capacities by
+// id. False if that never held while jobs ran.
 func BalancedAt(js []api.Job, caps map[string]float64) (time.Time, bool) {
 	total := 0.0
 	for _, c := range caps {
 		total += c
 	}
-	type change struct {
-		at      time.Time
-		job, to string // to "": the job ended
-	}
-	var cs []change
-	for _, j := range js {
-		node := j.Node
-		var moves []api.Migration
-		for _, m := range j.MigrationLog {
-			if m.OK {
-				moves = append(moves, m)
-			}
-		}
-		if len(moves) > 0 {
-			node = moves[0].From
-		}
-		cs = append(cs, change{at: j.Started, job: j.ID, to: node})
-		for _, m := range moves {
-			cs = append(cs, change{at: m.At.Add(time.Duration(m.TotalMS * float64(time.Millisecond))), job: j.ID, to: m.To})
-		}
-		if !j.Ended.IsZero() {
-			cs = append(cs, change{at: j.Ended, job: j.ID})
-		}
-	}
-	sort.SliceStable(cs, func(a, b int) bool { return cs[a].at.Before(cs[b].at) })
+	cs := placeChanges(js, true)
 	where := map[string]string{}
-	for i := 0; i < len(cs); {
-		at := cs[i].at
-		for ; i < len(cs) && cs[i].at.Equal(at); i++ {
-			if cs[i].to == "" {
-				delete(where, cs[i].job)
-			} else {
-				where[cs[i].job] = cs[i].to
-			}
+	for i, c := range cs {
+		if c.node == "" {
+			delete(where, c.job)
+		} else {
+			where[c.job] = c.node
 		}
-		if len(where) == 0 {
-			continue
+		if i+1 < len(cs) && !cs[i+1].at.After(c.at) || len(where) == 0 {
+			continue // several changes at one instant: judge after the last
 		}
 		per := map[string]int{}
 		for _, n := range where {
@@ -293,7 +265,7 @@ func BalancedAt(js []api.Job, caps map[string]float64) (time.Time, bool) {
 			}
 		}
 		if ok {
-			return at, true
+			return c.at, true
 		}
 	}
 	return time.Time{}, false

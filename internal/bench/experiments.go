@@ -86,18 +86,18 @@ func dkgReference(x *Run, keys int) (uint64, error) {
 	return strconv.ParseUint(string(m[2]), 16, 64)
 }
 
-// BalancedAfter is the load-balancing time of seed 000 §6: seconds from the
-// first job's start until every node's number of running jobs is within
-// one job of its share by capacity (jobs × capacity / total capacity),
-// looking only before the first job ends. It is NaN if that never happened.
-// The jobs' node over time comes from their migration logs.
-func BalancedAfter(js []api.Job, caps map[string]float64) float64 {
-	type change struct {
-		at       time.Time
-		job, loc string
-	}
-	var changes []change
-	var t0, firstEnd time.Time
+// placeChange is a job arriving on a node, or ending (node "").
+type placeChange struct {
+	at        time.Time
+	job, node string
+}
+
+// placeChanges tells where each job ran over time, in time order: its
+// start (on the first move's source, or where it runs), each move that
+// went through (from when it ran at the destination: a lazy move's
+// window is not waited for), and, with ends, its end.
+func placeChanges(js []api.Job, ends bool) []placeChange {
+	var cs []placeChange
 	for _, j := range js {
 		node := j.Node
 		var moves []api.Migration
@@ -109,10 +109,26 @@ func BalancedAfter(js []api.Job, caps map[string]float64) float64 {
 		if len(moves) > 0 {
 			node = moves[0].From
 		}
-		changes = append(changes, change{j.Started, j.ID, node})
+		cs = append(cs, placeChange{j.Started, j.ID, node})
 		for _, m := range moves {
-			changes = append(changes, change{m.At.Add(time.Duration((m.TotalMS - m.WindowMS) * float64(time.Millisecond))), j.ID, m.To})
+			cs = append(cs, placeChange{m.At.Add(time.Duration((m.TotalMS - m.WindowMS) * float64(time.Millisecond))), j.ID, m.To})
 		}
+		if ends && !j.Ended.IsZero() {
+			cs = append(cs, placeChange{j.Ended, j.ID, ""})
+		}
+	}
+	sort.SliceStable(cs, func(a, b int) bool { return cs[a].at.Before(cs[b].at) })
+	return cs
+}
+
+// BalancedAfter is the load-balancing time of seed 000 §6: seconds from the
+// first job's start until every node's number of running jobs is within
+// one job of its share by capacity (jobs × capacity / total capacity),
+// looking only before the first job ends. It is NaN if that never happened.
+// The jobs' node over time comes from their migration logs.
+func BalancedAfter(js []api.Job, caps map[string]float64) float64 {
+	var t0, firstEnd time.Time
+	for _, j := range js {
 		if t0.IsZero() || j.Started.Before(t0) {
 			t0 = j.Started
 		}
@@ -120,7 +136,7 @@ func BalancedAfter(js []api.Job, caps map[string]float64) float64 {
 			firstEnd = j.Ended
 		}
 	}
-	sort.SliceStable(changes, func(a, b int) bool { return changes[a].at.Before(changes[b].at) })
+	changes := placeChanges(js, false)
 	total := 0.0
 	for _, c := range caps {
 		total += c
@@ -130,7 +146,7 @@ func BalancedAfter(js []api.Job, caps map[string]float64) float64 {
 		if !firstEnd.IsZero() && c.at.After(firstEnd) {
 			break
 		}
-		where[c.job] = c.loc
+		where[c.job] = c.node
 		if i+1 < len(changes) && !changes[i+1].at.After(c.at) {
 			continue // several changes at one instant: judge after the last
 		}
