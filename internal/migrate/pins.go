@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"encoding/hex"
+	"fmt"
 	"net/netip"
 	"path"
 	"strconv"
@@ -254,6 +255,11 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 			continue
 		case modeSock:
 			return who + " holds the unix socket " + l
+		default:
+			// A symbolic link held with O_PATH, or a kind of file the
+			// kernel does not make: nothing roam checks for it on the
+			// destination.
+			return who + " holds open " + quoteOdd(trimDeleted(l)) + fmt.Sprintf(", a file of a kind roam does not move (type %#o)", f.Mode&modeType)
 		}
 		if pin := j.path(l, f, accessOf(f.Info), "holds open "); pin != "" {
 			return pin

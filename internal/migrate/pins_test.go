@@ -141,6 +141,8 @@ func TestJudgeRules(t *testing.T) {
 		{"a traced process", View{Tasks: []Task{{PID: 41, Status: "State:\tt (tracing stop)\nTracerPid:\t99\n"}}}, "process 41 is traced by process 99 (ptrace)"},
 		{"a removed directory held open", View{Tasks: []Task{task(Entry{Link: "/shared/d (deleted)", Mode: modeDir, Nlink: 0})}}, "holds open the removed directory /shared/d"},
 		{"a unix socket by path", View{Tasks: []Task{task(Entry{Link: "/shared/s", Mode: modeSock, Nlink: 1})}}, "holds the unix socket /shared/s"},
+		{"a symbolic link held with O_PATH", View{Tasks: []Task{task(Entry{Link: "/shared/l", Mode: 0o120777, Nlink: 1})}}, "holds open /shared/l, a file of a kind roam does not move (type 0120000)"},
+		{"a file of no kind the kernel makes, removed", View{Tasks: []Task{task(Entry{Link: "/shared/x", Mode: 0o50644})}}, "a file of a kind roam does not move (type 050000)"},
 		{"a POSIX lock on a shared file", View{Tasks: []Task{task(Entry{Link: "/shared/db", Mode: modeReg, Nlink: 1, Info: "pos:\t0\nflags:\t02\nlock:\t1: POSIX  ADVISORY  WRITE 40 fd:01:7 0 EOF\n"})}},
 			"holds a POSIX lock on /shared/db"},
 		{"a shared writable mapping of a node's file", View{Tasks: []Task{{PID: 42, Maps: []MapEntry{{Mapping{Range: "1-2", Path: "/tmp/m", SharedWrite: true}, reg("/tmp/m")}}}}},
