@@ -97,8 +97,10 @@ type Agent struct {
 	stop          chan struct{}
 	wg            sync.WaitGroup
 	closeOnce     sync.Once
-	// metaBusy: a re-advertisement of the node's metadata runs (metaCheck).
-	metaBusy atomic.Bool
+	// metaMu orders this node's re-advertisements of its metadata
+	// (memberlist's UpdateNode: drain.go, metaCheck) with metaCheck's
+	// reading of what memberlist holds, which UpdateNode writes.
+	metaMu sync.Mutex
 }
 
 // peer is what the agent knows of a member from memberlist.

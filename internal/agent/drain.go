@@ -97,9 +97,9 @@ func (a *Agent) setDrain(state string) error {
 		a.log.Info("drain", "draining", on)
 		a.event(api.Event{Kind: state, Why: "roam node " + state})
 		if a.ml != nil {
-			if err := a.ml.UpdateNode(time.Second); err != nil {
-				a.log.Warn("gossip: the node's state did not reach every member yet", "err", err)
-			}
+			a.metaMu.Lock()
+			a.updateNode()
+			a.metaMu.Unlock()
 		}
 		a.kickScheduler()
 	}

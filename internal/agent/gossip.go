@@ -33,25 +33,38 @@ func (d *delegate) NodeMeta(limit int) []byte {
 // restarted) takes a higher one with the old metadata, and UpdateNode's
 // lower one is dropped. The members would then see, for instance, a
 // resumed node still draining until its next change. Each probe tick
-// checks; the update runs beside the loop (it waits for a broadcast).
+// checks; the update runs beside the loop (it waits for a broadcast),
+// under metaMu, as every UpdateNode of this agent does: memberlist writes
+// the metadata it holds in UpdateNode alone (a refute only re-sends it).
 func (a *Agent) metaCheck() {
-	if a.ml == nil || !a.metaBusy.CompareAndSwap(false, true) {
+	if a.ml == nil || !a.metaMu.TryLock() {
+		return // an update runs: the next tick looks again
+	}
+	select {
+	case <-a.stop:
+		a.metaMu.Unlock()
 		return
+	default:
 	}
 	want := (*delegate)(a).NodeMeta(memberlist.MetaMaxSize)
 	if bytes.Equal(a.ml.LocalNode().Meta, want) {
-		a.metaBusy.Store(false)
+		a.metaMu.Unlock()
 		return
 	}
 	a.log.Info("gossip: advertising the node's metadata again", "meta", string(want))
-	a.wg.Add(1)
+	a.wg.Add(1) // loadLoop, which calls this, holds the group open
 	go func() {
 		defer a.wg.Done()
-		defer a.metaBusy.Store(false)
-		if err := a.ml.UpdateNode(time.Second); err != nil {
-			a.log.Warn("gossip: the node's state did not reach every member yet", "err", err)
-		}
+		defer a.metaMu.Unlock()
+		a.updateNode()
 	}()
+}
+
+// updateNode gossips this node's metadata; metaMu held.
+func (a *Agent) updateNode() {
+	if err := a.ml.UpdateNode(time.Second); err != nil {
+		a.log.Warn("gossip: the node's state did not reach every member yet", "err", err)
+	}
 }
 
 // NotifyMsg gets a load message. memberlist may reuse b after the call, and

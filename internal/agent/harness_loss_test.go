@@ -333,27 +333,40 @@ func TestAgentsStaleNewsDoesNotMoveAJob(t *testing.T) {
 		rec.State, rec.LostAt = job.StateLost, time.Now()
 		home.jobs.mu.Unlock()
 
-		stale := update{ID: id, Node: "n2", OutOff: 0, ErrOff: 0, Moves: 0}
+		moves := func(n int) *int { return &n }
+		stale := update{ID: id, Node: "n2", OutOff: 0, ErrOff: 0, Moves: moves(0)}
 		if _, err := home.takeUpdates([]update{stale}); err != nil {
 			t.Fatal(err)
 		}
 		if r := c.homeRec(id); r.State != job.StateLost || r.Node != "n3" {
 			t.Fatalf("after news of the copy that moved on: %s on %q, want lost on n3", r.State, r.Node)
 		}
-		fresh := update{ID: id, Node: "n3", OutOff: 0, ErrOff: 0, Moves: 1}
+		fresh := update{ID: id, Node: "n3", OutOff: 0, ErrOff: 0, Moves: moves(1)}
 		if _, err := home.takeUpdates([]update{fresh}); err != nil {
 			t.Fatal(err)
 		}
 		if r := c.homeRec(id); r.State != job.StateRunning || r.Node != "n3" {
 			t.Fatalf("after news of the copy on n3: %s on %q, want running on n3", r.State, r.Node)
 		}
-		// A move the home has no note of: the copy's news says where.
-		newer := update{ID: id, Node: "n1", OutOff: 0, ErrOff: 0, Moves: 2}
+		// A move the home has no note of: the copy's news says where,
+		// and brings back a job lost meanwhile.
+		home.jobs.mu.Lock()
+		rec.State, rec.LostAt = job.StateLost, time.Now()
+		home.jobs.mu.Unlock()
+		newer := update{ID: id, Node: "n1", OutOff: 0, ErrOff: 0, Moves: moves(2)}
 		if _, err := home.takeUpdates([]update{newer}); err != nil {
 			t.Fatal(err)
 		}
+		if r := c.homeRec(id); r.Node != "n1" || r.Migrations != 2 || r.State != job.StateRunning {
+			t.Fatalf("after news of a later move: %s on %q after %d moves, want running on n1 after 2", r.State, r.Node, r.Migrations)
+		}
+		// An older agent's news, without its copy's moves, is not judged.
+		old := update{ID: id, Node: "n1", OutOff: 0, ErrOff: 0}
+		if _, err := home.takeUpdates([]update{old}); err != nil {
+			t.Fatal(err)
+		}
 		if r := c.homeRec(id); r.Node != "n1" || r.Migrations != 2 {
-			t.Fatalf("after news of a later move: on %q after %d moves, want n1 after 2", r.Node, r.Migrations)
+			t.Fatalf("after an older agent's news: on %q after %d moves", r.Node, r.Migrations)
 		}
 	})
 }

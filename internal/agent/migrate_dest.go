@@ -345,9 +345,10 @@ func (a *Agent) doIn(in *inMig, act any) any {
 // the events.
 func (a *Agent) settleLater(id string, pid int, tix uint64, err error) {
 	a.log.Warn("migration: restored job's CPU group, trying again", "job", id, "err", err)
-	a.wg.Add(1)
+	// Not in a.wg: it is started from a request's handler or a timer,
+	// which Close does not wait for (an Add then could race its Wait); it
+	// ends at the next tick once the agent stops.
 	go func() {
-		defer a.wg.Done()
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for range settleTries {

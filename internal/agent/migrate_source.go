@@ -64,11 +64,11 @@ func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
 	mid := newMID()
 	o.mig.MID = mid
 	a.jobs.mu.Lock()
-	seq := lj.rec.Moves + 1
+	seq, inc := lj.rec.Moves+1, lj.rec.Inc
 	pid, tix := lj.rec.PID, lj.rec.StartTix
 	a.jobs.mu.Unlock()
 	go o.run(migrate.Start{MID: mid, Job: req.ID, Home: lj.rec.Home, To: req.To, Lazy: req.Lazy, Why: o.mig.Why,
-		Seq: seq, PID: pid, Tix: tix})
+		Seq: seq, Inc: inc, PID: pid, Tix: tix})
 	err = <-o.done
 	m := o.mig
 	if err == nil {
@@ -438,13 +438,11 @@ func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {
 	}
 	m.Phases = o.ph.list
 	o.mig = m
-	note := jobNote{ID: r.Job, Migration: &m}
-	o.a.jobs.mu.Lock()
-	if o.lj != nil {
-		inc := o.lj.rec.Inc
-		note.Inc = &inc
-	}
-	o.a.jobs.mu.Unlock()
+	// The copy's incarnation when the move began (the ledger's record
+	// keeps it across a restart of this agent, when the job's local
+	// record may be gone).
+	inc := r.Inc
+	note := jobNote{ID: r.Job, Migration: &m, Inc: &inc}
 	if n.OK {
 		note.Node = r.To
 		if o.req.Manual {

@@ -47,7 +47,8 @@ type update struct {
 	// after it (a request that stalled) is of a copy the home knows moved
 	// on: it must not say where the job runs. News of a copy that moved
 	// later than the home knows says where it runs now.
-	Moves int `json:"moves,omitempty"`
+	// Absent from an older agent's update: then it is not judged.
+	Moves *int `json:"moves,omitempty"`
 }
 
 // updateOverhead is about what an update without output takes in JSON.
@@ -196,7 +197,8 @@ func (a *Agent) pushBatches() []*homeBatch {
 			continue
 		}
 		lj.lastPush = now
-		u.ID, u.Node, u.Inc, u.Moves = it.id, a.cfg.NodeID, lj.rec.Inc, lj.rec.Moves
+		moves := lj.rec.Moves
+		u.ID, u.Node, u.Inc, u.Moves = it.id, a.cfg.NodeID, lj.rec.Inc, &moves
 		// Each update costs its JSON besides its output: a heartbeat of
 		// thousands of jobs must still fit a request.
 		size := len(u.Out) + len(u.Err) + updateOverhead
@@ -384,13 +386,17 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 			node = rec.Node
 		}
 		switch {
-		case u.Moves < rec.Migrations:
+		case u.Moves != nil && *u.Moves < rec.Migrations:
 			// Sent before the job moved on, delivered after: its output
 			// is taken (by offset), where it ran is not news.
-		case u.Moves > rec.Migrations && !rec.Over() && u.Node != "":
+		case u.Moves != nil && *u.Moves > rec.Migrations && u.Node != "" && rec.State != job.StateFinished:
 			// A move the home has no note of yet committed: the job runs
-			// there now (migrate.ApplyNote's rule, from the copy itself).
-			rec.Node, rec.Migrations = u.Node, u.Moves
+			// there now (migrate.ApplyNote's rule, from the copy itself),
+			// and is back if it was lost.
+			if e, ok := revive(rec, u.Node); ok {
+				events = append(events, e)
+			}
+			rec.Node, rec.Migrations = u.Node, *u.Moves
 			changed = true
 		default:
 			if e, ok := revive(rec, node); ok {

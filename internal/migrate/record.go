@@ -52,6 +52,11 @@ type Record struct {
 	// Seq is the job's number of moves once this one commits: the home
 	// node keeps the note with the highest (see ApplyNote).
 	Seq int `json:"seq"`
+	// Inc is the incarnation of the copy that moves: a note of this
+	// migration sent after an agent's restart (the job's local record
+	// gone) still says which copy it was, and the home refuses the note
+	// of a copy older than a restart from a checkpoint.
+	Inc int `json:"inc,omitempty"`
 	// Outcome is the decision; Pending until there is one.
 	Outcome Outcome `json:"outcome"`
 	// Killed: the source's copy is gone (committed only).

@@ -47,8 +47,9 @@ type (
 		MID, Job, Home, To string
 		Lazy               bool
 		Why                string
-		// Seq is the job's moves once this one commits.
-		Seq int
+		// Seq is the job's moves once this one commits; Inc its copy's
+		// incarnation (job.Record.Inc): a note to the home carries both.
+		Seq, Inc int
 		// PID and Tix name the job's root process here.
 		PID int
 		Tix uint64
@@ -160,7 +161,7 @@ func (s *Source) Step(now time.Time, ev any) []any {
 		if s.state != SrcNew {
 			return nil
 		}
-		s.rec = Record{MID: e.MID, Job: e.Job, Home: e.Home, To: e.To, Lazy: e.Lazy, Why: e.Why, Seq: e.Seq, PID: e.PID, Tix: e.Tix, Outcome: Pending, Started: now}
+		s.rec = Record{MID: e.MID, Job: e.Job, Home: e.Home, To: e.To, Lazy: e.Lazy, Why: e.Why, Seq: e.Seq, Inc: e.Inc, PID: e.PID, Tix: e.Tix, Outcome: Pending, Started: now}
 		s.state = SrcChecking
 		return []any{CheckLocal{}}
 	case LocalChecked:
