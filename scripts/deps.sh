@@ -11,7 +11,8 @@
 #     `criu check` says "Looks good". Debian 12's 3.17 fails `criu check` on
 #     this kernel and 4.1.1 cannot dump inet sockets on kernels >= 6.16, so the
 #     4.2.1 source is fetched from Debian unstable's source pool, its sha256 is
-#     checked against the Sources index, and it is built with `make criu`.
+#     checked against the Sources index, and it is built with `make criu`,
+#     keeping its cache of kernel facts in /run/roam/criu.
 #
 # The mirror is read from the machine's own apt configuration; no host name is
 # written here.
@@ -20,6 +21,7 @@ set -euo pipefail
 PREFIX=${ROAM_PREFIX:-/opt/roam}
 CRIU_WANT=4.2.1
 CRIU_BIN="$PREFIX/sbin/criu"
+CRIU_RUNDIR=/run/roam/criu
 
 say() { echo "deps: $*" >&2; }
 
@@ -49,6 +51,10 @@ criu_ok() {
   [ -n "$v" ] && version_ge "$v" 4.2 || return 1
   "$bin" check 2>&1 | grep -q "Looks good"
 }
+
+# criu_cached BIN: BIN keeps its kernel facts in CRIU_RUNDIR (built by
+# build_criu; a build of an earlier deps.sh kept them in /run).
+criu_cached() { grep -a -q -F "$CRIU_RUNDIR/criu.kdat" "$1"; }
 
 mirror_uri() {
   local f uri=""
@@ -87,7 +93,8 @@ build_criu() {
   curl -fsSL -o "$work/$name" "$uri/$dir/$name"
   echo "$sum  $work/$name" | sha256sum -c --quiet - || { say "sha256 mismatch for $name"; return 1; }
   tar -C "$work" -xf "$work/$name"
-  make -C "$work/criu-$CRIU_WANT" -j"$(nproc)" criu >"$work/build.log" 2>&1 || { tail -n 30 "$work/build.log" >&2; return 1; }
+  # RUNDIR: where CRIU caches what it learnt of the kernel (internal/ckpt/kerndat.go).
+  make -C "$work/criu-$CRIU_WANT" -j"$(nproc)" RUNDIR="$CRIU_RUNDIR" criu >"$work/build.log" 2>&1 || { tail -n 30 "$work/build.log" >&2; return 1; }
   install -D -m 0755 "$work/criu-$CRIU_WANT/criu/criu" "$CRIU_BIN"
   say "installed $CRIU_BIN"
 }
@@ -99,7 +106,7 @@ apt_install xz-utils sqlite3 python3 coreutils
 if command -v criu >/dev/null 2>&1 && criu_ok "$(command -v criu)"; then
   mkdir -p "$PREFIX/sbin"
   ln -sf "$(command -v criu)" "$CRIU_BIN" 2>/dev/null || true
-elif ! criu_ok "$CRIU_BIN"; then
+elif ! criu_ok "$CRIU_BIN" || ! criu_cached "$CRIU_BIN"; then
   build_criu
   criu_ok "$CRIU_BIN" || { say "$CRIU_BIN does not pass 'criu check'"; "$CRIU_BIN" check >&2 || true; exit 1; }
 fi

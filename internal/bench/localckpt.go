@@ -19,15 +19,21 @@ import (
 // localDumpRestore dumps the job where it runs (node n) to that node's
 // state directory and restores a second copy from the images, as a node
 // would without the network; the copy is then killed and the job resumed.
-// spec.Ckpt does it, in the node's network namespace, as the node's agent
-// runs CRIU (from another one CRIU would try to dump and lock the
-// network): it is started there as emu starts the agents.
+// spec.Ckpt does it, in the node's network and mount namespaces, as the
+// node's agent runs CRIU (from another network namespace CRIU would try
+// to dump and lock the network): it is started there as emu starts the
+// agents.
 func localDumpRestore(n emu.NodeState, spec MigrateSpec, id string) (localResult, error) {
 	var r localResult
 	if spec.Ckpt == "" {
 		return r, errors.New("no roam-ckpt binary given")
 	}
 	args := []string{"--net=/run/netns/" + n.Netns, spec.Ckpt, "--node-dir", n.Dir}
+	if n.PID > 0 {
+		// And in the agent's mount namespace, where CRIU finds the
+		// kernel facts it cached (ckpt.KerndatDir), as the agent's does.
+		args = append([]string{fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.PID)}, args...)
+	}
 	if spec.CRIU != "" {
 		args = append(args, "--criu", spec.CRIU)
 	}

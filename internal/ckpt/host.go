@@ -152,6 +152,7 @@ func (h *Host) Support() (string, bool) {
 	if v < 40200 {
 		ver += " (older than 4.2: jobs with inet sockets fail to dump on kernels >= 6.16)"
 	}
+	ver += "; " + PrepareKerndat(KerndatDir)
 	if hasCapSysResource() {
 		return ver + "; jobs of every user migrate; lazy migration on", true
 	}
@@ -479,13 +480,23 @@ func (h *Host) LazyPages(dir string, dial func() (net.Conn, error)) (<-chan stru
 	if err != nil {
 		return nil, nil, err
 	}
-	cmd := exec.Command(h.CRIU.Path, "lazy-pages", "--page-server", "--ps-socket", "3",
+	// CRIU writes a byte on the status pipe once its socket for the
+	// restore listens (no polling for the socket file).
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		ours.Close()
+		theirs.Close()
+		return nil, nil, err
+	}
+	defer ready.Close()
+	cmd := exec.Command(h.CRIU.Path, "lazy-pages", "--page-server", "--ps-socket", "3", "--status-fd", "4",
 		"-D", dir, "-o", "lazy-pages.log", "-v4")
-	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.ExtraFiles = []*os.File{theirs, readyW}
 	h.CRIU.ExecMu.Lock()
 	err = cmd.Start()
 	h.CRIU.ExecMu.Unlock()
 	theirs.Close()
+	readyW.Close()
 	if err != nil {
 		ours.Close()
 		return nil, nil, fmt.Errorf("criu lazy-pages: %w", err)
@@ -508,21 +519,22 @@ func (h *Host) LazyPages(dir string, dial func() (net.Conn, error)) (<-chan stru
 		_ = cmd.Process.Kill()
 		<-done
 	}
-	sock := filepath.Join(dir, "lazy-pages.socket")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(sock); err == nil {
-			return done, stop, nil
-		}
+	_ = ready.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var b [1]byte
+	n, err := ready.Read(b[:])
+	switch {
+	case n == 1:
+		return done, stop, nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		stop()
+		return nil, nil, errors.New("criu lazy-pages did not start within 10 s")
+	default: // it closed the pipe without saying it was ready: it ends
 		select {
 		case <-done:
-			return nil, nil, fmt.Errorf("criu lazy-pages: %s", tail(filepath.Join(dir, "lazy-pages.log")))
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
+		case <-time.After(10 * time.Second):
 			stop()
-			return nil, nil, errors.New("criu lazy-pages did not start within 10 s")
 		}
+		return nil, nil, fmt.Errorf("criu lazy-pages: %s", tail(filepath.Join(dir, "lazy-pages.log")))
 	}
 }
 

@@ -20,8 +20,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"roam/internal/errkind"
-	"roam/internal/procfs"
 	"runtime"
 	"strconv"
 	"strings"
@@ -31,7 +29,10 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/cgroup"
+	"roam/internal/ckpt"
+	"roam/internal/errkind"
 	"roam/internal/load"
+	"roam/internal/procfs"
 	"roam/internal/secret"
 )
 
@@ -511,6 +512,9 @@ func startAgent(roamd, ns, dir, cfgPath, logPath string) (int, error) {
 		}
 		script += fmt.Sprintf("mount --rbind \"$%s_OWN\" \"$%s\"\n", v, v)
 	}
+	// A real host's /run is a tmpfs, where CRIU keeps what it learnt of
+	// the kernel (ckpt.KerndatDir); this machine's may not be.
+	script += fmt.Sprintf("mkdir -p %[1]s\nmount -t tmpfs -o mode=0700,size=1m roam-criu %[1]s\n", ckpt.KerndatDir)
 	// nsenter execs roamd in place (no fork for a network namespace), as
 	// unshare and sh exec theirs, so the pid is roamd's.
 	script += `exec nsenter --net="$ROAM_EMU_NETNS" "$ROAM_EMU_ROAMD" --config "$ROAM_EMU_CONFIG"`

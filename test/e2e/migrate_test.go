@@ -255,6 +255,15 @@ func TestMigrationThreeHops(t *testing.T) {
 			threeHops(t, c, k)
 		})
 	}
+	c.t = t
+	// Every node's CRIU kept what it learnt of the kernel, so the restores
+	// above did not probe it again while their jobs were stopped.
+	for id, pid := range c.agentPIDs() {
+		kdat := fmt.Sprintf("/proc/%d/root%s/criu.kdat", pid, ckpt.KerndatDir)
+		if fi, err := os.Stat(kdat); err != nil || fi.Size() == 0 {
+			t.Errorf("node %s: CRIU's kernel facts are not cached (%s: %v)", id, kdat, err)
+		}
+	}
 }
 
 func threeHops(t *testing.T, c *cluster, k kind) {
