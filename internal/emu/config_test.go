@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"roam/internal/agent"
+	"roam/internal/ckpt"
 )
 
 // TestAgentConfig checks that roamd reads the config emu writes as meant:
@@ -64,5 +65,13 @@ func TestAgentConfig(t *testing.T) {
 	want.SharedDirs = got.SharedDirs
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("roamd reads\n%+v\nwant\n%+v\nfrom\n%s", got, want, b)
+	}
+}
+
+// TestKerndatDirIsCRIUs checks that an emulated node mounts its tmpfs
+// where the agent's CRIU keeps its kernel facts.
+func TestKerndatDirIsCRIUs(t *testing.T) {
+	if kerndatDir != ckpt.KerndatDir {
+		t.Fatalf("emu mounts a tmpfs at %s, CRIU caches in %s", kerndatDir, ckpt.KerndatDir)
 	}
 }

@@ -29,7 +29,6 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/cgroup"
-	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/load"
 	"roam/internal/procfs"
@@ -400,6 +399,10 @@ func addNode(st *State, layout cgroup.Layout, spec Spec, i int, cpu float64, mem
 	return n, err
 }
 
+// kerndatDir is ckpt.KerndatDir, where roam's CRIU caches what it learnt
+// of the kernel (the CLI, which links this package, does not link CRIU's).
+const kerndatDir = "/run/roam/criu"
+
 // NodeLocal are the directories every emulated node has its own of, as
 // separate hosts would: a job's file there is not on the other nodes.
 // Everything else of this machine is the same on every node, as a shared
@@ -514,7 +517,7 @@ func startAgent(roamd, ns, dir, cfgPath, logPath string) (int, error) {
 	}
 	// A real host's /run is a tmpfs, where CRIU keeps what it learnt of
 	// the kernel (ckpt.KerndatDir); this machine's may not be.
-	script += fmt.Sprintf("mkdir -p %[1]s\nmount -t tmpfs -o mode=0700,size=1m roam-criu %[1]s\n", ckpt.KerndatDir)
+	script += fmt.Sprintf("mkdir -p %[1]s\nmount -t tmpfs -o mode=0700,size=1m roam-criu %[1]s\n", kerndatDir)
 	// nsenter execs roamd in place (no fork for a network namespace), as
 	// unshare and sh exec theirs, so the pid is roamd's.
 	script += `exec nsenter --net="$ROAM_EMU_NETNS" "$ROAM_EMU_ROAMD" --config "$ROAM_EMU_CONFIG"`
