@@ -94,7 +94,9 @@ build_criu() {
   echo "$sum  $work/$name" | sha256sum -c --quiet - || { say "sha256 mismatch for $name"; return 1; }
   tar -C "$work" -xf "$work/$name"
   # RUNDIR: where CRIU caches what it learnt of the kernel (internal/ckpt/kerndat.go).
-  make -C "$work/criu-$CRIU_WANT" -j"$(nproc)" RUNDIR="$CRIU_RUNDIR" criu >"$work/build.log" 2>&1 || { tail -n 30 "$work/build.log" >&2; return 1; }
+  # An empty SOURCE_DATE_EPOCH: each build stamps its cache with its own
+  # time, so a rebuilt CRIU never believes an older one's.
+  SOURCE_DATE_EPOCH= make -C "$work/criu-$CRIU_WANT" -j"$(nproc)" RUNDIR="$CRIU_RUNDIR" criu >"$work/build.log" 2>&1 || { tail -n 30 "$work/build.log" >&2; return 1; }
   install -D -m 0755 "$work/criu-$CRIU_WANT/criu/criu" "$CRIU_BIN"
   say "installed $CRIU_BIN"
 }

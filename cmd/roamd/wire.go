@@ -137,6 +137,10 @@ func (w world) parts(cfg agent.Config) (agent.Parts, error) {
 	// Held by everyone here who starts a child (see ckpt.CRIU.ExecMu).
 	execMu := &sync.Mutex{}
 	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs}
+	// Root's CRIU believes the kernel facts it cached there.
+	if err := ckpt.EnsureKerndat(ckpt.KerndatDir); err != nil {
+		return agent.Parts{}, fmt.Errorf("CRIU's cache of kernel facts: %w", err)
+	}
 	api, err := agent.ListenAPI(cfg.Socket)
 	if err != nil {
 		return agent.Parts{}, errors.Join(errors.New("socket "+cfg.Socket), err)

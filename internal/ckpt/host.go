@@ -152,7 +152,7 @@ func (h *Host) Support() (string, bool) {
 	if v < 40200 {
 		ver += " (older than 4.2: jobs with inet sockets fail to dump on kernels >= 6.16)"
 	}
-	ver += "; " + PrepareKerndat(KerndatDir)
+	ver += "; " + KerndatState(KerndatDir, h.CRIU.Path)
 	if hasCapSysResource() {
 		return ver + "; jobs of every user migrate; lazy migration on", true
 	}

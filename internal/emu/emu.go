@@ -517,7 +517,7 @@ func startAgent(roamd, ns, dir, cfgPath, logPath string) (int, error) {
 	}
 	// A real host's /run is a tmpfs, where CRIU keeps what it learnt of
 	// the kernel (ckpt.KerndatDir); this machine's may not be.
-	script += fmt.Sprintf("mkdir -p %[1]s\nmount -t tmpfs -o mode=0700,size=1m roam-criu %[1]s\n", kerndatDir)
+	script += fmt.Sprintf("mkdir -p -m 0700 %[1]s\nmount -t tmpfs -o mode=0700,size=1m,nosuid,nodev,noexec roam-criu %[1]s\n", kerndatDir)
 	// nsenter execs roamd in place (no fork for a network namespace), as
 	// unshare and sh exec theirs, so the pid is roamd's.
 	script += `exec nsenter --net="$ROAM_EMU_NETNS" "$ROAM_EMU_ROAMD" --config "$ROAM_EMU_CONFIG"`
