@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"roam/internal/errkind"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -355,7 +356,15 @@ func (a *Agent) step(now time.Time) {
 	a.mu.Lock()
 	dt := now.Sub(a.lastProbe)
 	a.lastProbe = now
-	a.selfLoad = load.Smooth(a.selfLoad, float64(runnable)/a.capacity, dt, loadTauIntervals*a.cfg.Load.Interval)
+	raw := float64(runnable) / a.capacity
+	// A fall of a job or more is news for the busier nodes now, and is
+	// sent as measured: a job that ended is not noise to smooth.
+	news := a.dis.News(now, raw, a.selfLoad, a.capacity)
+	if len(news) > 0 {
+		a.selfLoad = raw
+	} else {
+		a.selfLoad = load.Smooth(a.selfLoad, raw, dt, loadTauIntervals*a.cfg.Load.Interval)
+	}
 	a.selfMem = mem
 	var members []string
 	for id, p := range a.known {
@@ -364,6 +373,11 @@ func (a *Agent) step(now time.Time) {
 		}
 	}
 	targets := a.dis.Tick(now, members, a.rng)
+	for _, id := range news {
+		if !slices.Contains(targets, id) {
+			targets = append(targets, id)
+		}
+	}
 	msg := load.EncodeMessage(a.selfEntryLocked())
 	a.mu.Unlock()
 
@@ -453,12 +467,19 @@ func (a *Agent) handleLoadMessage(b []byte) {
 	}
 	a.stats.loadReceived.Add(1)
 	a.mu.Lock()
+	prev, had := a.dis.Vector.Get(e.Node)
 	kept := a.dis.Receive(time.Now(), e, a.selfLoad)
+	eases := kept && load.Eases(prev, had, e, a.selfLoad)
 	a.mu.Unlock()
 	if kept {
 		a.stats.loadKept.Add(1)
 	} else {
 		a.stats.loadDiscarded.Add(1)
+	}
+	if eases {
+		// A peer could take one of this node's jobs now: judge at once
+		// rather than at the period (a passive policy's round).
+		a.kickScheduler()
 	}
 }
 

@@ -556,3 +556,74 @@ func (s *syncBuf) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
+
+// A burst typed on one node spreads as soon as its jobs are old enough
+// to move (balance's min_age), not a period later: the round that saw
+// them too young wakes the next one then (sched.Scheduler.Wake).
+func TestAgentsSpreadABurstOnceItComesOfAge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 9, faults{}, "balance")
+		time.Sleep(3 * time.Second) // every node's load vector has the others
+		start := time.Now()
+		jobs := c.run(0, 3, "n1")
+		c.waitFor("one job on each node", time.Minute, func() bool {
+			on := map[string]bool{}
+			for _, id := range jobs {
+				if r, _ := c.world.copies(id); len(r) == 1 {
+					on[r[0]] = true
+				}
+			}
+			return len(on) == 3
+		})
+		// min_age 250 ms, then the moves; the next period would be a
+		// second after the round that found them too young.
+		if d := time.Since(start); d > 700*time.Millisecond {
+			t.Fatalf("the burst spread after %v, want within 700ms (min_age 250ms)", d)
+		}
+	})
+}
+
+// A node that goes idle is told of at once, and a busier node sends it a
+// job then, not after the load vector and the next period catch up:
+// 2, 2 and 1 jobs on three nodes are as balanced as can be; once the
+// lone job ends, one of the others moves to its node.
+func TestAgentsSpreadAgainWhenANodeGoesIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 10, faults{}, "balance")
+		lone := c.run(2, 1, "n3")[0]
+		jobs := append(c.run(0, 2, "n1"), c.run(1, 2, "n2")...)
+		where := func() map[string]int {
+			on := map[string]int{}
+			for _, id := range jobs {
+				if r, _ := c.world.copies(id); len(r) == 1 {
+					on[r[0]]++
+				}
+			}
+			return on
+		}
+		time.Sleep(15 * time.Second) // loads settle; nothing gains by moving
+		if on := where(); on["n1"] != 2 || on["n2"] != 2 {
+			t.Fatalf("before the end, jobs moved: %v", on)
+		}
+		if _, err := c.nodes[2].a.Kill(Caller{}, api.KillRequest{IDs: []string{lone}, Signal: 9}); err != nil {
+			t.Fatal(err)
+		}
+		end := time.Now()
+		c.waitFor("a job on the idle node", time.Minute, func() bool { return where()["n3"] > 0 })
+		// The probe sees the end within a quarter interval and tells the
+		// busier nodes, which judge at once; without that, n3's smoothed
+		// load reaches them a second or two later.
+		if d := time.Since(end); d > 600*time.Millisecond {
+			for _, h := range c.nodes {
+				for _, e := range h.a.localEvents(end.Add(-20 * time.Second)) {
+					t.Logf("%v %s %s->%s %s", e.At.Sub(end), e.Kind, e.From, e.To, e.Why)
+				}
+			}
+			t.Fatalf("a job moved to the idle node %v after it went idle, want within 600ms", d)
+		}
+		time.Sleep(15 * time.Second)
+		if on := where(); on["n1"]+on["n2"] != 3 || on["n3"] > 2 {
+			t.Fatalf("after the end, jobs are on %v: want 2, 1 and 1 or 1, 2 and 1 (or 1, 1, 2)", on)
+		}
+	})
+}

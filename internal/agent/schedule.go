@@ -38,6 +38,9 @@ type schedState struct {
 	// ledger is the rounds' memory: admissions, heard loads, recent
 	// moves, failed moves, and whether a round's moves still run.
 	ledger sched.Ledger
+	// wake is when the last round's snapshot has a job come of age
+	// (sched.Scheduler.Wake): a round runs then.
+	wake time.Time
 	// prev are the jobs' system call counts at the last round.
 	prev   map[string]ioSample
 	events []api.Event
@@ -104,7 +107,7 @@ func (a *Agent) schedLoop() {
 	for {
 		now := time.Now()
 		a.sch.mu.Lock()
-		next := a.sch.ledger.NextRound(now, time.Duration(a.sch.pol.Policy.Period))
+		next := a.sch.ledger.NextRound(now, time.Duration(a.sch.pol.Policy.Period), a.sch.wake)
 		a.sch.mu.Unlock()
 		t := time.NewTimer(next.Sub(now))
 		tr := sched.ByPeriod
@@ -137,6 +140,9 @@ func (a *Agent) round(pol *sched.Scheduler) {
 	a.mu.Lock()
 	moves := pol.Decide(snap, a.rng)
 	a.mu.Unlock()
+	a.sch.mu.Lock()
+	a.sch.wake = pol.Wake(snap)
+	a.sch.mu.Unlock()
 	if len(moves) == 0 {
 		return
 	}

@@ -30,6 +30,12 @@ type dkgRun struct {
 	sum      uint64  // the children's results added up
 	rx, tx   int64   // bytes received and sent by the home node
 	balanced float64 // load-balancing time, s; NaN if never balanced
+	// firstMove is when the first migration began, s from the first
+	// start (NaN if none): the part of the balancing time spent before
+	// any job moved. Again counts the migrations that began after the
+	// first job ended: jobs spread again onto nodes gone idle.
+	firstMove float64
+	again     int
 }
 
 // runDKG runs seed 000's DKG as 8 jobs from node 1 (the home node):
@@ -69,7 +75,40 @@ func runDKG(x *Run, cl *api.Client, st emu.State, keys int, on string) (dkgRun, 
 		caps[n.ID] = n.Capacity
 	}
 	r.balanced = BalancedAfter(js, caps)
+	r.firstMove, r.again = moveTimes(js)
 	return r, nil
+}
+
+// moveTimes is when the jobs' first migration began, in seconds from the
+// first start (NaN if none moved), and how many migrations began after
+// the first job ended.
+func moveTimes(js []api.Job) (first float64, again int) {
+	var t0, firstEnd, m0 time.Time
+	for _, j := range js {
+		if t0.IsZero() || j.Started.Before(t0) {
+			t0 = j.Started
+		}
+		if !j.Ended.IsZero() && (firstEnd.IsZero() || j.Ended.Before(firstEnd)) {
+			firstEnd = j.Ended
+		}
+	}
+	for _, j := range js {
+		for _, m := range j.MigrationLog {
+			if !m.OK {
+				continue
+			}
+			if m0.IsZero() || m.At.Before(m0) {
+				m0 = m.At
+			}
+			if !firstEnd.IsZero() && m.At.After(firstEnd) {
+				again++
+			}
+		}
+	}
+	if m0.IsZero() {
+		return math.NaN(), again
+	}
+	return m0.Sub(t0).Seconds(), again
 }
 
 // dkgReference is the DKG result of a plain local run (one process that
@@ -301,7 +340,7 @@ var expLVM = &Experiment{
 	Name:  "lvm",
 	Title: "DKG under load-vector policy fifo vs beneficial",
 	Seed:  "seed 000 §7, Fig. 13–16 (standard vs improved load-vector management)",
-	About: "Runs the 8-child DKG with all 8 jobs started on the home node (`--on 1`), so that the balance policy must spread them, on 1 to 8 nodes of 0.2 CPU, under each load-vector policy: fifo (openMosix: the newest entry replaces the oldest) and beneficial (an entry is kept only if that node is less loaded than this one). It measures run time, speedup, efficiency, and the load-balancing time: from the start until every node runs within one job of its share by capacity.",
+	About: "Runs the 8-child DKG with all 8 jobs started on the home node (`--on 1`), so that the balance policy must spread them, on 1 to 8 nodes of 0.2 CPU, under each load-vector policy: fifo (openMosix: the newest entry replaces the oldest) and beneficial (an entry is kept only if that node is less loaded than this one). It measures run time, speedup, efficiency, and the load-balancing time: from the start until every node runs within one job of its share by capacity; within it, when the first job moved; and how many moves came after the first job ended (jobs spread again onto nodes gone idle).",
 	run: func(x *Run) error {
 		ns := pick(x, []int{1, 4}, []int{1, 2, 3, 4, 6, 8})
 		// Quick needs more keys than speedup: the jobs must outlive the
@@ -336,6 +375,10 @@ var expLVM = &Experiment{
 							d.balanced = d.seconds
 						}
 						r.Add(pol, float64(n), "load-balancing time", "s", d.balanced)
+						if !math.IsNaN(d.firstMove) {
+							r.Add(pol, float64(n), "first move after", "s", d.firstMove)
+						}
+						r.Add(pol, float64(n), "moves after the first end", "", float64(d.again))
 						if d.sum != ref {
 							mismatch++
 						}

@@ -119,3 +119,22 @@ func TestPivotTable(t *testing.T) {
 		t.Fatalf("the step metric leaked into the main table:\n%s", got)
 	}
 }
+
+func TestMoveTimes(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	js := []api.Job{
+		{ID: "1.1", Started: at(0.1), Ended: at(5)},
+		{ID: "1.2", Started: t0, Ended: at(8), MigrationLog: []api.Migration{{At: at(0.6), OK: true}, {At: at(5.5), OK: true}}},
+		{ID: "1.3", Started: t0, Ended: at(9), MigrationLog: []api.Migration{{At: at(0.4), OK: false}, {At: at(6), OK: true}}},
+	}
+	// The failed move at 0.4 is not the first; two moves follow the
+	// first end (5 s).
+	if first, again := moveTimes(js); math.Abs(first-0.6) > 1e-9 || again != 2 {
+		t.Errorf("first move %g s, %d moves after the first end; want 0.6 and 2", first, again)
+	}
+	js[1].MigrationLog, js[2].MigrationLog = nil, nil
+	if first, again := moveTimes(js); !math.IsNaN(first) || again != 0 {
+		t.Errorf("no moves: first %g, again %d; want NaN and 0", first, again)
+	}
+}

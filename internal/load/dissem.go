@@ -61,6 +61,7 @@ type Disseminator struct {
 
 	lastContact map[string]time.Time // sender -> last time it sent us its load
 	nextTick    time.Time
+	nextNews    time.Time
 }
 
 // NewDisseminator makes the protocol state for node self.
@@ -101,6 +102,48 @@ func (d *Disseminator) Tick(now time.Time, members []string, rng *rand.Rand) []s
 		}
 	}
 	return ChooseTargets(d.Self, members, d.Recent(now), rng)
+}
+
+// News returns the nodes to send this node's load to now, out of turn:
+// its load (load, runnable threads per unit of capacity as the probe read
+// it now) fell three quarters of a thread or more below the load it sends
+// (sent, the smoothed one, which nears a step's height but never reaches
+// it), so a job ended or left, and the vector holds nodes more
+// loaded than this one with one more thread, which would gain by sending
+// it a job. A node that goes idle is otherwise heard of a second or more
+// later, and its smoothed load takes another second to fall: time its
+// CPU is lost while others queue (seed 000's 8 jobs on 3 or 6 nodes). The
+// caller sends load, not the smoothed value: a job's end is not noise.
+// At most once per quarter interval; nil when nothing is news.
+func (d *Disseminator) News(now time.Time, load, sent, capacity float64) []string {
+	if capacity <= 0 || now.Before(d.nextNews) || sent-load < 0.75/capacity {
+		return nil
+	}
+	var out []string
+	for _, e := range d.Vector.entries {
+		if e.Load > load+1/capacity {
+			out = append(out, e.Node)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	sort.Strings(out)
+	d.nextNews = now.Add(d.Interval / 4)
+	return out
+}
+
+// Eases says whether entry e, received in place of prev (had: there was
+// one), is news for this node's scheduler: node e.Node could now take
+// one of this node's threads and stay below selfLoad, and prev did not
+// show that (or showed a load higher by at least half a thread). The
+// agent then runs a round at once instead of at its period.
+func Eases(prev Entry, had bool, e Entry, selfLoad float64) bool {
+	if !(e.Capacity > 0) {
+		return false
+	}
+	room := func(x Entry) bool { return x.Capacity > 0 && x.Load+1/x.Capacity < selfLoad }
+	return room(e) && (!had || !room(prev) || e.Load <= prev.Load-0.5/e.Capacity)
 }
 
 // Receive takes a load entry sent by another node. localLoad is our own load

@@ -246,3 +246,66 @@ func TestVectorInvariants(t *testing.T) {
 		}
 	})
 }
+
+// A node whose load falls by a job tells at once the nodes that would
+// gain by sending it one, and no other; not twice within a quarter
+// interval, and not for a fall of less than a job.
+func TestNewsOfAFallGoesToTheBusierNodes(t *testing.T) {
+	d := NewDisseminator("1", 8, PolicyFIFO, time.Second)
+	t0 := time.Unix(1000, 0)
+	for _, e := range []Entry{{Node: "2", Capacity: 0.2, Load: 15}, {Node: "3", Capacity: 0.2, Load: 10}, {Node: "4", Capacity: 0.2, Load: 5}, {Node: "5", Capacity: 0.2, Load: 0}} {
+		d.Receive(t0, e, 10)
+	}
+	// Node 1 (0.2 CPU) had 2 jobs (load 10) and has none now: nodes 2 and
+	// 3 would gain by sending it one (5 with it, under their 15 and 10);
+	// node 4 would not (it would swap 5 for 5), nor would idle node 5.
+	if got := d.News(t0, 0, 10, 0.2); !slices.Equal(got, []string{"2", "3"}) {
+		t.Fatalf("news of a fall from 10 to 0 went to %v, want [2 3]", got)
+	}
+	if got := d.News(t0.Add(100*time.Millisecond), 0, 10, 0.2); got != nil {
+		t.Fatalf("news again within a quarter interval: %v", got)
+	}
+	later := t0.Add(time.Second)
+	if got := d.News(later, 7, 10, 0.2); got != nil {
+		t.Fatalf("a fall of less than three quarters of a job (10 to 7 at 5 a job) is news to %v", got)
+	}
+	// A smoothed load nears the step's height, never reaches it.
+	if got := d.News(later, 5, 9.99, 0.2); !slices.Equal(got, []string{"2"}) {
+		t.Fatalf("news of a fall from 10 to 5 went to %v, want [2]", got)
+	}
+	if got := NewDisseminator("1", 8, PolicyFIFO, time.Second).News(t0, 0, 10, 0.2); got != nil {
+		t.Fatalf("news with an empty vector went to %v", got)
+	}
+	if got := d.News(later.Add(time.Second), 0, 10, 0); got != nil {
+		t.Fatalf("news with no capacity went to %v", got)
+	}
+}
+
+// An entry is news for the scheduler when its node could take one of
+// this node's threads and could not before.
+func TestEasesWhenAPeerGainsRoom(t *testing.T) {
+	busy := Entry{Node: "2", Capacity: 0.2, Load: 10}
+	idle := Entry{Node: "2", Capacity: 0.2, Load: 0}
+	cases := []struct {
+		name string
+		prev Entry
+		had  bool
+		e    Entry
+		self float64
+		want bool
+	}{
+		{"went idle", busy, true, idle, 15, true},
+		{"first heard, idle", Entry{}, false, idle, 15, true},
+		{"first heard, busy", Entry{}, false, busy, 15, false},
+		{"idle and still idle", idle, true, idle, 15, false},
+		{"fell by a job, room before too", Entry{Node: "2", Capacity: 0.2, Load: 5}, true, idle, 15, true},
+		{"fell by less than half a job", Entry{Node: "2", Capacity: 0.2, Load: 2}, true, idle, 15, false},
+		{"went idle, but this node is no busier", busy, true, idle, 5, false},
+		{"no capacity", busy, true, Entry{Node: "2", Load: 0}, 15, false},
+	}
+	for _, tc := range cases {
+		if got := Eases(tc.prev, tc.had, tc.e, tc.self); got != tc.want {
+			t.Errorf("%s: Eases = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -235,6 +235,34 @@ func (s *Scheduler) Decide(snap Snapshot, rng *rand.Rand) []Move {
 	return out
 }
 
+// waker is a manager that knows when a job it passes over now becomes
+// one it may move.
+type waker interface {
+	Wake(s Snapshot) time.Time
+}
+
+// Wake is the first moment after snap.Now at which one of its jobs, too
+// young now for a manager of the policy (min_age), becomes old enough to
+// move; zero if none. The agent runs a round then rather than up to a
+// period later: a burst started together would otherwise wait, on
+// average, half a period more, all its jobs sharing one node's CPU.
+func (s *Scheduler) Wake(snap Snapshot) time.Time {
+	var w time.Time
+	if snap.Self.Draining {
+		return w
+	}
+	for _, nm := range s.managers {
+		wk, ok := nm.m.(waker)
+		if !ok {
+			continue
+		}
+		if at := wk.Wake(snap); !at.IsZero() && (w.IsZero() || at.Before(w)) {
+			w = at
+		}
+	}
+	return w
+}
+
 // apply folds a move into a snapshot: the job leaves, this node's load
 // drops and the target's rises by its runnable threads.
 func apply(s Snapshot, mv Move) Snapshot {
@@ -459,6 +487,19 @@ func (m *migrateManager) movable(s Snapshot, j Job, kind ProblemKind) (ok, recen
 	}
 	recent = !j.LastMoved.IsZero() && s.Now.Sub(j.LastMoved) < time.Duration(m.Hysteresis)
 	return !recent || (kind != ProblemMemory && m.HysteresisGain > 0), recent
+}
+
+// Wake is when the first job now younger than MinAge reaches it (held
+// jobs never move, whatever their age); zero if none.
+func (m *migrateManager) Wake(s Snapshot) time.Time {
+	var w time.Time
+	for _, j := range s.Jobs {
+		at := j.Started.Add(time.Duration(m.MinAge))
+		if j.Held == "" && at.After(s.Now) && (w.IsZero() || at.Before(w)) {
+			w = at
+		}
+	}
+	return w
 }
 
 func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Move, bool) {

@@ -111,7 +111,7 @@ func TestHeldYoungAndRecentJobsStay(t *testing.T) {
 	s := mustPolicy(t, "balance")
 	js := []Job{
 		{ID: "a", Started: t0.Add(-time.Minute), Runnable: 1, Held: "pinned (run --pin)"},
-		{ID: "b", Started: t0.Add(-500 * time.Millisecond), Runnable: 1},                           // too young
+		{ID: "b", Started: t0.Add(-100 * time.Millisecond), Runnable: 1},                           // too young
 		{ID: "c", Started: t0.Add(-time.Minute), Runnable: 1, LastMoved: t0.Add(-5 * time.Second)}, // moved lately
 		{ID: "d", Started: t0.Add(-time.Minute), Runnable: 0},                                      // sleeping
 	}
@@ -124,6 +124,34 @@ func TestHeldYoungAndRecentJobsStay(t *testing.T) {
 	snap.Jobs = append(snap.Jobs, Job{ID: "e", Started: t0.Add(-time.Minute), Runnable: 1})
 	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 1 || moves[0].Job != "e" {
 		t.Fatalf("moves %v, want only e", moves)
+	}
+}
+
+// A round wakes when the first job too young to move becomes old enough:
+// not for held jobs, nor for jobs old enough already, nor on a draining
+// node (whose round is Drain's, which moves young jobs too).
+func TestWakeWhenTheFirstYoungJobComesOfAge(t *testing.T) {
+	s := mustPolicy(t, "balance") // min_age 250ms
+	js := []Job{
+		{ID: "old", Started: t0.Add(-time.Minute), Runnable: 1},
+		{ID: "pinned", Started: t0.Add(-100 * time.Millisecond), Runnable: 1, Held: "pinned (run --pin)"},
+		{ID: "young", Started: t0.Add(-50 * time.Millisecond), Runnable: 1},
+		{ID: "younger", Started: t0, Runnable: 1},
+	}
+	snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 4}, Jobs: js}
+	if got, want := s.Wake(snap), t0.Add(200*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("Wake = %v after now, want %v", got.Sub(t0), want.Sub(t0))
+	}
+	snap.Jobs = js[:2]
+	if got := s.Wake(snap); !got.IsZero() {
+		t.Fatalf("Wake with no young unheld job = %v, want none", got)
+	}
+	snap.Jobs, snap.Self.Draining = js, true
+	if got := s.Wake(snap); !got.IsZero() {
+		t.Fatalf("Wake on a draining node = %v, want none", got)
+	}
+	if got := mustPolicy(t, "static").Wake(Snapshot{Now: t0, Jobs: js}); !got.IsZero() {
+		t.Fatalf("static's Wake = %v, want none: it never moves", got)
 	}
 }
 

@@ -215,9 +215,15 @@ const (
 
 // NextRound is when the loop wakes by period, having gone back to wait at
 // now: the period is counted from the end of the last round (or the last
-// wake that ran none).
-func (l *Ledger) NextRound(now time.Time, period time.Duration) time.Time {
-	return now.Add(period)
+// wake that ran none); or at wake (Scheduler.Wake of the last round's
+// snapshot: a job becomes old enough to move), if that is sooner and
+// still to come.
+func (l *Ledger) NextRound(now time.Time, period time.Duration, wake time.Time) time.Time {
+	next := now.Add(period)
+	if wake.After(now) && wake.Before(next) {
+		return wake
+	}
+	return next
 }
 
 // RoundDue says whether a round runs now, woken by tr under a policy that

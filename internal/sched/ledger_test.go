@@ -348,8 +348,20 @@ func TestLedgerFailedMovesCountAsMoves(t *testing.T) {
 }
 
 func TestLedgerPacing(t *testing.T) {
-	if got := new(Ledger).NextRound(t0, 3*time.Second); !got.Equal(t0.Add(3 * time.Second)) {
-		t.Fatalf("NextRound = %v, want a period after now", got)
+	for _, tc := range []struct {
+		name string
+		wake time.Time
+		want time.Time
+	}{
+		{"no job to wait for", time.Time{}, t0.Add(3 * time.Second)},
+		{"a job old enough sooner", t0.Add(time.Second), t0.Add(time.Second)},
+		{"a job old enough later", t0.Add(5 * time.Second), t0.Add(3 * time.Second)},
+		{"a wake gone by", t0.Add(-time.Second), t0.Add(3 * time.Second)},
+		{"a wake now", t0, t0.Add(3 * time.Second)},
+	} {
+		if got := new(Ledger).NextRound(t0, 3*time.Second, tc.wake); !got.Equal(tc.want) {
+			t.Errorf("%s: NextRound = %v, want %v", tc.name, got.Sub(t0), tc.want.Sub(t0))
+		}
 	}
 	cases := []struct {
 		name    string

@@ -311,7 +311,14 @@ var Builtin = map[string]string{
 	"static": `name: static
 placement: round-robin
 `,
-	// balance: MOSIX/openMosix pairwise CPU load balancing.
+	// balance: MOSIX/openMosix pairwise CPU load balancing. Its min_age is
+	// short: a small job's eager move freezes it for 50–90 ms here (the
+	// README's migration table), and a process that has run for a time
+	// can be expected to run about as long again (the process-lifetime
+	// rule of thumb MOSIX's age rule rests on), so a job of a quarter
+	// second moved off a node it shares to one it has alone gains more
+	// than its freeze. A burst typed on one node then spreads in under a
+	// second, not after one.
 	"balance": `name: balance
 placement: least-loaded
 probes:
@@ -320,7 +327,7 @@ probes:
 analyzers:
   balance: {type: balance, inputs: [cpu, jobs], params: {threshold: 0.25}}
 managers:
-  global: {type: migrate, inputs: [balance], params: {min_age: 1s, hysteresis: 10s, max_moves: 16, parallel: 4}}
+  global: {type: migrate, inputs: [balance], params: {min_age: 250ms, hysteresis: 10s, max_moves: 16, parallel: 4}}
 `,
 	// ushering: memory ushering alone.
 	"ushering": `name: ushering
