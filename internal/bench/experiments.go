@@ -36,6 +36,24 @@ type dkgRun struct {
 	// first job ended: jobs spread again onto nodes gone idle.
 	firstMove float64
 	again     int
+	// discarded is how many load entries the nodes' load vectors
+	// discarded during the run (the beneficial policy's refusals; fifo
+	// discards none), -1 if a node's counters could not be read.
+	discarded int64
+}
+
+// discardedLoads adds up the load entries every node of st discarded so
+// far (api.Stats.LoadDiscarded), or -1 if a node did not answer.
+func discardedLoads(st emu.State) int64 {
+	var n int64
+	for _, nd := range st.Nodes {
+		var s api.Stats
+		if err := api.NewClient(nd.Socket).Get("/v1/stats", &s); err != nil {
+			return -1
+		}
+		n += s.LoadDiscarded
+	}
+	return n
 }
 
 // runDKG runs seed 000's DKG as 8 jobs from node 1 (the home node):
@@ -46,6 +64,7 @@ func runDKG(x *Run, cl *api.Client, st emu.State, keys int, on string) (dkgRun, 
 	x.waitIdle(cl)
 	veth := "rv-" + st.Name + "-" + st.Nodes[0].ID
 	rx0, tx0 := netStat(veth, "rx_bytes"), netStat(veth, "tx_bytes")
+	disc0 := discardedLoads(st)
 	ids, err := start(cl, api.RunRequest{Argv: []string{x.tool("dkg"), "-k", strconv.Itoa(keys), "-b", "1024", "-s", "1"}, Count: dkgChildren, On: on})
 	if err != nil {
 		return r, err
@@ -56,6 +75,12 @@ func runDKG(x *Run, cl *api.Client, st emu.State, keys int, on string) (dkgRun, 
 	}
 	// The host side of the veth receives what the node sends.
 	r.tx, r.rx = netStat(veth, "rx_bytes")-rx0, netStat(veth, "tx_bytes")-tx0
+	r.discarded = -1
+	if disc0 >= 0 {
+		if d := discardedLoads(st); d >= 0 {
+			r.discarded = d - disc0
+		}
+	}
 	if r.seconds, err = makespan(js); err != nil {
 		return r, err
 	}
@@ -379,6 +404,9 @@ var expLVM = &Experiment{
 							r.Add(pol, float64(n), "first move after", "s", d.firstMove)
 						}
 						r.Add(pol, float64(n), "moves after the first end", "", float64(d.again))
+						if d.discarded >= 0 {
+							r.Add(pol, float64(n), "load entries discarded", "", float64(d.discarded))
+						}
 						if d.sum != ref {
 							mismatch++
 						}
