@@ -87,6 +87,7 @@ type Agent struct {
 	selfLoad  float64
 	selfMem   float64
 	lastProbe time.Time
+	easedAt   time.Time // the last round a peer's load kicked (load.Eases)
 	known     map[string]*peer
 	rates     *userRates // the API's per-user request rates
 
@@ -352,14 +353,17 @@ func (a *Agent) loadLoop() {
 func (a *Agent) step(now time.Time) {
 	runnable := a.prober.Runnable()
 	mem := a.prober.MemFreeMB()
+	a.jobs.mu.Lock()
+	jobs := len(a.jobs.local)
+	a.jobs.mu.Unlock()
 
 	a.mu.Lock()
 	dt := now.Sub(a.lastProbe)
 	a.lastProbe = now
 	raw := float64(runnable) / a.capacity
-	// A fall of a job or more is news for the busier nodes now, and is
-	// sent as measured: a job that ended is not noise to smooth.
-	news := a.dis.News(now, raw, a.selfLoad, a.capacity)
+	// A job that ended or left is news for the busier nodes now, and the
+	// load is sent as measured: that fall is not noise to smooth.
+	news := a.dis.News(now, jobs, raw, a.selfLoad, a.capacity)
 	if len(news) > 0 {
 		a.selfLoad = raw
 	} else {
@@ -467,9 +471,16 @@ func (a *Agent) handleLoadMessage(b []byte) {
 	}
 	a.stats.loadReceived.Add(1)
 	a.mu.Lock()
+	now := time.Now()
 	prev, had := a.dis.Vector.Get(e.Node)
-	kept := a.dis.Receive(time.Now(), e, a.selfLoad)
-	eases := kept && load.Eases(prev, had, e, a.selfLoad)
+	kept := a.dis.Receive(now, e, a.selfLoad)
+	// At most one such round a quarter interval, and only for a live
+	// member: the snapshot has no other.
+	p := a.known[e.Node]
+	eases := kept && p != nil && p.alive && load.Eases(prev, had, e, a.selfLoad) && !now.Before(a.easedAt.Add(a.cfg.Load.Interval/4))
+	if eases {
+		a.easedAt = now
+	}
 	a.mu.Unlock()
 	if kept {
 		a.stats.loadKept.Add(1)

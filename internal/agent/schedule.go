@@ -173,7 +173,7 @@ func (a *Agent) round(pol *sched.Scheduler) {
 		defer a.wg.Done()
 		wg.Wait()
 		a.sch.mu.Lock()
-		again := a.sch.ledger.Finished(moved.Load())
+		again := a.sch.ledger.Finished(moved.Load(), time.Now(), a.sch.wake)
 		a.sch.mu.Unlock()
 		if again {
 			a.kickScheduler()

@@ -62,6 +62,7 @@ type Disseminator struct {
 	lastContact map[string]time.Time // sender -> last time it sent us its load
 	nextTick    time.Time
 	nextNews    time.Time
+	jobs        int // the job count at the last News
 }
 
 // NewDisseminator makes the protocol state for node self.
@@ -104,19 +105,31 @@ func (d *Disseminator) Tick(now time.Time, members []string, rng *rand.Rand) []s
 	return ChooseTargets(d.Self, members, d.Recent(now), rng)
 }
 
-// News returns the nodes to send this node's load to now, out of turn:
-// its load (load, runnable threads per unit of capacity as the probe read
-// it now) fell three quarters of a thread or more below the load it sends
-// (sent, the smoothed one, which nears a step's height but never reaches
-// it), so a job ended or left, and the vector holds nodes more
-// loaded than this one with one more thread, which would gain by sending
-// it a job. A node that goes idle is otherwise heard of a second or more
-// later, and its smoothed load takes another second to fall: time its
-// CPU is lost while others queue (seed 000's 8 jobs on 3 or 6 nodes). The
+// News returns the nodes to send this node's load to now, out of turn,
+// when one of its jobs ended or left: jobs, the number of jobs it holds,
+// is lower than at the last call; its load (load, runnable threads per
+// unit of capacity as the probe read it now) is three quarters of a
+// thread or more below the load it sends (sent, the smoothed one, which
+// nears a step's height but never reaches it); and the vector holds
+// nodes more loaded than this one with one more thread, which would gain
+// by sending it a job. A node that goes idle is otherwise heard of a
+// second or more later, and its smoothed load takes another second to
+// fall: time its CPU is lost while others queue (seed 000's 8 jobs on 3
+// or 6 nodes). A job that sleeps for a moment changes no count, so its
+// dip in the load is no news: it stays the smoothing's to hide. The
 // caller sends load, not the smoothed value: a job's end is not noise.
-// At most once per quarter interval; nil when nothing is news.
-func (d *Disseminator) News(now time.Time, load, sent, capacity float64) []string {
-	if capacity <= 0 || now.Before(d.nextNews) || sent-load < 0.75/capacity {
+// At most once per quarter interval (a fall held back then is news at
+// the next call); nil when nothing is news.
+func (d *Disseminator) News(now time.Time, jobs int, load, sent, capacity float64) []string {
+	fell := jobs < d.jobs
+	if !fell || now.Before(d.nextNews) {
+		if !fell {
+			d.jobs = jobs
+		}
+		return nil
+	}
+	d.jobs = jobs
+	if capacity <= 0 || sent-load < 0.75/capacity {
 		return nil
 	}
 	var out []string

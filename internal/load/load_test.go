@@ -247,36 +247,55 @@ func TestVectorInvariants(t *testing.T) {
 	})
 }
 
-// A node whose load falls by a job tells at once the nodes that would
-// gain by sending it one, and no other; not twice within a quarter
-// interval, and not for a fall of less than a job.
+// A node one of whose jobs ended or left tells at once the nodes that
+// would gain by sending it one, and no other; not twice within a quarter
+// interval (the second fall is told after it), not for a dip in the load
+// with no job gone (a job sleeping for a moment), and not for a fall of
+// less than three quarters of a job.
 func TestNewsOfAFallGoesToTheBusierNodes(t *testing.T) {
 	d := NewDisseminator("1", 8, PolicyFIFO, time.Second)
 	t0 := time.Unix(1000, 0)
 	for _, e := range []Entry{{Node: "2", Capacity: 0.2, Load: 15}, {Node: "3", Capacity: 0.2, Load: 10}, {Node: "4", Capacity: 0.2, Load: 5}, {Node: "5", Capacity: 0.2, Load: 0}} {
 		d.Receive(t0, e, 10)
 	}
-	// Node 1 (0.2 CPU) had 2 jobs (load 10) and has none now: nodes 2 and
-	// 3 would gain by sending it one (5 with it, under their 15 and 10);
-	// node 4 would not (it would swap 5 for 5), nor would idle node 5.
-	if got := d.News(t0, 0, 10, 0.2); !slices.Equal(got, []string{"2", "3"}) {
-		t.Fatalf("news of a fall from 10 to 0 went to %v, want [2 3]", got)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	if got := d.News(at(0), 2, 10, 10, 0.2); got != nil {
+		t.Fatalf("news with no job gone: %v", got)
 	}
-	if got := d.News(t0.Add(100*time.Millisecond), 0, 10, 0.2); got != nil {
+	// Its 2 jobs ran (load 10 at 0.2 CPU); one sleeps: the load dips to
+	// 5, but no job ended.
+	if got := d.News(at(250), 2, 5, 10, 0.2); got != nil {
+		t.Fatalf("a sleeping job's dip is news to %v", got)
+	}
+	// Both ended: nodes 2 and 3 would gain by sending it one (5 with it,
+	// under their 15 and 10); node 4 would not (it would swap 5 for 5),
+	// nor would idle node 5.
+	if got := d.News(at(500), 0, 0, 10, 0.2); !slices.Equal(got, []string{"2", "3"}) {
+		t.Fatalf("news of two jobs ending (load 10 to 0) went to %v, want [2 3]", got)
+	}
+	// Two start, one ends within a quarter interval: told after it.
+	d.News(at(510), 2, 10, 10, 0.2)
+	if got := d.News(at(600), 1, 5, 9.99, 0.2); got != nil {
 		t.Fatalf("news again within a quarter interval: %v", got)
 	}
-	later := t0.Add(time.Second)
-	if got := d.News(later, 7, 10, 0.2); got != nil {
+	if got := d.News(at(760), 1, 5, 9.99, 0.2); !slices.Equal(got, []string{"2"}) {
+		t.Fatalf("news held back by the quarter interval went to %v, want [2] (a smoothed load nears the step, never reaches it)", got)
+	}
+	if got := d.News(at(800), 1, 5, 10, 0.2); got != nil {
+		t.Fatalf("the same fall told twice: %v", got)
+	}
+	// A job ended that hardly ran: a fall under three quarters of a job.
+	d.News(at(2000), 2, 7, 10, 0.2)
+	if got := d.News(at(3000), 1, 7, 10, 0.2); got != nil {
 		t.Fatalf("a fall of less than three quarters of a job (10 to 7 at 5 a job) is news to %v", got)
 	}
-	// A smoothed load nears the step's height, never reaches it.
-	if got := d.News(later, 5, 9.99, 0.2); !slices.Equal(got, []string{"2"}) {
-		t.Fatalf("news of a fall from 10 to 5 went to %v, want [2]", got)
-	}
-	if got := NewDisseminator("1", 8, PolicyFIFO, time.Second).News(t0, 0, 10, 0.2); got != nil {
+	e := NewDisseminator("1", 8, PolicyFIFO, time.Second)
+	e.News(t0, 1, 5, 5, 0.2)
+	if got := e.News(at(500), 0, 0, 5, 0.2); got != nil {
 		t.Fatalf("news with an empty vector went to %v", got)
 	}
-	if got := d.News(later.Add(time.Second), 0, 10, 0); got != nil {
+	d.News(at(4000), 1, 5, 5, 0)
+	if got := d.News(at(5000), 0, 0, 5, 0); got != nil {
 		t.Fatalf("news with no capacity went to %v", got)
 	}
 }

@@ -249,11 +249,13 @@ func (l *Ledger) Started(moves []Move) {
 	l.recent = append(l.recent, moves...)
 }
 
-// Finished ends the batch of moves Started; again says whether to kick a
-// round at once: if one of them went through (moved), jobs may be left to
-// spread, and a round that came while they ran was skipped, so judging
-// again now is better than a period later.
-func (l *Ledger) Finished(moved bool) (again bool) {
+// Finished ends the batch of moves Started, at now; again says whether to
+// kick a round at once: if one of them went through (moved), jobs may be
+// left to spread, and a round that came while they ran was skipped, so
+// judging again now is better than a period later. So too if the last
+// round's wake (a job coming of age, Scheduler.Wake) passed while they
+// ran: the round it was for was skipped.
+func (l *Ledger) Finished(moved bool, now, wake time.Time) (again bool) {
 	l.running = false
-	return moved
+	return moved || !wake.IsZero() && !wake.After(now)
 }

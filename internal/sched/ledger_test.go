@@ -101,7 +101,7 @@ func (c *cluster) round(now time.Time) []asked {
 		out = append(out, asked{mv, ans})
 	}
 	for _, n := range c.nodes {
-		n.ledger.Finished(false)
+		n.ledger.Finished(false, now, time.Time{})
 	}
 	return out
 }
@@ -398,11 +398,22 @@ func TestLedgerPacing(t *testing.T) {
 	// moved none is not. Either way rounds run again.
 	for _, moved := range []bool{true, false} {
 		l.Started([]Move{{Job: "1.1", To: "2", At: t0}})
-		if again := l.Finished(moved); again != moved {
+		if again := l.Finished(moved, t0, time.Time{}); again != moved {
 			t.Errorf("Finished(moved %v) = %v", moved, again)
 		}
 		if !l.RoundDue(ByPeriod, false) || !l.RoundDue(ByKick, true) {
 			t.Errorf("after Finished(moved %v) no round is due", moved)
+		}
+	}
+	// A job came of age while the moves ran (and failed): the round of
+	// its wake was skipped, so one follows at once; not for a wake to come.
+	for _, tc := range []struct {
+		wake  time.Time
+		again bool
+	}{{t0.Add(-time.Second), true}, {t0, true}, {t0.Add(time.Second), false}} {
+		l.Started([]Move{{Job: "1.1", To: "2", At: t0}})
+		if again := l.Finished(false, t0, tc.wake); again != tc.again {
+			t.Errorf("Finished(no move, wake %v from now) = %v, want %v", tc.wake.Sub(t0), again, tc.again)
 		}
 	}
 }

@@ -64,7 +64,7 @@ func TestBalanceSpreadsByCapacity(t *testing.T) {
 	if short.CPUUsedS < 12*2 || short.IdealS < short.NominalIdealS {
 		t.Fatalf("short jobs used %.2f CPU-s in all (ideal %.1f s, nominal %.1f s): less than asked", short.CPUUsedS, short.IdealS, short.NominalIdealS)
 	}
-	// Spread in one round, about a second after the jobs are old enough
+	// Spread in one round, as soon as the jobs are old enough
 	// to move (min_age 250 ms); the 1.3 of the issue is `roam bench balance`'s
 	// to show (the README's figures), this bound only that the burst did
 	// not leave three moves a round, which took 6 s.
