@@ -168,15 +168,7 @@ func TestAgentsSpreadABurstAtOnce(t *testing.T) {
 		c.world.dumpTime = dump
 		c.world.mu.Unlock()
 		ids := c.run(3, 12, "n4")
-		per := func() map[string]int {
-			out := map[string]int{}
-			for _, id := range ids {
-				if r, _ := c.world.copies(id); len(r) == 1 {
-					out[r[0]]++
-				}
-			}
-			return out
-		}
+		per := func() map[string]int { return c.runningOn(ids) }
 		c.waitFor("a job leaves n4", time.Minute, func() bool { return per()["n4"] < 12 })
 		first := time.Now()
 		c.waitFor("three jobs on each node", time.Minute, func() bool {

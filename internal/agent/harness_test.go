@@ -221,6 +221,17 @@ func (c *cluster) run(i, count int, on string) []string {
 	return resp.IDs
 }
 
+// runningOn counts, by node, the jobs of ids that run exactly once.
+func (c *cluster) runningOn(ids []string) map[string]int {
+	on := map[string]int{}
+	for _, id := range ids {
+		if r, _ := c.world.copies(id); len(r) == 1 {
+			on[r[0]]++
+		}
+	}
+	return on
+}
+
 // settled says whether every job runs exactly once, with no frozen copy,
 // where its home's record says, and is a local job of that node alone.
 func (c *cluster) settled(ids []string) (bool, string) {
@@ -459,15 +470,7 @@ func TestAgentsDoNotHerd(t *testing.T) {
 		c := newCluster(t, 3, 7, faults{}, "balance")
 		start := time.Now()
 		jobs := append(c.run(0, 2, "n1"), c.run(1, 2, "n2")...)
-		c.waitFor("a job moved to the idle node", 2*time.Minute, func() bool {
-			run := 0
-			for _, id := range jobs {
-				if r, _ := c.world.copies(id); len(r) == 1 && r[0] == "n3" {
-					run++
-				}
-			}
-			return run > 0
-		})
+		c.waitFor("a job moved to the idle node", 2*time.Minute, func() bool { return c.runningOn(jobs)["n3"] > 0 })
 		time.Sleep(time.Minute) // more rounds: none may herd either
 		var moved, declined []api.Event
 		for _, h := range c.nodes {
@@ -480,12 +483,7 @@ func TestAgentsDoNotHerd(t *testing.T) {
 				}
 			}
 		}
-		onN3 := 0
-		for _, id := range jobs {
-			if r, _ := c.world.copies(id); len(r) == 1 && r[0] == "n3" {
-				onN3++
-			}
-		}
+		onN3 := c.runningOn(jobs)["n3"]
 		t.Logf("moves to n3: %d, declined by n3: %d, jobs on n3: %d", len(moved), len(declined), onN3)
 		if onN3 != 1 || len(moved) != 1 {
 			t.Fatalf("n3 runs %d jobs after %d moves (%+v), want exactly one", onN3, len(moved), moved)
@@ -567,15 +565,7 @@ func TestAgentsSpreadABurstOnceItComesOfAge(t *testing.T) {
 		time.Sleep(3 * time.Second) // every node's load vector has the others
 		start := time.Now()
 		jobs := c.run(0, 3, "n1")
-		c.waitFor("one job on each node", time.Minute, func() bool {
-			on := map[string]bool{}
-			for _, id := range jobs {
-				if r, _ := c.world.copies(id); len(r) == 1 {
-					on[r[0]] = true
-				}
-			}
-			return len(on) == 3
-		})
+		c.waitFor("one job on each node", time.Minute, func() bool { return len(c.runningOn(jobs)) == 3 })
 		// min_age 250 ms, then the moves; the next period would be a
 		// second after the round that found them too young.
 		if d := time.Since(start); d > 700*time.Millisecond {
@@ -593,15 +583,7 @@ func TestAgentsSpreadAgainWhenANodeGoesIdle(t *testing.T) {
 		c := newCluster(t, 3, 10, faults{}, "balance")
 		lone := c.run(2, 1, "n3")[0]
 		jobs := append(c.run(0, 2, "n1"), c.run(1, 2, "n2")...)
-		where := func() map[string]int {
-			on := map[string]int{}
-			for _, id := range jobs {
-				if r, _ := c.world.copies(id); len(r) == 1 {
-					on[r[0]]++
-				}
-			}
-			return on
-		}
+		where := func() map[string]int { return c.runningOn(jobs) }
 		time.Sleep(15 * time.Second) // loads settle; nothing gains by moving
 		if on := where(); on["n1"] != 2 || on["n2"] != 2 {
 			t.Fatalf("before the end, jobs moved: %v", on)

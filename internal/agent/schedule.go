@@ -142,13 +142,11 @@ func (a *Agent) round(pol *sched.Scheduler) {
 	a.mu.Unlock()
 	a.sch.mu.Lock()
 	a.sch.wake = pol.Wake(snap)
+	a.sch.ledger.Started(moves) // none: nothing runs
 	a.sch.mu.Unlock()
 	if len(moves) == 0 {
 		return
 	}
-	a.sch.mu.Lock()
-	a.sch.ledger.Started(moves)
-	a.sch.mu.Unlock()
 	lanes := sched.Lanes(moves, pol.Parallel())
 	var moved atomic.Bool
 	var wg sync.WaitGroup

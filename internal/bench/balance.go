@@ -239,10 +239,7 @@ func burnCPU(out string) (float64, bool) {
 // starts, moves and ends (placeChanges). caps are the nodes' capacities by
 // id. False if that never held while jobs ran.
 func BalancedAt(js []api.Job, caps map[string]float64) (time.Time, bool) {
-	total := 0.0
-	for _, c := range caps {
-		total += c
-	}
+	total := capacitySum(caps)
 	cs := placeChanges(js, true)
 	where := map[string]string{}
 	for i, c := range cs {

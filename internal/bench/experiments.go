@@ -108,15 +108,8 @@ func runDKG(x *Run, cl *api.Client, st emu.State, keys int, on string) (dkgRun, 
 // first start (NaN if none moved), and how many migrations began after
 // the first job ended.
 func moveTimes(js []api.Job) (first float64, again int) {
-	var t0, firstEnd, m0 time.Time
-	for _, j := range js {
-		if t0.IsZero() || j.Started.Before(t0) {
-			t0 = j.Started
-		}
-		if !j.Ended.IsZero() && (firstEnd.IsZero() || j.Ended.Before(firstEnd)) {
-			firstEnd = j.Ended
-		}
-	}
+	t0, firstEnd := runSpan(js)
+	var m0 time.Time
 	for _, j := range js {
 		for _, m := range j.MigrationLog {
 			if !m.OK {
@@ -185,13 +178,9 @@ func placeChanges(js []api.Job, ends bool) []placeChange {
 	return cs
 }
 
-// BalancedAfter is the load-balancing time of seed 000 §6: seconds from the
-// first job's start until every node's number of running jobs is within
-// one job of its share by capacity (jobs × capacity / total capacity),
-// looking only before the first job ends. It is NaN if that never happened.
-// The jobs' node over time comes from their migration logs.
-func BalancedAfter(js []api.Job, caps map[string]float64) float64 {
-	var t0, firstEnd time.Time
+// runSpan is when the first of the jobs started, and when the first of
+// them ended (zero if none has).
+func runSpan(js []api.Job) (t0, firstEnd time.Time) {
 	for _, j := range js {
 		if t0.IsZero() || j.Started.Before(t0) {
 			t0 = j.Started
@@ -200,11 +189,27 @@ func BalancedAfter(js []api.Job, caps map[string]float64) float64 {
 			firstEnd = j.Ended
 		}
 	}
-	changes := placeChanges(js, false)
+	return t0, firstEnd
+}
+
+// capacitySum adds up the nodes' capacities.
+func capacitySum(caps map[string]float64) float64 {
 	total := 0.0
 	for _, c := range caps {
 		total += c
 	}
+	return total
+}
+
+// BalancedAfter is the load-balancing time of seed 000 §6: seconds from the
+// first job's start until every node's number of running jobs is within
+// one job of its share by capacity (jobs × capacity / total capacity),
+// looking only before the first job ends. It is NaN if that never happened.
+// The jobs' node over time comes from their migration logs.
+func BalancedAfter(js []api.Job, caps map[string]float64) float64 {
+	t0, firstEnd := runSpan(js)
+	changes := placeChanges(js, false)
+	total := capacitySum(caps)
 	where := map[string]string{}
 	for i, c := range changes {
 		if !firstEnd.IsZero() && c.at.After(firstEnd) {

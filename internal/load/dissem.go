@@ -152,9 +152,6 @@ func (d *Disseminator) News(now time.Time, jobs int, load, sent, capacity float6
 // show that (or showed a load higher by at least half a thread). The
 // agent then runs a round at once instead of at its period.
 func Eases(prev Entry, had bool, e Entry, selfLoad float64) bool {
-	if !(e.Capacity > 0) {
-		return false
-	}
 	room := func(x Entry) bool { return x.Capacity > 0 && x.Load+1/x.Capacity < selfLoad }
 	return room(e) && (!had || !room(prev) || e.Load <= prev.Load-0.5/e.Capacity)
 }
