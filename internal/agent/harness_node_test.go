@@ -46,8 +46,8 @@ type fproc struct {
 	exit  chan struct{} // closed when gone
 	// stopped: by a SIGSTOP that roam kill sent, until a SIGCONT
 	stopped bool
-	// outsideCPU: restored with LeaveCPU and not yet settled into its
-	// CPU group
+	// outsideCPU: restored with LeaveCPU, or taken out for a dump, and
+	// not yet settled into its CPU group
 	outsideCPU bool
 }
 
@@ -423,6 +423,9 @@ func (f *fakeNode) freeze(pid int, dir string) (*fproc, error) {
 	if p == nil {
 		return nil, fmt.Errorf("criu dump: no process %d", pid)
 	}
+	// The host takes the job out of its CPU group for the dump (ckpt's
+	// lift); a copy resumed here must be settled back.
+	p.outsideCPU = true
 	if f.w.rng.Float64() < f.w.dumpFail {
 		f.w.counts["dump-fault"]++
 		return nil, errors.New("criu dump: injected fault")

@@ -188,6 +188,11 @@ func (o *outMig) do(act any) any {
 			o.lazy.end() // CRIU holds the job until its page server ends
 		}
 		if a.procs.Alive(r.PID, r.Tix) {
+			// The dump took the job out of its CPU group (ckpt's lift):
+			// back in before it runs.
+			if err := a.ckpt.Settle(r.Job, r.PID); err != nil {
+				a.log.Warn("resuming a job after a failed migration", "job", r.Job, "err", err)
+			}
 			a.ckpt.Thaw(r.PID, o.stopped)
 		}
 		if o.ph.frozen {

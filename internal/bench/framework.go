@@ -377,10 +377,12 @@ func kill(cl *api.Client, ids []string) {
 	_, _ = waitJobs(cl, ids, 30*time.Second)
 }
 
-// waitIdle waits, up to 20 s, until this node sees every node's load
-// (runnable processes per unit of capacity, smoothed) under 0.5: the jobs
-// of the run before have left it, so that they do not steer this run's
-// placement. It says so when the wait runs out, and goes on.
+// waitIdle waits, up to 20 s, until this node has every live node's load
+// in its load vector (a cluster just brought up has heard from some of
+// them only: its first round would crowd the jobs onto those) and sees
+// each under 0.5 (runnable processes per unit of capacity, smoothed): the
+// jobs of the run before have left it, so that they do not steer this
+// run's placement. It says so when the wait runs out, and goes on.
 func (x *Run) waitIdle(cl *api.Client) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -388,7 +390,10 @@ func (x *Run) waitIdle(cl *api.Client) {
 		if cl.Get("/v1/nodes", &ns) == nil {
 			busy := ""
 			for _, n := range ns {
-				if n.Alive && n.Load != nil && *n.Load >= 0.5 {
+				switch {
+				case n.Alive && n.Load == nil:
+					busy = fmt.Sprintf("node %s not in the load vector", n.ID)
+				case n.Alive && *n.Load >= 0.5:
 					busy = fmt.Sprintf("node %s at %.2f", n.ID, *n.Load)
 				}
 			}

@@ -67,7 +67,9 @@ type Checkpointer interface {
 	// the job's namespace is in keep (they were stopped before).
 	Thaw(pid int, keep []int)
 	// Settle finishes a restore made with RestoreSpec.LeaveCPU, once the
-	// job runs: its processes go into its CPU group.
+	// job runs, and puts back a job a failed Dump or DumpLazy took out of
+	// its CPU group, before it resumes: its processes go into its CPU
+	// group.
 	Settle(id string, pid int) error
 	// StoppedCopies lists the frozen copies of job id whose job directory
 	// is spool: copies a restore left that no record names.
@@ -330,7 +332,10 @@ func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) (Times
 		netx.Splice(ours, pages, ours, nil)
 		close(spliced)
 	}()
-	times, err := h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, PageConn: theirs, GhostLimit: h.GhostLimit})
+	var lift sync.WaitGroup
+	times, err := h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, PageConn: theirs, GhostLimit: h.GhostLimit,
+		Started: func() { lift.Go(func() { h.lift(pid) }) }})
+	lift.Wait()
 	theirs.Close()
 	if err != nil {
 		ours.Close()
@@ -341,6 +346,28 @@ func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) (Times
 	t := time.Now()
 	<-spliced
 	return append(times, api.Phase{Name: "page stream end", MS: ms(time.Since(t)), Frozen: true}), err
+}
+
+// lift moves the processes of the job under pid out of the node's CPU
+// group (cgroup v1) into the CPU controller's root, for a dump that moves
+// the job: part of a dump's work runs as the job (each thread must run to
+// stop for CRIU, and CRIU's parasite reads the job's memory from inside
+// it), and in the node's group that work waits for the group's quota
+// behind the node's other jobs. On a loaded node of 0.2 CPU a small job's
+// dump froze it for 800 ms. Dump and DumpLazy lift the job once CRIU's
+// worker runs, alongside CRIU's set-up, so the job runs outside its quota
+// only until CRIU has stopped it (a few milliseconds). A copy that is
+// resumed here goes back into its group first (Settle); a copy the
+// migration ends is killed. A group no quota limits is left alone (a
+// move costs the kernel an RCU grace period). Under v2 a job's group
+// holds its memory too, and it stays.
+func (h *Host) lift(pid int) {
+	if h.Jobs == nil || h.Layout.V2 || !h.Layout.Throttled(h.Jobs.Parent) {
+		return
+	}
+	for _, p := range procfs.Tree(pid) {
+		_ = h.Layout.AddCPUProc("/", p) // best effort: the dump works either way
+	}
 }
 
 // Checkpoint dumps the job whole into dir and leaves it frozen.
@@ -370,10 +397,15 @@ func (h *Host) DumpLazy(pid int, dir string, mounts []string) (LazyDump, Times, 
 	var readyOnce sync.Once
 	t0 := time.Now()
 	var started atomic.Int64 // since t0, once CRIU's worker runs
+	var lift sync.WaitGroup
 	go func() {
 		_, d.err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true, GhostLimit: h.GhostLimit,
 			PageConn: theirs, Ready: func() { readyOnce.Do(func() { close(ready) }) },
-			Started: func() { started.Store(int64(time.Since(t0))) }})
+			Started: func() {
+				started.Store(int64(time.Since(t0)))
+				lift.Go(func() { h.lift(pid) })
+			}})
+		lift.Wait()
 		theirs.Close()
 		close(d.done)
 	}()

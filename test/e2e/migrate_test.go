@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/cgroup"
 	"roam/internal/ckpt"
 	"roam/internal/emu"
 	"roam/internal/procfs"
@@ -440,8 +441,19 @@ func TestMigrationFailuresKeepTheJob(t *testing.T) {
 		if j.Node != "1" || j.State != "running" || last.OK || last.To != to || !strings.Contains(strings.ToLower(last.Error), want) {
 			t.Fatalf("after the failed migration: node %s state %s, last %+v", j.Node, j.State, last)
 		}
-		// It goes on at the source.
+		// It goes on at the source, back in node 1's CPU group, out of
+		// which the dump took it (cgroup v1).
 		c.waitLines(id, before+3)
+		if layout, err := cgroup.Detect(); err == nil && !layout.V2 {
+			ps, _ := copies(id)
+			for _, p := range ps {
+				for _, q := range procfs.Tree(p) {
+					if g := procGroups(q)["cpu"]; g != "/roam/e2efail/n1" {
+						t.Fatalf("after the failed migration, process %d of %s is in cpu group %q", q, id, g)
+					}
+				}
+			}
+		}
 		t.Logf("failed as wanted: %s", strings.TrimSpace(errOut.String()))
 	}
 
