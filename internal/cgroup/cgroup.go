@@ -146,19 +146,21 @@ func (l Layout) SetCPU(rel string, cores float64) error {
 	return write(filepath.Join(d, "cpu.cfs_quota_us"), strconv.FormatInt(quota, 10))
 }
 
-// Throttled says whether a CFS quota limits the CPU group rel or one of
-// the groups above it (cgroup v1; false under v2).
-func (l Layout) Throttled(rel string) bool {
+// Throttler is the highest CPU group at or above rel, below the
+// controller's root, that a CFS quota limits: the group whose quota rel's
+// processes share. It is "" when none does, and under v2.
+func (l Layout) Throttler(rel string) string {
 	if l.V2 {
-		return false
+		return ""
 	}
-	for d := filepath.Join(l.CPU, rel); strings.HasPrefix(d, l.CPU) && len(d) > len(l.CPU); d = filepath.Dir(d) {
-		b, err := os.ReadFile(filepath.Join(d, "cpu.cfs_quota_us"))
+	top := ""
+	for d := filepath.Clean(rel); d != "." && d != "/" && d != ""; d = filepath.Dir(d) {
+		b, err := os.ReadFile(filepath.Join(l.CPU, d, "cpu.cfs_quota_us"))
 		if q, err2 := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && err2 == nil && q > 0 {
-			return true
+			top = d
 		}
 	}
-	return false
+	return top
 }
 
 // SetMemory limits the group's memory to mb MiB.

@@ -7,8 +7,9 @@ import (
 )
 
 // A CPU group is throttled by a CFS quota of its own or of any group
-// above it, below the controller's root; -1 is no quota.
-func TestThrottled(t *testing.T) {
+// above it, below the controller's root; -1 is no quota. Throttler names
+// the highest.
+func TestThrottler(t *testing.T) {
 	root := t.TempDir()
 	quota := func(rel, q string) {
 		d := filepath.Join(root, rel)
@@ -25,13 +26,15 @@ func TestThrottled(t *testing.T) {
 	quota("roam/c/n2", "20000")
 	quota("capped", "50000")
 	quota("capped/n3", "-1")
+	quota("capped/n4", "10000")
 	l := Layout{CPU: root}
-	for rel, want := range map[string]bool{"roam/c/n1": false, "roam/c/n2": true, "capped/n3": true, "roam": false, "missing/n9": false} {
-		if got := l.Throttled(rel); got != want {
-			t.Errorf("Throttled(%q) = %v, want %v", rel, got, want)
+	for rel, want := range map[string]string{"roam/c/n1": "", "roam/c/n2": "roam/c/n2", "/roam/c/n2": "/roam/c/n2",
+		"capped/n3": "capped", "capped/n4": "capped", "roam": "", "missing/n9": ""} {
+		if got := l.Throttler(rel); got != want {
+			t.Errorf("Throttler(%q) = %q, want %q", rel, got, want)
 		}
 	}
-	if (Layout{CPU: root, V2: true}).Throttled("roam/c/n2") {
-		t.Error("a v2 group said throttled")
+	if got := (Layout{CPU: root, V2: true}).Throttler("roam/c/n2"); got != "" {
+		t.Errorf("a v2 group said throttled by %q", got)
 	}
 }

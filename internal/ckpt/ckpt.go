@@ -143,8 +143,8 @@ type DumpOpts struct {
 	// written, while the page server serves.
 	Ready func()
 	// Started, if set, is called once CRIU's worker runs, before it
-	// touches the job.
-	Started func()
+	// touches the job, with the worker's pid.
+	Started func(worker int)
 	// GhostLimit is the largest deleted file (allocated bytes) CRIU puts
 	// in the images; 0 is CRIU's default, 1 MiB.
 	GhostLimit int64
@@ -195,7 +195,7 @@ func (c *CRIU) dump(o DumpOpts, t0 time.Time, started *time.Duration) error {
 		return err
 	}
 	if o.Started != nil {
-		o.Started()
+		o.Started(pid)
 	}
 	defer cr.Cleanup()
 	// A lazy dump's time limit ends with its images: serving the pages

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -333,8 +334,10 @@ func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) (Times
 		close(spliced)
 	}()
 	var lift sync.WaitGroup
+	dumped := make(chan struct{})
 	times, err := h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, PageConn: theirs, GhostLimit: h.GhostLimit,
-		Started: func() { lift.Go(func() { h.lift(pid) }) }})
+		Started: func(worker int) { h.lift(pid, worker, dumped, &lift) }})
+	close(dumped)
 	lift.Wait()
 	theirs.Close()
 	if err != nil {
@@ -349,26 +352,70 @@ func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) (Times
 }
 
 // lift moves the processes of the job under pid out of the node's CPU
-// group (cgroup v1) into the CPU controller's root, for a dump that moves
-// the job: part of a dump's work runs as the job (each thread must run to
-// stop for CRIU, and CRIU's parasite reads the job's memory from inside
-// it), and in the node's group that work waits for the group's quota
-// behind the node's other jobs. On a loaded node of 0.2 CPU a small job's
-// dump froze it for 800 ms. Dump and DumpLazy lift the job once CRIU's
-// worker runs, alongside CRIU's set-up, so the job runs outside its quota
-// only until CRIU has stopped it (a few milliseconds). A copy that is
-// resumed here goes back into its group first (Settle); a copy the
-// migration ends is killed. A group no quota limits is left alone (a
-// move costs the kernel an RCU grace period). Under v2 a job's group
-// holds its memory too, and it stays.
-func (h *Host) lift(pid int) {
-	if h.Jobs == nil || h.Layout.V2 || !h.Layout.Throttled(h.Jobs.Parent) {
+// group (cgroup v1) for a dump that moves the job, as CRIU's worker
+// starts: CRIU stops each thread (each must run to stop) and its parasite
+// reads the job's memory from inside the job, and under the node's CFS
+// quota that work waits behind the node's other jobs (on a loaded node of
+// 0.2 CPU a small job's dump froze it for 836 ms). The job runs outside
+// its quota until the worker holds it, which a goroutine of wg watches:
+// past liftLimit (a thread that does not stop), or once done is closed,
+// what is not held goes back. A copy the migration ends is killed; one
+// that resumes after a failed dump is put back (Settle) before the
+// agent's resume. The group is a leaf of its own beside the group whose
+// quota the job shares ("roam/c/n1" gives "roam/c/n1.dump"), never the
+// root: CRIU records the groups under a task's group in the images, and
+// the restore makes them again. All of the job moves at once, before the
+// worker reads anything: a restore maps the groups of the image by the
+// root task's, and a job split between two groups did not restore. Where
+// no quota limits the job's group, or under v2 (a job's group holds its
+// memory too), it does nothing.
+func (h *Host) lift(pid, worker int, done <-chan struct{}, wg *sync.WaitGroup) {
+	if h.Jobs == nil {
 		return
 	}
-	for _, p := range procfs.Tree(pid) {
-		_ = h.Layout.AddCPUProc("/", p) // best effort: the dump works either way
+	top := h.Layout.Throttler(h.Jobs.Parent)
+	if top == "" {
+		return
 	}
+	to := top + ".dump"
+	if err := os.MkdirAll(filepath.Join(h.Layout.CPU, to), 0o755); err != nil {
+		return // best effort: the dump works either way
+	}
+	for _, p := range procfs.Tree(pid) {
+		_ = h.Layout.AddCPUProc(to, p)
+	}
+	deadline := time.Now().Add(liftLimit)
+	wg.Go(func() {
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var free []int
+			for _, p := range procfs.Tree(pid) {
+				if !procfs.HeldBy(p, worker) {
+					free = append(free, p)
+				}
+			}
+			if len(free) == 0 {
+				return
+			}
+			select {
+			case <-done:
+			case <-tick.C:
+				if time.Now().Before(deadline) {
+					continue
+				}
+			}
+			for _, p := range free {
+				_ = h.Layout.AddCPUProc(h.Jobs.Parent, p)
+			}
+			return
+		}
+	})
 }
+
+// liftLimit bounds how long a lifted job may run before CRIU's worker
+// holds it (CRIU itself waits up to 10 s for a thread to stop).
+const liftLimit = 500 * time.Millisecond
 
 // Checkpoint dumps the job whole into dir and leaves it frozen.
 func (h *Host) Checkpoint(pid int, dir string, mounts []string) error {
@@ -397,14 +444,19 @@ func (h *Host) DumpLazy(pid int, dir string, mounts []string) (LazyDump, Times, 
 	var readyOnce sync.Once
 	t0 := time.Now()
 	var started atomic.Int64 // since t0, once CRIU's worker runs
+	// The job is lifted out of its CPU group until its images are written.
 	var lift sync.WaitGroup
+	lifted := make(chan struct{})
+	var liftOnce sync.Once
+	endLift := func() { liftOnce.Do(func() { close(lifted) }) }
 	go func() {
 		_, d.err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true, GhostLimit: h.GhostLimit,
-			PageConn: theirs, Ready: func() { readyOnce.Do(func() { close(ready) }) },
-			Started: func() {
+			PageConn: theirs, Ready: func() { endLift(); readyOnce.Do(func() { close(ready) }) },
+			Started: func(worker int) {
 				started.Store(int64(time.Since(t0)))
-				lift.Go(func() { h.lift(pid) })
+				h.lift(pid, worker, lifted, &lift)
 			}})
+		endLift()
 		lift.Wait()
 		theirs.Close()
 		close(d.done)
@@ -649,6 +701,10 @@ func (h *Host) Settle(id string, pid int) error {
 				continue
 			}
 			fresh = true
+			if inCPUGroup(p, h.Jobs.CPURel(id)) {
+				moved[p] = true // a move costs an RCU grace period: none to make
+				continue
+			}
 			if e := h.Layout.AddCPUProc(h.Jobs.CPURel(id), p); e != nil {
 				if _, gone := os.Stat("/proc/" + strconv.Itoa(p)); gone == nil {
 					err = fmt.Errorf("move restored process %d into cgroup %s: %w", p, h.Jobs.CPURel(id), e)
@@ -662,6 +718,22 @@ func (h *Host) Settle(id string, pid int) error {
 		}
 	}
 	return err
+}
+
+// inCPUGroup says whether process pid is in CPU group rel (cgroup v1),
+// from its /proc cgroup file.
+func inCPUGroup(pid int, rel string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "cpu") {
+			return f[2] == "/"+strings.TrimPrefix(rel, "/")
+		}
+	}
+	return false
 }
 
 // settlePasses bounds Settle's reads of a job's tree.

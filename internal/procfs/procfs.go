@@ -141,3 +141,38 @@ func ParseNSPid(status string) (int, bool) {
 	}
 	return 0, false
 }
+
+// HeldBy says whether every thread of process pid is stopped by tracer
+// (ptrace's tracing stop, as CRIU's worker holds a job it dumps).
+func HeldBy(pid, tracer int) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + t.Name() + "/status")
+		if err != nil {
+			return false
+		}
+		if st, tp := ParseTrace(string(b)); st != 't' || tp != tracer {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseTrace reads a status file's state letter and its tracer's pid (0:
+// none).
+func ParseTrace(status string) (state byte, tracer int) {
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "State:"); ok {
+			if v = strings.TrimSpace(v); v != "" {
+				state = v[0]
+			}
+		} else if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			tracer, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return state, tracer
+}

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -44,5 +47,53 @@ func TestRunningSelfZombieAndReaped(t *testing.T) {
 	_ = cmd.Wait()
 	if _, err := ReadStat(pid); err == nil {
 		t.Fatal("reaped child still has a stat")
+	}
+}
+
+// HeldBy is true only while every thread of the process is in a tracing
+// stop of the given tracer (the thread that attached).
+func TestHeldBy(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	me := syscall.Gettid()
+	if HeldBy(pid, me) {
+		t.Fatal("a running process said held")
+	}
+	if err := syscall.PtraceAttach(pid); err != nil {
+		t.Skip("ptrace:", err)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
+		t.Fatalf("wait: %v %v", ws, err)
+	}
+	if !HeldBy(pid, me) {
+		st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		t.Fatalf("a process stopped by tracer %d not held:\n%s", me, st)
+	}
+	if HeldBy(pid, me+1) || HeldBy(-1, me) {
+		t.Fatal("held by another tracer, or a missing process held")
+	}
+	if err := syscall.PtraceDetach(pid); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		status string
+		state  byte
+		tracer int
+	}{
+		{"Name:\tx\nState:\tt (tracing stop)\nTgid:\t5\nTracerPid:\t77\n", 't', 77},
+		{"State:\tR (running)\nTracerPid:\t0\n", 'R', 0},
+		{"State:\t\nTracerPid:\tx\n", 0, 0},
+		{"", 0, 0},
+	} {
+		if s, tr := ParseTrace(c.status); s != c.state || tr != c.tracer {
+			t.Errorf("ParseTrace(%q) = %q %d, want %q %d", c.status, s, tr, c.state, c.tracer)
+		}
 	}
 }

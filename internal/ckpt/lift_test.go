@@ -1,0 +1,68 @@
+package ckpt
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"roam/internal/cgroup"
+)
+
+// lift takes a job whose node's group a quota limits into the leaf
+// beside it, and puts back what CRIU's worker does not hold: past
+// liftLimit, or at once when the dump ends. A group no quota limits is
+// left alone. (A cgroup tree of plain files: each move is a write of the
+// pid to the group's cgroup.procs.)
+func TestLift(t *testing.T) {
+	root := t.TempDir()
+	for rel, q := range map[string]string{"roam/c/n1": "20000", "roam/c/n2": "-1"} {
+		os.MkdirAll(filepath.Join(root, rel), 0o755)
+		os.WriteFile(filepath.Join(root, rel, "cpu.cfs_quota_us"), []byte(q), 0o644)
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	in := func(rel string) bool {
+		b, _ := os.ReadFile(filepath.Join(root, rel, "cgroup.procs"))
+		return strings.TrimSpace(string(b)) == strconv.Itoa(pid)
+	}
+	host := func(parent string) *Host {
+		l := cgroup.Layout{CPU: root, Memory: root}
+		return &Host{Layout: l, Jobs: &cgroup.Jobs{Layout: l, Parent: parent}}
+	}
+	// No worker holds the job (pid 1 traces nothing): back after liftLimit.
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	host("roam/c/n1").lift(pid, 1, make(chan struct{}), &wg)
+	if !in("roam/c/n1.dump") || in("roam/c/n1") {
+		t.Fatal("the job was not lifted into roam/c/n1.dump")
+	}
+	wg.Wait()
+	if d := time.Since(t0); !in("roam/c/n1") || d < liftLimit || d > liftLimit+2*time.Second {
+		t.Fatalf("after %v the job is back in roam/c/n1: %v (limit %v)", d, in("roam/c/n1"), liftLimit)
+	}
+	// The dump ended: back at once.
+	os.Remove(filepath.Join(root, "roam/c/n1/cgroup.procs"))
+	done := make(chan struct{})
+	t0 = time.Now()
+	host("roam/c/n1").lift(pid, 1, done, &wg)
+	close(done)
+	wg.Wait()
+	if d := time.Since(t0); !in("roam/c/n1") || d >= liftLimit {
+		t.Fatalf("a dump that ended left the job lifted for %v (back: %v)", d, in("roam/c/n1"))
+	}
+	// No quota: nothing moves.
+	host("roam/c/n2").lift(pid, 1, done, &wg)
+	wg.Wait()
+	if _, err := os.Stat(filepath.Join(root, "roam/c/n2.dump")); err == nil || in("roam/c/n2") {
+		t.Fatal("a job of an unthrottled group was moved")
+	}
+}
