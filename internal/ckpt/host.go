@@ -370,7 +370,7 @@ func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) (Times
 // no quota limits the job's group, or under v2 (a job's group holds its
 // memory too), it does nothing.
 func (h *Host) lift(pid, worker int, done <-chan struct{}, wg *sync.WaitGroup) {
-	if h.Jobs == nil {
+	if h.Jobs == nil || worker <= 0 {
 		return
 	}
 	top := h.Layout.Throttler(h.Jobs.Parent)
@@ -381,21 +381,39 @@ func (h *Host) lift(pid, worker int, done <-chan struct{}, wg *sync.WaitGroup) {
 	if err := os.MkdirAll(filepath.Join(h.Layout.CPU, to), 0o755); err != nil {
 		return // best effort: the dump works either way
 	}
-	for _, p := range procfs.Tree(pid) {
-		_ = h.Layout.AddCPUProc(to, p)
+	// Every process, a child forked meanwhile too: the tree is read again
+	// until a read finds none that was not moved.
+	moved := map[int]bool{}
+	for range settlePasses {
+		fresh := false
+		for _, p := range procfs.Tree(pid) {
+			if !moved[p] {
+				fresh, moved[p] = true, true
+				_ = h.Layout.AddCPUProc(to, p)
+			}
+		}
+		if !fresh {
+			break
+		}
 	}
 	deadline := time.Now().Add(liftLimit)
 	wg.Go(func() {
+		// A process counts once seen held: CRIU then runs its parasite in
+		// it, and it shows running. A zombie never stops.
+		held := map[int]bool{}
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			var free []int
-			for _, p := range procfs.Tree(pid) {
-				if !procfs.HeldBy(p, worker) {
-					free = append(free, p)
+			tree := procfs.Tree(pid)
+			all := len(tree) > 0
+			for _, p := range tree {
+				if !held[p] {
+					st, err := procfs.ReadStat(p)
+					held[p] = err == nil && st.State == 'Z' || procfs.HeldBy(p, worker)
 				}
+				all = all && held[p]
 			}
-			if len(free) == 0 {
+			if all {
 				return
 			}
 			select {
@@ -405,7 +423,9 @@ func (h *Host) lift(pid, worker int, done <-chan struct{}, wg *sync.WaitGroup) {
 					continue
 				}
 			}
-			for _, p := range free {
+			// CRIU has not stopped the whole job, so it has read none of
+			// its groups yet: the whole job goes back, never a part.
+			for _, p := range tree {
 				_ = h.Layout.AddCPUProc(h.Jobs.Parent, p)
 			}
 			return

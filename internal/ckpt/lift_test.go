@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,6 +61,25 @@ func TestLift(t *testing.T) {
 	if d := time.Since(t0); !in("roam/c/n1") || d >= liftLimit {
 		t.Fatalf("a dump that ended left the job lifted for %v (back: %v)", d, in("roam/c/n1"))
 	}
+	// A job the worker holds (this test's thread, by ptrace) stays lifted:
+	// the watcher ends at once, past the limit nothing moves back.
+	os.Remove(filepath.Join(root, "roam/c/n1/cgroup.procs"))
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := syscall.PtraceAttach(pid); err != nil {
+		t.Fatal("ptrace:", err)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
+		t.Fatalf("wait: %v %v", ws, err)
+	}
+	t0 = time.Now()
+	host("roam/c/n1").lift(pid, syscall.Gettid(), make(chan struct{}), &wg)
+	wg.Wait()
+	if d := time.Since(t0); d >= liftLimit || !in("roam/c/n1.dump") || in("roam/c/n1") {
+		t.Fatalf("a held job: watched for %v, still lifted %v", d, in("roam/c/n1.dump"))
+	}
+	syscall.PtraceDetach(pid)
 	// No quota: nothing moves.
 	host("roam/c/n2").lift(pid, 1, done, &wg)
 	wg.Wait()
