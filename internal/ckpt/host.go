@@ -204,8 +204,9 @@ func ReadView(pid int) migrate.View {
 	sockets := false
 	for _, p := range tree {
 		proc := "/proc/" + strconv.Itoa(p)
-		status, err := os.ReadFile(proc + "/status")
-		if err != nil {
+		before, err := procfs.ReadStat(p)
+		status, err2 := os.ReadFile(proc + "/status")
+		if err != nil || err2 != nil || before.State == 'Z' {
 			continue // ended
 		}
 		t := migrate.Task{PID: p, Status: string(status), Cwd: entry(proc+"/cwd", "")}
@@ -224,6 +225,12 @@ func ReadView(pid int) migrate.View {
 			e := entry(proc+"/map_files/"+m.Range, "")
 			e.Link = m.Path
 			t.Maps = append(t.Maps, migrate.MapEntry{Mapping: m, Entry: e})
+		}
+		// A process that ended while it was read (a job's short-lived
+		// child) holds nothing any more, and what was read of it may be
+		// half: a stat of its file that failed after the link was read.
+		if after, err := procfs.ReadStat(p); err != nil || after.State == 'Z' || after.StartTime != before.StartTime {
+			continue
 		}
 		v.Tasks = append(v.Tasks, t)
 	}
@@ -358,14 +365,14 @@ func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) (Times
 // quota that work waits behind the node's other jobs (on a loaded node of
 // 0.2 CPU a small job's dump froze it for 836 ms). The job runs outside
 // its quota until the worker holds it, which a goroutine of wg watches:
-// past liftLimit (a thread that does not stop), or once done is closed,
-// what is not held goes back. A copy the migration ends is killed; one
+// if the worker has not held the whole job by liftLimit (a thread that
+// does not stop), or by the time done is closed, the whole job goes back. A copy the migration ends is killed; one
 // that resumes after a failed dump is put back (Settle) before the
 // agent's resume. The group is a leaf of its own beside the group whose
 // quota the job shares ("roam/c/n1" gives "roam/c/n1.dump"), never the
 // root: CRIU records the groups under a task's group in the images, and
-// the restore makes them again. All of the job moves at once, before the
-// worker reads anything: a restore maps the groups of the image by the
+// the restore makes them again. Every process of the job moves before
+// the worker reads any group: a restore maps the groups of the image by the
 // root task's, and a job split between two groups did not restore. Where
 // no quota limits the job's group, or under v2 (a job's group holds its
 // memory too), it does nothing.
