@@ -87,7 +87,6 @@ type Agent struct {
 	selfLoad  float64
 	selfMem   float64
 	lastProbe time.Time
-	easedAt   time.Time // the last round a peer's load kicked (load.Eases)
 	known     map[string]*peer
 	rates     *userRates // the API's per-user request rates
 
@@ -474,13 +473,9 @@ func (a *Agent) handleLoadMessage(b []byte) {
 	now := time.Now()
 	prev, had := a.dis.Vector.Get(e.Node)
 	kept := a.dis.Receive(now, e, a.selfLoad)
-	// At most one such round a quarter interval, and only for a live
-	// member: the snapshot has no other.
+	// Only for a live member: the snapshot has no other.
 	p := a.known[e.Node]
-	eases := kept && p != nil && p.alive && load.Eases(prev, had, e, a.selfLoad) && !now.Before(a.easedAt.Add(a.cfg.Load.Interval/4))
-	if eases {
-		a.easedAt = now
-	}
+	eases := kept && p != nil && p.alive && a.dis.Eased(now, prev, had, e, a.selfLoad)
 	a.mu.Unlock()
 	if kept {
 		a.stats.loadKept.Add(1)

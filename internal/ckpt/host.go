@@ -388,21 +388,7 @@ func (h *Host) lift(pid, worker int, done <-chan struct{}, wg *sync.WaitGroup) {
 	if err := os.MkdirAll(filepath.Join(h.Layout.CPU, to), 0o755); err != nil {
 		return // best effort: the dump works either way
 	}
-	// Every process, a child forked meanwhile too: the tree is read again
-	// until a read finds none that was not moved.
-	moved := map[int]bool{}
-	for range settlePasses {
-		fresh := false
-		for _, p := range procfs.Tree(pid) {
-			if !moved[p] {
-				fresh, moved[p] = true, true
-				_ = h.Layout.AddCPUProc(to, p)
-			}
-		}
-		if !fresh {
-			break
-		}
-	}
+	_ = h.moveTree(pid, to) // best effort, as above
 	deadline := time.Now().Add(liftLimit)
 	wg.Go(func() {
 		// A process counts once seen held: CRIU then runs its parasite in
@@ -432,9 +418,7 @@ func (h *Host) lift(pid, worker int, done <-chan struct{}, wg *sync.WaitGroup) {
 			}
 			// CRIU has not stopped the whole job, so it has read none of
 			// its groups yet: the whole job goes back, never a part.
-			for _, p := range tree {
-				_ = h.Layout.AddCPUProc(h.Jobs.Parent, p)
-			}
+			_ = h.moveTree(pid, h.Jobs.Parent)
 			return
 		}
 	})
@@ -711,14 +695,21 @@ func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 }
 
 // Settle moves a restored job's processes into its CPU group (cgroup v1;
-// under v2 the restore put them there). The job may run meanwhile: a child
-// forked by a process not yet moved starts outside, so the tree is read
-// again until a read finds no process that was not moved (a moved
-// process's children start in the group).
+// under v2 the restore put them there).
 func (h *Host) Settle(id string, pid int) error {
 	if h.Jobs == nil || h.Layout.V2 {
 		return nil
 	}
+	return h.moveTree(pid, h.Jobs.CPURel(id))
+}
+
+// moveTree moves every process of the tree under pid into CPU group rel
+// (cgroup v1). The job may run meanwhile: a child forked by a process not
+// yet moved starts outside, so the tree is read again until a read finds
+// no process that was not moved (a moved process's children start in the
+// group). A process already there is left alone: a move costs an RCU
+// grace period.
+func (h *Host) moveTree(pid int, rel string) error {
 	moved := map[int]bool{}
 	var err error
 	for range settlePasses {
@@ -728,13 +719,13 @@ func (h *Host) Settle(id string, pid int) error {
 				continue
 			}
 			fresh = true
-			if inCPUGroup(p, h.Jobs.CPURel(id)) {
-				moved[p] = true // a move costs an RCU grace period: none to make
+			if inCPUGroup(p, rel) {
+				moved[p] = true
 				continue
 			}
-			if e := h.Layout.AddCPUProc(h.Jobs.CPURel(id), p); e != nil {
+			if e := h.Layout.AddCPUProc(rel, p); e != nil {
 				if _, gone := os.Stat("/proc/" + strconv.Itoa(p)); gone == nil {
-					err = fmt.Errorf("move restored process %d into cgroup %s: %w", p, h.Jobs.CPURel(id), e)
+					err = fmt.Errorf("move process %d into cgroup %s: %w", p, rel, e)
 				}
 				continue // tried again at the next read
 			}

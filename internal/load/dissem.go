@@ -62,7 +62,8 @@ type Disseminator struct {
 	lastContact map[string]time.Time // sender -> last time it sent us its load
 	nextTick    time.Time
 	nextNews    time.Time
-	jobs        int // the job count at the last News
+	jobs        int       // the job count at the last News
+	easedAt     time.Time // the last time Eased said yes
 }
 
 // NewDisseminator makes the protocol state for node self.
@@ -154,6 +155,17 @@ func (d *Disseminator) News(now time.Time, jobs int, load, sent, capacity float6
 func Eases(prev Entry, had bool, e Entry, selfLoad float64) bool {
 	room := func(x Entry) bool { return x.Capacity > 0 && x.Load+1/x.Capacity < selfLoad }
 	return room(e) && (!had || !room(prev) || e.Load <= prev.Load-0.5/e.Capacity)
+}
+
+// Eased is Eases bounded: yes at most once per quarter interval, so that a
+// stream of loads cannot run this node's scheduler without end. The
+// caller asks only of an entry the vector kept, from a live member.
+func (d *Disseminator) Eased(now time.Time, prev Entry, had bool, e Entry, selfLoad float64) bool {
+	if !Eases(prev, had, e, selfLoad) || now.Before(d.easedAt.Add(d.Interval/4)) {
+		return false
+	}
+	d.easedAt = now
+	return true
 }
 
 // Receive takes a load entry sent by another node. localLoad is our own load

@@ -327,4 +327,19 @@ func TestEasesWhenAPeerGainsRoom(t *testing.T) {
 			t.Errorf("%s: Eases = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	// Eased says yes at most once per quarter interval.
+	d := NewDisseminator("1", 8, PolicyFIFO, time.Second)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		at   time.Duration
+		e    Entry
+		want bool
+	}{
+		{0, busy, false}, {0, idle, true}, {100 * time.Millisecond, idle, false},
+		{249 * time.Millisecond, idle, false}, {250 * time.Millisecond, idle, true}, {300 * time.Millisecond, idle, false},
+	} {
+		if got := d.Eased(t0.Add(c.at), busy, true, c.e, 15); got != c.want {
+			t.Errorf("Eased at %v, load %.0f: %v, want %v", c.at, c.e.Load, got, c.want)
+		}
+	}
 }
