@@ -110,6 +110,11 @@ func dumpRestore(criuPath, nodeDir, id string, keep bool) (Result, error) {
 		return r, err
 	}
 	c := &ckpt.CRIU{Path: criuPath, ExecMu: &sync.Mutex{}}
+	if ckpt.UsableYard(ckpt.YardDir) {
+		// The agent's, in whose mount namespace this runs: CRIU as the
+		// agent runs it.
+		c.Yard = ckpt.YardDir
+	}
 	// CRIU runs in this process's network namespace, the job's: from
 	// another one it would try to dump and lock the network.
 	t0 := time.Now()

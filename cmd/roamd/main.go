@@ -79,7 +79,7 @@ func serve(configPath string, debug, checkOnly bool) int {
 		return 0
 	}
 	raisePriority(agentNice)
-	p, err := w.parts(cfg)
+	p, err := w.parts(cfg, logger)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
 		return 1

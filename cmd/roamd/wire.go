@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -120,6 +121,9 @@ func (w world) summary(cfg agent.Config) string {
 		shared = strings.Join(w.shared, ", ")
 	}
 	fmt.Fprintf(&b, "  shared      %s\n", shared)
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil && !cgroup.FavorDynMods(string(mi)) {
+		fmt.Fprintf(&b, "  cgroups     no hierarchy mounted with favordynmods: each migration waits 10-20 ms more, frozen (docs/deploy.md)\n")
+	}
 	c := ckpt.CRIU{Path: w.criuPath, ExecMu: &sync.Mutex{}}
 	if v, err := c.Version(); err != nil {
 		fmt.Fprintf(&b, "  criu        %s does not answer (%v): jobs run but do not migrate\n", w.criuPath, err)
@@ -133,13 +137,20 @@ func (w world) summary(cfg agent.Config) string {
 // agents with the cluster's secret, memberlist's own UDP and TCP, CRIU,
 // roam-init and /proc, and the node's cgroup when it has one (emulated
 // clusters).
-func (w world) parts(cfg agent.Config) (agent.Parts, error) {
+func (w world) parts(cfg agent.Config, log *slog.Logger) (agent.Parts, error) {
 	// Held by everyone here who starts a child (see ckpt.CRIU.ExecMu).
 	execMu := &sync.Mutex{}
 	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs}
 	// Root's CRIU believes the kernel facts it cached there.
 	if err := ckpt.EnsureKerndat(ckpt.KerndatDir); err != nil {
 		return agent.Parts{}, fmt.Errorf("CRIU's cache of kernel facts: %w", err)
+	}
+	// CRIU opens the cgroup hierarchies in a yard made once, rather than
+	// mounting them again for every dump and restore (ckpt/yard.go);
+	// without one it mounts them itself, slower.
+	yard, err := ckpt.EnsureYard(ckpt.YardDir)
+	if err != nil {
+		log.Warn("CRIU mounts the cgroup hierarchies for each dump and restore", "err", err)
 	}
 	api, err := agent.ListenAPI(cfg.Socket)
 	if err != nil {
@@ -150,7 +161,7 @@ func (w world) parts(cfg agent.Config) (agent.Parts, error) {
 		Transport:     agent.TLSTransport{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
 		GossipKey:     w.sec.GossipKey(),
 		CheckpointKey: w.sec.CheckpointKey(),
-		Checkpointer:  &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes},
+		Checkpointer:  &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes},
 		Processes:     launcher,
 		Prober:        probe.Node{Layout: w.layout, Group: cfg.Cgroup},
 	}, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/cgroup"
 	"roam/internal/emu"
 )
 
@@ -378,7 +380,7 @@ var expLVM = &Experiment{
 		keys := pick(x, 160, 800)
 		r := x.Res
 		r.XLabel = "nodes"
-		r.Setup = fmt.Sprintf("nodes of %.1f CPU each; %d RSA keys of 1024 bits in 8 children, all started on node 1; scheduler balance.", nodeCPU, keys)
+		r.Setup = fmt.Sprintf("nodes of %.1f CPU each; %d RSA keys of 1024 bits in 8 children, all started on node 1; scheduler balance; %s.", nodeCPU, keys, cgroupMoves())
 		r.Charts = []Chart{
 			{File: "lvm-speedup.png", Title: "DKG speedup by load-vector policy", Metric: "speedup", XLabel: "nodes", YLabel: "speedup T(1)/T(N)"},
 			{File: "lvm-balancing.png", Title: "Load-balancing time by load-vector policy", Metric: "load-balancing time", XLabel: "nodes", YLabel: "load-balancing time (s)"},
@@ -775,7 +777,7 @@ var expMigrate = &Experiment{
 		sizes := pick(x, []int{16}, []int{16, 128, 1024})
 		r := x.Res
 		r.XLabel = "RSS (MiB)"
-		r.Setup = "2 nodes with an equal share of the cores, unshaped link; images on tmpfs."
+		r.Setup = "2 nodes with an equal share of the cores, unshaped link; images on tmpfs; " + cgroupMoves() + "."
 		r.Charts = []Chart{{File: "migrate.png", Title: "Migration times vs process size", Metric: "time", XLabel: "RSS (MiB)", YLabel: "time (ms)"}}
 		spec := MigrateSpec{Subnet: "198.18.102.0/24", Roamd: x.tool("roamd"), Migjob: x.tool("migjob"), Ckpt: x.tool("roam-ckpt")}
 		for _, s := range sizes {
@@ -884,4 +886,15 @@ type stepWriter struct{ x *Run }
 func (w stepWriter) Write(b []byte) (int, error) {
 	w.x.step("%s", strings.TrimSpace(strings.TrimPrefix(string(b), "migrate: ")))
 	return len(b), nil
+}
+
+// cgroupMoves says whether this machine's kernel moves a task between
+// cgroups without waiting for an RCU grace period (favordynmods), which
+// every migration does while the job is stopped (docs/deploy.md).
+func cgroupMoves() string {
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if cgroup.FavorDynMods(string(mi)) {
+		return "cgroup favordynmods on"
+	}
+	return "cgroup favordynmods off (each move of a job between cgroups waits for an RCU grace period, docs/deploy.md)"
 }

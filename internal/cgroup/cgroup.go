@@ -338,3 +338,25 @@ func readInts(path string) ([]int, error) {
 	}
 	return out, nil
 }
+
+// FavorDynMods says whether a cgroup hierarchy of this mount namespace is
+// mounted with favordynmods (in mountinfo, a mount's super options). The
+// kernel then moves a task between groups without waiting for an RCU grace
+// period (10-20 ms here), and forks and exits cost a little more: a
+// migration's restore moves the job into its groups while it is stopped.
+// The lock is the kernel's, one for all hierarchies, so one mount with the
+// option is enough.
+func FavorDynMods(mountinfo string) bool {
+	for _, l := range strings.Split(mountinfo, "\n") {
+		_, after, ok := strings.Cut(l, " - ")
+		g := strings.Split(after, " ")
+		if ok && len(g) >= 3 && (g[0] == "cgroup" || g[0] == "cgroup2") {
+			for _, o := range strings.Split(g[2], ",") {
+				if o == "favordynmods" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

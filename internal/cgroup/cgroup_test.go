@@ -38,3 +38,20 @@ func TestThrottler(t *testing.T) {
 		t.Errorf("a v2 group said throttled by %q", got)
 	}
 }
+
+// FavorDynMods reads the option from a cgroup mount's super options, on
+// v1 or v2, and from no other file system's.
+func TestFavorDynMods(t *testing.T) {
+	const base = "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+	for mi, want := range map[string]bool{
+		base: false,
+		base + "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw,favordynmods\n": true,
+		"33 31 0:30 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct,favordynmods\n":           true,
+		"50 31 0:40 / /mnt/favordynmods rw,favordynmods - tmpfs tmpfs rw,favordynmods\n":             false,
+		"": false,
+	} {
+		if got := FavorDynMods(mi); got != want {
+			t.Errorf("FavorDynMods(%q) = %v, want %v", mi, got, want)
+		}
+	}
+}

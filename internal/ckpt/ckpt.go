@@ -63,6 +63,10 @@ type CRIU struct {
 	// by then is killed (a hung CRIU would keep the job frozen and the
 	// node's scheduler waiting). Zero means DefaultTimeout.
 	Timeout time.Duration
+	// Yard, if set, is a cgroup yard EnsureYard made: CRIU opens the
+	// host's cgroup hierarchies there instead of mounting each again
+	// (see yard.go).
+	Yard string
 }
 
 // DefaultTimeout is CRIU's time limit when none is set: far more than a
@@ -175,6 +179,9 @@ func (c *CRIU) dump(o DumpOpts, t0 time.Time, started *time.Duration) error {
 		// File locks move with the job; the pin rules refuse those the
 		// destination could not take again (migrate.Judge).
 		FileLocks: proto.Bool(true),
+	}
+	if c.Yard != "" {
+		opts.CgroupYard = proto.String(c.Yard)
 	}
 	if o.GhostLimit > 0 {
 		opts.GhostLimit = proto.Uint32(uint32(min(o.GhostLimit, math.MaxUint32)))
@@ -373,6 +380,9 @@ func (c *CRIU) restore(o RestoreOpts, t0 time.Time, started *time.Duration) (int
 	}
 	if o.Lazy {
 		opts.LazyPages = proto.Bool(true)
+	}
+	if c.Yard != "" {
+		opts.CgroupYard = proto.String(c.Yard)
 	}
 	for ctrl, path := range o.CgroupRoots {
 		opts.CgRoot = append(opts.CgRoot, &rpc.CgroupRoot{Ctrl: proto.String(ctrl), Path: proto.String(path)})
