@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 // left out.
 func TestYardNames(t *testing.T) {
 	const mi1 = `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+30 23 0:29 / /run/roam/cgyard/cpu rw,relatime - cgroup cgroup rw,cpu
 32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
 33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
 35 31 0:32 /sub /srv/memsub rw,relatime - cgroup cgroup rw,memory
@@ -36,20 +38,28 @@ func TestYardNames(t *testing.T) {
 	const cg1 = "9:name=systemd:/\n4:memory:/process_api/x\n2:cpuacct:/\n1:cpu:/\n0::/\n"
 	want := map[string]string{"cpu": "/sys/fs/cgroup/cpu", "cpuacct": "/sys/fs/cgroup/cpuacct", "memory": "/sys/fs/cgroup/memory",
 		"systemd": "/sys/fs/cgroup/systemd", "unified": "/sys/fs/cgroup/unified"}
-	if got := yardNames(cg1, mi1); !maps.Equal(got, want) {
-		t.Fatalf("this machine: %v, want %v", got, want)
+	if got, missing := yardNames(cg1, mi1, "/run/roam/cgyard/"); !maps.Equal(got, want) || missing != nil {
+		t.Fatalf("this machine: %v (missing %q), want %v", got, missing, want)
+	}
+	// A hierarchy with no mount of its root: the yard would lack it, and
+	// CRIU's dump fails on a hierarchy its yard lacks.
+	if got, missing := yardNames(cg1+"7:blkio:/\n", mi1, "/run/roam/cgyard"); !slices.Equal(missing, []string{"blkio"}) || len(got) != len(want) {
+		t.Fatalf("no blkio mount: %v, missing %q", got, missing)
 	}
 	const mi2 = `25 24 0:22 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct
 26 24 0:23 / /sys/fs/cgroup/name\040x rw - cgroup cgroup rw,name=x/y`
 	const cg2 = "3:cpu,cpuacct:/user.slice\n2:name=x/y:/\n"
-	if got := yardNames(cg2, mi2); !maps.Equal(got, map[string]string{"cpu,cpuacct": "/sys/fs/cgroup/cpu,cpuacct"}) {
-		t.Fatalf("combined cpu,cpuacct: %v", got)
+	if got, missing := yardNames(cg2, mi2, "/y"); !maps.Equal(got, map[string]string{"cpu,cpuacct": "/sys/fs/cgroup/cpu,cpuacct"}) || !slices.Equal(missing, []string{"name=x/y"}) {
+		t.Fatalf("combined cpu,cpuacct: %v, missing %q", got, missing)
 	}
-	if got := yardNames("0::/user.slice\n", "29 24 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n"); !maps.Equal(got, map[string]string{"unified": "/sys/fs/cgroup"}) {
-		t.Fatalf("cgroup2 only: %v", got)
+	if got, missing := yardNames("3:cpu,name=z:/\n", "25 24 0:22 / /c rw - cgroup cgroup rw,cpu,name=z\n", "/y"); len(got) != 0 || len(missing) != 1 {
+		t.Fatalf("named with controllers: %v, missing %q", got, missing)
 	}
-	if got := yardNames("", ""); len(got) != 0 {
-		t.Fatalf("nothing: %v", got)
+	if got, missing := yardNames("0::/user.slice\n", "29 24 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n", "/y"); !maps.Equal(got, map[string]string{"unified": "/sys/fs/cgroup"}) || missing != nil {
+		t.Fatalf("cgroup2 only: %v, missing %q", got, missing)
+	}
+	if got, missing := yardNames("", "", "/y"); len(got) != 0 || missing != nil {
+		t.Fatalf("nothing: %v %q", got, missing)
 	}
 }
 
@@ -70,19 +80,38 @@ func TestEnsureYard(t *testing.T) {
 	})
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	cg, _ := os.ReadFile("/proc/self/cgroup")
-	names := yardNames(string(cg), string(mi))
-	if len(names) == 0 {
-		t.Skip("no cgroup hierarchy mounted")
+	names, missing := yardNames(string(cg), string(mi), dir)
+	if len(names) == 0 || len(missing) > 0 {
+		t.Skipf("no cgroup hierarchy mounted, or some without their root (%q)", missing)
 	}
-	for range 2 {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	for i := range 2 {
 		got, err := EnsureYard(dir)
 		if err != nil || got != dir {
 			t.Fatalf("EnsureYard: %q, %v", got, err)
 		}
+		if i == 0 {
+			// What CRIU or an earlier agent may leave: a directory, and
+			// a mount in it.
+			os.Mkdir(filepath.Join(dir, "stray"), 0o700)
+			os.Mkdir(filepath.Join(dir, "stray2"), 0o700)
+			if err := unix.Mount("x", filepath.Join(dir, "stray2"), "tmpfs", 0, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stray")); err == nil {
+		t.Fatal("a directory left in the yard stays")
 	}
 	mi, _ = os.ReadFile("/proc/self/mountinfo")
 	if n := len(mountsBelow(string(mi), dir)); n != len(names) {
 		t.Fatalf("%d mounts in the yard after two calls, want %d (%v)", n, len(names), names)
+	}
+	if !isTmpfsMount(string(mi), dir) || strings.Count(string(mi), " "+dir+" ") != 1 {
+		t.Fatalf("the yard is not one tmpfs of its own")
 	}
 	for name, src := range names {
 		var a, b unix.Stat_t
