@@ -76,32 +76,17 @@ const DefaultTimeout = 10 * time.Minute
 // Mounts lists the mount points of a job's mount namespace that CRIU must
 // treat as external: all but the root and /proc.
 func Mounts(pid int) ([]string, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+	mi, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		dash := strings.Index(line, " - ")
-		// Fields are separated by one space; a path's spaces, tabs,
-		// newlines and backslashes are escaped, but not other white
-		// space (strings.Fields would split at a form feed).
-		fields := strings.Split(line, " ")
-		if dash < 0 || len(fields) < 5 {
-			continue
+	for _, m := range parseMountinfo(string(mi)) {
+		if m.point != "/" && m.fstype != "proc" {
+			out = append(out, m.point)
 		}
-		fstype := strings.Split(line[dash+3:], " ")
-		mp := unescape(fields[4])
-		if mp == "/" || (len(fstype) > 0 && fstype[0] == "proc") {
-			continue
-		}
-		out = append(out, mp)
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // unescape undoes mountinfo's octal escapes (\040 for a space).

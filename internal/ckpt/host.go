@@ -788,12 +788,9 @@ var networkFS = map[string]bool{"nfs": true, "nfs4": true, "cifs": true, "smb3":
 // directories.
 func NetworkMounts(mountinfo string) []string {
 	var out []string
-	for _, l := range strings.Split(mountinfo, "\n") {
-		before, after, ok := strings.Cut(l, " - ")
-		// One space between fields; see Mounts.
-		f, g := strings.Split(before, " "), strings.Split(after, " ")
-		if ok && len(f) >= 5 && strings.HasPrefix(f[4], "/") && len(g) >= 1 && networkFS[g[0]] {
-			out = append(out, unescape(f[4]))
+	for _, m := range parseMountinfo(mountinfo) {
+		if networkFS[m.fstype] {
+			out = append(out, m.point)
 		}
 	}
 	return out

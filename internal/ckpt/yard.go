@@ -46,31 +46,20 @@ const YardDir = "/run/roam/cgyard"
 // CRIU's dump fails on a hierarchy missing from a yard, so a yard needs
 // none missing. Pure: it reads only its arguments.
 func yardNames(cgroupFile, mountinfo, skip string) (names map[string]string, missing []string) {
-	type mnt struct {
-		point string
-		opts  []string
-	}
-	var v1 []mnt
+	var v1 []mountEntry
 	v2 := ""
 	skip = filepath.Clean(skip)
-	for _, l := range strings.Split(mountinfo, "\n") {
-		before, after, ok := strings.Cut(l, " - ")
-		// One space between fields; see Mounts.
-		f, g := strings.Split(before, " "), strings.Split(after, " ")
-		if !ok || len(f) < 5 || f[3] != "/" || !strings.HasPrefix(f[4], "/") || len(g) < 3 {
+	for _, m := range parseMountinfo(mountinfo) {
+		if m.root != "/" || m.super == nil || m.point == skip || strings.HasPrefix(m.point, skip+"/") {
 			continue
 		}
-		point := unescape(f[4])
-		if point == skip || strings.HasPrefix(point, skip+"/") {
-			continue
-		}
-		switch g[0] {
+		switch m.fstype {
 		case "cgroup2":
 			if v2 == "" {
-				v2 = point
+				v2 = m.point
 			}
 		case "cgroup":
-			v1 = append(v1, mnt{point, strings.Split(g[2], ",")})
+			v1 = append(v1, m)
 		}
 	}
 	names = map[string]string{}
@@ -100,7 +89,7 @@ func yardNames(cgroupFile, mountinfo, skip string) (names map[string]string, mis
 	mounts:
 		for _, m := range v1 {
 			for _, c := range ctrls {
-				if !slices.Contains(m.opts, c) {
+				if !slices.Contains(m.super, c) {
 					continue mounts
 				}
 			}
@@ -203,14 +192,7 @@ func clearYard(dir string) error {
 // isTmpfsMount says whether mountinfo has a tmpfs mounted on dir.
 func isTmpfsMount(mountinfo, dir string) bool {
 	dir = filepath.Clean(dir)
-	for _, l := range strings.Split(mountinfo, "\n") {
-		before, after, ok := strings.Cut(l, " - ")
-		f, g := strings.Split(before, " "), strings.Split(after, " ")
-		if ok && len(f) >= 5 && unescape(f[4]) == dir && g[0] == "tmpfs" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(parseMountinfo(mountinfo), func(m mountEntry) bool { return m.point == dir && m.fstype == "tmpfs" })
 }
 
 // UsableYard says whether dir is a yard EnsureYard made in this mount
@@ -241,13 +223,9 @@ func UsableYard(dir string) bool {
 func mountsBelow(mountinfo, dir string) []string {
 	var out []string
 	prefix := filepath.Clean(dir) + "/"
-	for _, l := range strings.Split(mountinfo, "\n") {
-		f := strings.Split(l, " ")
-		if len(f) < 5 {
-			continue
-		}
-		if p := unescape(f[4]); strings.HasPrefix(p, prefix) {
-			out = append(out, p)
+	for _, m := range parseMountinfo(mountinfo) {
+		if strings.HasPrefix(m.point, prefix) {
+			out = append(out, m.point)
 		}
 	}
 	return out
