@@ -456,6 +456,12 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 	for i, c := range kept {
 		a.dropCheckpointOn(c.StoredOn, keptOf[i], time.Time{})
 	}
+	// An ended job no longer loads the node this one moved it to.
+	a.sch.mu.Lock()
+	for _, id := range done {
+		a.sch.ledger.Ended(id)
+	}
+	a.sch.mu.Unlock()
 	// A job's end is acknowledged only once its output is on disk at its
 	// home; the sync, too, runs without the job lock.
 	for _, id := range done {

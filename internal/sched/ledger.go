@@ -166,6 +166,16 @@ func (l *Ledger) Forget(mv Move) {
 	}
 }
 
+// Ended takes an ended job's moves out of the recent moves. Effective
+// counts a recent move in its target's load for as long as the target's
+// load-vector entry is older than the move's settling, which can be many
+// seconds on a quiet cluster (a node hears from a given peer every few
+// intervals): a job that has ended since would keep an idle node looking
+// busy, and the next burst would pass it over for nodes already taken.
+func (l *Ledger) Ended(job string) {
+	l.recent = slices.DeleteFunc(l.recent, func(m Move) bool { return m.Job == job })
+}
+
 // Recent are the moves started less than RecentWindow before now, for a
 // snapshot (a copy); older ones are forgotten.
 func (l *Ledger) Recent(now time.Time) []Move {

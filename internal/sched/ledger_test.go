@@ -417,3 +417,38 @@ func TestLedgerPacing(t *testing.T) {
 		}
 	}
 }
+
+// Node 1 moved a job to each of nodes 2 and 3; their load-vector entries
+// are from before the moves (a node hears from a given peer only every
+// few intervals), so Effective counts the moves in. Once node 1, the
+// jobs' home, learns that the job on node 2 ended, that move no longer
+// counts, and node 1's next job goes to node 2; node 3 still counts its.
+func TestLedgerEndedJobNoLongerLoadsItsTarget(t *testing.T) {
+	pol := mustPolicy(t, "balance")
+	old := t0.Add(-5 * time.Second)
+	var l Ledger
+	l.Started([]Move{
+		{Job: "1.1", From: "1", To: "2", At: t0.Add(-3 * time.Second), Kind: ProblemCPU, Runnable: 1},
+		{Job: "1.2", From: "1", To: "3", At: t0.Add(-3 * time.Second), Kind: ProblemCPU, Runnable: 1},
+	})
+	l.Finished(true, t0.Add(-3*time.Second), time.Time{})
+	round := func() []Move {
+		snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 2, MemFreeMB: 1000},
+			Peers: []Node{{ID: "2", Capacity: 1, MemFreeMB: 1000, Received: old}, {ID: "3", Capacity: 1, MemFreeMB: 1000, Received: old}},
+			Jobs: []Job{{ID: "1.3", Started: t0.Add(-time.Minute), Runnable: 1, RSSMB: 10}, {ID: "1.4", Started: t0.Add(-time.Minute), Runnable: 1, RSSMB: 10}},
+			Recent: l.Recent(t0)}
+		return pol.Decide(snap, rand.New(rand.NewSource(1)))
+	}
+	if mv := round(); len(mv) != 0 {
+		t.Fatalf("with both moves counted, nodes 2 and 3 are as loaded as node 1 with one more: moves %+v, want none", mv)
+	}
+	l.Ended("1.1")
+	l.Ended("1.9") // a job it never moved: nothing
+	mv := round()
+	if len(mv) != 1 || mv[0].To != "2" {
+		t.Fatalf("after job 1.1 ended: moves %+v, want one, to node 2", mv)
+	}
+	if r := l.Recent(t0); len(r) != 1 || r[0].Job != "1.2" {
+		t.Fatalf("recent moves %+v, want job 1.2's alone", r)
+	}
+}
