@@ -434,8 +434,8 @@ func TestLedgerEndedJobNoLongerLoadsItsTarget(t *testing.T) {
 	l.Finished(true, t0.Add(-3*time.Second), time.Time{})
 	round := func() []Move {
 		snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 2, MemFreeMB: 1000},
-			Peers: []Node{{ID: "2", Capacity: 1, MemFreeMB: 1000, Received: old}, {ID: "3", Capacity: 1, MemFreeMB: 1000, Received: old}},
-			Jobs: []Job{{ID: "1.3", Started: t0.Add(-time.Minute), Runnable: 1, RSSMB: 10}, {ID: "1.4", Started: t0.Add(-time.Minute), Runnable: 1, RSSMB: 10}},
+			Peers:  []Node{{ID: "2", Capacity: 1, MemFreeMB: 1000, Received: old}, {ID: "3", Capacity: 1, MemFreeMB: 1000, Received: old}},
+			Jobs:   []Job{{ID: "1.3", Started: t0.Add(-time.Minute), Runnable: 1, RSSMB: 10}, {ID: "1.4", Started: t0.Add(-time.Minute), Runnable: 1, RSSMB: 10}},
 			Recent: l.Recent(t0)}
 		return pol.Decide(snap, rand.New(rand.NewSource(1)))
 	}
