@@ -8,6 +8,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -71,10 +72,11 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem, Draining: a.draining.Load()}
 	a.sch.mu.Lock()
 	ans := a.sch.ledger.Admit(mv, self, now)
+	pending := a.sch.ledger.Pending(now)
 	a.sch.mu.Unlock()
 	r := admitResponse{Load: ans.Load, MemFreeMB: ans.MemFreeMB}
 	if ans.Refused != nil {
-		r.Refused = ans.Refused.Error()
+		r.Refused = fmt.Sprintf("%v (%d runnable threads here, %d admitted moves not arrived)", ans.Refused, runnable, pending)
 	}
 	return r, nil
 }

@@ -38,6 +38,9 @@ type dkgRun struct {
 	// first job ended: jobs spread again onto nodes gone idle.
 	firstMove float64
 	again     int
+	// timeline, of a run that never balanced: each job's moves and end
+	// and every node's scheduling events (timeline), to read why.
+	timeline []string
 	// discarded is how many load entries the nodes' load vectors
 	// discarded during the run (the beneficial policy's refusals; fifo
 	// discards none), -1 if a node's counters could not be read.
@@ -102,6 +105,14 @@ func runDKG(x *Run, cl *api.Client, st emu.State, keys int, on string) (dkgRun, 
 		caps[n.ID] = n.Capacity
 	}
 	r.balanced = BalancedAfter(js, caps)
+	if math.IsNaN(r.balanced) {
+		want := map[string]bool{}
+		for _, id := range ids {
+			want[id] = true
+		}
+		t0, _ := runSpan(js)
+		r.timeline = timeline(cl, js, want, t0)
+	}
 	r.firstMove, r.again = moveTimes(js)
 	return r, nil
 }
@@ -403,7 +414,7 @@ var expLVM = &Experiment{
 						r.Add(pol, float64(n), "run time", "s", d.seconds)
 						if math.IsNaN(d.balanced) {
 							never++
-							r.Notes = append(r.Notes, fmt.Sprintf("%s, %d nodes, repetition %d: never balanced before the first job ended; its load-balancing time is counted as the run time", pol, n, rep))
+							r.Notes = append(r.Notes, fmt.Sprintf("%s, %d nodes, repetition %d: never balanced before the first job ended; its load-balancing time is counted as the run time. What happened (s from the first start): %s", pol, n, rep, strings.Join(d.timeline, "; ")))
 							d.balanced = d.seconds
 						}
 						r.Add(pol, float64(n), "load-balancing time", "s", d.balanced)

@@ -118,6 +118,18 @@ func (l *Ledger) Admit(mv Move, self Node, now time.Time) AdmitAnswer {
 	return AdmitAnswer{Load: others.Load, MemFreeMB: others.MemFreeMB}
 }
 
+// Pending is how many admitted moves have not arrived by now (their
+// deadlines not passed), for the reason of a refusal.
+func (l *Ledger) Pending(now time.Time) int {
+	n := 0
+	for _, a := range l.admitted {
+		if !now.After(a.until) {
+			n++
+		}
+	}
+	return n
+}
+
 // Arrived ends the admission of job's move: it runs here now (and the
 // node's own measure counts it), or its move failed. Left to its
 // deadline, the reservation of a job that arrived and has ended since

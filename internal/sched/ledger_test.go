@@ -452,3 +452,27 @@ func TestLedgerEndedJobNoLongerLoadsItsTarget(t *testing.T) {
 		t.Fatalf("recent moves %+v, want job 1.2's alone", r)
 	}
 }
+
+// Pending counts the admitted moves whose jobs have not arrived and whose
+// deadlines have not passed: what a refusal names beside the node's
+// runnable threads.
+func TestLedgerPending(t *testing.T) {
+	var l Ledger
+	self := Node{ID: "3", Capacity: 1, MemFreeMB: 1000}
+	for _, job := range []string{"1.1", "1.2"} {
+		mv := Move{Job: job, From: "1", To: "3", Kind: ProblemCPU, Runnable: 1, SrcLoad: 10, Threshold: 0.25}
+		if ans := l.Admit(mv, self, t0); ans.Refused != nil {
+			t.Fatalf("move of %s refused: %v", job, ans.Refused)
+		}
+	}
+	if n := l.Pending(t0); n != 2 {
+		t.Fatalf("pending %d, want 2", n)
+	}
+	l.Arrived("1.1")
+	if n := l.Pending(t0); n != 1 {
+		t.Fatalf("after 1.1 arrived: pending %d, want 1", n)
+	}
+	if n := l.Pending(t0.Add(AdmitHold + time.Nanosecond)); n != 0 {
+		t.Fatalf("past the deadline: pending %d, want 0", n)
+	}
+}
