@@ -72,7 +72,7 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem, Draining: a.draining.Load()}
 	a.sch.mu.Lock()
 	ans := a.sch.ledger.Admit(mv, self, now)
-	pending := a.sch.ledger.Pending(now)
+	pending := a.sch.ledger.Pending(now, mv.Job)
 	a.sch.mu.Unlock()
 	r := admitResponse{Load: ans.Load, MemFreeMB: ans.MemFreeMB}
 	if ans.Refused != nil {

@@ -118,12 +118,13 @@ func (l *Ledger) Admit(mv Move, self Node, now time.Time) AdmitAnswer {
 	return AdmitAnswer{Load: others.Load, MemFreeMB: others.MemFreeMB}
 }
 
-// Pending is how many admitted moves have not arrived by now (their
-// deadlines not passed), for the reason of a refusal.
-func (l *Ledger) Pending(now time.Time) int {
+// Pending is how many admitted moves, other than job's own (Admit judges
+// a move asked again without its earlier admission), have not arrived by
+// now, their deadlines not passed: for the reason of a refusal.
+func (l *Ledger) Pending(now time.Time, job string) int {
 	n := 0
-	for _, a := range l.admitted {
-		if !now.After(a.until) {
+	for id, a := range l.admitted {
+		if id != job && !now.After(a.until) {
 			n++
 		}
 	}

@@ -454,8 +454,8 @@ func TestLedgerEndedJobNoLongerLoadsItsTarget(t *testing.T) {
 }
 
 // Pending counts the admitted moves whose jobs have not arrived and whose
-// deadlines have not passed: what a refusal names beside the node's
-// runnable threads.
+// deadlines have not passed, the asked job's own left out: what a refusal
+// names beside the node's runnable threads.
 func TestLedgerPending(t *testing.T) {
 	var l Ledger
 	self := Node{ID: "3", Capacity: 1, MemFreeMB: 1000}
@@ -465,14 +465,17 @@ func TestLedgerPending(t *testing.T) {
 			t.Fatalf("move of %s refused: %v", job, ans.Refused)
 		}
 	}
-	if n := l.Pending(t0); n != 2 {
+	if n := l.Pending(t0, ""); n != 2 {
 		t.Fatalf("pending %d, want 2", n)
 	}
+	if n := l.Pending(t0, "1.2"); n != 1 {
+		t.Fatalf("pending but job 1.2's own %d, want 1", n)
+	}
 	l.Arrived("1.1")
-	if n := l.Pending(t0); n != 1 {
+	if n := l.Pending(t0, ""); n != 1 {
 		t.Fatalf("after 1.1 arrived: pending %d, want 1", n)
 	}
-	if n := l.Pending(t0.Add(AdmitHold + time.Nanosecond)); n != 0 {
+	if n := l.Pending(t0.Add(AdmitHold+time.Nanosecond), ""); n != 0 {
 		t.Fatalf("past the deadline: pending %d, want 0", n)
 	}
 }
