@@ -504,9 +504,9 @@ func Inits() map[int]string {
 		}
 		out[pid] = ""
 		mi, _ := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
-		for _, l := range strings.Split(string(mi), "\n") {
-			if f := strings.Split(l, " "); len(f) > 4 && f[4] == JobDir {
-				out[pid] = f[3]
+		for _, m := range parseMountinfo(string(mi)) {
+			if m.point == JobDir {
+				out[pid] = m.root
 			}
 		}
 	}
