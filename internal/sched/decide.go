@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -168,6 +169,8 @@ type Scheduler struct {
 	Policy    Policy
 	analyzers map[string]Analyzer
 	managers  []namedManager
+	text      sync.Once // makes textYAML, once: Text is asked on every gossip push/pull and policy compare
+	textYAML  string
 }
 
 type namedManager struct {

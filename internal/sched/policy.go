@@ -241,13 +241,19 @@ func finite(v reflect.Value, field string) error {
 	return nil
 }
 
-// Text is the policy as YAML, for `roam policy show`.
+// Text is the policy as YAML, for `roam policy show`, for gossip and for
+// comparing two policies. It is made once: a Scheduler's Policy is not
+// changed after Build.
 func (s *Scheduler) Text() string {
-	b, err := yaml.Marshal(s.Policy)
-	if err != nil {
-		return err.Error()
-	}
-	return string(b)
+	s.text.Do(func() {
+		b, err := yaml.Marshal(s.Policy)
+		if err != nil {
+			s.textYAML = err.Error()
+			return
+		}
+		s.textYAML = string(b)
+	})
+	return s.textYAML
 }
 
 // Parallel is how many moves of a round may run at once: the largest of
