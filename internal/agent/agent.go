@@ -350,7 +350,7 @@ func (a *Agent) loadLoop() {
 
 // step is one timer tick: probe, then maybe send.
 func (a *Agent) step(now time.Time) {
-	runnable := a.prober.Runnable()
+	runnable := a.runnable()
 	mem := a.prober.MemFreeMB()
 	a.jobs.mu.Lock()
 	jobs := len(a.jobs.local)

@@ -357,7 +357,10 @@ func (f *fakeNode) Activity(pid int) (int, uint64, float64) {
 
 // ---- Prober ----
 
-func (f *fakeNode) Runnable() int {
+// Runnable counts the node's running processes. A fake job is one
+// process, standing for its roam-init and its program at once, so skip
+// (the inits) is not applied: the node's load is its jobs.
+func (f *fakeNode) Runnable(skip map[int]bool) int {
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	n := 0

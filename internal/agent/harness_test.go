@@ -528,7 +528,7 @@ func TestAgentsReservationEnds(t *testing.T) {
 		if _, err := c.nodes[0].a.Kill(Caller{}, api.KillRequest{IDs: []string{j1}, Signal: 9}); err != nil {
 			t.Fatal(err)
 		}
-		c.waitFor("n3 idle", time.Minute, func() bool { return c.nodes[2].fn.Runnable() == 0 })
+		c.waitFor("n3 idle", time.Minute, func() bool { return c.nodes[2].fn.Runnable(nil) == 0 })
 		if r := admit(a2, move(j2, "n2")); r != "" {
 			t.Fatalf("after the first job arrived, the second move is refused: %s", r)
 		}

@@ -67,7 +67,7 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	if err := mv.Check(); err != nil {
 		return admitResponse{}, errkind.New(ErrBadRequest, "%v", err)
 	}
-	runnable, mem := a.prober.Runnable(), a.prober.MemFreeMB()
+	runnable, mem := a.runnable(), a.prober.MemFreeMB()
 	now := time.Now()
 	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem, Draining: a.draining.Load()}
 	a.sch.mu.Lock()
@@ -79,6 +79,22 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 		r.Refused = fmt.Sprintf("%v (%d runnable threads here, %d admitted moves not arrived)", ans.Refused, runnable, pending)
 	}
 	return r, nil
+}
+
+// runnable is how many threads are runnable on this node now, its jobs'
+// roam-init processes left out: they only wait for their children, but
+// one just restored or started is runnable until it gets a CPU, which a
+// throttled node gives it only at its next period (probe.Node.Runnable).
+func (a *Agent) runnable() int {
+	a.jobs.mu.Lock()
+	inits := make(map[int]bool, len(a.jobs.local))
+	for _, j := range a.jobs.local {
+		if j.rec.PID > 0 {
+			inits[j.rec.PID] = true
+		}
+	}
+	a.jobs.mu.Unlock()
+	return a.prober.Runnable(inits)
 }
 
 // arrived ends the admission of job id's move here: it runs here now (and
@@ -218,7 +234,7 @@ func (a *Agent) move(mv sched.Move) bool {
 // snapshot measures the node and its jobs for a round.
 func (a *Agent) snapshot() sched.Snapshot {
 	now := time.Now()
-	runnable := a.prober.Runnable()
+	runnable := a.runnable()
 	mem := a.prober.MemFreeMB()
 	s := sched.Snapshot{Now: now}
 	a.mu.Lock()

@@ -48,8 +48,9 @@ type Parts struct {
 
 // Prober measures the node (probe.Node for real).
 type Prober interface {
-	// Runnable is how many threads are runnable on the node now.
-	Runnable() int
+	// Runnable is how many threads are runnable on the node now, the
+	// processes in skip (the jobs' roam-init) left out.
+	Runnable(skip map[int]bool) int
 	// MemFreeMB is the memory free to the node.
 	MemFreeMB() float64
 }

@@ -21,25 +21,45 @@ type Node struct {
 	Group  string
 }
 
-// Runnable returns the number of runnable threads right now. A thread that
-// CFS throttles is still runnable: it wants a CPU it is not given, which is
-// exactly what makes a slow node count as loaded.
-func (n Node) Runnable() int {
+// Runnable returns the number of runnable threads right now, leaving out
+// the processes in skip: the agent passes its jobs' roam-init processes,
+// which only wait for their children. A roam-init just restored or just
+// started is runnable until it is given a CPU to return to its wait, and in
+// a node whose CPU share its job has used up (CFS throttles the group) it
+// stays so for up to a period: counted, it made a node with three jobs
+// refuse a fourth as if it ran four. A thread that CFS throttles is still
+// runnable otherwise: it wants a CPU it is not given, which is exactly what
+// makes a slow node count as loaded.
+func (n Node) Runnable(skip map[int]bool) int {
 	if n.Group == "" {
 		// procs_running counts this probe itself.
-		return max(hostProcsRunning()-1, 0)
+		return max(hostProcsRunning()-1-countRunnable(mapKeys(skip), nil), 0)
 	}
 	tids, err := n.Layout.Threads(n.Group)
 	if err != nil {
 		return 0
 	}
+	return countRunnable(tids, skip)
+}
+
+// countRunnable counts the threads of tids in state R, those in skip left
+// out.
+func countRunnable(tids []int, skip map[int]bool) int {
 	count := 0
 	for _, tid := range tids {
-		if threadState(tid) == 'R' {
+		if !skip[tid] && threadState(tid) == 'R' {
 			count++
 		}
 	}
 	return count
+}
+
+func mapKeys(m map[int]bool) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // MemFreeMB returns the memory still free to the node: the cgroup's limit
