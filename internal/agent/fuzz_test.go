@@ -113,7 +113,7 @@ func (n *fzNode) Signal(pid int, sig syscall.Signal) error {
 }
 func (n *fzNode) Kill(pid int, tix uint64, wait time.Duration) {}
 func (n *fzNode) Settle(id string, pid int) error              { return nil }
-func (n *fzNode) Runnable(map[int]bool) int                    { return 1 }
+func (n *fzNode) Runnable(map[int]uint64) int                  { return 1 }
 func (n *fzNode) MemFreeMB() float64                           { return 4096 }
 func (n *fzNode) Sink(dir string) (ckpt.Sink, error) {
 	n.mu.Lock()

@@ -360,7 +360,7 @@ func (f *fakeNode) Activity(pid int) (int, uint64, float64) {
 // Runnable counts the node's running processes. A fake job is one
 // process, standing for its roam-init and its program at once, so skip
 // (the inits) is not applied: the node's load is its jobs.
-func (f *fakeNode) Runnable(skip map[int]bool) int {
+func (f *fakeNode) Runnable(skip map[int]uint64) int {
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	n := 0

@@ -3,23 +3,26 @@ package agent
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"roam/internal/job"
+	"roam/internal/sched"
 )
 
-// threadsProber stands for a node whose runnable threads are tids: it
-// counts those not in skip, as probe.Node does, and keeps the last skip.
+// threadsProber stands for a node whose runnable threads are tids (thread
+// id to its start time): it counts those not in skip with the same start
+// time, as probe.Node does, and keeps the last skip.
 type threadsProber struct {
-	tids []int
-	skip map[int]bool
+	tids map[int]uint64
+	skip map[int]uint64
 }
 
-func (p *threadsProber) Runnable(skip map[int]bool) int {
+func (p *threadsProber) Runnable(skip map[int]uint64) int {
 	p.skip = skip
 	n := 0
-	for _, t := range p.tids {
-		if !skip[t] {
+	for t, start := range p.tids {
+		if s, ok := skip[t]; !ok || s != start {
 			n++
 		}
 	}
@@ -32,8 +35,10 @@ func (p *threadsProber) MemFreeMB() float64 { return 4096 }
 // wait: two jobs whose inits (101, 201) are runnable besides their
 // programs (102, 202), as just after a restore on a throttled node, make
 // a load of two, not four; a runnable process that is no job's init
-// (301) counts. Before, a node with three jobs and one such init refused
-// a fourth job as if it ran four.
+// (301), or whose pid a job's record names with another start time (401,
+// a reused pid), counts. Before, a node with three jobs and one such init
+// refused a fourth as if it ran four. The destination's admission judges
+// a move with the same count.
 func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
@@ -41,29 +46,38 @@ func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	a := newFzAgent(t, st)
-	p := &threadsProber{tids: []int{101, 102, 201, 202, 301}}
+	p := &threadsProber{tids: map[int]uint64{101: 7, 102: 8, 201: 9, 202: 10, 301: 11, 401: 12}}
 	a.prober = p
 	a.jobs.mu.Lock()
-	a.jobs.local["n1.1"] = &localJob{rec: job.Local{ID: "n1.1", PID: 101}}
-	a.jobs.local["n1.2"] = &localJob{rec: job.Local{ID: "n1.2", PID: 201}}
-	a.jobs.mu.Unlock()
-
-	if got := a.runnable(); got != 3 {
-		t.Fatalf("runnable threads %d, want 3 (the two programs and the other process); left out %v", got, p.skip)
-	}
+	a.jobs.local["n1.1"] = &localJob{rec: job.Local{ID: "n1.1", PID: 101, StartTix: 7}}
+	a.jobs.local["n1.2"] = &localJob{rec: job.Local{ID: "n1.2", PID: 201, StartTix: 9}}
+	a.jobs.local["n1.3"] = &localJob{rec: job.Local{ID: "n1.3", PID: 401, StartTix: 5}}
 	var want []int
-	a.jobs.mu.Lock()
 	for _, j := range a.jobs.local {
 		want = append(want, j.rec.PID)
 	}
 	a.jobs.mu.Unlock()
+
+	if got := a.runnable(); got != 4 {
+		t.Fatalf("runnable threads %d, want 4 (the two programs, the other process, the reused pid); left out %v", got, p.skip)
+	}
 	var inits []int
 	for pid := range p.skip {
 		inits = append(inits, pid)
 	}
 	slices.Sort(inits)
 	slices.Sort(want)
-	if !slices.Equal(inits, want) || !slices.Contains(inits, 101) || !slices.Contains(inits, 201) {
-		t.Fatalf("left out %v, want the local jobs' inits %v", inits, want)
+	if !slices.Equal(inits, want) || p.skip[101] != 7 || p.skip[201] != 9 {
+		t.Fatalf("left out %v, want the local jobs' inits %v with their start times", p.skip, want)
+	}
+
+	// A move this node must decline, so that its answer names the count.
+	mv := sched.Move{Job: "n1.7", To: a.cfg.NodeID, From: "n1", Kind: sched.ProblemCPU, RSSMB: 40, Runnable: 1, SrcLoad: 0.1, Threshold: 0.25}
+	res, err := a.admit(mv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Refused, "(4 runnable threads here") {
+		t.Fatalf("admission answered %+v, want a refusal that counted 4 runnable threads", res)
 	}
 }

@@ -87,10 +87,10 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 // throttled node gives it only at its next period (probe.Node.Runnable).
 func (a *Agent) runnable() int {
 	a.jobs.mu.Lock()
-	inits := make(map[int]bool, len(a.jobs.local))
+	inits := make(map[int]uint64, len(a.jobs.local))
 	for _, j := range a.jobs.local {
 		if j.rec.PID > 0 {
-			inits[j.rec.PID] = true
+			inits[j.rec.PID] = j.rec.StartTix
 		}
 	}
 	a.jobs.mu.Unlock()

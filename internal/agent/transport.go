@@ -49,8 +49,8 @@ type Parts struct {
 // Prober measures the node (probe.Node for real).
 type Prober interface {
 	// Runnable is how many threads are runnable on the node now, the
-	// processes in skip (the jobs' roam-init) left out.
-	Runnable(skip map[int]bool) int
+	// processes in skip (the jobs' roam-init, pid to start time) left out.
+	Runnable(skip map[int]uint64) int
 	// MemFreeMB is the memory free to the node.
 	MemFreeMB() float64
 }

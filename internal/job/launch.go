@@ -532,15 +532,17 @@ func rss(pid int) float64 {
 	return v * float64(os.Getpagesize()) / (1 << 20)
 }
 
-// TreeActivity is what scheduling needs of a job's processes: how many
-// threads are runnable now, how many read and write system calls they have
-// made (from /proc/PID/io; a rate needs two readings), and their resident
-// memory.
+// TreeActivity is what scheduling needs of a job's processes, pid being
+// its roam-init: how many threads are runnable now (roam-init's own left
+// out, as the node's load leaves it out: it only waits, but one just
+// restored is runnable until it gets a CPU), how many read and write
+// system calls they have made (from /proc/PID/io; a rate needs two
+// readings), and their resident memory.
 func TreeActivity(pid int) (runnable int, syscalls uint64, rssMB float64) {
 	for _, p := range procfs.Tree(pid) {
 		rssMB += rss(p)
 		dir := "/proc/" + strconv.Itoa(p)
-		if tids, err := os.ReadDir(dir + "/task"); err == nil {
+		if tids, err := os.ReadDir(dir + "/task"); err == nil && p != pid {
 			for _, t := range tids {
 				tid, _ := strconv.Atoi(t.Name())
 				if st, err := procfs.ReadStat(tid); err == nil && st.State == 'R' {

@@ -22,18 +22,24 @@ type Node struct {
 }
 
 // Runnable returns the number of runnable threads right now, leaving out
-// the processes in skip: the agent passes its jobs' roam-init processes,
-// which only wait for their children. A roam-init just restored or just
-// started is runnable until it is given a CPU to return to its wait, and in
-// a node whose CPU share its job has used up (CFS throttles the group) it
-// stays so for up to a period: counted, it made a node with three jobs
-// refuse a fourth as if it ran four. A thread that CFS throttles is still
+// the processes in skip (pid to its start time in ticks after boot, so
+// that a pid reused by another process still counts). The agent passes
+// its jobs' roam-init processes, which only wait for their children. A
+// roam-init just restored or just started is runnable until it is given
+// a CPU to return to its wait, and in a node whose CPU share its job has
+// used up (CFS throttles the group) it stays so for up to a period:
+// counted, it made a node with three jobs refuse a fourth as if it ran
+// four. A thread that CFS throttles is still
 // runnable otherwise: it wants a CPU it is not given, which is exactly what
 // makes a slow node count as loaded.
-func (n Node) Runnable(skip map[int]bool) int {
+//
+// On a whole host (no group), procs_running less the probe itself is
+// counted, less the skipped processes that are runnable: roam's jobs group
+// there has no CPU quota, so a runnable init is one procs_running counts.
+func (n Node) Runnable(skip map[int]uint64) int {
 	if n.Group == "" {
 		// procs_running counts this probe itself.
-		return max(hostProcsRunning()-1-countRunnable(mapKeys(skip), nil), 0)
+		return max(hostProcsRunning()-1-runnableOf(skip), 0)
 	}
 	tids, err := n.Layout.Threads(n.Group)
 	if err != nil {
@@ -42,24 +48,33 @@ func (n Node) Runnable(skip map[int]bool) int {
 	return countRunnable(tids, skip)
 }
 
-// countRunnable counts the threads of tids in state R, those in skip left
-// out.
-func countRunnable(tids []int, skip map[int]bool) int {
+// countRunnable counts the threads of tids in state R, those in skip (with
+// the same start time) left out.
+func countRunnable(tids []int, skip map[int]uint64) int {
 	count := 0
 	for _, tid := range tids {
-		if !skip[tid] && threadState(tid) == 'R' {
-			count++
+		st, err := procfs.ReadStat(tid)
+		if err != nil || st.State != 'R' {
+			continue
 		}
+		if start, ok := skip[tid]; ok && start == st.StartTime {
+			continue
+		}
+		count++
 	}
 	return count
 }
 
-func mapKeys(m map[int]bool) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// runnableOf counts the processes of skip that run (state R) and are the
+// ones skip names (same start time).
+func runnableOf(skip map[int]uint64) int {
+	count := 0
+	for pid, start := range skip {
+		if st, err := procfs.ReadStat(pid); err == nil && st.State == 'R' && st.StartTime == start {
+			count++
+		}
 	}
-	return out
+	return count
 }
 
 // MemFreeMB returns the memory still free to the node: the cgroup's limit
@@ -74,15 +89,6 @@ func (n Node) MemFreeMB() float64 {
 		return max(min(lim-n.Layout.MemoryUsageMB(n.Group), host), 0)
 	}
 	return host
-}
-
-// threadState is the state letter of a thread, or 0 when it is gone.
-func threadState(tid int) byte {
-	st, err := procfs.ReadStat(tid)
-	if err != nil {
-		return 0
-	}
-	return st.State
 }
 
 func hostProcsRunning() int {

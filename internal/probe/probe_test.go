@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"roam/internal/cgroup"
+	"roam/internal/procfs"
 )
 
 // Runnable counts the threads of the node's group that are runnable and
 // leaves out the processes it is told to skip (the jobs' roam-init): two
-// busy loops and a sleeping process in a real CPU group count 2, and 1
-// with one loop skipped.
+// busy loops and a sleeping process in a real CPU group count 2, 1 with
+// one loop skipped, and 2 again when the skipped pid's start time is not
+// the loop's (a pid reused by another process).
 func TestRunnableLeavesOutSkipped(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("makes a cgroup: needs root")
@@ -47,12 +49,22 @@ func TestRunnableLeavesOutSkipped(t *testing.T) {
 		}
 		return c.Process.Pid
 	}
-	busy := start("sh", "-c", "while :; do :; done")
-	start("sh", "-c", "while :; do :; done")
+	// The loops end with the test's process, also when a timeout kills it
+	// before its cleanup runs.
+	loop := "while kill -0 $PPID 2>/dev/null; do :; done"
+	busy := start("sh", "-c", loop)
+	busy2 := start("sh", "-c", loop)
 	start("sleep", "1000")
+	started := func(pid int) uint64 {
+		st, err := procfs.ReadStat(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.StartTime
+	}
 	n := Node{Layout: l, Group: rel}
 
-	waitFor := func(what string, want int, skip map[int]bool) {
+	waitFor := func(what string, want int, skip map[int]uint64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		got := n.Runnable(skip)
@@ -65,6 +77,7 @@ func TestRunnableLeavesOutSkipped(t *testing.T) {
 		}
 	}
 	waitFor("two busy loops and a sleeper", 2, nil)
-	waitFor("one busy loop skipped", 1, map[int]bool{busy: true})
-	waitFor("both busy loops skipped", 0, map[int]bool{busy: true, procs[1].Process.Pid: true})
+	waitFor("one busy loop skipped", 1, map[int]uint64{busy: started(busy)})
+	waitFor("both busy loops skipped", 0, map[int]uint64{busy: started(busy), busy2: started(busy2)})
+	waitFor("a skipped pid of another start time", 2, map[int]uint64{busy: started(busy) + 1})
 }
