@@ -5,7 +5,6 @@ import (
 	"math/rand"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 )
 
@@ -166,11 +165,10 @@ var (
 
 // Scheduler is a built policy.
 type Scheduler struct {
-	Policy    Policy
+	Policy    Policy // not changed after Build (Text is made from it there)
 	analyzers map[string]Analyzer
 	managers  []namedManager
-	text      sync.Once // makes textYAML, once: Text is asked on every gossip push/pull and policy compare
-	textYAML  string
+	text      string // Policy as YAML, made by Build: Text is asked on every gossip push/pull and policy compare
 }
 
 type namedManager struct {

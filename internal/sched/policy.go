@@ -166,6 +166,7 @@ func Build(p Policy) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.text = policyText(p)
 	return s, nil
 }
 
@@ -242,18 +243,17 @@ func finite(v reflect.Value, field string) error {
 }
 
 // Text is the policy as YAML, for `roam policy show`, for gossip and for
-// comparing two policies. It is made once: a Scheduler's Policy is not
-// changed after Build.
-func (s *Scheduler) Text() string {
-	s.text.Do(func() {
-		b, err := yaml.Marshal(s.Policy)
-		if err != nil {
-			s.textYAML = err.Error()
-			return
-		}
-		s.textYAML = string(b)
-	})
-	return s.textYAML
+// comparing two policies. Build makes it once: a Scheduler's Policy is
+// not changed after Build.
+func (s *Scheduler) Text() string { return s.text }
+
+// policyText is p as YAML (the error's text if it cannot be marshalled).
+func policyText(p Policy) string {
+	b, err := yaml.Marshal(p)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }
 
 // Parallel is how many moves of a round may run at once: the largest of
