@@ -542,13 +542,8 @@ func TreeActivity(pid int) (runnable int, syscalls uint64, rssMB float64) {
 	for _, p := range procfs.Tree(pid) {
 		rssMB += rss(p)
 		dir := "/proc/" + strconv.Itoa(p)
-		if tids, err := os.ReadDir(dir + "/task"); err == nil && p != pid {
-			for _, t := range tids {
-				tid, _ := strconv.Atoi(t.Name())
-				if st, err := procfs.ReadStat(tid); err == nil && st.State == 'R' {
-					runnable++
-				}
-			}
+		if p != pid {
+			runnable += runnableThreads(dir)
 		}
 		if b, err := os.ReadFile(dir + "/io"); err == nil {
 			for _, l := range strings.Split(string(b), "\n") {
@@ -561,4 +556,21 @@ func TreeActivity(pid int) (runnable int, syscalls uint64, rssMB float64) {
 		}
 	}
 	return runnable, syscalls, rssMB
+}
+
+// runnableThreads counts the threads of the process at dir (/proc/PID)
+// that are runnable now.
+func runnableThreads(dir string) int {
+	tids, err := os.ReadDir(dir + "/task")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, t := range tids {
+		tid, _ := strconv.Atoi(t.Name())
+		if st, err := procfs.ReadStat(tid); err == nil && st.State == 'R' {
+			n++
+		}
+	}
+	return n
 }

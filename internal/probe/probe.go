@@ -29,9 +29,9 @@ type Node struct {
 // a CPU to return to its wait, and in a node whose CPU share its job has
 // used up (CFS throttles the group) it stays so for up to a period:
 // counted, it made a node with three jobs refuse a fourth as if it ran
-// four. A thread that CFS throttles is still
-// runnable otherwise: it wants a CPU it is not given, which is exactly what
-// makes a slow node count as loaded.
+// four. A thread that CFS throttles is still runnable otherwise: it wants
+// a CPU it is not given, which is exactly what makes a slow node count as
+// loaded.
 //
 // On a whole host (no group), procs_running less the probe itself is
 // counted, less the skipped processes that are runnable: roam's jobs group
