@@ -314,7 +314,15 @@ func entry(link, info string) migrate.Entry {
 		return e
 	}
 	var st syscall.Stat_t
-	if err := syscall.Stat(link, &st); err != nil {
+	err = syscall.Stat(link, &st)
+	// The task may end, or its pid go to another task, between the
+	// readlink and the stat (a job's shell starts short-lived children
+	// all the time): a link that no longer reads as it did is an ended
+	// task's, not a file that cannot be examined nor another file.
+	if again, rerr := os.Readlink(link); rerr != nil || again != l {
+		return migrate.Entry{}
+	}
+	if err != nil {
 		e.StatErr = err.Error()
 		return e
 	}
