@@ -232,6 +232,13 @@ int main(int argc, char **argv) {
 	if (getsid(0) != getpid() && setsid() < 0)
 		die("setsid", "");
 	drop_privileges(uid, gid, argv[3]);
+	/* The user must not ptrace us or read our /proc files: fd 3 carries
+	 * the job's status to the agent. Changing uid from root made us
+	 * undumpable already where fs.suid_dumpable is 0 (or 2), not where
+	 * it is 1; this holds either way, and CRIU keeps it across a move.
+	 * The program is dumpable again once it execs, as any program is. */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		die("prctl", "PR_SET_DUMPABLE");
 	if (chdir(cwd) < 0)
 		die("working directory", cwd);
 

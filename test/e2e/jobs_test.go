@@ -213,6 +213,16 @@ func TestUsersSeeAndKillOnlyTheirJobs(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(idOut)) != strconv.Itoa(int(u1)) {
 		t.Fatalf("job's uid: %q (%v), want %d", idOut, err, u1)
 	}
+	// The job cannot reach its roam-init (PID 1 of its namespace), which
+	// runs as the same user: it is undumpable, so its /proc files and its
+	// descriptors (fd 3 carries the exit status to the agent) are closed
+	// to the job, and so is ptrace. The program itself is readable.
+	probe := `r() { if $1 >/dev/null 2>&1 </dev/null; then echo "$2 open"; else echo "$2 closed"; fi; }
+r "cat /proc/1/environ" init-environ; r "ls /proc/1/fd" init-fds; r "cat /proc/$$/environ" own-environ`
+	pOut, err := c.as(u1, g1, "--node", "1", "run", "--on", "2", "--", "sh", "-c", probe).Output()
+	if want := "init-environ closed\ninit-fds closed\nown-environ open\n"; err != nil || string(pOut) != want {
+		t.Fatalf("the job reaching its roam-init: %q (%v), want %q", pOut, err, want)
+	}
 
 	out, err := c.as(u1, g1, "--node", "1", "run", "-d", "--", "sleep", "300").Output()
 	if err != nil {
