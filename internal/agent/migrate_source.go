@@ -411,6 +411,7 @@ func (o *outMig) leave(r migrate.Record) {
 			lj.stdin.Close()
 		}
 		o.spool = lj.rec.Dir
+		a.kickLoad()
 	}
 }
 

@@ -277,6 +277,9 @@ func (a *Agent) applyAcks(acks map[string]ack) {
 		}
 	}
 	a.jobs.mu.Unlock()
+	if len(dirs) > 0 {
+		a.kickLoad()
+	}
 	// /proc and the disk without the job lock.
 	for _, l := range gone {
 		if a.procs.Alive(l.PID, l.StartTix) {

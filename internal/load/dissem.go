@@ -111,7 +111,10 @@ func (d *Disseminator) Tick(now time.Time, members []string, rng *rand.Rand) []s
 // is lower than at the last call; its load (load, runnable threads per
 // unit of capacity as the probe read it now) is three quarters of a
 // thread or more below the load it sends (sent, the smoothed one, which
-// nears a step's height but never reaches it); and the vector holds
+// nears a step's height but never reaches it), or the node is idle now
+// (load 0: a job that ended soon after it came had not raised the
+// smoothed load by that much, and the busier nodes would see it for a
+// second more); and the vector holds
 // nodes more loaded than this one with one more thread, which would gain
 // by sending it a job. A node that goes idle is otherwise heard of a
 // second or more later, and its smoothed load takes another second to
@@ -130,7 +133,7 @@ func (d *Disseminator) News(now time.Time, jobs int, load, sent, capacity float6
 		return nil
 	}
 	d.jobs = jobs
-	if capacity <= 0 || sent-load < 0.75/capacity {
+	if capacity <= 0 || sent-load < 0.75/capacity && !(load == 0 && sent > 0) {
 		return nil
 	}
 	var out []string

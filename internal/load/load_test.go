@@ -251,7 +251,7 @@ func TestVectorInvariants(t *testing.T) {
 // would gain by sending it one, and no other; not twice within a quarter
 // interval (the second fall is told after it), not for a dip in the load
 // with no job gone (a job sleeping for a moment), and not for a fall of
-// less than three quarters of a job.
+// less than three quarters of a job, unless the node is idle now.
 func TestNewsOfAFallGoesToTheBusierNodes(t *testing.T) {
 	d := NewDisseminator("1", 8, PolicyFIFO, time.Second)
 	t0 := time.Unix(1000, 0)
@@ -289,13 +289,20 @@ func TestNewsOfAFallGoesToTheBusierNodes(t *testing.T) {
 	if got := d.News(at(3000), 1, 7, 10, 0.2); got != nil {
 		t.Fatalf("a fall of less than three quarters of a job (10 to 7 at 5 a job) is news to %v", got)
 	}
+	// A node gone idle is news, however little its smoothed load rose:
+	// its one job ended half a second after it came (sent 2, under three
+	// quarters of a job), and the busier nodes see 2 until told 0.
+	d.News(at(4000), 1, 5, 2, 0.2)
+	if got := d.News(at(5000), 0, 0, 2, 0.2); !slices.Equal(got, []string{"2", "3"}) {
+		t.Fatalf("news of the node gone idle (sent 2, now 0) went to %v, want [2 3]", got)
+	}
 	e := NewDisseminator("1", 8, PolicyFIFO, time.Second)
 	e.News(t0, 1, 5, 5, 0.2)
 	if got := e.News(at(500), 0, 0, 5, 0.2); got != nil {
 		t.Fatalf("news with an empty vector went to %v", got)
 	}
-	d.News(at(4000), 1, 5, 5, 0)
-	if got := d.News(at(5000), 0, 0, 5, 0); got != nil {
+	d.News(at(6000), 1, 5, 5, 0)
+	if got := d.News(at(7000), 0, 0, 5, 0); got != nil {
 		t.Fatalf("news with no capacity went to %v", got)
 	}
 }

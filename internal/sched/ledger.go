@@ -26,6 +26,13 @@ const (
 	// RecentWindow is how long a source keeps its moves for Effective: a
 	// peer not heard from in this long is hardly worth a decision.
 	RecentWindow = 30 * time.Second
+	// RefusedRetry is how soon after a round whose moves a destination
+	// refused another may follow at once (Finished). The refusal's answer
+	// corrects the source's view of that node (Heard), so the next round
+	// sends the job elsewhere; a refusal the answer does not explain
+	// (nothing in the loads changes) would otherwise run rounds without
+	// end, one a round trip.
+	RefusedRetry = 250 * time.Millisecond
 )
 
 // Ledger is one node's memory between rounds. The zero value is ready;
@@ -43,6 +50,11 @@ type Ledger struct {
 	failed map[string]time.Time
 	// running is set while a round's moves are carried out.
 	running bool
+	// refused is set when a destination refused one of the running
+	// round's moves (Heard); retried is when that last ran a round at
+	// once (Finished).
+	refused bool
+	retried time.Time
 }
 
 type admission struct {
@@ -142,13 +154,27 @@ func (l *Ledger) Arrived(job string) {
 
 // ---- heard loads, recent moves and failures (the source's side) ----
 
-// Heard records a peer's load and free memory as its answer to a move
-// gave them at now.
+// Heard records a peer's load and free memory as its answer to a move,
+// which it refused, gave them at now.
 func (l *Ledger) Heard(node string, load, memFreeMB float64, now time.Time) {
 	if l.heard == nil {
 		l.heard = map[string]heardLoad{}
 	}
 	l.heard[node] = heardLoad{load, memFreeMB, now}
+	l.refused = l.refused || l.running
+}
+
+// Eases says whether a load entry just received from node (load, per
+// unit of its capacity) is news for this node's scheduler that the load
+// vector alone would not tell (load.Eases): node refused one of this
+// node's moves (Heard) at a load higher by half a thread or more, and
+// could take one of this node's threads now and stay below selfLoad. The
+// round after the refusal chose no other node, and the vector's last
+// entry may have shown room all along: a smoothed load lags the jobs that
+// came and went. The agent then runs a round at once.
+func (l *Ledger) Eases(node string, load, capacity, selfLoad float64) bool {
+	h, ok := l.heard[node]
+	return ok && capacity > 0 && load+1/capacity < selfLoad && load <= h.load-0.5/capacity
 }
 
 // ApplyHeard gives the peers (as the load vector has them) the loads their
@@ -277,8 +303,21 @@ func (l *Ledger) Started(moves []Move) {
 // left to spread, and a round that came while they ran was skipped, so
 // judging again now is better than a period later. So too if the last
 // round's wake (a job coming of age, Scheduler.Wake) passed while they
-// ran: the round it was for was skipped.
+// ran: the round it was for was skipped. And if a destination refused one
+// (Heard), at most once per RefusedRetry: two nodes that saw the same
+// idle node sent it a job each, and the one refused has a job that
+// still waits; its next round, a period later, would leave the other
+// idle nodes idle that long.
 func (l *Ledger) Finished(moved bool, now, wake time.Time) (again bool) {
 	l.running = false
-	return moved || !wake.IsZero() && !wake.After(now)
+	refused := l.refused
+	l.refused = false
+	if moved || !wake.IsZero() && !wake.After(now) {
+		return true
+	}
+	if refused && !now.Before(l.retried.Add(RefusedRetry)) {
+		l.retried = now
+		return true
+	}
+	return false
 }

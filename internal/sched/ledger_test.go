@@ -405,6 +405,34 @@ func TestLedgerPacing(t *testing.T) {
 			t.Errorf("after Finished(moved %v) no round is due", moved)
 		}
 	}
+	// A destination refused one of the batch's moves: its answer corrects
+	// the view (Heard), and a round follows at once to send the job
+	// elsewhere; not again within RefusedRetry (a refusal the answer
+	// does not explain would run rounds without end), and not for an
+	// answer heard with no batch running.
+	for _, tc := range []struct {
+		name    string
+		at      time.Time
+		running bool
+		again   bool
+	}{
+		{"refused", t0, true, true},
+		{"refused again at once", t0.Add(RefusedRetry / 2), true, false},
+		{"refused again later", t0.Add(RefusedRetry), true, true},
+		{"heard outside a batch", t0.Add(2 * RefusedRetry), false, false},
+	} {
+		mv := []Move{{Job: "1.1", To: "2", At: tc.at}}
+		if tc.running {
+			l.Started(mv)
+			l.Heard("2", 3, 100, tc.at)
+		} else {
+			l.Heard("2", 3, 100, tc.at)
+			l.Started(mv)
+		}
+		if again := l.Finished(false, tc.at, time.Time{}); again != tc.again {
+			t.Errorf("%s: Finished(no move) = %v, want %v", tc.name, again, tc.again)
+		}
+	}
 	// A job came of age while the moves ran (and failed): the round of
 	// its wake was skipped, so one follows at once; not for a wake to come.
 	for _, tc := range []struct {
@@ -415,6 +443,36 @@ func TestLedgerPacing(t *testing.T) {
 		if again := l.Finished(false, t0, tc.wake); again != tc.again {
 			t.Errorf("Finished(no move, wake %v from now) = %v, want %v", tc.wake.Sub(t0), again, tc.again)
 		}
+	}
+}
+
+// A load entry from a node that refused one of this node's moves is news
+// for the scheduler when the node has room now and its load fell by half
+// a thread or more below what its answer said: the vector's entry before
+// it may have shown room all along (smoothed, it lags), and the round
+// after the refusal then chose no other node. Not from a node never heard
+// from, nor without room, nor for a smaller fall.
+func TestLedgerEasesAfterARefusal(t *testing.T) {
+	var l Ledger
+	l.Heard("2", 2, 100, t0) // capacity 1: two jobs, with the one it admitted
+	for _, tc := range []struct {
+		name       string
+		node       string
+		load, self float64
+		eases      bool
+	}{
+		{"one job ended there", "2", 1, 3, true},
+		{"idle now", "2", 0, 2, true},
+		{"no room: busier than this node with one more", "2", 1, 2, false},
+		{"a fall of under half a thread", "2", 1.6, 3, false},
+		{"never heard from", "3", 0, 3, false},
+	} {
+		if got := l.Eases(tc.node, tc.load, 1, tc.self); got != tc.eases {
+			t.Errorf("%s: Eases = %v, want %v", tc.name, got, tc.eases)
+		}
+	}
+	if l.Eases("2", 0, 0, 3) {
+		t.Error("a node of no capacity eases")
 	}
 }
 
