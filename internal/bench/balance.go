@@ -299,24 +299,28 @@ func timeline(cl *api.Client, js []api.Job, want map[string]bool, t0 time.Time) 
 	return out
 }
 
-// waitLoads waits until the node sees a load for every member.
+// waitLoads waits until the node sees a load for every member. Each
+// node sends its load to two others a second, one of them at random, so
+// on 8 nodes the last one to reach this node can take tens of seconds
+// (a 15 s wait failed once, in roam bench lvm).
 func waitLoads(cl *api.Client, n int) error {
-	deadline := time.Now().Add(15 * time.Second)
+	const wait = time.Minute
+	deadline := time.Now().Add(wait)
 	for {
 		var ns []api.NodeInfo
+		var missing []string
 		if cl.Get("/v1/nodes", &ns) == nil {
-			k := 0
 			for _, x := range ns {
-				if x.Alive && (x.Self || x.Load != nil) {
-					k++
+				if !x.Alive || !x.Self && x.Load == nil {
+					missing = append(missing, x.ID)
 				}
 			}
-			if k == n {
+			if len(ns)-len(missing) == n {
 				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("loads of all %d nodes not known after 15 s", n)
+			return fmt.Errorf("loads of all %d nodes not known after %v (alive and with a load: %d of %d listed; not: %s)", n, wait, len(ns)-len(missing), len(ns), strings.Join(missing, ", "))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
