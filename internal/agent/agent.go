@@ -365,17 +365,32 @@ func (a *Agent) kickLoad() {
 	}
 }
 
+// pendingLoad is the load of the moves this node admitted and has not yet
+// received (sched.Ledger.Reserved). The load it sends counts them, as its
+// answers to moves do: a peer that a refusal told of them would otherwise
+// forget them at this node's next entry, measured before the jobs
+// arrive, and choose this node again.
+func (a *Agent) pendingLoad(now time.Time) float64 {
+	a.sch.mu.Lock()
+	defer a.sch.mu.Unlock()
+	return a.sch.ledger.Reserved(sched.Node{Capacity: a.capacity}, now).Load
+}
+
 // step is one timer tick: probe, then maybe send.
 func (a *Agent) step(now time.Time) {
 	runnable := a.runnable()
 	mem := a.prober.MemFreeMB()
+	pending := a.pendingLoad(now)
 	a.jobs.mu.Lock()
 	jobs := len(a.jobs.local)
 	a.jobs.mu.Unlock()
 
 	a.mu.Lock()
-	dt := now.Sub(a.lastProbe)
-	a.lastProbe = now
+	// A tick that waited while a kicked step ran is older than it.
+	dt := max(now.Sub(a.lastProbe), 0)
+	if now.After(a.lastProbe) {
+		a.lastProbe = now
+	}
 	raw := float64(runnable) / a.capacity
 	// A job that ended or left is news for the busier nodes now, and the
 	// load is sent as measured: that fall is not noise to smooth.
@@ -398,7 +413,9 @@ func (a *Agent) step(now time.Time) {
 			targets = append(targets, id)
 		}
 	}
-	msg := load.EncodeMessage(a.selfEntryLocked())
+	e := a.selfEntryLocked()
+	e.Load += pending
+	msg := load.EncodeMessage(e)
 	a.mu.Unlock()
 
 	if len(targets) == 0 {
@@ -500,7 +517,7 @@ func (a *Agent) handleLoadMessage(b []byte) {
 		// Or a node that refused this node's move has room now, which
 		// the vector's last entry may have shown all along.
 		a.sch.mu.Lock()
-		eases = a.sch.ledger.Eases(e.Node, e.Load, e.Capacity, selfLoad)
+		eases = a.sch.ledger.Eased(e.Node, e.Load, e.Capacity, selfLoad)
 		a.sch.mu.Unlock()
 	}
 	if kept {

@@ -646,6 +646,38 @@ func TestAgentsRetryARefusedMoveElsewhere(t *testing.T) {
 	})
 }
 
+// An active policy (no jobs probe) runs its rounds at its period however
+// often the scheduler is kicked: a kick runs no round for it, and must
+// not put the period off. A peer's load that eases, a job that starts or
+// ends, each kicks; a stream of them once kept such a node from ever
+// running a round. threshold (period 1 s, min_age 2 s) moves one of the
+// two jobs of the busy node while it is kicked ten times a second.
+func TestActivePolicyRoundsDespiteKicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 13, faults{}, "threshold")
+		time.Sleep(3 * time.Second) // every node's load vector has the others
+		start := time.Now()
+		jobs := c.run(0, 2, "n1")
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+					c.nodes[0].a.kickScheduler()
+				}
+			}
+		}()
+		c.waitFor("a job on n2", 10*time.Second, func() bool { return c.runningOn(jobs)["n2"] == 1 })
+		// min_age 2 s, then a period's round: within 3 s and the move.
+		if d := time.Since(start); d > 3500*time.Millisecond {
+			t.Fatalf("a job moved %v after the start, want within 3.5s (min_age 2s, period 1s)", d)
+		}
+	})
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1

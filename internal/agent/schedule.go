@@ -120,14 +120,19 @@ func (a *Agent) kickScheduler() {
 // schedLoop runs the rounds, when the ledger's pacing says: each period
 // of the policy, and on a kick (a job starts or ends, moves went through)
 // if the policy has a passive (jobs) probe.
+//
+// The period counts from the last round (or the last period or wake that
+// ran none), not from a kick that ran none: an active policy runs no
+// round on a kick, and kicks come often (a peer's load, a job's start or
+// end), so counting from each would put its rounds off for good.
 func (a *Agent) schedLoop() {
 	defer a.wg.Done()
+	from := time.Now()
 	for {
-		now := time.Now()
 		a.sch.mu.Lock()
-		next := a.sch.ledger.NextRound(now, time.Duration(a.sch.pol.Policy.Period), a.sch.wake)
+		next := a.sch.ledger.NextRound(from, time.Duration(a.sch.pol.Policy.Period), a.sch.wake)
 		a.sch.mu.Unlock()
-		t := time.NewTimer(next.Sub(now))
+		t := time.NewTimer(time.Until(next))
 		tr := sched.ByPeriod
 		select {
 		case <-a.stop:
@@ -144,6 +149,9 @@ func (a *Agent) schedLoop() {
 		a.sch.mu.Unlock()
 		if due {
 			a.round(pol)
+		}
+		if due || tr == sched.ByPeriod {
+			from = time.Now()
 		}
 	}
 }
@@ -203,9 +211,15 @@ func (a *Agent) move(mv sched.Move) bool {
 	var ar admitResponse
 	if err := a.peerCall(mv.To, http.MethodPost, "/v1/peer/migrate/admit", mv, &ar); err == nil && ar.Refused != "" {
 		now := time.Now()
+		a.mu.Lock()
+		var capacity float64
+		if p := a.known[mv.To]; p != nil {
+			capacity = p.capacity
+		}
+		a.mu.Unlock()
 		a.sch.mu.Lock()
 		a.sch.ledger.Forget(mv)
-		a.sch.ledger.Heard(mv.To, ar.Load, ar.MemFreeMB, now)
+		a.sch.ledger.Declined(mv, sched.Node{ID: mv.To, Capacity: capacity, Load: ar.Load, MemFreeMB: ar.MemFreeMB}, now)
 		a.sch.mu.Unlock()
 		a.event(api.Event{Kind: "declined", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
 		return false

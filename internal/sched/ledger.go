@@ -26,13 +26,14 @@ const (
 	// RecentWindow is how long a source keeps its moves for Effective: a
 	// peer not heard from in this long is hardly worth a decision.
 	RecentWindow = 30 * time.Second
-	// RefusedRetry is how soon after a round whose moves a destination
-	// refused another may follow at once (Finished). The refusal's answer
-	// corrects the source's view of that node (Heard), so the next round
-	// sends the job elsewhere; a refusal the answer does not explain
-	// (nothing in the loads changes) would otherwise run rounds without
-	// end, one a round trip.
-	RefusedRetry = 250 * time.Millisecond
+	// RefusedRetries rounds at most, within RefusedWindow, follow at once
+	// a round whose moves a destination refused (Finished). The refusal's
+	// answer corrects the source's view of that node (Declined), so the
+	// next round sends the job elsewhere, where another source's job may
+	// have gone first; the bound is for rounds that keep meeting new
+	// refusals (a peer that keeps saying less load than it has).
+	RefusedRetries = 4
+	RefusedWindow  = time.Second
 )
 
 // Ledger is one node's memory between rounds. The zero value is ready;
@@ -51,10 +52,10 @@ type Ledger struct {
 	// running is set while a round's moves are carried out.
 	running bool
 	// refused is set when a destination refused one of the running
-	// round's moves (Heard); retried is when that last ran a round at
-	// once (Finished).
+	// round's moves for a reason its answer gives (Declined); retried are
+	// the times that ran a round at once within RefusedWindow (Finished).
 	refused bool
-	retried time.Time
+	retried []time.Time
 }
 
 type admission struct {
@@ -154,27 +155,48 @@ func (l *Ledger) Arrived(job string) {
 
 // ---- heard loads, recent moves and failures (the source's side) ----
 
-// Heard records a peer's load and free memory as its answer to a move,
-// which it refused, gave them at now.
+// Heard records a peer's load and free memory as its answer to a move
+// gave them at now.
 func (l *Ledger) Heard(node string, load, memFreeMB float64, now time.Time) {
 	if l.heard == nil {
 		l.heard = map[string]heardLoad{}
 	}
 	l.heard[node] = heardLoad{load, memFreeMB, now}
-	l.refused = l.refused || l.running
 }
 
-// Eases says whether a load entry just received from node (load, per
+// Declined records a destination's refusal of move mv at now, with its
+// answer (its id, capacity, and the load and free memory it gave): the
+// answer stands for its load-vector entry (Heard). If the answer explains
+// the refusal (judged against it, the move no longer passes Admit: the
+// node took another job since the vector's entry), the batch's end runs a
+// round at once (Finished), which sends the job elsewhere. One it does
+// not explain (a node whose policy disagrees with this one's, or that
+// gives less load than it has) waits for the period: the next round
+// would choose that node again.
+func (l *Ledger) Declined(mv Move, answer Node, now time.Time) {
+	l.Heard(answer.ID, answer.Load, answer.MemFreeMB, now)
+	if l.running && Admit(mv, answer) != nil {
+		l.refused = true
+	}
+}
+
+// Eased says whether a load entry just received from node (load, per
 // unit of its capacity) is news for this node's scheduler that the load
 // vector alone would not tell (load.Eases): node refused one of this
 // node's moves (Heard) at a load higher by half a thread or more, and
 // could take one of this node's threads now and stay below selfLoad. The
 // round after the refusal chose no other node, and the vector's last
 // entry may have shown room all along: a smoothed load lags the jobs that
-// came and went. The agent then runs a round at once.
-func (l *Ledger) Eases(node string, load, capacity, selfLoad float64) bool {
+// came and went. The agent then runs a round at once. Once per refusal:
+// saying yes forgets the heard load (the entry, newer, stands in for it),
+// so a stream of entries cannot run this node's scheduler without end.
+func (l *Ledger) Eased(node string, load, capacity, selfLoad float64) bool {
 	h, ok := l.heard[node]
-	return ok && capacity > 0 && load+1/capacity < selfLoad && load <= h.load-0.5/capacity
+	if !ok || capacity <= 0 || load+1/capacity >= selfLoad || load > h.load-0.5/capacity {
+		return false
+	}
+	delete(l.heard, node)
+	return true
 }
 
 // ApplyHeard gives the peers (as the load vector has them) the loads their
@@ -262,14 +284,15 @@ const (
 	ByKick
 )
 
-// NextRound is when the loop wakes by period, having gone back to wait at
-// now: the period is counted from the end of the last round (or the last
-// wake that ran none); or at wake (Scheduler.Wake of the last round's
-// snapshot: a job becomes old enough to move), if that is sooner and
-// still to come.
-func (l *Ledger) NextRound(now time.Time, period time.Duration, wake time.Time) time.Time {
-	next := now.Add(period)
-	if wake.After(now) && wake.Before(next) {
+// NextRound is when the loop wakes by period: the period is counted from
+// from, the end of the last round (or the last period or wake that ran
+// none; a kick that ran none does not count); or at wake
+// (Scheduler.Wake of the last round's snapshot: a job becomes old enough
+// to move), if that is sooner and after from. A time gone by wakes it at
+// once.
+func (l *Ledger) NextRound(from time.Time, period time.Duration, wake time.Time) time.Time {
+	next := from.Add(period)
+	if wake.After(from) && wake.Before(next) {
 		return wake
 	}
 	return next
@@ -304,10 +327,11 @@ func (l *Ledger) Started(moves []Move) {
 // judging again now is better than a period later. So too if the last
 // round's wake (a job coming of age, Scheduler.Wake) passed while they
 // ran: the round it was for was skipped. And if a destination refused one
-// (Heard), at most once per RefusedRetry: two nodes that saw the same
-// idle node sent it a job each, and the one refused has a job that
-// still waits; its next round, a period later, would leave the other
-// idle nodes idle that long.
+// for a reason its answer gives (Declined), up to RefusedRetries times
+// within RefusedWindow (a refusal past that waits for the period): two
+// nodes that saw the same idle node sent it a job each, and the one
+// refused has a job that still waits; its next round, a period later,
+// would leave the other idle nodes idle that long.
 func (l *Ledger) Finished(moved bool, now, wake time.Time) (again bool) {
 	l.running = false
 	refused := l.refused
@@ -315,8 +339,9 @@ func (l *Ledger) Finished(moved bool, now, wake time.Time) (again bool) {
 	if moved || !wake.IsZero() && !wake.After(now) {
 		return true
 	}
-	if refused && !now.Before(l.retried.Add(RefusedRetry)) {
-		l.retried = now
+	l.retried = slices.DeleteFunc(l.retried, func(at time.Time) bool { return now.Sub(at) >= RefusedWindow })
+	if refused && len(l.retried) < RefusedRetries {
+		l.retried = append(l.retried, now)
 		return true
 	}
 	return false

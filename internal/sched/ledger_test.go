@@ -405,29 +405,41 @@ func TestLedgerPacing(t *testing.T) {
 			t.Errorf("after Finished(moved %v) no round is due", moved)
 		}
 	}
-	// A destination refused one of the batch's moves: its answer corrects
-	// the view (Heard), and a round follows at once to send the job
-	// elsewhere; not again within RefusedRetry (a refusal the answer
-	// does not explain would run rounds without end), and not for an
-	// answer heard with no batch running.
-	for _, tc := range []struct {
+	// A destination refused one of the batch's moves, and its answer
+	// explains why (the load it gives leaves the move no gain): the answer
+	// corrects the view (Declined), and a round follows at once to send
+	// the job elsewhere; up to RefusedRetries times within RefusedWindow.
+	// Not for a refusal the answer does not explain (a node that says it
+	// is idle and refuses all the same would be asked again by every
+	// round), and not for an answer heard with no batch running.
+	mv := cpuMove("1.1", "1") // load 2 at node 1, threshold 0.25
+	busy := Node{ID: "2", Capacity: 1, Load: 1, MemFreeMB: 100}
+	idle := Node{ID: "2", Capacity: 1, Load: 0, MemFreeMB: 100}
+	step := RefusedWindow / (2 * RefusedRetries)
+	type refusal struct {
 		name    string
+		answer  Node
 		at      time.Time
 		running bool
 		again   bool
-	}{
-		{"refused", t0, true, true},
-		{"refused again at once", t0.Add(RefusedRetry / 2), true, false},
-		{"refused again later", t0.Add(RefusedRetry), true, true},
-		{"heard outside a batch", t0.Add(2 * RefusedRetry), false, false},
-	} {
-		mv := []Move{{Job: "1.1", To: "2", At: tc.at}}
+	}
+	var refusals []refusal
+	for k := 0; k < RefusedRetries; k++ {
+		refusals = append(refusals, refusal{fmt.Sprintf("refused, the answer busy, %d", k+1), busy, t0.Add(time.Duration(k) * step), true, true})
+	}
+	refusals = append(refusals,
+		refusal{"refused once more within the window", busy, t0.Add(time.Duration(RefusedRetries) * step), true, false},
+		refusal{"refused after the window", busy, t0.Add(RefusedWindow), true, true},
+		refusal{"refused, the answer idle", idle, t0.Add(3 * RefusedWindow), true, false},
+		refusal{"heard outside a batch", busy, t0.Add(5 * RefusedWindow), false, false})
+	for _, tc := range refusals {
+		mv.To, mv.At = tc.answer.ID, tc.at
 		if tc.running {
-			l.Started(mv)
-			l.Heard("2", 3, 100, tc.at)
+			l.Started([]Move{mv})
+			l.Declined(mv, tc.answer, tc.at)
 		} else {
-			l.Heard("2", 3, 100, tc.at)
-			l.Started(mv)
+			l.Declined(mv, tc.answer, tc.at)
+			l.Started([]Move{mv})
 		}
 		if again := l.Finished(false, tc.at, time.Time{}); again != tc.again {
 			t.Errorf("%s: Finished(no move) = %v, want %v", tc.name, again, tc.again)
@@ -451,10 +463,9 @@ func TestLedgerPacing(t *testing.T) {
 // a thread or more below what its answer said: the vector's entry before
 // it may have shown room all along (smoothed, it lags), and the round
 // after the refusal then chose no other node. Not from a node never heard
-// from, nor without room, nor for a smaller fall.
-func TestLedgerEasesAfterARefusal(t *testing.T) {
+// from, nor without room, nor for a smaller fall; and once per refusal.
+func TestLedgerEasedAfterARefusal(t *testing.T) {
 	var l Ledger
-	l.Heard("2", 2, 100, t0) // capacity 1: two jobs, with the one it admitted
 	for _, tc := range []struct {
 		name       string
 		node       string
@@ -467,11 +478,16 @@ func TestLedgerEasesAfterARefusal(t *testing.T) {
 		{"a fall of under half a thread", "2", 1.6, 3, false},
 		{"never heard from", "3", 0, 3, false},
 	} {
-		if got := l.Eases(tc.node, tc.load, 1, tc.self); got != tc.eases {
-			t.Errorf("%s: Eases = %v, want %v", tc.name, got, tc.eases)
+		l.Heard("2", 2, 100, t0) // capacity 1: two jobs, with the one it admitted
+		if got := l.Eased(tc.node, tc.load, 1, tc.self); got != tc.eases {
+			t.Errorf("%s: Eased = %v, want %v", tc.name, got, tc.eases)
+		}
+		if tc.eases && l.Eased(tc.node, tc.load, 1, tc.self) {
+			t.Errorf("%s: Eased twice for one refusal", tc.name)
 		}
 	}
-	if l.Eases("2", 0, 0, 3) {
+	l.Heard("2", 2, 100, t0)
+	if l.Eased("2", 0, 0, 3) {
 		t.Error("a node of no capacity eases")
 	}
 }
