@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"roam/internal/job"
 	"roam/internal/sched"
 )
 
@@ -16,12 +15,7 @@ import (
 // takeUpdates, the move of the ended job would still count in its
 // target's load.
 func TestHomeForgetsTheMovesOfAnEndedJob(t *testing.T) {
-	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := newFzAgent(t, st)
+	a := newStoreAgent(t)
 	now := time.Now()
 	a.sch.mu.Lock()
 	a.sch.ledger.Started([]sched.Move{{Job: fzHome, From: fzSelf, To: "n3", At: now}, {Job: "n2.9", From: fzSelf, To: "n4", At: now}})

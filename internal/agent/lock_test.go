@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"roam/internal/job"
 )
 
 // The job lock is not held while a spool is read or written: a spool
@@ -18,12 +16,7 @@ import (
 // it, and nothing else. With the old code, which read and wrote spools
 // under the lock, both checks below time out.
 func TestSpoolIOOutsideTheJobLock(t *testing.T) {
-	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := newFzAgent(t, st)
+	a := newStoreAgent(t)
 
 	// lockFree waits until a thread of this process is blocked opening
 	// a FIFO, then checks that the job lock can be taken and that the

@@ -41,12 +41,7 @@ func (p *threadsProber) MemFreeMB() float64 { return 4096 }
 // refused a fourth as if it ran four. The destination's admission judges
 // a move with the same count.
 func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
-	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := newFzAgent(t, st)
+	a := newStoreAgent(t)
 	p := &threadsProber{tids: map[int]uint64{101: 7, 102: 8, 201: 9, 202: 10, 301: 11, 401: 12}}
 	a.prober = p
 	a.jobs.mu.Lock()
@@ -91,12 +86,7 @@ func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 // again and was refused again (in the lvm model, 6 nodes idled 0.39
 // node-seconds instead of 0.09).
 func TestSentLoadCountsAdmittedMoves(t *testing.T) {
-	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := newFzAgent(t, st)
+	a := newStoreAgent(t)
 	now := time.Now()
 	if got := a.pendingLoad(now); got != 0 {
 		t.Fatalf("pending load %v with nothing admitted", got)
@@ -118,4 +108,16 @@ func TestSentLoadCountsAdmittedMoves(t *testing.T) {
 	if got := a.pendingLoad(now.Add(sched.AdmitHold + time.Second)); got != 0 {
 		t.Fatalf("pending load %v after the admission lapsed", got)
 	}
+}
+
+// newStoreAgent is a fresh fzAgent with a job table of its own, both gone
+// when t ends.
+func newStoreAgent(t *testing.T) *fzAgent {
+	t.Helper()
+	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return newFzAgent(t, st)
 }
