@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@
 #include <sys/resource.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -177,9 +179,29 @@ static void join_late(void) {
 	}
 }
 
+/* A user's job starts with no capability in any set. Changing every uid
+ * from root to the user empties the permitted, effective and ambient sets,
+ * but not the inheritable one, which the agent may have (a unit's
+ * AmbientCapabilities gives it some): with a program's file capabilities,
+ * an exec would make those permitted again. The agent refuses to move a
+ * user's job that holds any (migrate.CheckCreds). */
+static void drop_inheritable(void) {
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &h, d) < 0)
+		die("capget", "");
+	d[0].inheritable = d[1].inheritable = 0;
+	if (syscall(SYS_capset, &h, d) < 0)
+		die("capset", "inheritable");
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		die("prctl", "PR_CAP_AMBIENT_CLEAR_ALL");
+}
+
 static void drop_privileges(uid_t uid, gid_t gid, char *groups) {
 	gid_t gs[256];
 	int n = 0;
+	if (uid != 0)
+		drop_inheritable();
 	if (strcmp(groups, "-") != 0)
 		for (char *p = strtok(groups, ","); p && n < 256; p = strtok(NULL, ","))
 			gs[n++] = (gid_t)strtoul(p, NULL, 10);

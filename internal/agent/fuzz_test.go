@@ -607,7 +607,7 @@ func FuzzGossipState(f *testing.F) {
 		}
 		if pol.Text() != mosix.Text() || polVer != ver {
 			var st api.PolicyRequest
-			if json.Unmarshal(buf, &st) != nil || !policyNewer(st.Version, st.Text, ver, mosix.Text()) || polVer != st.Version {
+			if json.Unmarshal(buf, &st) != nil || !policyNewer(st.Version, st.Text, ver, mosix.Text()) || polVer != st.Version || st.Version > maxPolicyVersion {
 				t.Fatalf("policy replaced by %q version %d from %q", pol.Policy.Name, polVer, buf)
 			}
 			if _, err := sched.ParsePolicy([]byte(st.Text)); err != nil {
@@ -1104,7 +1104,9 @@ var fzQueryRoutes = []struct{ method, path, param string }{
 // FuzzPeerAdmit: /v1/peer/migrate/admit judges only a move to this node
 // whose numbers a policy could make (sched.Move.Check);
 // taking one can only add to the node's load and take from its free
-// memory, as it answers.
+// memory, as it answers. Its withdrawal (DELETE, the same body) takes
+// only a move to this node, and ends the admission the POST made: the
+// node then holds no place.
 func FuzzPeerAdmit(f *testing.F) {
 	f.Add(fzJSON(f, sched.Move{Job: "n1.7", To: fzSelf, From: "n1", Kind: sched.ProblemCPU, RSSMB: 40, Runnable: 1, SrcLoad: 3, Threshold: 0.25}))
 	f.Add(fzJSON(f, sched.Move{Job: "n1.7", To: fzSelf, From: "n1", Kind: sched.ProblemMemory, RSSMB: 300, KeepFreeMB: 64}))
@@ -1119,11 +1121,19 @@ func FuzzPeerAdmit(f *testing.F) {
 		fzStatus(t, w, "admit")
 		var mv sched.Move
 		if !fzDecode(body, &mv) {
+			if w = a.call(http.MethodDelete, "/v1/peer/migrate/admit", body); w.Code != http.StatusBadRequest {
+				t.Fatalf("withdrawal %q answered %d", body, w.Code)
+			}
 			return
 		}
 		if mv.Job == "" || mv.To != fzSelf || mv.Check() != nil {
 			if w.Code != http.StatusBadRequest {
 				t.Fatalf("move %+v answered %d", mv, w.Code)
+			}
+			w = a.call(http.MethodDelete, "/v1/peer/migrate/admit", body)
+			fzStatus(t, w, "withdraw")
+			if (mv.Job == "" || mv.To != fzSelf) != (w.Code == http.StatusBadRequest) {
+				t.Fatalf("withdrawal of move %+v answered %d", mv, w.Code)
 			}
 			return
 		}
@@ -1134,6 +1144,18 @@ func FuzzPeerAdmit(f *testing.F) {
 		load := 1 / a.capacity // the node's one runnable thread
 		if r.Refused == "" && (r.Load < load || r.MemFreeMB > 4096) {
 			t.Fatalf("took move %+v and answered load %v (from %v), free %v MiB (from 4096)", mv, r.Load, load, r.MemFreeMB)
+		}
+		w = a.call(http.MethodDelete, "/v1/peer/migrate/admit", body)
+		fzStatus(t, w, "withdraw")
+		var wr withdrawResponse
+		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &wr) != nil || wr.Ended != (r.Refused == "") {
+			t.Fatalf("withdrawal of move %+v (refused %q) answered %d: %s", mv, r.Refused, w.Code, w.Body)
+		}
+		a.sch.mu.Lock()
+		n := a.sch.ledger.Pending(time.Now(), "")
+		a.sch.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("after its withdrawal, %d admissions pending", n)
 		}
 	})
 }
@@ -1171,6 +1193,9 @@ func FuzzPeerPolicy(f *testing.F) {
 		}
 		if _, err := sched.ParsePolicy([]byte(req.Text)); err != nil {
 			t.Fatalf("policy taken that does not parse: %v", err)
+		}
+		if req.Version > maxPolicyVersion {
+			t.Fatalf("policy of version %d taken, past the bound", req.Version)
 		}
 		var got api.NodePolicy
 		if json.Unmarshal(w.Body.Bytes(), &got) != nil || got != now {

@@ -97,8 +97,8 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 		return
 	}
 	var st api.PolicyRequest
-	if err := json.Unmarshal(buf, &st); err != nil || st.Version == 0 {
-		a.log.Warn("gossip: a peer's policy state is unreadable", "err", err)
+	if err := json.Unmarshal(buf, &st); err != nil || st.Version == 0 || st.Version > maxPolicyVersion {
+		a.log.Warn("gossip: a peer's policy state is unreadable", "err", err, "version", st.Version)
 		return
 	}
 	a.sch.mu.Lock()

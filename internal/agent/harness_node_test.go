@@ -172,6 +172,9 @@ type fakeNode struct {
 	// frozenPin, when set, is what the rules say of a job once it is
 	// frozen: something it took between the check and the freeze.
 	frozenPin string
+	// restoredFiles, when set, are the files a frozen or restored job
+	// holds as this node sees them (a path swapped after the check).
+	restoredFiles []migrate.OpenFile
 }
 
 // crash is the agent's process dying: nothing it holds acts again, and
@@ -389,7 +392,7 @@ func (f *fakeNode) Inspect(pid int, members map[string]bool, frozen bool) migrat
 	f.w.mu.Unlock()
 	if frozen {
 		f.mu.Lock()
-		v.Pin = f.frozenPin
+		v.Pin, v.Files = f.frozenPin, f.restoredFiles
 		f.mu.Unlock()
 	}
 	return v

@@ -545,6 +545,49 @@ func TestAgentsReservationEnds(t *testing.T) {
 	})
 }
 
+// A move its source gives up after the destination admitted it (here the
+// job ended between the answer and the migration) ends its admission at
+// once (DELETE /v1/peer/migrate/admit), not at sched.AdmitHold: the
+// destination takes another source's job within a second, where it
+// refused it for 15 s before.
+func TestAgentsWithdrawAnAbandonedMove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 9, faults{}, "static")
+		a1, a2, a3 := c.nodes[0].a, c.nodes[1].a, c.nodes[2].a
+		j1 := c.run(0, 1, "n1")[0]
+		j2 := c.run(1, 1, "n2")[0]
+		move := func(id, from string) sched.Move {
+			return sched.Move{Job: id, From: from, To: "n3", At: time.Now(), Kind: sched.ProblemCPU, Runnable: 1, RSSMB: 10, SrcLoad: 2, Threshold: 0.25}
+		}
+		if _, err := a1.Kill(Caller{}, api.KillRequest{IDs: []string{j1}, Signal: 9}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor("n1 idle", time.Minute, func() bool { return c.nodes[0].fn.Runnable(nil) == 0 })
+		pending := func() int {
+			a3.sch.mu.Lock()
+			defer a3.sch.mu.Unlock()
+			return a3.sch.ledger.Pending(time.Now(), "")
+		}
+		if a1.move(move(j1, "n1")) {
+			t.Fatalf("moved %s, which had ended", j1)
+		}
+		c.waitFor("n3's place for the abandoned move ended", time.Second, func() bool { return pending() == 0 })
+		var ar admitResponse
+		if err := a2.peerCall("n3", "POST", "/v1/peer/migrate/admit", move(j2, "n2"), &ar); err != nil || ar.Refused != "" {
+			t.Fatalf("after the withdrawal, n2's move refused: %v %q", err, ar.Refused)
+		}
+		// A withdrawal names its decision: n1's for a job n3 never
+		// admitted from it ends nothing, and n2's admission stays.
+		var wr withdrawResponse
+		if err := a1.peerCall("n3", "DELETE", "/v1/peer/migrate/admit", move(j2, "n1"), &wr); err != nil || wr.Ended || pending() != 1 {
+			t.Fatalf("another node's withdrawal: %+v %v, %d pending (want 1)", wr, err, pending())
+		}
+		if err := a1.peerCall("n3", "DELETE", "/v1/peer/migrate/admit", sched.Move{Job: j2, To: "n2"}, &wr); !errors.Is(err, ErrBadRequest) {
+			t.Fatalf("a withdrawal of a move to another node: %v, want a bad request", err)
+		}
+	})
+}
+
 type syncBuf struct {
 	mu sync.Mutex
 	b  bytes.Buffer

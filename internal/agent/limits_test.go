@@ -1,7 +1,11 @@
 package agent
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -56,8 +60,35 @@ func TestAgentsRefuseARunPastTheLimits(t *testing.T) {
 		if h1 > h0+4<<20 {
 			t.Fatalf("heap %d MiB -> %d MiB", h0>>20, h1>>20)
 		}
+
+		// The same request as the CLI sends it, through the API socket's
+		// handler: refused with the limit named, and everything the agent
+		// allocated for it (decoding the 6 MiB body included) stays under
+		// refusedRunAlloc, which docs/security.md states.
+		body := fzJSON(t, api.RunRequest{Argv: []string{"/bin/true"}, Env: env, Cwd: "/", Count: 100000})
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		req := httptest.NewRequest(http.MethodPost, "/v1/run", bytes.NewReader(body))
+		req = req.WithContext(context.WithValue(req.Context(), ctxKey{}, user))
+		w := httptest.NewRecorder()
+		home.apiSrv.Handler.ServeHTTP(w, req)
+		runtime.ReadMemStats(&after)
+		alloc := after.TotalAlloc - before.TotalAlloc
+		if w.Code == http.StatusOK || !strings.Contains(w.Body.String(), "limits.run_count") {
+			t.Fatalf("POST /v1/run -n 100000 with a 6 MiB environment: %d %.200s", w.Code, w.Body)
+		}
+		if alloc > refusedRunAlloc {
+			t.Fatalf("the refused request allocated %d MiB, over %d MiB", alloc>>20, refusedRunAlloc>>20)
+		}
+		t.Logf("over the API: %d, %d MiB allocated for a %d MiB body", w.Code, alloc>>20, len(body)>>20)
 	})
 }
+
+// refusedRunAlloc bounds what the agent allocates for a run refused at
+// its limits, whatever it asks for: its body is at most maxBody (8 MiB),
+// decoded once, and nothing is copied per job before the limits are
+// checked.
+const refusedRunAlloc = 48 << 20
 
 // A user's live jobs at one home are bounded; another user is not
 // affected, and a run that fits again once jobs end goes through.

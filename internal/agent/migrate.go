@@ -51,6 +51,76 @@ type migrationState struct {
 	sinks map[string]*pageSink
 	// prunedAt is when the ledger was last pruned.
 	prunedAt time.Time
+	// checked are the files this node's check of each coming migration
+	// found, by migration id, until its restore compares the restored
+	// job's files with them (checkRestoredFiles); keepChecked bounds them.
+	checked map[string]checkedFiles
+}
+
+// checkedFiles is what a migration's check found at each of the job's
+// paths on this node, and when.
+type checkedFiles struct {
+	at    time.Time
+	job   string
+	files map[string]migrate.OpenFile
+}
+
+// maxCheckedFiles bounds the paths this node keeps from the checks of
+// migrations still to come: the oldest checks go first. A migration whose
+// check went finds none at its restore, and its files in shared
+// directories are then refused (the job runs on at its source).
+const maxCheckedFiles = 2 * migrate.MaxOpenFiles
+
+// keepChecked keeps what the check of migration mid (of job) found, for
+// its restore.
+func (a *Agent) keepChecked(mid, job string, files map[string]migrate.OpenFile) {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	if a.migr.checked == nil {
+		a.migr.checked = map[string]checkedFiles{}
+	}
+	a.migr.checked[mid] = checkedFiles{at: time.Now(), job: job, files: files}
+	for {
+		n, oldest := 0, ""
+		for m, c := range a.migr.checked {
+			n += len(c.files)
+			if oldest == "" || c.at.Before(a.migr.checked[oldest].at) {
+				oldest = m
+			}
+		}
+		if n <= maxCheckedFiles || len(a.migr.checked) == 1 {
+			return
+		}
+		delete(a.migr.checked, oldest)
+	}
+}
+
+// addChecked adds what a late check of migration mid (of job) found to
+// what its first check found; it fails when there is no first check kept.
+func (a *Agent) addChecked(mid, job string, files map[string]migrate.OpenFile) error {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	c, ok := a.migr.checked[mid]
+	if !ok || c.job != job {
+		return errkind.New(ErrBadRequest, "late check of migration %s of job %s: node %s has no check of it", mid, job, a.cfg.NodeID)
+	}
+	for p, f := range files {
+		c.files[p] = f
+	}
+	return nil
+}
+
+// takeChecked returns and forgets what the check of migration mid found,
+// if it was of job (nil: nothing kept).
+func (a *Agent) takeChecked(mid, job string) map[string]migrate.OpenFile {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	c, ok := a.migr.checked[mid]
+	delete(a.migr.checked, mid)
+	if !ok || c.job != job {
+		return nil
+	}
+	return c.files
 }
 
 // pruneEvery is how often the migration ledger is pruned (its records
@@ -125,6 +195,11 @@ type migrateCheckRequest struct {
 	Files []migrate.OpenFile `json:"opened"`
 	Owner *asuser.Cred       `json:"owner"`
 	Lazy  bool               `json:"lazy,omitempty"`
+	// Late: the files are those the frozen job holds and the first check
+	// of migration MID did not list (the job opened them since); the
+	// destination checks them as the first ones and adds them to what its
+	// restore compares the restored job's files with.
+	Late bool `json:"late,omitempty"`
 }
 
 func (a *Agent) isAlive(node string) bool {

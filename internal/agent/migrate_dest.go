@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/asuser"
 	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -58,10 +59,20 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 	if _, ok := migrate.JobHome(req.ID); !ok {
 		return errkind.New(ErrBadRequest, "job id %q", req.ID)
 	}
+	if req.Late {
+		// The frozen job's files the first check did not list: checked
+		// alike, for the restore to compare with.
+		found, err := a.checkFiles(req.Owner, req.Files)
+		if err != nil {
+			return err
+		}
+		return a.addChecked(req.MID, req.ID, found)
+	}
 	if a.draining.Load() {
 		return errkind.New(ErrUnavailable, "node %s is draining: it takes no job", a.cfg.NodeID)
 	}
-	if err := a.checkFiles(req.Owner, req.Files); err != nil {
+	found, err := a.checkFiles(req.Owner, req.Files)
+	if err != nil {
 		return err
 	}
 	if err := a.notHere(req.ID, req.MID); err != nil {
@@ -70,6 +81,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 	if _, known, err := a.store.In(req.MID); err != nil || known {
 		return errkind.New(ErrBadRequest, "migration %s is known on node %s already", req.MID, a.cfg.NodeID)
 	}
+	a.keepChecked(req.MID, req.ID, found)
 	if req.Lazy {
 		return nil
 	}
@@ -90,8 +102,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 		a.jobs.mu.Unlock()
 		return err
 	}
-	err := a.stepMig(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
-	return err
+	return a.stepMig(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
 }
 
 // notHere refuses a job that runs here or is already coming here.
@@ -297,6 +308,13 @@ func (a *Agent) doIn(in *inMig, act any) any {
 			err = migrate.CheckCreds(in.hdr.UID, in.hdr.GID, in.hdr.Groups, creds)
 		}
 		in.ph.add("check creds", t)
+		if err == nil {
+			// And they hold the files the check found before anything
+			// froze: CRIU reopened each by path, as root, since.
+			t = time.Now()
+			err = a.checkRestoredFiles(pid, asuser.Cred{UID: in.hdr.UID, GID: in.hdr.GID, Groups: in.hdr.Groups}, a.takeChecked(r.MID, r.Job))
+			in.ph.add("check files", t)
+		}
 		if err != nil {
 			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
 			return migrate.Restored{Err: errkind.New(ErrBadRequest, "restore on node %s: %v", a.cfg.NodeID, err)}
@@ -472,6 +490,7 @@ func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
 // commit: its sink, its restored copy, its images and spool (idempotent).
 func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 	a.dropSink(r.MID)
+	a.takeChecked(r.MID, r.Job)
 	if r.Job != "" {
 		a.arrived(r.Job)
 	}

@@ -129,37 +129,80 @@ type migrateCommitted struct {
 // is the very file the source found. CRIU reopens them as root at the
 // restore; without this, a user could point a path at a file of root's
 // (a symlink made by another of their jobs on this node) and the
-// restored job would hold it.
-func (a *Agent) checkFiles(owner *asuser.Cred, files []migrate.OpenFile) error {
+// restored job would hold it. It returns what it found at each path (the
+// identity on this node), which the restored job's files must then be
+// (checkRestoredFiles): a path swapped after the check is caught there.
+func (a *Agent) checkFiles(owner *asuser.Cred, files []migrate.OpenFile) (map[string]migrate.OpenFile, error) {
 	if owner == nil {
-		return errkind.New(ErrBadRequest, "the check names no owner of the job's files (the source runs an older roam)")
+		return nil, errkind.New(ErrBadRequest, "the check names no owner of the job's files (the source runs an older roam)")
 	}
 	if len(files) > migrate.MaxOpenFiles {
-		return errkind.New(ErrBadRequest, "%d open files", len(files))
+		return nil, errkind.New(ErrBadRequest, "%d open files", len(files))
 	}
 	if len(owner.Groups) > migrate.MaxGroups {
-		return errkind.New(ErrBadRequest, "%d supplementary groups", len(owner.Groups))
+		return nil, errkind.New(ErrBadRequest, "%d supplementary groups", len(owner.Groups))
 	}
 	wants := make([]asuser.Want, len(files))
 	for i, f := range files {
 		if err := f.Validate(); err != nil {
-			return errkind.New(ErrBadRequest, "%v", err)
+			return nil, errkind.New(ErrBadRequest, "%v", err)
 		}
 		wants[i] = asuser.Want{Path: f.Path, Access: f.Access}
 	}
+	found := make(map[string]migrate.OpenFile, len(files))
 	if len(wants) == 0 {
-		return nil
+		return found, nil
 	}
 	got, err := asuser.Open(*owner, wants)
 	if err != nil {
-		return errkind.New(ErrUnavailable, "check the job's files on node %s: %v", a.cfg.NodeID, err)
+		return nil, errkind.New(ErrUnavailable, "check the job's files on node %s: %v", a.cfg.NodeID, err)
 	}
 	for i, f := range files {
 		switch {
 		case got[i].Err != nil:
-			return errkind.New(ErrPinned, "open file %s on node %s: %v", f.Path, a.cfg.NodeID, got[i].Err)
+			return nil, errkind.New(ErrPinned, "open file %s on node %s: %v", f.Path, a.cfg.NodeID, got[i].Err)
 		case f.Same && !f.SameFile(got[i].FSID, got[i].Ino):
-			return errkind.New(ErrPinned, "open file %s on node %s is not the file the job has open (another file at that path)", f.Path, a.cfg.NodeID)
+			return nil, errkind.New(ErrPinned, "open file %s on node %s is not the file the job has open (another file at that path)", f.Path, a.cfg.NodeID)
+		}
+		found[f.Path] = migrate.OpenFile{Path: f.Path, Access: f.Access, FSID: got[i].FSID, Ino: got[i].Ino, Same: f.Same}
+	}
+	return found, nil
+}
+
+// checkRestoredFiles says whether the restored job under pid (its tasks
+// still stopped) holds the files the check found (checked, from
+// checkFiles), as the owner would find them: CRIU reopened every file by
+// path, as root, after the check, and a path swapped in between would
+// hand the job another file (migrate.RestoredFiles). A file the check did
+// not see and that is node-local (a library a child the job started
+// since maps) is opened as the owner now, without symlinks, and must be
+// the file the restored job holds.
+func (a *Agent) checkRestoredFiles(pid int, owner asuser.Cred, checked map[string]migrate.OpenFile) error {
+	v := a.ckpt.Inspect(pid, a.memberIPs(), true)
+	if v.Pin != "" {
+		return fmt.Errorf("the restored job: %s", v.Pin)
+	}
+	later, err := migrate.RestoredFiles(checked, v.Files)
+	if err != nil {
+		return err
+	}
+	if len(later) == 0 {
+		return nil
+	}
+	wants := make([]asuser.Want, len(later))
+	for i, f := range later {
+		wants[i] = asuser.Want{Path: f.Path, Access: f.Access}
+	}
+	got, err := asuser.Open(owner, wants)
+	if err != nil {
+		return fmt.Errorf("check the restored job's files: %w", err)
+	}
+	for i, f := range later {
+		switch {
+		case got[i].Err != nil:
+			return fmt.Errorf("the restored job holds %s, which its owner cannot open so: %v", f.Path, got[i].Err)
+		case !f.SameFile(got[i].FSID, got[i].Ino):
+			return fmt.Errorf("the restored job holds %s, which is not the file its owner finds at that path", f.Path)
 		}
 	}
 	return nil

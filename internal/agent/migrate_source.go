@@ -349,6 +349,18 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	if v.Pin != "" {
 		return errkind.New(ErrBadRequest, "job %s, once frozen: %s", r.Job, v.Pin)
 	}
+	// Files the job opened between the check and the freeze: the
+	// destination checks them too before the restore, which compares the
+	// restored job's files with what its checks found.
+	if late := migrate.LateFiles(o.files, v.Files); len(late) > 0 {
+		t = time.Now()
+		req := migrateCheckRequest{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Files: late, Lazy: r.Lazy, Owner: o.owner(), Late: true}
+		err := a.peerCallAddr(o.addr, http.MethodPost, "/v1/peer/migrate/check", req, nil)
+		o.ph.add("check late files", t)
+		if err != nil {
+			return err
+		}
+	}
 	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Mounts: o.mounts, Lazy: r.Lazy, Streamed: !r.Lazy, Stopped: o.stopped}
 	a.jobs.mu.Lock()
 	lj := o.lj

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +12,11 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/job"
+	"roam/internal/migrate"
 	"roam/internal/procfs"
 	"roam/internal/sched"
+
+	"golang.org/x/sys/unix"
 )
 
 // A member's start request whose job id climbs out of the spool ("../")
@@ -132,6 +137,76 @@ func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
 	})
 }
 
+// The destination compares the files the restored job holds with those
+// its check found before anything froze: CRIU reopened each by path, as
+// root, since. A file in a shared directory the check did not cover (the
+// target of a symlink swapped in after the check) and a node-local file
+// its owner cannot open so are refused; the job runs on at its source,
+// and moves once the restored job holds what the check found.
+func TestAgentsRefuseARestoreHoldingOtherFiles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 25, faults{}, "static")
+		r, err := c.nodes[0].a.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := r.IDs[0]
+		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		n2 := c.nodes[1].fn
+		for _, tc := range []struct {
+			held migrate.OpenFile
+			want string
+		}{
+			{migrate.OpenFile{Path: "/srv/shared/victim", Access: "w", Same: true}, "the check did not cover"},
+			{migrate.OpenFile{Path: "/etc/shadow", Access: "r"}, "cannot open so"},
+		} {
+			n2.mu.Lock()
+			n2.restoredFiles = []migrate.OpenFile{tc.held}
+			n2.mu.Unlock()
+			m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
+			if err == nil || m.OK || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.held.Path) {
+				t.Fatalf("restored holding %s: %+v %v; want refused, naming it (%q)", tc.held.Path, m, err, tc.want)
+			}
+			c.waitFor("settled on n1", time.Minute, func() bool { ok, _ := c.settled([]string{id}); return ok })
+			if run, frz := c.world.copies(id); len(run) != 1 || run[0] != "n1" || len(frz) != 0 {
+				t.Fatalf("running on %v, frozen on %v", run, frz)
+			}
+		}
+		n2.mu.Lock()
+		n2.restoredFiles = nil
+		n2.mu.Unlock()
+		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
+			t.Fatalf("then: %+v %v", m, err)
+		}
+
+		// A file the job opened between the check and the freeze (in a
+		// shared directory, so it must be the source's very file): the
+		// source sends it in a late check, the destination checks it as
+		// the owner, and the restored job may hold it.
+		var st unix.Stat_t
+		var fs unix.Statfs_t
+		if unix.Stat("/etc/passwd", &st) != nil || unix.Statfs("/etc/passwd", &fs) != nil {
+			t.Fatal("stat /etc/passwd")
+		}
+		passwd := migrate.OpenFile{Path: "/etc/passwd", Access: "r", FSID: [2]int32{fs.Fsid.Val[0], fs.Fsid.Val[1]}, Ino: st.Ino, Same: true}
+		src := c.nodes[1].fn
+		dst := c.nodes[0].fn
+		src.mu.Lock()
+		src.restoredFiles = []migrate.OpenFile{passwd}
+		src.mu.Unlock()
+		dst.mu.Lock()
+		dst.restoredFiles = []migrate.OpenFile{passwd}
+		dst.mu.Unlock()
+		m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n1"})
+		if err != nil || !m.OK {
+			t.Fatalf("a file opened after the check: %+v %v", m, err)
+		}
+		if phase(m, api.SideSource, "check late files") == nil {
+			t.Fatalf("no late check in %+v", m.Phases)
+		}
+	})
+}
+
 // A policy from a member with a far-future time and a huge version (a
 // node whose clock is ahead, or a bad peer) does not keep later loads out:
 // the next `roam policy load` wins on every node, and gossip keeps it.
@@ -139,7 +214,7 @@ func TestAgentsLaterPolicyLoadWinsOverAFutureOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, 24, faults{}, "static")
 		n1 := c.nodes[0].a
-		future := api.PolicyRequest{Text: sched.Builtin["balance"], At: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Version: 1 << 62}
+		future := api.PolicyRequest{Text: sched.Builtin["balance"], At: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Version: 1 << 61}
 		var np api.NodePolicy
 		if err := n1.peerCall("n2", "POST", "/v1/peer/policy", future, &np); err != nil || np.Name != "balance" {
 			t.Fatalf("the future policy: %+v %v", np, err)
@@ -166,6 +241,23 @@ func TestAgentsLaterPolicyLoadWinsOverAFutureOne(t *testing.T) {
 			if got := h.a.policyText().Name; got != "mosix" {
 				t.Fatalf("node %s went back to %s", h.name, got)
 			}
+		}
+		// A version past the bound, by the peer route or in the gossip's
+		// state, is refused: at the top of uint64, the next load's
+		// version (plus one) would wrap to 0 and never win again.
+		top := api.PolicyRequest{Text: sched.Builtin["static"], At: time.Now(), Version: math.MaxUint64}
+		if err := n1.peerCall("n2", "POST", "/v1/peer/policy", top, &np); !errors.Is(err, ErrBadRequest) {
+			t.Fatalf("a policy of version 2^64-1: %v, want refused", err)
+		}
+		(*delegate)(c.nodes[2].a).MergeRemoteState(fzJSON(t, top), false)
+		time.Sleep(time.Minute)
+		for _, h := range c.nodes {
+			if got := h.a.policyText().Name; got != "mosix" {
+				t.Fatalf("node %s runs %s after a version past the bound", h.name, got)
+			}
+		}
+		if res, err := n1.LoadPolicy(Caller{}, api.PolicyRequest{Name: "balance"}); err != nil || len(res) != 3 || res[0].Name != "balance" {
+			t.Fatalf("a load after it: %+v %v", res, err)
 		}
 	})
 }

@@ -67,7 +67,7 @@ const maxPhases = 32
 var destSteps = map[string]bool{
 	"persist": true, "receive": true, "lazy-pages daemon": true, "job cgroup": true,
 	"criu start": true, "criu setup": true, "criu fork": true, "criu restore": true,
-	"timerfds": true, "cpu cgroup": true, "check creds": true, "adopt": true,
+	"timerfds": true, "cpu cgroup": true, "check creds": true, "check files": true, "adopt": true,
 	"resume": true, "discard": true,
 }
 

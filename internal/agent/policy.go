@@ -42,6 +42,13 @@ func builtinNames() string {
 	return strings.Join(ns, ", ")
 }
 
+// maxPolicyVersion bounds the version of a policy a peer or the gossip
+// hands this node. A load takes the running version plus one, so a
+// version at the top of uint64 (from a bad or broken member) would wrap
+// the next load to 0 and win for good. The bound leaves room for more
+// loads than any cluster makes after the highest version it takes.
+const maxPolicyVersion = 1 << 62
+
 // policyNewer says whether a policy of version av and text at replaces
 // one of version bv and text bt: the higher version, and between two
 // loads of one version (made on two nodes at once) the greater text, so
@@ -134,6 +141,9 @@ func (a *Agent) LoadPolicy(c Caller, req api.PolicyRequest) ([]api.NodePolicy, e
 	a.sch.mu.Lock()
 	ver := a.sch.polVer + 1
 	a.sch.mu.Unlock()
+	if ver > maxPolicyVersion { // a version kept from before the bound
+		return nil, errkind.New(ErrUnavailable, "policy load: the running policy's version %d is past the last one (%d)", ver-1, uint64(maxPolicyVersion))
+	}
 	return fanOut[api.NodePolicy](a, http.MethodPost, "/v1/peer/policy", api.PolicyRequest{Text: text, At: time.Now(), Version: ver}), nil
 }
 

@@ -433,7 +433,8 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 	// The files, as the owner and without symlinks, right before CRIU
 	// reopens them as root.
 	owner := asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}
-	if err := a.checkFiles(&owner, s.meta.Files); err != nil {
+	found, err := a.checkFiles(&owner, s.meta.Files)
+	if err != nil {
 		return fail(err)
 	}
 	mounts := map[string]string{ckpt.JobDir: spool}
@@ -453,6 +454,9 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 	creds, err := a.ckpt.Creds(pid)
 	if err == nil {
 		err = migrate.CheckCreds(hdr.UID, hdr.GID, hdr.Groups, creds)
+	}
+	if err == nil {
+		err = a.checkRestoredFiles(pid, owner, found)
 	}
 	if err != nil {
 		a.procs.Kill(pid, tix, 5*time.Second)

@@ -244,6 +244,7 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 	}))
 	// scheduling
 	mux.HandleFunc("POST /v1/peer/migrate/admit", jsonCall(a.admit))
+	mux.HandleFunc("DELETE /v1/peer/migrate/admit", jsonCall(a.withdrawAdmission))
 	mux.HandleFunc("GET /v1/peer/policy", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.policyText())
 	})
@@ -298,12 +299,16 @@ func (a *Agent) serveMigrateIn(w http.ResponseWriter, r *http.Request) {
 // watch.
 func watchedBody(w http.ResponseWriter, r *http.Request) (io.Reader, func()) {
 	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{}) // bodyWithin's: the watch bounds it
 	wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
 	return &watchedReader{r: r.Body, wd: wd}, wd.stop
 }
 
 // peerSetPolicy is /v1/peer/policy: `roam policy load` reaching this node.
 func (a *Agent) peerSetPolicy(req api.PolicyRequest) (api.NodePolicy, error) {
+	if req.Version > maxPolicyVersion {
+		return api.NodePolicy{}, errkind.New(ErrBadRequest, "policy version %d: past the last one (%d)", req.Version, uint64(maxPolicyVersion))
+	}
 	p, err := sched.ParsePolicy([]byte(req.Text))
 	if err != nil {
 		return api.NodePolicy{}, errkind.New(ErrBadRequest, "%v", err)

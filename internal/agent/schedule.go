@@ -81,6 +81,24 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	return r, nil
 }
 
+// withdrawAdmission is DELETE /v1/peer/migrate/admit: the source of an
+// admitted move gave it up before sending anything, and the place held
+// for its job ends now rather than after sched.AdmitHold (only that
+// admission: sched.Ledger.Withdrawn). It says whether it ended one.
+func (a *Agent) withdrawAdmission(mv sched.Move) (withdrawResponse, error) {
+	if mv.Job == "" || mv.To != a.cfg.NodeID {
+		return withdrawResponse{}, errkind.New(ErrBadRequest, "withdrawal of the move of job %q to node %q: not a move to node %s", mv.Job, mv.To, a.cfg.NodeID)
+	}
+	a.sch.mu.Lock()
+	ended := a.sch.ledger.Withdrawn(mv)
+	a.sch.mu.Unlock()
+	return withdrawResponse{Ended: ended}, nil
+}
+
+type withdrawResponse struct {
+	Ended bool `json:"ended"`
+}
+
 // runnable is how many threads are runnable on this node now, its jobs'
 // roam-init processes left out: they only wait for their children, but
 // one just restored or started is runnable until it gets a CPU, which a
@@ -227,6 +245,7 @@ func (a *Agent) move(mv sched.Move) bool {
 	m, err := a.migrateOut(migrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why, Lazy: mv.Lazy})
 	e := api.Event{Kind: "migrate", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
 	if err != nil {
+		a.withdraw(mv)
 		now := time.Now()
 		a.sch.mu.Lock()
 		a.sch.ledger.Forget(mv)
@@ -243,6 +262,23 @@ func (a *Agent) move(mv sched.Move) bool {
 	}
 	a.event(e)
 	return err == nil
+}
+
+// withdraw tells mv's destination, in the background, that this node gave
+// the move up: a move that failed before its stream reached the
+// destination (the job was found pinned, or had ended) left a place held
+// there that made the node refuse work, and look busy to every peer, for
+// sched.AdmitHold. After a later failure the destination has ended the
+// admission itself, and this ends nothing. The withdrawal names the
+// decision (its time), so a later admission of the job stays.
+func (a *Agent) withdraw(mv sched.Move) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := a.peerCall(mv.To, http.MethodDelete, "/v1/peer/migrate/admit", mv, nil); err != nil {
+			a.log.Debug("withdraw an admission", "job", mv.Job, "node", mv.To, "err", err)
+		}
+	}()
 }
 
 // snapshot measures the node and its jobs for a round.

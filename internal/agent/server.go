@@ -90,7 +90,7 @@ func (a *Agent) startAPI() error {
 	a.apiLn = ln
 	a.rates = newUserRates(a.cfg.Limits.RequestsPerSecond)
 	a.apiSrv = &http.Server{
-		Handler: a.limitRate(mux),
+		Handler: bodyWithin(a.limitRate(mux)),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if cred, err := peerCred(c); err == nil {
 				return context.WithValue(ctx, ctxKey{}, cred)
@@ -147,6 +147,28 @@ var (
 	headerTimeout = 10 * time.Second
 	idleTimeout   = 2 * time.Minute
 )
+
+// bodyTimeout bounds how long a request's body may take to arrive on the
+// API socket. A local user who sends headers and then a body a byte at a
+// time, or never, would otherwise hold one of the agent's connections and
+// goroutines for as long as they like, and the rate limit lets them open
+// more every second. A stream that may take longer (a checkpoint uploaded
+// to roam restart) lifts it and is watched for progress instead
+// (watchedBody).
+var bodyTimeout = time.Minute
+
+// bodyWithin gives a request's body bodyTimeout to arrive. net/http lifts
+// the limit itself once the body is read to its end (its read that
+// notices a client gone runs without one), so a long answer after it (an
+// attached run's output) is neither cut nor cancelled.
+func bodyWithin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // peerServer is the HTTP server of the peer port: a connection that does
 // not finish its TLS handshake and headers within headerTimeout is closed,

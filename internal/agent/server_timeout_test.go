@@ -2,10 +2,13 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +66,70 @@ func TestPeerPortClosesStalledHandshakes(t *testing.T) {
 	b, _ := io.ReadAll(conn)
 	if !bytes.HasSuffix(b, []byte("pong")) {
 		t.Fatalf("a member's ping: %q", b)
+	}
+}
+
+// A request to the API socket whose body does not arrive within
+// bodyTimeout (a local user sending it a byte at a time, or never) is
+// ended, and the agent's goroutine with it; a body read to its end lifts
+// the limit, so a long answer after it (an attached run's output) is
+// neither cut nor cancelled.
+func TestAPIBodyTimeout(t *testing.T) {
+	old := bodyTimeout
+	bodyTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { bodyTimeout = old })
+	readErr := make(chan error, 1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /stall", func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		readErr <- err
+		http.Error(w, "bad body", http.StatusBadRequest)
+	})
+	mux.HandleFunc("POST /long", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for i := 0; i < 10; i++ { // a second, past the body's limit
+			fmt.Fprintf(w, "line %d\n", i)
+			http.NewResponseController(w).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+		if r.Context().Err() != nil {
+			fmt.Fprintf(w, "cancelled\n")
+			return
+		}
+		fmt.Fprintf(w, "done\n")
+	})
+	srv := httptest.NewServer(bodyWithin(mux))
+	t.Cleanup(srv.Close)
+
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.Write([]byte("POST /stall HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n1"))
+	select {
+	case err := <-readErr:
+		if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+			t.Fatalf("the stalled body's read ended with %v, want a timeout", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("ended after %v", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a body that never came was still awaited after 10 s")
+	}
+
+	resp, err := http.Post(srv.URL+"/long", "application/json", strings.NewReader(`{"argv":["x"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !strings.HasSuffix(string(b), "line 9\ndone\n") {
+		t.Fatalf("a long answer after the body: %q %v", b, err)
 	}
 }

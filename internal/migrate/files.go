@@ -55,6 +55,51 @@ func (f OpenFile) SameFile(fsid [2]int32, ino uint64) bool {
 	return fsid == f.FSID || (fsid == [2]int32{} && f.FSID == [2]int32{})
 }
 
+// RestoredFiles compares the files a restored job holds (restored: Judge's
+// Files of the restored tree, as this node sees them) with those this
+// node's check found, as the job's owner and without symlinks, before
+// anything was frozen (checked: each path with the identity found there).
+// CRIU reopens each file by path, as root, at the restore, a dump and a
+// transfer later: a path swapped in between (a symlink made by another job
+// of the user, another file renamed over it) would give the restored job
+// another file, perhaps one of root's. So each restored file at a checked
+// path must be the very file the check found there; one the check did not
+// see (a file the job opened after it, or the target a symlink led CRIU
+// to) must not be in a shared directory, where it must be the source's
+// file and nothing here says which that is. The others are returned, for
+// the caller to open as the owner now, without symlinks, and to compare.
+func RestoredFiles(checked map[string]OpenFile, restored []OpenFile) (later []OpenFile, err error) {
+	for _, r := range restored {
+		c, ok := checked[r.Path]
+		switch {
+		case ok && !c.SameFile(r.FSID, r.Ino):
+			return nil, fmt.Errorf("the restored job holds %s, which is not the file the check found at that path (swapped after the check)", r.Path)
+		case !ok && r.Same:
+			return nil, fmt.Errorf("the restored job holds %s, a file in a shared directory the check did not cover", r.Path)
+		case !ok:
+			later = append(later, r)
+		}
+	}
+	return later, nil
+}
+
+// LateFiles are the files of frozen (the frozen job's) that checked (those
+// the destination checked before the freeze) does not list, or lists as
+// another file: the job opened them since.
+func LateFiles(checked, frozen []OpenFile) []OpenFile {
+	have := make(map[string]OpenFile, len(checked))
+	for _, f := range checked {
+		have[f.Path] = f
+	}
+	var late []OpenFile
+	for _, f := range frozen {
+		if c, ok := have[f.Path]; !ok || c.Ino != f.Ino || c.FSID != f.FSID || c.Access != f.Access || c.Same != f.Same {
+			late = append(late, f)
+		}
+	}
+	return late
+}
+
 // Mapping is a file a process has mapped: its address range as
 // /proc/PID/maps and map_files name it, and whether the mapping is shared
 // and writable (the job's writes go to the file).
@@ -87,7 +132,8 @@ func FileMappings(maps string) []Mapping {
 
 // CheckCreds says how restored tasks' credentials differ from the job's
 // owner's: every uid and gid the owner's, the same supplementary groups
-// (in any order), and, for a user's job, no capability. A job's process
+// (in any order), and, for a user's job, no capability (effective,
+// permitted, inheritable or ambient: an exec makes the last two count). A job's process
 // that changed its own credentials (a set-user-id program) fails this:
 // the source checks it before it freezes the job (the move is refused,
 // and the job is not pinned: such a process may end), and the destination
@@ -104,8 +150,8 @@ func CheckCreds(uid, gid uint32, groups []uint32, tasks []procfs.Creds) error {
 		if !slices.Equal(slices.Compact(slices.Sorted(slices.Values(c.Groups))), slices.Compact(slices.Clone(want))) {
 			return fmt.Errorf("task %d has groups %v, the job's owner %v", c.PID, c.Groups, want)
 		}
-		if uid != 0 && (c.CapPrm != 0 || c.CapEff != 0) {
-			return fmt.Errorf("task %d of user %d holds capabilities %x", c.PID, uid, c.CapEff|c.CapPrm)
+		if uid != 0 && (c.CapPrm != 0 || c.CapEff != 0 || c.CapInh != 0 || c.CapAmb != 0) {
+			return fmt.Errorf("task %d of user %d holds capabilities %x (permitted %x, inheritable %x, ambient %x)", c.PID, uid, c.CapEff, c.CapPrm, c.CapInh, c.CapAmb)
 		}
 	}
 	return nil

@@ -40,6 +40,10 @@ func TestCheckCreds(t *testing.T) {
 	capable.CapEff = 1 << 21
 	moreGroups := user
 	moreGroups.Groups = []uint32{0, 1001, 5001}
+	ambient := user
+	ambient.CapAmb = 1 << 12
+	inheritable := user
+	inheritable.CapInh = 1 << 1
 	for _, c := range []struct {
 		name  string
 		tasks []procfs.Creds
@@ -49,6 +53,8 @@ func TestCheckCreds(t *testing.T) {
 		{"a set-user-id task", []procfs.Creds{user, setuid}, "runs as uids"},
 		{"a capability", []procfs.Creds{capable}, "capabilities"},
 		{"another group", []procfs.Creds{moreGroups}, "groups"},
+		{"an ambient capability (kept across exec)", []procfs.Creds{ambient}, "ambient 1000"},
+		{"an inheritable capability", []procfs.Creds{inheritable}, "inheritable 2"},
 	} {
 		err := CheckCreds(1001, 1001, []uint32{1001, 5001}, c.tasks)
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
@@ -59,5 +65,61 @@ func TestCheckCreds(t *testing.T) {
 	root := procfs.Creds{CapEff: ^uint64(0), CapPrm: ^uint64(0)}
 	if err := CheckCreds(0, 0, nil, []procfs.Creds{root}); err != nil {
 		t.Errorf("root: %v", err)
+	}
+}
+
+// A restored job's files must be those the destination's check found:
+// the same identity at a checked path; a file in a shared directory the
+// check never saw (where a symlink swapped in after the check led CRIU)
+// is refused; a node-local file it never saw is left for a check now.
+func TestRestoredFiles(t *testing.T) {
+	f := func(p string, ino uint64, same bool) OpenFile {
+		return OpenFile{Path: p, FSID: [2]int32{7, 1}, Ino: ino, Same: same}
+	}
+	checked := map[string]OpenFile{
+		"/shared/u/f":   f("/shared/u/f", 10, true),
+		"/usr/lib/x.so": f("/usr/lib/x.so", 20, false),
+	}
+	later, err := RestoredFiles(checked, []OpenFile{f("/shared/u/f", 10, true), f("/usr/lib/x.so", 20, false), f("/usr/bin/sleep", 30, false)})
+	if err != nil || len(later) != 1 || later[0].Path != "/usr/bin/sleep" {
+		t.Fatalf("the checked files and a later node-local one: %v %v, want /usr/bin/sleep to check now", later, err)
+	}
+	for _, tc := range []struct {
+		restored OpenFile
+		want     string
+	}{
+		{f("/shared/u/f", 11, true), "not the file the check found"},         // renamed over the path
+		{f("/usr/lib/x.so", 21, false), "not the file the check found"},      // a node-local path swapped too
+		{f("/shared/victim", 40, true), "the check did not cover"},           // a symlink's target
+		{OpenFile{Path: "/shared/u/f", Ino: 10, Same: true}, "not the file"}, // another filesystem
+	} {
+		if _, err := RestoredFiles(checked, []OpenFile{tc.restored}); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.restored.Path) {
+			t.Errorf("restored %+v: %v, want an error naming the path with %q", tc.restored, err, tc.want)
+		}
+	}
+	if later, err := RestoredFiles(nil, nil); err != nil || later != nil {
+		t.Fatalf("no files: %v %v", later, err)
+	}
+}
+
+// The frozen job's files the destination's check did not cover: one
+// opened since, one now held otherwise (for writing too), one that is
+// another file at a checked path; not those the check listed as they are.
+func TestLateFiles(t *testing.T) {
+	f := func(p string, ino uint64, access string) OpenFile {
+		return OpenFile{Path: p, Access: access, FSID: [2]int32{7, 1}, Ino: ino, Same: true}
+	}
+	checked := []OpenFile{f("/s/a", 1, "r"), f("/s/b", 2, "r"), f("/s/c", 3, "w")}
+	frozen := []OpenFile{f("/s/a", 1, "r"), f("/s/b", 2, "rw"), f("/s/c", 9, "w"), f("/etc/passwd", 4, "r")}
+	late := LateFiles(checked, frozen)
+	var got []string
+	for _, l := range late {
+		got = append(got, l.Path)
+	}
+	if strings.Join(got, " ") != "/s/b /s/c /etc/passwd" {
+		t.Fatalf("late files %v", got)
+	}
+	if late := LateFiles(checked, checked[:2]); len(late) != 0 {
+		t.Fatalf("a file closed since is no late file: %v", late)
 	}
 }

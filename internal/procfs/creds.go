@@ -18,6 +18,11 @@ type Creds struct {
 	Groups []uint32
 	CapPrm uint64
 	CapEff uint64
+	// CapInh and CapAmb are the inheritable and ambient sets: an exec
+	// can make either permitted (ambient always, inheritable with a
+	// program's file capabilities). A kernel without ambient sets gives 0.
+	CapInh uint64
+	CapAmb uint64
 }
 
 // ParseCreds reads the credential lines of a status file.
@@ -56,7 +61,7 @@ func ParseCreds(status string) (Creds, error) {
 				}
 				c.Groups = append(c.Groups, uint32(n))
 			}
-		case "CapPrm", "CapEff":
+		case "CapPrm", "CapEff", "CapInh", "CapAmb":
 			if len(fs) != 1 {
 				return Creds{}, fmt.Errorf("status: %s: %q", k, v)
 			}
@@ -64,12 +69,18 @@ func ParseCreds(status string) (Creds, error) {
 			if err != nil {
 				return Creds{}, fmt.Errorf("status: %s: %q", k, v)
 			}
-			if k == "CapPrm" {
+			switch k {
+			case "CapPrm":
 				c.CapPrm = n
-			} else {
+				seen++
+			case "CapEff":
 				c.CapEff = n
+				seen++
+			case "CapInh":
+				c.CapInh = n
+			default:
+				c.CapAmb = n
 			}
-			seen++
 		}
 	}
 	if seen != 4 {

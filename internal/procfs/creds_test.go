@@ -12,7 +12,11 @@ func TestParseCreds(t *testing.T) {
 	if err != nil || c.UIDs != [4]uint32{1001, 1001, 1002, 1001} || c.GIDs[3] != 100 || !slices.Equal(c.Groups, []uint32{5, 27}) || c.CapEff != 0xa80425fb || c.CapPrm != 0 {
 		t.Fatalf("%+v %v", c, err)
 	}
-	for _, bad := range []string{"Uid:\t1\t1\nGid:\t1\t1\t1\t1\nCapPrm:\t0\nCapEff:\t0\n", "Gid:\t1\t1\t1\t1\nCapPrm:\t0\nCapEff:\t0\n", "Uid:\t1\t1\t1\t-1\nGid:\t1\t1\t1\t1\nCapPrm:\t0\nCapEff:\t0\n"} {
+	amb, err := ParseCreds(st + "CapInh:\t0000000000000004\nCapAmb:\t0000000000001000\n")
+	if err != nil || amb.CapInh != 4 || amb.CapAmb != 0x1000 {
+		t.Fatalf("with inheritable and ambient sets: %+v %v", amb, err)
+	}
+	for _, bad := range []string{"Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nCapPrm:\t0\nCapEff:\t0\nCapAmb:\tzz\n", "Uid:\t1\t1\nGid:\t1\t1\t1\t1\nCapPrm:\t0\nCapEff:\t0\n", "Gid:\t1\t1\t1\t1\nCapPrm:\t0\nCapEff:\t0\n", "Uid:\t1\t1\t1\t-1\nGid:\t1\t1\t1\t1\nCapPrm:\t0\nCapEff:\t0\n"} {
 		if _, err := ParseCreds(bad); err == nil {
 			t.Errorf("accepted %q", bad)
 		}

@@ -153,6 +153,22 @@ func (l *Ledger) Arrived(job string) {
 	delete(l.admitted, job)
 }
 
+// Withdrawn ends the admission of mv, which its source gave up before
+// sending anything (the job turned out pinned, or it ended after the
+// answer): left to its deadline, the place held for it would make this
+// node refuse work, and look busy in the load it sends, for AdmitHold. It
+// ends only that admission, taken from the same source for the same
+// decision (From and At): a later admission of the job, from this source
+// or another, stays. It says whether it ended one.
+func (l *Ledger) Withdrawn(mv Move) bool {
+	a, ok := l.admitted[mv.Job]
+	if !ok || a.mv.From != mv.From || !a.mv.At.Equal(mv.At) {
+		return false
+	}
+	delete(l.admitted, mv.Job)
+	return true
+}
+
 // ---- heard loads, recent moves and failures (the source's side) ----
 
 // Heard records a peer's load and free memory as its answer to a move

@@ -553,3 +553,48 @@ func TestLedgerPending(t *testing.T) {
 		t.Fatalf("past the deadline: pending %d, want 0", n)
 	}
 }
+
+// A move its source gave up before sending anything ends its admission at
+// once (Withdrawn), and only that admission: another source's admission
+// of the job, or the same source's for a later decision, stays, and the
+// node's reserved load drops by the job alone.
+func TestLedgerWithdrawn(t *testing.T) {
+	var l Ledger
+	self := Node{ID: "3", Capacity: 1, MemFreeMB: 1000}
+	a := Move{Job: "1.1", From: "1", To: "3", At: t0, Kind: ProblemCPU, Runnable: 1, SrcLoad: 10, Threshold: 0.25}
+	b := Move{Job: "2.1", From: "2", To: "3", At: t0, Kind: ProblemCPU, Runnable: 1, SrcLoad: 10, Threshold: 0.25}
+	for _, mv := range []Move{a, b} {
+		if ans := l.Admit(mv, self, t0); ans.Refused != nil {
+			t.Fatalf("move of %s refused: %v", mv.Job, ans.Refused)
+		}
+	}
+	other := a
+	other.From = "2"
+	later := a
+	later.At = t0.Add(time.Second)
+	for _, mv := range []Move{other, later, {Job: "1.9", From: "1", At: t0}} {
+		if l.Withdrawn(mv) {
+			t.Fatalf("withdrawal %+v ended an admission it did not make", mv)
+		}
+	}
+	if n := l.Pending(t0, ""); n != 2 {
+		t.Fatalf("pending %d after withdrawals that match nothing, want 2", n)
+	}
+	if !l.Withdrawn(a) {
+		t.Fatal("the source's own withdrawal ended nothing")
+	}
+	if n, got := l.Pending(t0, ""), l.Reserved(self, t0).Load; n != 1 || got != 1 {
+		t.Fatalf("after the withdrawal: pending %d, reserved load %v; want 1 and 1 (job 2.1 alone)", n, got)
+	}
+	if l.Withdrawn(a) {
+		t.Fatal("a second withdrawal ended something")
+	}
+	// The job is asked again in a later round: a withdrawal of the old
+	// decision that arrives late leaves the new admission.
+	if ans := l.Admit(later, self, t0.Add(time.Second)); ans.Refused != nil {
+		t.Fatalf("asked again: %v", ans.Refused)
+	}
+	if l.Withdrawn(a) || l.Pending(t0.Add(time.Second), "") != 2 {
+		t.Fatal("a late withdrawal of the earlier decision ended the later admission")
+	}
+}

@@ -389,3 +389,41 @@ func TestBadRunInput(t *testing.T) {
 		t.Fatalf("bad input left jobs: %+v", js)
 	}
 }
+
+// A user's job holds no capability in any set, also when its agent has
+// inheritable ones (a unit's AmbientCapabilities gives it some): changing
+// every uid from root empties the other sets but not that one, which an
+// exec of a program with file capabilities would make permitted again.
+// roam-init empties it before it drops to the user, and the agent refuses
+// to move a user's job that holds any (migrate.CheckCreds).
+func TestUserJobsHoldNoInheritableCapabilities(t *testing.T) {
+	c := &cluster{t: t, name: "e2ecaps"}
+	_, _ = c.run("cluster", "down")
+	t.Cleanup(func() {
+		if out, err := c.run("cluster", "down"); err != nil {
+			t.Errorf("cluster down: %v: %s", err, out)
+		}
+	})
+	up := exec.Command("setpriv", "--inh-caps", "+net_bind_service", "--", filepath.Join(binDir, "roam"), "cluster", "up", "--subnet", "198.18.44.0/24", "--nodes", "1")
+	up.Env = append(os.Environ(), "ROAM_CLUSTER="+c.name)
+	up.Dir = e2eRoot
+	if out, err := up.CombinedOutput(); err != nil {
+		t.Fatalf("cluster up with an inheritable capability: %v\n%s", err, out)
+	}
+	c.waitAllAlive(1)
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.status().Nodes[0].PID))
+	if err != nil || !strings.Contains(string(st), "CapInh:\t0000000000000400") {
+		t.Fatalf("the agent was meant to have CAP_NET_BIND_SERVICE inheritable: %v\n%s", err, st)
+	}
+	u1, g1 := ensureUser(t, "roamtest1")
+	out, err := c.as(u1, g1, "--node", "1", "run", "--", "grep", "-E", "^Cap(Inh|Prm|Eff|Amb):", "/proc/self/status").Output()
+	want := "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapAmb:\t0000000000000000\n"
+	if err != nil || string(out) != want {
+		t.Fatalf("a user's job: %q (%v), want %q", out, err, want)
+	}
+	// Root's job keeps what root has.
+	rootOut, err := c.run("--node", "1", "run", "--", "grep", "^CapInh:", "/proc/self/status")
+	if err != nil || rootOut != "CapInh:\t0000000000000400\n" {
+		t.Fatalf("root's job: %q (%v)", rootOut, err)
+	}
+}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"roam/internal/emu"
 )
 
 // A job holds a file open for writing in a shared directory; on the
@@ -98,4 +101,96 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 	suid := c.start("1", "python3", "-c", py)
 	c.waitLines(suid, 3)
 	refused(suid, "65534", "changed their credentials")
+}
+
+// The same attack, won in the race: the path is the job's file when the
+// destination checks it, before anything freezes, and a symlink to a file
+// of root's (with the same mode; the job holds its file for append only,
+// so CRIU checks no size) once CRIU's dump has recorded the path, while
+// the dump and the transfer run, when CRIU reopens it by path as root:
+// another job of the user renames the file aside and puts the symlink in
+// its place, in the shared directory. The destination compares the
+// restored job's files with what its checks found and refuses it, naming
+// root's file; the job runs on at the source, and root's file is
+// untouched. With the path mended, the job moves.
+func TestMigrationRefusesAFileSwappedAfterTheCheck(t *testing.T) {
+	c := upCluster(t, "e2eswap", 43, "--nodes", "2")
+	c.waitAllAlive(2)
+	base, err := os.MkdirTemp(e2eRoot, "swap-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, aside, victim := filepath.Join(base, "f"), filepath.Join(base, "f.aside"), filepath.Join(base, "victim")
+	if err := os.WriteFile(victim, []byte("root's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(victim, 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	// 256 MiB of touched memory: CRIU dumps the descriptors first, then
+	// the pages, most of a second, in which the swap lands.
+	py := "import os, sys, time\nos.umask(0o022)\nb = bytearray(256 << 20)\nb[::4096] = b'\\x01' * (len(b) // 4096)\nf = open(sys.argv[1], 'a')\nfor i in range(100000):\n    f.write('line %d\\n' % i); f.flush()\n    print(i, flush=True)\n    time.sleep(0.05)\n"
+	id := c.start("1", "python3", "-c", py, file)
+	c.waitLines(id, 3)
+
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := c.run("--node", "1", "migrate", id, "2")
+		done <- result{out, err}
+	}()
+	// CRIU's dump has recorded the file's path (its log says so as it
+	// goes); the destination's check came before the freeze.
+	waitFor(t, 60*time.Second, "CRIU's dump records "+file, func() (bool, string) {
+		logs, _ := filepath.Glob(filepath.Join(emu.ImageDir(c.name), "n1", "out-*", "dump.log"))
+		for _, l := range logs {
+			if b, err := os.ReadFile(l); err == nil && strings.Contains(string(b), "["+file+"]") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("dump logs %v", logs)
+	})
+	if err := os.Rename(file, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, file); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err == nil || !strings.Contains(r.out, victim) {
+		t.Fatalf("migrate: %v %q; want refused, naming %s", r.err, r.out, victim)
+	}
+	t.Logf("refused after the restore: %s", strings.TrimSpace(r.out))
+	j := c.job(id)
+	if last := j.MigrationLog[len(j.MigrationLog)-1]; j.Node != "1" || j.State != "running" || last.OK {
+		t.Fatalf("after the refusal: node %s, state %s, last migration %+v", j.Node, j.State, last)
+	}
+	before := c.lines(id)
+	c.waitLines(id, before+3)
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "root's\n" {
+		t.Fatalf("root's file: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(aside); err != nil || !strings.Contains(string(b), fmt.Sprintf("line %d\n", before)) {
+		t.Fatalf("the job's own file does not go on: %v, %d bytes", err, len(b))
+	}
+
+	// Mended, it moves, and the job goes on appending to its file.
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(aside, file); err != nil {
+		t.Fatal(err)
+	}
+	c.mustRun("--node", "1", "migrate", id, "2")
+	if j := c.job(id); j.Node != "2" {
+		t.Fatalf("after the path was mended: on node %s", j.Node)
+	}
+	n := c.lines(id)
+	c.waitLines(id, n+3)
+	if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), fmt.Sprintf("line %d\n", n+1)) {
+		t.Fatalf("after the move, the job's file: %v, %d bytes", err, len(b))
+	}
 }
