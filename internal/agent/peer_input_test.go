@@ -109,12 +109,7 @@ func TestAgentsRefuseADuplicatedMigrationStream(t *testing.T) {
 func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2, 23, faults{}, "static")
-		r, err := c.nodes[0].a.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := r.IDs[0]
-		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		id := c.userJobOnN1()
 		n2 := c.nodes[1].fn
 		n2.mu.Lock()
 		n2.restoredAs = &procfs.Creds{PID: 1, UIDs: [4]uint32{1001, 0, 1001, 1001}, GIDs: [4]uint32{1001, 1001, 1001, 1001}}
@@ -123,10 +118,7 @@ func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
 		if err == nil || m.OK || !strings.Contains(err.Error(), "runs as uids") {
 			t.Fatalf("migrate: %+v %v; want refused for the restored tasks' uids", m, err)
 		}
-		c.waitFor("settled on n1", time.Minute, func() bool { ok, _ := c.settled([]string{id}); return ok })
-		if run, frz := c.world.copies(id); len(run) != 1 || run[0] != "n1" || len(frz) != 0 {
-			t.Fatalf("running on %v, frozen on %v", run, frz)
-		}
+		c.runsOnlyOnN1(id)
 		// With the owner's credentials, it moves.
 		n2.mu.Lock()
 		n2.restoredAs = nil
@@ -135,6 +127,29 @@ func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
 			t.Fatalf("then: %+v %v", m, err)
 		}
 	})
+}
+
+// userJobOnN1 starts a job of user 1001 on n1, its home, and waits until
+// it runs.
+func (c *cluster) userJobOnN1() string {
+	c.t.Helper()
+	r, err := c.nodes[0].a.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	id := r.IDs[0]
+	c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+	return id
+}
+
+// runsOnlyOnN1 waits until job id has settled and checks that it runs on
+// n1 alone, with no frozen copy anywhere.
+func (c *cluster) runsOnlyOnN1(id string) {
+	c.t.Helper()
+	c.waitFor("settled on n1", time.Minute, func() bool { ok, _ := c.settled([]string{id}); return ok })
+	if run, frz := c.world.copies(id); len(run) != 1 || run[0] != "n1" || len(frz) != 0 {
+		c.t.Fatalf("running on %v, frozen on %v", run, frz)
+	}
 }
 
 // The destination compares the files the restored job holds with those
@@ -146,12 +161,7 @@ func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
 func TestAgentsRefuseARestoreHoldingOtherFiles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2, 25, faults{}, "static")
-		r, err := c.nodes[0].a.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := r.IDs[0]
-		c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+		id := c.userJobOnN1()
 		n2 := c.nodes[1].fn
 		for _, tc := range []struct {
 			held migrate.OpenFile
@@ -167,10 +177,7 @@ func TestAgentsRefuseARestoreHoldingOtherFiles(t *testing.T) {
 			if err == nil || m.OK || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.held.Path) {
 				t.Fatalf("restored holding %s: %+v %v; want refused, naming it (%q)", tc.held.Path, m, err, tc.want)
 			}
-			c.waitFor("settled on n1", time.Minute, func() bool { ok, _ := c.settled([]string{id}); return ok })
-			if run, frz := c.world.copies(id); len(run) != 1 || run[0] != "n1" || len(frz) != 0 {
-				t.Fatalf("running on %v, frozen on %v", run, frz)
-			}
+			c.runsOnlyOnN1(id)
 		}
 		n2.mu.Lock()
 		n2.restoredFiles = nil
