@@ -118,7 +118,8 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 	}
 	// Judged again frozen, as a migration does: a lock taken since would
 	// make the restore wait for it.
-	if fv := a.ckpt.Inspect(rec.PID, a.memberIPs(), true); fv.Pin != "" {
+	fv := a.ckpt.Inspect(rec.PID, a.memberIPs(), true)
+	if fv.Pin != "" {
 		thaw()
 		return savedCkpt{}, errkind.New(ErrPinned, "job %s cannot be checkpointed, once frozen: %s", id, fv.Pin)
 	}
@@ -129,7 +130,10 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 		thaw()
 		return savedCkpt{}, err
 	}
-	meta := migrate.CheckpointMeta{At: frozen, Node: a.cfg.NodeID, Files: v.Files, Job: *cj}
+	// The frozen job's files, as the images have them: a restart checks
+	// these, and then the restored job holds exactly them (a file opened
+	// between the first look and the freeze would be refused there).
+	meta := migrate.CheckpointMeta{At: frozen, Node: a.cfg.NodeID, Files: fv.Files, Job: *cj}
 	for _, f := range files {
 		switch f.Name {
 		case migrate.DirSpool + "/stdout":

@@ -65,31 +65,45 @@ type checkedFiles struct {
 	files map[string]migrate.OpenFile
 }
 
-// maxCheckedFiles bounds the paths this node keeps from the checks of
-// migrations still to come: the oldest checks go first. A migration whose
-// check went finds none at its restore, and its files in shared
-// directories are then refused (the job runs on at its source).
-const maxCheckedFiles = 2 * migrate.MaxOpenFiles
+// maxCheckedFiles bounds what this node keeps from the checks of
+// migrations still to come: their paths, and one for each check. The
+// oldest checks go first; a migration whose check went finds none at its
+// restore, and its files in shared directories are then refused (the job
+// runs on at its source). A check is kept for checkedKeep at most: a
+// migration that never came (its source gave up) leaves nothing for long.
+const (
+	maxCheckedFiles = 4 * migrate.MaxOpenFiles
+	checkedKeep     = 10 * time.Minute
+)
 
 // keepChecked keeps what the check of migration mid (of job) found, for
-// its restore.
-func (a *Agent) keepChecked(mid, job string, files map[string]migrate.OpenFile) {
+// its restore. A second check of a migration it keeps one of is refused:
+// it would replace the first's findings.
+func (a *Agent) keepChecked(mid, job string, files map[string]migrate.OpenFile) error {
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
+	if _, ok := a.migr.checked[mid]; ok {
+		return errkind.New(ErrBadRequest, "migration %s is known on node %s already", mid, a.cfg.NodeID)
+	}
 	if a.migr.checked == nil {
 		a.migr.checked = map[string]checkedFiles{}
 	}
-	a.migr.checked[mid] = checkedFiles{at: time.Now(), job: job, files: files}
+	now := time.Now()
+	a.migr.checked[mid] = checkedFiles{at: now, job: job, files: files}
 	for {
 		n, oldest := 0, ""
 		for m, c := range a.migr.checked {
-			n += len(c.files)
-			if oldest == "" || c.at.Before(a.migr.checked[oldest].at) {
+			if now.Sub(c.at) > checkedKeep {
+				delete(a.migr.checked, m)
+				continue
+			}
+			n += 1 + len(c.files)
+			if m != mid && (oldest == "" || c.at.Before(a.migr.checked[oldest].at)) {
 				oldest = m
 			}
 		}
-		if n <= maxCheckedFiles || len(a.migr.checked) == 1 {
-			return
+		if n <= maxCheckedFiles || oldest == "" {
+			return nil
 		}
 		delete(a.migr.checked, oldest)
 	}
@@ -103,6 +117,9 @@ func (a *Agent) addChecked(mid, job string, files map[string]migrate.OpenFile) e
 	c, ok := a.migr.checked[mid]
 	if !ok || c.job != job {
 		return errkind.New(ErrBadRequest, "late check of migration %s of job %s: node %s has no check of it", mid, job, a.cfg.NodeID)
+	}
+	if len(c.files)+len(files) > 2*migrate.MaxOpenFiles {
+		return errkind.New(ErrBadRequest, "late check of migration %s of job %s: %d files more", mid, job, len(files))
 	}
 	for p, f := range files {
 		c.files[p] = f

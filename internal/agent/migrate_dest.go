@@ -81,7 +81,9 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 	if _, known, err := a.store.In(req.MID); err != nil || known {
 		return errkind.New(ErrBadRequest, "migration %s is known on node %s already", req.MID, a.cfg.NodeID)
 	}
-	a.keepChecked(req.MID, req.ID, found)
+	if err := a.keepChecked(req.MID, req.ID, found); err != nil {
+		return err
+	}
 	if req.Lazy {
 		return nil
 	}
@@ -100,6 +102,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 		a.jobs.mu.Lock()
 		delete(a.migr.in, req.MID)
 		a.jobs.mu.Unlock()
+		a.takeChecked(req.MID, req.ID)
 		return err
 	}
 	return a.stepMig(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})

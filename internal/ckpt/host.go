@@ -194,11 +194,20 @@ func pipeMaxSize() int {
 // working directories, descriptors with their fdinfo, mappings) and its
 // TCP table, and applies the pin rules (migrate.Judge).
 func (h *Host) Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict {
-	return migrate.Judge(ReadView(pid), migrate.Rules{JobDir: JobDir, Shared: h.Shared, Members: members, GhostLimit: h.GhostLimit, Frozen: frozen})
+	return migrate.Judge(readView(pid, frozen), migrate.Rules{JobDir: JobDir, Shared: h.Shared, Members: members, GhostLimit: h.GhostLimit, Frozen: frozen})
 }
 
 // ReadView reads what the pin rules look at of the tree under pid.
-func ReadView(pid int) migrate.View {
+func ReadView(pid int) migrate.View { return readView(pid, false) }
+
+// readView is ReadView; still says the tree's tasks are stopped (frozen
+// for a dump, or restored and not yet resumed), so that a descriptor,
+// mapping or working directory whose path reads differently before and
+// after its stat was renamed meanwhile, by someone else: it cannot be
+// examined (StatErr), rather than a running task's descriptor closed and
+// opened again as another file. Skipped, a rename loop in a directory the
+// user owns would hide the file from the checks.
+func readView(pid int, still bool) migrate.View {
 	var v migrate.View
 	tree := procfs.Tree(pid)
 	sockets := false
@@ -209,11 +218,11 @@ func ReadView(pid int) migrate.View {
 		if err != nil || err2 != nil || before.State == 'Z' {
 			continue // ended
 		}
-		t := migrate.Task{PID: p, Status: string(status), Cwd: entry(proc+"/cwd", "")}
+		t := migrate.Task{PID: p, Status: string(status), Cwd: entry(proc+"/cwd", "", still)}
 		dir := proc + "/fd/"
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			f := entry(dir+e.Name(), proc+"/fdinfo/"+e.Name())
+			f := entry(dir+e.Name(), proc+"/fdinfo/"+e.Name(), still)
 			if f.Link == "" {
 				continue
 			}
@@ -222,7 +231,7 @@ func ReadView(pid int) migrate.View {
 		}
 		maps, _ := os.ReadFile(proc + "/maps")
 		for _, m := range migrate.FileMappings(string(maps)) {
-			e := entry(proc+"/map_files/"+m.Range, "")
+			e := entry(proc+"/map_files/"+m.Range, "", still)
 			e.Link = m.Path
 			t.Maps = append(t.Maps, migrate.MapEntry{Mapping: m, Entry: e})
 		}
@@ -295,12 +304,16 @@ func fillEntry(e *migrate.Entry, p string, st *syscall.Stat_t) {
 	}
 }
 
+// readlink is os.Readlink; a test makes a link change between two reads.
+var readlink = os.Readlink
+
 // entry reads a /proc link, stats its target, and reads info (an fdinfo
 // file) when named. A link that cannot be read (an ended task) comes back
 // empty; one that is not a path (a socket, a pipe) with Mode 0; a path
-// whose stat fails with StatErr.
-func entry(link, info string) migrate.Entry {
-	l, err := os.Readlink(link)
+// whose stat fails with StatErr, and so does one that changed as it was
+// read when the task is still (see readView).
+func entry(link, info string, still bool) migrate.Entry {
+	l, err := readlink(link)
 	if err != nil {
 		return migrate.Entry{}
 	}
@@ -319,7 +332,11 @@ func entry(link, info string) migrate.Entry {
 	// readlink and the stat (a job's shell starts short-lived children
 	// all the time): a link that no longer reads as it did is an ended
 	// task's, not a file that cannot be examined nor another file.
-	if again, rerr := os.Readlink(link); rerr != nil || again != l {
+	if again, rerr := readlink(link); rerr != nil || again != l {
+		if still && rerr == nil {
+			e.StatErr = "its path changed while it was read (renamed, as " + again + ")"
+			return e
+		}
 		return migrate.Entry{}
 	}
 	if err != nil {

@@ -194,3 +194,35 @@ func TestParseTimerfd(t *testing.T) {
 		}
 	}
 }
+
+// A descriptor whose path reads differently before and after its stat:
+// a running task's may have closed it and opened another file (it is
+// left out, as an ended one's); a still task's was renamed by someone
+// else, and it cannot be examined (StatErr), so it pins the job rather
+// than hiding from the checks.
+func TestEntryOfALinkThatChanges(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	link := fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+	if e := entry(link, "", true); e.StatErr != "" || e.Ino == 0 || e.Link != f.Name() {
+		t.Fatalf("an unchanged link: %+v", e)
+	}
+	calls := 0
+	readlink = func(p string) (string, error) {
+		calls++
+		if calls%2 == 0 {
+			return "/elsewhere/f", nil
+		}
+		return os.Readlink(p)
+	}
+	t.Cleanup(func() { readlink = os.Readlink })
+	if e := entry(link, "", false); e.Link != "" {
+		t.Fatalf("a running task's changed link: %+v, want it left out", e)
+	}
+	if e := entry(link, "", true); e.StatErr == "" || !strings.Contains(e.StatErr, "/elsewhere/f") {
+		t.Fatalf("a still task's changed link: %+v, want it unexaminable", e)
+	}
+}
