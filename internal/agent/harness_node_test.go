@@ -648,6 +648,14 @@ func (f *fakeNode) Restore(s ckpt.RestoreSpec) (int, ckpt.Times, error) {
 	f.w.mu.Unlock()
 	time.Sleep(d)
 	pid, err := f.restore(s)
+	if err == nil && s.Check != nil {
+		// As CRIU: the check runs while the tasks are held, and its
+		// error ends the restore with them killed.
+		if err = s.Check(pid); err != nil {
+			f.Kill(pid, 0, 0)
+			pid = 0
+		}
+	}
 	return pid, ckpt.Times{{Name: "criu restore", MS: msSince(t)}}, err
 }
 

@@ -302,26 +302,6 @@ func (a *Agent) doIn(in *inMig, act any) any {
 		if err != nil {
 			return migrate.Restored{Err: err}
 		}
-		// The restored tasks, still stopped, run as the job's owner and
-		// nobody else: CRIU restored them as root from images a member
-		// sent.
-		t = time.Now()
-		creds, err := a.ckpt.Creds(pid)
-		if err == nil {
-			err = migrate.CheckCreds(in.hdr.UID, in.hdr.GID, in.hdr.Groups, creds)
-		}
-		in.ph.add("check creds", t)
-		if err == nil {
-			// And they hold the files the check found before anything
-			// froze: CRIU reopened each by path, as root, since.
-			t = time.Now()
-			err = a.checkRestoredFiles(pid, asuser.Cred{UID: in.hdr.UID, GID: in.hdr.GID, Groups: in.hdr.Groups}, a.takeChecked(r.MID, r.Job))
-			in.ph.add("check files", t)
-		}
-		if err != nil {
-			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
-			return migrate.Restored{Err: errkind.New(ErrBadRequest, "restore on node %s: %v", a.cfg.NodeID, err)}
-		}
 		return migrate.Restored{PID: pid, Tix: a.procs.StartTicks(pid)}
 	case migrate.Adopt:
 		a.adoptIn(in, r)
@@ -450,7 +430,8 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 			return 0, err
 		}
 	}
-	pid, times, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: in.m.Record().Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true})
+	check := a.restoredCheck(asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}, a.takeChecked(in.m.Record().MID, in.m.Record().Job), "restore on node "+a.cfg.NodeID)
+	pid, times, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: in.m.Record().Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true, Check: check})
 	in.ph.addTimes(times, true)
 	if stdinR != nil {
 		stdinR.Close()

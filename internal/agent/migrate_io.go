@@ -169,6 +169,28 @@ func (a *Agent) checkFiles(owner *asuser.Cred, files []migrate.OpenFile) (map[st
 	return found, nil
 }
 
+// restoredCheck is the check of a restored job that the restore runs
+// while CRIU holds its tasks, none of them having run (ckpt.RestoreSpec):
+// they run as the job's owner and nobody else (CRIU restored them as root
+// from images a member sent), and they hold the files the checks found
+// (checked; CRIU reopened each by path, as root, after the checks). what
+// names the step in the error.
+func (a *Agent) restoredCheck(owner asuser.Cred, checked map[string]migrate.OpenFile, what string) func(pid int) error {
+	return func(pid int) error {
+		creds, err := a.ckpt.Creds(pid)
+		if err == nil {
+			err = migrate.CheckCreds(owner.UID, owner.GID, owner.Groups, creds)
+		}
+		if err == nil {
+			err = a.checkRestoredFiles(pid, owner, checked)
+		}
+		if err != nil {
+			return errkind.New(ErrBadRequest, "%s: %v", what, err)
+		}
+		return nil
+	}
+}
+
 // checkRestoredFiles says whether the restored job under pid (its tasks
 // still stopped) holds the files the check found (checked, from
 // checkFiles), as the owner would find them: CRIU reopened every file by

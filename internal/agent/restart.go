@@ -443,7 +443,8 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 			mounts[mp] = mp
 		}
 	}
-	pid, _, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: ans.ID, Dir: images, Mounts: mounts, Inherit: inherit})
+	check := a.restoredCheck(owner, found, "refused")
+	pid, _, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: ans.ID, Dir: images, Mounts: mounts, Inherit: inherit, Check: check})
 	if err != nil {
 		if pid > 0 {
 			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
@@ -451,17 +452,6 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 		return fail(fmt.Errorf("restore of job %s on node %s: %w", ans.ID, a.cfg.NodeID, err))
 	}
 	tix := a.procs.StartTicks(pid)
-	creds, err := a.ckpt.Creds(pid)
-	if err == nil {
-		err = migrate.CheckCreds(hdr.UID, hdr.GID, hdr.Groups, creds)
-	}
-	if err == nil {
-		err = a.checkRestoredFiles(pid, owner, found)
-	}
-	if err != nil {
-		a.procs.Kill(pid, tix, 5*time.Second)
-		return fail(errkind.New(ErrBadRequest, "restore of job %s on node %s: %v", ans.ID, a.cfg.NodeID, err))
-	}
 	l := job.Local{ID: ans.ID, Home: ans.Home, HomeAddr: ans.HomeAddr, UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups,
 		PID: pid, StartTix: tix, Dir: spool, Started: hdr.Started, Hold: string(hdr.Hold), Moves: ans.Moves, LastMoved: time.Now(),
 		Inc: ans.Inc, CheckpointEvery: hdr.CheckpointEvery}

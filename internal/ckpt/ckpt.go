@@ -270,6 +270,10 @@ type RestoreOpts struct {
 	// Lazy restores with memory pages fetched on demand by a lazy-pages
 	// daemon already running on this host for Dir.
 	Lazy bool
+	// Check, when set, judges the restored tree under the pid it gets
+	// before any task of it runs (see worker); its error ends the restore
+	// with the tasks killed, and Restore returns it.
+	Check func(pid int) error
 }
 
 // start starts CRIU's RPC process (swrk) with files it inherits; CRIU
@@ -380,38 +384,141 @@ func (c *CRIU) restore(o RestoreOpts, t0 time.Time, started *time.Duration) (int
 	for key, f := range o.Inherit {
 		keys, files = append(keys, key), append(files, f)
 	}
-	cr, fds, pid, err := c.start(files)
+	w, fds, err := c.startWorker(files)
 	*started = time.Since(t0)
 	if err != nil {
 		return 0, err
 	}
-	stop := c.watch(pid)
+	stop := c.watch(w.cmd.Process.Pid)
 	for i, key := range keys {
 		opts.InheritFd = append(opts.InheritFd, &rpc.InheritFd{Key: proto.String(key), Fd: proto.Int32(fds[i])})
 	}
-	defer cr.Cleanup()
-	n := &pidNotify{}
-	err = cr.Restore(opts, n)
-	if stop() {
+	pid, refused, err := w.restore(opts, o.Check)
+	limited := stop()
+	if limited || refused != nil {
+		_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	w.end()
+	if limited {
 		return 0, fmt.Errorf("criu restore: no answer within %v; CRIU was killed", c.limit())
+	}
+	if refused != nil {
+		return 0, refused
 	}
 	if err != nil {
 		return 0, fmt.Errorf("criu restore: %s", logError(filepath.Join(o.Dir, "restore.log"), err))
 	}
-	if n.pid <= 0 {
+	if pid <= 0 {
 		return 0, errors.New("criu restore: no pid reported")
 	}
-	return int(n.pid), nil
+	return pid, nil
 }
 
-type pidNotify struct {
-	criu.NoNotify
-	pid int32
+// worker is CRIU's RPC worker (criu swrk) and roam's end of its socket. A
+// restore talks to it here rather than through go-criu's loop, which
+// answers CRIU's pre-resume notification without passing it on: the
+// restored tree is judged there (RestoreOpts.Check), while CRIU still
+// holds every task under ptrace with its credentials, descriptors and
+// memory as it will run, and no signal can start it.
+type worker struct {
+	cmd *exec.Cmd
+	sk  *os.File
 }
 
-func (n *pidNotify) PostRestore(pid int32) error {
-	n.pid = pid
-	return nil
+// startWorker starts CRIU's worker with files it inherits (see start).
+func (c *CRIU) startWorker(files []*os.File) (*worker, []int32, error) {
+	fds, err := syscall.Socketpair(syscall.AF_LOCAL, syscall.SOCK_SEQPACKET, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start criu: %w", err)
+	}
+	syscall.CloseOnExec(fds[0])
+	sk := os.NewFile(uintptr(fds[0]), "criu-rpc")
+	srv := os.NewFile(uintptr(fds[1]), "criu-rpc-worker")
+	defer srv.Close()
+	c.ExecMu.Lock()
+	var dups []int32
+	for _, f := range files {
+		fd, derr := syscall.Dup(int(f.Fd()))
+		if derr != nil {
+			err = fmt.Errorf("duplicate a descriptor for CRIU: %w", derr)
+			break
+		}
+		dups = append(dups, int32(fd))
+	}
+	cmd := exec.Command(c.Path, "swrk", strconv.Itoa(fds[1]))
+	// A group of its own: the worker restores in a child of its own
+	// ("criu: restore --rpc"), which a kill of the worker alone leaves
+	// holding the restored tasks.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err == nil {
+		err = cmd.Start()
+	}
+	for _, fd := range dups {
+		syscall.Close(int(fd))
+	}
+	c.ExecMu.Unlock()
+	if err != nil {
+		sk.Close()
+		return nil, nil, fmt.Errorf("start criu: %w", err)
+	}
+	return &worker{cmd: cmd, sk: sk}, dups, nil
+}
+
+// end closes the socket, which ends the worker, and waits for it.
+func (w *worker) end() {
+	w.sk.Close()
+	_ = w.cmd.Wait()
+}
+
+// restore asks the worker to restore, answering its notifications: the
+// tree's pid comes with post-restore; at pre-resume check judges it, and
+// a tree it refuses is killed there, none of its tasks having run
+// (refused is then check's error).
+func (w *worker) restore(opts *rpc.CriuOpts, check func(pid int) error) (pid int, refused, err error) {
+	opts.NotifyScripts = proto.Bool(true)
+	req := &rpc.CriuReq{Type: rpc.CriuReqType_RESTORE.Enum(), Opts: opts}
+	buf := make([]byte, 2*4096)
+	for {
+		b, err := proto.Marshal(req)
+		if err != nil {
+			return 0, refused, err
+		}
+		if _, err := w.sk.Write(b); err != nil {
+			return 0, refused, err
+		}
+		n, err := w.sk.Read(buf)
+		if err != nil {
+			return 0, refused, err
+		}
+		resp := &rpc.CriuResp{}
+		if err := proto.Unmarshal(buf[:n], resp); err != nil {
+			return 0, refused, err
+		}
+		if !resp.GetSuccess() {
+			return 0, refused, fmt.Errorf("operation failed (msg:%s err:%d)", resp.GetCrErrmsg(), resp.GetCrErrno())
+		}
+		if resp.GetType() != rpc.CriuReqType_NOTIFY {
+			return pid, refused, nil
+		}
+		switch resp.GetNotify().GetScript() {
+		case "post-restore":
+			pid = int(resp.GetNotify().GetPid())
+		case "pre-resume":
+			if check != nil && pid > 0 {
+				if err := check(pid); err != nil {
+					// Held under ptrace, each task dies at once. CRIU,
+					// told to go on, would wait for them for good: it
+					// goes too (Restore kills its group), and with it
+					// their tracer.
+					for _, p := range procfs.Tree(pid) {
+						_ = syscall.Kill(p, syscall.SIGKILL)
+					}
+					return 0, err, nil
+				}
+			}
+		}
+		req = &rpc.CriuReq{Type: rpc.CriuReqType_NOTIFY.Enum(), NotifySuccess: proto.Bool(true)}
+	}
 }
 
 // Version is CRIU's version as a number (40201 for 4.2.1).

@@ -116,6 +116,14 @@ type RestoreSpec struct {
 	// move costs the kernel an RCU grace period, some 10 ms, which the
 	// job would otherwise spend stopped).
 	LeaveCPU bool
+	// Check, when set, judges the restored tree under the pid it gets
+	// while CRIU still holds every task under ptrace, their credentials,
+	// descriptors and memory as they will run (CRIU's pre-resume
+	// notification). An error ends the restore: the tasks are killed, none
+	// having run, and Restore returns it. A check after Restore would come
+	// after CRIU let the tasks go, stopped: a SIGCONT from a process of the
+	// owner's on this host could run them first.
+	Check func(pid int) error
 }
 
 // Host is the Checkpointer of a real node: CRIU, with the node's cgroup.
@@ -697,7 +705,7 @@ func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 			roots = map[string]string{"": rel}
 		}
 	}
-	pid, ct, err := h.CRIU.Restore(RestoreOpts{Dir: s.Dir, Mounts: s.Mounts, Inherit: s.Inherit, Lazy: s.Lazy, CgroupRoots: roots})
+	pid, ct, err := h.CRIU.Restore(RestoreOpts{Dir: s.Dir, Mounts: s.Mounts, Inherit: s.Inherit, Lazy: s.Lazy, CgroupRoots: roots, Check: s.Check})
 	times = append(times, ct...)
 	if err != nil {
 		return 0, times, err
