@@ -283,16 +283,7 @@ func (c *CRIU) start(files []*os.File) (*criu.Criu, []int32, int, error) {
 	cr := criu.MakeCriu()
 	cr.SetCriuPath(c.Path)
 	c.ExecMu.Lock()
-	var dups []int32
-	var err error
-	for _, f := range files {
-		fd, derr := syscall.Dup(int(f.Fd()))
-		if derr != nil {
-			err = fmt.Errorf("duplicate a descriptor for CRIU: %w", derr)
-			break
-		}
-		dups = append(dups, int32(fd))
-	}
+	dups, err := inheritable(files)
 	// The child go-criu starts is CRIU's worker: the one new child while
 	// ExecMu is held (everyone who starts a child holds it).
 	before := procfs.Children(os.Getpid())
@@ -425,6 +416,21 @@ type worker struct {
 	sk  *os.File
 }
 
+// inheritable duplicates files as descriptors a child inherits (the
+// caller holds ExecMu, and closes them once CRIU has started); it stops
+// at the first that fails, with the ones made so far.
+func inheritable(files []*os.File) ([]int32, error) {
+	var dups []int32
+	for _, f := range files {
+		fd, err := syscall.Dup(int(f.Fd()))
+		if err != nil {
+			return dups, fmt.Errorf("duplicate a descriptor for CRIU: %w", err)
+		}
+		dups = append(dups, int32(fd))
+	}
+	return dups, nil
+}
+
 // startWorker starts CRIU's worker with files it inherits (see start).
 func (c *CRIU) startWorker(files []*os.File) (*worker, []int32, error) {
 	fds, err := syscall.Socketpair(syscall.AF_LOCAL, syscall.SOCK_SEQPACKET, 0)
@@ -436,15 +442,7 @@ func (c *CRIU) startWorker(files []*os.File) (*worker, []int32, error) {
 	srv := os.NewFile(uintptr(fds[1]), "criu-rpc-worker")
 	defer srv.Close()
 	c.ExecMu.Lock()
-	var dups []int32
-	for _, f := range files {
-		fd, derr := syscall.Dup(int(f.Fd()))
-		if derr != nil {
-			err = fmt.Errorf("duplicate a descriptor for CRIU: %w", derr)
-			break
-		}
-		dups = append(dups, int32(fd))
-	}
+	dups, err := inheritable(files)
 	cmd := exec.Command(c.Path, "swrk", strconv.Itoa(fds[1]))
 	// A group of its own: the worker restores in a child of its own
 	// ("criu: restore --rpc"), which a kill of the worker alone leaves
