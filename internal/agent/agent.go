@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"math"
 	"math/rand"
 	"net"
 	"net/http"
@@ -78,6 +79,11 @@ type Agent struct {
 	// with the job table's copy.
 	draining atomic.Bool
 	drainMu  sync.Mutex
+
+	// selfLeast is the least CPU time a runnable job here has had, as the
+	// last round measured it (sched.Node.Least), as math.Float64bits: read
+	// under either lock, it is under none.
+	selfLeast atomic.Uint64
 
 	mu        sync.Mutex // guards everything below, never held while calling memberlist
 	dis       *load.Disseminator
@@ -365,22 +371,26 @@ func (a *Agent) kickLoad() {
 	}
 }
 
-// pendingLoad is the load of the moves this node admitted and has not yet
-// received (sched.Ledger.Reserved). The load it sends counts them, as its
-// answers to moves do: a peer that a refusal told of them would otherwise
-// forget them at this node's next entry, measured before the jobs
-// arrive, and choose this node again.
-func (a *Agent) pendingLoad(now time.Time) float64 {
+// pending is the load of the moves this node admitted and has not yet
+// received (sched.Ledger.Reserved), and the least CPU time of its jobs
+// (sched.Node.Least) with theirs counted in. The load it sends counts
+// them, as its answers to moves do: a peer that a refusal told of them
+// would otherwise forget them at this node's next entry, measured before
+// the jobs arrive, and choose this node again.
+func (a *Agent) pending(now time.Time) sched.Node {
 	a.sch.mu.Lock()
 	defer a.sch.mu.Unlock()
-	return a.sch.ledger.Reserved(sched.Node{Capacity: a.capacity}, now).Load
+	return a.sch.ledger.Reserved(sched.Node{Capacity: a.capacity, Least: a.least()}, now)
 }
+
+// least is selfLeast.
+func (a *Agent) least() float64 { return math.Float64frombits(a.selfLeast.Load()) }
 
 // step is one timer tick: probe, then maybe send.
 func (a *Agent) step(now time.Time) {
 	runnable := a.runnable()
 	mem := a.prober.MemFreeMB()
-	pending := a.pendingLoad(now)
+	pending := a.pending(now)
 	a.jobs.mu.Lock()
 	jobs := len(a.jobs.local)
 	a.jobs.mu.Unlock()
@@ -414,7 +424,8 @@ func (a *Agent) step(now time.Time) {
 		}
 	}
 	e := a.selfEntryLocked()
-	e.Load += pending
+	e.Load += pending.Load
+	e.Least = pending.Least
 	msg := load.EncodeMessage(e)
 	a.mu.Unlock()
 

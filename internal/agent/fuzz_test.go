@@ -62,6 +62,9 @@ const (
 	fzPID    = 4242
 	fzTix    = 77
 	fzMID    = "00000000000000aa"
+	// fzLeast is the least CPU time of the node's jobs (Agent.selfLeast):
+	// a turn whose job is behind them by enough is taken.
+	fzLeast = 2.0
 )
 
 // fzNodeID is a node id (Config.Validate).
@@ -373,6 +376,7 @@ func (a *fzAgent) reset(t *testing.T) {
 	a.sch.ledger, a.sch.prev, a.sch.events = sched.Ledger{}, nil, nil
 	a.mu.Lock()
 	a.rr, a.selfLoad, a.selfMem, a.lastProbe = 0, 0, 0, time.Time{}
+	a.selfLeast.Store(math.Float64bits(fzLeast))
 	a.known = map[string]*peer{fzSelf: {addr: "127.0.0.1:7946", peerAddr: a.selfAddr, capacity: a.capacity, alive: true, since: time.Now()}}
 	a.mu.Unlock()
 	a.jobs = &jobs{home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
@@ -1114,6 +1118,8 @@ func FuzzPeerAdmit(f *testing.F) {
 	f.Add(fzJSON(f, sched.Move{Job: "", To: fzSelf, Kind: sched.ProblemCPU, SrcLoad: 3}))
 	f.Add(fzJSON(f, sched.Move{Job: "n1.7", To: fzSelf, Kind: "disk", SrcLoad: 3}))
 	f.Add([]byte(`{"Job":"n1.7","To":"n2","Kind":"cpu","SrcLoad":1e308,"Runnable":-3}`))
+	f.Add(fzJSON(f, sched.Move{Job: "n1.7", To: fzSelf, From: "n1", Kind: sched.ProblemTurn, RSSMB: 40, Runnable: 1, SrcLoad: 10, Attained: 3, Behind: 1}))
+	f.Add(fzJSON(f, sched.Move{Job: "n1.7", To: fzSelf, From: "n1", Kind: sched.ProblemTurn, Runnable: 1, SrcLoad: 10, Attained: 3, Behind: 1.9}))
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a := pool.get(t)
@@ -1142,8 +1148,8 @@ func FuzzPeerAdmit(f *testing.F) {
 			t.Fatalf("answered %d: %s", w.Code, w.Body)
 		}
 		load := 1 / a.capacity // the node's one runnable thread
-		if r.Refused == "" && (r.Load < load || r.MemFreeMB > 4096) {
-			t.Fatalf("took move %+v and answered load %v (from %v), free %v MiB (from 4096)", mv, r.Load, load, r.MemFreeMB)
+		if r.Refused == "" && (r.Load < load || r.MemFreeMB > 4096 || r.Least > fzLeast || r.Least > mv.Attained) {
+			t.Fatalf("took move %+v and answered load %v (from %v), free %v MiB (from 4096), least CPU time %v (from %v)", mv, r.Load, load, r.MemFreeMB, r.Least, fzLeast)
 		}
 		w = a.call(http.MethodDelete, "/v1/peer/migrate/admit", body)
 		fzStatus(t, w, "withdraw")

@@ -49,6 +49,8 @@ type fproc struct {
 	// outsideCPU: restored with LeaveCPU, or taken out for a dump, and
 	// not yet settled into its CPU group
 	outsideCPU bool
+	// cpu is the CPU time it has had here, in seconds (world.account).
+	cpu float64
 }
 
 // world is every fake process of a harness.
@@ -57,6 +59,8 @@ type world struct {
 	rng   *rand.Rand
 	next  int
 	procs map[int]*fproc
+	// acct is when account last gave the processes their CPU time.
+	acct  time.Time
 	ended map[string]bool // jobs the harness ended on purpose
 	// cutOff are nodes a test cut off from the others: their copies do
 	// not count for the invariant (a partition is where a job may run on
@@ -124,6 +128,30 @@ func (w *world) spawn(id, node, spool string, st byte) *fproc {
 	p := &fproc{pid: w.next, tix: uint64(w.next) * 7, job: id, node: node, spool: spool, state: st, exit: make(chan struct{})}
 	w.procs[p.pid] = p
 	return p
+}
+
+// account gives every running process its share of its node's CPU (one
+// CPU a node, shared equally) since the last call, with the processes
+// running now: Usage calls it, at every round of a node's scheduler, so
+// the shares of a second or so are approximate, which a fake may be.
+// w.mu held.
+func (w *world) account() {
+	now := time.Now()
+	if !w.acct.IsZero() {
+		dt := now.Sub(w.acct).Seconds()
+		n := map[string]int{}
+		for _, p := range w.procs {
+			if p.state == running && !p.stopped {
+				n[p.node]++
+			}
+		}
+		for _, p := range w.procs {
+			if p.state == running && !p.stopped {
+				p.cpu += dt / float64(n[p.node])
+			}
+		}
+	}
+	w.acct = now
 }
 
 // copies is where job id's live copies are.
@@ -346,7 +374,13 @@ func (f *fakeNode) Stopped(pid int) bool {
 }
 
 func (f *fakeNode) Usage(id string, pid int) (float64, float64) {
-	return 1, 10
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	f.w.account()
+	if p := f.proc(pid, 0); p != nil {
+		return p.cpu, 10
+	}
+	return 0, 10
 }
 
 func (f *fakeNode) Activity(pid int) (int, uint64, float64) {

@@ -439,6 +439,12 @@ func TestAgentsMigrateUnderFaults(t *testing.T) {
 	})
 }
 
+// isTurn says whether e is the migration of a turn (sched.ProblemTurn),
+// by its reason.
+func isTurn(e api.Event) bool {
+	return e.Kind == "migrate" && strings.Contains(e.Why, "goes; the most a runnable job left here has had")
+}
+
 // errClass is a short name for a migration's failure, for the counts.
 func errClass(err error) string {
 	if err == nil {
@@ -464,7 +470,9 @@ func sortedCounts(m map[string]int) []string {
 // Two busy nodes see the same idle node and, in the same round, both
 // decide to send it a job: the idle node admits the first move and
 // declines the second (sched.Ledger.Admit counts the admitted move in),
-// so it ends up with one job, not two.
+// so it ends up with one job, not two. (Later the jobs take turns,
+// sched.ProblemTurn: a turn is not a move to an idle node, and leaves
+// the nodes running 2, 1 and 1 jobs in some order.)
 func TestAgentsDoNotHerd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, 7, faults{}, "balance")
@@ -476,17 +484,17 @@ func TestAgentsDoNotHerd(t *testing.T) {
 		for _, h := range c.nodes {
 			for _, e := range h.a.localEvents(start) {
 				switch {
-				case e.To == "n3" && e.Kind == "migrate":
+				case e.To == "n3" && e.Kind == "migrate" && !isTurn(e):
 					moved = append(moved, e)
 				case e.To == "n3" && e.Kind == "declined":
 					declined = append(declined, e)
 				}
 			}
 		}
-		onN3 := c.runningOn(jobs)["n3"]
-		t.Logf("moves to n3: %d, declined by n3: %d, jobs on n3: %d", len(moved), len(declined), onN3)
-		if onN3 != 1 || len(moved) != 1 {
-			t.Fatalf("n3 runs %d jobs after %d moves (%+v), want exactly one", onN3, len(moved), moved)
+		on := c.runningOn(jobs)
+		t.Logf("moves to n3: %d, declined by n3: %d, jobs on %v", len(moved), len(declined), on)
+		if len(on) != 3 || len(moved) != 1 {
+			t.Fatalf("jobs on %v after %d moves to n3 (%+v), want one move and no node idle", on, len(moved), moved)
 		}
 		if len(declined) == 0 || declined[0].From == moved[0].From || declined[0].At.Sub(moved[0].At).Abs() > time.Second {
 			t.Fatalf("declined %+v: want the other source's move of the same round declined (moved %+v)", declined, moved)
@@ -619,23 +627,40 @@ func TestAgentsSpreadABurstOnceItComesOfAge(t *testing.T) {
 
 // A node that goes idle is told of at once, and a busier node sends it a
 // job then, not after the load vector and the next period catch up:
-// 2, 2 and 1 jobs on three nodes are as balanced as can be; once the
-// lone job ends, one of the others moves to its node.
+// 2, 2 and 1 jobs on three nodes are as balanced as can be (they take
+// turns: the job alone, once far enough ahead, shares a node with one of
+// the others, whose node-mate is then alone); once the job alone ends,
+// one of the others moves to its node.
 func TestAgentsSpreadAgainWhenANodeGoesIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, 10, faults{}, "balance")
-		lone := c.run(2, 1, "n3")[0]
-		jobs := append(c.run(0, 2, "n1"), c.run(1, 2, "n2")...)
-		where := func() map[string]int { return c.runningOn(jobs) }
+		all := append(c.run(2, 1, "n3"), append(c.run(0, 2, "n1"), c.run(1, 2, "n2")...)...)
 		time.Sleep(15 * time.Second) // loads settle; nothing gains by moving
-		if on := where(); on["n1"] != 2 || on["n2"] != 2 {
-			t.Fatalf("before the end, jobs moved: %v", on)
+		on := c.runningOn(all)
+		var idle, lone string
+		for n, k := range on {
+			if k == 1 {
+				idle = n
+			}
 		}
-		if _, err := c.nodes[2].a.Kill(Caller{}, api.KillRequest{IDs: []string{lone}, Signal: 9}); err != nil {
+		var jobs []string
+		for _, id := range all {
+			if r, _ := c.world.copies(id); len(r) == 1 && r[0] == idle {
+				lone = id
+			} else {
+				jobs = append(jobs, id)
+			}
+		}
+		if len(on) != 3 || idle == "" || lone == "" {
+			t.Fatalf("before the end, jobs are on %v: want 2, 2 and 1", on)
+		}
+		where := func() map[string]int { return c.runningOn(jobs) }
+		home := map[string]int{"n1": 0, "n2": 1, "n3": 2}[strings.SplitN(lone, ".", 2)[0]]
+		if _, err := c.nodes[home].a.Kill(Caller{}, api.KillRequest{IDs: []string{lone}, Signal: 9}); err != nil {
 			t.Fatal(err)
 		}
 		end := time.Now()
-		c.waitFor("a job on the idle node", time.Minute, func() bool { return where()["n3"] > 0 })
+		c.waitFor("a job on the idle node", time.Minute, func() bool { return where()[idle] > 0 })
 		t.Logf("a job moved to the idle node %v after it went idle", time.Since(end))
 		// Once its home has the job's end (a push, up to 100 ms), n3
 		// probes at once (kickLoad) and tells the busier nodes, which
@@ -651,8 +676,8 @@ func TestAgentsSpreadAgainWhenANodeGoesIdle(t *testing.T) {
 			t.Fatalf("a job moved to the idle node %v after it went idle, want within 150ms", d)
 		}
 		time.Sleep(15 * time.Second)
-		if on := where(); on["n3"] != 1 {
-			t.Fatalf("after the end, jobs are on %v: want one on n3 (2, 1, 1 or 1, 2, 1)", on)
+		if on := where(); len(on) != 3 {
+			t.Fatalf("after the end, jobs are on %v: want 2, 1 and 1", on)
 		}
 	})
 }
@@ -759,6 +784,67 @@ func TestAgentsDoNotMoveForADip(t *testing.T) {
 					t.Errorf("job %s moved from %s to %s after a dip of 240ms on n3: %s", e.Job, e.From, e.To, e.Why)
 				}
 			}
+		}
+	})
+}
+
+// Jobs take turns: three equal jobs on two nodes of one CPU leave one
+// job alone, which gains half a CPU-second a second on the two that
+// share. Once it leads them by what it gains in sched.TurnEvery, the node
+// running two sends its most advanced job to the lone job's node (a turn:
+// its node-mate, further behind, runs alone). Over two minutes every job
+// has had its third of the two CPUs, to within a few leads; without turns
+// the lone job would have had 120 CPU-seconds and the others 60. A turn
+// carries the job's CPU time with it (migrate.Header.CPUBefore).
+func TestAgentsTakeTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 11, faults{}, "balance")
+		ids := append(c.run(0, 2, "n1"), c.run(1, 1, "n2")...)
+		start := time.Now()
+		time.Sleep(2 * time.Minute)
+		elapsed := time.Since(start).Seconds()
+		// Each job's CPU time is what its copies had, on every node.
+		c.world.mu.Lock()
+		c.world.account()
+		had := map[string]float64{}
+		for _, p := range c.world.procs {
+			had[p.job] += p.cpu
+		}
+		c.world.mu.Unlock()
+		lead := sched.TurnEvery.Seconds() * (1 - 0.5)
+		for _, id := range ids {
+			if h := had[id]; h < 2*elapsed/3-3*lead || h > 2*elapsed/3+3*lead {
+				t.Errorf("job %s had %.1f CPU-s in %.0f s, want %.1f ± %.1f (a third of two CPUs, within three leads)", id, h, elapsed, 2*elapsed/3, 3*lead)
+			}
+		}
+		// The node's own view carries the CPU time across the moves: each
+		// job's attained service is what it had.
+		for i := range c.nodes {
+			snap := c.nodes[i].a.snapshot()
+			for _, j := range snap.Jobs {
+				if d := j.Attained - had[j.ID]; d < -2 || d > 2 {
+					t.Errorf("node n%d counts job %s at %.1f CPU-s, it had %.1f", i+1, j.ID, j.Attained, had[j.ID])
+				}
+			}
+		}
+		turns := 0
+		for i := range c.nodes {
+			for _, e := range c.nodes[i].a.localEvents(time.Time{}) {
+				if isTurn(e) && e.Node == e.From { // once, as its source logged it
+					turns++
+				}
+			}
+		}
+		if turns < 3 {
+			t.Fatalf("%d turns in two minutes, want at least 3", turns)
+		}
+		t.Logf("%d turns; CPU-s had: %v", turns, had)
+		// Never two running copies, never none (the world's invariant).
+		c.world.mu.Lock()
+		broken := c.world.broken
+		c.world.mu.Unlock()
+		if len(broken) > 0 {
+			t.Fatalf("the invariant broke: %s", broken[0])
 		}
 	})
 }

@@ -266,9 +266,10 @@ type psPart struct {
 
 func (a *Agent) psLocal() psPart {
 	type proc struct {
-		id  string
-		pid int
-		tix uint64
+		id     string
+		pid    int
+		tix    uint64
+		before float64 // CPU seconds on the nodes it ran on before
 	}
 	var procs []proc
 	p := psPart{Usage: map[string]usage{}}
@@ -279,13 +280,16 @@ func (a *Agent) psLocal() psPart {
 		p.Records = append(p.Records, rec)
 	}
 	for id, lj := range a.jobs.local {
-		procs = append(procs, proc{id, lj.rec.PID, lj.rec.StartTix})
+		procs = append(procs, proc{id, lj.rec.PID, lj.rec.StartTix, lj.rec.CPUBefore})
 	}
 	a.jobs.mu.Unlock()
 	// /proc and the cgroups are read without the job lock.
 	for _, pr := range procs {
 		if a.procs.Alive(pr.pid, pr.tix) {
-			cpu, rss := a.procs.Usage(pr.id, pr.pid)
+			// Its CPU time on every node it ran on, as if it had run here
+			// all along (the user sees the job as local).
+			cpu := a.attained(pr.id, pr.pid, pr.before)
+			_, rss := a.procs.Usage(pr.id, pr.pid)
 			p.Usage[pr.id] = usage{cpu, rss, a.procs.Stopped(pr.pid)}
 		}
 	}

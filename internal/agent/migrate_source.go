@@ -371,7 +371,9 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.Inc, hdr.CheckpointEvery = lj.rec.Inc, lj.rec.CheckpointEvery
 	hasStdin := lj.stdin != nil
 	spool := lj.rec.Dir
+	before := lj.rec.CPUBefore
 	a.jobs.mu.Unlock()
+	hdr.CPUBefore = a.attained(r.Job, r.PID, before)
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
 	}

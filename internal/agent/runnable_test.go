@@ -88,7 +88,7 @@ func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 func TestSentLoadCountsAdmittedMoves(t *testing.T) {
 	a := newStoreAgent(t)
 	now := time.Now()
-	if got := a.pendingLoad(now); got != 0 {
+	if got := a.pending(now).Load; got != 0 {
 		t.Fatalf("pending load %v with nothing admitted", got)
 	}
 	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity}
@@ -98,14 +98,14 @@ func TestSentLoadCountsAdmittedMoves(t *testing.T) {
 			t.Fatal(ans.Refused)
 		}
 	}
-	if got, want := a.pendingLoad(now), 4/a.capacity; got != want {
+	if got, want := a.pending(now).Load, 4/a.capacity; got != want {
 		t.Fatalf("pending load %v after two admitted moves of 2 threads, want %v", got, want)
 	}
 	a.sch.ledger.Arrived("n2.1")
-	if got, want := a.pendingLoad(now), 2/a.capacity; got != want {
+	if got, want := a.pending(now).Load, 2/a.capacity; got != want {
 		t.Fatalf("pending load %v after one arrived, want %v", got, want)
 	}
-	if got := a.pendingLoad(now.Add(sched.AdmitHold + time.Second)); got != 0 {
+	if got := a.pending(now.Add(sched.AdmitHold + time.Second)).Load; got != 0 {
 		t.Fatalf("pending load %v after the admission lapsed", got)
 	}
 }

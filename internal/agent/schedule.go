@@ -9,6 +9,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
+	"roam/internal/migrate"
 	"roam/internal/sched"
 )
 
@@ -51,10 +53,11 @@ type schedState struct {
 type admitResponse struct {
 	// Refused says why the destination will not take it; empty: taken.
 	Refused string `json:"refused,omitempty"`
-	// Load and MemFreeMB are the destination's now, admitted moves
-	// counted in: fresher than the source's load vector.
+	// Load, MemFreeMB and Least are the destination's now, admitted
+	// moves counted in: fresher than the source's load vector.
 	Load      float64 `json:"load"`
 	MemFreeMB float64 `json:"mem_free_mb"`
+	Least     float64 `json:"least,omitempty"`
 }
 
 // admit is the destination's side of a policy's move: the ledger judges
@@ -69,12 +72,12 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	}
 	runnable, mem := a.runnable(), a.prober.MemFreeMB()
 	now := time.Now()
-	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem, Draining: a.draining.Load()}
+	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem, Draining: a.draining.Load(), Least: a.least()}
 	a.sch.mu.Lock()
 	ans := a.sch.ledger.Admit(mv, self, now)
 	pending := a.sch.ledger.Pending(now, mv.Job)
 	a.sch.mu.Unlock()
-	r := admitResponse{Load: ans.Load, MemFreeMB: ans.MemFreeMB}
+	r := admitResponse{Load: ans.Load, MemFreeMB: ans.MemFreeMB, Least: ans.Least}
 	if ans.Refused != nil {
 		r.Refused = fmt.Sprintf("%v (%d runnable threads here, %d admitted moves not arrived)", ans.Refused, runnable, pending)
 	}
@@ -237,7 +240,7 @@ func (a *Agent) move(mv sched.Move) bool {
 		a.mu.Unlock()
 		a.sch.mu.Lock()
 		a.sch.ledger.Forget(mv)
-		a.sch.ledger.Declined(mv, sched.Node{ID: mv.To, Capacity: capacity, Load: ar.Load, MemFreeMB: ar.MemFreeMB}, now)
+		a.sch.ledger.Declined(mv, sched.Node{ID: mv.To, Capacity: capacity, Load: ar.Load, MemFreeMB: ar.MemFreeMB, Least: ar.Least}, now)
 		a.sch.mu.Unlock()
 		a.event(api.Event{Kind: "declined", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
 		return false
@@ -294,7 +297,7 @@ func (a *Agent) snapshot() sched.Snapshot {
 			continue
 		}
 		if e, ok := a.dis.Vector.Get(id); ok {
-			s.Peers = append(s.Peers, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.draining})
+			s.Peers = append(s.Peers, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.draining, Least: e.Least})
 		}
 	}
 	a.mu.Unlock()
@@ -319,6 +322,7 @@ func (a *Agent) snapshot() sched.Snapshot {
 	a.sch.mu.Lock()
 	defer a.sch.mu.Unlock()
 	next := map[string]ioSample{}
+	least := 0.0 // sched.Node.Least
 	for _, r := range refs {
 		if r.migrating || r.done || !a.procs.Alive(r.rec.PID, r.rec.StartTix) {
 			continue
@@ -327,7 +331,11 @@ func (a *Agent) snapshot() sched.Snapshot {
 			continue
 		}
 		run, sys, rss := a.procs.Activity(r.rec.PID)
-		j := sched.Job{ID: r.rec.ID, Started: r.rec.Started, LastMoved: r.rec.LastMoved, Moves: r.rec.Moves, RSSMB: rss, Runnable: run}
+		j := sched.Job{ID: r.rec.ID, Started: r.rec.Started, LastMoved: r.rec.LastMoved, Moves: r.rec.Moves, RSSMB: rss, Runnable: run,
+			Attained: a.attained(r.rec.ID, r.rec.PID, r.rec.CPUBefore)}
+		if run > 0 && (least == 0 || j.Attained < least) {
+			least = j.Attained
+		}
 		switch {
 		case r.rec.Hold == "pin":
 			j.Held = "pinned (run --pin)"
@@ -343,9 +351,19 @@ func (a *Agent) snapshot() sched.Snapshot {
 		s.Jobs = append(s.Jobs, j)
 	}
 	a.sch.prev = next
+	a.selfLeast.Store(math.Float64bits(least))
 	a.sch.ledger.ApplyFailures(s.Jobs, here)
 	s.Recent = a.sch.ledger.Recent(now)
 	return s
+}
+
+// attained is a job's attained service (sched.Job.Attained), the CPU time
+// roam ps shows: the CPU seconds it had before this node (before), and
+// those of its processes here (job.Processes.Usage: its cgroup's count, or
+// its process tree's; a restored process's count starts again at zero).
+func (a *Agent) attained(id string, pid int, before float64) float64 {
+	cpu, _ := a.procs.Usage(id, pid)
+	return min(before+max(cpu, 0), migrate.MaxCPUBefore)
 }
 
 // releaseHold hands a job placed by hand back to the policies.

@@ -150,6 +150,11 @@ type Local struct {
 	Inc int `json:"inc,omitempty"`
 	// CheckpointEvery is its periodic checkpoint interval (0: none).
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	// CPUBefore is the CPU time, in seconds, the job had on the nodes it
+	// ran on before this copy started here (from a move or a restart):
+	// with what it has had here, its attained service, which the
+	// scheduler's turns even out (sched.ProblemTurn).
+	CPUBefore float64 `json:"cpu_before,omitempty"`
 }
 
 // Over reports whether the job is over (finished or lost).

@@ -63,6 +63,10 @@ type Entry struct {
 	Capacity  float64 // CPU capacity in cores (1.0 = one full core)
 	Load      float64 // runnable processes per unit of capacity
 	MemFreeMB float64 // free memory in MiB
+	// Least is the least CPU time, in seconds, that a job running on the
+	// node has had, on every node it ran on; 0 when none runs there. The
+	// scheduler's turns read it (sched.ProblemTurn).
+	Least float64
 	// Received is when this node received the entry (local clock), which
 	// gives the age of the information.
 	Received time.Time

@@ -16,6 +16,10 @@ const MaxMessageSize = 512
 // can be told apart.
 const MsgVersion byte = 1
 
+// MaxLeast bounds a message's least CPU time (Entry.Least), in seconds:
+// a thousand years of a CPU.
+const MaxLeast = 3.2e10
+
 // Errors returned by DecodeMessage; the agent counts them by kind.
 var (
 	ErrOversized = errors.New("load message too large")
@@ -29,11 +33,15 @@ type wire struct {
 	Capacity  float64 `json:"c"`
 	Load      float64 `json:"l"`
 	MemFreeMB float64 `json:"m"`
+	// Least is absent when the node runs no job: a node of an older
+	// roam, which refuses fields it does not know, still reads the loads
+	// of idle nodes.
+	Least float64 `json:"t,omitempty"`
 }
 
 // EncodeMessage turns our own entry into a load message.
 func EncodeMessage(e Entry) []byte {
-	b, _ := json.Marshal(wire{e.Node, e.Addr, e.Capacity, e.Load, e.MemFreeMB})
+	b, _ := json.Marshal(wire{e.Node, e.Addr, e.Capacity, e.Load, e.MemFreeMB, e.Least})
 	return append([]byte{MsgVersion}, b...)
 }
 
@@ -66,8 +74,10 @@ func DecodeMessage(b []byte) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: load %v", ErrMalformed, w.Load)
 	case !finite(w.MemFreeMB) || w.MemFreeMB < 0:
 		return Entry{}, fmt.Errorf("%w: free memory %v", ErrMalformed, w.MemFreeMB)
+	case !finite(w.Least) || w.Least < 0 || w.Least > MaxLeast:
+		return Entry{}, fmt.Errorf("%w: least CPU time %v", ErrMalformed, w.Least)
 	}
-	return Entry{Node: w.Node, Addr: w.Addr, Capacity: w.Capacity, Load: w.Load, MemFreeMB: w.MemFreeMB}, nil
+	return Entry{Node: w.Node, Addr: w.Addr, Capacity: w.Capacity, Load: w.Load, MemFreeMB: w.MemFreeMB, Least: w.Least}, nil
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

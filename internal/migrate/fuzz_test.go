@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"os"
 	"path"
@@ -35,7 +36,7 @@ func fuzzHeader() Header {
 		AckOut: 1024, AckErr: 7, Mounts: []string{"/home", "/srv/shared data", "/proc/sys/fs/binfmt_misc"},
 		UID: 1000, GID: 1000, Groups: []uint32{1000, 27},
 		Started: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Moves: 2,
-		LastMoved: time.Date(2026, 1, 2, 3, 5, 0, 0, time.FixedZone("", 3600)), StdinKey: "pipe:[12345]",
+		LastMoved: time.Date(2026, 1, 2, 3, 5, 0, 0, time.FixedZone("", 3600)), StdinKey: "pipe:[12345]", CPUBefore: 42.125,
 	}
 }
 
@@ -137,6 +138,8 @@ func checkHeader(t *testing.T, h Header) {
 		t.Fatalf("stdin key %q", h.StdinKey)
 	case len(h.Groups) > 65536: // NGROUPS_MAX
 		t.Fatalf("%d supplementary groups", len(h.Groups))
+	case !(h.CPUBefore >= 0 && h.CPUBefore <= MaxCPUBefore):
+		t.Fatalf("cpu time %v", h.CPUBefore)
 	}
 }
 
@@ -210,14 +213,15 @@ func FuzzReadHeader(f *testing.F) {
 // JSON decoder would lead the fuzzer): what it accepts keeps its promises.
 func FuzzHeaderValidate(f *testing.F) {
 	h := fuzzHeader()
-	f.Add(h.MID, h.From, h.ID, h.Home, h.HomeAddr, h.AckOut, h.AckErr, h.Moves, "/home\x00/srv/x", false, false, "", h.StdinKey, 0, int64(0))
-	f.Add("00000000000000aa", "2", "1.4", "1", "198.18.0.1:7947", int64(0), int64(0), 0, "", true, false, "manual", "", 3, int64(5e9))
-	f.Add("00000000000000aa", "2", "...1", "..", "198.18.0.1:7947", int64(0), int64(0), 0, "", false, false, "", "", -1, int64(1))
-	f.Add("00000000000000aa", "2", "a/b.1", "a/b", "198.18.0.1:7947", int64(0), int64(0), 0, "/a/../b", false, true, "pin", "pipe:[]", 0, int64(-5e9))
-	f.Add("00000000000000aa", "2", "a.b.c.007", "a.b.c", "[::1%eth0]:80", int64(-1), int64(0), -1, "/", false, false, "", "", 1, int64(1<<62))
-	f.Fuzz(func(t *testing.T, mid, from, id, home, homeAddr string, ackOut, ackErr int64, moves int, mounts string, lazy, streamed bool, hold, stdin string, inc int, every int64) {
+	f.Add(h.MID, h.From, h.ID, h.Home, h.HomeAddr, h.AckOut, h.AckErr, h.Moves, "/home\x00/srv/x", false, false, "", h.StdinKey, 0, int64(0), 0.0)
+	f.Add("00000000000000aa", "2", "1.4", "1", "198.18.0.1:7947", int64(0), int64(0), 0, "", true, false, "manual", "", 3, int64(5e9), 12.5)
+	f.Add("00000000000000aa", "2", "...1", "..", "198.18.0.1:7947", int64(0), int64(0), 0, "", false, false, "", "", -1, int64(1), -1.0)
+	f.Add("00000000000000aa", "2", "a/b.1", "a/b", "198.18.0.1:7947", int64(0), int64(0), 0, "/a/../b", false, true, "pin", "pipe:[]", 0, int64(-5e9), math.NaN())
+	f.Add("00000000000000aa", "2", "a.b.c.007", "a.b.c", "[::1%eth0]:80", int64(-1), int64(0), -1, "/", false, false, "", "", 1, int64(1<<62), math.Inf(1))
+	f.Add("00000000000000aa", "2", "1.4", "1", "198.18.0.1:7947", int64(0), int64(0), 0, "", false, false, "", "", 0, int64(0), float64(MaxCPUBefore)*2)
+	f.Fuzz(func(t *testing.T, mid, from, id, home, homeAddr string, ackOut, ackErr int64, moves int, mounts string, lazy, streamed bool, hold, stdin string, inc int, every int64, cpu float64) {
 		h := Header{MID: mid, From: from, ID: id, Home: home, HomeAddr: homeAddr, AckOut: ackOut, AckErr: ackErr, Moves: moves,
-			Lazy: lazy, Streamed: streamed, Hold: Hold(hold), StdinKey: stdin, Inc: inc, CheckpointEvery: time.Duration(every)}
+			Lazy: lazy, Streamed: streamed, Hold: Hold(hold), StdinKey: stdin, Inc: inc, CheckpointEvery: time.Duration(every), CPUBefore: cpu}
 		if mounts != "" {
 			h.Mounts = strings.Split(mounts, "\x00")
 		}

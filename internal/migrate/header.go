@@ -60,6 +60,9 @@ type Header struct {
 	// CheckpointEvery is the job's periodic checkpoint interval (roam run
 	// --checkpoint-every); zero for none.
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	// CPUBefore is the CPU time, in seconds, the job has had on every node
+	// it ran on until this move or checkpoint (job.Local.CPUBefore).
+	CPUBefore float64 `json:"cpu_before,omitempty"`
 }
 
 // MaxCheckpointEvery bounds a periodic checkpoint interval; the least is
@@ -73,6 +76,10 @@ const (
 func ValidEvery(d time.Duration) bool {
 	return d == 0 || (d >= MinCheckpointEvery && d <= MaxCheckpointEvery)
 }
+
+// MaxCPUBefore bounds a header's CPU time (Header.CPUBefore), in seconds:
+// a thousand years of a CPU, as the load message's (load.MaxLeast).
+const MaxCPUBefore = 3.2e10
 
 // MaxStopped bounds a header's list of stopped processes (a job's
 // namespace holds at most the kernel's pid_max, 4 million, of them).
@@ -151,6 +158,9 @@ func (h Header) Validate() error {
 	}
 	if !ValidEvery(h.CheckpointEvery) {
 		return bad("checkpoint interval %v", h.CheckpointEvery)
+	}
+	if !(h.CPUBefore >= 0 && h.CPUBefore <= MaxCPUBefore) {
+		return bad("cpu time %v", h.CPUBefore)
 	}
 	if len(h.Stopped) > MaxStopped {
 		return bad("%d stopped processes", len(h.Stopped))

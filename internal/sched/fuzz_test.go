@@ -211,9 +211,12 @@ func FuzzLedgerAdmit(f *testing.F) {
 	f.Add([]byte(`{"Job":"n1.1","Kind":"cpu","SrcLoad":1e308,"Runnable":9223372036854775807}`))
 	f.Add([]byte(`{"Job":"n1.1","Kind":"memory","RSSMB":-0}`))
 	add(Move{Job: "n3.1", To: "n2", From: "n3", Kind: ProblemCPU, Runnable: 2, SrcLoad: 5, Threshold: 0.25}) // asked again
+	add(Move{Job: "n1.13", To: "n2", From: "n1", Kind: ProblemTurn, RSSMB: 5, Runnable: 1, SrcLoad: 2, Attained: 4, Behind: 1})
+	add(Move{Job: "n1.14", To: "n2", From: "n1", Kind: ProblemTurn, RSSMB: 5, Runnable: 1, SrcLoad: 2, Attained: 4, Behind: 2.9})
+	add(Move{Job: "n1.15", To: "n2", From: "n1", Kind: ProblemTurn, Runnable: 1, SrcLoad: 1, Attained: 1e12, Behind: -1})
 	f.Add([]byte(`{"Job":1}`))
 	f.Add([]byte(`null`))
-	self := Node{ID: "n2", Capacity: 2, Load: 0.5, MemFreeMB: 4096}
+	self := Node{ID: "n2", Capacity: 2, Load: 0.5, MemFreeMB: 4096, Least: 3}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var mv Move
 		if err := json.NewDecoder(bytes.NewReader(body)).Decode(&mv); err != nil {
@@ -229,7 +232,7 @@ func FuzzLedgerAdmit(f *testing.F) {
 		ans := l.Admit(mv, self, now)
 		after := l.Reserved(self, now)
 		if ans.Refused != nil {
-			if after != before || ans.Load != before.Load || ans.MemFreeMB != before.MemFreeMB {
+			if after != before || ans.Load != before.Load || ans.MemFreeMB != before.MemFreeMB || ans.Least != before.Least {
 				t.Fatalf("refused move %+v changed the node from %+v to %+v (answered %+v)", mv, before, after, ans)
 			}
 			return
@@ -243,8 +246,12 @@ func FuzzLedgerAdmit(f *testing.F) {
 		switch {
 		case !mv.Kind.known():
 			t.Fatalf("move of kind %q taken", mv.Kind)
-		case ans.Load != after.Load || ans.MemFreeMB != after.MemFreeMB:
+		case ans.Load != after.Load || ans.MemFreeMB != after.MemFreeMB || ans.Least != after.Least:
 			t.Fatalf("answered %+v, but the node counts %+v", ans, after)
+		case (base.Least > 0 && after.Least > base.Least) || after.Least > mv.Attained:
+			t.Fatalf("taking move %+v made the node's least CPU time %v (from %v)", mv, after.Least, base.Least)
+		case mv.Kind == ProblemTurn && (after.Load > mv.SrcLoad+loadEpsilon || base.Least-mv.Behind < turnLead(mv, base)):
+			t.Fatalf("turn %+v taken by %+v: it loads the node more than its source, or lacks the lead", mv, base)
 		case math.IsNaN(after.Load) || math.IsNaN(after.MemFreeMB):
 			t.Fatalf("the node's reserved load is %v, free memory %v", after.Load, after.MemFreeMB)
 		case after.Load < base.Load:

@@ -64,8 +64,8 @@ type admission struct {
 }
 
 type heardLoad struct {
-	load, memFreeMB float64
-	at              time.Time
+	load, memFreeMB, least float64
+	at                     time.Time
 }
 
 // ---- admissions (the destination's side) ----
@@ -81,6 +81,10 @@ type AdmitAnswer struct {
 	// believe until the vector catches up (Heard).
 	Load      float64
 	MemFreeMB float64
+	// Least is the destination's Node.Least, the admitted moves' jobs
+	// counted in: a turn refused for want of a lead is not asked again
+	// until the lead is there.
+	Least float64
 }
 
 // Reserved is self (this node's load and free memory as measured at
@@ -117,18 +121,18 @@ func (l *Ledger) reserved(self Node, now time.Time, job string, but bool) Node {
 func (l *Ledger) Admit(mv Move, self Node, now time.Time) AdmitAnswer {
 	all := l.Reserved(self, now)
 	if err := mv.Check(); err != nil {
-		return AdmitAnswer{Refused: err, Load: all.Load, MemFreeMB: all.MemFreeMB}
+		return AdmitAnswer{Refused: err, Load: all.Load, MemFreeMB: all.MemFreeMB, Least: all.Least}
 	}
 	others := l.reserved(self, now, mv.Job, true)
 	if err := Admit(mv, others); err != nil {
-		return AdmitAnswer{Refused: err, Load: all.Load, MemFreeMB: all.MemFreeMB}
+		return AdmitAnswer{Refused: err, Load: all.Load, MemFreeMB: all.MemFreeMB, Least: all.Least}
 	}
 	if l.admitted == nil {
 		l.admitted = map[string]admission{}
 	}
 	l.admitted[mv.Job] = admission{mv, now.Add(AdmitHold)}
 	others.take(mv)
-	return AdmitAnswer{Load: others.Load, MemFreeMB: others.MemFreeMB}
+	return AdmitAnswer{Load: others.Load, MemFreeMB: others.MemFreeMB, Least: others.Least}
 }
 
 // Pending is how many admitted moves, other than job's own (Admit judges
@@ -171,17 +175,18 @@ func (l *Ledger) Withdrawn(mv Move) bool {
 
 // ---- heard loads, recent moves and failures (the source's side) ----
 
-// Heard records a peer's load and free memory as its answer to a move
-// gave them at now.
-func (l *Ledger) Heard(node string, load, memFreeMB float64, now time.Time) {
+// Heard records a peer's load, free memory and least CPU time (Node.Least)
+// as its answer to a move gave them at now.
+func (l *Ledger) Heard(answer Node, now time.Time) {
 	if l.heard == nil {
 		l.heard = map[string]heardLoad{}
 	}
-	l.heard[node] = heardLoad{load, memFreeMB, now}
+	l.heard[answer.ID] = heardLoad{answer.Load, answer.MemFreeMB, answer.Least, now}
 }
 
 // Declined records a destination's refusal of move mv at now, with its
-// answer (its id, capacity, and the load and free memory it gave): the
+// answer (its id, capacity, and the load, free memory and least CPU time
+// it gave): the
 // answer stands for its load-vector entry (Heard). If the answer explains
 // the refusal (judged against it, the move no longer passes Admit: the
 // node took another job since the vector's entry), the batch's end runs a
@@ -190,7 +195,7 @@ func (l *Ledger) Heard(node string, load, memFreeMB float64, now time.Time) {
 // gives less load than it has) waits for the period: the next round
 // would choose that node again.
 func (l *Ledger) Declined(mv Move, answer Node, now time.Time) {
-	l.Heard(answer.ID, answer.Load, answer.MemFreeMB, now)
+	l.Heard(answer, now)
 	if l.running && Admit(mv, answer) != nil {
 		l.refused = true
 	}
@@ -225,7 +230,7 @@ func (l *Ledger) ApplyHeard(peers []Node) {
 			continue
 		}
 		if h.at.After(p.Received) {
-			peers[i].Load, peers[i].MemFreeMB, peers[i].Received = h.load, h.memFreeMB, h.at
+			peers[i].Load, peers[i].MemFreeMB, peers[i].Least, peers[i].Received = h.load, h.memFreeMB, h.least, h.at
 		} else {
 			delete(l.heard, p.ID)
 		}

@@ -96,7 +96,7 @@ func (c *cluster) round(now time.Time) []asked {
 		ans := dst.ledger.Admit(mv, dst.self, now)
 		if ans.Refused != nil {
 			src.ledger.Forget(mv)
-			src.ledger.Heard(mv.To, ans.Load, ans.MemFreeMB, now)
+			src.ledger.Heard(Node{ID: mv.To, Load: ans.Load, MemFreeMB: ans.MemFreeMB, Least: ans.Least}, now)
 		}
 		out = append(out, asked{mv, ans})
 	}
@@ -209,7 +209,7 @@ func TestLedgerHeardLoadsUntilTheVectorCatchesUp(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var l Ledger
-			l.Heard("3", 2, 100, tc.heardAt)
+			l.Heard(Node{ID: "3", Load: 2, MemFreeMB: 100}, tc.heardAt)
 			p := vector
 			p.Received = tc.received
 			peers := []Node{{ID: "2", Capacity: 1, Load: 1, Received: tc.received}, p}
@@ -235,7 +235,7 @@ func TestLedgerHeardLoadsUntilTheVectorCatchesUp(t *testing.T) {
 	}
 	// A heard load of a node absent from this round's peers waits.
 	var l Ledger
-	l.Heard("4", 3, 0, t0)
+	l.Heard(Node{ID: "4", Load: 3}, t0)
 	l.ApplyHeard([]Node{{ID: "3", Received: t0.Add(time.Second)}})
 	later := []Node{{ID: "4", Received: t0.Add(-time.Second)}}
 	if l.ApplyHeard(later); later[0].Load != 3 {
@@ -478,7 +478,7 @@ func TestLedgerEasedAfterARefusal(t *testing.T) {
 		{"a fall of under half a thread", "2", 1.6, 3, false},
 		{"never heard from", "3", 0, 3, false},
 	} {
-		l.Heard("2", 2, 100, t0) // capacity 1: two jobs, with the one it admitted
+		l.Heard(Node{ID: "2", Load: 2, MemFreeMB: 100}, t0) // capacity 1: two jobs, with the one it admitted
 		if got := l.Eased(tc.node, tc.load, 1, tc.self); got != tc.eases {
 			t.Errorf("%s: Eased = %v, want %v", tc.name, got, tc.eases)
 		}
@@ -486,7 +486,7 @@ func TestLedgerEasedAfterARefusal(t *testing.T) {
 			t.Errorf("%s: Eased twice for one refusal", tc.name)
 		}
 	}
-	l.Heard("2", 2, 100, t0)
+	l.Heard(Node{ID: "2", Load: 2, MemFreeMB: 100}, t0)
 	if l.Eased("2", 0, 0, 3) {
 		t.Error("a node of no capacity eases")
 	}

@@ -3,9 +3,12 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -299,6 +302,89 @@ func TestNoPingPong(t *testing.T) {
 	}
 	if moves != 6 {
 		t.Fatalf("%d migrations in the events, want 6 (each extra job once)", moves)
+	}
+}
+
+// Jobs take turns on real agents and real CRIU: three CPU-bound jobs on
+// two nodes of 0.5 CPU leave one alone, which gains a quarter CPU-second
+// a second on the two that share. Once it leads them by what it gains in
+// sched.TurnEvery (1.5 CPU-seconds), the node running two sends its most
+// advanced job over (a turn). Each job's CPU time goes with it: the
+// scheduler judges the next turn by it, and roam ps shows it (a restored
+// process's own count starts again at zero). After a minute every job has
+// had its third of the CPU, within a few leads; without turns the lone
+// job would have had twice what each of the others had.
+func TestJobsTakeTurns(t *testing.T) {
+	burn := workload(t, "burn")
+	c := upCluster(t, "e2eturn", 45, "--nodes", "2", "--cpu", "0.5", "--scheduler", "balance")
+	c.waitAllAlive(2)
+	waitFor(t, 15*time.Second, "node 1 knows node 2's load", func() (bool, string) {
+		for _, n := range c.nodes("1") {
+			if n.ID == "2" && n.Alive && n.Load != nil {
+				return true, ""
+			}
+		}
+		return false, "not yet"
+	})
+	ids := c.runJobs("1", 3, burn, "600", "0")
+	t.Cleanup(func() {
+		var list []string
+		for id := range ids {
+			list = append(list, id)
+		}
+		c.run(append([]string{"--node", "1", "kill", "-s", "KILL"}, list...)...)
+	})
+	waitFor(t, 20*time.Second, "2 jobs on one node, 1 on the other", func() (bool, string) {
+		got := perNode(c.ps("1"), ids)
+		return len(got) == 2, fmt.Sprint(got)
+	})
+	start := time.Now()
+	// A turn's reason names the job and its CPU time then.
+	turn := regexp.MustCompile(`job ([0-9.]+), ([0-9.]+) CPU-seconds, goes; the most a runnable job left here has had`)
+	type turned struct {
+		job string
+		cpu float64
+	}
+	var turns []turned
+	waitFor(t, 90*time.Second, "two turns", func() (bool, string) {
+		turns = nil
+		for _, node := range []string{"1", "2"} {
+			for _, e := range c.events(node) {
+				// Once, as its source logged it.
+				if m := turn.FindStringSubmatch(e.Why); e.Kind == "migrate" && e.Node == e.From && ids[e.Job] && m != nil {
+					cpu, _ := strconv.ParseFloat(m[2], 64)
+					turns = append(turns, turned{m[1], cpu})
+				}
+			}
+		}
+		return len(turns) >= 2, fmt.Sprint(turns)
+	})
+	if d := time.Since(start); d < time.Minute {
+		time.Sleep(time.Minute - d)
+	}
+	js := c.ps("1")
+	cpu := map[string]float64{}
+	for _, j := range js {
+		if ids[j.ID] {
+			if j.State != "running" {
+				t.Fatalf("job %s is %s", j.ID, j.State)
+			}
+			cpu[j.ID] = j.CPUSeconds
+		}
+	}
+	// What a job had when it turned, it has still, and more.
+	for _, tr := range turns {
+		if cpu[tr.job] < tr.cpu {
+			t.Errorf("job %s turned with %.2f CPU-seconds; roam ps shows %.2f since", tr.job, tr.cpu, cpu[tr.job])
+		}
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, v := range cpu {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	t.Logf("%d turns (%v); CPU-seconds after %v: %v", len(turns), turns, time.Since(start).Round(time.Second), cpu)
+	if len(cpu) != 3 || hi > 1.5*lo {
+		t.Fatalf("CPU-seconds %v: the most is over 1.5 times the least (without turns it is twice)", cpu)
 	}
 }
 
