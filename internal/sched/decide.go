@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 	"sort"
@@ -414,7 +415,7 @@ func turns(s Snapshot) []Problem {
 	}
 	var cs []Node
 	for _, p := range s.Peers {
-		if p.Capacity > 0 && p.Load > 0 && p.Least > 0 && p.Load+1/p.Capacity <= s.Self.Load+loadEpsilon && TurnGain*p.Load <= s.Self.Load+loadEpsilon {
+		if l := turnLoad(p); p.Capacity > 0 && l > 0 && p.Least > 0 && l+1/p.Capacity <= s.Self.Load+loadEpsilon && TurnGain*l <= s.Self.Load+loadEpsilon {
 			cs = append(cs, p)
 		}
 	}
@@ -439,6 +440,18 @@ func turns(s Snapshot) []Problem {
 // loadEpsilon is how much two loads may differ and still be called equal
 // (a turn's target may be as loaded as its source was).
 const loadEpsilon = 1e-9
+
+// turnLoad is n's load as whole runnable threads per unit of capacity: a
+// turn is between nodes whose job counts differ, and a peer's load in the
+// vector is smoothed (a node running one job may say 1.05 of it), which
+// would make the case turns are for, one job against two, fail its
+// equalities by a hair.
+func turnLoad(n Node) float64 {
+	if n.Capacity <= 0 {
+		return 0
+	}
+	return math.Round(n.Load*n.Capacity) / n.Capacity
+}
 
 // ushering is MOSIX's memory ushering (seed 001 §4.2): when free memory
 // falls under a floor, a process goes to a node with room for it.
@@ -716,7 +729,7 @@ func (m *migrateManager) pickTurn(s Snapshot, pr Problem, peers map[string]Node)
 // of every job at target t: what t's jobs gain on them in TurnEvery, at
 // t's share of a CPU per runnable thread (1/load) against the source's.
 func turnLead(mv Move, t Node) float64 {
-	return TurnEvery.Seconds() * (1/t.Load - 1/mv.SrcLoad)
+	return TurnEvery.Seconds() * (1/turnLoad(t) - 1/mv.SrcLoad)
 }
 
 // fits says why target t would not take move mv, or nil: for memory, t
@@ -732,12 +745,13 @@ func fits(mv Move, t Node) error {
 	}
 	after := afterLoad(mv, t)
 	if mv.Kind == ProblemTurn {
+		tl := turnLoad(t)
 		switch {
-		case after > mv.SrcLoad+loadEpsilon:
-			return fmt.Errorf("node %s would have load %.2f with job %s, above node %s's %.2f: a turn must not load it more", t.ID, after, mv.Job, mv.From, mv.SrcLoad)
-		case t.Load <= 0 || t.Least <= 0:
+		case t.Capacity <= 0 || tl <= 0 || t.Least <= 0:
 			return fmt.Errorf("node %s runs no job that has had CPU time: a turn of job %s needs jobs ahead of it there", t.ID, mv.Job)
-		case TurnGain*t.Load > mv.SrcLoad+loadEpsilon:
+		case tl+float64(max(mv.Runnable, 1))/t.Capacity > mv.SrcLoad+loadEpsilon:
+			return fmt.Errorf("node %s would have load %.2f with job %s, above node %s's %.2f: a turn must not load it more", t.ID, after, mv.Job, mv.From, mv.SrcLoad)
+		case TurnGain*tl > mv.SrcLoad+loadEpsilon:
 			return fmt.Errorf("node %s's load %.2f is not %d times below node %s's %.2f: a turn of job %s would even out too little", t.ID, t.Load, TurnGain, mv.From, mv.SrcLoad, mv.Job)
 		case t.Least-mv.Behind < turnLead(mv, t):
 			return fmt.Errorf("node %s's jobs have had %.2f CPU-seconds at least, node %s's left %.2f at most: a turn of job %s needs a lead of %.2f", t.ID, t.Least, mv.From, mv.Behind, mv.Job, turnLead(mv, t))

@@ -44,6 +44,14 @@ func TestTurnSendsTheMostAdvancedJobToANodeFurtherAhead(t *testing.T) {
 	if moves := s.Decide(turnSnap(0.6+lead-0.01), rand.New(rand.NewSource(1))); len(moves) != 0 {
 		t.Fatalf("turn with a lead of %.2f CPU-s: %+v", lead-0.01, moves)
 	}
+	// A smoothed load says a little more than one job: still one.
+	for _, l := range []float64{1.2, 1.01} {
+		snap := turnSnap(0.6 + lead + 0.01)
+		snap.Peers[0].Load = l / 0.2
+		if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 1 || moves[0].Kind != ProblemTurn {
+			t.Fatalf("target's load %.1f threads: %+v, want a turn", l, moves)
+		}
+	}
 	// A node that says nothing of its jobs' CPU time (an older roam) is
 	// not a turn's target.
 	if moves := s.Decide(turnSnap(0), rand.New(rand.NewSource(1))); len(moves) != 0 {
