@@ -1118,8 +1118,8 @@ func FuzzPeerAdmit(f *testing.F) {
 	f.Add(fzJSON(f, sched.Move{Job: "", To: fzSelf, Kind: sched.ProblemCPU, SrcLoad: 3}))
 	f.Add(fzJSON(f, sched.Move{Job: "n1.7", To: fzSelf, Kind: "disk", SrcLoad: 3}))
 	f.Add([]byte(`{"Job":"n1.7","To":"n2","Kind":"cpu","SrcLoad":1e308,"Runnable":-3}`))
-	f.Add(fzJSON(f, sched.Move{Job: "n1.7", To: fzSelf, From: "n1", Kind: sched.ProblemTurn, RSSMB: 40, Runnable: 1, SrcLoad: 10, Attained: 3, Behind: 1}))
-	f.Add(fzJSON(f, sched.Move{Job: "n1.7", To: fzSelf, From: "n1", Kind: sched.ProblemTurn, Runnable: 1, SrcLoad: 10, Attained: 3, Behind: 1.9}))
+	f.Add(fzJSON(f, sched.Move{Job: "n1.7", To: fzSelf, From: "n1", Kind: sched.ProblemTurn, RSSMB: 40, Runnable: 1, SrcLoad: 10, Attained: 3, Behind: 1, TurnEvery: sched.DefaultTurnEvery}))
+	f.Add(fzJSON(f, sched.Move{Job: "n1.7", To: fzSelf, From: "n1", Kind: sched.ProblemTurn, Runnable: 1, SrcLoad: 10, Attained: 3, Behind: 1.9, TurnEvery: sched.DefaultTurnEvery}))
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a := pool.get(t)

@@ -266,10 +266,10 @@ type psPart struct {
 
 func (a *Agent) psLocal() psPart {
 	type proc struct {
-		id     string
-		pid    int
-		tix    uint64
-		before float64 // CPU seconds on the nodes it ran on before
+		id  string
+		pid int
+		tix uint64
+		rec job.Local
 	}
 	var procs []proc
 	p := psPart{Usage: map[string]usage{}}
@@ -280,7 +280,7 @@ func (a *Agent) psLocal() psPart {
 		p.Records = append(p.Records, rec)
 	}
 	for id, lj := range a.jobs.local {
-		procs = append(procs, proc{id, lj.rec.PID, lj.rec.StartTix, lj.rec.CPUBefore})
+		procs = append(procs, proc{id, lj.rec.PID, lj.rec.StartTix, lj.rec})
 	}
 	a.jobs.mu.Unlock()
 	// /proc and the cgroups are read without the job lock.
@@ -288,9 +288,8 @@ func (a *Agent) psLocal() psPart {
 		if a.procs.Alive(pr.pid, pr.tix) {
 			// Its CPU time on every node it ran on, as if it had run here
 			// all along (the user sees the job as local).
-			cpu := a.attained(pr.id, pr.pid, pr.before)
-			_, rss := a.procs.Usage(pr.id, pr.pid)
-			p.Usage[pr.id] = usage{cpu, rss, a.procs.Stopped(pr.pid)}
+			cpu, rss := a.procs.Usage(pr.id, pr.pid)
+			p.Usage[pr.id] = usage{attainedFrom(cpu, pr.rec), rss, a.procs.Stopped(pr.pid)}
 		}
 	}
 	return p

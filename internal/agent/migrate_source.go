@@ -371,9 +371,9 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.Inc, hdr.CheckpointEvery = lj.rec.Inc, lj.rec.CheckpointEvery
 	hasStdin := lj.stdin != nil
 	spool := lj.rec.Dir
-	before := lj.rec.CPUBefore
+	rec := lj.rec
 	a.jobs.mu.Unlock()
-	hdr.CPUBefore = a.attained(r.Job, r.PID, before)
+	hdr.CPUBefore = a.attained(rec)
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
 	}

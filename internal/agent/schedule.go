@@ -240,7 +240,11 @@ func (a *Agent) move(mv sched.Move) bool {
 		a.mu.Unlock()
 		a.sch.mu.Lock()
 		a.sch.ledger.Forget(mv)
-		a.sch.ledger.Declined(mv, sched.Node{ID: mv.To, Capacity: capacity, Load: ar.Load, MemFreeMB: ar.MemFreeMB, Least: ar.Least}, now)
+		least := ar.Least
+		if !(least >= 0 && least <= sched.MaxCPUSeconds) {
+			least = 0 // a peer's answer: what no node sends counts as unsaid
+		}
+		a.sch.ledger.Declined(mv, sched.Node{ID: mv.To, Capacity: capacity, Load: ar.Load, MemFreeMB: ar.MemFreeMB, Least: least}, now)
 		a.sch.mu.Unlock()
 		a.event(api.Event{Kind: "declined", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
 		return false
@@ -332,7 +336,7 @@ func (a *Agent) snapshot() sched.Snapshot {
 		}
 		run, sys, rss := a.procs.Activity(r.rec.PID)
 		j := sched.Job{ID: r.rec.ID, Started: r.rec.Started, LastMoved: r.rec.LastMoved, Moves: r.rec.Moves, RSSMB: rss, Runnable: run,
-			Attained: a.attained(r.rec.ID, r.rec.PID, r.rec.CPUBefore)}
+			Attained: a.attained(r.rec)}
 		if run > 0 && (least == 0 || j.Attained < least) {
 			least = j.Attained
 		}
@@ -358,12 +362,24 @@ func (a *Agent) snapshot() sched.Snapshot {
 }
 
 // attained is a job's attained service (sched.Job.Attained), the CPU time
-// roam ps shows: the CPU seconds it had before this node (before), and
-// those of its processes here (job.Processes.Usage: its cgroup's count, or
-// its process tree's; a restored process's count starts again at zero).
-func (a *Agent) attained(id string, pid int, before float64) float64 {
+// roam ps shows: the CPU seconds it had before this node, and those of its
+// processes here (job.Processes.Usage: its cgroup's count, or its process
+// tree's; a restored process's count starts again at zero).
+func (a *Agent) attained(l job.Local) float64 {
+	cpu, _ := a.procs.Usage(l.ID, l.PID)
+	return attainedFrom(cpu, l)
+}
+
+// attainedFrom is attained with the count here, cpu, read already: what
+// it grew by since the copy came (CPUBase), after what the job had before.
+func attainedFrom(cpu float64, l job.Local) float64 {
+	return min(max(l.CPUBefore, 0)+max(cpu-l.CPUBase, 0), migrate.MaxCPUBefore)
+}
+
+// cpuHere is the count here of a copy restored just now (job.Local.CPUBase).
+func (a *Agent) cpuHere(id string, pid int) float64 {
 	cpu, _ := a.procs.Usage(id, pid)
-	return min(before+max(cpu, 0), migrate.MaxCPUBefore)
+	return max(cpu, 0)
 }
 
 // releaseHold hands a job placed by hand back to the policies.

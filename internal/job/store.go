@@ -155,6 +155,11 @@ type Local struct {
 	// with what it has had here, its attained service, which the
 	// scheduler's turns even out (sched.ProblemTurn).
 	CPUBefore float64 `json:"cpu_before,omitempty"`
+	// CPUBase is what the job's count here (its cgroup's, or its process
+	// tree's) said when this copy came: a job that comes back to a node
+	// before its old cgroup there is removed finds that cgroup's old count
+	// in it, which it had before and carries in CPUBefore already.
+	CPUBase float64 `json:"cpu_base,omitempty"`
 }
 
 // Over reports whether the job is over (finished or lost).

@@ -100,6 +100,9 @@ type Move struct {
 	// source has had: every job at the target must have had more, by the
 	// turn's lead (fits).
 	Behind float64 `json:",omitempty"`
+	// TurnEvery, for a turn, is the source's policy's turn_every, from
+	// which the lead is reckoned (turnLead).
+	TurnEvery time.Duration `json:",omitempty"`
 }
 
 // Check refuses a move whose numbers no policy makes: negative or not
@@ -117,6 +120,12 @@ func (m Move) Check() error {
 	}
 	if m.Runnable < 0 {
 		return fmt.Errorf("move of job %s: runnable %d is negative", m.Job, m.Runnable)
+	}
+	if m.Attained > MaxCPUSeconds || m.Behind > MaxCPUSeconds {
+		return fmt.Errorf("move of job %s: a CPU time over %g s", m.Job, float64(MaxCPUSeconds))
+	}
+	if m.Kind == ProblemTurn && (m.TurnEvery <= 0 || m.TurnEvery > MaxTurnEvery) {
+		return fmt.Errorf("move of job %s: turn_every %v is not in (0, %v]", m.Job, m.TurnEvery, MaxTurnEvery)
 	}
 	return nil
 }
@@ -141,16 +150,37 @@ const (
 	ProblemTurn ProblemKind = "turn"
 )
 
-// TurnEvery is how often, at most, a turn moves a job between a node and
-// a peer: the lead a target's jobs must have over the jobs left at the
-// source is what the target's jobs gain over them in this time, at the
-// two nodes' shares of a CPU per runnable thread (fits). Eight jobs on
-// six nodes of 0.2 CPU: the single jobs gain 0.1 CPU-second a second on
-// the doubled ones, and a turn needs a lead of 0.6 CPU-seconds; a move
-// freezes a job for a few hundred milliseconds, a twentieth of the 6 s.
-// In the model of roam bench lvm (TestBurstSpreadsInTheModel), 4 s gave
-// 91.7, 94.5 and 93.1 % at 6, 5 and 7 nodes, 6 s 92.4, 95.2 and 95.3 %.
-const TurnEvery = 6 * time.Second
+// DefaultTurnEvery is balance's turn_every: how often, at most, a turn
+// moves a job between a node and a peer. The lead a target's jobs must
+// have over the jobs left at the source is what the target's jobs gain
+// over them in this time, at the two nodes' shares of a CPU per runnable
+// thread (fits), and a job that moved (or whose move failed) within it
+// does not turn. Eight jobs on six nodes of 0.2 CPU: the single jobs gain
+// 0.1 CPU-second a second on the doubled ones, and a turn needs a lead of
+// 0.6 CPU-seconds; a move freezes a job for a few hundred milliseconds, a
+// twentieth of the 6 s. In the model of roam bench lvm
+// (TestBurstSpreadsInTheModel), 4 s gave 91.7, 94.5 and 93.1 % at 6, 5
+// and 7 nodes, 6 s 92.4, 95.2 and 95.3 %. turn_every: 0 turns turns off.
+const DefaultTurnEvery = 6 * time.Second
+
+// MaxTurnEvery bounds turn_every, and a turn's TurnEvery from the wire.
+const MaxTurnEvery = time.Hour
+
+// TurnMaxRSSMB: a job with more resident memory does not turn. An eager
+// move freezes a job about 2.7 ms a MiB here (272 ms at 128 MiB, 2.8 s at
+// 1 GiB: roam bench migrate, README), and a turn's freeze should stay
+// under a tenth of DefaultTurnEvery.
+const TurnMaxRSSMB = 192
+
+// TurnKeepFreeMB is what a turn's target must keep free with the job: a
+// turn's target always runs jobs already (DefaultUsherFreeMB, ushering's
+// floor, which would otherwise send the job on at once).
+const TurnKeepFreeMB = DefaultUsherFreeMB
+
+// MaxCPUSeconds bounds a CPU time from the wire (Move.Attained and
+// Behind, Node.Least): a thousand years of a CPU, as the load message's
+// (load.MaxLeast) and the migration header's (migrate.MaxCPUBefore).
+const MaxCPUSeconds = 3.2e10
 
 // TurnGain is how many times larger than at the source a runnable thread's
 // share of a CPU must be at a turn's target: one job against two, or
@@ -181,6 +211,8 @@ type Problem struct {
 	// be after the move; the manager checks it again for the job it picks
 	// (a job with several runnable threads weighs more than one).
 	Threshold float64
+	// TurnEvery, for a turn: the analyzer's turn_every.
+	TurnEvery time.Duration
 }
 
 // Analyzer turns a snapshot into local problems. Implementations are pure.
@@ -344,15 +376,21 @@ func (n *Node) take(mv Move) {
 // would still be lower than ours by more than the threshold.
 type balance struct {
 	Threshold float64 `yaml:"threshold"`
+	// TurnEvery is how often a job may turn (DefaultTurnEvery); 0: jobs
+	// never take turns.
+	TurnEvery Duration `yaml:"turn_every"`
 }
 
 func newBalance(n *yamlNode) (Analyzer, error) {
-	b := &balance{Threshold: DefaultBalanceThreshold}
+	b := &balance{Threshold: DefaultBalanceThreshold, TurnEvery: Duration(DefaultTurnEvery)}
 	if err := decodeParams(n, b); err != nil {
 		return nil, err
 	}
 	if b.Threshold < 0 {
 		return nil, fmt.Errorf("threshold %v is negative", b.Threshold)
+	}
+	if b.TurnEvery < 0 || time.Duration(b.TurnEvery) > MaxTurnEvery {
+		return nil, fmt.Errorf("turn_every %v is not in 0..%v (0: no turns)", time.Duration(b.TurnEvery), MaxTurnEvery)
 	}
 	return b, nil
 }
@@ -373,7 +411,7 @@ func (b *balance) Analyze(s Snapshot) []Problem {
 		}
 	}
 	if len(cs) == 0 {
-		return turns(s)
+		return b.turns(s)
 	}
 	// Least loaded after the move first; on a tie, the node less busy
 	// now: a job on an idle node adds to the cluster's throughput, one
@@ -403,7 +441,10 @@ func (b *balance) Analyze(s Snapshot) []Problem {
 // ahead first. Which job goes, and whether the target
 // is far enough ahead, is the manager's (Pick, fits): this node needs two
 // runnable jobs at least, one to leave and one to gain.
-func turns(s Snapshot) []Problem {
+func (b *balance) turns(s Snapshot) []Problem {
+	if b.TurnEvery == 0 {
+		return nil
+	}
 	runnable := 0
 	for _, j := range s.Jobs {
 		if j.Runnable > 0 {
@@ -432,7 +473,7 @@ func turns(s Snapshot) []Problem {
 	for i, c := range cs {
 		targets[i] = c.ID
 	}
-	return []Problem{{Kind: ProblemTurn, Targets: targets,
+	return []Problem{{Kind: ProblemTurn, Targets: targets, TurnEvery: time.Duration(b.TurnEvery),
 		Why: fmt.Sprintf("load %.2f on node %s, no peer less loaded; node %s's jobs have had %.2f CPU-seconds at least",
 			s.Self.Load, s.Self.ID, cs[0].ID, cs[0].Least)}}
 }
@@ -686,11 +727,15 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 
 // pickTurn picks a turn: the runnable job that has had the most CPU time
 // here leaves, to the first target whose jobs are all far enough ahead of
-// the runnable jobs left here (fits); none if that job may not move (held,
-// or younger than MinAge: another job leaving would leave the most
-// advanced one here, which is no turn). Hysteresis does not hold it: a
-// job sent to a node whose jobs are all ahead of it is the least advanced
-// there, and never the one that node's own turns send.
+// the runnable jobs left here (fits); none if that job may not move: held,
+// younger than MinAge, larger than TurnMaxRSSMB, or moved (or failed to)
+// within the turn's TurnEvery (another job leaving would leave the most
+// advanced one here, which is no turn). The manager's hysteresis does not
+// hold it: the lead bounds how often jobs turn between two nodes. A job
+// may turn back: it goes to a node whose jobs are ahead of the ones it
+// leaves, and if it is the most advanced there too, it leaves again once
+// the jobs it left have pulled ahead by a lead of their own (at most once
+// a TurnEvery), which is what least attained service asks.
 func (m *migrateManager) pickTurn(s Snapshot, pr Problem, peers map[string]Node) (Move, bool) {
 	var run []Job
 	for _, j := range s.Jobs {
@@ -708,12 +753,13 @@ func (m *migrateManager) pickTurn(s Snapshot, pr Problem, peers map[string]Node)
 		return run[a].ID < run[b].ID
 	})
 	j := run[0]
-	if j.Held != "" || s.Now.Sub(j.Started) < time.Duration(m.MinAge) {
+	if j.Held != "" || s.Now.Sub(j.Started) < time.Duration(m.MinAge) || j.RSSMB > TurnMaxRSSMB ||
+		(!j.LastMoved.IsZero() && s.Now.Sub(j.LastMoved) < pr.TurnEvery) {
 		return Move{}, false
 	}
 	for _, to := range pr.Targets {
 		mv := Move{Job: j.ID, To: to, From: s.Self.ID, Kind: ProblemTurn, RSSMB: j.RSSMB, Runnable: j.Runnable,
-			SrcLoad: s.Self.Load, Attained: j.Attained, Behind: run[1].Attained}
+			SrcLoad: s.Self.Load, Attained: j.Attained, Behind: run[1].Attained, TurnEvery: pr.TurnEvery}
 		mv.Lazy = m.LazyMB > 0 && j.RSSMB >= m.LazyMB
 		if fits(mv, peers[to]) != nil {
 			continue
@@ -729,7 +775,7 @@ func (m *migrateManager) pickTurn(s Snapshot, pr Problem, peers map[string]Node)
 // of every job at target t: what t's jobs gain on them in TurnEvery, at
 // t's share of a CPU per runnable thread (1/load) against the source's.
 func turnLead(mv Move, t Node) float64 {
-	return TurnEvery.Seconds() * (1/turnLoad(t) - 1/mv.SrcLoad)
+	return mv.TurnEvery.Seconds() * (1/turnLoad(t) - 1/mv.SrcLoad)
 }
 
 // fits says why target t would not take move mv, or nil: for memory, t
@@ -753,6 +799,8 @@ func fits(mv Move, t Node) error {
 			return fmt.Errorf("node %s would have load %.2f with job %s, above node %s's %.2f: a turn must not load it more", t.ID, after, mv.Job, mv.From, mv.SrcLoad)
 		case TurnGain*tl > mv.SrcLoad+loadEpsilon:
 			return fmt.Errorf("node %s's load %.2f is not %d times below node %s's %.2f: a turn of job %s would even out too little", t.ID, t.Load, TurnGain, mv.From, mv.SrcLoad, mv.Job)
+		case t.MemFreeMB-mv.RSSMB < TurnKeepFreeMB:
+			return fmt.Errorf("node %s would have %.0f MiB free with job %s, under the %.0f MiB a turn keeps", t.ID, t.MemFreeMB-mv.RSSMB, mv.Job, float64(TurnKeepFreeMB))
 		case t.Least-mv.Behind < turnLead(mv, t):
 			return fmt.Errorf("node %s's jobs have had %.2f CPU-seconds at least, node %s's left %.2f at most: a turn of job %s needs a lead of %.2f", t.ID, t.Least, mv.From, mv.Behind, mv.Job, turnLead(mv, t))
 		}

@@ -211,8 +211,8 @@ func FuzzLedgerAdmit(f *testing.F) {
 	f.Add([]byte(`{"Job":"n1.1","Kind":"cpu","SrcLoad":1e308,"Runnable":9223372036854775807}`))
 	f.Add([]byte(`{"Job":"n1.1","Kind":"memory","RSSMB":-0}`))
 	add(Move{Job: "n3.1", To: "n2", From: "n3", Kind: ProblemCPU, Runnable: 2, SrcLoad: 5, Threshold: 0.25}) // asked again
-	add(Move{Job: "n1.13", To: "n2", From: "n1", Kind: ProblemTurn, RSSMB: 5, Runnable: 1, SrcLoad: 2, Attained: 4, Behind: 1})
-	add(Move{Job: "n1.14", To: "n2", From: "n1", Kind: ProblemTurn, RSSMB: 5, Runnable: 1, SrcLoad: 2, Attained: 4, Behind: 2.9})
+	add(Move{Job: "n1.13", To: "n2", From: "n1", Kind: ProblemTurn, RSSMB: 5, Runnable: 1, SrcLoad: 2, Attained: 4, Behind: 1, TurnEvery: DefaultTurnEvery})
+	add(Move{Job: "n1.14", To: "n2", From: "n1", Kind: ProblemTurn, RSSMB: 5, Runnable: 1, SrcLoad: 2, Attained: 4, Behind: 2.9, TurnEvery: DefaultTurnEvery})
 	add(Move{Job: "n1.15", To: "n2", From: "n1", Kind: ProblemTurn, Runnable: 1, SrcLoad: 1, Attained: 1e12, Behind: -1})
 	f.Add([]byte(`{"Job":1}`))
 	f.Add([]byte(`null`))
@@ -250,7 +250,7 @@ func FuzzLedgerAdmit(f *testing.F) {
 			t.Fatalf("answered %+v, but the node counts %+v", ans, after)
 		case (base.Least > 0 && after.Least > base.Least) || after.Least > mv.Attained:
 			t.Fatalf("taking move %+v made the node's least CPU time %v (from %v)", mv, after.Least, base.Least)
-		case mv.Kind == ProblemTurn && (after.Load > mv.SrcLoad+loadEpsilon || base.Least-mv.Behind < turnLead(mv, base)):
+		case mv.Kind == ProblemTurn && (after.Load > mv.SrcLoad+loadEpsilon || base.Least-mv.Behind < turnLead(mv, base) || after.MemFreeMB < TurnKeepFreeMB):
 			t.Fatalf("turn %+v taken by %+v: it loads the node more than its source, or lacks the lead", mv, base)
 		case math.IsNaN(after.Load) || math.IsNaN(after.MemFreeMB):
 			t.Fatalf("the node's reserved load is %v, free memory %v", after.Load, after.MemFreeMB)

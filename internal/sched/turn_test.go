@@ -20,13 +20,13 @@ func turnSnap(least float64) Snapshot {
 		}}
 }
 
-// lead is what node 2's job gains on a job of node 1 in TurnEvery, at
+// lead is what node 2's job gains on a job of node 1 in turn_every, at
 // 0.2 against 0.1 CPU (0.6 CPU-s in 6 s).
-var lead = TurnEvery.Seconds() * (0.2 - 0.1)
+var lead = DefaultTurnEvery.Seconds() * (0.2 - 0.1)
 
 // The doubled node hands its most advanced job to a node as loaded after
 // the move as it is now, whose job leads the one left behind by what it
-// gains on it in TurnEvery, and not before.
+// gains on it in turn_every, and not before.
 func TestTurnSendsTheMostAdvancedJobToANodeFurtherAhead(t *testing.T) {
 	s := mustPolicy(t, "balance")
 	moves := s.Decide(turnSnap(0.6+lead+0.01), rand.New(rand.NewSource(1)))
@@ -129,7 +129,7 @@ func TestTurnIsNotAnsweredByATurnBack(t *testing.T) {
 // must be there, and a second turn is refused once the first is taken
 // (it would load the node more than its source).
 func TestAdmitJudgesATurnByTheLead(t *testing.T) {
-	mv := Move{Job: "1.1", From: "1", To: "2", Kind: ProblemTurn, RSSMB: 5, Runnable: 1, SrcLoad: 10, Attained: 1.0, Behind: 0.6, At: t0}
+	mv := Move{Job: "1.1", From: "1", To: "2", Kind: ProblemTurn, RSSMB: 5, Runnable: 1, SrcLoad: 10, Attained: 1.0, Behind: 0.6, At: t0, TurnEvery: DefaultTurnEvery}
 	self := Node{ID: "2", Capacity: 0.2, Load: 5, MemFreeMB: 4000, Least: 0.6 + lead - 0.01}
 	var l Ledger
 	if ans := l.Admit(mv, self, t0); ans.Refused == nil || !strings.Contains(ans.Refused.Error(), "lead") || ans.Least != self.Least {
@@ -158,7 +158,7 @@ func TestAdmitJudgesATurnByTheLead(t *testing.T) {
 // the same node again until its vector says the lead is there.
 func TestDeclinedTurnUpdatesTheView(t *testing.T) {
 	var l Ledger
-	mv := Move{Job: "1.1", From: "1", To: "2", Kind: ProblemTurn, RSSMB: 5, Runnable: 1, SrcLoad: 10, Attained: 1.0, Behind: 0.6, At: t0}
+	mv := Move{Job: "1.1", From: "1", To: "2", Kind: ProblemTurn, RSSMB: 5, Runnable: 1, SrcLoad: 10, Attained: 1.0, Behind: 0.6, At: t0, TurnEvery: DefaultTurnEvery}
 	l.Started([]Move{mv})
 	l.Forget(mv)
 	l.Declined(mv, Node{ID: "2", Capacity: 0.2, Load: 5, MemFreeMB: 4000, Least: 0.8}, t0.Add(time.Millisecond))
@@ -172,5 +172,88 @@ func TestDeclinedTurnUpdatesTheView(t *testing.T) {
 	}
 	if moves := mustPolicy(t, "balance").Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
 		t.Fatalf("asked again: %+v", moves)
+	}
+}
+
+// A job that moved, or whose move failed (Ledger.ApplyFailures sets its
+// LastMoved), within turn_every does not turn: a turn that fails is not
+// tried again every round. Nor does a job too large to move in a tenth
+// of turn_every.
+func TestTurnWaitsAfterAMoveAndSparesLargeJobs(t *testing.T) {
+	s := mustPolicy(t, "balance")
+	snap := turnSnap(100)
+	snap.Jobs[1].LastMoved = t0.Add(-DefaultTurnEvery + time.Second)
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("a job that moved %v ago turned: %+v", DefaultTurnEvery-time.Second, moves)
+	}
+	snap.Jobs[1].LastMoved = t0.Add(-DefaultTurnEvery)
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 1 {
+		t.Fatalf("a job that moved turn_every ago: %+v, want a turn", moves)
+	}
+	snap = turnSnap(100)
+	snap.Jobs[1].RSSMB = TurnMaxRSSMB + 1
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("a job of %d MiB turned: %+v", TurnMaxRSSMB+1, moves)
+	}
+}
+
+// A turn's target keeps TurnKeepFreeMB free with the job: it always runs
+// jobs already.
+func TestTurnKeepsMemoryFree(t *testing.T) {
+	s := mustPolicy(t, "balance")
+	snap := turnSnap(100)
+	snap.Peers[0].MemFreeMB = 5 + TurnKeepFreeMB - 1
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("a turn left %d MiB free at its target: %+v", TurnKeepFreeMB-1, moves)
+	}
+}
+
+// turn_every: 0 turns turns off; it is a duration up to MaxTurnEvery.
+func TestTurnEveryIsAPolicyParameter(t *testing.T) {
+	off, err := ParsePolicy([]byte("name: x\nanalyzers: {b: {type: balance, params: {turn_every: 0s}}}\nmanagers: {m: {type: migrate, inputs: [b]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moves := off.Decide(turnSnap(100), rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("turn_every 0 turned: %+v", moves)
+	}
+	slow, err := ParsePolicy([]byte("name: x\nanalyzers: {b: {type: balance, params: {turn_every: 60s}}}\nmanagers: {m: {type: migrate, inputs: [b]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lead of 0.6 CPU-s is what 6 s give, not 60 s.
+	if moves := slow.Decide(turnSnap(0.6+lead+0.01), rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("turn_every 60s turned with the lead of 6 s: %+v", moves)
+	}
+	if moves := slow.Decide(turnSnap(0.6+10*lead+0.01), rand.New(rand.NewSource(1))); len(moves) != 1 || moves[0].TurnEvery != time.Minute {
+		t.Fatalf("turn_every 60s: %+v, want a turn that says 1m", moves)
+	}
+	for bad, want := range map[string]string{"-1s": `"-1s"`, "2h": "turn_every 2h0m0s"} {
+		_, err := ParsePolicy([]byte("name: x\nanalyzers: {b: {type: balance, params: {turn_every: " + bad + "}}}\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("turn_every %s: %v, want an error naming %s", bad, err, want)
+		}
+	}
+}
+
+// A turn's numbers are checked as every move's: CPU times up to
+// MaxCPUSeconds (a node's Least takes them, and its load message would
+// otherwise be refused by every peer), and a turn_every.
+func TestTurnMoveCheck(t *testing.T) {
+	ok := Move{Job: "1.1", From: "1", To: "2", Kind: ProblemTurn, Runnable: 1, SrcLoad: 10, Attained: 1, Behind: 0.5, TurnEvery: DefaultTurnEvery}
+	if err := ok.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for name, change := range map[string]func(*Move){
+		"attained":    func(m *Move) { m.Attained = MaxCPUSeconds * 2 },
+		"behind":      func(m *Move) { m.Behind = -1 },
+		"turn_every":  func(m *Move) { m.TurnEvery = 0 },
+		"turn_every ": func(m *Move) { m.TurnEvery = MaxTurnEvery + 1 },
+	} {
+		m := ok
+		change(&m)
+		if err := m.Check(); err == nil {
+			t.Errorf("%s: %+v passed", name, m)
+		}
 	}
 }

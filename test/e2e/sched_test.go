@@ -308,7 +308,7 @@ func TestNoPingPong(t *testing.T) {
 // Jobs take turns on real agents and real CRIU: three CPU-bound jobs on
 // two nodes of 0.5 CPU leave one alone, which gains a quarter CPU-second
 // a second on the two that share. Once it leads them by what it gains in
-// sched.TurnEvery (1.5 CPU-seconds), the node running two sends its most
+// sched.DefaultTurnEvery (1.5 CPU-seconds), the node running two sends its most
 // advanced job over (a turn). Each job's CPU time goes with it: the
 // scheduler judges the next turn by it, and roam ps shows it (a restored
 // process's own count starts again at zero). After a minute every job has
