@@ -41,8 +41,8 @@ type AgentCostNode struct {
 func AgentCost(spec AgentCostSpec, progress io.Writer) ([]AgentCostNode, error) {
 	name := "bagent"
 	_ = emu.Down(name)
-	defer emu.Down(name)
-	st, err := emu.Up(emu.Spec{Name: name, Nodes: spec.Nodes, Subnet: spec.Subnet, Roamd: spec.Roamd, Interval: spec.Interval})
+	defer down(name)
+	st, err := up(emu.Spec{Name: name, Nodes: spec.Nodes, Subnet: spec.Subnet, Roamd: spec.Roamd, Interval: spec.Interval})
 	if err != nil {
 		return nil, err
 	}

@@ -95,8 +95,8 @@ func Balance(spec BalanceSpec, progress io.Writer) ([]BalancePoint, error) {
 func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 	name := spec.Name
 	_ = emu.Down(name)
-	defer emu.Down(name)
-	st, err := emu.Up(emu.Spec{Name: name, Nodes: len(spec.CPU), CPU: spec.CPU, Subnet: spec.Subnet, Roamd: spec.Roamd, Scheduler: policy})
+	defer down(name)
+	st, err := up(emu.Spec{Name: name, Nodes: len(spec.CPU), CPU: spec.CPU, Subnet: spec.Subnet, Roamd: spec.Roamd, Scheduler: policy})
 	if err != nil {
 		return BalancePoint{}, err
 	}

@@ -260,14 +260,14 @@ func RunExperiments(exps []*Experiment, opts Options, progress io.Writer) ([]*Re
 // every node knows every other's load; stop tears it down.
 func (x *Run) cluster(spec emu.Spec) (st emu.State, cl *api.Client, stop func(), err error) {
 	spec.Roamd = x.tool("roamd")
-	st, err = emu.Up(spec)
+	st, err = up(spec)
 	if err != nil {
 		if errors.Is(err, emu.ErrRunning) {
 			return st, nil, nil, fmt.Errorf("%w (left by an earlier run, or one running now)", err)
 		}
 		return st, nil, nil, err
 	}
-	stop = func() { _ = emu.Down(spec.Name) }
+	stop = func() { _ = down(spec.Name) }
 	cl = api.NewClient(st.Nodes[0].Socket)
 	if err = waitMembers(cl, spec.Nodes); err == nil {
 		err = waitLoads(cl, spec.Nodes)

@@ -40,8 +40,8 @@ type JobStartResult struct {
 func JobStart(spec JobStartSpec, progress io.Writer) (JobStartResult, error) {
 	name := "bjobs"
 	_ = emu.Down(name)
-	defer emu.Down(name)
-	st, err := emu.Up(emu.Spec{Name: name, Nodes: spec.Nodes, Subnet: spec.Subnet, Roamd: spec.Roamd})
+	defer down(name)
+	st, err := up(emu.Spec{Name: name, Nodes: spec.Nodes, Subnet: spec.Subnet, Roamd: spec.Roamd})
 	if err != nil {
 		return JobStartResult{}, err
 	}

@@ -67,8 +67,8 @@ type MigratePoint struct {
 func Migrate(spec MigrateSpec, progress io.Writer) ([]MigratePoint, error) {
 	name := "bmig"
 	_ = emu.Down(name)
-	defer emu.Down(name)
-	st, err := emu.Up(emu.Spec{Name: name, Nodes: 2, Subnet: spec.Subnet, Roamd: spec.Roamd})
+	defer down(name)
+	st, err := up(emu.Spec{Name: name, Nodes: 2, Subnet: spec.Subnet, Roamd: spec.Roamd})
 	if err != nil {
 		return nil, err
 	}

@@ -3,9 +3,11 @@ package cli
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -15,8 +17,24 @@ import (
 	"roam/internal/bench"
 )
 
+// downOnSignal makes a SIGINT or SIGTERM take the benchmark's clusters
+// down (bench.TearDown) and exit with 128 + the signal.
+func downOnSignal() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		names := bench.TearDown()
+		fmt.Fprintf(os.Stderr, "roam bench: %v: took down %d cluster(s) %v\n", s, len(names), names)
+		os.Exit(128 + int(s.(syscall.Signal)))
+	}()
+}
+
 func (e *env) benchCmd() *cobra.Command {
-	c := &cobra.Command{Use: "bench", Short: "run a benchmark on an emulated cluster it brings up and tears down"}
+	c := &cobra.Command{Use: "bench", Short: "run a benchmark on an emulated cluster it brings up and tears down",
+		// Stopped by SIGINT or SIGTERM, a benchmark takes its clusters
+		// down before it exits (128 + the signal), as it does when it ends.
+		PersistentPreRun: func(*cobra.Command, []string) { downOnSignal() }}
 	spec := bench.AgentCostSpec{}
 	var asJSON bool
 	ac := &cobra.Command{

@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"roam/internal/bench"
 	"roam/internal/emu"
@@ -146,5 +148,43 @@ func TestBenchQuickAll(t *testing.T) {
 	}
 	if f := mean("migrate", "eager freeze", 16, "time"); f <= 0 {
 		t.Errorf("migrate: eager freeze of 16 MiB = %g ms", f)
+	}
+}
+
+// A benchmark stopped by SIGTERM (or ^C) takes its cluster down before it
+// exits, with 128 + the signal: before, it left the cluster up (network
+// namespaces, a bridge, cgroups and agents) until roam cluster down.
+func TestBenchStoppedTakesItsClusterDown(t *testing.T) {
+	for _, w := range []string{"dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload"} {
+		workload(t, w) // the framework wants every tool there
+	}
+	cmd := exec.Command(filepath.Join(binDir, "roam"), "bench", "lvm", "--quick", "--out", t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = emu.Down("blvm")
+	})
+	waitFor(t, 2*time.Minute, "the benchmark's first run", func() (bool, string) {
+		return strings.Contains(stderr.String(), "repetition 1"), stderr.String()
+	})
+	if len(emu.Leftovers("blvm")) == 0 {
+		t.Fatal("the benchmark's cluster is not up")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if code := exitCodeOf(err); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("roam bench exited with %d (%v), want %d:\n%s", code, err, 128+int(syscall.SIGTERM), stderr.String())
+	}
+	if left := emu.Leftovers("blvm"); len(left) > 0 {
+		t.Fatalf("the stopped benchmark left %v:\n%s", left, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "took down 1 cluster(s) [blvm]") {
+		t.Fatalf("it did not say what it took down:\n%s", stderr.String())
 	}
 }

@@ -1,0 +1,53 @@
+package bench
+
+import (
+	"sync"
+
+	"roam/internal/emu"
+)
+
+// The emulated clusters a benchmark has up, so that a benchmark stopped by
+// a signal can take them down (TearDown): a cluster left up holds network
+// namespaces, a bridge, cgroups and agents until someone runs roam cluster
+// down.
+var clusters struct {
+	sync.Mutex
+	up map[string]bool
+}
+
+// up brings a cluster up and remembers it.
+func up(spec emu.Spec) (emu.State, error) {
+	clusters.Lock()
+	defer clusters.Unlock()
+	st, err := emu.Up(spec)
+	if err == nil {
+		if clusters.up == nil {
+			clusters.up = map[string]bool{}
+		}
+		clusters.up[spec.Name] = true
+	}
+	return st, err
+}
+
+// down takes a cluster down and forgets it.
+func down(name string) error {
+	clusters.Lock()
+	defer clusters.Unlock()
+	delete(clusters.up, name)
+	return emu.Down(name)
+}
+
+// TearDown takes down every cluster a benchmark of this process has up,
+// and returns their names. A benchmark running then fails at its next
+// step; the caller exits.
+func TearDown() []string {
+	clusters.Lock()
+	defer clusters.Unlock()
+	var names []string
+	for name := range clusters.up {
+		_ = emu.Down(name)
+		names = append(names, name)
+	}
+	clear(clusters.up)
+	return names
+}
