@@ -161,6 +161,17 @@ func (c *cluster) runJobs(node string, n int, argv ...string) map[string]bool {
 	return ids
 }
 
+// killOnCleanup kills the jobs ids (from node 1) when the test ends.
+func (c *cluster) killOnCleanup(ids map[string]bool) {
+	c.t.Cleanup(func() {
+		var list []string
+		for id := range ids {
+			list = append(list, id)
+		}
+		c.run(append([]string{"--node", "1", "kill", "-s", "KILL"}, list...)...)
+	})
+}
+
 // A process whose memory grows on a node with little memory moves away
 // before the node runs out, and nothing is OOM-killed.
 func TestMemoryUshering(t *testing.T) {
@@ -265,13 +276,7 @@ func TestNoPingPong(t *testing.T) {
 		return known == 4, fmt.Sprintf("%d of 4 known", known)
 	})
 	ids := c.runJobs("1", 8, burn, "600", "0")
-	t.Cleanup(func() {
-		var list []string
-		for id := range ids {
-			list = append(list, id)
-		}
-		c.run(append([]string{"--node", "1", "kill", "-s", "KILL"}, list...)...)
-	})
+	c.killOnCleanup(ids)
 	waitFor(t, 20*time.Second, "2 jobs per node", func() (bool, string) {
 		got := perNode(c.ps("1"), ids)
 		return len(got) == 4 && got["1"] == 2 && got["2"] == 2 && got["3"] == 2 && got["4"] == 2, fmt.Sprint(got)
@@ -327,13 +332,7 @@ func TestJobsTakeTurns(t *testing.T) {
 		return false, "not yet"
 	})
 	ids := c.runJobs("1", 3, burn, "600", "0")
-	t.Cleanup(func() {
-		var list []string
-		for id := range ids {
-			list = append(list, id)
-		}
-		c.run(append([]string{"--node", "1", "kill", "-s", "KILL"}, list...)...)
-	})
+	c.killOnCleanup(ids)
 	waitFor(t, 20*time.Second, "2 jobs on one node, 1 on the other", func() (bool, string) {
 		got := perNode(c.ps("1"), ids)
 		return len(got) == 2, fmt.Sprint(got)
