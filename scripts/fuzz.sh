@@ -7,8 +7,8 @@
 #
 # The targets are the decoders of what roam takes from outside its
 # process: the config, policy and secret files, what memberlist hands the
-# agent, every peer request, the migration stream, and what it reads of
-# /proc.
+# agent, every peer request, every request on the CLI's socket, the
+# migration stream, checkpoint files, and what it reads of /proc.
 #
 # Usage: scripts/fuzz.sh [REGEXP]   runs the targets whose "PKG NAME"
 #                                   matches REGEXP (all without one)
@@ -66,6 +66,9 @@ TARGETS=(
   "./internal/agent FuzzPeerAdmit"
   "./internal/agent FuzzPeerPolicy"
   "./internal/agent FuzzPeerRestart"
+  "./internal/agent FuzzPeerControl"
+  "./internal/agent FuzzPeerFiles"
+  "./internal/agent FuzzAPI"
   "./internal/migrate FuzzReadHeader"
   "./internal/migrate FuzzReadCheckpoint"
   "./internal/migrate FuzzHeaderValidate"

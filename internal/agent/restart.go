@@ -206,7 +206,8 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 		return reopened{}, errkind.New(ErrBadRequest, "job %s is still %s on node %s: it is not restarted while it runs (never two copies); roam kill it first", id, rec.State, rec.Node)
 	}
 	a.jobs.mu.Unlock()
-	if id == "" {
+	fresh := id == "" // a new id, which no record may hold
+	if fresh {
 		seq, err := a.store.NextSeqs(1)
 		if err != nil {
 			return reopened{}, err
@@ -222,6 +223,12 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
 	cur := a.jobs.home[id]
+	if cur != nil && fresh {
+		// The job table's sequence is behind its records (a table put
+		// back from a copy): the record is another job's, maybe another
+		// user's, and the checkpoint is not restarted as it.
+		return reopened{}, errkind.New(ErrUnavailable, "job id %s, new for a restart of job %s, is another job's: this node's job sequence is behind its records", id, req.ID)
+	}
 	var prev *job.Record // nil: the record is new
 	var next job.Record
 	if cur != nil {

@@ -1,0 +1,475 @@
+package agent
+
+// Fuzz targets for the rest of what the agent takes from outside its
+// process: the peer routes fuzz_test.go's targets leave out (purge,
+// migrate-out, drain, pages, a checkpoint's drop before a time, output
+// offsets, a checkpoint file to keep or to restore), and every route of
+// the CLI's socket, asked by two users and root. They run on fuzz_test.go's
+// pooled agent.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/asuser"
+	"roam/internal/ckpt"
+	"roam/internal/job"
+	"roam/internal/migrate"
+	"roam/internal/procfs"
+)
+
+// What the fuzz node answers past Start: every job runs as root and has
+// nothing to say of itself; it moves nowhere (Inspect pins it) and dumps
+// nothing. An input that gets this far is refused there, with the job
+// running on.
+func (n *fzNode) Owner(pid int) (uint32, bool)                     { return 0, pid == fzPID || pid == fzPID+1 }
+func (n *fzNode) StdinKey(pid int) string                          { return "" }
+func (n *fzNode) Usage(id string, pid int) (float64, float64)      { return 1, 10 }
+func (n *fzNode) Tidy()                                            {}
+func (n *fzNode) Activity(pid int) (int, uint64, float64)          { return 1, 0, 10 }
+func (n *fzNode) Stopped(pid int) bool                             { return false }
+func (n *fzNode) Creds(pid int) ([]procfs.Creds, error)            { return nil, errFzNode }
+func (n *fzNode) Mounts(pid int) ([]string, error)                 { return nil, errFzNode }
+func (n *fzNode) Checkpoint(pid int, dir string, m []string) error { return errFzNode }
+func (n *fzNode) Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict {
+	return migrate.Verdict{Pin: "fuzz node: no job moves"}
+}
+func (n *fzNode) Dump(pid int, dir string, m []string, pages net.Conn) (ckpt.Times, error) {
+	return nil, errFzNode
+}
+func (n *fzNode) DumpLazy(pid int, dir string, m []string) (ckpt.LazyDump, ckpt.Times, error) {
+	return nil, nil, errFzNode
+}
+
+// fzSeal appends to body the seal of a checkpoint file of agent a: what a
+// member of the cluster would send.
+func fzSeal(a *Agent, body []byte) []byte {
+	mac := hmac.New(sha256.New, a.ckptKey())
+	mac.Write(body)
+	return mac.Sum(bytes.Clone(body))
+}
+
+// fzCheckpoint is a checkpoint file of job id (uid 1000) as agent a
+// writes one, unsealed: its magic, META and header, and an archive of one
+// image.
+func fzCheckpoint(tb testing.TB, id string, uid uint32) []byte {
+	tb.Helper()
+	home, _ := migrate.JobHome(id)
+	h := migrate.Header{MID: "0123456789abcdef", From: "n3", ID: id, Home: home, HomeAddr: "10.0.0.1:7947", UID: uid, GID: uid,
+		Started: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Inc: 1}
+	dir := tb.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("inv"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	p, err := migrate.NewPlan(h, []migrate.File{{Name: "img/inventory.img", Path: filepath.Join(dir, "inventory.img"), Size: 3}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Node: "n3",
+		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Group: id, Started: h.Started}}
+	c, err := migrate.NewCheckpointPlan(meta, p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var buf bytes.Buffer
+	// Sealed with an empty key, then unsealed: the target seals it again
+	// with the agent's key when the input asks.
+	if err := c.Write(&buf, nil, func(path string) (io.ReadCloser, error) { return os.Open(path) }); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes()[:buf.Len()-migrate.SealSize]
+}
+
+// ---- peer port: the other routes ----
+
+var fzControlRoutes = []string{"purge", "migrate-out", "drain", "pages", "ckpt/drop", "output"}
+
+// FuzzPeerControl: /v1/peer/purge removes only ended jobs of the uid it
+// names (or of every uid); /v1/peer/migrate-out of any body leaves every
+// job running here as it was (the fuzz node moves none); /v1/peer/drain
+// takes only drain and resume, and refuses leave while jobs run here;
+// /v1/peer/pages serves no migration that is not under way; a drop's
+// time and an output's offsets that do not parse are refused or read as
+// zero, and an output holds the spool's bytes from its offset.
+func FuzzPeerControl(f *testing.F) {
+	f.Add(uint8(0), "", fzJSON(f, purgeRequest{UID: 1000}))
+	f.Add(uint8(0), "", fzJSON(f, purgeRequest{All: true}))
+	f.Add(uint8(0), "", []byte(`{"uid":-1}`))
+	f.Add(uint8(1), "", fzJSON(f, migrateOutRequest{ID: fzLocal, To: "n3"}))
+	f.Add(uint8(1), "", fzJSON(f, migrateOutRequest{ID: fzPinned, To: fzSelf, Lazy: true}))
+	f.Add(uint8(1), "", fzJSON(f, migrateOutRequest{ID: "../n1.5", To: "n3"}))
+	f.Add(uint8(2), drainOn, []byte(nil))
+	f.Add(uint8(2), drainOff, []byte(nil))
+	f.Add(uint8(2), drainLeave, []byte(nil))
+	f.Add(uint8(3), fzMID, []byte(nil))
+	f.Add(uint8(4), "2026-01-01T00:00:00Z", []byte(fzLocal))
+	f.Add(uint8(4), "yesterday", []byte(fzHome))
+	f.Add(uint8(5), "2", []byte("3"))
+	f.Add(uint8(5), "-7", []byte("99999999999999999999"))
+	pool := newFzPool(f)
+	f.Fuzz(func(t *testing.T, route uint8, value string, body []byte) {
+		a := pool.get(t)
+		path := fzControlRoutes[int(route)%len(fzControlRoutes)]
+		home := map[string]job.Record{}
+		for id, r := range a.jobs.home {
+			home[id] = *r
+		}
+		var w *httptest.ResponseRecorder
+		switch path {
+		case "purge":
+			w = a.call(http.MethodPost, "/v1/peer/purge", body)
+			fzStatus(t, w, path)
+			var req purgeRequest
+			ok := fzDecode(body, &req)
+			if !ok && w.Code != http.StatusBadRequest {
+				t.Fatalf("purge of %q answered %d", body, w.Code)
+			}
+			for id, r := range home {
+				if _, kept := a.jobs.home[id]; !kept && (!ok || !r.Over() || !req.All && r.UID != req.UID) {
+					t.Fatalf("purge %q removed job %s (uid %d, %s)", body, id, r.UID, r.State)
+				}
+			}
+		case "migrate-out":
+			w = a.call(http.MethodPost, "/v1/peer/migrate-out", body)
+			if w.Code == http.StatusOK {
+				t.Fatalf("migrate-out %q: a job left a node that moves none: %s", body, w.Body)
+			}
+			if !fzQuiet(t, a) {
+				t.Fatalf("migrate-out %q: a migration runs on after its answer", body)
+			}
+			for _, id := range []string{fzLocal, fzPinned} {
+				lj := a.jobs.local[id]
+				if lj == nil || lj.migrating {
+					t.Fatalf("migrate-out %q: job %s no longer runs here as before (%+v)", body, id, lj)
+				}
+			}
+			for _, s := range a.node.signals {
+				t.Fatalf("migrate-out %q: signal %d sent to %d", body, s.sig, s.pid)
+			}
+		case "drain":
+			was := a.draining.Load()
+			w = a.call(http.MethodPost, "/v1/peer/drain?"+url.Values{"state": {value}}.Encode(), nil)
+			fzStatus(t, w, path)
+			now := a.draining.Load()
+			switch value {
+			case drainOn, drainOff:
+				if w.Code != http.StatusOK || now != (value == drainOn) {
+					t.Fatalf("drain %q answered %d, draining %v", value, w.Code, now)
+				}
+			default: // leave too: two jobs run here
+				if w.Code != http.StatusBadRequest || now != was {
+					t.Fatalf("drain %q answered %d, draining %v (was %v)", value, w.Code, now, was)
+				}
+			}
+		case "pages":
+			w = a.call(http.MethodGet, "/v1/peer/pages?"+url.Values{"mid": {value}}.Encode(), nil)
+			if w.Code != http.StatusNotFound {
+				t.Fatalf("pages of %q answered %d with no migration under way", value, w.Code)
+			}
+		case "ckpt/drop":
+			w = a.call(http.MethodPost, "/v1/peer/ckpt/drop?"+url.Values{"id": {string(body)}, "before": {value}}.Encode(), nil)
+			fzStatus(t, w, path)
+			if _, err := time.Parse(time.RFC3339Nano, value); value != "" && err != nil && w.Code != http.StatusBadRequest {
+				t.Fatalf("drop before %q answered %d", value, w.Code)
+			}
+		case "output":
+			w = a.call(http.MethodGet, "/v1/peer/output?"+url.Values{"id": {fzHome}, "out": {value}, "err": {string(body)}, "wait": {"0s"}}.Encode(), nil)
+			fzStatus(t, w, path)
+			var o api.Output
+			if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &o) != nil {
+				t.Fatalf("output from %q answered %d: %s", value, w.Code, w.Body)
+			}
+			off, _ := strconv.ParseInt(value, 10, 64)
+			want := []byte("hello\n")[min(max(off, 0), 6):]
+			if !bytes.Equal(o.Stdout, want) || o.StdoutOff != max(off, 0)+int64(len(want)) {
+				t.Fatalf("output from %q: %q to %d, want %q", value, o.Stdout, o.StdoutOff, want)
+			}
+		}
+	})
+}
+
+// fzQuiet waits, at most five seconds, until no job running here is
+// claimed by a migration (a refused one gives its claim back in the
+// goroutine that carried it out).
+func fzQuiet(t *testing.T, a *fzAgent) bool {
+	t.Helper()
+	for range 500 {
+		a.jobs.mu.Lock()
+		busy := false
+		for _, lj := range a.jobs.local {
+			busy = busy || lj.migrating
+		}
+		a.jobs.mu.Unlock()
+		if !busy {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// FuzzPeerFiles: /v1/peer/ckpt/keep keeps a checkpoint file only when its
+// seal, META and header hold and it is of the job the query names, as
+// that job's one file; /v1/peer/restore restores one only under a query
+// a home could send, as the job it names. Neither leaves a file it took
+// behind, nor writes outside the checkpoints, the images and the job's
+// spool.
+func FuzzPeerFiles(f *testing.F) {
+	file := fzCheckpoint(f, fzLocal, 1000)
+	restore := url.Values{"id": {fzHome}, "home": {fzSelf}, "home_addr": {"10.0.0.2:7947"}, "inc": {"2"}, "moves": {"0"}}.Encode()
+	f.Add(false, fzLocal, true, file)
+	f.Add(false, fzHome, true, file)
+	f.Add(false, "../x.1", true, file)
+	f.Add(false, fzLocal, false, file)
+	f.Add(true, restore, true, file)
+	f.Add(true, restore, true, fzCheckpoint(f, fzHome, 1000))
+	f.Add(true, "id=n2.1&home=n2&inc=0&moves=0&home_addr=x", true, file)
+	pool := newFzPool(f)
+	f.Fuzz(func(t *testing.T, restoreRoute bool, query string, seal bool, body []byte) {
+		a := pool.get(t)
+		store := a.ckptStoreDir()
+		if err := os.RemoveAll(store); err != nil {
+			t.Fatal(err)
+		}
+		if seal {
+			body = fzSeal(a.Agent, body)
+		}
+		if !restoreRoute {
+			w := a.call(http.MethodPost, "/v1/peer/ckpt/keep?"+url.Values{"id": {query}}.Encode(), body)
+			fzStatus(t, w, "keep")
+			kept := fzKept(t, a)
+			if (w.Code == http.StatusOK) != kept[query] {
+				t.Fatalf("keep of %q answered %d, kept %v", query, w.Code, kept)
+			}
+			for id := range kept {
+				if id != query {
+					t.Fatalf("keep of %q kept a file of job %s", query, id)
+				}
+			}
+			fzOnlyIn(t, a.dir, store)
+			return
+		}
+		q, _ := url.ParseQuery(query) // what parses of it, as a URL holds it
+		w := a.call(http.MethodPost, "/v1/peer/restore?"+q.Encode(), body)
+		if w.Code == http.StatusOK {
+			t.Fatalf("restore %q: a job was restored by a node that fails every restore", query)
+		}
+		for _, s := range a.node.restores {
+			h, _ := homeOf(s.ID)
+			inc, err := strconv.Atoi(q.Get("inc"))
+			if s.ID != q.Get("id") || h != q.Get("home") || err != nil || inc < 1 {
+				t.Fatalf("restore %q restored job %s", query, s.ID)
+			}
+		}
+		if len(a.node.restores) > 0 && !seal {
+			t.Fatalf("restore %q: an unsealed file was restored", query)
+		}
+		if kept := fzKept(t, a); len(kept) > 0 {
+			t.Fatalf("restore %q left checkpoint files %v", query, kept)
+		}
+		fzOnlyIn(t, a.dir)
+	})
+}
+
+// fzKept lists the checkpoint files in a's store, by job id, and fails on
+// one that is not a checked file of that job.
+func fzKept(t *testing.T, a *fzAgent) map[string]bool {
+	t.Helper()
+	ents, err := os.ReadDir(a.ckptStoreDir())
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := map[string]bool{}
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ckptExt)
+		if _, home := migrate.JobHome(id); !ok || !home {
+			t.Fatalf("file %s left in the checkpoint store", e.Name())
+		}
+		s, err := a.readCheckpointFile(filepath.Join(a.ckptStoreDir(), e.Name()))
+		if err != nil || s.hdr.ID != id {
+			t.Fatalf("checkpoint store holds %s, of job %q: %v", e.Name(), s.hdr.ID, err)
+		}
+		kept[id] = true
+	}
+	return kept
+}
+
+// ---- the CLI's socket ----
+
+// fzCallers ask the socket: A owns the home jobs fzHome and fzLost, B
+// owns none, root owns fzOver and the jobs running here.
+var fzCallers = []Caller{
+	{UID: 1000, GID: 1000, PID: 1, Groups: []uint32{1000, 27}},
+	{UID: 1002, GID: 1002, PID: 2},
+	{UID: 0, GID: 0, PID: 3},
+}
+
+var fzAPIRoutes = []string{"run", "kill", "purge", "migrate", "checkpoint", "policy", "drain", "stdin", "output", "events", "ps", "restart"}
+
+// FuzzAPI: every route of the CLI's socket, asked by a user who owns some
+// of the node's jobs, by one who owns none, and by root. Whatever the
+// body: a job starts only as its caller (uid, gid, groups); a user
+// signals, changes and removes no job of another user, loads no policy
+// and drains no node; a restart restores only a checkpoint of the
+// caller's own (its file sealed by this cluster); and a body that is not
+// JSON is a bad request.
+func FuzzAPI(f *testing.F) {
+	f.Add(uint8(0), uint8(0), "", false, fzJSON(f, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 2}))
+	f.Add(uint8(0), uint8(2), "", false, fzJSON(f, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, Stdin: true, On: "n3"}))
+	f.Add(uint8(1), uint8(1), "", false, fzJSON(f, api.KillRequest{IDs: []string{fzHome, fzLocal, fzOver}, Signal: 9}))
+	f.Add(uint8(1), uint8(0), "", false, fzJSON(f, api.KillRequest{IDs: []string{fzHome}, Signal: 15}))
+	f.Add(uint8(2), uint8(1), "", false, []byte(`{"uid":1000}`))
+	f.Add(uint8(2), uint8(0), "", false, []byte(`{"all":true}`))
+	f.Add(uint8(3), uint8(1), "", false, fzJSON(f, api.MigrateRequest{ID: fzHome, Node: "n3"}))
+	f.Add(uint8(4), uint8(0), "", false, fzJSON(f, api.CheckpointRequest{ID: fzHome, Stop: true}))
+	f.Add(uint8(5), uint8(1), "", false, fzJSON(f, api.PolicyRequest{Name: "static"}))
+	f.Add(uint8(6), uint8(0), fzSelf, false, []byte(drainOn))
+	f.Add(uint8(7), uint8(0), fzHome, false, []byte("input\n"))
+	f.Add(uint8(8), uint8(1), fzHome, false, []byte("0"))
+	f.Add(uint8(9), uint8(1), "", false, []byte("2026-01-01T00:00:00Z"))
+	f.Add(uint8(10), uint8(0), "", false, []byte("1"))
+	f.Add(uint8(11), uint8(0), "", true, fzCheckpoint(f, fzHome, 1000))
+	f.Add(uint8(11), uint8(1), "", true, fzCheckpoint(f, fzHome, 1000))
+	f.Add(uint8(11), uint8(2), fzSelf, true, fzCheckpoint(f, "n7.3", 0))
+	f.Add(uint8(11), uint8(0), "", true, fzCheckpoint(f, "n7.4", 1000))
+	pool := newFzPool(f)
+	mux := http.NewServeMux()
+	var cur *fzAgent
+	f.Fuzz(func(t *testing.T, route, who uint8, id string, seal bool, body []byte) {
+		a := pool.get(t)
+		if cur != a {
+			// The pool made a new agent: the socket's routes are its own.
+			mux = http.NewServeMux()
+			a.apiRoutes(mux)
+			cur = a
+		}
+		c := fzCallers[int(who)%len(fzCallers)]
+		path := fzAPIRoutes[int(route)%len(fzAPIRoutes)]
+		if seal {
+			body = fzSeal(a.Agent, body)
+		}
+		others := map[string]job.Record{}
+		for jid, r := range a.jobs.home {
+			if r.UID != c.UID {
+				others[jid] = *r
+			}
+		}
+		policy, draining := a.policyText(), a.draining.Load()
+		esc := url.PathEscape(id)
+		var method, target string
+		switch path {
+		case "run", "kill", "purge", "migrate", "checkpoint", "policy":
+			method, target = http.MethodPost, "/v1/"+path
+		case "drain":
+			method, target = http.MethodPost, "/v1/nodes/"+esc+"/drain?"+url.Values{"state": {string(body)}}.Encode()
+		case "stdin":
+			method, target = http.MethodPost, "/v1/jobs/"+esc+"/stdin?eof="+strconv.Itoa(len(body)%2)
+		case "output":
+			method, target = http.MethodGet, "/v1/jobs/"+esc+"/output?"+url.Values{"out": {string(body)}, "err": {id}, "wait": {"0s"}}.Encode()
+		case "events":
+			method, target = http.MethodGet, "/v1/events?"+url.Values{"since": {string(body)}}.Encode()
+		case "ps":
+			method, target = http.MethodGet, "/v1/ps?"+url.Values{"all": {string(body)}}.Encode()
+		case "restart":
+			method, target = http.MethodPost, "/v1/restart?"+url.Values{"on": {id}}.Encode()
+		}
+		req := httptest.NewRequest(method, "http://roam"+target, bytes.NewReader(body))
+		req = req.WithContext(context.WithValue(req.Context(), ctxKey{}, c))
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, req)
+		if !fzQuiet(t, a) {
+			t.Fatalf("%s by uid %d: a migration runs on after the answer", path, c.UID)
+		}
+
+		switch path {
+		case "run", "kill", "purge", "migrate", "checkpoint", "policy":
+			var v any
+			if !fzDecode(body, &v) && w.Code != http.StatusBadRequest {
+				t.Fatalf("%s by uid %d of %q answered %d", path, c.UID, body, w.Code)
+			}
+		}
+		for _, s := range a.node.started {
+			if s.UID != c.UID || s.GID != c.GID || !reflect.DeepEqual(s.Groups, c.Groups) {
+				t.Fatalf("%s by uid %d/%d %v started a job as %d/%d %v", path, c.UID, c.GID, c.Groups, s.UID, s.GID, s.Groups)
+			}
+		}
+		if c.UID == 0 {
+			return
+		}
+		for _, s := range a.node.signals {
+			t.Fatalf("%s by uid %d signalled pid %d (root's job) with %d", path, c.UID, s.pid, s.sig)
+		}
+		for jid, r := range others {
+			if now := a.jobs.home[jid]; now == nil || !reflect.DeepEqual(*now, r) {
+				t.Fatalf("%s by uid %d changed job %s of uid %d: %+v", path, c.UID, jid, r.UID, now)
+			}
+		}
+		if a.policyText() != policy || a.draining.Load() != draining {
+			t.Fatalf("%s by uid %d changed the node's policy or drain", path, c.UID)
+		}
+		for _, s := range a.node.restores {
+			_, hdr, err := migrate.ReadCheckpoint(bufio.NewReader(bytes.NewReader(body[:max(len(body)-migrate.SealSize, 0)])))
+			if err != nil || hdr.UID != c.UID {
+				t.Fatalf("restart by uid %d restored job %s of uid %d (%v)", c.UID, s.ID, hdr.UID, err)
+			}
+		}
+	})
+}
+
+// TestReopenDoesNotTakeAnotherJobsID: a restart that needs a new id here
+// (its checkpoint is of another job of the same id, another cluster's)
+// takes the job table's next sequence number. Found by FuzzAPI: when that
+// sequence was behind the records (as a table put back from a copy may
+// be), the restart took over the record that held the id, another user's
+// ended job, and ran the checkpoint as it. It is refused, and the record
+// is left alone.
+func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
+	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.BumpSeq(2); err != nil { // the next new id is n2.3, root's ended job fzOver
+		t.Fatal(err)
+	}
+	a := newFzAgent(t, st)
+	before := *a.jobs.home[fzOver]
+	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Node: "n3",
+		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Started: time.Date(2025, 5, 5, 0, 0, 0, 0, time.UTC)}}
+	// fzHome's id, but not fzHome (another start time): a new id.
+	_, err = a.reopen(reopenRequest{ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
+	if err == nil || !strings.Contains(err.Error(), "another job's") {
+		t.Fatalf("restart into a taken id: %v, want a refusal naming it", err)
+	}
+	if now := *a.jobs.home[fzOver]; !reflect.DeepEqual(now, before) {
+		t.Fatalf("job %s changed: %+v, was %+v", fzOver, now, before)
+	}
+	// With the sequence past the records, the restart gets a new id.
+	if err := st.BumpSeq(3); err != nil {
+		t.Fatal(err)
+	}
+	ans, err := a.reopen(reopenRequest{ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
+	if err != nil || ans.ID == fzOver || ans.ID == fzHome || a.jobs.home[ans.ID] == nil || a.jobs.home[ans.ID].UID != 1000 {
+		t.Fatalf("restart with the sequence past the records: %+v, %v", ans, err)
+	}
+}
