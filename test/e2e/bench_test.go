@@ -169,7 +169,7 @@ func TestBenchStoppedTakesItsClusterDown(t *testing.T) {
 		_ = emu.Down("blvm")
 	})
 	waitFor(t, 2*time.Minute, "the benchmark's first run", func() (bool, string) {
-		return strings.Contains(stderr.String(), "repetition 1"), stderr.String()
+		return strings.Contains(stderr.String(), "] round 1, "), stderr.String()
 	})
 	if len(emu.Leftovers("blvm")) == 0 {
 		t.Fatal("the benchmark's cluster is not up")
