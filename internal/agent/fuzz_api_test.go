@@ -160,8 +160,8 @@ func FuzzPeerControl(f *testing.F) {
 					t.Fatalf("migrate-out %q: job %s no longer runs here as before (%+v)", body, id, lj)
 				}
 			}
-			for _, s := range a.node.signals {
-				t.Fatalf("migrate-out %q: signal %d sent to %d", body, s.sig, s.pid)
+			if len(a.node.signals) > 0 || len(a.node.kills) > 0 {
+				t.Fatalf("migrate-out %q: signals %v and kills %v of jobs that run on", body, a.node.signals, a.node.kills)
 			}
 		case "drain":
 			was := a.draining.Load()
@@ -255,6 +255,9 @@ func FuzzPeerFiles(f *testing.F) {
 			w := a.call(http.MethodPost, "/v1/peer/ckpt/keep?"+url.Values{"id": {query}}.Encode(), body)
 			fzStatus(t, w, "keep")
 			kept := fzKept(t, a)
+			if w.Code == http.StatusOK && !seal {
+				t.Fatalf("keep of %q took a file this node did not seal", query)
+			}
 			if (w.Code == http.StatusOK) != kept[query] {
 				t.Fatalf("keep of %q answered %d, kept %v", query, w.Code, kept)
 			}
@@ -363,6 +366,9 @@ func FuzzAPI(f *testing.F) {
 			a.apiRoutes(mux)
 			cur = a
 		}
+		if err := os.RemoveAll(a.ckptStoreDir()); err != nil {
+			t.Fatal(err)
+		}
 		c := fzCallers[int(who)%len(fzCallers)]
 		path := fzAPIRoutes[int(route)%len(fzAPIRoutes)]
 		if seal {
@@ -401,11 +407,15 @@ func FuzzAPI(f *testing.F) {
 			t.Fatalf("%s by uid %d: a migration runs on after the answer", path, c.UID)
 		}
 
-		switch path {
-		case "run", "kill", "purge", "migrate", "checkpoint", "policy":
-			var v any
-			if !fzDecode(body, &v) && w.Code != http.StatusBadRequest {
-				t.Fatalf("%s by uid %d of %q answered %d", path, c.UID, body, w.Code)
+		if v := fzAPIBodies[path]; v != nil && !fzDecode(body, v()) && w.Code != http.StatusBadRequest {
+			t.Fatalf("%s by uid %d of %q answered %d", path, c.UID, body, w.Code)
+		}
+		// A restore runs as the job of the checkpoint's owner, whoever
+		// asked: never under another user's record.
+		for _, s := range a.node.restores {
+			_, hdr, err := migrate.ReadCheckpoint(bufio.NewReader(bytes.NewReader(body[:max(len(body)-migrate.SealSize, 0)])))
+			if r := a.jobs.home[s.ID]; err != nil || r != nil && r.UID != hdr.UID {
+				t.Fatalf("restart by uid %d restored job %s of uid %d under a record of uid %v (%v)", c.UID, s.ID, hdr.UID, r, err)
 			}
 		}
 		for _, s := range a.node.started {
@@ -418,6 +428,16 @@ func FuzzAPI(f *testing.F) {
 		}
 		for _, s := range a.node.signals {
 			t.Fatalf("%s by uid %d signalled pid %d (root's job) with %d", path, c.UID, s.pid, s.sig)
+		}
+		// A job of another user's is not read, written to or saved.
+		named := id
+		if path == "checkpoint" {
+			var req api.CheckpointRequest
+			_ = json.Unmarshal(body, &req)
+			named = req.ID
+		}
+		if r, ok := others[named]; ok && w.Code == http.StatusOK && (path == "output" || path == "stdin" || path == "checkpoint") {
+			t.Fatalf("%s by uid %d of job %s (uid %d) answered 200: %s", path, c.UID, named, r.UID, w.Body)
 		}
 		for jid, r := range others {
 			if now := a.jobs.home[jid]; now == nil || !reflect.DeepEqual(*now, r) {
@@ -434,6 +454,17 @@ func FuzzAPI(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fzAPIBodies are the JSON bodies of the socket's routes, as each decodes
+// its own.
+var fzAPIBodies = map[string]func() any{
+	"run":        func() any { return new(api.RunRequest) },
+	"kill":       func() any { return new(api.KillRequest) },
+	"purge":      func() any { return new(api.PurgeRequest) },
+	"migrate":    func() any { return new(api.MigrateRequest) },
+	"checkpoint": func() any { return new(api.CheckpointRequest) },
+	"policy":     func() any { return new(api.PolicyRequest) },
 }
 
 // TestReopenDoesNotTakeAnotherJobsID: a restart that needs a new id here
@@ -464,12 +495,51 @@ func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
 	if now := *a.jobs.home[fzOver]; !reflect.DeepEqual(now, before) {
 		t.Fatalf("job %s changed: %+v, was %+v", fzOver, now, before)
 	}
-	// With the sequence past the records, the restart gets a new id.
-	if err := st.BumpSeq(3); err != nil {
-		t.Fatal(err)
-	}
+	// The refused id is used up: the next restart gets a new one.
 	ans, err := a.reopen(reopenRequest{ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
 	if err != nil || ans.ID == fzOver || ans.ID == fzHome || a.jobs.home[ans.ID] == nil || a.jobs.home[ans.ID].UID != 1000 {
 		t.Fatalf("restart with the sequence past the records: %+v, %v", ans, err)
+	}
+}
+
+// TestRunDoesNotTakeAnotherJobsID: a run whose new ids a record holds
+// already (the job table's sequence behind its records) is refused, and
+// the record is not written over; an agent that opens its job table puts
+// the sequence past every record it holds.
+func TestRunDoesNotTakeAnotherJobsID(t *testing.T) {
+	dir := t.TempDir()
+	st, err := job.Open(filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	a := newFzAgent(t, st) // holds n2.1 to n2.3 in memory; the sequence is at 0
+	before := *a.jobs.home[fzHome]
+	_, err = a.Run(fzCallers[1], api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 2})
+	if err == nil || !strings.Contains(err.Error(), "another job's") {
+		t.Fatalf("run into a taken id: %v, want a refusal naming it", err)
+	}
+	if now := *a.jobs.home[fzHome]; !reflect.DeepEqual(now, before) {
+		t.Fatalf("job %s changed: %+v, was %+v", fzHome, now, before)
+	}
+	if len(a.node.started) > 0 {
+		t.Fatalf("started %d jobs", len(a.node.started))
+	}
+
+	// The job table holds a record past its sequence: openJobs moves the
+	// sequence past it.
+	if err := st.PutRecords(job.Record{ID: fzSelf + ".40", UID: 1000, Home: fzSelf, State: job.StateFinished}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := a.cfg
+	cfg.StateDir = dir
+	b := &Agent{cfg: cfg, log: a.log}
+	st.Close()
+	if err := b.openJobs(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.store.Close() })
+	if seq, err := b.store.NextSeqs(1); err != nil || seq != 41 {
+		t.Fatalf("after opening a table whose last record is %s.40, the next id is %s.%d (%v)", fzSelf, fzSelf, seq, err)
 	}
 }

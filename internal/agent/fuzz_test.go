@@ -82,6 +82,7 @@ type fzNode struct {
 	mu        sync.Mutex
 	started   []job.Spec
 	signals   []fzSignal
+	kills     []int
 	restores  []ckpt.RestoreSpec
 	sinks     int
 	onRestore func(ckpt.RestoreSpec)
@@ -114,7 +115,11 @@ func (n *fzNode) Signal(pid int, sig syscall.Signal) error {
 	n.signals = append(n.signals, fzSignal{pid, sig})
 	return nil
 }
-func (n *fzNode) Kill(pid int, tix uint64, wait time.Duration) {}
+func (n *fzNode) Kill(pid int, tix uint64, wait time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.kills = append(n.kills, pid)
+}
 func (n *fzNode) Settle(id string, pid int) error              { return nil }
 func (n *fzNode) Runnable(map[int]uint64) int                  { return 1 }
 func (n *fzNode) MemFreeMB() float64                           { return 4096 }
@@ -369,16 +374,19 @@ func (a *fzAgent) reset(t *testing.T) {
 	}
 	n := a.node
 	n.mu.Lock()
-	n.started, n.signals, n.restores, n.sinks, n.onRestore = nil, nil, nil, 0, nil
+	n.started, n.signals, n.kills, n.restores, n.sinks, n.onRestore = nil, nil, nil, nil, 0, nil
 	n.mu.Unlock()
 
 	a.stop = make(chan struct{})
 	a.draining.Store(false)
 	a.memberLeft = make(chan struct{}, 1)
 	a.migr = migrationState{}
+	a.sch.mu.Lock() // an event of the last input may still be logged
 	a.sch.kick = make(chan struct{}, 1)
 	a.sch.pol, a.sch.polVer, a.sch.polAt = a.pol, 0, time.Time{}
 	a.sch.ledger, a.sch.prev, a.sch.events = sched.Ledger{}, nil, nil
+	a.sch.mu.Unlock()
+	a.placement = a.pol.Policy.Placement
 	a.mu.Lock()
 	a.rr, a.selfLoad, a.selfMem, a.lastProbe = 0, 0, 0, time.Time{}
 	a.selfLeast.Store(math.Float64bits(fzLeast))

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,8 +138,19 @@ func (a *Agent) openJobs() error {
 	if err != nil {
 		return err
 	}
+	var last uint64
 	for i := range recs {
 		a.jobs.home[recs[i].ID] = &recs[i]
+		if h, ok := homeOf(recs[i].ID); ok && h == a.cfg.NodeID {
+			if seq, err := strconv.ParseUint(recs[i].ID[len(h)+1:], 10, 64); err == nil {
+				last = max(last, seq)
+			}
+		}
+	}
+	// A new id comes after every record's, even when the sequence fell
+	// behind them (a job table put back from a copy, a record set aside).
+	if err := st.BumpSeq(last); err != nil {
+		return err
 	}
 	locals, err := st.Locals()
 	if err != nil {

@@ -223,11 +223,12 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
 	cur := a.jobs.home[id]
-	if cur != nil && fresh {
-		// The job table's sequence is behind its records (a table put
-		// back from a copy): the record is another job's, maybe another
-		// user's, and the checkpoint is not restarted as it.
-		return reopened{}, errkind.New(ErrUnavailable, "job id %s, new for a restart of job %s, is another job's: this node's job sequence is behind its records", id, req.ID)
+	if cur != nil && (fresh || rec == nil || cur.UID != req.Owner.UID || !cur.Started.Equal(req.Meta.Job.Started)) {
+		// The id is another job's, maybe another user's: a new id that
+		// a record holds (the job table's sequence behind its records),
+		// or one a run took while the lock was let go. The checkpoint
+		// is not restarted as that job.
+		return reopened{}, errkind.New(ErrUnavailable, "job id %s, for a restart of job %s, is another job's", id, req.ID)
 	}
 	var prev *job.Record // nil: the record is new
 	var next job.Record

@@ -142,18 +142,29 @@ func (a *Agent) newHomeRecords(c Caller, req api.RunRequest, spec job.Spec, targ
 		})
 		a.event(api.Event{At: now, Kind: "place", Job: s.ID, UID: &c.UID, To: node, Why: why})
 	}
-	if err := a.store.PutRecords(recs...); err != nil {
-		return nil, nil, err
-	}
-	// The spools before the lock: -n 10000 is as many directories.
-	for i := range recs {
-		_ = os.MkdirAll(a.homeSpool(recs[i].ID), 0o700)
-	}
+	// The ids are taken in memory first, so that a restart that needs
+	// one of them (reopen) sees it taken; an id a record holds already
+	// (the job table's sequence behind its records) is not written over.
 	a.jobs.mu.Lock()
 	for i := range recs {
+		if a.jobs.home[recs[i].ID] != nil {
+			for _, r := range recs[:i] {
+				delete(a.jobs.home, r.ID)
+			}
+			a.jobs.mu.Unlock()
+			return nil, nil, errkind.New(ErrUnavailable, "job id %s is another job's: this node's job sequence is behind its records", recs[i].ID)
+		}
 		a.jobs.home[recs[i].ID] = &recs[i]
 	}
 	a.jobs.mu.Unlock()
+	if err := a.store.PutRecords(recs...); err != nil {
+		a.forgetHome(recs)
+		return nil, nil, err
+	}
+	// The spools outside the lock: -n 10000 is as many directories.
+	for i := range recs {
+		_ = os.MkdirAll(a.homeSpool(recs[i].ID), 0o700)
+	}
 	return recs, byNode, nil
 }
 
