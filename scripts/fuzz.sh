@@ -146,7 +146,10 @@ run() {
   # reach the test binary and its workers, which then stop and print
   # their count.
   # shellcheck disable=SC2086 # FUZZFLAGS is a list of flags
-  setsid go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" ${FUZZFLAGS:-} "$pkg" >"$out" 2>&1 &
+  # Go sends its fuzzing workers' standard error nowhere; the agent's
+  # targets write it to a file per worker there (fuzz_stderr_test.go).
+  wlogs=$(mktemp -d)
+  ROAM_FUZZ_STDERR=$wlogs setsid go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" ${FUZZFLAGS:-} "$pkg" >"$out" 2>&1 &
   wait $! # a signal ends the wait (the trap sets stopped)
   rc=$?
   if [[ $stopped -eq 1 ]]; then
@@ -192,9 +195,15 @@ run() {
     printf '%-20s %-24s %12d execs  FAIL\n' "$pkg" "$name" "$execs"
     # What go said: the failure, and where it kept the input.
     grep -vE '^fuzz: elapsed: ' "$out" | sed 's/^/    /' | head -n 40
+    # A worker that died of a fatal error or a panic: its trace.
+    for w in "$wlogs"/*; do
+      [[ -f $w ]] && grep -qE '^(panic|fatal error):' "$w" || continue
+      echo "    worker's standard error ($(basename "$w")):"
+      grep -vE '^fuzz: elapsed: ' "$w" | sed 's/^/      /' | head -n 40
+    done
     failed+=("$pkg $name")
   fi
-  rm -f "$out"
+  rm -rf "$out" "$wlogs"
 }
 
 for t in "${TARGETS[@]}"; do

@@ -380,7 +380,6 @@ func (a *fzAgent) reset(t *testing.T) {
 	a.stop = make(chan struct{})
 	a.draining.Store(false)
 	a.memberLeft = make(chan struct{}, 1)
-	a.migr = migrationState{}
 	a.sch.mu.Lock() // an event of the last input may still be logged
 	a.sch.kick = make(chan struct{}, 1)
 	a.sch.pol, a.sch.polVer, a.sch.polAt = a.pol, 0, time.Time{}
@@ -392,8 +391,21 @@ func (a *fzAgent) reset(t *testing.T) {
 	a.selfLeast.Store(math.Float64bits(fzLeast))
 	a.known = map[string]*peer{fzSelf: {addr: "127.0.0.1:7946", peerAddr: a.selfAddr, capacity: a.capacity, alive: true, since: time.Now()}}
 	a.mu.Unlock()
-	a.jobs = &jobs{home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
-		heard: map[string]time.Time{}, kick: make(chan struct{}, 1)}
+	// The job table is emptied in place, under its lock: a goroutine the
+	// last input started may still hold it (carryOutIn's
+	// pruneMigrations), and a table put in its place would have it unlock
+	// a mutex it never locked.
+	if a.jobs == nil {
+		a.jobs = &jobs{}
+	}
+	j := a.jobs
+	j.mu.Lock()
+	j.home, j.local, j.wake, j.heard = map[string]*job.Record{}, map[string]*localJob{}, map[string]chan struct{}{}, map[string]time.Time{}
+	j.kick = make(chan struct{}, 1)
+	j.restarting, j.uploading, j.restoring = nil, nil, nil
+	j.incs.Clear()
+	a.migr = migrationState{}
+	j.mu.Unlock()
 	started := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	code := 0
 	for _, r := range []job.Record{
