@@ -289,3 +289,28 @@ func TestLoadedPolicyOutlivesARestart(t *testing.T) {
 		t.Fatalf("after a restart the agent runs %s, want the loaded threshold", got)
 	}
 }
+
+// TestSortJobsBySequence: roam ps lists each home's jobs by sequence
+// number, as numbers (n2.9 before n2.10), the whole range of the job
+// table's uint64 sequence included (one past MaxInt64 parsed as an int
+// sorted first).
+func TestSortJobsBySequence(t *testing.T) {
+	js := []api.Job{{ID: "n2.18446744073709551615"}, {ID: "n2.10"}, {ID: "n1.3"}, {ID: "n2.9223372036854775808"}, {ID: "n2.9"}}
+	sortJobs(js)
+	var got []string
+	for _, j := range js {
+		got = append(got, j.ID)
+	}
+	want := []string{"n1.3", "n2.9", "n2.10", "n2.9223372036854775808", "n2.18446744073709551615"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("sorted %v, want %v", got, want)
+	}
+	if h, seq, ok := jobSeq("n2.18446744073709551615"); !ok || h != "n2" || seq != 1<<64-1 {
+		t.Fatalf("jobSeq = %q %d %v", h, seq, ok)
+	}
+	for _, bad := range []string{"n2", "n2.", ".3", "n2.x", "n2.18446744073709551616"} {
+		if _, _, ok := jobSeq(bad); ok {
+			t.Fatalf("jobSeq(%q) ok", bad)
+		}
+	}
+}

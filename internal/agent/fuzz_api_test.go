@@ -22,8 +22,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +41,12 @@ import (
 // nothing to say of itself; it moves nowhere (Inspect pins it) and dumps
 // nothing. An input that gets this far is refused there, with the job
 // running on.
-func (n *fzNode) Owner(pid int) (uint32, bool)                     { return 0, pid == fzPID || pid == fzPID+1 }
+func (n *fzNode) Owner(pid int) (uint32, bool) {
+	if pid == fzOwnPID {
+		return 1000, true
+	}
+	return 0, pid == fzPID || pid == fzPID+1
+}
 func (n *fzNode) StdinKey(pid int) string                          { return "" }
 func (n *fzNode) Usage(id string, pid int) (float64, float64)      { return 1, 10 }
 func (n *fzNode) Tidy()                                            {}
@@ -319,8 +326,18 @@ func fzKept(t *testing.T, a *fzAgent) map[string]bool {
 
 // ---- the CLI's socket ----
 
-// fzCallers ask the socket: A owns the home jobs fzHome and fzLost, B
-// owns none, root owns fzOver and the jobs running here.
+// fzOwn is a job of A's whose home is this node and that runs here, as
+// pid fzOwnPID: FuzzAPI adds it to the pool's jobs, the one job there a
+// user may signal. Its sequence number is the largest, which no run of
+// the pool's job table reaches.
+const (
+	fzOwn    = "n2.18446744073709551615"
+	fzOwnPID = fzPID + 2
+)
+
+// fzCallers ask the socket: A owns the home jobs fzHome and fzLost (and
+// fzOwn in FuzzAPI), B owns none, root owns fzOver and the jobs of n1
+// running here.
 var fzCallers = []Caller{
 	{UID: 1000, GID: 1000, PID: 1, Groups: []uint32{1000, 27}},
 	{UID: 1002, GID: 1002, PID: 2},
@@ -341,6 +358,8 @@ func FuzzAPI(f *testing.F) {
 	f.Add(uint8(0), uint8(2), "", false, fzJSON(f, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, Stdin: true, On: "n3"}))
 	f.Add(uint8(1), uint8(1), "", false, fzJSON(f, api.KillRequest{IDs: []string{fzHome, fzLocal, fzOver}, Signal: 9}))
 	f.Add(uint8(1), uint8(0), "", false, fzJSON(f, api.KillRequest{IDs: []string{fzHome}, Signal: 15}))
+	f.Add(uint8(1), uint8(0), "", false, fzJSON(f, api.KillRequest{IDs: []string{fzOwn, fzHome}, Signal: 15}))
+	f.Add(uint8(1), uint8(1), "", false, fzJSON(f, api.KillRequest{IDs: []string{fzOwn}, Signal: 9}))
 	f.Add(uint8(2), uint8(1), "", false, []byte(`{"uid":1000}`))
 	f.Add(uint8(2), uint8(0), "", false, []byte(`{"all":true}`))
 	f.Add(uint8(3), uint8(1), "", false, fzJSON(f, api.MigrateRequest{ID: fzHome, Node: "n3"}))
@@ -360,6 +379,13 @@ func FuzzAPI(f *testing.F) {
 	var cur *fzAgent
 	f.Fuzz(func(t *testing.T, route, who uint8, id string, seal bool, body []byte) {
 		a := pool.get(t)
+		started := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		a.jobs.mu.Lock()
+		a.jobs.home[fzOwn] = &job.Record{ID: fzOwn, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/",
+			Home: fzSelf, Node: fzSelf, State: job.StateRunning, Started: started, Group: fzOwn}
+		a.jobs.local[fzOwn] = &localJob{rec: job.Local{ID: fzOwn, Home: fzSelf, HomeAddr: a.selfAddr, UID: 1000, GID: 1000,
+			PID: fzOwnPID, StartTix: fzTix, Dir: a.node.SpoolDir(fzOwn), Started: started}}
+		a.jobs.mu.Unlock()
 		if cur != a {
 			// The pool made a new agent: the socket's routes are its own.
 			mux = http.NewServeMux()
@@ -412,10 +438,12 @@ func FuzzAPI(f *testing.F) {
 		}
 		// A restore runs as the job of the checkpoint's owner, whoever
 		// asked: never under another user's record.
+		// What a restore restored: the checkpoint in the body, whatever
+		// seal it had (the node checked that before restoring).
+		_, hdr, hdrErr := migrate.ReadCheckpoint(bufio.NewReader(bytes.NewReader(body[:max(len(body)-migrate.SealSize, 0)])))
 		for _, s := range a.node.restores {
-			_, hdr, err := migrate.ReadCheckpoint(bufio.NewReader(bytes.NewReader(body[:max(len(body)-migrate.SealSize, 0)])))
-			if r := a.jobs.home[s.ID]; err != nil || r != nil && r.UID != hdr.UID {
-				t.Fatalf("restart by uid %d restored job %s of uid %d under a record of uid %v (%v)", c.UID, s.ID, hdr.UID, r, err)
+			if r := a.jobs.home[s.ID]; hdrErr != nil || r != nil && r.UID != hdr.UID {
+				t.Fatalf("restart by uid %d restored job %s of uid %d under a record of uid %v (%v)", c.UID, s.ID, hdr.UID, r, hdrErr)
 			}
 		}
 		for _, s := range a.node.started {
@@ -423,11 +451,20 @@ func FuzzAPI(f *testing.F) {
 				t.Fatalf("%s by uid %d/%d %v started a job as %d/%d %v", path, c.UID, c.GID, c.Groups, s.UID, s.GID, s.Groups)
 			}
 		}
+		// A kill its caller may send reaches fzOwn, with its signal.
+		var kill api.KillRequest
+		if path == "kill" && fzDecode(body, &kill) && kill.Signal >= 1 && kill.Signal <= 64 &&
+			slices.Contains(kill.IDs, fzOwn) && (c.UID == 0 || c.UID == 1000) &&
+			!slices.Contains(a.node.signals, fzSignal{fzOwnPID, syscall.Signal(kill.Signal)}) {
+			t.Fatalf("kill by uid %d of %s with %d: signals sent %v", c.UID, fzOwn, kill.Signal, a.node.signals)
+		}
 		if c.UID == 0 {
 			return
 		}
 		for _, s := range a.node.signals {
-			t.Fatalf("%s by uid %d signalled pid %d (root's job) with %d", path, c.UID, s.pid, s.sig)
+			if c.UID != 1000 || s.pid != fzOwnPID {
+				t.Fatalf("%s by uid %d signalled pid %d (another user's job) with %d", path, c.UID, s.pid, s.sig)
+			}
 		}
 		// A job of another user's is not read, written to or saved.
 		named := id
@@ -448,9 +485,8 @@ func FuzzAPI(f *testing.F) {
 			t.Fatalf("%s by uid %d changed the node's policy or drain", path, c.UID)
 		}
 		for _, s := range a.node.restores {
-			_, hdr, err := migrate.ReadCheckpoint(bufio.NewReader(bytes.NewReader(body[:max(len(body)-migrate.SealSize, 0)])))
-			if err != nil || hdr.UID != c.UID {
-				t.Fatalf("restart by uid %d restored job %s of uid %d (%v)", c.UID, s.ID, hdr.UID, err)
+			if hdrErr != nil || hdr.UID != c.UID {
+				t.Fatalf("restart by uid %d restored job %s of uid %d (%v)", c.UID, s.ID, hdr.UID, hdrErr)
 			}
 		}
 	})

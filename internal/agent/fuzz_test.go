@@ -101,10 +101,12 @@ func (n *fzNode) Start(s job.Spec) (*job.Proc, error) {
 	n.started = append(n.started, s)
 	return nil, errFzNode
 }
-func (n *fzNode) SpoolDir(id string) string      { return filepath.Join(n.spool, id) }
-func (n *fzNode) Alive(pid int, tix uint64) bool { return pid == fzPID && (tix == fzTix || tix == 0) }
+func (n *fzNode) SpoolDir(id string) string { return filepath.Join(n.spool, id) }
+func (n *fzNode) Alive(pid int, tix uint64) bool {
+	return (pid == fzPID || pid == fzOwnPID) && (tix == fzTix || tix == 0)
+}
 func (n *fzNode) StartTicks(pid int) uint64 {
-	if pid == fzPID {
+	if pid == fzPID || pid == fzOwnPID {
 		return fzTix
 	}
 	return 0
@@ -120,9 +122,9 @@ func (n *fzNode) Kill(pid int, tix uint64, wait time.Duration) {
 	defer n.mu.Unlock()
 	n.kills = append(n.kills, pid)
 }
-func (n *fzNode) Settle(id string, pid int) error              { return nil }
-func (n *fzNode) Runnable(map[int]uint64) int                  { return 1 }
-func (n *fzNode) MemFreeMB() float64                           { return 4096 }
+func (n *fzNode) Settle(id string, pid int) error { return nil }
+func (n *fzNode) Runnable(map[int]uint64) int     { return 1 }
+func (n *fzNode) MemFreeMB() float64              { return 4096 }
 func (n *fzNode) Sink(dir string) (ckpt.Sink, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -27,13 +27,11 @@ func decode(r *http.Request, v any) error {
 
 func sortJobs(js []api.Job) {
 	sort.Slice(js, func(i, j int) bool {
-		hi, _ := homeOf(js[i].ID)
-		hj, _ := homeOf(js[j].ID)
+		hi, si, _ := jobSeq(js[i].ID)
+		hj, sj, _ := jobSeq(js[j].ID)
 		if hi != hj {
 			return sched.IDLess(hi, hj)
 		}
-		si, _ := strconv.Atoi(js[i].ID[len(hi)+1:])
-		sj, _ := strconv.Atoi(js[j].ID[len(hj)+1:])
 		return si < sj
 	})
 }

@@ -141,10 +141,8 @@ func (a *Agent) openJobs() error {
 	var last uint64
 	for i := range recs {
 		a.jobs.home[recs[i].ID] = &recs[i]
-		if h, ok := homeOf(recs[i].ID); ok && h == a.cfg.NodeID {
-			if seq, err := strconv.ParseUint(recs[i].ID[len(h)+1:], 10, 64); err == nil {
-				last = max(last, seq)
-			}
+		if h, seq, ok := jobSeq(recs[i].ID); ok && h == a.cfg.NodeID {
+			last = max(last, seq)
 		}
 	}
 	// A new id comes after every record's, even when the sequence fell
@@ -167,6 +165,16 @@ func (a *Agent) homeSpool(id string) string { return filepath.Join(a.cfg.StateDi
 
 // homeOf returns the home node of a job id HOME.SEQ.
 func homeOf(id string) (string, bool) { return migrate.JobHome(id) }
+
+// jobSeq is a job id's home node and sequence number (HOMENODE.SEQ).
+func jobSeq(id string) (string, uint64, bool) {
+	home, ok := homeOf(id)
+	if !ok {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseUint(id[len(home)+1:], 10, 64)
+	return home, seq, err == nil
+}
 
 func canTouch(c Caller, uid uint32) bool { return c.UID == 0 || c.UID == uid }
 

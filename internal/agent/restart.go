@@ -214,7 +214,7 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 		}
 		id = fmt.Sprintf("%s.%d", a.cfg.NodeID, seq)
 	} else if rec == nil {
-		seq, _ := strconv.ParseUint(id[len(a.cfg.NodeID)+1:], 10, 64)
+		_, seq, _ := jobSeq(id)
 		if err := a.store.BumpSeq(seq); err != nil {
 			return reopened{}, err
 		}

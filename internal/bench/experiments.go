@@ -420,7 +420,7 @@ var expLVM = &Experiment{
 		// every point alike; run policy by policy, it made the second
 		// policy look 2-13 % slower at every node count, 4 nodes included,
 		// where the two decide alike.
-		mismatch, never := 0, 0
+		mismatch := 0
 		for rep := 1; rep <= x.Reps; rep++ {
 			for _, n := range ns {
 				fifoTime := math.NaN()
@@ -447,7 +447,6 @@ var expLVM = &Experiment{
 							r.Add(pol, float64(n), "run time / fifo's in its round", "", d.seconds/fifoTime)
 						}
 						if math.IsNaN(d.balanced) {
-							never++
 							r.Notes = append(r.Notes, fmt.Sprintf("%s, %d nodes, round %d: never balanced before the first job ended; its load-balancing time is counted as the run time. What happened (s from the first start): %s", pol, n, rep, strings.Join(d.timeline, "; ")))
 						}
 						if d.sum != ref {
