@@ -120,6 +120,10 @@ esac
 filter=${1:-}
 stopped=0
 trap 'stopped=1' INT TERM
+# A run's output and its workers' logs go, however the script ends.
+out= wlogs=
+trap 'rm -rf "$out" "$wlogs"' EXIT
+trap 'exit 129' HUP
 
 # The list must name every fuzz target in the tree.
 missing=0
@@ -145,10 +149,10 @@ run() {
   # In a process group of its own, so that a signal to this script can
   # reach the test binary and its workers, which then stop and print
   # their count.
-  # shellcheck disable=SC2086 # FUZZFLAGS is a list of flags
   # Go sends its fuzzing workers' standard error nowhere; the agent's
   # targets write it to a file per worker there (fuzz_stderr_test.go).
   wlogs=$(mktemp -d)
+  # shellcheck disable=SC2086 # FUZZFLAGS is a list of flags
   ROAM_FUZZ_STDERR=$wlogs setsid go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" ${FUZZFLAGS:-} "$pkg" >"$out" 2>&1 &
   wait $! # a signal ends the wait (the trap sets stopped)
   rc=$?
@@ -159,7 +163,12 @@ run() {
   fi
   after=$(find "$corpus" -type f 2>/dev/null | wc -l)
   note=ok
-  if [[ $rc -ne 0 && $after -eq $before ]] && grep -q '^    context deadline exceeded$' "$out" &&
+  # A worker that died of a panic or a fatal error failed, whatever Go
+  # made of it: its input may pass alone (a goroutine an earlier input
+  # started killed it), so neither excuse below applies.
+  died=0
+  grep -qsE '^(panic|fatal error):' "$wlogs"/* && died=1
+  if [[ $rc -ne 0 && $died -eq 0 && $after -eq $before ]] && grep -q '^    context deadline exceeded$' "$out" &&
     ! grep -qE 'failure while testing seed corpus|Failing input written|panic:' "$out"; then
     rc=0
     note="ok (deadline race)"
@@ -168,7 +177,7 @@ run() {
   # then calls that input a failure (go.dev/issue/52569, open), although
   # it passes when run. It is run again, 20 times: a real failure fails
   # there; one that passes is not kept, and the run counts as ok.
-  if [[ $rc -ne 0 && $stopped -eq 0 ]] && grep -q 'terminated unexpectedly while minimizing: EOF' "$out" &&
+  if [[ $rc -ne 0 && $died -eq 0 && $stopped -eq 0 ]] && grep -q 'terminated unexpectedly while minimizing: EOF' "$out" &&
     ! grep -q 'panic:' "$out"; then
     kept=$(sed -nE 's#^ *Failing input written to testdata/fuzz/[^/]+/([0-9a-f]+)$#\1#p' "$out" | head -n 1)
     if [[ -n $kept && -f $corpus/$kept ]] && go test -count 20 -run "^${name}\$/^${kept}\$" "$pkg" >>"$out" 2>&1; then

@@ -328,8 +328,9 @@ func fzKept(t *testing.T, a *fzAgent) map[string]bool {
 
 // fzOwn is a job of A's whose home is this node and that runs here, as
 // pid fzOwnPID: FuzzAPI adds it to the pool's jobs, the one job there a
-// user may signal. Its sequence number is the largest, which no run of
-// the pool's job table reaches.
+// user may signal. Its sequence number is the largest: a run of the
+// pool's job table reaches it only after a restart moved the sequence
+// there, and is then refused, as for any id a record holds.
 const (
 	fzOwn    = "n2.18446744073709551615"
 	fzOwnPID = fzPID + 2

@@ -393,21 +393,24 @@ func (a *fzAgent) reset(t *testing.T) {
 	a.selfLeast.Store(math.Float64bits(fzLeast))
 	a.known = map[string]*peer{fzSelf: {addr: "127.0.0.1:7946", peerAddr: a.selfAddr, capacity: a.capacity, alive: true, since: time.Now()}}
 	a.mu.Unlock()
-	// The job table is emptied in place, under its lock: a goroutine the
-	// last input started may still hold it (carryOutIn's
+	// The job table is emptied and seeded in place, under its lock: a
+	// goroutine the last input started may still hold it (carryOutIn's
 	// pruneMigrations), and a table put in its place would have it unlock
 	// a mutex it never locked.
 	if a.jobs == nil {
-		a.jobs = &jobs{}
+		a.jobs = &jobs{kick: make(chan struct{}, 1)}
 	}
 	j := a.jobs
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.home, j.local, j.wake, j.heard = map[string]*job.Record{}, map[string]*localJob{}, map[string]chan struct{}{}, map[string]time.Time{}
-	j.kick = make(chan struct{}, 1)
+	select {
+	case <-j.kick:
+	default:
+	}
 	j.restarting, j.uploading, j.restoring = nil, nil, nil
 	j.incs.Clear()
 	a.migr = migrationState{}
-	j.mu.Unlock()
 	started := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	code := 0
 	for _, r := range []job.Record{
