@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -214,21 +215,28 @@ func (p *fzBarePool) get(tb testing.TB) *Agent {
 	return a
 }
 
-// fzStore is the job table of one fuzz target in one process (bbolt
-// opens a file once per process, and every transaction costs an fsync):
-// the peer routes' writes go there, and it goes with the target.
-func fzStore(f *testing.F) *job.Store {
-	st, err := job.Open(filepath.Join(f.TempDir(), "state.db"))
+// fzStore opens a job table of one fuzz target in one process at path
+// (bbolt opens a file once per process, and every transaction costs an
+// fsync): the peer routes' writes go there.
+func fzStore(tb testing.TB, path string) *job.Store {
+	tb.Helper()
+	st, err := job.Open(path)
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
 	// The seeded home jobs (reset) are n2.1 to n2.3: a new id comes after.
 	if err := st.BumpSeq(3); err != nil {
-		f.Fatal(err)
+		st.Close()
+		tb.Fatal(err)
 	}
-	f.Cleanup(func() { st.Close() })
 	return st
 }
+
+// fzStoreMax is the size past which a pool's job table is replaced by an
+// empty one. The records inputs leave there (a restart's, a migration's
+// ledger) stay, and bbolt's commits slow as the file grows: FuzzPeerRestart
+// ran half as many inputs a second once its table had grown to 8 MB.
+const fzStoreMax = 1 << 20
 
 // fzAgent is an agent whose peer routes run as Start wires them, with a
 // state directory of its own and the jobs of the constants above: a home
@@ -251,19 +259,42 @@ type fzAgent struct {
 // behind it (a migration's timer that has fired, a lazy dump) gets the
 // next input a new agent.
 type fzPool struct {
-	st  *job.Store
-	dir string
-	a   *fzAgent
+	st     *job.Store
+	stPath string // st's file; stDir holds it
+	stDir  string
+	stN    int // job tables opened
+	dir    string
+	a      *fzAgent
 }
 
 func newFzPool(f *testing.F) *fzPool {
-	p := &fzPool{st: fzStore(f), dir: f.TempDir()}
+	p := &fzPool{stDir: f.TempDir(), dir: f.TempDir()}
+	p.newStore(f)
 	f.Cleanup(func() {
 		if p.a != nil {
 			close(p.a.stop)
 		}
+		p.st.Close()
 	})
 	return p
+}
+
+// newStore gives the pool, and its agent, an empty job table in place of
+// the one it had, which it closes and removes. A goroutine an input left
+// that still uses the old one gets bbolt's "database not open".
+func (p *fzPool) newStore(tb testing.TB) {
+	tb.Helper()
+	old, oldPath := p.st, p.stPath
+	p.stN++
+	p.stPath = filepath.Join(p.stDir, fmt.Sprintf("state-%d.db", p.stN))
+	p.st = fzStore(tb, p.stPath)
+	if p.a != nil {
+		p.a.store = p.st
+	}
+	if old != nil {
+		old.Close()
+		os.Remove(oldPath)
+	}
 }
 
 // get returns the pool's agent as newFzAgent would make it.
@@ -272,6 +303,9 @@ func (p *fzPool) get(t *testing.T) *fzAgent {
 	if p.a != nil && !p.a.quiet() {
 		close(p.a.stop)
 		p.a = nil
+	}
+	if fi, err := os.Stat(p.stPath); err == nil && fi.Size() > fzStoreMax {
+		p.newStore(t)
 	}
 	if p.a == nil {
 		p.a = buildFzAgent(t, p.st, p.dir)
@@ -1008,7 +1042,6 @@ func FuzzPeerMigrateStream(f *testing.F) {
 	f.Add(stream(here, files, "spool/stdout"))
 	f.Add([]byte("{}\n"))
 	pool := newFzPool(f)
-	st := pool.st
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if fzSparse(body) {
 			return
@@ -1020,6 +1053,7 @@ func FuzzPeerMigrateStream(f *testing.F) {
 		}
 		if migrate.ValidMID(hdr.MID) {
 			// The next input may use the same id: the ledger forgets it.
+			st := a.store
 			t.Cleanup(func() { _ = st.DeleteIn(hdr.MID) })
 		}
 		images := filepath.Join(a.imageDir, "in-"+hdr.MID)
