@@ -166,9 +166,8 @@ run() {
   # A worker that died of a panic or a fatal error failed, whatever Go
   # made of it: its input may pass alone (a goroutine an earlier input
   # started killed it), so neither excuse below applies.
-  died=0
-  grep -qsE '^(panic|fatal error):' "$wlogs"/* && died=1
-  if [[ $rc -ne 0 && $died -eq 0 && $after -eq $before ]] && grep -q '^    context deadline exceeded$' "$out" &&
+  died=$(grep -lsE '^(panic|fatal error):' "$wlogs"/*)
+  if [[ $rc -ne 0 && -z $died && $after -eq $before ]] && grep -q '^    context deadline exceeded$' "$out" &&
     ! grep -qE 'failure while testing seed corpus|Failing input written|panic:' "$out"; then
     rc=0
     note="ok (deadline race)"
@@ -177,7 +176,7 @@ run() {
   # then calls that input a failure (go.dev/issue/52569, open), although
   # it passes when run. It is run again, 20 times: a real failure fails
   # there; one that passes is not kept, and the run counts as ok.
-  if [[ $rc -ne 0 && $died -eq 0 && $stopped -eq 0 ]] && grep -q 'terminated unexpectedly while minimizing: EOF' "$out" &&
+  if [[ $rc -ne 0 && -z $died && $stopped -eq 0 ]] && grep -q 'terminated unexpectedly while minimizing: EOF' "$out" &&
     ! grep -q 'panic:' "$out"; then
     kept=$(sed -nE 's#^ *Failing input written to testdata/fuzz/[^/]+/([0-9a-f]+)$#\1#p' "$out" | head -n 1)
     if [[ -n $kept && -f $corpus/$kept ]] && go test -count 20 -run "^${name}\$/^${kept}\$" "$pkg" >>"$out" 2>&1; then
@@ -205,11 +204,10 @@ run() {
     # What go said: the failure, and where it kept the input.
     grep -vE '^fuzz: elapsed: ' "$out" | sed 's/^/    /' | head -n 40
     # A worker that died of a fatal error or a panic: its trace.
-    for w in "$wlogs"/*; do
-      [[ -f $w ]] && grep -qE '^(panic|fatal error):' "$w" || continue
+    [[ -n $died ]] && while IFS= read -r w; do
       echo "    worker's standard error ($(basename "$w")):"
       grep -vE '^fuzz: elapsed: ' "$w" | sed 's/^/      /' | head -n 40
-    done
+    done <<<"$died"
     failed+=("$pkg $name")
   fi
   rm -rf "$out" "$wlogs"

@@ -380,12 +380,11 @@ func FuzzAPI(f *testing.F) {
 	var cur *fzAgent
 	f.Fuzz(func(t *testing.T, route, who uint8, id string, seal bool, body []byte) {
 		a := pool.get(t)
-		started := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		a.jobs.mu.Lock()
 		a.jobs.home[fzOwn] = &job.Record{ID: fzOwn, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/",
-			Home: fzSelf, Node: fzSelf, State: job.StateRunning, Started: started, Group: fzOwn}
+			Home: fzSelf, Node: fzSelf, State: job.StateRunning, Started: fzStarted, Group: fzOwn}
 		a.jobs.local[fzOwn] = &localJob{rec: job.Local{ID: fzOwn, Home: fzSelf, HomeAddr: a.selfAddr, UID: 1000, GID: 1000,
-			PID: fzOwnPID, StartTix: fzTix, Dir: a.node.SpoolDir(fzOwn), Started: started}}
+			PID: fzOwnPID, StartTix: fzTix, Dir: a.node.SpoolDir(fzOwn), Started: fzStarted}}
 		a.jobs.mu.Unlock()
 		if cur != a {
 			// The pool made a new agent: the socket's routes are its own.
@@ -437,11 +436,11 @@ func FuzzAPI(f *testing.F) {
 		if v := fzAPIBodies[path]; v != nil && !fzDecode(body, v()) && w.Code != http.StatusBadRequest {
 			t.Fatalf("%s by uid %d of %q answered %d", path, c.UID, body, w.Code)
 		}
-		// A restore runs as the job of the checkpoint's owner, whoever
-		// asked: never under another user's record.
 		// What a restore restored: the checkpoint in the body, whatever
 		// seal it had (the node checked that before restoring).
 		_, hdr, hdrErr := migrate.ReadCheckpoint(bufio.NewReader(bytes.NewReader(body[:max(len(body)-migrate.SealSize, 0)])))
+		// A restore runs as the job of the checkpoint's owner, whoever
+		// asked: never under another user's record.
 		for _, s := range a.node.restores {
 			if r := a.jobs.home[s.ID]; hdrErr != nil || r != nil && r.UID != hdr.UID {
 				t.Fatalf("restart by uid %d restored job %s of uid %d under a record of uid %v (%v)", c.UID, s.ID, hdr.UID, r, hdrErr)

@@ -68,6 +68,9 @@ const (
 	fzLeast = 2.0
 )
 
+// fzStarted is when the seeded jobs started.
+var fzStarted = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // fzNodeID is a node id (Config.Validate).
 var fzNodeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$`)
 
@@ -258,12 +261,11 @@ type fzAgent struct {
 // behind it (a migration's timer that has fired, a lazy dump) gets the
 // next input a new agent.
 type fzPool struct {
-	st     *job.Store
-	stPath string // st's file; stDir holds it
-	stDir  string
-	stN    int // job tables opened
-	dir    string
-	a      *fzAgent
+	st    *job.Store
+	stDir string
+	stN   int // job tables opened: st is stPath(stN)
+	dir   string
+	a     *fzAgent
 }
 
 func newFzPool(f *testing.F) *fzPool {
@@ -283,10 +285,9 @@ func newFzPool(f *testing.F) *fzPool {
 // that still uses the old one gets bbolt's "database not open".
 func (p *fzPool) newStore(tb testing.TB) {
 	tb.Helper()
-	old, oldPath := p.st, p.stPath
+	old, oldPath := p.st, p.stPath(p.stN)
 	p.stN++
-	p.stPath = filepath.Join(p.stDir, fmt.Sprintf("state-%d.db", p.stN))
-	p.st = fzStore(tb, p.stPath)
+	p.st = fzStore(tb, p.stPath(p.stN))
 	if p.a != nil {
 		p.a.store = p.st
 	}
@@ -296,6 +297,9 @@ func (p *fzPool) newStore(tb testing.TB) {
 	}
 }
 
+// stPath is the file of the pool's n-th job table.
+func (p *fzPool) stPath(n int) string { return filepath.Join(p.stDir, fmt.Sprintf("state-%d.db", n)) }
+
 // get returns the pool's agent as newFzAgent would make it.
 func (p *fzPool) get(t *testing.T) *fzAgent {
 	t.Helper()
@@ -303,7 +307,7 @@ func (p *fzPool) get(t *testing.T) *fzAgent {
 		close(p.a.stop)
 		p.a = nil
 	}
-	if fi, err := os.Stat(p.stPath); err == nil && fi.Size() > fzStoreMax {
+	if fi, err := os.Stat(p.stPath(p.stN)); err == nil && fi.Size() > fzStoreMax {
 		p.newStore(t)
 	}
 	if p.a == nil {
@@ -444,20 +448,19 @@ func (a *fzAgent) reset(t *testing.T) {
 	j.restarting, j.uploading, j.restoring = nil, nil, nil
 	j.incs.Clear()
 	a.migr = migrationState{}
-	started := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	code := 0
 	for _, r := range []job.Record{
 		{ID: fzHome, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/", Home: fzSelf, Node: "n3",
-			State: job.StateRunning, Started: started, Migrations: 2, Group: fzHome,
+			State: job.StateRunning, Started: fzStarted, Migrations: 2, Group: fzHome,
 			MigrationLog: []job.Migration{{MID: fzMID, Seq: 2, From: "n2", To: "n3", OK: true}}},
-		{ID: fzLost, UID: 1000, Home: fzSelf, Node: "n4", State: job.StateLost, Started: started, LostAt: started.Add(time.Hour), Group: fzLost},
-		{ID: fzOver, UID: 0, Home: fzSelf, Node: "n3", State: job.StateFinished, ExitCode: &code, Started: started, Ended: started.Add(time.Minute), Group: fzOver},
+		{ID: fzLost, UID: 1000, Home: fzSelf, Node: "n4", State: job.StateLost, Started: fzStarted, LostAt: fzStarted.Add(time.Hour), Group: fzLost},
+		{ID: fzOver, UID: 0, Home: fzSelf, Node: "n3", State: job.StateFinished, ExitCode: &code, Started: fzStarted, Ended: fzStarted.Add(time.Minute), Group: fzOver},
 	} {
 		a.jobs.home[r.ID] = &r
 	}
 	for _, l := range []job.Local{
-		{ID: fzLocal, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID, StartTix: fzTix, Dir: n.SpoolDir(fzLocal), Started: started, Hold: "manual"},
-		{ID: fzPinned, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID + 1, StartTix: fzTix, Dir: n.SpoolDir(fzPinned), Started: started, Hold: "pin"},
+		{ID: fzLocal, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID, StartTix: fzTix, Dir: n.SpoolDir(fzLocal), Started: fzStarted, Hold: "manual"},
+		{ID: fzPinned, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID + 1, StartTix: fzTix, Dir: n.SpoolDir(fzPinned), Started: fzStarted, Hold: "pin"},
 	} {
 		a.jobs.local[l.ID] = &localJob{rec: l}
 	}
