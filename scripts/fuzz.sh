@@ -23,9 +23,10 @@
 # Environment:
 #   FUZZTIME   how long each target runs (go's -fuzztime: 5s, 30s, 1000x);
 #              default 5s
-#   FUZZFLAGS  more flags for the test binary, as go test spells them
-#              (e.g. "-parallel 1" on a busy machine; each becomes
-#              -test.X). Go minimizes each new interesting input for up to
+#   FUZZFLAGS  more test flags, as go test spells them (e.g. "-parallel
+#              1" on a busy machine; each -X becomes the binary's -test.X;
+#              go test's build flags, -race or -tags, are not taken). Go
+#              minimizes each new interesting input for up to
 #              a minute and does not count those executions, so a short
 #              run of a slow target (the agent's peer routes) shows a few
 #              dozen; "-fuzzminimizetime 10x" keeps them counted.
@@ -42,16 +43,16 @@
 #
 # Coverage guidance counts roam's own packages and the decoders roam
 # hands outside bytes to (COVERED below), not every package linked.
-# `go test -fuzz` instruments them all (net/http, bbolt, memberlist,
-# crypto, most of the standard library: 109 KB of counters in the agent's
-# test binary, 23 KB here), and each worker scans every counter after
+# `go test -fuzz` instruments all but a few (runtime, reflect, sync, time
+# and the like): net/http, bbolt, memberlist, crypto, most of the
+# standard library, 109 KB of counters in the agent's test binary, 23 KB
+# here, and each worker scans every counter after
 # every input: over half of an agent target's time (perf, eleventh
 # session). So this script builds each package's test binary once per
 # run with `go test -c` and the compiler flag Go's fuzzing uses
 # (-d=libfuzzer) for those packages only, and runs it with -test.fuzz:
-# the same engine, mutator, corpus and cache, 3.6 times the inputs a
-# second on FuzzPeerNote (side by side, twelfth session), and about as
-# many new interesting inputs a minute. Protobuf's decoder is left out:
+# the same engine, mutator, corpus and cache, and 3.6 times the inputs a
+# second on FuzzPeerNote (side by side, twelfth session). Protobuf's decoder is left out:
 # only FuzzParseStats reaches it, and its counters cost a fifth of the
 # rate of every agent target.
 COVERED="encoding/... gopkg.in/yaml.v3 archive/tar net/url strconv"
@@ -174,17 +175,29 @@ for p in "$module/..." $COVERED; do
   covflags+=("-gcflags=$p=-d=libfuzzer")
 done
 
-# testbin PKG: the package's test binary, built once per run of this
-# script.
-testbin() {
-  local bin="$bins/${1//\//_}.test"
-  [[ -x $bin ]] || go test -c "${covflags[@]}" -o "$bin" "$1" >&2 || return 1
-  echo "$bin"
-}
+fuzzcache=$(go env GOCACHE)/fuzz/$module
+# The log credits the commit the binaries are built from.
+commit=$(git rev-parse --short HEAD 2>/dev/null)
+
+# testbin PKG: where the package's test binary is.
+testbin() { echo "$bins/${1//\//_}.test"; }
+
+# Each package's test binary, built before any run: a build that fails,
+# or a stop while building, logs nothing.
+for t in "${TARGETS[@]}"; do
+  [[ -n $filter ]] && ! grep -qE -- "$filter" <<<"$t" && continue
+  read -r pkg name <<<"$t"
+  [[ -x $(testbin "$pkg") ]] && continue
+  if ! go test -c "${covflags[@]}" -o "$(testbin "$pkg")" "$pkg" || [[ $stopped -eq 1 ]]; then
+    [[ $stopped -eq 1 ]] && exit 130
+    echo "fuzz: $pkg: the test binary does not build" >&2
+    exit 2
+  fi
+done
 
 # run PKG NAME FUZZTIME: one run of a target; sets rc and execs.
 run() {
-  local pkg=$1 name=$2 fuzztime=$3 bin
+  local pkg=$1 name=$2 fuzztime=$3
   out=$(mktemp)
   corpus="$pkg/testdata/fuzz/$name"
   before=$(find "$corpus" -type f 2>/dev/null | wc -l)
@@ -196,21 +209,23 @@ run() {
   wlogs=$(mktemp -d)
   # The binary runs in the package's directory, as go test runs it, and
   # keeps its corpus where go test keeps it.
-  if bin=$(testbin "$pkg"); then
-    (cd "$pkg" && ROAM_FUZZ_STDERR=$wlogs exec setsid "$bin" -test.paniconexit0 -test.timeout=10m0s \
-      -test.fuzzcachedir="$(go env GOCACHE)/fuzz/$module/${pkg#./}" -test.run='^$' -test.fuzz="^${name}\$" \
-      -test.fuzztime="$fuzztime" "${binflags[@]}") >"$out" 2>&1 &
-    wait $! # a signal ends the wait (the trap sets stopped)
-    rc=$?
-    if [[ $stopped -eq 1 ]]; then
-      kill -INT -- -$! 2>/dev/null
-      wait $!
-      rc=0
-    fi
-  else
-    echo "fuzz: $pkg: the test binary does not build" >"$out"
-    rc=1
+  (cd "$pkg" && ROAM_FUZZ_STDERR=$wlogs exec setsid "$(testbin "$pkg")" -test.paniconexit0 -test.timeout=10m0s \
+    -test.fuzzcachedir="$fuzzcache/${pkg#./}" -test.run='^$' -test.fuzz="^${name}\$" \
+    -test.fuzztime="$fuzztime" "${binflags[@]}") >"$out" 2>&1 &
+  wait $! # a signal ends the wait (the trap sets stopped)
+  rc=$?
+  if [[ $stopped -eq 1 ]]; then
+    kill -INT -- -$! 2>/dev/null
+    wait $!
+    rc=0
   fi
+  # A binary without coverage counters would fuzz blind: not a run to
+  # count, nor a failure of the target.
+  if grep -q 'not built with coverage instrumentation' "$out"; then
+    echo "fuzz: $pkg: the test binary has no coverage counters" >&2
+    exit 2
+  fi
+  [[ $rc -ne 0 && $stopped -eq 0 ]] && echo "exit status $rc" >>"$out"
   after=$(find "$corpus" -type f 2>/dev/null | wc -l)
   note=ok
   # A worker that died of a panic or a fatal error failed, whatever Go
@@ -244,7 +259,7 @@ run() {
   [[ $stopped -eq 1 ]] && result=stopped note=stopped
   [[ $rc -ne 0 ]] && result=FAIL
   if [[ -n ${FUZZLOG:-} ]]; then
-    printf '%s\t%s\t%s\t%s\t%d\t%s\n' "$(date -u +%FT%TZ)" "$(git rev-parse --short HEAD 2>/dev/null)" \
+    printf '%s\t%s\t%s\t%s\t%d\t%s\n' "$(date -u +%FT%TZ)" "$commit" \
       "$pkg" "$name" "$execs" "$result" >>"$FUZZLOG"
   fi
   if [[ $rc -eq 0 ]]; then
