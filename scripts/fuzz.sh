@@ -16,9 +16,9 @@
 #        scripts/fuzz.sh -s         sums FUZZLOG: each target's executions
 #                                   in the runs logged there since its
 #                                   last failure
-#        scripts/fuzz.sh -u N [RE]  runs each target in chunks of
-#                                   FUZZCHUNK executions (default 1000000)
-#                                   until FUZZLOG holds N for it
+#        scripts/fuzz.sh -u N [RE]  runs each target in runs of FUZZCHUNK
+#                                   (go's -fuzztime, default 5m) until
+#                                   FUZZLOG holds N executions for it
 #
 # Environment:
 #   FUZZTIME   how long each target runs (go's -fuzztime: 5s, 30s, 1000x);
@@ -287,7 +287,13 @@ for t in "${TARGETS[@]}"; do
     while [[ $stopped -eq 0 ]]; do
       left=$((until - $(logged_total "$pkg" "$name")))
       [[ $left -le 0 ]] && break
-      run "$pkg" "$name" "$((left < ${FUZZCHUNK:-1000000} ? left : ${FUZZCHUNK:-1000000}))x"
+      # Runs of a time, not of a count: with -fuzztime Nx the
+      # coordinator gives each call to a worker the worker's share of
+      # what is left (internal/fuzz's peekInput), although the call ends
+      # after 100 ms; past half the count one worker's share is all that
+      # is left, and the other worker waits. Both cores then did half the
+      # inputs a second (FuzzPeerNote: 19,000, then 9,000 from halfway).
+      run "$pkg" "$name" "${FUZZCHUNK:-5m}"
       [[ $rc -ne 0 ]] && break
     done
   fi
