@@ -46,15 +46,15 @@
 # `go test -fuzz` instruments all but a few (runtime, reflect, sync, time
 # and the like): net/http, bbolt, memberlist, crypto, most of the
 # standard library, 109 KB of counters in the agent's test binary, 23 KB
-# here, and each worker scans every counter after
-# every input: over half of an agent target's time (perf, eleventh
-# session). So this script builds each package's test binary once per
-# run with `go test -c` and the compiler flag Go's fuzzing uses
-# (-d=libfuzzer) for those packages only, and runs it with -test.fuzz:
-# the same engine, mutator, corpus and cache, and 3.6 times the inputs a
-# second on FuzzPeerNote (side by side, twelfth session). Protobuf's decoder is left out:
-# only FuzzParseStats reaches it, and its counters cost a fifth of the
-# rate of every agent target.
+# here, and each worker scans every counter after every input: over half
+# of an agent target's time (perf, eleventh session). So this script
+# builds each package's test binary once per run with `go test -c` and
+# the compiler flag Go's fuzzing uses (-d=libfuzzer) for those packages
+# only, and runs it with -test.fuzz: the same engine, mutator, corpus and
+# cache, and 3.6 times the inputs a second on FuzzPeerNote (side by side,
+# twelfth session). Protobuf's decoder is left out: only FuzzParseStats
+# reaches it, and its counters cost a fifth of the rate of every agent
+# target.
 COVERED="encoding/... gopkg.in/yaml.v3 archive/tar net/url strconv"
 
 # Go 1.26's fuzzing coordinator may end a run that found nothing with
@@ -182,10 +182,16 @@ commit=$(git rev-parse --short HEAD 2>/dev/null)
 # testbin PKG: where the package's test binary is.
 testbin() { echo "$bins/${1//\//_}.test"; }
 
-# Each package's test binary, built before any run: a build that fails,
-# or a stop while building, logs nothing.
+# The targets the REGEXP argument selects (all without one).
+selected=()
 for t in "${TARGETS[@]}"; do
   [[ -n $filter ]] && ! grep -qE -- "$filter" <<<"$t" && continue
+  selected+=("$t")
+done
+
+# Each package's test binary, built before any run: a build that fails,
+# or a stop while building, logs nothing.
+for t in "${selected[@]}"; do
   read -r pkg name <<<"$t"
   [[ -x $(testbin "$pkg") ]] && continue
   if ! go test -c "${covflags[@]}" -o "$(testbin "$pkg")" "$pkg" || [[ $stopped -eq 1 ]]; then
@@ -278,8 +284,7 @@ run() {
   rm -rf "$out" "$wlogs"
 }
 
-for t in "${TARGETS[@]}"; do
-  [[ -n $filter ]] && ! grep -qE -- "$filter" <<<"$t" && continue
+for t in "${selected[@]}"; do
   read -r pkg name <<<"$t"
   if [[ $until -eq 0 ]]; then
     run "$pkg" "$name" "${FUZZTIME:-5s}"
