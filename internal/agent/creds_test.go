@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,4 +180,64 @@ func runOneOn(t *testing.T, c *cluster, caller Caller, on string) string {
 	id := r.IDs[0]
 	c.waitFor("running", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
 	return id
+}
+
+// A checkpoint file goes to the job's owner: once the job is frozen, a
+// task that is not dumpable (a set-uid program that dropped to the
+// owner's uids keeps secrets so) or that runs as another user (a set-uid
+// program started after the first look) refuses the checkpoint, naming
+// the task; the job runs on, thawed, and no file is left of it. As the
+// owner's, dumpable but for its roam-init, it is checkpointed.
+func TestAgentsRefuseACheckpointOfTasksTheOwnerCannotRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 29, faults{}, "static")
+		owner := Caller{UID: 70001, GID: 70001}
+		id := runOneOn(t, c, owner, "n1")
+		n1, a := c.nodes[0].fn, c.nodes[0].a
+		mine := procfs.Creds{PID: 9, UIDs: [4]uint32{70001, 70001, 70001, 70001}, GIDs: [4]uint32{70001, 70001, 70001, 70001}}
+		noDump := mine
+		noDump.NoDump = true
+		setuid := mine
+		setuid.UIDs = [4]uint32{70001, 0, 0, 0}
+		for _, tc := range []struct {
+			name string
+			as   procfs.Creds
+			want string
+		}{
+			{"a non-dumpable task", noDump, "task 9 of user 70001 is not dumpable"},
+			{"a set-user-id task", setuid, "task 9 runs as uids [70001 0 0 0]"},
+		} {
+			n1.mu.Lock()
+			n1.frozenAs = &tc.as
+			n1.mu.Unlock()
+			w := httptest.NewRecorder()
+			err := a.Checkpoint(owner, api.CheckpointRequest{ID: id}, w)
+			if err == nil || !strings.Contains(err.Error(), "once frozen: "+tc.want) || w.Body.Len() != 0 {
+				t.Fatalf("%s: %v, %d bytes written; want refused with %q", tc.name, err, w.Body.Len(), tc.want)
+			}
+			if run, frz := c.world.copies(id); len(run) != 1 || run[0] != "n1" || len(frz) != 0 {
+				t.Fatalf("%s: running on %v, frozen on %v; want running on n1", tc.name, run, frz)
+			}
+			for _, dir := range []string{a.ckptStoreDir(), a.imageDir} {
+				if left, _ := os.ReadDir(dir); len(left) != 0 {
+					t.Fatalf("%s: %s holds %v", tc.name, dir, left)
+				}
+			}
+		}
+		// roam-init, the job's first process, makes itself non-dumpable:
+		// not a refusal.
+		a.jobs.mu.Lock()
+		initAs := noDump
+		initAs.PID = a.jobs.local[id].rec.PID
+		a.jobs.mu.Unlock()
+		for _, as := range []procfs.Creds{mine, initAs} {
+			n1.mu.Lock()
+			n1.frozenAs = &as
+			n1.mu.Unlock()
+			w := httptest.NewRecorder()
+			if err := a.Checkpoint(owner, api.CheckpointRequest{ID: id}, w); err != nil || w.Code != http.StatusOK || w.Body.Len() == 0 {
+				t.Fatalf("as %+v: %v, status %d, %d bytes", as, err, w.Code, w.Body.Len())
+			}
+		}
+	})
 }

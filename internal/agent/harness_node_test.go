@@ -197,6 +197,9 @@ type fakeNode struct {
 	// restoredAs, when set, is what the credentials of a restored job's
 	// tasks are (a forged image's); else they are the owner's.
 	restoredAs *procfs.Creds
+	// frozenAs, when set, is what the credentials of a frozen job's
+	// tasks are (a set-id program it started since it was first judged).
+	frozenAs *procfs.Creds
 	// frozenPin, when set, is what the rules say of a job once it is
 	// frozen: something it took between the check and the freeze.
 	frozenPin string
@@ -435,10 +438,17 @@ func (f *fakeNode) Inspect(pid int, members map[string]bool, frozen bool) migrat
 func (f *fakeNode) Mounts(pid int) ([]string, error) { return nil, nil }
 
 // Creds: the fake processes have none of their own; restoredAs stands for
-// a restored job's.
+// a restored job's, frozenAs for a frozen one's.
 func (f *fakeNode) Creds(pid int) ([]procfs.Creds, error) {
+	f.w.mu.Lock()
+	p := f.proc(pid, 0)
+	isFrozen := p != nil && p.state == frozen
+	f.w.mu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.frozenAs != nil && isFrozen {
+		return []procfs.Creds{*f.frozenAs}, nil
+	}
 	if f.restoredAs != nil {
 		return []procfs.Creds{*f.restoredAs}, nil
 	}

@@ -28,20 +28,31 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("no gcc")
 	}
-	bin := filepath.Join(t.TempDir(), "kinds")
+	// Where a user's process reaches the program and writes its files.
+	pub, err := os.MkdirTemp("", "roam-view-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pub) })
+	userDir := filepath.Join(pub, "user")
+	if err := os.Chmod(pub, 0o755); err != nil || os.Mkdir(userDir, 0o700) != nil || os.Chown(userDir, 70001, 70001) != nil {
+		t.Fatalf("%s: %v", pub, err)
+	}
+	bin := filepath.Join(pub, "kinds")
 	if out, err := exec.Command("gcc", "-O2", "-Wall", "-pthread", "-o", bin, "../../workloads/kinds.c").CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	shared, jobDir := t.TempDir(), t.TempDir()
-	rules := migrate.Rules{JobDir: jobDir, Shared: []string{shared}, GhostLimit: 64 << 20}
+	rules := migrate.Rules{JobDir: jobDir, Shared: []string{shared, userDir}, GhostLimit: 64 << 20}
 	cases := []struct {
 		kind   string
 		dir    string // where its files go
 		ownIPC bool
-		pin    string // a part of the pin, or "" when it moves
+		pin    string // a part of the pin, or "" when it moves (in userDir: as uid 70001)
 	}{
 		{"ghost", shared, false, ""},
 		{"ghost-big", shared, false, "holds the deleted file " + shared + "/kinds-ghost-big-"},
+		{"ghost", userDir, false, "holds the deleted file " + userDir + "/kinds-ghost-"},
 		{"memfd", shared, false, ""},
 		{"shmanon", shared, false, ""},
 		{"devzero", shared, false, ""},
@@ -78,11 +89,19 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 		if tc.ownIPC {
 			name += "-ownipc"
 		}
+		user := tc.dir == userDir
+		if user {
+			name += "-user"
+		}
 		t.Run(name, func(t *testing.T) {
 			cmd := exec.Command(bin, tc.kind, tc.dir)
 			cmd.Dir = shared
 			if tc.ownIPC {
 				cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWIPC}
+			}
+			if user {
+				cmd.Dir = userDir
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 70001, Gid: 70001, Groups: []uint32{70002}}}
 			}
 			out, err := cmd.StdoutPipe()
 			if err != nil {
@@ -135,20 +154,20 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 					t.Fatalf("credentials check: %v", err)
 				}
 			case "ghost":
-				if got.Ghosts < 4096 {
+				if !user && got.Ghosts < 4096 {
 					t.Fatalf("ghosts %d bytes, want the 4096 written", got.Ghosts)
 				}
 			}
 			if !*record {
 				return
 			}
-			// What the pure tests judge again, with the two directories
+			// What the pure tests judge again, with the three directories
 			// and the program at fixed paths.
 			b, err := json.MarshalIndent(v, "", "\t")
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := strings.NewReplacer(shared, "/shared", jobDir, "/job", bin, "/usr/local/bin/kinds").Replace(string(b))
+			s := strings.NewReplacer(shared, "/shared", userDir, "/shared/user", jobDir, "/job", bin, "/usr/local/bin/kinds").Replace(string(b))
 			if err := os.WriteFile(filepath.Join("..", "migrate", "testdata", "views", name+".json"), []byte(s), 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -156,3 +156,23 @@ func CheckCreds(uid, gid uint32, groups []uint32, tasks []procfs.Creds) error {
 	}
 	return nil
 }
+
+// CheckReadable says which task of a user's job holds memory its user
+// could not read: one that is not dumpable (it ran a set-id or an
+// execute-only program, or asked so with prctl). A checkpoint file goes
+// to the job's owner, so it is refused for such a task; a migration is
+// not (CRIU restores the flag, and the memory goes to no user). The
+// job's init (roam-init, pid init) is left out: it makes itself
+// non-dumpable so that the user cannot take over its descriptor to the
+// agent, and it holds nothing of root's.
+func CheckReadable(uid uint32, init int, tasks []procfs.Creds) error {
+	if uid == 0 {
+		return nil
+	}
+	for _, c := range tasks {
+		if c.NoDump && c.PID != init {
+			return fmt.Errorf("task %d of user %d is not dumpable (it ran a set-id or unreadable program, or asked so): its memory may hold what the user cannot read", c.PID, uid)
+		}
+	}
+	return nil
+}

@@ -16,6 +16,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -510,7 +511,7 @@ func FuzzEstablishedTCP(f *testing.F) {
 // job with no files listed, or lets it move only when every rule holds:
 // each file it reaches by path is in its own directory, or in a shared
 // (or the system's) directory and listed once for the destination; no
-// device but the harmless ones; no deleted file past the ghost limit; no
+// device but the harmless ones; no deleted file past the ghost limit, nor any of a user's task; no
 // lock on a file outside its own directory; no named FIFO outside it; no
 // SysV segment of the node's IPC namespace; no established TCP connection;
 // and the stopped tasks it names are ones /proc showed stopped.
@@ -591,6 +592,11 @@ func FuzzJudge(f *testing.F) {
 				case e.Nlink == 0 && kind == modeReg:
 					if !strings.HasPrefix(l, "/memfd:") && e.Alloc > ghost {
 						t.Fatalf("moves with the deleted file %q of %d bytes over %d", l, e.Alloc, ghost)
+					}
+					// Until CRIU gets the file as a descriptor, a user's
+					// would be made again by root, by path.
+					if uids := strings.Fields(st["Uid"]); !strings.HasPrefix(l, "/memfd:") && slices.ContainsFunc(uids, func(u string) bool { return u != "0" }) {
+						t.Fatalf("a task of uids %v moves with the deleted file %q", uids, l)
 					}
 					// CRIU recreates it in its directory: listed for the
 					// destination's check.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -136,6 +137,9 @@ func quoteOdd(s string) string {
 
 // ghostDirWhy ends the reasons of a removed directory.
 const ghostDirWhy = ": CRIU would make it again on the destination as root, with any parents missing there, before the job's files are checked"
+
+// ghostUserWhy ends the reasons of a user's job's deleted file.
+const ghostUserWhy = " (CRIU would recreate it on the destination as root, by a path the user can redirect)"
 
 // mqueueWhy ends the reasons of a POSIX message queue.
 const mqueueWhy = ": CRIU does not carry message queues, so its messages would be lost"
@@ -349,10 +353,20 @@ func (j *judge) ghost(e Entry, out *Verdict, uids string) string {
 	if strings.HasPrefix(e.Link, "/memfd:") {
 		return "" // a memfd: CRIU carries its content whatever its size
 	}
+	// CRIU recreates the file as root, by its full path, following
+	// symbolic links, some time after the destination checked its
+	// directory: a user who swaps that directory for a link makes root
+	// create a file of the user's wherever the link points. Until the
+	// agent hands CRIU the file itself, opened as the user, only root's
+	// jobs move their deleted files.
+	fs := strings.Fields(uids)
+	if len(fs) == 0 || slices.ContainsFunc(fs, func(u string) bool { return u != "0" }) {
+		return "holds the deleted file " + name + ": a user's job moves with no deleted file yet" + ghostUserWhy
+	}
 	// CRIU gives the recreated file its owner and mode: only a file of
 	// the process's own user, with no set-user-id or set-group-id bit (an
 	// old setuid binary a job kept open across an upgrade, say).
-	if fs := strings.Fields(uids); len(fs) == 0 || fs[0] != strconv.FormatUint(uint64(e.UID), 10) || e.Mode&0o6000 != 0 {
+	if fs[0] != strconv.FormatUint(uint64(e.UID), 10) || e.Mode&0o6000 != 0 {
 		return "holds the deleted file " + name + " of uid " + strconv.FormatUint(uint64(e.UID), 10) + ", mode " + strconv.FormatUint(uint64(e.Mode&0o7777), 8) +
 			": only a file of the job's own user without set-id bits moves as a ghost"
 	}

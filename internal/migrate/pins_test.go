@@ -19,6 +19,7 @@ func TestJudgeRecorded(t *testing.T) {
 	want := map[string]string{
 		"ghost": "", "memfd": "", "shmanon": "", "devzero": "",
 		"ghost-big":              "holds the deleted file /shared/kinds-ghost-big-",
+		"ghost-user":             "holds the deleted file /shared/user/kinds-ghost-",
 		"flock":                  "",
 		"posixlock":              "",
 		"ofdlock":                "",
@@ -120,6 +121,12 @@ func TestJudgeRules(t *testing.T) {
 	task := func(fds ...Entry) Task {
 		return Task{PID: 40, Status: "State:\tS (sleeping)\nTracerPid:\t0\nUid:\t1000\t1000\t1000\t1000\n", Cwd: dir("/shared/u"), FDs: fds}
 	}
+	// Root's job: a user's job moves with no deleted file (see ghost).
+	rootTask := func(fds ...Entry) Task {
+		t := task(fds...)
+		t.Status = "State:\tS (sleeping)\nTracerPid:\t0\nUid:\t0\t0\t0\t0\n"
+		return t
+	}
 	ghost := func(link string, uid uint32, mode uint32, alloc int64) Entry {
 		return Entry{Link: link + " (deleted)", Mode: modeReg | mode, Nlink: 0, Alloc: alloc, UID: uid}
 	}
@@ -149,13 +156,19 @@ func TestJudgeRules(t *testing.T) {
 			"process 42 maps /tmp/m shared and writable, on this node's own filesystem"},
 		{"a mapped device", View{Tasks: []Task{{PID: 43, Maps: []MapEntry{{Mapping{Range: "1-2", Path: "/dev/dri/card0"}, Entry{Link: "/dev/dri/card0", Mode: modeChr, Nlink: 1}}}}}},
 			"process 43 maps /dev/dri/card0, which is not a regular file"},
-		{"a deleted file of the job's user moves", View{Tasks: []Task{task(ghost("/shared/sub/t", 1000, 0o600, 4096))}, Dirs: sub}, ""},
-		{"a deleted file whose directory is gone", View{Tasks: []Task{task(ghost("/shared/gone/t", 1000, 0o600, 4096))}, Dirs: sub},
+		{"a deleted file of root's job moves", View{Tasks: []Task{rootTask(ghost("/shared/sub/t", 0, 0o600, 4096))}, Dirs: sub}, ""},
+		{"a deleted file of a user's job", View{Tasks: []Task{task(ghost("/shared/sub/t", 1000, 0o600, 4096))}, Dirs: sub},
+			"holds the deleted file /shared/sub/t: a user's job moves with no deleted file yet (CRIU would recreate it on the destination as root"},
+		{"a deleted file of a job that changed its uid", View{Tasks: []Task{{PID: 40, Status: "Uid:\t0\t1000\t0\t0\n", FDs: []Entry{ghost("/shared/sub/t", 0, 0o600, 4096)}}}, Dirs: sub},
+			"a user's job moves with no deleted file yet"},
+		{"a deleted file in a user's job's own directory", View{Tasks: []Task{task(ghost("/job/t", 1000, 0o600, 4096))}}, "a user's job moves with no deleted file yet"},
+		{"a memfd of a user's job moves", View{Tasks: []Task{task(ghost("/memfd:x", 1000, 0o600, 4096))}}, ""},
+		{"a deleted file whose directory is gone", View{Tasks: []Task{rootTask(ghost("/shared/gone/t", 0, 0o600, 4096))}, Dirs: sub},
 			"holds the deleted file /shared/gone/t, whose directory /shared/gone is gone or not a directory"},
-		{"a deleted file of another user", View{Tasks: []Task{task(ghost("/shared/sub/t", 0, 0o644, 4096))}, Dirs: sub},
-			"holds the deleted file /shared/sub/t of uid 0, mode 644: only a file of the job's own user"},
-		{"a deleted set-user-id file", View{Tasks: []Task{task(ghost("/shared/sub/t", 1000, 0o4755, 4096))}, Dirs: sub}, "mode 4755"},
-		{"deleted files over the limit together", View{Tasks: []Task{task(ghost("/shared/sub/a", 1000, 0o600, 40<<20), ghost("/shared/sub/b", 1000, 0o600, 40<<20))}, Dirs: sub},
+		{"a deleted file of another user", View{Tasks: []Task{rootTask(ghost("/shared/sub/t", 1000, 0o644, 4096))}, Dirs: sub},
+			"holds the deleted file /shared/sub/t of uid 1000, mode 644: only a file of the job's own user"},
+		{"a deleted set-user-id file", View{Tasks: []Task{rootTask(ghost("/shared/sub/t", 0, 0o4755, 4096))}, Dirs: sub}, "mode 4755"},
+		{"deleted files over the limit together", View{Tasks: []Task{rootTask(ghost("/shared/sub/a", 0, 0o600, 40<<20), ghost("/shared/sub/b", 0, 0o600, 40<<20))}, Dirs: sub},
 			"holds the deleted file /shared/sub/b (41943040 bytes on disk, with the others 83886080; deleted files of up to 67108864 bytes in all"},
 		{"a file that cannot be examined", View{Tasks: []Task{task(Entry{Link: "/shared/fuse/f", StatErr: "permission denied"})}},
 			"process 40 holds open /shared/fuse/f, which cannot be examined: permission denied"},
@@ -187,7 +200,7 @@ func TestJudgeRules(t *testing.T) {
 	}
 	// CRIU recreates a deleted file in its directory as root: the
 	// directory is listed, to be the same one on the destination.
-	got := Judge(View{Tasks: []Task{task(ghost("/shared/sub/t", 1000, 0o600, 4096))}, Dirs: sub}, testRules)
+	got := Judge(View{Tasks: []Task{rootTask(ghost("/shared/sub/t", 0, 0o600, 4096))}, Dirs: sub}, testRules)
 	if len(got.Files) != 2 || got.Files[1] != (OpenFile{Path: "/shared/sub", Ino: 99, Same: true}) || got.Ghosts != 4096 {
 		t.Errorf("a ghost in /shared/sub: %+v", got)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Creds are a task's credentials as /proc/PID/status shows them.
@@ -23,6 +24,12 @@ type Creds struct {
 	// program's file capabilities). A kernel without ambient sets gives 0.
 	CapInh uint64
 	CapAmb uint64
+	// NoDump: the task's process is not dumpable (it ran a set-id or
+	// unreadable program, or asked so with prctl): the kernel then gives
+	// its /proc files to root, not to its effective ids, and its memory
+	// may hold what its user cannot read. Not in the status file:
+	// TreeCreds reads it from that file's owner.
+	NoDump bool
 }
 
 // ParseCreds reads the credential lines of a status file.
@@ -115,6 +122,15 @@ func TreeCreds(pid int) ([]Creds, error) {
 				return nil, fmt.Errorf("task %s of %d: %w", e.Name(), p, err)
 			}
 			c.PID, _ = strconv.Atoi(e.Name())
+			// A dumpable task's /proc files are its effective ids' (its
+			// directory is, whatever it is).
+			var st syscall.Stat_t
+			if err := syscall.Stat(dir+e.Name()+"/status", &st); errors.Is(err, syscall.ENOENT) {
+				continue
+			} else if err != nil {
+				return nil, fmt.Errorf("task %s of %d: %w", e.Name(), p, err)
+			}
+			c.NoDump = st.Uid != c.UIDs[1] || st.Gid != c.GIDs[1]
 			out = append(out, c)
 		}
 	}
