@@ -134,8 +134,8 @@ clean:
 REL ?= build/release
 release: $(BIN)/roam-init
 	@mkdir -p $(REL)
-	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(REL)/ ./cmd/roam ./cmd/roamd
-	@cp $(BIN)/roam-init $(REL)/
+	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(REL)/ ./cmd/roam ./cmd/roamd
+	@strip --remove-section=.comment --remove-section=.note -o $(REL)/roam-init $(BIN)/roam-init
 	@rm -rf $(REL)/docs && $(REL)/roam gendocs $(REL)/docs && $(REL)/roamd gendocs $(REL)/docs
 
 install: release
@@ -152,6 +152,9 @@ install: release
 	sed -e 's|@SBINDIR@|$(PREFIX)/sbin|g' -e 's|@DOCDIR@|$(DOCDIR)|g' packaging/roamd.service > $(DESTDIR)$(UNITDIR)/roamd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/roamd.service
 	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -D -m 0644 LICENSE $(DESTDIR)$(DOCDIR)/LICENSE
+	bash scripts/copyright.sh $(REL)/roam $(REL)/roamd > $(DESTDIR)$(DOCDIR)/copyright
+	chmod 0644 $(DESTDIR)$(DOCDIR)/copyright
 	install -D -m 0644 docs/deploy.md $(DESTDIR)$(DOCDIR)/deploy.md
 	install -D -m 0644 docs/security.md $(DESTDIR)$(DOCDIR)/security.md
 	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/roam
@@ -171,5 +174,11 @@ deb:
 	install -m 0644 packaging/deb/conffiles $(DEBROOT)/DEBIAN/
 	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@ARCH@|$(DEBARCH)|' \
 	    -e "s|@SIZE@|$$(du -sk --exclude=DEBIAN $(DEBROOT) | cut -f1)|" packaging/deb/control.in > $(DEBROOT)/DEBIAN/control
+	install -D -m 0644 packaging/deb/lintian-overrides $(DEBROOT)/usr/share/lintian/overrides/roam
+	printf 'roam (%s) unstable; urgency=medium\n\n  * Built from commit %s.\n\n -- roam developers <roam-dev@example.org>  %s\n' \
+	    '$(VERSION)' "$$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
+	    "$$(date -R -d @$$(git log -1 --format=%ct 2>/dev/null || date +%s))" | gzip -9n > $(DEBROOT)/usr/share/doc/roam/changelog.gz
 	mkdir -p $(DEBOUT)
 	dpkg-deb --root-owner-group --build $(DEBROOT) $(DEBOUT)/roam_$(VERSION)_$(DEBARCH).deb
+	@command -v lintian >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lintian >/dev/null
+	@lintian --fail-on error $(DEBOUT)/roam_$(VERSION)_$(DEBARCH).deb

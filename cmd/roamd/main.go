@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -30,7 +31,12 @@ func command(code *int) *cobra.Command {
 		Long: `roamd is the roam node agent. It runs as root on every node of a roam
 cluster: it joins the other agents through gossip, starts the jobs placed on
 its node, and migrates them live (with CRIU) to wherever CPU and memory are
-free. Jobs outlive the agent: a restarted agent takes them back.`,
+free. Jobs outlive the agent: a restarted agent takes them back.
+
+SIGTERM or SIGINT stops the agent (its jobs run on). SIGHUP reads the config
+again and checks it as --check-config does: a changed scheduler runs at once
+(unless one was loaded with roam policy load), every other changed key is
+logged as needing a restart, and a config that does not pass changes nothing.`,
 		Version:       api.Version,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -60,8 +66,8 @@ func run(args []string) int {
 	return code
 }
 
-// serve checks the config and runs the agent until SIGTERM or SIGINT; it
-// returns the exit status.
+// serve checks the config and runs the agent until SIGTERM or SIGINT
+// (SIGHUP reloads the config); it returns the exit status.
 func serve(configPath string, debug, checkOnly bool) int {
 	level := slog.LevelInfo
 	if debug {
@@ -94,13 +100,32 @@ func serve(configPath string, debug, checkOnly bool) int {
 		return 1
 	}
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	select {
-	case <-sig:
-	case <-a.Done(): // it left the cluster (roam node remove)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				reload(a, configPath, logger)
+				continue
+			}
+		case <-a.Done(): // it left the cluster (roam node remove)
+		}
+		a.Close()
+		return 0
 	}
-	a.Close()
-	return 0
+}
+
+// reload is SIGHUP: the config file is read and checked again as at the
+// start; what of it can change while the agent runs is taken, and what
+// needs a restart is said. A config that does not pass changes nothing.
+func reload(a *agent.Agent, configPath string, logger *slog.Logger) {
+	cfg, _, err := check(configPath)
+	if err != nil {
+		logger.Error("SIGHUP: config not reloaded, nothing changed", "config", configPath, "err", err)
+		return
+	}
+	took, restart := a.Reload(cfg)
+	logger.Info("SIGHUP: config reloaded", "config", configPath, "took", strings.Join(took, ", "), "needs_restart", strings.Join(restart, ", "))
 }
 
 // agentNice is the agent's nice value. The agent, and the CRIU processes it

@@ -19,6 +19,7 @@ import (
 	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/probe"
+	"roam/internal/rootdir"
 	"roam/internal/secret"
 )
 
@@ -46,7 +47,7 @@ func check(path string) (agent.Config, world, error) {
 		return cfg, w, err
 	}
 	if w.sec, err = secret.ReadFile(cfg.SecretFile); err != nil {
-		return cfg, w, err
+		return cfg, w, fmt.Errorf("config: secret_file: %w", err)
 	}
 	if cfg, err = agent.ResolveAdvertise(cfg, agent.HostRoutes()); err != nil {
 		return cfg, w, err
@@ -81,6 +82,14 @@ func check(path string) (agent.Config, world, error) {
 		}
 	default:
 		w.jobs = &cgroup.Jobs{Layout: layout, Parent: parent}
+	}
+	// What Start makes of them must be root's alone (rootdir.Ensure):
+	// the parts that exist are checked here, nothing is made.
+	if err := rootdir.Check(cfg.StateDir); err != nil {
+		return cfg, w, fmt.Errorf("config: state_dir: %w", err)
+	}
+	if err := rootdir.Check(cfg.ImageDirOrDefault()); err != nil {
+		return cfg, w, fmt.Errorf("config: image_dir: %w", err)
 	}
 	if fi, err := os.Stat(cfg.InitPath); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return cfg, w, fmt.Errorf("config: init_path: %s is not an executable file (roam-init, installed beside roamd)", cfg.InitPath)

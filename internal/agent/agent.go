@@ -193,10 +193,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 func (a *Agent) Start() error {
 	// Root removes, unpacks and restores below these: nobody else may
 	// control any directory on their paths.
-	a.imageDir = a.cfg.ImageDir
-	if a.imageDir == "" {
-		a.imageDir = filepath.Join(a.cfg.StateDir, "images")
-	}
+	a.imageDir = a.cfg.ImageDirOrDefault()
 	if err := rootdir.Ensure(a.cfg.StateDir, 0o755); err != nil {
 		return errkind.New(ErrConfig, "state_dir: %v", err)
 	}

@@ -8,12 +8,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"roam/internal/errkind"
+	"strconv"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"roam/internal/api"
 	"roam/internal/load"
@@ -131,6 +133,35 @@ type LoadConfig struct {
 	Policy string `yaml:"policy"`
 }
 
+// ConfigChanges lists the keys whose values differ between two configs,
+// by their dotted names (load.interval), in the order of the fields.
+func ConfigChanges(a, b Config) []string {
+	var out []string
+	var walk func(x, y reflect.Value, prefix string)
+	walk = func(x, y reflect.Value, prefix string) {
+		for i := range x.NumField() {
+			f := x.Type().Field(i)
+			k := prefix + strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == x.Type().PkgPath() {
+				walk(x.Field(i), y.Field(i), k+".")
+			} else if !reflect.DeepEqual(x.Field(i).Interface(), y.Field(i).Interface()) {
+				out = append(out, k)
+			}
+		}
+	}
+	walk(reflect.ValueOf(a), reflect.ValueOf(b), "")
+	return out
+}
+
+// ImageDirOrDefault is where migration images go: image_dir, or
+// state_dir/images.
+func (c Config) ImageDirOrDefault() string {
+	if c.ImageDir != "" {
+		return c.ImageDir
+	}
+	return filepath.Join(c.StateDir, "images")
+}
+
 // DefaultConfig returns a config for a real node, with every default set.
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
@@ -221,6 +252,10 @@ func (c Config) Validate() error {
 	if key, err := c.Limits.validate(); err != nil {
 		return bad(key, "%v", err)
 	}
+	// The policy the agent starts with: a name or a file it parses.
+	if _, err := loadPolicy(c.Scheduler); err != nil {
+		return bad("scheduler", "%v", err)
+	}
 	return nil
 }
 
@@ -240,14 +275,95 @@ func ParseConfig(b []byte) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, errkind.New(ErrConfig, "config: %v", oneLine(err))
+		return Config{}, errkind.New(ErrConfig, "config: %s", yamlError(b, err))
 	}
 	return c, c.Validate()
 }
 
-// oneLine folds a multi-line YAML error into one line.
-func oneLine(err error) string {
-	return regexp.MustCompile(`\s*\n\s*`).ReplaceAllString(err.Error(), "; ")
+// The YAML decoder's errors, which name Go types and lines, not keys.
+var (
+	yamlTypeErr  = regexp.MustCompile("^line ([0-9]+): cannot unmarshal !!([a-z]+)(?: `(.*)`)? into (.+)$")
+	yamlFieldErr = regexp.MustCompile(`^line ([0-9]+): field (.+) not found in type`)
+)
+
+// yamlForms says what each Go type of the config is written as.
+var yamlForms = map[string]string{
+	"time.Duration": "a duration (e.g. 30s, 10m, 1h)", "int": "a whole number", "int64": "a whole number",
+	"float64": "a number", "string": "a string", "[]string": "a list (e.g. [a, b])", "bool": "true or false",
+	"agent.Config": "a section of keys", "agent.LoadConfig": "a section of keys", "agent.Limits": "a section of keys",
+}
+
+// yamlError is one line for a decoding error of the config text b: the
+// key at fault, by its dotted name, its line, and the form it takes.
+func yamlError(b []byte, err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) || len(te.Errors) == 0 {
+		return regexp.MustCompile(`\s*\n\s*`).ReplaceAllString(err.Error(), "; ")
+	}
+	msg := te.Errors[0]
+	if m := yamlTypeErr.FindStringSubmatch(msg); m != nil {
+		form := yamlForms[m[4]]
+		if form == "" {
+			form = m[4]
+		}
+		what := map[string]string{"seq": "a list", "map": "a section"}[m[2]]
+		if what == "" {
+			what = strconv.Quote(m[3])
+		}
+		msg = fmt.Sprintf("%s (line %s): %s is not %s", keyAt(b, m[1]), m[1], what, form)
+	} else if m := yamlFieldErr.FindStringSubmatch(msg); m != nil {
+		msg = fmt.Sprintf("%s (line %s): not a key roamd knows (docs: roamd(8))", keyAt(b, m[1]), m[1])
+	}
+	if n := len(te.Errors) - 1; n > 0 {
+		msg += fmt.Sprintf(" (and %d more)", n)
+	}
+	return msg
+}
+
+// keyAt is the dotted name of the deepest key on line of the YAML text b
+// (or of the list holding an item there), or "line" when none is.
+func keyAt(b []byte, line string) string {
+	var root yaml.Node
+	if yaml.Unmarshal(b, &root) != nil {
+		return "line"
+	}
+	var find func(n *yaml.Node, prefix string) string
+	find = func(n *yaml.Node, prefix string) string {
+		ln := strconv.Itoa(n.Line)
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				if k := find(c, prefix); k != "" {
+					return k
+				}
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				name := prefix + n.Content[i].Value
+				if k := find(n.Content[i+1], name+"."); k != "" {
+					return k
+				}
+				if strconv.Itoa(n.Content[i].Line) == line {
+					return name
+				}
+			}
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				if strconv.Itoa(c.Line) == line {
+					return strings.TrimSuffix(prefix, ".")
+				}
+			}
+		default:
+			if ln == line && prefix != "" {
+				return strings.TrimSuffix(prefix, ".")
+			}
+		}
+		return ""
+	}
+	if k := find(&root, ""); k != "" {
+		return k
+	}
+	return "line"
 }
 
 // Marshal renders the config as YAML (for `roam cluster up`).

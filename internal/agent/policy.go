@@ -75,8 +75,16 @@ func (a *Agent) setPolicy(p *sched.Scheduler, ver uint64, at time.Time) bool {
 // (policyNewer); it reports whether p now runs. Jobs are not touched: a
 // round in progress finishes its moves under the old policy.
 func (a *Agent) runPolicy(p *sched.Scheduler, ver uint64, at time.Time) bool {
+	return a.swapPolicy(p, ver, at, func(curVer uint64, cur *sched.Scheduler) bool {
+		return cur == nil || policyNewer(ver, p.Text(), curVer, cur.Text())
+	})
+}
+
+// swapPolicy runs policy p of version ver, loaded at time at, when take
+// says so of the running one (its version, and itself or nil).
+func (a *Agent) swapPolicy(p *sched.Scheduler, ver uint64, at time.Time, take func(uint64, *sched.Scheduler) bool) bool {
 	a.sch.mu.Lock()
-	if a.sch.pol != nil && !policyNewer(ver, p.Text(), a.sch.polVer, a.sch.pol.Text()) {
+	if !take(a.sch.polVer, a.sch.pol) {
 		a.sch.mu.Unlock()
 		return false
 	}
@@ -150,4 +158,29 @@ func (a *Agent) LoadPolicy(c Caller, req api.PolicyRequest) ([]api.NodePolicy, e
 // Policies is `roam policy show`: every live node's policy.
 func (a *Agent) Policies() []api.NodePolicy {
 	return fanOut[api.NodePolicy](a, http.MethodGet, "/v1/peer/policy", nil)
+}
+
+// Reload takes what of a changed config (roamd's SIGHUP) can change while
+// the agent runs: the scheduler, unless a policy was loaded since the
+// start (a load outlives the config, as it outlives restarts). It
+// returns the keys it took and, apart, those that need a restart, each
+// with why. cfg must have passed the same checks as at the start.
+func (a *Agent) Reload(cfg Config) (took, restart []string) {
+	for _, k := range ConfigChanges(a.cfg, cfg) {
+		if k != "scheduler" {
+			restart = append(restart, k)
+			continue
+		}
+		p, err := loadPolicy(cfg.Scheduler)
+		if err == nil && a.swapPolicy(p, 0, time.Now(), func(ver uint64, _ *sched.Scheduler) bool { return ver == 0 }) {
+			took = append(took, k)
+			continue
+		}
+		if err != nil {
+			restart = append(restart, fmt.Sprintf("scheduler (%v)", err))
+		} else {
+			restart = append(restart, "scheduler (a policy loaded with roam policy load runs; load the new one so)")
+		}
+	}
+	return took, restart
 }

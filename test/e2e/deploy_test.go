@@ -61,10 +61,26 @@ func TestPackageAndDeployGuide(t *testing.T) {
 		"usr/share/man/man1/roam.1.gz": 0o644, "usr/share/man/man1/roam-run.1.gz": 0o644, "usr/share/man/man8/roamd.8.gz": 0o644,
 		"usr/share/bash-completion/completions/roam": 0o644, "usr/share/zsh/vendor-completions/_roam": 0o644,
 		"usr/share/fish/vendor_completions.d/roam.fish": 0o644, "usr/share/doc/roam/deploy.md": 0o644,
+		"usr/share/doc/roam/copyright": 0o644, "usr/share/doc/roam/LICENSE": 0o644,
 	} {
 		fi, err := os.Stat(filepath.Join(root, f))
 		if err != nil || fi.Mode().Perm() != mode {
 			t.Fatalf("package file %s: %v (mode %v, want %v)", f, err, fi.Mode().Perm(), mode)
+		}
+	}
+	// The copyright file states roam's licence and every Go module's
+	// linked into the binaries it ships, with its text.
+	copyright, _ := os.ReadFile(filepath.Join(root, "usr/share/doc/roam/copyright"))
+	if !bytes.Contains(copyright, []byte("Licensed under the Apache License, Version 2.0")) {
+		t.Fatalf("the copyright file does not state roam's licence:\n%.400s", copyright)
+	}
+	linked, err := exec.Command("go", "version", "-m", filepath.Join(root, "usr/sbin/roamd"), filepath.Join(root, "usr/bin/roam")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(linked), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "dep" && !bytes.Contains(copyright, []byte("---- "+f[1]+" "+f[2]+" ----\n\n")) {
+			t.Errorf("the copyright file has no licence for %s %s", f[1], f[2])
 		}
 	}
 	ver, err := exec.Command(filepath.Join(root, "usr/sbin/roamd"), "--version").Output()
@@ -252,9 +268,11 @@ exec %s/usr/sbin/roamd --config /etc/roam/roamd.yaml`, remount, h.name, h.dir, h
 	// names the host its record says it ran on. (Where they go depends on
 	// the loads measured at that moment, so the spread is not asserted.)
 	run := roam(hosts[0], "run", "-n", "3", "--", "sh", "-c", "hostname; exit 3")
+	var stderr bytes.Buffer
+	run.Stderr = &stderr
 	out, err := run.Output()
 	if exitCodeOf(err) != 3 {
-		t.Fatalf("roam run -n 3: exit %v: %s", err, out)
+		t.Fatalf("roam run -n 3: exit %v: %s\nstandard error:\n%s", err, out, stderr.Bytes())
 	}
 	lines := regexp.MustCompile(`(?m)^\[(\S+)\] (\S+)$`).FindAllStringSubmatch(string(out), -1)
 	if len(lines) != 3 {
