@@ -1,10 +1,11 @@
 // Package agent is roamd, the node agent: it joins the cluster through
 // memberlist, probes its node, runs the load-information dissemination of
-// package load on a timer, and serves the CLI on a unix socket and other
-// agents on a TLS port.
+// package load on a timer, starts, relays, migrates, checkpoints and
+// restarts jobs, and serves the CLI on a unix socket and other agents on a
+// TLS port.
 //
 // It does the I/O; the decisions it executes come from the pure packages
-// (load, and later sched). It must never panic on input from the network:
+// (load, sched and migrate). It must never panic on input from the network:
 // every message is size-checked and validated before use, and counted when
 // dropped.
 package agent

@@ -29,7 +29,7 @@ import (
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
-	"roam/internal/procfs"
+	"roam/internal/proctext"
 )
 
 // ckptExt ends every checkpoint file's name.
@@ -223,7 +223,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 // owner uid:gid with groups: an error names the task that is not the
 // owner's or not dumpable (but the job's init, pid), or says why they
 // could not be read.
-func readableBy(uid, gid uint32, groups []uint32, creds func(int) ([]procfs.Creds, error), pid int) error {
+func readableBy(uid, gid uint32, groups []uint32, creds func(int) ([]proctext.Creds, error), pid int) error {
 	tasks, err := creds(pid)
 	if err != nil {
 		return fmt.Errorf("its tasks' credentials: %w", err)

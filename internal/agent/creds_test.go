@@ -12,7 +12,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/job"
-	"roam/internal/procfs"
+	"roam/internal/proctext"
 )
 
 // A job one of whose processes changed its credentials (here a saved uid
@@ -26,7 +26,7 @@ func TestAgentsRefuseAJobWithChangedCredsBeforeFreezing(t *testing.T) {
 		id := runOneOn(t, c, Caller{UID: 1001, GID: 1001}, "n1")
 		n1 := c.nodes[0].fn
 		n1.mu.Lock()
-		n1.restoredAs = &procfs.Creds{PID: 7, UIDs: [4]uint32{1001, 1001, 0, 1001}, GIDs: [4]uint32{1001, 1001, 1001, 1001}}
+		n1.restoredAs = &proctext.Creds{PID: 7, UIDs: [4]uint32{1001, 1001, 0, 1001}, GIDs: [4]uint32{1001, 1001, 1001, 1001}}
 		n1.mu.Unlock()
 		c.world.mu.Lock()
 		dumps := c.world.counts["dump"]
@@ -194,14 +194,14 @@ func TestAgentsRefuseACheckpointOfTasksTheOwnerCannotRead(t *testing.T) {
 		owner := Caller{UID: 70001, GID: 70001}
 		id := runOneOn(t, c, owner, "n1")
 		n1, a := c.nodes[0].fn, c.nodes[0].a
-		mine := procfs.Creds{PID: 9, UIDs: [4]uint32{70001, 70001, 70001, 70001}, GIDs: [4]uint32{70001, 70001, 70001, 70001}}
+		mine := proctext.Creds{PID: 9, UIDs: [4]uint32{70001, 70001, 70001, 70001}, GIDs: [4]uint32{70001, 70001, 70001, 70001}}
 		noDump := mine
 		noDump.NoDump = true
 		setuid := mine
 		setuid.UIDs = [4]uint32{70001, 0, 0, 0}
 		for _, tc := range []struct {
 			name string
-			as   procfs.Creds
+			as   proctext.Creds
 			want string
 		}{
 			{"a non-dumpable task", noDump, "task 9 of user 70001 is not dumpable"},
@@ -230,7 +230,7 @@ func TestAgentsRefuseACheckpointOfTasksTheOwnerCannotRead(t *testing.T) {
 		initAs := noDump
 		initAs.PID = a.jobs.local[id].rec.PID
 		a.jobs.mu.Unlock()
-		for _, as := range []procfs.Creds{mine, initAs} {
+		for _, as := range []proctext.Creds{mine, initAs} {
 			n1.mu.Lock()
 			n1.frozenAs = &as
 			n1.mu.Unlock()

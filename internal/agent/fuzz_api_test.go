@@ -34,7 +34,7 @@ import (
 	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/migrate"
-	"roam/internal/procfs"
+	"roam/internal/proctext"
 )
 
 // What the fuzz node answers past Start: every job runs as root and has
@@ -52,7 +52,7 @@ func (n *fzNode) Usage(id string, pid int) (float64, float64)      { return 1, 1
 func (n *fzNode) Tidy()                                            {}
 func (n *fzNode) Activity(pid int) (int, uint64, float64)          { return 1, 0, 10 }
 func (n *fzNode) Stopped(pid int) bool                             { return false }
-func (n *fzNode) Creds(pid int) ([]procfs.Creds, error)            { return nil, errFzNode }
+func (n *fzNode) Creds(pid int) ([]proctext.Creds, error)          { return nil, errFzNode }
 func (n *fzNode) Mounts(pid int) ([]string, error)                 { return nil, errFzNode }
 func (n *fzNode) Checkpoint(pid int, dir string, m []string) error { return errFzNode }
 func (n *fzNode) Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict {

@@ -25,7 +25,7 @@ import (
 	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/migrate"
-	"roam/internal/procfs"
+	"roam/internal/proctext"
 )
 
 // Process states of the fake kernel.
@@ -196,10 +196,10 @@ type fakeNode struct {
 	lazies []*fakeLazy
 	// restoredAs, when set, is what the credentials of a restored job's
 	// tasks are (a forged image's); else they are the owner's.
-	restoredAs *procfs.Creds
+	restoredAs *proctext.Creds
 	// frozenAs, when set, is what the credentials of a frozen job's
 	// tasks are (a set-id program it started since it was first judged).
-	frozenAs *procfs.Creds
+	frozenAs *proctext.Creds
 	// frozenPin, when set, is what the rules say of a job once it is
 	// frozen: something it took between the check and the freeze.
 	frozenPin string
@@ -439,7 +439,7 @@ func (f *fakeNode) Mounts(pid int) ([]string, error) { return nil, nil }
 
 // Creds: the fake processes have none of their own; restoredAs stands for
 // a restored job's, frozenAs for a frozen one's.
-func (f *fakeNode) Creds(pid int) ([]procfs.Creds, error) {
+func (f *fakeNode) Creds(pid int) ([]proctext.Creds, error) {
 	f.w.mu.Lock()
 	p := f.proc(pid, 0)
 	isFrozen := p != nil && p.state == frozen
@@ -447,10 +447,10 @@ func (f *fakeNode) Creds(pid int) ([]procfs.Creds, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.frozenAs != nil && isFrozen {
-		return []procfs.Creds{*f.frozenAs}, nil
+		return []proctext.Creds{*f.frozenAs}, nil
 	}
 	if f.restoredAs != nil {
-		return []procfs.Creds{*f.restoredAs}, nil
+		return []proctext.Creds{*f.restoredAs}, nil
 	}
 	return nil, nil
 }

@@ -13,7 +13,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/job"
 	"roam/internal/migrate"
-	"roam/internal/procfs"
+	"roam/internal/proctext"
 	"roam/internal/sched"
 
 	"golang.org/x/sys/unix"
@@ -112,7 +112,7 @@ func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
 		id := c.userJobOnN1()
 		n2 := c.nodes[1].fn
 		n2.mu.Lock()
-		n2.restoredAs = &procfs.Creds{PID: 1, UIDs: [4]uint32{1001, 0, 1001, 1001}, GIDs: [4]uint32{1001, 1001, 1001, 1001}}
+		n2.restoredAs = &proctext.Creds{PID: 1, UIDs: [4]uint32{1001, 0, 1001, 1001}, GIDs: [4]uint32{1001, 1001, 1001, 1001}}
 		n2.mu.Unlock()
 		m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
 		if err == nil || m.OK || !strings.Contains(err.Error(), "runs as uids") {

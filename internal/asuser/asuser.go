@@ -5,7 +5,7 @@
 // following any symlink. It is how the root agent checks, before a
 // migration freezes anything, that a job's files on the destination are
 // the very files the job has open and that its owner may open them: CRIU
-// later reopens them as root.
+// then reopens them as root.
 //
 // It must not run anything but the checks on that thread, and never hands
 // a descriptor back.

@@ -25,6 +25,7 @@ import (
 	"roam/internal/migrate"
 	"roam/internal/netx"
 	"roam/internal/procfs"
+	"roam/internal/proctext"
 )
 
 // Checkpointer freezes, dumps and restores jobs. A job is named by the pid
@@ -39,7 +40,7 @@ type Checkpointer interface {
 	// migrate.Rules.Frozen).
 	Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict
 	// Creds are the credentials of every thread of the tree under pid.
-	Creds(pid int) ([]procfs.Creds, error)
+	Creds(pid int) ([]proctext.Creds, error)
 	// Mounts lists the job's mount points CRIU must treat as external.
 	Mounts(pid int) ([]string, error)
 	// Dump freezes the job and dumps it into dir, its memory pages to
@@ -356,7 +357,7 @@ func entry(link, info string, still bool) migrate.Entry {
 }
 
 // Creds reads every thread's credentials in the tree under pid.
-func (h *Host) Creds(pid int) ([]procfs.Creds, error) { return procfs.TreeCreds(pid) }
+func (h *Host) Creds(pid int) ([]proctext.Creds, error) { return procfs.TreeCreds(pid) }
 
 // Mounts is the package's Mounts.
 func (h *Host) Mounts(pid int) ([]string, error) { return Mounts(pid) }

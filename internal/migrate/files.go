@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"roam/internal/procfs"
+	"roam/internal/proctext"
 )
 
 // OpenFile is a file a job holds (through a descriptor, as its working
@@ -139,7 +139,7 @@ func FileMappings(maps string) []Mapping {
 // and the job is not pinned: such a process may end), and the destination
 // again on the restored tasks (the migration fails, and the job runs on
 // at the source).
-func CheckCreds(uid, gid uint32, groups []uint32, tasks []procfs.Creds) error {
+func CheckCreds(uid, gid uint32, groups []uint32, tasks []proctext.Creds) error {
 	want := slices.Sorted(slices.Values(groups))
 	for _, c := range tasks {
 		for i := range 4 {
@@ -165,7 +165,7 @@ func CheckCreds(uid, gid uint32, groups []uint32, tasks []procfs.Creds) error {
 // job's init (roam-init, pid init) is left out: it makes itself
 // non-dumpable so that the user cannot take over its descriptor to the
 // agent, and it holds nothing of root's.
-func CheckReadable(uid uint32, init int, tasks []procfs.Creds) error {
+func CheckReadable(uid uint32, init int, tasks []proctext.Creds) error {
 	if uid == 0 {
 		return nil
 	}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"roam/internal/procfs"
+	"roam/internal/proctext"
 )
 
 func TestFileMappings(t *testing.T) {
@@ -33,7 +33,7 @@ func TestFileMappings(t *testing.T) {
 }
 
 func TestCheckCreds(t *testing.T) {
-	user := procfs.Creds{PID: 7, UIDs: [4]uint32{1001, 1001, 1001, 1001}, GIDs: [4]uint32{1001, 1001, 1001, 1001}, Groups: []uint32{5001, 1001}}
+	user := proctext.Creds{PID: 7, UIDs: [4]uint32{1001, 1001, 1001, 1001}, GIDs: [4]uint32{1001, 1001, 1001, 1001}, Groups: []uint32{5001, 1001}}
 	setuid := user
 	setuid.UIDs[1] = 0
 	capable := user
@@ -46,15 +46,15 @@ func TestCheckCreds(t *testing.T) {
 	inheritable.CapInh = 1 << 1
 	for _, c := range []struct {
 		name  string
-		tasks []procfs.Creds
+		tasks []proctext.Creds
 		want  string
 	}{
-		{"the owner's", []procfs.Creds{user}, ""},
-		{"a set-user-id task", []procfs.Creds{user, setuid}, "runs as uids"},
-		{"a capability", []procfs.Creds{capable}, "capabilities"},
-		{"another group", []procfs.Creds{moreGroups}, "groups"},
-		{"an ambient capability (kept across exec)", []procfs.Creds{ambient}, "ambient 1000"},
-		{"an inheritable capability", []procfs.Creds{inheritable}, "inheritable 2"},
+		{"the owner's", []proctext.Creds{user}, ""},
+		{"a set-user-id task", []proctext.Creds{user, setuid}, "runs as uids"},
+		{"a capability", []proctext.Creds{capable}, "capabilities"},
+		{"another group", []proctext.Creds{moreGroups}, "groups"},
+		{"an ambient capability (kept across exec)", []proctext.Creds{ambient}, "ambient 1000"},
+		{"an inheritable capability", []proctext.Creds{inheritable}, "inheritable 2"},
 	} {
 		err := CheckCreds(1001, 1001, []uint32{1001, 5001}, c.tasks)
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
@@ -62,8 +62,8 @@ func TestCheckCreds(t *testing.T) {
 		}
 	}
 	// Root's job may hold capabilities.
-	root := procfs.Creds{CapEff: ^uint64(0), CapPrm: ^uint64(0)}
-	if err := CheckCreds(0, 0, nil, []procfs.Creds{root}); err != nil {
+	root := proctext.Creds{CapEff: ^uint64(0), CapPrm: ^uint64(0)}
+	if err := CheckCreds(0, 0, nil, []proctext.Creds{root}); err != nil {
 		t.Errorf("root: %v", err)
 	}
 }

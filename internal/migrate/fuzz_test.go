@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"roam/internal/procfs"
+	"roam/internal/proctext"
 )
 
 // Fuzz targets for what a destination takes from a member: the migration
@@ -554,7 +554,7 @@ func FuzzJudge(f *testing.F) {
 				t.Fatalf("moves a traced task: %q", task.Status)
 			}
 			if strings.HasPrefix(st["State"], "T") {
-				if n, ok := procfs.ParseNSPid(task.Status); ok {
+				if n, ok := proctext.ParseNSPid(task.Status); ok {
 					stopped[n] = true
 				}
 			}

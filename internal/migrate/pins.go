@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"roam/internal/procfs"
+	"roam/internal/proctext"
 )
 
 // What pins a job to its node. The driver reads what /proc says of the
@@ -193,7 +193,7 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 		return who + " is traced by process " + tp + " (ptrace): CRIU cannot seize a traced process"
 	}
 	if strings.HasPrefix(st["State"], "T") {
-		if n, ok := procfs.ParseNSPid(t.Status); ok {
+		if n, ok := proctext.ParseNSPid(t.Status); ok {
 			out.Stopped = append(out.Stopped, n)
 		}
 	}

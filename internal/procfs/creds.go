@@ -5,101 +5,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"roam/internal/proctext"
 )
 
-// Creds are a task's credentials as /proc/PID/status shows them.
-type Creds struct {
-	PID    int
-	UIDs   [4]uint32 // real, effective, saved, filesystem
-	GIDs   [4]uint32
-	Groups []uint32
-	CapPrm uint64
-	CapEff uint64
-	// CapInh and CapAmb are the inheritable and ambient sets: an exec
-	// can make either permitted (ambient always, inheritable with a
-	// program's file capabilities). A kernel without ambient sets gives 0.
-	CapInh uint64
-	CapAmb uint64
-	// NoDump: the task's process is not dumpable (it ran a set-id or
-	// unreadable program, or asked so with prctl): the kernel then gives
-	// its /proc files to root, not to its effective ids, and its memory
-	// may hold what its user cannot read. Not in the status file:
-	// TreeCreds reads it from that file's owner.
-	NoDump bool
-}
-
-// ParseCreds reads the credential lines of a status file.
-func ParseCreds(status string) (Creds, error) {
-	var c Creds
-	seen := 0
-	for _, line := range strings.Split(status, "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		fs := strings.Fields(v)
-		var err error
-		switch k {
-		case "Uid", "Gid":
-			if len(fs) != 4 {
-				return Creds{}, fmt.Errorf("status: %s: %q", k, v)
-			}
-			dst := &c.UIDs
-			if k == "Gid" {
-				dst = &c.GIDs
-			}
-			for i, f := range fs {
-				var n uint64
-				if n, err = strconv.ParseUint(f, 10, 32); err != nil {
-					return Creds{}, fmt.Errorf("status: %s: %q", k, v)
-				}
-				dst[i] = uint32(n)
-			}
-			seen++
-		case "Groups":
-			for _, f := range fs {
-				n, err := strconv.ParseUint(f, 10, 32)
-				if err != nil {
-					return Creds{}, fmt.Errorf("status: Groups: %q", v)
-				}
-				c.Groups = append(c.Groups, uint32(n))
-			}
-		case "CapPrm", "CapEff", "CapInh", "CapAmb":
-			if len(fs) != 1 {
-				return Creds{}, fmt.Errorf("status: %s: %q", k, v)
-			}
-			n, err := strconv.ParseUint(fs[0], 16, 64)
-			if err != nil {
-				return Creds{}, fmt.Errorf("status: %s: %q", k, v)
-			}
-			switch k {
-			case "CapPrm":
-				c.CapPrm = n
-				seen++
-			case "CapEff":
-				c.CapEff = n
-				seen++
-			case "CapInh":
-				c.CapInh = n
-			default:
-				c.CapAmb = n
-			}
-		}
-	}
-	if seen != 4 {
-		return Creds{}, fmt.Errorf("status: no Uid, Gid, CapPrm or CapEff line")
-	}
-	slices.Sort(c.Groups)
-	return c, nil
-}
-
 // TreeCreds are the credentials of every thread of the tree under pid.
-func TreeCreds(pid int) ([]Creds, error) {
-	var out []Creds
+func TreeCreds(pid int) ([]proctext.Creds, error) {
+	var out []proctext.Creds
 	for _, p := range Tree(pid) {
 		dir := "/proc/" + strconv.Itoa(p) + "/task/"
 		ents, err := os.ReadDir(dir)
@@ -117,7 +31,7 @@ func TreeCreds(pid int) ([]Creds, error) {
 			if err != nil {
 				return nil, err
 			}
-			c, err := ParseCreds(string(b))
+			c, err := proctext.ParseCreds(string(b))
 			if err != nil {
 				return nil, fmt.Errorf("task %s of %d: %w", e.Name(), p, err)
 			}

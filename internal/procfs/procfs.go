@@ -1,5 +1,6 @@
-// Package procfs reads the one /proc file roam parses by hand:
-// /proc/PID/stat (which /proc/TID/stat shares for threads). It only reads.
+// Package procfs reads /proc: a process's stat and status files, its
+// threads' credentials, its tree of children. It only reads; the parsing
+// of status files, which the pure core needs too, is in proctext.
 package procfs
 
 import (
@@ -8,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"roam/internal/proctext"
 )
 
 // UserHZ is the unit of the tick fields below on Linux.
@@ -124,22 +127,7 @@ func NSPid(pid int) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return ParseNSPid(string(b))
-}
-
-// ParseNSPid reads the innermost pid of a status file's NSpid line.
-func ParseNSPid(status string) (int, bool) {
-	for _, line := range strings.Split(status, "\n") {
-		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			fs := strings.Fields(v)
-			if len(fs) == 0 {
-				return 0, false
-			}
-			n, err := strconv.Atoi(fs[len(fs)-1])
-			return n, err == nil && n > 0
-		}
-	}
-	return 0, false
+	return proctext.ParseNSPid(string(b))
 }
 
 // HeldBy says whether every thread of process pid is stopped by tracer
@@ -155,24 +143,9 @@ func HeldBy(pid, tracer int) bool {
 		if err != nil {
 			return false
 		}
-		if st, tp := ParseTrace(string(b)); st != 't' || tp != tracer {
+		if st, tp := proctext.ParseTrace(string(b)); st != 't' || tp != tracer {
 			return false
 		}
 	}
 	return true
-}
-
-// ParseTrace reads a status file's state letter and its tracer's pid (0:
-// none).
-func ParseTrace(status string) (state byte, tracer int) {
-	for _, line := range strings.Split(status, "\n") {
-		if v, ok := strings.CutPrefix(line, "State:"); ok {
-			if v = strings.TrimSpace(v); v != "" {
-				state = v[0]
-			}
-		} else if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			tracer, _ = strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
-	return state, tracer
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -58,9 +59,16 @@ func TestPackageDocs(t *testing.T) {
 	}
 	var missing []string
 	for dir, files := range dirs {
-		if !hasPackageDoc(t, dir, files) {
-			rel, _ := filepath.Rel(root, dir)
+		rel, _ := filepath.Rel(root, dir)
+		doc, ok := packageDoc(t, dir, files)
+		if !ok {
 			missing = append(missing, rel)
+			continue
+		}
+		// A package comment says what the package is now: one that
+		// promises what comes "later" or holds a TODO has drifted.
+		if w := driftWords.FindString(doc); w != "" {
+			t.Errorf("%s: its package comment says %q: say what the package does now (plans go in issues)", rel, w)
 		}
 	}
 	sort.Strings(missing)
@@ -69,9 +77,12 @@ func TestPackageDocs(t *testing.T) {
 	}
 }
 
-// hasPackageDoc reports whether one of a package's files has a package
-// comment in the expected form.
-func hasPackageDoc(t *testing.T, dir string, files []string) bool {
+// driftWords mark a package comment that speaks of plans, not of the code.
+var driftWords = regexp.MustCompile(`\b(later|TODO)\b`)
+
+// packageDoc is the package comment, in the expected form, of one of a
+// package's files, and whether there is one.
+func packageDoc(t *testing.T, dir string, files []string) (string, bool) {
 	fset := token.NewFileSet()
 	for _, path := range files {
 		f, err := parser.ParseFile(fset, path, nil, parser.PackageClauseOnly|parser.ParseComments)
@@ -90,9 +101,9 @@ func hasPackageDoc(t *testing.T, dir string, files []string) bool {
 		}
 		for _, p := range prefixes {
 			if strings.HasPrefix(doc, p) {
-				return true
+				return doc, true
 			}
 		}
 	}
-	return false
+	return "", false
 }

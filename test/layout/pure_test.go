@@ -6,23 +6,30 @@ import (
 	"go/token"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
 
+// purePkg is a package of the pure core.
+type purePkg struct {
+	pkg string
+	// netip: net/netip (address parsing, no I/O) is allowed.
+	netip bool
+}
+
 // The pure core must not reach the network, processes, disk stores or
 // CRIU, nor keep a clock, goroutines or locks of its own: that is what lets
 // the agent, the simulator and the tests drive it with time passed in
 // (tailscale-style dependency test).
-var pure = []struct {
-	pkg string
-	// netip: net/netip (address parsing, no I/O) is allowed.
-	netip bool
-}{
+var pure = []purePkg{
 	{"internal/load", false},
 	{"internal/sched", false},
 	{"internal/migrate", true},
+	// What the core imports of roam's own must be pure as well.
+	{"internal/proctext", false},
+	{"internal/errkind", false},
 }
 
 // forbiddenDeps may not be among a pure package's dependencies, nor
@@ -30,7 +37,7 @@ var pure = []struct {
 var forbiddenDeps = []string{"net", "os/exec", "go.etcd.io/bbolt", "github.com/checkpoint-restore/go-criu", "github.com/hashicorp/memberlist"}
 
 // forbiddenImports may not be imported by a pure package directly.
-var forbiddenImports = map[string]bool{"os": true, "syscall": true, "sync": true}
+var forbiddenImports = map[string]bool{"os": true, "os/exec": true, "net": true, "syscall": true, "golang.org/x/sys/unix": true, "sync": true}
 
 // clockFuncs read or wait on the wall clock; the time a decision needs is
 // an argument.
@@ -46,6 +53,11 @@ func TestPureCoreDoesNoIO(t *testing.T) {
 		for _, dep := range strings.Fields(string(out)) {
 			if p.netip && dep == "net/netip" {
 				continue
+			}
+			// Followed transitively: roam's own packages it reaches are
+			// pure ones, themselves held to these rules.
+			if rel, ok := strings.CutPrefix(dep, "roam/"); ok && !slices.ContainsFunc(pure, func(q purePkg) bool { return q.pkg == rel }) {
+				t.Errorf("%s imports %s, which is not a pure package: split what it needs into one (as proctext parses what procfs reads) and list it in pure", p.pkg, rel)
 			}
 			for _, f := range forbiddenDeps {
 				if dep == f || strings.HasPrefix(dep, f+"/") {
