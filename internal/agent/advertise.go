@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"roam/internal/agent/peer"
 	"roam/internal/errkind"
 )
 
@@ -107,7 +108,7 @@ func ResolveAdvertise(c Config, r Routes) (Config, error) {
 	if len(c.Join) == 0 {
 		ips, err := r.Local()
 		if err != nil {
-			return c, errkind.New(ErrConfig, "config: advertise_addr: not set, and the host's addresses cannot be read: %v", err)
+			return c, errkind.New(peer.ErrConfig, "config: advertise_addr: not set, and the host's addresses cannot be read: %v", err)
 		}
 		// IPv4 first: a host with one IPv4 and one IPv6 address (most
 		// have) advertises the IPv4 one.
@@ -129,11 +130,11 @@ func ResolveAdvertise(c Config, r Routes) (Config, error) {
 			return c, nil
 		}
 		if len(global) == 0 {
-			return c, errkind.New(ErrConfig, "config: advertise_addr: not set, bind_addr is %s, no join peers, and the host has no global address: set advertise_addr", c.BindAddr)
+			return c, errkind.New(peer.ErrConfig, "config: advertise_addr: not set, bind_addr is %s, no join peers, and the host has no global address: set advertise_addr", c.BindAddr)
 		}
-		return c, errkind.New(ErrConfig, "config: advertise_addr: not set, bind_addr is %s, no join peers, and the host has several addresses (%s): set advertise_addr to the one other nodes reach", c.BindAddr, strings.Join(global, ", "))
+		return c, errkind.New(peer.ErrConfig, "config: advertise_addr: not set, bind_addr is %s, no join peers, and the host has several addresses (%s): set advertise_addr to the one other nodes reach", c.BindAddr, strings.Join(global, ", "))
 	}
-	return c, errkind.New(ErrConfig, "config: advertise_addr: not set, bind_addr is %s, and no join peer gives a route (%s): set advertise_addr", c.BindAddr, strings.Join(tried, "; "))
+	return c, errkind.New(peer.ErrConfig, "config: advertise_addr: not set, bind_addr is %s, and no join peer gives a route (%s): set advertise_addr", c.BindAddr, strings.Join(tried, "; "))
 }
 
 // JoinAddr is a join entry as host:port: an entry without a port means

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"roam/internal/agent/peer"
 	"roam/internal/errkind"
 	"runtime"
 	"slices"
@@ -56,20 +57,18 @@ type Agent struct {
 	store *job.Store
 	jobs  *jobs
 	// procs, ckpt and prober are parts.Processes, .Checkpointer, .Prober.
-	procs    job.Processes
-	ckpt     ckpt.Checkpointer
-	prober   Prober
-	peerHTTP *http.Client
-	// selfAddr is this node's peer address; peerMux its peer routes, which
-	// a call to selfAddr reaches through selfHTTP, in process. These and
-	// peerHTTP are set first in Start, before anything can call a peer.
-	selfAddr string
-	adv      string // the IP address this node advertises
+	procs  job.Processes
+	ckpt   ckpt.Checkpointer
+	prober Prober
+	// peers calls other agents' peer routes, and this node's own (its
+	// SelfAddr) in process through peerMux. Set first in Start, before
+	// anything can call a peer.
+	peers *peer.Client
+	adv   string // the IP address this node advertises
 	// started is when Start ran; memberLeft wakes the lost-job sweep.
 	started    time.Time
 	memberLeft chan struct{}
 	peerMux    http.Handler
-	selfHTTP   *http.Client
 	migr       migrationState // guarded by jobs.mu
 	support    string         // what migration can do here, found at start
 	imageDir   string         // where migration images go
@@ -97,7 +96,7 @@ type Agent struct {
 	// loadKick wakes the load loop out of turn: a job here ended or left
 	// (kickLoad).
 	loadKick chan struct{}
-	known    map[string]*peer
+	known    map[string]*member
 	rates    *userRates // the API's per-user request rates
 
 	stats counters
@@ -115,7 +114,7 @@ type Agent struct {
 }
 
 // peer is what the agent knows of a member from memberlist.
-type peer struct {
+type member struct {
 	addr     string // gossip host:port
 	peerAddr string // TLS host:port
 	capacity float64
@@ -146,7 +145,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	}
 	adv, ok := cfg.Advertise()
 	if !ok {
-		return nil, errkind.New(ErrConfig, "config: advertise_addr: not set and bind_addr is %s (ResolveAdvertise finds one)", cfg.BindAddr)
+		return nil, errkind.New(peer.ErrConfig, "config: advertise_addr: not set and bind_addr is %s (ResolveAdvertise finds one)", cfg.BindAddr)
 	}
 	switch {
 	case parts.API == nil, parts.Transport == nil, parts.Checkpointer == nil, parts.Processes == nil, parts.Prober == nil:
@@ -163,7 +162,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		prober:   parts.Prober,
 		capacity: cfg.Capacity,
 		rng:      rand.New(rand.NewSource(time.Now().UnixNano())),
-		known:    map[string]*peer{},
+		known:    map[string]*member{},
 		stop:     make(chan struct{}),
 		adv:      adv.String(),
 
@@ -182,7 +181,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	a.metrics = newMigrationMetrics(a.reg)
 	pl, err := loadPolicy(cfg.Scheduler)
 	if err != nil {
-		return nil, errkind.New(ErrConfig, "config: scheduler: %v", err)
+		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)
 	}
 	a.sch.pol, a.placement = pl, pl.Policy.Placement
 	a.sch.kick = make(chan struct{}, 1)
@@ -196,26 +195,29 @@ func (a *Agent) Start() error {
 	// control any directory on their paths.
 	a.imageDir = a.cfg.ImageDirOrDefault()
 	if err := rootdir.Ensure(a.cfg.StateDir, 0o755); err != nil {
-		return errkind.New(ErrConfig, "state_dir: %v", err)
+		return errkind.New(peer.ErrConfig, "state_dir: %v", err)
 	}
 	if err := rootdir.Ensure(a.imageDir, 0o700); err != nil {
-		return errkind.New(ErrConfig, "image_dir: %v", err)
+		return errkind.New(peer.ErrConfig, "image_dir: %v", err)
 	}
 	a.removePartialCheckpoints()
-	a.peerHTTP = &http.Client{Transport: &http.Transport{
-		DialTLSContext:  func(ctx context.Context, _, addr string) (net.Conn, error) { return a.parts.Transport.Dial(ctx, addr) },
-		WriteBufferSize: 256 << 10, ReadBufferSize: 64 << 10,
-	}}
-	a.selfAddr = net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.PeerPort))
 	a.peerMux = a.newPeerMux()
-	a.selfHTTP = &http.Client{Transport: loopback{routes: a.peerMux, log: a.log}}
+	a.peers = &peer.Client{
+		Addr: a.peerAddr,
+		HTTP: &http.Client{Transport: &http.Transport{
+			DialTLSContext:  func(ctx context.Context, _, addr string) (net.Conn, error) { return a.parts.Transport.Dial(ctx, addr) },
+			WriteBufferSize: 256 << 10, ReadBufferSize: 64 << 10,
+		}},
+		Self:     &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}},
+		SelfAddr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.PeerPort)),
+	}
 	now := time.Now()
 	a.mu.Lock()
 	a.selfMem = a.prober.MemFreeMB()
 	a.lastProbe = now
-	a.known[a.cfg.NodeID] = &peer{
+	a.known[a.cfg.NodeID] = &member{
 		addr:     net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort)),
-		peerAddr: a.selfAddr,
+		peerAddr: a.peers.SelfAddr,
 		capacity: a.capacity, alive: true, since: now,
 	}
 	a.mu.Unlock()
@@ -299,8 +301,8 @@ func (a *Agent) Close() error {
 			_ = a.peerSrv.Shutdown(ctx)
 		}
 		a.wg.Wait()
-		if a.peerHTTP != nil {
-			a.peerHTTP.CloseIdleConnections()
+		if a.peers != nil {
+			a.peers.HTTP.CloseIdleConnections()
 		}
 		if a.store != nil {
 			a.store.Close()

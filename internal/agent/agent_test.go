@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/load"
 	"roam/internal/sched"
@@ -40,7 +41,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			in = "node_id: n1\n" + in
 		}
 		_, err := ParseConfig([]byte(in))
-		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		if err == nil || !errors.Is(err, peer.ErrConfig) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("config %q: error %v, want one line containing %q", in, err, want)
 		}
 	}

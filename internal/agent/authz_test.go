@@ -22,6 +22,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -679,6 +680,7 @@ func authzRegistered(t *testing.T, fn string) []string {
 		t.Fatal(err)
 	}
 	fset := token.NewFileSet()
+	peerPaths := authzPeerPaths(t, fset)
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -713,13 +715,9 @@ func authzRegistered(t *testing.T, fn string) []string {
 					if id, ok := sel.X.(*ast.Ident); !ok || id.Name != mux || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
 						break
 					}
-					lit, ok := n.Args[0].(*ast.BasicLit)
-					if !ok || lit.Kind != token.STRING {
-						t.Fatalf("%s: a pattern that is not a literal: the matrix cannot read it", fset.Position(n.Pos()))
-					}
-					p, err := strconv.Unquote(lit.Value)
-					if err != nil {
-						t.Fatal(err)
+					p, ok := authzPattern(n.Args[0], peerPaths)
+					if !ok {
+						t.Fatalf("%s: a pattern that is neither a literal nor a literal method and a path of package peer: the matrix cannot read it", fset.Position(n.Pos()))
 					}
 					patterns = append(patterns, p)
 					registers++
@@ -735,6 +733,58 @@ func authzRegistered(t *testing.T, fn string) []string {
 	}
 	t.Fatalf("no method %s in the package's source", fn)
 	return nil
+}
+
+// authzPeerPaths reads the path constants of package peer (routes.go),
+// by name.
+func authzPeerPaths(t *testing.T, fset *token.FileSet) map[string]string {
+	t.Helper()
+	f, err := parser.ParseFile(fset, filepath.Join("peer", "routes.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{}
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, sp := range gd.Specs {
+			vs := sp.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					paths[name.Name], _ = strconv.Unquote(lit.Value)
+				}
+			}
+		}
+	}
+	if len(paths) == 0 {
+		t.Fatal("peer/routes.go: no path constants")
+	}
+	return paths
+}
+
+// authzPattern reads a route's pattern: a string literal, or a literal
+// (the method and a space) followed by a path constant of package peer.
+func authzPattern(e ast.Expr, peerPaths map[string]string) (string, bool) {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if p, err := strconv.Unquote(e.Value); err == nil && e.Kind == token.STRING {
+			return p, true
+		}
+	case *ast.BinaryExpr:
+		sel, ok := e.Y.(*ast.SelectorExpr)
+		if !ok || e.Op != token.ADD {
+			return "", false
+		}
+		if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "peer" {
+			return "", false
+		}
+		head, ok := authzPattern(e.X, peerPaths)
+		path, known := peerPaths[sel.Sel.Name]
+		return head + path, ok && known
+	}
+	return "", false
 }
 
 // authzSample is a request a route's pattern matches: its method (GET for
@@ -809,4 +859,25 @@ func (x *authzEnv) checkRestart(who authzCaller, j *authzJob, want authzWant) st
 			}
 		}
 	})
+}
+
+// Every path of package peer is a route the peer port serves, and every
+// peer route is registered with one of them: a path named in one place
+// only (a caller's literal, or a constant nothing serves) is a call that
+// cannot be answered.
+func TestPeerPathsAreTheRoutes(t *testing.T) {
+	paths := authzPeerPaths(t, token.NewFileSet())
+	served := map[string]bool{}
+	for _, p := range authzRegistered(t, "peerRoutes") {
+		_, path, _ := strings.Cut(p, " ")
+		if !slices.Contains(slices.Collect(maps.Values(paths)), path) {
+			t.Errorf("peerRoutes registers %s, which is not a path of package peer (peer/routes.go)", p)
+		}
+		served[path] = true
+	}
+	for name, path := range paths {
+		if !served[path] {
+			t.Errorf("peer.%s (%s) is served by no route", name, path)
+		}
+	}
 }

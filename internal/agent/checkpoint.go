@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/errkind"
@@ -83,7 +84,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 		// What the job's record holds that this node does not: asked of
 		// its home once (it never changes).
 		var r job.Record
-		if err := a.peerCall(rec.Home, http.MethodGet, "/v1/peer/record?id="+url.QueryEscape(id), nil, &r); err != nil {
+		if err := a.peers.Call(rec.Home, http.MethodGet, peer.Record+"?id="+url.QueryEscape(id), nil, &r); err != nil {
 			return savedCkpt{}, fmt.Errorf("job %s: its record at its home %s: %w", id, rec.Home, err)
 		}
 		cj = &migrate.CheckpointJob{User: r.User, Argv: r.Argv, Env: r.Env, Cwd: r.Cwd, Pin: r.Pin, Group: r.Group, Started: r.Started}
@@ -96,7 +97,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 		return savedCkpt{}, err
 	}
 	if v.Pin != "" {
-		return savedCkpt{}, errkind.New(ErrPinned, "job %s cannot be checkpointed: %s", id, v.Pin)
+		return savedCkpt{}, errkind.New(peer.ErrPinned, "job %s cannot be checkpointed: %s", id, v.Pin)
 	}
 	mounts, err := a.ckpt.Mounts(rec.PID)
 	if err != nil {
@@ -122,7 +123,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 	fv := a.ckpt.Inspect(rec.PID, a.memberIPs(), true)
 	if fv.Pin != "" {
 		thaw()
-		return savedCkpt{}, errkind.New(ErrPinned, "job %s cannot be checkpointed, once frozen: %s", id, fv.Pin)
+		return savedCkpt{}, errkind.New(peer.ErrPinned, "job %s cannot be checkpointed, once frozen: %s", id, fv.Pin)
 	}
 	// The file goes to the job's owner: every task in it, as frozen (a
 	// set-id program started since the first look included), must run
@@ -130,7 +131,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 	// owner could not read.
 	if err := readableBy(rec.UID, rec.GID, rec.Groups, a.ckpt.Creds, rec.PID); err != nil {
 		thaw()
-		return savedCkpt{}, errkind.New(ErrBadRequest, "job %s cannot be checkpointed, once frozen: %v", id, err)
+		return savedCkpt{}, errkind.New(peer.ErrBadRequest, "job %s cannot be checkpointed, once frozen: %v", id, err)
 	}
 	// The spool's sizes now are where the output goes on after a
 	// restart; the files are read later, up to these sizes.
@@ -243,10 +244,10 @@ func (a *Agent) Checkpoint(c Caller, req api.CheckpointRequest, w http.ResponseW
 		return err
 	}
 	if !canTouch(c, rec.UID) {
-		return errkind.New(ErrPermission, "%s: permission denied", req.ID)
+		return errkind.New(peer.ErrPermission, "%s: permission denied", req.ID)
 	}
 	if rec.State != api.StateRunning {
-		return errkind.New(ErrBadRequest, "%s: job is %s, not running", rec.ID, rec.State)
+		return errkind.New(peer.ErrBadRequest, "%s: job is %s, not running", rec.ID, rec.State)
 	}
 	if rec.Node == a.cfg.NodeID {
 		s, err := a.checkpointLocal(req.ID, req.Stop)
@@ -271,17 +272,17 @@ func (a *Agent) Checkpoint(c Caller, req api.CheckpointRequest, w http.ResponseW
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), migrateTimeout)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+"/v1/peer/checkpoint", body)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+peer.CkptTake, body)
 	if err != nil {
 		return err
 	}
-	resp, err := a.peerHTTP.Do(hreq)
+	resp, err := a.peers.HTTP.Do(hreq)
 	if err != nil {
-		return errkind.New(ErrUnavailable, "node %s: %v", rec.Node, err)
+		return errkind.New(peer.ErrUnavailable, "node %s: %v", rec.Node, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return peerErr(api.Exchange(&http.Client{Transport: api.Answered(resp)}, hreq, nil))
+		return peer.Err(api.Exchange(&http.Client{Transport: api.Answered(resp)}, hreq, nil))
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	if resp.ContentLength >= 0 {
@@ -292,14 +293,14 @@ func (a *Agent) Checkpoint(c Caller, req api.CheckpointRequest, w http.ResponseW
 	return nil
 }
 
-// checkpointRequest is /v1/peer/checkpoint: save a job running here and
+// checkpointRequest is peer.CkptTake: save a job running here and
 // answer with the file.
 type checkpointRequest struct {
 	ID   string `json:"id"`
 	Stop bool   `json:"stop,omitempty"`
 }
 
-// servePeerCheckpoint is /v1/peer/checkpoint.
+// servePeerCheckpoint is peer.CkptTake.
 func (a *Agent) servePeerCheckpoint(w http.ResponseWriter, r *http.Request) {
 	var req checkpointRequest
 	if err := decode(r, &req); err != nil {
@@ -307,7 +308,7 @@ func (a *Agent) servePeerCheckpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, ok := migrate.JobHome(req.ID); !ok {
-		writeError(w, errkind.New(ErrBadRequest, "job id %q", req.ID))
+		writeError(w, errkind.New(peer.ErrBadRequest, "job id %q", req.ID))
 		return
 	}
 	s, err := a.checkpointLocal(req.ID, req.Stop)
@@ -458,7 +459,7 @@ func (a *Agent) periodicCheckpoint(id string) {
 	a.jobs.mu.Unlock()
 	s, err := a.checkpointLocal(id, false)
 	if err != nil {
-		if !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, peer.ErrNotFound) {
 			a.log.Warn("periodic checkpoint failed", "job", id, "err", err)
 			a.noteCheckpoint(home, id, inc, s, "", err)
 		}
@@ -467,7 +468,7 @@ func (a *Agent) periodicCheckpoint(id string) {
 	defer os.Remove(s.path)
 	store := checkpointStore(id, a.cfg.NodeID, home, a.liveMembers())
 	if store == "" {
-		err = errkind.New(ErrUnavailable, "no other live node to keep it")
+		err = errkind.New(peer.ErrUnavailable, "no other live node to keep it")
 	} else {
 		err = a.sendToStore(store, s)
 	}
@@ -522,7 +523,7 @@ func (a *Agent) sendToStore(node string, s savedCkpt) error {
 	if node == a.cfg.NodeID {
 		return a.keepCheckpoint(s.hdr.ID, s.path, s.hdr.Inc, s.meta.At)
 	}
-	return a.sendFile(node, "/v1/peer/ckpt/keep?id="+url.QueryEscape(s.hdr.ID), s.path, s.size, nil)
+	return a.sendFile(node, peer.CkptKeep+"?id="+url.QueryEscape(s.hdr.ID), s.path, s.size, nil)
 }
 
 // sendFile posts a file to a peer and decodes its answer into out.
@@ -540,7 +541,7 @@ func (a *Agent) sendFile(node, path, file string, size int64, out any) error {
 		_, err := io.CopyN(w, f, size)
 		return err
 	}, out)
-	return peerErr(err)
+	return peer.Err(err)
 }
 
 // ckptStoreDir is where this node keeps other nodes' periodic checkpoints
@@ -553,7 +554,7 @@ func (a *Agent) ckptStoreDir() string { return filepath.Join(a.cfg.StateDir, "ch
 func (a *Agent) takeFile(r io.Reader, length int64) (savedCkpt, error) {
 	max := a.cfg.Limits.CheckpointBytes
 	if length > max {
-		return savedCkpt{}, errkind.New(ErrBadRequest, "checkpoint of %s: more than this node takes (%s, limits.checkpoint_bytes)", size(length), size(max))
+		return savedCkpt{}, errkind.New(peer.ErrBadRequest, "checkpoint of %s: more than this node takes (%s, limits.checkpoint_bytes)", size(length), size(max))
 	}
 	if err := os.MkdirAll(a.ckptStoreDir(), 0o700); err != nil {
 		return savedCkpt{}, err
@@ -565,7 +566,7 @@ func (a *Agent) takeFile(r io.Reader, length int64) (savedCkpt, error) {
 	}
 	n, err := io.Copy(f, io.LimitReader(r, max+1))
 	if err == nil && n > max {
-		err = errkind.New(ErrBadRequest, "checkpoint: more than this node takes (%s, limits.checkpoint_bytes)", size(max))
+		err = errkind.New(peer.ErrBadRequest, "checkpoint: more than this node takes (%s, limits.checkpoint_bytes)", size(max))
 	}
 	if err == nil {
 		var s savedCkpt
@@ -585,11 +586,11 @@ func (a *Agent) takeFile(r io.Reader, length int64) (savedCkpt, error) {
 // header.
 func (a *Agent) openCheckpoint(f *os.File, size int64) (savedCkpt, error) {
 	if err := migrate.VerifySeal(f, size, a.ckptKey()); err != nil {
-		return savedCkpt{}, errkind.New(ErrBadRequest, "%v", err)
+		return savedCkpt{}, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
 	meta, hdr, err := migrate.ReadCheckpoint(bufio.NewReader(io.NewSectionReader(f, 0, size-migrate.SealSize)))
 	if err != nil {
-		return savedCkpt{}, errkind.New(ErrBadRequest, "%v", err)
+		return savedCkpt{}, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
 	return savedCkpt{size: size, meta: meta, hdr: hdr}, nil
 }
@@ -616,7 +617,7 @@ func (a *Agent) readCheckpointFile(path string) (savedCkpt, error) {
 func (a *Agent) servePeerKeep(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
 	if _, ok := migrate.JobHome(id); !ok {
-		writeError(w, errkind.New(ErrBadRequest, "job id %q", id))
+		writeError(w, errkind.New(peer.ErrBadRequest, "job id %q", id))
 		return
 	}
 	body, stop := watchedBody(w, r)
@@ -624,7 +625,7 @@ func (a *Agent) servePeerKeep(w http.ResponseWriter, r *http.Request) {
 	stop()
 	if err == nil && s.hdr.ID != id {
 		os.Remove(s.path)
-		err = errkind.New(ErrBadRequest, "checkpoint of job %s sent as job %s", s.hdr.ID, id)
+		err = errkind.New(peer.ErrBadRequest, "checkpoint of job %s sent as job %s", s.hdr.ID, id)
 	}
 	if err == nil {
 		err = a.keepCheckpoint(id, s.path, s.hdr.Inc, s.meta.At)
@@ -696,12 +697,12 @@ func (a *Agent) dropCheckpoint(id string, before time.Time) error {
 // dropCheckpointOn asks node to drop job id's checkpoint older than
 // before (zero: any), in the background.
 func (a *Agent) dropCheckpointOn(node, id string, before time.Time) {
-	q := "/v1/peer/ckpt/drop?id=" + url.QueryEscape(id)
+	q := peer.CkptDrop + "?id=" + url.QueryEscape(id)
 	if !before.IsZero() {
 		q += "&before=" + url.QueryEscape(before.Format(time.RFC3339Nano))
 	}
 	go func() {
-		if err := a.peerCall(node, http.MethodPost, q, nil, nil); err != nil {
+		if err := a.peers.Call(node, http.MethodPost, q, nil, nil); err != nil {
 			a.log.Debug("checkpoint drop", "job", id, "node", node, "err", err)
 		}
 	}()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"roam/internal/agent/peer"
 	"roam/internal/errkind"
 	"strconv"
 	"strings"
@@ -184,9 +185,6 @@ func DefaultConfig() Config {
 	}
 }
 
-// ErrConfig wraps every config error.
-var ErrConfig = errors.New("config")
-
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$`)
 
 // hostnamePattern is a DNS name: dot-separated labels of letters, digits
@@ -197,7 +195,7 @@ var hostnamePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z
 // it allows.
 func (c Config) Validate() error {
 	bad := func(field, format string, a ...any) error {
-		return errkind.New(ErrConfig, "config: %s: %s", field, fmt.Sprintf(format, a...))
+		return errkind.New(peer.ErrConfig, "config: %s: %s", field, fmt.Sprintf(format, a...))
 	}
 	switch {
 	case !nodeIDPattern.MatchString(c.NodeID):
@@ -264,7 +262,7 @@ func (c Config) Validate() error {
 func LoadConfigFile(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return Config{}, errkind.New(ErrConfig, "config: %v", err)
+		return Config{}, errkind.New(peer.ErrConfig, "config: %v", err)
 	}
 	return ParseConfig(b)
 }
@@ -275,7 +273,7 @@ func ParseConfig(b []byte) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, errkind.New(ErrConfig, "config: %s", yamlError(b, err))
+		return Config{}, errkind.New(peer.ErrConfig, "config: %s", yamlError(b, err))
 	}
 	return c, c.Validate()
 }

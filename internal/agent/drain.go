@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
 )
@@ -36,18 +37,18 @@ func (a *Agent) loadDrain() {
 // cluster once it runs no job. Only root may.
 func (a *Agent) DrainNode(c Caller, node, state string) error {
 	if c.UID != 0 {
-		return errkind.New(ErrPermission, "node %s: only root may drain, resume or remove a node", node)
+		return errkind.New(peer.ErrPermission, "node %s: only root may drain, resume or remove a node", node)
 	}
 	if state != drainOn && state != drainOff && state != drainLeave {
-		return errkind.New(ErrBadRequest, "node state %q is not one of drain, resume, leave", state)
+		return errkind.New(peer.ErrBadRequest, "node state %q is not one of drain, resume, leave", state)
 	}
 	a.mu.Lock()
 	p := a.known[node]
 	a.mu.Unlock()
 	if p == nil {
-		return errkind.New(ErrNotFound, "no node %q in the cluster", node)
+		return errkind.New(peer.ErrNotFound, "no node %q in the cluster", node)
 	}
-	return a.peerCall(node, http.MethodPost, "/v1/peer/drain?state="+state, nil, nil)
+	return a.peers.Call(node, http.MethodPost, peer.Drain+"?state="+state, nil, nil)
 }
 
 // setDrain is the peer route: this node drains, resumes or leaves.
@@ -56,7 +57,7 @@ func (a *Agent) setDrain(state string) error {
 	case drainOn, drainOff:
 	case drainLeave:
 		if !a.draining.Load() {
-			return errkind.New(ErrBadRequest, "node %s is not draining: drain it first (roam node drain)", a.cfg.NodeID)
+			return errkind.New(peer.ErrBadRequest, "node %s is not draining: drain it first (roam node drain)", a.cfg.NodeID)
 		}
 		// Draining, it takes no new job nor move; it leaves once none
 		// runs or arrives here, and it is the home of none that runs.
@@ -71,11 +72,11 @@ func (a *Agent) setDrain(state string) error {
 		a.jobs.mu.Unlock()
 		switch {
 		case n > 0:
-			return errkind.New(ErrBadRequest, "node %s still runs %d jobs: it leaves once it runs none", a.cfg.NodeID, n)
+			return errkind.New(peer.ErrBadRequest, "node %s still runs %d jobs: it leaves once it runs none", a.cfg.NodeID, n)
 		case in > 0:
-			return errkind.New(ErrBadRequest, "node %s has %d migrations arriving: it leaves once they are over", a.cfg.NodeID, in)
+			return errkind.New(peer.ErrBadRequest, "node %s has %d migrations arriving: it leaves once they are over", a.cfg.NodeID, in)
 		case homed > 0:
-			return errkind.New(ErrBadRequest, "node %s is the home of %d running jobs (their records and output are kept there): it leaves once they have ended", a.cfg.NodeID, homed)
+			return errkind.New(peer.ErrBadRequest, "node %s is the home of %d running jobs (their records and output are kept there): it leaves once they have ended", a.cfg.NodeID, homed)
 		}
 		// After the answer: Close waits for the servers' handlers.
 		go func() {
@@ -85,7 +86,7 @@ func (a *Agent) setDrain(state string) error {
 		}()
 		return nil
 	default:
-		return errkind.New(ErrBadRequest, "node state %q is not one of drain, resume, leave", state)
+		return errkind.New(peer.ErrBadRequest, "node state %q is not one of drain, resume, leave", state)
 	}
 	on := state == drainOn
 	a.drainMu.Lock() // the kept state and the flag change together

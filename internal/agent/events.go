@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
 )
@@ -36,7 +37,7 @@ func (a *Agent) event(e api.Event) {
 // not know) is shown without its reason, which may name the owner's files.
 func (a *Agent) Events(c Caller, since time.Time) []api.Event {
 	var out []api.Event
-	for _, part := range fanOut[[]api.Event](a, http.MethodGet, "/v1/peer/events?since="+url.QueryEscape(since.Format(time.RFC3339Nano)), nil) {
+	for _, part := range fanOut[[]api.Event](a, http.MethodGet, peer.Events+"?since="+url.QueryEscape(since.Format(time.RFC3339Nano)), nil) {
 		out = append(out, part...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
@@ -90,7 +91,7 @@ func parseSince(s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, errkind.New(ErrBadRequest, "since %q is not an RFC 3339 time", s)
+		return time.Time{}, errkind.New(peer.ErrBadRequest, "since %q is not an RFC 3339 time", s)
 	}
 	return t, nil
 }

@@ -2,7 +2,7 @@ package agent
 
 // Fuzz targets for the rest of what the agent takes from outside its
 // process: the peer routes fuzz_test.go's targets leave out (purge,
-// migrate-out, drain, pages, a checkpoint's drop before a time, output
+// migrate/out, drain, pages, a checkpoint's drop before a time, output
 // offsets, a checkpoint file to keep or to restore), and every route of
 // the CLI's socket, asked by two users and root. They run on fuzz_test.go's
 // pooled agent.
@@ -106,10 +106,10 @@ func fzCheckpoint(tb testing.TB, id string, uid uint32) []byte {
 
 // ---- peer port: the other routes ----
 
-var fzControlRoutes = []string{"purge", "migrate-out", "drain", "pages", "ckpt/drop", "output"}
+var fzControlRoutes = []string{"purge", "migrate/out", "drain", "pages", "ckpt/drop", "output"}
 
 // FuzzPeerControl: /v1/peer/purge removes only ended jobs of the uid it
-// names (or of every uid); /v1/peer/migrate-out of any body leaves every
+// names (or of every uid); /v1/peer/migrate/out of any body leaves every
 // job running here as it was (the fuzz node moves none); /v1/peer/drain
 // takes only drain and resume, and refuses leave while jobs run here;
 // /v1/peer/pages serves no migration that is not under way; a drop's
@@ -153,22 +153,22 @@ func FuzzPeerControl(f *testing.F) {
 					t.Fatalf("purge %q removed job %s (uid %d, %s)", body, id, r.UID, r.State)
 				}
 			}
-		case "migrate-out":
-			w = a.call(http.MethodPost, "/v1/peer/migrate-out", body)
+		case "migrate/out":
+			w = a.call(http.MethodPost, "/v1/peer/migrate/out", body)
 			if w.Code == http.StatusOK {
-				t.Fatalf("migrate-out %q: a job left a node that moves none: %s", body, w.Body)
+				t.Fatalf("migrate/out %q: a job left a node that moves none: %s", body, w.Body)
 			}
 			if !fzQuiet(t, a) {
-				t.Fatalf("migrate-out %q: a migration runs on after its answer", body)
+				t.Fatalf("migrate/out %q: a migration runs on after its answer", body)
 			}
 			for _, id := range []string{fzLocal, fzPinned} {
 				lj := a.jobs.local[id]
 				if lj == nil || lj.migrating {
-					t.Fatalf("migrate-out %q: job %s no longer runs here as before (%+v)", body, id, lj)
+					t.Fatalf("migrate/out %q: job %s no longer runs here as before (%+v)", body, id, lj)
 				}
 			}
 			if len(a.node.signals) > 0 || len(a.node.kills) > 0 {
-				t.Fatalf("migrate-out %q: signals %v and kills %v of jobs that run on", body, a.node.signals, a.node.kills)
+				t.Fatalf("migrate/out %q: signals %v and kills %v of jobs that run on", body, a.node.signals, a.node.kills)
 			}
 		case "drain":
 			was := a.draining.Load()
@@ -383,7 +383,7 @@ func FuzzAPI(f *testing.F) {
 		a.jobs.mu.Lock()
 		a.jobs.home[fzOwn] = &job.Record{ID: fzOwn, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/",
 			Home: fzSelf, Node: fzSelf, State: job.StateRunning, Started: fzStarted, Group: fzOwn}
-		a.jobs.local[fzOwn] = &localJob{rec: job.Local{ID: fzOwn, Home: fzSelf, HomeAddr: a.selfAddr, UID: 1000, GID: 1000,
+		a.jobs.local[fzOwn] = &localJob{rec: job.Local{ID: fzOwn, Home: fzSelf, HomeAddr: a.peers.SelfAddr, UID: 1000, GID: 1000,
 			PID: fzOwnPID, StartTix: fzTix, Dir: a.node.SpoolDir(fzOwn), Started: fzStarted}}
 		a.jobs.mu.Unlock()
 		if cur != a {

@@ -42,6 +42,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/ckpt"
 	"roam/internal/job"
@@ -204,7 +205,7 @@ func (p *fzBarePool) get(tb testing.TB) *Agent {
 	}
 	a := p.a
 	a.mu.Lock()
-	a.known = map[string]*peer{}
+	a.known = map[string]*member{}
 	a.dis = load.NewDisseminator(a.cfg.NodeID, a.cfg.Load.VectorSize, p.lp, a.cfg.Load.Interval)
 	a.mu.Unlock()
 	a.stats = counters{}
@@ -348,10 +349,9 @@ func buildFzAgent(t *testing.T, st *job.Store, dir string) *fzAgent {
 	a.cfg.StateDir = dir
 	a.imageDir = filepath.Join(dir, "images")
 	node.spool = filepath.Join(dir, "spool")
-	a.peerHTTP = &http.Client{Transport: fzNoNet{}}
-	a.selfAddr = "127.0.0.1:7947"
 	a.peerMux = a.newPeerMux()
-	a.selfHTTP = &http.Client{Transport: loopback{routes: a.peerMux, log: a.log}}
+	a.peers = &peer.Client{Addr: a.peerAddr, HTTP: &http.Client{Transport: fzNoNet{}},
+		Self: &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}}, SelfAddr: "127.0.0.1:7947"}
 	a.store = st
 	return &fzAgent{Agent: a, node: node, dir: dir, pol: a.sch.pol}
 }
@@ -443,7 +443,7 @@ func (a *fzAgent) reset(t *testing.T) {
 	a.mu.Lock()
 	a.rr, a.selfLoad, a.selfMem, a.lastProbe = 0, 0, 0, time.Time{}
 	a.selfLeast.Store(math.Float64bits(fzLeast))
-	a.known = map[string]*peer{fzSelf: {addr: "127.0.0.1:7946", peerAddr: a.selfAddr, capacity: a.capacity, alive: true, since: time.Now()}}
+	a.known = map[string]*member{fzSelf: {addr: "127.0.0.1:7946", peerAddr: a.peers.SelfAddr, capacity: a.capacity, alive: true, since: time.Now()}}
 	a.mu.Unlock()
 	// The job table is emptied and seeded in place, under its lock: a
 	// goroutine the last input started may still hold it (carryOutIn's
@@ -483,7 +483,7 @@ func (a *fzAgent) reset(t *testing.T) {
 
 // call runs one request through the peer routes.
 func (a *fzAgent) call(method, target string, body []byte) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, "https://"+a.selfAddr+target, bytes.NewReader(body))
+	req := httptest.NewRequest(method, "https://"+a.peers.SelfAddr+target, bytes.NewReader(body))
 	w := httptest.NewRecorder()
 	a.peerMux.ServeHTTP(w, req)
 	return w
@@ -549,7 +549,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := ParseConfig(b)
 		if err != nil {
-			if !errors.Is(err, ErrConfig) {
+			if !errors.Is(err, peer.ErrConfig) {
 				t.Fatalf("error of another kind: %v", err)
 			}
 			return
@@ -1293,7 +1293,7 @@ func FuzzPeerPolicy(f *testing.F) {
 
 // ---- checkpoints and restarts ----
 
-var fzRestartRoutes = []string{"/v1/peer/checkpoint", "/v1/peer/ckpt/restore", "/v1/peer/reopen", "/v1/peer/reopen/done"}
+var fzRestartRoutes = []string{"/v1/peer/ckpt/take", "/v1/peer/ckpt/restore", "/v1/peer/reopen", "/v1/peer/reopen/done"}
 
 // FuzzPeerRestart feeds the JSON bodies of the checkpoint and restart
 // routes: no panic, no 500, and a running job is never consented a

@@ -154,7 +154,7 @@ func (a *Agent) memberUp(n *memberlist.Node) {
 	defer a.mu.Unlock()
 	p := a.known[n.Name]
 	if p == nil {
-		p = &peer{}
+		p = &member{}
 		a.known[n.Name] = p
 		a.log.Info("member up", "member", n.Name, "addr", n.Address())
 	}

@@ -176,9 +176,9 @@ func TestAgentsEndJobsTheirHomeForgot(t *testing.T) {
 		c := newCluster(t, 2, 12, faults{}, "static")
 		home, n2 := c.nodes[0].a, c.nodes[1].a
 		id := fmt.Sprintf("n1.%d", 999)
-		req := startRequest{Home: "n1", HomeAddr: home.selfAddr, Jobs: []job.Spec{{ID: id, Argv: []string{"/bin/true"}, Cwd: "/"}}}
+		req := startRequest{Home: "n1", HomeAddr: home.peers.SelfAddr, Jobs: []job.Spec{{ID: id, Argv: []string{"/bin/true"}, Cwd: "/"}}}
 		var res []startResult
-		if err := home.peerCall("n2", "POST", "/v1/peer/start", req, &res); err != nil || len(res) != 1 || res[0].Error != "" {
+		if err := home.peers.Call("n2", "POST", "/v1/peer/start", req, &res); err != nil || len(res) != 1 || res[0].Error != "" {
 			t.Fatalf("start: %+v %v", res, err)
 		}
 		// It started (its pid is in the answer); it may already be ending,

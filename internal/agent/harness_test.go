@@ -24,6 +24,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/sched"
 	"roam/internal/secret"
@@ -464,7 +465,7 @@ func errClass(err error) string {
 	if err == nil {
 		return "failed"
 	}
-	for _, k := range []error{ErrNotFound, ErrBadRequest, ErrUnavailable, ErrPinned, ErrPermission} {
+	for _, k := range []error{peer.ErrNotFound, peer.ErrBadRequest, peer.ErrUnavailable, peer.ErrPinned, peer.ErrPermission} {
 		if errors.Is(err, k) {
 			return k.Error()
 		}
@@ -531,7 +532,7 @@ func TestAgentsReservationEnds(t *testing.T) {
 		admit := func(from *Agent, mv sched.Move) string {
 			t.Helper()
 			var ar admitResponse
-			if err := from.peerCall("n3", "POST", "/v1/peer/migrate/admit", mv, &ar); err != nil {
+			if err := from.peers.Call("n3", "POST", "/v1/peer/migrate/admit", mv, &ar); err != nil {
 				t.Fatal(err)
 			}
 			return ar.Refused
@@ -595,16 +596,16 @@ func TestAgentsWithdrawAnAbandonedMove(t *testing.T) {
 		}
 		c.waitFor("n3's place for the abandoned move ended", time.Second, func() bool { return pending() == 0 })
 		var ar admitResponse
-		if err := a2.peerCall("n3", "POST", "/v1/peer/migrate/admit", move(j2, "n2"), &ar); err != nil || ar.Refused != "" {
+		if err := a2.peers.Call("n3", "POST", "/v1/peer/migrate/admit", move(j2, "n2"), &ar); err != nil || ar.Refused != "" {
 			t.Fatalf("after the withdrawal, n2's move refused: %v %q", err, ar.Refused)
 		}
 		// A withdrawal names its decision: n1's for a job n3 never
 		// admitted from it ends nothing, and n2's admission stays.
 		var wr withdrawResponse
-		if err := a1.peerCall("n3", "DELETE", "/v1/peer/migrate/admit", move(j2, "n1"), &wr); err != nil || wr.Ended || pending() != 1 {
+		if err := a1.peers.Call("n3", "DELETE", "/v1/peer/migrate/admit", move(j2, "n1"), &wr); err != nil || wr.Ended || pending() != 1 {
 			t.Fatalf("another node's withdrawal: %+v %v, %d pending (want 1)", wr, err, pending())
 		}
-		if err := a1.peerCall("n3", "DELETE", "/v1/peer/migrate/admit", sched.Move{Job: j2, To: "n2"}, &wr); !errors.Is(err, ErrBadRequest) {
+		if err := a1.peers.Call("n3", "DELETE", "/v1/peer/migrate/admit", sched.Move{Job: j2, To: "n2"}, &wr); !errors.Is(err, peer.ErrBadRequest) {
 			t.Fatalf("a withdrawal of a move to another node: %v, want a bad request", err)
 		}
 	})

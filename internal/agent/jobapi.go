@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/sched"
@@ -20,7 +21,7 @@ const maxBody = 8 << 20
 func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
 	if err := dec.Decode(v); err != nil {
-		return errkind.New(ErrBadRequest, "request body: %v", err)
+		return errkind.New(peer.ErrBadRequest, "request body: %v", err)
 	}
 	return nil
 }
@@ -41,7 +42,7 @@ func withCaller(h func(Caller, http.ResponseWriter, *http.Request)) http.Handler
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, ok := callerOf(r)
 		if !ok {
-			writeError(w, errkind.New(ErrPermission, "caller credentials unavailable"))
+			writeError(w, errkind.New(peer.ErrPermission, "caller credentials unavailable"))
 			return
 		}
 		h(c, w, r)

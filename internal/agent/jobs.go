@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -33,10 +34,8 @@ const (
 	outputChunk = 1 << 20
 	// maxWait bounds an output long-poll.
 	maxWait = 10 * time.Second
-	// peerTimeout bounds a call to another agent; psTimeout the wait for
-	// one node's part of `roam ps`.
-	peerTimeout = 30 * time.Second
-	psTimeout   = 3 * time.Second
+	// psTimeout bounds the wait for one node's part of `roam ps`.
+	psTimeout = 3 * time.Second
 	// startBatch and pushBatch bound the JSON of one start request's
 	// specs and the output bytes of one push (4/3 as many once JSON's
 	// base64 has them), below the maxBody a peer reads.
@@ -182,10 +181,10 @@ func canTouch(c Caller, uid uint32) bool { return c.UID == 0 || c.UID == uid }
 func (a *Agent) record(id string) (job.Record, error) {
 	home, ok := homeOf(id)
 	if !ok {
-		return job.Record{}, errkind.New(ErrBadRequest, "%q is not a job id (HOMENODE.SEQ)", id)
+		return job.Record{}, errkind.New(peer.ErrBadRequest, "%q is not a job id (HOMENODE.SEQ)", id)
 	}
 	var r job.Record
-	err := a.peerCall(home, http.MethodGet, "/v1/peer/record?id="+id, nil, &r)
+	err := a.peers.Call(home, http.MethodGet, peer.Record+"?id="+id, nil, &r)
 	return r, err
 }
 
@@ -196,7 +195,7 @@ func (a *Agent) homeRecord(id string) (job.Record, error) {
 	if r := a.jobs.home[id]; r != nil {
 		return *r, nil
 	}
-	return job.Record{}, errkind.New(ErrNotFound, "unknown job %s", id)
+	return job.Record{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
 }
 
 // ---- signals ----
@@ -205,7 +204,7 @@ func (a *Agent) homeRecord(id string) (job.Record, error) {
 // their own jobs, root any.
 func (a *Agent) Kill(c Caller, req api.KillRequest) ([]api.KillResult, error) {
 	if req.Signal < 1 || req.Signal > 64 {
-		return nil, errkind.New(ErrBadRequest, "-s: signal %d is out of range (1 to 64)", req.Signal)
+		return nil, errkind.New(peer.ErrBadRequest, "-s: signal %d is out of range (1 to 64)", req.Signal)
 	}
 	var out []api.KillResult
 	for _, id := range req.IDs {
@@ -232,7 +231,7 @@ func (a *Agent) Kill(c Caller, req api.KillRequest) ([]api.KillResult, error) {
 
 // signalOn signals job id, which runs on node (this one or another).
 func (a *Agent) signalOn(node, id string, sig int) error {
-	return a.peerCall(node, http.MethodPost, "/v1/peer/signal", map[string]any{"id": id, "signal": sig}, nil)
+	return a.peers.Call(node, http.MethodPost, peer.Signal, map[string]any{"id": id, "signal": sig}, nil)
 }
 
 // signalJob signals a job running here: its roam-init, which forwards the
@@ -243,7 +242,7 @@ func (a *Agent) signalJob(id string, sig syscall.Signal) error {
 		return a.signalOn(movedTo, id, int(sig))
 	}
 	if lj == nil || !a.procs.Alive(lj.rec.PID, lj.rec.StartTix) {
-		return errkind.New(ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
+		return errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	}
 	return a.procs.Signal(lj.rec.PID, sig)
 }
@@ -317,7 +316,7 @@ func (a *Agent) psLocal() psPart {
 
 // PS lists jobs on every node the caller may see.
 func (a *Agent) PS(c Caller, all bool) []api.Job {
-	parts := fanOut[psPart](a, http.MethodGet, "/v1/peer/ps", nil)
+	parts := fanOut[psPart](a, http.MethodGet, peer.PS, nil)
 	use := map[string]usage{}
 	for _, p := range parts {
 		for id, u := range p.Usage {

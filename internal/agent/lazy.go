@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/netx"
@@ -86,14 +87,14 @@ func (a *Agent) servePages(w http.ResponseWriter, r *http.Request) {
 	if d != nil {
 		c, err := d.Pages()
 		if err != nil {
-			writeError(w, errkind.New(ErrUnavailable, "page server: %v", err))
+			writeError(w, errkind.New(peer.ErrUnavailable, "page server: %v", err))
 			return
 		}
 		ps, count = &watchedConn{Conn: c, wd: d.idle}, &d.bytes
 	} else if ps = a.takeSinkConn(mid); ps != nil {
 		sink = true
 	} else {
-		writeError(w, errkind.New(ErrNotFound, "no page server for migration %q here", mid))
+		writeError(w, errkind.New(peer.ErrNotFound, "no page server for migration %q here", mid))
 		return
 	}
 	conn, rw, err := http.NewResponseController(w).Hijack()
@@ -130,7 +131,7 @@ func (a *Agent) startLazyPages(from, mid, images string) (<-chan struct{}, func(
 		return nil, nil, err
 	}
 	return a.ckpt.LazyPages(images, func() (net.Conn, error) {
-		return a.dialPeerStream(addr, "/v1/peer/pages?mid="+mid)
+		return a.dialPeerStream(addr, peer.Pages+"?mid="+mid)
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/job"
 )
@@ -43,7 +44,7 @@ func TestAgentsRefuseARunPastTheLimits(t *testing.T) {
 			{api.RunRequest{Argv: []string{"/bin/true"}, Env: []string{"E=" + strings.Repeat("y", 1<<20)}, Cwd: "/", Count: 1000}, "limits.run_bytes"},
 		} {
 			_, err := home.Run(user, tc.req)
-			if err == nil || !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), tc.want) {
+			if err == nil || !errors.Is(err, peer.ErrLimit) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("-n %d: %v; want refused naming %s", tc.req.Count, err, tc.want)
 			}
 			t.Logf("refused: %v", err)
@@ -190,10 +191,10 @@ func TestAgentsPurge(t *testing.T) {
 			}
 			return true
 		})
-		if _, err := c.nodes[0].a.Purge(a, api.PurgeRequest{UID: &b.UID}); !errors.Is(err, ErrPermission) {
+		if _, err := c.nodes[0].a.Purge(a, api.PurgeRequest{UID: &b.UID}); !errors.Is(err, peer.ErrPermission) {
 			t.Fatalf("user a purging user b: %v", err)
 		}
-		if _, err := c.nodes[0].a.Purge(a, api.PurgeRequest{All: true}); !errors.Is(err, ErrPermission) {
+		if _, err := c.nodes[0].a.Purge(a, api.PurgeRequest{All: true}); !errors.Is(err, peer.ErrPermission) {
 			t.Fatalf("user a purging all: %v", err)
 		}
 		res, err := c.nodes[0].a.Purge(a, api.PurgeRequest{})

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/errkind"
@@ -33,9 +34,6 @@ const (
 	// migrateTimeout bounds a whole migration asked of another node.
 	migrateTimeout = 15 * time.Minute
 )
-
-// ErrPinned means the job cannot migrate; the message says why.
-var ErrPinned = migrate.ErrPinned
 
 // migrationState is the agent's migrations in flight, guarded by jobs.mu.
 type migrationState struct {
@@ -83,7 +81,7 @@ func (a *Agent) keepChecked(mid, job string, files map[string]migrate.OpenFile) 
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
 	if _, ok := a.migr.checked[mid]; ok {
-		return errkind.New(ErrBadRequest, "migration %s is known on node %s already", mid, a.cfg.NodeID)
+		return errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", mid, a.cfg.NodeID)
 	}
 	if a.migr.checked == nil {
 		a.migr.checked = map[string]checkedFiles{}
@@ -116,10 +114,10 @@ func (a *Agent) addChecked(mid, job string, files map[string]migrate.OpenFile) e
 	defer a.jobs.mu.Unlock()
 	c, ok := a.migr.checked[mid]
 	if !ok || c.job != job {
-		return errkind.New(ErrBadRequest, "late check of migration %s of job %s: node %s has no check of it", mid, job, a.cfg.NodeID)
+		return errkind.New(peer.ErrBadRequest, "late check of migration %s of job %s: node %s has no check of it", mid, job, a.cfg.NodeID)
 	}
 	if len(c.files)+len(files) > 2*migrate.MaxOpenFiles {
-		return errkind.New(ErrBadRequest, "late check of migration %s of job %s: %d files more", mid, job, len(files))
+		return errkind.New(peer.ErrBadRequest, "late check of migration %s of job %s: %d files more", mid, job, len(files))
 	}
 	for p, f := range files {
 		c.files[p] = f
@@ -152,15 +150,15 @@ func (a *Agent) Migrate(c Caller, req api.MigrateRequest) (api.Migration, error)
 		return api.Migration{}, err
 	}
 	if !canTouch(c, rec.UID) {
-		return api.Migration{}, errkind.New(ErrPermission, "%s: permission denied", req.ID)
+		return api.Migration{}, errkind.New(peer.ErrPermission, "%s: permission denied", req.ID)
 	}
 	if req.Node == "auto" {
 		if rec.Pin {
-			return api.Migration{}, errkind.New(ErrPinned, "%s: pinned by roam run --pin", rec.ID)
+			return api.Migration{}, errkind.New(peer.ErrPinned, "%s: pinned by roam run --pin", rec.ID)
 		}
 		if rec.State == api.StateRunning {
 			// Its current node holds it back from the policies; let go.
-			if err := a.peerCall(rec.Node, http.MethodPost, "/v1/peer/hold?id="+rec.ID, nil, nil); err != nil {
+			if err := a.peers.Call(rec.Node, http.MethodPost, peer.Hold+"?id="+rec.ID, nil, nil); err != nil {
 				return api.Migration{}, fmt.Errorf("node %s: %w", rec.Node, err)
 			}
 		}
@@ -172,21 +170,21 @@ func (a *Agent) Migrate(c Caller, req api.MigrateRequest) (api.Migration, error)
 	}
 	switch {
 	case rec.State != api.StateRunning:
-		return api.Migration{}, errkind.New(ErrBadRequest, "%s: job is %s, not running", rec.ID, rec.State)
+		return api.Migration{}, errkind.New(peer.ErrBadRequest, "%s: job is %s, not running", rec.ID, rec.State)
 	case rec.Pin:
-		return api.Migration{}, errkind.New(ErrPinned, "%s: pinned by roam run --pin", rec.ID)
+		return api.Migration{}, errkind.New(peer.ErrPinned, "%s: pinned by roam run --pin", rec.ID)
 	case to == rec.Node:
-		return api.Migration{}, errkind.New(ErrBadRequest, "%s: already on node %s", rec.ID, to)
+		return api.Migration{}, errkind.New(peer.ErrBadRequest, "%s: already on node %s", rec.ID, to)
 	}
 	if !a.isAlive(to) {
-		return api.Migration{}, errkind.New(ErrNotFound, "node %s is not a live member of the cluster", to)
+		return api.Migration{}, errkind.New(peer.ErrNotFound, "node %s is not a live member of the cluster", to)
 	}
 	if a.isDraining(to) {
-		return api.Migration{}, errkind.New(ErrUnavailable, "node %s is draining: it takes no job (roam node resume ends it)", to)
+		return api.Migration{}, errkind.New(peer.ErrUnavailable, "node %s is draining: it takes no job (roam node resume ends it)", to)
 	}
 	out := migrateOutRequest{ID: rec.ID, To: to, Lazy: req.Lazy, Manual: true}
 	var m api.Migration
-	err = a.peerCallWithin(migrateTimeout, rec.Node, http.MethodPost, "/v1/peer/migrate-out", out, &m)
+	err = a.peers.CallWithin(migrateTimeout, rec.Node, http.MethodPost, peer.MigrateOut, out, &m)
 	return m, err
 }
 
@@ -268,7 +266,7 @@ type jobNote struct {
 // noteHome tells a job's home node; one try (the migration machine tries
 // again).
 func (a *Agent) noteHome(home string, n jobNote) error {
-	return a.peerCall(home, http.MethodPost, "/v1/peer/note", n, nil)
+	return a.peers.Call(home, http.MethodPost, peer.Note, n, nil)
 }
 
 // retry tries f three times, 200 ms apart, and returns its last error.
@@ -296,7 +294,7 @@ func (a *Agent) takeNote(n jobNote) error {
 	defer a.jobs.mu.Unlock()
 	rec := a.jobs.home[n.ID]
 	if rec == nil {
-		return errkind.New(ErrNotFound, "unknown job %s", n.ID)
+		return errkind.New(peer.ErrNotFound, "unknown job %s", n.ID)
 	}
 	if n.Inc != nil && *n.Inc < rec.Inc {
 		return nil // of a copy an older incarnation: it is being ended
@@ -353,7 +351,7 @@ func (a *Agent) takeNote(n jobNote) error {
 // mid ended: from the ledger, which has every decision before it is acted on.
 func (a *Agent) outcome(mid string) (migrate.Outcome, error) {
 	if !migrate.ValidMID(mid) {
-		return "", errkind.New(ErrBadRequest, "migration id %q", mid)
+		return "", errkind.New(peer.ErrBadRequest, "migration id %q", mid)
 	}
 	r, found, err := a.store.Out(mid)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
@@ -54,10 +55,10 @@ type inMig struct {
 // files, holds no copy of it, and (eager) has a page sink open for it.
 func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 	if !migrate.ValidMID(req.MID) {
-		return errkind.New(ErrBadRequest, "migration id %q", req.MID)
+		return errkind.New(peer.ErrBadRequest, "migration id %q", req.MID)
 	}
 	if _, ok := migrate.JobHome(req.ID); !ok {
-		return errkind.New(ErrBadRequest, "job id %q", req.ID)
+		return errkind.New(peer.ErrBadRequest, "job id %q", req.ID)
 	}
 	if req.Late {
 		// The frozen job's files the first check did not list: checked
@@ -69,7 +70,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 		return a.addChecked(req.MID, req.ID, found)
 	}
 	if a.draining.Load() {
-		return errkind.New(ErrUnavailable, "node %s is draining: it takes no job", a.cfg.NodeID)
+		return errkind.New(peer.ErrUnavailable, "node %s is draining: it takes no job", a.cfg.NodeID)
 	}
 	found, err := a.checkFiles(req.Owner, req.Files)
 	if err != nil {
@@ -79,7 +80,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 		return err
 	}
 	if _, known, err := a.store.In(req.MID); err != nil || known {
-		return errkind.New(ErrBadRequest, "migration %s is known on node %s already", req.MID, a.cfg.NodeID)
+		return errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", req.MID, a.cfg.NodeID)
 	}
 	if err := a.keepChecked(req.MID, req.ID, found); err != nil {
 		return err
@@ -94,7 +95,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 	}
 	if a.migr.in[req.MID] != nil {
 		a.jobs.mu.Unlock()
-		return errkind.New(ErrBadRequest, "migration %s is known on node %s already", req.MID, a.cfg.NodeID)
+		return errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", req.MID, a.cfg.NodeID)
 	}
 	a.migr.in[req.MID] = in
 	a.jobs.mu.Unlock()
@@ -113,11 +114,11 @@ func (a *Agent) notHere(id, mid string) error {
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
 	if _, here := a.jobs.local[id]; here {
-		return errkind.New(ErrBadRequest, "job %s is already on node %s", id, a.cfg.NodeID)
+		return errkind.New(peer.ErrBadRequest, "job %s is already on node %s", id, a.cfg.NodeID)
 	}
 	for m, in := range a.migr.in {
 		if m != mid && in.job == id && !in.final.Load() {
-			return errkind.New(ErrBadRequest, "job %s is already arriving on node %s", id, a.cfg.NodeID)
+			return errkind.New(peer.ErrBadRequest, "job %s is already arriving on node %s", id, a.cfg.NodeID)
 		}
 	}
 	return nil
@@ -129,7 +130,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	hdr, err := migrate.ReadHeader(br)
 	if err != nil {
-		return migrateReady{}, errkind.New(ErrBadRequest, "%v", err)
+		return migrateReady{}, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
 	if err := a.notHere(hdr.ID, hdr.MID); err != nil {
 		return migrateReady{}, err
@@ -139,12 +140,12 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	in := a.migr.in[hdr.MID]
 	if in == nil && hdr.Streamed {
 		a.jobs.mu.Unlock()
-		return migrateReady{}, errkind.New(ErrBadRequest, "no page stream for migration %s on node %s", hdr.MID, a.cfg.NodeID)
+		return migrateReady{}, errkind.New(peer.ErrBadRequest, "no page stream for migration %s on node %s", hdr.MID, a.cfg.NodeID)
 	}
 	if in == nil {
 		if _, known, err := a.store.In(hdr.MID); err != nil || known {
 			a.jobs.mu.Unlock()
-			return migrateReady{}, errkind.New(ErrBadRequest, "migration %s is known on node %s already", hdr.MID, a.cfg.NodeID)
+			return migrateReady{}, errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", hdr.MID, a.cfg.NodeID)
 		}
 		in = &inMig{m: &migrate.Dest{}, mid: hdr.MID, job: hdr.ID}
 		if a.migr.in == nil {
@@ -156,7 +157,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	in.mu.Lock()
 	if st := in.m.State(); in.job != hdr.ID || (st != migrate.DstNew && st != migrate.DstSinkOpen) {
 		in.mu.Unlock()
-		return migrateReady{}, errkind.New(ErrBadRequest, "migration %s on node %s: not waiting for a stream of job %s", hdr.MID, a.cfg.NodeID, hdr.ID)
+		return migrateReady{}, errkind.New(peer.ErrBadRequest, "migration %s on node %s: not waiting for a stream of job %s", hdr.MID, a.cfg.NodeID, hdr.ID)
 	}
 	in.hdr, in.body = hdr, br
 	in.spool = a.procs.SpoolDir(hdr.ID)
@@ -177,7 +178,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 // migration this node no longer holds in memory is rebuilt from the ledger.
 func (a *Agent) stepIn(mid string, ev any) ([]api.Phase, error) {
 	if !migrate.ValidMID(mid) {
-		return nil, errkind.New(ErrBadRequest, "migration id %q", mid)
+		return nil, errkind.New(peer.ErrBadRequest, "migration id %q", mid)
 	}
 	a.jobs.mu.Lock()
 	in := a.migr.in[mid]
@@ -192,7 +193,7 @@ func (a *Agent) stepIn(mid string, ev any) ([]api.Phase, error) {
 				a.dropSink(mid)
 				return nil, nil
 			}
-			return nil, errkind.New(ErrNotFound, "no migration %s on node %s", mid, a.cfg.NodeID)
+			return nil, errkind.New(peer.ErrNotFound, "no migration %s on node %s", mid, a.cfg.NodeID)
 		}
 		in = a.adoptRecord(r)
 		in.mu.Lock()
@@ -250,7 +251,7 @@ func (a *Agent) carryOutIn(in *inMig, acts []any) error {
 	for {
 		for _, act := range acts {
 			if in.halted {
-				return errkind.New(ErrUnavailable, "node %s is stopping", a.cfg.NodeID)
+				return errkind.New(peer.ErrUnavailable, "node %s is stopping", a.cfg.NodeID)
 			}
 			if rep, ok := act.(migrate.Reply); ok {
 				reply = rep.Err
@@ -276,9 +277,9 @@ func (a *Agent) carryOutIn(in *inMig, acts []any) error {
 	}
 	switch {
 	case errors.Is(reply, migrate.ErrNotReady):
-		reply = errkind.New(ErrNotFound, "migration %s on node %s: %v", in.mid, a.cfg.NodeID, reply)
+		reply = errkind.New(peer.ErrNotFound, "migration %s on node %s: %v", in.mid, a.cfg.NodeID, reply)
 	case errors.Is(reply, migrate.ErrDestAborted), errors.Is(reply, migrate.ErrDestCommited):
-		reply = errkind.New(ErrBadRequest, "migration %s on node %s: %v", in.mid, a.cfg.NodeID, reply)
+		reply = errkind.New(peer.ErrBadRequest, "migration %s on node %s: %v", in.mid, a.cfg.NodeID, reply)
 	}
 	return reply
 }
@@ -528,7 +529,7 @@ func (a *Agent) ask(r migrate.InRecord) any {
 	var o struct {
 		Outcome string `json:"outcome"`
 	}
-	err := a.peerCall(r.From, http.MethodGet, "/v1/peer/migrate/outcome?mid="+r.MID, nil, &o)
+	err := a.peers.Call(r.From, http.MethodGet, peer.MigrateOutcome+"?mid="+r.MID, nil, &o)
 	if err != nil {
 		return migrate.Answered{Err: err}
 	}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/errkind"
@@ -62,7 +63,7 @@ func (a *Agent) sendImages(addr string, hdr migrate.Header, images, spool string
 		return 0, migrateReady{}, err
 	}
 	var ready migrateReady
-	n, stalled, err := a.postStream(addr, "/v1/peer/migrate", plan.Size(), func(w io.Writer) error { return plan.Write(w, openFile) }, &ready)
+	n, stalled, err := a.postStream(addr, peer.MigrateStream, plan.Size(), func(w io.Writer) error { return plan.Write(w, openFile) }, &ready)
 	if stalled && err != nil {
 		return n, migrateReady{}, fmt.Errorf("transfer stalled after %d bytes (no progress for %s): %v", n, stallTimeout, err)
 	}
@@ -103,7 +104,7 @@ func (a *Agent) postStream(addr, path string, size int64, write func(io.Writer) 
 		return 0, false, err
 	}
 	req.ContentLength = size
-	err = api.Exchange(a.peerHTTP, req, out)
+	err = api.Exchange(a.peers.HTTP, req, out)
 	return ww.n, wd.stalled.Load(), err
 }
 
@@ -134,18 +135,18 @@ type migrateCommitted struct {
 // (checkRestoredFiles): a path swapped after the check is caught there.
 func (a *Agent) checkFiles(owner *asuser.Cred, files []migrate.OpenFile) (map[string]migrate.OpenFile, error) {
 	if owner == nil {
-		return nil, errkind.New(ErrBadRequest, "the check names no owner of the job's files (the source runs an older roam)")
+		return nil, errkind.New(peer.ErrBadRequest, "the check names no owner of the job's files (the source runs an older roam)")
 	}
 	if len(files) > migrate.MaxOpenFiles {
-		return nil, errkind.New(ErrBadRequest, "%d open files", len(files))
+		return nil, errkind.New(peer.ErrBadRequest, "%d open files", len(files))
 	}
 	if len(owner.Groups) > migrate.MaxGroups {
-		return nil, errkind.New(ErrBadRequest, "%d supplementary groups", len(owner.Groups))
+		return nil, errkind.New(peer.ErrBadRequest, "%d supplementary groups", len(owner.Groups))
 	}
 	wants := make([]asuser.Want, len(files))
 	for i, f := range files {
 		if err := f.Validate(); err != nil {
-			return nil, errkind.New(ErrBadRequest, "%v", err)
+			return nil, errkind.New(peer.ErrBadRequest, "%v", err)
 		}
 		wants[i] = asuser.Want{Path: f.Path, Access: f.Access}
 	}
@@ -155,14 +156,14 @@ func (a *Agent) checkFiles(owner *asuser.Cred, files []migrate.OpenFile) (map[st
 	}
 	got, err := asuser.Open(*owner, wants)
 	if err != nil {
-		return nil, errkind.New(ErrUnavailable, "check the job's files on node %s: %v", a.cfg.NodeID, err)
+		return nil, errkind.New(peer.ErrUnavailable, "check the job's files on node %s: %v", a.cfg.NodeID, err)
 	}
 	for i, f := range files {
 		switch {
 		case got[i].Err != nil:
-			return nil, errkind.New(ErrPinned, "open file %s on node %s: %v", f.Path, a.cfg.NodeID, got[i].Err)
+			return nil, errkind.New(peer.ErrPinned, "open file %s on node %s: %v", f.Path, a.cfg.NodeID, got[i].Err)
 		case f.Same && !f.SameFile(got[i].FSID, got[i].Ino):
-			return nil, errkind.New(ErrPinned, "open file %s on node %s is not the file the job has open (another file at that path)", f.Path, a.cfg.NodeID)
+			return nil, errkind.New(peer.ErrPinned, "open file %s on node %s is not the file the job has open (another file at that path)", f.Path, a.cfg.NodeID)
 		}
 		found[f.Path] = migrate.OpenFile{Path: f.Path, Access: f.Access, FSID: got[i].FSID, Ino: got[i].Ino, Same: f.Same}
 	}
@@ -185,7 +186,7 @@ func (a *Agent) restoredCheck(owner asuser.Cred, checked map[string]migrate.Open
 			err = a.checkRestoredFiles(pid, owner, checked)
 		}
 		if err != nil {
-			return errkind.New(ErrBadRequest, "%s: %v", what, err)
+			return errkind.New(peer.ErrBadRequest, "%s: %v", what, err)
 		}
 		return nil
 	}
@@ -253,7 +254,7 @@ func readArchive(r io.Reader, images, spool string) error {
 		return f, nil
 	})
 	if errors.Is(err, migrate.ErrBadArchive) {
-		return errkind.New(ErrBadRequest, "%v", err)
+		return errkind.New(peer.ErrBadRequest, "%v", err)
 	}
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
@@ -89,19 +90,19 @@ func (a *Agent) claimForMigration(id string) (*localJob, error) {
 	switch {
 	case lj == nil:
 		a.jobs.mu.Unlock()
-		return nil, errkind.New(ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
+		return nil, errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	case lj.migrating:
 		a.jobs.mu.Unlock()
-		return nil, errkind.New(ErrBadRequest, "job %s is already migrating", id)
+		return nil, errkind.New(peer.ErrBadRequest, "job %s is already migrating", id)
 	}
 	lj.migrating = true
 	rec := lj.rec
 	a.jobs.mu.Unlock()
 	var err error
 	if !a.procs.Alive(rec.PID, rec.StartTix) {
-		err = errkind.New(ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
+		err = errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	} else if _, ended := job.ReadStatus(rec.Dir); ended {
-		err = errkind.New(ErrBadRequest, "job %s is ending", id)
+		err = errkind.New(peer.ErrBadRequest, "job %s is ending", id)
 	}
 	if err != nil {
 		a.jobs.mu.Lock()
@@ -129,7 +130,7 @@ func (o *outMig) carryOut(acts []any) {
 		// Stopped before the machine said how it went: the caller is
 		// not left waiting (the ledger finishes it at the next start).
 		select {
-		case o.done <- errkind.New(ErrUnavailable, "node %s is stopping", o.a.cfg.NodeID):
+		case o.done <- errkind.New(peer.ErrUnavailable, "node %s is stopping", o.a.cfg.NodeID):
 		default:
 		}
 		o.a.pruneMigrations()
@@ -230,7 +231,7 @@ func (o *outMig) do(act any) any {
 		return migrate.CommitAnswer{Err: err}
 	case migrate.SendAbort:
 		if addr, err := a.peerAddr(r.To); err == nil {
-			go func() { _ = a.peerCallAddr(addr, http.MethodPost, "/v1/peer/migrate/abort?mid="+r.MID, nil, nil) }()
+			go func() { _ = a.peers.CallAddr(addr, http.MethodPost, peer.MigrateAbort+"?mid="+r.MID, nil, nil) }()
 		}
 	case migrate.WaitPages:
 		err := o.lazy.Wait()
@@ -281,7 +282,7 @@ func (a *Agent) movable(pid int, owner *asuser.Cred) (migrate.Verdict, error) {
 	if owner != nil {
 		if creds, err := a.ckpt.Creds(pid); err == nil {
 			if err := migrate.CheckCreds(owner.UID, owner.GID, owner.Groups, creds); err != nil {
-				return migrate.Verdict{}, errkind.New(ErrBadRequest, "%v: a job whose processes changed their credentials is not moved while they run so", err)
+				return migrate.Verdict{}, errkind.New(peer.ErrBadRequest, "%v: a job whose processes changed their credentials is not moved while they run so", err)
 			}
 		}
 	}
@@ -308,7 +309,7 @@ func (o *outMig) sendCheck(r migrate.Record) error {
 	}
 	o.addr = addr
 	req := migrateCheckRequest{MID: r.MID, From: o.a.cfg.NodeID, ID: r.Job, Files: o.files, Lazy: r.Lazy, Owner: o.owner()}
-	return o.a.peerCallAddr(addr, http.MethodPost, "/v1/peer/migrate/check", req, nil)
+	return o.a.peers.CallAddr(addr, http.MethodPost, peer.MigrateCheck, req, nil)
 }
 
 // dump freezes and dumps the job; eager, its pages go to the sink.
@@ -347,7 +348,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	v := a.ckpt.Inspect(r.PID, a.memberIPs(), true)
 	o.ph.add("judge frozen", t)
 	if v.Pin != "" {
-		return errkind.New(ErrBadRequest, "job %s, once frozen: %s", r.Job, v.Pin)
+		return errkind.New(peer.ErrBadRequest, "job %s, once frozen: %s", r.Job, v.Pin)
 	}
 	// Files the job opened between the check and the freeze: the
 	// destination checks them too before the restore, which compares the
@@ -355,7 +356,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	if late := migrate.LateFiles(o.files, v.Files); len(late) > 0 {
 		t = time.Now()
 		req := migrateCheckRequest{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Files: late, Lazy: r.Lazy, Owner: o.owner(), Late: true}
-		err := a.peerCallAddr(o.addr, http.MethodPost, "/v1/peer/migrate/check", req, nil)
+		err := a.peers.CallAddr(o.addr, http.MethodPost, peer.MigrateCheck, req, nil)
 		o.ph.add("check late files", t)
 		if err != nil {
 			return err
@@ -440,7 +441,7 @@ func (o *outMig) commit(r migrate.Record) ([]api.Phase, error) {
 		o.addr = addr
 	}
 	var ans migrateCommitted
-	err := o.a.peerCallAddr(o.addr, http.MethodPost, "/v1/peer/migrate/commit?mid="+r.MID, nil, &ans)
+	err := o.a.peers.CallAddr(o.addr, http.MethodPost, peer.MigrateCommit+"?mid="+r.MID, nil, &ans)
 	return theirPhases(ans.Phases, api.SideDest), err
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/job"
 	"roam/internal/migrate"
@@ -27,9 +28,9 @@ func TestPeerStartRefusesBadJobIDs(t *testing.T) {
 		home, n2 := c.nodes[0].a, c.nodes[1]
 		outside := filepath.Dir(n2.fn.SpoolDir("x"))
 		for _, id := range []string{"../../evil.1", "n1/../../evil.1", "../n1.1", "n1.1/../../x.2", ".n1.1", "n2.1", "n1.-1", "n1.1 "} {
-			req := startRequest{Home: "n1", HomeAddr: home.selfAddr, Jobs: []job.Spec{{ID: id, Argv: []string{"/bin/true"}, Cwd: "/"}}}
+			req := startRequest{Home: "n1", HomeAddr: home.peers.SelfAddr, Jobs: []job.Spec{{ID: id, Argv: []string{"/bin/true"}, Cwd: "/"}}}
 			var res []startResult
-			if err := home.peerCall("n2", "POST", "/v1/peer/start", req, &res); err != nil {
+			if err := home.peers.Call("n2", "POST", "/v1/peer/start", req, &res); err != nil {
 				t.Fatalf("%q: %v", id, err)
 			}
 			if len(res) != 1 || !strings.Contains(res[0].Error, "bad job id") || res[0].PID != 0 {
@@ -39,7 +40,7 @@ func TestPeerStartRefusesBadJobIDs(t *testing.T) {
 		// A good id with a bad home address is refused too.
 		req := startRequest{Home: "n1", HomeAddr: "../x", Jobs: []job.Spec{{ID: "n1.77", Argv: []string{"/bin/true"}, Cwd: "/"}}}
 		var res []startResult
-		if err := home.peerCall("n2", "POST", "/v1/peer/start", req, &res); err != nil || len(res) != 1 || !strings.Contains(res[0].Error, "bad home address") {
+		if err := home.peers.Call("n2", "POST", "/v1/peer/start", req, &res); err != nil || len(res) != 1 || !strings.Contains(res[0].Error, "bad home address") {
 			t.Fatalf("bad home address: %+v %v", res, err)
 		}
 		n2.a.jobs.mu.Lock()
@@ -77,7 +78,7 @@ func TestAgentsRefuseADuplicatedMigrationStream(t *testing.T) {
 		}
 		// The stream's connection is replayed once it closes; the source
 		// keeps it open for its next call to n3.
-		c.nodes[1].a.peerHTTP.CloseIdleConnections()
+		c.nodes[1].a.peers.HTTP.CloseIdleConnections()
 		c.waitFor("the stream replayed and answered", time.Minute, func() bool {
 			c.net.mu.Lock()
 			defer c.net.mu.Unlock()
@@ -223,7 +224,7 @@ func TestAgentsLaterPolicyLoadWinsOverAFutureOne(t *testing.T) {
 		n1 := c.nodes[0].a
 		future := api.PolicyRequest{Text: sched.Builtin["balance"], At: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Version: 1 << 61}
 		var np api.NodePolicy
-		if err := n1.peerCall("n2", "POST", "/v1/peer/policy", future, &np); err != nil || np.Name != "balance" {
+		if err := n1.peers.Call("n2", "POST", "/v1/peer/policy", future, &np); err != nil || np.Name != "balance" {
 			t.Fatalf("the future policy: %+v %v", np, err)
 		}
 		c.waitFor("gossip spreads it", 2*time.Minute, func() bool {
@@ -253,7 +254,7 @@ func TestAgentsLaterPolicyLoadWinsOverAFutureOne(t *testing.T) {
 		// state, is refused: at the top of uint64, the next load's
 		// version (plus one) would wrap to 0 and never win again.
 		top := api.PolicyRequest{Text: sched.Builtin["static"], At: time.Now(), Version: math.MaxUint64}
-		if err := n1.peerCall("n2", "POST", "/v1/peer/policy", top, &np); !errors.Is(err, ErrBadRequest) {
+		if err := n1.peers.Call("n2", "POST", "/v1/peer/policy", top, &np); !errors.Is(err, peer.ErrBadRequest) {
 			t.Fatalf("a policy of version 2^64-1: %v, want refused", err)
 		}
 		(*delegate)(c.nodes[2].a).MergeRemoteState(fzJSON(t, top), false)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -133,31 +134,31 @@ func (a *Agent) policyText() api.NodePolicy {
 // file's text) is checked here, then given to every live node.
 func (a *Agent) LoadPolicy(c Caller, req api.PolicyRequest) ([]api.NodePolicy, error) {
 	if c.UID != 0 {
-		return nil, errkind.New(ErrPermission, "policy load: only root changes the cluster's scheduler")
+		return nil, errkind.New(peer.ErrPermission, "policy load: only root changes the cluster's scheduler")
 	}
 	text := req.Text
 	if t, ok := sched.Builtin[req.Name]; ok && text == "" {
 		text = t
 	} else if text == "" {
-		return nil, errkind.New(ErrBadRequest, "policy %q: not a built-in policy (%s)", req.Name, builtinNames())
+		return nil, errkind.New(peer.ErrBadRequest, "policy %q: not a built-in policy (%s)", req.Name, builtinNames())
 	}
 	// Checked here, so a bad policy is an error rather than left out of
 	// every node's answer.
 	if _, err := sched.ParsePolicy([]byte(text)); err != nil {
-		return nil, errkind.New(ErrBadRequest, "%v", err)
+		return nil, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
 	a.sch.mu.Lock()
 	ver := a.sch.polVer + 1
 	a.sch.mu.Unlock()
 	if ver > maxPolicyVersion { // a version kept from before the bound
-		return nil, errkind.New(ErrUnavailable, "policy load: the running policy's version %d is past the last one (%d)", ver-1, uint64(maxPolicyVersion))
+		return nil, errkind.New(peer.ErrUnavailable, "policy load: the running policy's version %d is past the last one (%d)", ver-1, uint64(maxPolicyVersion))
 	}
-	return fanOut[api.NodePolicy](a, http.MethodPost, "/v1/peer/policy", api.PolicyRequest{Text: text, At: time.Now(), Version: ver}), nil
+	return fanOut[api.NodePolicy](a, http.MethodPost, peer.Policy, api.PolicyRequest{Text: text, At: time.Now(), Version: ver}), nil
 }
 
 // Policies is `roam policy show`: every live node's policy.
 func (a *Agent) Policies() []api.NodePolicy {
-	return fanOut[api.NodePolicy](a, http.MethodGet, "/v1/peer/policy", nil)
+	return fanOut[api.NodePolicy](a, http.MethodGet, peer.Policy, nil)
 }
 
 // Reload takes what of a changed config (roamd's SIGHUP) can change while

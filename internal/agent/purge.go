@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -90,16 +91,16 @@ func (a *Agent) Purge(c Caller, req api.PurgeRequest) (api.PurgeResult, error) {
 	pr := purgeRequest{UID: c.UID}
 	switch {
 	case req.All && c.UID != 0:
-		return api.PurgeResult{}, errkind.New(ErrPermission, "purge --all: only root may remove every user's jobs")
+		return api.PurgeResult{}, errkind.New(peer.ErrPermission, "purge --all: only root may remove every user's jobs")
 	case req.All:
 		pr.All = true
 	case req.UID != nil && *req.UID != c.UID && c.UID != 0:
-		return api.PurgeResult{}, errkind.New(ErrPermission, "purge --user %d: only root may remove another user's jobs", *req.UID)
+		return api.PurgeResult{}, errkind.New(peer.ErrPermission, "purge --user %d: only root may remove another user's jobs", *req.UID)
 	case req.UID != nil:
 		pr.UID = *req.UID
 	}
 	var res api.PurgeResult
-	for _, part := range fanOut[api.PurgeResult](a, http.MethodPost, "/v1/peer/purge", pr) {
+	for _, part := range fanOut[api.PurgeResult](a, http.MethodPost, peer.Purge, pr) {
 		res.Removed += part.Removed
 	}
 	return res, nil

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"roam/internal/agent/peer"
 	"roam/internal/errkind"
 )
 
@@ -61,7 +62,7 @@ func (u *userRates) allow(uid uint32, now time.Time) bool {
 func (a *Agent) limitRate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := callerOf(r); ok && !a.rates.allow(c.UID, time.Now()) {
-			writeError(w, errkind.New(ErrLimit, "too many requests: a user may make %v a second (limits.requests_per_second)", a.cfg.Limits.RequestsPerSecond))
+			writeError(w, errkind.New(peer.ErrLimit, "too many requests: a user may make %v a second (limits.requests_per_second)", a.cfg.Limits.RequestsPerSecond))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -120,7 +121,7 @@ func (a *Agent) pushOnce() {
 			continue
 		}
 		var acks map[string]ack
-		if err := a.peerCallAddr(b.addr, http.MethodPost, "/v1/peer/updates", b.ups, &acks); err != nil {
+		if err := a.peers.CallAddr(b.addr, http.MethodPost, peer.Updates, b.ups, &acks); err != nil {
 			a.log.Debug("push to home", "home", b.home, "err", err)
 			continue
 		}
@@ -445,7 +446,7 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 			a.jobs.mu.Unlock()
 			a.log.Error("job table: updates not taken", "err", err)
 			events = nil
-			return nil, errkind.New(ErrUnavailable, "job table of node %s: %v", a.cfg.NodeID, err)
+			return nil, errkind.New(peer.ErrUnavailable, "job table of node %s: %v", a.cfg.NodeID, err)
 		}
 		for id, r := range next {
 			*a.jobs.home[id] = *r
@@ -526,7 +527,7 @@ func (a *Agent) Output(id string, outOff, errOff int64, wait time.Duration) (api
 		rec := a.jobs.home[id]
 		if rec == nil {
 			a.jobs.mu.Unlock()
-			return api.Output{}, errkind.New(ErrNotFound, "unknown job %s", id)
+			return api.Output{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
 		}
 		r := *rec
 		ch := a.jobs.wake[id]
@@ -569,19 +570,19 @@ func (a *Agent) Stdin(c Caller, id string, data []byte, eof bool) (api.StdinResu
 		return api.StdinResult{}, err
 	}
 	if !canTouch(c, r.UID) {
-		return api.StdinResult{}, errkind.New(ErrPermission, "%s: permission denied", id)
+		return api.StdinResult{}, errkind.New(peer.ErrPermission, "%s: permission denied", id)
 	}
 	return a.stdinOn(r.Node, id, data, eof)
 }
 
 // stdinOn passes bytes to the stdin of job id, which runs on node.
 func (a *Agent) stdinOn(node, id string, data []byte, eof bool) (api.StdinResult, error) {
-	q := "/v1/peer/stdin?id=" + url.QueryEscape(id)
+	q := peer.Stdin + "?id=" + url.QueryEscape(id)
 	if eof {
 		q += "&eof=1"
 	}
 	var res api.StdinResult
-	err := a.peerCall(node, http.MethodPost, q, bytes.NewReader(data), &res)
+	err := a.peers.Call(node, http.MethodPost, q, bytes.NewReader(data), &res)
 	return res, err
 }
 
@@ -595,14 +596,14 @@ func (a *Agent) stdinLocal(id string, data []byte, eof bool) (api.StdinResult, e
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
 	if lj == nil || lj.stdin == nil {
-		return api.StdinResult{}, errkind.New(ErrNotFound, "job %s takes no stdin here", id)
+		return api.StdinResult{}, errkind.New(peer.ErrNotFound, "job %s takes no stdin here", id)
 	}
 	// What the pipe takes now, and no more: a job that does not read its
 	// stdin holds no buffer and no goroutine of the agent's, whatever is
 	// sent to it. The pipe's contents move with the job.
 	n, err := writeNow(lj.stdin, data)
 	if err != nil {
-		return api.StdinResult{Accepted: n}, errkind.New(ErrUnavailable, "stdin of job %s: %v", id, err)
+		return api.StdinResult{Accepted: n}, errkind.New(peer.ErrUnavailable, "stdin of job %s: %v", id, err)
 	}
 	if eof && n == len(data) {
 		lj.stdin.Close()

@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
@@ -78,7 +79,7 @@ type reopenDone struct {
 // body, runs again as its job.
 func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.RestartResponse, error) {
 	if length <= 0 {
-		return api.RestartResponse{}, errkind.New(ErrBadRequest, "restart: the checkpoint's length must be given (Content-Length)")
+		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restart: the checkpoint's length must be given (Content-Length)")
 	}
 	// One upload at a time per user: each holds a file on root's disk
 	// until it is checked.
@@ -92,7 +93,7 @@ func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.
 	}
 	a.jobs.mu.Unlock()
 	if busy {
-		return api.RestartResponse{}, errkind.New(ErrBadRequest, "restart: uid %d has another restart in progress", c.UID)
+		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restart: uid %d has another restart in progress", c.UID)
 	}
 	defer func() {
 		a.jobs.mu.Lock()
@@ -105,14 +106,14 @@ func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.
 	}
 	defer os.Remove(s.path)
 	if !canTouch(c, s.hdr.UID) {
-		return api.RestartResponse{}, errkind.New(ErrPermission, "checkpoint of job %s (uid %d): permission denied", s.hdr.ID, s.hdr.UID)
+		return api.RestartResponse{}, errkind.New(peer.ErrPermission, "checkpoint of job %s (uid %d): permission denied", s.hdr.ID, s.hdr.UID)
 	}
 	// It runs again with the groups the caller has now, not those it had
 	// when it was saved: a user removed from a group does not get it back.
 	if c.UID != 0 {
 		for _, g := range append([]uint32{s.hdr.GID}, s.hdr.Groups...) {
 			if g != c.GID && !slices.Contains(c.Groups, g) {
-				return api.RestartResponse{}, errkind.New(ErrPermission, "checkpoint of job %s runs with group %d, which uid %d is no longer in", s.hdr.ID, g, c.UID)
+				return api.RestartResponse{}, errkind.New(peer.ErrPermission, "checkpoint of job %s runs with group %d, which uid %d is no longer in", s.hdr.ID, g, c.UID)
 			}
 		}
 	}
@@ -124,12 +125,12 @@ func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.
 		// Another cluster's (same secret): this node is its home now.
 		home = a.cfg.NodeID
 	} else if !p.alive {
-		return api.RestartResponse{}, errkind.New(ErrUnavailable, "node %s, the home of job %s, is not alive", home, s.hdr.ID)
+		return api.RestartResponse{}, errkind.New(peer.ErrUnavailable, "node %s, the home of job %s, is not alive", home, s.hdr.ID)
 	}
 	req := reopenRequest{ID: s.hdr.ID, Meta: s.meta, Owner: asuser.Cred{UID: s.hdr.UID, GID: s.hdr.GID, Groups: s.hdr.Groups},
 		Every: s.hdr.CheckpointEvery, On: on, Why: "roam restart"}
 	var ans reopened
-	if err := a.peerCall(home, http.MethodPost, "/v1/peer/reopen", req, &ans); err != nil {
+	if err := a.peers.Call(home, http.MethodPost, peer.Reopen, req, &ans); err != nil {
 		return api.RestartResponse{}, err
 	}
 	if err := a.restoreOn(s, ans); err != nil {
@@ -146,7 +147,7 @@ func (a *Agent) restoreOn(s savedCkpt, ans reopened) error {
 		err = a.restoreLocal(s, ans)
 	} else {
 		q := url.Values{"id": {ans.ID}, "inc": {strconv.Itoa(ans.Inc)}, "home": {ans.Home}, "home_addr": {ans.HomeAddr}, "moves": {strconv.Itoa(ans.Moves)}}
-		err = a.sendFile(ans.Node, "/v1/peer/restore?"+q.Encode(), s.path, s.size, nil)
+		err = a.sendFile(ans.Node, peer.Restore+"?"+q.Encode(), s.path, s.size, nil)
 	}
 	d := reopenDone{ID: ans.ID, Inc: ans.Inc, OK: err == nil}
 	if err != nil {
@@ -154,9 +155,9 @@ func (a *Agent) restoreOn(s savedCkpt, ans reopened) error {
 		// The node answered: it killed whatever it restored. A call that
 		// broke off may have restored it: the record stays, and the copy
 		// is taken back by its first push if it runs.
-		d.Failed = !errors.Is(err, ErrUnavailable)
+		d.Failed = !errors.Is(err, peer.ErrUnavailable)
 	}
-	if nerr := retry(func() error { return a.peerCall(ans.Home, http.MethodPost, "/v1/peer/reopen/done", d, nil) }); nerr != nil {
+	if nerr := retry(func() error { return a.peers.Call(ans.Home, http.MethodPost, peer.ReopenDone, d, nil) }); nerr != nil {
 		a.log.Warn("restart: home not told", "job", ans.ID, "home", ans.Home, "err", nerr)
 	}
 	return err
@@ -167,25 +168,25 @@ func (a *Agent) restoreOn(s savedCkpt, ans reopened) error {
 // its output cut back to the checkpoint's.
 func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	if h, ok := homeOf(req.ID); !ok {
-		return reopened{}, errkind.New(ErrBadRequest, "job id %q", req.ID)
+		return reopened{}, errkind.New(peer.ErrBadRequest, "job id %q", req.ID)
 	} else if h != a.cfg.NodeID && a.isKnown(h) {
-		return reopened{}, errkind.New(ErrBadRequest, "job %s has its home on node %s, not here", req.ID, h)
+		return reopened{}, errkind.New(peer.ErrBadRequest, "job %s has its home on node %s, not here", req.ID, h)
 	}
 	if err := req.Meta.Validate(); err != nil {
-		return reopened{}, errkind.New(ErrBadRequest, "%v", err)
+		return reopened{}, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
 	if len(req.Owner.Groups) > migrate.MaxGroups {
-		return reopened{}, errkind.New(ErrBadRequest, "%d supplementary groups", len(req.Owner.Groups))
+		return reopened{}, errkind.New(peer.ErrBadRequest, "%d supplementary groups", len(req.Owner.Groups))
 	}
 	if !migrate.ValidEvery(req.Every) {
-		return reopened{}, errkind.New(ErrBadRequest, "checkpoint interval %v", req.Every)
+		return reopened{}, errkind.New(peer.ErrBadRequest, "checkpoint interval %v", req.Every)
 	}
 	targets, _, err := a.place(api.RunRequest{Count: 1, On: req.On})
 	if err != nil {
 		return reopened{}, err
 	}
 	if len(targets) == 0 || targets[0] == req.Lost {
-		return reopened{}, errkind.New(ErrUnavailable, "no live node to restart job %s on", req.ID)
+		return reopened{}, errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", req.ID)
 	}
 	target := targets[0]
 	id := req.ID
@@ -200,10 +201,10 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	switch {
 	case rec != nil && a.jobs.restarting[id] != nil:
 		a.jobs.mu.Unlock()
-		return reopened{}, errkind.New(ErrBadRequest, "job %s is being restarted already", id)
+		return reopened{}, errkind.New(peer.ErrBadRequest, "job %s is being restarted already", id)
 	case rec != nil && (rec.State == job.StateStarting || rec.State == job.StateRunning) && (req.Lost == "" || rec.Node != req.Lost):
 		a.jobs.mu.Unlock()
-		return reopened{}, errkind.New(ErrBadRequest, "job %s is still %s on node %s: it is not restarted while it runs (never two copies); roam kill it first", id, rec.State, rec.Node)
+		return reopened{}, errkind.New(peer.ErrBadRequest, "job %s is still %s on node %s: it is not restarted while it runs (never two copies); roam kill it first", id, rec.State, rec.Node)
 	}
 	a.jobs.mu.Unlock()
 	fresh := id == "" // a new id, which no record may hold
@@ -228,7 +229,7 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 		// a record holds (the job table's sequence behind its records),
 		// or one a run took while the lock was let go. The checkpoint
 		// is not restarted as that job.
-		return reopened{}, errkind.New(ErrUnavailable, "job id %s, for a restart of job %s, is another job's", id, req.ID)
+		return reopened{}, errkind.New(peer.ErrUnavailable, "job id %s, for a restart of job %s, is another job's", id, req.ID)
 	}
 	var prev *job.Record // nil: the record is new
 	var next job.Record
@@ -236,7 +237,7 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 		c := *cur
 		prev, next = &c, *cur
 		if a.jobs.restarting[id] != nil || (cur.State == job.StateRunning || cur.State == job.StateStarting) && (req.Lost == "" || cur.Node != req.Lost) {
-			return reopened{}, errkind.New(ErrBadRequest, "job %s changed while it was being restarted", id)
+			return reopened{}, errkind.New(peer.ErrBadRequest, "job %s changed while it was being restarted", id)
 		}
 	} else {
 		m := req.Meta.Job
@@ -288,7 +289,7 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	uid := next.UID
 	go a.event(api.Event{At: now, Kind: "restart", Job: id, UID: &uid, From: req.Meta.Node, To: target,
 		Why: fmt.Sprintf("%s, from the checkpoint of %s", req.Why, req.Meta.At.Format(time.RFC3339))})
-	return reopened{ID: id, Node: target, Inc: next.Inc, Home: a.cfg.NodeID, HomeAddr: a.selfAddr, Moves: next.Migrations}, nil
+	return reopened{ID: id, Node: target, Inc: next.Inc, Home: a.cfg.NodeID, HomeAddr: a.peers.SelfAddr, Moves: next.Migrations}, nil
 }
 
 // isKnown says whether membership has heard of node.
@@ -362,7 +363,7 @@ func (a *Agent) serveRestore(w http.ResponseWriter, r *http.Request) {
 	ans.Moves, err2 = strconv.Atoi(q.Get("moves"))
 	_, err3 := netip.ParseAddrPort(ans.HomeAddr)
 	if h, ok := homeOf(ans.ID); !ok || h != ans.Home || err1 != nil || err2 != nil || err3 != nil || ans.Inc < 1 || ans.Moves < 0 {
-		writeError(w, errkind.New(ErrBadRequest, "restore of job %q: bad query", ans.ID))
+		writeError(w, errkind.New(peer.ErrBadRequest, "restore of job %q: bad query", ans.ID))
 		return
 	}
 	body, stop := watchedBody(w, r)
@@ -393,7 +394,7 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 	}
 	if a.jobs.restoring[ans.ID] {
 		a.jobs.mu.Unlock()
-		return errkind.New(ErrBadRequest, "job %s is being restored on node %s already", ans.ID, a.cfg.NodeID)
+		return errkind.New(peer.ErrBadRequest, "job %s is being restored on node %s already", ans.ID, a.cfg.NodeID)
 	}
 	a.jobs.restoring[ans.ID] = true
 	a.jobs.mu.Unlock()
@@ -471,7 +472,7 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 	if old := a.jobs.local[l.ID]; old != nil {
 		a.jobs.mu.Unlock()
 		a.procs.Kill(pid, tix, 5*time.Second)
-		return fail(errkind.New(ErrBadRequest, "job %s runs on node %s already", l.ID, a.cfg.NodeID))
+		return fail(errkind.New(peer.ErrBadRequest, "job %s runs on node %s already", l.ID, a.cfg.NodeID))
 	}
 	a.jobs.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1, arrivedAt: time.Now()}
 	delete(a.migr.movedTo, l.ID)
@@ -500,7 +501,7 @@ func (a *Agent) answers(node string) bool {
 	var out struct {
 		Node string `json:"node"`
 	}
-	err := a.peerCallWithin(pingTimeout, node, http.MethodGet, "/v1/peer/ping", nil, &out)
+	err := a.peers.CallWithin(pingTimeout, node, http.MethodGet, peer.Ping, nil, &out)
 	return err == nil && out.Node == node
 }
 
@@ -528,11 +529,11 @@ func (a *Agent) restartLost(rec job.Record, lost string) {
 	if store == a.cfg.NodeID {
 		err = a.restoreStored(ans)
 	} else {
-		err = a.peerCallWithin(migrateTimeout, store, http.MethodPost, "/v1/peer/ckpt/restore", ans, nil)
+		err = a.peers.CallWithin(migrateTimeout, store, http.MethodPost, peer.CkptRestore, ans, nil)
 		if err != nil {
 			// The store answers after it told this home (restoreOn); a
 			// store that could not even start tells nothing.
-			_ = a.reopenEnded(reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: !errors.Is(err, ErrUnavailable), Error: err.Error()})
+			_ = a.reopenEnded(reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: !errors.Is(err, peer.ErrUnavailable), Error: err.Error()})
 		}
 	}
 	if err != nil {
@@ -551,13 +552,13 @@ func (a *Agent) restoreStored(ans reopened) error {
 	a.jobs.storeMu.Unlock()
 	var s savedCkpt
 	if errors.Is(err, fs.ErrNotExist) {
-		err = errkind.New(ErrNotFound, "node %s keeps no checkpoint of job %s", a.cfg.NodeID, ans.ID)
+		err = errkind.New(peer.ErrNotFound, "node %s keeps no checkpoint of job %s", a.cfg.NodeID, ans.ID)
 	} else if err == nil {
 		defer os.Remove(own)
 		s, err = a.readCheckpointFile(own)
 	}
 	if err != nil {
-		_ = a.peerCall(ans.Home, http.MethodPost, "/v1/peer/reopen/done", reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: true, Error: err.Error()}, nil)
+		_ = a.peers.Call(ans.Home, http.MethodPost, peer.ReopenDone, reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: true, Error: err.Error()}, nil)
 		return err
 	}
 	return a.restoreOn(s, ans)

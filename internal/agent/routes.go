@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/migrate"
@@ -33,7 +34,7 @@ func readStdinPost(r *http.Request) ([]byte, error) {
 		return nil, err
 	}
 	if len(data) > maxStdinPost {
-		return nil, errkind.New(ErrBadRequest, "stdin: more than %d bytes in one post", maxStdinPost)
+		return nil, errkind.New(peer.ErrBadRequest, "stdin: more than %d bytes in one post", maxStdinPost)
 	}
 	return data, nil
 }
@@ -64,12 +65,12 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 			return
 		}
 		if !canTouch(c, rec.UID) {
-			writeError(w, errkind.New(ErrPermission, "%s: permission denied", id))
+			writeError(w, errkind.New(peer.ErrPermission, "%s: permission denied", id))
 			return
 		}
 		out, errOff, wait := outputQuery(r)
 		var o api.Output
-		if err := a.peerCall(rec.Home, http.MethodGet, fmt.Sprintf("/v1/peer/output?id=%s&out=%d&err=%d&wait=%s", id, out, errOff, wait), nil, &o); err != nil {
+		if err := a.peers.Call(rec.Home, http.MethodGet, peer.Output+fmt.Sprintf("?id=%s&out=%d&err=%d&wait=%s", id, out, errOff, wait), nil, &o); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -124,7 +125,7 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 	// time goes inside the agent. The profiles name other users' jobs.
 	mux.HandleFunc("GET /debug/pprof/{name...}", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		if c.UID != 0 {
-			writeError(w, errkind.New(ErrPermission, "pprof: only root profiles the agent"))
+			writeError(w, errkind.New(peer.ErrPermission, "pprof: only root profiles the agent"))
 			return
 		}
 		switch r.PathValue("name") {
@@ -147,15 +148,15 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 
 // peerRoutes are the other agents'.
 func (a *Agent) peerRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/peer/ping", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+peer.Ping, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
 	})
 	// jobs
-	mux.HandleFunc("POST /v1/peer/start", jsonCall(func(req startRequest) ([]startResult, error) { return a.startLocal(req), nil }))
-	mux.HandleFunc("POST /v1/peer/updates", jsonCall(a.takeUpdates))
-	mux.HandleFunc("POST /v1/peer/signal", jsonCall(a.peerSignal))
-	mux.HandleFunc("POST /v1/peer/purge", jsonCall(a.purgeLocal))
-	mux.HandleFunc("POST /v1/peer/stdin", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+peer.Start, jsonCall(func(req startRequest) ([]startResult, error) { return a.startLocal(req), nil }))
+	mux.HandleFunc("POST "+peer.Updates, jsonCall(a.takeUpdates))
+	mux.HandleFunc("POST "+peer.Signal, jsonCall(a.peerSignal))
+	mux.HandleFunc("POST "+peer.Purge, jsonCall(a.purgeLocal))
+	mux.HandleFunc("POST "+peer.Stdin, func(w http.ResponseWriter, r *http.Request) {
 		data, err := readStdinPost(r)
 		var res api.StdinResult
 		if err == nil {
@@ -167,8 +168,8 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, res)
 	})
-	mux.HandleFunc("GET /v1/peer/record", a.serveRecord)
-	mux.HandleFunc("GET /v1/peer/output", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+peer.Record, a.serveRecord)
+	mux.HandleFunc("GET "+peer.Output, func(w http.ResponseWriter, r *http.Request) {
 		out, errOff, wait := outputQuery(r)
 		o, err := a.Output(r.URL.Query().Get("id"), out, errOff, wait)
 		if err != nil {
@@ -177,22 +178,22 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, o)
 	})
-	mux.HandleFunc("GET /v1/peer/ps", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+peer.PS, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.psLocal())
 	})
 	// migration
-	mux.HandleFunc("POST /v1/peer/migrate-out", jsonCall(a.migrateOut))
-	mux.HandleFunc("POST /v1/peer/migrate/check", jsonCall(func(req migrateCheckRequest) (struct{}, error) {
+	mux.HandleFunc("POST "+peer.MigrateOut, jsonCall(a.migrateOut))
+	mux.HandleFunc("POST "+peer.MigrateCheck, jsonCall(func(req migrateCheckRequest) (struct{}, error) {
 		return struct{}{}, a.migrateCheck(req)
 	}))
-	mux.HandleFunc("POST /v1/peer/migrate", a.serveMigrateIn)
-	mux.HandleFunc("GET /v1/peer/pages", a.servePages)
-	mux.HandleFunc("POST /v1/peer/hold", queryCall("id", a.releaseHold))
-	mux.HandleFunc("POST /v1/peer/drain", queryCall("state", a.setDrain))
-	mux.HandleFunc("GET /v1/peer/migrate/sink", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+peer.MigrateStream, a.serveMigrateIn)
+	mux.HandleFunc("GET "+peer.Pages, a.servePages)
+	mux.HandleFunc("POST "+peer.Hold, queryCall("id", a.releaseHold))
+	mux.HandleFunc("POST "+peer.Drain, queryCall("state", a.setDrain))
+	mux.HandleFunc("GET "+peer.MigrateSink, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"error": a.sinkError(r.URL.Query().Get("mid"))})
 	})
-	mux.HandleFunc("POST /v1/peer/migrate/commit", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+peer.MigrateCommit, func(w http.ResponseWriter, r *http.Request) {
 		ph, err := a.stepIn(r.URL.Query().Get("mid"), migrate.CommitMsg{})
 		if err != nil {
 			writeError(w, err)
@@ -200,11 +201,11 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, migrateCommitted{Phases: ph})
 	})
-	mux.HandleFunc("POST /v1/peer/migrate/abort", queryCall("mid", func(mid string) error {
+	mux.HandleFunc("POST "+peer.MigrateAbort, queryCall("mid", func(mid string) error {
 		_, err := a.stepIn(mid, migrate.AbortMsg{})
 		return err
 	}))
-	mux.HandleFunc("GET /v1/peer/migrate/outcome", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+peer.MigrateOutcome, func(w http.ResponseWriter, r *http.Request) {
 		o, err := a.outcome(r.URL.Query().Get("mid"))
 		if err != nil {
 			writeError(w, err)
@@ -213,14 +214,14 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, map[string]string{"outcome": string(o)})
 	})
 	// checkpoints and restarts
-	mux.HandleFunc("POST /v1/peer/checkpoint", a.servePeerCheckpoint)
-	mux.HandleFunc("POST /v1/peer/ckpt/keep", a.servePeerKeep)
-	mux.HandleFunc("POST /v1/peer/ckpt/drop", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+peer.CkptTake, a.servePeerCheckpoint)
+	mux.HandleFunc("POST "+peer.CkptKeep, a.servePeerKeep)
+	mux.HandleFunc("POST "+peer.CkptDrop, func(w http.ResponseWriter, r *http.Request) {
 		var before time.Time
 		if b := r.URL.Query().Get("before"); b != "" {
 			var err error
 			if before, err = time.Parse(time.RFC3339Nano, b); err != nil {
-				writeError(w, errkind.New(ErrBadRequest, "before: %v", err))
+				writeError(w, errkind.New(peer.ErrBadRequest, "before: %v", err))
 				return
 			}
 		}
@@ -230,32 +231,32 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
 	})
-	mux.HandleFunc("POST /v1/peer/ckpt/restore", jsonCall(func(ans reopened) (struct{}, error) {
+	mux.HandleFunc("POST "+peer.CkptRestore, jsonCall(func(ans reopened) (struct{}, error) {
 		if h, ok := homeOf(ans.ID); !ok || h != ans.Home || ans.Inc < 1 || ans.Moves < 0 {
-			return struct{}{}, errkind.New(ErrBadRequest, "restore of job %q: bad request", ans.ID)
+			return struct{}{}, errkind.New(peer.ErrBadRequest, "restore of job %q: bad request", ans.ID)
 		}
 		return struct{}{}, a.restoreStored(ans)
 	}))
-	mux.HandleFunc("POST /v1/peer/reopen", jsonCall(a.reopen))
-	mux.HandleFunc("POST /v1/peer/reopen/done", jsonCall(func(d reopenDone) (struct{}, error) { return struct{}{}, a.reopenEnded(d) }))
-	mux.HandleFunc("POST /v1/peer/restore", a.serveRestore)
-	mux.HandleFunc("POST /v1/peer/note", jsonCall(func(n jobNote) (struct{}, error) {
+	mux.HandleFunc("POST "+peer.Reopen, jsonCall(a.reopen))
+	mux.HandleFunc("POST "+peer.ReopenDone, jsonCall(func(d reopenDone) (struct{}, error) { return struct{}{}, a.reopenEnded(d) }))
+	mux.HandleFunc("POST "+peer.Restore, a.serveRestore)
+	mux.HandleFunc("POST "+peer.Note, jsonCall(func(n jobNote) (struct{}, error) {
 		return struct{}{}, a.takeNote(n)
 	}))
 	// scheduling
-	mux.HandleFunc("POST /v1/peer/migrate/admit", jsonCall(a.admit))
-	mux.HandleFunc("DELETE /v1/peer/migrate/admit", jsonCall(a.withdrawAdmission))
-	mux.HandleFunc("GET /v1/peer/policy", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+peer.MigrateAdmit, jsonCall(a.admit))
+	mux.HandleFunc("DELETE "+peer.MigrateAdmit, jsonCall(a.withdrawAdmission))
+	mux.HandleFunc("GET "+peer.Policy, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.policyText())
 	})
-	mux.HandleFunc("POST /v1/peer/policy", jsonCall(a.peerSetPolicy))
-	mux.HandleFunc("GET /v1/peer/events", eventsSince(a.localEvents))
+	mux.HandleFunc("POST "+peer.Policy, jsonCall(a.peerSetPolicy))
+	mux.HandleFunc("GET "+peer.Events, eventsSince(a.localEvents))
 }
 
 // peerSignal is /v1/peer/signal: a signal for a job running here.
 func (a *Agent) peerSignal(req signalRequest) (struct{}, error) {
 	if req.Signal < 1 || req.Signal > 64 {
-		return struct{}{}, errkind.New(ErrBadRequest, "signal %d", req.Signal)
+		return struct{}{}, errkind.New(peer.ErrBadRequest, "signal %d", req.Signal)
 	}
 	return struct{}{}, a.signalJob(req.ID, syscall.Signal(req.Signal))
 }
@@ -269,7 +270,7 @@ type signalRequest struct {
 func (a *Agent) serveRecord(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
 	if h, ok := homeOf(id); !ok || h != a.cfg.NodeID {
-		writeError(w, errkind.New(ErrNotFound, "job %s does not have its home here", id))
+		writeError(w, errkind.New(peer.ErrNotFound, "job %s does not have its home here", id))
 		return
 	}
 	rec, err := a.homeRecord(id)
@@ -307,11 +308,11 @@ func watchedBody(w http.ResponseWriter, r *http.Request) (io.Reader, func()) {
 // peerSetPolicy is /v1/peer/policy: `roam policy load` reaching this node.
 func (a *Agent) peerSetPolicy(req api.PolicyRequest) (api.NodePolicy, error) {
 	if req.Version > maxPolicyVersion {
-		return api.NodePolicy{}, errkind.New(ErrBadRequest, "policy version %d: past the last one (%d)", req.Version, uint64(maxPolicyVersion))
+		return api.NodePolicy{}, errkind.New(peer.ErrBadRequest, "policy version %d: past the last one (%d)", req.Version, uint64(maxPolicyVersion))
 	}
 	p, err := sched.ParsePolicy([]byte(req.Text))
 	if err != nil {
-		return api.NodePolicy{}, errkind.New(ErrBadRequest, "%v", err)
+		return api.NodePolicy{}, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
 	if req.At.IsZero() {
 		req.At = time.Now()

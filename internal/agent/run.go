@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -92,7 +93,7 @@ func (a *Agent) checkRunLimits(c Caller, req api.RunRequest) error {
 		spool += spoolSize(a.homeSpool(id))
 	}
 	if err := a.cfg.Limits.checkRun(req.Count, req.Argv, req.Env, live, spool); err != nil {
-		return errkind.New(ErrLimit, "%v", err)
+		return errkind.New(peer.ErrLimit, "%v", err)
 	}
 	return nil
 }
@@ -101,19 +102,19 @@ func (a *Agent) checkRunLimits(c Caller, req api.RunRequest) error {
 func runSpec(c Caller, req api.RunRequest) (job.Spec, error) {
 	switch {
 	case req.Count < 1:
-		return job.Spec{}, errkind.New(ErrBadRequest, "-n: %d is below 1", req.Count)
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "-n: %d is below 1", req.Count)
 	case len(req.Argv) == 0:
-		return job.Spec{}, errkind.New(ErrBadRequest, "no program given")
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "no program given")
 	case req.Stdin && req.Count != 1:
-		return job.Spec{}, errkind.New(ErrBadRequest, "stdin goes to a single process only (-n 1)")
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "stdin goes to a single process only (-n 1)")
 	}
 	if !migrate.ValidEvery(req.CheckpointEvery) {
-		return job.Spec{}, errkind.New(ErrBadRequest, "--checkpoint-every: %v is out of range (%v to %v)", req.CheckpointEvery, migrate.MinCheckpointEvery, migrate.MaxCheckpointEvery)
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "--checkpoint-every: %v is out of range (%v to %v)", req.CheckpointEvery, migrate.MinCheckpointEvery, migrate.MaxCheckpointEvery)
 	}
 	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: c.Groups, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, Pin: req.Pin,
 		CheckpointEvery: req.CheckpointEvery}
 	if err := job.Check(spec); err != nil {
-		return job.Spec{}, errkind.New(ErrBadRequest, "%v", err)
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
 	return spec, nil
 }
@@ -152,7 +153,7 @@ func (a *Agent) newHomeRecords(c Caller, req api.RunRequest, spec job.Spec, targ
 				delete(a.jobs.home, r.ID)
 			}
 			a.jobs.mu.Unlock()
-			return nil, nil, errkind.New(ErrUnavailable, "job id %s is another job's: this node's job sequence is behind its records", recs[i].ID)
+			return nil, nil, errkind.New(peer.ErrUnavailable, "job id %s is another job's: this node's job sequence is behind its records", recs[i].ID)
 		}
 		a.jobs.home[recs[i].ID] = &recs[i]
 	}
@@ -298,13 +299,13 @@ func (a *Agent) place(req api.RunRequest) ([]string, string, error) {
 	if req.On != "" {
 		p := a.known[req.On]
 		if p == nil {
-			return nil, "", errkind.New(ErrBadRequest, "--on: no node %q in the cluster", req.On)
+			return nil, "", errkind.New(peer.ErrBadRequest, "--on: no node %q in the cluster", req.On)
 		}
 		if !p.alive {
-			return nil, "", errkind.New(ErrUnavailable, "--on: node %s is not alive", req.On)
+			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is not alive", req.On)
 		}
 		if p.draining || (req.On == a.cfg.NodeID && a.draining.Load()) {
-			return nil, "", errkind.New(ErrUnavailable, "--on: node %s is draining (roam node resume ends it)", req.On)
+			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is draining (roam node resume ends it)", req.On)
 		}
 		out := make([]string, req.Count)
 		for i := range out {
@@ -339,9 +340,9 @@ func (a *Agent) startOn(node string, specs []job.Spec) ([]startResult, error) {
 	var out []startResult
 	for len(specs) > 0 {
 		n := startBatchLen(specs)
-		req := startRequest{Home: a.cfg.NodeID, HomeAddr: a.selfAddr, Jobs: specs[:n]}
+		req := startRequest{Home: a.cfg.NodeID, HomeAddr: a.peers.SelfAddr, Jobs: specs[:n]}
 		var res []startResult
-		if err := a.peerCall(node, http.MethodPost, "/v1/peer/start", req, &res); err != nil {
+		if err := a.peers.Call(node, http.MethodPost, peer.Start, req, &res); err != nil {
 			return out, err
 		}
 		out = append(out, res...)

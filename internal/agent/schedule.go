@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -65,10 +66,10 @@ type admitResponse struct {
 // received counted in (sched.Ledger.Admit).
 func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 	if mv.Job == "" || mv.To != a.cfg.NodeID {
-		return admitResponse{}, errkind.New(ErrBadRequest, "move of job %q to node %q: not a move to node %s", mv.Job, mv.To, a.cfg.NodeID)
+		return admitResponse{}, errkind.New(peer.ErrBadRequest, "move of job %q to node %q: not a move to node %s", mv.Job, mv.To, a.cfg.NodeID)
 	}
 	if err := mv.Check(); err != nil {
-		return admitResponse{}, errkind.New(ErrBadRequest, "%v", err)
+		return admitResponse{}, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
 	runnable, mem := a.runnable(), a.prober.MemFreeMB()
 	now := time.Now()
@@ -90,7 +91,7 @@ func (a *Agent) admit(mv sched.Move) (admitResponse, error) {
 // admission: sched.Ledger.Withdrawn). It says whether it ended one.
 func (a *Agent) withdrawAdmission(mv sched.Move) (withdrawResponse, error) {
 	if mv.Job == "" || mv.To != a.cfg.NodeID {
-		return withdrawResponse{}, errkind.New(ErrBadRequest, "withdrawal of the move of job %q to node %q: not a move to node %s", mv.Job, mv.To, a.cfg.NodeID)
+		return withdrawResponse{}, errkind.New(peer.ErrBadRequest, "withdrawal of the move of job %q to node %q: not a move to node %s", mv.Job, mv.To, a.cfg.NodeID)
 	}
 	a.sch.mu.Lock()
 	ended := a.sch.ledger.Withdrawn(mv)
@@ -230,7 +231,7 @@ func (a *Agent) round(pol *sched.Scheduler) {
 // then the migration; it says whether the job moved.
 func (a *Agent) move(mv sched.Move) bool {
 	var ar admitResponse
-	if err := a.peerCall(mv.To, http.MethodPost, "/v1/peer/migrate/admit", mv, &ar); err == nil && ar.Refused != "" {
+	if err := a.peers.Call(mv.To, http.MethodPost, peer.MigrateAdmit, mv, &ar); err == nil && ar.Refused != "" {
 		now := time.Now()
 		a.mu.Lock()
 		var capacity float64
@@ -259,7 +260,7 @@ func (a *Agent) move(mv sched.Move) bool {
 		a.sch.ledger.Failed(mv.Job, now)
 		a.sch.mu.Unlock()
 		e.Kind, e.Why = "failed", mv.Why+"; failed: "+err.Error()
-		if errors.Is(err, ErrPinned) {
+		if errors.Is(err, peer.ErrPinned) {
 			a.jobs.mu.Lock()
 			if lj := a.jobs.local[mv.Job]; lj != nil {
 				lj.unmovable = strings.TrimPrefix(err.Error(), mv.Job+": ")
@@ -282,7 +283,7 @@ func (a *Agent) withdraw(mv sched.Move) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		if err := a.peerCall(mv.To, http.MethodDelete, "/v1/peer/migrate/admit", mv, nil); err != nil {
+		if err := a.peers.Call(mv.To, http.MethodDelete, peer.MigrateAdmit, mv, nil); err != nil {
 			a.log.Debug("withdraw an admission", "job", mv.Job, "node", mv.To, "err", err)
 		}
 	}()
@@ -388,7 +389,7 @@ func (a *Agent) releaseHold(id string) error {
 	lj := a.jobs.local[id]
 	if lj == nil {
 		a.jobs.mu.Unlock()
-		return errkind.New(ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
+		return errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	}
 	if lj.rec.Hold == "manual" {
 		lj.rec.Hold = ""

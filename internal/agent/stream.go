@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/migrate"
@@ -33,14 +34,14 @@ type pageSink struct {
 // for migration mid.
 func (a *Agent) openSink(mid string) (*pageSink, error) {
 	if !migrate.ValidMID(mid) {
-		return nil, errkind.New(ErrBadRequest, "page sink: mid %q", mid)
+		return nil, errkind.New(peer.ErrBadRequest, "page sink: mid %q", mid)
 	}
 	dir := filepath.Join(a.imageDir, "in-"+mid)
 	a.jobs.mu.Lock()
 	_, dup := a.migr.sinks[mid]
 	a.jobs.mu.Unlock()
 	if dup {
-		return nil, errkind.New(ErrBadRequest, "page sink for migration %s exists", mid)
+		return nil, errkind.New(peer.ErrBadRequest, "page sink for migration %s exists", mid)
 	}
 	os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -84,7 +85,7 @@ func (a *Agent) claimSink(mid string) (*pageSink, error) {
 	delete(a.migr.sinks, mid)
 	a.jobs.mu.Unlock()
 	if s == nil {
-		return nil, errkind.New(ErrBadRequest, "no page stream for migration %s on node %s", mid, a.cfg.NodeID)
+		return nil, errkind.New(peer.ErrBadRequest, "no page stream for migration %s on node %s", mid, a.cfg.NodeID)
 	}
 	select {
 	case <-s.Done():
@@ -140,7 +141,7 @@ func (a *Agent) dropSink(mid string) {
 // dump.
 func (a *Agent) streamedDump(addr, mid string, pid int, dir string, mounts []string, ph *phaseLog) (int64, error) {
 	t := time.Now()
-	remote, err := a.dialPeerStream(addr, "/v1/peer/pages?mid="+mid)
+	remote, err := a.dialPeerStream(addr, peer.Pages+"?mid="+mid)
 	ph.add("page stream", t)
 	if err != nil {
 		return 0, fmt.Errorf("page stream to the destination: %w", err)
@@ -159,7 +160,7 @@ func (a *Agent) streamedDump(addr, mid string, pid int, dir string, mounts []str
 		var st struct {
 			Error string `json:"error"`
 		}
-		if a.peerCallAddr(addr, "GET", "/v1/peer/migrate/sink?mid="+mid, nil, &st) == nil && st.Error != "" {
+		if a.peers.CallAddr(addr, "GET", peer.MigrateSink+"?mid="+mid, nil, &st) == nil && st.Error != "" {
 			err = fmt.Errorf("destination: %s; %w", st.Error, err)
 		}
 	}

@@ -121,3 +121,28 @@ func TestPureCoreReadsNoClock(t *testing.T) {
 		}
 	}
 }
+
+// The agent's owners live in sub-packages of internal/agent, which the
+// agent wires together: none of them may import the agent (or one
+// another's way back to it), or the owners would reach into its state
+// again.
+func TestAgentSubpackagesDoNotImportTheAgent(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "roam/internal/agent/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	subs := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fs := strings.Fields(line)
+		if len(fs) == 0 || fs[0] == "roam/internal/agent" {
+			continue
+		}
+		subs++
+		if slices.Contains(fs[1:], "roam/internal/agent") {
+			t.Errorf("%s depends on roam/internal/agent: pass what it needs in (a func, an interface) from the agent's wiring instead", fs[0])
+		}
+	}
+	if subs == 0 {
+		t.Fatal("no sub-package of internal/agent found")
+	}
+}
