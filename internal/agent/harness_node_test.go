@@ -197,6 +197,9 @@ type fakeNode struct {
 	// restoredAs, when set, is what the credentials of a restored job's
 	// tasks are (a forged image's); else they are the owner's.
 	restoredAs *proctext.Creds
+	// onActivity, when set, runs as a job's activity is probed (before
+	// the probe reads anything).
+	onActivity func()
 	// frozenAs, when set, is what the credentials of a frozen job's
 	// tasks are (a set-id program it started since it was first judged).
 	frozenAs *proctext.Creds
@@ -387,6 +390,12 @@ func (f *fakeNode) Usage(id string, pid int) (float64, float64) {
 }
 
 func (f *fakeNode) Activity(pid int) (int, uint64, float64) {
+	f.mu.Lock()
+	hook := f.onActivity
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	if p := f.proc(pid, 0); p != nil && p.state == running {

@@ -4,7 +4,6 @@ package agent
 // source machine (package migrate) decides, on CRIU and the peer port.
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -470,8 +469,8 @@ func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {
 			note.Manual = &o.req.Manual
 		}
 	}
-	if !n.OK && errors.Is(o.m.Err(), migrate.ErrPinned) {
-		note.PinReason = strings.TrimPrefix(n.Error, r.Job+": ")
+	if reason, pinned := migrate.PinReason(o.m.Err()); !n.OK && pinned {
+		note.PinReason = reason
 	}
 	return o.a.noteHome(r.Home, note)
 }

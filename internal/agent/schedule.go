@@ -7,12 +7,10 @@ package agent
 // policy.go, the events that say why in events.go.
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -260,10 +258,10 @@ func (a *Agent) move(mv sched.Move) bool {
 		a.sch.ledger.Failed(mv.Job, now)
 		a.sch.mu.Unlock()
 		e.Kind, e.Why = "failed", mv.Why+"; failed: "+err.Error()
-		if errors.Is(err, peer.ErrPinned) {
+		if reason, pinned := migrate.PinReason(err); pinned {
 			a.jobs.mu.Lock()
 			if lj := a.jobs.local[mv.Job]; lj != nil {
-				lj.unmovable = strings.TrimPrefix(err.Error(), mv.Job+": ")
+				lj.unmovable = reason
 			}
 			a.jobs.mu.Unlock()
 		}
@@ -311,23 +309,65 @@ func (a *Agent) snapshot() sched.Snapshot {
 	a.sch.ledger.ApplyHeard(s.Peers)
 	a.sch.mu.Unlock()
 
-	type jobRef struct {
-		rec             job.Local
-		unmovable       string
-		migrating, done bool
+	refs, here := a.jobRefs()
+	// /proc is read with no lock held: LocalState (memberlist's, which
+	// must not block) and the API take the scheduler's lock meanwhile.
+	probed := a.probeJobs(refs)
+	a.sch.mu.Lock()
+	defer a.sch.mu.Unlock()
+	next := make(map[string]ioSample, len(probed))
+	least := 0.0 // sched.Node.Least
+	for _, p := range probed {
+		j := p.job
+		if p.runnable > 0 && (least == 0 || j.Attained < least) {
+			least = j.Attained
+		}
+		if prev, ok := a.sch.prev[j.ID]; ok && now.After(prev.at) && p.syscalls >= prev.syscalls {
+			j.SyscallsPerSec = float64(p.syscalls-prev.syscalls) / now.Sub(prev.at).Seconds()
+		}
+		next[j.ID] = ioSample{now, p.syscalls}
+		s.Jobs = append(s.Jobs, j)
 	}
+	a.sch.prev = next
+	a.selfLeast.Store(math.Float64bits(least))
+	a.sch.ledger.ApplyFailures(s.Jobs, here)
+	s.Recent = a.sch.ledger.Recent(now)
+	return s
+}
+
+// jobRef is what a scheduling round reads of a job running here.
+type jobRef struct {
+	rec             job.Local
+	unmovable       string
+	migrating, done bool
+}
+
+// jobRefs copies, under the job table's lock, what a round reads of the
+// jobs running here, and their ids.
+func (a *Agent) jobRefs() ([]jobRef, []string) {
 	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
 	refs := make([]jobRef, 0, len(a.jobs.local))
 	here := make([]string, 0, len(a.jobs.local))
 	for id, lj := range a.jobs.local {
 		refs = append(refs, jobRef{lj.rec, lj.unmovable, lj.migrating, lj.rec.Done})
 		here = append(here, id)
 	}
-	a.jobs.mu.Unlock()
-	a.sch.mu.Lock()
-	defer a.sch.mu.Unlock()
-	next := map[string]ioSample{}
-	least := 0.0 // sched.Node.Least
+	return refs, here
+}
+
+// probedJob is a job as the probes saw it: what the policies judge, and
+// its runnable threads and system calls so far.
+type probedJob struct {
+	job      sched.Job
+	runnable int
+	syscalls uint64
+}
+
+// probeJobs reads /proc and the jobs' cgroups for every job that runs
+// here and is not moving or ending; it takes no lock of the agent's.
+func (a *Agent) probeJobs(refs []jobRef) []probedJob {
+	out := make([]probedJob, 0, len(refs))
 	for _, r := range refs {
 		if r.migrating || r.done || !a.procs.Alive(r.rec.PID, r.rec.StartTix) {
 			continue
@@ -338,9 +378,6 @@ func (a *Agent) snapshot() sched.Snapshot {
 		run, sys, rss := a.procs.Activity(r.rec.PID)
 		j := sched.Job{ID: r.rec.ID, Started: r.rec.Started, LastMoved: r.rec.LastMoved, Moves: r.rec.Moves, RSSMB: rss, Runnable: run,
 			Attained: a.attained(r.rec)}
-		if run > 0 && (least == 0 || j.Attained < least) {
-			least = j.Attained
-		}
 		switch {
 		case r.rec.Hold == "pin":
 			j.Held = "pinned (run --pin)"
@@ -349,17 +386,9 @@ func (a *Agent) snapshot() sched.Snapshot {
 		case r.rec.Hold == "manual":
 			j.Held, j.Manual = "placed by hand", true
 		}
-		if p, ok := a.sch.prev[j.ID]; ok && now.After(p.at) && sys >= p.syscalls {
-			j.SyscallsPerSec = float64(sys-p.syscalls) / now.Sub(p.at).Seconds()
-		}
-		next[j.ID] = ioSample{now, sys}
-		s.Jobs = append(s.Jobs, j)
+		out = append(out, probedJob{job: j, runnable: run, syscalls: sys})
 	}
-	a.sch.prev = next
-	a.selfLeast.Store(math.Float64bits(least))
-	a.sch.ledger.ApplyFailures(s.Jobs, here)
-	s.Recent = a.sch.ledger.Recent(now)
-	return s
+	return out
 }
 
 // attained is a job's attained service (sched.Job.Attained), the CPU time

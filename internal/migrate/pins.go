@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"path"
@@ -71,6 +72,29 @@ type View struct {
 	// (with OwnIPC), by name; MQueueErr says why they could not be listed.
 	MQueues   []string `json:",omitempty"`
 	MQueueErr string   `json:",omitempty"`
+}
+
+// Pinned is the error of a job the rules pin: Reason says why, in the
+// words `roam ps` shows. It matches ErrPinned.
+type Pinned struct {
+	Job, Reason string
+}
+
+func (p *Pinned) Error() string        { return p.Job + ": " + p.Reason }
+func (p *Pinned) Is(target error) bool { return target == ErrPinned }
+
+// PinReason is why err pins its job: a Pinned's reason, or the message of
+// another ErrPinned (a destination's, which came as an answer); false when
+// err does not pin.
+func PinReason(err error) (string, bool) {
+	var p *Pinned
+	switch {
+	case errors.As(err, &p):
+		return p.Reason, true
+	case errors.Is(err, ErrPinned):
+		return err.Error(), true
+	}
+	return "", false
 }
 
 // MQueueMagic is the f_type of the kernel's mqueue filesystem.

@@ -2,8 +2,11 @@ package migrate
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"roam/internal/errkind"
 	"strings"
 	"testing"
 )
@@ -209,5 +212,30 @@ func TestJudgeRules(t *testing.T) {
 	got = Judge(v, testRules)
 	if len(got.Files) != 2 || got.Files[1] != (OpenFile{Path: "/shared/d", Access: "rw", Ino: 9, Same: true}) {
 		t.Errorf("files %+v", got.Files)
+	}
+}
+
+// A pin's reason travels as the error itself: through wrapping it stays
+// the reason alone, without the job's id, and an ErrPinned of another
+// kind (a destination's answer) gives its whole message.
+func TestPinReason(t *testing.T) {
+	p := &Pinned{Job: "n1.4", Reason: "holds open the device /dev/ttyS0"}
+	if p.Error() != "n1.4: holds open the device /dev/ttyS0" || !errors.Is(p, ErrPinned) {
+		t.Fatalf("%q, pinned %v", p, errors.Is(p, ErrPinned))
+	}
+	for _, tc := range []struct {
+		err    error
+		reason string
+		pinned bool
+	}{
+		{p, p.Reason, true},
+		{fmt.Errorf("migration of n1.4: %w", p), p.Reason, true},
+		{errkind.New(ErrPinned, "open file /s/f on node n2 is not the file the job has open"), "open file /s/f on node n2 is not the file the job has open", true},
+		{errors.New("n1.4: holds open the device /dev/ttyS0"), "", false},
+		{nil, "", false},
+	} {
+		if reason, pinned := PinReason(tc.err); reason != tc.reason || pinned != tc.pinned {
+			t.Errorf("%v: %q %v, want %q %v", tc.err, reason, pinned, tc.reason, tc.pinned)
+		}
 	}
 }

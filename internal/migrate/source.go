@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"roam/internal/errkind"
 )
 
 // SourceState is where a source's migration stands.
@@ -169,7 +167,7 @@ func (s *Source) Step(now time.Time, ev any) []any {
 			return nil
 		}
 		if e.Pin != "" {
-			return s.refuse(now, errkind.New(ErrPinned, "%s: %s", s.rec.Job, e.Pin), false)
+			return s.refuse(now, &Pinned{Job: s.rec.Job, Reason: e.Pin}, false)
 		}
 		if e.Err != nil {
 			return s.refuse(now, fmt.Errorf("%s: %w", s.rec.Job, e.Err), false)
