@@ -176,7 +176,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 
 // stepIn brings a commit or an abort to migration mid's machine; a
 // migration this node no longer holds in memory is rebuilt from the ledger.
-func (a *Agent) stepIn(mid string, ev any) ([]api.Phase, error) {
+func (a *Agent) stepIn(mid string, ev migrate.DestEvent) ([]api.Phase, error) {
 	if !migrate.ValidMID(mid) {
 		return nil, errkind.New(peer.ErrBadRequest, "migration id %q", mid)
 	}
@@ -227,14 +227,14 @@ func (a *Agent) adoptRecord(r migrate.InRecord) *inMig {
 // stepMig feeds ev to the machine and carries out what it decides; it
 // returns the reply for the request that brought ev (nil when none was
 // asked for).
-func (a *Agent) stepMig(in *inMig, ev any) error {
+func (a *Agent) stepMig(in *inMig, ev migrate.DestEvent) error {
 	_, err := a.stepMigTimed(in, ev)
 	return err
 }
 
 // stepMigTimed is stepMig, and the steps it carried out (the job is
 // stopped during each: a migration's events come while it is).
-func (a *Agent) stepMigTimed(in *inMig, ev any) ([]api.Phase, error) {
+func (a *Agent) stepMigTimed(in *inMig, ev migrate.DestEvent) ([]api.Phase, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.ph = phaseLog{side: api.SideDest, frozen: true}
@@ -245,9 +245,9 @@ func (a *Agent) stepMigTimed(in *inMig, ev any) ([]api.Phase, error) {
 // carryOutIn carries out acts, then steps the machine with each event they
 // answer and carries out its actions in turn, until none is left. in.mu is
 // held.
-func (a *Agent) carryOutIn(in *inMig, acts []any) error {
+func (a *Agent) carryOutIn(in *inMig, acts []migrate.DestAction) error {
 	var reply error
-	var q []any
+	var q []migrate.DestEvent
 	for {
 		for _, act := range acts {
 			if in.halted {
@@ -285,7 +285,7 @@ func (a *Agent) carryOutIn(in *inMig, acts []any) error {
 }
 
 // doIn carries out one action and returns the event that answers it.
-func (a *Agent) doIn(in *inMig, act any) any {
+func (a *Agent) doIn(in *inMig, act migrate.DestAction) migrate.DestEvent {
 	r := in.m.Record()
 	t := time.Now()
 	switch act := act.(type) {
@@ -525,7 +525,7 @@ func (a *Agent) removeImages(in *inMig, background bool) {
 }
 
 // ask asks the source how the migration ended.
-func (a *Agent) ask(r migrate.InRecord) any {
+func (a *Agent) ask(r migrate.InRecord) migrate.Answered {
 	var o struct {
 		Outcome string `json:"outcome"`
 	}

@@ -113,12 +113,12 @@ func (a *Agent) claimForMigration(id string) (*localJob, error) {
 }
 
 // run steps the machine from ev until nothing is left to do.
-func (o *outMig) run(ev any) { o.carryOut(o.m.Step(time.Now(), ev)) }
+func (o *outMig) run(ev migrate.SourceEvent) { o.carryOut(o.m.Step(time.Now(), ev)) }
 
 // carryOut carries out acts, then steps the machine with each event they
 // answer and carries out its actions in turn; a Wake is slept and
 // answered with a Tick. It returns when nothing is left to do.
-func (o *outMig) carryOut(acts []any) {
+func (o *outMig) carryOut(acts []migrate.SourceAction) {
 	defer func() {
 		if o.dir != "" {
 			os.RemoveAll(o.dir)
@@ -134,7 +134,7 @@ func (o *outMig) carryOut(acts []any) {
 		}
 		o.a.pruneMigrations()
 	}()
-	var q []any
+	var q []migrate.SourceEvent
 	for {
 		for _, act := range acts {
 			if o.halted {
@@ -162,7 +162,7 @@ func (o *outMig) carryOut(acts []any) {
 }
 
 // do carries out one action and returns the event that answers it, if any.
-func (o *outMig) do(act any) any {
+func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 	a, r := o.a, o.m.Record()
 	t := time.Now()
 	switch act := act.(type) {

@@ -108,7 +108,7 @@ func (d *Dest) Record() InRecord { return d.rec }
 func (d *Dest) Final() bool { return d.rec.State == DstCommitted || d.rec.State == DstAborted }
 
 // Step takes one event at now and returns the actions to carry out.
-func (d *Dest) Step(now time.Time, ev any) []any {
+func (d *Dest) Step(now time.Time, ev DestEvent) []DestAction {
 	switch e := ev.(type) {
 	case Offer:
 		if d.State() != DstNew {
@@ -116,56 +116,56 @@ func (d *Dest) Step(now time.Time, ev any) []any {
 		}
 		d.rec = InRecord{MID: e.MID, Job: e.Job, From: e.From, State: DstSinkOpen, Started: now, Streamed: true}
 		d.opened = now
-		return []any{Wake{now.Add(SinkWait)}}
+		return []DestAction{Wake{now.Add(SinkWait)}}
 	case Stream:
 		return d.stream(now, e)
 	case Received:
 		switch {
 		case d.rec.State == DstAborted:
-			return []any{Discard{}, Reply{ErrDestAborted}}
+			return []DestAction{Discard{}, Reply{ErrDestAborted}}
 		case d.rec.State != DstReceiving:
 			return nil
 		case e.Err != nil:
 			return d.fail(now, e.Err)
 		}
 		d.rec.State = DstRestoring
-		return []any{PersistIn{d.rec}, Restore{}}
+		return []DestAction{PersistIn{d.rec}, Restore{}}
 	case Restored:
 		switch {
 		case d.rec.State == DstAborted:
 			// Aborted while restoring: the copy goes.
 			d.rec.PID, d.rec.Tix = e.PID, e.Tix
-			return []any{PersistIn{d.rec}, Discard{}, Reply{ErrDestAborted}}
+			return []DestAction{PersistIn{d.rec}, Discard{}, Reply{ErrDestAborted}}
 		case d.rec.State != DstRestoring:
 			return nil
 		case e.Err != nil:
 			return d.fail(now, e.Err)
 		}
 		d.rec.State, d.rec.PID, d.rec.Tix, d.rec.ReadyAt = DstStopped, e.PID, e.Tix, now
-		return []any{PersistIn{d.rec}, Reply{nil}, Wake{now.Add(CommitWait)}}
+		return []DestAction{PersistIn{d.rec}, Reply{nil}, Wake{now.Add(CommitWait)}}
 	case CommitMsg:
 		switch d.State() {
 		case DstStopped, DstAsking:
 			return d.commit(now, true)
 		case DstCommitted:
-			return []any{Reply{nil}} // a duplicate
+			return []DestAction{Reply{nil}} // a duplicate
 		case DstAborted:
-			return []any{Reply{ErrDestAborted}}
+			return []DestAction{Reply{ErrDestAborted}}
 		}
-		return []any{Reply{ErrNotReady}}
+		return []DestAction{Reply{ErrNotReady}}
 	case AbortMsg:
 		switch d.State() {
 		case DstNew:
-			return []any{Discard{}, Reply{nil}}
+			return []DestAction{Discard{}, Reply{nil}}
 		case DstCommitted:
-			return []any{Reply{ErrDestCommited}}
+			return []DestAction{Reply{ErrDestCommited}}
 		case DstAborted:
-			return []any{Reply{nil}}
+			return []DestAction{Reply{nil}}
 		case DstReceiving, DstRestoring:
 			// The stream's handler discards what it has when its step
 			// comes back (Received or Restored in DstAborted).
 			d.end(now, DstAborted)
-			return []any{PersistIn{d.rec}, Reply{nil}}
+			return []DestAction{PersistIn{d.rec}, Reply{nil}}
 		}
 		return append(d.abort(now), Reply{nil})
 	case Answered:
@@ -176,42 +176,42 @@ func (d *Dest) Step(now time.Time, ev any) []any {
 	return nil
 }
 
-func (d *Dest) stream(now time.Time, e Stream) []any {
+func (d *Dest) stream(now time.Time, e Stream) []DestAction {
 	switch {
 	case d.State() == DstNew && !e.Streamed:
 	case d.State() == DstSinkOpen && e.Streamed && e.Job == d.rec.Job && e.From == d.rec.From:
 	default:
-		return []any{Reply{ErrDestAborted}}
+		return []DestAction{Reply{ErrDestAborted}}
 	}
 	d.rec = InRecord{MID: e.MID, Job: e.Job, From: e.From, State: DstReceiving, Started: now, Lazy: e.Lazy, Streamed: e.Streamed, Header: e.Header}
-	return []any{PersistIn{d.rec}, Receive{}}
+	return []DestAction{PersistIn{d.rec}, Receive{}}
 }
 
 // fail ends a migration whose stream or restore failed here.
-func (d *Dest) fail(now time.Time, err error) []any {
+func (d *Dest) fail(now time.Time, err error) []DestAction {
 	d.end(now, DstAborted)
-	return []any{PersistIn{d.rec}, Discard{}, Reply{err}}
+	return []DestAction{PersistIn{d.rec}, Discard{}, Reply{err}}
 }
 
-func (d *Dest) commit(now time.Time, reply bool) []any {
+func (d *Dest) commit(now time.Time, reply bool) []DestAction {
 	d.end(now, DstCommitted)
-	acts := []any{PersistIn{d.rec}, Adopt{}, Resume{}}
+	acts := []DestAction{PersistIn{d.rec}, Adopt{}, Resume{}}
 	if reply {
 		acts = append(acts, Reply{nil})
 	}
 	return acts
 }
 
-func (d *Dest) abort(now time.Time) []any {
+func (d *Dest) abort(now time.Time) []DestAction {
 	d.end(now, DstAborted)
-	return []any{PersistIn{d.rec}, Discard{}}
+	return []DestAction{PersistIn{d.rec}, Discard{}}
 }
 
 func (d *Dest) end(now time.Time, st DestState) {
 	d.rec.State, d.rec.EndedAt, d.asking = st, now, false
 }
 
-func (d *Dest) answered(now time.Time, e Answered) []any {
+func (d *Dest) answered(now time.Time, e Answered) []DestAction {
 	if d.rec.State != DstAsking || !d.asking {
 		return nil
 	}
@@ -224,10 +224,10 @@ func (d *Dest) answered(now time.Time, e Answered) []any {
 	}
 	// Pending, or the source unreachable: keep the copy stopped, ask
 	// again. Only the source's decision may end it.
-	return []any{Wake{d.lastAsk.Add(AskEvery)}}
+	return []DestAction{Wake{d.lastAsk.Add(AskEvery)}}
 }
 
-func (d *Dest) tick(now time.Time) []any {
+func (d *Dest) tick(now time.Time) []DestAction {
 	switch d.rec.State {
 	case DstSinkOpen:
 		if !now.Before(d.opened.Add(SinkWait)) {
@@ -246,14 +246,14 @@ func (d *Dest) tick(now time.Time) []any {
 	return nil
 }
 
-func (d *Dest) ask(now time.Time) []any {
+func (d *Dest) ask(now time.Time) []DestAction {
 	d.asking, d.lastAsk = true, now
-	return []any{Ask{}}
+	return []DestAction{Ask{}}
 }
 
 // RecoverDest rebuilds a destination machine from its persisted record
 // after the agent restarted, and returns what it must do to finish.
-func RecoverDest(now time.Time, r InRecord) (*Dest, []any) {
+func RecoverDest(now time.Time, r InRecord) (*Dest, []DestAction) {
 	d := &Dest{rec: r}
 	switch r.State {
 	case DstReceiving, DstRestoring, DstSinkOpen:
@@ -264,9 +264,9 @@ func RecoverDest(now time.Time, r InRecord) (*Dest, []any) {
 		d.rec.State = DstAsking
 		return d, d.ask(now)
 	case DstCommitted:
-		return d, []any{Adopt{}, Resume{}}
+		return d, []DestAction{Adopt{}, Resume{}}
 	}
-	return d, []any{Discard{}}
+	return d, []DestAction{Discard{}}
 }
 
 // Rebuild is the machine of a record, as it stands, with nothing to do:

@@ -255,7 +255,7 @@ func (w *world) startMigration() {
 		Lazy: w.rng.Intn(4) == 0, Seq: seq})
 }
 
-func (w *world) stepSrc(n *node, s *Source, ev any) {
+func (w *world) stepSrc(n *node, s *Source, ev SourceEvent) {
 	before := s.State()
 	acts := s.Step(w.now, ev)
 	if *traceFlag != "" && s.Record().Job == *traceFlag {
@@ -265,7 +265,7 @@ func (w *world) stepSrc(n *node, s *Source, ev any) {
 	w.doSrc(n, s, acts)
 }
 
-func (w *world) doSrc(n *node, s *Source, acts []any) {
+func (w *world) doSrc(n *node, s *Source, acts []SourceAction) {
 	r := s.Record()
 	to := atoi(r.To)
 	for _, a := range acts {
@@ -385,7 +385,7 @@ func (w *world) handleStream(d *node, e Stream, reply func(error)) {
 	w.stepDstM(d, m, e, reply)
 }
 
-func (w *world) stepDst(d *node, mid string, ev any, reply func(error)) {
+func (w *world) stepDst(d *node, mid string, ev DestEvent, reply func(error)) {
 	m := d.dsts[mid]
 	if m == nil {
 		if r, ok := d.inRecs[mid]; ok {
@@ -401,7 +401,7 @@ func (w *world) stepDst(d *node, mid string, ev any, reply func(error)) {
 	w.stepDstM(d, m, ev, reply)
 }
 
-func (w *world) stepDstM(d *node, m *Dest, ev any, reply func(error)) {
+func (w *world) stepDstM(d *node, m *Dest, ev DestEvent, reply func(error)) {
 	before := m.State()
 	acts := m.Step(w.now, ev)
 	if *traceFlag != "" && m.Record().Job == *traceFlag {
@@ -411,7 +411,7 @@ func (w *world) stepDstM(d *node, m *Dest, ev any, reply func(error)) {
 	w.doDst(d, m, acts, reply)
 }
 
-func (w *world) doDst(d *node, m *Dest, acts []any, reply func(error)) {
+func (w *world) doDst(d *node, m *Dest, acts []DestAction, reply func(error)) {
 	r := m.Record()
 	for _, a := range acts {
 		switch a := a.(type) {

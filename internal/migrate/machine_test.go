@@ -19,12 +19,12 @@ var (
 )
 
 // names is a step's actions as text, for the golden tables.
-func names(acts []any) string {
+func names[A any](acts []A) string {
 	var out []string
 	for _, a := range acts {
 		s := fmt.Sprintf("%T", a)
 		s = strings.TrimPrefix(s, "migrate.")
-		switch a := a.(type) {
+		switch a := any(a).(type) {
 		case Persist:
 			s += "(" + string(a.Record.Outcome)
 			for _, f := range []struct {
@@ -58,10 +58,10 @@ func names(acts []any) string {
 // srcRules are the source's local safety rules, checked on every step: a
 // copy is thawed only once "aborted" is persisted, killed or told to run
 // elsewhere only once "committed" is, and a decision never changes.
-func srcRules(t *testing.T, persisted *Outcome, acts []any) {
+func srcRules(t *testing.T, persisted *Outcome, acts []SourceAction) {
 	t.Helper()
 	for _, a := range acts {
-		switch a := a.(type) {
+		switch a := any(a).(type) {
 		case Persist:
 			o := a.Record.Outcome
 			if *persisted != "" && *persisted != Pending && o != *persisted {
@@ -82,10 +82,10 @@ func srcRules(t *testing.T, persisted *Outcome, acts []any) {
 
 // dstRules: the copy runs only once "committed" is persisted, is discarded
 // only if it never was, and "ready" is said only of a persisted stopped copy.
-func dstRules(t *testing.T, persisted *DestState, acts []any) {
+func dstRules(t *testing.T, persisted *DestState, acts []DestAction) {
 	t.Helper()
 	for _, a := range acts {
-		switch a := a.(type) {
+		switch a := any(a).(type) {
 		case PersistIn:
 			if *persisted == DstCommitted && a.Record.State != DstCommitted {
 				t.Fatalf("committed record changed to %s", a.Record.State)
@@ -111,11 +111,11 @@ type srcPoint struct {
 // srcPoints reach every source state (and the sub-steps within one) by
 // the events that lead there, or by recovery.
 func srcPoints() []srcPoint {
-	run := func(lazy bool, evs ...any) func() (*Source, Outcome) {
+	run := func(lazy bool, evs ...SourceEvent) func() (*Source, Outcome) {
 		return func() (*Source, Outcome) {
 			s := &Source{}
 			var p Outcome
-			all := append([]any{Start{MID: "00000000000000aa", Job: "1.1", Home: "1", To: "2", Lazy: lazy}}, evs...)
+			all := append([]SourceEvent{Start{MID: "00000000000000aa", Job: "1.1", Home: "1", To: "2", Lazy: lazy}}, evs...)
 			for _, ev := range all {
 				for _, a := range s.Step(t0, ev) {
 					if pa, ok := a.(Persist); ok {
@@ -161,8 +161,8 @@ func srcPoints() []srcPoint {
 	}
 }
 
-func srcEvents() []any {
-	return []any{
+func srcEvents() []SourceEvent {
+	return []SourceEvent{
 		Start{MID: "00000000000000bb", Job: "1.1", Home: "1", To: "3"},
 		LocalChecked{}, LocalChecked{Pin: "holds a TCP connection"}, LocalChecked{Err: errGone},
 		CheckAnswer{}, CheckAnswer{errGone},
@@ -238,7 +238,7 @@ func TestSourceEveryStateEveryEvent(t *testing.T) {
 		var persisted Outcome = r.Outcome
 		s, acts := Recover(t0, r)
 		srcRules(t, &persisted, acts)
-		fmt.Fprintf(&b, "recover %-42s -> %-11s %s\n", names([]any{Persist{r}}), s.State(), names(acts))
+		fmt.Fprintf(&b, "recover %-42s -> %-11s %s\n", names([]SourceAction{Persist{r}}), s.State(), names(acts))
 	}
 	for _, p := range srcPoints() {
 		for _, ev := range srcEvents() {
@@ -255,8 +255,10 @@ func TestSourceEveryStateEveryEvent(t *testing.T) {
 // late is an event that comes after a while.
 type late struct {
 	after time.Duration
-	ev    any
+	ev    DestEvent
 }
+
+func (late) destEvent() {}
 
 type dstPoint struct {
 	name  string
@@ -264,7 +266,7 @@ type dstPoint struct {
 }
 
 func dstPoints() []dstPoint {
-	run := func(evs ...any) func() (*Dest, DestState) {
+	run := func(evs ...DestEvent) func() (*Dest, DestState) {
 		return func() (*Dest, DestState) {
 			d := &Dest{}
 			var p DestState
@@ -306,8 +308,8 @@ func dstPoints() []dstPoint {
 	}
 }
 
-func dstEvents() []any {
-	return []any{
+func dstEvents() []DestEvent {
+	return []DestEvent{
 		Offer{MID: "00000000000000aa", Job: "1.1", From: "1"},
 		Stream{MID: "00000000000000aa", Job: "1.1", From: "1", Streamed: true},
 		Stream{MID: "00000000000000cc", Job: "1.1", From: "1", Lazy: true},

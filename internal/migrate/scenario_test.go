@@ -10,18 +10,18 @@ import (
 // in words what each fault must lead to.
 
 // steps feeds events to a machine and returns the actions of the last.
-func srcAfter(evs ...any) (*Source, []any) {
+func srcAfter(evs ...SourceEvent) (*Source, []SourceAction) {
 	s := &Source{}
-	var acts []any
-	for _, ev := range append([]any{Start{MID: "00000000000000aa", Job: "1.1", Home: "1", To: "2", Seq: 1}}, evs...) {
+	var acts []SourceAction
+	for _, ev := range append([]SourceEvent{Start{MID: "00000000000000aa", Job: "1.1", Home: "1", To: "2", Seq: 1}}, evs...) {
 		acts = s.Step(t0, ev)
 	}
 	return s, acts
 }
 
-func dstAfter(evs ...any) (*Dest, []any) {
+func dstAfter(evs ...DestEvent) (*Dest, []DestAction) {
 	d := &Dest{}
-	var acts []any
+	var acts []DestAction
 	for _, ev := range evs {
 		now := t0
 		if l, ok := ev.(late); ok {
@@ -37,7 +37,7 @@ var (
 	stream = Stream{MID: "00000000000000aa", Job: "1.1", From: "1", Streamed: true}
 )
 
-func want(t *testing.T, what string, acts []any, text string) {
+func want[A any](t *testing.T, what string, acts []A, text string) {
 	t.Helper()
 	if got := names(acts); got != text {
 		t.Errorf("%s: %s, want %s", what, got, text)
@@ -45,7 +45,7 @@ func want(t *testing.T, what string, acts []any, text string) {
 }
 
 func TestFaultPoints(t *testing.T) {
-	upToSend := []any{LocalChecked{}, CheckAnswer{}, Dumped{}}
+	upToSend := []SourceEvent{LocalChecked{}, CheckAnswer{}, Dumped{}}
 
 	// The destination is gone, or the link stalls, while it receives:
 	// the source thaws its copy; the destination drops what it has.
@@ -54,13 +54,13 @@ func TestFaultPoints(t *testing.T) {
 	if s.Err() == nil {
 		t.Error("an aborted migration reports no error")
 	}
-	_, acts = dstAfter(offer, stream, Received{errStall})
-	want(t, "destination, stream cut", acts, "PersistIn(aborted) Discard Reply(err=true)")
+	_, dacts := dstAfter(offer, stream, Received{errStall})
+	want(t, "destination, stream cut", dacts, "PersistIn(aborted) Discard Reply(err=true)")
 
 	// A restore error: the destination discards and says so; the source
 	// thaws.
-	_, acts = dstAfter(offer, stream, Received{}, Restored{Err: errFailed})
-	want(t, "restore error", acts, "PersistIn(aborted) Discard Reply(err=true)")
+	_, dacts = dstAfter(offer, stream, Received{}, Restored{Err: errFailed})
+	want(t, "restore error", dacts, "PersistIn(aborted) Discard Reply(err=true)")
 
 	// The commit is lost: the source tries CommitTries times, then leaves
 	// it to the destination, which asks after CommitWait and resumes on
@@ -99,10 +99,10 @@ func TestFaultPoints(t *testing.T) {
 
 	// The destination crashes before "ready": whatever it restored goes
 	// (the source saw no ready and thaws); after "ready": it asks.
-	_, acts = RecoverDest(t0, InRecord{State: DstRestoring})
-	want(t, "destination crash before ready", acts, "PersistIn(aborted) Discard")
-	d, acts = RecoverDest(t0, InRecord{State: DstStopped})
-	want(t, "destination crash after ready", acts, "Ask")
+	_, dacts = RecoverDest(t0, InRecord{State: DstRestoring})
+	want(t, "destination crash before ready", dacts, "PersistIn(aborted) Discard")
+	d, dacts = RecoverDest(t0, InRecord{State: DstStopped})
+	want(t, "destination crash after ready", dacts, "Ask")
 
 	// The source is unreachable when asked: the copy stays stopped, and
 	// the destination asks again, as long as it takes.

@@ -126,10 +126,10 @@ type Source struct {
 	state    SourceState
 	rec      Record
 	err      error
-	tries    int       // commit sends so far
-	homeTry  int       // home notes so far
-	retryAt  time.Time // when the pending retry (commit or home) is due
-	retrying any       // the action to retry at retryAt, or nil
+	tries    int          // commit sends so far
+	homeTry  int          // home notes so far
+	retryAt  time.Time    // when the pending retry (commit or home) is due
+	retrying SourceAction // the action to retry at retryAt, or nil
 	finished bool
 	// sentCheck: the local check passed and the destination was asked.
 	sentCheck bool
@@ -153,7 +153,7 @@ func (s *Source) Settled() bool { return s.rec.settled() && s.finished }
 
 // Step takes one event at now and returns the actions to carry out.
 // An event the state does not expect changes nothing and asks for nothing.
-func (s *Source) Step(now time.Time, ev any) []any {
+func (s *Source) Step(now time.Time, ev SourceEvent) []SourceAction {
 	switch e := ev.(type) {
 	case Start:
 		if s.state != SrcNew {
@@ -161,7 +161,7 @@ func (s *Source) Step(now time.Time, ev any) []any {
 		}
 		s.rec = Record{MID: e.MID, Job: e.Job, Home: e.Home, To: e.To, Lazy: e.Lazy, Why: e.Why, Seq: e.Seq, Inc: e.Inc, PID: e.PID, Tix: e.Tix, Outcome: Pending, Started: now}
 		s.state = SrcChecking
-		return []any{CheckLocal{}}
+		return []SourceAction{CheckLocal{}}
 	case LocalChecked:
 		if s.state != SrcChecking || s.sentCheck {
 			return nil
@@ -173,7 +173,7 @@ func (s *Source) Step(now time.Time, ev any) []any {
 			return s.refuse(now, fmt.Errorf("%s: %w", s.rec.Job, e.Err), false)
 		}
 		s.sentCheck = true
-		return []any{SendCheck{}}
+		return []SourceAction{SendCheck{}}
 	case CheckAnswer:
 		if s.state != SrcChecking || !s.sentCheck {
 			return nil
@@ -184,7 +184,7 @@ func (s *Source) Step(now time.Time, ev any) []any {
 			return s.refuse(now, fmt.Errorf("destination %s: %w", s.rec.To, e.Err), true)
 		}
 		s.state = SrcDumping
-		return []any{s.persist(), Dump{}}
+		return []SourceAction{s.persist(), Dump{}}
 	case Dumped:
 		if s.state != SrcDumping {
 			return nil
@@ -193,7 +193,7 @@ func (s *Source) Step(now time.Time, ev any) []any {
 			return s.abort(now, e.Err)
 		}
 		s.state = SrcSending
-		return []any{SendImages{}}
+		return []SourceAction{SendImages{}}
 	case ReadyAnswer:
 		if s.state != SrcSending {
 			return nil
@@ -212,7 +212,7 @@ func (s *Source) Step(now time.Time, ev any) []any {
 		}
 		// Every page has left, or the page server failed; either way our
 		// copy never runs again.
-		return []any{Kill{}}
+		return []SourceAction{Kill{}}
 	case HomeAnswer:
 		return s.homeAnswer(now, e.Err)
 	case Tick:
@@ -221,7 +221,7 @@ func (s *Source) Step(now time.Time, ev any) []any {
 		}
 		act := s.retrying
 		s.retrying = nil
-		return []any{act}
+		return []SourceAction{act}
 	}
 	return nil
 }
@@ -233,11 +233,11 @@ func (s *Source) persist() Persist {
 }
 
 // refuse ends a migration that froze nothing: nothing to persist or thaw.
-func (s *Source) refuse(now time.Time, err error, tellDest bool) []any {
+func (s *Source) refuse(now time.Time, err error, tellDest bool) []SourceAction {
 	s.state, s.err = SrcAborted, err
 	s.rec.Outcome, s.rec.Error, s.rec.DecidedAt = Aborted, err.Error(), now
 	s.waitingHome = true
-	var acts []any
+	var acts []SourceAction
 	if tellDest {
 		acts = append(acts, SendAbort{})
 	}
@@ -245,53 +245,53 @@ func (s *Source) refuse(now time.Time, err error, tellDest bool) []any {
 }
 
 // abort decides "aborted" once the job may be frozen: persist, then thaw.
-func (s *Source) abort(now time.Time, err error) []any {
+func (s *Source) abort(now time.Time, err error) []SourceAction {
 	s.state, s.err = SrcAborted, err
 	s.rec.Outcome, s.rec.Error, s.rec.DecidedAt = Aborted, err.Error(), now
 	s.waitingHome = true
-	return []any{s.persist(), Thaw{}, SendAbort{}, NoteHome{OK: false, Error: err.Error()}}
+	return []SourceAction{s.persist(), Thaw{}, SendAbort{}, NoteHome{OK: false, Error: err.Error()}}
 }
 
 // commit decides "committed": persist, then end our copy (eager) or let
 // the destination run first (lazy: CRIU's page server holds our copy).
-func (s *Source) commit(now time.Time) []any {
+func (s *Source) commit(now time.Time) []SourceAction {
 	s.state = SrcCommitting
 	s.rec.Outcome, s.rec.DecidedAt = Committed, now
 	if s.rec.Lazy {
 		s.tries = 1
-		return []any{s.persist(), SendCommit{}}
+		return []SourceAction{s.persist(), SendCommit{}}
 	}
-	return []any{s.persist(), Kill{}}
+	return []SourceAction{s.persist(), Kill{}}
 }
 
-func (s *Source) copyGone(now time.Time) []any {
+func (s *Source) copyGone(now time.Time) []SourceAction {
 	switch {
 	case s.state == SrcCommitting && !s.rec.Lazy && !s.rec.Killed:
 		s.rec.Killed = true
 		s.tries = 1
-		return []any{s.persist(), SendCommit{}}
+		return []SourceAction{s.persist(), SendCommit{}}
 	case s.state == SrcPostCopy && !s.rec.Killed:
 		s.rec.Killed = true
 		s.state = SrcDone
-		return append([]any{s.persist()}, s.noteHomeOK()...)
+		return append([]SourceAction{s.persist()}, s.noteHomeOK()...)
 	}
 	return nil
 }
 
-func (s *Source) commitAnswer(now time.Time, err error) []any {
+func (s *Source) commitAnswer(now time.Time, err error) []SourceAction {
 	if s.state != SrcCommitting || s.tries == 0 {
 		return nil
 	}
 	if err != nil && s.tries < CommitTries {
 		s.tries++
 		s.retrying, s.retryAt = SendCommit{}, now.Add(RetryEvery)
-		return []any{Wake{s.retryAt}}
+		return []SourceAction{Wake{s.retryAt}}
 	}
 	s.tries = 0
 	// Without an answer the destination asks us, and we answer from the
 	// persisted decision: the commit stands either way.
 	s.rec.Acked = err == nil
-	var acts []any
+	var acts []SourceAction
 	if s.rec.Acked {
 		acts = append(acts, s.persist())
 	}
@@ -303,19 +303,19 @@ func (s *Source) commitAnswer(now time.Time, err error) []any {
 	return append(acts, s.noteHomeOK()...)
 }
 
-func (s *Source) noteHomeOK() []any {
+func (s *Source) noteHomeOK() []SourceAction {
 	s.waitingHome = true
-	return []any{NoteHome{OK: true}}
+	return []SourceAction{NoteHome{OK: true}}
 }
 
 // homeAnswer: the home has the migration; the caller gets its answer
 // once, after the first try either way (the home is told again until it
 // has it).
-func (s *Source) homeAnswer(now time.Time, err error) []any {
+func (s *Source) homeAnswer(now time.Time, err error) []SourceAction {
 	if !s.waitingHome || (s.state != SrcDone && s.state != SrcAborted) {
 		return nil
 	}
-	var acts []any
+	var acts []SourceAction
 	if !s.finished {
 		s.finished = true
 		acts = append(acts, Finish{s.err})
@@ -335,12 +335,12 @@ func (s *Source) homeAnswer(now time.Time, err error) []any {
 		// A refused migration froze nothing and persisted nothing.
 		return acts
 	}
-	return append([]any{s.persist()}, acts...)
+	return append([]SourceAction{s.persist()}, acts...)
 }
 
 // Recover rebuilds a source machine from its persisted record after the
 // agent restarted, and returns what it must do to finish.
-func Recover(now time.Time, r Record) (*Source, []any) {
+func Recover(now time.Time, r Record) (*Source, []SourceAction) {
 	s := &Source{rec: r, stored: true}
 	switch r.Outcome {
 	case Pending:
@@ -351,7 +351,7 @@ func Recover(now time.Time, r Record) (*Source, []any) {
 	case Aborted:
 		s.state, s.err = SrcAborted, errors.New(r.Error)
 		s.finished = true
-		acts := []any{Thaw{}, SendAbort{}}
+		acts := []SourceAction{Thaw{}, SendAbort{}}
 		if !r.Noted {
 			s.waitingHome = true
 			acts = append(acts, NoteHome{OK: false, Error: r.Error})
@@ -368,10 +368,10 @@ func Recover(now time.Time, r Record) (*Source, []any) {
 			// (the documented post-copy window). Ours goes.
 			s.state = SrcPostCopy
 		}
-		return s, []any{Kill{}}
+		return s, []SourceAction{Kill{}}
 	}
 	s.state = SrcDone
-	var acts []any
+	var acts []SourceAction
 	if !r.Acked && !r.Lazy {
 		acts = append(acts, SendCommit{})
 		s.state, s.tries = SrcCommitting, CommitTries
