@@ -74,6 +74,7 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 		"limits": {"limits: {arg_bytes: 1}", "limits: {run_count: 0}", "limits: {run_bytes: 1}", "limits: {live_jobs_per_user: 0}",
 			"limits: {output_bytes: 1}", "limits: {spool_bytes_per_user: 1048576, output_bytes: 2097152}", "limits: {requests_per_second: 0}",
 			"limits: {keep_finished: 1s}", "limits: {keep_finished_per_user: 0}", "limits: {ghost_bytes: -1}", "limits: {checkpoint_bytes: 1}"},
+		"server": {"server: {header_timeout: 1ms}", "server: {idle_timeout: 2h}", "server: {body_timeout: 0s}", "server: {body_timeout: 10}"},
 	}
 	// Every key of the config and its sections has a row.
 	var keys []string
@@ -124,5 +125,41 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 				t.Errorf("%s: %q, want one line naming %s", y, msg, want)
 			}
 		}
+	}
+}
+
+// The sample config the package installs names every key, with its
+// default, so an admin finds each there; uncommented, it is a config
+// roamd takes.
+func TestSampleConfigNamesEveryKey(t *testing.T) {
+	b, err := os.ReadFile("../../packaging/roamd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := string(b)
+	var walk func(ty reflect.Type, indent string)
+	walk = func(ty reflect.Type, indent string) {
+		for f := range ty.Fields() {
+			k := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if !strings.Contains(sample, "\n#"+indent+k+":") && !strings.Contains(sample, "\n"+indent+k+":") {
+				t.Errorf("packaging/roamd.yaml does not name %q", k)
+			}
+			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == ty.PkgPath() {
+				walk(f.Type, indent+"  ")
+			}
+		}
+	}
+	walk(reflect.TypeFor[agent.Config](), "")
+	var lines []string
+	for _, l := range strings.Split(sample, "\n") {
+		if strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "# ") && l != "#" {
+			l = strings.TrimPrefix(l, "#")
+		}
+		lines = append(lines, l)
+	}
+	text := strings.Join(lines, "\n")
+	text = strings.Replace(text, "advertise_addr: 192.0.2.11", "advertise_addr: 127.0.0.1", 1)
+	if _, err := agent.ParseConfig([]byte(text)); err != nil {
+		t.Fatalf("the sample, uncommented: %v", err)
 	}
 }

@@ -153,7 +153,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 		}
 	}
 	hdr := migrate.Header{MID: newMID(), From: a.cfg.NodeID, ID: id, Home: rec.Home, HomeAddr: rec.HomeAddr, Mounts: mounts,
-		UID: rec.UID, GID: rec.GID, Groups: rec.Groups, Started: rec.Started, Hold: migrate.Hold(rec.Hold),
+		UID: rec.UID, GID: rec.GID, Groups: rec.Groups, Started: rec.Started, Hold: rec.Hold,
 		Moves: rec.Moves, LastMoved: rec.LastMoved, Stopped: v.Stopped, Inc: rec.Inc, CheckpointEvery: rec.CheckpointEvery,
 		CPUBefore: a.attained(rec)}
 	if hasStdin {

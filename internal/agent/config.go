@@ -122,6 +122,34 @@ type Config struct {
 	Load LoadConfig `yaml:"load"`
 	// Limits bound what a user's requests may cost this node.
 	Limits Limits `yaml:"limits"`
+	// Server bounds the connections of the CLI's socket and the peer port.
+	Server ServerConfig `yaml:"server"`
+}
+
+// ServerConfig bounds what a connection may hold of the agent's servers
+// (the CLI's unix socket and the peer port) while it sends nothing.
+// Bodies and answers have no bound but BodyTimeout: a migration's stream
+// and an attached run's output are long, and their own stall guards
+// watch them.
+type ServerConfig struct {
+	// HeaderTimeout bounds a request's TLS handshake and headers (net/http
+	// times the handshake by it too).
+	HeaderTimeout time.Duration `yaml:"header_timeout"`
+	// IdleTimeout bounds a kept-alive connection between requests.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// BodyTimeout bounds how long a request's body may take to arrive on
+	// the CLI's socket. A local user who sends headers and then a body a
+	// byte at a time, or never, would otherwise hold one of the agent's
+	// connections and goroutines for as long as they like, and the rate
+	// limit lets them open more every second. A stream that may take
+	// longer (a checkpoint uploaded to roam restart) lifts it and is
+	// watched for progress instead (watchedBody).
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+}
+
+// DefaultServerConfig are the servers' bounds on a real node.
+func DefaultServerConfig() ServerConfig {
+	return ServerConfig{HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, BodyTimeout: time.Minute}
 }
 
 // LoadConfig is the load-information part of the config (seed 000 §3.1).
@@ -181,6 +209,7 @@ func DefaultConfig() Config {
 			Policy:     string(load.PolicyFIFO),
 		},
 		Limits:      DefaultLimits(),
+		Server:      DefaultServerConfig(),
 		CRIUTimeout: 10 * time.Minute,
 	}
 }
@@ -230,6 +259,12 @@ func (c Config) Validate() error {
 		return bad("load.interval", "%v is out of range (10ms to 1h)", c.Load.Interval)
 	case c.Load.VectorSize < 1 || c.Load.VectorSize > 1024:
 		return bad("load.vector_size", "%d is out of range (1 to 1024)", c.Load.VectorSize)
+	case c.Server.HeaderTimeout < 100*time.Millisecond || c.Server.HeaderTimeout > 10*time.Minute:
+		return bad("server.header_timeout", "%v is out of range (100ms to 10m)", c.Server.HeaderTimeout)
+	case c.Server.IdleTimeout < 100*time.Millisecond || c.Server.IdleTimeout > time.Hour:
+		return bad("server.idle_timeout", "%v is out of range (100ms to 1h)", c.Server.IdleTimeout)
+	case c.Server.BodyTimeout < 100*time.Millisecond || c.Server.BodyTimeout > time.Hour:
+		return bad("server.body_timeout", "%v is out of range (100ms to 1h)", c.Server.BodyTimeout)
 	}
 	if j := c.JobCgroup; j != "" && j != "none" && (filepath.IsAbs(j) || filepath.Clean(j) != j || j == "." || strings.HasPrefix(j, "..")) {
 		return bad("job_cgroup", "%q is not a clean relative cgroup path (e.g. roam), or none", j)
@@ -289,6 +324,7 @@ var yamlForms = map[string]string{
 	"time.Duration": "a duration (e.g. 30s, 10m, 1h)", "int": "a whole number", "int64": "a whole number",
 	"float64": "a number", "string": "a string", "[]string": "a list (e.g. [a, b])", "bool": "true or false",
 	"agent.Config": "a section of keys", "agent.LoadConfig": "a section of keys", "agent.Limits": "a section of keys",
+	"agent.ServerConfig": "a section of keys",
 }
 
 // yamlError is one line for a decoding error of the config text b: the

@@ -474,8 +474,8 @@ func (a *fzAgent) reset(t *testing.T) {
 		a.jobs.home[r.ID] = &r
 	}
 	for _, l := range []job.Local{
-		{ID: fzLocal, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID, StartTix: fzTix, Dir: n.SpoolDir(fzLocal), Started: fzStarted, Hold: "manual"},
-		{ID: fzPinned, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID + 1, StartTix: fzTix, Dir: n.SpoolDir(fzPinned), Started: fzStarted, Hold: "pin"},
+		{ID: fzLocal, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID, StartTix: fzTix, Dir: n.SpoolDir(fzLocal), Started: fzStarted, Hold: migrate.HoldManual},
+		{ID: fzPinned, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID + 1, StartTix: fzTix, Dir: n.SpoolDir(fzPinned), Started: fzStarted, Hold: migrate.HoldPin},
 	} {
 		a.jobs.local[l.ID] = &localJob{rec: l}
 	}
@@ -489,7 +489,7 @@ func (a *fzAgent) call(method, target string, body []byte) *httptest.ResponseRec
 	return w
 }
 
-// fzDecode decodes a body as the routes do (jobapi.go's decode).
+// fzDecode decodes a body as the routes do (httpjson.go's decode).
 func fzDecode(body []byte, v any) bool {
 	return json.NewDecoder(io.LimitReader(bytes.NewReader(body), maxBody)).Decode(v) == nil
 }
@@ -1160,9 +1160,9 @@ func FuzzPeerQuery(f *testing.F) {
 			t.Fatalf("%s?mid=%q answered %d", r.path, value, w.Code)
 		}
 		for id, lj := range a.jobs.local {
-			want := map[string]string{fzLocal: "manual", fzPinned: "pin"}[id]
+			want := map[string]migrate.Hold{fzLocal: migrate.HoldManual, fzPinned: migrate.HoldPin}[id]
 			if r.path == "/v1/peer/hold" && id == fzLocal && value == fzLocal {
-				want = ""
+				want = migrate.HoldNone
 			}
 			if lj.rec.Hold != want {
 				t.Fatalf("%s?%s=%q: job %s hold %q, want %q", r.path, r.param, value, id, lj.rec.Hold, want)

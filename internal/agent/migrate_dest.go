@@ -455,7 +455,7 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
 	hdr := in.hdr
 	l := job.Local{ID: hdr.ID, Home: hdr.Home, HomeAddr: hdr.HomeAddr, UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups, PID: r.PID, StartTix: r.Tix, Dir: in.spool,
-		Started: hdr.Started, Hold: string(hdr.Hold), Moves: hdr.Moves + 1, LastMoved: r.EndedAt, Inc: hdr.Inc, CheckpointEvery: hdr.CheckpointEvery,
+		Started: hdr.Started, Hold: hdr.Hold, Moves: hdr.Moves + 1, LastMoved: r.EndedAt, Inc: hdr.Inc, CheckpointEvery: hdr.CheckpointEvery,
 		CPUBefore: hdr.CPUBefore, CPUBase: a.cpuHere(hdr.ID, r.PID)}
 	a.jobs.mu.Lock()
 	if lj := a.jobs.local[l.ID]; lj == nil || lj.rec.PID != l.PID {

@@ -366,7 +366,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	lj := o.lj
 	hdr.Home, hdr.HomeAddr = lj.rec.Home, lj.rec.HomeAddr
 	hdr.UID, hdr.GID, hdr.Groups = lj.rec.UID, lj.rec.GID, lj.rec.Groups
-	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = lj.rec.Started, migrate.Hold(lj.rec.Hold), lj.rec.Moves, lj.rec.LastMoved
+	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = lj.rec.Started, lj.rec.Hold, lj.rec.Moves, lj.rec.LastMoved
 	hdr.AckOut, hdr.AckErr = lj.ackOut, lj.ackErr
 	hdr.Inc, hdr.CheckpointEvery = lj.rec.Inc, lj.rec.CheckpointEvery
 	hasStdin := lj.stdin != nil

@@ -462,7 +462,7 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 	}
 	tix := a.procs.StartTicks(pid)
 	l := job.Local{ID: ans.ID, Home: ans.Home, HomeAddr: ans.HomeAddr, UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups,
-		PID: pid, StartTix: tix, Dir: spool, Started: hdr.Started, Hold: string(hdr.Hold), Moves: ans.Moves, LastMoved: time.Now(),
+		PID: pid, StartTix: tix, Dir: spool, Started: hdr.Started, Hold: hdr.Hold, Moves: ans.Moves, LastMoved: time.Now(),
 		Inc: ans.Inc, CheckpointEvery: hdr.CheckpointEvery, CPUBefore: hdr.CPUBefore, CPUBase: a.cpuHere(ans.ID, pid)}
 	if err := a.store.PutLocals(l); err != nil {
 		a.procs.Kill(pid, tix, 5*time.Second)

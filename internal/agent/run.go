@@ -395,7 +395,7 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 		l := job.Local{ID: s.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: s.UID, GID: s.GID, Groups: s.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now(),
 			CheckpointEvery: s.CheckpointEvery}
 		if s.Pin {
-			l.Hold = "pin"
+			l.Hold = migrate.HoldPin
 		}
 		locals = append(locals, l)
 		procs = append(procs, p)

@@ -379,11 +379,11 @@ func (a *Agent) probeJobs(refs []jobRef) []probedJob {
 		j := sched.Job{ID: r.rec.ID, Started: r.rec.Started, LastMoved: r.rec.LastMoved, Moves: r.rec.Moves, RSSMB: rss, Runnable: run,
 			Attained: a.attained(r.rec)}
 		switch {
-		case r.rec.Hold == "pin":
+		case r.rec.Hold == migrate.HoldPin:
 			j.Held = "pinned (run --pin)"
 		case r.unmovable != "":
 			j.Held = r.unmovable // a drain does not try it again either
-		case r.rec.Hold == "manual":
+		case r.rec.Hold == migrate.HoldManual:
 			j.Held, j.Manual = "placed by hand", true
 		}
 		out = append(out, probedJob{job: j, runnable: run, syscalls: sys})
@@ -420,8 +420,8 @@ func (a *Agent) releaseHold(id string) error {
 		a.jobs.mu.Unlock()
 		return errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	}
-	if lj.rec.Hold == "manual" {
-		lj.rec.Hold = ""
+	if lj.rec.Hold == migrate.HoldManual {
+		lj.rec.Hold = migrate.HoldNone
 	}
 	lj.unmovable = ""
 	rec := lj.rec

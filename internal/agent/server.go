@@ -90,7 +90,7 @@ func (a *Agent) startAPI() error {
 	a.apiLn = ln
 	a.rates = newUserRates(a.cfg.Limits.RequestsPerSecond)
 	a.apiSrv = &http.Server{
-		Handler: bodyWithin(a.limitRate(mux)),
+		Handler: bodyWithin(a.cfg.Server.BodyTimeout, a.limitRate(mux)),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if cred, err := peerCred(c); err == nil {
 				return context.WithValue(ctx, ctxKey{}, cred)
@@ -100,8 +100,8 @@ func (a *Agent) startAPI() error {
 		ErrorLog: log.New(&slogWriter{a}, "", 0),
 		// A local client that opens a connection and sends nothing is
 		// let go; a long answer (an attached run's output) is not cut.
-		ReadHeaderTimeout: headerTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: a.cfg.Server.HeaderTimeout,
+		IdleTimeout:       a.cfg.Server.IdleTimeout,
 	}
 	a.wg.Add(1)
 	go func() {
@@ -129,7 +129,7 @@ func (a *Agent) startPeer() error {
 		return err
 	}
 	a.peerLn = ln
-	a.peerSrv = peerServer(a.peerMux, log.New(&peerLog{a}, "", 0))
+	a.peerSrv = peerServer(a.cfg.Server, a.peerMux, log.New(&peerLog{a}, "", 0))
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -138,43 +138,25 @@ func (a *Agent) startPeer() error {
 	return nil
 }
 
-// headerTimeout bounds a request's TLS handshake and headers (net/http
-// times the handshake by it too); idleTimeout a kept-alive connection
-// between requests. Bodies and answers have no bound here: a migration's
-// stream and an attached run's output are long, and their own stall
-// guards watch them.
-var (
-	headerTimeout = 10 * time.Second
-	idleTimeout   = 2 * time.Minute
-)
-
-// bodyTimeout bounds how long a request's body may take to arrive on the
-// API socket. A local user who sends headers and then a body a byte at a
-// time, or never, would otherwise hold one of the agent's connections and
-// goroutines for as long as they like, and the rate limit lets them open
-// more every second. A stream that may take longer (a checkpoint uploaded
-// to roam restart) lifts it and is watched for progress instead
-// (watchedBody).
-var bodyTimeout = time.Minute
-
-// bodyWithin gives a request's body bodyTimeout to arrive. net/http lifts
+// bodyWithin gives a request's body d to arrive (server.body_timeout).
+// net/http lifts
 // the limit itself once the body is read to its end (its read that
 // notices a client gone runs without one), so a long answer after it (an
 // attached run's output) is neither cut nor cancelled.
-func bodyWithin(next http.Handler) http.Handler {
+func bodyWithin(d time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
 // peerServer is the HTTP server of the peer port: a connection that does
-// not finish its TLS handshake and headers within headerTimeout is closed,
-// so nobody who lacks the secret can hold the agent's connections.
-func peerServer(h http.Handler, errLog *log.Logger) *http.Server {
-	return &http.Server{Handler: h, ErrorLog: errLog, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout}
+// not finish its TLS handshake and headers within c.HeaderTimeout is
+// closed, so nobody who lacks the secret can hold the agent's connections.
+func peerServer(c ServerConfig, h http.Handler, errLog *log.Logger) *http.Server {
+	return &http.Server{Handler: h, ErrorLog: errLog, ReadHeaderTimeout: c.HeaderTimeout, IdleTimeout: c.IdleTimeout}
 }
 
 // peerLog counts failed TLS handshakes on the peer port (net/http reports

@@ -20,9 +20,6 @@ import (
 // peer server within its header timeout; a client with the cluster's
 // certificate is still served.
 func TestPeerPortClosesStalledHandshakes(t *testing.T) {
-	old := headerTimeout
-	headerTimeout = 300 * time.Millisecond
-	t.Cleanup(func() { headerTimeout = old })
 	cfg, err := secret.New().TLSConfig("1")
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +31,9 @@ func TestPeerPortClosesStalledHandshakes(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/peer/ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })
-	srv := peerServer(mux, log.New(io.Discard, "", 0))
+	sc := DefaultServerConfig()
+	sc.HeaderTimeout = 300 * time.Millisecond
+	srv := peerServer(sc, mux, log.New(io.Discard, "", 0))
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 
@@ -70,14 +69,11 @@ func TestPeerPortClosesStalledHandshakes(t *testing.T) {
 }
 
 // A request to the API socket whose body does not arrive within
-// bodyTimeout (a local user sending it a byte at a time, or never) is
+// server.body_timeout (a local user sending it a byte at a time, or never) is
 // ended, and the agent's goroutine with it; a body read to its end lifts
 // the limit, so a long answer after it (an attached run's output) is
 // neither cut nor cancelled.
 func TestAPIBodyTimeout(t *testing.T) {
-	old := bodyTimeout
-	bodyTimeout = 300 * time.Millisecond
-	t.Cleanup(func() { bodyTimeout = old })
 	readErr := make(chan error, 1)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /stall", func(w http.ResponseWriter, r *http.Request) {
@@ -101,7 +97,7 @@ func TestAPIBodyTimeout(t *testing.T) {
 		}
 		fmt.Fprintf(w, "done\n")
 	})
-	srv := httptest.NewServer(bodyWithin(mux))
+	srv := httptest.NewServer(bodyWithin(300*time.Millisecond, mux))
 	t.Cleanup(srv.Close)
 
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())

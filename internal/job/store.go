@@ -139,10 +139,9 @@ type Local struct {
 	// Started is when the job started (on its first node), for the
 	// scheduler's minimum age.
 	Started time.Time `json:"started,omitempty"`
-	// Hold says why no policy may move the job: "pin" (roam run --pin),
-	// "manual" (placed by roam migrate until `roam migrate ID auto`), or
-	// "" when policies may.
-	Hold string `json:"hold,omitempty"`
+	// Hold says why no policy may move the job (migrate.HoldPin,
+	// HoldManual), or is HoldNone when policies may.
+	Hold migrate.Hold `json:"hold,omitempty"`
 	// Moves and LastMoved are its migrations so far, for hysteresis.
 	Moves     int       `json:"moves,omitempty"`
 	LastMoved time.Time `json:"last_moved,omitempty"`
