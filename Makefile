@@ -61,8 +61,10 @@ $(BIN)/roam-init: cinit/roam-init.c
 
 # Every test: unit tests of the pure core and integration tests on emulated
 # clusters with real agents (root required).
+# With the lock-order checker (lockcheck: internal/lockorder): a lock the
+# agent takes out of the order of internal/agent/doc.go fails the test.
 test: build
-	$(GO) test -count=1 -timeout $(TESTTIMEOUT) ./...
+	$(GO) test -tags lockcheck -count=1 -timeout $(TESTTIMEOUT) ./...
 	@FUZZTIME=2s TMPDIR=/dev/shm bash scripts/fuzz.sh
 
 # Every fuzz target for FUZZTIME each (go's -fuzztime; `make test` gives

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"roam/internal/agent/peer"
 	"roam/internal/errkind"
+	"roam/internal/lockorder"
 	"runtime"
 	"slices"
 	"sort"
@@ -78,14 +79,14 @@ type Agent struct {
 	// draining: roam node drain (see drain.go); drainMu orders its changes
 	// with the job table's copy.
 	draining atomic.Bool
-	drainMu  sync.Mutex
+	drainMu  lockorder.Mutex
 
 	// selfLeast is the least CPU time a runnable job here has had, as the
 	// last round measured it (sched.Node.Least), as math.Float64bits: read
 	// under either lock, it is under none.
 	selfLeast atomic.Uint64
 
-	mu        sync.Mutex // guards everything below, never held while calling memberlist
+	mu        lockorder.Mutex // guards everything below, never held while calling memberlist
 	dis       *load.Disseminator
 	rng       *rand.Rand
 	placement string // the policy's placement at start
@@ -110,10 +111,10 @@ type Agent struct {
 	// metaMu orders this node's re-advertisements of its metadata
 	// (memberlist's UpdateNode: drain.go, metaCheck) with metaCheck's
 	// reading of what memberlist holds, which UpdateNode writes.
-	metaMu sync.Mutex
+	metaMu lockorder.Mutex
 }
 
-// peer is what the agent knows of a member from memberlist.
+// member is what the agent knows of a member from memberlist.
 type member struct {
 	addr     string // gossip host:port
 	peerAddr string // TLS host:port
@@ -168,6 +169,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 
 		memberLeft: make(chan struct{}, 1),
 	}
+	a.initLocks()
 	if a.capacity == 0 {
 		a.capacity = float64(runtime.NumCPU())
 	}

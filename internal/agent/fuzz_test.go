@@ -451,6 +451,7 @@ func (a *fzAgent) reset(t *testing.T) {
 	// a mutex it never locked.
 	if a.jobs == nil {
 		a.jobs = &jobs{kick: make(chan struct{}, 1)}
+		a.jobs.initLocks()
 	}
 	j := a.jobs
 	j.mu.Lock()

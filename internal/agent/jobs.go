@@ -21,6 +21,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
+	"roam/internal/lockorder"
 	"roam/internal/migrate"
 )
 
@@ -46,7 +47,7 @@ const (
 // jobs is the job manager's in-memory state; the bbolt store is the truth
 // that survives a restart.
 type jobs struct {
-	mu    sync.Mutex
+	mu    lockorder.Mutex
 	home  map[string]*job.Record   // jobs whose home is this node
 	local map[string]*localJob     // jobs running on this node
 	wake  map[string]chan struct{} // closed when a home job gets news
@@ -56,7 +57,7 @@ type jobs struct {
 	// record from before, until the restore's end is known (restart.go).
 	restarting map[string]*job.Record
 	// storeMu serializes the changes to the checkpoints this node keeps.
-	storeMu sync.Mutex
+	storeMu lockorder.Mutex
 	// uploading are the users with a roam restart upload in progress;
 	// restoring the jobs being restored here from a checkpoint.
 	uploading map[uint32]bool
@@ -67,7 +68,7 @@ type jobs struct {
 	incs sync.Map
 	// spools serialize the writes to each home job's spool, which
 	// happen without mu (spoolLock).
-	spools [64]sync.Mutex
+	spools [64]lockorder.Mutex
 }
 
 // wakeReaders wakes the readers waiting for news of home job id (Output).
@@ -81,7 +82,7 @@ func (j *jobs) wakeReaders(id string) {
 
 // spoolLock is the lock of job id's home spool (one of a few, by a hash
 // of the id).
-func (j *jobs) spoolLock(id string) *sync.Mutex {
+func (j *jobs) spoolLock(id string) *lockorder.Mutex {
 	h := fnv.New32a()
 	h.Write([]byte(id))
 	return &j.spools[h.Sum32()%uint32(len(j.spools))]
@@ -123,6 +124,7 @@ func (a *Agent) openJobs() error {
 	a.jobs = &jobs{home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
 		heard: map[string]time.Time{}, kick: make(chan struct{}, 1),
 		restarting: map[string]*job.Record{}}
+	a.jobs.initLocks()
 	// One bad value (a disk error, a bug of an older roam) must not keep
 	// the agent, and every other job, from starting.
 	bad, err := st.SetAsideCorrupt()

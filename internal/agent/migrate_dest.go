@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,15 +24,23 @@ import (
 	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/job"
+	"roam/internal/lockorder"
 	"roam/internal/migrate"
 )
 
+// newInMig is migration mid of job id coming to this node, its machine new.
+func newInMig(mid, id string) *inMig {
+	in := &inMig{m: &migrate.Dest{}, mid: mid, job: id}
+	in.mu.Init(rankMigration, "a migration's (inMig.mu)")
+	return in
+}
+
 // inMig is one migration coming to this node.
 type inMig struct {
-	mid    string      // set once, when it is made
-	job    string      // set once, when it is made
-	final  atomic.Bool // the machine has ended
-	mu     sync.Mutex  // one step at a time; guards everything below
+	mid    string          // set once, when it is made
+	job    string          // set once, when it is made
+	final  atomic.Bool     // the machine has ended
+	mu     lockorder.Mutex // one step at a time; guards everything below
 	m      *migrate.Dest
 	hdr    migrate.Header
 	body   *bufio.Reader // the stream, while its handler reads it
@@ -88,7 +95,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 	if req.Lazy {
 		return nil
 	}
-	in := &inMig{m: &migrate.Dest{}, mid: req.MID, job: req.ID}
+	in := newInMig(req.MID, req.ID)
 	a.jobs.mu.Lock()
 	if a.migr.in == nil {
 		a.migr.in = map[string]*inMig{}
@@ -147,7 +154,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 			a.jobs.mu.Unlock()
 			return migrateReady{}, errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", hdr.MID, a.cfg.NodeID)
 		}
-		in = &inMig{m: &migrate.Dest{}, mid: hdr.MID, job: hdr.ID}
+		in = newInMig(hdr.MID, hdr.ID)
 		if a.migr.in == nil {
 			a.migr.in = map[string]*inMig{}
 		}
@@ -207,7 +214,7 @@ func (a *Agent) stepIn(mid string, ev migrate.DestEvent) ([]api.Phase, error) {
 
 // adoptRecord makes an inMig for a ledger record.
 func (a *Agent) adoptRecord(r migrate.InRecord) *inMig {
-	in := &inMig{m: &migrate.Dest{}, mid: r.MID, job: r.Job}
+	in := newInMig(r.MID, r.Job)
 	_ = json.Unmarshal(r.Header, &in.hdr)
 	in.spool = a.procs.SpoolDir(r.Job)
 	in.images = filepath.Join(a.imageDir, "in-"+r.MID)

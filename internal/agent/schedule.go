@@ -19,6 +19,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
+	"roam/internal/lockorder"
 	"roam/internal/migrate"
 	"roam/internal/sched"
 )
@@ -26,7 +27,7 @@ import (
 // schedState is the scheduler's state in the agent.
 type schedState struct {
 	kick chan struct{}
-	mu   sync.Mutex // guards everything below
+	mu   lockorder.Mutex // guards everything below
 	pol  *sched.Scheduler
 	// polVer is pol's version: each `roam policy load` takes the highest
 	// this node knows plus one; 0 while it is the config file's. Nodes

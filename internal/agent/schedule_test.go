@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"sync"
+	"roam/internal/lockorder"
 	"testing"
 	"testing/synctest"
 )
@@ -20,7 +20,7 @@ func TestSnapshotProbesWithNoLockHeld(t *testing.T) {
 		n1.mu.Lock()
 		n1.onActivity = func() {
 			probes++
-			for name, mu := range map[string]*sync.Mutex{"the scheduler's": &a.sch.mu, "the job table's": &a.jobs.mu, "the membership's": &a.mu} {
+			for name, mu := range map[string]*lockorder.Mutex{"the scheduler's": &a.sch.mu, "the job table's": &a.jobs.mu, "the membership's": &a.mu} {
 				if !mu.TryLock() {
 					held = append(held, name)
 					continue

@@ -59,7 +59,10 @@ func TestMain(m *testing.M) {
 		fail("FAIL: %v\n", err)
 	}
 	os.Setenv("TMPDIR", tmp)
-	out, err := exec.Command("go", "build", "-o", dir+"/", "roam/cmd/roam", "roam/cmd/roamd", "roam/cmd/roam-ckpt").CombinedOutput()
+	// With the lock-order checker (package lockorder): an agent that
+	// takes its locks in an order doc.go does not allow dies with the
+	// stack, and its cluster's teardown names it.
+	out, err := exec.Command("go", "build", "-tags", "lockcheck", "-o", dir+"/", "roam/cmd/roam", "roam/cmd/roamd", "roam/cmd/roam-ckpt").CombinedOutput()
 	if err != nil {
 		fail("FAIL: build: %v\n%s", err, out)
 	}
@@ -89,6 +92,14 @@ func upCluster(t *testing.T, name string, subnet int, args ...string) *cluster {
 	c := &cluster{t: t, name: name}
 	_, _ = c.run("cluster", "down") // a leftover of an earlier, killed run
 	t.Cleanup(func() {
+		if st, err := emu.Load(name); err == nil {
+			for _, n := range st.Nodes {
+				if log, _ := os.ReadFile(filepath.Join(n.Dir, "roamd.log")); bytes.Contains(log, []byte("lock order broken")) {
+					i := bytes.Index(log, []byte("lock order broken"))
+					t.Errorf("node %s's agent broke the lock order (internal/agent/doc.go):\n%s", n.ID, log[i:min(len(log), i+3000)])
+				}
+			}
+		}
 		if out, err := c.run("cluster", "down"); err != nil {
 			t.Errorf("cluster down: %v: %s", err, out)
 		}

@@ -1,0 +1,52 @@
+package agent
+
+import "roam/internal/lockorder"
+
+// The agent's locks, outermost first: a goroutine that holds one takes
+// only locks further down this list, never one above it nor a second of
+// the same line. Built with the tag lockcheck, every lock checks this as
+// it is taken (package lockorder), and the tests fail on any other order
+// (TestMain). userRates.mu and the load vector's are leaves: nothing is
+// taken while they are held.
+const (
+	// rankDrain is drainMu: a drain's change of the node's state, with
+	// its copy in the job table and the gossiped metadata.
+	rankDrain lockorder.Rank = iota + 1
+	// rankMeta is metaMu: a re-advertisement of this node's metadata
+	// (memberlist's UpdateNode, which calls back into NodeMeta).
+	rankMeta
+	// rankStore is jobs.storeMu: a change of the checkpoints kept here.
+	rankStore
+	// rankMigration is an incoming migration's inMig.mu: one step of its
+	// machine at a time.
+	rankMigration
+	// rankJobs is jobs.mu: the job table in memory and the migrations'
+	// maps.
+	rankJobs
+	// rankSpool is a home job's spool lock (jobs.spoolLock). Taken alone
+	// to write a spool, and under jobs.mu by a restart's consent, which
+	// cuts the spool back to its checkpoint as it changes the record.
+	rankSpool
+	// rankSched is sch.mu: the scheduler's policy, ledger and samples.
+	rankSched
+	// rankMembers is a.mu: the membership, the load vector's copy, the
+	// node's own load.
+	rankMembers
+)
+
+// initLocks gives the agent's locks their ranks (doc.go's order).
+func (a *Agent) initLocks() {
+	a.drainMu.Init(rankDrain, "drainMu")
+	a.metaMu.Init(rankMeta, "metaMu")
+	a.sch.mu.Init(rankSched, "sch.mu")
+	a.mu.Init(rankMembers, "a.mu")
+}
+
+// initLocks gives the job table's locks their ranks.
+func (j *jobs) initLocks() {
+	j.mu.Init(rankJobs, "jobs.mu")
+	j.storeMu.Init(rankStore, "jobs.storeMu")
+	for i := range j.spools {
+		j.spools[i].Init(rankSpool, "a spool's lock (jobs.spoolLock)")
+	}
+}
