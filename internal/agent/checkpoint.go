@@ -30,7 +30,6 @@ import (
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
-	"roam/internal/proctext"
 )
 
 // ckptExt ends every checkpoint file's name.
@@ -129,7 +128,11 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 	// set-id program started since the first look included), must run
 	// as the owner and be dumpable, or the images would hold memory the
 	// owner could not read.
-	if err := readableBy(rec.UID, rec.GID, rec.Groups, a.ckpt.Creds, rec.PID); err != nil {
+	tasks, err := a.ckpt.Creds(rec.PID)
+	if err == nil {
+		err = migrate.CheckCheckpointable(rec.UID, rec.GID, rec.Groups, rec.PID, tasks)
+	}
+	if err != nil {
 		thaw()
 		return savedCkpt{}, errkind.New(peer.ErrBadRequest, "job %s cannot be checkpointed, once frozen: %v", id, err)
 	}
@@ -217,22 +220,6 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 		}
 	}
 	return s, nil
-}
-
-// readableBy judges the tasks of the frozen job under pid (their
-// credentials as creds reads them) for a checkpoint that goes to the
-// owner uid:gid with groups: an error names the task that is not the
-// owner's or not dumpable (but the job's init, pid), or says why they
-// could not be read.
-func readableBy(uid, gid uint32, groups []uint32, creds func(int) ([]proctext.Creds, error), pid int) error {
-	tasks, err := creds(pid)
-	if err != nil {
-		return fmt.Errorf("its tasks' credentials: %w", err)
-	}
-	if err := migrate.CheckCreds(uid, gid, groups, tasks); err != nil {
-		return err
-	}
-	return migrate.CheckReadable(uid, pid, tasks)
 }
 
 // Checkpoint is `roam checkpoint`: it saves the caller's running job and

@@ -176,3 +176,14 @@ func CheckReadable(uid uint32, init int, tasks []proctext.Creds) error {
 	}
 	return nil
 }
+
+// CheckCheckpointable judges the tasks of a frozen job (its init's pid
+// init) for a checkpoint that goes to the owner uid:gid with groups: an
+// error names the task that does not run as the owner (CheckCreds) or is
+// not dumpable (CheckReadable).
+func CheckCheckpointable(uid, gid uint32, groups []uint32, init int, tasks []proctext.Creds) error {
+	if err := CheckCreds(uid, gid, groups, tasks); err != nil {
+		return err
+	}
+	return CheckReadable(uid, init, tasks)
+}

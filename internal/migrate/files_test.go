@@ -123,3 +123,33 @@ func TestLateFiles(t *testing.T) {
 		t.Fatalf("a file closed since is no late file: %v", late)
 	}
 }
+
+// A checkpoint goes to the job's owner: a task of another user's
+// credentials or, in a user's job, a non-dumpable one other than the
+// job's init refuses it, naming the task; root's job may hold any.
+func TestCheckCheckpointable(t *testing.T) {
+	user := proctext.Creds{PID: 9, UIDs: [4]uint32{70001, 70001, 70001, 70001}, GIDs: [4]uint32{70001, 70001, 70001, 70001}, Groups: []uint32{70002}}
+	noDump, initNoDump, setuid := user, user, user
+	noDump.NoDump = true
+	initNoDump.PID, initNoDump.NoDump = 1, true
+	setuid.UIDs[1] = 0
+	for _, c := range []struct {
+		name  string
+		tasks []proctext.Creds
+		want  string
+	}{
+		{"the owner's", []proctext.Creds{user}, ""},
+		{"the init non-dumpable", []proctext.Creds{initNoDump, user}, ""},
+		{"a non-dumpable task", []proctext.Creds{initNoDump, noDump}, "task 9 of user 70001 is not dumpable"},
+		{"a set-user-id task", []proctext.Creds{user, setuid}, "task 9 runs as uids [70001 0 70001 70001]"},
+	} {
+		err := CheckCheckpointable(70001, 70001, []uint32{70002}, 1, c.tasks)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	root := proctext.Creds{PID: 9, NoDump: true, CapEff: ^uint64(0)}
+	if err := CheckCheckpointable(0, 0, nil, 1, []proctext.Creds{root}); err != nil {
+		t.Errorf("root's job: %v", err)
+	}
+}
