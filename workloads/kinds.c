@@ -358,6 +358,12 @@ static void setup(void) {
 		struct itimerval it = {{0, 10000}, {0, 10000}};
 		if (setitimer(ITIMER_REAL, &it, NULL) < 0)
 			die("setitimer");
+	} else if (strcmp(kind, "procself") == 0) {
+		// A file of its own /proc, held open: read again after each
+		// move, it is this process's maps there.
+		fd1 = open("/proc/self/maps", O_RDONLY);
+		if (fd1 < 0)
+			die("open /proc/self/maps");
 	} else if (strcmp(kind, "eventfd") == 0) {
 		fd1 = eventfd(5, 0);
 		if (fd1 < 0)
@@ -515,6 +521,14 @@ static void check(void) {
 			usleep(1000);
 		if (*hits == before)
 			fail("the timer did not fire in 100 ms");
+	} else if (strcmp(kind, "procself") == 0) {
+		static char maps[1 << 16];
+		ssize_t n = pread(fd1, maps, sizeof maps - 1, 0);
+		if (n <= 0)
+			fail("/proc/self/maps held open reads nothing");
+		maps[n] = 0;
+		if (!strstr(maps, "[stack]"))
+			fail("/proc/self/maps held open is not a process's maps");
 	} else if (strcmp(kind, "eventfd") == 0) {
 		long long v = fdinfo_value(fd1, "eventfd-count");
 		if (v != 5)

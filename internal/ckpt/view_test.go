@@ -73,6 +73,7 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 		{"timerfd", shared, false, ""},
 		{"posixtimer", shared, false, ""},
 		{"itimer", shared, false, ""},
+		{"procself", shared, false, ""},
 		{"eventfd", shared, false, ""},
 		{"signalfd", shared, false, ""},
 		{"epoll", shared, false, ""},

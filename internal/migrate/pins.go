@@ -100,6 +100,10 @@ func PinReason(err error) (string, bool) {
 // MQueueMagic is the f_type of the kernel's mqueue filesystem.
 const MQueueMagic = 0x19800202
 
+// ProcMagic is the f_type of a proc filesystem: a job's own /proc, which
+// roam-init mounts in its namespaces.
+const ProcMagic = 0x9fa0
+
 // TCPConn is an established TCP connection in the job's network namespace:
 // its socket inode and remote address.
 type TCPConn struct {
@@ -255,6 +259,12 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 			continue // another kind of anonymous descriptor, or gone
 		case f.FSType == MQueueMagic:
 			return who + " holds the POSIX message queue " + quoteOdd(trimDeleted(l)) + mqueueWhy
+		case f.FSType == ProcMagic && under(l, "/proc"):
+			// A file of the job's own /proc (its /proc/self/maps, say):
+			// CRIU opens it again in the restored job's /proc, where its
+			// pids are the same. The node's /proc at that path is another
+			// file, so there is nothing for the destination to check.
+			continue
 		}
 		if pin := j.locks(f); pin != "" {
 			return pin

@@ -173,6 +173,8 @@ func TestJudgeRules(t *testing.T) {
 		{"a deleted set-user-id file", View{Tasks: []Task{rootTask(ghost("/shared/sub/t", 0, 0o4755, 4096))}, Dirs: sub}, "mode 4755"},
 		{"deleted files over the limit together", View{Tasks: []Task{rootTask(ghost("/shared/sub/a", 0, 0o600, 40<<20), ghost("/shared/sub/b", 0, 0o600, 40<<20))}, Dirs: sub},
 			"holds the deleted file /shared/sub/b (41943040 bytes on disk, with the others 83886080; deleted files of up to 67108864 bytes in all"},
+		{"a file of its own /proc moves", View{Tasks: []Task{task(Entry{Link: "/proc/4/maps", Mode: modeReg | 0o444, Nlink: 1, FSType: ProcMagic})}}, ""},
+		{"a file in /proc of another filesystem", View{Tasks: []Task{task(Entry{Link: "/proc/x", Mode: modeReg | 0o444, Nlink: 1, Ino: 5})}}, ""},
 		{"a file that cannot be examined", View{Tasks: []Task{task(Entry{Link: "/shared/fuse/f", StatErr: "permission denied"})}},
 			"process 40 holds open /shared/fuse/f, which cannot be examined: permission denied"},
 		{"a working directory that cannot be examined", View{Tasks: []Task{{PID: 44, Cwd: Entry{Link: "/shared/fuse", StatErr: "permission denied"}}}},
@@ -206,6 +208,11 @@ func TestJudgeRules(t *testing.T) {
 	got := Judge(View{Tasks: []Task{rootTask(ghost("/shared/sub/t", 0, 0o600, 4096))}, Dirs: sub}, testRules)
 	if len(got.Files) != 2 || got.Files[1] != (OpenFile{Path: "/shared/sub", Ino: 99, Same: true}) || got.Ghosts != 4096 {
 		t.Errorf("a ghost in /shared/sub: %+v", got)
+	}
+	// A file of the job's own /proc is not listed for the destination:
+	// CRIU opens it again in the restored job's /proc.
+	if got := Judge(View{Tasks: []Task{task(Entry{Link: "/proc/4/maps", Mode: modeReg | 0o444, Nlink: 1, FSType: ProcMagic})}}, testRules); got.Pin != "" || len(got.Files) != 1 || got.Files[0].Path != "/shared/u" {
+		t.Errorf("/proc/4/maps: %+v; want only the working directory listed", got)
 	}
 	// One file reached three ways is listed once, with the widest access.
 	v := View{Tasks: []Task{task(Entry{Link: "/shared/d", Mode: modeReg, Nlink: 1, Ino: 9, Info: "flags:\t0100000\n"}, Entry{Link: "/shared/d", Mode: modeReg, Nlink: 1, Ino: 9, Info: "flags:\t01\n"})}}

@@ -50,6 +50,7 @@ var stateKinds = []stateKind{
 	{kind: "timerfd", what: "a periodic timerfd"},
 	{kind: "posixtimer", what: "a periodic POSIX timer (timer_create)"},
 	{kind: "itimer", what: "a periodic interval timer (setitimer)"},
+	{kind: "procself", what: "its own /proc/self/maps, held open"},
 	{kind: "eventfd", what: "an eventfd holding 5"},
 	{kind: "signalfd", what: "a signalfd with a signal pending"},
 	{kind: "epoll", what: "an epoll set with a ready eventfd"},
