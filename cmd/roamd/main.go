@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 
 	"roam/internal/agent"
@@ -99,19 +100,33 @@ func serve(configPath string, debug, checkOnly bool) int {
 		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
 		return 1
 	}
+	// The API listens now: systemd's Type=notify starts what waits for
+	// roamd (systemctl start returns) only at this line.
+	notify(logger, daemon.SdNotifyReady)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	for {
 		select {
 		case s := <-sig:
 			if s == syscall.SIGHUP {
+				notify(logger, daemon.SdNotifyReloading)
 				reload(a, configPath, logger)
+				notify(logger, daemon.SdNotifyReady)
 				continue
 			}
 		case <-a.Done(): // it left the cluster (roam node remove)
 		}
+		notify(logger, daemon.SdNotifyStopping)
 		a.Close()
 		return 0
+	}
+}
+
+// notify tells systemd (Type=notify) the agent's state, when it runs
+// under systemd ($NOTIFY_SOCKET); elsewhere it does nothing.
+func notify(logger *slog.Logger, state string) {
+	if _, err := daemon.SdNotify(false, state); err != nil {
+		logger.Warn("systemd notification", "state", state, "err", err)
 	}
 }
 
