@@ -1,7 +1,7 @@
 package agent
 
 // Fuzz targets for the rest of what the agent takes from outside its
-// process: the peer routes fuzz_test.go's targets leave out (purge,
+// process: the peer routes fuzz_peer_*_test.go's targets leave out (purge,
 // migrate/out, drain, pages, a checkpoint's drop before a time, output
 // offsets, a checkpoint file to keep or to restore), and every route of
 // the CLI's socket, asked by two users and root. They run on fuzz_test.go's

@@ -1,0 +1,58 @@
+package agent
+
+// Fuzz targets of the agent (their harness is fuzz_test.go):
+// The peer routes of checkpoints and restarts.
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"roam/internal/job"
+	"roam/internal/migrate"
+)
+
+// ---- checkpoints and restarts ----
+
+var fzRestartRoutes = []string{"/v1/peer/ckpt/take", "/v1/peer/ckpt/restore", "/v1/peer/reopen", "/v1/peer/reopen/done"}
+
+// FuzzPeerRestart feeds the JSON bodies of the checkpoint and restart
+// routes: no panic, no 500, and a running job is never consented a
+// restart unless the caller names its node dead (never two copies).
+func FuzzPeerRestart(f *testing.F) {
+	meta := migrate.CheckpointMeta{Version: 1, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Node: "n3", Out: 5,
+		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Group: fzHome}}
+	f.Add(uint8(0), fzJSON(f, checkpointRequest{ID: fzLocal}))
+	f.Add(uint8(0), fzJSON(f, checkpointRequest{ID: "../x.1", Stop: true}))
+	f.Add(uint8(1), fzJSON(f, reopened{ID: fzHome, Node: "n1", Inc: 1, Home: "n2", HomeAddr: "198.18.0.2:7947"}))
+	f.Add(uint8(2), fzJSON(f, reopenRequest{ID: fzHome, Meta: meta, Why: "roam restart"}))
+	f.Add(uint8(2), fzJSON(f, reopenRequest{ID: fzOver, Meta: meta, Why: "roam restart"}))
+	f.Add(uint8(2), fzJSON(f, reopenRequest{ID: fzLost, Meta: meta, Lost: "n3", Why: "node n3 was declared dead"}))
+	f.Add(uint8(3), fzJSON(f, reopenDone{ID: fzOver, Inc: 1, Failed: true, Error: "x"}))
+	pool := newFzPool(f)
+	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
+		path := fzRestartRoutes[int(route)%len(fzRestartRoutes)]
+		a := pool.get(t)
+		running := map[string]job.Record{}
+		for id, r := range a.jobs.home {
+			if r.State == job.StateRunning || r.State == job.StateStarting {
+				running[id] = *r
+			}
+		}
+		w := a.call(http.MethodPost, path, body)
+		if w.Code >= 500 && w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("%s: status %d: %s", path, w.Code, w.Body)
+		}
+		var req reopenRequest
+		if path != "/v1/peer/reopen" || json.Unmarshal(body, &req) != nil {
+			return
+		}
+		for id, b := range running {
+			r := a.jobs.home[id]
+			if r != nil && r.Inc != b.Inc && (req.Lost == "" || req.Lost != b.Node) {
+				t.Fatalf("job %s, running on %s, consented a restart (%+v) with lost %q", id, b.Node, r.Restarts, req.Lost)
+			}
+		}
+	})
+}
