@@ -71,7 +71,8 @@ test: build
 # each 2 s after running their corpora as tests); a failure keeps its input
 # under the package's testdata/fuzz/, which plain `go test` then runs.
 # Each run's count goes to docs/results/fuzz-execs.tsv, whose sums
-# (scripts/fuzz.sh -s) the README quotes; `make fuzz-until N=10000000`
+# FUZZLOG=docs/results/fuzz-execs.tsv scripts/fuzz.sh -s prints
+# (docs/testing.md); `make fuzz-until N=10000000`
 # runs each target, in chunks, until the log holds N executions for it.
 # Both run at idle priority (SCHED_IDLE), taking only CPU nothing else
 # wants: at nice 19 a campaign slowed the throttled jobs of an emulated

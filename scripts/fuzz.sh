@@ -47,15 +47,15 @@
 # and the like): net/http, bbolt, memberlist, crypto, most of the
 # standard library, 109 KB of counters in the agent's test binary, 23 KB
 # here, and each worker scans every counter after every input: over half
-# of an agent target's time (perf, eleventh session). So this script
+# of an agent target's time (measured with perf). So this script
 # builds each package's test binary once per run with `go test -c` and
 # the compiler flag Go's fuzzing uses (-d=libfuzzer) for those packages
 # only, and runs it with -test.fuzz: the same engine, mutator, corpus and
-# cache, and 3.6 times the inputs a second on FuzzPeerNote (side by side,
-# twelfth session). Protobuf's decoder is left out: only FuzzParseStats
+# cache, and 3.6 times the inputs a second on FuzzPeerNote (measured side
+# by side). Protobuf's decoder is left out: only FuzzParseStats
 # reaches it, and its counters cost a fifth of the rate of every agent
 # target.
-COVERED="encoding/... gopkg.in/yaml.v3 archive/tar net/url strconv"
+COVERED="encoding/... go.yaml.in/yaml/v3 archive/tar net/url strconv"
 
 # Go 1.26's fuzzing coordinator may end a run that found nothing with
 # "context deadline exceeded" when -fuzztime runs out under load

@@ -170,7 +170,7 @@ const MaxTurnEvery = time.Hour
 
 // TurnMaxRSSMB: a job with more resident memory does not turn. An eager
 // move freezes a job about 2.7 ms a MiB here (272 ms at 128 MiB, 2.8 s at
-// 1 GiB: roam bench migrate, README), and a turn's freeze should stay
+// 1 GiB: roam bench migrate, docs/benchmarks.md), and a turn's freeze should stay
 // under a tenth of DefaultTurnEvery.
 const TurnMaxRSSMB = 192
 

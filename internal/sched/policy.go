@@ -319,7 +319,7 @@ placement: round-robin
 `,
 	// balance: MOSIX/openMosix pairwise CPU load balancing. Its min_age is
 	// short: a small job's eager move freezes it for 50–90 ms here (the
-	// README's migration table), and a process that has run for a time
+	// migration table of docs/benchmarks.md), and a process that has run for a time
 	// can be expected to run about as long again (the process-lifetime
 	// rule of thumb MOSIX's age rule rests on), so a job of a quarter
 	// second moved off a node it shares to one it has alone gains more

@@ -69,7 +69,7 @@ func TestBalanceSpreadsByCapacity(t *testing.T) {
 	}
 	// Spread in one round, as soon as the jobs are old enough
 	// to move (min_age 250 ms); the 1.3 of the issue is `roam bench balance`'s
-	// to show (the README's figures), this bound only that the burst did
+	// to show (docs/benchmarks.md's figures), this bound only that the burst did
 	// not leave three moves a round, which took 6 s.
 	if short.BalancedS < 0 || short.BalancedS > 4 {
 		t.Log(strings.Join(short.Timeline, "\n"))
