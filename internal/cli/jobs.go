@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"roam/internal/api"
 )
@@ -507,20 +508,46 @@ needs both nodes.`,
 	return c
 }
 
-var signalNames = map[string]syscall.Signal{
-	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
-	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "CONT": syscall.SIGCONT,
-	"STOP": syscall.SIGSTOP, "ALRM": syscall.SIGALRM,
-}
+// The real-time signals as glibc numbers them (kill -l): RTMIN is 34,
+// glibc keeping 32 and 33 for itself, and RTMAX the kernel's last, 64.
+const (
+	sigRTMin = 34
+	sigRTMax = 64
+)
 
+// signalAliases are names the kernel's table (unix.SignalNum) lacks.
+var signalAliases = map[string]int{"IOT": int(syscall.SIGABRT), "POLL": int(syscall.SIGIO), "CLD": int(syscall.SIGCHLD)}
+
+// parseSignal reads a signal as kill(1) does: a number 1 to 64, or a name
+// with or without SIG, in any case (PIPE, sigusr1, RTMIN+3, RTMAX-1).
 func parseSignal(s string) (int, error) {
 	if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= 64 {
 		return n, nil
 	}
-	if sig, ok := signalNames[strings.TrimPrefix(strings.ToUpper(s), "SIG")]; ok {
-		return int(sig), nil
+	name := strings.TrimPrefix(strings.ToUpper(s), "SIG")
+	if n := int(unix.SignalNum("SIG" + name)); n > 0 {
+		return n, nil
 	}
-	return 0, fmt.Errorf("-s: %q is not a signal (a number 1 to 64, or HUP INT QUIT KILL USR1 USR2 TERM CONT STOP ALRM)", s)
+	if n, ok := signalAliases[name]; ok {
+		return n, nil
+	}
+	for base, at := range map[string]int{"RTMIN": sigRTMin, "RTMAX": sigRTMax} {
+		rest, ok := strings.CutPrefix(name, base)
+		if !ok {
+			continue
+		}
+		off := 0
+		if rest != "" {
+			var err error
+			if off, err = strconv.Atoi(rest); err != nil || (base == "RTMIN" && rest[0] != '+') || (base == "RTMAX" && rest[0] != '-') {
+				break
+			}
+		}
+		if n := at + off; n >= sigRTMin && n <= sigRTMax {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("-s: %q is not a signal (a number 1 to 64, or a name as kill -l prints it: TERM, PIPE, USR1, RTMIN+3, ...)", s)
 }
 
 func (e *env) killCmd() *cobra.Command {
