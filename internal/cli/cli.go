@@ -110,6 +110,11 @@ func (e *env) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
+// printJSONLine prints v as one line of JSON: a stream's record (NDJSON).
+func (e *env) printJSONLine(v any) error {
+	return json.NewEncoder(e.out).Encode(v)
+}
+
 // roamdPath finds roamd next to the roam binary, else on PATH.
 func roamdPath() string {
 	if exe, err := os.Executable(); err == nil {

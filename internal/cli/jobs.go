@@ -378,11 +378,16 @@ func (l *lineWriter) Flush() {
 
 func (e *env) psCmd() *cobra.Command {
 	var all, long, asJSON bool
+	var state, user, node string
 	c := &cobra.Command{
-		Use:   "ps [-a] [-l] [--json]",
+		Use:   "ps [-a] [-l] [--json] [--state STATE] [--user USER] [--node NODE] [JOBID...]",
 		Short: "your jobs on every node (-a: everyone's, for root)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Long: `Lists your jobs on every node (everyone's with -a, for root), or the
+jobs named; --state, --user and --node keep those in that state (running,
+stopped, finished, lost), of that user (a name or uid) or on that node.
+A job named that is not listed is said on standard error, and roam ps then
+exits 1.`,
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			cl, err := e.client()
 			if err != nil {
 				return err
@@ -395,6 +400,18 @@ func (e *env) psCmd() *cobra.Command {
 			if err := cl.Get(q, &js); err != nil {
 				return err
 			}
+			js, missing, err := filterJobs(js, args, state, user, node)
+			if err != nil {
+				return err
+			}
+			for _, id := range missing {
+				fmt.Fprintf(e.errOut, "roam: job %s: not found\n", id)
+			}
+			defer func() {
+				if len(missing) > 0 && err == nil {
+					err = exitCode(1)
+				}
+			}()
 			if asJSON {
 				return e.printJSON(js)
 			}
@@ -429,7 +446,48 @@ func (e *env) psCmd() *cobra.Command {
 	c.Flags().BoolVarP(&all, "all", "a", false, "every user's jobs (root)")
 	c.Flags().BoolVarP(&long, "long", "l", false, "more columns")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().StringVar(&state, "state", "", "only jobs in this state (running, stopped, finished, lost)")
+	c.Flags().StringVar(&user, "user", "", "only this user's jobs (a name or uid)")
+	c.Flags().StringVar(&node, "node", "", "only the jobs on this node")
 	return c
+}
+
+// filterJobs keeps the jobs named in ids (all when none is) that match
+// the state, user and node given ("" matches any); missing are the ids
+// no job listed has.
+func filterJobs(js []api.Job, ids []string, state, user, node string) (kept []api.Job, missing []string, err error) {
+	switch state {
+	case "", api.StateRunning, api.StateStopped, api.StateFinished, api.StateLost:
+	default:
+		return nil, nil, fmt.Errorf("--state: %q is not a state (running, stopped, finished, lost)", state)
+	}
+	uid := -1
+	if user != "" {
+		u, err := lookupUID(user)
+		if err != nil {
+			return nil, nil, err
+		}
+		uid = int(u)
+	}
+	named := map[string]bool{}
+	for _, id := range ids {
+		named[id] = false
+	}
+	for _, j := range js {
+		if _, ok := named[j.ID]; len(ids) > 0 && !ok {
+			continue
+		}
+		named[j.ID] = true
+		if (state == "" || j.State == state) && (uid < 0 || int(j.UID) == uid) && (node == "" || j.Node == node) {
+			kept = append(kept, j)
+		}
+	}
+	for _, id := range ids {
+		if !named[id] {
+			missing = append(missing, id)
+		}
+	}
+	return kept, missing, nil
 }
 
 // ckptText says how a job is checkpointed and restarted: its interval,

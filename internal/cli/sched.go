@@ -131,7 +131,7 @@ func (e *env) eventsCmd() *cobra.Command {
 					}
 					seen[key] = true
 					if asJSON {
-						if err := e.printJSON(ev); err != nil {
+						if err := e.printJSONLine(ev); err != nil {
 							return err
 						}
 					} else {

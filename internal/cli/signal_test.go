@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"roam/internal/api"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,5 +22,42 @@ func TestParseSignal(t *testing.T) {
 		if got, err := parseSignal(bad); err == nil || !strings.Contains(err.Error(), "is not a signal") {
 			t.Errorf("%q: %d %v, want refused", bad, got, err)
 		}
+	}
+}
+
+// roam ps JOBID... and its filters keep what was asked for and name the
+// jobs it cannot list.
+func TestFilterJobs(t *testing.T) {
+	js := []api.Job{
+		{ID: "1.1", UID: 70001, Node: "1", State: api.StateRunning},
+		{ID: "1.2", UID: 70001, Node: "2", State: api.StateFinished},
+		{ID: "2.1", UID: 70002, Node: "2", State: api.StateRunning},
+	}
+	ids := func(js []api.Job) string {
+		var out []string
+		for _, j := range js {
+			out = append(out, j.ID)
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct {
+		ids               []string
+		state, user, node string
+		want, wantMissing string
+	}{
+		{nil, "", "", "", "1.1 1.2 2.1", ""},
+		{[]string{"1.2", "9.9"}, "", "", "", "1.2", "9.9"},
+		{nil, api.StateRunning, "", "", "1.1 2.1", ""},
+		{nil, "", "70002", "", "2.1", ""},
+		{nil, "", "", "2", "1.2 2.1", ""},
+		{[]string{"1.1", "2.1"}, "", "", "2", "2.1", ""},
+	} {
+		got, missing, err := filterJobs(js, tc.ids, tc.state, tc.user, tc.node)
+		if err != nil || ids(got) != tc.want || strings.Join(missing, " ") != tc.wantMissing {
+			t.Errorf("%+v: %q missing %q %v", tc, ids(got), missing, err)
+		}
+	}
+	if _, _, err := filterJobs(js, nil, "sleeping", "", ""); err == nil || !strings.Contains(err.Error(), "--state") {
+		t.Errorf("a state that is none: %v", err)
 	}
 }
