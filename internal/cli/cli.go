@@ -30,8 +30,11 @@ type env struct {
 }
 
 // Main runs the CLI and returns the process exit code.
-func Main(args []string) int {
-	e := &env{out: os.Stdout, errOut: os.Stderr}
+func Main(args []string) int { return run(args, os.Stdout, os.Stderr) }
+
+// run is Main writing to out and errOut.
+func run(args []string, out, errOut io.Writer) int {
+	e := &env{out: out, errOut: errOut}
 	root := &cobra.Command{
 		Use:           "roam",
 		Short:         "roam: a single-system-image cluster in user space",
@@ -57,11 +60,31 @@ func Main(args []string) int {
 		return int(ec)
 	}
 	fmt.Fprintf(e.errOut, "roam: %v\n", err)
+	var rf roamFailed
+	if errors.As(err, &rf) {
+		return 255
+	}
 	return 1
 }
 
 // exitCode ends the CLI with a status and no message.
 type exitCode int
+
+// roamFailed is an error of roam itself (no agent, a refused request) in a
+// command whose exit status is its jobs' (roam run): it exits 255, so as
+// not to pass for a job's status.
+type roamFailed struct{ error }
+
+func (r roamFailed) Unwrap() error { return r.error }
+
+// asRoamFailed marks err, unless it is a job's exit status, as roam's own.
+func asRoamFailed(err error) error {
+	var ec exitCode
+	if err == nil || errors.As(err, &ec) {
+		return err
+	}
+	return roamFailed{err}
+}
 
 func (c exitCode) Error() string { return "exit status " + strconv.Itoa(int(c)) }
 

@@ -47,7 +47,8 @@ exits with their exit status:
 
 With -d it prints the job ids and returns at once; roam attach follows them.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			defer func() { err = asRoamFailed(err) }()
 			if req.Count < 1 {
 				return fmt.Errorf("-n: %d is out of range (at least 1)", req.Count)
 			}
