@@ -25,7 +25,7 @@ func main() { os.Exit(run(os.Args[1:])) }
 // generated from it (roamd gendocs).
 func command(code *int) *cobra.Command {
 	var configPath string
-	var debug, checkOnly bool
+	var debug, checkOnly, logJSON bool
 	c := &cobra.Command{
 		Use:   "roamd",
 		Short: "the roam node agent",
@@ -43,12 +43,13 @@ logged as needing a restart, and a config that does not pass changes nothing.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(*cobra.Command, []string) error {
-			*code = serve(configPath, debug, checkOnly)
+			*code = serve(configPath, debug, checkOnly, logJSON)
 			return nil
 		},
 	}
 	c.Flags().StringVar(&configPath, "config", "/etc/roam/roamd.yaml", "agent config file (YAML)")
 	c.Flags().BoolVar(&debug, "debug", false, "log debug messages")
+	c.Flags().BoolVar(&logJSON, "log-json", false, "log JSON, one record a line (under systemd, each behind its priority)")
 	c.Flags().BoolVar(&checkOnly, "check-config", false, "check the config, the secret file and the addresses, print what the agent would use, and exit (0: usable, 2: not)")
 	c.SetVersionTemplate("roamd {{.Version}}\n")
 	c.CompletionOptions.HiddenDefaultCmd = true
@@ -69,12 +70,12 @@ func run(args []string) int {
 
 // serve checks the config and runs the agent until SIGTERM or SIGINT
 // (SIGHUP reloads the config); it returns the exit status.
-func serve(configPath string, debug, checkOnly bool) int {
+func serve(configPath string, debug, checkOnly, logJSON bool) int {
 	level := slog.LevelInfo
 	if debug {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger := newLogger(os.Stderr, level, logJSON, toJournal())
 
 	cfg, w, err := check(configPath)
 	if err != nil {
