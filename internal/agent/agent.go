@@ -121,7 +121,8 @@ type member struct {
 	capacity float64
 	alive    bool
 	since    time.Time
-	draining bool // it says so in its metadata (roam node drain)
+	draining bool   // it says so in its metadata (roam node drain)
+	version  string // its roam version, from its metadata
 }
 
 // counters are the agent's statistics; atomics so memberlist's goroutines
@@ -136,6 +137,10 @@ type meta struct {
 	Capacity float64 `json:"c"`
 	PeerPort int     `json:"p"`
 	Draining bool    `json:"d,omitempty"`
+	// Protocol and Version are api.Protocol and api.Version of the
+	// member's agent (an older roam sends neither: protocol 1).
+	Protocol int    `json:"pv,omitempty"`
+	Version  string `json:"v,omitempty"`
 }
 
 // New builds an agent from a validated config and its parts (every one
@@ -220,7 +225,7 @@ func (a *Agent) Start() error {
 	a.known[a.cfg.NodeID] = &member{
 		addr:     net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort)),
 		peerAddr: a.peers.SelfAddr,
-		capacity: a.capacity, alive: true, since: now,
+		capacity: a.capacity, alive: true, since: now, version: api.Version,
 	}
 	a.mu.Unlock()
 
@@ -261,6 +266,7 @@ func (a *Agent) Start() error {
 	mc.PushPullInterval = pushPullInterval
 	mc.Delegate = (*delegate)(a)
 	mc.Events = (*events)(a)
+	mc.Alive = (*alive)(a)
 	mc.Logger = log.New(&mlLog{a}, "", 0)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -470,7 +476,7 @@ func (a *Agent) Nodes() []api.NodeInfo {
 	defer a.mu.Unlock()
 	out := make([]api.NodeInfo, 0, len(a.known))
 	for id, p := range a.known {
-		ni := api.NodeInfo{ID: id, Addr: p.peerAddr, Alive: p.alive, Capacity: p.capacity, Draining: p.draining}
+		ni := api.NodeInfo{ID: id, Addr: p.peerAddr, Alive: p.alive, Capacity: p.capacity, Draining: p.draining, Version: p.version}
 		if id == a.cfg.NodeID {
 			l, m, age := a.selfLoad, a.selfMem, int64(0)
 			ni.Self, ni.Load, ni.MemFreeMB, ni.InfoAgeMS = true, &l, &m, &age

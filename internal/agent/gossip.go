@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -19,7 +20,7 @@ import (
 type delegate Agent
 
 func (d *delegate) NodeMeta(limit int) []byte {
-	b, _ := json.Marshal(meta{Capacity: d.capacity, PeerPort: d.cfg.PeerPort, Draining: d.draining.Load()})
+	b, _ := json.Marshal(meta{Capacity: d.capacity, PeerPort: d.cfg.PeerPort, Draining: d.draining.Load(), Protocol: api.Protocol, Version: api.Version})
 	if len(b) > limit {
 		return nil
 	}
@@ -117,6 +118,50 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	}
 }
 
+// alive is memberlist's AliveDelegate: thread-safe, must not block.
+type alive Agent
+
+// NotifyAlive refuses a member whose agent speaks another protocol
+// (api.Protocol): it could not serve this agent's peer calls, nor this
+// agent its. memberlist then leaves it out, and it this node.
+func (al *alive) NotifyAlive(n *memberlist.Node) error {
+	a := (*Agent)(al)
+	if n.Name == a.cfg.NodeID {
+		return nil
+	}
+	if err := checkProtocol(n.Name, n.Meta); err != nil {
+		a.stats.gossipRejected.Add(1)
+		a.log.Warn("gossip: member refused", "member", n.Name, "err", err)
+		return err
+	}
+	return nil
+}
+
+// checkProtocol says why a member whose metadata is meta cannot be one:
+// its agent speaks another protocol, both named with their versions.
+func checkProtocol(name string, b []byte) error {
+	var m meta
+	if json.Unmarshal(b, &m) != nil {
+		return fmt.Errorf("node %s: its metadata is unreadable (%d bytes): not a roam agent of protocol %d", name, len(b), api.Protocol)
+	}
+	p, v := m.Protocol, m.Version
+	if p == 0 {
+		p, v = 1, "older than protocol 2"
+	}
+	if p != api.Protocol {
+		return fmt.Errorf("node %s speaks roam protocol %d (roam %s), this agent protocol %d (roam %s): run one version on every node (docs/deploy.md, upgrades)", name, p, quoteOdd(v), api.Protocol, api.Version)
+	}
+	return nil
+}
+
+// quoteOdd quotes a version a member sent when it is not plain text.
+func quoteOdd(s string) string {
+	if q := strconv.Quote(s); q[1:len(q)-1] != s || len(s) > 64 {
+		return q
+	}
+	return s
+}
+
 // events is memberlist's EventDelegate: thread-safe, must not block.
 type events Agent
 
@@ -169,6 +214,9 @@ func (a *Agent) memberUp(n *memberlist.Node) {
 		a.log.Info("member draining", "member", n.Name, "draining", m.Draining)
 	}
 	p.draining = m.Draining
+	if len(m.Version) <= 64 {
+		p.version = m.Version
+	}
 }
 
 // mlLog receives memberlist's log lines. memberlist reports refused input

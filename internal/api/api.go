@@ -30,6 +30,8 @@ type NodeInfo struct {
 	InfoAgeMS *int64   `json:"info_age_ms"` // age of load and memory
 	// Draining: roam node drain; its jobs leave, none goes there.
 	Draining bool `json:"draining,omitempty"`
+	// Version is the node's roam version, as its agent gossips it.
+	Version string `json:"version,omitempty"`
 }
 
 // Stats are the agent's counters, for `roam stats` and the tests.
@@ -225,6 +227,14 @@ type RemoteError struct {
 }
 
 func (e *RemoteError) Error() string { return e.Msg }
+
+// Protocol is the version of what agents say to each other (gossip,
+// load messages, the peer routes and their bodies). Agents of different
+// protocols refuse each other as members (docs/deploy.md says how to
+// upgrade a cluster); it changes when an agent of one version could not
+// serve or call another's. 2: the peer routes migrate/out and ckpt/take
+// (migrate-out and checkpoint before), and the version in the metadata.
+const Protocol = 2
 
 // Version is roam's version, set at build time (the Makefile passes
 // -ldflags -X roam/internal/api.Version=...); "dev" in a plain go build.

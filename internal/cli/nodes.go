@@ -30,7 +30,7 @@ func (e *env) nodesCmd() *cobra.Command {
 				return e.printJSON(nodes)
 			}
 			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tADDR\tSTATE\tCAPACITY\tLOAD\tMEM-FREE-MB\tAGE")
+			fmt.Fprintln(tw, "ID\tADDR\tSTATE\tCAPACITY\tLOAD\tMEM-FREE-MB\tAGE\tVERSION")
 			for _, n := range nodes {
 				id := n.ID
 				if n.Self {
@@ -49,7 +49,11 @@ func (e *env) nodesCmd() *cobra.Command {
 				case n.Draining:
 					state = "draining"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\n", id, n.Addr, state, n.Capacity, ld, mem, age)
+				version := n.Version
+				if version == "" {
+					version = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\n", id, n.Addr, state, n.Capacity, ld, mem, age, version)
 			}
 			return tw.Flush()
 		},
