@@ -132,12 +132,14 @@ clean:
 	rm -rf $(BIN) build
 
 # What a node needs, built without cgo (static: no libc version to depend
-# on), with its man pages and shell completions generated from the
-# commands themselves. The sample config is installed only where none is.
+# on) and with the tag node (no emulated cluster, no benchmarks: bin/roam
+# keeps them for the tests), with its man pages and shell completions
+# generated from the commands themselves. The sample config is installed
+# only where none is.
 REL ?= build/release
 release: $(BIN)/roam-init
 	@mkdir -p $(REL)
-	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(REL)/ ./cmd/roam ./cmd/roamd
+	@CGO_ENABLED=0 $(GO) build -trimpath -tags node -ldflags "-s -w $(LDFLAGS)" -o $(REL)/ ./cmd/roam ./cmd/roamd
 	@strip --remove-section=.comment --remove-section=.note -o $(REL)/roam-init $(BIN)/roam-init
 	@rm -rf $(REL)/docs && $(REL)/roam gendocs $(REL)/docs && $(REL)/roamd gendocs $(REL)/docs
 

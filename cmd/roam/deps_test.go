@@ -70,3 +70,21 @@ func importChain(imports map[string][]string, root, target string) []string {
 	}
 	return nil
 }
+
+// TestNodeBuildLeavesOutTheTools: roam built for a node (the tag node, as
+// make release builds it) links neither the benchmarks nor gonum/plot.
+func TestNodeBuildLeavesOutTheTools(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-tags", "node", "roam/cmd/roam").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p == "roam/internal/bench" || strings.HasPrefix(p, "gonum.org/") {
+			t.Errorf("the node build of roam links %s", p)
+		}
+	}
+	all, err := exec.Command("go", "list", "-deps", "roam/cmd/roam").Output()
+	if err != nil || !strings.Contains(string(all), "roam/internal/bench\n") {
+		t.Fatalf("the source tree's roam does not link the benchmarks: %v", err)
+	}
+}

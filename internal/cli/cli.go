@@ -46,7 +46,8 @@ func run(args []string, out, errOut io.Writer) int {
 	root.PersistentFlags().StringVar(&e.cluster, "cluster", envOr("ROAM_CLUSTER", "roam"), "emulated cluster name ($ROAM_CLUSTER)")
 	root.PersistentFlags().StringVar(&e.node, "node", os.Getenv("ROAM_NODE"), "talk to node K of the emulated cluster ($ROAM_NODE)")
 	root.PersistentFlags().StringVar(&e.socket, "socket", os.Getenv("ROAM_SOCKET"), "agent socket ($ROAM_SOCKET; default: the local agent's)")
-	root.AddCommand(e.clusterCmd(), e.nodesCmd(), e.nodeCmd(), e.statsCmd(), e.keygenCmd(), e.benchCmd(),
+	root.AddCommand(e.toolCmds()...)
+	root.AddCommand(e.nodesCmd(), e.nodeCmd(), e.statsCmd(), e.keygenCmd(),
 		e.runCmd(), e.psCmd(), e.killCmd(), e.purgeCmd(), e.migrateCmd(), e.logsCmd(), e.attachCmd(),
 		e.checkpointCmd(), e.restartCmd(),
 		e.policyCmd(), e.eventsCmd(), e.topCmd(), docgen.Command(root, "1"))

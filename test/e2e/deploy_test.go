@@ -83,6 +83,13 @@ func TestPackageAndDeployGuide(t *testing.T) {
 			t.Errorf("the copyright file has no licence for %s %s", f[1], f[2])
 		}
 	}
+	// The node package leaves the developer's commands out.
+	for _, tool := range []string{"bench", "cluster"} {
+		out, err := exec.Command(filepath.Join(root, "usr/bin/roam"), tool, "--help").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), `unknown command "`+tool+`"`) {
+			t.Errorf("the package's roam %s: %v, %q; want an unknown command", tool, err, out)
+		}
+	}
 	ver, err := exec.Command(filepath.Join(root, "usr/sbin/roamd"), "--version").Output()
 	if err != nil || !strings.Contains(string(info), "Version: "+strings.TrimPrefix(strings.TrimSpace(string(ver)), "roamd ")) ||
 		!strings.Contains(string(info), "Recommends: criu (>= 4.2)") {
