@@ -61,7 +61,7 @@ func TestPackageAndDeployGuide(t *testing.T) {
 		"usr/share/man/man1/roam.1.gz": 0o644, "usr/share/man/man1/roam-run.1.gz": 0o644, "usr/share/man/man8/roamd.8.gz": 0o644,
 		"usr/share/bash-completion/completions/roam": 0o644, "usr/share/zsh/vendor-completions/_roam": 0o644,
 		"usr/share/fish/vendor_completions.d/roam.fish": 0o644, "usr/share/doc/roam/deploy.md": 0o644,
-		"usr/share/doc/roam/copyright": 0o644, "usr/share/doc/roam/LICENSE": 0o644,
+		"usr/share/doc/roam/copyright": 0o644, "usr/share/doc/roam/LICENSE": 0o644, "usr/libexec/roam/install-criu": 0o755,
 	} {
 		fi, err := os.Stat(filepath.Join(root, f))
 		if err != nil || fi.Mode().Perm() != mode {
