@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"math"
 	"math/rand"
@@ -114,33 +113,11 @@ type Agent struct {
 	metaMu lockorder.Mutex
 }
 
-// member is what the agent knows of a member from memberlist.
-type member struct {
-	addr     string // gossip host:port
-	peerAddr string // TLS host:port
-	capacity float64
-	alive    bool
-	since    time.Time
-	draining bool   // it says so in its metadata (roam node drain)
-	version  string // its roam version, from its metadata
-}
-
 // counters are the agent's statistics; atomics so memberlist's goroutines
 // and the API can touch them without the lock.
 type counters struct {
 	gossipRejected, loadReceived, loadMalformed, loadOversized     atomic.Int64
 	loadKept, loadDiscarded, loadSent, loadBytesSent, peerRejected atomic.Int64
-}
-
-// meta is a member's memberlist metadata.
-type meta struct {
-	Capacity float64 `json:"c"`
-	PeerPort int     `json:"p"`
-	Draining bool    `json:"d,omitempty"`
-	// Protocol and Version are api.Protocol and api.Version of the
-	// member's agent (an older roam sends neither: protocol 1).
-	Protocol int    `json:"pv,omitempty"`
-	Version  string `json:"v,omitempty"`
 }
 
 // New builds an agent from a validated config and its parts (every one
@@ -251,24 +228,7 @@ func (a *Agent) Start() error {
 	}
 	// Before the push loop and the policies see the jobs.
 	a.recoverMigrations()
-	mc := memberlist.DefaultLANConfig()
-	mc.Name = a.cfg.NodeID
-	mc.BindAddr = a.cfg.BindAddr
-	mc.BindPort = a.cfg.GossipPort
-	mc.AdvertiseAddr = a.adv
-	mc.AdvertisePort = a.cfg.GossipPort
-	mc.SecretKey = a.parts.GossipKey
-	mc.Transport = a.parts.Gossip
-	mc.GossipVerifyIncoming = true
-	mc.GossipVerifyOutgoing = true
-	mc.SuspicionMult = suspicionMult
-	mc.SuspicionMaxTimeoutMult = suspicionMaxMult
-	mc.PushPullInterval = pushPullInterval
-	mc.Delegate = (*delegate)(a)
-	mc.Events = (*events)(a)
-	mc.Alive = (*alive)(a)
-	mc.Logger = log.New(&mlLog{a}, "", 0)
-	ml, err := memberlist.Create(mc)
+	ml, err := memberlist.Create(memberlistConfig(a))
 	if err != nil {
 		a.Close()
 		return fmt.Errorf("memberlist: %w", err)

@@ -31,7 +31,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		"capacity: -1\n":             "config: capacity: -1 is out of range (0 for the host's cores, or 0.01 to 4096)",
 		"node_id: 'a b'\n":           `config: node_id: "a b" is not allowed (letters, digits, '.', '-'; 1 to 63 characters)`,
 		"join: [\"no host:port\"]\n": `config: join: "no host:port": its port is not 1 to 65535`,
-		"capacty: 1\n":               "config: capacty (line 2): not a key roamd knows",
+		"capacty: 1\n":               "config: capacty (line 2): not a known key",
 		"load:\n  interval: soon\n":  `config: load.interval (line 3): "soon" is not a duration (e.g. 30s, 10m, 1h)`,
 		"limits: {run_count: [1]}\n": "config: limits.run_count (line 2): a list is not a whole number",
 		"scheduler: nosuch\n":        "config: scheduler: policy nosuch: not a built-in policy",

@@ -12,7 +12,7 @@ import (
 	"regexp"
 	"roam/internal/agent/peer"
 	"roam/internal/errkind"
-	"strconv"
+	"roam/internal/yamlerr"
 	"strings"
 	"time"
 
@@ -308,16 +308,10 @@ func ParseConfig(b []byte) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, errkind.New(peer.ErrConfig, "config: %s", yamlError(b, err))
+		return Config{}, errkind.New(peer.ErrConfig, "config: %s", yamlerr.Message(b, err, yamlForms))
 	}
 	return c, c.Validate()
 }
-
-// The YAML decoder's errors, which name Go types and lines, not keys.
-var (
-	yamlTypeErr  = regexp.MustCompile("^line ([0-9]+): cannot unmarshal !!([a-z]+)(?: `(.*)`)? into (.+)$")
-	yamlFieldErr = regexp.MustCompile(`^line ([0-9]+): field (.+) not found in type`)
-)
 
 // yamlForms says what each Go type of the config is written as.
 var yamlForms = map[string]string{
@@ -325,79 +319,6 @@ var yamlForms = map[string]string{
 	"float64": "a number", "string": "a string", "[]string": "a list (e.g. [a, b])", "bool": "true or false",
 	"agent.Config": "a section of keys", "agent.LoadConfig": "a section of keys", "agent.Limits": "a section of keys",
 	"agent.ServerConfig": "a section of keys",
-}
-
-// yamlError is one line for a decoding error of the config text b: the
-// key at fault, by its dotted name, its line, and the form it takes.
-func yamlError(b []byte, err error) string {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) || len(te.Errors) == 0 {
-		return regexp.MustCompile(`\s*\n\s*`).ReplaceAllString(err.Error(), "; ")
-	}
-	msg := te.Errors[0]
-	if m := yamlTypeErr.FindStringSubmatch(msg); m != nil {
-		form := yamlForms[m[4]]
-		if form == "" {
-			form = m[4]
-		}
-		what := map[string]string{"seq": "a list", "map": "a section"}[m[2]]
-		if what == "" {
-			what = strconv.Quote(m[3])
-		}
-		msg = fmt.Sprintf("%s (line %s): %s is not %s", keyAt(b, m[1]), m[1], what, form)
-	} else if m := yamlFieldErr.FindStringSubmatch(msg); m != nil {
-		msg = fmt.Sprintf("%s (line %s): not a key roamd knows (docs: roamd(8))", keyAt(b, m[1]), m[1])
-	}
-	if n := len(te.Errors) - 1; n > 0 {
-		msg += fmt.Sprintf(" (and %d more)", n)
-	}
-	return msg
-}
-
-// keyAt is the dotted name of the deepest key on line of the YAML text b
-// (or of the list holding an item there), or "line" when none is.
-func keyAt(b []byte, line string) string {
-	var root yaml.Node
-	if yaml.Unmarshal(b, &root) != nil {
-		return "line"
-	}
-	var find func(n *yaml.Node, prefix string) string
-	find = func(n *yaml.Node, prefix string) string {
-		ln := strconv.Itoa(n.Line)
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				if k := find(c, prefix); k != "" {
-					return k
-				}
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				name := prefix + n.Content[i].Value
-				if k := find(n.Content[i+1], name+"."); k != "" {
-					return k
-				}
-				if strconv.Itoa(n.Content[i].Line) == line {
-					return name
-				}
-			}
-		case yaml.SequenceNode:
-			for _, c := range n.Content {
-				if strconv.Itoa(c.Line) == line {
-					return strings.TrimSuffix(prefix, ".")
-				}
-			}
-		default:
-			if ln == line && prefix != "" {
-				return strings.TrimSuffix(prefix, ".")
-			}
-		}
-		return ""
-	}
-	if k := find(&root, ""); k != "" {
-		return k
-	}
-	return "line"
 }
 
 // Marshal renders the config as YAML (for `roam cluster up`).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log"
 	"net"
 	"strconv"
 	"strings"
@@ -14,6 +15,52 @@ import (
 	"roam/internal/api"
 	"roam/internal/sched"
 )
+
+// member is what the agent knows of a member from memberlist.
+type member struct {
+	addr     string // gossip host:port
+	peerAddr string // TLS host:port
+	capacity float64
+	alive    bool
+	since    time.Time
+	draining bool   // it says so in its metadata (roam node drain)
+	version  string // its roam version, from its metadata
+}
+
+// meta is a member's memberlist metadata.
+type meta struct {
+	Capacity float64 `json:"c"`
+	PeerPort int     `json:"p"`
+	Draining bool    `json:"d,omitempty"`
+	// Protocol and Version are api.Protocol and api.Version of the
+	// member's agent (an older roam sends neither: protocol 1).
+	Protocol int    `json:"pv,omitempty"`
+	Version  string `json:"v,omitempty"`
+}
+
+// memberlistConfig is memberlist's config for this agent: its name and
+// addresses, the cluster's gossip key, the failure detection's timing,
+// and the agent as its delegates.
+func memberlistConfig(a *Agent) *memberlist.Config {
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = a.cfg.NodeID
+	mc.BindAddr = a.cfg.BindAddr
+	mc.BindPort = a.cfg.GossipPort
+	mc.AdvertiseAddr = a.adv
+	mc.AdvertisePort = a.cfg.GossipPort
+	mc.SecretKey = a.parts.GossipKey
+	mc.Transport = a.parts.Gossip
+	mc.GossipVerifyIncoming = true
+	mc.GossipVerifyOutgoing = true
+	mc.SuspicionMult = suspicionMult
+	mc.SuspicionMaxTimeoutMult = suspicionMaxMult
+	mc.PushPullInterval = pushPullInterval
+	mc.Delegate = (*delegate)(a)
+	mc.Events = (*events)(a)
+	mc.Alive = (*alive)(a)
+	mc.Logger = log.New(&mlLog{a}, "", 0)
+	return mc
+}
 
 // delegate is memberlist's Delegate. memberlist calls it from its own
 // goroutines: each method must be thread-safe and must not block.
