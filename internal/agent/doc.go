@@ -6,8 +6,8 @@ import "roam/internal/lockorder"
 // only locks further down this list, never one above it nor a second of
 // the same line. Built with the tag lockcheck, every lock checks this as
 // it is taken (package lockorder), and the tests fail on any other order
-// (TestMain). userRates.mu and the load vector's are leaves: nothing is
-// taken while they are held.
+// (TestMain). userRates.mu is a leaf: nothing is taken while it is held.
+// The load vector has no lock of its own: it is under a.mu.
 const (
 	// rankDrain is drainMu: a drain's change of the node's state, with
 	// its copy in the job table and the gossiped metadata.

@@ -1,7 +1,7 @@
 // Package api is the contract between the roam CLI and its local agent: the
 // JSON types, and a client that speaks HTTP over the agent's unix socket.
 // Errors travel as {"error": "..."} with an HTTP status; the one table that
-// maps agent errors to statuses is in the agent's server.
+// maps agent errors to statuses is package peer's (internal/agent/peer).
 //
 // It holds no agent logic.
 package api

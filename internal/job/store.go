@@ -23,9 +23,13 @@ import (
 
 // The bbolt schema, version 2:
 //
-//	meta/schema   -> "1"
+//	meta/schema   -> "2" (schemaVersion)
 //	meta/seq      -> uint64 big-endian: the last job sequence number handed
 //	                 out; job ids are HOMENODE.SEQ and never reused
+//	meta/policy   -> LoadedPolicy (JSON): the policy last loaded with roam
+//	                 policy load, run again at start (no version change:
+//	                 an older roam ignores it)
+//	meta/draining -> the byte 1 while the node is drained (roam node drain)
 //	home/<id>     -> Record (JSON): jobs whose home node is this node
 //	local/<id>    -> Local (JSON): jobs running on this node, whatever
 //	                 their home

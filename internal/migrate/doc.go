@@ -22,7 +22,7 @@
 //	           ◀────────────────────────── ready ──── Stopped: Persist(stopped, pid)
 //	Committing Persist(committed)  ← the decision
 //	           Kill the stopped copy; wait until gone
-//	           SendCommit ──────────────────────────▶ Persist(committed); Resume; Adopt
+//	           SendCommit ──────────────────────────▶ Persist(committed); Adopt; Resume
 //	           ◀────────────────────────────── ack ── Committed
 //	           NoteHome(ok) → Done
 //
