@@ -104,8 +104,11 @@ func Down(name string) error {
 	_ = os.Remove(BaseDir) // these only when empty
 	// roam-init makes the mount point of a job's spool on the host's /run
 	// (its mount namespace shares the host's tmpfs); the last cluster's
-	// down removes it. A job still running anywhere keeps it busy.
-	if noClusters() {
+	// down removes it, unless a job still runs on this host (another
+	// agent's, outside the emulated clusters): removing a directory that
+	// is a mount point in other mount namespaces detaches those mounts
+	// (Linux >= 3.18), and the job would lose its spool's mount.
+	if noClusters() && !jobsRun() {
 		_ = os.Remove(jobDir)
 	}
 	_ = os.Remove(filepath.Dir(BaseDir))
@@ -115,6 +118,17 @@ func Down(name string) error {
 // jobDir is where roam-init binds a job's spool (ckpt.JobDir, which the
 // CLI does not link).
 const jobDir = "/run/roam/job"
+
+// jobsRun says whether a roam-init process runs on this host.
+func jobsRun() bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err == nil && string(b) == "roam-init\n" {
+			return true
+		}
+	}
+	return false
+}
 
 // noClusters says whether no emulated cluster is left on this host.
 func noClusters() bool {
@@ -200,7 +214,7 @@ func Leftovers(name string) []string {
 	for _, m := range append(mountsUnder(Dir(name)), mountsUnder(ImageDir(name))...) {
 		out = append(out, "mount "+m)
 	}
-	if _, err := os.Stat(jobDir); err == nil && noClusters() {
+	if _, err := os.Stat(jobDir); err == nil && noClusters() && !jobsRun() {
 		out = append(out, "dir "+jobDir)
 	}
 	return out
