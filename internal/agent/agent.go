@@ -113,13 +113,6 @@ type Agent struct {
 	metaMu lockorder.Mutex
 }
 
-// counters are the agent's statistics; atomics so memberlist's goroutines
-// and the API can touch them without the lock.
-type counters struct {
-	gossipRejected, loadReceived, loadMalformed, loadOversized     atomic.Int64
-	loadKept, loadDiscarded, loadSent, loadBytesSent, peerRejected atomic.Int64
-}
-
 // New builds an agent from a validated config and its parts (every one
 // but Gossip and Registry required); it opens nothing until Start.
 func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
@@ -451,24 +444,6 @@ func (a *Agent) Nodes() []api.NodeInfo {
 	return out
 }
 
-// Stats returns the agent's counters.
-func (a *Agent) Stats() api.Stats {
-	s := &a.stats
-	return api.Stats{
-		Node:           a.cfg.NodeID,
-		GossipRejected: s.gossipRejected.Load(),
-		LoadReceived:   s.loadReceived.Load(),
-		LoadMalformed:  s.loadMalformed.Load(),
-		LoadOversized:  s.loadOversized.Load(),
-		LoadKept:       s.loadKept.Load(),
-		LoadDiscarded:  s.loadDiscarded.Load(),
-		LoadSent:       s.loadSent.Load(),
-		LoadBytesSent:  s.loadBytesSent.Load(),
-		PeerRejected:   s.peerRejected.Load(),
-		Migration:      a.support,
-	}
-}
-
 // handleLoadMessage takes a user message from memberlist: already decrypted
 // and authenticated, but still untrusted.
 func (a *Agent) handleLoadMessage(b []byte) {
@@ -525,6 +500,7 @@ func (a *Agent) registerMetrics(reg prometheus.Registerer) {
 	counter("load_messages_sent_total", "Load messages sent.", &s.loadSent)
 	counter("load_bytes_sent_total", "Bytes of load messages sent (payload).", &s.loadBytesSent)
 	counter("peer_rejected_total", "Agent-to-agent TLS connections refused.", &s.peerRejected)
+	counter("connections_refused_total", "Connections closed over limits.connections, connections_per_user or peer_connections.", &s.connRefused)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "roam", Name: "node_load", Help: "Smoothed runnable threads per unit of capacity.",
 	}, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return a.selfLoad }))

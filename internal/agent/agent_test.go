@@ -76,6 +76,12 @@ func startAgent(t *testing.T, id, secretFile string, join ...string) (*Agent, st
 // startAgentIn runs it with its state in dir.
 func startAgentIn(t *testing.T, dir, id, secretFile string, join ...string) (*Agent, string) {
 	t.Helper()
+	return startAgentConfig(t, dir, id, secretFile, nil, join...)
+}
+
+// startAgentConfig runs it with its config changed by change (when not nil).
+func startAgentConfig(t *testing.T, dir, id, secretFile string, change func(*Config), join ...string) (*Agent, string) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.NodeID = id
 	cfg.BindAddr = "127.0.0.1"
@@ -87,6 +93,9 @@ func startAgentIn(t *testing.T, dir, id, secretFile string, join ...string) (*Ag
 	cfg.Capacity = 1
 	cfg.Join = join
 	cfg.Load.Interval = 100 * time.Millisecond
+	if change != nil {
+		change(&cfg)
+	}
 	a, err := New(cfg, loopbackParts(t, cfg), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

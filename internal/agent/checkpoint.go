@@ -541,7 +541,7 @@ func (a *Agent) ckptStoreDir() string { return filepath.Join(a.cfg.StateDir, "ch
 func (a *Agent) takeFile(r io.Reader, length int64) (savedCkpt, error) {
 	max := a.cfg.Limits.CheckpointBytes
 	if length > max {
-		return savedCkpt{}, errkind.New(peer.ErrBadRequest, "checkpoint of %s: more than this node takes (%s, limits.checkpoint_bytes)", size(length), size(max))
+		return savedCkpt{}, errkind.New(peer.ErrBadRequest, "checkpoint of %s: more than this node takes (%s, limits.checkpoint_bytes)", api.Bytes(length), api.Bytes(max))
 	}
 	if err := os.MkdirAll(a.ckptStoreDir(), 0o700); err != nil {
 		return savedCkpt{}, err
@@ -553,7 +553,7 @@ func (a *Agent) takeFile(r io.Reader, length int64) (savedCkpt, error) {
 	}
 	n, err := io.Copy(f, io.LimitReader(r, max+1))
 	if err == nil && n > max {
-		err = errkind.New(peer.ErrBadRequest, "checkpoint: more than this node takes (%s, limits.checkpoint_bytes)", size(max))
+		err = errkind.New(peer.ErrBadRequest, "checkpoint: more than this node takes (%s, limits.checkpoint_bytes)", api.Bytes(max))
 	}
 	if err == nil {
 		var s savedCkpt

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"roam/internal/agent/limits"
 	"roam/internal/agent/peer"
 	"roam/internal/errkind"
 	"roam/internal/yamlerr"
@@ -121,7 +122,7 @@ type Config struct {
 	// Load configures the load vector and its dissemination.
 	Load LoadConfig `yaml:"load"`
 	// Limits bound what a user's requests may cost this node.
-	Limits Limits `yaml:"limits"`
+	Limits limits.Limits `yaml:"limits"`
 	// Server bounds the connections of the CLI's socket and the peer port.
 	Server ServerConfig `yaml:"server"`
 }
@@ -145,11 +146,28 @@ type ServerConfig struct {
 	// longer (a checkpoint uploaded to roam restart) lifts it and is
 	// watched for progress instead (watchedBody).
 	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// WriteTimeout ends a connection one write of whose answer does not
+	// finish within it: a client that never reads holds nothing for long.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+}
+
+// validate names the first bound out of range, by its config key.
+func (s ServerConfig) validate() (string, error) {
+	for _, b := range []struct {
+		key      string
+		v, limit time.Duration
+	}{{"server.header_timeout", s.HeaderTimeout, 10 * time.Minute}, {"server.idle_timeout", s.IdleTimeout, time.Hour},
+		{"server.body_timeout", s.BodyTimeout, time.Hour}, {"server.write_timeout", s.WriteTimeout, time.Hour}} {
+		if b.v < 100*time.Millisecond || b.v > b.limit {
+			return b.key, fmt.Errorf("%v is out of range (100ms to %v)", b.v, b.limit)
+		}
+	}
+	return "", nil
 }
 
 // DefaultServerConfig are the servers' bounds on a real node.
 func DefaultServerConfig() ServerConfig {
-	return ServerConfig{HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, BodyTimeout: time.Minute}
+	return ServerConfig{HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, BodyTimeout: time.Minute, WriteTimeout: time.Minute}
 }
 
 // LoadConfig is the load-information part of the config (seed 000 §3.1).
@@ -171,7 +189,7 @@ func ConfigChanges(a, b Config) []string {
 		for i := range x.NumField() {
 			f := x.Type().Field(i)
 			k := prefix + strings.Split(f.Tag.Get("yaml"), ",")[0]
-			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == x.Type().PkgPath() {
+			if f.Type.Kind() == reflect.Struct && strings.HasPrefix(f.Type.PkgPath(), "roam/") {
 				walk(x.Field(i), y.Field(i), k+".")
 			} else if !reflect.DeepEqual(x.Field(i).Interface(), y.Field(i).Interface()) {
 				out = append(out, k)
@@ -208,7 +226,7 @@ func DefaultConfig() Config {
 			VectorSize: load.DefaultVectorSize,
 			Policy:     string(load.PolicyFIFO),
 		},
-		Limits:      DefaultLimits(),
+		Limits:      limits.Default(),
 		Server:      DefaultServerConfig(),
 		CRIUTimeout: 10 * time.Minute,
 	}
@@ -259,12 +277,6 @@ func (c Config) Validate() error {
 		return bad("load.interval", "%v is out of range (10ms to 1h)", c.Load.Interval)
 	case c.Load.VectorSize < 1 || c.Load.VectorSize > 1024:
 		return bad("load.vector_size", "%d is out of range (1 to 1024)", c.Load.VectorSize)
-	case c.Server.HeaderTimeout < 100*time.Millisecond || c.Server.HeaderTimeout > 10*time.Minute:
-		return bad("server.header_timeout", "%v is out of range (100ms to 10m)", c.Server.HeaderTimeout)
-	case c.Server.IdleTimeout < 100*time.Millisecond || c.Server.IdleTimeout > time.Hour:
-		return bad("server.idle_timeout", "%v is out of range (100ms to 1h)", c.Server.IdleTimeout)
-	case c.Server.BodyTimeout < 100*time.Millisecond || c.Server.BodyTimeout > time.Hour:
-		return bad("server.body_timeout", "%v is out of range (100ms to 1h)", c.Server.BodyTimeout)
 	}
 	if j := c.JobCgroup; j != "" && j != "none" && (filepath.IsAbs(j) || filepath.Clean(j) != j || j == "." || strings.HasPrefix(j, "..")) {
 		return bad("job_cgroup", "%q is not a clean relative cgroup path (e.g. roam), or none", j)
@@ -282,7 +294,10 @@ func (c Config) Validate() error {
 	if _, err := load.ParsePolicy(c.Load.Policy); err != nil {
 		return bad("load.policy", "%q is not allowed (fifo, beneficial)", c.Load.Policy)
 	}
-	if key, err := c.Limits.validate(); err != nil {
+	if key, err := c.Limits.Validate(); err != nil {
+		return bad(key, "%v", err)
+	}
+	if key, err := c.Server.validate(); err != nil {
 		return bad(key, "%v", err)
 	}
 	// The policy the agent starts with: a name or a file it parses.
@@ -317,7 +332,7 @@ func ParseConfig(b []byte) (Config, error) {
 var yamlForms = map[string]string{
 	"time.Duration": "a duration (e.g. 30s, 10m, 1h)", "int": "a whole number", "int64": "a whole number",
 	"float64": "a number", "string": "a string", "[]string": "a list (e.g. [a, b])", "bool": "true or false",
-	"agent.Config": "a section of keys", "agent.LoadConfig": "a section of keys", "agent.Limits": "a section of keys",
+	"agent.Config": "a section of keys", "agent.LoadConfig": "a section of keys", "limits.Limits": "a section of keys",
 	"agent.ServerConfig": "a section of keys",
 }
 

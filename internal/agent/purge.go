@@ -28,7 +28,7 @@ func (a *Agent) expireJobs(now time.Time) int {
 		}
 	}
 	a.jobs.mu.Unlock()
-	return a.removeEnded(a.cfg.Limits.expired(recs, now))
+	return a.removeEnded(a.cfg.Limits.Expired(recs, now))
 }
 
 // removeEnded removes these of this home's jobs that have ended (a job

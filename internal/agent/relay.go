@@ -170,7 +170,7 @@ func (a *Agent) pushBatches() []*homeBatch {
 	for _, it := range items {
 		if it.checkCap {
 			if n := spoolSize(it.st.dir); n > a.cfg.Limits.OutputBytes {
-				it.killed = fmt.Sprintf("killed: its output passed %s (limits.output_bytes)", size(a.cfg.Limits.OutputBytes))
+				it.killed = fmt.Sprintf("killed: its output passed %s (limits.output_bytes)", api.Bytes(a.cfg.Limits.OutputBytes))
 				a.log.Warn("job killed: output limit", "job", it.id, "bytes", n, "limit", a.cfg.Limits.OutputBytes)
 			}
 		}

@@ -92,7 +92,7 @@ func (a *Agent) checkRunLimits(c Caller, req api.RunRequest) error {
 	for _, id := range ended {
 		spool += spoolSize(a.homeSpool(id))
 	}
-	if err := a.cfg.Limits.checkRun(req.Count, req.Argv, req.Env, live, spool); err != nil {
+	if err := a.cfg.Limits.CheckRun(req.Count, req.Argv, req.Env, live, spool); err != nil {
 		return errkind.New(peer.ErrLimit, "%v", err)
 	}
 	return nil

@@ -8,10 +8,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"roam/internal/api"
 	"roam/internal/secret"
 )
 
@@ -128,4 +133,106 @@ func TestAPIBodyTimeout(t *testing.T) {
 	if err != nil || !strings.HasSuffix(string(b), "line 9\ndone\n") {
 		t.Fatalf("a long answer after the body: %q %v", b, err)
 	}
+}
+
+// The roam socket holds at most limits.connections_per_user connections
+// of one user and limits.connections in all: one more is closed as it
+// comes, counted, and the agent still answers. Here a user (uid 70001,
+// a real process) opens 5 idle connections against a bound of 3, and root
+// then fills the total.
+func TestAPIConnectionsAreBounded(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Fatal("python3 is missing (scripts/deps.sh installs it)")
+	}
+	// Where uid 70001 reaches the socket: not below t.TempDir's 0700.
+	dir, err := os.MkdirTemp("", "roam-conns-")
+	if err != nil || os.Chmod(dir, 0o755) != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sf := filepath.Join(dir, "secret")
+	if err := secret.New().WriteFile(sf); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := startAgentConfig(t, filepath.Join(dir, "state"), "a", sf, func(c *Config) {
+		c.Limits.ConnectionsPerUser, c.Limits.Connections = 3, 6
+	})
+	// Each connection: "open" if the agent holds it after a second,
+	// "closed" if it closed it.
+	script := `import socket, sys
+cs = []
+for i in range(5):
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(1.0); cs.append(s)
+for s in cs:
+    try:
+        print("closed" if s.recv(1) == b"" else "data")
+    except socket.timeout:
+        print("open")
+sys.stdout.flush()
+sys.stdin.read()
+`
+	user := exec.Command("/usr/bin/python3", "-c", script, a.cfg.Socket) // Debian's, which any user may run
+	user.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 70001, Gid: 70001}}
+	stdin, _ := user.StdinPipe()
+	var out, errOut bytes.Buffer
+	user.Stderr = &errOut
+	lines := make(chan struct{})
+	user.Stdout = &lineSignal{buf: &out, n: 5, done: lines}
+	if err := user.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); user.Process.Kill(); user.Wait() })
+	select {
+	case <-lines:
+	case <-time.After(time.Minute):
+		t.Fatalf("the user's connections said %q (standard error %q)", out.String(), errOut.String())
+	}
+	if got := strings.Fields(out.String()); strings.Join(got, " ") != "open open open closed closed" {
+		t.Fatalf("the user's 5 connections: %v, want 3 held and 2 closed", got)
+	}
+	// Root's count in the total alone: 3 more fill it; the next is closed.
+	var held []net.Conn
+	for range 3 {
+		c, err := net.Dial("unix", a.cfg.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	waitUntil(t, 10*time.Second, "root's connections held", func() bool { return a.Stats().ConnRefused == 2 })
+	c, err := net.Dial("unix", a.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a seventh connection: %v, want closed", err)
+	}
+	c.Close()
+	waitUntil(t, 10*time.Second, "the refusal counted", func() bool { return a.Stats().ConnRefused == 3 })
+	// Once one lets go, the agent answers again.
+	held[0].Close()
+	waitUntil(t, 10*time.Second, "the agent answering", func() bool {
+		var ns []api.NodeInfo
+		return api.NewClient(a.cfg.Socket).Get("/v1/nodes", &ns) == nil && len(ns) == 1
+	})
+	for _, c := range held[1:] {
+		c.Close()
+	}
+}
+
+// lineSignal collects output and closes done after n lines.
+type lineSignal struct {
+	buf  *bytes.Buffer
+	n    int
+	done chan struct{}
+}
+
+func (l *lineSignal) Write(p []byte) (int, error) {
+	l.buf.Write(p)
+	if l.done != nil && bytes.Count(l.buf.Bytes(), []byte("\n")) >= l.n {
+		close(l.done)
+		l.done = nil
+	}
+	return len(p), nil
 }

@@ -53,6 +53,9 @@ type Stats struct {
 	// PeerRejected counts TLS connections to the peer port that failed the
 	// handshake (no certificate from the cluster CA).
 	PeerRejected int64 `json:"peer_rejected"`
+	// ConnRefused counts connections to the roam socket or the peer port
+	// closed over the connection limits (limits.connections and the like).
+	ConnRefused int64 `json:"conn_refused"`
 	// Migration says what migration can do on this node, as found at start.
 	Migration string `json:"migration"`
 }

@@ -35,17 +35,17 @@ var actionSwitches = map[string]bool{"(*outMig).do": true, "(*Agent).doIn": true
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.
 var agentDebt = map[string]int{
-	"package internal/agent":                                            8834,
+	"package internal/agent":                                            8712,
 	"methods of *Agent":                                                 181,
 	"file internal/agent/migrate_dest.go":                               562,
-	"file internal/agent/agent.go":                                      544,
+	"file internal/agent/agent.go":                                      520,
 	"file internal/agent/restart.go":                                    584,
 	"file internal/agent/relay.go":                                      665,
 	"file internal/agent/checkpoint.go":                                 708,
 	"func internal/agent/agent.go (*Agent).Start":                       73,
 	"func internal/agent/agent.go (*Agent).step":                        62,
 	"func internal/agent/checkpoint.go (*Agent).checkpointLocal":        162,
-	"func internal/agent/config.go (Config).Validate":                   69,
+	"func internal/agent/config.go (Config).Validate":                   66,
 	"func internal/agent/migrate.go (*Agent).takeNote":                  63,
 	"func internal/agent/migrate_recover.go (*Agent).recoverMigrations": 71,
 	"func internal/agent/relay.go (*Agent).pushBatches":                 73,

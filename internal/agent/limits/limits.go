@@ -1,15 +1,14 @@
-package agent
-
-// What one user's requests may cost the root agent. Every bound is in the
-// config (limits:), with these defaults; `docs/security.md` lists them.
+// Package limits holds what one user's requests may cost the root agent
+// (the config's limits: section): each bound, its default and its check.
+// The agent enforces them; docs/security.md lists them. It does no I/O.
+package limits
 
 import (
 	"fmt"
-	"sort"
-	"time"
-
 	"roam/internal/api"
 	"roam/internal/job"
+	"sort"
+	"time"
 )
 
 // Limits bound what a user's requests may cost this node. A request past
@@ -55,10 +54,20 @@ type Limits struct {
 	// to it to keep (a job's periodic checkpoint), or to restart (roam
 	// restart). A job's checkpoint is about its memory's size.
 	CheckpointBytes int64 `yaml:"checkpoint_bytes"`
+	// ConnectionsPerUser bounds the connections one non-root user holds
+	// open to the roam socket at once, Connections everyone's together:
+	// past either, a new one is closed as it comes (package connlimit).
+	// One `roam` command is one connection.
+	ConnectionsPerUser int `yaml:"connections_per_user"`
+	Connections        int `yaml:"connections"`
+	// PeerConnections will bound the connections to the peer port at
+	// once, whoever opened them (a TLS handshake needs no secret); not
+	// enforced yet (docs/security.md).
+	PeerConnections int `yaml:"peer_connections"`
 }
 
-// DefaultLimits are the limits of a node whose config says nothing.
-func DefaultLimits() Limits {
+// Default are the limits of a node whose config says nothing.
+func Default() Limits {
 	return Limits{
 		ArgBytes:            2 << 20,
 		RunCount:            10000,
@@ -71,11 +80,14 @@ func DefaultLimits() Limits {
 		KeepFinishedPerUser: 10000,
 		GhostBytes:          64 << 20,
 		CheckpointBytes:     64 << 30,
+		ConnectionsPerUser:  256,
+		Connections:         4096,
+		PeerConnections:     8192,
 	}
 }
 
-// validate names the first limit out of range.
-func (l Limits) validate() (string, error) {
+// Validate names the first limit out of range, by its config key.
+func (l Limits) Validate() (string, error) {
 	switch {
 	case l.ArgBytes < 4096 || l.ArgBytes > 64<<20:
 		return "limits.arg_bytes", fmt.Errorf("%d is out of range (4096 to 64 MiB)", l.ArgBytes)
@@ -99,6 +111,12 @@ func (l Limits) validate() (string, error) {
 		return "limits.ghost_bytes", fmt.Errorf("%d is out of range (0 to 4 GiB - 1)", l.GhostBytes)
 	case l.CheckpointBytes < 1<<20:
 		return "limits.checkpoint_bytes", fmt.Errorf("%d is below 1 MiB", l.CheckpointBytes)
+	case l.Connections < 1 || l.Connections > 1<<20:
+		return "limits.connections", fmt.Errorf("%d is out of range (1 to 1048576)", l.Connections)
+	case l.ConnectionsPerUser < 1 || l.ConnectionsPerUser > l.Connections:
+		return "limits.connections_per_user", fmt.Errorf("%d is out of range (1 to limits.connections, %d)", l.ConnectionsPerUser, l.Connections)
+	case l.PeerConnections < 1 || l.PeerConnections > 1<<20:
+		return "limits.peer_connections", fmt.Errorf("%d is out of range (1 to 1048576)", l.PeerConnections)
 	}
 	return "", nil
 }
@@ -116,10 +134,10 @@ func argBytes(argv, env []string) int {
 	return n
 }
 
-// checkRun says whether a run of count processes, each with these
+// CheckRun says whether a run of count processes, each with these
 // arguments and environment, is within the limits, given the user's live
 // jobs and stored output at this home.
-func (l Limits) checkRun(count int, argv, env []string, live int, spool int64) error {
+func (l Limits) CheckRun(count int, argv, env []string, live int, spool int64) error {
 	per := argBytes(argv, env)
 	switch {
 	case count > l.RunCount:
@@ -139,9 +157,9 @@ func (l Limits) checkRun(count int, argv, env []string, live int, spool int64) e
 // size is a byte count for people.
 func size(n int64) string { return api.Bytes(n) }
 
-// expired picks the ended jobs a home removes at now: those ended longer
+// Expired picks the ended jobs a home removes at now: those ended longer
 // than KeepFinished ago, and each user's oldest past KeepFinishedPerUser.
-func (l Limits) expired(recs []job.Record, now time.Time) []string {
+func (l Limits) Expired(recs []job.Record, now time.Time) []string {
 	ended := func(r job.Record) time.Time {
 		if r.State == job.StateLost {
 			return r.LostAt
