@@ -17,7 +17,7 @@ import (
 )
 
 // Ensure makes path, with mode (without write for group or others), where
-// it is missing, and checks every
+// it is missing (its missing ancestors with 0755), and checks every
 // component from the root down: a real directory (not a symlink), owned
 // by root; an ancestor may be writable by others only when it is sticky
 // (as /tmp and /dev/shm are: nobody can then remove or rename root's
@@ -43,7 +43,14 @@ func Ensure(path string, mode os.FileMode) error {
 		}
 		cur = filepath.Join(cur, p)
 		last := i == len(parts)-1
-		if err := os.Mkdir(cur, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+		// A missing ancestor is made 0755 (root's, writable by none
+		// else): others may need to pass through it (/run/roam holds the
+		// socket every user talks to); only path itself takes mode.
+		m := os.FileMode(0o755)
+		if last {
+			m = mode
+		}
+		if err := os.Mkdir(cur, m); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("%s: %w", cur, err)
 		}
 		if err := check(cur, last); err != nil {

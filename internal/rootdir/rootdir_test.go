@@ -32,6 +32,13 @@ func TestEnsure(t *testing.T) {
 	if fi, err := os.Stat(good); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("%s: %v %v", good, fi.Mode(), err)
 	}
+	// Its missing ancestors are made 0755: users pass through /run/roam
+	// to the socket in it, whoever made it first.
+	for _, d := range []string{filepath.Dir(good), filepath.Dir(filepath.Dir(good))} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Fatalf("ancestor %s: %v %v, want 0755", d, fi.Mode(), err)
+		}
+	}
 	if err := Ensure(good, 0o700); err != nil {
 		t.Fatalf("again: %v", err)
 	}
