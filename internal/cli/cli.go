@@ -35,6 +35,26 @@ func Main(args []string) int { return run(args, os.Stdout, os.Stderr) }
 // run is Main writing to out and errOut.
 func run(args []string, out, errOut io.Writer) int {
 	e := &env{out: out, errOut: errOut}
+	root := e.rootCmd()
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ec exitCode
+	if errors.As(err, &ec) {
+		return int(ec)
+	}
+	fmt.Fprintf(e.errOut, "roam: %v\n", err)
+	var rf roamFailed
+	if errors.As(err, &rf) {
+		return 255
+	}
+	return 1
+}
+
+// rootCmd is roam with every command.
+func (e *env) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "roam",
 		Short:         "roam: a single-system-image cluster in user space",
@@ -51,21 +71,7 @@ func run(args []string, out, errOut io.Writer) int {
 		e.runCmd(), e.psCmd(), e.killCmd(), e.purgeCmd(), e.migrateCmd(), e.logsCmd(), e.attachCmd(),
 		e.checkpointCmd(), e.restartCmd(),
 		e.policyCmd(), e.eventsCmd(), e.topCmd(), docgen.Command(root, "1"))
-	root.SetArgs(args)
-	err := root.Execute()
-	if err == nil {
-		return 0
-	}
-	var ec exitCode
-	if errors.As(err, &ec) {
-		return int(ec)
-	}
-	fmt.Fprintf(e.errOut, "roam: %v\n", err)
-	var rf roamFailed
-	if errors.As(err, &rf) {
-		return 255
-	}
-	return 1
+	return root
 }
 
 // exitCode ends the CLI with a status and no message.

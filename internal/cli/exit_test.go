@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // roam run's exit status is its jobs'; when roam itself fails (here: no
@@ -25,4 +28,23 @@ func TestRunExitsTwoFiftyFiveWhenRoamFails(t *testing.T) {
 			t.Errorf("roam %s: exit %d, stderr %q; want %d and one line", strings.Join(tc.args, " "), code, errOut.String(), tc.code)
 		}
 	}
+}
+
+// No command has a flag of the name of a global one (--cluster, --node,
+// --socket): cobra would take it for both, and roam --node 1 ps would
+// filter instead of asking node 1.
+func TestNoFlagShadowsAGlobalOne(t *testing.T) {
+	root := (&env{}).rootCmd()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+			if root.PersistentFlags().Lookup(f.Name) != nil {
+				t.Errorf("roam %s has its own --%s, which shadows the global one", c.CommandPath(), f.Name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }

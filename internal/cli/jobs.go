@@ -381,10 +381,10 @@ func (e *env) psCmd() *cobra.Command {
 	var all, long, asJSON bool
 	var state, user, node string
 	c := &cobra.Command{
-		Use:   "ps [-a] [-l] [--json] [--state STATE] [--user USER] [--node NODE] [JOBID...]",
+		Use:   "ps [-a] [-l] [--json] [--state STATE] [--user USER] [--on NODE] [JOBID...]",
 		Short: "your jobs on every node (-a: everyone's, for root)",
 		Long: `Lists your jobs on every node (everyone's with -a, for root), or the
-jobs named; --state, --user and --node keep those in that state (running,
+jobs named; --state, --user and --on keep those in that state (running,
 stopped, finished, lost), of that user (a name or uid) or on that node.
 A job named that is not listed is said on standard error, and roam ps then
 exits 1.`,
@@ -449,7 +449,7 @@ exits 1.`,
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().StringVar(&state, "state", "", "only jobs in this state (running, stopped, finished, lost)")
 	c.Flags().StringVar(&user, "user", "", "only this user's jobs (a name or uid)")
-	c.Flags().StringVar(&node, "node", "", "only the jobs on this node")
+	c.Flags().StringVar(&node, "on", "", "only the jobs on this node (--node is the agent to ask)")
 	return c
 }
 
