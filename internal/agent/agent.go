@@ -22,12 +22,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
 	"roam/internal/errkind"
 	"roam/internal/lockorder"
 	"runtime"
-	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -85,18 +84,11 @@ type Agent struct {
 	// under either lock, it is under none.
 	selfLeast atomic.Uint64
 
-	mu        lockorder.Mutex // guards everything below, never held while calling memberlist
-	dis       *load.Disseminator
-	rng       *rand.Rand
-	placement string // the policy's placement at start
-	rr        int    // round-robin placement's next node
-	selfLoad  float64
-	selfMem   float64
-	lastProbe time.Time
+	// members is the membership and the load vector (package members).
+	members *members.Table
 	// loadKick wakes the load loop out of turn: a job here ended or left
 	// (kickLoad).
 	loadKick chan struct{}
-	known    map[string]*member
 	rates    *userRates // the API's per-user request rates
 
 	stats counters
@@ -137,8 +129,6 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		ckpt:     parts.Checkpointer,
 		prober:   parts.Prober,
 		capacity: cfg.Capacity,
-		rng:      rand.New(rand.NewSource(time.Now().UnixNano())),
-		known:    map[string]*member{},
 		stop:     make(chan struct{}),
 		adv:      adv.String(),
 
@@ -148,8 +138,6 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	if a.capacity == 0 {
 		a.capacity = float64(runtime.NumCPU())
 	}
-	pol, _ := load.ParsePolicy(cfg.Load.Policy)
-	a.dis = load.NewDisseminator(cfg.NodeID, cfg.Load.VectorSize, pol, cfg.Load.Interval)
 	a.reg = parts.Registry
 	if a.reg == nil {
 		a.reg = prometheus.NewRegistry()
@@ -160,10 +148,21 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)
 	}
-	a.sch.pol, a.placement = pl, pl.Policy.Placement
+	a.sch.pol = pl
+	a.members = newMembers(cfg, a.capacity, pl.Policy.Placement)
 	a.sch.kick = make(chan struct{}, 1)
 	a.loadKick = make(chan struct{}, 1)
 	return a, nil
+}
+
+// newMembers is an empty members table for the node of cfg.
+func newMembers(cfg Config, capacity float64, placement string) *members.Table {
+	lp, _ := load.ParsePolicy(cfg.Load.Policy)
+	return members.New(members.Config{
+		Self: cfg.NodeID, Capacity: capacity, Tau: loadTauIntervals * cfg.Load.Interval,
+		Vector: load.NewDisseminator(cfg.NodeID, cfg.Load.VectorSize, lp, cfg.Load.Interval),
+		Rng:    rand.New(rand.NewSource(time.Now().UnixNano())), Placement: placement, Rank: rankMembers,
+	})
 }
 
 // Start opens the sockets, joins the cluster and starts the timers.
@@ -180,7 +179,7 @@ func (a *Agent) Start() error {
 	a.removePartialCheckpoints()
 	a.peerMux = a.newPeerMux()
 	a.peers = &peer.Client{
-		Addr: a.peerAddr,
+		Addr: a.members.PeerAddr,
 		HTTP: &http.Client{Transport: &http.Transport{
 			DialTLSContext:  func(ctx context.Context, _, addr string) (net.Conn, error) { return a.parts.Transport.Dial(ctx, addr) },
 			WriteBufferSize: 256 << 10, ReadBufferSize: 64 << 10,
@@ -188,16 +187,8 @@ func (a *Agent) Start() error {
 		Self:     &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}},
 		SelfAddr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.PeerPort)),
 	}
-	now := time.Now()
-	a.mu.Lock()
-	a.selfMem = a.prober.MemFreeMB()
-	a.lastProbe = now
-	a.known[a.cfg.NodeID] = &member{
-		addr:     net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort)),
-		peerAddr: a.peers.SelfAddr,
-		capacity: a.capacity, alive: true, since: now, version: api.Version,
-	}
-	a.mu.Unlock()
+	a.members.Join(members.Member{Addr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort)), PeerAddr: a.peers.SelfAddr,
+		Capacity: a.capacity, Version: api.Version}, a.prober.MemFreeMB(), time.Now())
 
 	if err := a.openJobs(); err != nil {
 		return err
@@ -356,40 +347,7 @@ func (a *Agent) step(now time.Time) {
 	jobs := len(a.jobs.local)
 	a.jobs.mu.Unlock()
 
-	a.mu.Lock()
-	// A tick that waited while a kicked step ran is older than it.
-	dt := max(now.Sub(a.lastProbe), 0)
-	if now.After(a.lastProbe) {
-		a.lastProbe = now
-	}
-	raw := float64(runnable) / a.capacity
-	// A job that ended or left is news for the busier nodes now, and the
-	// load is sent as measured: that fall is not noise to smooth.
-	news := a.dis.News(now, jobs, raw, a.selfLoad, a.capacity)
-	if len(news) > 0 {
-		a.selfLoad = raw
-	} else {
-		a.selfLoad = load.Smooth(a.selfLoad, raw, dt, loadTauIntervals*a.cfg.Load.Interval)
-	}
-	a.selfMem = mem
-	var members []string
-	for id, p := range a.known {
-		if p.alive {
-			members = append(members, id)
-		}
-	}
-	targets := a.dis.Tick(now, members, a.rng)
-	for _, id := range news {
-		if !slices.Contains(targets, id) {
-			targets = append(targets, id)
-		}
-	}
-	e := a.selfEntryLocked()
-	e.Load += pending.Load
-	e.Least = pending.Least
-	msg := load.EncodeMessage(e)
-	a.mu.Unlock()
-
+	targets, msg := a.members.Probe(now, runnable, mem, jobs, pending)
 	if len(targets) == 0 {
 		return
 	}
@@ -411,38 +369,9 @@ func (a *Agent) step(now time.Time) {
 	}
 }
 
-func (a *Agent) selfEntryLocked() load.Entry {
-	return load.Entry{
-		Node:      a.cfg.NodeID,
-		Addr:      a.known[a.cfg.NodeID].peerAddr,
-		Capacity:  a.capacity,
-		Load:      a.selfLoad,
-		MemFreeMB: a.selfMem,
-	}
-}
-
 // Nodes is what `roam nodes` shows: every member this agent has heard of,
 // with load and memory from its load vector.
-func (a *Agent) Nodes() []api.NodeInfo {
-	now := time.Now()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]api.NodeInfo, 0, len(a.known))
-	for id, p := range a.known {
-		ni := api.NodeInfo{ID: id, Addr: p.peerAddr, Alive: p.alive, Capacity: p.capacity, Draining: p.draining, Version: p.version}
-		if id == a.cfg.NodeID {
-			l, m, age := a.selfLoad, a.selfMem, int64(0)
-			ni.Self, ni.Load, ni.MemFreeMB, ni.InfoAgeMS = true, &l, &m, &age
-			ni.Draining = a.draining.Load()
-		} else if e, ok := a.dis.Vector.Get(id); ok {
-			l, m, age := e.Load, e.MemFreeMB, now.Sub(e.Received).Milliseconds()
-			ni.Load, ni.MemFreeMB, ni.InfoAgeMS = &l, &m, &age
-		}
-		out = append(out, ni)
-	}
-	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i].ID, out[j].ID) })
-	return out
-}
+func (a *Agent) Nodes() []api.NodeInfo { return a.members.Nodes(time.Now(), a.draining.Load()) }
 
 // handleLoadMessage takes a user message from memberlist: already decrypted
 // and authenticated, but still untrusted.
@@ -457,21 +386,13 @@ func (a *Agent) handleLoadMessage(b []byte) {
 		return
 	}
 	a.stats.loadReceived.Add(1)
-	a.mu.Lock()
-	now := time.Now()
-	prev, had := a.dis.Vector.Get(e.Node)
-	kept := a.dis.Receive(now, e, a.selfLoad)
-	// Only for a live member: the snapshot has no other.
-	p := a.known[e.Node]
-	live := kept && p != nil && p.alive
-	eases := live && a.dis.Eased(now, prev, had, e, a.selfLoad)
-	selfLoad := a.selfLoad
-	a.mu.Unlock()
-	if live && !eases {
+	r := a.members.Receive(time.Now(), e)
+	kept, eases := r.Kept, r.Eased
+	if r.Live && !eases {
 		// Or a node that refused this node's move has room now, which
 		// the vector's last entry may have shown all along.
 		a.sch.mu.Lock()
-		eases = a.sch.ledger.Eased(e.Node, e.Load, e.Capacity, selfLoad)
+		eases = a.sch.ledger.Eased(e.Node, e.Load, e.Capacity, r.SelfLoad)
 		a.sch.mu.Unlock()
 	}
 	if kept {
@@ -503,10 +424,10 @@ func (a *Agent) registerMetrics(reg prometheus.Registerer) {
 	counter("connections_refused_total", "Connections closed over limits.connections, connections_per_user or peer_connections.", &s.connRefused)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "roam", Name: "node_load", Help: "Smoothed runnable threads per unit of capacity.",
-	}, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return a.selfLoad }))
+	}, func() float64 { l, _ := a.members.Self(); return l }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "roam", Name: "node_mem_free_mb", Help: "Memory free to the node in MiB.",
-	}, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return a.selfMem }))
+	}, func() float64 { _, m := a.members.Self(); return m }))
 }
 
 // writeJSON answers with v as JSON.

@@ -119,7 +119,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 	}
 	// Judged again frozen, as a migration does: a lock taken since would
 	// make the restore wait for it.
-	fv := a.ckpt.Inspect(rec.PID, a.memberIPs(), true)
+	fv := a.ckpt.Inspect(rec.PID, a.members.IPs(), true)
 	if fv.Pin != "" {
 		thaw()
 		return savedCkpt{}, errkind.New(peer.ErrPinned, "job %s cannot be checkpointed, once frozen: %s", id, fv.Pin)
@@ -249,7 +249,7 @@ func (a *Agent) Checkpoint(c Caller, req api.CheckpointRequest, w http.ResponseW
 		}
 		return nil // the answer has begun: nothing more can be said
 	}
-	addr, err := a.peerAddr(rec.Node)
+	addr, err := a.members.PeerAddr(rec.Node)
 	if err != nil {
 		return err
 	}
@@ -453,7 +453,7 @@ func (a *Agent) periodicCheckpoint(id string) {
 		return
 	}
 	defer os.Remove(s.path)
-	store := checkpointStore(id, a.cfg.NodeID, home, a.liveMembers())
+	store := checkpointStore(id, a.cfg.NodeID, home, a.members.Live())
 	if store == "" {
 		err = errkind.New(peer.ErrUnavailable, "no other live node to keep it")
 	} else {
@@ -492,19 +492,6 @@ func checkpointStore(id, running, home string, live []string) string {
 	return others[h.Sum32()%uint32(len(others))]
 }
 
-// liveMembers lists the live members, draining ones too (they keep files).
-func (a *Agent) liveMembers() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	for id, p := range a.known {
-		if p.alive {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
 // sendToStore hands a checkpoint file to the node that keeps it.
 func (a *Agent) sendToStore(node string, s savedCkpt) error {
 	if node == a.cfg.NodeID {
@@ -515,7 +502,7 @@ func (a *Agent) sendToStore(node string, s savedCkpt) error {
 
 // sendFile posts a file to a peer and decodes its answer into out.
 func (a *Agent) sendFile(node, path, file string, size int64, out any) error {
-	addr, err := a.peerAddr(node)
+	addr, err := a.members.PeerAddr(node)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import "roam/internal/lockorder"
 // the same line. Built with the tag lockcheck, every lock checks this as
 // it is taken (package lockorder), and the tests fail on any other order
 // (TestMain). userRates.mu is a leaf: nothing is taken while it is held.
-// The load vector has no lock of its own: it is under a.mu.
+// The load vector has no lock of its own: it is under the members table's.
 const (
 	// rankDrain is drainMu: a drain's change of the node's state, with
 	// its copy in the job table and the gossiped metadata.
@@ -29,8 +29,8 @@ const (
 	rankSpool
 	// rankSched is sch.mu: the scheduler's policy, ledger and samples.
 	rankSched
-	// rankMembers is a.mu: the membership, the load vector's copy, the
-	// node's own load.
+	// rankMembers is the members table's lock (package members): the
+	// membership, the load vector, the node's own load.
 	rankMembers
 )
 
@@ -39,7 +39,6 @@ func (a *Agent) initLocks() {
 	a.drainMu.Init(rankDrain, "drainMu")
 	a.metaMu.Init(rankMeta, "metaMu")
 	a.sch.mu.Init(rankSched, "sch.mu")
-	a.mu.Init(rankMembers, "a.mu")
 }
 
 // initLocks gives the job table's locks their ranks.

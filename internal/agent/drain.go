@@ -42,10 +42,7 @@ func (a *Agent) DrainNode(c Caller, node, state string) error {
 	if state != drainOn && state != drainOff && state != drainLeave {
 		return errkind.New(peer.ErrBadRequest, "node state %q is not one of drain, resume, leave", state)
 	}
-	a.mu.Lock()
-	p := a.known[node]
-	a.mu.Unlock()
-	if p == nil {
+	if _, ok := a.members.Get(node); !ok {
 		return errkind.New(peer.ErrNotFound, "no node %q in the cluster", node)
 	}
 	return a.peers.Call(node, http.MethodPost, peer.Drain+"?state="+state, nil, nil)
@@ -112,8 +109,6 @@ func (a *Agent) isDraining(node string) bool {
 	if node == a.cfg.NodeID {
 		return a.draining.Load()
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	p := a.known[node]
-	return p != nil && p.draining
+	p, _ := a.members.Get(node)
+	return p.Draining
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"roam/internal/agent/members"
 	"roam/internal/api"
 	"roam/internal/load"
 	"roam/internal/sched"
@@ -38,32 +39,30 @@ func FuzzGossipMeta(f *testing.F) {
 	f.Fuzz(func(t *testing.T, md []byte, name string, ip []byte) {
 		a := pool.get(t)
 		a.memberUp(&memberlist.Node{Name: name, Addr: net.IP(ip), Port: 7946, Meta: md})
-		a.mu.Lock()
-		p := a.known[name]
-		a.mu.Unlock()
+		p, ok := a.members.Get(name)
 		if name == fzSelf {
-			if p != nil {
+			if ok {
 				t.Fatal("the node took a member of its own name")
 			}
 			return
 		}
-		if p == nil || !p.alive {
+		if !ok || !p.Alive {
 			t.Fatalf("member %q not up: %+v", name, p)
 		}
-		if math.IsNaN(p.capacity) || math.IsInf(p.capacity, 0) || p.capacity < 0 {
-			t.Fatalf("capacity %v from %q", p.capacity, md)
+		if math.IsNaN(p.Capacity) || math.IsInf(p.Capacity, 0) || p.Capacity < 0 {
+			t.Fatalf("capacity %v from %q", p.Capacity, md)
 		}
-		host, port, err := net.SplitHostPort(p.peerAddr)
+		host, port, err := net.SplitHostPort(p.PeerAddr)
 		if err != nil || host != net.IP(ip).String() {
-			t.Fatalf("peer address %q for IP %v: %v", p.peerAddr, net.IP(ip), err)
+			t.Fatalf("peer address %q for IP %v: %v", p.PeerAddr, net.IP(ip), err)
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 			t.Fatalf("peer port %q", port)
 		}
-		var m meta
+		var m members.Meta
 		if json.Unmarshal(md, &m) == nil && m.Capacity >= 0 && m.PeerPort >= 0 && m.PeerPort <= 65535 &&
-			(p.capacity != m.Capacity || port != strconv.Itoa(m.PeerPort)) {
-			t.Fatalf("metadata %q taken as capacity %v, address %s", md, p.capacity, p.peerAddr)
+			(p.Capacity != m.Capacity || port != strconv.Itoa(m.PeerPort)) {
+			t.Fatalf("metadata %q taken as capacity %v, address %s", md, p.Capacity, p.PeerAddr)
 		}
 	})
 }
@@ -153,10 +152,8 @@ func FuzzLoadMessage(f *testing.F) {
 			t.Fatalf("counted %+v", s)
 		}
 		e, err := load.DecodeMessage(b)
-		a.mu.Lock()
-		_, held := a.dis.Vector.Get(e.Node)
-		n := a.dis.Vector.Len()
-		a.mu.Unlock()
+		_, held := a.members.Heard(e.Node)
+		n := a.members.VectorLen()
 		if (err == nil && held) != (s.LoadKept == 1) || n != int(s.LoadKept) {
 			t.Fatalf("counted %+v, vector holds %d entries (sender's: %v)", s, n, held)
 		}

@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
 	"roam/internal/ckpt"
 	"roam/internal/job"
@@ -194,15 +195,11 @@ func (p *fzBarePool) get(tb testing.TB) *Agent {
 		p.lp, _ = load.ParsePolicy(p.a.cfg.Load.Policy)
 	}
 	a := p.a
-	a.mu.Lock()
-	a.known = map[string]*member{}
-	a.dis = load.NewDisseminator(a.cfg.NodeID, a.cfg.Load.VectorSize, p.lp, a.cfg.Load.Interval)
-	a.mu.Unlock()
+	a.members = newMembers(a.cfg, a.capacity, p.pol.Policy.Placement)
 	a.stats = counters{}
 	a.sch.mu.Lock()
 	a.sch.pol, a.sch.polVer, a.sch.polAt, a.sch.events = p.pol, 0, time.Time{}, nil
 	a.sch.mu.Unlock()
-	a.placement = p.pol.Policy.Placement
 	select {
 	case <-a.sch.kick:
 	default:
@@ -340,7 +337,7 @@ func buildFzAgent(t *testing.T, st *job.Store, dir string) *fzAgent {
 	a.imageDir = filepath.Join(dir, "images")
 	node.spool = filepath.Join(dir, "spool")
 	a.peerMux = a.newPeerMux()
-	a.peers = &peer.Client{Addr: a.peerAddr, HTTP: &http.Client{Transport: fzNoNet{}},
+	a.peers = &peer.Client{Addr: func(n string) (string, error) { return a.members.PeerAddr(n) }, HTTP: &http.Client{Transport: fzNoNet{}},
 		Self: &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}}, SelfAddr: "127.0.0.1:7947"}
 	a.store = st
 	return &fzAgent{Agent: a, node: node, dir: dir, pol: a.sch.pol}
@@ -429,12 +426,9 @@ func (a *fzAgent) reset(t *testing.T) {
 	a.sch.pol, a.sch.polVer, a.sch.polAt = a.pol, 0, time.Time{}
 	a.sch.ledger, a.sch.prev, a.sch.events = sched.Ledger{}, nil, nil
 	a.sch.mu.Unlock()
-	a.placement = a.pol.Policy.Placement
-	a.mu.Lock()
-	a.rr, a.selfLoad, a.selfMem, a.lastProbe = 0, 0, 0, time.Time{}
 	a.selfLeast.Store(math.Float64bits(fzLeast))
-	a.known = map[string]*member{fzSelf: {addr: "127.0.0.1:7946", peerAddr: a.peers.SelfAddr, capacity: a.capacity, alive: true, since: time.Now()}}
-	a.mu.Unlock()
+	a.members = newMembers(a.cfg, a.capacity, a.pol.Policy.Placement)
+	a.members.Join(members.Member{Addr: "127.0.0.1:7946", PeerAddr: a.peers.SelfAddr, Capacity: a.capacity}, 0, time.Time{})
 	// The job table is emptied and seeded in place, under its lock: a
 	// goroutine the last input started may still hold it (carryOutIn's
 	// pruneMigrations), and a table put in its place would have it unlock

@@ -3,40 +3,16 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"log"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 
+	"roam/internal/agent/members"
 	"roam/internal/api"
 	"roam/internal/sched"
 )
-
-// member is what the agent knows of a member from memberlist.
-type member struct {
-	addr     string // gossip host:port
-	peerAddr string // TLS host:port
-	capacity float64
-	alive    bool
-	since    time.Time
-	draining bool   // it says so in its metadata (roam node drain)
-	version  string // its roam version, from its metadata
-}
-
-// meta is a member's memberlist metadata.
-type meta struct {
-	Capacity float64 `json:"c"`
-	PeerPort int     `json:"p"`
-	Draining bool    `json:"d,omitempty"`
-	// Protocol and Version are api.Protocol and api.Version of the
-	// member's agent (an older roam sends neither: protocol 1).
-	Protocol int    `json:"pv,omitempty"`
-	Version  string `json:"v,omitempty"`
-}
 
 // memberlistConfig is memberlist's config for this agent: its name and
 // addresses, the cluster's gossip key, the failure detection's timing,
@@ -67,7 +43,7 @@ func memberlistConfig(a *Agent) *memberlist.Config {
 type delegate Agent
 
 func (d *delegate) NodeMeta(limit int) []byte {
-	b, _ := json.Marshal(meta{Capacity: d.capacity, PeerPort: d.cfg.PeerPort, Draining: d.draining.Load(), Protocol: api.Protocol, Version: api.Version})
+	b, _ := json.Marshal(members.Meta{Capacity: d.capacity, PeerPort: d.cfg.PeerPort, Draining: d.draining.Load(), Protocol: api.Protocol, Version: api.Version})
 	if len(b) > limit {
 		return nil
 	}
@@ -176,37 +152,12 @@ func (al *alive) NotifyAlive(n *memberlist.Node) error {
 	if n.Name == a.cfg.NodeID {
 		return nil
 	}
-	if err := checkProtocol(n.Name, n.Meta); err != nil {
+	if err := members.CheckProtocol(n.Name, n.Meta); err != nil {
 		a.stats.gossipRejected.Add(1)
 		a.log.Warn("gossip: member refused", "member", n.Name, "err", err)
 		return err
 	}
 	return nil
-}
-
-// checkProtocol says why a member whose metadata is meta cannot be one:
-// its agent speaks another protocol, both named with their versions.
-func checkProtocol(name string, b []byte) error {
-	var m meta
-	if json.Unmarshal(b, &m) != nil {
-		return fmt.Errorf("node %s: its metadata is unreadable (%d bytes): not a roam agent of protocol %d", name, len(b), api.Protocol)
-	}
-	p, v := m.Protocol, m.Version
-	if p == 0 {
-		p, v = 1, "older than protocol 2"
-	}
-	if p != api.Protocol {
-		return fmt.Errorf("node %s speaks roam protocol %d (roam %s), this agent protocol %d (roam %s): run one version on every node (docs/deploy.md, upgrades)", name, p, quoteOdd(v), api.Protocol, api.Version)
-	}
-	return nil
-}
-
-// quoteOdd quotes a version a member sent when it is not plain text.
-func quoteOdd(s string) string {
-	if q := strconv.Quote(s); q[1:len(q)-1] != s || len(s) > 64 {
-		return q
-	}
-	return s
 }
 
 // events is memberlist's EventDelegate: thread-safe, must not block.
@@ -217,13 +168,7 @@ func (e *events) NotifyUpdate(n *memberlist.Node) { (*Agent)(e).memberUp(n) }
 
 func (e *events) NotifyLeave(n *memberlist.Node) {
 	a := (*Agent)(e)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if p := a.known[n.Name]; p != nil && n.Name != a.cfg.NodeID {
-		p.alive = false
-		p.since = time.Now()
-	}
-	a.dis.Forget(n.Name)
+	a.members.Down(n.Name, time.Now())
 	a.log.Info("member down", "member", n.Name)
 	// memberlist's callbacks must not block: the sweep runs beside them.
 	select {
@@ -233,36 +178,12 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 }
 
 func (a *Agent) memberUp(n *memberlist.Node) {
-	if n.Name == a.cfg.NodeID {
-		return
-	}
-	var m meta
-	// Metadata comes from the network: a member with unreadable metadata is
-	// still a member, shown with capacity 0 until it says more.
-	if err := json.Unmarshal(n.Meta, &m); err != nil || m.Capacity < 0 || m.PeerPort < 0 || m.PeerPort > 65535 {
-		m = meta{}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	p := a.known[n.Name]
-	if p == nil {
-		p = &member{}
-		a.known[n.Name] = p
+	ch := a.members.Up(n.Name, n.Address(), n.Addr, n.Meta, time.Now())
+	if ch.New {
 		a.log.Info("member up", "member", n.Name, "addr", n.Address())
 	}
-	if !p.alive {
-		p.since = time.Now()
-	}
-	p.alive = true
-	p.addr = n.Address()
-	p.peerAddr = net.JoinHostPort(n.Addr.String(), strconv.Itoa(m.PeerPort))
-	p.capacity = m.Capacity
-	if p.draining != m.Draining {
-		a.log.Info("member draining", "member", n.Name, "draining", m.Draining)
-	}
-	p.draining = m.Draining
-	if len(m.Version) <= 64 {
-		p.version = m.Version
+	if ch.Draining {
+		a.log.Info("member draining", "member", n.Name, "draining", members.ParseMeta(n.Meta).Draining)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"roam/internal/agent/members"
 	"roam/internal/api"
 )
 
@@ -17,7 +18,7 @@ import (
 // version shows in roam nodes.
 func TestMembersOfAnotherProtocolAreRefused(t *testing.T) {
 	m := func(pv int, v string) []byte {
-		b, _ := json.Marshal(meta{Capacity: 1, PeerPort: 7947, Protocol: pv, Version: v})
+		b, _ := json.Marshal(members.Meta{Capacity: 1, PeerPort: 7947, Protocol: pv, Version: v})
 		return b
 	}
 	for _, tc := range []struct {
@@ -30,7 +31,7 @@ func TestMembersOfAnotherProtocolAreRefused(t *testing.T) {
 		{"an older roam", []byte(`{"c":1,"p":7947}`), "node x speaks roam protocol 1 (roam older than protocol 2), this agent protocol 2"},
 		{"not a roam agent", []byte("junk"), "node x: its metadata is unreadable (4 bytes)"},
 	} {
-		err := checkProtocol("x", tc.meta)
+		err := members.CheckProtocol("x", tc.meta)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.HasPrefix(err.Error(), tc.want)) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}

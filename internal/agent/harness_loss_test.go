@@ -33,10 +33,8 @@ func (c *cluster) waitDead(a *Agent, node string) time.Time {
 	c.t.Helper()
 	var dead time.Time
 	c.waitFor(a.cfg.NodeID+" declares "+node+" dead", time.Minute, func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if p := a.known[node]; p != nil && !p.alive {
-			dead = p.since
+		if p, ok := a.members.Get(node); ok && !p.Alive {
+			dead = p.Since
 			return true
 		}
 		return false
@@ -254,9 +252,7 @@ func TestAgentsNodeDeadInGossipButPushing(t *testing.T) {
 		(*events)(home).NotifyLeave(n2)
 		// Eight sweeps with membership saying dead and n2 pushing.
 		time.Sleep(8 * aliveEvery)
-		home.mu.Lock()
-		stillDead := !home.known["n2"].alive
-		home.mu.Unlock()
+		stillDead := !home.members.Alive("n2")
 		if !stillDead {
 			t.Fatal("membership took n2 for alive again; the test shows nothing")
 		}

@@ -67,12 +67,11 @@ func (a *Agent) sweepLost() {
 	now := time.Now()
 	// Membership first, then the jobs: the two locks are never held
 	// together.
-	a.mu.Lock()
-	news := make(map[string]nodeNews, len(a.known))
-	for id, p := range a.known {
-		news[id] = nodeNews{listed: true, alive: p.alive, since: p.since}
+	all := a.members.All()
+	news := make(map[string]nodeNews, len(all))
+	for id, p := range all {
+		news[id] = nodeNews{listed: true, alive: p.Alive, since: p.Since}
 	}
-	a.mu.Unlock()
 	dead := func(node string) bool {
 		if node == a.cfg.NodeID || node == "" {
 			return false

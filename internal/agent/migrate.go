@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"time"
@@ -176,7 +175,7 @@ func (a *Agent) Migrate(c Caller, req api.MigrateRequest) (api.Migration, error)
 	case to == rec.Node:
 		return api.Migration{}, errkind.New(peer.ErrBadRequest, "%s: already on node %s", rec.ID, to)
 	}
-	if !a.isAlive(to) {
+	if !a.members.Alive(to) {
 		return api.Migration{}, errkind.New(peer.ErrNotFound, "node %s is not a live member of the cluster", to)
 	}
 	if a.isDraining(to) {
@@ -215,26 +214,6 @@ type migrateCheckRequest struct {
 	// destination checks them as the first ones and adds them to what its
 	// restore compares the restored job's files with.
 	Late bool `json:"late,omitempty"`
-}
-
-func (a *Agent) isAlive(node string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	p := a.known[node]
-	return p != nil && p.alive
-}
-
-// memberIPs is the set of the cluster members' addresses.
-func (a *Agent) memberIPs() map[string]bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := map[string]bool{}
-	for _, p := range a.known {
-		if h, _, err := net.SplitHostPort(p.peerAddr); err == nil {
-			out[h] = true
-		}
-	}
-	return out
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

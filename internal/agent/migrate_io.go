@@ -201,7 +201,7 @@ func (a *Agent) restoredCheck(owner asuser.Cred, checked map[string]migrate.Open
 // since maps) is opened as the owner now, without symlinks, and must be
 // the file the restored job holds.
 func (a *Agent) checkRestoredFiles(pid int, owner asuser.Cred, checked map[string]migrate.OpenFile) error {
-	v := a.ckpt.Inspect(pid, a.memberIPs(), true)
+	v := a.ckpt.Inspect(pid, a.members.IPs(), true)
 	if v.Pin != "" {
 		return fmt.Errorf("the restored job: %s", v.Pin)
 	}

@@ -229,7 +229,7 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 		}
 		return migrate.CommitAnswer{Err: err}
 	case migrate.SendAbort:
-		if addr, err := a.peerAddr(r.To); err == nil {
+		if addr, err := a.members.PeerAddr(r.To); err == nil {
 			go func() { _ = a.peers.CallAddr(addr, http.MethodPost, peer.MigrateAbort+"?mid="+r.MID, nil, nil) }()
 		}
 	case migrate.WaitPages:
@@ -285,7 +285,7 @@ func (a *Agent) movable(pid int, owner *asuser.Cred) (migrate.Verdict, error) {
 			}
 		}
 	}
-	return a.ckpt.Inspect(pid, a.memberIPs(), false), nil
+	return a.ckpt.Inspect(pid, a.members.IPs(), false), nil
 }
 
 // owner is the job's owner as its record says, or nil for a migration
@@ -302,7 +302,7 @@ func (o *outMig) owner() *asuser.Cred {
 // sendCheck asks the destination whether it reaches the job's files and,
 // for an eager migration, to open a page sink for it.
 func (o *outMig) sendCheck(r migrate.Record) error {
-	addr, err := o.a.peerAddr(r.To)
+	addr, err := o.a.members.PeerAddr(r.To)
 	if err != nil {
 		return err
 	}
@@ -344,7 +344,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	// make the destination's restore wait (CRIU takes it again, blocking,
 	// while this frozen copy holds it) until CRIU's time limit.
 	t := time.Now()
-	v := a.ckpt.Inspect(r.PID, a.memberIPs(), true)
+	v := a.ckpt.Inspect(r.PID, a.members.IPs(), true)
 	o.ph.add("judge frozen", t)
 	if v.Pin != "" {
 		return errkind.New(peer.ErrBadRequest, "job %s, once frozen: %s", r.Job, v.Pin)
@@ -433,7 +433,7 @@ func (o *outMig) leave(r migrate.Record) {
 // steps it took to.
 func (o *outMig) commit(r migrate.Record) ([]api.Phase, error) {
 	if o.addr == "" {
-		addr, err := o.a.peerAddr(r.To)
+		addr, err := o.a.members.PeerAddr(r.To)
 		if err != nil {
 			return nil, err
 		}

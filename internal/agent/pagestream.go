@@ -126,7 +126,7 @@ func (a *Agent) servePages(w http.ResponseWriter, r *http.Request) {
 // connections go to the source's page server over the peer port. The
 // returned channel is closed when the daemon ends; stop ends it.
 func (a *Agent) startLazyPages(from, mid, images string) (<-chan struct{}, func(), error) {
-	addr, err := a.peerAddr(from)
+	addr, err := a.members.PeerAddr(from)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -92,9 +92,7 @@ func (a *Agent) swapPolicy(p *sched.Scheduler, ver uint64, at time.Time, take fu
 	old := a.sch.pol
 	a.sch.pol, a.sch.polVer, a.sch.polAt = p, ver, at
 	a.sch.mu.Unlock()
-	a.mu.Lock()
-	a.placement = p.Policy.Placement
-	a.mu.Unlock()
+	a.members.SetPlacement(p.Policy.Placement)
 	if old != nil && old.Text() != p.Text() {
 		a.event(api.Event{Kind: "policy", Why: fmt.Sprintf("policy %s replaced %s", p.Policy.Name, old.Policy.Name)})
 	}

@@ -97,14 +97,6 @@ func (a *Agent) pushLoop() {
 	}
 }
 
-// reachable is false for a node membership has declared dead.
-func (a *Agent) reachable(node string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	p := a.known[node]
-	return p == nil || p.alive
-}
-
 func (a *Agent) hasLocalJobs() bool {
 	a.jobs.mu.Lock()
 	defer a.jobs.mu.Unlock()
@@ -117,7 +109,7 @@ func (a *Agent) hasLocalJobs() bool {
 // would hold up every other home's news until it timed out.
 func (a *Agent) pushOnce() {
 	for _, b := range a.pushBatches() {
-		if !a.reachable(b.home) {
+		if !a.members.Reachable(b.home) {
 			continue
 		}
 		var acks map[string]ack

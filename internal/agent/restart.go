@@ -118,13 +118,10 @@ func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.
 		}
 	}
 	home := s.hdr.Home
-	a.mu.Lock()
-	p := a.known[home]
-	a.mu.Unlock()
-	if p == nil {
+	if p, ok := a.members.Get(home); !ok {
 		// Another cluster's (same secret): this node is its home now.
 		home = a.cfg.NodeID
-	} else if !p.alive {
+	} else if !p.Alive {
 		return api.RestartResponse{}, errkind.New(peer.ErrUnavailable, "node %s, the home of job %s, is not alive", home, s.hdr.ID)
 	}
 	req := reopenRequest{ID: s.hdr.ID, Meta: s.meta, Owner: asuser.Cred{UID: s.hdr.UID, GID: s.hdr.GID, Groups: s.hdr.Groups},
@@ -169,7 +166,7 @@ func (a *Agent) restoreOn(s savedCkpt, ans reopened) error {
 func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	if h, ok := homeOf(req.ID); !ok {
 		return reopened{}, errkind.New(peer.ErrBadRequest, "job id %q", req.ID)
-	} else if h != a.cfg.NodeID && a.isKnown(h) {
+	} else if h != a.cfg.NodeID && a.members.Known(h) {
 		return reopened{}, errkind.New(peer.ErrBadRequest, "job %s has its home on node %s, not here", req.ID, h)
 	}
 	if err := req.Meta.Validate(); err != nil {
@@ -181,7 +178,7 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	if !migrate.ValidEvery(req.Every) {
 		return reopened{}, errkind.New(peer.ErrBadRequest, "checkpoint interval %v", req.Every)
 	}
-	targets, _, err := a.place(api.RunRequest{Count: 1, On: req.On})
+	targets, _, err := a.members.Place(req.On, 1, a.draining.Load())
 	if err != nil {
 		return reopened{}, err
 	}
@@ -290,13 +287,6 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	go a.event(api.Event{At: now, Kind: "restart", Job: id, UID: &uid, From: req.Meta.Node, To: target,
 		Why: fmt.Sprintf("%s, from the checkpoint of %s", req.Why, req.Meta.At.Format(time.RFC3339))})
 	return reopened{ID: id, Node: target, Inc: next.Inc, Home: a.cfg.NodeID, HomeAddr: a.peers.SelfAddr, Moves: next.Migrations}, nil
-}
-
-// isKnown says whether membership has heard of node.
-func (a *Agent) isKnown(node string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.known[node] != nil
 }
 
 // cutSpool cuts a home spool's output back to out and errb bytes.
@@ -511,7 +501,7 @@ const pingTimeout = time.Second
 // restartLost restarts job id, which ran on the dead node lost, from its
 // newest checkpoint, kept on store.
 func (a *Agent) restartLost(rec job.Record, lost string) {
-	if a.isAlive(lost) || a.answers(lost) {
+	if a.members.Alive(lost) || a.answers(lost) {
 		return // it answers again: its copy runs on (the next sweep sees)
 	}
 	store := rec.Newest.StoredOn

@@ -21,7 +21,6 @@ import (
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
-	"roam/internal/sched"
 )
 
 // startRequest is a home node asking a node to start jobs.
@@ -46,7 +45,7 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 	if err := a.checkRunLimits(c, req); err != nil {
 		return api.RunResponse{}, err
 	}
-	targets, why, err := a.place(req)
+	targets, why, err := a.members.Place(req.On, req.Count, a.draining.Load())
 	if err != nil {
 		return api.RunResponse{}, err
 	}
@@ -288,49 +287,6 @@ func userName(uid uint32) string {
 		return u.Username
 	}
 	return strconv.FormatUint(uint64(uid), 10)
-}
-
-// place picks a node for each process: --on, or the policy's placement
-// (least load per capacity from the load vector, random-two, or
-// round-robin).
-func (a *Agent) place(req api.RunRequest) ([]string, string, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if req.On != "" {
-		p := a.known[req.On]
-		if p == nil {
-			return nil, "", errkind.New(peer.ErrBadRequest, "--on: no node %q in the cluster", req.On)
-		}
-		if !p.alive {
-			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is not alive", req.On)
-		}
-		if p.draining || (req.On == a.cfg.NodeID && a.draining.Load()) {
-			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is draining (roam node resume ends it)", req.On)
-		}
-		out := make([]string, req.Count)
-		for i := range out {
-			out[i] = req.On
-		}
-		return out, "roam run --on " + req.On, nil
-	}
-	var nodes []sched.NodeLoad
-	for id, p := range a.known {
-		if !p.alive {
-			continue
-		}
-		nl := sched.NodeLoad{ID: id, Capacity: p.capacity, Draining: p.draining}
-		if id == a.cfg.NodeID {
-			nl.Load, nl.Draining = a.selfLoad, a.draining.Load()
-		} else if e, ok := a.dis.Vector.Get(id); ok {
-			nl.Load = e.Load
-		} else {
-			nl.Unknown = true
-		}
-		nodes = append(nodes, nl)
-	}
-	out, rr, err := sched.Place(a.placement, nodes, req.Count, a.rng, a.rr)
-	a.rr = rr
-	return out, "placement " + a.placement, err
 }
 
 // startOn has node (this one or a peer) start specs, in requests no larger

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,9 +183,7 @@ func (a *Agent) schedLoop() {
 // other round starts between RoundDue and Started.
 func (a *Agent) round(pol *sched.Scheduler) {
 	snap := a.snapshot()
-	a.mu.Lock()
-	moves := pol.Decide(snap, a.rng)
-	a.mu.Unlock()
+	moves := a.members.Decide(pol, snap)
 	a.sch.mu.Lock()
 	a.sch.wake = pol.Wake(snap)
 	a.sch.ledger.Started(moves) // none: nothing runs
@@ -232,12 +229,8 @@ func (a *Agent) move(mv sched.Move) bool {
 	var ar admitResponse
 	if err := a.peers.Call(mv.To, http.MethodPost, peer.MigrateAdmit, mv, &ar); err == nil && ar.Refused != "" {
 		now := time.Now()
-		a.mu.Lock()
-		var capacity float64
-		if p := a.known[mv.To]; p != nil {
-			capacity = p.capacity
-		}
-		a.mu.Unlock()
+		p, _ := a.members.Get(mv.To)
+		capacity := p.Capacity
 		a.sch.mu.Lock()
 		a.sch.ledger.Forget(mv)
 		least := ar.Least
@@ -294,18 +287,8 @@ func (a *Agent) snapshot() sched.Snapshot {
 	runnable := a.runnable()
 	mem := a.prober.MemFreeMB()
 	s := sched.Snapshot{Now: now}
-	a.mu.Lock()
 	s.Self = sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: mem, Draining: a.draining.Load()}
-	for id, p := range a.known {
-		if !p.alive || id == a.cfg.NodeID {
-			continue
-		}
-		if e, ok := a.dis.Vector.Get(id); ok {
-			s.Peers = append(s.Peers, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.draining, Least: e.Least})
-		}
-	}
-	a.mu.Unlock()
-	sort.Slice(s.Peers, func(i, j int) bool { return sched.IDLess(s.Peers[i].ID, s.Peers[j].ID) })
+	s.Peers = a.members.Peers()
 	a.sch.mu.Lock()
 	a.sch.ledger.ApplyHeard(s.Peers)
 	a.sch.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"roam/internal/errkind"
 	"roam/internal/proctext"
 )
 
@@ -156,12 +157,7 @@ var dumpableAnon = map[string]bool{"[eventfd]": true, "[signalfd]": true, "[time
 
 // quoteOdd quotes a name a user chose when it holds anything but plain
 // printable characters (a reason is one line, and goes to terminals).
-func quoteOdd(s string) string {
-	if q := strconv.Quote(s); q[1:len(q)-1] != s {
-		return q
-	}
-	return s
-}
+func quoteOdd(s string) string { return errkind.QuoteOdd(s, 0) }
 
 // ghostDirWhy ends the reasons of a removed directory.
 const ghostDirWhy = ": CRIU would make it again on the destination as root, with any parents missing there, before the job's files are checked"

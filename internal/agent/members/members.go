@@ -1,0 +1,388 @@
+// Package members is the agent's membership, one owner with one lock:
+// every node memberlist told of (its peer address, capacity, liveness,
+// draining flag and version), the load vector of package load, this
+// node's own measured load and memory, and the placement of new jobs
+// that reads them. memberlist's callbacks call into it and it never
+// waits on anything but its own lock: it reads no /proc and calls no
+// peer. The agent sends what it decides (load messages) and logs what
+// changed.
+package members
+
+import (
+	"math/rand"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"roam/internal/agent/peer"
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/load"
+	"roam/internal/lockorder"
+	"roam/internal/sched"
+)
+
+// Member is what the agent knows of a member from memberlist.
+type Member struct {
+	Addr     string // gossip host:port
+	PeerAddr string // TLS host:port
+	Capacity float64
+	Alive    bool
+	Since    time.Time // when it last became alive or dead
+	Draining bool      // it says so in its metadata (roam node drain)
+	Version  string    // its roam version, from its metadata
+}
+
+// Config is what a Table is built from.
+type Config struct {
+	Self     string  // this node's id
+	Capacity float64 // this node's capacity, in cores
+	// Tau is the time constant of the node's smoothed load.
+	Tau       time.Duration
+	Vector    *load.Disseminator
+	Rng       *rand.Rand
+	Placement string // the policy's placement
+	// Rank is the table's lock's place in the agent's lock order.
+	Rank lockorder.Rank
+}
+
+// Table is the membership and the load vector.
+type Table struct {
+	mu        lockorder.Mutex
+	self      string
+	capacity  float64
+	tau       time.Duration
+	known     map[string]*Member
+	dis       *load.Disseminator
+	rng       *rand.Rand
+	placement string
+	rr        int // round-robin placement's next node
+	selfLoad  float64
+	selfMem   float64
+	lastProbe time.Time
+}
+
+// New builds a table that knows of no member yet, not even this node
+// (Join).
+func New(c Config) *Table {
+	t := &Table{self: c.Self, capacity: c.Capacity, tau: c.Tau, known: map[string]*Member{}, dis: c.Vector, rng: c.Rng, placement: c.Placement}
+	t.mu.Init(c.Rank, "members.mu")
+	return t
+}
+
+// Join enters this node itself, alive since now, with its free memory.
+func (t *Table) Join(self Member, memFreeMB float64, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	self.Alive, self.Since = true, now
+	t.known[t.self] = &self
+	t.selfMem, t.lastProbe = memFreeMB, now
+}
+
+// Change is what Up changed of a member, for the agent's log.
+type Change struct {
+	New      bool // first heard of
+	Draining bool // its draining flag changed
+}
+
+// Up takes memberlist's news of a live member: its gossip address and
+// its metadata, which comes from the network (ParseMeta).
+func (t *Table) Up(name, addr string, ip net.IP, metadata []byte, now time.Time) Change {
+	if name == t.self {
+		return Change{}
+	}
+	m := ParseMeta(metadata)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ch Change
+	p := t.known[name]
+	if p == nil {
+		p = &Member{}
+		t.known[name] = p
+		ch.New = true
+	}
+	if !p.Alive {
+		p.Since = now
+	}
+	p.Alive = true
+	p.Addr = addr
+	p.PeerAddr = net.JoinHostPort(ip.String(), strconv.Itoa(m.PeerPort))
+	p.Capacity = m.Capacity
+	ch.Draining = p.Draining != m.Draining
+	p.Draining = m.Draining
+	if len(m.Version) <= maxVersion {
+		p.Version = m.Version
+	}
+	return ch
+}
+
+// Down takes memberlist's news that a member left or died: it stays
+// listed, dead since now, and leaves the load vector.
+func (t *Table) Down(name string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.known[name]; p != nil && name != t.self {
+		p.Alive = false
+		p.Since = now
+	}
+	t.dis.Forget(name)
+}
+
+// Get is a copy of what the table knows of node.
+func (t *Table) Get(node string) (Member, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.known[node]; p != nil {
+		return *p, true
+	}
+	return Member{}, false
+}
+
+// PeerAddr is node's peer address, or an error naming the node (the
+// peer client's Addr).
+func (t *Table) PeerAddr(node string) (string, error) {
+	if p, ok := t.Get(node); ok && p.PeerAddr != "" {
+		return p.PeerAddr, nil
+	}
+	return "", peer.Unavailable(node)
+}
+
+// Alive says whether node is a live member.
+func (t *Table) Alive(node string) bool {
+	p, ok := t.Get(node)
+	return ok && p.Alive
+}
+
+// Reachable is false for a node membership has declared dead only (one
+// it never heard of may still answer).
+func (t *Table) Reachable(node string) bool {
+	p, ok := t.Get(node)
+	return !ok || p.Alive
+}
+
+// Live lists the live members, this node and draining ones included, in
+// node order.
+func (t *Table) Live() []string {
+	t.mu.Lock()
+	var out []string
+	for id, p := range t.known {
+		if p.Alive {
+			out = append(out, id)
+		}
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i], out[j]) })
+	return out
+}
+
+// All is a copy of every member the table knows, dead ones too.
+func (t *Table) All() map[string]Member {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]Member, len(t.known))
+	for id, p := range t.known {
+		out[id] = *p
+	}
+	return out
+}
+
+// IPs is the set of the members' peer addresses' hosts.
+func (t *Table) IPs() map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]bool{}
+	for _, p := range t.known {
+		if h, _, err := net.SplitHostPort(p.PeerAddr); err == nil {
+			out[h] = true
+		}
+	}
+	return out
+}
+
+// Self is this node's smoothed load and its free memory, as last probed.
+func (t *Table) Self() (loadPerCore, memFreeMB float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.selfLoad, t.selfMem
+}
+
+// SetPlacement is the placement a new policy names.
+func (t *Table) SetPlacement(p string) {
+	t.mu.Lock()
+	t.placement = p
+	t.mu.Unlock()
+}
+
+// Probe is the load part of one timer tick: the node's runnable threads,
+// free memory and job count, measured now, and the load of the moves it
+// admitted and awaits (pending: sched.Ledger.Reserved). It smooths the
+// load, and returns the members to send this node's entry to and the
+// message, encoded.
+func (t *Table) Probe(now time.Time, runnable int, memFreeMB float64, jobs int, pending sched.Node) ([]string, []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// A tick that waited while a kicked one ran is older than it.
+	dt := max(now.Sub(t.lastProbe), 0)
+	if now.After(t.lastProbe) {
+		t.lastProbe = now
+	}
+	raw := float64(runnable) / t.capacity
+	// A job that ended or left is news for the busier nodes now, and the
+	// load is sent as measured: that fall is not noise to smooth.
+	news := t.dis.News(now, jobs, raw, t.selfLoad, t.capacity)
+	if len(news) > 0 {
+		t.selfLoad = raw
+	} else {
+		t.selfLoad = load.Smooth(t.selfLoad, raw, dt, t.tau)
+	}
+	t.selfMem = memFreeMB
+	var live []string
+	for id, p := range t.known {
+		if p.Alive {
+			live = append(live, id)
+		}
+	}
+	targets := t.dis.Tick(now, live, t.rng)
+	for _, id := range news {
+		if !slices.Contains(targets, id) {
+			targets = append(targets, id)
+		}
+	}
+	e := load.Entry{Node: t.self, Capacity: t.capacity, Load: t.selfLoad + pending.Load, MemFreeMB: t.selfMem, Least: pending.Least}
+	if p := t.known[t.self]; p != nil {
+		e.Addr = p.PeerAddr
+	}
+	return targets, load.EncodeMessage(e)
+}
+
+// Received is what Receive made of a peer's load entry.
+type Received struct {
+	Kept bool // the vector took it
+	// Live: it is a live member's; Eased: its load fell enough that it
+	// may take work now (load.Disseminator.Eased).
+	Live, Eased bool
+	SelfLoad    float64
+}
+
+// Receive takes a peer's load entry, decoded but untrusted.
+func (t *Table) Receive(now time.Time, e load.Entry) Received {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prev, had := t.dis.Vector.Get(e.Node)
+	r := Received{Kept: t.dis.Receive(now, e, t.selfLoad), SelfLoad: t.selfLoad}
+	// Only for a live member: the snapshot has no other.
+	p := t.known[e.Node]
+	r.Live = r.Kept && p != nil && p.Alive
+	r.Eased = r.Live && t.dis.Eased(now, prev, had, e, t.selfLoad)
+	return r
+}
+
+// Nodes is what `roam nodes` shows: every member heard of, with load and
+// memory from the load vector (this node's own as probed; selfDraining
+// is its own drain state, which its metadata may not show yet).
+func (t *Table) Nodes(now time.Time, selfDraining bool) []api.NodeInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]api.NodeInfo, 0, len(t.known))
+	for id, p := range t.known {
+		ni := api.NodeInfo{ID: id, Addr: p.PeerAddr, Alive: p.Alive, Capacity: p.Capacity, Draining: p.Draining, Version: p.Version}
+		if id == t.self {
+			l, m, age := t.selfLoad, t.selfMem, int64(0)
+			ni.Self, ni.Load, ni.MemFreeMB, ni.InfoAgeMS = true, &l, &m, &age
+			ni.Draining = selfDraining
+		} else if e, ok := t.dis.Vector.Get(id); ok {
+			l, m, age := e.Load, e.MemFreeMB, now.Sub(e.Received).Milliseconds()
+			ni.Load, ni.MemFreeMB, ni.InfoAgeMS = &l, &m, &age
+		}
+		out = append(out, ni)
+	}
+	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i].ID, out[j].ID) })
+	return out
+}
+
+// Peers is the live peers as the scheduler sees them (from the load
+// vector; a member not in it yet is left out), in node order.
+func (t *Table) Peers() []sched.Node {
+	t.mu.Lock()
+	var out []sched.Node
+	for id, p := range t.known {
+		if !p.Alive || id == t.self {
+			continue
+		}
+		if e, ok := t.dis.Vector.Get(id); ok {
+			out = append(out, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.Draining, Least: e.Least})
+		}
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i].ID, out[j].ID) })
+	return out
+}
+
+// Decide runs a scheduling policy's decision on snap with the table's
+// random source.
+func (t *Table) Decide(pol *sched.Scheduler, snap sched.Snapshot) []sched.Move {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return pol.Decide(snap, t.rng)
+}
+
+// Place picks a node for each of count new processes: on when it is set
+// (a live member that is not draining), else the policy's placement
+// (least load per capacity from the load vector, random-two, or
+// round-robin). It returns the nodes and why they were chosen.
+func (t *Table) Place(on string, count int, selfDraining bool) ([]string, string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if on != "" {
+		p := t.known[on]
+		switch {
+		case p == nil:
+			return nil, "", errkind.New(peer.ErrBadRequest, "--on: no node %q in the cluster", on)
+		case !p.Alive:
+			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is not alive", on)
+		case p.Draining || (on == t.self && selfDraining):
+			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is draining (roam node resume ends it)", on)
+		}
+		return slices.Repeat([]string{on}, count), "roam run --on " + on, nil
+	}
+	var nodes []sched.NodeLoad
+	for id, p := range t.known {
+		if !p.Alive {
+			continue
+		}
+		nl := sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: p.Draining}
+		if id == t.self {
+			nl.Load, nl.Draining = t.selfLoad, selfDraining
+		} else if e, ok := t.dis.Vector.Get(id); ok {
+			nl.Load = e.Load
+		} else {
+			nl.Unknown = true
+		}
+		nodes = append(nodes, nl)
+	}
+	out, rr, err := sched.Place(t.placement, nodes, count, t.rng, t.rr)
+	t.rr = rr
+	return out, "placement " + t.placement, err
+}
+
+// Heard is node's entry in the load vector, if it holds one.
+func (t *Table) Heard(node string) (load.Entry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dis.Vector.Get(node)
+}
+
+// VectorLen is how many entries the load vector holds.
+func (t *Table) VectorLen() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dis.Vector.Len()
+}
+
+// Known says whether membership has heard of node, alive or not.
+func (t *Table) Known(node string) bool {
+	_, ok := t.Get(node)
+	return ok
+}

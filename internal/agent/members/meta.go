@@ -1,0 +1,51 @@
+package members
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"roam/internal/api"
+	"roam/internal/errkind"
+)
+
+// maxVersion bounds the version text kept of a member.
+const maxVersion = 64
+
+// Meta is a member's memberlist metadata.
+type Meta struct {
+	Capacity float64 `json:"c"`
+	PeerPort int     `json:"p"`
+	Draining bool    `json:"d,omitempty"`
+	// Protocol and Version are api.Protocol and api.Version of the
+	// member's agent (an older roam sends neither: protocol 1).
+	Protocol int    `json:"pv,omitempty"`
+	Version  string `json:"v,omitempty"`
+}
+
+// ParseMeta reads a member's metadata, which comes from the network: a
+// member whose metadata is unreadable or out of range is still a member,
+// shown with capacity 0 until it says more.
+func ParseMeta(b []byte) Meta {
+	var m Meta
+	if err := json.Unmarshal(b, &m); err != nil || m.Capacity < 0 || m.PeerPort < 0 || m.PeerPort > 65535 {
+		return Meta{}
+	}
+	return m
+}
+
+// CheckProtocol says why a member whose metadata is b cannot be one: its
+// agent speaks another protocol, both named with their versions.
+func CheckProtocol(name string, b []byte) error {
+	var m Meta
+	if json.Unmarshal(b, &m) != nil {
+		return fmt.Errorf("node %s: its metadata is unreadable (%d bytes): not a roam agent of protocol %d", name, len(b), api.Protocol)
+	}
+	p, v := m.Protocol, m.Version
+	if p == 0 {
+		p, v = 1, "older than protocol 2"
+	}
+	if p != api.Protocol {
+		return fmt.Errorf("node %s speaks roam protocol %d (roam %s), this agent protocol %d (roam %s): run one version on every node (docs/deploy.md, upgrades)", name, p, errkind.QuoteOdd(v, maxVersion), api.Protocol, api.Version)
+	}
+	return nil
+}
