@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/rounds"
 	"roam/internal/errkind"
 	"roam/internal/lockorder"
 	"runtime"
@@ -73,7 +74,9 @@ type Agent struct {
 	imageDir   string         // where migration images go
 	allUsers   bool           // root's CRIU can dump other users' jobs here
 	metrics    migrationMetrics
-	sch        schedState
+	// rounds is the scheduler (package rounds), events its decisions.
+	rounds *rounds.Rounds
+	events *rounds.Events
 	// draining: roam node drain (see drain.go); drainMu orders its changes
 	// with the job table's copy.
 	draining atomic.Bool
@@ -148,9 +151,8 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)
 	}
-	a.sch.pol = pl
+	a.rounds, a.events = rounds.New(pl, rankSched), &rounds.Events{}
 	a.members = newMembers(cfg, a.capacity, pl.Policy.Placement)
-	a.sch.kick = make(chan struct{}, 1)
 	a.loadKick = make(chan struct{}, 1)
 	return a, nil
 }
@@ -225,7 +227,7 @@ func (a *Agent) Start() error {
 	go a.joinLoop()
 	go a.loadLoop()
 	go a.pushLoop()
-	go a.schedLoop()
+	go a.rounds.Loop(a.stop, &a.wg, rounds.Round{Snapshot: a.snapshot, Decide: a.members.Decide, Move: a.move})
 	a.log.Info("agent started", "bind", a.cfg.BindAddr, "advertise", a.adv, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
 		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval,
 		"migration", a.support)
@@ -330,9 +332,7 @@ func (a *Agent) kickLoad() {
 // would otherwise forget them at this node's next entry, measured before
 // the jobs arrive, and choose this node again.
 func (a *Agent) pending(now time.Time) sched.Node {
-	a.sch.mu.Lock()
-	defer a.sch.mu.Unlock()
-	return a.sch.ledger.Reserved(sched.Node{Capacity: a.capacity, Least: a.least()}, now)
+	return a.rounds.Reserved(sched.Node{Capacity: a.capacity, Least: a.least()}, now)
 }
 
 // least is selfLeast.
@@ -391,9 +391,7 @@ func (a *Agent) handleLoadMessage(b []byte) {
 	if r.Live && !eases {
 		// Or a node that refused this node's move has room now, which
 		// the vector's last entry may have shown all along.
-		a.sch.mu.Lock()
-		eases = a.sch.ledger.Eased(e.Node, e.Load, e.Capacity, r.SelfLoad)
-		a.sch.mu.Unlock()
+		eases = a.rounds.Eased(e.Node, e.Load, e.Capacity, r.SelfLoad)
 	}
 	if kept {
 		a.stats.loadKept.Add(1)
@@ -403,7 +401,7 @@ func (a *Agent) handleLoadMessage(b []byte) {
 	if eases {
 		// A peer could take one of this node's jobs now: judge at once
 		// rather than at the period (a passive policy's round).
-		a.kickScheduler()
+		a.rounds.Kick()
 	}
 }
 

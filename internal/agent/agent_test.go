@@ -258,9 +258,7 @@ func TestLoadedPolicyReachesALateJoiner(t *testing.T) {
 	waitUntil(t, 10*time.Second, "b runs a's policy", func() bool { return b.policyText().Name == "static" })
 
 	d := (*delegate)(b)
-	a.sch.mu.Lock()
-	ver := a.sch.polVer
-	a.sch.mu.Unlock()
+	ver := a.rounds.Policy().Version
 	balance := sched.Builtin["balance"]
 	for _, bad := range [][]byte{
 		[]byte("{"), []byte(`{"text":"name: x"}`), // no version

@@ -48,7 +48,7 @@ func TestAgentStartsWithACorruptRecord(t *testing.T) {
 		c.start(0)
 		home := c.nodes[0].a
 		var reported []string
-		for _, e := range home.localEvents(time.Time{}) {
+		for _, e := range home.events.Since(time.Time{}) {
 			if e.Kind == "corrupt" {
 				reported = append(reported, e.Job)
 			}
@@ -83,7 +83,7 @@ func TestAgentStartsWithACorruptRecord(t *testing.T) {
 			t.Fatalf("set aside: %q", kept)
 		}
 		c.start(0)
-		for _, e := range c.nodes[0].a.localEvents(time.Time{}) {
+		for _, e := range c.nodes[0].a.events.Since(time.Time{}) {
 			if e.Kind == "corrupt" {
 				t.Fatalf("reported again: %+v", e)
 			}

@@ -6,7 +6,8 @@ import "roam/internal/lockorder"
 // only locks further down this list, never one above it nor a second of
 // the same line. Built with the tag lockcheck, every lock checks this as
 // it is taken (package lockorder), and the tests fail on any other order
-// (TestMain). userRates.mu is a leaf: nothing is taken while it is held.
+// (TestMain). userRates.mu and the events log's (rounds.Events) are leaves: nothing is
+// taken while one is held.
 // The load vector has no lock of its own: it is under the members table's.
 const (
 	// rankDrain is drainMu: a drain's change of the node's state, with
@@ -27,7 +28,8 @@ const (
 	// to write a spool, and under jobs.mu by a restart's consent, which
 	// cuts the spool back to its checkpoint as it changes the record.
 	rankSpool
-	// rankSched is sch.mu: the scheduler's policy, ledger and samples.
+	// rankSched is the scheduling rounds' lock (package rounds): the
+	// policy, the ledger, the jobs' samples.
 	rankSched
 	// rankMembers is the members table's lock (package members): the
 	// membership, the load vector, the node's own load.
@@ -38,7 +40,6 @@ const (
 func (a *Agent) initLocks() {
 	a.drainMu.Init(rankDrain, "drainMu")
 	a.metaMu.Init(rankMeta, "metaMu")
-	a.sch.mu.Init(rankSched, "sch.mu")
 }
 
 // initLocks gives the job table's locks their ranks.

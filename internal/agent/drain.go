@@ -99,7 +99,7 @@ func (a *Agent) setDrain(state string) error {
 			a.updateNode()
 			a.metaMu.Unlock()
 		}
-		a.kickScheduler()
+		a.rounds.Kick()
 	}
 	return nil
 }

@@ -3,9 +3,11 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"roam/internal/agent/rounds"
 	"roam/internal/sched"
 )
 
@@ -17,15 +19,17 @@ import (
 func TestHomeForgetsTheMovesOfAnEndedJob(t *testing.T) {
 	a := newStoreAgent(t)
 	now := time.Now()
-	a.sch.mu.Lock()
-	a.sch.ledger.Started([]sched.Move{{Job: fzHome, From: fzSelf, To: "n3", At: now}, {Job: "n2.9", From: fzSelf, To: "n4", At: now}})
-	a.sch.ledger.Finished(true, now, time.Time{})
-	a.sch.mu.Unlock()
+	moves := []sched.Move{{Job: fzHome, From: fzSelf, To: "n3", At: now}, {Job: "n2.9", From: fzSelf, To: "n4", At: now}}
+	var wg sync.WaitGroup
+	a.rounds.Run(a.stop, &wg, a.rounds.Policy().Scheduler, rounds.Round{
+		Snapshot: func() sched.Snapshot { return sched.Snapshot{Now: now} },
+		Decide:   func(*sched.Scheduler, sched.Snapshot) []sched.Move { return moves },
+		Move:     func(sched.Move) bool { return true },
+	})
+	wg.Wait()
 	recent := func() []string {
-		a.sch.mu.Lock()
-		defer a.sch.mu.Unlock()
 		var ids []string
-		for _, m := range a.sch.ledger.Recent(time.Now()) {
+		for _, m := range a.rounds.Recent(time.Now()) {
 			ids = append(ids, m.Job)
 		}
 		return ids

@@ -1,7 +1,7 @@
 package agent
 
 // The scheduler's decisions, kept for `roam events`: every node remembers
-// its last maxEvents, and `roam events` gathers them from every live node.
+// its last rounds.MaxEvents, and `roam events` gathers them from every live node.
 
 import (
 	"net/http"
@@ -14,21 +14,13 @@ import (
 	"roam/internal/errkind"
 )
 
-// maxEvents is how many decisions a node remembers for `roam events`.
-const maxEvents = 500
-
 // event records a decision for `roam events`.
 func (a *Agent) event(e api.Event) {
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
 	e.Node = a.cfg.NodeID
-	a.sch.mu.Lock()
-	a.sch.events = append(a.sch.events, e)
-	if len(a.sch.events) > maxEvents {
-		a.sch.events = a.sch.events[len(a.sch.events)-maxEvents:]
-	}
-	a.sch.mu.Unlock()
+	a.events.Add(e)
 	a.log.Info("event", "kind", e.Kind, "job", e.Job, "from", e.From, "to", e.To, "why", e.Why)
 }
 
@@ -59,18 +51,6 @@ func (a *Agent) localOwner(id string) *uint32 {
 		return &uid
 	}
 	return nil
-}
-
-func (a *Agent) localEvents(since time.Time) []api.Event {
-	a.sch.mu.Lock()
-	defer a.sch.mu.Unlock()
-	out := []api.Event{}
-	for _, e := range a.sch.events {
-		if e.At.After(since) {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // eventsSince is a handler answering with the events after ?since=.

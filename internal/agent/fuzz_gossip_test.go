@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"roam/internal/agent/members"
+	"roam/internal/agent/rounds"
 	"roam/internal/api"
 	"roam/internal/load"
 	"roam/internal/sched"
@@ -99,15 +100,14 @@ func FuzzGossipState(f *testing.F) {
 		a := pa.get(t)
 		a.setPolicy(mosix, ver, at)
 		(*delegate)(a).MergeRemoteState(buf, false)
-		a.sch.mu.Lock()
-		pol, polVer := a.sch.pol, a.sch.polVer
-		a.sch.mu.Unlock()
+		cur := a.rounds.Policy()
+		pol, polVer := cur.Scheduler, cur.Version
 		if polVer < ver {
 			t.Fatalf("policy version went back to %d", polVer)
 		}
 		if pol.Text() != mosix.Text() || polVer != ver {
 			var st api.PolicyRequest
-			if json.Unmarshal(buf, &st) != nil || !policyNewer(st.Version, st.Text, ver, mosix.Text()) || polVer != st.Version || st.Version > maxPolicyVersion {
+			if json.Unmarshal(buf, &st) != nil || !rounds.Newer(st.Version, st.Text, ver, mosix.Text()) || polVer != st.Version || st.Version > rounds.MaxPolicyVersion {
 				t.Fatalf("policy replaced by %q version %d from %q", pol.Policy.Name, polVer, buf)
 			}
 			if _, err := sched.ParsePolicy([]byte(st.Text)); err != nil {
@@ -116,18 +116,16 @@ func FuzzGossipState(f *testing.F) {
 		}
 		state := (*delegate)(a).LocalState(false)
 		(*delegate)(a).MergeRemoteState(state, false)
-		a.sch.mu.Lock()
-		again, againVer := a.sch.pol, a.sch.polVer
-		a.sch.mu.Unlock()
+		after := a.rounds.Policy()
+		again, againVer := after.Scheduler, after.Version
 		if again != pol || againVer != polVer {
 			t.Fatalf("the node's own state %q changed its policy", state)
 		}
 		b := pb.get(t)
 		b.setPolicy(mosix, ver-1, at)
 		(*delegate)(b).MergeRemoteState(state, false)
-		b.sch.mu.Lock()
-		got, gotVer := b.sch.pol.Text(), b.sch.polVer
-		b.sch.mu.Unlock()
+		bp := b.rounds.Policy()
+		got, gotVer := bp.Text(), bp.Version
 		if got != pol.Text() || gotVer != polVer {
 			t.Fatalf("a peer took %q version %d from state %q, want version %d", got, gotVer, state, polVer)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/rounds"
 	"roam/internal/api"
 	"roam/internal/sched"
 )
@@ -67,9 +68,7 @@ func FuzzPeerAdmit(f *testing.F) {
 		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &wr) != nil || wr.Ended != (r.Refused == "") {
 			t.Fatalf("withdrawal of move %+v (refused %q) answered %d: %s", mv, r.Refused, w.Code, w.Body)
 		}
-		a.sch.mu.Lock()
-		n := a.sch.ledger.Pending(time.Now(), "")
-		a.sch.mu.Unlock()
+		n := a.rounds.Pending(time.Now())
 		if n != 0 {
 			t.Fatalf("after its withdrawal, %d admissions pending", n)
 		}
@@ -110,7 +109,7 @@ func FuzzPeerPolicy(f *testing.F) {
 		if _, err := sched.ParsePolicy([]byte(req.Text)); err != nil {
 			t.Fatalf("policy taken that does not parse: %v", err)
 		}
-		if req.Version > maxPolicyVersion {
+		if req.Version > rounds.MaxPolicyVersion {
 			t.Fatalf("policy of version %d taken, past the bound", req.Version)
 		}
 		var got api.NodePolicy

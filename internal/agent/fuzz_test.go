@@ -35,6 +35,7 @@ import (
 
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/rounds"
 	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/load"
@@ -191,19 +192,13 @@ func (p *fzBarePool) get(tb testing.TB) *Agent {
 	tb.Helper()
 	if p.a == nil {
 		p.a, _ = fzBare(tb)
-		p.pol = p.a.sch.pol
+		p.pol = p.a.rounds.Policy().Scheduler
 		p.lp, _ = load.ParsePolicy(p.a.cfg.Load.Policy)
 	}
 	a := p.a
 	a.members = newMembers(a.cfg, a.capacity, p.pol.Policy.Placement)
 	a.stats = counters{}
-	a.sch.mu.Lock()
-	a.sch.pol, a.sch.polVer, a.sch.polAt, a.sch.events = p.pol, 0, time.Time{}, nil
-	a.sch.mu.Unlock()
-	select {
-	case <-a.sch.kick:
-	default:
-	}
+	a.rounds, a.events = rounds.New(p.pol, rankSched), &rounds.Events{}
 	return a
 }
 
@@ -340,7 +335,7 @@ func buildFzAgent(t *testing.T, st *job.Store, dir string) *fzAgent {
 	a.peers = &peer.Client{Addr: func(n string) (string, error) { return a.members.PeerAddr(n) }, HTTP: &http.Client{Transport: fzNoNet{}},
 		Self: &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}}, SelfAddr: "127.0.0.1:7947"}
 	a.store = st
-	return &fzAgent{Agent: a, node: node, dir: dir, pol: a.sch.pol}
+	return &fzAgent{Agent: a, node: node, dir: dir, pol: a.rounds.Policy().Scheduler}
 }
 
 // fzStamp is what a stat says of one path of the seeded state directory.
@@ -421,11 +416,9 @@ func (a *fzAgent) reset(t *testing.T) {
 	a.stop = make(chan struct{})
 	a.draining.Store(false)
 	a.memberLeft = make(chan struct{}, 1)
-	a.sch.mu.Lock() // an event of the last input may still be logged
-	a.sch.kick = make(chan struct{}, 1)
-	a.sch.pol, a.sch.polVer, a.sch.polAt = a.pol, 0, time.Time{}
-	a.sch.ledger, a.sch.prev, a.sch.events = sched.Ledger{}, nil, nil
-	a.sch.mu.Unlock()
+	// Put in place, not emptied: an event of the last input may still be
+	// logged into the old ones.
+	a.rounds, a.events = rounds.New(a.pol, rankSched), &rounds.Events{}
 	a.selfLeast.Store(math.Float64bits(fzLeast))
 	a.members = newMembers(a.cfg, a.capacity, a.pol.Policy.Placement)
 	a.members.Join(members.Member{Addr: "127.0.0.1:7946", PeerAddr: a.peers.SelfAddr, Capacity: a.capacity}, 0, time.Time{})

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"roam/internal/agent/members"
+	"roam/internal/agent/rounds"
 	"roam/internal/api"
 	"roam/internal/sched"
 )
@@ -103,12 +104,11 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 // joins later takes it from the first peer it syncs with.
 func (d *delegate) LocalState(join bool) []byte {
 	a := (*Agent)(d)
-	a.sch.mu.Lock()
-	defer a.sch.mu.Unlock()
-	if a.sch.polVer == 0 {
+	p := a.rounds.Policy()
+	if p.Version == 0 {
 		return nil
 	}
-	b, _ := json.Marshal(api.PolicyRequest{Text: a.sch.pol.Text(), At: a.sch.polAt, Version: a.sch.polVer})
+	b, _ := json.Marshal(api.PolicyRequest{Text: p.Text(), At: p.At, Version: p.Version})
 	return b
 }
 
@@ -121,14 +121,11 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 		return
 	}
 	var st api.PolicyRequest
-	if err := json.Unmarshal(buf, &st); err != nil || st.Version == 0 || st.Version > maxPolicyVersion {
+	if err := json.Unmarshal(buf, &st); err != nil || st.Version == 0 || st.Version > rounds.MaxPolicyVersion {
 		a.log.Warn("gossip: a peer's policy state is unreadable", "err", err, "version", st.Version)
 		return
 	}
-	a.sch.mu.Lock()
-	newer := policyNewer(st.Version, st.Text, a.sch.polVer, a.sch.pol.Text())
-	a.sch.mu.Unlock()
-	if !newer {
+	if cur := a.rounds.Policy(); !rounds.Newer(st.Version, st.Text, cur.Version, cur.Text()) {
 		return
 	}
 	p, err := sched.ParsePolicy([]byte(st.Text))

@@ -154,7 +154,7 @@ func TestAgentsJobsLostAndBack(t *testing.T) {
 			}
 		}
 		var kinds []string
-		for _, e := range home.localEvents(cut) {
+		for _, e := range home.events.Since(cut) {
 			kinds = append(kinds, e.Kind+" "+e.Job)
 		}
 		for _, id := range ids {
@@ -262,7 +262,7 @@ func TestAgentsNodeDeadInGossipButPushing(t *testing.T) {
 			}
 		}
 		var kinds []string
-		for _, e := range home.localEvents(declared) {
+		for _, e := range home.events.Since(declared) {
 			kinds = append(kinds, e.Kind+" "+e.Job)
 		}
 		all := strings.Join(kinds, ",")

@@ -497,7 +497,7 @@ func TestAgentsDoNotHerd(t *testing.T) {
 		time.Sleep(time.Minute) // more rounds: none may herd either
 		var moved, declined []api.Event
 		for _, h := range c.nodes {
-			for _, e := range h.a.localEvents(start) {
+			for _, e := range h.a.events.Since(start) {
 				switch {
 				case e.To == "n3" && e.Kind == "migrate" && !isTurn(e):
 					moved = append(moved, e)
@@ -587,9 +587,7 @@ func TestAgentsWithdrawAnAbandonedMove(t *testing.T) {
 		}
 		c.waitFor("n1 idle", time.Minute, func() bool { return c.nodes[0].fn.Runnable(nil) == 0 })
 		pending := func() int {
-			a3.sch.mu.Lock()
-			defer a3.sch.mu.Unlock()
-			return a3.sch.ledger.Pending(time.Now(), "")
+			return a3.rounds.Pending(time.Now())
 		}
 		if a1.move(move(j1, "n1")) {
 			t.Fatalf("moved %s, which had ended", j1)
@@ -684,7 +682,7 @@ func TestAgentsSpreadAgainWhenANodeGoesIdle(t *testing.T) {
 		// load reaches them a second or two later.
 		if d := time.Since(end); d > 150*time.Millisecond {
 			for _, h := range c.nodes {
-				for _, e := range h.a.localEvents(end.Add(-20 * time.Second)) {
+				for _, e := range h.a.events.Since(end.Add(-20 * time.Second)) {
 					t.Logf("%v %s %s->%s %s", e.At.Sub(end), e.Kind, e.From, e.To, e.Why)
 				}
 			}
@@ -714,7 +712,7 @@ func TestAgentsRetryARefusedMoveElsewhere(t *testing.T) {
 		})
 		var refused int
 		for _, h := range c.nodes {
-			for _, e := range h.a.localEvents(start) {
+			for _, e := range h.a.events.Since(start) {
 				refused += btoi(e.Kind == "declined")
 			}
 		}
@@ -749,7 +747,7 @@ func TestActivePolicyRoundsDespiteKicks(t *testing.T) {
 				case <-stop:
 					return
 				case <-time.After(100 * time.Millisecond):
-					c.nodes[0].a.kickScheduler()
+					c.nodes[0].a.rounds.Kick()
 				}
 			}
 		}()
@@ -795,7 +793,7 @@ func TestAgentsDoNotMoveForADip(t *testing.T) {
 		}
 		time.Sleep(10 * time.Second)
 		for _, h := range c.nodes {
-			for _, e := range h.a.localEvents(start) {
+			for _, e := range h.a.events.Since(start) {
 				if e.Kind == "migrate" {
 					t.Errorf("job %s moved from %s to %s after a dip of 240ms on n3: %s", e.Job, e.From, e.To, e.Why)
 				}
@@ -845,7 +843,7 @@ func TestAgentsTakeTurns(t *testing.T) {
 		}
 		turns := 0
 		for i := range c.nodes {
-			for _, e := range c.nodes[i].a.localEvents(time.Time{}) {
+			for _, e := range c.nodes[i].a.events.Since(time.Time{}) {
 				if isTurn(e) && e.Node == e.From { // once, as its source logged it
 					turns++
 				}

@@ -471,7 +471,7 @@ func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
 	delete(a.migr.movedTo, l.ID)
 	a.jobs.mu.Unlock()
 	in.stdin = nil
-	a.arrived(l.ID)
+	a.rounds.Arrived(l.ID)
 	// Durable before the job runs: an agent that restarts finds the job
 	// (and, if it has ended meanwhile, its status) in its table.
 	if err := a.store.PutLocals(l); err != nil {
@@ -485,7 +485,7 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 	a.dropSink(r.MID)
 	a.takeChecked(r.MID, r.Job)
 	if r.Job != "" {
-		a.arrived(r.Job)
+		a.rounds.Arrived(r.Job)
 	}
 	if r.PID > 0 {
 		a.procs.Kill(r.PID, r.Tix, 5*time.Second)

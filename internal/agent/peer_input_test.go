@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/rounds"
 	"roam/internal/api"
 	"roam/internal/job"
 	"roam/internal/migrate"
@@ -282,7 +283,7 @@ func TestPolicyNewer(t *testing.T) {
 	}{
 		{2, "a", 1, "b", true}, {1, "b", 2, "a", false}, {3, "b", 3, "a", true}, {3, "a", 3, "b", false}, {3, "a", 3, "a", false},
 	} {
-		if got := policyNewer(c.av, c.at, c.bv, c.bt); got != c.newer {
+		if got := rounds.Newer(c.av, c.at, c.bv, c.bt); got != c.newer {
 			t.Errorf("%d %q over %d %q: %v", c.av, c.at, c.bv, c.bt, got)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/rounds"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -43,21 +44,6 @@ func builtinNames() string {
 	return strings.Join(ns, ", ")
 }
 
-// maxPolicyVersion bounds the version of a policy a peer or the gossip
-// hands this node. A load takes the running version plus one, so a
-// version at the top of uint64 (from a bad or broken member) would wrap
-// the next load to 0 and win for good. The bound leaves room for more
-// loads than any cluster makes after the highest version it takes.
-const maxPolicyVersion = 1 << 62
-
-// policyNewer says whether a policy of version av and text at replaces
-// one of version bv and text bt: the higher version, and between two
-// loads of one version (made on two nodes at once) the greater text, so
-// that every node picks the same.
-func policyNewer(av uint64, at string, bv uint64, bt string) bool {
-	return av > bv || (av == bv && at > bt)
-}
-
 // setPolicy runs policy p of version ver, loaded at time at (see
 // runPolicy), and keeps it in the job table for the next start.
 func (a *Agent) setPolicy(p *sched.Scheduler, ver uint64, at time.Time) bool {
@@ -73,31 +59,23 @@ func (a *Agent) setPolicy(p *sched.Scheduler, ver uint64, at time.Time) bool {
 }
 
 // runPolicy runs policy p of version ver unless the running one is newer
-// (policyNewer); it reports whether p now runs. Jobs are not touched: a
+// (rounds.Newer); it reports whether p now runs. Jobs are not touched: a
 // round in progress finishes its moves under the old policy.
 func (a *Agent) runPolicy(p *sched.Scheduler, ver uint64, at time.Time) bool {
-	return a.swapPolicy(p, ver, at, func(curVer uint64, cur *sched.Scheduler) bool {
-		return cur == nil || policyNewer(ver, p.Text(), curVer, cur.Text())
-	})
+	old, ok := a.rounds.Take(rounds.Policy{Scheduler: p, Version: ver, At: at})
+	if ok {
+		a.policyRan(old.Scheduler, p)
+	}
+	return ok
 }
 
-// swapPolicy runs policy p of version ver, loaded at time at, when take
-// says so of the running one (its version, and itself or nil).
-func (a *Agent) swapPolicy(p *sched.Scheduler, ver uint64, at time.Time, take func(uint64, *sched.Scheduler) bool) bool {
-	a.sch.mu.Lock()
-	if !take(a.sch.polVer, a.sch.pol) {
-		a.sch.mu.Unlock()
-		return false
-	}
-	old := a.sch.pol
-	a.sch.pol, a.sch.polVer, a.sch.polAt = p, ver, at
-	a.sch.mu.Unlock()
+// policyRan is what follows a change of policy from old to p.
+func (a *Agent) policyRan(old, p *sched.Scheduler) {
 	a.members.SetPlacement(p.Policy.Placement)
 	if old != nil && old.Text() != p.Text() {
 		a.event(api.Event{Kind: "policy", Why: fmt.Sprintf("policy %s replaced %s", p.Policy.Name, old.Policy.Name)})
 	}
-	a.kickScheduler()
-	return true
+	a.rounds.Kick()
 }
 
 // keptPolicy runs the policy last loaded, as this node's job table kept
@@ -123,9 +101,8 @@ func (a *Agent) keptPolicy() {
 
 // policyText is what `roam policy show` prints of this node.
 func (a *Agent) policyText() api.NodePolicy {
-	a.sch.mu.Lock()
-	defer a.sch.mu.Unlock()
-	return api.NodePolicy{Node: a.cfg.NodeID, Name: a.sch.pol.Policy.Name, Text: a.sch.pol.Text()}
+	p := a.rounds.Policy()
+	return api.NodePolicy{Node: a.cfg.NodeID, Name: p.Policy.Name, Text: p.Text()}
 }
 
 // LoadPolicy is `roam policy load`: the policy (a built-in name or a
@@ -145,11 +122,9 @@ func (a *Agent) LoadPolicy(c Caller, req api.PolicyRequest) ([]api.NodePolicy, e
 	if _, err := sched.ParsePolicy([]byte(text)); err != nil {
 		return nil, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
-	a.sch.mu.Lock()
-	ver := a.sch.polVer + 1
-	a.sch.mu.Unlock()
-	if ver > maxPolicyVersion { // a version kept from before the bound
-		return nil, errkind.New(peer.ErrUnavailable, "policy load: the running policy's version %d is past the last one (%d)", ver-1, uint64(maxPolicyVersion))
+	ver := a.rounds.Policy().Version + 1
+	if ver > rounds.MaxPolicyVersion { // a version kept from before the bound
+		return nil, errkind.New(peer.ErrUnavailable, "policy load: the running policy's version %d is past the last one (%d)", ver-1, uint64(rounds.MaxPolicyVersion))
 	}
 	return fanOut[api.NodePolicy](a, http.MethodPost, peer.Policy, api.PolicyRequest{Text: text, At: time.Now(), Version: ver}), nil
 }
@@ -171,9 +146,12 @@ func (a *Agent) Reload(cfg Config) (took, restart []string) {
 			continue
 		}
 		p, err := loadPolicy(cfg.Scheduler)
-		if err == nil && a.swapPolicy(p, 0, time.Now(), func(ver uint64, _ *sched.Scheduler) bool { return ver == 0 }) {
-			took = append(took, k)
-			continue
+		if err == nil {
+			if old, ok := a.rounds.Reconfigure(p, time.Now()); ok {
+				a.policyRan(old.Scheduler, p)
+				took = append(took, k)
+				continue
+			}
 		}
 		if err != nil {
 			restart = append(restart, fmt.Sprintf("scheduler (%v)", err))

@@ -453,11 +453,9 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 		a.dropCheckpointOn(c.StoredOn, keptOf[i], time.Time{})
 	}
 	// An ended job no longer loads the node this one moved it to.
-	a.sch.mu.Lock()
 	for _, id := range done {
-		a.sch.ledger.Ended(id)
+		a.rounds.Ended(id)
 	}
-	a.sch.mu.Unlock()
 	// A job's end is acknowledged only once its output is on disk at its
 	// home; the sync, too, runs without the job lock.
 	for _, id := range done {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/rounds"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/migrate"
@@ -250,7 +251,7 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, a.policyText())
 	})
 	mux.HandleFunc("POST "+peer.Policy, jsonCall(a.peerSetPolicy))
-	mux.HandleFunc("GET "+peer.Events, eventsSince(a.localEvents))
+	mux.HandleFunc("GET "+peer.Events, eventsSince(a.events.Since))
 }
 
 // peerSignal is /v1/peer/signal: a signal for a job running here.
@@ -307,8 +308,8 @@ func watchedBody(w http.ResponseWriter, r *http.Request) (io.Reader, func()) {
 
 // peerSetPolicy is /v1/peer/policy: `roam policy load` reaching this node.
 func (a *Agent) peerSetPolicy(req api.PolicyRequest) (api.NodePolicy, error) {
-	if req.Version > maxPolicyVersion {
-		return api.NodePolicy{}, errkind.New(peer.ErrBadRequest, "policy version %d: past the last one (%d)", req.Version, uint64(maxPolicyVersion))
+	if req.Version > rounds.MaxPolicyVersion {
+		return api.NodePolicy{}, errkind.New(peer.ErrBadRequest, "policy version %d: past the last one (%d)", req.Version, uint64(rounds.MaxPolicyVersion))
 	}
 	p, err := sched.ParsePolicy([]byte(req.Text))
 	if err != nil {
@@ -318,9 +319,7 @@ func (a *Agent) peerSetPolicy(req api.PolicyRequest) (api.NodePolicy, error) {
 		req.At = time.Now()
 	}
 	if req.Version == 0 { // an older roam's load: after everything this node knows
-		a.sch.mu.Lock()
-		req.Version = a.sch.polVer + 1
-		a.sch.mu.Unlock()
+		req.Version = a.rounds.Policy().Version + 1
 	}
 	a.setPolicy(p, req.Version, req.At)
 	return a.policyText(), nil

@@ -366,12 +366,12 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 	}
 	a.jobs.mu.Unlock()
 	a.kickPusher() // wake the push loop if it slept with no jobs
-	a.kickScheduler()
+	a.rounds.Kick()
 	for _, p := range procs {
 		go func(p *job.Proc) {
 			_ = p.Wait() // reap; the status file says how it ended
 			a.kickPusher()
-			a.kickScheduler()
+			a.rounds.Kick()
 		}(p)
 	}
 	return out

@@ -96,14 +96,14 @@ func TestSentLoadCountsAdmittedMoves(t *testing.T) {
 	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity}
 	for _, id := range []string{"n2.1", "n2.2"} {
 		mv := sched.Move{Job: id, From: "n2", To: a.cfg.NodeID, Kind: sched.ProblemCPU, Runnable: 2, SrcLoad: 10, Threshold: 0.25}
-		if ans := a.sch.ledger.Admit(mv, self, now); ans.Refused != nil {
+		if ans, _ := a.rounds.Admit(mv, self, now); ans.Refused != nil {
 			t.Fatal(ans.Refused)
 		}
 	}
 	if got, want := a.pending(now).Load, 4/a.capacity; got != want {
 		t.Fatalf("pending load %v after two admitted moves of 2 threads, want %v", got, want)
 	}
-	a.sch.ledger.Arrived("n2.1")
+	a.rounds.Arrived("n2.1")
 	if got, want := a.pending(now).Load, 2/a.capacity; got != want {
 		t.Fatalf("pending load %v after one arrived, want %v", got, want)
 	}
