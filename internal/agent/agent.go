@@ -25,6 +25,7 @@ import (
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
+	"roam/internal/agent/spool"
 	"roam/internal/errkind"
 	"roam/internal/lockorder"
 	"runtime"
@@ -56,6 +57,8 @@ type Agent struct {
 
 	store *job.Store
 	jobs  *jobs
+	// spools are the home jobs' output (package spool).
+	spools *spool.Spools
 	// procs, ckpt and prober are parts.Processes, .Checkpointer, .Prober.
 	procs  job.Processes
 	ckpt   ckpt.Checkpointer

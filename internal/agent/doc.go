@@ -24,7 +24,7 @@ const (
 	// rankJobs is jobs.mu: the job table in memory and the migrations'
 	// maps.
 	rankJobs
-	// rankSpool is a home job's spool lock (jobs.spoolLock). Taken alone
+	// rankSpool is a home job's spool lock (package spool). Taken alone
 	// to write a spool, and under jobs.mu by a restart's consent, which
 	// cuts the spool back to its checkpoint as it changes the record.
 	rankSpool
@@ -46,7 +46,4 @@ func (a *Agent) initLocks() {
 func (j *jobs) initLocks() {
 	j.mu.Init(rankJobs, "jobs.mu")
 	j.storeMu.Init(rankStore, "jobs.storeMu")
-	for i := range j.spools {
-		j.spools[i].Init(rankSpool, "a spool's lock (jobs.spoolLock)")
-	}
 }

@@ -43,7 +43,7 @@ func TestHomeForgetsTheMovesOfAnEndedJob(t *testing.T) {
 	}
 
 	size := func(name string) int64 {
-		fi, err := os.Stat(filepath.Join(a.homeSpool(fzHome), name))
+		fi, err := os.Stat(filepath.Join(a.spools.Dir(fzHome), name))
 		if err != nil {
 			return 0
 		}

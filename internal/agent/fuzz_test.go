@@ -36,6 +36,7 @@ import (
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
+	"roam/internal/agent/spool"
 	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/load"
@@ -369,10 +370,10 @@ func (a *fzAgent) fingerprint() []fzStamp {
 // seededDirs are the directories reset makes; seededOutput is the home
 // job's output it writes.
 func (a *fzAgent) seededDirs() []string {
-	return []string{a.imageDir, a.node.spool, a.homeSpool(fzHome), a.homeSpool(fzLost), a.homeSpool(fzOver)}
+	return []string{a.imageDir, a.node.spool, a.spools.Dir(fzHome), a.spools.Dir(fzLost), a.spools.Dir(fzOver)}
 }
 
-func (a *fzAgent) seededOutput() string { return filepath.Join(a.homeSpool(fzHome), "stdout") }
+func (a *fzAgent) seededOutput() string { return filepath.Join(a.spools.Dir(fzHome), "stdout") }
 
 // quiet says the last input left nothing that runs on: it stops the
 // timers of the migrations it started, and fails when one had fired.
@@ -392,6 +393,9 @@ func (a *fzAgent) quiet() bool {
 // it was asked, and everything in the agent a peer route can change.
 func (a *fzAgent) reset(t *testing.T) {
 	t.Helper()
+	// New spools: what the last input's restart made of a job's
+	// incarnation is forgotten.
+	a.spools = spool.New(filepath.Join(a.cfg.StateDir, "home"), rankSpool)
 	if a.seeded == nil || !slices.Equal(a.seeded, a.fingerprint()) {
 		for _, d := range []string{"images", "spool", "home"} {
 			if err := os.RemoveAll(filepath.Join(a.dir, d)); err != nil {
@@ -439,7 +443,6 @@ func (a *fzAgent) reset(t *testing.T) {
 	default:
 	}
 	j.restarting, j.uploading, j.restoring = nil, nil, nil
-	j.incs.Clear()
 	a.migr = migrationState{}
 	code := 0
 	for _, r := range []job.Record{

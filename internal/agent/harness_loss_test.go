@@ -58,7 +58,7 @@ func (c *cluster) say(i int, id, line string) {
 
 // homeOutput is what job id's home has of its stdout.
 func (c *cluster) homeOutput(id string) string {
-	b, _ := os.ReadFile(filepath.Join(c.nodes[nodeIndex(id)].a.homeSpool(id), "stdout"))
+	b, _ := os.ReadFile(filepath.Join(c.nodes[nodeIndex(id)].a.spools.Dir(id), "stdout"))
 	return string(b)
 }
 

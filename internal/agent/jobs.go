@@ -6,18 +6,17 @@ package agent
 
 import (
 	"fmt"
-	"hash/fnv"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/spool"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -62,13 +61,6 @@ type jobs struct {
 	// restoring the jobs being restored here from a checkpoint.
 	uploading map[uint32]bool
 	restoring map[string]bool
-	// incs is each home job's incarnation as its spool knows it (id ->
-	// int), set and read under the job's spool lock: output of an older
-	// incarnation is never appended after a restart cut the spool.
-	incs sync.Map
-	// spools serialize the writes to each home job's spool, which
-	// happen without mu (spoolLock).
-	spools [64]lockorder.Mutex
 }
 
 // wakeReaders wakes the readers waiting for news of home job id (Output).
@@ -80,12 +72,51 @@ func (j *jobs) wakeReaders(id string) {
 	}
 }
 
-// spoolLock is the lock of job id's home spool (one of a few, by a hash
-// of the id).
-func (j *jobs) spoolLock(id string) *lockorder.Mutex {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return &j.spools[h.Sum32()%uint32(len(j.spools))]
+// putHome writes changed copies of home records to the store, then, once
+// they are durable, to the table in memory; on an error neither changes.
+// mu held.
+func (j *jobs) putHome(store *job.Store, next map[string]*job.Record) error {
+	if len(next) == 0 {
+		return nil
+	}
+	recs := make([]job.Record, 0, len(next))
+	for _, r := range next {
+		recs = append(recs, *r)
+	}
+	if err := store.PutRecords(recs...); err != nil {
+		return err
+	}
+	for id, r := range next {
+		*j.home[id] = *r
+	}
+	return nil
+}
+
+// newsOf is the record update u changes: its copy in next, or a new copy
+// of the home's. known and stale say what takeOutput found of the job
+// (known: it had a record; stale: u is of an older incarnation). When u
+// is news of no record, refused is the answer. mu held.
+func (j *jobs) newsOf(u update, known, stale bool, next map[string]*job.Record, self string) (rec *job.Record, refused *ack) {
+	if rec := next[u.ID]; rec != nil {
+		return rec, nil
+	}
+	cur := j.home[u.ID]
+	if cur == nil || !known {
+		// Forgotten after a failed start: nobody will read it. Only a
+		// job's home can say it has no record of it; news that reached
+		// another node (a stale home address) is dropped, not ended. A
+		// job purged while its output was written is gone as well.
+		h, _ := homeOf(u.ID)
+		return nil, &ack{Done: true, Gone: h == self}
+	}
+	if stale || u.Inc < cur.Inc {
+		// A copy of an incarnation before the job's restart from a
+		// checkpoint (its node was cut off, not dead): it is ended, and
+		// nothing it says is taken.
+		return nil, &ack{Done: true, Gone: true}
+	}
+	c := *cur
+	return &c, nil
 }
 
 // localJob is a job running on this node.
@@ -125,6 +156,7 @@ func (a *Agent) openJobs() error {
 		heard: map[string]time.Time{}, kick: make(chan struct{}, 1),
 		restarting: map[string]*job.Record{}}
 	a.jobs.initLocks()
+	a.spools = spool.New(filepath.Join(a.cfg.StateDir, "home"), rankSpool)
 	// One bad value (a disk error, a bug of an older roam) must not keep
 	// the agent, and every other job, from starting.
 	bad, err := st.SetAsideCorrupt()
@@ -161,8 +193,6 @@ func (a *Agent) openJobs() error {
 	a.log.Info("job table loaded", "home_jobs", len(recs), "local_jobs", len(locals))
 	return nil
 }
-
-func (a *Agent) homeSpool(id string) string { return filepath.Join(a.cfg.StateDir, "home", id) }
 
 // homeOf returns the home node of a job id HOME.SEQ.
 func homeOf(id string) (string, bool) { return migrate.JobHome(id) }

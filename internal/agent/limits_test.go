@@ -206,7 +206,7 @@ func TestAgentsPurge(t *testing.T) {
 			if r := c.homeRec(id); r.ID != "" {
 				t.Fatalf("%s still recorded", id)
 			}
-			if _, err := os.Stat(c.nodes[nodeIndex(id)].a.homeSpool(id)); err == nil {
+			if _, err := os.Stat(c.nodes[nodeIndex(id)].a.spools.Dir(id)); err == nil {
 				t.Fatalf("%s's output is still kept", id)
 			}
 		}

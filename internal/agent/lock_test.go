@@ -56,7 +56,7 @@ func TestSpoolIOOutsideTheJobLock(t *testing.T) {
 	}
 
 	t.Run("home takes an update", func(t *testing.T) {
-		out := filepath.Join(a.homeSpool(fzHome), "stdout")
+		out := filepath.Join(a.spools.Dir(fzHome), "stdout")
 		os.Remove(out)
 		if err := syscall.Mkfifo(out, 0o600); err != nil {
 			t.Fatal(err)
@@ -67,7 +67,7 @@ func TestSpoolIOOutsideTheJobLock(t *testing.T) {
 			defer close(done)
 			acks, _ = a.takeUpdates([]update{{ID: fzHome, Node: "n3", OutOff: 0, Out: []byte("x\n")}})
 		}()
-		// appendAt is in its open of the FIFO; the lock is free.
+		// The spool's Append is in its open of the FIFO; the lock is free.
 		lockFree("takeUpdates", done)
 		// Open for reading while the writer waits, and keep reading what
 		// it writes until it is done.

@@ -15,7 +15,6 @@ package agent
 // offset the home has, its exit status taken once.
 
 import (
-	"fmt"
 	"time"
 
 	"roam/internal/api"
@@ -136,17 +135,4 @@ func (a *Agent) lostLoop() {
 		}
 		a.sweepLost()
 	}
-}
-
-// revive brings a lost job back: node says it runs it. Called with
-// jobs.mu held; the caller writes the record and, when it returns an
-// event, records it once the lock is let go.
-func revive(rec *job.Record, node string) (api.Event, bool) {
-	if rec.State != job.StateLost || node == "" {
-		return api.Event{}, false
-	}
-	why := fmt.Sprintf("its node answers again and still runs it (lost for %v)", time.Since(rec.LostAt).Round(time.Millisecond))
-	rec.State, rec.Node, rec.LostAt = job.StateRunning, node, time.Time{}
-	uid := rec.UID
-	return api.Event{Kind: "back", Job: rec.ID, UID: &uid, To: node, Why: why}, true
 }

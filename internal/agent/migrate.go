@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/errkind"
@@ -296,7 +297,7 @@ func (a *Agent) takeNote(n jobNote) error {
 			// the home thought the job lost (its source was declared dead
 			// mid-move): it runs at m.To. An older note says nothing of
 			// where it runs now.
-			if e, ok := revive(rec, m.To); ok {
+			if e, ok := relay.Revive(rec, m.To, time.Now()); ok {
 				back = append(back, e)
 			}
 		}

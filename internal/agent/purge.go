@@ -56,7 +56,7 @@ func (a *Agent) removeEnded(ids []string) int {
 	}
 	a.jobs.mu.Unlock()
 	for _, r := range gone {
-		a.removeHomeSpool(r.ID)
+		a.spools.Remove(r.ID)
 		if r.Newest != nil && r.Newest.StoredOn != "" {
 			// A lost job's newest checkpoint is kept until the job goes.
 			a.dropCheckpointOn(r.Newest.StoredOn, r.ID, time.Time{})

@@ -6,18 +6,16 @@ package agent
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
+	"roam/internal/agent/spool"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -25,46 +23,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// update is one job's news from its current node to its home node.
-type update struct {
-	ID string `json:"id"`
-	// Node is where the job runs: the node sending the update.
-	Node   string `json:"node,omitempty"`
-	OutOff int64  `json:"out_off"`
-	Out    []byte `json:"out,omitempty"`
-	ErrOff int64  `json:"err_off"`
-	Err    []byte `json:"err,omitempty"`
-	// Exit, with the final sizes of both streams, once the job ended.
-	Exit     *int  `json:"exit,omitempty"`
-	FinalOut int64 `json:"final_out"`
-	FinalErr int64 `json:"final_err"`
-	// Why says why this node ended the job, when it did (a limit).
-	Why string `json:"why,omitempty"`
-	// Inc is the incarnation of the copy running here: news of an older
-	// one than the home's record is refused, and that copy ended.
-	Inc int `json:"inc,omitempty"`
-	// Moves is the sequence number of the migration that brought the
-	// copy here (job.Local.Moves). News sent before a move and delivered
-	// after it (a request that stalled) is of a copy the home knows moved
-	// on: it must not say where the job runs. News of a copy that moved
-	// later than the home knows says where it runs now.
-	// Absent from an older agent's update: then it is not judged.
-	Moves *int `json:"moves,omitempty"`
-}
-
-// updateOverhead is about what an update without output takes in JSON.
-const updateOverhead = 160
-
-// ack is the home node's answer to an update.
-type ack struct {
-	Out  int64 `json:"out"`
-	Err  int64 `json:"err"`
-	Done bool  `json:"done"`
-	// Gone: the home has no record of the job (a run that failed to start
-	// everywhere and was taken back). Nobody can see or end it any more,
-	// so its node ends it.
-	Gone bool `json:"gone,omitempty"`
-}
+// update and ack are the relay's wire types (package relay).
+type (
+	update = relay.Update
+	ack    = relay.Ack
+)
 
 // ---- current node: push output and exit status home ----
 
@@ -161,7 +124,7 @@ func (a *Agent) pushBatches() []*homeBatch {
 
 	for _, it := range items {
 		if it.checkCap {
-			if n := spoolSize(it.st.dir); n > a.cfg.Limits.OutputBytes {
+			if n := spool.Size(it.st.dir); n > a.cfg.Limits.OutputBytes {
 				it.killed = fmt.Sprintf("killed: its output passed %s (limits.output_bytes)", api.Bytes(a.cfg.Limits.OutputBytes))
 				a.log.Warn("job killed: output limit", "job", it.id, "bytes", n, "limit", a.cfg.Limits.OutputBytes)
 			}
@@ -194,7 +157,7 @@ func (a *Agent) pushBatches() []*homeBatch {
 		u.ID, u.Node, u.Inc, u.Moves = it.id, a.cfg.NodeID, lj.rec.Inc, &moves
 		// Each update costs its JSON besides its output: a heartbeat of
 		// thousands of jobs must still fit a request.
-		size := len(u.Out) + len(u.Err) + updateOverhead
+		size := len(u.Out) + len(u.Err) + relay.UpdateOverhead
 		b := last[lj.rec.Home]
 		if b == nil || b.size+size > pushBatch {
 			b = &homeBatch{home: lj.rec.Home, addr: lj.rec.HomeAddr}
@@ -304,208 +267,101 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 		}
 	}()
 
-	// The output first, without the job lock: each job's home spool is
-	// written under a lock of its own, so that two pushes of one job
-	// (a migration's last one and the push loop's) append in turn. A job
-	// this node has no record of gets nothing written.
-	a.jobs.mu.Lock()
-	known := map[string]bool{}
-	stale := map[string]bool{} // news of a copy of an older incarnation
-	for _, u := range ups {
-		r := a.jobs.home[u.ID]
-		known[u.ID] = r != nil
-		stale[u.ID] = r != nil && u.Inc < r.Inc
-	}
-	a.jobs.mu.Unlock()
-	type sizes struct{ out, err int64 }
-	got := make([]sizes, len(ups))
-	for i, u := range ups {
-		if !known[u.ID] || stale[u.ID] {
-			continue
-		}
-		no, ne := u.OutOff, u.ErrOff
-		if len(u.Out) > 0 || no < 0 || len(u.Err) > 0 || ne < 0 {
-			mu := a.jobs.spoolLock(u.ID)
-			mu.Lock()
-			if inc, ok := a.jobs.incs.Load(u.ID); ok && u.Inc < inc.(int) {
-				mu.Unlock() // restarted since: its cut spool is the new copy's
-				continue
-			}
-			dir := a.homeSpool(u.ID)
-			if len(u.Out) > 0 || no < 0 {
-				no = appendAt(filepath.Join(dir, "stdout"), u.OutOff, u.Out)
-			}
-			if len(u.Err) > 0 || ne < 0 {
-				ne = appendAt(filepath.Join(dir, "stderr"), u.ErrOff, u.Err)
-			}
-			mu.Unlock()
-		}
-		got[i] = sizes{no, ne}
-	}
-
+	got, known, stale := a.takeOutput(ups)
 	a.jobs.mu.Lock()
 	next := map[string]*job.Record{} // changed copies of records
 	var done []string
 	// the periodic checkpoints of the jobs that ended, no longer needed
-	var kept []api.Checkpoint
-	var keptOf []string
+	drops := map[string]api.Checkpoint{}
 	for i, u := range ups {
-		rec := next[u.ID]
-		if rec == nil {
-			cur := a.jobs.home[u.ID]
-			if cur == nil || !known[u.ID] {
-				// Forgotten after a failed start: nobody will read it.
-				// Only a job's home can say it has no record of it; news
-				// that reached another node (a stale home address) is
-				// dropped, not ended. A job purged while its output was
-				// written is gone as well.
-				h, _ := homeOf(u.ID)
-				out[u.ID] = ack{Done: true, Gone: h == a.cfg.NodeID}
-				continue
+		rec, refused := a.jobs.newsOf(u, known[u.ID], stale[u.ID], next, a.cfg.NodeID)
+		if refused != nil {
+			if refused.Gone && known[u.ID] && a.jobs.home[u.ID] != nil {
+				a.log.Warn("news of an old copy refused: its node ends it", "job", u.ID, "node", u.Node, "inc", u.Inc)
 			}
-			if stale[u.ID] || u.Inc < cur.Inc {
-				// A copy of an incarnation before the job's restart from
-				// a checkpoint (its node was cut off, not dead): it is
-				// ended, and nothing it says is taken.
-				a.log.Warn("news of an old copy refused: its node ends it", "job", u.ID, "node", u.Node, "inc", u.Inc, "current", cur.Inc)
-				out[u.ID] = ack{Done: true, Gone: true}
-				continue
-			}
-			c := *cur
-			rec = &c
+			out[u.ID] = *refused
+			continue
 		}
-		changed := false
-		// An older agent's update names no node: the job runs where the
-		// record last put it.
-		node := u.Node
-		if node == "" {
-			node = rec.Node
+		no, ne := got[i][0], got[i][1]
+		res := relay.Apply(rec, u, no, ne, time.Now())
+		if res.Event != nil {
+			events = append(events, *res.Event)
 		}
-		switch {
-		case u.Moves != nil && *u.Moves < rec.Migrations:
-			// Sent before the job moved on, delivered after: its output
-			// is taken (by offset), where it ran is not news.
-		case u.Moves != nil && *u.Moves > rec.Migrations && u.Node != "" && rec.State != job.StateFinished:
-			// A move the home has no note of yet committed: the job runs
-			// there now (migrate.ApplyNote's rule, from the copy itself),
-			// and is back if it was lost.
-			if e, ok := revive(rec, u.Node); ok {
-				events = append(events, e)
-			}
-			rec.Node, rec.Migrations = u.Node, *u.Moves
-			changed = true
-		default:
-			if e, ok := revive(rec, node); ok {
-				events = append(events, e)
-				changed = true
-			}
-		}
-		// Kept for the nodes jobs run on only, so it stays as small as the
-		// table's list of nodes.
-		if u.Node != "" && u.Node == rec.Node {
+		if res.Heard {
 			a.jobs.heard[u.Node] = time.Now()
 		}
-		no, ne := got[i].out, got[i].err
-		if u.Why != "" && rec.EndReason == "" && !rec.Over() {
-			rec.EndReason = limitText(u.Why)
-			changed = true
+		if res.Drop != nil {
+			drops[u.ID] = *res.Drop
 		}
-		over := rec.Over()
-		if !over && u.Exit != nil && no == u.FinalOut && ne == u.FinalErr {
-			code := *u.Exit
-			rec.State, rec.ExitCode, rec.Ended = job.StateFinished, &code, time.Now()
-			changed = true
-			over = true
-			if rec.Newest != nil {
-				kept = append(kept, *rec.Newest)
-				keptOf = append(keptOf, u.ID)
-			}
-		}
-		if changed {
+		if res.Changed {
 			next[u.ID] = rec // a copy taken from next is there already
 		}
-		if over {
+		if res.Over {
 			done = append(done, u.ID)
 		}
-		out[u.ID] = ack{Out: no, Err: ne, Done: over}
+		out[u.ID] = ack{Out: no, Err: ne, Done: res.Over}
 	}
-	if len(next) > 0 {
-		recs := make([]job.Record, 0, len(next))
-		for _, r := range next {
-			recs = append(recs, *r)
-		}
-		if err := a.store.PutRecords(recs...); err != nil {
-			a.jobs.mu.Unlock()
-			a.log.Error("job table: updates not taken", "err", err)
-			events = nil
-			return nil, errkind.New(peer.ErrUnavailable, "job table of node %s: %v", a.cfg.NodeID, err)
-		}
-		for id, r := range next {
-			*a.jobs.home[id] = *r
-		}
+	if err := a.jobs.putHome(a.store, next); err != nil {
+		a.jobs.mu.Unlock()
+		a.log.Error("job table: updates not taken", "err", err)
+		events = nil
+		return nil, errkind.New(peer.ErrUnavailable, "job table of node %s: %v", a.cfg.NodeID, err)
 	}
 	for _, u := range ups {
 		a.jobs.wakeReaders(u.ID)
 	}
 	a.jobs.mu.Unlock()
 
-	for i, c := range kept {
-		a.dropCheckpointOn(c.StoredOn, keptOf[i], time.Time{})
+	a.settleEnded(done, drops, out)
+	return out, nil
+}
+
+// takeOutput appends the updates' output to the home spools, without the
+// job lock: each spool is written under a lock of its own (package
+// spool), so that two pushes of one job (a migration's last one and the
+// push loop's) append in turn. A job this node has no record of (not
+// known), or news of a copy of an older incarnation (stale), gets nothing
+// written; got is each update's sizes of the spool after it.
+func (a *Agent) takeOutput(ups []update) (got [][2]int64, known, stale map[string]bool) {
+	a.jobs.mu.Lock()
+	known, stale = map[string]bool{}, map[string]bool{}
+	for _, u := range ups {
+		r := a.jobs.home[u.ID]
+		known[u.ID] = r != nil
+		stale[u.ID] = r != nil && u.Inc < r.Inc
 	}
-	// An ended job no longer loads the node this one moved it to.
+	a.jobs.mu.Unlock()
+	got = make([][2]int64, len(ups))
+	for i, u := range ups {
+		if !known[u.ID] || stale[u.ID] {
+			continue
+		}
+		// A copy restarted since gets nothing: its cut spool is the new
+		// copy's.
+		if no, ne, ok := a.spools.Append(u.ID, u.Inc, spool.Piece{OutOff: u.OutOff, Out: u.Out, ErrOff: u.ErrOff, Err: u.Err}); ok {
+			got[i] = [2]int64{no, ne}
+		}
+	}
+	return got, known, stale
+}
+
+// settleEnded follows the end of the jobs done, their records written:
+// their periodic checkpoints (drops) are dropped, their moves no longer
+// load their targets, and their end is acknowledged (out) only once their
+// output is on disk at this home. It runs without the job lock.
+func (a *Agent) settleEnded(done []string, drops map[string]api.Checkpoint, out map[string]ack) {
+	for id, c := range drops {
+		a.dropCheckpointOn(c.StoredOn, id, time.Time{})
+	}
 	for _, id := range done {
 		a.rounds.Ended(id)
-	}
-	// A job's end is acknowledged only once its output is on disk at its
-	// home; the sync, too, runs without the job lock.
-	for _, id := range done {
-		if err := syncSpool(a.homeSpool(id)); err != nil {
+		if err := a.spools.Sync(id); err != nil {
 			a.log.Error("home spool: sync", "job", id, "err", err)
 			k := out[id]
 			k.Done = false // the node keeps its copy and sends again
 			out[id] = k
 		}
 	}
-	return out, nil
-}
-
-// syncSpool makes a job's output at its home durable.
-func syncSpool(dir string) error {
-	for _, n := range []string{"stdout", "stderr"} {
-		f, err := os.Open(filepath.Join(dir, n))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		f.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// appendAt appends the part of data past the file's end, when data starts
-// at or before it, and returns the file's size.
-func appendAt(path string, off int64, data []byte) int64 {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0
-	}
-	size := fi.Size()
-	if off >= 0 && off <= size && off+int64(len(data)) > size {
-		n, _ := f.Write(data[size-off:])
-		size += int64(n)
-	}
-	return size
 }
 
 // Output returns a home job's output from the given offsets, waiting up to
@@ -531,8 +387,8 @@ func (a *Agent) Output(id string, outOff, errOff int64, wait time.Duration) (api
 		if n := len(r.Restarts); n > 0 {
 			o.Restart = &r.Restarts[n-1]
 		}
-		o.Stdout, _ = job.ReadSpool(a.homeSpool(id), "stdout", outOff, outputChunk)
-		o.Stderr, _ = job.ReadSpool(a.homeSpool(id), "stderr", errOff, outputChunk)
+		o.Stdout, _ = a.spools.Read(id, "stdout", outOff, outputChunk)
+		o.Stderr, _ = a.spools.Read(id, "stderr", errOff, outputChunk)
 		o.StdoutOff = outOff + int64(len(o.Stdout))
 		o.StderrOff = errOff + int64(len(o.Stderr))
 		if len(o.Stdout) > 0 || len(o.Stderr) > 0 || o.Ended || time.Now().After(deadline) {
@@ -633,23 +489,4 @@ func writeNow(f *os.File, data []byte) (int, error) {
 		return n, err
 	}
 	return n, werr
-}
-
-// spoolSize is what a job has written to its spool.
-func spoolSize(dir string) int64 {
-	var n int64
-	for _, f := range []string{"stdout", "stderr"} {
-		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			n += fi.Size()
-		}
-	}
-	return n
-}
-
-// limitText bounds a reason from the network before a record keeps it.
-func limitText(s string) string {
-	if len(s) > 200 {
-		s = s[:200]
-	}
-	return strings.ToValidUTF8(s, "?")
 }

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
@@ -255,16 +256,7 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 		next.Restarts = next.Restarts[len(next.Restarts)-job.MaxMigrationLog:]
 	}
 	// The output goes on from the checkpoint's offsets.
-	dir := a.homeSpool(id)
-	_ = os.MkdirAll(dir, 0o700)
-	mu := a.jobs.spoolLock(id)
-	mu.Lock()
-	err = cutSpool(dir, req.Meta.Out, req.Meta.Err)
-	if err == nil {
-		a.jobs.incs.Store(id, next.Inc)
-	}
-	mu.Unlock()
-	if err != nil {
+	if err := a.spools.Cut(id, next.Inc, req.Meta.Out, req.Meta.Err); err != nil {
 		return reopened{}, fmt.Errorf("home spool of job %s: %w", id, err)
 	}
 	if err := a.store.PutRecords(next); err != nil {
@@ -287,24 +279,6 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 	go a.event(api.Event{At: now, Kind: "restart", Job: id, UID: &uid, From: req.Meta.Node, To: target,
 		Why: fmt.Sprintf("%s, from the checkpoint of %s", req.Why, req.Meta.At.Format(time.RFC3339))})
 	return reopened{ID: id, Node: target, Inc: next.Inc, Home: a.cfg.NodeID, HomeAddr: a.peers.SelfAddr, Moves: next.Migrations}, nil
-}
-
-// cutSpool cuts a home spool's output back to out and errb bytes.
-func cutSpool(dir string, out, errb int64) error {
-	for _, f := range []struct {
-		name string
-		size int64
-	}{{"stdout", out}, {"stderr", errb}} {
-		p := filepath.Join(dir, f.name)
-		fi, err := os.Stat(p)
-		if err != nil || fi.Size() <= f.size {
-			continue
-		}
-		if err := os.Truncate(p, f.size); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // reopenEnded is the home taking the end of a restore: a failed one puts
@@ -333,7 +307,7 @@ func (a *Agent) reopenEnded(d reopenDone) error {
 	}
 	back := *prev
 	back.Restarts = append(back.Restarts, rec.Restarts[len(rec.Restarts)-1])
-	back.Restarts[len(back.Restarts)-1].Why += " (failed: " + limitText(d.Error) + ")"
+	back.Restarts[len(back.Restarts)-1].Why += " (failed: " + relay.LimitText(d.Error) + ")"
 	if back.State == job.StateRunning && back.Node != "" {
 		// A home's own restart of a job on a dead node: lost after all.
 		back.State, back.LostAt = job.StateLost, time.Now()

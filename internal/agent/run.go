@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"os"
 	"os/user"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/spool"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -87,11 +87,11 @@ func (a *Agent) checkRunLimits(c Caller, req api.RunRequest) error {
 	a.jobs.mu.Unlock()
 	// Only ended jobs' output counts: a live one is bounded by
 	// output_bytes, and stat'ing it is what the disk would feel.
-	var spool int64
+	var used int64
 	for _, id := range ended {
-		spool += spoolSize(a.homeSpool(id))
+		used += spool.Size(a.spools.Dir(id))
 	}
-	if err := a.cfg.Limits.CheckRun(req.Count, req.Argv, req.Env, live, spool); err != nil {
+	if err := a.cfg.Limits.CheckRun(req.Count, req.Argv, req.Env, live, used); err != nil {
 		return errkind.New(peer.ErrLimit, "%v", err)
 	}
 	return nil
@@ -163,7 +163,7 @@ func (a *Agent) newHomeRecords(c Caller, req api.RunRequest, spec job.Spec, targ
 	}
 	// The spools outside the lock: -n 10000 is as many directories.
 	for i := range recs {
-		_ = os.MkdirAll(a.homeSpool(recs[i].ID), 0o700)
+		_ = a.spools.Make(recs[i].ID)
 	}
 	return recs, byNode, nil
 }
@@ -254,18 +254,8 @@ func (a *Agent) forgetHome(recs []job.Record) {
 	_ = a.store.DeleteRecords(recs)
 	a.jobs.mu.Unlock()
 	for _, r := range recs {
-		a.removeHomeSpool(r.ID)
+		a.spools.Remove(r.ID)
 	}
-}
-
-// removeHomeSpool removes a home job's spool under its spool's lock: an
-// update taken as the record went finds the directory either whole or
-// gone, never half removed.
-func (a *Agent) removeHomeSpool(id string) {
-	mu := a.jobs.spoolLock(id)
-	mu.Lock()
-	defer mu.Unlock()
-	os.RemoveAll(a.homeSpool(id))
 }
 
 // jobEnv is the environment of process index of a `roam run -n count`: the

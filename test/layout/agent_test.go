@@ -35,11 +35,10 @@ var actionSwitches = map[string]bool{"(*outMig).do": true, "(*Agent).doIn": true
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.
 var agentDebt = map[string]int{
-	"package internal/agent":                                            8170,
+	"package internal/agent":                                            7988,
 	"methods of *Agent":                                                 167,
 	"file internal/agent/migrate_dest.go":                               562,
-	"file internal/agent/restart.go":                                    574,
-	"file internal/agent/relay.go":                                      655,
+	"file internal/agent/restart.go":                                    548,
 	"file internal/agent/checkpoint.go":                                 695,
 	"func internal/agent/agent.go (*Agent).Start":                       65,
 	"func internal/agent/checkpoint.go (*Agent).checkpointLocal":        162,
@@ -47,8 +46,7 @@ var agentDebt = map[string]int{
 	"func internal/agent/migrate.go (*Agent).takeNote":                  63,
 	"func internal/agent/migrate_recover.go (*Agent).recoverMigrations": 71,
 	"func internal/agent/relay.go (*Agent).pushBatches":                 73,
-	"func internal/agent/relay.go (*Agent).takeUpdates":                 175,
-	"func internal/agent/restart.go (*Agent).reopen":                    125,
+	"func internal/agent/restart.go (*Agent).reopen":                    116,
 	"func internal/agent/restart.go (*Agent).restoreLocal":              99,
 	"func internal/agent/routes.go (*Agent).apiRoutes":                  105,
 	"func internal/agent/routes.go (*Agent).peerRoutes":                 105,

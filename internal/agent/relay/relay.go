@@ -1,0 +1,142 @@
+// Package relay is what a home makes of its jobs' news: the wire types
+// of an update from the node a job runs on and of the home's answer, and
+// Apply, the pure rule that turns an update into a record's change (where
+// the job runs, a lost job back, the reason a node ended it, its exit
+// once all its output is in). The agent does the I/O around it: the
+// spool writes (package spool), the job table, the events.
+package relay
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+// Update is one job's news from its current node to its home node.
+type Update struct {
+	ID string `json:"id"`
+	// Node is where the job runs: the node sending the update.
+	Node   string `json:"node,omitempty"`
+	OutOff int64  `json:"out_off"`
+	Out    []byte `json:"out,omitempty"`
+	ErrOff int64  `json:"err_off"`
+	Err    []byte `json:"err,omitempty"`
+	// Exit, with the final sizes of both streams, once the job ended.
+	Exit     *int  `json:"exit,omitempty"`
+	FinalOut int64 `json:"final_out"`
+	FinalErr int64 `json:"final_err"`
+	// Why says why this node ended the job, when it did (a limit).
+	Why string `json:"why,omitempty"`
+	// Inc is the incarnation of the copy running here: news of an older
+	// one than the home's record is refused, and that copy ended.
+	Inc int `json:"inc,omitempty"`
+	// Moves is the sequence number of the migration that brought the
+	// copy here (job.Local.Moves). News sent before a move and delivered
+	// after it (a request that stalled) is of a copy the home knows moved
+	// on: it must not say where the job runs. News of a copy that moved
+	// later than the home knows says where it runs now.
+	// Absent from an older agent's update: then it is not judged.
+	Moves *int `json:"moves,omitempty"`
+}
+
+// UpdateOverhead is about what an update without output takes in JSON.
+const UpdateOverhead = 160
+
+// Ack is the home node's answer to an update.
+type Ack struct {
+	Out  int64 `json:"out"`
+	Err  int64 `json:"err"`
+	Done bool  `json:"done"`
+	// Gone: the home has no record of the job (a run that failed to start
+	// everywhere and was taken back). Nobody can see or end it any more,
+	// so its node ends it.
+	Gone bool `json:"gone,omitempty"`
+}
+
+// Result is what Apply made of an update.
+type Result struct {
+	// Changed: the record changed and must be written.
+	Changed bool
+	// Over: the job has ended (finished or lost); its end may be acked.
+	Over bool
+	// Event, when set, is to be recorded once the record is written.
+	Event *api.Event
+	// Heard: the update came from the node the record says runs the job.
+	Heard bool
+	// Drop is the job's newest checkpoint, no longer needed now that it
+	// finished.
+	Drop *api.Checkpoint
+}
+
+// Apply applies update u to rec, a copy of the home's record of the job,
+// given the sizes of its output at the home after the update's was
+// appended (out, errb), at now. An update from a copy older than the
+// record (u.Inc < rec.Inc) is the caller's to refuse before.
+func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
+	var r Result
+	// An older agent's update names no node: the job runs where the
+	// record last put it.
+	node := u.Node
+	if node == "" {
+		node = rec.Node
+	}
+	switch {
+	case u.Moves != nil && *u.Moves < rec.Migrations:
+		// Sent before the job moved on, delivered after: its output is
+		// taken (by offset), where it ran is not news.
+	case u.Moves != nil && *u.Moves > rec.Migrations && u.Node != "" && rec.State != job.StateFinished:
+		// A move the home has no note of yet committed: the job runs
+		// there now (migrate.ApplyNote's rule, from the copy itself), and
+		// is back if it was lost.
+		if e, ok := Revive(rec, u.Node, now); ok {
+			r.Event = &e
+		}
+		rec.Node, rec.Migrations = u.Node, *u.Moves
+		r.Changed = true
+	default:
+		if e, ok := Revive(rec, node, now); ok {
+			r.Event, r.Changed = &e, true
+		}
+	}
+	// Kept for the nodes jobs run on only, so it stays as small as the
+	// table's list of nodes.
+	r.Heard = u.Node != "" && u.Node == rec.Node
+	if u.Why != "" && rec.EndReason == "" && !rec.Over() {
+		rec.EndReason = LimitText(u.Why)
+		r.Changed = true
+	}
+	r.Over = rec.Over()
+	if !r.Over && u.Exit != nil && out == u.FinalOut && errb == u.FinalErr {
+		code := *u.Exit
+		rec.State, rec.ExitCode, rec.Ended = job.StateFinished, &code, now
+		r.Changed, r.Over = true, true
+		if rec.Newest != nil {
+			c := *rec.Newest
+			r.Drop = &c
+		}
+	}
+	return r
+}
+
+// Revive brings a lost job back: node says it runs it. It returns the
+// event that says so, when it did.
+func Revive(rec *job.Record, node string, now time.Time) (api.Event, bool) {
+	if rec.State != job.StateLost || node == "" {
+		return api.Event{}, false
+	}
+	why := fmt.Sprintf("its node answers again and still runs it (lost for %v)", now.Sub(rec.LostAt).Round(time.Millisecond))
+	rec.State, rec.Node, rec.LostAt = job.StateRunning, node, time.Time{}
+	uid := rec.UID
+	return api.Event{Kind: "back", Job: rec.ID, UID: &uid, To: node, Why: why}, true
+}
+
+// LimitText bounds a reason from the network before a record keeps it.
+func LimitText(s string) string {
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return strings.ToValidUTF8(s, "?")
+}

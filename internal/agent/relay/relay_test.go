@@ -1,0 +1,95 @@
+package relay
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func ip(i int) *int { return &i }
+
+// Apply's rules, one update at a time, on a running job recorded on n2
+// after one move.
+func TestApply(t *testing.T) {
+	running := func() job.Record {
+		return job.Record{ID: "n1.1", UID: 70001, State: job.StateRunning, Node: "n2", Migrations: 1,
+			Newest: &api.Checkpoint{StoredOn: "n3"}}
+	}
+	lost := func() job.Record {
+		r := running()
+		r.State, r.LostAt = job.StateLost, now.Add(-time.Minute)
+		return r
+	}
+	for _, tc := range []struct {
+		name      string
+		rec       job.Record
+		u         Update
+		out, errb int64
+		want      func(job.Record) string
+		changed   bool
+		over      bool
+		event     string
+		heard     bool
+		drop      bool
+	}{
+		{name: "output only", rec: running(), u: Update{ID: "n1.1", Node: "n2", Moves: ip(1)}, heard: true,
+			want: func(r job.Record) string {
+				return check(r.State == job.StateRunning && r.Node == "n2", "state or node changed")
+			}},
+		{name: "sent before a move", rec: running(), u: Update{ID: "n1.1", Node: "n9", Moves: ip(0)},
+			want: func(r job.Record) string { return check(r.Node == "n2", "an old copy's node was taken") }},
+		{name: "a move not noted yet", rec: running(), u: Update{ID: "n1.1", Node: "n4", Moves: ip(2)}, changed: true, heard: true,
+			want: func(r job.Record) string { return check(r.Node == "n4" && r.Migrations == 2, "the move was not taken") }},
+		{name: "a lost job's node answers", rec: lost(), u: Update{ID: "n1.1", Node: "n2", Moves: ip(1)}, changed: true, heard: true, event: "back",
+			want: func(r job.Record) string {
+				return check(r.State == job.StateRunning && r.LostAt.IsZero(), "not revived")
+			}},
+		{name: "a lost job moved on", rec: lost(), u: Update{ID: "n1.1", Node: "n5", Moves: ip(3)}, changed: true, heard: true, event: "back",
+			want: func(r job.Record) string {
+				return check(r.State == job.StateRunning && r.Node == "n5", "not revived where it runs")
+			}},
+		{name: "ended by its node", rec: running(), u: Update{ID: "n1.1", Node: "n2", Why: strings.Repeat("é", 300)}, changed: true, heard: true,
+			want: func(r job.Record) string {
+				return check(len(r.EndReason) <= 200 && strings.HasPrefix(r.EndReason, "é"), "reason not bounded: "+r.EndReason)
+			}},
+		{name: "exit with all output in", rec: running(), u: Update{ID: "n1.1", Node: "n2", Exit: ip(3), FinalOut: 5, FinalErr: 2}, out: 5, errb: 2,
+			changed: true, over: true, heard: true, drop: true,
+			want: func(r job.Record) string {
+				return check(r.State == job.StateFinished && *r.ExitCode == 3 && r.Ended.Equal(now), "not finished with its code")
+			}},
+		{name: "exit with output missing", rec: running(), u: Update{ID: "n1.1", Node: "n2", Exit: ip(0), FinalOut: 5, FinalErr: 2}, out: 4, errb: 2, heard: true,
+			want: func(r job.Record) string {
+				return check(r.State == job.StateRunning, "finished before its output was in")
+			}},
+		{name: "an older agent's update", rec: lost(), u: Update{ID: "n1.1"}, changed: true, event: "back",
+			want: func(r job.Record) string {
+				return check(r.Node == "n2" && r.State == job.StateRunning, "not revived on its node")
+			}},
+	} {
+		rec := tc.rec
+		res := Apply(&rec, tc.u, tc.out, tc.errb, now)
+		if msg := tc.want(rec); msg != "" {
+			t.Errorf("%s: %s: %+v", tc.name, msg, rec)
+		}
+		ev := ""
+		if res.Event != nil {
+			ev = res.Event.Kind
+		}
+		if res.Changed != tc.changed || res.Over != tc.over || ev != tc.event || res.Heard != tc.heard || (res.Drop != nil) != tc.drop {
+			t.Errorf("%s: result %+v (event %q), want changed %v over %v event %q heard %v drop %v",
+				tc.name, res, ev, tc.changed, tc.over, tc.event, tc.heard, tc.drop)
+		}
+	}
+}
+
+func check(ok bool, msg string) string {
+	if ok {
+		return ""
+	}
+	return msg
+}
