@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"roam/internal/agent/keeper"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
@@ -57,8 +58,10 @@ type Agent struct {
 
 	store *job.Store
 	jobs  *jobs
-	// spools are the home jobs' output (package spool).
+	// spools are the home jobs' output (package spool); keeper the
+	// checkpoint files this node holds (package keeper).
 	spools *spool.Spools
+	keeper *keeper.Keeper
 	// procs, ckpt and prober are parts.Processes, .Checkpointer, .Prober.
 	procs  job.Processes
 	ckpt   ckpt.Checkpointer
@@ -155,6 +158,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)
 	}
 	a.rounds, a.events = rounds.New(pl, rankSched), &rounds.Events{}
+	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), ckptKey(parts), cfg.Limits.CheckpointBytes, rankStore)
 	a.members = newMembers(cfg, a.capacity, pl.Policy.Placement)
 	a.loadKick = make(chan struct{}, 1)
 	return a, nil
@@ -181,7 +185,7 @@ func (a *Agent) Start() error {
 	if err := rootdir.Ensure(a.imageDir, 0o700); err != nil {
 		return errkind.New(peer.ErrConfig, "image_dir: %v", err)
 	}
-	a.removePartialCheckpoints()
+	a.keeper.RemovePartial()
 	a.peerMux = a.newPeerMux()
 	a.peers = &peer.Client{
 		Addr: a.members.PeerAddr,

@@ -21,9 +21,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
+	"roam/internal/agent/keeper"
 	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/asuser"
@@ -31,9 +31,6 @@ import (
 	"roam/internal/job"
 	"roam/internal/migrate"
 )
-
-// ckptExt ends every checkpoint file's name.
-const ckptExt = ".roamckpt"
 
 // savedCkpt is a checkpoint file this node wrote or took, root's.
 type savedCkpt struct {
@@ -46,12 +43,18 @@ type savedCkpt struct {
 	stop func(delivered bool)
 }
 
-// ckptKey seals and checks checkpoint files.
-func (a *Agent) ckptKey() []byte {
-	if len(a.parts.CheckpointKey) > 0 {
-		return a.parts.CheckpointKey
+// fromFile is a checked file of the keeper's as the agent holds it.
+func fromFile(f keeper.File) savedCkpt {
+	return savedCkpt{path: f.Path, size: f.Size, meta: f.Meta, hdr: f.Hdr}
+}
+
+// ckptKey seals and checks checkpoint files: parts' key, or one derived
+// from the gossip key.
+func ckptKey(parts Parts) []byte {
+	if len(parts.CheckpointKey) > 0 {
+		return parts.CheckpointKey
 	}
-	k := sha256.Sum256(append([]byte("roam checkpoint "), a.parts.GossipKey...))
+	k := sha256.Sum256(append([]byte("roam checkpoint "), parts.GossipKey...))
 	return k[:]
 }
 
@@ -184,8 +187,8 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 	}
 	// On the state directory's disk, as the kept ones (a rename moves
 	// it there), not on the images' tmpfs.
-	path := filepath.Join(a.ckptStoreDir(), ".ckpt-"+hdr.MID+ckptExt)
-	if err := os.MkdirAll(a.ckptStoreDir(), 0o700); err != nil {
+	path, err := a.keeper.NewPath("ckpt", hdr.MID)
+	if err != nil {
 		return fail(err)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
@@ -193,7 +196,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 		return fail(err)
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	err = cp.Write(bw, a.ckptKey(), openFile)
+	err = cp.Write(bw, a.keeper.Key(), openFile)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -495,7 +498,7 @@ func checkpointStore(id, running, home string, live []string) string {
 // sendToStore hands a checkpoint file to the node that keeps it.
 func (a *Agent) sendToStore(node string, s savedCkpt) error {
 	if node == a.cfg.NodeID {
-		return a.keepCheckpoint(s.hdr.ID, s.path, s.hdr.Inc, s.meta.At)
+		return a.keeper.Keep(s.hdr.ID, s.path, s.hdr.Inc, s.meta.At)
 	}
 	return a.sendFile(node, peer.CkptKeep+"?id="+url.QueryEscape(s.hdr.ID), s.path, s.size, nil)
 }
@@ -518,74 +521,6 @@ func (a *Agent) sendFile(node, path, file string, size int64, out any) error {
 	return peer.Err(err)
 }
 
-// ckptStoreDir is where this node keeps other nodes' periodic checkpoints
-// (ID.roamckpt), and the files it is writing or taking (.NAME).
-func (a *Agent) ckptStoreDir() string { return filepath.Join(a.cfg.StateDir, "checkpoints") }
-
-// takeFile reads a checkpoint file from r (at most limits.checkpoint_bytes)
-// into a new file of the checkpoint directory and checks its seal, META and
-// header. A read that makes no progress for stallTimeout ends it.
-func (a *Agent) takeFile(r io.Reader, length int64) (savedCkpt, error) {
-	max := a.cfg.Limits.CheckpointBytes
-	if length > max {
-		return savedCkpt{}, errkind.New(peer.ErrBadRequest, "checkpoint of %s: more than this node takes (%s, limits.checkpoint_bytes)", api.Bytes(length), api.Bytes(max))
-	}
-	if err := os.MkdirAll(a.ckptStoreDir(), 0o700); err != nil {
-		return savedCkpt{}, err
-	}
-	path := filepath.Join(a.ckptStoreDir(), ".take-"+newMID()+ckptExt)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
-	if err != nil {
-		return savedCkpt{}, err
-	}
-	n, err := io.Copy(f, io.LimitReader(r, max+1))
-	if err == nil && n > max {
-		err = errkind.New(peer.ErrBadRequest, "checkpoint: more than this node takes (%s, limits.checkpoint_bytes)", api.Bytes(max))
-	}
-	if err == nil {
-		var s savedCkpt
-		s, err = a.openCheckpoint(f, n)
-		if err == nil {
-			f.Close()
-			s.path = path
-			return s, nil
-		}
-	}
-	f.Close()
-	os.Remove(path)
-	return savedCkpt{}, err
-}
-
-// openCheckpoint checks a checkpoint file's seal and reads its META and
-// header.
-func (a *Agent) openCheckpoint(f *os.File, size int64) (savedCkpt, error) {
-	if err := migrate.VerifySeal(f, size, a.ckptKey()); err != nil {
-		return savedCkpt{}, errkind.New(peer.ErrBadRequest, "%v", err)
-	}
-	meta, hdr, err := migrate.ReadCheckpoint(bufio.NewReader(io.NewSectionReader(f, 0, size-migrate.SealSize)))
-	if err != nil {
-		return savedCkpt{}, errkind.New(peer.ErrBadRequest, "%v", err)
-	}
-	return savedCkpt{size: size, meta: meta, hdr: hdr}, nil
-}
-
-// readCheckpointFile checks the checkpoint file at path and reads its
-// META and header.
-func (a *Agent) readCheckpointFile(path string) (savedCkpt, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return savedCkpt{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return savedCkpt{}, err
-	}
-	s, err := a.openCheckpoint(f, fi.Size())
-	s.path = path
-	return s, err
-}
-
 // servePeerKeep is /v1/peer/ckpt/keep: a job's periodic checkpoint, for
 // this node to keep.
 func (a *Agent) servePeerKeep(w http.ResponseWriter, r *http.Request) {
@@ -595,77 +530,21 @@ func (a *Agent) servePeerKeep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, stop := watchedBody(w, r)
-	s, err := a.takeFile(body, r.ContentLength)
+	f, err := a.keeper.Take(body, r.ContentLength, newMID())
 	stop()
+	s := fromFile(f)
 	if err == nil && s.hdr.ID != id {
 		os.Remove(s.path)
 		err = errkind.New(peer.ErrBadRequest, "checkpoint of job %s sent as job %s", s.hdr.ID, id)
 	}
 	if err == nil {
-		err = a.keepCheckpoint(id, s.path, s.hdr.Inc, s.meta.At)
+		err = a.keeper.Keep(id, s.path, s.hdr.Inc, s.meta.At)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
-}
-
-// keepCheckpoint moves a checked checkpoint file to the store, as job
-// id's newest, unless the store has a newer one: of a later incarnation
-// (a copy of an older one, back from a partition, may still send its
-// own), or of the same one and taken later.
-func (a *Agent) keepCheckpoint(id, path string, inc int, at time.Time) error {
-	defer os.Remove(path)
-	dir := a.ckptStoreDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	dst := filepath.Join(dir, id+ckptExt)
-	a.jobs.storeMu.Lock()
-	defer a.jobs.storeMu.Unlock()
-	if s, err := a.readCheckpointFile(dst); err == nil && (s.hdr.Inc > inc || s.hdr.Inc == inc && s.meta.At.After(at)) {
-		return nil // a newer one is kept already
-	}
-	f, err := os.Open(path)
-	if err == nil {
-		err = f.Sync() // durable before it replaces the older one
-		f.Close()
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(path, dst)
-}
-
-// storedCheckpoint is the kept checkpoint of job id, if any.
-func (a *Agent) storedCheckpoint(id string) string {
-	if _, ok := migrate.JobHome(id); !ok {
-		return ""
-	}
-	p := filepath.Join(a.ckptStoreDir(), id+ckptExt)
-	if _, err := os.Stat(p); err != nil {
-		return ""
-	}
-	return p
-}
-
-// dropCheckpoint is /v1/peer/ckpt/drop: job id's checkpoint is no longer
-// needed (it ended, or a newer one is kept elsewhere), unless it is newer
-// than before.
-func (a *Agent) dropCheckpoint(id string, before time.Time) error {
-	p := a.storedCheckpoint(id)
-	if p == "" {
-		return nil
-	}
-	a.jobs.storeMu.Lock()
-	defer a.jobs.storeMu.Unlock()
-	if !before.IsZero() {
-		if s, err := a.readCheckpointFile(p); err == nil && !s.meta.At.Before(before) {
-			return nil
-		}
-	}
-	return os.Remove(p)
 }
 
 // dropCheckpointOn asks node to drop job id's checkpoint older than
@@ -680,16 +559,4 @@ func (a *Agent) dropCheckpointOn(node, id string, before time.Time) {
 			a.log.Debug("checkpoint drop", "job", id, "node", node, "err", err)
 		}
 	}()
-}
-
-// removePartialCheckpoints removes the files an earlier run of the agent
-// was writing, taking or restoring from in the checkpoint directory (their
-// names begin with a dot); the kept ones stay.
-func (a *Agent) removePartialCheckpoints() {
-	ents, _ := os.ReadDir(a.ckptStoreDir())
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") && e.Type().IsRegular() {
-			os.Remove(filepath.Join(a.ckptStoreDir(), e.Name()))
-		}
-	}
 }

@@ -218,7 +218,7 @@ func TestAgentsRefuseACheckpointOfTasksTheOwnerCannotRead(t *testing.T) {
 			if run, frz := c.world.copies(id); len(run) != 1 || run[0] != "n1" || len(frz) != 0 {
 				t.Fatalf("%s: running on %v, frozen on %v; want running on n1", tc.name, run, frz)
 			}
-			for _, dir := range []string{a.ckptStoreDir(), a.imageDir} {
+			for _, dir := range []string{a.keeper.Dir(), a.imageDir} {
 				if left, _ := os.ReadDir(dir); len(left) != 0 {
 					t.Fatalf("%s: %s holds %v", tc.name, dir, left)
 				}

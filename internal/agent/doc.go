@@ -16,7 +16,8 @@ const (
 	// rankMeta is metaMu: a re-advertisement of this node's metadata
 	// (memberlist's UpdateNode, which calls back into NodeMeta).
 	rankMeta
-	// rankStore is jobs.storeMu: a change of the checkpoints kept here.
+	// rankStore is the keeper's lock (package keeper): a change of the
+	// checkpoints kept here.
 	rankStore
 	// rankMigration is an incoming migration's inMig.mu: one step of its
 	// machine at a time.
@@ -45,5 +46,4 @@ func (a *Agent) initLocks() {
 // initLocks gives the job table's locks their ranks.
 func (j *jobs) initLocks() {
 	j.mu.Init(rankJobs, "jobs.mu")
-	j.storeMu.Init(rankStore, "jobs.storeMu")
 }

@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/keeper"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
@@ -68,7 +69,7 @@ func (n *fzNode) DumpLazy(pid int, dir string, m []string) (ckpt.LazyDump, ckpt.
 // fzSeal appends to body the seal of a checkpoint file of agent a: what a
 // member of the cluster would send.
 func fzSeal(a *Agent, body []byte) []byte {
-	mac := hmac.New(sha256.New, a.ckptKey())
+	mac := hmac.New(sha256.New, a.keeper.Key())
 	mac.Write(body)
 	return mac.Sum(bytes.Clone(body))
 }
@@ -251,7 +252,7 @@ func FuzzPeerFiles(f *testing.F) {
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, restoreRoute bool, query string, seal bool, body []byte) {
 		a := pool.get(t)
-		store := a.ckptStoreDir()
+		store := a.keeper.Dir()
 		if err := os.RemoveAll(store); err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +303,7 @@ func FuzzPeerFiles(f *testing.F) {
 // one that is not a checked file of that job.
 func fzKept(t *testing.T, a *fzAgent) map[string]bool {
 	t.Helper()
-	ents, err := os.ReadDir(a.ckptStoreDir())
+	ents, err := os.ReadDir(a.keeper.Dir())
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -311,13 +312,13 @@ func fzKept(t *testing.T, a *fzAgent) map[string]bool {
 	}
 	kept := map[string]bool{}
 	for _, e := range ents {
-		id, ok := strings.CutSuffix(e.Name(), ckptExt)
+		id, ok := strings.CutSuffix(e.Name(), keeper.Ext)
 		if _, home := migrate.JobHome(id); !ok || !home {
 			t.Fatalf("file %s left in the checkpoint store", e.Name())
 		}
-		s, err := a.readCheckpointFile(filepath.Join(a.ckptStoreDir(), e.Name()))
-		if err != nil || s.hdr.ID != id {
-			t.Fatalf("checkpoint store holds %s, of job %q: %v", e.Name(), s.hdr.ID, err)
+		s, err := a.keeper.Read(filepath.Join(a.keeper.Dir(), e.Name()))
+		if err != nil || s.Hdr.ID != id {
+			t.Fatalf("checkpoint store holds %s, of job %q: %v", e.Name(), s.Hdr.ID, err)
 		}
 		kept[id] = true
 	}
@@ -392,7 +393,7 @@ func FuzzAPI(f *testing.F) {
 			a.apiRoutes(mux)
 			cur = a
 		}
-		if err := os.RemoveAll(a.ckptStoreDir()); err != nil {
+		if err := os.RemoveAll(a.keeper.Dir()); err != nil {
 			t.Fatal(err)
 		}
 		c := fzCallers[int(who)%len(fzCallers)]

@@ -38,8 +38,8 @@ func TestAgentsRestartTheJobsOfADeadNode(t *testing.T) {
 			return true
 		})
 		for _, id := range ids {
-			if r := c.homeRec(id); r.Newest.StoredOn != "n1" || home.storedCheckpoint(id) == "" {
-				t.Fatalf("%s: newest checkpoint %+v; kept at the home: %q", id, r.Newest, home.storedCheckpoint(id))
+			if r := c.homeRec(id); r.Newest.StoredOn != "n1" || home.keeper.Stored(id) == "" {
+				t.Fatalf("%s: newest checkpoint %+v; kept at the home: %q", id, r.Newest, home.keeper.Stored(id))
 			}
 			c.say(1, id, id+" after the checkpoint")
 		}

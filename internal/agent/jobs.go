@@ -55,8 +55,6 @@ type jobs struct {
 	// restarting are the jobs this home consented to restart, with their
 	// record from before, until the restore's end is known (restart.go).
 	restarting map[string]*job.Record
-	// storeMu serializes the changes to the checkpoints this node keeps.
-	storeMu lockorder.Mutex
 	// uploading are the users with a roam restart upload in progress;
 	// restoring the jobs being restored here from a checkpoint.
 	uploading map[uint32]bool

@@ -202,32 +202,31 @@ func (a *Agent) stepIn(mid string, ev migrate.DestEvent) ([]api.Phase, error) {
 			}
 			return nil, errkind.New(peer.ErrNotFound, "no migration %s on node %s", mid, a.cfg.NodeID)
 		}
-		in = a.adoptRecord(r)
-		in.mu.Lock()
-		if in.m.State() == migrate.DstNew {
-			in.m = migrate.Rebuild(r)
-		}
-		in.mu.Unlock()
+		in = a.adoptRecord(r, migrate.Rebuild(r))
 	}
 	return a.stepMigTimed(in, ev)
 }
 
-// adoptRecord makes an inMig for a ledger record.
-func (a *Agent) adoptRecord(r migrate.InRecord) *inMig {
+// adoptRecord makes an inMig of machine m for a ledger record and lists
+// it as coming (a listed one of that id is returned instead), unless m
+// ended: a late abort of a failed move, listed, would have a new move of
+// its job refused as arriving.
+func (a *Agent) adoptRecord(r migrate.InRecord, m *migrate.Dest) *inMig {
 	in := newInMig(r.MID, r.Job)
+	in.m, in.spool, in.images = m, a.procs.SpoolDir(r.Job), filepath.Join(a.imageDir, "in-"+r.MID)
 	_ = json.Unmarshal(r.Header, &in.hdr)
-	in.spool = a.procs.SpoolDir(r.Job)
-	in.images = filepath.Join(a.imageDir, "in-"+r.MID)
+	if in.final.Store(m.Final()); m.Final() {
+		return in
+	}
 	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
 	if a.migr.in == nil {
 		a.migr.in = map[string]*inMig{}
 	}
 	if old := a.migr.in[r.MID]; old != nil {
-		in = old
-	} else {
-		a.migr.in[r.MID] = in
+		return old
 	}
-	a.jobs.mu.Unlock()
+	a.migr.in[r.MID] = in
 	return in
 }
 

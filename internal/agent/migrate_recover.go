@@ -75,8 +75,7 @@ func (a *Agent) recoverMigrations() {
 		}
 		a.log.Info("finishing an incoming migration an earlier run left", "mid", r.MID, "job", r.Job, "from", r.From, "state", r.State)
 		d, acts := migrate.RecoverDest(now, r)
-		in := a.adoptRecord(r)
-		in.m = d
+		in := a.adoptRecord(r, d)
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()

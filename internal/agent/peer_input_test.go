@@ -121,6 +121,23 @@ func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
 			t.Fatalf("migrate: %+v %v; want refused for the restored tasks' uids", m, err)
 		}
 		c.runsOnlyOnN1(id)
+		// A late abort of the failed move (the source's, delivered again)
+		// is answered from its ended record, which is never listed as
+		// coming: the destination does not take the job for arriving
+		// while it answers.
+		ins, err := c.nodes[1].a.store.Ins()
+		if err != nil || len(ins) != 1 || !migrate.Rebuild(ins[0]).Final() {
+			t.Fatalf("n2's ledger: %+v %v; want the failed move, ended", ins, err)
+		}
+		if in := c.nodes[1].a.adoptRecord(ins[0], migrate.Rebuild(ins[0])); !in.final.Load() {
+			t.Fatal("an ended move's record was adopted as not final")
+		}
+		if err := c.nodes[1].a.notHere(id, ""); err != nil {
+			t.Fatalf("with the failed move's record adopted: %v", err)
+		}
+		if _, err := c.nodes[1].a.stepIn(ins[0].MID, migrate.AbortMsg{}); err != nil && !errors.Is(err, peer.ErrBadRequest) {
+			t.Fatalf("late abort: %v", err)
+		}
 		// With the owner's credentials, it moves.
 		n2.mu.Lock()
 		n2.restoredAs = nil
@@ -145,12 +162,17 @@ func (c *cluster) userJobOnN1() string {
 }
 
 // runsOnlyOnN1 waits until job id has settled and checks that it runs on
-// n1 alone, with no frozen copy anywhere.
+// n1 alone. A refused move's abort reaches its destination on its own
+// time (until then the destination refuses the job as arriving): it also
+// waits until every other node would take the job.
 func (c *cluster) runsOnlyOnN1(id string) {
 	c.t.Helper()
 	c.waitFor("settled on n1", time.Minute, func() bool { ok, _ := c.settled([]string{id}); return ok })
 	if run, frz := c.world.copies(id); len(run) != 1 || run[0] != "n1" || len(frz) != 0 {
 		c.t.Fatalf("running on %v, frozen on %v", run, frz)
+	}
+	for _, h := range c.nodes[1:] {
+		c.waitFor(h.name+" to drop the refused move", time.Minute, func() bool { return h.a.notHere(id, "") == nil })
 	}
 }
 

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -101,10 +100,11 @@ func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.
 		delete(a.jobs.uploading, c.UID)
 		a.jobs.mu.Unlock()
 	}()
-	s, err := a.takeFile(body, length)
+	f, err := a.keeper.Take(body, length, newMID())
 	if err != nil {
 		return api.RestartResponse{}, err
 	}
+	s := fromFile(f)
 	defer os.Remove(s.path)
 	if !canTouch(c, s.hdr.UID) {
 		return api.RestartResponse{}, errkind.New(peer.ErrPermission, "checkpoint of job %s (uid %d): permission denied", s.hdr.ID, s.hdr.UID)
@@ -331,11 +331,11 @@ func (a *Agent) serveRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, stop := watchedBody(w, r)
-	s, err := a.takeFile(body, r.ContentLength)
+	f, err := a.keeper.Take(body, r.ContentLength, newMID())
 	stop()
 	if err == nil {
-		err = a.restoreLocal(s, ans)
-		os.Remove(s.path)
+		err = a.restoreLocal(fromFile(f), ans)
+		os.Remove(f.Path)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -510,22 +510,15 @@ func (a *Agent) restartLost(rec job.Record, lost string) {
 func (a *Agent) restoreStored(ans reopened) error {
 	// A link of its own: a newer file kept meanwhile replaces the name,
 	// not what is checked and restored.
-	own := filepath.Join(a.ckptStoreDir(), ".restore-"+newMID()+ckptExt)
-	a.jobs.storeMu.Lock()
-	err := os.Link(filepath.Join(a.ckptStoreDir(), ans.ID+ckptExt), own)
-	a.jobs.storeMu.Unlock()
-	var s savedCkpt
-	if errors.Is(err, fs.ErrNotExist) {
-		err = errkind.New(peer.ErrNotFound, "node %s keeps no checkpoint of job %s", a.cfg.NodeID, ans.ID)
-	} else if err == nil {
-		defer os.Remove(own)
-		s, err = a.readCheckpointFile(own)
+	f, err := a.keeper.Open(ans.ID, newMID(), a.cfg.NodeID)
+	if err == nil {
+		defer os.Remove(f.Path)
 	}
 	if err != nil {
 		_ = a.peers.Call(ans.Home, http.MethodPost, peer.ReopenDone, reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: true, Error: err.Error()}, nil)
 		return err
 	}
-	return a.restoreOn(s, ans)
+	return a.restoreOn(fromFile(f), ans)
 }
 
 // markLost marks job id lost with node, if its record still says it runs

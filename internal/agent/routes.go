@@ -226,7 +226,7 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 				return
 			}
 		}
-		if err := a.dropCheckpoint(r.URL.Query().Get("id"), before); err != nil {
+		if err := a.keeper.Drop(r.URL.Query().Get("id"), before); err != nil {
 			writeError(w, err)
 			return
 		}
