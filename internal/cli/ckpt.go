@@ -44,7 +44,7 @@ and the same files; a changed file is refused.`,
 			if err != nil {
 				return fmt.Errorf("-o: %w", err)
 			}
-			n, err := cl.Fetch(context.Background(), "/v1/checkpoint", api.CheckpointRequest{ID: args[0], Stop: stop}, f)
+			n, err := cl.Fetch(context.Background(), api.PathCheckpoint, api.CheckpointRequest{ID: args[0], Stop: stop}, f)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -96,7 +96,7 @@ checkpoint on and exits with its exit status, as roam run does.`,
 				return err
 			}
 			var res api.RestartResponse
-			if err := cl.Upload(context.Background(), "/v1/restart?on="+url.QueryEscape(on), f, fi.Size(), &res); err != nil {
+			if err := cl.Upload(context.Background(), api.PathRestart+"?on="+url.QueryEscape(on), f, fi.Size(), &res); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.errOut, "roam: %s restarted on node %s\n", res.ID, res.Node)

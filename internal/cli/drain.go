@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -94,7 +93,7 @@ func (e *env) nodeCmd() *cobra.Command {
 				return fmt.Errorf("node %s still runs %d pinned jobs: it stays, draining (end them with roam kill, then remove it again)", node, len(stay))
 			}
 			var before []api.NodeInfo
-			if err := cl.Get("/v1/nodes", &before); err != nil {
+			if err := cl.Get(api.PathNodes, &before); err != nil {
 				return err
 			}
 			if err := setNodeState(cl, node, "leave"); err != nil {
@@ -111,7 +110,7 @@ func (e *env) nodeCmd() *cobra.Command {
 			deadline := time.Now().Add(30 * time.Second)
 			for time.Now().Before(deadline) {
 				var nodes []api.NodeInfo
-				if err := cl.Get("/v1/nodes", &nodes); err != nil {
+				if err := cl.Get(api.PathNodes, &nodes); err != nil {
 					return err
 				}
 				gone := true
@@ -135,7 +134,7 @@ func (e *env) nodeCmd() *cobra.Command {
 }
 
 func setNodeState(cl *api.Client, node, state string) error {
-	return cl.Do(context.Background(), http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/drain?state="+state, nil, nil)
+	return cl.Do(context.Background(), http.MethodPost, api.Fill(api.PathNodeDrain, node)+"?state="+state, nil, nil)
 }
 
 // waitDrained waits until node runs no job that can move, and returns the
@@ -145,7 +144,7 @@ func (e *env) waitDrained(cl *api.Client, node string, timeout time.Duration) ([
 	last := -1
 	for {
 		var jobs []api.Job
-		if err := cl.Get("/v1/ps?all=1", &jobs); err != nil {
+		if err := cl.Get(api.PathPS+"?all=1", &jobs); err != nil {
 			return nil, err
 		}
 		var stay []api.Job

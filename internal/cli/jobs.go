@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"os/user"
@@ -70,7 +69,7 @@ With -d it prints the job ids and returns at once; roam attach follows them.`,
 				defer relay.stop()
 			}
 			var resp api.RunResponse
-			if err := cl.Do(context.Background(), http.MethodPost, "/v1/run", req, &resp); err != nil {
+			if err := cl.Do(context.Background(), http.MethodPost, api.PathRun, req, &resp); err != nil {
 				return err
 			}
 			if detach {
@@ -153,7 +152,7 @@ func getOutput(cl *api.Client, id string, outOff, errOff int64, wait time.Durati
 	ctx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
 	defer cancel()
 	var o api.Output
-	q := fmt.Sprintf("/v1/jobs/%s/output?out=%d&err=%d&wait=%s", url.PathEscape(id), outOff, errOff, wait)
+	q := api.Fill(api.PathJobOutput, id) + fmt.Sprintf("?out=%d&err=%d&wait=%s", outOff, errOff, wait)
 	return o, cl.Do(ctx, http.MethodGet, q, nil, &o)
 }
 
@@ -186,7 +185,7 @@ func startRelay(cl *api.Client) *signalRelay {
 			}
 			for _, s := range pending {
 				var res []api.KillResult
-				_ = cl.Do(context.Background(), http.MethodPost, "/v1/kill",
+				_ = cl.Do(context.Background(), http.MethodPost, api.PathKill,
 					api.KillRequest{IDs: ids, Signal: int(s.(syscall.Signal))}, &res)
 			}
 			pending = nil
@@ -312,7 +311,7 @@ func prefixFor(on bool, id string) string {
 // job's pipe takes what it has room for; the rest is sent again once the
 // job has read some, after a pause that grows while it reads nothing.
 func (e *env) pumpStdin(cl *api.Client, id string) {
-	path := "/v1/jobs/" + url.PathEscape(id) + "/stdin"
+	path := api.Fill(api.PathJobStdin, id)
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := os.Stdin.Read(buf)
@@ -393,7 +392,7 @@ exits 1.`,
 			if err != nil {
 				return err
 			}
-			q := "/v1/ps"
+			q := api.PathPS
 			if all {
 				q += "?all=1"
 			}
@@ -547,7 +546,7 @@ needs both nodes.`,
 				return err
 			}
 			var m api.Migration
-			if err := cl.Do(context.Background(), http.MethodPost, "/v1/migrate", api.MigrateRequest{ID: args[0], Node: args[1], Lazy: lazy}, &m); err != nil {
+			if err := cl.Do(context.Background(), http.MethodPost, api.PathMigrate, api.MigrateRequest{ID: args[0], Node: args[1], Lazy: lazy}, &m); err != nil {
 				return err
 			}
 			if args[1] == "auto" {
@@ -625,7 +624,7 @@ func (e *env) killCmd() *cobra.Command {
 				return err
 			}
 			var res []api.KillResult
-			if err := cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: args, Signal: sig}, &res); err != nil {
+			if err := cl.Do(context.Background(), http.MethodPost, api.PathKill, api.KillRequest{IDs: args, Signal: sig}, &res); err != nil {
 				return err
 			}
 			failed := 0
@@ -673,7 +672,7 @@ Root may name another user, or purge every user's ended jobs with --all.`,
 				return err
 			}
 			var res api.PurgeResult
-			if err := cl.Do(context.Background(), http.MethodPost, "/v1/purge", req, &res); err != nil {
+			if err := cl.Do(context.Background(), http.MethodPost, api.PathPurge, req, &res); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.out, "removed %d ended jobs\n", res.Removed)

@@ -23,7 +23,7 @@ func (e *env) nodesCmd() *cobra.Command {
 				return err
 			}
 			var nodes []api.NodeInfo
-			if err := cl.Get("/v1/nodes", &nodes); err != nil {
+			if err := cl.Get(api.PathNodes, &nodes); err != nil {
 				return err
 			}
 			if asJSON {
@@ -73,7 +73,7 @@ func (e *env) statsCmd() *cobra.Command {
 				return err
 			}
 			var s api.Stats
-			if err := cl.Get("/v1/stats", &s); err != nil {
+			if err := cl.Get(api.PathStats, &s); err != nil {
 				return err
 			}
 			return e.printJSON(s)

@@ -33,7 +33,7 @@ func (e *env) policyCmd() *cobra.Command {
 				return err
 			}
 			var ps []api.NodePolicy
-			if err := cl.Get("/v1/policy", &ps); err != nil {
+			if err := cl.Get(api.PathPolicy, &ps); err != nil {
 				return err
 			}
 			if asJSON {
@@ -68,7 +68,7 @@ as a YAML policy file (see docs/scheduler.md).`,
 				return err
 			}
 			var ps []api.NodePolicy
-			if err := cl.Do(context.Background(), http.MethodPost, "/v1/policy", req, &ps); err != nil {
+			if err := cl.Do(context.Background(), http.MethodPost, api.PathPolicy, req, &ps); err != nil {
 				return err
 			}
 			if asJSON {
@@ -121,7 +121,7 @@ func (e *env) eventsCmd() *cobra.Command {
 			seen := map[string]bool{}
 			for {
 				var evs []api.Event
-				if err := cl.Get("/v1/events?since="+since.Format(time.RFC3339Nano), &evs); err != nil {
+				if err := cl.Get(api.PathEvents+"?since="+since.Format(time.RFC3339Nano), &evs); err != nil {
 					return err
 				}
 				for _, ev := range evs {
@@ -211,11 +211,11 @@ type topModel struct {
 func (m topModel) fetch() tea.Cmd {
 	return func() tea.Msg {
 		var d topData
-		if d.err = m.cl.Get("/v1/nodes", &d.nodes); d.err != nil {
+		if d.err = m.cl.Get(api.PathNodes, &d.nodes); d.err != nil {
 			return d
 		}
-		_ = m.cl.Get("/v1/ps?all=1", &d.jobs)
-		_ = m.cl.Get("/v1/events?since="+m.started.Format(time.RFC3339Nano), &d.events)
+		_ = m.cl.Get(api.PathPS+"?all=1", &d.jobs)
+		_ = m.cl.Get(api.PathEvents+"?since="+m.started.Format(time.RFC3339Nano), &d.events)
 		return d
 	}
 }
