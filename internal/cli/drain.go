@@ -38,15 +38,13 @@ func (e *env) nodeCmd() *cobra.Command {
 				return err
 			}
 			if !wait {
-				fmt.Fprintf(e.out, "node %s: draining\n", args[0])
-				return nil
+				return e.nodeResult(args[0], "draining", nil, "draining")
 			}
 			stay, err := e.waitDrained(cl, args[0], timeout)
 			if err != nil {
 				return err
 			}
-			e.printDrained(args[0], stay)
-			return nil
+			return e.printDrained(args[0], stay)
 		},
 	}
 	drain.Flags().BoolVar(&wait, "wait", false, "return once the node runs no job that can move")
@@ -63,8 +61,7 @@ func (e *env) nodeCmd() *cobra.Command {
 			if err := setNodeState(cl, args[0], "resume"); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.out, "node %s: takes jobs again\n", args[0])
-			return nil
+			return e.nodeResult(args[0], "resumed", nil, "takes jobs again")
 		},
 	}
 	var removeTimeout time.Duration
@@ -89,7 +86,7 @@ func (e *env) nodeCmd() *cobra.Command {
 				return err
 			}
 			if len(stay) > 0 {
-				e.printDrained(node, stay)
+				_ = e.printDrained(node, stay)
 				return fmt.Errorf("node %s still runs %d pinned jobs: it stays, draining (end them with roam kill, then remove it again)", node, len(stay))
 			}
 			var before []api.NodeInfo
@@ -103,8 +100,7 @@ func (e *env) nodeCmd() *cobra.Command {
 				if n.ID == node && n.Self {
 					// The agent asked is the one that leaves: it
 					// answered, and is gone.
-					fmt.Fprintf(e.out, "node %s: left the cluster\n", node)
-					return nil
+					return e.nodeResult(node, "left", nil, "left the cluster")
 				}
 			}
 			deadline := time.Now().Add(30 * time.Second)
@@ -120,8 +116,7 @@ func (e *env) nodeCmd() *cobra.Command {
 					}
 				}
 				if gone {
-					fmt.Fprintf(e.out, "node %s: left the cluster\n", node)
-					return nil
+					return e.nodeResult(node, "left", nil, "left the cluster")
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
@@ -129,7 +124,7 @@ func (e *env) nodeCmd() *cobra.Command {
 		},
 	}
 	remove.Flags().DurationVar(&removeTimeout, "timeout", 0, "give up waiting for the drain after this long (0: never)")
-	c.AddCommand(drain, resume, remove)
+	c.AddCommand(jsonVia(jsonValue, drain), jsonVia(jsonValue, resume), jsonVia(jsonValue, remove))
 	return c
 }
 
@@ -174,10 +169,22 @@ func (e *env) waitDrained(cl *api.Client, node string, timeout time.Duration) ([
 	}
 }
 
-func (e *env) printDrained(node string, stay []api.Job) {
-	if len(stay) == 0 {
-		fmt.Fprintf(e.out, "node %s: drained, runs no job\n", node)
-		return
+// nodeResult prints what roam node did: with --json {"node", "state",
+// "pinned"}, else "node N: text".
+func (e *env) nodeResult(node, state string, pinned []api.Job, text string) error {
+	return e.result(struct {
+		Node   string    `json:"node"`
+		State  string    `json:"state"` // draining, drained, resumed, left
+		Pinned []api.Job `json:"pinned,omitempty"`
+	}{node, state, pinned}, func() error {
+		_, err := fmt.Fprintf(e.out, "node %s: %s\n", node, text)
+		return err
+	})
+}
+
+func (e *env) printDrained(node string, stay []api.Job) error {
+	if len(stay) == 0 || e.json {
+		return e.nodeResult(node, "drained", stay, "drained, runs no job")
 	}
 	fmt.Fprintf(e.out, "node %s: drained but for %d pinned jobs:\n", node, len(stay))
 	for _, j := range stay {
@@ -187,4 +194,5 @@ func (e *env) printDrained(node string, stay []api.Job) {
 		}
 		fmt.Fprintf(e.out, "  %s  %s: %s\n", j.ID, strings.TrimSpace(j.Cmd), why)
 	}
+	return nil
 }

@@ -18,7 +18,6 @@ import (
 )
 
 func (e *env) policyCmd() *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
 		Use:   "policy",
 		Short: "show or change the cluster's scheduler while jobs run",
@@ -36,11 +35,10 @@ func (e *env) policyCmd() *cobra.Command {
 			if err := cl.Get(api.PathPolicy, &ps); err != nil {
 				return err
 			}
-			if asJSON {
-				return e.printJSON(ps)
-			}
-			printPolicies(e, ps)
-			return nil
+			return e.result(ps, func() error {
+				printPolicies(e, ps)
+				return nil
+			})
 		},
 	}
 	load := &cobra.Command{
@@ -71,7 +69,7 @@ as a YAML policy file (see docs/scheduler.md).`,
 			if err := cl.Do(context.Background(), http.MethodPost, api.PathPolicy, req, &ps); err != nil {
 				return err
 			}
-			if asJSON {
+			if e.json {
 				return e.printJSON(ps)
 			}
 			var nodes []string
@@ -86,8 +84,7 @@ as a YAML policy file (see docs/scheduler.md).`,
 			return nil
 		},
 	}
-	c.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON")
-	c.AddCommand(show, load)
+	c.AddCommand(jsonVia(jsonValue, show), jsonVia(jsonValue, load))
 	return c
 }
 
@@ -107,7 +104,7 @@ func printPolicies(e *env, ps []api.NodePolicy) {
 }
 
 func (e *env) eventsCmd() *cobra.Command {
-	var follow, asJSON bool
+	var follow bool
 	c := &cobra.Command{
 		Use:   "events [-f]",
 		Short: "the scheduler's decisions on every node: time, job, from, to, why",
@@ -130,8 +127,8 @@ func (e *env) eventsCmd() *cobra.Command {
 						continue
 					}
 					seen[key] = true
-					if asJSON {
-						if err := e.printJSONLine(ev); err != nil {
+					if e.json {
+						if err := e.record(ev); err != nil {
 							return err
 						}
 					} else {
@@ -155,8 +152,7 @@ func (e *env) eventsCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON, one event a line")
-	return c
+	return jsonVia(jsonStream, c)
 }
 
 func formatEvent(ev api.Event) string {
