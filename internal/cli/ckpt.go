@@ -70,6 +70,7 @@ and the same files; a changed file is refused.`,
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "the file to write (it must not exist)")
 	c.Flags().BoolVar(&stop, "stop", false, "end the job once it is saved")
+	c.ValidArgsFunction = e.completeJobs(liveJobs...)
 	return jsonVia(jsonValue, c)
 }
 
@@ -133,6 +134,7 @@ checkpoint on and exits with its exit status, as roam run does.`,
 		},
 	}
 	c.Flags().StringVar(&on, "on", "", "restart on this node instead of the best one")
+	_ = c.RegisterFlagCompletionFunc("on", e.completeNodeFlag)
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job id and return")
 	return withJobStatus(jsonVia(jsonStream, c))
 }

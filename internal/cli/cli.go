@@ -40,6 +40,8 @@ func run(args []string, out, errOut io.Writer) int {
 	e := &env{out: out, errOut: errOut}
 	root := e.rootCmd()
 	root.SetArgs(args)
+	root.SetOut(out) // help and completion too
+	root.SetErr(errOut)
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0

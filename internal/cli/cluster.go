@@ -170,6 +170,13 @@ func (e *env) clusterCmd() *cobra.Command {
 	for _, sub := range []*cobra.Command{up, down, status, add, start, link} {
 		jsonVia(jsonValue, sub)
 	}
+	execCmd.ValidArgsFunction, start.ValidArgsFunction = e.completeEmuNodes, e.completeEmuNodes
+	link.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) == 1 {
+			return prefixed([]string{"up", "down"}, toComplete), never
+		}
+		return e.completeEmuNodes(cmd, args, toComplete)
+	}
 	c.AddCommand(up, down, status, add, execCmd, start, link)
 	return c
 }

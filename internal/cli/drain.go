@@ -124,7 +124,10 @@ func (e *env) nodeCmd() *cobra.Command {
 		},
 	}
 	remove.Flags().DurationVar(&removeTimeout, "timeout", 0, "give up waiting for the drain after this long (0: never)")
-	c.AddCommand(jsonVia(jsonValue, drain), jsonVia(jsonValue, resume), jsonVia(jsonValue, remove))
+	for _, sub := range []*cobra.Command{drain, resume, remove} {
+		sub.ValidArgsFunction = e.completeNodes(0)
+		c.AddCommand(jsonVia(jsonValue, sub))
+	}
 	return c
 }
 

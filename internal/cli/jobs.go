@@ -92,6 +92,7 @@ each ends (docs/scripting.md).`,
 	c.Flags().SetInterspersed(false) // flags after the program are the program's
 	c.Flags().IntVarP(&req.Count, "count", "n", 1, "number of processes")
 	c.Flags().StringVar(&req.On, "on", "", "run on this node instead of the best one")
+	_ = c.RegisterFlagCompletionFunc("on", e.completeNodeFlag)
 	c.Flags().BoolVar(&req.Pin, "pin", false, "never migrate these processes")
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job ids and return; see 'roam logs' and 'roam attach'")
 	c.Flags().BoolVar(&noPrefix, "no-prefix", false, "with -n > 1, do not prefix lines with [JOBID]")
@@ -111,12 +112,16 @@ func at(s []string, i int) string {
 
 func (e *env) attachCmd() *cobra.Command {
 	return withJobStatus(jsonVia(jsonStream, &cobra.Command{
-		Use:   "attach JOBID...",
-		Short: "follow jobs' output from the start and exit with their status (as roam run: see its EXIT STATUS)",
-		Args:  cobra.MinimumNArgs(1),
+		Use:               "attach JOBID...",
+		Short:             "follow jobs' output from the start and exit with their status (as roam run: see its EXIT STATUS)",
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: e.completeJobs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := e.client()
 			if err != nil {
+				return err
+			}
+			if err := reachable(cl, args[0]); err != nil {
 				return err
 			}
 			relay := startRelay(cl)
@@ -130,15 +135,19 @@ func (e *env) attachCmd() *cobra.Command {
 func (e *env) logsCmd() *cobra.Command {
 	var follow bool
 	c := &cobra.Command{
-		Use:   "logs [-f] JOBID",
-		Short: "a job's output so far (stdout here, stderr to stderr)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "logs [-f] JOBID",
+		Short:             "a job's output so far (stdout here, stderr to stderr)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: e.completeJobs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := e.client()
 			if err != nil {
 				return err
 			}
 			if follow {
+				if err := reachable(cl, args[0]); err != nil {
+					return err
+				}
 				err := e.follow(cl, args, false, false)
 				var ec exitCode
 				if errors.As(err, &ec) {
@@ -166,6 +175,16 @@ func (e *env) logsCmd() *cobra.Command {
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep following until the job ends")
 	return jsonVia(jsonStream, c)
+}
+
+// reachable fails when no agent answers: a follower waits for an agent
+// lost while it follows (reattachFor), not for one that was never there.
+func reachable(cl *api.Client, id string) error {
+	_, err := getOutput(cl, id, 0, 0, 0)
+	if errors.Is(err, api.ErrNoAgent) {
+		return err
+	}
+	return nil
 }
 
 func getOutput(cl *api.Client, id string, outOff, errOff int64, wait time.Duration) (api.Output, error) {
@@ -503,6 +522,9 @@ exits 1.`,
 	c.Flags().StringVar(&state, "state", "", "only jobs in this state (running, stopped, finished, lost)")
 	c.Flags().StringVar(&user, "user", "", "only this user's jobs (a name or uid)")
 	c.Flags().StringVar(&node, "on", "", "only the jobs on this node (--node is the agent to ask)")
+	c.ValidArgsFunction = e.completeJobs()
+	_ = c.RegisterFlagCompletionFunc("on", e.completeNodeFlag)
+	_ = c.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{api.StateRunning, api.StateStopped, api.StateFinished, api.StateLost}, never))
 	return jsonVia(jsonValue, c)
 }
 
@@ -624,6 +646,13 @@ needs both nodes.`,
 		},
 	}
 	c.Flags().BoolVar(&lazy, "lazy", false, "post-copy: restore first, move memory on demand and in the background")
+	jobs, nodes := e.completeJobs(liveJobs...), e.completeNodes(1, "home", "auto")
+	c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return jobs(cmd, args, toComplete)
+		}
+		return nodes(cmd, args, toComplete)
+	}
 	return jsonVia(jsonValue, c)
 }
 
@@ -707,6 +736,8 @@ func (e *env) killCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVarP(&sigName, "signal", "s", "TERM", "signal name or number")
+	c.ValidArgsFunction = e.completeJobs(liveJobs...)
+	_ = c.RegisterFlagCompletionFunc("signal", completeSignal)
 	return jsonVia(jsonValue, c)
 }
 

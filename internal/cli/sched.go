@@ -48,7 +48,8 @@ func (e *env) policyCmd() *cobra.Command {
 Running jobs are not touched; the new probes, analyzers and managers take
 over from the next round. NAME is a built-in policy; anything else is read
 as a YAML policy file (see docs/scheduler.md).`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePolicy,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := api.PolicyRequest{Name: args[0]}
 			if _, ok := sched.Builtin[args[0]]; !ok {
