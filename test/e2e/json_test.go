@@ -451,3 +451,95 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 	}
 	t.Logf("ran %d commands with --json; not run: %d benchmarks", len(x.ran), len(notRun))
 }
+
+// roam run's exit statuses, as its help's table says them, on real
+// agents and real processes (TestExitStatusTable, internal/cli, provokes
+// every row against a fake agent): the first non-zero status in job
+// order, not in time; 128+S for a death by signal; 254 for a job lost
+// with its node, shown as a lost record with --json; 255 for roam's own
+// failures, with one line on standard error and nothing on standard
+// output; a job's own 254 passed through without a word. Jobs run as uid
+// 70001.
+func TestRunExitStatusesOnRealAgents(t *testing.T) {
+	c := upCluster(t, "e2ejs3", 52, "--nodes", "3", "--scheduler", "static")
+	c.waitAllAlive(3)
+	const u = 70001
+	runAs := func(args ...string) (string, string, int) {
+		cmd := c.as(u, u, append([]string{"--node", "1"}, args...)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		code := exitCodeOf(cmd.Run())
+		return out.String(), errOut.String(), code
+	}
+	for _, tc := range []struct {
+		what   string
+		args   []string
+		code   int
+		stderr string // a part of the one line on standard error; "" for none
+	}{
+		{"every job exited 0", []string{"run", "-n", "2", "--", "true"}, 0, ""},
+		{"the first non-zero in job order, though it ends last", []string{"run", "-n", "3", "--", "sh", "-c", "sleep $((2 - ROAM_INDEX)); exit $((ROAM_INDEX + 3))"}, 3, ""},
+		{"a death by SIGTERM", []string{"run", "--", "sh", "-c", "kill -TERM $$"}, 128 + int(syscall.SIGTERM), ""},
+		{"a job's own 254", []string{"run", "--", "sh", "-c", "exit 254"}, 254, ""},
+		{"a node that is not", []string{"run", "--on", "9", "--", "true"}, 255, "9"},
+		{"-n 0", []string{"run", "-n", "0", "--", "true"}, 255, "-n: 0 is out of range"},
+		{"no agent", []string{"--socket", filepath.Join(e2eRoot, "none.sock"), "run", "--", "true"}, 255, "no roam agent"},
+	} {
+		out, errOut, code := runAs(tc.args...)
+		switch {
+		case code != tc.code:
+			t.Errorf("%s: roam %s exited %d, want %d (stderr %q)", tc.what, strings.Join(tc.args, " "), code, tc.code, errOut)
+		case tc.stderr == "" && errOut != "":
+			t.Errorf("%s: stderr %q, want nothing", tc.what, errOut)
+		case tc.stderr != "" && (!strings.Contains(errOut, tc.stderr) || strings.Count(errOut, "\n") != 1 || out != ""):
+			t.Errorf("%s: stdout %q, stderr %q; want nothing, and one line with %q", tc.what, out, errOut, tc.stderr)
+		}
+	}
+
+	// A job lost with its node: its attached roam run --json prints a
+	// lost record and exits 254.
+	run := c.as(u, u, "--node", "1", "--json", "run", "--pin", "--on", "3", "--", "sh", "-c", "echo up; sleep 120")
+	var errOut bytes.Buffer
+	run.Stderr = &errOut
+	pipe, err := run.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(pipe)
+	var started jsRecord
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("run --json ended before its job said up: %v; stderr %q", err, errOut.String())
+		}
+		var r jsRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("run --json: %q: %v", line, err)
+		}
+		if r.Kind == "started" {
+			started = r
+		}
+		if r.Kind == "stdout" && r.Text != nil && *r.Text == "up" {
+			break
+		}
+	}
+	c.mustRun("cluster", "link", "3", "down")
+	rest, _ := io.ReadAll(rd)
+	code := exitCodeOf(run.Wait())
+	c.mustRun("cluster", "link", "3", "up")
+	rs := stream[jsRecord](t, "run --json after the cut", string(rest))
+	last := rs[len(rs)-1]
+	if code != 254 || last.Kind != "lost" || last.Job != started.Job || last.Node != "3" || last.At.IsZero() ||
+		!strings.Contains(errOut.String(), started.Job+" lost: node 3") || strings.Count(errOut.String(), "\n") != 1 {
+		t.Errorf("a job lost with its node: exit %d, last record %+v, stderr %q; want 254, a lost record on node 3, one line", code, last, errOut.String())
+	}
+	waitFor(t, 60*time.Second, started.Job+" running again once its node is back", func() (bool, string) {
+		j, ok := c.lookup(started.Job)
+		return ok && j.State == api.StateRunning, j.State
+	})
+	c.mustRun("--node", "1", "kill", "-s", "KILL", started.Job)
+	c.waitFinished(started.Job, 30*time.Second)
+}
