@@ -111,3 +111,52 @@ func jsonFields(t reflect.Type) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Every parameter of docs/openapi.yaml is whole (only the keys a
+// parameter has: a comma inside a flow mapping's unquoted text splits it
+// into a key of its own), every {name} of a path is a required path
+// parameter of each of its operations, and every path parameter is in its
+// path.
+func TestOpenAPIParameters(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []map[string]any `yaml:"parameters"`
+		} `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"name", "in", "required", "description", "schema"}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			inPath := map[string]bool{}
+			for _, p := range op.Parameters {
+				for k := range p {
+					if !slices.Contains(keys, k) {
+						t.Errorf("%s %s: parameter %v has a key %q: quote its text", method, path, p["name"], k)
+					}
+				}
+				name, _ := p["name"].(string)
+				switch p["in"] {
+				case "path":
+					inPath[name] = true
+					if p["required"] != true || !strings.Contains(path, "{"+name+"}") {
+						t.Errorf("%s %s: path parameter %q not required, or not in the path", method, path, name)
+					}
+				case "query":
+				default:
+					t.Errorf("%s %s: parameter %q in %v", method, path, name, p["in"])
+				}
+			}
+			for _, seg := range strings.Split(path, "/") {
+				if strings.HasPrefix(seg, "{") && !inPath[strings.Trim(seg, "{}")] {
+					t.Errorf("%s %s: %s is not a parameter", method, path, seg)
+				}
+			}
+		}
+	}
+}
