@@ -75,7 +75,9 @@ build_criu() {
   uri=$(mirror_uri)
   work=$(mktemp -d /tmp/roam-criu.XXXXXX)
   src_list=/etc/apt/sources.list.d/roam-sid-src.list
-  trap 'rm -f "$src_list"; rm -rf "$work"' RETURN
+  # A RETURN trap outlives its function: it removes itself, or it would
+  # fire again at the caller's return, its locals gone (set -u).
+  trap 'rm -f "$src_list"; rm -rf "$work"; trap - RETURN' RETURN
   say "building CRIU $CRIU_WANT from Debian unstable's source pool (about a minute)"
   echo "deb-src $uri sid main" >"$src_list"
   apt-get update -qq >/dev/null

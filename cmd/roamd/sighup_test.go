@@ -142,7 +142,7 @@ func TestSIGHUPReloadsAndKeepsRunning(t *testing.T) {
 	policy := func() string {
 		t.Helper()
 		var ps []api.NodePolicy
-		if err := cl.Get("/v1/policy", &ps); err != nil || len(ps) != 1 {
+		if err := cl.Get(api.PathPolicy, &ps); err != nil || len(ps) != 1 {
 			t.Fatalf("policy show: %+v %v", ps, err)
 		}
 		return ps[0].Name

@@ -90,22 +90,22 @@ type authzRow struct {
 // them: those that change a job (stop it, move it) or the cluster (a
 // policy) last.
 var authzMatrix = []authzRow{
-	{"GET /v1/nodes", "see the nodes", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkNodes},
-	{"GET /v1/stats", "see the agent's counters", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkStats},
+	{"GET " + api.PathNodes, "see the nodes", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkNodes},
+	{"GET " + api.PathStats, "see the agent's counters", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkStats},
 	{"GET /metrics", "see the agent's metrics", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkMetrics},
-	{"GET /v1/policy", "see the policy", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkPolicyShow},
-	{"GET /v1/ps", "see the job (ps)", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkPS},
-	{"GET /v1/events", "see the job's events", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkEvents},
-	{"GET /v1/jobs/{id}/output", "attach: read its output", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkOutput},
-	{"POST /v1/jobs/{id}/stdin", "attach: write its stdin", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkStdin},
-	{"POST /v1/kill", "signal it", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkKill},
-	{"POST /v1/purge", "remove A's ended jobs (root: any user's)", false, [3]authzWant{yes, no, yes}, (*authzEnv).checkPurge},
-	{"POST /v1/migrate", "migrate it", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkMigrate},
-	{"POST /v1/checkpoint", "checkpoint it (its memory)", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkCheckpoint},
-	{"POST /v1/restart", "restart it from its checkpoint", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkRestart},
-	{"POST /v1/run", "run a job as oneself", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkRun},
-	{"POST /v1/policy", "load a policy (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkPolicyLoad},
-	{"POST /v1/nodes/{id}/drain", "drain a node (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkDrain},
+	{"GET " + api.PathPolicy, "see the policy", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkPolicyShow},
+	{"GET " + api.PathPS, "see the job (ps)", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkPS},
+	{"GET " + api.PathEvents, "see the job's events", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkEvents},
+	{"GET " + api.PathJobOutput, "attach: read its output", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkOutput},
+	{"POST " + api.PathJobStdin, "attach: write its stdin", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkStdin},
+	{"POST " + api.PathKill, "signal it", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkKill},
+	{"POST " + api.PathPurge, "remove A's ended jobs (root: any user's)", false, [3]authzWant{yes, no, yes}, (*authzEnv).checkPurge},
+	{"POST " + api.PathMigrate, "migrate it", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkMigrate},
+	{"POST " + api.PathCheckpoint, "checkpoint it (its memory)", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkCheckpoint},
+	{"POST " + api.PathRestart, "restart it from its checkpoint", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkRestart},
+	{"POST " + api.PathRun, "run a job as oneself", false, [3]authzWant{yes, yes, yes}, (*authzEnv).checkRun},
+	{"POST " + api.PathPolicy, "load a policy (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkPolicyLoad},
+	{"POST " + api.PathNodeDrain, "drain a node (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkDrain},
 	{"GET /debug/pprof/{name...}", "profile the agent (root only)", false, [3]authzWant{no, no, yes}, (*authzEnv).checkPprof},
 }
 
@@ -198,7 +198,7 @@ func (x *authzEnv) leaked(jobs []*authzJob) string {
 }
 
 func (x *authzEnv) checkNodes(who authzCaller, _ *authzJob, want authzWant) string {
-	code, b := x.ask(0, who, http.MethodGet, "/v1/nodes", "")
+	code, b := x.ask(0, who, http.MethodGet, api.PathNodes, "")
 	var ns []api.NodeInfo
 	return served(want, code, b, &ns, func() string {
 		if len(ns) != len(x.c.nodes) {
@@ -209,7 +209,7 @@ func (x *authzEnv) checkNodes(who authzCaller, _ *authzJob, want authzWant) stri
 }
 
 func (x *authzEnv) checkStats(who authzCaller, _ *authzJob, want authzWant) string {
-	code, b := x.ask(0, who, http.MethodGet, "/v1/stats", "")
+	code, b := x.ask(0, who, http.MethodGet, api.PathStats, "")
 	var s api.Stats
 	return served(want, code, b, &s, func() string {
 		if s.Node != "n1" {
@@ -245,7 +245,7 @@ func (x *authzEnv) checkPprof(who authzCaller, _ *authzJob, want authzWant) stri
 }
 
 func (x *authzEnv) checkPolicyShow(who authzCaller, _ *authzJob, want authzWant) string {
-	code, b := x.ask(0, who, http.MethodGet, "/v1/policy", "")
+	code, b := x.ask(0, who, http.MethodGet, api.PathPolicy, "")
 	var ps []api.NodePolicy
 	return served(want, code, b, &ps, func() string {
 		if len(ps) != len(x.c.nodes) {
@@ -258,9 +258,9 @@ func (x *authzEnv) checkPolicyShow(who authzCaller, _ *authzJob, want authzWant)
 // checkPS asks `roam ps -a` and, but for root (whose plain ps lists root's
 // own jobs), `roam ps`.
 func (x *authzEnv) checkPS(who authzCaller, j *authzJob, want authzWant) string {
-	targets := []string{"/v1/ps?all=1"}
+	targets := []string{api.PathPS + "?all=1"}
 	if who != authzRoot {
-		targets = append(targets, "/v1/ps")
+		targets = append(targets, api.PathPS)
 	}
 	for _, target := range targets {
 		code, b := x.ask(0, who, http.MethodGet, target, "")
@@ -293,7 +293,7 @@ func (x *authzEnv) checkPS(who authzCaller, j *authzJob, want authzWant) string 
 // checkEvents asks `roam events`. Anyone may list events; those of
 // another user's job without its paths.
 func (x *authzEnv) checkEvents(who authzCaller, j *authzJob, want authzWant) string {
-	code, b := x.ask(0, who, http.MethodGet, "/v1/events", "")
+	code, b := x.ask(0, who, http.MethodGet, api.PathEvents, "")
 	if want == no {
 		if code != http.StatusOK && code != http.StatusForbidden {
 			return fmt.Sprintf("answered %d: %.200s", code, b)
@@ -312,7 +312,7 @@ func (x *authzEnv) checkEvents(who authzCaller, j *authzJob, want authzWant) str
 }
 
 func (x *authzEnv) checkOutput(who authzCaller, j *authzJob, want authzWant) string {
-	code, b := x.ask(0, who, http.MethodGet, "/v1/jobs/"+j.id+"/output?out=0&err=0", "")
+	code, b := x.ask(0, who, http.MethodGet, api.Fill(api.PathJobOutput, j.id)+"?out=0&err=0", "")
 	var o api.Output
 	return served(want, code, b, &o, func() string {
 		if !strings.Contains(string(o.Stdout), j.output) {
@@ -324,7 +324,7 @@ func (x *authzEnv) checkOutput(who authzCaller, j *authzJob, want authzWant) str
 
 func (x *authzEnv) checkStdin(who authzCaller, j *authzJob, want authzWant) string {
 	line := "stdin from " + authzCallers[who].name + "\n"
-	code, b := x.ask(0, who, http.MethodPost, "/v1/jobs/"+j.id+"/stdin", line)
+	code, b := x.ask(0, who, http.MethodPost, api.Fill(api.PathJobStdin, j.id), line)
 	got := authzDrain(j.stdin)
 	if msg := served(want, code, b, nil, nil); msg != "" {
 		return msg
@@ -357,7 +357,7 @@ func authzDrain(r *os.File) string {
 // says stopped) and is undone (SIGCONT, through the job's node's agent) so
 // the next caller finds the job as it was.
 func (x *authzEnv) checkKill(who authzCaller, j *authzJob, want authzWant) string {
-	code, b := x.ask(0, who, http.MethodPost, "/v1/kill", fmt.Sprintf(`{"ids":[%q],"signal":%d}`, j.id, syscall.SIGSTOP))
+	code, b := x.ask(0, who, http.MethodPost, api.PathKill, fmt.Sprintf(`{"ids":[%q],"signal":%d}`, j.id, syscall.SIGSTOP))
 	_, frozen := x.c.world.copies(j.id)
 	shown := x.psState(j.id)
 	for _, n := range frozen {
@@ -413,7 +413,7 @@ func (x *authzEnv) checkMigrate(who authzCaller, j *authzJob, want authzWant) st
 	if from == "n1" {
 		to = "n2"
 	}
-	code, b := x.ask(0, who, http.MethodPost, "/v1/migrate", fmt.Sprintf(`{"id":%q,"node":%q}`, j.id, to))
+	code, b := x.ask(0, who, http.MethodPost, api.PathMigrate, fmt.Sprintf(`{"id":%q,"node":%q}`, j.id, to))
 	if want == no {
 		if now, _ := x.c.world.copies(j.id); len(now) != 1 || now[0] != from {
 			return fmt.Sprintf("the job moved from %s to %v", from, now)
@@ -441,7 +441,7 @@ func (x *authzEnv) checkMigrate(who authzCaller, j *authzJob, want authzWant) st
 // checkPurge asks to remove user A's ended jobs (B names A's uid): A's
 // jobs run, so a purge allowed removes nothing of them either way.
 func (x *authzEnv) checkPurge(who authzCaller, _ *authzJob, want authzWant) string {
-	code, b := x.ask(0, who, http.MethodPost, "/v1/purge", `{"uid":1001}`)
+	code, b := x.ask(0, who, http.MethodPost, api.PathPurge, `{"uid":1001}`)
 	var res api.PurgeResult
 	msg := served(want, code, b, &res, func() string {
 		if res.Removed != 0 {
@@ -460,7 +460,7 @@ func (x *authzEnv) checkPurge(who authzCaller, _ *authzJob, want authzWant) stri
 // checkRun starts a job with a body that claims root's uid: the job is the
 // caller's, from SO_PEERCRED, never the body's.
 func (x *authzEnv) checkRun(who authzCaller, _ *authzJob, want authzWant) string {
-	code, b := x.ask(0, who, http.MethodPost, "/v1/run", `{"argv":["/bin/true"],"cwd":"/","count":1,"on":"n1","uid":0,"gid":0,"user":"root"}`)
+	code, b := x.ask(0, who, http.MethodPost, api.PathRun, `{"argv":["/bin/true"],"cwd":"/","count":1,"on":"n1","uid":0,"gid":0,"user":"root"}`)
 	var resp api.RunResponse
 	return served(want, code, b, &resp, func() string {
 		if len(resp.IDs) != 1 {
@@ -478,7 +478,7 @@ func (x *authzEnv) checkRun(who authzCaller, _ *authzJob, want authzWant) string
 func (x *authzEnv) checkPolicyLoad(who authzCaller, _ *authzJob, want authzWant) string {
 	name := "authz-" + authzCallers[who].name
 	text := "name: " + name + "\nplacement: round-robin\n"
-	code, b := x.ask(0, who, http.MethodPost, "/v1/policy", fmt.Sprintf(`{"text":%q}`, text))
+	code, b := x.ask(0, who, http.MethodPost, api.PathPolicy, fmt.Sprintf(`{"text":%q}`, text))
 	var runs []string
 	for _, h := range x.c.nodes {
 		if h.a.policyText().Name == name {
@@ -499,7 +499,7 @@ func (x *authzEnv) checkPolicyLoad(who authzCaller, _ *authzJob, want authzWant)
 // checkDrain drains n2 and, when that was done, resumes it at once so
 // the next caller finds it as it was.
 func (x *authzEnv) checkDrain(who authzCaller, _ *authzJob, want authzWant) string {
-	code, b := x.ask(0, who, http.MethodPost, "/v1/nodes/n2/drain?state=drain", "")
+	code, b := x.ask(0, who, http.MethodPost, api.Fill(api.PathNodeDrain, "n2")+"?state=drain", "")
 	n2 := x.c.nodes[1].a
 	drained := n2.draining.Load()
 	if drained {
@@ -537,7 +537,7 @@ func (x *authzEnv) startJobs() {
 		}
 		req, _ := json.Marshal(api.RunRequest{Argv: []string{"/bin/true", "--in=" + j.arg}, Env: []string{"USERA_TOKEN=" + j.env},
 			Cwd: j.cwd, Count: 1, On: x.c.nodes[on].name, Stdin: true})
-		code, b := x.ask(home, authzA, http.MethodPost, "/v1/run", string(req))
+		code, b := x.ask(home, authzA, http.MethodPost, api.PathRun, string(req))
 		var resp api.RunResponse
 		if code != http.StatusOK || json.Unmarshal(b, &resp) != nil || len(resp.IDs) != 1 {
 			x.t.Fatalf("A's run from %s: %d %s", x.c.nodes[home].name, code, b)
@@ -735,37 +735,43 @@ func authzRegistered(t *testing.T, fn string) []string {
 	return nil
 }
 
-// authzPeerPaths reads the path constants of package peer (routes.go),
-// by name.
+// authzPeerPaths reads the path constants of package peer (routes.go)
+// and of package api (routes.go), by qualified name (peer.Ping,
+// api.Nodes).
 func authzPeerPaths(t *testing.T, fset *token.FileSet) map[string]string {
 	t.Helper()
-	f, err := parser.ParseFile(fset, filepath.Join("peer", "routes.go"), nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	paths := map[string]string{}
-	for _, d := range f.Decls {
-		gd, ok := d.(*ast.GenDecl)
-		if !ok || gd.Tok != token.CONST {
-			continue
+	for pkg, file := range map[string]string{"peer": filepath.Join("peer", "routes.go"), "api": filepath.Join("..", "api", "routes.go")} {
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, sp := range gd.Specs {
-			vs := sp.(*ast.ValueSpec)
-			for i, name := range vs.Names {
-				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					paths[name.Name], _ = strconv.Unquote(lit.Value)
+		n := 0
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, sp := range gd.Specs {
+				vs := sp.(*ast.ValueSpec)
+				for i, name := range vs.Names {
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						paths[pkg+"."+name.Name], _ = strconv.Unquote(lit.Value)
+						n++
+					}
 				}
 			}
 		}
-	}
-	if len(paths) == 0 {
-		t.Fatal("peer/routes.go: no path constants")
+		if n == 0 {
+			t.Fatalf("%s: no path constants", file)
+		}
 	}
 	return paths
 }
 
 // authzPattern reads a route's pattern: a string literal, or a literal
-// (the method and a space) followed by a path constant of package peer.
+// (the method and a space) followed by a path constant of package peer
+// or api.
 func authzPattern(e ast.Expr, peerPaths map[string]string) (string, bool) {
 	switch e := e.(type) {
 	case *ast.BasicLit:
@@ -777,11 +783,12 @@ func authzPattern(e ast.Expr, peerPaths map[string]string) (string, bool) {
 		if !ok || e.Op != token.ADD {
 			return "", false
 		}
-		if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "peer" {
+		pkg, ok := sel.X.(*ast.Ident)
+		if !ok || (pkg.Name != "peer" && pkg.Name != "api") {
 			return "", false
 		}
 		head, ok := authzPattern(e.X, peerPaths)
-		path, known := peerPaths[sel.Sel.Name]
+		path, known := peerPaths[pkg.Name+"."+sel.Sel.Name]
 		return head + path, ok && known
 	}
 	return "", false
@@ -806,7 +813,7 @@ func authzSample(pattern, id string) (method, path string) {
 // checkCheckpoint asks for a checkpoint of the job: served, it is a
 // checkpoint file and the job runs on, once; refused, it runs on too.
 func (x *authzEnv) checkCheckpoint(who authzCaller, j *authzJob, want authzWant) string {
-	code, b := x.ask(0, who, http.MethodPost, "/v1/checkpoint", fmt.Sprintf(`{"id":%q}`, j.id))
+	code, b := x.ask(0, who, http.MethodPost, api.PathCheckpoint, fmt.Sprintf(`{"id":%q}`, j.id))
 	if run, _ := x.c.world.copies(j.id); len(run) != 1 {
 		return fmt.Sprintf("after the checkpoint the job runs on %v", run)
 	}
@@ -825,25 +832,25 @@ func (x *authzEnv) checkCheckpoint(who authzCaller, j *authzJob, want authzWant)
 // job killed first), it runs again once, as its next incarnation; refused
 // (the job running, so only the caller is in question), nothing changes.
 func (x *authzEnv) checkRestart(who authzCaller, j *authzJob, want authzWant) string {
-	code, ck := x.ask(0, authzRoot, http.MethodPost, "/v1/checkpoint", fmt.Sprintf(`{"id":%q}`, j.id))
+	code, ck := x.ask(0, authzRoot, http.MethodPost, api.PathCheckpoint, fmt.Sprintf(`{"id":%q}`, j.id))
 	if code != http.StatusOK {
 		return fmt.Sprintf("root's checkpoint answered %d: %.200s", code, ck)
 	}
 	x.answers = x.answers[:len(x.answers)-1] // root's, not the caller's
 	inc := x.c.homeRec(j.id).Inc
 	if want == no {
-		code, b := x.ask(0, who, http.MethodPost, "/v1/restart", string(ck))
+		code, b := x.ask(0, who, http.MethodPost, api.PathRestart, string(ck))
 		if run, _ := x.c.world.copies(j.id); len(run) != 1 || x.c.homeRec(j.id).Inc != inc {
 			return fmt.Sprintf("after a refused restart the job runs on %v, incarnation %d (was %d)", run, x.c.homeRec(j.id).Inc, inc)
 		}
 		return served(want, code, b, nil, nil)
 	}
-	if c, b := x.ask(0, authzRoot, http.MethodPost, "/v1/kill", fmt.Sprintf(`{"ids":[%q],"signal":9}`, j.id)); c != http.StatusOK {
+	if c, b := x.ask(0, authzRoot, http.MethodPost, api.PathKill, fmt.Sprintf(`{"ids":[%q],"signal":9}`, j.id)); c != http.StatusOK {
 		return fmt.Sprintf("kill answered %d: %.200s", c, b)
 	}
 	x.answers = x.answers[:len(x.answers)-1]
 	x.c.waitFor(j.id+" ended", time.Minute, func() bool { return x.c.homeRec(j.id).State == api.StateFinished })
-	code, b := x.ask(0, who, http.MethodPost, "/v1/restart", string(ck))
+	code, b := x.ask(0, who, http.MethodPost, api.PathRestart, string(ck))
 	var res api.RestartResponse
 	return served(want, code, b, &res, func() string {
 		if res.ID != j.id || res.Inc != inc+1 {
@@ -862,22 +869,31 @@ func (x *authzEnv) checkRestart(who authzCaller, j *authzJob, want authzWant) st
 }
 
 // Every path of package peer is a route the peer port serves, and every
-// peer route is registered with one of them: a path named in one place
-// only (a caller's literal, or a constant nothing serves) is a call that
-// cannot be answered.
-func TestPeerPathsAreTheRoutes(t *testing.T) {
-	paths := authzPeerPaths(t, token.NewFileSet())
-	served := map[string]bool{}
-	for _, p := range authzRegistered(t, "peerRoutes") {
-		_, path, _ := strings.Cut(p, " ")
-		if !slices.Contains(slices.Collect(maps.Values(paths)), path) {
-			t.Errorf("peerRoutes registers %s, which is not a path of package peer (peer/routes.go)", p)
+// peer route is registered with one of them; so for package api's paths
+// and the socket's routes: a path named in one place only (a caller's
+// literal, or a constant nothing serves) is a call that cannot be
+// answered.
+func TestPathsAreTheRoutes(t *testing.T) {
+	all := authzPeerPaths(t, token.NewFileSet())
+	for fn, pkg := range map[string]string{"peerRoutes": "peer", "apiRoutes": "api"} {
+		paths := map[string]string{}
+		for name, path := range all {
+			if p, n, _ := strings.Cut(name, "."); p == pkg && n != "Prefix" {
+				paths[name] = path
+			}
 		}
-		served[path] = true
-	}
-	for name, path := range paths {
-		if !served[path] {
-			t.Errorf("peer.%s (%s) is served by no route", name, path)
+		served := map[string]bool{}
+		for _, p := range authzRegistered(t, fn) {
+			_, path, _ := strings.Cut(p, " ")
+			if !slices.Contains(slices.Collect(maps.Values(paths)), path) {
+				t.Errorf("%s registers %s, which is not a path of package %s (%s/routes.go)", fn, p, pkg, pkg)
+			}
+			served[path] = true
+		}
+		for name, path := range paths {
+			if !served[path] {
+				t.Errorf("%s (%s) is served by no route of %s", name, path, fn)
+			}
 		}
 	}
 }

@@ -408,23 +408,22 @@ func FuzzAPI(f *testing.F) {
 			}
 		}
 		policy, draining := a.policyText(), a.draining.Load()
-		esc := url.PathEscape(id)
 		var method, target string
 		switch path {
 		case "run", "kill", "purge", "migrate", "checkpoint", "policy":
-			method, target = http.MethodPost, "/v1/"+path
+			method, target = http.MethodPost, api.Prefix+"/"+path
 		case "drain":
-			method, target = http.MethodPost, "/v1/nodes/"+esc+"/drain?"+url.Values{"state": {string(body)}}.Encode()
+			method, target = http.MethodPost, api.Fill(api.PathNodeDrain, id)+"?"+url.Values{"state": {string(body)}}.Encode()
 		case "stdin":
-			method, target = http.MethodPost, "/v1/jobs/"+esc+"/stdin?eof="+strconv.Itoa(len(body)%2)
+			method, target = http.MethodPost, api.Fill(api.PathJobStdin, id)+"?eof="+strconv.Itoa(len(body)%2)
 		case "output":
-			method, target = http.MethodGet, "/v1/jobs/"+esc+"/output?"+url.Values{"out": {string(body)}, "err": {id}, "wait": {"0s"}}.Encode()
+			method, target = http.MethodGet, api.Fill(api.PathJobOutput, id)+"?"+url.Values{"out": {string(body)}, "err": {id}, "wait": {"0s"}}.Encode()
 		case "events":
-			method, target = http.MethodGet, "/v1/events?"+url.Values{"since": {string(body)}}.Encode()
+			method, target = http.MethodGet, api.PathEvents+"?"+url.Values{"since": {string(body)}}.Encode()
 		case "ps":
-			method, target = http.MethodGet, "/v1/ps?"+url.Values{"all": {string(body)}}.Encode()
+			method, target = http.MethodGet, api.PathPS+"?"+url.Values{"all": {string(body)}}.Encode()
 		case "restart":
-			method, target = http.MethodPost, "/v1/restart?"+url.Values{"on": {id}}.Encode()
+			method, target = http.MethodPost, api.PathRestart+"?"+url.Values{"on": {id}}.Encode()
 		}
 		req := httptest.NewRequest(method, "http://roam"+target, bytes.NewReader(body))
 		req = req.WithContext(context.WithValue(req.Context(), ctxKey{}, c))

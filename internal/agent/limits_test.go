@@ -70,14 +70,14 @@ func TestAgentsRefuseARunPastTheLimits(t *testing.T) {
 		body := fzJSON(t, api.RunRequest{Argv: []string{"/bin/true"}, Env: env, Cwd: "/", Count: 100000})
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		req := httptest.NewRequest(http.MethodPost, "/v1/run", bytes.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, api.PathRun, bytes.NewReader(body))
 		req = req.WithContext(context.WithValue(req.Context(), ctxKey{}, user))
 		w := httptest.NewRecorder()
 		home.apiSrv.Handler.ServeHTTP(w, req)
 		runtime.ReadMemStats(&after)
 		alloc := after.TotalAlloc - before.TotalAlloc
 		if w.Code == http.StatusOK || !strings.Contains(w.Body.String(), "limits.run_count") {
-			t.Fatalf("POST /v1/run -n 100000 with a 6 MiB environment: %d %.200s", w.Code, w.Body)
+			t.Fatalf("POST %s -n 100000 with a 6 MiB environment: %d %.200s", api.PathRun, w.Code, w.Body)
 		}
 		if alloc > refusedRunAlloc {
 			t.Fatalf("the refused request allocated %d MiB, over %d MiB", alloc>>20, refusedRunAlloc>>20)

@@ -40,25 +40,25 @@ func readStdinPost(r *http.Request) ([]byte, error) {
 	return data, nil
 }
 
-// apiRoutes are the CLI's.
+// apiRoutes are the CLI's, on the paths of package api (api/routes.go).
 func (a *Agent) apiRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.PathNodes, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.Nodes())
 	})
-	mux.HandleFunc("POST /v1/nodes/{id}/drain", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+api.PathNodeDrain, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		if err := a.DrainNode(c, r.PathValue("id"), r.URL.Query().Get("state")); err != nil {
 			writeError(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
 	}))
-	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.PathStats, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.Stats())
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET "+api.PathMetrics, promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
 	// jobs
-	mux.HandleFunc("POST /v1/run", callerJSON(a.Run))
-	mux.HandleFunc("GET /v1/jobs/{id}/output", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+api.PathRun, callerJSON(a.Run))
+	mux.HandleFunc("GET "+api.PathJobOutput, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		rec, err := a.record(id)
 		if err != nil {
@@ -77,7 +77,7 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, o)
 	}))
-	mux.HandleFunc("POST /v1/jobs/{id}/stdin", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+api.PathJobStdin, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		data, err := readStdinPost(r)
 		var res api.StdinResult
 		if err == nil {
@@ -89,15 +89,15 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, res)
 	}))
-	mux.HandleFunc("POST /v1/kill", callerJSON(a.Kill))
-	mux.HandleFunc("POST /v1/purge", callerJSON(a.Purge))
-	mux.HandleFunc("GET /v1/ps", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+api.PathKill, callerJSON(a.Kill))
+	mux.HandleFunc("POST "+api.PathPurge, callerJSON(a.Purge))
+	mux.HandleFunc("GET "+api.PathPS, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.PS(c, r.URL.Query().Get("all") == "1"))
 	}))
 	// migration
-	mux.HandleFunc("POST /v1/migrate", callerJSON(a.Migrate))
+	mux.HandleFunc("POST "+api.PathMigrate, callerJSON(a.Migrate))
 	// checkpoints
-	mux.HandleFunc("POST /v1/checkpoint", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+api.PathCheckpoint, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		var req api.CheckpointRequest
 		err := decode(r, &req)
 		if err == nil {
@@ -107,7 +107,7 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 			writeError(w, err)
 		}
 	}))
-	mux.HandleFunc("POST /v1/restart", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+api.PathRestart, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		body, stop := watchedBody(w, r)
 		res, err := a.Restart(c, r.URL.Query().Get("on"), body, r.ContentLength)
 		stop()
@@ -118,13 +118,13 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, res)
 	}))
 	// scheduling
-	mux.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.Policies())
 	})
-	mux.HandleFunc("POST /v1/policy", callerJSON(a.LoadPolicy))
+	mux.HandleFunc("POST "+api.PathPolicy, callerJSON(a.LoadPolicy))
 	// The agent's own profile (Go's pprof), for root: where a migration's
 	// time goes inside the agent. The profiles name other users' jobs.
-	mux.HandleFunc("GET /debug/pprof/{name...}", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.PathPprof, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		if c.UID != 0 {
 			writeError(w, errkind.New(peer.ErrPermission, "pprof: only root profiles the agent"))
 			return
@@ -142,7 +142,7 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 			pprof.Index(w, r)
 		}
 	}))
-	mux.HandleFunc("GET /v1/events", withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+api.PathEvents, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		eventsSince(func(since time.Time) []api.Event { return a.Events(c, since) })(w, r)
 	}))
 }

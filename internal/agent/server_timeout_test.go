@@ -214,7 +214,7 @@ sys.stdin.read()
 	held[0].Close()
 	waitUntil(t, 10*time.Second, "the agent answering", func() bool {
 		var ns []api.NodeInfo
-		return api.NewClient(a.cfg.Socket).Get("/v1/nodes", &ns) == nil && len(ns) == 1
+		return api.NewClient(a.cfg.Socket).Get(api.PathNodes, &ns) == nil && len(ns) == 1
 	})
 	for _, c := range held[1:] {
 		c.Close()

@@ -139,7 +139,7 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 	deadline := began.Add(time.Duration(6*p.IdealS*float64(time.Second)) + time.Minute)
 	for {
 		var js []api.Job
-		if err := cl.Get("/v1/ps?all=1", &js); err == nil {
+		if err := cl.Get(api.PathPS+"?all=1", &js); err == nil {
 			done, ok, migs := 0, 0, 0
 			var first, last time.Time
 			for _, j := range js {
@@ -197,7 +197,7 @@ func balanceRun(spec BalanceSpec, policy string) (BalancePoint, error) {
 	p.CPUUsedS, p.IdealS = used, used/total
 	p.Ratio = p.MakespanS / p.IdealS
 	if len(bg) > 0 {
-		_ = cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: bg, Signal: 9}, nil)
+		_ = cl.Do(context.Background(), http.MethodPost, api.PathKill, api.KillRequest{IDs: bg, Signal: 9}, nil)
 	}
 	return p, nil
 }
@@ -208,7 +208,7 @@ func cpuUsed(cl *api.Client, ids []string) (float64, error) {
 	sum := 0.0
 	for _, id := range ids {
 		var o api.Output
-		if err := cl.Get("/v1/jobs/"+id+"/output", &o); err != nil {
+		if err := cl.Get(api.Fill(api.PathJobOutput, id), &o); err != nil {
 			return 0, fmt.Errorf("output of job %s: %w", id, err)
 		}
 		cpu, ok := burnCPU(string(o.Stdout))
@@ -292,7 +292,7 @@ func timeline(cl *api.Client, js []api.Job, want map[string]bool, t0 time.Time) 
 		out = append(out, line)
 	}
 	var evs []api.Event
-	_ = cl.Get("/v1/events?since="+t0.Format(time.RFC3339Nano), &evs)
+	_ = cl.Get(api.PathEvents+"?since="+t0.Format(time.RFC3339Nano), &evs)
 	for _, e := range evs {
 		out = append(out, fmt.Sprintf("%5s node %s %s %s %s->%s: %s", at(e.At), e.Node, e.Kind, e.Job, e.From, e.To, e.Why))
 	}
@@ -309,7 +309,7 @@ func waitLoads(cl *api.Client, n int) error {
 	for {
 		var ns []api.NodeInfo
 		var missing []string
-		if cl.Get("/v1/nodes", &ns) == nil {
+		if cl.Get(api.PathNodes, &ns) == nil {
 			for _, x := range ns {
 				if !x.Alive || !x.Self && x.Load == nil {
 					missing = append(missing, x.ID)

@@ -107,7 +107,7 @@ func checkpointOnce(cl *api.Client, migjob string, size int) (api.Checkpoint, er
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var o api.Output
-		if err := cl.Get("/v1/jobs/"+ids[0]+"/output?wait=1s", &o); err == nil && len(o.Stdout) > 0 {
+		if err := cl.Get(api.Fill(api.PathJobOutput, ids[0])+"?wait=1s", &o); err == nil && len(o.Stdout) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -116,12 +116,12 @@ func checkpointOnce(cl *api.Client, migjob string, size int) (api.Checkpoint, er
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	n, err := cl.Fetch(ctx, "/v1/checkpoint", api.CheckpointRequest{ID: ids[0]}, io.Discard)
+	n, err := cl.Fetch(ctx, api.PathCheckpoint, api.CheckpointRequest{ID: ids[0]}, io.Discard)
 	if err != nil {
 		return api.Checkpoint{}, err
 	}
 	var js []api.Job
-	if err := cl.Get("/v1/ps?all=1", &js); err != nil {
+	if err := cl.Get(api.PathPS+"?all=1", &js); err != nil {
 		return api.Checkpoint{}, err
 	}
 	for _, j := range js {

@@ -54,7 +54,7 @@ func discardedLoads(st emu.State) int64 {
 	var n int64
 	for _, nd := range st.Nodes {
 		var s api.Stats
-		if err := api.NewClient(nd.Socket).Get("/v1/stats", &s); err != nil {
+		if err := api.NewClient(nd.Socket).Get(api.PathStats, &s); err != nil {
 			return -1
 		}
 		n += s.LoadDiscarded
@@ -620,7 +620,7 @@ func timedRun(x *Run, cl *api.Client, argv []string, at float64, lazy bool) (flo
 	t0 := time.Now()
 	if at >= 0 {
 		time.Sleep(time.Until(t0.Add(time.Duration(at * float64(time.Second)))))
-		if err := cl.Do(context.Background(), http.MethodPost, "/v1/migrate", api.MigrateRequest{ID: ids[0], Node: "2", Lazy: lazy}, &m); err != nil {
+		if err := cl.Do(context.Background(), http.MethodPost, api.PathMigrate, api.MigrateRequest{ID: ids[0], Node: "2", Lazy: lazy}, &m); err != nil {
 			kill(cl, ids)
 			return 0, m, "", fmt.Errorf("migrating %s %.1f s after its start: %w", ids[0], at, err)
 		}

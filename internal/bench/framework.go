@@ -286,7 +286,7 @@ func start(cl *api.Client, req api.RunRequest) ([]string, error) {
 	}
 	req.Env, req.Cwd = os.Environ(), "/"
 	var resp api.RunResponse
-	err := cl.Do(context.Background(), http.MethodPost, "/v1/run", req, &resp)
+	err := cl.Do(context.Background(), http.MethodPost, api.PathRun, req, &resp)
 	return resp.IDs, err
 }
 
@@ -301,7 +301,7 @@ func waitJobs(cl *api.Client, ids []string, limit time.Duration) ([]api.Job, err
 	deadline := time.Now().Add(limit)
 	for {
 		var js []api.Job
-		if err := cl.Get("/v1/ps?all=1", &js); err == nil {
+		if err := cl.Get(api.PathPS+"?all=1", &js); err == nil {
 			var mine []api.Job
 			over := 0
 			for _, j := range js {
@@ -351,7 +351,7 @@ var resultLine = regexp.MustCompile(`(?m)^([a-z]+): result=(\S+) cpu=([0-9.]+) e
 // workloadResult reads a finished job's closing line: its result.
 func workloadResult(cl *api.Client, id string) (string, error) {
 	var o api.Output
-	if err := cl.Get("/v1/jobs/"+id+"/output", &o); err != nil {
+	if err := cl.Get(api.Fill(api.PathJobOutput, id), &o); err != nil {
 		return "", fmt.Errorf("output of %s: %w", id, err)
 	}
 	m := resultLine.FindSubmatch(o.Stdout)
@@ -373,7 +373,7 @@ func kill(cl *api.Client, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	_ = cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: ids, Signal: 9}, nil)
+	_ = cl.Do(context.Background(), http.MethodPost, api.PathKill, api.KillRequest{IDs: ids, Signal: 9}, nil)
 	_, _ = waitJobs(cl, ids, 30*time.Second)
 }
 
@@ -387,7 +387,7 @@ func (x *Run) waitIdle(cl *api.Client) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var ns []api.NodeInfo
-		if cl.Get("/v1/nodes", &ns) == nil {
+		if cl.Get(api.PathNodes, &ns) == nil {
 			busy := ""
 			for _, n := range ns {
 				switch {

@@ -52,7 +52,7 @@ func JobStart(spec JobStartSpec, progress io.Writer) (JobStartResult, error) {
 	fmt.Fprintf(progress, "job-start: %d jobs on %d nodes\n", spec.Jobs, spec.Nodes)
 	t0 := time.Now()
 	var resp api.RunResponse
-	err = cl.Do(context.Background(), http.MethodPost, "/v1/run",
+	err = cl.Do(context.Background(), http.MethodPost, api.PathRun,
 		api.RunRequest{Argv: []string{"/bin/true"}, Env: os.Environ(), Cwd: "/", Count: spec.Jobs}, &resp)
 	roam := time.Since(t0)
 	if err != nil {
@@ -71,7 +71,7 @@ func JobStart(spec JobStartSpec, progress io.Writer) (JobStartResult, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		var js []api.Job
-		if cl.Get("/v1/ps?all=1", &js) == nil {
+		if cl.Get(api.PathPS+"?all=1", &js) == nil {
 			done := 0
 			for _, j := range js {
 				if j.State == api.StateFinished && j.ExitCode != nil && *j.ExitCode == 0 {
@@ -100,7 +100,7 @@ func waitMembers(cl *api.Client, n int) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		var ns []api.NodeInfo
-		if cl.Get("/v1/nodes", &ns) == nil && countAlive(ns) == n {
+		if cl.Get(api.PathNodes, &ns) == nil && countAlive(ns) == n {
 			return nil
 		}
 		if time.Now().After(deadline) {

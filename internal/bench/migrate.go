@@ -95,12 +95,12 @@ func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (Mig
 		return p, err
 	}
 	id := ids[0]
-	defer cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: []string{id}, Signal: 9}, nil)
+	defer cl.Do(context.Background(), http.MethodPost, api.PathKill, api.KillRequest{IDs: []string{id}, Signal: 9}, nil)
 	// Wait until its memory is touched: it prints its first round then.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var o api.Output
-		if err := cl.Get("/v1/jobs/"+id+"/output?wait=1s", &o); err == nil && len(o.Stdout) > 0 {
+		if err := cl.Get(api.Fill(api.PathJobOutput, id)+"?wait=1s", &o); err == nil && len(o.Stdout) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -109,7 +109,7 @@ func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (Mig
 	}
 	migrate := func(to string, lazy bool) (api.Migration, error) {
 		var m api.Migration
-		err := cl.Do(context.Background(), http.MethodPost, "/v1/migrate", api.MigrateRequest{ID: id, Node: to, Lazy: lazy}, &m)
+		err := cl.Do(context.Background(), http.MethodPost, api.PathMigrate, api.MigrateRequest{ID: id, Node: to, Lazy: lazy}, &m)
 		return m, err
 	}
 	local, err := localDumpRestore(st.Nodes[0], spec, id)

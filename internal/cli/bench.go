@@ -36,9 +36,14 @@ func (e *env) benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "run a benchmark on an emulated cluster it brings up and tears down",
 		// Stopped by SIGINT or SIGTERM, a benchmark takes its clusters
 		// down before it exits (128 + the signal), as it does when it ends.
-		PersistentPreRun: func(*cobra.Command, []string) { downOnSignal() }}
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := e.checkJSON(cmd); err != nil { // root's hook does not run under this one
+				return err
+			}
+			downOnSignal()
+			return nil
+		}}
 	spec := bench.AgentCostSpec{}
-	var asJSON bool
 	ac := &cobra.Command{
 		Use:   "agent-cost",
 		Short: "CPU use per agent and bytes on the wire per node, idle cluster",
@@ -49,7 +54,7 @@ func (e *env) benchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if e.json {
 				return e.printJSON(res)
 			}
 			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
@@ -81,7 +86,6 @@ func (e *env) benchCmd() *cobra.Command {
 	ac.Flags().DurationVar(&spec.Duration, "duration", 30*time.Second, "measuring window")
 	ac.Flags().DurationVar(&spec.Interval, "interval", time.Second, "load dissemination interval")
 	ac.Flags().StringVar(&spec.Subnet, "subnet", "198.18.100.0/24", "the benchmark cluster's /24")
-	ac.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	js := bench.JobStartSpec{}
 	jobStart := &cobra.Command{
 		Use:   "job-start",
@@ -93,7 +97,7 @@ func (e *env) benchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if e.json {
 				return e.printJSON(r)
 			}
 			fmt.Fprintf(e.out, "roam run -d -n %d true on %d nodes: %.2f s, %.0f jobs/s (all finished with 0: %v)\n",
@@ -106,7 +110,6 @@ func (e *env) benchCmd() *cobra.Command {
 	jobStart.Flags().IntVar(&js.Nodes, "nodes", 4, "number of nodes")
 	jobStart.Flags().IntVar(&js.Jobs, "jobs", 1000, "number of jobs")
 	jobStart.Flags().StringVar(&js.Subnet, "subnet", "198.18.101.0/24", "the benchmark cluster's /24")
-	jobStart.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	var bs bench.BalanceSpec
 	var cpus, policies string
 	var bothBg, withTimeline bool
@@ -160,7 +163,7 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 					return err
 				}
 			}
-			if asJSON {
+			if e.json {
 				return e.printJSON(all)
 			}
 			fmt.Fprint(e.out, bench.FormatBalance(all))
@@ -183,7 +186,6 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 	bal.Flags().BoolVar(&bs.Background, "background", false, "background load on node 2")
 	bal.Flags().BoolVar(&bothBg, "both", false, "run without and with the background load")
 	bal.Flags().StringVar(&bs.Subnet, "subnet", "198.18.103.0/24", "the benchmark cluster's /24")
-	bal.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	bal.Flags().BoolVar(&withTimeline, "timeline", false, "also print each run job by job, with every scheduling event")
 	rewrite := &cobra.Command{
 		Use:   "report DIR",
@@ -193,15 +195,18 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 			if err := bench.Rewrite(args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.out, "report: %s\n", filepath.Join(args[0], "report.md"))
-			return nil
+			report := filepath.Join(args[0], "report.md")
+			return e.result(map[string]string{"report": report}, func() error {
+				_, err := fmt.Fprintf(e.out, "report: %s\n", report)
+				return err
+			})
 		},
 	}
-	c.AddCommand(ac, jobStart, bal, e.benchListCmd(), rewrite)
+	c.AddCommand(jsonVia(jsonValue, ac), jsonVia(jsonValue, jobStart), jsonVia(jsonValue, bal), jsonVia(jsonValue, e.benchListCmd()), jsonVia(jsonValue, rewrite))
 	for _, x := range bench.Experiments {
-		c.AddCommand(e.experimentCmd(x.Name, x.Title, []*bench.Experiment{x}))
+		c.AddCommand(jsonVia(jsonValue, e.experimentCmd(x.Name, x.Title, []*bench.Experiment{x})))
 	}
-	c.AddCommand(e.experimentCmd("all", "every experiment, one report", bench.Experiments))
+	c.AddCommand(jsonVia(jsonValue, e.experimentCmd("all", "every experiment, one report", bench.Experiments)))
 	return c
 }
 
@@ -212,6 +217,19 @@ func (e *env) benchListCmd() *cobra.Command {
 		Short: "name and describe the experiments of roam bench EXPERIMENT",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if e.json {
+				type exp struct {
+					Name  string `json:"name"`
+					Title string `json:"title"`
+					Seed  string `json:"seed"`
+					About string `json:"about"`
+				}
+				var out []exp
+				for _, x := range bench.Experiments {
+					out = append(out, exp{x.Name, x.Title, x.Seed, x.About})
+				}
+				return e.printJSON(out)
+			}
 			for _, x := range bench.Experiments {
 				fmt.Fprintf(e.out, "%s — %s\n  reproduces %s\n%s\n\n", x.Name, x.Title, x.Seed, wrap(x.About, 76, "  "))
 			}
@@ -247,6 +265,12 @@ repetition of small work, for CI. roam bench list describes the experiments.`,
 			opts.Bin = filepath.Dir(roamdPath())
 			opts.Command = "roam bench " + name + flagsLine(cmd)
 			rs, err := bench.RunExperiments(exps, opts, os.Stderr)
+			if e.json {
+				if jerr := e.printJSON(rs); err == nil {
+					err = jerr
+				}
+				return err
+			}
 			for _, r := range rs {
 				fmt.Fprintf(e.out, "%s — %s\n\n%s\n", r.Experiment, r.Title, bench.Table(r))
 				for _, c := range r.Checks {

@@ -44,13 +44,21 @@ and the same files; a changed file is refused.`,
 			if err != nil {
 				return fmt.Errorf("-o: %w", err)
 			}
-			n, err := cl.Fetch(context.Background(), "/v1/checkpoint", api.CheckpointRequest{ID: args[0], Stop: stop}, f)
+			n, err := cl.Fetch(context.Background(), api.PathCheckpoint, api.CheckpointRequest{ID: args[0], Stop: stop}, f)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
 			if err != nil {
 				os.Remove(out)
 				return err
+			}
+			if e.json {
+				return e.printJSON(struct {
+					ID      string `json:"id"`
+					File    string `json:"file"`
+					Bytes   int64  `json:"bytes"`
+					Stopped bool   `json:"stopped"`
+				}{args[0], out, n, stop})
 			}
 			what := "runs on"
 			if stop {
@@ -62,7 +70,8 @@ and the same files; a changed file is refused.`,
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "the file to write (it must not exist)")
 	c.Flags().BoolVar(&stop, "stop", false, "end the job once it is saved")
-	return c
+	c.ValidArgsFunction = e.completeJobs(liveJobs...)
+	return jsonVia(jsonValue, c)
 }
 
 func (e *env) restartCmd() *cobra.Command {
@@ -96,12 +105,20 @@ checkpoint on and exits with its exit status, as roam run does.`,
 				return err
 			}
 			var res api.RestartResponse
-			if err := cl.Upload(context.Background(), "/v1/restart?on="+url.QueryEscape(on), f, fi.Size(), &res); err != nil {
+			if err := cl.Upload(context.Background(), api.PathRestart+"?on="+url.QueryEscape(on), f, fi.Size(), &res); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.errOut, "roam: %s restarted on node %s\n", res.ID, res.Node)
+			if e.json {
+				if err := e.record(jobRecord{Job: res.ID, Kind: "started", Node: res.Node}); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(e.errOut, "roam: %s restarted on node %s\n", res.ID, res.Node)
+			}
 			if detach {
-				fmt.Fprintln(e.out, res.ID)
+				if !e.json {
+					fmt.Fprintln(e.out, res.ID)
+				}
 				return nil
 			}
 			relay := startRelay(cl)
@@ -117,8 +134,9 @@ checkpoint on and exits with its exit status, as roam run does.`,
 		},
 	}
 	c.Flags().StringVar(&on, "on", "", "restart on this node instead of the best one")
+	_ = c.RegisterFlagCompletionFunc("on", e.completeNodeFlag)
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job id and return")
-	return c
+	return withJobStatus(jsonVia(jsonStream, c))
 }
 
 // restartNote is what a follower says when a job restarted from a

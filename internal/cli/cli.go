@@ -4,7 +4,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -25,8 +25,11 @@ type env struct {
 	cluster string
 	node    string
 	socket  string
+	json    bool // --json: print JSON (output.go)
 	out     io.Writer
 	errOut  io.Writer
+	// outMu orders what goroutines print at once (a sweep's jobs).
+	outMu sync.Mutex
 }
 
 // Main runs the CLI and returns the process exit code.
@@ -37,7 +40,9 @@ func run(args []string, out, errOut io.Writer) int {
 	e := &env{out: out, errOut: errOut}
 	root := e.rootCmd()
 	root.SetArgs(args)
-	err := root.Execute()
+	root.SetOut(out) // help and completion too
+	root.SetErr(errOut)
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0
 	}
@@ -46,9 +51,8 @@ func run(args []string, out, errOut io.Writer) int {
 		return int(ec)
 	}
 	fmt.Fprintf(e.errOut, "roam: %v\n", err)
-	var rf roamFailed
-	if errors.As(err, &rf) {
-		return 255
+	if cmd != nil && cmd.Annotations[exitWithJobs] != "" {
+		return 255 // roam's own failure, never a job's status
 	}
 	return 1
 }
@@ -56,42 +60,35 @@ func run(args []string, out, errOut io.Writer) int {
 // rootCmd is roam with every command.
 func (e *env) rootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "roam",
-		Short:         "roam: a single-system-image cluster in user space",
+		Use:   "roam",
+		Short: "roam: a single-system-image cluster in user space",
+		Long: `roam: a single-system-image cluster in user space. roam run starts
+processes on the best nodes and they move, live, to wherever CPU and memory
+are free. Every command takes --json, for scripts (docs/scripting.md).`,
 		Version:       api.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return e.checkJSON(cmd)
+		},
 	}
 	root.SetVersionTemplate("roam {{.Version}}\n")
 	root.PersistentFlags().StringVar(&e.cluster, "cluster", envOr("ROAM_CLUSTER", "roam"), "emulated cluster name ($ROAM_CLUSTER)")
 	root.PersistentFlags().StringVar(&e.node, "node", os.Getenv("ROAM_NODE"), "talk to node K of the emulated cluster ($ROAM_NODE)")
 	root.PersistentFlags().StringVar(&e.socket, "socket", os.Getenv("ROAM_SOCKET"), "agent socket ($ROAM_SOCKET; default: the local agent's)")
+	root.PersistentFlags().BoolVar(&e.json, "json", false, "print JSON for scripts: one value, or one object a line for a stream (docs/scripting.md)")
 	root.AddCommand(e.toolCmds()...)
 	root.AddCommand(e.nodesCmd(), e.nodeCmd(), e.statsCmd(), e.keygenCmd(),
 		e.runCmd(), e.psCmd(), e.killCmd(), e.purgeCmd(), e.migrateCmd(), e.logsCmd(), e.attachCmd(),
 		e.checkpointCmd(), e.restartCmd(),
 		e.policyCmd(), e.eventsCmd(), e.topCmd(), docgen.Command(root, "1"))
+	docgen.AddSection(root, "EXIT STATUS", otherExitStatuses)
+	withSections(root)
 	return root
 }
 
 // exitCode ends the CLI with a status and no message.
 type exitCode int
-
-// roamFailed is an error of roam itself (no agent, a refused request) in a
-// command whose exit status is its jobs' (roam run): it exits 255, so as
-// not to pass for a job's status.
-type roamFailed struct{ error }
-
-func (r roamFailed) Unwrap() error { return r.error }
-
-// asRoamFailed marks err, unless it is a job's exit status, as roam's own.
-func asRoamFailed(err error) error {
-	var ec exitCode
-	if err == nil || errors.As(err, &ec) {
-		return err
-	}
-	return roamFailed{err}
-}
 
 func (c exitCode) Error() string { return "exit status " + strconv.Itoa(int(c)) }
 
@@ -132,17 +129,6 @@ func (e *env) nodeClient(id string) (*api.Client, error) {
 		}
 	}
 	return nil, fmt.Errorf("--node: node %q is not in cluster %q (it has %d nodes)", id, e.cluster, len(st.Nodes))
-}
-
-func (e *env) printJSON(v any) error {
-	enc := json.NewEncoder(e.out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// printJSONLine prints v as one line of JSON: a stream's record (NDJSON).
-func (e *env) printJSONLine(v any) error {
-	return json.NewEncoder(e.out).Encode(v)
 }
 
 // roamdPath finds roamd next to the roam binary, else on PATH.

@@ -37,6 +37,12 @@ func (e *env) clusterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if e.json {
+				if st, err = emu.Status(e.cluster); err != nil {
+					return err
+				}
+				return e.printJSON(clusterJSON(st))
+			}
 			fmt.Fprintf(e.out, "cluster %s up: %d nodes on %s (%s)\n", st.Name, len(st.Nodes), st.Subnet, st.Cgroup)
 			return nil
 		},
@@ -58,12 +64,13 @@ func (e *env) clusterCmd() *cobra.Command {
 			if err := emu.Down(e.cluster); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.out, "cluster %s down\n", e.cluster)
-			return nil
+			return e.result(map[string]string{"cluster": e.cluster, "status": "down"}, func() error {
+				_, err := fmt.Fprintf(e.out, "cluster %s down\n", e.cluster)
+				return err
+			})
 		},
 	}
 
-	var asJSON bool
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "list the emulated cluster's nodes and whether their agents run",
@@ -73,25 +80,8 @@ func (e *env) clusterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				type node struct {
-					ID       string  `json:"id"`
-					Addr     string  `json:"addr"`
-					Capacity float64 `json:"capacity"`
-					MemMB    int     `json:"mem_mb,omitempty"`
-					PID      int     `json:"pid"`
-					State    string  `json:"state"`
-				}
-				out := struct {
-					Name   string `json:"name"`
-					Subnet string `json:"subnet"`
-					Status string `json:"status"`
-					Nodes  []node `json:"nodes"`
-				}{st.Name, st.Subnet, st.Status, []node{}}
-				for _, n := range st.Nodes {
-					out.Nodes = append(out.Nodes, node{n.ID, n.Addr, n.Capacity, n.MemMB, n.PID, n.State})
-				}
-				return e.printJSON(out)
+			if e.json {
+				return e.printJSON(clusterJSON(st))
 			}
 			fmt.Fprintf(e.out, "cluster %s (%s) on %s, %s\n", st.Name, st.Status, st.Subnet, st.Cgroup)
 			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
@@ -106,7 +96,6 @@ func (e *env) clusterCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 
 	var as emu.AddSpec
 	add := &cobra.Command{
@@ -119,8 +108,11 @@ func (e *env) clusterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.out, "node %s up at %s (pid %d)\n", n.ID, n.Addr, n.PID)
-			return nil
+			n.State = "up"
+			return e.result(nodeJSON(n), func() error {
+				_, err := fmt.Fprintf(e.out, "node %s up at %s (pid %d)\n", n.ID, n.Addr, n.PID)
+				return err
+			})
 		},
 	}
 	add.Flags().Float64Var(&as.CPU, "cpu", 0, "CPU capacity in cores (default: node 1's)")
@@ -154,8 +146,11 @@ func (e *env) clusterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.out, "node %s agent started (pid %d)\n", n.ID, n.PID)
-			return nil
+			n.State = "up"
+			return e.result(nodeJSON(n), func() error {
+				_, err := fmt.Fprintf(e.out, "node %s agent started (pid %d)\n", n.ID, n.PID)
+				return err
+			})
 		},
 	}
 	link := &cobra.Command{
@@ -166,11 +161,52 @@ func (e *env) clusterCmd() *cobra.Command {
 			if args[1] != "up" && args[1] != "down" {
 				return fmt.Errorf("link: %q is not up or down", args[1])
 			}
-			return emu.SetLink(e.cluster, args[0], args[1] == "up")
+			if err := emu.SetLink(e.cluster, args[0], args[1] == "up"); err != nil {
+				return err
+			}
+			return e.result(map[string]string{"node": args[0], "link": args[1]}, func() error { return nil })
 		},
+	}
+	for _, sub := range []*cobra.Command{up, down, status, add, start, link} {
+		jsonVia(jsonValue, sub)
+	}
+	execCmd.ValidArgsFunction, start.ValidArgsFunction = e.completeEmuNodes, e.completeEmuNodes
+	link.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) == 1 {
+			return prefixed([]string{"up", "down"}, toComplete), never
+		}
+		return e.completeEmuNodes(cmd, args, toComplete)
 	}
 	c.AddCommand(up, down, status, add, execCmd, start, link)
 	return c
+}
+
+// clusterNode is a node of roam cluster status --json.
+type clusterNode struct {
+	ID       string  `json:"id"`
+	Addr     string  `json:"addr"`
+	Capacity float64 `json:"capacity"`
+	MemMB    int     `json:"mem_mb,omitempty"`
+	PID      int     `json:"pid"`
+	State    string  `json:"state"` // up: its agent runs; down
+}
+
+func nodeJSON(n emu.NodeState) clusterNode {
+	return clusterNode{n.ID, n.Addr, n.Capacity, n.MemMB, n.PID, n.State}
+}
+
+// clusterJSON is roam cluster status --json (and up's).
+func clusterJSON(st emu.State) any {
+	out := struct {
+		Name   string        `json:"name"`
+		Subnet string        `json:"subnet"`
+		Status string        `json:"status"`
+		Nodes  []clusterNode `json:"nodes"`
+	}{st.Name, st.Subnet, st.Status, []clusterNode{}}
+	for _, n := range st.Nodes {
+		out.Nodes = append(out.Nodes, nodeJSON(n))
+	}
+	return out
 }
 
 // parseList parses a comma-separated list of numbers; empty gives nil.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -39,15 +38,13 @@ func (e *env) nodeCmd() *cobra.Command {
 				return err
 			}
 			if !wait {
-				fmt.Fprintf(e.out, "node %s: draining\n", args[0])
-				return nil
+				return e.nodeResult(args[0], "draining", nil, "draining")
 			}
 			stay, err := e.waitDrained(cl, args[0], timeout)
 			if err != nil {
 				return err
 			}
-			e.printDrained(args[0], stay)
-			return nil
+			return e.printDrained(args[0], stay)
 		},
 	}
 	drain.Flags().BoolVar(&wait, "wait", false, "return once the node runs no job that can move")
@@ -64,8 +61,7 @@ func (e *env) nodeCmd() *cobra.Command {
 			if err := setNodeState(cl, args[0], "resume"); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.out, "node %s: takes jobs again\n", args[0])
-			return nil
+			return e.nodeResult(args[0], "resumed", nil, "takes jobs again")
 		},
 	}
 	var removeTimeout time.Duration
@@ -90,11 +86,11 @@ func (e *env) nodeCmd() *cobra.Command {
 				return err
 			}
 			if len(stay) > 0 {
-				e.printDrained(node, stay)
+				_ = e.printDrained(node, stay)
 				return fmt.Errorf("node %s still runs %d pinned jobs: it stays, draining (end them with roam kill, then remove it again)", node, len(stay))
 			}
 			var before []api.NodeInfo
-			if err := cl.Get("/v1/nodes", &before); err != nil {
+			if err := cl.Get(api.PathNodes, &before); err != nil {
 				return err
 			}
 			if err := setNodeState(cl, node, "leave"); err != nil {
@@ -104,14 +100,13 @@ func (e *env) nodeCmd() *cobra.Command {
 				if n.ID == node && n.Self {
 					// The agent asked is the one that leaves: it
 					// answered, and is gone.
-					fmt.Fprintf(e.out, "node %s: left the cluster\n", node)
-					return nil
+					return e.nodeResult(node, "left", nil, "left the cluster")
 				}
 			}
 			deadline := time.Now().Add(30 * time.Second)
 			for time.Now().Before(deadline) {
 				var nodes []api.NodeInfo
-				if err := cl.Get("/v1/nodes", &nodes); err != nil {
+				if err := cl.Get(api.PathNodes, &nodes); err != nil {
 					return err
 				}
 				gone := true
@@ -121,8 +116,7 @@ func (e *env) nodeCmd() *cobra.Command {
 					}
 				}
 				if gone {
-					fmt.Fprintf(e.out, "node %s: left the cluster\n", node)
-					return nil
+					return e.nodeResult(node, "left", nil, "left the cluster")
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
@@ -130,12 +124,15 @@ func (e *env) nodeCmd() *cobra.Command {
 		},
 	}
 	remove.Flags().DurationVar(&removeTimeout, "timeout", 0, "give up waiting for the drain after this long (0: never)")
-	c.AddCommand(drain, resume, remove)
+	for _, sub := range []*cobra.Command{drain, resume, remove} {
+		sub.ValidArgsFunction = e.completeNodes(0)
+		c.AddCommand(jsonVia(jsonValue, sub))
+	}
 	return c
 }
 
 func setNodeState(cl *api.Client, node, state string) error {
-	return cl.Do(context.Background(), http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/drain?state="+state, nil, nil)
+	return cl.Do(context.Background(), http.MethodPost, api.Fill(api.PathNodeDrain, node)+"?state="+state, nil, nil)
 }
 
 // waitDrained waits until node runs no job that can move, and returns the
@@ -145,7 +142,7 @@ func (e *env) waitDrained(cl *api.Client, node string, timeout time.Duration) ([
 	last := -1
 	for {
 		var jobs []api.Job
-		if err := cl.Get("/v1/ps?all=1", &jobs); err != nil {
+		if err := cl.Get(api.PathPS+"?all=1", &jobs); err != nil {
 			return nil, err
 		}
 		var stay []api.Job
@@ -175,10 +172,22 @@ func (e *env) waitDrained(cl *api.Client, node string, timeout time.Duration) ([
 	}
 }
 
-func (e *env) printDrained(node string, stay []api.Job) {
-	if len(stay) == 0 {
-		fmt.Fprintf(e.out, "node %s: drained, runs no job\n", node)
-		return
+// nodeResult prints what roam node did: with --json {"node", "state",
+// "pinned"}, else "node N: text".
+func (e *env) nodeResult(node, state string, pinned []api.Job, text string) error {
+	return e.result(struct {
+		Node   string    `json:"node"`
+		State  string    `json:"state"` // draining, drained, resumed, left
+		Pinned []api.Job `json:"pinned,omitempty"`
+	}{node, state, pinned}, func() error {
+		_, err := fmt.Fprintf(e.out, "node %s: %s\n", node, text)
+		return err
+	})
+}
+
+func (e *env) printDrained(node string, stay []api.Job) error {
+	if len(stay) == 0 || e.json {
+		return e.nodeResult(node, "drained", stay, "drained, runs no job")
 	}
 	fmt.Fprintf(e.out, "node %s: drained but for %d pinned jobs:\n", node, len(stay))
 	for _, j := range stay {
@@ -188,4 +197,5 @@ func (e *env) printDrained(node string, stay []api.Job) {
 		}
 		fmt.Fprintf(e.out, "  %s  %s: %s\n", j.ID, strings.TrimSpace(j.Cmd), why)
 	}
+	return nil
 }

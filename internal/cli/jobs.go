@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"os/user"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"roam/internal/api"
+	"roam/internal/docgen"
 )
 
 // reattachFor is how long `roam run` waits for a lost agent to come back.
@@ -36,19 +36,16 @@ func (e *env) runCmd() *cobra.Command {
 		Long: `Start COUNT processes of PROG on the best nodes of the cluster. Attached
 (without -d), their output streams here, prefixed by job id when there are
 several, Ctrl-C and other signals reach them wherever they run, and roam run
-exits with their exit status:
+exits with their exit status (EXIT STATUS below). With -d it prints the job
+ids and returns at once; roam attach follows them.
 
-  the first non-zero exit status of its jobs, in job order, else 0;
-  254 when a job was lost with its node (membership declared the node dead;
-      roam ps shows it lost with the node and time); with --checkpoint-every
-      it is restarted from its newest checkpoint on another node instead,
-      and roam run says so and goes on;
-  255 when roam itself failed (no agent, a refused request).
-
-With -d it prints the job ids and returns at once; roam attach follows them.`,
+With --json it prints one JSON object a line: {"job","kind":"started","node"}
+for each job, then each line of output as {"job","kind":"stdout"|"stderr",
+"text"} (or "bytes", base64, for a line that is not UTF-8), and
+{"job","kind":"exit","exit_code"} or {"job","kind":"lost","node","at"} as
+each ends (docs/scripting.md).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			defer func() { err = asRoamFailed(err) }()
 			if req.Count < 1 {
 				return fmt.Errorf("-n: %d is out of range (at least 1)", req.Count)
 			}
@@ -70,12 +67,21 @@ With -d it prints the job ids and returns at once; roam attach follows them.`,
 				defer relay.stop()
 			}
 			var resp api.RunResponse
-			if err := cl.Do(context.Background(), http.MethodPost, "/v1/run", req, &resp); err != nil {
+			if err := cl.Do(context.Background(), http.MethodPost, api.PathRun, req, &resp); err != nil {
 				return err
 			}
+			if e.json {
+				for i, id := range resp.IDs {
+					if err := e.record(jobRecord{Job: id, Kind: "started", Node: at(resp.Nodes, i)}); err != nil {
+						return err
+					}
+				}
+			}
 			if detach {
-				for _, id := range resp.IDs {
-					fmt.Fprintln(e.out, id)
+				if !e.json {
+					for _, id := range resp.IDs {
+						fmt.Fprintln(e.out, id)
+					}
 				}
 				return nil
 			}
@@ -86,21 +92,36 @@ With -d it prints the job ids and returns at once; roam attach follows them.`,
 	c.Flags().SetInterspersed(false) // flags after the program are the program's
 	c.Flags().IntVarP(&req.Count, "count", "n", 1, "number of processes")
 	c.Flags().StringVar(&req.On, "on", "", "run on this node instead of the best one")
+	_ = c.RegisterFlagCompletionFunc("on", e.completeNodeFlag)
 	c.Flags().BoolVar(&req.Pin, "pin", false, "never migrate these processes")
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job ids and return; see 'roam logs' and 'roam attach'")
 	c.Flags().BoolVar(&noPrefix, "no-prefix", false, "with -n > 1, do not prefix lines with [JOBID]")
 	c.Flags().DurationVar(&req.CheckpointEvery, "checkpoint-every", 0, "checkpoint each process this often, kept on another node: a process whose node dies is restarted from it (e.g. 10m)")
-	return c
+	docgen.AddSection(c, "EXIT STATUS", exitStatuses)
+	docgen.AddSection(c, "ENVIRONMENT", jobEnvironment)
+	return withJobStatus(jsonVia(jsonStream, c))
+}
+
+// at is s[i], or "" past its end.
+func at(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return ""
 }
 
 func (e *env) attachCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "attach JOBID...",
-		Short: "follow jobs' output from the start and exit with their status",
-		Args:  cobra.MinimumNArgs(1),
+	return withJobStatus(jsonVia(jsonStream, &cobra.Command{
+		Use:               "attach JOBID...",
+		Short:             "follow jobs' output from the start and exit with their status (as roam run: see its EXIT STATUS)",
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: e.completeJobs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := e.client()
 			if err != nil {
+				return err
+			}
+			if err := reachable(cl, args[0]); err != nil {
 				return err
 			}
 			relay := startRelay(cl)
@@ -108,21 +129,25 @@ func (e *env) attachCmd() *cobra.Command {
 			relay.forward(args)
 			return e.follow(cl, args, len(args) > 1, false)
 		},
-	}
+	}))
 }
 
 func (e *env) logsCmd() *cobra.Command {
 	var follow bool
 	c := &cobra.Command{
-		Use:   "logs [-f] JOBID",
-		Short: "a job's output so far (stdout here, stderr to stderr)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "logs [-f] JOBID",
+		Short:             "a job's output so far (stdout here, stderr to stderr)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: e.completeJobs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := e.client()
 			if err != nil {
 				return err
 			}
 			if follow {
+				if err := reachable(cl, args[0]); err != nil {
+					return err
+				}
 				err := e.follow(cl, args, false, false)
 				var ec exitCode
 				if errors.As(err, &ec) {
@@ -131,13 +156,16 @@ func (e *env) logsCmd() *cobra.Command {
 				return err
 			}
 			var outOff, errOff int64
+			out, errw := e.outputWriters(args[0], false)
+			defer out.Flush()
+			defer errw.Flush()
 			for {
 				o, err := getOutput(cl, args[0], outOff, errOff, 0)
 				if err != nil {
 					return err
 				}
-				e.out.Write(o.Stdout)
-				e.errOut.Write(o.Stderr)
+				out.Write(o.Stdout)
+				errw.Write(o.Stderr)
 				if len(o.Stdout) == 0 && len(o.Stderr) == 0 {
 					return nil
 				}
@@ -146,14 +174,24 @@ func (e *env) logsCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep following until the job ends")
-	return c
+	return jsonVia(jsonStream, c)
+}
+
+// reachable fails when no agent answers: a follower waits for an agent
+// lost while it follows (reattachFor), not for one that was never there.
+func reachable(cl *api.Client, id string) error {
+	_, err := getOutput(cl, id, 0, 0, 0)
+	if errors.Is(err, api.ErrNoAgent) {
+		return err
+	}
+	return nil
 }
 
 func getOutput(cl *api.Client, id string, outOff, errOff int64, wait time.Duration) (api.Output, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
 	defer cancel()
 	var o api.Output
-	q := fmt.Sprintf("/v1/jobs/%s/output?out=%d&err=%d&wait=%s", url.PathEscape(id), outOff, errOff, wait)
+	q := api.Fill(api.PathJobOutput, id) + fmt.Sprintf("?out=%d&err=%d&wait=%s", outOff, errOff, wait)
 	return o, cl.Do(ctx, http.MethodGet, q, nil, &o)
 }
 
@@ -186,7 +224,7 @@ func startRelay(cl *api.Client) *signalRelay {
 			}
 			for _, s := range pending {
 				var res []api.KillResult
-				_ = cl.Do(context.Background(), http.MethodPost, "/v1/kill",
+				_ = cl.Do(context.Background(), http.MethodPost, api.PathKill,
 					api.KillRequest{IDs: ids, Signal: int(s.(syscall.Signal))}, &res)
 			}
 			pending = nil
@@ -216,7 +254,7 @@ func (e *env) followFrom(cl *api.Client, ids []string, prefix, stdin bool, from 
 	if stdin {
 		go e.pumpStdin(cl, ids[0])
 	}
-	var wmu sync.Mutex
+	wmu := &e.outMu
 	var lostOnce sync.Once
 	codes := make([]int, len(ids))
 	var wg sync.WaitGroup
@@ -224,8 +262,7 @@ func (e *env) followFrom(cl *api.Client, ids []string, prefix, stdin bool, from 
 		wg.Add(1)
 		go func(i int, id string) {
 			defer wg.Done()
-			out := &lineWriter{w: e.out, mu: &wmu, prefix: prefixFor(prefix, id)}
-			errw := &lineWriter{w: e.errOut, mu: &wmu, prefix: prefixFor(prefix, id)}
+			out, errw := e.outputWriters(id, prefix)
 			outOff, errOff := from[id][0], from[id][1]
 			var lostAt time.Time
 			inc := -1 // the incarnation followed; -1 until known
@@ -262,7 +299,11 @@ func (e *env) followFrom(cl *api.Client, ids []string, prefix, stdin bool, from 
 					out.Flush()
 					errw.Flush()
 					wmu.Lock()
-					fmt.Fprintln(e.errOut, restartNote(id, o.Restart))
+					if e.json {
+						_ = e.record(jobRecord{Job: id, Kind: "restarted", Node: o.Restart.Node, At: o.Restart.CheckpointAt, Why: o.Restart.Why})
+					} else {
+						fmt.Fprintln(e.errOut, restartNote(id, o.Restart))
+					}
 					wmu.Unlock()
 					inc = o.Inc
 					outOff, errOff = min(outOff, o.Restart.Out), min(errOff, o.Restart.Err)
@@ -278,8 +319,16 @@ func (e *env) followFrom(cl *api.Client, ids []string, prefix, stdin bool, from 
 					switch {
 					case o.ExitCode != nil:
 						codes[i] = *o.ExitCode
+						if e.json {
+							wmu.Lock()
+							_ = e.record(jobRecord{Job: id, Kind: "exit", ExitCode: o.ExitCode})
+							wmu.Unlock()
+						}
 					case o.State == api.StateLost:
 						wmu.Lock()
+						if e.json {
+							_ = e.record(jobRecord{Job: id, Kind: "lost", Node: o.Node, At: o.LostAt})
+						}
 						fmt.Fprintf(e.errOut, "roam: %s lost: node %s was declared dead at %s; the job is not restarted (roam ps shows it; it runs again if that node comes back with it)\n",
 							id, o.Node, o.LostAt.Local().Format("15:04:05"))
 						wmu.Unlock()
@@ -312,7 +361,7 @@ func prefixFor(on bool, id string) string {
 // job's pipe takes what it has room for; the rest is sent again once the
 // job has read some, after a pause that grows while it reads nothing.
 func (e *env) pumpStdin(cl *api.Client, id string) {
-	path := "/v1/jobs/" + url.PathEscape(id) + "/stdin"
+	path := api.Fill(api.PathJobStdin, id)
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := os.Stdin.Read(buf)
@@ -335,13 +384,29 @@ func (e *env) pumpStdin(cl *api.Client, id string) {
 	}
 }
 
-// lineWriter writes output, prefixing each line when it has a prefix; a
-// partial line waits for its end (or Flush).
+// outputWriters are where a job's stdout and stderr go: here as they
+// are (prefixed by [id] when prefix), or, with --json, as a record a line
+// on standard output.
+func (e *env) outputWriters(id string, prefix bool) (out, errw *lineWriter) {
+	out = &lineWriter{w: e.out, mu: &e.outMu, prefix: prefixFor(prefix, id)}
+	errw = &lineWriter{w: e.errOut, mu: &e.outMu, prefix: prefixFor(prefix, id)}
+	if e.json {
+		out.rec = func(line []byte, partial bool) { _ = e.record(lineRecord(id, "stdout", line, partial)) }
+		errw.rec = func(line []byte, partial bool) { _ = e.record(lineRecord(id, "stderr", line, partial)) }
+	}
+	return out, errw
+}
+
+// lineWriter writes output, prefixing each line when it has a prefix, or
+// handing each line to rec (--json); a partial line then waits for its
+// end (or Flush).
 type lineWriter struct {
 	w      io.Writer
 	mu     *sync.Mutex
 	prefix string
 	part   []byte
+	// rec takes a line without its newline, with mu held.
+	rec func(line []byte, partial bool)
 }
 
 func (l *lineWriter) Write(b []byte) {
@@ -350,7 +415,7 @@ func (l *lineWriter) Write(b []byte) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.prefix == "" {
+	if l.prefix == "" && l.rec == nil {
 		l.w.Write(b)
 		return
 	}
@@ -361,8 +426,12 @@ func (l *lineWriter) Write(b []byte) {
 		if i < 0 {
 			break
 		}
-		out.WriteString(l.prefix)
-		out.Write(l.part[:i+1])
+		if l.rec != nil {
+			l.rec(l.part[:i], false)
+		} else {
+			out.WriteString(l.prefix)
+			out.Write(l.part[:i+1])
+		}
 		l.part = l.part[i+1:]
 	}
 	l.w.Write(out.Bytes())
@@ -372,13 +441,17 @@ func (l *lineWriter) Flush() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.part) > 0 {
-		fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.part)
+		if l.rec != nil {
+			l.rec(l.part, true)
+		} else {
+			fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.part)
+		}
 		l.part = nil
 	}
 }
 
 func (e *env) psCmd() *cobra.Command {
-	var all, long, asJSON bool
+	var all, long bool
 	var state, user, node string
 	c := &cobra.Command{
 		Use:   "ps [-a] [-l] [--json] [--state STATE] [--user USER] [--on NODE] [JOBID...]",
@@ -393,7 +466,7 @@ exits 1.`,
 			if err != nil {
 				return err
 			}
-			q := "/v1/ps"
+			q := api.PathPS
 			if all {
 				q += "?all=1"
 			}
@@ -413,7 +486,7 @@ exits 1.`,
 					err = exitCode(1)
 				}
 			}()
-			if asJSON {
+			if e.json {
 				return e.printJSON(js)
 			}
 			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
@@ -446,11 +519,13 @@ exits 1.`,
 	}
 	c.Flags().BoolVarP(&all, "all", "a", false, "every user's jobs (root)")
 	c.Flags().BoolVarP(&long, "long", "l", false, "more columns")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().StringVar(&state, "state", "", "only jobs in this state (running, stopped, finished, lost)")
 	c.Flags().StringVar(&user, "user", "", "only this user's jobs (a name or uid)")
 	c.Flags().StringVar(&node, "on", "", "only the jobs on this node (--node is the agent to ask)")
-	return c
+	c.ValidArgsFunction = e.completeJobs()
+	_ = c.RegisterFlagCompletionFunc("on", e.completeNodeFlag)
+	_ = c.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{api.StateRunning, api.StateStopped, api.StateFinished, api.StateLost}, never))
+	return jsonVia(jsonValue, c)
 }
 
 // filterJobs keeps the jobs named in ids (all when none is) that match
@@ -547,8 +622,15 @@ needs both nodes.`,
 				return err
 			}
 			var m api.Migration
-			if err := cl.Do(context.Background(), http.MethodPost, "/v1/migrate", api.MigrateRequest{ID: args[0], Node: args[1], Lazy: lazy}, &m); err != nil {
+			if err := cl.Do(context.Background(), http.MethodPost, api.PathMigrate, api.MigrateRequest{ID: args[0], Node: args[1], Lazy: lazy}, &m); err != nil {
 				return err
+			}
+			if e.json {
+				return e.printJSON(struct {
+					ID   string `json:"id"`
+					Node string `json:"node"` // as asked: a node, home or auto
+					api.Migration
+				}{args[0], args[1], m})
 			}
 			if args[1] == "auto" {
 				fmt.Fprintf(e.out, "%s: back under the automatic policies\n", args[0])
@@ -564,7 +646,14 @@ needs both nodes.`,
 		},
 	}
 	c.Flags().BoolVar(&lazy, "lazy", false, "post-copy: restore first, move memory on demand and in the background")
-	return c
+	jobs, nodes := e.completeJobs(liveJobs...), e.completeNodes(1, "home", "auto")
+	c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return jobs(cmd, args, toComplete)
+		}
+		return nodes(cmd, args, toComplete)
+	}
+	return jsonVia(jsonValue, c)
 }
 
 // The real-time signals as glibc numbers them (kill -l): RTMIN is 34,
@@ -625,8 +714,13 @@ func (e *env) killCmd() *cobra.Command {
 				return err
 			}
 			var res []api.KillResult
-			if err := cl.Do(context.Background(), http.MethodPost, "/v1/kill", api.KillRequest{IDs: args, Signal: sig}, &res); err != nil {
+			if err := cl.Do(context.Background(), http.MethodPost, api.PathKill, api.KillRequest{IDs: args, Signal: sig}, &res); err != nil {
 				return err
+			}
+			if e.json {
+				if err := e.printJSON(res); err != nil {
+					return err
+				}
 			}
 			failed := 0
 			for _, r := range res {
@@ -642,7 +736,9 @@ func (e *env) killCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVarP(&sigName, "signal", "s", "TERM", "signal name or number")
-	return c
+	c.ValidArgsFunction = e.completeJobs(liveJobs...)
+	_ = c.RegisterFlagCompletionFunc("signal", completeSignal)
+	return jsonVia(jsonValue, c)
 }
 
 func (e *env) purgeCmd() *cobra.Command {
@@ -673,16 +769,18 @@ Root may name another user, or purge every user's ended jobs with --all.`,
 				return err
 			}
 			var res api.PurgeResult
-			if err := cl.Do(context.Background(), http.MethodPost, "/v1/purge", req, &res); err != nil {
+			if err := cl.Do(context.Background(), http.MethodPost, api.PathPurge, req, &res); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.out, "removed %d ended jobs\n", res.Removed)
-			return nil
+			return e.result(res, func() error {
+				_, err := fmt.Fprintf(e.out, "removed %d ended jobs\n", res.Removed)
+				return err
+			})
 		},
 	}
 	c.Flags().StringVar(&who, "user", "", "another user's jobs, by name or uid (root)")
 	c.Flags().BoolVar(&all, "all", false, "every user's ended jobs (root)")
-	return c
+	return jsonVia(jsonValue, c)
 }
 
 // lookupUID is a user name's or number's uid.

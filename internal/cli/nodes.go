@@ -12,7 +12,6 @@ import (
 )
 
 func (e *env) nodesCmd() *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
 		Use:   "nodes",
 		Short: "what the agent knows of every node: alive, dead or draining, capacity, load, free memory",
@@ -23,10 +22,10 @@ func (e *env) nodesCmd() *cobra.Command {
 				return err
 			}
 			var nodes []api.NodeInfo
-			if err := cl.Get("/v1/nodes", &nodes); err != nil {
+			if err := cl.Get(api.PathNodes, &nodes); err != nil {
 				return err
 			}
-			if asJSON {
+			if e.json {
 				return e.printJSON(nodes)
 			}
 			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
@@ -58,12 +57,11 @@ func (e *env) nodesCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return c
+	return jsonVia(jsonValue, c)
 }
 
 func (e *env) statsCmd() *cobra.Command {
-	return &cobra.Command{
+	return jsonVia(jsonValue, &cobra.Command{
 		Use:   "stats",
 		Short: "the agent's counters (messages sent, received, rejected) as JSON",
 		Args:  cobra.NoArgs,
@@ -73,12 +71,12 @@ func (e *env) statsCmd() *cobra.Command {
 				return err
 			}
 			var s api.Stats
-			if err := cl.Get("/v1/stats", &s); err != nil {
+			if err := cl.Get(api.PathStats, &s); err != nil {
 				return err
 			}
-			return e.printJSON(s)
+			return e.printJSON(s) // JSON with or without --json
 		},
-	}
+	})
 }
 
 func (e *env) keygenCmd() *cobra.Command {
@@ -90,15 +88,20 @@ func (e *env) keygenCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s := secret.New()
 			if out == "" || out == "-" {
-				fmt.Fprintln(e.out, s.String())
-				return nil
+				return e.result(map[string]string{"secret": s.String()}, func() error {
+					_, err := fmt.Fprintln(e.out, s.String())
+					return err
+				})
 			}
 			if _, err := os.Stat(out); err == nil {
 				return fmt.Errorf("--out: %s exists; not overwriting a cluster secret", out)
 			}
-			return s.WriteFile(out)
+			if err := s.WriteFile(out); err != nil {
+				return err
+			}
+			return e.result(map[string]string{"file": out}, func() error { return nil })
 		},
 	}
 	c.Flags().StringVar(&out, "out", "", "write the secret to this file (mode 0600) instead of stdout")
-	return c
+	return jsonVia(jsonValue, c)
 }

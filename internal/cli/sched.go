@@ -18,7 +18,6 @@ import (
 )
 
 func (e *env) policyCmd() *cobra.Command {
-	var asJSON bool
 	c := &cobra.Command{
 		Use:   "policy",
 		Short: "show or change the cluster's scheduler while jobs run",
@@ -33,14 +32,13 @@ func (e *env) policyCmd() *cobra.Command {
 				return err
 			}
 			var ps []api.NodePolicy
-			if err := cl.Get("/v1/policy", &ps); err != nil {
+			if err := cl.Get(api.PathPolicy, &ps); err != nil {
 				return err
 			}
-			if asJSON {
-				return e.printJSON(ps)
-			}
-			printPolicies(e, ps)
-			return nil
+			return e.result(ps, func() error {
+				printPolicies(e, ps)
+				return nil
+			})
 		},
 	}
 	load := &cobra.Command{
@@ -50,7 +48,8 @@ func (e *env) policyCmd() *cobra.Command {
 Running jobs are not touched; the new probes, analyzers and managers take
 over from the next round. NAME is a built-in policy; anything else is read
 as a YAML policy file (see docs/scheduler.md).`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePolicy,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := api.PolicyRequest{Name: args[0]}
 			if _, ok := sched.Builtin[args[0]]; !ok {
@@ -68,10 +67,10 @@ as a YAML policy file (see docs/scheduler.md).`,
 				return err
 			}
 			var ps []api.NodePolicy
-			if err := cl.Do(context.Background(), http.MethodPost, "/v1/policy", req, &ps); err != nil {
+			if err := cl.Do(context.Background(), http.MethodPost, api.PathPolicy, req, &ps); err != nil {
 				return err
 			}
-			if asJSON {
+			if e.json {
 				return e.printJSON(ps)
 			}
 			var nodes []string
@@ -86,8 +85,7 @@ as a YAML policy file (see docs/scheduler.md).`,
 			return nil
 		},
 	}
-	c.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON")
-	c.AddCommand(show, load)
+	c.AddCommand(jsonVia(jsonValue, show), jsonVia(jsonValue, load))
 	return c
 }
 
@@ -107,7 +105,7 @@ func printPolicies(e *env, ps []api.NodePolicy) {
 }
 
 func (e *env) eventsCmd() *cobra.Command {
-	var follow, asJSON bool
+	var follow bool
 	c := &cobra.Command{
 		Use:   "events [-f]",
 		Short: "the scheduler's decisions on every node: time, job, from, to, why",
@@ -121,7 +119,7 @@ func (e *env) eventsCmd() *cobra.Command {
 			seen := map[string]bool{}
 			for {
 				var evs []api.Event
-				if err := cl.Get("/v1/events?since="+since.Format(time.RFC3339Nano), &evs); err != nil {
+				if err := cl.Get(api.PathEvents+"?since="+since.Format(time.RFC3339Nano), &evs); err != nil {
 					return err
 				}
 				for _, ev := range evs {
@@ -130,8 +128,8 @@ func (e *env) eventsCmd() *cobra.Command {
 						continue
 					}
 					seen[key] = true
-					if asJSON {
-						if err := e.printJSONLine(ev); err != nil {
+					if e.json {
+						if err := e.record(ev); err != nil {
 							return err
 						}
 					} else {
@@ -155,8 +153,7 @@ func (e *env) eventsCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON, one event a line")
-	return c
+	return jsonVia(jsonStream, c)
 }
 
 func formatEvent(ev api.Event) string {
@@ -211,11 +208,11 @@ type topModel struct {
 func (m topModel) fetch() tea.Cmd {
 	return func() tea.Msg {
 		var d topData
-		if d.err = m.cl.Get("/v1/nodes", &d.nodes); d.err != nil {
+		if d.err = m.cl.Get(api.PathNodes, &d.nodes); d.err != nil {
 			return d
 		}
-		_ = m.cl.Get("/v1/ps?all=1", &d.jobs)
-		_ = m.cl.Get("/v1/events?since="+m.started.Format(time.RFC3339Nano), &d.events)
+		_ = m.cl.Get(api.PathPS+"?all=1", &d.jobs)
+		_ = m.cl.Get(api.PathEvents+"?since="+m.started.Format(time.RFC3339Nano), &d.events)
 		return d
 	}
 }

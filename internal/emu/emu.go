@@ -577,7 +577,7 @@ func waitReady(n NodeState) error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		var nodes []api.NodeInfo
-		err := c.Get("/v1/nodes", &nodes)
+		err := c.Get(api.PathNodes, &nodes)
 		if err == nil {
 			return nil
 		}

@@ -380,7 +380,7 @@ func TestBadRunInput(t *testing.T) {
 	// ...and the agent refuses a request whose directory does not exist.
 	st, _ := emu.Load(c.name)
 	var resp api.RunResponse
-	err := api.NewClient(st.Nodes[0].Socket).Do(context.Background(), "POST", "/v1/run",
+	err := api.NewClient(st.Nodes[0].Socket).Do(context.Background(), "POST", api.PathRun,
 		api.RunRequest{Argv: []string{"true"}, Cwd: "/no/such/dir", Count: 1}, &resp)
 	if err == nil || err.Error() != "working directory missing: /no/such/dir" {
 		t.Errorf("agent with a missing cwd: %v", err)
