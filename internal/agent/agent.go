@@ -350,11 +350,7 @@ func (a *Agent) step(now time.Time) {
 	runnable := a.runnable()
 	mem := a.prober.MemFreeMB()
 	pending := a.pending(now)
-	a.jobs.mu.Lock()
-	jobs := len(a.jobs.local)
-	a.jobs.mu.Unlock()
-
-	targets, msg := a.members.Probe(now, runnable, mem, jobs, pending)
+	targets, msg := a.members.Probe(now, runnable, mem, a.jobs.count(), pending)
 	if len(targets) == 0 {
 		return
 	}

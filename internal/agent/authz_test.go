@@ -567,7 +567,7 @@ func (x *authzEnv) startJobs() {
 		if ferr == nil {
 			x.t.Fatalf("%s exists on this machine", j.openFile)
 		}
-		a.event(api.Event{Kind: "failed", Job: j.id, UID: a.localOwner(j.id), From: a.cfg.NodeID, To: x.c.nodes[home].name,
+		a.event(api.Event{Kind: "failed", Job: j.id, UID: a.jobs.owner(j.id), From: a.cfg.NodeID, To: x.c.nodes[home].name,
 			Why: "cpu load 1.80 over 1.00; failed: " + ferr.Error()})
 		x.jobs[k] = j
 	}

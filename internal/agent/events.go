@@ -41,18 +41,6 @@ func (a *Agent) Events(c Caller, since time.Time) []api.Event {
 	return out
 }
 
-// localOwner is the owner of a job running here, nil when unknown (a
-// record of an older roam says uid 0: root's eyes only).
-func (a *Agent) localOwner(id string) *uint32 {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	if lj := a.jobs.local[id]; lj != nil {
-		uid := lj.rec.UID
-		return &uid
-	}
-	return nil
-}
-
 // eventsSince is a handler answering with the events after ?since=.
 func eventsSince(f func(time.Time) []api.Event) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -117,6 +117,43 @@ func (j *jobs) newsOf(u update, known, stale bool, next map[string]*job.Record, 
 	return &c, nil
 }
 
+// hasLocal says job id runs here as pid.
+func (j *jobs) hasLocal(id string, pid int) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
+	return lj != nil && lj.rec.PID == pid
+}
+
+// count is how many jobs run here.
+func (j *jobs) count() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.local)
+}
+
+// owner is the owner of a job running here, nil when unknown (a record
+// of an older roam says uid 0: root's eyes only).
+func (j *jobs) owner(id string) *uint32 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
+		uid := lj.rec.UID
+		return &uid
+	}
+	return nil
+}
+
+// homeRecord is the record of a job whose home is this node.
+func (j *jobs) homeRecord(id string) (job.Record, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r := j.home[id]; r != nil {
+		return *r, nil
+	}
+	return job.Record{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
+}
+
 // localJob is a job running on this node.
 type localJob struct {
 	rec    job.Local
@@ -216,16 +253,6 @@ func (a *Agent) record(id string) (job.Record, error) {
 	var r job.Record
 	err := a.peers.Call(home, http.MethodGet, peer.Record+"?id="+id, nil, &r)
 	return r, err
-}
-
-// homeRecord returns the record of a job whose home is this node.
-func (a *Agent) homeRecord(id string) (job.Record, error) {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	if r := a.jobs.home[id]; r != nil {
-		return *r, nil
-	}
-	return job.Record{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
 }
 
 // ---- signals ----

@@ -68,7 +68,7 @@ func (a *Agent) recoverMigrations() {
 		if r.State == migrate.DstAborted {
 			continue // ended; the record only answers late messages
 		}
-		if r.State == migrate.DstCommitted && (a.hasLocal(r.Job, r.PID) || !a.procs.Alive(r.PID, r.Tix) || leftAgain[r.Job].After(r.EndedAt)) {
+		if r.State == migrate.DstCommitted && (a.jobs.hasLocal(r.Job, r.PID) || !a.procs.Alive(r.PID, r.Tix) || leftAgain[r.Job].After(r.EndedAt)) {
 			// Adopted already; or the job has moved on since (its copy
 			// here is gone, or a later migration from here took it).
 			continue
@@ -84,14 +84,6 @@ func (a *Agent) recoverMigrations() {
 			_ = a.carryOutIn(in, acts)
 		}()
 	}
-}
-
-// hasLocal says job id runs here as pid.
-func (a *Agent) hasLocal(id string, pid int) bool {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	lj := a.jobs.local[id]
-	return lj != nil && lj.rec.PID == pid
 }
 
 // pruneMigrations forgets the ledger's records past their retention; it

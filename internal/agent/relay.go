@@ -47,7 +47,7 @@ func (a *Agent) pushLoop() {
 	defer t.Stop()
 	for {
 		tick := t.C
-		if !a.hasLocalJobs() {
+		if !(a.jobs.count() > 0) {
 			tick = nil
 		}
 		select {
@@ -58,12 +58,6 @@ func (a *Agent) pushLoop() {
 		}
 		a.pushOnce()
 	}
-}
-
-func (a *Agent) hasLocalJobs() bool {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	return len(a.jobs.local) > 0
 }
 
 // pushOnce sends every job's news to its home (this node or another). A

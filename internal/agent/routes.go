@@ -274,7 +274,7 @@ func (a *Agent) serveRecord(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errkind.New(peer.ErrNotFound, "job %s does not have its home here", id))
 		return
 	}
-	rec, err := a.homeRecord(id)
+	rec, err := a.jobs.homeRecord(id)
 	if err != nil {
 		writeError(w, err)
 		return

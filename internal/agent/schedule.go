@@ -72,17 +72,7 @@ type withdrawResponse struct {
 // roam-init processes left out: they only wait for their children, but
 // one just restored or started is runnable until it gets a CPU, which a
 // throttled node gives it only at its next period (probe.Node.Runnable).
-func (a *Agent) runnable() int {
-	a.jobs.mu.Lock()
-	inits := make(map[int]uint64, len(a.jobs.local))
-	for _, j := range a.jobs.local {
-		if j.rec.PID > 0 {
-			inits[j.rec.PID] = j.rec.StartTix
-		}
-	}
-	a.jobs.mu.Unlock()
-	return a.prober.Runnable(inits)
-}
+func (a *Agent) runnable() int { return a.prober.Runnable(a.jobs.inits()) }
 
 // move carries out one move of a round: the destination's admission,
 // then the migration; it says whether the job moved.
@@ -91,11 +81,11 @@ func (a *Agent) move(mv sched.Move) bool {
 	if err := a.peers.Call(mv.To, http.MethodPost, peer.MigrateAdmit, mv, &ar); err == nil && ar.Refused != "" {
 		p, _ := a.members.Get(mv.To)
 		a.rounds.Declined(mv, sched.Node{ID: mv.To, Capacity: p.Capacity, Load: ar.Load, MemFreeMB: ar.MemFreeMB, Least: ar.Least}, time.Now())
-		a.event(api.Event{Kind: "declined", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
+		a.event(api.Event{Kind: "declined", Job: mv.Job, UID: a.jobs.owner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
 		return false
 	}
 	m, err := a.migrateOut(migrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why, Lazy: mv.Lazy})
-	e := api.Event{Kind: "migrate", Job: mv.Job, UID: a.localOwner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
+	e := api.Event{Kind: "migrate", Job: mv.Job, UID: a.jobs.owner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
 	if err != nil {
 		a.withdraw(mv)
 		a.rounds.Failed(mv, time.Now())
@@ -137,7 +127,7 @@ func (a *Agent) snapshot() sched.Snapshot {
 	runnable := a.runnable()
 	s.Self = sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: a.prober.MemFreeMB(), Draining: a.draining.Load()}
 	s.Peers = a.members.Peers()
-	refs, here := a.jobRefs()
+	refs, here := a.jobs.refs()
 	least := a.rounds.Complete(&s, a.probeJobs(refs), here)
 	a.selfLeast.Store(math.Float64bits(least))
 	return s
@@ -150,18 +140,32 @@ type jobRef struct {
 	migrating, done bool
 }
 
-// jobRefs copies, under the job table's lock, what a round reads of the
-// jobs running here, and their ids.
-func (a *Agent) jobRefs() ([]jobRef, []string) {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	refs := make([]jobRef, 0, len(a.jobs.local))
-	here := make([]string, 0, len(a.jobs.local))
-	for id, lj := range a.jobs.local {
+// refs copies what a round reads of the jobs running here, and their
+// ids.
+func (j *jobs) refs() ([]jobRef, []string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	refs := make([]jobRef, 0, len(j.local))
+	here := make([]string, 0, len(j.local))
+	for id, lj := range j.local {
 		refs = append(refs, jobRef{lj.rec, lj.unmovable, lj.migrating, lj.rec.Done})
 		here = append(here, id)
 	}
 	return refs, here
+}
+
+// inits are the roam-init processes of the jobs running here (pid ->
+// start time in clock ticks).
+func (j *jobs) inits() map[int]uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	inits := make(map[int]uint64, len(j.local))
+	for _, lj := range j.local {
+		if lj.rec.PID > 0 {
+			inits[lj.rec.PID] = lj.rec.StartTix
+		}
+	}
+	return inits
 }
 
 // probeJobs reads /proc and the jobs' cgroups for every job that runs
