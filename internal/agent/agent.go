@@ -505,8 +505,8 @@ func (a *Agent) registerMetrics(reg prometheus.Registerer) {
 		Namespace: "roam", Name: "node_load", Help: "Smoothed runnable threads per unit of capacity.",
 	}, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return a.selfLoad }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "roam", Name: "node_mem_free_mb", Help: "Memory free to the node in MiB.",
-	}, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return a.selfMem }))
+		Namespace: "roam", Name: "node_mem_free_bytes", Help: "Memory free to the node in bytes.",
+	}, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return a.selfMem * (1 << 20) }))
 }
 
 // writeJSON answers with v as JSON.

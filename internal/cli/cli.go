@@ -70,7 +70,7 @@ func (e *env) rootCmd() *cobra.Command {
 	root.AddCommand(e.nodesCmd(), e.nodeCmd(), e.statsCmd(), e.keygenCmd(),
 		e.runCmd(), e.psCmd(), e.killCmd(), e.purgeCmd(), e.migrateCmd(), e.logsCmd(), e.attachCmd(),
 		e.checkpointCmd(), e.restartCmd(),
-		e.policyCmd(), e.eventsCmd(), e.topCmd(), docgen.Command(root, "1"))
+		e.policyCmd(), e.eventsCmd(), e.topCmd(), e.webCmd(), docgen.Command(root, "1"))
 	return root
 }
 

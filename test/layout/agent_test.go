@@ -35,7 +35,7 @@ var actionSwitches = map[string]bool{"(*outMig).do": true, "(*Agent).doIn": true
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.
 var agentDebt = map[string]int{
-	"package internal/agent":                                            8712,
+	"package internal/agent":                                            8683,
 	"methods of *Agent":                                                 181,
 	"file internal/agent/migrate_dest.go":                               562,
 	"file internal/agent/agent.go":                                      520,

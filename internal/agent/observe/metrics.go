@@ -1,7 +1,6 @@
 package observe
 
 import (
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -89,4 +88,3 @@ func userName(j api.Job) string {
 	}
 	return itoa(j.UID)
 }
-
