@@ -50,13 +50,17 @@ var expWebDelay = &Experiment{
 				return err
 			}
 			defer kill(cl, ids)
+			// The pages of one point stay open for the next, which adds to
+			// them (a tab closed and another opened made chromedp's next
+			// navigation hang); the browser closes them all at the end.
 			var all []float64
+			var tabs []context.Context
 			for _, n := range pages {
-				tabs, closeTabs, err := openPages(ctx, tok.URL, n)
+				more, err := openPages(ctx, tok.URL, n-len(tabs))
 				if err != nil {
-					closeTabs()
 					return err
 				}
+				tabs = append(tabs, more...)
 				for rep := 1; rep <= x.Reps; rep++ {
 					x.step("%d pages open, repetition %d", n, rep)
 					ds, err := migrateAndWatch(cl, tabs[0], ids[0], perRep)
@@ -69,7 +73,6 @@ var expWebDelay = &Experiment{
 						all = append(all, d.afterReturn)
 					}
 				}
-				closeTabs()
 			}
 			sort.Float64s(all)
 			p95 := all[min(len(all)-1, len(all)*95/100)]
@@ -111,27 +114,29 @@ func headless(prefix string) (context.Context, func(), error) {
 	return ctx, stop, nil
 }
 
-// openPages opens n tabs of url and waits until each shows the nodes;
-// closeTabs closes them.
-func openPages(browser context.Context, url string, n int) (tabs []context.Context, closeTabs func(), err error) {
-	var cancels []context.CancelFunc
-	closeTabs = func() {
-		for _, c := range cancels {
-			c()
-		}
-	}
+// openPages opens n tabs of url and waits until each shows the nodes.
+// They close with the browser.
+func openPages(browser context.Context, url string, n int) ([]context.Context, error) {
+	var tabs []context.Context
 	for range n {
-		tab, cancel := chromedp.NewContext(browser)
-		cancels = append(cancels, cancel)
-		if err := chromedp.Do(tab, chromedp.Navigate(url)); err != nil {
-			return nil, closeTabs, fmt.Errorf("opening the web view: %w", err)
+		tab, _ := chromedp.NewContext(browser) // closed with the browser
+		// The tab is made on its own context first: one made on a context
+		// with a deadline ends with that context.
+		if err := chromedp.Do(tab); err != nil {
+			return nil, fmt.Errorf("a tab: %w", err)
+		}
+		nav, cancel := context.WithTimeout(tab, 15*time.Second)
+		err := chromedp.Do(nav, chromedp.Navigate(url))
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("opening the web view: %w", err)
 		}
 		if _, err := pageWait(tab, `document.querySelectorAll('#nodes .node').length === 4 && document.body.dataset.scope === "root"`, 15*time.Second); err != nil {
-			return nil, closeTabs, err
+			return nil, err
 		}
 		tabs = append(tabs, tab)
 	}
-	return tabs, closeTabs, nil
+	return tabs, nil
 }
 
 // pageWait evaluates js in tab until it gives a number other than 0 (or

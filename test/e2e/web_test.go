@@ -2,16 +2,22 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // webUser is a test user of the web view: a uid above 65,535 with
@@ -85,7 +91,14 @@ func page(t *testing.T, browserCtx context.Context, url string) context.Context 
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(browserCtx)
 	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+	// The tab is made on its own context first: one made on a context
+	// with a deadline ends with that context.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("a tab: %v", err)
+	}
+	nav, cancelNav := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelNav()
+	if err := chromedp.Do(nav, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("opening %s: %v", strings.Split(url, "#")[0], err)
 	}
 	return ctx
@@ -95,7 +108,9 @@ func page(t *testing.T, browserCtx context.Context, url string) context.Context 
 func waitPage(t *testing.T, ctx context.Context, d time.Duration, what, js string) {
 	t.Helper()
 	waitFor(t, d, what, func() (bool, string) {
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+js+")"))
+		call, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ok, err := chromedp.Run(call, chromedp.Evaluate[bool]("!!("+js+")"))
+		cancel()
 		if err != nil {
 			return false, err.Error()
 		}
@@ -195,4 +210,89 @@ func TestWebViewInABrowser(t *testing.T) {
 	waitPage(t, anonPage, 15*time.Second, "counts only without a token",
 		`document.body.dataset.scope === "anonymous" && document.querySelector('#others li[data-node="1"]')?.dataset.count === "1" && document.querySelector('#others li[data-node="2"]')?.dataset.count === "1" && document.querySelector('#others li[data-node="4"]')?.dataset.count === "1"`)
 	noneOf(anonPage, "the page without a token", aliceJob, bobJob, rootJob, "sleep 600")
+
+	// The scrape of node 1 over TCP, parsed by Prometheus's text parser:
+	// the job gauges of its home jobs (alice's and root's, root's moved
+	// away), the standard collectors, and every series the example
+	// dashboard queries.
+	fams := scrapeNode(t, fmt.Sprintf("http://198.18.%d.1:9947/metrics", subnet))
+	jobs := map[string]float64{}
+	for _, m := range fams["roam_jobs"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		jobs[l["node"]+" "+l["user"]+" "+l["state"]] = m.GetGauge().GetValue()
+	}
+	if jobs["1 70001 running"] != 1 || jobs["4 root running"] != 1 || len(jobs) != 2 {
+		t.Errorf("roam_jobs of node 1 (home of alice's and root's jobs): %v", jobs)
+	}
+	for _, name := range dashboardSeries(t) {
+		if fams[name] == nil {
+			t.Errorf("the dashboard queries %s, which node 1's scrape does not have", name)
+		}
+	}
 }
+
+// scrapeNode GETs a node's /metrics and parses it as Prometheus text.
+func scrapeNode(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", url, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("%s does not parse as Prometheus text: %v", url, err)
+	}
+	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "go_build_info", "roam_version_info", "roam_member_up", "roam_node_mem_free_bytes"} {
+		if fams[name] == nil {
+			t.Errorf("%s has no %s", url, name)
+		}
+	}
+	return fams
+}
+
+// dashboardSeries are the metric families packaging/grafana's example
+// dashboard queries.
+func dashboardSeries(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../packaging/grafana/roam-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Targets []struct{ Expr string } `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("the dashboard: %v", err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, name := range metricName.FindAllString(tg.Expr, -1) {
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					name = strings.TrimSuffix(name, suffix)
+				}
+				if !seen[name] {
+					seen[name] = true
+					out = append(out, name)
+				}
+			}
+		}
+	}
+	if len(out) < 5 {
+		t.Fatalf("the dashboard queries only %v", out)
+	}
+	return out
+}
+
+var metricName = regexp.MustCompile(`\b(roam|go|process)_[a-z_]+\b`)
