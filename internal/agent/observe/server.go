@@ -38,6 +38,8 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	tokens *Tokens
+	// headerTimeout is headerTimeout but in the tests.
+	headerTimeout time.Duration
 
 	mu     sync.Mutex
 	hub    *Hub
@@ -51,7 +53,7 @@ type Server struct {
 // New makes the server; nothing listens until Start. Its token route can
 // be put on the roam socket before.
 func New(cfg Config, log *slog.Logger) *Server {
-	return &Server{cfg: cfg, log: log, tokens: NewTokens(tokenTTL, maxTokens, maxTokensPerUID)}
+	return &Server{cfg: cfg, log: log, tokens: NewTokens(tokenTTL, maxTokens, maxTokensPerUID), headerTimeout: headerTimeout}
 }
 
 // SocketRoutes puts the token route on the roam socket's mux; uid says
@@ -122,9 +124,11 @@ func (s *Server) Start(src Source, agent prometheus.Gatherer) error {
 	}
 	mux := s.routes(hub, prometheus.Gatherers{agent, reg})
 	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: headerTimeout,
-		ReadTimeout:       headerTimeout, // GET only: no body to wait for
+		Handler: mux,
+		// No WriteTimeout: it would end every page's stream with it; each
+		// write is bounded by connlimit's writeTimeout instead.
+		ReadHeaderTimeout: s.headerTimeout,
+		ReadTimeout:       s.headerTimeout, // GET only: no body to wait for
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          log.New(slogWriter{s.log}, "", 0),

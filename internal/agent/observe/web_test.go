@@ -3,6 +3,7 @@ package observe
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"roam/internal/api"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Tokens: a token gives back its uid until it expires; an unknown one
@@ -223,6 +226,28 @@ func TestStreamBounds(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /metrics: %d, want 405", resp.StatusCode)
+	}
+}
+
+// A page's stream outlives the time a request may take to arrive and
+// any one write: it ends only when the page goes.
+func TestStreamOutlivesTheHeaderTimeout(t *testing.T) {
+	s := New(Config{Addr: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.headerTimeout = 200 * time.Millisecond
+	if err := s.Start(newFakeCluster().source(), prometheus.NewRegistry()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	st, _ := openStream(t, "http://"+s.Addr(), "")
+	st.waitFor(t, "hello", func(string) bool { return true })
+	opened := time.Now()
+	// Samples come every second: the third is well past the timeout.
+	for range 3 {
+		st.waitFor(t, "nodes", func(string) bool { return time.Since(opened) > 0 })
+		st.seen = nil
+	}
+	if time.Since(opened) < 10*s.headerTimeout {
+		t.Fatalf("three samples within %v", time.Since(opened))
 	}
 }
 
