@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -88,11 +89,23 @@ type sseMsg struct{ name, data string }
 // messages in the background until the test ends.
 func openStream(t *testing.T, base, token string) (*stream, int) {
 	t.Helper()
+	return openStreamFrom(t, base, token, nil)
+}
+
+// openStreamFrom is openStream from the loopback address from (nil: the
+// system's choice).
+func openStreamFrom(t *testing.T, base, token string, from net.IP) (*stream, int) {
+	t.Helper()
 	u := base + "/events"
 	if token != "" {
 		u += "?token=" + token
 	}
-	resp, err := http.Get(u)
+	cl := http.DefaultClient
+	if from != nil {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: from}}
+		cl = &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	}
+	resp, err := cl.Get(u)
 	if err != nil {
 		t.Fatal(err)
 	}

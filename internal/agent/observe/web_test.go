@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -190,8 +191,9 @@ func TestStreamByScope(t *testing.T) {
 	anon.waitFor(t, "event", func(d string) bool { return strings.Contains(d, `"kind":"place"`) && !strings.Contains(d, "1.5") })
 }
 
-// Pages are bounded: maxStreamsPerKey for one user, then refused; the
-// page itself and its script are served, embedded.
+// Pages are bounded: maxStreamsPerKey for one user, maxStreams on the
+// node, then refused; the page itself and its script are served,
+// embedded; nothing but GET is.
 func TestStreamBounds(t *testing.T) {
 	s := startServer(t, newFakeCluster(), "")
 	base := "http://" + s.Addr()
@@ -204,9 +206,21 @@ func TestStreamBounds(t *testing.T) {
 	if _, code := openStream(t, base, tokenOf(t, tok.URL)); code != http.StatusTooManyRequests {
 		t.Errorf("one page more than %d for a user: %d, want 429", maxStreamsPerKey, code)
 	}
-	other, _ := mintFor(t, s, 70002)
-	if _, code := openStream(t, base, tokenOf(t, other.URL)); code != http.StatusOK {
-		t.Errorf("another user's page: %d", code)
+	// Other users, each from an address of their own (an address holds
+	// at most maxConnsPerIP connections), fill the node's bound of
+	// maxStreams, then one more is refused, whoever asks.
+	for uid := uint32(70002); uid < 70002+(maxStreams-maxStreamsPerKey)/maxStreamsPerKey; uid++ {
+		tok, _ := mintFor(t, s, uid)
+		from := net.IPv4(127, 0, 1, byte(uid-70000))
+		for range maxStreamsPerKey {
+			if _, code := openStreamFrom(t, base, tokenOf(t, tok.URL), from); code != http.StatusOK {
+				t.Fatalf("uid %d's page within the bounds: %d", uid, code)
+			}
+		}
+	}
+	last, _ := mintFor(t, s, 79999)
+	if _, code := openStreamFrom(t, base, tokenOf(t, last.URL), net.IPv4(127, 0, 1, 99)); code != http.StatusTooManyRequests {
+		t.Errorf("page %d on the node: %d, want 429", maxStreams+1, code)
 	}
 	for path, want := range map[string]string{"/": "<title>roam</title>", "/app.js": "new EventSource(", "/style.css": ".node"} {
 		resp, err := http.Get(base + path)
@@ -248,6 +262,43 @@ func TestStreamOutlivesTheHeaderTimeout(t *testing.T) {
 	}
 	if time.Since(opened) < 10*s.headerTimeout {
 		t.Fatalf("three samples within %v", time.Since(opened))
+	}
+}
+
+// The listener holds at most maxConnsPerIP connections of one address:
+// one more is closed at once.
+func TestConnectionsPerAddressAreBounded(t *testing.T) {
+	s := startServer(t, newFakeCluster(), "")
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for range maxConnsPerIP {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	// The listener counts a connection when it accepts it: one request
+	// on the last makes sure all are accepted.
+	last := held[len(held)-1]
+	if _, err := last.Write([]byte("GET /style.css HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := last.Read(make([]byte, 64)); err != nil {
+		t.Fatalf("a connection within the bound: %v", err)
+	}
+	over, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	_ = over.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := over.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("connection %d of one address: read %d, %v; want it closed (EOF)", maxConnsPerIP+1, n, err)
 	}
 }
 
