@@ -51,6 +51,10 @@ const (
 	// metricsMaxAge is how old the jobs a scrape reports may be: several
 	// Prometheus servers scraping at once cost one fan-out.
 	metricsMaxAge = 5 * time.Second
+	// newsWindow is how old a migration first seen in a job's log may be
+	// and still be told as news (a home that did not answer a poll or two
+	// lists its jobs' migrations again when it does).
+	newsWindow = time.Minute
 	// keepEvents is how many recent events a new page is shown.
 	keepEvents = 50
 	// pingEvery keeps an idle stream's proxies from closing it.

@@ -151,8 +151,10 @@ func (h *Hub) pollJobs() {
 				continue
 			}
 			h.seenMig[m.MID] = true
-			if first {
-				continue // before any page: history, not news
+			if first || now.Sub(m.At) > newsWindow {
+				// Before any page, or of a job whose home did not answer
+				// the last polls: history, not news.
+				continue
 			}
 			kind := "migrate"
 			if !m.OK {

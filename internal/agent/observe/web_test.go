@@ -174,6 +174,11 @@ func TestStreamByScope(t *testing.T) {
 	f.jobs[2].MigrationLog = []api.Migration{{MID: "m1", OK: true, From: "1", To: "2", At: time.Now()}}
 	f.jobs[0].MigrationLog = []api.Migration{{MID: "m2", OK: true, From: "2", To: "1", At: time.Now()}}
 	f.mu.Unlock()
+	// A migration of an hour ago, first listed now (its home did not
+	// answer before), is not news.
+	f.mu.Lock()
+	f.jobs[1].MigrationLog = []api.Migration{{MID: "m0", OK: true, From: "3", To: "1", At: time.Now().Add(-time.Hour)}}
+	f.mu.Unlock()
 	ev := alice.waitFor(t, "event", func(d string) bool { return strings.Contains(d, `"from":"1"`) })
 	if strings.Contains(ev, "1.3") || !strings.Contains(ev, `"kind":"migrate"`) {
 		t.Errorf("bob's migration on alice's page: %s", ev)
@@ -189,6 +194,11 @@ func TestStreamByScope(t *testing.T) {
 	f.mu.Unlock()
 	alice.waitFor(t, "event", func(d string) bool { return strings.Contains(d, `"job":"1.5"`) && strings.Contains(d, "least loaded") })
 	anon.waitFor(t, "event", func(d string) bool { return strings.Contains(d, `"kind":"place"`) && !strings.Contains(d, "1.5") })
+	for _, m := range alice.seen {
+		if m.name == "event" && strings.Contains(m.data, `"from":"3"`) {
+			t.Errorf("an hour-old migration told as news: %s", m.data)
+		}
+	}
 }
 
 // Pages are bounded: maxStreamsPerKey for one user, maxStreams on the
