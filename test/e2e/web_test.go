@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,10 +58,11 @@ func browser(t *testing.T, subnet int) context.Context {
 	if err != nil {
 		t.Fatal("no chromium: the web view's test drives Debian's chromium package (scripts/deps.sh installs it: apt-get install chromium)")
 	}
+	profile := t.TempDir()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox, // as root
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 1100),
 		chromedp.ProxyServer("http://127.0.0.1:9"),
 		chromedp.Flag("proxy-bypass-list", fmt.Sprintf("198.18.%d.0/24", subnet)),
@@ -78,12 +80,39 @@ func browser(t *testing.T, subnet int) context.Context {
 	t.Cleanup(func() {
 		cancel()
 		cancelAlloc() // kills chromium and waits for it
-		if syscall.Kill(pid, 0) == nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Errorf("chromium (pid %d) outlived its context: killed", pid)
+		// Its helpers (zygote, renderers, GPU) end with it; any that
+		// does not within 10 s is killed by its pid and reported.
+		deadline := time.Now().Add(10 * time.Second)
+		for left := chromiumOf(profile); len(left) > 0; left = chromiumOf(profile) {
+			if time.Now().After(deadline) {
+				for _, p := range left {
+					_ = syscall.Kill(p, syscall.SIGKILL)
+				}
+				t.Errorf("chromium (pid %d) left processes %v: killed", pid, left)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	})
 	return ctx
+}
+
+// chromiumOf lists the live processes of the chromium whose profile is
+// dir (its helpers carry the --user-data-dir too).
+func chromiumOf(dir string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.Contains(string(cmd), "--user-data-dir="+dir) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // page opens url in a new tab of the browser.
