@@ -58,8 +58,7 @@ var expWebDelay = &Experiment{
 			}
 			defer kill(cl, ids)
 			// The pages of one point stay open for the next, which adds to
-			// them (a tab closed and another opened made chromedp's next
-			// navigation hang); the browser closes them all at the end.
+			// them; the browser closes them all at the end.
 			var all []float64
 			var tabs []context.Context
 			for _, n := range pages {
