@@ -4,7 +4,8 @@
 #
 # What it installs:
 #   - Debian packages: iproute2 (ip, tc), util-linux (nsenter), tmux (roam top
-#     tests), gcc/make, libssl-dev (the dkg workload) and the CRIU build
+#     tests), gcc/make, libssl-dev (the dkg workload), chromium (the web
+#     view's browser test, driven by chromedp) and the CRIU build
 #     dependencies.
 #   - CRIU >= 4.2 (scripts/install-criu.sh, which the package ships as
 #     /usr/libexec/roam/install-criu).
@@ -18,6 +19,8 @@ ROAM_SAY=deps
 apt_install iproute2 util-linux tmux gcc make libssl-dev
 # The real programs the migration tests move (test/e2e/programs_test.go).
 apt_install xz-utils sqlite3 python3 coreutils
+# The headless browser of the web view's test (test/e2e/web_test.go).
+apt_install chromium
 
 install_criu
 

@@ -37,6 +37,12 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 	if err := os.Mkdir(usersDir, 0o755); err != nil || os.Chown(usersDir, 70001, 70001) != nil {
 		t.Fatal(err)
 	}
+	// A web config file exporter-toolkit refuses: a user without a
+	// bcrypt hash.
+	badWeb := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(badWeb, []byte("basic_auth_users:\n  prom: plain\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	base := "node_id: n1\nadvertise_addr: 127.0.0.1\nsecret_file: " + sec + "\nstate_dir: " + filepath.Join(dir, "state") +
 		"\nsocket: " + filepath.Join(dir, "sock") + "\ninit_path: " + initPath + "\njob_cgroup: none\n"
 	write := func(text string) string {
@@ -75,7 +81,9 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 			"limits: {output_bytes: 1}", "limits: {spool_bytes_per_user: 1048576, output_bytes: 2097152}", "limits: {requests_per_second: 0}",
 			"limits: {keep_finished: 1s}", "limits: {keep_finished_per_user: 0}", "limits: {ghost_bytes: -1}", "limits: {checkpoint_bytes: 1}",
 			"limits: {connections_per_user: 0}", "limits: {connections: 0}", "limits: {peer_connections: 0}"},
-		"server": {"server: {header_timeout: 1ms}", "server: {idle_timeout: 2h}", "server: {body_timeout: 0s}", "server: {body_timeout: 10}", "server: {write_timeout: 2h}"},
+		"metrics_addr":       {"metrics_addr: nowhere", "metrics_addr: host.example:9947", "metrics_addr: 127.0.0.1:0"},
+		"metrics_web_config": {"metrics_web_config: /etc/roam/web.yml", "metrics_addr: 127.0.0.1:9947\nmetrics_web_config: rel.yml", "metrics_addr: 127.0.0.1:9947\nmetrics_web_config: " + badWeb},
+		"server":             {"server: {header_timeout: 1ms}", "server: {idle_timeout: 2h}", "server: {body_timeout: 0s}", "server: {body_timeout: 10}", "server: {write_timeout: 2h}"},
 	}
 	// Every key of the config and its sections has a row.
 	var keys []string

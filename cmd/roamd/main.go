@@ -92,6 +92,7 @@ func serve(configPath string, debug, checkOnly, logJSON bool) int {
 		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
 		return 1
 	}
+	web := w.observer(cfg, &p, logger)
 	a, err := agent.New(cfg, p, logger)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
@@ -99,6 +100,11 @@ func serve(configPath string, debug, checkOnly, logJSON bool) int {
 	}
 	if err := a.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
+		return 1
+	}
+	if err := web.Start(source(a), p.Registry); err != nil {
+		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
+		a.Close()
 		return 1
 	}
 	// The API listens now: systemd's Type=notify starts what waits for
@@ -118,6 +124,7 @@ func serve(configPath string, debug, checkOnly, logJSON bool) int {
 		case <-a.Done(): // it left the cluster (roam node remove)
 		}
 		notify(logger, daemon.SdNotifyStopping)
+		web.Close()
 		a.Close()
 		return 0
 	}

@@ -13,14 +13,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"roam/internal/agent"
+	"roam/internal/agent/observe"
+	"roam/internal/api"
 	"roam/internal/cgroup"
 	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/probe"
 	"roam/internal/rootdir"
 	"roam/internal/secret"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // world is what the config names on this host, checked: the secret and
@@ -117,6 +122,13 @@ func (w world) summary(cfg agent.Config) string {
 		join = strings.Join(cfg.Join, ", ")
 	}
 	fmt.Fprintf(&b, "  joins       %s\n", join)
+	if cfg.MetricsAddr != "" {
+		auth := "plain HTTP, no authentication (metrics_web_config)"
+		if cfg.MetricsWebConfig != "" {
+			auth = "TLS and authentication of " + cfg.MetricsWebConfig
+		}
+		fmt.Fprintf(&b, "  metrics     %s: /metrics and the web view, %s\n", cfg.MetricsAddr, auth)
+	}
 	fmt.Fprintf(&b, "  secret      %s (private)\n", cfg.SecretFile)
 	fmt.Fprintf(&b, "  state       %s, socket %s\n", cfg.StateDir, cfg.Socket)
 	fmt.Fprintf(&b, "  roam-init   %s\n", cfg.InitPath)
@@ -174,4 +186,26 @@ func (w world) parts(cfg agent.Config, log *slog.Logger) (agent.Parts, error) {
 		Processes:     launcher,
 		Prober:        probe.Node{Layout: w.layout, Group: cfg.Cgroup},
 	}, nil
+}
+
+// observer makes the metrics_addr listener (package observe) and gives
+// the agent what it needs of it: a registry both serve, and the route of
+// the roam socket that mints web tokens. It listens once the agent has
+// started (Start with source).
+func (w world) observer(cfg agent.Config, p *agent.Parts, log *slog.Logger) *observe.Server {
+	adv, _ := cfg.Advertise() // resolved by check
+	s := observe.New(observe.Config{Addr: cfg.MetricsAddr, WebConfigFile: cfg.MetricsWebConfig, Advertise: adv.String()}, log)
+	p.Registry, p.Routes = prometheus.NewRegistry(), s.SocketRoutes
+	return s
+}
+
+// source is what the web view and the scrape ask the agent: its
+// membership, and every node's jobs and decisions as root sees them.
+func source(a *agent.Agent) observe.Source {
+	root := agent.Caller{}
+	return observe.Source{
+		Nodes:  a.Nodes,
+		Jobs:   func() []api.Job { return a.PS(root, true) },
+		Events: func(since time.Time) []api.Event { return a.Events(root, since) },
+	}
 }

@@ -427,8 +427,8 @@ func (a *Agent) registerMetrics(reg prometheus.Registerer) {
 		Namespace: "roam", Name: "node_load", Help: "Smoothed runnable threads per unit of capacity.",
 	}, func() float64 { l, _ := a.members.Self(); return l }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "roam", Name: "node_mem_free_mb", Help: "Memory free to the node in MiB.",
-	}, func() float64 { _, m := a.members.Self(); return m }))
+		Namespace: "roam", Name: "node_mem_free_bytes", Help: "Memory free to the node in bytes.",
+	}, func() float64 { _, m := a.members.Self(); return m * (1 << 20) }))
 }
 
 // writeJSON answers with v as JSON.

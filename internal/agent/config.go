@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"roam/internal/agent/limits"
+	"roam/internal/agent/observe"
 	"roam/internal/agent/peer"
 	"roam/internal/errkind"
 	"roam/internal/yamlerr"
@@ -124,50 +125,12 @@ type Config struct {
 	// Limits bound what a user's requests may cost this node.
 	Limits limits.Limits `yaml:"limits"`
 	// Server bounds the connections of the CLI's socket and the peer port.
-	Server ServerConfig `yaml:"server"`
-}
-
-// ServerConfig bounds what a connection may hold of the agent's servers
-// (the CLI's unix socket and the peer port) while it sends nothing.
-// Bodies and answers have no bound but BodyTimeout: a migration's stream
-// and an attached run's output are long, and their own stall guards
-// watch them.
-type ServerConfig struct {
-	// HeaderTimeout bounds a request's TLS handshake and headers (net/http
-	// times the handshake by it too).
-	HeaderTimeout time.Duration `yaml:"header_timeout"`
-	// IdleTimeout bounds a kept-alive connection between requests.
-	IdleTimeout time.Duration `yaml:"idle_timeout"`
-	// BodyTimeout bounds how long a request's body may take to arrive on
-	// the CLI's socket. A local user who sends headers and then a body a
-	// byte at a time, or never, would otherwise hold one of the agent's
-	// connections and goroutines for as long as they like, and the rate
-	// limit lets them open more every second. A stream that may take
-	// longer (a checkpoint uploaded to roam restart) lifts it and is
-	// watched for progress instead (watchedBody).
-	BodyTimeout time.Duration `yaml:"body_timeout"`
-	// WriteTimeout ends a connection one write of whose answer does not
-	// finish within it: a client that never reads holds nothing for long.
-	WriteTimeout time.Duration `yaml:"write_timeout"`
-}
-
-// validate names the first bound out of range, by its config key.
-func (s ServerConfig) validate() (string, error) {
-	for _, b := range []struct {
-		key      string
-		v, limit time.Duration
-	}{{"server.header_timeout", s.HeaderTimeout, 10 * time.Minute}, {"server.idle_timeout", s.IdleTimeout, time.Hour},
-		{"server.body_timeout", s.BodyTimeout, time.Hour}, {"server.write_timeout", s.WriteTimeout, time.Hour}} {
-		if b.v < 100*time.Millisecond || b.v > b.limit {
-			return b.key, fmt.Errorf("%v is out of range (100ms to %v)", b.v, b.limit)
-		}
-	}
-	return "", nil
-}
-
-// DefaultServerConfig are the servers' bounds on a real node.
-func DefaultServerConfig() ServerConfig {
-	return ServerConfig{HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, BodyTimeout: time.Minute, WriteTimeout: time.Minute}
+	Server limits.Server `yaml:"server"`
+	// MetricsAddr is the TCP host:port of the Prometheus scrape and the
+	// web view (package observe); empty: none. MetricsWebConfig is an
+	// exporter-toolkit web config file for it (TLS, basic auth).
+	MetricsAddr      string `yaml:"metrics_addr"`
+	MetricsWebConfig string `yaml:"metrics_web_config"`
 }
 
 // LoadConfig is the load-information part of the config (seed 000 §3.1).
@@ -227,7 +190,7 @@ func DefaultConfig() Config {
 			Policy:     string(load.PolicyFIFO),
 		},
 		Limits:      limits.Default(),
-		Server:      DefaultServerConfig(),
+		Server:      limits.DefaultServer(),
 		CRIUTimeout: 10 * time.Minute,
 	}
 }
@@ -294,11 +257,11 @@ func (c Config) Validate() error {
 	if _, err := load.ParsePolicy(c.Load.Policy); err != nil {
 		return bad("load.policy", "%q is not allowed (fifo, beneficial)", c.Load.Policy)
 	}
-	if key, err := c.Limits.Validate(); err != nil {
-		return bad(key, "%v", err)
-	}
-	if key, err := c.Server.validate(); err != nil {
-		return bad(key, "%v", err)
+	metrics := func() (string, error) { return observe.CheckConfig(c.MetricsAddr, c.MetricsWebConfig) }
+	for _, check := range []func() (string, error){c.Limits.Validate, c.Server.Validate, metrics} {
+		if key, err := check(); err != nil {
+			return bad(key, "%v", err)
+		}
 	}
 	// The policy the agent starts with: a name or a file it parses.
 	if _, err := loadPolicy(c.Scheduler); err != nil {
@@ -333,7 +296,7 @@ var yamlForms = map[string]string{
 	"time.Duration": "a duration (e.g. 30s, 10m, 1h)", "int": "a whole number", "int64": "a whole number",
 	"float64": "a number", "string": "a string", "[]string": "a list (e.g. [a, b])", "bool": "true or false",
 	"agent.Config": "a section of keys", "agent.LoadConfig": "a section of keys", "limits.Limits": "a section of keys",
-	"agent.ServerConfig": "a section of keys",
+	"limits.Server": "a section of keys",
 }
 
 // Marshal renders the config as YAML (for `roam cluster up`).

@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"roam/internal/agent/observe"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +21,9 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	for _, p := range authzRegistered(t, "apiRoutes") {
 		served[strings.ReplaceAll(p, "...}", "}")] = true
 	}
+	// roamd adds the web view's token route through Parts.Routes
+	// (cmd/roamd/wire.go).
+	served[observe.TokenRoute] = true
 	documented := map[string]bool{}
 	for _, op := range openAPIOperations(t, filepath.Join("..", "..", "docs", "openapi.yaml")) {
 		documented[op] = true

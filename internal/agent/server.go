@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"roam/internal/agent/limits"
 	"roam/internal/connlimit"
 	"strconv"
 	"strings"
@@ -94,6 +95,9 @@ func (a *Agent) startAPI() error {
 		WriteTimeout: a.cfg.Server.WriteTimeout, Key: userKey, Refused: refusedConn(a)})
 	mux := http.NewServeMux()
 	a.apiRoutes(mux)
+	if a.parts.Routes != nil {
+		a.parts.Routes(mux, func(r *http.Request) (uint32, bool) { c, ok := callerOf(r); return c.UID, ok })
+	}
 	a.apiLn = ln
 	a.rates = newUserRates(a.cfg.Limits.RequestsPerSecond)
 	a.apiSrv = &http.Server{
@@ -162,7 +166,7 @@ func bodyWithin(d time.Duration, next http.Handler) http.Handler {
 // peerServer is the HTTP server of the peer port: a connection that does
 // not finish its TLS handshake and headers within c.HeaderTimeout is
 // closed, so nobody who lacks the secret can hold the agent's connections.
-func peerServer(c ServerConfig, h http.Handler, errLog *log.Logger) *http.Server {
+func peerServer(c limits.Server, h http.Handler, errLog *log.Logger) *http.Server {
 	return &http.Server{Handler: h, ErrorLog: errLog, ReadHeaderTimeout: c.HeaderTimeout, IdleTimeout: c.IdleTimeout}
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/limits"
 	"roam/internal/api"
 	"roam/internal/secret"
 )
@@ -36,7 +37,7 @@ func TestPeerPortClosesStalledHandshakes(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/peer/ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })
-	sc := DefaultServerConfig()
+	sc := limits.DefaultServer()
 	sc.HeaderTimeout = 300 * time.Millisecond
 	srv := peerServer(sc, mux, log.New(io.Discard, "", 0))
 	go srv.Serve(ln)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -44,6 +45,9 @@ type Parts struct {
 	// Registry gets the agent's metrics, and /metrics serves it; nil makes
 	// a fresh one (never the global default registry).
 	Registry *prometheus.Registry
+	// Routes, when set, adds routes to the CLI's socket (roamd's web view
+	// tokens); uid tells a request's caller (SO_PEERCRED).
+	Routes func(mux *http.ServeMux, uid func(*http.Request) (uint32, bool))
 }
 
 // Prober measures the node (probe.Node for real).

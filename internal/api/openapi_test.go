@@ -22,6 +22,7 @@ var openAPITypes = map[string]any{
 	"Job": Job{}, "Migration": Migration{}, "Phase": Phase{}, "MigrateRequest": MigrateRequest{},
 	"Event": Event{}, "PolicyRequest": PolicyRequest{}, "NodePolicy": NodePolicy{},
 	"StdinResult": StdinResult{}, "PurgeRequest": PurgeRequest{}, "PurgeResult": PurgeResult{},
+	"WebToken": WebToken{},
 }
 
 // The shapes docs/openapi.yaml gives are the ones the agent sends and

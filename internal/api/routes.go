@@ -29,6 +29,7 @@ const (
 	PathRestart    = "/api/v1/restart"          // POST ?on=: run a checkpoint file again
 	PathPolicy     = "/api/v1/policy"           // GET: every node's policy; POST: load one (root)
 	PathEvents     = "/api/v1/events"           // GET ?since=: scheduling decisions
+	PathWebToken   = "/api/v1/web/token"        // POST: a token for the caller's web view (roam web)
 
 	// Metrics and the profiler keep the paths their tools expect.
 	PathMetrics = "/metrics"               // GET: Prometheus text format

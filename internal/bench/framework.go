@@ -35,7 +35,7 @@ type Experiment struct {
 
 // Experiments are the framework's experiments in the order `all` runs them.
 var Experiments = []*Experiment{
-	expSpeedup, expLVM, expDynamicStatic, expMigrationCost, expSyscallCost, expTraffic, expMigrate, expCheckpoint,
+	expSpeedup, expLVM, expDynamicStatic, expMigrationCost, expSyscallCost, expTraffic, expMigrate, expCheckpoint, expWebDelay,
 }
 
 // Lookup finds an experiment by name.

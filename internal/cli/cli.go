@@ -81,7 +81,7 @@ are free. Every command takes --json, for scripts (docs/scripting.md).`,
 	root.AddCommand(e.nodesCmd(), e.nodeCmd(), e.statsCmd(), e.keygenCmd(),
 		e.runCmd(), e.psCmd(), e.killCmd(), e.purgeCmd(), e.migrateCmd(), e.logsCmd(), e.attachCmd(),
 		e.checkpointCmd(), e.restartCmd(),
-		e.policyCmd(), e.eventsCmd(), e.topCmd(), docgen.Command(root, "1"))
+		e.policyCmd(), e.eventsCmd(), e.topCmd(), e.webCmd(), docgen.Command(root, "1"))
 	docgen.AddSection(root, "EXIT STATUS", otherExitStatuses)
 	withSections(root)
 	return root

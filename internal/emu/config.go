@@ -15,6 +15,9 @@ import (
 // addresses below cannot disagree with it. Each node has its own address.
 const gossipPort = 7946
 
+// MetricsPort is every emulated node's metrics_addr port.
+const MetricsPort = 9947
+
 // agentConfig is the part of roamd's YAML config file (agent.Config) that an
 // emulated node sets; roamd fills the rest with its defaults and validates
 // the whole when it starts (a refusal shows in waitReady's error). emu
@@ -34,7 +37,10 @@ type agentConfig struct {
 	InitPath   string   `yaml:"init_path,omitempty"`
 	Scheduler  string   `yaml:"scheduler,omitempty"`
 	SharedDirs []string `yaml:"shared_dirs"`
-	Load       struct {
+	// MetricsAddr is the node's scrape and web view: on its own address,
+	// which the host reaches over the cluster's bridge (roam web).
+	MetricsAddr string `yaml:"metrics_addr"`
+	Load        struct {
 		Interval time.Duration `yaml:"interval"`
 		Policy   string        `yaml:"policy"`
 	} `yaml:"load"`
@@ -56,7 +62,8 @@ func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers 
 		Scheduler:  spec.Scheduler,
 		// Each node has its own /tmp and /var/tmp; the rest of this
 		// machine is the same on every node.
-		SharedDirs: sharedDirs(projectDir(spec.Roamd)),
+		SharedDirs:  sharedDirs(projectDir(spec.Roamd)),
+		MetricsAddr: net.JoinHostPort(n.Addr, strconv.Itoa(MetricsPort)),
 	}
 	c.Load.Interval = spec.Interval
 	c.Load.Policy = spec.Policy

@@ -5,8 +5,8 @@
 //
 // Each test brings up its own cluster with its own name and /24, so the
 // tests of this package may run beside other packages' tests. Subnets in use:
-// 198.18.10.0/24 to 198.18.29.0/24 and 198.18.50.0/24 to 198.18.52.0/24
-// (this package).
+// 198.18.10.0/24 to 198.18.29.0/24, 198.18.50.0/24 to 198.18.52.0/24 and
+// 198.18.55.0/24 (this package).
 package e2e
 
 import (

@@ -172,6 +172,11 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 	if len(nodes) != 3 || len(alive(nodes)) != 3 {
 		t.Fatalf("nodes --json: %+v", nodes)
 	}
+	var web api.WebToken
+	value(t, "web", x.must(u, 0, "web"), &web)
+	if !strings.Contains(web.URL, "/#token=") || !web.Expires.After(time.Now()) {
+		t.Fatalf("web --json: %+v", web)
+	}
 	var stats api.Stats
 	value(t, "stats", x.must(u, 0, "stats"), &stats)
 	if stats.Node != "1" {

@@ -1,5 +1,6 @@
 // Package limits holds what one user's requests may cost the root agent
-// (the config's limits: section): each bound, its default and its check.
+// (the config's limits: section) and what one connection may hold of its
+// servers (the server: section): each bound, its default and its check.
 // The agent enforces them; docs/security.md lists them. It does no I/O.
 package limits
 
