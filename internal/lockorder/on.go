@@ -103,3 +103,16 @@ func Violations() []string {
 	defer state.Unlock()
 	return append([]string(nil), state.violations...)
 }
+
+// HeldHere says whether the calling goroutine holds m.
+func HeldHere(m *Mutex) bool {
+	id := goid()
+	state.Lock()
+	defer state.Unlock()
+	for _, h := range state.held[id] {
+		if h == m {
+			return true
+		}
+	}
+	return false
+}

@@ -32,3 +32,22 @@ func TestOutOfOrderPanics(t *testing.T) {
 	a.Lock()
 	t.Fatal("a was taken while b was held")
 }
+
+// HeldHere knows the locks of the calling goroutine only.
+func TestHeldHere(t *testing.T) {
+	var m Mutex
+	m.Init(1, "m")
+	if HeldHere(&m) {
+		t.Fatal("held before Lock")
+	}
+	m.Lock()
+	other := make(chan bool)
+	go func() { other <- HeldHere(&m) }()
+	if !HeldHere(&m) || <-other {
+		t.Fatal("HeldHere wrong while held")
+	}
+	m.Unlock()
+	if HeldHere(&m) {
+		t.Fatal("held after Unlock")
+	}
+}
