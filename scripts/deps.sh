@@ -5,8 +5,8 @@
 # What it installs:
 #   - Debian packages: iproute2 (ip, tc), util-linux (nsenter), tmux (roam top
 #     tests), gcc/make, libssl-dev (the dkg workload), chromium (the web
-#     view's browser test, driven by chromedp) and the CRIU build
-#     dependencies.
+#     view's browser test, driven by chromedp), systemd (systemd-analyze
+#     verifies the unit) and the CRIU build dependencies.
 #   - CRIU >= 4.2 (scripts/install-criu.sh, which the package ships as
 #     /usr/libexec/roam/install-criu).
 set -euo pipefail
@@ -19,8 +19,9 @@ ROAM_SAY=deps
 apt_install iproute2 util-linux tmux gcc make libssl-dev
 # The real programs the migration tests move (test/e2e/programs_test.go).
 apt_install xz-utils sqlite3 python3 coreutils
-# The headless browser of the web view's test (test/e2e/web_test.go).
-apt_install chromium
+# The headless browser of the web view's test (test/e2e/web_test.go), and
+# systemd-analyze, which verifies the unit (test/e2e/deploy_test.go).
+apt_install chromium systemd
 
 install_criu
 
