@@ -127,7 +127,11 @@ func (w world) summary(cfg agent.Config) string {
 		if cfg.MetricsWebConfig != "" {
 			auth = "TLS and authentication of " + cfg.MetricsWebConfig
 		}
-		fmt.Fprintf(&b, "  metrics     %s: /metrics and the web view, %s\n", cfg.MetricsAddr, auth)
+		users := "jobs counted by node and state (metrics_job_users: false)"
+		if cfg.MetricsJobUsers {
+			users = "jobs counted by node, user and state: whoever reaches it reads every user's name"
+		}
+		fmt.Fprintf(&b, "  metrics     %s: /metrics and the web view, %s; %s\n", cfg.MetricsAddr, auth, users)
 	}
 	fmt.Fprintf(&b, "  secret      %s (private)\n", cfg.SecretFile)
 	fmt.Fprintf(&b, "  state       %s, socket %s\n", cfg.StateDir, cfg.Socket)
@@ -194,7 +198,7 @@ func (w world) parts(cfg agent.Config, log *slog.Logger) (agent.Parts, error) {
 // started (Start with source).
 func (w world) observer(cfg agent.Config, p *agent.Parts, log *slog.Logger) *observe.Server {
 	adv, _ := cfg.Advertise() // resolved by check
-	s := observe.New(observe.Config{Addr: cfg.MetricsAddr, WebConfigFile: cfg.MetricsWebConfig, Advertise: adv.String()}, log)
+	s := observe.New(observe.Config{Addr: cfg.MetricsAddr, WebConfigFile: cfg.MetricsWebConfig, Advertise: adv.String(), JobUsers: cfg.MetricsJobUsers}, log)
 	p.Registry, p.Routes = prometheus.NewRegistry(), s.SocketRoutes
 	return s
 }

@@ -58,8 +58,7 @@ type Agent struct {
 
 	store *job.Store
 	jobs  *jobs
-	// spools are the home jobs' output (package spool); keeper the
-	// checkpoint files this node holds (package keeper).
+	// spools: the home jobs' output; keeper: the checkpoint files held.
 	spools *spool.Spools
 	keeper *keeper.Keeper
 	// procs, ckpt and prober are parts.Processes, .Checkpointer, .Prober.

@@ -126,11 +126,13 @@ type Config struct {
 	Limits limits.Limits `yaml:"limits"`
 	// Server bounds the connections of the CLI's socket and the peer port.
 	Server limits.Server `yaml:"server"`
-	// MetricsAddr is the TCP host:port of the Prometheus scrape and the
-	// web view (package observe); empty: none. MetricsWebConfig is an
-	// exporter-toolkit web config file for it (TLS, basic auth).
+	// MetricsAddr is the TCP host:port of the scrape and the web view
+	// (package observe), empty: none; MetricsWebConfig an exporter-toolkit
+	// web config file for it (TLS, basic auth); MetricsJobUsers counts
+	// the scrape's jobs by user too.
 	MetricsAddr      string `yaml:"metrics_addr"`
 	MetricsWebConfig string `yaml:"metrics_web_config"`
+	MetricsJobUsers  bool   `yaml:"metrics_job_users"`
 }
 
 // LoadConfig is the load-information part of the config (seed 000 §3.1).

@@ -119,9 +119,8 @@ func (a *Agent) withdraw(mv sched.Move) {
 	}()
 }
 
-// snapshot measures the node and its jobs for a round. /proc is read
-// with no lock held: LocalState (memberlist's, which must not block) and
-// the API take the scheduler's lock meanwhile.
+// snapshot measures the node and its jobs for a round, reading /proc
+// with no lock held (memberlist's LocalState must not block on it).
 func (a *Agent) snapshot() sched.Snapshot {
 	s := sched.Snapshot{Now: time.Now()}
 	runnable := a.runnable()

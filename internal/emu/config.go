@@ -40,7 +40,10 @@ type agentConfig struct {
 	// MetricsAddr is the node's scrape and web view: on its own address,
 	// which the host reaches over the cluster's bridge (roam web).
 	MetricsAddr string `yaml:"metrics_addr"`
-	Load        struct {
+	// MetricsJobUsers: an emulated cluster's scrape counts jobs by user
+	// (its users are the tests').
+	MetricsJobUsers bool `yaml:"metrics_job_users"`
+	Load            struct {
 		Interval time.Duration `yaml:"interval"`
 		Policy   string        `yaml:"policy"`
 	} `yaml:"load"`
@@ -62,8 +65,9 @@ func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers 
 		Scheduler:  spec.Scheduler,
 		// Each node has its own /tmp and /var/tmp; the rest of this
 		// machine is the same on every node.
-		SharedDirs:  sharedDirs(projectDir(spec.Roamd)),
-		MetricsAddr: net.JoinHostPort(n.Addr, strconv.Itoa(MetricsPort)),
+		SharedDirs:      sharedDirs(projectDir(spec.Roamd)),
+		MetricsAddr:     net.JoinHostPort(n.Addr, strconv.Itoa(MetricsPort)),
+		MetricsJobUsers: true,
 	}
 	c.Load.Interval = spec.Interval
 	c.Load.Policy = spec.Policy

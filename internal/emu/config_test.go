@@ -37,7 +37,7 @@ func TestAgentConfig(t *testing.T) {
 	want.Capacity, want.Cgroup = 0.5, "roam/t/n2"
 	want.InitPath, want.Scheduler = filepath.Join(bin, "roam-init"), "balance"
 	want.Load.Interval, want.Load.Policy = 250*time.Millisecond, "beneficial"
-	want.MetricsAddr = "198.18.7.2:9947"
+	want.MetricsAddr, want.MetricsJobUsers = "198.18.7.2:9947", true
 	// Everything but the node-local directories is shared, and the
 	// project (here, the test's temporary directory in /tmp) too.
 	covered := func(p string) bool {

@@ -22,6 +22,12 @@ const (
 	// maxStreamsPerKey one user's (or, without a token, one address's).
 	maxStreams       = 64
 	maxStreamsPerKey = 8
+	// maxAnonStreams is the pages without a token at once: the others are
+	// kept for the users who have one. anonStreamLife ends such a page's
+	// stream (its browser opens it again), and a token's stream ends as
+	// its token expires.
+	maxAnonStreams = 16
+	anonStreamLife = 10 * time.Minute
 	// maxTokens is the tokens alive at once, maxTokensPerUID one user's
 	// (minting another drops their oldest), tokenTTL a token's life.
 	maxTokens       = 1024
@@ -74,6 +80,11 @@ type Config struct {
 	// Advertise is the node's address, put in the page's address when
 	// Addr listens on every interface.
 	Advertise string
+	// JobUsers is metrics_job_users: the scrape's job gauges carry each
+	// job's user. Off, they count by node and state only: whoever reaches
+	// the listener (every local user, on loopback) would read every
+	// user's name there.
+	JobUsers bool
 }
 
 // CheckConfig checks metrics_addr and metrics_web_config and names the

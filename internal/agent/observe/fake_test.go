@@ -66,9 +66,15 @@ func (f *fakeCluster) source() Source {
 // an agent registry holding one gauge of the agent's.
 func startServer(t *testing.T, f *fakeCluster, webConfig string) *Server {
 	t.Helper()
+	return startServerWith(t, f, Config{Addr: "127.0.0.1:0", WebConfigFile: webConfig})
+}
+
+// startServerWith is startServer of the config c.
+func startServerWith(t *testing.T, f *fakeCluster, c Config) *Server {
+	t.Helper()
 	agentReg := prometheus.NewRegistry()
 	agentReg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "roam", Name: "node_load", Help: "the agent's"}, func() float64 { return 0.5 }))
-	s := New(Config{Addr: "127.0.0.1:0", WebConfigFile: webConfig}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := New(c, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := s.Start(f.source(), agentReg); err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,8 @@ type Hub struct {
 	since   time.Time       // the next events poll's
 	clients map[*client]bool
 	perKey  map[string]int
+	anon    int    // clients without a token
+	histMsg []byte // the history as JSON, made once a sample (hello)
 
 	jobsMu sync.Mutex // one jobs fetch at a time (the pages' or a scrape's)
 	wake   chan struct{}
@@ -82,14 +84,15 @@ func (h *Hub) Run(ctx context.Context) {
 			h.sampleNodes(now)
 		case <-jobs.C:
 			if h.open() > 0 {
-				h.pollJobs()
+				h.pollJobs(0)
 			}
 		case <-events.C:
 			if h.open() > 0 {
 				h.pollEvents(time.Now())
 			}
-		case <-h.wake: // a page opened: show it the jobs now
-			h.pollJobs()
+		case <-h.wake: // a page opened: show it the jobs now (as fetched
+			// within jobsEvery: opening pages makes no more fan-outs)
+			h.pollJobs(jobsEvery)
 		}
 	}
 }
@@ -113,6 +116,7 @@ func (h *Hub) sampleNodes(now time.Time) {
 	if len(h.history) > historyLen {
 		h.history = h.history[len(h.history)-historyLen:]
 	}
+	h.histMsg = nil
 	for c := range h.clients {
 		h.send(c, msg)
 	}
@@ -138,8 +142,8 @@ func (h *Hub) fetchJobs(maxAge time.Duration) []api.Job {
 
 // pollJobs fetches the jobs, tells each page what changed in its view,
 // and turns each migration not yet told into an event.
-func (h *Hub) pollJobs() {
-	js := h.fetchJobs(0)
+func (h *Hub) pollJobs(maxAge time.Duration) {
+	js := h.fetchJobs(maxAge)
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -251,6 +255,9 @@ func (h *Hub) drop(c *client) {
 		return
 	}
 	delete(h.clients, c)
+	if !c.scope.User {
+		h.anon--
+	}
 	if h.perKey[c.key]--; h.perKey[c.key] == 0 {
 		delete(h.perKey, c.key)
 	}
@@ -258,9 +265,12 @@ func (h *Hub) drop(c *client) {
 }
 
 // errStreams is the refusal of a page past the bounds.
-type errStreams struct{ perKey bool }
+type errStreams struct{ perKey, anon bool }
 
 func (e errStreams) Error() string {
+	if e.anon {
+		return fmt.Sprintf("web view: at most %d pages without a token open at once on this node (roam web gives you one)", maxAnonStreams)
+	}
 	if e.perKey {
 		return fmt.Sprintf("web view: at most %d pages open at once for one user or address", maxStreamsPerKey)
 	}
@@ -277,15 +287,20 @@ func (h *Hub) join(s Scope, key string) (*client, error) {
 		return nil, errStreams{}
 	case h.perKey[key] >= maxStreamsPerKey:
 		return nil, errStreams{perKey: true}
+	case !s.User && h.anon >= maxAnonStreams:
+		return nil, errStreams{anon: true}
 	}
 	c := &client{scope: s, key: key, out: make(chan []byte, clientQueue), gone: make(chan struct{})}
 	h.clients[c] = true
 	h.perKey[key]++
-	c.out <- sse("hello", struct {
-		Scope   string   `json:"scope"`
-		History []sample `json:"history"`
-		Window  float64  `json:"window_s"`
-	}{s.String(), h.history, (historyLen * sampleEvery).Seconds()})
+	if !s.User {
+		h.anon++
+	}
+	if h.histMsg == nil { // once a sample, not once a page
+		h.histMsg, _ = json.Marshal(h.history)
+	}
+	scope, _ := json.Marshal(s.String())
+	c.out <- []byte(fmt.Sprintf("event: hello\ndata: {\"scope\":%s,\"history\":%s,\"window_s\":%g}\n\n", scope, h.histMsg, (historyLen * sampleEvery).Seconds()))
 	for _, e := range h.events {
 		c.out <- sse("event", e.view(s))
 	}
@@ -306,8 +321,12 @@ func (h *Hub) leave(c *client) {
 	}
 }
 
-// sse is one server-sent event of JSON data.
+// sse is one server-sent event of JSON data; a ping when v does not
+// encode (a page would take an empty data line for a broken one).
 func sse(name string, v any) []byte {
-	b, _ := json.Marshal(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte(": ping\n\n")
+	}
 	return []byte("event: " + name + "\ndata: " + string(b) + "\n\n")
 }

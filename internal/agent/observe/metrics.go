@@ -1,6 +1,8 @@
 package observe
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -11,7 +13,7 @@ import (
 // process and build-info ones, roam's version, the jobs of this home
 // node by node, user and state, and the membership as this node knows
 // it.
-func Register(reg prometheus.Registerer, hub *Hub, src Source) error {
+func Register(reg prometheus.Registerer, hub *Hub, src Source, users bool) error {
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -20,7 +22,7 @@ func Register(reg prometheus.Registerer, hub *Hub, src Source) error {
 			Namespace: "roam", Name: "version_info", Help: "roam's version and the protocol its agents speak; always 1.",
 			ConstLabels: prometheus.Labels{"version": api.Version, "protocol": itoa(api.Protocol)},
 		}, func() float64 { return 1 }),
-		&clusterCollector{hub: hub, src: src},
+		&clusterCollector{hub: hub, src: src, users: users},
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -30,7 +32,9 @@ func Register(reg prometheus.Registerer, hub *Hub, src Source) error {
 }
 
 var (
-	jobsDesc = prometheus.NewDesc("roam_jobs", "Jobs whose home is this node, by the node they are on, their user and state (each job counted at its home only, so a sum over the nodes counts each once).",
+	jobsDesc = prometheus.NewDesc("roam_jobs", "Jobs whose home is this node, by the node they are on and their state (each job counted at its home only, so a sum over the nodes counts each once).",
+		[]string{"node", "state"}, nil)
+	jobsByUserDesc = prometheus.NewDesc("roam_jobs", "Jobs whose home is this node, by the node they are on, their user and state (each job counted at its home only, so a sum over the nodes counts each once).",
 		[]string{"node", "user", "state"}, nil)
 	memberDesc = prometheus.NewDesc("roam_member_up", "Members of the cluster as this node knows them: 1 alive, 0 declared dead.",
 		[]string{"node"}, nil)
@@ -42,13 +46,32 @@ var (
 
 // clusterCollector reports the jobs and the membership at scrape time.
 type clusterCollector struct {
-	hub *Hub
-	src Source
+	hub   *Hub
+	src   Source
+	users bool // metrics_job_users: jobs by user too
+}
+
+func (c *clusterCollector) jobs() *prometheus.Desc {
+	if c.users {
+		return jobsByUserDesc
+	}
+	return jobsDesc
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{jobsDesc, memberDesc, drainingDesc, memberVersionDesc} {
+	for _, d := range []*prometheus.Desc{c.jobs(), memberDesc, drainingDesc, memberVersionDesc} {
 		ch <- d
+	}
+}
+
+// gauge sends a gauge of desc; a label that is not valid UTF-8 (a node
+// id or a user name from NSS) is made so, never a panic of the scrape.
+func gauge(ch chan<- prometheus.Metric, desc *prometheus.Desc, v float64, labels ...string) {
+	for i, l := range labels {
+		labels[i] = strings.ToValidUTF8(l, "?")
+	}
+	if m, err := prometheus.NewConstMetric(desc, prometheus.GaugeValue, v, labels...); err == nil {
+		ch <- m
 	}
 }
 
@@ -65,19 +88,27 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		if n.Self {
 			self = n.ID
 		}
-		ch <- prometheus.MustNewConstMetric(memberDesc, prometheus.GaugeValue, up, n.ID)
-		ch <- prometheus.MustNewConstMetric(drainingDesc, prometheus.GaugeValue, draining, n.ID)
-		ch <- prometheus.MustNewConstMetric(memberVersionDesc, prometheus.GaugeValue, 1, n.ID, n.Version)
+		gauge(ch, memberDesc, up, n.ID)
+		gauge(ch, drainingDesc, draining, n.ID)
+		gauge(ch, memberVersionDesc, 1, n.ID, n.Version)
 	}
 	type key struct{ node, user, state string }
 	counts := map[key]int{}
 	for _, j := range c.hub.fetchJobs(metricsMaxAge) {
 		if j.Home == self {
-			counts[key{j.Node, userName(j), j.State}]++
+			k := key{node: j.Node, state: j.State}
+			if c.users {
+				k.user = userName(j)
+			}
+			counts[k]++
 		}
 	}
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), k.node, k.user, k.state)
+		if c.users {
+			gauge(ch, jobsByUserDesc, float64(n), k.node, k.user, k.state)
+		} else {
+			gauge(ch, jobsDesc, float64(n), k.node, k.state)
+		}
 	}
 }
 

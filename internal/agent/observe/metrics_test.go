@@ -53,13 +53,29 @@ func series(f *dto.MetricFamily) []string {
 	return out
 }
 
-// The scrape over TCP holds the job gauges of this home node by node,
-// user and state, the membership and version series, the agent's own
-// metrics and the standard Go, process and build-info collectors, and
-// it parses as Prometheus text.
-func TestScrapeOverTCP(t *testing.T) {
+// The scrape over TCP holds the job gauges of this home node by node and
+// state, and by user too with metrics_job_users only (whoever reaches
+// the listener would read every user's name).
+func TestScrapeNamesUsersOnlyWhenAsked(t *testing.T) {
 	f := newFakeCluster()
 	s := startServer(t, f, "")
+	fams, code := scrape(t, "http://"+s.Addr(), nil)
+	if code != http.StatusOK {
+		t.Fatalf("scrape: %d", code)
+	}
+	want := []string{"node=1,state=finished 1", "node=1,state=running 1", "node=1,state=starting 1", "node=2,state=running 1"}
+	if got := series(fams["roam_jobs"]); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("roam_jobs without metrics_job_users:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// With metrics_job_users, the scrape over TCP holds the job gauges of
+// this home node by node, user and state, the membership and version
+// series, the agent's own metrics and the standard Go, process and
+// build-info collectors, and it parses as Prometheus text.
+func TestScrapeOverTCP(t *testing.T) {
+	f := newFakeCluster()
+	s := startServerWith(t, f, Config{Addr: "127.0.0.1:0", JobUsers: true})
 	fams, code := scrape(t, "http://"+s.Addr(), nil)
 	if code != http.StatusOK {
 		t.Fatalf("scrape: %d", code)

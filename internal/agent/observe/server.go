@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -109,7 +110,7 @@ func (s *Server) Start(src Source, agent prometheus.Gatherer) error {
 	}
 	hub := NewHub(src)
 	reg := prometheus.NewRegistry()
-	if err := Register(reg, hub, src); err != nil {
+	if err := Register(reg, hub, src, s.cfg.JobUsers); err != nil {
 		ln.Close()
 		return err
 	}
@@ -124,7 +125,7 @@ func (s *Server) Start(src Source, agent prometheus.Gatherer) error {
 	}
 	mux := s.routes(hub, prometheus.Gatherers{agent, reg})
 	srv := &http.Server{
-		Handler: mux,
+		Handler: hostChecked(ln.Addr().String(), mux),
 		// No WriteTimeout: it would end every page's stream with it; each
 		// write is bounded by connlimit's writeTimeout instead.
 		ReadHeaderTimeout: s.headerTimeout,
@@ -215,23 +216,63 @@ func (s *Server) routes(hub *Hub, g prometheus.Gatherer) *http.ServeMux {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: log.New(slogWriter{s.log}, "", 0), MaxRequestsInFlight: 4, Timeout: 30 * time.Second}))
 	static, _ := fs.Sub(page, "page")
 	files := http.FileServerFS(static)
-	mux.Handle("GET /{$}", files)
-	mux.Handle("GET /app.js", files)
-	mux.Handle("GET /style.css", files)
-	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) { s.stream(hub, w, r) })
+	page := pageHeaders(files)
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /app.js", page)
+	mux.Handle("GET /style.css", page)
+	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet { // a HEAD would hold a stream that says nothing
+			http.Error(w, "web view: GET only", http.StatusMethodNotAllowed)
+			return
+		}
+		s.stream(hub, w, r)
+	})
 	return mux
+}
+
+// pageHeaders are the page's: its own scripts and styles only, in no
+// frame, sent nowhere else.
+func pageHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// hostChecked refuses, on a loopback listener, a request whose Host is a
+// name other than localhost: a web site a local user visits could point
+// its own name at 127.0.0.1 (DNS rebinding) and read the listener.
+func hostChecked(listen string, h http.Handler) http.Handler {
+	host, _, _ := net.SplitHostPort(listen)
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.Host
+		if h, _, err := net.SplitHostPort(r.Host); err == nil {
+			name = h
+		}
+		if net.ParseIP(strings.Trim(name, "[]")) == nil && name != "localhost" {
+			http.Error(w, "metrics_addr: a loopback listener answers to an IP address or localhost, not "+strconv.Quote(name), http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // stream is a page's one event stream, in the scope its token gives.
 func (s *Server) stream(hub *Hub, w http.ResponseWriter, r *http.Request) {
 	scope, key := Scope{}, "ip "+strings.TrimSpace(hostOf(r.RemoteAddr))
+	end := time.Now().Add(anonStreamLife)
 	if tok := r.URL.Query().Get("token"); tok != "" {
-		uid, ok := s.tokens.Check(tok, time.Now())
+		uid, exp, ok := s.tokens.Check(tok, time.Now())
 		if !ok {
 			http.Error(w, "web view: the token is unknown or expired (roam web makes another)", http.StatusForbidden)
 			return
 		}
-		scope, key = Scope{User: true, UID: uid}, "uid "+itoa(uid)
+		scope, key, end = Scope{User: true, UID: uid}, "uid "+itoa(uid), exp
 	}
 	c, err := hub.join(scope, key)
 	if err != nil {
@@ -247,10 +288,14 @@ func (s *Server) stream(hub *Hub, w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
+	over := time.NewTimer(time.Until(end))
+	defer over.Stop()
 	for {
 		var msg []byte
 		select {
 		case <-r.Context().Done():
+			return
+		case <-over.C: // the token expired, or a page without one is due to reconnect
 			return
 		case <-c.gone:
 			return

@@ -66,20 +66,25 @@ func (t *Tokens) Mint(uid uint32, now time.Time) (string, time.Time, error) {
 	return s, exp, nil
 }
 
-// Check returns the uid a live token was minted for.
-func (t *Tokens) Check(s string, now time.Time) (uint32, bool) {
+// Check returns the uid a live token was minted for, and when it
+// expires.
+func (t *Tokens) Check(s string, now time.Time) (uint32, time.Time, bool) {
 	sum := sha256.Sum256([]byte(s))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expire(now)
 	var uid uint32
+	var exp time.Time
 	found := 0
 	for _, k := range t.kept { // every one, no early exit
 		eq := subtle.ConstantTimeCompare(sum[:], k.sum[:])
 		uid |= uint32(subtle.ConstantTimeSelect(eq, int(k.uid), 0))
+		if eq == 1 {
+			exp = k.expires
+		}
 		found |= eq
 	}
-	return uid, found == 1
+	return uid, exp, found == 1
 }
 
 // Len is how many tokens are alive.

@@ -26,30 +26,30 @@ func TestTokens(t *testing.T) {
 	if err != nil || !exp.Equal(now.Add(time.Hour)) || len(a1) != 43 {
 		t.Fatalf("Mint: %q %v %v", a1, exp, err)
 	}
-	if uid, ok := ts.Check(a1, now); !ok || uid != 70001 {
-		t.Fatalf("Check of a fresh token: %d %v", uid, ok)
+	if uid, until, ok := ts.Check(a1, now); !ok || uid != 70001 || !until.Equal(exp) {
+		t.Fatalf("Check of a fresh token: %d %v %v", uid, until, ok)
 	}
 	for _, bad := range []string{"", "x", a1[:42], a1 + "A", strings.ToUpper(a1)} {
-		if uid, ok := ts.Check(bad, now); ok {
+		if uid, _, ok := ts.Check(bad, now); ok {
 			t.Errorf("Check(%q) = %d, true", bad, uid)
 		}
 	}
-	if _, ok := ts.Check(a1, now.Add(time.Hour)); ok {
+	if _, _, ok := ts.Check(a1, now.Add(time.Hour)); ok {
 		t.Error("a token past its hour still checks")
 	}
 	a1, _, _ = ts.Mint(70001, now)
 	a2, _, _ := ts.Mint(70001, now.Add(time.Second))
 	a3, _, _ := ts.Mint(70001, now.Add(2*time.Second)) // a1 goes
-	if _, ok := ts.Check(a1, now.Add(3*time.Second)); ok {
+	if _, _, ok := ts.Check(a1, now.Add(3*time.Second)); ok {
 		t.Error("a uid's oldest token stayed past its bound of 2")
 	}
 	for _, tok := range []string{a2, a3} {
-		if uid, ok := ts.Check(tok, now.Add(3*time.Second)); !ok || uid != 70001 {
+		if uid, _, ok := ts.Check(tok, now.Add(3*time.Second)); !ok || uid != 70001 {
 			t.Errorf("a uid's newer tokens: %d %v", uid, ok)
 		}
 	}
 	r, _, _ := ts.Mint(0, now)
-	if uid, ok := ts.Check(r, now); !ok || uid != 0 {
+	if uid, _, ok := ts.Check(r, now); !ok || uid != 0 {
 		t.Errorf("root's token: %d %v", uid, ok)
 	}
 	ts.Mint(70002, now)
