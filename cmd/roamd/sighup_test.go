@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,8 +56,12 @@ func TestSIGHUPReloadsAndKeepsRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "sock")
-	gossip := freeLoopbackPort(t)
-	base := "node_id: hup1\nbind_addr: 127.0.0.1\ngossip_port: " + strconv.Itoa(gossip) + "\npeer_port: " + strconv.Itoa(freeLoopbackPort(t)) +
+	// An address of loopback's /8 of its own: the ports other packages'
+	// tests take on 127.0.0.1 meanwhile (go test runs them side by side)
+	// cannot be the ones it found free.
+	host := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(250), rand.IntN(256), 1+rand.IntN(250))
+	gossip := freeLoopbackPort(t, host)
+	base := "node_id: hup1\nbind_addr: " + host + "\ngossip_port: " + strconv.Itoa(gossip) + "\npeer_port: " + strconv.Itoa(freeLoopbackPort(t, host)) +
 		"\nsecret_file: " + sec + "\nstate_dir: " + filepath.Join(dir, "state") + "\nsocket: " + sock +
 		"\ninit_path: " + initPath + "\njob_cgroup: none\n"
 	conf := filepath.Join(dir, "roamd.yaml")
@@ -76,16 +82,45 @@ func TestSIGHUPReloadsAndKeepsRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { notes.Close() })
-	// nextNote is systemd's next notification from roamd.
+	noteCh := make(chan string, 16)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := notes.Read(buf)
+			if err != nil {
+				return
+			}
+			noteCh <- string(buf[:n])
+		}
+	}()
+	// logged is every line roamd logged so far; ended closes when its
+	// stderr does (it exited).
+	var logMu sync.Mutex
+	var logged []string
+	ended := make(chan struct{})
+	roamdLog := func() string {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return strings.Join(logged, "\n")
+	}
+	// nextNote is systemd's next notification from roamd; roamd's end
+	// before it fails at once, with what roamd logged.
 	nextNote := func() string {
 		t.Helper()
-		notes.SetReadDeadline(time.Now().Add(time.Minute))
-		buf := make([]byte, 4096)
-		n, err := notes.Read(buf)
-		if err != nil {
-			t.Fatalf("no notification to systemd: %v", err)
+		select {
+		case n := <-noteCh:
+			return n
+		case <-ended:
+			select {
+			case n := <-noteCh:
+				return n
+			default:
+			}
+			t.Fatalf("roamd ended before its next notification to systemd; it logged:\n%s", roamdLog())
+		case <-time.After(time.Minute):
+			t.Fatalf("no notification to systemd in a minute; roamd logged:\n%s", roamdLog())
 		}
-		return string(buf[:n])
+		return ""
 	}
 	cmd := exec.Command(os.Args[0], "--config", conf)
 	cmd.Env = append(os.Environ(), "ROAMD_TEST_RUN="+run, "NOTIFY_SOCKET="+notifyPath)
@@ -107,8 +142,12 @@ func TestSIGHUPReloadsAndKeepsRunning(t *testing.T) {
 	go func() {
 		sc := bufio.NewScanner(logs)
 		for sc.Scan() {
+			logMu.Lock()
+			logged = append(logged, sc.Text())
+			logMu.Unlock()
 			lines <- sc.Text()
 		}
+		close(ended)
 		close(lines)
 		_, _ = io.Copy(io.Discard, logs)
 		exited <- cmd.Wait()
@@ -200,17 +239,18 @@ func TestSIGHUPReloadsAndKeepsRunning(t *testing.T) {
 	}
 }
 
-// freeLoopbackPort is a port free for TCP and UDP on 127.0.0.1.
-func freeLoopbackPort(t *testing.T) int {
+// freeLoopbackPort is a port free for TCP and UDP on host, a loopback
+// address.
+func freeLoopbackPort(t *testing.T, host string) int {
 	t.Helper()
 	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		if u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
+		if u, err := net.ListenPacket("udp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
 			u.Close()
 			return p
 		}
