@@ -77,6 +77,11 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	code := m.Run()
 	os.RemoveAll(root)
+	// Every cluster of the tests is down: the host's mount point of jobs'
+	// spools goes too, unless another cluster or job of this host uses it.
+	if !emu.RemoveJobDir() {
+		fmt.Fprintln(os.Stderr, "e2e: /run/roam/job is left: another emulated cluster or job on this host uses it")
+	}
 	os.Exit(code)
 }
 
