@@ -82,6 +82,7 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 			"limits: {keep_finished: 1s}", "limits: {keep_finished_per_user: 0}", "limits: {ghost_bytes: -1}", "limits: {checkpoint_bytes: 1}",
 			"limits: {connections_per_user: 0}", "limits: {connections: 0}", "limits: {peer_connections: 0}"},
 		"metrics_addr":       {"metrics_addr: nowhere", "metrics_addr: host.example:9947", "metrics_addr: 127.0.0.1:0"},
+		"metrics_job_users":  {"metrics_job_users: maybe", "metrics_job_users: [true]"},
 		"metrics_web_config": {"metrics_web_config: /etc/roam/web.yml", "metrics_addr: 127.0.0.1:9947\nmetrics_web_config: rel.yml", "metrics_addr: 127.0.0.1:9947\nmetrics_web_config: " + badWeb},
 		"server":             {"server: {header_timeout: 1ms}", "server: {idle_timeout: 2h}", "server: {body_timeout: 0s}", "server: {body_timeout: 10}", "server: {write_timeout: 2h}"},
 	}
