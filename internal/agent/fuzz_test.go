@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/keeper"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
@@ -330,6 +331,8 @@ func buildFzAgent(t *testing.T, st *job.Store, dir string) *fzAgent {
 	t.Helper()
 	a, node := fzBare(t)
 	a.cfg.StateDir = dir
+	// The keeper New made is of the bare config's state directory.
+	a.keeper = keeper.New(filepath.Join(dir, "checkpoints"), ckptKey(a.parts), a.cfg.Limits.CheckpointBytes, rankStore)
 	a.imageDir = filepath.Join(dir, "images")
 	node.spool = filepath.Join(dir, "spool")
 	a.peerMux = a.newPeerMux()
