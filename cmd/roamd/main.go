@@ -93,6 +93,8 @@ func serve(configPath string, debug, checkOnly, logJSON bool) int {
 		return 1
 	}
 	web := w.observer(cfg, &p, logger)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	a, err := agent.New(cfg, p, logger)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "roamd: %v\n", err)
@@ -108,10 +110,11 @@ func serve(configPath string, debug, checkOnly, logJSON bool) int {
 		return 1
 	}
 	// The API listens now: systemd's Type=notify starts what waits for
-	// roamd (systemctl start returns) only at this line.
+	// roamd (systemctl start returns) only at this line. The signals are
+	// caught since before the start: a reload sent as soon as READY=1
+	// came (systemctl reload, a script) had killed roamd, SIGHUP's
+	// default, before the handler was in place.
 	notify(logger, daemon.SdNotifyReady)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	for {
 		select {
 		case s := <-sig:

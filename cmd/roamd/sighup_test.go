@@ -82,6 +82,7 @@ func TestSIGHUPReloadsAndKeepsRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { notes.Close() })
+	exited := make(chan error, 1)
 	noteCh := make(chan string, 16)
 	go func() {
 		buf := make([]byte, 4096)
@@ -116,7 +117,13 @@ func TestSIGHUPReloadsAndKeepsRunning(t *testing.T) {
 				return n
 			default:
 			}
-			t.Fatalf("roamd ended before its next notification to systemd; it logged:\n%s", roamdLog())
+			var status error
+			select {
+			case status = <-exited:
+				exited <- status // for the cleanup
+			case <-time.After(10 * time.Second):
+			}
+			t.Fatalf("roamd ended (%v) before its next notification to systemd; it logged:\n%s", status, roamdLog())
 		case <-time.After(time.Minute):
 			t.Fatalf("no notification to systemd in a minute; roamd logged:\n%s", roamdLog())
 		}
@@ -133,7 +140,6 @@ func TestSIGHUPReloadsAndKeepsRunning(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-exited
