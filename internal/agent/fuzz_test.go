@@ -33,7 +33,6 @@ import (
 	"testing"
 	"time"
 
-	"roam/internal/agent/keeper"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
@@ -166,11 +165,14 @@ func (fzNoNet) RoundTrip(*http.Request) (*http.Response, error) {
 
 // fzBare is an agent as New makes it, with no job table: enough for what
 // memberlist calls.
-func fzBare(tb testing.TB) (*Agent, *fzNode) {
+func fzBare(tb testing.TB) (*Agent, *fzNode) { return fzBareIn(tb, "/nonexistent/state") }
+
+// fzBareIn is fzBare with its state in dir.
+func fzBareIn(tb testing.TB, dir string) (*Agent, *fzNode) {
 	tb.Helper()
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.BindAddr, cfg.Capacity, cfg.Scheduler = fzSelf, "127.0.0.1", 2, "static"
-	cfg.SecretFile, cfg.StateDir, cfg.Socket = "/nonexistent/secret", "/nonexistent/state", "/nonexistent/sock"
+	cfg.SecretFile, cfg.StateDir, cfg.Socket = "/nonexistent/secret", dir, "/nonexistent/sock"
 	node := &fzNode{spool: "/nonexistent/spool"}
 	a, err := New(cfg, Parts{API: fzListener{}, Transport: fzTransport{}, GossipKey: make([]byte, 32),
 		Checkpointer: node, Processes: node, Prober: node}, slog.New(slog.DiscardHandler))
@@ -329,10 +331,7 @@ func newFzAgent(t *testing.T, st *job.Store) *fzAgent {
 // buildFzAgent makes the agent and its peer routes, with its state in dir.
 func buildFzAgent(t *testing.T, st *job.Store, dir string) *fzAgent {
 	t.Helper()
-	a, node := fzBare(t)
-	a.cfg.StateDir = dir
-	// The keeper New made is of the bare config's state directory.
-	a.keeper = keeper.New(filepath.Join(dir, "checkpoints"), ckptKey(a.parts), a.cfg.Limits.CheckpointBytes, rankStore)
+	a, node := fzBareIn(t, dir) // New makes the checkpoint keeper of dir
 	a.imageDir = filepath.Join(dir, "images")
 	node.spool = filepath.Join(dir, "spool")
 	a.peerMux = a.newPeerMux()
