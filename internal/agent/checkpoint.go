@@ -71,7 +71,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 		a.jobs.mu.Lock()
 		lj.migrating = false
 		a.jobs.mu.Unlock()
-		a.kickPusher()
+		a.jobs.kickPush()
 	}
 	held := false // by a stop left to the caller
 	defer func() {

@@ -7,7 +7,6 @@ package agent
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,7 +19,6 @@ import (
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
-	"roam/internal/lockorder"
 	"roam/internal/migrate"
 )
 
@@ -43,143 +41,6 @@ const (
 	pushBatch  = maxBody / 2
 )
 
-// jobs is the job manager's in-memory state; the bbolt store is the truth
-// that survives a restart.
-type jobs struct {
-	mu    lockorder.Mutex
-	home  map[string]*job.Record   // jobs whose home is this node
-	local map[string]*localJob     // jobs running on this node
-	wake  map[string]chan struct{} // closed when a home job gets news
-	heard map[string]time.Time     // node -> its last update to this home
-	kick  chan struct{}
-	// restarting are the jobs this home consented to restart, with their
-	// record from before, until the restore's end is known (restart.go).
-	restarting map[string]*job.Record
-	// uploading are the users with a roam restart upload in progress;
-	// restoring the jobs being restored here from a checkpoint.
-	uploading map[uint32]bool
-	restoring map[string]bool
-}
-
-// wakeReaders wakes the readers waiting for news of home job id (Output).
-// mu held.
-func (j *jobs) wakeReaders(id string) {
-	if ch := j.wake[id]; ch != nil {
-		close(ch)
-		delete(j.wake, id)
-	}
-}
-
-// putHome writes changed copies of home records to the store, then, once
-// they are durable, to the table in memory; on an error neither changes.
-// mu held.
-func (j *jobs) putHome(store *job.Store, next map[string]*job.Record) error {
-	if len(next) == 0 {
-		return nil
-	}
-	recs := make([]job.Record, 0, len(next))
-	for _, r := range next {
-		recs = append(recs, *r)
-	}
-	if err := store.PutRecords(recs...); err != nil {
-		return err
-	}
-	for id, r := range next {
-		*j.home[id] = *r
-	}
-	return nil
-}
-
-// newsOf is the record update u changes: its copy in next, or a new copy
-// of the home's. known and stale say what takeOutput found of the job
-// (known: it had a record; stale: u is of an older incarnation). When u
-// is news of no record, refused is the answer. mu held.
-func (j *jobs) newsOf(u update, known, stale bool, next map[string]*job.Record, self string) (rec *job.Record, refused *ack) {
-	if rec := next[u.ID]; rec != nil {
-		return rec, nil
-	}
-	cur := j.home[u.ID]
-	if cur == nil || !known {
-		// Forgotten after a failed start: nobody will read it. Only a
-		// job's home can say it has no record of it; news that reached
-		// another node (a stale home address) is dropped, not ended. A
-		// job purged while its output was written is gone as well.
-		h, _ := homeOf(u.ID)
-		return nil, &ack{Done: true, Gone: h == self}
-	}
-	if stale || u.Inc < cur.Inc {
-		// A copy of an incarnation before the job's restart from a
-		// checkpoint (its node was cut off, not dead): it is ended, and
-		// nothing it says is taken.
-		return nil, &ack{Done: true, Gone: true}
-	}
-	c := *cur
-	return &c, nil
-}
-
-// hasLocal says job id runs here as pid.
-func (j *jobs) hasLocal(id string, pid int) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	lj := j.local[id]
-	return lj != nil && lj.rec.PID == pid
-}
-
-// count is how many jobs run here.
-func (j *jobs) count() int {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return len(j.local)
-}
-
-// owner is the owner of a job running here, nil when unknown (a record
-// of an older roam says uid 0: root's eyes only).
-func (j *jobs) owner(id string) *uint32 {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if lj := j.local[id]; lj != nil {
-		uid := lj.rec.UID
-		return &uid
-	}
-	return nil
-}
-
-// homeRecord is the record of a job whose home is this node.
-func (j *jobs) homeRecord(id string) (job.Record, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if r := j.home[id]; r != nil {
-		return *r, nil
-	}
-	return job.Record{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
-}
-
-// localJob is a job running on this node.
-type localJob struct {
-	rec    job.Local
-	stdin  *os.File // nil when the job takes no stdin or after a restart
-	ackOut int64    // what the home node has; -1 until it told us
-	ackErr int64
-	// migrating: a migration is moving it; the push loop leaves it alone.
-	migrating bool
-	// lastTry is when a policy last tried to move it and failed;
-	// unmovable says why, when the reason will not go away (it pins).
-	lastTry   time.Time
-	unmovable string
-	// lastPush is when news of it last went to its home (see aliveEvery).
-	lastPush time.Time
-	// sizeChecked is when its spool was last held against
-	// limits.output_bytes; why says why this node killed it, if it did.
-	sizeChecked time.Time
-	why         string
-	// arrivedAt is when it started or came here; lastCkpt when its last
-	// periodic checkpoint here began; ckptJob its record's part a
-	// checkpoint keeps, once asked of its home.
-	arrivedAt time.Time
-	lastCkpt  time.Time
-	ckptJob   *migrate.CheckpointJob
-}
-
 // openJobs opens the job table and reloads what an earlier run left.
 func (a *Agent) openJobs() error {
 	st, err := job.Open(filepath.Join(a.cfg.StateDir, "state.db"))
@@ -187,10 +48,7 @@ func (a *Agent) openJobs() error {
 		return err
 	}
 	a.store = st
-	a.jobs = &jobs{home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
-		heard: map[string]time.Time{}, kick: make(chan struct{}, 1),
-		restarting: map[string]*job.Record{}}
-	a.jobs.initLocks()
+	a.jobs = newJobs(st)
 	a.spools = spool.New(filepath.Join(a.cfg.StateDir, "home"), rankSpool)
 	// One bad value (a disk error, a bug of an older roam) must not keep
 	// the agent, and every other job, from starting.
@@ -208,7 +66,6 @@ func (a *Agent) openJobs() error {
 	}
 	var last uint64
 	for i := range recs {
-		a.jobs.home[recs[i].ID] = &recs[i]
 		if h, seq, ok := jobSeq(recs[i].ID); ok && h == a.cfg.NodeID {
 			last = max(last, seq)
 		}
@@ -222,9 +79,7 @@ func (a *Agent) openJobs() error {
 	if err != nil {
 		return err
 	}
-	for _, l := range locals {
-		a.jobs.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1, arrivedAt: time.Now()}
-	}
+	a.jobs.load(recs, locals, time.Now())
 	a.log.Info("job table loaded", "home_jobs", len(recs), "local_jobs", len(locals))
 	return nil
 }
@@ -294,35 +149,38 @@ func (a *Agent) signalOn(node, id string, sig int) error {
 // signalJob signals a job running here: its roam-init, which forwards the
 // signal to the program's process group (SIGKILL ends the namespace).
 func (a *Agent) signalJob(id string, sig syscall.Signal) error {
-	lj, movedTo := a.settledLocal(id)
+	l, here, movedTo := a.settledLocal(id)
 	if movedTo != "" {
 		return a.signalOn(movedTo, id, int(sig))
 	}
-	if lj == nil || !a.procs.Alive(lj.rec.PID, lj.rec.StartTix) {
+	if !here || !a.procs.Alive(l.PID, l.StartTix) {
 		return errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	}
-	return a.procs.Signal(lj.rec.PID, sig)
+	return a.procs.Signal(l.PID, sig)
 }
 
 // settledLocal waits until no migration moves job id, then returns it
 // when it runs here, or the node it moved to (for a caller whose record of
 // the job's node is older than the move).
-func (a *Agent) settledLocal(id string) (*localJob, string) {
+func (a *Agent) settledLocal(id string) (l job.Local, here bool, movedTo string) {
 	deadline := time.Now().Add(restoreTimeout)
 	for {
-		a.jobs.mu.Lock()
-		lj := a.jobs.local[id]
-		movedTo := a.migr.movedTo[id]
-		busy := lj != nil && lj.migrating
-		a.jobs.mu.Unlock()
+		l, here, busy := a.jobs.localOf(id)
 		if !busy || time.Now().After(deadline) {
-			if lj != nil {
-				movedTo = ""
+			if !here {
+				movedTo = a.movedTo(id)
 			}
-			return lj, movedTo
+			return l, here, movedTo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// movedTo is the node job id went to from here, if it did.
+func (a *Agent) movedTo(id string) string {
+	a.jobs.mu.Lock()
+	defer a.jobs.mu.Unlock()
+	return a.migr.movedTo[id]
 }
 
 // ---- ps ----
@@ -341,31 +199,16 @@ type psPart struct {
 }
 
 func (a *Agent) psLocal() psPart {
-	type proc struct {
-		id  string
-		pid int
-		tix uint64
-		rec job.Local
-	}
-	var procs []proc
 	p := psPart{Usage: map[string]usage{}}
-	a.jobs.mu.Lock()
-	for _, r := range a.jobs.home {
-		rec := *r
-		rec.Env = nil // ps shows none, and it may be megabytes a job
-		p.Records = append(p.Records, rec)
-	}
-	for id, lj := range a.jobs.local {
-		procs = append(procs, proc{id, lj.rec.PID, lj.rec.StartTix, lj.rec})
-	}
-	a.jobs.mu.Unlock()
+	var locals []job.Local
+	p.Records, locals = a.jobs.psView()
 	// /proc and the cgroups are read without the job lock.
-	for _, pr := range procs {
-		if a.procs.Alive(pr.pid, pr.tix) {
+	for _, l := range locals {
+		if a.procs.Alive(l.PID, l.StartTix) {
 			// Its CPU time on every node it ran on, as if it had run here
 			// all along (the user sees the job as local).
-			cpu, rss := a.procs.Usage(pr.id, pr.pid)
-			p.Usage[pr.id] = usage{attainedFrom(cpu, pr.rec), rss, a.procs.Stopped(pr.pid)}
+			cpu, rss := a.procs.Usage(l.ID, l.PID)
+			p.Usage[l.ID] = usage{attainedFrom(cpu, l), rss, a.procs.Stopped(l.PID)}
 		}
 	}
 	return p

@@ -71,37 +71,22 @@ func (a *Agent) sweepLost() {
 	for id, p := range all {
 		news[id] = nodeNews{listed: true, alive: p.Alive, since: p.Since}
 	}
+	heard := a.jobs.heardFrom()
 	dead := func(node string) bool {
 		if node == a.cfg.NodeID || node == "" {
 			return false
 		}
 		n := news[node]
-		n.heard = a.jobs.heard[node]
+		n.heard = heard[node]
 		return nodeDead(n, a.started, now)
 	}
-	a.jobs.mu.Lock()
-	var lost, again []job.Record
-	for _, r := range a.jobs.home {
-		switch {
-		case r.State != job.StateRunning || !dead(r.Node) || a.jobs.restarting[r.ID] != nil:
-		case restartable(r.Newest, r.Node, dead):
-			// Restarted from its newest checkpoint instead (restart.go).
-			again = append(again, *r)
-		default:
-			r.State, r.LostAt = job.StateLost, now
-			lost = append(lost, *r)
-			a.jobs.wakeReaders(r.ID)
-		}
+	// Restarted from its newest checkpoint instead (restart.go).
+	again := func(r job.Record) bool { return restartable(r.Newest, r.Node, dead) }
+	lost, restart, err := a.jobs.markLost(now, dead, again)
+	if err != nil {
+		a.log.Error("job table", "err", err)
 	}
-	// Written under the lock, as takeUpdates writes: a later revival or
-	// exit cannot be overwritten by this older state.
-	if len(lost) > 0 {
-		if err := a.store.PutRecords(lost...); err != nil {
-			a.log.Error("job table", "err", err)
-		}
-	}
-	a.jobs.mu.Unlock()
-	for _, r := range again {
+	for _, r := range restart {
 		go a.restartLost(r, r.Node)
 	}
 	for _, r := range lost {

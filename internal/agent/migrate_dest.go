@@ -331,7 +331,7 @@ func (a *Agent) doIn(in *inMig, act migrate.DestAction) migrate.DestEvent {
 			in.ph.add("cpu cgroup", t)
 		}
 		a.removeImages(in, true)
-		a.kickPusher()
+		a.jobs.kickPush()
 	case migrate.Discard:
 		a.discardIn(in, r)
 		in.ph.add("discard", t)

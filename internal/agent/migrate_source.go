@@ -491,7 +491,7 @@ func (o *outMig) finish(r migrate.Record, err error) {
 	if err == nil && o.spool != "" {
 		os.RemoveAll(o.spool)
 	}
-	a.kickPusher()
+	a.jobs.kickPush()
 	select {
 	case o.done <- err:
 	default:

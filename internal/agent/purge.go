@@ -12,7 +12,6 @@ import (
 	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
-	"roam/internal/job"
 )
 
 // expireEvery is how often a home removes the jobs past their keep.
@@ -20,14 +19,7 @@ const expireEvery = time.Minute
 
 // expireJobs removes this home's ended jobs that Limits.expired picks.
 func (a *Agent) expireJobs(now time.Time) int {
-	a.jobs.mu.Lock()
-	recs := make([]job.Record, 0, len(a.jobs.home))
-	for _, r := range a.jobs.home {
-		if r.Over() {
-			recs = append(recs, *r)
-		}
-	}
-	a.jobs.mu.Unlock()
+	recs := a.jobs.ended(0, true)
 	return a.removeEnded(a.cfg.Limits.Expired(recs, now))
 }
 
@@ -37,24 +29,11 @@ func (a *Agent) removeEnded(ids []string) int {
 	if len(ids) == 0 {
 		return 0
 	}
-	a.jobs.mu.Lock()
-	var gone []job.Record
-	for _, id := range ids {
-		if r := a.jobs.home[id]; r != nil && r.Over() {
-			gone = append(gone, *r)
-		}
-	}
-	// The table first: a record removed from memory but not from disk
-	// would come back at the next start; the other way round, nothing.
-	if err := a.store.DeleteRecords(gone); err != nil {
-		a.jobs.mu.Unlock()
+	gone, err := a.jobs.removeEnded(ids)
+	if err != nil {
 		a.log.Error("job table: remove ended jobs", "err", err)
 		return 0
 	}
-	for _, r := range gone {
-		delete(a.jobs.home, r.ID)
-	}
-	a.jobs.mu.Unlock()
 	for _, r := range gone {
 		a.spools.Remove(r.ID)
 		if r.Newest != nil && r.Newest.StoredOn != "" {
@@ -74,14 +53,10 @@ type purgeRequest struct {
 
 // purgeLocal is /v1/peer/purge: this home's part of a purge.
 func (a *Agent) purgeLocal(req purgeRequest) (api.PurgeResult, error) {
-	a.jobs.mu.Lock()
 	var ids []string
-	for id, r := range a.jobs.home {
-		if r.Over() && (req.All || r.UID == req.UID) {
-			ids = append(ids, id)
-		}
+	for _, r := range a.jobs.ended(req.UID, req.All) {
+		ids = append(ids, r.ID)
 	}
-	a.jobs.mu.Unlock()
 	return api.PurgeResult{Removed: a.removeEnded(ids)}, nil
 }
 

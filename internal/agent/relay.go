@@ -31,13 +31,6 @@ type (
 
 // ---- current node: push output and exit status home ----
 
-func (a *Agent) kickPusher() {
-	select {
-	case a.jobs.kick <- struct{}{}:
-	default:
-	}
-}
-
 // pushLoop pushes news every pushEvery while jobs run here; with none it
 // sleeps until a start kicks it, so an idle agent does not wake 20 times a
 // second for nothing.
@@ -54,7 +47,7 @@ func (a *Agent) pushLoop() {
 		case <-a.stop:
 			return
 		case <-tick:
-		case <-a.jobs.kick:
+		case <-a.jobs.kicked():
 		}
 		a.pushOnce()
 	}
@@ -92,30 +85,7 @@ type homeBatch struct {
 // slow disk or thousands of jobs do not stop every request of the node.
 func (a *Agent) pushBatches() []*homeBatch {
 	now := time.Now()
-	type item struct {
-		id       string
-		lj       *localJob
-		st       newsState
-		checkCap bool
-		// Found without the lock.
-		u      update
-		send   bool
-		killed string
-	}
-	var items []*item
-	a.jobs.mu.Lock()
-	for id, lj := range a.jobs.local {
-		if lj.migrating {
-			continue
-		}
-		it := &item{id: id, lj: lj, st: lj.newsState(), checkCap: lj.why == "" && now.Sub(lj.sizeChecked) >= time.Second}
-		if it.checkCap {
-			lj.sizeChecked = now
-		}
-		items = append(items, it)
-	}
-	a.jobs.mu.Unlock()
-
+	items := a.jobs.pushItems(now)
 	for _, it := range items {
 		if it.checkCap {
 			if n := spool.Size(it.st.dir); n > a.cfg.Limits.OutputBytes {
@@ -125,56 +95,11 @@ func (a *Agent) pushBatches() []*homeBatch {
 		}
 		it.u, it.send = it.st.news(a.procs)
 	}
-
-	var out []*homeBatch
-	last := map[string]*homeBatch{}
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	for _, it := range items {
-		lj := it.lj
-		// A job that began to migrate, or ended here, while its files
-		// were read is left to the migration, or gone.
-		if a.jobs.local[it.id] != lj || lj.migrating {
-			continue
-		}
-		if it.killed != "" && lj.why == "" {
-			lj.why = it.killed
-			go a.procs.Kill(lj.rec.PID, lj.rec.StartTix, 5*time.Second)
-		}
-		u := it.u
-		u.Why = lj.why
-		if !it.send && now.Sub(lj.lastPush) < aliveEvery {
-			continue
-		}
-		lj.lastPush = now
-		moves := lj.rec.Moves
-		u.ID, u.Node, u.Inc, u.Moves = it.id, a.cfg.NodeID, lj.rec.Inc, &moves
-		// Each update costs its JSON besides its output: a heartbeat of
-		// thousands of jobs must still fit a request.
-		size := len(u.Out) + len(u.Err) + relay.UpdateOverhead
-		b := last[lj.rec.Home]
-		if b == nil || b.size+size > pushBatch {
-			b = &homeBatch{home: lj.rec.Home, addr: lj.rec.HomeAddr}
-			last[lj.rec.Home] = b
-			out = append(out, b)
-		}
-		b.ups = append(b.ups, u)
-		b.size += size
+	out, kills := a.jobs.pushed(items, a.cfg.NodeID, now)
+	for _, k := range kills {
+		go a.procs.Kill(k.pid, k.tix, 5*time.Second)
 	}
 	return out
-}
-
-// newsState is what a job's news is read from: copied under the job
-// lock, read without it.
-type newsState struct {
-	dir            string
-	pid            int
-	tix            uint64
-	ackOut, ackErr int64
-}
-
-func (lj *localJob) newsState() newsState {
-	return newsState{dir: lj.rec.Dir, pid: lj.rec.PID, tix: lj.rec.StartTix, ackOut: lj.ackOut, ackErr: lj.ackErr}
 }
 
 // news reads what the home does not have yet: the output past what it
@@ -205,28 +130,9 @@ func (st newsState) news(procs job.Processes) (update, bool) {
 }
 
 func (a *Agent) applyAcks(acks map[string]ack) {
-	var gone []job.Local // the home has no record: killed if alive
-	var dirs []string    // spools of jobs whose home has everything
-	a.jobs.mu.Lock()
-	for id, k := range acks {
-		lj := a.jobs.local[id]
-		if lj == nil {
-			continue
-		}
-		if k.Gone {
-			gone = append(gone, lj.rec)
-		}
-		lj.ackOut, lj.ackErr = k.Out, k.Err
-		if k.Done {
-			if lj.stdin != nil {
-				lj.stdin.Close()
-			}
-			delete(a.jobs.local, id)
-			_ = a.store.DeleteLocal(id)
-			dirs = append(dirs, lj.rec.Dir)
-		}
-	}
-	a.jobs.mu.Unlock()
+	// gone: the home has no record, killed if alive; dirs: spools of
+	// jobs whose home has everything.
+	gone, dirs := a.jobs.acked(acks)
 	if len(dirs) > 0 {
 		a.kickLoad()
 	}
@@ -251,63 +157,21 @@ func (a *Agent) applyAcks(acks map[string]ack) {
 // deletes its own copy). When the table cannot be written, nothing is
 // acknowledged and nothing changes in memory: the node sends it again.
 func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
-	out := map[string]ack{}
-	var events []api.Event
-	// Recorded once the lock is let go, and only when the records are
-	// written (events is cleared when they are not).
-	defer func() {
-		for _, e := range events {
-			a.event(e)
-		}
-	}()
-
 	got, known, stale := a.takeOutput(ups)
-	a.jobs.mu.Lock()
-	next := map[string]*job.Record{} // changed copies of records
-	var done []string
-	// the periodic checkpoints of the jobs that ended, no longer needed
-	drops := map[string]api.Checkpoint{}
-	for i, u := range ups {
-		rec, refused := a.jobs.newsOf(u, known[u.ID], stale[u.ID], next, a.cfg.NodeID)
-		if refused != nil {
-			if refused.Gone && known[u.ID] && a.jobs.home[u.ID] != nil {
-				a.log.Warn("news of an old copy refused: its node ends it", "job", u.ID, "node", u.Node, "inc", u.Inc)
-			}
-			out[u.ID] = *refused
-			continue
-		}
-		no, ne := got[i][0], got[i][1]
-		res := relay.Apply(rec, u, no, ne, time.Now())
-		if res.Event != nil {
-			events = append(events, *res.Event)
-		}
-		if res.Heard {
-			a.jobs.heard[u.Node] = time.Now()
-		}
-		if res.Drop != nil {
-			drops[u.ID] = *res.Drop
-		}
-		if res.Changed {
-			next[u.ID] = rec // a copy taken from next is there already
-		}
-		if res.Over {
-			done = append(done, u.ID)
-		}
-		out[u.ID] = ack{Out: no, Err: ne, Done: res.Over}
-	}
-	if err := a.jobs.putHome(a.store, next); err != nil {
-		a.jobs.mu.Unlock()
+	t, err := a.jobs.takeNews(ups, got, known, stale, a.cfg.NodeID, time.Now())
+	if err != nil {
 		a.log.Error("job table: updates not taken", "err", err)
-		events = nil
 		return nil, errkind.New(peer.ErrUnavailable, "job table of node %s: %v", a.cfg.NodeID, err)
 	}
-	for _, u := range ups {
-		a.jobs.wakeReaders(u.ID)
+	for _, u := range t.refused {
+		a.log.Warn("news of an old copy refused: its node ends it", "job", u.ID, "node", u.Node, "inc", u.Inc)
 	}
-	a.jobs.mu.Unlock()
-
-	a.settleEnded(done, drops, out)
-	return out, nil
+	a.settleEnded(t.done, t.drops, t.acks)
+	// Recorded once the records are written, and only then.
+	for _, e := range t.events {
+		a.event(e)
+	}
+	return t.acks, nil
 }
 
 // takeOutput appends the updates' output to the home spools, without the
@@ -317,14 +181,7 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 // known), or news of a copy of an older incarnation (stale), gets nothing
 // written; got is each update's sizes of the spool after it.
 func (a *Agent) takeOutput(ups []update) (got [][2]int64, known, stale map[string]bool) {
-	a.jobs.mu.Lock()
-	known, stale = map[string]bool{}, map[string]bool{}
-	for _, u := range ups {
-		r := a.jobs.home[u.ID]
-		known[u.ID] = r != nil
-		stale[u.ID] = r != nil && u.Inc < r.Inc
-	}
-	a.jobs.mu.Unlock()
+	known, stale = a.jobs.known(ups)
 	got = make([][2]int64, len(ups))
 	for i, u := range ups {
 		if !known[u.ID] || stale[u.ID] {
@@ -363,19 +220,10 @@ func (a *Agent) settleEnded(done []string, drops map[string]api.Checkpoint, out 
 func (a *Agent) Output(id string, outOff, errOff int64, wait time.Duration) (api.Output, error) {
 	deadline := time.Now().Add(min(wait, maxWait))
 	for {
-		a.jobs.mu.Lock()
-		rec := a.jobs.home[id]
-		if rec == nil {
-			a.jobs.mu.Unlock()
+		r, ch, ok := a.jobs.homeWait(id)
+		if !ok {
 			return api.Output{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
 		}
-		r := *rec
-		ch := a.jobs.wake[id]
-		if ch == nil {
-			ch = make(chan struct{})
-			a.jobs.wake[id] = ch
-		}
-		a.jobs.mu.Unlock()
 
 		o := api.Output{ID: id, State: r.State, Ended: r.Over(), ExitCode: r.ExitCode, Node: r.Node, LostAt: r.LostAt, Inc: r.Inc}
 		if n := len(r.Restarts); n > 0 {
@@ -429,25 +277,19 @@ func (a *Agent) stdinOn(node, id string, data []byte, eof bool) (api.StdinResult
 // stdinLocal passes bytes to the stdin of a job running here, or on to
 // the node it moved to.
 func (a *Agent) stdinLocal(id string, data []byte, eof bool) (api.StdinResult, error) {
-	lj, movedTo := a.settledLocal(id)
+	_, _, movedTo := a.settledLocal(id)
 	if movedTo != "" {
 		return a.stdinOn(movedTo, id, data, eof)
-	}
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	if lj == nil || lj.stdin == nil {
-		return api.StdinResult{}, errkind.New(peer.ErrNotFound, "job %s takes no stdin here", id)
 	}
 	// What the pipe takes now, and no more: a job that does not read its
 	// stdin holds no buffer and no goroutine of the agent's, whatever is
 	// sent to it. The pipe's contents move with the job.
-	n, err := writeNow(lj.stdin, data)
-	if err != nil {
+	n, found, err := a.jobs.writeStdin(id, data, eof)
+	switch {
+	case !found:
+		return api.StdinResult{}, errkind.New(peer.ErrNotFound, "job %s takes no stdin here", id)
+	case err != nil:
 		return api.StdinResult{Accepted: n}, errkind.New(peer.ErrUnavailable, "stdin of job %s: %v", id, err)
-	}
-	if eof && n == len(data) {
-		lj.stdin.Close()
-		lj.stdin = nil
 	}
 	return api.StdinResult{Accepted: n}, nil
 }

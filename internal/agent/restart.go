@@ -442,7 +442,7 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 	delete(a.migr.movedTo, l.ID)
 	a.jobs.mu.Unlock()
 	a.ckpt.Thaw(pid, hdr.Stopped)
-	a.kickPusher()
+	a.jobs.kickPush()
 	a.log.Info("job restarted from a checkpoint", "job", l.ID, "inc", l.Inc, "checkpoint_at", s.meta.At, "from", s.meta.Node)
 	return nil
 }

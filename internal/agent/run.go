@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/user"
 	"strconv"
 	"strings"
@@ -57,7 +58,7 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 		a.forgetHome(recs)
 		return api.RunResponse{}, err
 	}
-	if err := a.markRunning(recs); err != nil {
+	if err := a.jobs.markRunning(recs); err != nil {
 		return api.RunResponse{}, err
 	}
 	resp := api.RunResponse{Nodes: targets}
@@ -71,20 +72,7 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 // caller's live jobs and stored output at this home included). Root's runs
 // are bounded too: its jobs cost the same.
 func (a *Agent) checkRunLimits(c Caller, req api.RunRequest) error {
-	live := 0
-	var ended []string
-	a.jobs.mu.Lock()
-	for id, r := range a.jobs.home {
-		if r.UID != c.UID {
-			continue
-		}
-		if r.Over() {
-			ended = append(ended, id)
-		} else {
-			live++
-		}
-	}
-	a.jobs.mu.Unlock()
+	live, ended := a.jobs.userJobs(c.UID)
 	// Only ended jobs' output counts: a live one is bounded by
 	// output_bytes, and stat'ing it is what the disk would feel.
 	var used int64
@@ -142,24 +130,16 @@ func (a *Agent) newHomeRecords(c Caller, req api.RunRequest, spec job.Spec, targ
 		})
 		a.event(api.Event{At: now, Kind: "place", Job: s.ID, UID: &c.UID, To: node, Why: why})
 	}
-	// The ids are taken in memory first, so that a restart that needs
-	// one of them (reopen) sees it taken; an id a record holds already
-	// (the job table's sequence behind its records) is not written over.
-	a.jobs.mu.Lock()
-	for i := range recs {
-		if a.jobs.home[recs[i].ID] != nil {
-			for _, r := range recs[:i] {
-				delete(a.jobs.home, r.ID)
-			}
-			a.jobs.mu.Unlock()
-			return nil, nil, errkind.New(peer.ErrUnavailable, "job id %s is another job's: this node's job sequence is behind its records", recs[i].ID)
-		}
-		a.jobs.home[recs[i].ID] = &recs[i]
-	}
-	a.jobs.mu.Unlock()
-	if err := a.store.PutRecords(recs...); err != nil {
-		a.forgetHome(recs)
+	// The ids are taken in one step of the job table, so that a restart
+	// that needs one of them (reopen) sees it taken; an id a record holds
+	// already (the table's sequence behind its records) is not written
+	// over.
+	id, err := a.jobs.addHome(recs)
+	switch {
+	case err != nil:
 		return nil, nil, err
+	case id != "":
+		return nil, nil, errkind.New(peer.ErrUnavailable, "job id %s is another job's: this node's job sequence is behind its records", id)
 	}
 	// The spools outside the lock: -n 10000 is as many directories.
 	for i := range recs {
@@ -231,28 +211,9 @@ func (a *Agent) startAll(byNode map[string][]job.Spec) error {
 	return firstErr
 }
 
-// markRunning marks the records running once every node confirmed their
-// start. A job that already reported its end (a fast one) stays finished.
-func (a *Agent) markRunning(recs []job.Record) error {
-	a.jobs.mu.Lock()
-	var running []job.Record
-	for _, r := range recs {
-		if h := a.jobs.home[r.ID]; h != nil && h.State == job.StateStarting {
-			h.State = job.StateRunning
-			running = append(running, *h)
-		}
-	}
-	a.jobs.mu.Unlock()
-	return a.store.PutRecords(running...)
-}
 
 func (a *Agent) forgetHome(recs []job.Record) {
-	a.jobs.mu.Lock()
-	for _, r := range recs {
-		delete(a.jobs.home, r.ID)
-	}
-	_ = a.store.DeleteRecords(recs)
-	a.jobs.mu.Unlock()
+	a.jobs.forgetHome(recs)
 	for _, r := range recs {
 		a.spools.Remove(r.ID)
 	}
@@ -347,20 +308,19 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 		procs = append(procs, p)
 		out = append(out, startResult{ID: s.ID, PID: p.PID})
 	}
-	if err := a.store.PutLocals(locals...); err != nil {
+	stdins := make([]*os.File, len(procs))
+	for i, p := range procs {
+		stdins[i] = p.Stdin
+	}
+	if err := a.jobs.addLocals(locals, stdins, time.Now()); err != nil {
 		a.log.Error("job table", "err", err)
 	}
-	a.jobs.mu.Lock()
-	for i, l := range locals {
-		a.jobs.local[l.ID] = &localJob{rec: l, stdin: procs[i].Stdin, ackOut: 0, ackErr: 0, arrivedAt: time.Now()}
-	}
-	a.jobs.mu.Unlock()
-	a.kickPusher() // wake the push loop if it slept with no jobs
+	a.jobs.kickPush() // wake the push loop if it slept with no jobs
 	a.rounds.Kick()
 	for _, p := range procs {
 		go func(p *job.Proc) {
 			_ = p.Wait() // reap; the status file says how it ended
-			a.kickPusher()
+			a.jobs.kickPush()
 			a.rounds.Kick()
 		}(p)
 	}

@@ -91,11 +91,7 @@ func (a *Agent) move(mv sched.Move) bool {
 		a.rounds.Failed(mv, time.Now())
 		e.Kind, e.Why = "failed", mv.Why+"; failed: "+err.Error()
 		if reason, pinned := migrate.PinReason(err); pinned {
-			a.jobs.mu.Lock()
-			if lj := a.jobs.local[mv.Job]; lj != nil {
-				lj.unmovable = reason
-			}
-			a.jobs.mu.Unlock()
+			a.jobs.setUnmovable(mv.Job, reason)
 		}
 	}
 	a.event(e)
@@ -137,34 +133,6 @@ type jobRef struct {
 	rec             job.Local
 	unmovable       string
 	migrating, done bool
-}
-
-// refs copies what a round reads of the jobs running here, and their
-// ids.
-func (j *jobs) refs() ([]jobRef, []string) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	refs := make([]jobRef, 0, len(j.local))
-	here := make([]string, 0, len(j.local))
-	for id, lj := range j.local {
-		refs = append(refs, jobRef{lj.rec, lj.unmovable, lj.migrating, lj.rec.Done})
-		here = append(here, id)
-	}
-	return refs, here
-}
-
-// inits are the roam-init processes of the jobs running here (pid ->
-// start time in clock ticks).
-func (j *jobs) inits() map[int]uint64 {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	inits := make(map[int]uint64, len(j.local))
-	for _, lj := range j.local {
-		if lj.rec.PID > 0 {
-			inits[lj.rec.PID] = lj.rec.StartTix
-		}
-	}
-	return inits
 }
 
 // probeJobs reads /proc and the jobs' cgroups for every job that runs
@@ -217,19 +185,11 @@ func (a *Agent) cpuHere(id string, pid int) float64 {
 
 // releaseHold hands a job placed by hand back to the policies.
 func (a *Agent) releaseHold(id string) error {
-	a.jobs.mu.Lock()
-	lj := a.jobs.local[id]
-	if lj == nil {
-		a.jobs.mu.Unlock()
+	found, err := a.jobs.releaseHold(id)
+	if !found {
 		return errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	}
-	if lj.rec.Hold == migrate.HoldManual {
-		lj.rec.Hold = migrate.HoldNone
-	}
-	lj.unmovable = ""
-	rec := lj.rec
-	a.jobs.mu.Unlock()
-	if err := a.store.PutLocals(rec); err != nil {
+	if err != nil {
 		a.log.Error("job table", "err", err)
 	}
 	a.rounds.Kick()

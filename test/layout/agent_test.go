@@ -35,7 +35,7 @@ var actionSwitches = map[string]bool{"(*outMig).do": true, "(*Agent).doIn": true
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.
 var agentDebt = map[string]int{
-	"package internal/agent":                                            7820,
+	"package internal/agent":                                            8067,
 	"methods of *Agent":                                                 153,
 	"file internal/agent/migrate_dest.go":                               561,
 	"file internal/agent/restart.go":                                    541,
@@ -45,7 +45,6 @@ var agentDebt = map[string]int{
 	"func internal/agent/config.go (Config).Validate":                   66,
 	"func internal/agent/migrate.go (*Agent).takeNote":                  63,
 	"func internal/agent/migrate_recover.go (*Agent).recoverMigrations": 70,
-	"func internal/agent/relay.go (*Agent).pushBatches":                 73,
 	"func internal/agent/restart.go (*Agent).reopen":                    116,
 	"func internal/agent/restart.go (*Agent).restoreLocal":              99,
 	"func internal/agent/routes.go (*Agent).apiRoutes":                  105,

@@ -1,0 +1,449 @@
+package agent
+
+// The job table (type jobs): the records of the jobs whose home is this
+// node and the jobs running on it, in memory and in the bbolt store. It
+// owns its lock: the other concerns call its methods, each one step done
+// under the lock, and get copies, never the table's own records.
+
+import (
+	"os"
+	"time"
+
+	"roam/internal/agent/peer"
+	"roam/internal/errkind"
+	"roam/internal/job"
+	"roam/internal/lockorder"
+	"roam/internal/migrate"
+)
+
+// jobs is the job manager's in-memory state; the bbolt store is the truth
+// that survives a restart.
+type jobs struct {
+	mu    lockorder.Mutex
+	store *job.Store               // the records' and local jobs' bbolt table
+	home  map[string]*job.Record   // jobs whose home is this node
+	local map[string]*localJob     // jobs running on this node
+	wake  map[string]chan struct{} // closed when a home job gets news
+	heard map[string]time.Time     // node -> its last update to this home
+	kick  chan struct{}
+	// restarting are the jobs this home consented to restart, with their
+	// record from before, until the restore's end is known (restart.go).
+	restarting map[string]*job.Record
+	// uploading are the users with a roam restart upload in progress;
+	// restoring the jobs being restored here from a checkpoint.
+	uploading map[uint32]bool
+	restoring map[string]bool
+}
+
+// wakeReaders wakes the readers waiting for news of home job id (Output).
+// mu held.
+func (j *jobs) wakeReaders(id string) {
+	if ch := j.wake[id]; ch != nil {
+		close(ch)
+		delete(j.wake, id)
+	}
+}
+
+// putHome writes changed copies of home records to the store, then, once
+// they are durable, to the table in memory; on an error neither changes.
+// mu held.
+func (j *jobs) putHome(next map[string]*job.Record) error {
+	if len(next) == 0 {
+		return nil
+	}
+	recs := make([]job.Record, 0, len(next))
+	for _, r := range next {
+		recs = append(recs, *r)
+	}
+	if err := j.store.PutRecords(recs...); err != nil {
+		return err
+	}
+	for id, r := range next {
+		*j.home[id] = *r
+	}
+	return nil
+}
+
+// newsOf is the record update u changes: its copy in next, or a new copy
+// of the home's. known and stale say what takeOutput found of the job
+// (known: it had a record; stale: u is of an older incarnation). When u
+// is news of no record, refused is the answer. mu held.
+func (j *jobs) newsOf(u update, known, stale bool, next map[string]*job.Record, self string) (rec *job.Record, refused *ack) {
+	if rec := next[u.ID]; rec != nil {
+		return rec, nil
+	}
+	cur := j.home[u.ID]
+	if cur == nil || !known {
+		// Forgotten after a failed start: nobody will read it. Only a
+		// job's home can say it has no record of it; news that reached
+		// another node (a stale home address) is dropped, not ended. A
+		// job purged while its output was written is gone as well.
+		h, _ := homeOf(u.ID)
+		return nil, &ack{Done: true, Gone: h == self}
+	}
+	if stale || u.Inc < cur.Inc {
+		// A copy of an incarnation before the job's restart from a
+		// checkpoint (its node was cut off, not dead): it is ended, and
+		// nothing it says is taken.
+		return nil, &ack{Done: true, Gone: true}
+	}
+	c := *cur
+	return &c, nil
+}
+
+// hasLocal says job id runs here as pid.
+func (j *jobs) hasLocal(id string, pid int) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
+	return lj != nil && lj.rec.PID == pid
+}
+
+// count is how many jobs run here.
+func (j *jobs) count() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.local)
+}
+
+// owner is the owner of a job running here, nil when unknown (a record
+// of an older roam says uid 0: root's eyes only).
+func (j *jobs) owner(id string) *uint32 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
+		uid := lj.rec.UID
+		return &uid
+	}
+	return nil
+}
+
+// homeRecord is the record of a job whose home is this node.
+func (j *jobs) homeRecord(id string) (job.Record, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r := j.home[id]; r != nil {
+		return *r, nil
+	}
+	return job.Record{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
+}
+
+// localJob is a job running on this node.
+type localJob struct {
+	rec    job.Local
+	stdin  *os.File // nil when the job takes no stdin or after a restart
+	ackOut int64    // what the home node has; -1 until it told us
+	ackErr int64
+	// migrating: a migration is moving it; the push loop leaves it alone.
+	migrating bool
+	// lastTry is when a policy last tried to move it and failed;
+	// unmovable says why, when the reason will not go away (it pins).
+	lastTry   time.Time
+	unmovable string
+	// lastPush is when news of it last went to its home (see aliveEvery).
+	lastPush time.Time
+	// sizeChecked is when its spool was last held against
+	// limits.output_bytes; why says why this node killed it, if it did.
+	sizeChecked time.Time
+	why         string
+	// arrivedAt is when it started or came here; lastCkpt when its last
+	// periodic checkpoint here began; ckptJob its record's part a
+	// checkpoint keeps, once asked of its home.
+	arrivedAt time.Time
+	lastCkpt  time.Time
+	ckptJob   *migrate.CheckpointJob
+}
+
+// newsState is what a job's news is read from: copied under the job
+// lock, read without it.
+type newsState struct {
+	dir            string
+	pid            int
+	tix            uint64
+	ackOut, ackErr int64
+}
+
+func (lj *localJob) newsState() newsState {
+	return newsState{dir: lj.rec.Dir, pid: lj.rec.PID, tix: lj.rec.StartTix, ackOut: lj.ackOut, ackErr: lj.ackErr}
+}
+
+// refs copies what a round reads of the jobs running here, and their
+// ids.
+func (j *jobs) refs() ([]jobRef, []string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	refs := make([]jobRef, 0, len(j.local))
+	here := make([]string, 0, len(j.local))
+	for id, lj := range j.local {
+		refs = append(refs, jobRef{lj.rec, lj.unmovable, lj.migrating, lj.rec.Done})
+		here = append(here, id)
+	}
+	return refs, here
+}
+
+// inits are the roam-init processes of the jobs running here (pid ->
+// start time in clock ticks).
+func (j *jobs) inits() map[int]uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	inits := make(map[int]uint64, len(j.local))
+	for _, lj := range j.local {
+		if lj.rec.PID > 0 {
+			inits[lj.rec.PID] = lj.rec.StartTix
+		}
+	}
+	return inits
+}
+
+// newJobs is an empty job table over store.
+func newJobs(store *job.Store) *jobs {
+	j := &jobs{store: store, home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
+		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), restarting: map[string]*job.Record{}}
+	j.initLocks()
+	return j
+}
+
+// load puts what the store holds into the table, at the agent's start:
+// the home records, and the local jobs, whose homes are asked what they
+// have (ackOut -1) before any output is sent.
+func (j *jobs) load(recs []job.Record, locals []job.Local, now time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for i := range recs {
+		j.home[recs[i].ID] = &recs[i]
+	}
+	for _, l := range locals {
+		j.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1, arrivedAt: now}
+	}
+}
+
+// kickPush wakes the push loop out of turn; kicked is what it waits on.
+func (j *jobs) kickPush() {
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (j *jobs) kicked() <-chan struct{} { return j.kick }
+
+// userJobs counts uid's home jobs that are live and lists those that
+// ended.
+func (j *jobs) userJobs(uid uint32) (live int, ended []string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for id, r := range j.home {
+		switch {
+		case r.UID != uid:
+		case r.Over():
+			ended = append(ended, id)
+		default:
+			live++
+		}
+	}
+	return live, ended
+}
+
+// addHome puts new home records in the table and the store. When one's
+// id is another record's (the store's job sequence behind its records),
+// it puts none and returns that id.
+func (j *jobs) addHome(recs []job.Record) (taken string, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, r := range recs {
+		if j.home[r.ID] != nil {
+			return r.ID, nil
+		}
+	}
+	if err := j.store.PutRecords(recs...); err != nil {
+		return "", err
+	}
+	for _, r := range recs {
+		j.home[r.ID] = &r
+	}
+	return "", nil
+}
+
+// markRunning marks these home records running once their nodes
+// confirmed their start; a job that already reported its end (a fast
+// one) stays finished.
+func (j *jobs) markRunning(recs []job.Record) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	next := map[string]*job.Record{}
+	for _, r := range recs {
+		if h := j.home[r.ID]; h != nil && h.State == job.StateStarting {
+			c := *h
+			c.State = job.StateRunning
+			next[r.ID] = &c
+		}
+	}
+	return j.putHome(next)
+}
+
+// forgetHome removes the records of a start that failed.
+func (j *jobs) forgetHome(recs []job.Record) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, r := range recs {
+		delete(j.home, r.ID)
+	}
+	_ = j.store.DeleteRecords(recs)
+}
+
+// addLocals writes jobs started here to the store and puts them in the
+// table, each with its stdin pipe (nil for none).
+func (j *jobs) addLocals(locals []job.Local, stdins []*os.File, now time.Time) error {
+	err := j.store.PutLocals(locals...)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for i, l := range locals {
+		j.local[l.ID] = &localJob{rec: l, stdin: stdins[i], arrivedAt: now}
+	}
+	return err
+}
+
+// ended copies the home records that ended: uid's, or every user's.
+func (j *jobs) ended(uid uint32, all bool) []job.Record {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []job.Record
+	for _, r := range j.home {
+		if r.Over() && (all || r.UID == uid) {
+			out = append(out, *r)
+		}
+	}
+	return out
+}
+
+// removeEnded removes these home records, those that have ended (a job
+// that runs is never removed), and returns them. The store first: a
+// record removed from memory but not from disk would come back at the
+// next start; the other way round, nothing.
+func (j *jobs) removeEnded(ids []string) ([]job.Record, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var gone []job.Record
+	for _, id := range ids {
+		if r := j.home[id]; r != nil && r.Over() {
+			gone = append(gone, *r)
+		}
+	}
+	if err := j.store.DeleteRecords(gone); err != nil {
+		return nil, err
+	}
+	for _, r := range gone {
+		delete(j.home, r.ID)
+	}
+	return gone, nil
+}
+
+// busy counts the jobs running here and the home jobs running or
+// starting anywhere: a node leaves only once both are none.
+func (j *jobs) busy() (here, homed int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, r := range j.home {
+		if r.State == job.StateRunning || r.State == job.StateStarting {
+			homed++
+		}
+	}
+	return len(j.local), homed
+}
+
+// heardFrom is when each node last sent news to this home.
+func (j *jobs) heardFrom() map[string]time.Time {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make(map[string]time.Time, len(j.heard))
+	for n, t := range j.heard {
+		out[n] = t
+	}
+	return out
+}
+
+// markLost marks lost every running home job whose node dead says is
+// dead, unless it is being restarted or restartable says it will be from
+// its newest checkpoint (again). The lost records are written under the
+// lock, as takeUpdates writes: a later revival or exit cannot be written
+// over by this older state.
+func (j *jobs) markLost(now time.Time, dead func(node string) bool, restartable func(job.Record) bool) (lost, again []job.Record, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	next := map[string]*job.Record{}
+	for id, r := range j.home {
+		switch {
+		case r.State != job.StateRunning || !dead(r.Node) || j.restarting[id] != nil:
+		case restartable(*r):
+			again = append(again, *r)
+		default:
+			c := *r
+			c.State, c.LostAt = job.StateLost, now
+			next[id] = &c
+			lost = append(lost, c)
+		}
+	}
+	if err := j.putHome(next); err != nil {
+		return nil, again, err
+	}
+	for id := range next {
+		j.wakeReaders(id)
+	}
+	return lost, again, nil
+}
+
+// setUnmovable notes why a job here cannot move (a pin a policy's move
+// found), so that no policy tries it again.
+func (j *jobs) setUnmovable(id, reason string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
+		lj.unmovable = reason
+	}
+}
+
+// releaseHold hands a job here placed by hand back to the policies.
+func (j *jobs) releaseHold(id string) (found bool, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
+	if lj == nil {
+		return false, nil
+	}
+	if lj.rec.Hold == migrate.HoldManual {
+		lj.rec.Hold = migrate.HoldNone
+	}
+	lj.unmovable = ""
+	return true, j.store.PutLocals(lj.rec)
+}
+
+// psView copies what `roam ps` shows of this node: the home records
+// (without their environments, which ps does not show and may be
+// megabytes a job) and the jobs running here.
+func (j *jobs) psView() ([]job.Record, []job.Local) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	recs := make([]job.Record, 0, len(j.home))
+	for _, r := range j.home {
+		c := *r
+		c.Env = nil
+		recs = append(recs, c)
+	}
+	locals := make([]job.Local, 0, len(j.local))
+	for _, lj := range j.local {
+		locals = append(locals, lj.rec)
+	}
+	return recs, locals
+}
+
+// localOf copies the record of job id when it runs here; busy says a
+// migration is moving it.
+func (j *jobs) localOf(id string) (l job.Local, here, busy bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
+	if lj == nil {
+		return job.Local{}, false, false
+	}
+	return lj.rec, true, lj.migrating
+}
