@@ -211,7 +211,6 @@ func (a *Agent) startAll(byNode map[string][]job.Spec) error {
 	return firstErr
 }
 
-
 func (a *Agent) forgetHome(recs []job.Record) {
 	a.jobs.forgetHome(recs)
 	for _, r := range recs {
