@@ -439,7 +439,7 @@ func (a *fzAgent) reset(t *testing.T) {
 	j := a.jobs
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.store = a.store
+	j.store, j.spools = a.store, a.spools
 	j.home, j.local, j.wake, j.heard = map[string]*job.Record{}, map[string]*localJob{}, map[string]chan struct{}{}, map[string]time.Time{}
 	select {
 	case <-j.kick:

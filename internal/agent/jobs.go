@@ -48,8 +48,8 @@ func (a *Agent) openJobs() error {
 		return err
 	}
 	a.store = st
-	a.jobs = newJobs(st)
 	a.spools = spool.New(filepath.Join(a.cfg.StateDir, "home"), rankSpool)
+	a.jobs = newJobs(st, a.spools)
 	// One bad value (a disk error, a bug of an older roam) must not keep
 	// the agent, and every other job, from starting.
 	bad, err := st.SetAsideCorrupt()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/spool"
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/lockorder"
@@ -20,12 +21,15 @@ import (
 // that survives a restart.
 type jobs struct {
 	mu    lockorder.Mutex
-	store *job.Store               // the records' and local jobs' bbolt table
-	home  map[string]*job.Record   // jobs whose home is this node
-	local map[string]*localJob     // jobs running on this node
-	wake  map[string]chan struct{} // closed when a home job gets news
-	heard map[string]time.Time     // node -> its last update to this home
-	kick  chan struct{}
+	store *job.Store // the records' and local jobs' bbolt table
+	// spools are the home jobs' output, cut back by a restart's consent
+	// under mu (doc.go's order: jobs.mu, then a spool's lock).
+	spools *spool.Spools
+	home   map[string]*job.Record   // jobs whose home is this node
+	local  map[string]*localJob     // jobs running on this node
+	wake   map[string]chan struct{} // closed when a home job gets news
+	heard  map[string]time.Time     // node -> its last update to this home
+	kick   chan struct{}
 	// restarting are the jobs this home consented to restart, with their
 	// record from before, until the restore's end is known (restart.go).
 	restarting map[string]*job.Record
@@ -195,9 +199,9 @@ func (j *jobs) inits() map[int]uint64 {
 	return inits
 }
 
-// newJobs is an empty job table over store.
-func newJobs(store *job.Store) *jobs {
-	j := &jobs{store: store, home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
+// newJobs is an empty job table over store and spools.
+func newJobs(store *job.Store, spools *spool.Spools) *jobs {
+	j := &jobs{store: store, spools: spools, home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
 		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), restarting: map[string]*job.Record{}}
 	j.initLocks()
 	return j

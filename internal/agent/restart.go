@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
-	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
@@ -83,23 +82,10 @@ func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.
 	}
 	// One upload at a time per user: each holds a file on root's disk
 	// until it is checked.
-	a.jobs.mu.Lock()
-	busy := a.jobs.uploading[c.UID]
-	if !busy {
-		if a.jobs.uploading == nil {
-			a.jobs.uploading = map[uint32]bool{}
-		}
-		a.jobs.uploading[c.UID] = true
-	}
-	a.jobs.mu.Unlock()
-	if busy {
+	if !a.jobs.beginUpload(c.UID) {
 		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restart: uid %d has another restart in progress", c.UID)
 	}
-	defer func() {
-		a.jobs.mu.Lock()
-		delete(a.jobs.uploading, c.UID)
-		a.jobs.mu.Unlock()
-	}()
+	defer a.jobs.endUpload(c.UID)
 	f, err := a.keeper.Take(body, length, newMID())
 	if err != nil {
 		return api.RestartResponse{}, err
@@ -187,24 +173,10 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 		return reopened{}, errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", req.ID)
 	}
 	target := targets[0]
-	id := req.ID
-	a.jobs.mu.Lock()
-	rec := a.jobs.home[id]
-	if rec != nil && (rec.UID != req.Owner.UID || !rec.Started.Equal(req.Meta.Job.Started)) {
-		rec = nil // another job of this id (another cluster's): a new id
-		id = ""
-	} else if h, _ := homeOf(id); h != a.cfg.NodeID {
-		id = "" // another cluster's home: a new id here
+	id, had, err := a.jobs.restartID(req, a.cfg.NodeID)
+	if err != nil {
+		return reopened{}, err
 	}
-	switch {
-	case rec != nil && a.jobs.restarting[id] != nil:
-		a.jobs.mu.Unlock()
-		return reopened{}, errkind.New(peer.ErrBadRequest, "job %s is being restarted already", id)
-	case rec != nil && (rec.State == job.StateStarting || rec.State == job.StateRunning) && (req.Lost == "" || rec.Node != req.Lost):
-		a.jobs.mu.Unlock()
-		return reopened{}, errkind.New(peer.ErrBadRequest, "job %s is still %s on node %s: it is not restarted while it runs (never two copies); roam kill it first", id, rec.State, rec.Node)
-	}
-	a.jobs.mu.Unlock()
 	fresh := id == "" // a new id, which no record may hold
 	if fresh {
 		seq, err := a.store.NextSeqs(1)
@@ -212,69 +184,17 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 			return reopened{}, err
 		}
 		id = fmt.Sprintf("%s.%d", a.cfg.NodeID, seq)
-	} else if rec == nil {
+	} else if !had {
 		_, seq, _ := jobSeq(id)
 		if err := a.store.BumpSeq(seq); err != nil {
 			return reopened{}, err
 		}
 	}
 	now := time.Now()
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	cur := a.jobs.home[id]
-	if cur != nil && (fresh || rec == nil || cur.UID != req.Owner.UID || !cur.Started.Equal(req.Meta.Job.Started)) {
-		// The id is another job's, maybe another user's: a new id that
-		// a record holds (the job table's sequence behind its records),
-		// or one a run took while the lock was let go. The checkpoint
-		// is not restarted as that job.
-		return reopened{}, errkind.New(peer.ErrUnavailable, "job id %s, for a restart of job %s, is another job's", id, req.ID)
-	}
-	var prev *job.Record // nil: the record is new
-	var next job.Record
-	if cur != nil {
-		c := *cur
-		prev, next = &c, *cur
-		if a.jobs.restarting[id] != nil || (cur.State == job.StateRunning || cur.State == job.StateStarting) && (req.Lost == "" || cur.Node != req.Lost) {
-			return reopened{}, errkind.New(peer.ErrBadRequest, "job %s changed while it was being restarted", id)
-		}
-	} else {
-		m := req.Meta.Job
-		group := m.Group
-		if group == "" || id != req.ID {
-			group = id
-		}
-		next = job.Record{ID: id, UID: req.Owner.UID, GID: req.Owner.GID, Groups: req.Owner.Groups, User: m.User, Argv: m.Argv, Env: m.Env,
-			Cwd: m.Cwd, Home: a.cfg.NodeID, Pin: m.Pin, Started: m.Started, Group: group, CheckpointEvery: req.Every}
-	}
-	next.Inc++
-	next.State, next.Node, next.ExitCode, next.Ended, next.LostAt = job.StateRunning, target, nil, time.Time{}, time.Time{}
-	next.EndReason, next.PinReason = "", ""
-	r := api.Restart{Inc: next.Inc, At: now, Node: target, CheckpointAt: req.Meta.At, CheckpointNode: req.Meta.Node,
-		Out: req.Meta.Out, Err: req.Meta.Err, Why: req.Why}
-	next.Restarts = append(next.Restarts, r)
-	if len(next.Restarts) > job.MaxMigrationLog {
-		next.Restarts = next.Restarts[len(next.Restarts)-job.MaxMigrationLog:]
-	}
-	// The output goes on from the checkpoint's offsets.
-	if err := a.spools.Cut(id, next.Inc, req.Meta.Out, req.Meta.Err); err != nil {
-		return reopened{}, fmt.Errorf("home spool of job %s: %w", id, err)
-	}
-	if err := a.store.PutRecords(next); err != nil {
+	next, err := a.jobs.reopen(req, id, fresh, had, target, a.cfg.NodeID, now)
+	if err != nil {
 		return reopened{}, err
 	}
-	if cur == nil {
-		cur = &job.Record{}
-		a.jobs.home[id] = cur
-	}
-	*cur = next
-	if prev == nil {
-		prev = &job.Record{} // a new record: taken back by removing it
-	}
-	if a.jobs.restarting == nil {
-		a.jobs.restarting = map[string]*job.Record{}
-	}
-	a.jobs.restarting[id] = prev
-	a.jobs.wakeReaders(id)
 	uid := next.UID
 	go a.event(api.Event{At: now, Kind: "restart", Job: id, UID: &uid, From: req.Meta.Node, To: target,
 		Why: fmt.Sprintf("%s, from the checkpoint of %s", req.Why, req.Meta.At.Format(time.RFC3339))})
@@ -284,37 +204,10 @@ func (a *Agent) reopen(req reopenRequest) (reopened, error) {
 // reopenEnded is the home taking the end of a restore: a failed one puts
 // the record back as it was before (when nothing changed it since).
 func (a *Agent) reopenEnded(d reopenDone) error {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	prev := a.jobs.restarting[d.ID]
-	rec := a.jobs.home[d.ID]
-	if prev == nil || rec == nil || rec.Inc != d.Inc {
-		return nil
+	if !d.OK && d.Error != "" {
+		a.log.Warn("restart failed", "job", d.ID, "err", d.Error)
 	}
-	delete(a.jobs.restarting, d.ID)
-	if d.OK {
-		return nil
-	}
-	a.log.Warn("restart failed", "job", d.ID, "err", d.Error)
-	if !d.Failed {
-		// It may run there: its first push says so. Until then it is lost.
-		rec.State, rec.LostAt = job.StateLost, time.Now()
-		return a.store.PutRecords(*rec)
-	}
-	if prev.ID == "" {
-		delete(a.jobs.home, d.ID)
-		return a.store.DeleteRecords([]job.Record{*rec})
-	}
-	back := *prev
-	back.Restarts = append(back.Restarts, rec.Restarts[len(rec.Restarts)-1])
-	back.Restarts[len(back.Restarts)-1].Why += " (failed: " + relay.LimitText(d.Error) + ")"
-	if back.State == job.StateRunning && back.Node != "" {
-		// A home's own restart of a job on a dead node: lost after all.
-		back.State, back.LostAt = job.StateLost, time.Now()
-	}
-	*rec = back
-	a.jobs.wakeReaders(d.ID)
-	return a.store.PutRecords(back)
+	return a.jobs.reopenEnded(d, time.Now())
 }
 
 // serveRestore is /v1/peer/restore: a checkpoint file to restore here as
@@ -352,21 +245,10 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 	if err := a.notHere(ans.ID, ""); err != nil {
 		return err
 	}
-	a.jobs.mu.Lock()
-	if a.jobs.restoring == nil {
-		a.jobs.restoring = map[string]bool{}
-	}
-	if a.jobs.restoring[ans.ID] {
-		a.jobs.mu.Unlock()
+	if !a.jobs.beginRestore(ans.ID) {
 		return errkind.New(peer.ErrBadRequest, "job %s is being restored on node %s already", ans.ID, a.cfg.NodeID)
 	}
-	a.jobs.restoring[ans.ID] = true
-	a.jobs.mu.Unlock()
-	defer func() {
-		a.jobs.mu.Lock()
-		delete(a.jobs.restoring, ans.ID)
-		a.jobs.mu.Unlock()
-	}()
+	defer a.jobs.endRestore(ans.ID)
 	spool := a.procs.SpoolDir(ans.ID)
 	images := filepath.Join(a.imageDir, "restart-"+newMID())
 	os.RemoveAll(spool)
@@ -524,18 +406,11 @@ func (a *Agent) restoreStored(ans reopened) error {
 // markLost marks job id lost with node, if its record still says it runs
 // there.
 func (a *Agent) markLost(id, node string) {
-	a.jobs.mu.Lock()
-	rec := a.jobs.home[id]
-	if rec == nil || rec.State != job.StateRunning || rec.Node != node {
-		a.jobs.mu.Unlock()
-		return
-	}
-	rec.State, rec.LostAt = job.StateLost, time.Now()
-	if err := a.store.PutRecords(*rec); err != nil {
+	uid, marked, err := a.jobs.markLostOn(id, node, time.Now())
+	if err != nil {
 		a.log.Error("job table", "err", err)
 	}
-	a.jobs.wakeReaders(id)
-	uid := rec.UID
-	a.jobs.mu.Unlock()
-	a.event(api.Event{Kind: "lost", Job: id, UID: &uid, From: node, Why: "its node was declared dead"})
+	if marked {
+		a.event(api.Event{Kind: "lost", Job: id, UID: &uid, From: node, Why: "its node was declared dead"})
+	}
 }
