@@ -63,14 +63,11 @@ func ckptKey(parts Parts) []byte {
 // frozen for CRIU's dump only, then runs on; with stop it is ended
 // instead (its record says why).
 func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
-	lj, err := a.claimForMigration(id)
-	if err != nil {
+	if _, err := a.claimForMigration(id); err != nil {
 		return savedCkpt{}, err
 	}
 	release := func() {
-		a.jobs.mu.Lock()
-		lj.migrating = false
-		a.jobs.mu.Unlock()
+		a.jobs.release(id)
 		a.jobs.kickPush()
 	}
 	held := false // by a stop left to the caller
@@ -79,9 +76,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 			release()
 		}
 	}()
-	a.jobs.mu.Lock()
-	rec, cj, hasStdin := lj.rec, lj.ckptJob, lj.stdin != nil
-	a.jobs.mu.Unlock()
+	rec, cj, hasStdin, _ := a.jobs.ckptOf(id) // claimed: it stays
 	if cj == nil {
 		// What the job's record holds that this node does not: asked of
 		// its home once (it never changes).
@@ -90,9 +85,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 			return savedCkpt{}, fmt.Errorf("job %s: its record at its home %s: %w", id, rec.Home, err)
 		}
 		cj = &migrate.CheckpointJob{User: r.User, Argv: r.Argv, Env: r.Env, Cwd: r.Cwd, Pin: r.Pin, Group: r.Group, Started: r.Started}
-		a.jobs.mu.Lock()
-		lj.ckptJob = cj
-		a.jobs.mu.Unlock()
+		a.jobs.setCkptJob(id, cj)
 	}
 	v, err := a.movable(rec.PID, &asuser.Cred{UID: rec.UID, GID: rec.GID, Groups: rec.Groups})
 	if err != nil {
@@ -216,9 +209,7 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 				thaw()
 				return
 			}
-			a.jobs.mu.Lock()
-			lj.why = "stopped once checkpointed (roam checkpoint --stop); roam restart continues it"
-			a.jobs.mu.Unlock()
+			a.jobs.endedHere(id, "stopped once checkpointed (roam checkpoint --stop); roam restart continues it")
 			a.procs.Kill(rec.PID, rec.StartTix, 30*time.Second)
 		}
 	}
@@ -380,7 +371,7 @@ func (a *Agent) checkpointLoop() {
 			return
 		case <-t.C:
 		}
-		for _, id := range a.checkpointsDue(time.Now()) {
+		for _, id := range a.jobs.checkpointsDue(time.Now()) {
 			select {
 			case <-a.stop:
 				return
@@ -389,32 +380,6 @@ func (a *Agent) checkpointLoop() {
 			a.periodicCheckpoint(id)
 		}
 	}
-}
-
-// checkpointsDue lists the jobs here whose periodic checkpoint is due,
-// the most overdue first.
-func (a *Agent) checkpointsDue(now time.Time) []string {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	type due struct {
-		id   string
-		late time.Duration
-	}
-	var ds []due
-	for id, lj := range a.jobs.local {
-		if lj.migrating || lj.why != "" {
-			continue
-		}
-		if late, ok := checkpointDue(lj.rec.CheckpointEvery, lj.lastCkpt, lj.arrivedAt, now); ok {
-			ds = append(ds, due{id, late})
-		}
-	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i].late > ds[j].late })
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.id
-	}
-	return out
 }
 
 // checkpointDue says whether a job checkpointed every `every` is due at
@@ -438,15 +403,10 @@ func checkpointDue(every time.Duration, last, arrived, now time.Time) (time.Dura
 // next interval.
 func (a *Agent) periodicCheckpoint(id string) {
 	start := time.Now()
-	a.jobs.mu.Lock()
-	lj := a.jobs.local[id]
-	if lj == nil {
-		a.jobs.mu.Unlock()
+	home, inc, ok := a.jobs.startPeriodic(id, start)
+	if !ok {
 		return
 	}
-	lj.lastCkpt = start
-	home, inc := lj.rec.Home, lj.rec.Inc
-	a.jobs.mu.Unlock()
 	s, err := a.checkpointLocal(id, false)
 	if err != nil {
 		if !errors.Is(err, peer.ErrNotFound) {

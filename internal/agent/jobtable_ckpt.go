@@ -1,0 +1,92 @@
+package agent
+
+// The job table's part of checkpoints: which jobs here are due for their
+// periodic checkpoint, what a checkpoint keeps of a job's record, and the
+// end of a job stopped once checkpointed.
+
+import (
+	"sort"
+	"time"
+
+	"roam/internal/job"
+	"roam/internal/migrate"
+)
+
+// release ends a claim of job id (a migration's or a checkpoint's): the
+// push loop and the policies take it again.
+func (j *jobs) release(id string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
+		lj.migrating = false
+	}
+}
+
+// ckptOf copies job id's record here and what a checkpoint keeps of its
+// home record (nil until asked of its home once: setCkptJob); hasStdin
+// says it reads a pipe, which a checkpoint cannot keep.
+func (j *jobs) ckptOf(id string) (rec job.Local, cj *migrate.CheckpointJob, hasStdin, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
+	if lj == nil {
+		return job.Local{}, nil, false, false
+	}
+	return lj.rec, lj.ckptJob, lj.stdin != nil, true
+}
+
+func (j *jobs) setCkptJob(id string, cj *migrate.CheckpointJob) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
+		lj.ckptJob = cj
+	}
+}
+
+// endedHere notes why this node ends job id (its news says it to the home).
+func (j *jobs) endedHere(id, why string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
+		lj.why = why
+	}
+}
+
+// checkpointsDue lists the jobs here whose periodic checkpoint is due,
+// the most overdue first.
+func (j *jobs) checkpointsDue(now time.Time) []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	type due struct {
+		id   string
+		late time.Duration
+	}
+	var ds []due
+	for id, lj := range j.local {
+		if lj.migrating || lj.why != "" {
+			continue
+		}
+		if late, ok := checkpointDue(lj.rec.CheckpointEvery, lj.lastCkpt, lj.arrivedAt, now); ok {
+			ds = append(ds, due{id, late})
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].late > ds[j].late })
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.id
+	}
+	return out
+}
+
+// startPeriodic notes that job id's periodic checkpoint begins now and
+// returns its home and incarnation, to tell the home how it went.
+func (j *jobs) startPeriodic(id string, now time.Time) (home string, inc int, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
+	if lj == nil {
+		return "", 0, false
+	}
+	lj.lastCkpt = now
+	return lj.rec.Home, lj.rec.Inc, true
+}
