@@ -25,6 +25,7 @@ import (
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/phases"
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/spool"
 	"roam/internal/errkind"
@@ -78,7 +79,7 @@ type Agent struct {
 	support    string         // what migration can do here, found at start
 	imageDir   string         // where migration images go
 	allUsers   bool           // root's CRIU can dump other users' jobs here
-	metrics    migrationMetrics
+	metrics    phases.Metrics
 	// rounds is the scheduler (package rounds), events its decisions.
 	rounds *rounds.Rounds
 	events *rounds.Events
@@ -151,7 +152,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		a.reg = prometheus.NewRegistry()
 	}
 	a.registerMetrics(a.reg)
-	a.metrics = newMigrationMetrics(a.reg)
+	a.metrics = phases.NewMetrics(a.reg)
 	pl, err := loadPolicy(cfg.Scheduler)
 	if err != nil {
 		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)

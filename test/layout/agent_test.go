@@ -35,7 +35,7 @@ var actionSwitches = map[string]bool{"(*outMig).do": true, "(*Agent).doIn": true
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.
 var agentDebt = map[string]int{
-	"package internal/agent":                                            7820,
+	"package internal/agent":                                            7507,
 	"methods of *Agent":                                                 153,
 	"file internal/agent/migrate_dest.go":                               561,
 	"file internal/agent/restart.go":                                    541,
