@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"roam/internal/agent/config"
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
@@ -153,7 +154,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	}
 	a.registerMetrics(a.reg)
 	a.metrics = phases.NewMetrics(a.reg)
-	pl, err := loadPolicy(cfg.Scheduler)
+	pl, err := cfg.Policy()
 	if err != nil {
 		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)
 	}
@@ -279,7 +280,7 @@ func (a *Agent) joinLoop() {
 	var others []string
 	self := net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort))
 	for _, j := range a.cfg.Join {
-		if j = JoinAddr(j, a.cfg.GossipPort); j != self {
+		if j = config.JoinAddr(j, a.cfg.GossipPort); j != self {
 			others = append(others, j)
 		}
 	}
