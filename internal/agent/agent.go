@@ -12,7 +12,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +23,7 @@ import (
 	"path/filepath"
 	"roam/internal/agent/config"
 	"roam/internal/agent/keeper"
+	"roam/internal/agent/limits"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/phases"
@@ -99,7 +99,7 @@ type Agent struct {
 	// loadKick wakes the load loop out of turn: a job here ended or left
 	// (kickLoad).
 	loadKick chan struct{}
-	rates    *userRates // the API's per-user request rates
+	rates    *limits.Rates // the API's per-user request rates
 
 	stats counters
 
@@ -430,13 +430,6 @@ func (a *Agent) registerMetrics(reg prometheus.Registerer) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "roam", Name: "node_mem_free_bytes", Help: "Memory free to the node in bytes.",
 	}, func() float64 { _, m := a.members.Self(); return m * (1 << 20) }))
-}
-
-// writeJSON answers with v as JSON.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // socketDir makes sure the socket's directory exists, root's alone.

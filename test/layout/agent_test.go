@@ -35,8 +35,8 @@ var actionSwitches = map[string]bool{"(*outMig).do": true, "(*Agent).doIn": true
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.
 var agentDebt = map[string]int{
-	"package internal/agent":                                            7021,
-	"methods of *Agent":                                                 153,
+	"package internal/agent":                                            6873,
+	"methods of *Agent":                                                 152,
 	"file internal/agent/migrate_dest.go":                               561,
 	"file internal/agent/restart.go":                                    541,
 	"file internal/agent/checkpoint.go":                                 562,
