@@ -70,7 +70,7 @@ cd "$(dirname "$0")/.."
 # Every target: package, then name. A new FuzzXxx must be added here (the
 # check below fails the run when one is missing).
 TARGETS=(
-  "./internal/agent FuzzParseConfig"
+  "./internal/agent/config FuzzParseConfig"
   "./internal/agent FuzzGossipMeta"
   "./internal/agent FuzzGossipState"
   "./internal/agent FuzzLoadMessage"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"roam/internal/agent"
+	"roam/internal/agent/config"
 	"roam/internal/secret"
 )
 
@@ -98,7 +98,7 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 			}
 		}
 	}
-	walk(reflect.TypeFor[agent.Config](), "")
+	walk(reflect.TypeFor[config.Config](), "")
 	for _, k := range keys {
 		top, sub, nested := strings.Cut(k, ".")
 		if !nested {
@@ -159,7 +159,7 @@ func TestSampleConfigNamesEveryKey(t *testing.T) {
 			}
 		}
 	}
-	walk(reflect.TypeFor[agent.Config](), "")
+	walk(reflect.TypeFor[config.Config](), "")
 	var lines []string
 	for _, l := range strings.Split(sample, "\n") {
 		if strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "# ") && l != "#" {
@@ -169,7 +169,7 @@ func TestSampleConfigNamesEveryKey(t *testing.T) {
 	}
 	text := strings.Join(lines, "\n")
 	text = strings.Replace(text, "advertise_addr: 192.0.2.11", "advertise_addr: 127.0.0.1", 1)
-	if _, err := agent.ParseConfig([]byte(text)); err != nil {
+	if _, err := config.Parse([]byte(text)); err != nil {
 		t.Fatalf("the sample, uncommented: %v", err)
 	}
 }

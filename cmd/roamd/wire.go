@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"roam/internal/agent"
+	"roam/internal/agent/config"
 	"roam/internal/agent/observe"
 	"roam/internal/api"
 	"roam/internal/cgroup"
@@ -45,16 +46,16 @@ type world struct {
 // check reads the config and everything it names, and fills in the
 // advertised address; its error is one line naming what is wrong. Nothing
 // is opened or listened on.
-func check(path string) (agent.Config, world, error) {
+func check(path string) (config.Config, world, error) {
 	var w world
-	cfg, err := agent.LoadConfigFile(path)
+	cfg, err := config.LoadFile(path)
 	if err != nil {
 		return cfg, w, err
 	}
 	if w.sec, err = secret.ReadFile(cfg.SecretFile); err != nil {
 		return cfg, w, fmt.Errorf("config: secret_file: %w", err)
 	}
-	if cfg, err = agent.ResolveAdvertise(cfg, agent.HostRoutes()); err != nil {
+	if cfg, err = config.ResolveAdvertise(cfg, config.HostRoutes()); err != nil {
 		return cfg, w, err
 	}
 	if w.tls, err = w.sec.TLSConfig(cfg.NodeID); err != nil {
@@ -112,7 +113,7 @@ func check(path string) (agent.Config, world, error) {
 }
 
 // summary is what --check-config prints: what the agent would use.
-func (w world) summary(cfg agent.Config) string {
+func (w world) summary(cfg config.Config) string {
 	var b strings.Builder
 	adv, _ := cfg.Advertise() // resolved by check
 	fmt.Fprintf(&b, "node %s: config usable\n", cfg.NodeID)
@@ -162,7 +163,7 @@ func (w world) summary(cfg agent.Config) string {
 // agents with the cluster's secret, memberlist's own UDP and TCP, CRIU,
 // roam-init and /proc, and the node's cgroup when it has one (emulated
 // clusters).
-func (w world) parts(cfg agent.Config, log *slog.Logger) (agent.Parts, error) {
+func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 	// Held by everyone here who starts a child (see ckpt.CRIU.ExecMu).
 	execMu := &sync.Mutex{}
 	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs}
@@ -196,7 +197,7 @@ func (w world) parts(cfg agent.Config, log *slog.Logger) (agent.Parts, error) {
 // the agent what it needs of it: a registry both serve, and the route of
 // the roam socket that mints web tokens. It listens once the agent has
 // started (Start with source).
-func (w world) observer(cfg agent.Config, p *agent.Parts, log *slog.Logger) *observe.Server {
+func (w world) observer(cfg config.Config, p *agent.Parts, log *slog.Logger) *observe.Server {
 	adv, _ := cfg.Advertise() // resolved by check
 	s := observe.New(observe.Config{Addr: cfg.MetricsAddr, WebConfigFile: cfg.MetricsWebConfig, Advertise: adv.String(), JobUsers: cfg.MetricsJobUsers}, log)
 	p.Registry, p.Routes = prometheus.NewRegistry(), s.SocketRoutes

@@ -12,7 +12,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,9 +21,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"roam/internal/agent/config"
 	"roam/internal/agent/keeper"
+	"roam/internal/agent/limits"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/phases"
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/spool"
 	"roam/internal/errkind"
@@ -78,7 +80,7 @@ type Agent struct {
 	support    string         // what migration can do here, found at start
 	imageDir   string         // where migration images go
 	allUsers   bool           // root's CRIU can dump other users' jobs here
-	metrics    migrationMetrics
+	metrics    phases.Metrics
 	// rounds is the scheduler (package rounds), events its decisions.
 	rounds *rounds.Rounds
 	events *rounds.Events
@@ -97,7 +99,7 @@ type Agent struct {
 	// loadKick wakes the load loop out of turn: a job here ended or left
 	// (kickLoad).
 	loadKick chan struct{}
-	rates    *userRates // the API's per-user request rates
+	rates    *limits.Rates // the API's per-user request rates
 
 	stats counters
 
@@ -151,8 +153,8 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		a.reg = prometheus.NewRegistry()
 	}
 	a.registerMetrics(a.reg)
-	a.metrics = newMigrationMetrics(a.reg)
-	pl, err := loadPolicy(cfg.Scheduler)
+	a.metrics = phases.NewMetrics(a.reg)
+	pl, err := cfg.Policy()
 	if err != nil {
 		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)
 	}
@@ -278,7 +280,7 @@ func (a *Agent) joinLoop() {
 	var others []string
 	self := net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort))
 	for _, j := range a.cfg.Join {
-		if j = JoinAddr(j, a.cfg.GossipPort); j != self {
+		if j = config.JoinAddr(j, a.cfg.GossipPort); j != self {
 			others = append(others, j)
 		}
 	}
@@ -428,13 +430,6 @@ func (a *Agent) registerMetrics(reg prometheus.Registerer) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "roam", Name: "node_mem_free_bytes", Help: "Memory free to the node in bytes.",
 	}, func() float64 { _, m := a.members.Self(); return m * (1 << 20) }))
-}
-
-// writeJSON answers with v as JSON.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // socketDir makes sure the socket's directory exists, root's alone.

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,39 +13,21 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"roam/internal/agent/peer"
+	"roam/internal/agent/config"
 	"roam/internal/api"
 	"roam/internal/load"
 	"roam/internal/sched"
 	"roam/internal/secret"
 )
 
-func TestConfigErrorsNameTheField(t *testing.T) {
-	cases := map[string]string{
-		"load:\n  policy: lifo\n":    `config: load.policy: "lifo" is not allowed (fifo, beneficial)`,
-		"load:\n  vector_size: 0\n":  "config: load.vector_size: 0 is out of range (1 to 1024)",
-		"load:\n  interval: 1ms\n":   "config: load.interval: 1ms is out of range (10ms to 1h)",
-		"bind_addr: nowhere\n":       `config: bind_addr: "nowhere" is not an IP address`,
-		"gossip_port: 70000\n":       "config: gossip_port: 70000 is out of range (1 to 65535)",
-		"capacity: -1\n":             "config: capacity: -1 is out of range (0 for the host's cores, or 0.01 to 4096)",
-		"node_id: 'a b'\n":           `config: node_id: "a b" is not allowed (letters, digits, '.', '-'; 1 to 63 characters)`,
-		"join: [\"no host:port\"]\n": `config: join: "no host:port": its port is not 1 to 65535`,
-		"capacty: 1\n":               "config: capacty (line 2): not a known key",
-		"load:\n  interval: soon\n":  `config: load.interval (line 3): "soon" is not a duration (e.g. 30s, 10m, 1h)`,
-		"limits: {run_count: [1]}\n": "config: limits.run_count (line 2): a list is not a whole number",
-		"scheduler: nosuch\n":        "config: scheduler: policy nosuch: not a built-in policy",
-	}
-	for in, want := range cases {
-		if !strings.HasPrefix(in, "node_id") {
-			in = "node_id: n1\n" + in
-		}
-		_, err := ParseConfig([]byte(in))
-		if err == nil || !errors.Is(err, peer.ErrConfig) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("config %q: error %v, want one line containing %q", in, err, want)
-		}
-	}
-	if _, err := ParseConfig([]byte("node_id: n1\nload:\n  policy: beneficial\n  interval: 500ms\n")); err != nil {
-		t.Fatalf("valid config refused: %v", err)
+// Without a resolved address the agent is not built: it would advertise
+// 0.0.0.0, where every other node would reach itself.
+func TestAgentRefusesUnresolvedAdvertise(t *testing.T) {
+	c := config.Default()
+	c.NodeID = "n1"
+	_, err := New(c, Parts{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "advertise_addr") {
+		t.Fatalf("an agent with bind_addr 0.0.0.0 and no advertise_addr: %v", err)
 	}
 }
 
@@ -82,7 +63,7 @@ func startAgentIn(t *testing.T, dir, id, secretFile string, join ...string) (*Ag
 // startAgentConfig runs it with its config changed by change (when not nil).
 func startAgentConfig(t *testing.T, dir, id, secretFile string, change func(*Config), join ...string) (*Agent, string) {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.NodeID = id
 	cfg.BindAddr = "127.0.0.1"
 	cfg.GossipPort = freePort(t)

@@ -348,7 +348,7 @@ func (a *Agent) noteCheckpoint(home, id string, inc int, s savedCkpt, storedOn s
 	if err != nil {
 		cp.Error = err.Error()
 	}
-	a.metrics.observeCheckpoint(cp)
+	a.metrics.ObserveCheckpoint(cp)
 	if err := retry(func() error { return a.noteHome(home, jobNote{ID: id, Inc: &inc, Checkpoint: &cp}) }); err != nil {
 		a.log.Warn("checkpoint: home not told", "job", id, "home", home, "err", err)
 	}

@@ -6,8 +6,8 @@ import "roam/internal/lockorder"
 // only locks further down this list, never one above it nor a second of
 // the same line. Built with the tag lockcheck, every lock checks this as
 // it is taken (package lockorder), and the tests fail on any other order
-// (TestMain). userRates.mu and the events log's (rounds.Events) are leaves: nothing is
-// taken while one is held.
+// (TestMain). limits.Rates' lock and rounds.Events' are leaves: nothing
+// is taken while one is held; config, stall, phases, httpx and loss hold none.
 // The load vector has no lock of its own: it is under the members table's.
 const (
 	// rankDrain is drainMu: a drain's change of the node's state, with

@@ -11,7 +11,6 @@ import (
 
 	"roam/internal/agent/peer"
 	"roam/internal/api"
-	"roam/internal/errkind"
 )
 
 // event records a decision for `roam events`.
@@ -39,27 +38,4 @@ func (a *Agent) Events(c Caller, since time.Time) []api.Event {
 		}
 	}
 	return out
-}
-
-// eventsSince is a handler answering with the events after ?since=.
-func eventsSince(f func(time.Time) []api.Event) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		since, err := parseSince(r.URL.Query().Get("since"))
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, f(since))
-	}
-}
-
-func parseSince(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, errkind.New(peer.ErrBadRequest, "since %q is not an RFC 3339 time", s)
-	}
-	return t, nil
 }

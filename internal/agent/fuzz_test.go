@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/config"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
@@ -170,7 +171,7 @@ func fzBare(tb testing.TB) (*Agent, *fzNode) { return fzBareIn(tb, "/nonexistent
 // fzBareIn is fzBare with its state in dir.
 func fzBareIn(tb testing.TB, dir string) (*Agent, *fzNode) {
 	tb.Helper()
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.NodeID, cfg.BindAddr, cfg.Capacity, cfg.Scheduler = fzSelf, "127.0.0.1", 2, "static"
 	cfg.SecretFile, cfg.StateDir, cfg.Socket = "/nonexistent/secret", dir, "/nonexistent/sock"
 	node := &fzNode{spool: "/nonexistent/spool"}

@@ -6,6 +6,11 @@ package agent
 
 import (
 	"net/http"
+	"roam/internal/agent/peer"
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/sched"
+	"sort"
 )
 
 // queryCall is a handler that calls f with the query parameter param and
@@ -44,4 +49,28 @@ func jsonCall[T, R any](f func(T) (R, error)) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
+}
+
+// withCaller wraps a handler that needs the caller of the unix socket.
+func withCaller(h func(Caller, http.ResponseWriter, *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, ok := callerOf(r)
+		if !ok {
+			writeError(w, errkind.New(peer.ErrPermission, "caller credentials unavailable"))
+			return
+		}
+		h(c, w, r)
+	}
+}
+
+// sortJobs orders jobs by their home, then their number there.
+func sortJobs(js []api.Job) {
+	sort.Slice(js, func(i, j int) bool {
+		hi, si, _ := jobSeq(js[i].ID)
+		hj, sj, _ := jobSeq(js[j].ID)
+		if hi != hj {
+			return sched.IDLess(hi, hj)
+		}
+		return si < sj
+	})
 }

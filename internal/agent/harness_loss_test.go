@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"roam/internal/agent/loss"
 	"roam/internal/api"
 	"roam/internal/job"
 
@@ -209,8 +210,8 @@ func TestAgentsHomeBackAfterNodeDied(t *testing.T) {
 		c.start(0)
 		back := time.Now()
 		c.waitFor("the job lost", 2*time.Minute, func() bool { return c.homeRec(id).State == job.StateLost })
-		if d := time.Since(back); d > lostGrace+aliveEvery+time.Second {
-			t.Fatalf("lost %v after the home came back, past %v", d, lostGrace+aliveEvery)
+		if d := time.Since(back); d > loss.Grace+aliveEvery+time.Second {
+			t.Fatalf("lost %v after the home came back, past %v", d, loss.Grace+aliveEvery)
 		}
 		if r := c.homeRec(id); r.Node != "n2" {
 			t.Fatalf("lost on %q", r.Node)
@@ -277,32 +278,6 @@ func TestAgentsNodeDeadInGossipButPushing(t *testing.T) {
 		}
 		t.Logf("events while n2 was dead to n1's membership: %v", kinds)
 	})
-}
-
-// nodeDead's verdicts: membership decides, unless the node has pushed to
-// the home since it was declared dead and lately.
-func TestNodeDead(t *testing.T) {
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) time.Time { return start.Add(d) }
-	for _, c := range []struct {
-		name string
-		n    nodeNews
-		now  time.Time
-		want bool
-	}{
-		{"alive", nodeNews{listed: true, alive: true, since: at(0)}, at(time.Minute), false},
-		{"dead, never heard", nodeNews{listed: true, since: at(10 * time.Second)}, at(time.Minute), true},
-		{"dead, heard before it was declared", nodeNews{listed: true, since: at(10 * time.Second), heard: at(9 * time.Second)}, at(11 * time.Second), true},
-		{"dead, heard since", nodeNews{listed: true, since: at(10 * time.Second), heard: at(12 * time.Second)}, at(20 * time.Second), false},
-		{"dead, heard since but not lately", nodeNews{listed: true, since: at(10 * time.Second), heard: at(12 * time.Second)}, at(12*time.Second + lostGrace), true},
-		{"unlisted, early", nodeNews{}, at(lostGrace), false},
-		{"unlisted, late", nodeNews{}, at(lostGrace + time.Second), true},
-		{"unlisted, late, pushing", nodeNews{heard: at(lostGrace)}, at(lostGrace + time.Second), false},
-	} {
-		if got := nodeDead(c.n, start, c.now); got != c.want {
-			t.Errorf("%s: nodeDead = %v, want %v", c.name, got, c.want)
-		}
-	}
 }
 
 // News a copy sent before the job moved on, delivered after (a request

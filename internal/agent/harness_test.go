@@ -24,6 +24,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"roam/internal/agent/config"
 	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/sched"
@@ -82,7 +83,7 @@ func newCluster(t *testing.T, n int, seed int64, f faults, pol string, opts ...f
 	}
 	base := stateBase(t)
 	for i := 1; i <= n; i++ {
-		cfg := DefaultConfig()
+		cfg := config.Default()
 		cfg.NodeID = fmt.Sprintf("n%d", i)
 		cfg.BindAddr = fmt.Sprintf("198.18.40.%d", i)
 		cfg.GossipPort, cfg.PeerPort = 7946, 7947

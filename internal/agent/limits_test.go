@@ -15,7 +15,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"roam/internal/agent/limits"
 	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/job"
@@ -235,53 +234,5 @@ func (c *cluster) endJob(i int, id string) {
 	}
 	if err := c.nodes[i].fn.Signal(pid, syscall.SIGTERM); err != nil {
 		c.t.Fatal(err)
-	}
-}
-
-// A user's requests are bounded per second with bursts of four seconds'
-// worth; root's are not; a second user has a bucket of their own.
-func TestUserRates(t *testing.T) {
-	r := newUserRates(10)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	n := 0
-	for r.allow(1001, now) {
-		n++
-		if n > 1000 {
-			break
-		}
-	}
-	if n != 40 {
-		t.Fatalf("burst of %d, want 40", n)
-	}
-	if !r.allow(1002, now) || !r.allow(0, now) {
-		t.Fatal("another user or root refused")
-	}
-	if !r.allow(1001, now.Add(150*time.Millisecond)) {
-		t.Fatal("no token after 150 ms at 10 a second")
-	}
-	// An idle user's bucket is dropped.
-	r.allow(1003, now.Add(time.Hour))
-	if len(r.users) != 1 {
-		t.Fatalf("%d buckets kept", len(r.users))
-	}
-}
-
-// A limit out of range is refused with its key named.
-func TestLimitsConfig(t *testing.T) {
-	for key, y := range map[string]string{
-		"limits.run_count":            "limits: {run_count: 0}",
-		"limits.arg_bytes":            "limits: {arg_bytes: 100}",
-		"limits.output_bytes":         "limits: {output_bytes: 10}",
-		"limits.spool_bytes_per_user": "limits: {spool_bytes_per_user: 2000000, output_bytes: 4000000}",
-		"limits.keep_finished":        "limits: {keep_finished: 1s}",
-	} {
-		_, err := ParseConfig([]byte("node_id: n1\n" + y + "\n"))
-		if err == nil || !strings.Contains(err.Error(), key) {
-			t.Errorf("%s: %v", y, err)
-		}
-	}
-	c, err := ParseConfig([]byte("node_id: n1\nlimits: {run_count: 50, keep_finished: 24h}\n"))
-	if err != nil || c.Limits.RunCount != 50 || c.Limits.KeepFinished != 24*time.Hour || c.Limits.ArgBytes != limits.Default().ArgBytes {
-		t.Fatalf("%+v %v", c.Limits, err)
 	}
 }

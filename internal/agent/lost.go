@@ -17,6 +17,7 @@ package agent
 import (
 	"time"
 
+	"roam/internal/agent/loss"
 	"roam/internal/api"
 	"roam/internal/job"
 )
@@ -27,39 +28,8 @@ import (
 // forgotten it (a half-started run), so that it ends it.
 const aliveEvery = 5 * time.Second
 
-// lostGrace is how long after its start an agent waits before it takes a
-// node it has not heard of for dead: membership needs a few rounds to list
-// every live node (twice memberlist's failure detection, about 5 s here).
-const lostGrace = 15 * time.Second
-
-// nodeNews is what a home knows of a node some of its jobs run on.
-type nodeNews struct {
-	listed bool      // membership has heard of it
-	alive  bool      // membership takes it for alive
-	since  time.Time // when membership last changed its mind about it
-	heard  time.Time // its last update to this home; zero if none yet
-}
-
-// nodeDead is a home's verdict on a node its jobs run on. A node that has
-// pushed to this home since membership declared it dead, and within
-// lostGrace, is not dead whatever membership says: its updates are the
-// stronger evidence (membership takes a few rounds to see a healed link,
-// while the node's pushes over the peer port arrive at once; taking it for
-// dead again would mark its jobs lost and bring them back at every sweep
-// until gossip caught up). Otherwise membership decides; a node it has
-// never listed is dead once lostGrace has passed since the agent started.
-func nodeDead(n nodeNews, started, now time.Time) bool {
-	if !n.heard.IsZero() && !n.heard.Before(n.since) && now.Sub(n.heard) < lostGrace {
-		return false
-	}
-	if !n.listed {
-		return now.Sub(started) > lostGrace
-	}
-	return !n.alive
-}
-
 // sweepLost marks lost every job of this home recorded as running on a
-// node nodeDead takes for dead. It runs when a member leaves and every
+// node loss.Dead takes for dead. It runs when a member leaves and every
 // aliveEvery, so a record that turned running on a node already dead (a
 // slow start answered, a late migration note) is caught too.
 func (a *Agent) sweepLost() {
@@ -67,9 +37,9 @@ func (a *Agent) sweepLost() {
 	// Membership first, then the jobs: the two locks are never held
 	// together.
 	all := a.members.All()
-	news := make(map[string]nodeNews, len(all))
+	news := make(map[string]loss.News, len(all))
 	for id, p := range all {
-		news[id] = nodeNews{listed: true, alive: p.Alive, since: p.Since}
+		news[id] = loss.News{Listed: true, Alive: p.Alive, Since: p.Since}
 	}
 	heard := a.jobs.heardFrom()
 	dead := func(node string) bool {
@@ -77,8 +47,8 @@ func (a *Agent) sweepLost() {
 			return false
 		}
 		n := news[node]
-		n.heard = heard[node]
-		return nodeDead(n, a.started, now)
+		n.Heard = heard[node]
+		return loss.Dead(n, a.started, now)
 	}
 	// Restarted from its newest checkpoint instead (restart.go).
 	again := func(r job.Record) bool { return restartable(r.Newest, r.Node, dead) }

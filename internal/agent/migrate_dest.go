@@ -243,9 +243,9 @@ func (a *Agent) stepMig(in *inMig, ev migrate.DestEvent) error {
 func (a *Agent) stepMigTimed(in *inMig, ev migrate.DestEvent) ([]api.Phase, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.ph = phaseLog{side: api.SideDest, frozen: true}
+	in.ph = phaseLog{Side: api.SideDest, Frozen: true}
 	err := a.carryOutIn(in, in.m.Step(time.Now(), ev))
-	return in.ph.list, err
+	return in.ph.List, err
 }
 
 // carryOutIn carries out acts, then steps the machine with each event they
@@ -299,10 +299,10 @@ func (a *Agent) doIn(in *inMig, act migrate.DestAction) migrate.DestEvent {
 		if !a.persist(r.MID, func() error { return a.store.PutIn(act.Record) }) {
 			in.halted = true
 		}
-		in.ph.add("persist", t)
+		in.ph.Add("persist", t)
 	case migrate.Receive:
 		err := a.receive(in)
-		in.ph.add("receive", t)
+		in.ph.Add("receive", t)
 		return migrate.Received{Err: err}
 	case migrate.Restore:
 		pid, err := a.restoreIn(in)
@@ -312,14 +312,14 @@ func (a *Agent) doIn(in *inMig, act migrate.DestAction) migrate.DestEvent {
 		return migrate.Restored{PID: pid, Tix: a.procs.StartTicks(pid)}
 	case migrate.Adopt:
 		a.adoptIn(in, r)
-		in.ph.add("adopt", t)
+		in.ph.Add("adopt", t)
 	case migrate.Resume:
 		alive := a.procs.Alive(r.PID, r.Tix)
 		if alive {
 			a.ckpt.Thaw(r.PID, in.hdr.Stopped)
 		}
-		in.ph.add("resume", t)
-		in.ph.frozen = false
+		in.ph.Add("resume", t)
+		in.ph.Frozen = false
 		// What the job need not wait for, once it runs: its CPU group
 		// (it ran in the CPU controller's root since its restore), the
 		// removal of its images.
@@ -328,13 +328,13 @@ func (a *Agent) doIn(in *inMig, act migrate.DestAction) migrate.DestEvent {
 			if err := a.ckpt.Settle(r.Job, r.PID); err != nil {
 				a.settleLater(r.Job, r.PID, r.Tix, err)
 			}
-			in.ph.add("cpu cgroup", t)
+			in.ph.Add("cpu cgroup", t)
 		}
 		a.removeImages(in, true)
 		a.jobs.kickPush()
 	case migrate.Discard:
 		a.discardIn(in, r)
-		in.ph.add("discard", t)
+		in.ph.Add("discard", t)
 	case migrate.Ask:
 		return a.ask(r)
 	case migrate.Wake:
@@ -429,7 +429,7 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 	if hdr.Lazy {
 		var err error
 		in.lazy, stopLazy, err = a.startLazyPages(hdr.From, hdr.MID, in.images)
-		in.ph.add("lazy-pages daemon", start)
+		in.ph.Add("lazy-pages daemon", start)
 		if err != nil {
 			if stdinR != nil {
 				stdinR.Close()
@@ -439,7 +439,7 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 	}
 	check := a.restoredCheck(asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}, a.takeChecked(in.m.Record().MID, in.m.Record().Job), "restore on node "+a.cfg.NodeID)
 	pid, times, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: in.m.Record().Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true, Check: check})
-	in.ph.addTimes(times, true)
+	in.ph.AddTimes(times, true)
 	if stdinR != nil {
 		stdinR.Close()
 	}

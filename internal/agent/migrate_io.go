@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/stall"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/errkind"
@@ -86,10 +87,10 @@ func (a *Agent) sendImages(addr string, hdr migrate.Header, images, spool string
 func (a *Agent) postStream(addr, path string, size int64, write func(io.Writer) error, out any) (int64, bool, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wd := watch(stallTimeout, cancel)
-	defer wd.stop()
+	wd := stall.Watch(stallTimeout, cancel)
+	defer wd.Stop()
 	pr, pw := io.Pipe()
-	ww := &watchedWriter{w: pw, wd: wd}
+	ww := stall.NewWriter(pw, wd)
 	go func() {
 		err := write(ww)
 		pw.CloseWithError(err)
@@ -97,7 +98,7 @@ func (a *Agent) postStream(addr, path string, size int64, write func(io.Writer) 
 			cancel()
 			return
 		}
-		wd.expect(restoreTimeout)
+		wd.Expect(restoreTimeout)
 	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+path, pr)
 	if err != nil {
@@ -105,7 +106,7 @@ func (a *Agent) postStream(addr, path string, size int64, write func(io.Writer) 
 	}
 	req.ContentLength = size
 	err = api.Exchange(a.peers.HTTP, req, out)
-	return ww.n, wd.stalled.Load(), err
+	return ww.Written(), wd.Stalled(), err
 }
 
 // migrateReady is the destination's answer: a stopped copy is restored.

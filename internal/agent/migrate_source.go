@@ -56,7 +56,7 @@ func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
 	if err != nil {
 		return api.Migration{At: time.Now(), From: a.cfg.NodeID, To: req.To, Lazy: req.Lazy, Why: req.Why}, err
 	}
-	o := &outMig{a: a, m: &migrate.Source{}, req: req, lj: lj, start: time.Now(), done: make(chan error, 1), ph: phaseLog{side: api.SideSource}}
+	o := &outMig{a: a, m: &migrate.Source{}, req: req, lj: lj, start: time.Now(), done: make(chan error, 1), ph: phaseLog{Side: api.SideSource}}
 	o.mig = api.Migration{At: o.start, From: a.cfg.NodeID, To: req.To, Lazy: req.Lazy, Why: req.Why}
 	if o.mig.Why == "" {
 		o.mig.Why = "roam migrate"
@@ -168,17 +168,17 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 	switch act := act.(type) {
 	case migrate.CheckLocal:
 		pin, err := o.checkLocal(r)
-		o.ph.add("judge", t)
+		o.ph.Add("judge", t)
 		return migrate.LocalChecked{Pin: pin, Err: err}
 	case migrate.SendCheck:
 		err := o.sendCheck(r)
-		o.ph.add("check", t)
+		o.ph.Add("check", t)
 		return migrate.CheckAnswer{Err: err}
 	case migrate.Persist:
 		if !a.persist(r.MID, func() error { return a.store.PutOut(act.Record) }) {
 			o.halted = true
 		}
-		o.ph.add("persist", t)
+		o.ph.Add("persist", t)
 	case migrate.Dump:
 		return migrate.Dumped{Err: o.dump(r)}
 	case migrate.SendImages:
@@ -195,10 +195,10 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 			}
 			a.ckpt.Thaw(r.PID, o.stopped)
 		}
-		if o.ph.frozen {
+		if o.ph.Frozen {
 			// A failed migration froze the job until now.
-			o.ph.add("thaw", t)
-			o.mig.FreezeMS, o.ph.frozen = o.ph.frozenMS(), false
+			o.ph.Add("thaw", t)
+			o.mig.FreezeMS, o.ph.Frozen = o.ph.FrozenMS(), false
 		}
 	case migrate.Kill:
 		// Every process of our copy is killed and never runs again; the
@@ -208,7 +208,7 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 		// filesystem's server before the other copy reads it.
 		o.leave(r)
 		a.procs.Kill(r.PID, r.Tix, o.killWait())
-		o.ph.add("kill", t)
+		o.ph.Add("kill", t)
 		return migrate.CopyGone{}
 	case migrate.SendCommit:
 		if r.Lazy && !o.left {
@@ -218,14 +218,14 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 			// PagesDone).
 			o.leave(r)
 			a.procs.Kill(r.PID, r.Tix, 0)
-			o.ph.add("kill", t)
+			o.ph.Add("kill", t)
 			t = time.Now()
 		}
 		theirs, err := o.commit(r)
-		o.ph.addCall("commit", t, theirs)
-		if o.ph.frozen {
+		o.ph.AddCall("commit", t, theirs)
+		if o.ph.Frozen {
 			o.resumed = time.Now()
-			o.mig.FreezeMS, o.ph.frozen = o.ph.frozenMS(), false
+			o.mig.FreezeMS, o.ph.Frozen = o.ph.FrozenMS(), false
 		}
 		return migrate.CommitAnswer{Err: err}
 	case migrate.SendAbort:
@@ -234,7 +234,7 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 		}
 	case migrate.WaitPages:
 		err := o.lazy.Wait()
-		o.ph.add("post-copy", t)
+		o.ph.Add("post-copy", t)
 		if !o.resumed.IsZero() {
 			o.mig.WindowMS = msSince(o.resumed)
 		}
@@ -324,13 +324,13 @@ func (o *outMig) dump(r migrate.Record) error {
 	if err := os.MkdirAll(o.dir, 0o700); err != nil {
 		return err
 	}
-	o.ph.add("prepare", t)
+	o.ph.Add("prepare", t)
 	o.frozen = time.Now()
 	defer func() { o.mig.DumpMS = msSince(o.frozen) }()
 	if r.Lazy {
 		var times ckpt.Times
 		o.lazy, times, err = a.startLazyDump(r.MID, r.PID, o.dir, mounts)
-		o.ph.addTimes(times, false)
+		o.ph.AddTimes(times, false)
 		return err
 	}
 	o.mig.Bytes, err = a.streamedDump(o.addr, r.MID, r.PID, o.dir, mounts, &o.ph)
@@ -345,7 +345,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	// while this frozen copy holds it) until CRIU's time limit.
 	t := time.Now()
 	v := a.ckpt.Inspect(r.PID, a.members.IPs(), true)
-	o.ph.add("judge frozen", t)
+	o.ph.Add("judge frozen", t)
 	if v.Pin != "" {
 		return errkind.New(peer.ErrBadRequest, "job %s, once frozen: %s", r.Job, v.Pin)
 	}
@@ -356,7 +356,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 		t = time.Now()
 		req := migrateCheckRequest{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Files: late, Lazy: r.Lazy, Owner: o.owner(), Late: true}
 		err := a.peers.CallAddr(o.addr, http.MethodPost, peer.MigrateCheck, req, nil)
-		o.ph.add("check late files", t)
+		o.ph.Add("check late files", t)
 		if err != nil {
 			return err
 		}
@@ -385,7 +385,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	o.mig.Bytes += n
 	o.mig.RestoreMS, o.mig.SettleMS = ready.RestoreMS, ready.SettleMS
 	o.mig.CopyMS = msSince(sendStart) - ready.RestoreMS - ready.SettleMS
-	o.ph.addCall("stream", sendStart, theirPhases(ready.Phases, api.SideDest))
+	o.ph.AddCall("stream", sendStart, theirPhases(ready.Phases, api.SideDest))
 	return err
 }
 
@@ -456,7 +456,7 @@ func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {
 	if m.TotalMS == 0 && !o.start.IsZero() {
 		m.TotalMS = msSince(o.start)
 	}
-	m.Phases = o.ph.list
+	m.Phases = o.ph.List
 	o.mig = m
 	// The copy's incarnation when the move began (the ledger's record
 	// keeps it across a restart of this agent, when the job's local
@@ -480,7 +480,7 @@ func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {
 func (o *outMig) finish(r migrate.Record, err error) {
 	a := o.a
 	m := o.mig
-	a.metrics.observe(m)
+	a.metrics.Observe(m)
 	a.log.Info("migration", "job", r.Job, "to", r.To, "ok", err == nil, "bytes", m.Bytes,
 		"freeze_ms", m.FreezeMS, "total_ms", m.TotalMS, "err", err)
 	a.jobs.mu.Lock()

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/phases"
+	"roam/internal/agent/stall"
 	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/migrate"
@@ -139,20 +141,20 @@ func (a *Agent) dropSink(mid string) {
 // carried (the destination opened the sink when the source checked). A
 // stream that makes no progress for stallTimeout is cut, which fails the
 // dump.
-func (a *Agent) streamedDump(addr, mid string, pid int, dir string, mounts []string, ph *phaseLog) (int64, error) {
+func (a *Agent) streamedDump(addr, mid string, pid int, dir string, mounts []string, ph *phases.Log) (int64, error) {
 	t := time.Now()
 	remote, err := a.dialPeerStream(addr, peer.Pages+"?mid="+mid)
-	ph.add("page stream", t)
+	ph.Add("page stream", t)
 	if err != nil {
 		return 0, fmt.Errorf("page stream to the destination: %w", err)
 	}
-	g := guard(remote, stallTimeout)
-	defer g.wd.stop()
+	g := stall.Guard(remote, stallTimeout)
+	defer g.Watchdog().Stop()
 	times, err := a.ckpt.Dump(pid, dir, mounts, g)
-	ph.addTimes(times, false)
-	n := g.written.Load()
+	ph.AddTimes(times, false)
+	n := g.Written()
 	switch {
-	case err != nil && g.wd.stalled.Load():
+	case err != nil && g.Watchdog().Stalled():
 		return n, fmt.Errorf("page stream stalled after %d bytes (no progress for %s): %v", n, stallTimeout, err)
 	case err != nil:
 		// The destination's side of a failed stream says more (its

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/stall"
 	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/netx"
@@ -33,7 +34,7 @@ type lazyDump struct {
 	bytes atomic.Int64
 	a     *Agent
 	mid   string
-	idle  *watchdog
+	idle  *stall.Watchdog
 }
 
 // lazyIdle is how long a lazy dump serves no page before it is ended: the
@@ -49,7 +50,7 @@ func (a *Agent) startLazyDump(mid string, pid int, dir string, mounts []string) 
 		return nil, times, err
 	}
 	d := &lazyDump{LazyDump: ld, a: a, mid: mid}
-	d.idle = watch(lazyIdle, func() {
+	d.idle = stall.Watch(lazyIdle, func() {
 		a.log.Error("lazy migration: no page fetched for a while; ending the page server", "mid", mid, "idle", lazyIdle)
 		ld.End()
 	})
@@ -68,7 +69,7 @@ func (d *lazyDump) end() {
 	d.a.jobs.mu.Lock()
 	delete(d.a.migr.lazy, d.mid)
 	d.a.jobs.mu.Unlock()
-	d.idle.stop()
+	d.idle.Stop()
 	d.End()
 }
 
@@ -90,7 +91,7 @@ func (a *Agent) servePages(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errkind.New(peer.ErrUnavailable, "page server: %v", err))
 			return
 		}
-		ps, count = &watchedConn{Conn: c, wd: d.idle}, &d.bytes
+		ps, count = stall.Watched(c, d.idle), &d.bytes
 	} else if ps = a.takeSinkConn(mid); ps != nil {
 		sink = true
 	} else {
@@ -111,7 +112,7 @@ func (a *Agent) servePages(w http.ResponseWriter, r *http.Request) {
 	// A dump streams without pause: a sink's connection that stalls is
 	// dead (a lazy-pages daemon may pause, and ends on its own).
 	if sink {
-		conn = guard(conn, stallTimeout)
+		conn = stall.Guard(conn, stallTimeout)
 	}
 	// Bytes the client sent after its request are already buffered.
 	var in io.Reader = conn

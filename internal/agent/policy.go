@@ -7,11 +7,9 @@ package agent
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"sort"
-	"strings"
 	"time"
 
+	"roam/internal/agent/config"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
 	"roam/internal/api"
@@ -19,30 +17,6 @@ import (
 	"roam/internal/job"
 	"roam/internal/sched"
 )
-
-// loadPolicy reads a built-in policy name or a policy file.
-func loadPolicy(nameOrPath string) (*sched.Scheduler, error) {
-	if nameOrPath == "" {
-		nameOrPath = sched.DefaultPolicy
-	}
-	if text, ok := sched.Builtin[nameOrPath]; ok {
-		return sched.ParsePolicy([]byte(text))
-	}
-	b, err := os.ReadFile(nameOrPath)
-	if err != nil {
-		return nil, fmt.Errorf("policy %s: not a built-in policy (%s) and not a readable file: %v", nameOrPath, builtinNames(), err)
-	}
-	return sched.ParsePolicy(b)
-}
-
-func builtinNames() string {
-	var ns []string
-	for n := range sched.Builtin {
-		ns = append(ns, n)
-	}
-	sort.Strings(ns)
-	return strings.Join(ns, ", ")
-}
 
 // setPolicy runs policy p of version ver, loaded at time at (see
 // runPolicy), and keeps it in the job table for the next start.
@@ -115,7 +89,7 @@ func (a *Agent) LoadPolicy(c Caller, req api.PolicyRequest) ([]api.NodePolicy, e
 	if t, ok := sched.Builtin[req.Name]; ok && text == "" {
 		text = t
 	} else if text == "" {
-		return nil, errkind.New(peer.ErrBadRequest, "policy %q: not a built-in policy (%s)", req.Name, builtinNames())
+		return nil, errkind.New(peer.ErrBadRequest, "policy %q: not a built-in policy (%s)", req.Name, config.BuiltinPolicies())
 	}
 	// Checked here, so a bad policy is an error rather than left out of
 	// every node's answer.
@@ -140,12 +114,12 @@ func (a *Agent) Policies() []api.NodePolicy {
 // returns the keys it took and, apart, those that need a restart, each
 // with why. cfg must have passed the same checks as at the start.
 func (a *Agent) Reload(cfg Config) (took, restart []string) {
-	for _, k := range ConfigChanges(a.cfg, cfg) {
+	for _, k := range config.Changes(a.cfg, cfg) {
 		if k != "scheduler" {
 			restart = append(restart, k)
 			continue
 		}
-		p, err := loadPolicy(cfg.Scheduler)
+		p, err := cfg.Policy()
 		if err == nil {
 			if old, ok := a.rounds.Reconfigure(p, time.Now()); ok {
 				a.policyRan(old.Scheduler, p)

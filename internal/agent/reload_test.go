@@ -10,18 +10,6 @@ import (
 	"roam/internal/api"
 )
 
-func TestConfigChanges(t *testing.T) {
-	a := DefaultConfig()
-	b := a
-	if got := ConfigChanges(a, b); len(got) != 0 {
-		t.Fatalf("the same config: %v", got)
-	}
-	b.Scheduler, b.PeerPort, b.Load.Interval, b.Limits.RunCount, b.Join = "balance", 9, time.Minute, 3, []string{"n2"}
-	if got, want := ConfigChanges(a, b), []string{"peer_port", "join", "scheduler", "load.interval", "limits.run_count"}; !slices.Equal(got, want) {
-		t.Fatalf("changes %v, want %v", got, want)
-	}
-}
-
 // roamd's SIGHUP: a changed scheduler runs at once while the node runs
 // its config's policy; once a policy was loaded (roam policy load), the
 // config's does not replace it, and the reload says so. Every other

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"roam/internal/agent/config"
 	"roam/internal/secret"
 )
 
@@ -64,7 +65,7 @@ func TestAgentRefusesImageDirMadeByAUser(t *testing.T) {
 		{filepath.Join(userRoam, "c", "n1"), userRoam},
 		{filepath.Join(rootRoam, "n1"), filepath.Join(rootRoam, "n1")},
 	} {
-		cfg := DefaultConfig()
+		cfg := config.Default()
 		cfg.NodeID = "n1"
 		cfg.BindAddr, cfg.GossipPort, cfg.PeerPort = "198.18.41.1", 7946, 7947
 		cfg.SecretFile = sf

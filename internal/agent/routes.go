@@ -18,6 +18,7 @@ import (
 
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
+	"roam/internal/agent/stall"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/migrate"
@@ -302,8 +303,8 @@ func (a *Agent) serveMigrateIn(w http.ResponseWriter, r *http.Request) {
 func watchedBody(w http.ResponseWriter, r *http.Request) (io.Reader, func()) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{}) // bodyWithin's: the watch bounds it
-	wd := watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
-	return &watchedReader{r: r.Body, wd: wd}, wd.stop
+	wd := stall.Watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+	return stall.NewReader(r.Body, wd), wd.Stop
 }
 
 // peerSetPolicy is /v1/peer/policy: `roam policy load` reaching this node.

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"roam/internal/agent/limits"
+	"roam/internal/agent/peer"
 	"roam/internal/connlimit"
+	"roam/internal/errkind"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,9 +101,9 @@ func (a *Agent) startAPI() error {
 		a.parts.Routes(mux, func(r *http.Request) (uint32, bool) { c, ok := callerOf(r); return c.UID, ok })
 	}
 	a.apiLn = ln
-	a.rates = newUserRates(a.cfg.Limits.RequestsPerSecond)
+	a.rates = limits.NewRates(a.cfg.Limits.RequestsPerSecond)
 	a.apiSrv = &http.Server{
-		Handler: bodyWithin(a.cfg.Server.BodyTimeout, a.limitRate(mux)),
+		Handler: bodyWithin(a.cfg.Server.BodyTimeout, limitRate(a.rates, mux)),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if cred, err := peerCred(c); err == nil {
 				return context.WithValue(ctx, ctxKey{}, cred)
@@ -206,4 +208,16 @@ type slogWriter struct{ a *Agent }
 func (l *slogWriter) Write(p []byte) (int, error) {
 	l.a.log.Warn("api server", "detail", strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// limitRate refuses a request past its caller's rate; a request without a
+// caller (no credentials) is the handler's to refuse.
+func limitRate(rates *limits.Rates, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := callerOf(r); ok && !rates.Allow(c.UID, time.Now()) {
+			writeError(w, errkind.New(peer.ErrLimit, "too many requests: a user may make %v a second (limits.requests_per_second)", rates.PerSecond()))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -11,14 +11,14 @@ import (
 )
 
 // gossipPort is every emulated node's gossip port: roamd's default
-// (agent.DefaultGossipPort), written into each config so that the join
+// (config.DefaultGossipPort), written into each config so that the join
 // addresses below cannot disagree with it. Each node has its own address.
 const gossipPort = 7946
 
 // MetricsPort is every emulated node's metrics_addr port.
 const MetricsPort = 9947
 
-// agentConfig is the part of roamd's YAML config file (agent.Config) that an
+// agentConfig is the part of roamd's YAML config file (config.Config) that an
 // emulated node sets; roamd fills the rest with its defaults and validates
 // the whole when it starts (a refusal shows in waitReady's error). emu
 // writes the file itself so that the CLI links no agent code;

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"roam/internal/agent"
+	"roam/internal/agent/config"
 	"roam/internal/ckpt"
 )
 
@@ -25,12 +25,12 @@ func TestAgentConfig(t *testing.T) {
 		Dir: "/run/roam/clusters/t/n2", Socket: "/run/roam/clusters/t/n2/roamd.sock"}
 	peers := []string{"198.18.7.1", "198.18.7.2", "198.18.7.3"}
 	b := agentConfigFor(spec, n, "/run/roam/clusters/t/secret", "/dev/shm/roam/t", peers).marshal()
-	got, err := agent.ParseConfig(b)
+	got, err := config.Parse(b)
 	if err != nil {
 		t.Fatalf("roamd refuses the config emu writes: %v\n%s", err, b)
 	}
-	want := agent.DefaultConfig()
-	want.NodeID, want.BindAddr, want.GossipPort = "2", "198.18.7.2", agent.DefaultGossipPort
+	want := config.Default()
+	want.NodeID, want.BindAddr, want.GossipPort = "2", "198.18.7.2", config.DefaultGossipPort
 	want.Join = []string{"198.18.7.1:7946", "198.18.7.3:7946"}
 	want.SecretFile = "/run/roam/clusters/t/secret"
 	want.StateDir, want.ImageDir, want.Socket = n.Dir, "/dev/shm/roam/t/n2", n.Socket

@@ -119,7 +119,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	})
 }
 
-// nodeID is the agent's node id pattern (agent.Config.Validate).
+// nodeID is the agent's node id pattern (config.Config.Validate).
 var nodeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$`)
 
 // FuzzMessageRoundTrip: every entry a node can send (a node id, an

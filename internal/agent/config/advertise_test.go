@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"errors"
@@ -32,7 +32,7 @@ func fakeRoutes(src map[string]string, local ...string) Routes {
 // the host's only global address; otherwise the agent refuses to start and
 // says what to set.
 func TestResolveAdvertise(t *testing.T) {
-	base := DefaultConfig()
+	base := Default()
 	base.NodeID = "n1"
 	cases := []struct {
 		name    string
@@ -89,17 +89,6 @@ func TestResolveAdvertise(t *testing.T) {
 	}
 }
 
-// Without a resolved address the agent is not built: it would advertise
-// 0.0.0.0, where every other node would reach itself.
-func TestAgentRefusesUnresolvedAdvertise(t *testing.T) {
-	c := DefaultConfig()
-	c.NodeID = "n1"
-	_, err := New(c, Parts{}, nil)
-	if err == nil || !strings.Contains(err.Error(), "advertise_addr") {
-		t.Fatalf("an agent with bind_addr 0.0.0.0 and no advertise_addr: %v", err)
-	}
-}
-
 // Wrong addresses are refused by name, with what is allowed.
 func TestConfigAddressErrors(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
@@ -109,13 +98,13 @@ func TestConfigAddressErrors(t *testing.T) {
 		{"join: [\"bad name!:7946\"]", `join: "bad name!:7946": not an IP address or a host name`},
 		{"join: [\"198.18.7.2:99999\"]", `join: "198.18.7.2:99999": its port is not 1 to 65535`},
 	} {
-		_, err := ParseConfig([]byte("node_id: n1\n" + tc.yaml + "\n"))
+		_, err := Parse([]byte("node_id: n1\n" + tc.yaml + "\n"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: err = %v, want one line with %q", tc.yaml, err, tc.want)
 		}
 	}
 	for _, ok := range []string{"join: [head.example, \"198.18.7.2\", \"198.18.7.3:8000\", \"[2001:db8::1]:7946\"]"} {
-		if _, err := ParseConfig([]byte("node_id: n1\n" + ok + "\n")); err != nil {
+		if _, err := Parse([]byte("node_id: n1\n" + ok + "\n")); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package agent
+package phases
 
 import (
 	"strconv"
@@ -9,9 +9,10 @@ import (
 	"roam/internal/job"
 )
 
-// migrationMetrics are the agent's migration metrics, as the source node
-// of each migration saw it.
-type migrationMetrics struct {
+// Metrics are a node's migration metrics, as the source node of each
+// migration saw it, and its checkpoints'. The zero Metrics counts
+// nothing (an agent without a registry).
+type Metrics struct {
 	total  *prometheus.CounterVec
 	bytes  prometheus.Counter
 	freeze prometheus.Histogram
@@ -25,9 +26,10 @@ type migrationMetrics struct {
 	ckptBytes  prometheus.Counter
 }
 
-func newMigrationMetrics(reg prometheus.Registerer) migrationMetrics {
+// NewMetrics makes the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) Metrics {
 	buckets := prometheus.ExponentialBuckets(0.005, 2, 14) // 5 ms to 41 s
-	m := migrationMetrics{
+	m := Metrics{
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roam_migrations_total",
 			Help: "Migrations this node sent, by result (ok, failed)."}, []string{"result", "mode"}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "roam_migration_bytes_total",
@@ -52,7 +54,8 @@ func newMigrationMetrics(reg prometheus.Registerer) migrationMetrics {
 	return m
 }
 
-func (m migrationMetrics) observe(x job.Migration) {
+// Observe counts a migration this node sent, ended well or not.
+func (m Metrics) Observe(x job.Migration) {
 	if m.total == nil {
 		return
 	}
@@ -77,7 +80,8 @@ func (m migrationMetrics) observe(x job.Migration) {
 	}
 }
 
-func (m migrationMetrics) observeCheckpoint(c api.Checkpoint) {
+// ObserveCheckpoint counts a checkpoint this node took.
+func (m Metrics) ObserveCheckpoint(c api.Checkpoint) {
 	if m.ckpts == nil {
 		return
 	}

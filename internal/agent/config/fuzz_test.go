@@ -1,6 +1,5 @@
-package agent
+package config
 
-// Fuzz targets of the agent (their harness is fuzz_test.go):
 // FuzzParseConfig: the config file roamd reads.
 
 import (
@@ -10,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +17,12 @@ import (
 	"roam/internal/agent/peer"
 )
 
-// ---- config ----
-
-// FuzzParseConfig: a config ParseConfig accepts keeps Validate's promises
+// FuzzParseConfig: a config Parse accepts keeps Validate's promises
 // (every number finite and in range, paths absolute) and renders
 // (Marshal, as `roam cluster up` writes it) to YAML that parses to the
 // same config.
 func FuzzParseConfig(f *testing.F) {
-	c := DefaultConfig()
+	c := Default()
 	c.NodeID, c.InitPath = "n1", "/usr/libexec/roam/roam-init"
 	f.Add(c.Marshal())
 	for _, s := range []string{
@@ -45,7 +43,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := ParseConfig(b)
+		c, err := Parse(b)
 		if err != nil {
 			if !errors.Is(err, peer.ErrConfig) {
 				t.Fatalf("error of another kind: %v", err)
@@ -75,7 +73,7 @@ func FuzzParseConfig(f *testing.F) {
 		if j := c.JobCgroup; j != "" && j != "none" && (filepath.IsAbs(j) || filepath.Clean(j) != j || strings.HasPrefix(j, "..")) {
 			t.Fatalf("job_cgroup %q", j)
 		}
-		again, err := ParseConfig(c.Marshal())
+		again, err := Parse(c.Marshal())
 		if err != nil {
 			t.Fatalf("the config rendered does not parse: %v\n%s", err, c.Marshal())
 		}
@@ -100,3 +98,6 @@ func fzFinite(t *testing.T, at string, v reflect.Value) {
 		}
 	}
 }
+
+// fzNodeID is a node id, as Validate promises it.
+var fzNodeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$`)
