@@ -682,6 +682,7 @@ func authzRegistered(t *testing.T, fn string) []string {
 	}
 	fset := token.NewFileSet()
 	peerPaths := authzPeerPaths(t, fset)
+	funcs := map[string]*ast.FuncDecl{} // the package's functions and methods, by name
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -691,49 +692,80 @@ func authzRegistered(t *testing.T, fn string) []string {
 			t.Fatalf("parse %s: %v", f, err)
 		}
 		for _, d := range af.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Recv == nil || fd.Name.Name != fn {
-				continue
+			if fd, ok := d.(*ast.FuncDecl); ok {
+				funcs[fd.Name.Name] = fd
 			}
-			ps := fd.Type.Params.List
-			if len(ps) != 1 || len(ps[0].Names) != 1 {
-				t.Fatalf("%s: %s takes %d parameters, want its mux alone", fset.Position(fd.Pos()), fn, len(ps))
-			}
-			mux := ps[0].Names[0].Name
-			var patterns []string
-			uses, registers := 0, 0
-			ast.Inspect(fd.Body, func(n ast.Node) bool {
-				switch n := n.(type) {
-				case *ast.Ident:
-					if n.Name == mux {
-						uses++
-					}
-				case *ast.CallExpr:
-					sel, ok := n.Fun.(*ast.SelectorExpr)
-					if !ok {
-						break
-					}
-					if id, ok := sel.X.(*ast.Ident); !ok || id.Name != mux || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
-						break
-					}
-					p, ok := authzPattern(n.Args[0], peerPaths)
-					if !ok {
-						t.Fatalf("%s: a pattern that is neither a literal nor a literal method and a path of package peer: the matrix cannot read it", fset.Position(n.Pos()))
-					}
-					patterns = append(patterns, p)
-					registers++
-				}
-				return true
-			})
-			if uses != registers {
-				t.Fatalf("%s: %s uses its mux %d times, %d of them to register a route: routes it has registered elsewhere would escape the matrix; teach authzRegistered to follow them",
-					fset.Position(fd.Pos()), fn, uses, registers)
-			}
-			return patterns
 		}
 	}
-	t.Fatalf("no method %s in the package's source", fn)
-	return nil
+	if fd := funcs[fn]; fd == nil || fd.Recv == nil {
+		t.Fatalf("no method %s in the package's source", fn)
+	}
+	return authzFollow(t, fset, funcs, fn, peerPaths)
+}
+
+// authzFollow reads the routes function fn registers on its mux (its
+// last parameter), and those of the functions it passes its mux to.
+func authzFollow(t *testing.T, fset *token.FileSet, funcs map[string]*ast.FuncDecl, fn string, peerPaths map[string]string) []string {
+	t.Helper()
+	fd := funcs[fn]
+	ps := fd.Type.Params.List
+	if len(ps) == 0 || len(ps[len(ps)-1].Names) != 1 {
+		t.Fatalf("%s: %s takes no mux as its last parameter", fset.Position(fd.Pos()), fn)
+	}
+	mux := ps[len(ps)-1].Names[0].Name
+	var patterns []string
+	uses, registers := 0, 0
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.Ident:
+			if n.Name == mux {
+				uses++
+			}
+		case *ast.CallExpr:
+			if callee := authzCallee(n, mux); callee != "" && funcs[callee] != nil {
+				patterns = append(patterns, authzFollow(t, fset, funcs, callee, peerPaths)...)
+				registers++ // the mux passed on: its routes are followed
+				break
+			}
+			sel, ok := n.Fun.(*ast.SelectorExpr)
+			if !ok {
+				break
+			}
+			if id, ok := sel.X.(*ast.Ident); !ok || id.Name != mux || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
+				break
+			}
+			p, ok := authzPattern(n.Args[0], peerPaths)
+			if !ok {
+				t.Fatalf("%s: a pattern that is neither a literal nor a literal method and a path of package peer: the matrix cannot read it", fset.Position(n.Pos()))
+			}
+			patterns = append(patterns, p)
+			registers++
+		}
+		return true
+	})
+	if uses != registers {
+		t.Fatalf("%s: %s uses its mux %d times, %d of them to register a route or pass it on: routes it has registered elsewhere would escape the matrix; teach authzRegistered to follow them",
+			fset.Position(fd.Pos()), fn, uses, registers)
+	}
+	return patterns
+}
+
+// authzCallee is the name of the function (or method) call n passes the
+// mux to as its last argument, "" when it does not.
+func authzCallee(n *ast.CallExpr, mux string) string {
+	if len(n.Args) == 0 {
+		return ""
+	}
+	if id, ok := n.Args[len(n.Args)-1].(*ast.Ident); !ok || id.Name != mux {
+		return ""
+	}
+	switch f := n.Fun.(type) {
+	case *ast.Ident:
+		return f.Name
+	case *ast.SelectorExpr:
+		return f.Sel.Name
+	}
+	return ""
 }
 
 // authzPeerPaths reads the path constants of package peer (routes.go)

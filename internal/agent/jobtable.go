@@ -285,14 +285,18 @@ func (j *jobs) markRunning(recs []job.Record) error {
 	return j.putHome(next)
 }
 
-// forgetHome removes the records of a start that failed.
+// forgetHome removes the records of a start that failed, and their
+// spools.
 func (j *jobs) forgetHome(recs []job.Record) {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	for _, r := range recs {
 		delete(j.home, r.ID)
 	}
 	_ = j.store.DeleteRecords(recs)
+	j.mu.Unlock()
+	for _, r := range recs {
+		j.spools.Remove(r.ID)
+	}
 }
 
 // addLocals writes jobs started here to the store and puts them in the

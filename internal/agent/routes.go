@@ -43,6 +43,14 @@ func readStdinPost(r *http.Request) ([]byte, error) {
 
 // apiRoutes are the CLI's, on the paths of package api (api/routes.go).
 func (a *Agent) apiRoutes(mux *http.ServeMux) {
+	apiNodeRoutes(a, mux)
+	apiJobRoutes(a, mux)
+	apiCkptRoutes(a, mux)
+}
+
+// apiNodeRoutes are the CLI's routes of the nodes, the scheduler and the
+// agent itself.
+func apiNodeRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+api.PathNodes, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.Nodes())
 	})
@@ -57,22 +65,24 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, a.Stats())
 	})
 	mux.Handle("GET "+api.PathMetrics, promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
-	// jobs
+	mux.HandleFunc("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.Policies())
+	})
+	mux.HandleFunc("POST "+api.PathPolicy, callerJSON(a.LoadPolicy))
+	mux.HandleFunc("GET "+api.PathPprof, withCaller(servePprof))
+	mux.HandleFunc("GET "+api.PathEvents, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		eventsSince(func(since time.Time) []api.Event { return a.Events(c, since) })(w, r)
+	}))
+}
+
+// apiJobRoutes are the CLI's routes of jobs: run, output, stdin, kill,
+// purge, ps and migrate.
+func apiJobRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("POST "+api.PathRun, callerJSON(a.Run))
 	mux.HandleFunc("GET "+api.PathJobOutput, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		rec, err := a.record(id)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		if !canTouch(c, rec.UID) {
-			writeError(w, errkind.New(peer.ErrPermission, "%s: permission denied", id))
-			return
-		}
 		out, errOff, wait := outputQuery(r)
-		var o api.Output
-		if err := a.peers.Call(rec.Home, http.MethodGet, peer.Output+fmt.Sprintf("?id=%s&out=%d&err=%d&wait=%s", id, out, errOff, wait), nil, &o); err != nil {
+		o, err := a.jobOutput(c, r.PathValue("id"), out, errOff, wait)
+		if err != nil {
 			writeError(w, err)
 			return
 		}
@@ -95,9 +105,11 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+api.PathPS, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.PS(c, r.URL.Query().Get("all") == "1"))
 	}))
-	// migration
 	mux.HandleFunc("POST "+api.PathMigrate, callerJSON(a.Migrate))
-	// checkpoints
+}
+
+// apiCkptRoutes are the CLI's routes of checkpoints and restarts.
+func apiCkptRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("POST "+api.PathCheckpoint, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		var req api.CheckpointRequest
 		err := decode(r, &req)
@@ -118,38 +130,54 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, res)
 	}))
-	// scheduling
-	mux.HandleFunc("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.Policies())
-	})
-	mux.HandleFunc("POST "+api.PathPolicy, callerJSON(a.LoadPolicy))
-	// The agent's own profile (Go's pprof), for root: where a migration's
-	// time goes inside the agent. The profiles name other users' jobs.
-	mux.HandleFunc("GET "+api.PathPprof, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		if c.UID != 0 {
-			writeError(w, errkind.New(peer.ErrPermission, "pprof: only root profiles the agent"))
-			return
-		}
-		switch r.PathValue("name") {
-		case "profile":
-			pprof.Profile(w, r)
-		case "trace":
-			pprof.Trace(w, r)
-		case "cmdline":
-			pprof.Cmdline(w, r)
-		case "symbol":
-			pprof.Symbol(w, r)
-		default:
-			pprof.Index(w, r)
-		}
-	}))
-	mux.HandleFunc("GET "+api.PathEvents, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		eventsSince(func(since time.Time) []api.Event { return a.Events(c, since) })(w, r)
-	}))
+}
+
+// servePprof is the agent's own profile (Go's pprof), for root: where a
+// migration's time goes inside the agent. The profiles name other users'
+// jobs.
+func servePprof(c Caller, w http.ResponseWriter, r *http.Request) {
+	if c.UID != 0 {
+		writeError(w, errkind.New(peer.ErrPermission, "pprof: only root profiles the agent"))
+		return
+	}
+	switch r.PathValue("name") {
+	case "profile":
+		pprof.Profile(w, r)
+	case "trace":
+		pprof.Trace(w, r)
+	case "cmdline":
+		pprof.Cmdline(w, r)
+	case "symbol":
+		pprof.Symbol(w, r)
+	default:
+		pprof.Index(w, r)
+	}
+}
+
+// jobOutput is `roam run`'s and `roam logs`' read of a job's output, from
+// its home, for a caller who may read it.
+func (a *Agent) jobOutput(c Caller, id string, out, errOff int64, wait time.Duration) (api.Output, error) {
+	rec, err := a.record(id)
+	if err != nil {
+		return api.Output{}, err
+	}
+	if !canTouch(c, rec.UID) {
+		return api.Output{}, errkind.New(peer.ErrPermission, "%s: permission denied", id)
+	}
+	var o api.Output
+	err = a.peers.Call(rec.Home, http.MethodGet, peer.Output+fmt.Sprintf("?id=%s&out=%d&err=%d&wait=%s", id, out, errOff, wait), nil, &o)
+	return o, err
 }
 
 // peerRoutes are the other agents'.
 func (a *Agent) peerRoutes(mux *http.ServeMux) {
+	peerJobRoutes(a, mux)
+	peerMigrateRoutes(a, mux)
+	peerCkptRoutes(a, mux)
+}
+
+// peerJobRoutes are the peer routes of jobs, the scheduler and the node.
+func peerJobRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+peer.Ping, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
 	})
@@ -183,15 +211,25 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+peer.PS, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.psLocal())
 	})
-	// migration
+	mux.HandleFunc("POST "+peer.Hold, queryCall("id", a.releaseHold))
+	mux.HandleFunc("POST "+peer.Drain, queryCall("state", a.setDrain))
+	mux.HandleFunc("POST "+peer.MigrateAdmit, jsonCall(a.admit))
+	mux.HandleFunc("DELETE "+peer.MigrateAdmit, jsonCall(a.withdrawAdmission))
+	mux.HandleFunc("GET "+peer.Policy, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, a.policyText())
+	})
+	mux.HandleFunc("POST "+peer.Policy, jsonCall(a.peerSetPolicy))
+	mux.HandleFunc("GET "+peer.Events, eventsSince(a.events.Since))
+}
+
+// peerMigrateRoutes are the peer routes of migrations.
+func peerMigrateRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("POST "+peer.MigrateOut, jsonCall(a.migrateOut))
 	mux.HandleFunc("POST "+peer.MigrateCheck, jsonCall(func(req migrateCheckRequest) (struct{}, error) {
 		return struct{}{}, a.migrateCheck(req)
 	}))
 	mux.HandleFunc("POST "+peer.MigrateStream, a.serveMigrateIn)
 	mux.HandleFunc("GET "+peer.Pages, a.servePages)
-	mux.HandleFunc("POST "+peer.Hold, queryCall("id", a.releaseHold))
-	mux.HandleFunc("POST "+peer.Drain, queryCall("state", a.setDrain))
 	mux.HandleFunc("GET "+peer.MigrateSink, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"error": a.sinkError(r.URL.Query().Get("mid"))})
 	})
@@ -215,7 +253,13 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"outcome": string(o)})
 	})
-	// checkpoints and restarts
+	mux.HandleFunc("POST "+peer.Note, jsonCall(func(n jobNote) (struct{}, error) {
+		return struct{}{}, a.takeNote(n)
+	}))
+}
+
+// peerCkptRoutes are the peer routes of checkpoints and restarts.
+func peerCkptRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("POST "+peer.CkptTake, a.servePeerCheckpoint)
 	mux.HandleFunc("POST "+peer.CkptKeep, a.servePeerKeep)
 	mux.HandleFunc("POST "+peer.CkptDrop, func(w http.ResponseWriter, r *http.Request) {
@@ -242,17 +286,6 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+peer.Reopen, jsonCall(a.reopen))
 	mux.HandleFunc("POST "+peer.ReopenDone, jsonCall(func(d reopenDone) (struct{}, error) { return struct{}{}, a.reopenEnded(d) }))
 	mux.HandleFunc("POST "+peer.Restore, a.serveRestore)
-	mux.HandleFunc("POST "+peer.Note, jsonCall(func(n jobNote) (struct{}, error) {
-		return struct{}{}, a.takeNote(n)
-	}))
-	// scheduling
-	mux.HandleFunc("POST "+peer.MigrateAdmit, jsonCall(a.admit))
-	mux.HandleFunc("DELETE "+peer.MigrateAdmit, jsonCall(a.withdrawAdmission))
-	mux.HandleFunc("GET "+peer.Policy, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.policyText())
-	})
-	mux.HandleFunc("POST "+peer.Policy, jsonCall(a.peerSetPolicy))
-	mux.HandleFunc("GET "+peer.Events, eventsSince(a.events.Since))
 }
 
 // peerSignal is /v1/peer/signal: a signal for a job running here.

@@ -55,7 +55,7 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 		return api.RunResponse{}, err
 	}
 	if err := a.startAll(byNode); err != nil {
-		a.forgetHome(recs)
+		a.jobs.forgetHome(recs)
 		return api.RunResponse{}, err
 	}
 	if err := a.jobs.markRunning(recs); err != nil {
@@ -209,13 +209,6 @@ func (a *Agent) startAll(byNode map[string][]job.Spec) error {
 		wg.Wait()
 	}
 	return firstErr
-}
-
-func (a *Agent) forgetHome(recs []job.Record) {
-	a.jobs.forgetHome(recs)
-	for _, r := range recs {
-		a.spools.Remove(r.ID)
-	}
 }
 
 // jobEnv is the environment of process index of a `roam run -n count`: the
