@@ -334,6 +334,20 @@ func (w *world) restartFailed(hr *homeRec, mid string) {
 	hr.decided[mid] = Aborted
 }
 
+// restoring is what a restart's restore takes: the header the home's
+// consent makes, and an error when the node's job table holds the job (a
+// copy of it being killed, a lazy migration's source: the agent refuses
+// to restore it there).
+func (w *world) restoring(d *node, r InRecord) (hdrInfo, error) {
+	w.noneRuns(r.Job, "restores")
+	h := grantOf(r.Grant)
+	h.moves-- // a restart is no move
+	if _, ok := d.local[r.Job]; ok {
+		return h, errors.New("job already here")
+	}
+	return h, nil
+}
+
 // noneRuns fails unless no copy of job runs anywhere.
 func (w *world) noneRuns(job, what string) {
 	for _, c := range w.copies {

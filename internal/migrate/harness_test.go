@@ -470,17 +470,9 @@ func (w *world) doDst(d *node, m *Dest, acts []DestAction, reply func(error)) {
 			w.onNode(d, time.Duration(10+w.rng.Intn(100))*time.Millisecond, func() { w.stepDstM(d, m, Received{err}, nil) })
 		case Restore:
 			job, mid := r.Job, r.MID
-			h := d.hdrs[mid]
-			var here error
+			h, here := d.hdrs[mid], error(nil)
 			if r.Restart {
-				w.noneRuns(job, "restores")
-				h = grantOf(r.Grant)
-				h.moves-- // a restart is no move
-				if _, ok := d.local[job]; ok {
-					// A copy of it being killed (a lazy migration's
-					// source): the agent refuses to restore it here.
-					here = errors.New("job already here")
-				}
+				h, here = w.restoring(d, r)
 			}
 			fail := w.chance(w.f.fail)
 			inc := d.inc
@@ -680,19 +672,18 @@ func (w *world) chaos() {
 			w.counts["partitions"]++
 		}
 	default:
-		// Restarts go on while a checkpoint has stopped a job: they
-		// are the only way back for it.
-		restarts := w.rsts < *rstsFlag || w.anyEnded()
+		// Restarts go on, more slowly, once there were enough: they are
+		// the only way back for a job a checkpoint stopped.
 		switch y := w.rng.Float64(); {
 		case y < 0.09 && w.ckpts < *ckptsFlag:
 			w.startCheckpoint()
-		case y < 0.18 && restarts:
+		case y < 0.18 && w.rsts < *rstsFlag || y < 0.11 && w.anyEnded():
 			w.startRestart()
 		case w.mids < *migsFlag:
 			w.startMigration()
 		case w.ckpts < *ckptsFlag:
 			w.startCheckpoint()
-		case restarts:
+		case w.rsts < *rstsFlag:
 			w.startRestart()
 		}
 	}

@@ -73,11 +73,8 @@ func ckptPoints() []srcPoint {
 			return s, s.rec.Outcome
 		}
 	}
-	with := func(f func(*Record)) Record {
-		r := Record{MID: "00000000000000aa", Job: "1.1", Home: "1", Target: TargetFile, Started: t0}
-		f(&r)
-		return r
-	}
+	base := Record{MID: "00000000000000aa", Job: "1.1", Home: "1", Target: TargetFile, Started: t0}
+	with := func(f func(*Record)) Record { r := base; f(&r); return r }
 	ok := []SourceEvent{LocalChecked{}, Dumped{}, Written{}, Sealed{}, Delivered{}}
 	upTo := func(n int, more ...SourceEvent) []SourceEvent {
 		return append(append([]SourceEvent{}, ok[:n]...), more...)
