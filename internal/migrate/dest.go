@@ -10,6 +10,8 @@ type DestState string
 
 const (
 	DstNew       DestState = "new"       // nothing yet
+	DstVerifying DestState = "verifying" // restart: the file's seal and META are checked
+	DstConsent   DestState = "consent"   // restart: the home is asked to consent
 	DstSinkOpen  DestState = "sink-open" // checked; a page sink waits for the dump (eager)
 	DstReceiving DestState = "receiving" // the stream arrives
 	DstRestoring DestState = "restoring" // CRIU restores the copy, stopped
@@ -109,6 +111,12 @@ func (d *Dest) Final() bool { return d.rec.State == DstCommitted || d.rec.State 
 
 // Step takes one event at now and returns the actions to carry out.
 func (d *Dest) Step(now time.Time, ev DestEvent) []DestAction {
+	if r, ok := ev.(Restart); ok {
+		return d.restart(now, r)
+	}
+	if d.rec.Restart {
+		return d.restartStep(now, ev)
+	}
 	switch e := ev.(type) {
 	case Offer:
 		if d.State() != DstNew {
@@ -255,6 +263,9 @@ func (d *Dest) ask(now time.Time) []DestAction {
 // after the agent restarted, and returns what it must do to finish.
 func RecoverDest(now time.Time, r InRecord) (*Dest, []DestAction) {
 	d := &Dest{rec: r}
+	if r.Restart {
+		return d, d.recoverRestart(now)
+	}
 	switch r.State {
 	case DstReceiving, DstRestoring, DstSinkOpen:
 		// "Ready" was never sent, so the source has not committed and

@@ -39,12 +39,43 @@
 // every AskEvery after, for as long as it takes; it resumes its copy only
 // on "committed" and discards it on "aborted" or "unknown".
 //
+// # The file endpoints
+//
+// A checkpoint is a source run whose destination is a sealed file
+// (Start with Target TargetFile; source_file.go), a restart a destination
+// run whose source is one (Restart; dest_file.go):
+//
+//	checkpoint                               restart
+//	Checking   pins? (CheckLocal)            Verifying  Persist; Verify: seal, META
+//	Dumping    Persist(pending); Dump        Consent    Persist; AskConsent: the home
+//	Writing    Thaw (unless Stop);                      says it runs nowhere, marks
+//	           WriteFile: a temporary name              it restarting (refused: abort)
+//	Sealing    SealFile: renamed into place  Receiving  Persist; Receive: unpack
+//	Delivering Deliver                       Restoring  Persist; Restore: stopped
+//	           Persist(committed); Stop:     Stopped    Persist; CommitAtHome
+//	           Kill the frozen job                      Persist(committed); Adopt;
+//	           NoteHome(ok) → Done                      Resume
+//
+// A checkpoint that fails before its file is delivered persists
+// "aborted", thaws the job and removes the file (RemoveFile); a restart
+// that fails discards what it has and tells a home that may have
+// consented (TellHome, until it has). For a restart the job's home
+// decides, as a migration's source does: the restored copy resumes only
+// on the home's "committed", asked again until it answers.
+//
 // # The invariant
 //
 // At most one running copy of a job at every moment: the destination's copy
 // runs only after the source persisted "committed", and the source kills
 // its copy (or, lazy, keeps it stopped) before it says so; the source thaws
-// its copy only after it persisted "aborted", and then never commits.
+// its copy only after it persisted "aborted", and then never commits. A
+// checkpoint makes no second copy: its job, frozen or running, is the
+// only one, killed (Stop) only once "committed" is persisted, never
+// thawed after; its file is whole and sealed under its final name (a
+// rename of a whole file) or absent (removed on every abort, a restarted
+// agent's included). A restart restores and resumes only with the
+// consent of the job's home, which it gives only to a job that runs
+// nowhere and no other restart holds, and commits only once.
 //
 // At least one copy at every moment, outside one window: from the source's
 // kill (eager) until the destination has resumed, the only copy is the
@@ -56,12 +87,15 @@
 // migration it finds (Recover): a source that had not decided aborts and
 // thaws; one that had decided "committed" never thaws, it kills its copy
 // and commits; a destination with a stopped copy asks the source; one
-// still receiving or restoring discards what it has.
+// still receiving or restoring discards what it has. Likewise a checkpoint
+// not decided aborts (thaws, removes the file), and a restart without a
+// stopped copy discards and tells the home; with one, it asks the home.
 //
 // # Retention
 //
 // The source's decisions are kept until the destination acknowledged the
 // outcome and the home node has the migration, and Retention more (to
 // answer duplicated or late messages), or MaxAge at most (Expired). A
-// destination's records likewise (DestExpired).
+// destination's records likewise (DestExpired); a failed restart's is kept
+// until its home was told.
 package migrate

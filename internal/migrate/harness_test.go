@@ -19,11 +19,15 @@ import (
 // partitions nodes, with a fake checkpointer that records every copy of
 // every job and whether it runs. Agents crash and restart (their machines
 // and in-flight work are lost; what they persisted, and the jobs' copies,
-// are not). After every event it checks the invariant.
+// are not). Besides migrations it takes checkpoints and restarts jobs
+// from them (harness_file_test.go). After every event it checks the
+// invariant.
 
 var (
 	seedFlag  = flag.Int64("seed", 0, "seed of TestRandomMigrations (0: a new one)")
 	migsFlag  = flag.Int("migrations", 10000, "migrations TestRandomMigrations runs")
+	ckptsFlag = flag.Int("checkpoints", 1000, "checkpoints TestRandomMigrations takes")
+	rstsFlag  = flag.Int("restarts", 1000, "restarts TestRandomMigrations tries")
 	traceFlag = flag.String("trace", "", "print every step of this job's migrations")
 	errStall  = errors.New("no answer (timed out)")
 	errDown   = errors.New("node unreachable")
@@ -38,6 +42,7 @@ type copyOf struct {
 	running bool
 	mid     string // the migration that restored it; "" for the original
 	moves   int    // the job's moves so far, as its local record says
+	inc     int    // its incarnation, as its local record says
 }
 
 type node struct {
@@ -47,9 +52,10 @@ type node struct {
 	// persisted
 	srcRecs map[string]Record
 	inRecs  map[string]InRecord
-	local   map[string]int // job -> its copy here (the job table)
-	moves   map[string]int // migration -> the job's moves in its header
+	local   map[string]int     // job -> its copy here (the job table)
+	hdrs    map[string]hdrInfo // migration -> what its header says of the job
 	homes   map[string]*homeRec
+	files   map[string]*ckptFile // checkpoint -> its file on this node's disk
 	// volatile
 	srcs      map[string]*Source
 	dsts      map[string]*Dest
@@ -57,10 +63,21 @@ type node struct {
 	streamReq map[string]func(error)
 }
 
+// hdrInfo is what a migration's header says of its job.
+type hdrInfo struct{ moves, inc int }
+
 type homeRec struct {
 	node int
 	seq  int
+	inc  int // its incarnation: notes of older ones are dropped
 	seen map[string]bool
+	// ended: a checkpoint stopped it, and it runs nowhere (node 0).
+	ended bool
+	// restarting is the restart the home consented to and has not
+	// decided; prev where the record said the job was before it.
+	restarting string
+	prev       int
+	decided    map[string]Outcome // restarts decided, by MID
 }
 
 type event struct {
@@ -107,15 +124,22 @@ type world struct {
 	calm   bool // no new faults, no new migrations: let everything settle
 	mids   int
 	counts map[string]int
+	// The file endpoints (harness_file_test.go): checkpoints taken and
+	// restarts tried so far; the files delivered; the jobs a checkpoint
+	// stopped (they have no copy until a restart's runs).
+	ckpts, rsts int
+	archive     []archived
+	ended       map[string]bool
 }
 
 func newWorld(t *testing.T, seed int64, nodes, jobs int) *world {
 	w := &world{t: t, rng: rand.New(rand.NewSource(seed)), now: t0, copies: map[int]*copyOf{},
-		home: map[string]int{}, cut: map[[2]int]time.Time{}, counts: map[string]int{}}
+		home: map[string]int{}, cut: map[[2]int]time.Time{}, counts: map[string]int{}, ended: map[string]bool{}}
 	w.f = faults{drop: 0.04, dup: 0.03, stall: 0.02, fail: 0.04, crash: 0.004}
 	for i := 1; i <= nodes; i++ {
 		w.nodes = append(w.nodes, &node{id: i, up: true, srcRecs: map[string]Record{}, inRecs: map[string]InRecord{},
-			local: map[string]int{}, moves: map[string]int{}, homes: map[string]*homeRec{}, srcs: map[string]*Source{}, dsts: map[string]*Dest{},
+			local: map[string]int{}, hdrs: map[string]hdrInfo{}, homes: map[string]*homeRec{}, files: map[string]*ckptFile{},
+			srcs: map[string]*Source{}, dsts: map[string]*Dest{},
 			migrating: map[string]string{}, streamReq: map[string]func(error){}})
 	}
 	for j := 0; j < jobs; j++ {
@@ -125,7 +149,7 @@ func newWorld(t *testing.T, seed int64, nodes, jobs int) *world {
 		w.home[id] = h
 		c := w.newCopy(id, h, true, "")
 		w.node(h).local[id] = c.id
-		w.node(h).homes[id] = &homeRec{node: h, seen: map[string]bool{}}
+		w.node(h).homes[id] = &homeRec{node: h, seen: map[string]bool{}, decided: map[string]Outcome{}}
 	}
 	return w
 }
@@ -215,7 +239,8 @@ func (w *world) call(from *node, to int, timeout time.Duration, handle func(dst 
 
 // ---- the source's driver ----
 
-func (w *world) startMigration() {
+// pickLocal picks a job that runs on an up node and is not claimed.
+func (w *world) pickLocal() (*node, string, bool) {
 	var cands []struct {
 		n   *node
 		job string
@@ -234,12 +259,24 @@ func (w *world) startMigration() {
 		}
 	}
 	if len(cands) == 0 {
-		return
+		return nil, "", false
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		return cands[i].n.id < cands[j].n.id || (cands[i].n.id == cands[j].n.id && cands[i].job < cands[j].job)
 	})
 	c := cands[w.rng.Intn(len(cands))]
+	return c.n, c.job, true
+}
+
+func (w *world) startMigration() {
+	n, job, ok := w.pickLocal()
+	if !ok {
+		return
+	}
+	c := struct {
+		n   *node
+		job string
+	}{n, job}
 	to := 1 + w.rng.Intn(len(w.nodes)-1)
 	if to >= c.n.id {
 		to++
@@ -250,9 +287,10 @@ func (w *world) startMigration() {
 	s := &Source{}
 	c.n.srcs[mid] = s
 	w.counts["started"]++
-	seq := w.copies[c.n.local[c.job]].moves + 1 // as the job's local record says
+	cp := w.copies[c.n.local[c.job]]
+	seq := cp.moves + 1 // as the job's local record says
 	w.stepSrc(c.n, s, Start{MID: mid, Job: c.job, Home: fmt.Sprint(w.home[c.job]), To: fmt.Sprint(to),
-		Lazy: w.rng.Intn(4) == 0, Seq: seq})
+		Lazy: w.rng.Intn(4) == 0, Seq: seq, Inc: cp.inc, PID: cp.id})
 }
 
 func (w *world) stepSrc(n *node, s *Source, ev SourceEvent) {
@@ -267,6 +305,10 @@ func (w *world) stepSrc(n *node, s *Source, ev SourceEvent) {
 
 func (w *world) doSrc(n *node, s *Source, acts []SourceAction) {
 	r := s.Record()
+	if r.Target == TargetFile {
+		w.doCkpt(n, s, acts)
+		return
+	}
 	to := atoi(r.To)
 	for _, a := range acts {
 		switch a := a.(type) {
@@ -282,7 +324,7 @@ func (w *world) doSrc(n *node, s *Source, acts []SourceAction) {
 		case Persist:
 			n.srcRecs[a.Record.MID] = a.Record
 		case Dump:
-			if c := w.copies[n.local[r.Job]]; c != nil {
+			if c := w.copies[r.PID]; c != nil {
 				c.running = false
 			}
 			var err error
@@ -294,16 +336,15 @@ func (w *world) doSrc(n *node, s *Source, acts []SourceAction) {
 			streamed := !r.Lazy
 			moves := r.Seq - 1 // the header carries the job's moves
 			w.call(n, to, 60*time.Second, func(d *node, reply func(error)) {
-				d.moves[r.MID] = moves
+				d.hdrs[r.MID] = hdrInfo{moves: moves, inc: r.Inc}
 				w.handleStream(d, Stream{MID: r.MID, Job: r.Job, From: fmt.Sprint(n.id), Lazy: r.Lazy, Streamed: streamed}, reply)
 			}, func(err error) { w.stepSrc(n, s, ReadyAnswer{err}) })
 		case Thaw:
-			if c := w.copies[n.local[r.Job]]; c != nil {
+			if c := w.copies[r.PID]; c != nil {
 				c.running = true
 			}
 		case Kill:
-			delete(w.copies, n.local[r.Job])
-			delete(n.local, r.Job)
+			w.kill(n, r)
 			if n.migrating[r.Job] == r.MID {
 				delete(n.migrating, r.Job)
 			}
@@ -320,7 +361,7 @@ func (w *world) doSrc(n *node, s *Source, acts []SourceAction) {
 			ok := a.OK
 			w.call(n, w.home[r.Job], 5*time.Second, func(h *node, reply func(error)) {
 				hr := h.homes[r.Job]
-				if !hr.seen[r.MID] {
+				if !hr.seen[r.MID] && r.Inc >= hr.inc {
 					hr.seen[r.MID] = true
 					node, seq := ApplyNote(fmt.Sprint(hr.node), hr.seq, ok, r.To, r.Seq)
 					hr.node, hr.seq = atoi(node), seq
@@ -414,6 +455,9 @@ func (w *world) stepDstM(d *node, m *Dest, ev DestEvent, reply func(error)) {
 func (w *world) doDst(d *node, m *Dest, acts []DestAction, reply func(error)) {
 	r := m.Record()
 	for _, a := range acts {
+		if r.Restart && w.doRestart(d, m, r, a) {
+			continue
+		}
 		switch a := a.(type) {
 		case PersistIn:
 			d.inRecs[a.Record.MID] = a.Record
@@ -426,6 +470,10 @@ func (w *world) doDst(d *node, m *Dest, acts []DestAction, reply func(error)) {
 			w.onNode(d, time.Duration(10+w.rng.Intn(100))*time.Millisecond, func() { w.stepDstM(d, m, Received{err}, nil) })
 		case Restore:
 			job, mid := r.Job, r.MID
+			h, here := d.hdrs[mid], error(nil)
+			if r.Restart {
+				h, here = w.restoring(d, r)
+			}
 			fail := w.chance(w.f.fail)
 			inc := d.inc
 			w.at(time.Duration(20+w.rng.Intn(200))*time.Millisecond, func() {
@@ -437,12 +485,12 @@ func (w *world) doDst(d *node, m *Dest, acts []DestAction, reply func(error)) {
 					}
 					return
 				}
-				if fail {
-					w.stepDstM(d, m, Restored{Err: errFailed}, nil)
+				if fail || here != nil {
+					w.stepDstM(d, m, Restored{Err: errors.Join(errFailed, here)}, nil)
 					return
 				}
 				c := w.newCopy(job, d.id, false, mid)
-				c.moves = d.moves[mid] + 1
+				c.moves, c.inc = h.moves+1, h.inc
 				w.stepDstM(d, m, Restored{PID: c.id}, nil)
 			})
 		case Reply:
@@ -456,10 +504,17 @@ func (w *world) doDst(d *node, m *Dest, acts []DestAction, reply func(error)) {
 			}
 		case Adopt:
 			if c := w.copies[r.PID]; c != nil && c.node == d.id {
+				if id, ok := d.local[r.Job]; ok && id != c.id {
+					w.t.Fatalf("%s: node %d adopts a copy of job %s, which its job table holds already: %s", w.now.Sub(t0), d.id, r.Job, w.describe(r.Job))
+				}
 				d.local[r.Job] = c.id
 			}
 		case Resume:
-			if c := w.copies[r.PID]; c != nil && c.node == d.id {
+			if c := w.copies[r.PID]; c != nil && c.node == d.id && !c.running {
+				if r.Restart {
+					w.noneRuns(r.Job, "resumes")
+					w.ended[r.Job] = false
+				}
 				c.running = true
 			}
 		case Discard:
@@ -511,6 +566,14 @@ func (w *world) crash(n *node) {
 	w.at(time.Duration(100+w.rng.Intn(20000))*time.Millisecond, func() { w.restart(n) })
 }
 
+// kill kills a source's copy, by its PID as the agent does.
+func (w *world) kill(n *node, r Record) {
+	delete(w.copies, r.PID)
+	if n.local[r.Job] == r.PID {
+		delete(n.local, r.Job)
+	}
+}
+
 func (w *world) restart(n *node) {
 	n.up = true
 	w.counts["restarts"]++
@@ -559,17 +622,18 @@ func (w *world) check() {
 		if running[j] > 1 {
 			w.t.Fatalf("%s: job %s runs %d copies: %s", w.now.Sub(t0), j, running[j], w.describe(j))
 		}
-		if all[j] == 0 {
+		if all[j] == 0 && !w.ended[j] {
 			w.t.Fatalf("%s: job %s has no copy left", w.now.Sub(t0), j)
 		}
 	}
+	w.checkFiles()
 }
 
 func (w *world) describe(job string) string {
 	s := ""
 	for _, c := range w.copies {
 		if c.job == job {
-			s += fmt.Sprintf("[node %d running=%v mid=%q] ", c.node, c.running, c.mid)
+			s += fmt.Sprintf("[node %d running=%v mid=%q inc=%d] ", c.node, c.running, c.mid, c.inc)
 		}
 	}
 	return s
@@ -608,8 +672,19 @@ func (w *world) chaos() {
 			w.counts["partitions"]++
 		}
 	default:
-		if w.mids < *migsFlag {
+		// Restarts go on, more slowly, once there were enough: they are
+		// the only way back for a job a checkpoint stopped.
+		switch y := w.rng.Float64(); {
+		case y < 0.09 && w.ckpts < *ckptsFlag:
+			w.startCheckpoint()
+		case y < 0.18 && w.rsts < *rstsFlag || y < 0.11 && w.anyEnded():
+			w.startRestart()
+		case w.mids < *migsFlag:
 			w.startMigration()
+		case w.ckpts < *ckptsFlag:
+			w.startCheckpoint()
+		case w.rsts < *rstsFlag:
+			w.startRestart()
 		}
 	}
 	w.at(time.Duration(20+w.rng.Intn(200))*time.Millisecond, w.chaos)
@@ -628,7 +703,7 @@ func TestRandomMigrations(t *testing.T) {
 	t.Logf("seed %d (go test ./internal/migrate -run TestRandomMigrations -seed %d replays it)", seed, seed)
 	w := newWorld(t, seed, 4, 6)
 	w.chaos()
-	for w.mids < *migsFlag && w.q.Len() > 0 {
+	for w.busy() && w.q.Len() > 0 {
 		w.run(w.now.Add(time.Minute))
 	}
 	// Settle: no new faults or migrations; every node up, every link
@@ -642,41 +717,78 @@ func TestRandomMigrations(t *testing.T) {
 	}
 	w.run(w.now.Add(time.Hour))
 	for _, j := range w.jobs {
-		var runningOn []int
-		for _, c := range w.copies {
-			if c.job != j {
-				continue
-			}
-			if !c.running {
-				t.Errorf("job %s: a stopped copy is left on node %d (migration %s)", j, c.node, c.mid)
-				continue
-			}
-			runningOn = append(runningOn, c.node)
-		}
-		if len(runningOn) != 1 {
-			t.Fatalf("job %s runs on %v after settling", j, runningOn)
-		}
-		hr := w.node(w.home[j]).homes[j]
-		if hr.node != runningOn[0] {
-			t.Errorf("job %s runs on node %d, its home record says %d", j, runningOn[0], hr.node)
-		}
-		holders := 0
-		for _, n := range w.nodes {
-			if id, ok := n.local[j]; ok {
-				holders++
-				if c := w.copies[id]; c == nil || c.node != n.id {
-					t.Errorf("job %s: node %d's job table names a copy that is not there", j, n.id)
-				}
-			}
-		}
-		if holders != 1 {
-			t.Errorf("job %s is in %d nodes' job tables", j, holders)
-		}
+		w.checkSettled(j)
 	}
+	w.checkSettledFiles()
 	t.Logf("%d migrations: %d committed, %d aborted; %d crashes, %d partitions, %d undecided found at restart",
 		w.mids, w.counts["committed"], w.counts["aborted"], w.counts["crashes"], w.counts["partitions"], w.counts["recovered-pending"])
+	t.Logf("%d checkpoints: %d delivered (%d stopping their job), %d failed; %d restarts: %d consented to, %d resumed, %d failed (%d refused by the home)",
+		w.ckpts, w.counts["ckpt-committed"], w.counts["ckpt-stopped"], w.counts["ckpt-aborted"],
+		w.rsts, w.counts["restart-consented"], w.counts["restart-committed"], w.counts["restart-aborted"], w.counts["restart-refused"])
 	if w.counts["committed"] < w.mids/4 || w.counts["aborted"] == 0 || w.counts["crashes"] == 0 {
 		t.Errorf("the faults drowned the migrations or never happened: %v", w.counts)
+	}
+	if w.mids < *migsFlag || w.ckpts < *ckptsFlag || w.rsts < *rstsFlag {
+		t.Errorf("%d migrations, %d checkpoints, %d restarts: want at least %d, %d, %d", w.mids, w.ckpts, w.rsts, *migsFlag, *ckptsFlag, *rstsFlag)
+	}
+	if w.counts["ckpt-committed"] < w.ckpts/4 || w.counts["ckpt-aborted"] == 0 ||
+		w.counts["restart-committed"] < w.rsts/10 || w.counts["restart-aborted"] == 0 || w.counts["restart-refused"] == 0 {
+		t.Errorf("the faults drowned the checkpoints or restarts, or never happened: %v", w.counts)
+	}
+}
+
+// busy says the run has not started every migration, checkpoint and
+// restart it is to make.
+func (w *world) busy() bool {
+	return w.mids < *migsFlag || w.ckpts < *ckptsFlag || w.rsts < *rstsFlag
+}
+
+// checkSettled checks job j once the cluster settled: it runs exactly
+// once, where its home record says, in one node's job table; or a
+// checkpoint stopped it and no copy of it is left.
+func (w *world) checkSettled(j string) {
+	t := w.t
+	hr := w.node(w.home[j]).homes[j]
+	if hr.restarting != "" {
+		t.Errorf("job %s: its home still marks it restarting (%s)", j, hr.restarting)
+	}
+	var runningOn []int
+	for _, c := range w.copies {
+		if c.job != j {
+			continue
+		}
+		if !c.running {
+			t.Errorf("job %s: a stopped copy is left on node %d (migration %s)", j, c.node, c.mid)
+			continue
+		}
+		runningOn = append(runningOn, c.node)
+		if c.inc != hr.inc {
+			t.Errorf("job %s runs as incarnation %d, its home record says %d", j, c.inc, hr.inc)
+		}
+	}
+	if w.ended[j] {
+		if len(runningOn) != 0 || !hr.ended {
+			t.Fatalf("job %s, stopped by a checkpoint, runs on %v; its home says ended %v", j, runningOn, hr.ended)
+		}
+		return
+	}
+	if len(runningOn) != 1 {
+		t.Fatalf("job %s runs on %v after settling", j, runningOn)
+	}
+	if hr.node != runningOn[0] || hr.ended {
+		t.Errorf("job %s runs on node %d, its home record says %d (ended %v)", j, runningOn[0], hr.node, hr.ended)
+	}
+	holders := 0
+	for _, n := range w.nodes {
+		if id, ok := n.local[j]; ok {
+			holders++
+			if c := w.copies[id]; c == nil || c.node != n.id {
+				t.Errorf("job %s: node %d's job table names a copy that is not there", j, n.id)
+			}
+		}
+	}
+	if holders != 1 {
+		t.Errorf("job %s is in %d nodes' job tables", j, holders)
 	}
 }
 

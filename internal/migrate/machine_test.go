@@ -30,14 +30,18 @@ func names[A any](acts []A) string {
 			for _, f := range []struct {
 				on   bool
 				name string
-			}{{a.Record.Killed, "killed"}, {a.Record.Acked, "acked"}, {a.Record.Noted, "noted"}} {
+			}{{a.Record.Killed, "killed"}, {a.Record.Acked, "acked"}, {a.Record.Noted, "noted"}, {a.Record.Stop, "stop"}} {
 				if f.on {
 					s += "," + f.name
 				}
 			}
 			s += ")"
 		case PersistIn:
-			s += "(" + string(a.Record.State) + ")"
+			s += "(" + string(a.Record.State)
+			if a.Record.Restart && a.Record.Told {
+				s += ",told"
+			}
+			s += ")"
 		case NoteHome:
 			s += fmt.Sprintf("(ok=%v)", a.OK)
 		case Finish:
@@ -173,6 +177,7 @@ func srcEvents() []SourceEvent {
 		PagesDone{},
 		HomeAnswer{}, HomeAnswer{errGone},
 		Tick{},
+		Written{}, Written{errGone}, Sealed{}, Sealed{errGone}, Delivered{}, Delivered{errGone},
 	}
 }
 
@@ -192,6 +197,19 @@ func eventName(ev any) string {
 			s += ",unreachable"
 		}
 		s += ")"
+	case HomeDecided:
+		s += "(" + string(e.Outcome)
+		if e.Err != nil {
+			s += ",unreachable"
+		}
+		s += ")"
+	case ConsentAnswer:
+		switch {
+		case e.Refused:
+			s += "(refused)"
+		case e.Err != nil:
+			s += "(unreachable)"
+		}
 	default:
 		if f, ok := errField(ev); ok && f {
 			s += "(err)"
@@ -217,6 +235,16 @@ func errField(ev any) (bool, bool) {
 	case Received:
 		return e.Err != nil, true
 	case Restored:
+		return e.Err != nil, true
+	case Written:
+		return e.Err != nil, true
+	case Sealed:
+		return e.Err != nil, true
+	case Delivered:
+		return e.Err != nil, true
+	case Verified:
+		return e.Err != nil, true
+	case HomeTold:
 		return e.Err != nil, true
 	}
 	return false, false
@@ -319,6 +347,12 @@ func dstEvents() []DestEvent {
 		Answered{Outcome: Committed}, Answered{Outcome: Aborted}, Answered{Outcome: Unknown},
 		Answered{Outcome: Pending}, Answered{Err: errGone},
 		Tick{},
+		Restart{MID: "00000000000000dd", Job: "1.1", Home: "1", File: "f"},
+		Verified{}, Verified{errGone},
+		ConsentAnswer{Inc: 2}, ConsentAnswer{Refused: true, Err: errGone}, ConsentAnswer{Err: errGone},
+		HomeDecided{Outcome: Committed}, HomeDecided{Outcome: Aborted}, HomeDecided{Outcome: Unknown},
+		HomeDecided{Outcome: Pending}, HomeDecided{Err: errGone},
+		HomeTold{}, HomeTold{errGone},
 	}
 }
 

@@ -45,6 +45,12 @@ type Record struct {
 	Home string `json:"home"`
 	To   string `json:"to"`
 	Lazy bool   `json:"lazy,omitempty"`
+	// Target is where the job goes: another node (To), or, for a
+	// checkpoint, a sealed file (To is then "").
+	Target Target `json:"target,omitempty"`
+	// Stop (roam checkpoint --stop): the job, frozen for the checkpoint,
+	// is killed once its file is delivered, and thawed when it is not.
+	Stop bool `json:"stop,omitempty"`
 	// PID and Tix are the source copy's root process (roam-init) and its
 	// start time, to kill it after a restart.
 	PID int    `json:"pid,omitempty"`
@@ -59,7 +65,8 @@ type Record struct {
 	Inc int `json:"inc,omitempty"`
 	// Outcome is the decision; Pending until there is one.
 	Outcome Outcome `json:"outcome"`
-	// Killed: the source's copy is gone (committed only).
+	// Killed: the source's copy is gone (committed only; for a
+	// checkpoint, only with Stop).
 	Killed bool `json:"killed,omitempty"`
 	// Acked: the destination confirmed the commit.
 	Acked bool `json:"acked,omitempty"`
@@ -74,6 +81,12 @@ type Record struct {
 
 // settled says nothing remains to be done about the record.
 func (r Record) settled() bool {
+	switch {
+	case r.Target == TargetFile && r.Outcome == Committed:
+		return r.Noted && (r.Killed || !r.Stop)
+	case r.Target == TargetFile && r.Outcome == Aborted:
+		return r.Noted
+	}
 	switch r.Outcome {
 	case Committed:
 		return r.Killed && r.Noted && (r.Acked || r.Lazy)
@@ -118,6 +131,17 @@ type InRecord struct {
 	// Header is the stream's header as it came: the driver's, opaque to
 	// the machine, kept to adopt the copy after a restart.
 	Header []byte `json:"header,omitempty"`
+	// A restart from a checkpoint file (dest_file.go) has no From: Home
+	// is the job's home, which consents and commits, File the driver's
+	// checkpoint file, Inc the incarnation the home gave, and Grant its
+	// consent as it came (opaque, kept to adopt the copy after a
+	// restart). Told: the home knows a failed restart failed.
+	Restart bool   `json:"restart,omitempty"`
+	Home    string `json:"home,omitempty"`
+	File    string `json:"file,omitempty"`
+	Inc     int    `json:"inc,omitempty"`
+	Grant   []byte `json:"grant,omitempty"`
+	Told    bool   `json:"told,omitempty"`
 }
 
 // DestExpired says a destination's record may be forgotten at now.
@@ -126,6 +150,9 @@ func DestExpired(r InRecord, now time.Time) bool {
 		return true
 	}
 	final := r.State == DstCommitted || r.State == DstAborted
+	if r.Restart && r.State == DstAborted && !r.Told {
+		final = false // the home keeps the job marked restarting until told
+	}
 	return final && !r.EndedAt.IsZero() && now.Sub(r.EndedAt) > Retention
 }
 

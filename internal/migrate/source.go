@@ -18,9 +18,14 @@ const (
 	SrcPostCopy                      // lazy: committed, the destination runs, our page server serves
 	SrcDone                          // committed, nothing left to do but tell the home
 	SrcAborted                       // aborted persisted; our copy runs
+	// A checkpoint's own states (source_file.go).
+	SrcWriting    // the sealed file is written under a temporary name
+	SrcSealing    // the whole file is renamed into place
+	SrcDelivering // the sealed file goes to whoever keeps it
 )
 
-var srcNames = [...]string{"new", "checking", "dumping", "sending", "committing", "post-copy", "done", "aborted"}
+var srcNames = [...]string{"new", "checking", "dumping", "sending", "committing", "post-copy", "done", "aborted",
+	"writing", "sealing", "delivering"}
 
 func (s SourceState) String() string {
 	if int(s) < len(srcNames) {
@@ -40,11 +45,15 @@ var (
 // Events of the source machine. Each answers the action of the same name,
 // except Start, Tick and Recover.
 type (
-	// Start begins a migration of Job (home Home) to To.
+	// Start begins a migration of Job (home Home) to To, or, with Target
+	// TargetFile, a checkpoint of it into a sealed file (source_file.go).
 	Start struct {
 		MID, Job, Home, To string
 		Lazy               bool
-		Why                string
+		Target             Target
+		// Stop: a checkpoint ends the job once its file is delivered.
+		Stop bool
+		Why  string
 		// Seq is the job's moves once this one commits; Inc its copy's
 		// incarnation (job.Record.Inc): a note to the home carries both.
 		Seq, Inc int
@@ -159,9 +168,29 @@ func (s *Source) Step(now time.Time, ev SourceEvent) []SourceAction {
 		if s.state != SrcNew {
 			return nil
 		}
-		s.rec = Record{MID: e.MID, Job: e.Job, Home: e.Home, To: e.To, Lazy: e.Lazy, Why: e.Why, Seq: e.Seq, Inc: e.Inc, PID: e.PID, Tix: e.Tix, Outcome: Pending, Started: now}
+		s.rec = Record{MID: e.MID, Job: e.Job, Home: e.Home, To: e.To, Lazy: e.Lazy, Target: e.Target, Stop: e.Stop, Why: e.Why,
+			Seq: e.Seq, Inc: e.Inc, PID: e.PID, Tix: e.Tix, Outcome: Pending, Started: now}
+		if e.Target == TargetFile {
+			s.rec.To, s.rec.Lazy, s.rec.Seq = "", false, 0
+		} else {
+			s.rec.Stop = false
+		}
 		s.state = SrcChecking
 		return []SourceAction{CheckLocal{}}
+	case HomeAnswer:
+		return s.homeAnswer(now, e.Err)
+	case Tick:
+		if s.retrying == nil || now.Before(s.retryAt) {
+			return nil
+		}
+		act := s.retrying
+		s.retrying = nil
+		return []SourceAction{act}
+	}
+	if s.rec.Target == TargetFile {
+		return s.checkpointStep(now, ev)
+	}
+	switch e := ev.(type) {
 	case LocalChecked:
 		if s.state != SrcChecking || s.sentCheck {
 			return nil
@@ -213,15 +242,6 @@ func (s *Source) Step(now time.Time, ev SourceEvent) []SourceAction {
 		// Every page has left, or the page server failed; either way our
 		// copy never runs again.
 		return []SourceAction{Kill{}}
-	case HomeAnswer:
-		return s.homeAnswer(now, e.Err)
-	case Tick:
-		if s.retrying == nil || now.Before(s.retryAt) {
-			return nil
-		}
-		act := s.retrying
-		s.retrying = nil
-		return []SourceAction{act}
 	}
 	return nil
 }
@@ -342,6 +362,9 @@ func (s *Source) homeAnswer(now time.Time, err error) []SourceAction {
 // agent restarted, and returns what it must do to finish.
 func Recover(now time.Time, r Record) (*Source, []SourceAction) {
 	s := &Source{rec: r, stored: true}
+	if r.Target == TargetFile {
+		return s, s.recoverCheckpoint(now)
+	}
 	switch r.Outcome {
 	case Pending:
 		// Never decided: the destination never resumed its copy; ours is
