@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/members"
+	"roam/internal/agent/moves"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/spool"
@@ -74,10 +75,10 @@ type Agent struct {
 	started    time.Time
 	memberLeft chan struct{}
 	peerMux    http.Handler
-	migr       migrationState // guarded by jobs.mu
-	support    string         // what migration can do here, found at start
-	imageDir   string         // where migration images go
-	allUsers   bool           // root's CRIU can dump other users' jobs here
+	migr       *migrTable // the migrations in flight (package moves)
+	support    string     // what migration can do here, found at start
+	imageDir   string     // where migration images go
+	allUsers   bool       // root's CRIU can dump other users' jobs here
 	metrics    migrationMetrics
 	// rounds is the scheduler (package rounds), events its decisions.
 	rounds *rounds.Rounds
@@ -157,6 +158,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)
 	}
 	a.rounds, a.events = rounds.New(pl, rankSched), &rounds.Events{}
+	a.migr = moves.New[*inMig, *lazyDump](cfg.NodeID, rankMoves)
 	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), ckptKey(parts), cfg.Limits.CheckpointBytes, rankStore)
 	a.members = newMembers(cfg, a.capacity, pl.Policy.Placement)
 	a.loadKick = make(chan struct{}, 1)

@@ -59,7 +59,7 @@ func (a *Agent) setDrain(state string) error {
 		// Draining, it takes no new job nor move; it leaves once none
 		// runs or arrives here, and it is the home of none that runs.
 		a.jobs.mu.Lock()
-		n, in := len(a.jobs.local), len(a.migr.in)
+		n, in := len(a.jobs.local), len(a.migr.Arrivals())
 		homed := 0
 		for _, r := range a.jobs.home {
 			if r.State == api.StateRunning || r.State == api.StateStarting {

@@ -312,7 +312,7 @@ func (a *Agent) settledLocal(id string) (*localJob, string) {
 	for {
 		a.jobs.mu.Lock()
 		lj := a.jobs.local[id]
-		movedTo := a.migr.movedTo[id]
+		movedTo := a.migr.MovedTo(id)
 		busy := lj != nil && lj.migrating
 		a.jobs.mu.Unlock()
 		if !busy || time.Now().After(deadline) {

@@ -32,22 +32,21 @@ func (a *Agent) recoverMigrations() {
 		}
 		a.log.Info("finishing a migration an earlier run left", "mid", r.MID, "job", r.Job, "to", r.To, "outcome", r.Outcome, "state", s.State())
 		o := &outMig{a: a, m: s, req: migrateOutRequest{ID: r.Job, To: r.To, Lazy: r.Lazy}, done: make(chan error, 1)}
-		a.jobs.mu.Lock()
-		if lj := a.jobs.local[r.Job]; lj != nil && lj.rec.PID == r.PID {
-			o.lj = lj
-			// A copy being killed is no job to push or move; an aborted
-			// migration's copy is the job, and stays free.
-			if r.Outcome == migrate.Committed {
-				lj.migrating = true
-			}
-		}
-		a.jobs.mu.Unlock()
+		// A copy being killed is no job to push or move; an aborted
+		// migration's copy is the job, and stays free.
+		o.lj = a.jobs.recovered(r.Job, r.PID, r.Outcome == migrate.Committed)
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
 			o.carryOut(acts)
 		}()
 	}
+	a.recoverIns(now, outs)
+}
+
+// recoverIns rebuilds the machines of the incoming migrations an earlier
+// run left unfinished; outs are the outgoing ones its ledger has.
+func (a *Agent) recoverIns(now time.Time, outs []migrate.Record) {
 	// When each job last left this node: an incoming record older than
 	// that is not the job's present.
 	leftAgain := map[string]time.Time{}
@@ -86,19 +85,11 @@ func (a *Agent) recoverMigrations() {
 	}
 }
 
-// pruneMigrations forgets the ledger's records past their retention; it
-// reads the whole ledger, so at most once every pruneEvery.
-func (a *Agent) pruneMigrations() {
+// pruneLedger forgets the ledger's records past their retention; it
+// reads the whole ledger, so it is called at most once every pruneEvery
+// (moves.Table.PruneDue).
+func (a *Agent) pruneLedger() {
 	now := time.Now()
-	a.jobs.mu.Lock()
-	due := now.Sub(a.migr.prunedAt) >= pruneEvery
-	if due {
-		a.migr.prunedAt = now
-	}
-	a.jobs.mu.Unlock()
-	if !due {
-		return
-	}
 	if outs, err := a.store.Outs(); err == nil {
 		for _, r := range outs {
 			if migrate.Expired(r, now) {
