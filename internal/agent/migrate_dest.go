@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -110,7 +109,8 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 		a.migr.TakeChecked(req.MID, req.ID)
 		return err
 	}
-	return a.stepMig(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
+	_, err = a.stepMig(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
+	return err
 }
 
 // notHere refuses a job that runs here or is already coming here (by
@@ -150,7 +150,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	in.spool = a.procs.SpoolDir(hdr.ID)
 	in.images = filepath.Join(a.imageDir, "in-"+hdr.MID)
 	in.mu.Unlock()
-	ph, err := a.stepMigTimed(in, migrate.Stream{MID: hdr.MID, Job: hdr.ID, From: hdr.From, Lazy: hdr.Lazy, Streamed: hdr.Streamed, Header: raw})
+	ph, err := a.stepMig(in, migrate.Stream{MID: hdr.MID, Job: hdr.ID, From: hdr.From, Lazy: hdr.Lazy, Streamed: hdr.Streamed, Header: raw})
 	if err != nil {
 		return migrateReady{}, err
 	}
@@ -206,7 +206,7 @@ func (a *Agent) stepIn(mid string, ev migrate.DestEvent) ([]api.Phase, error) {
 		}
 		in = a.adoptRecord(r, migrate.Rebuild(r))
 	}
-	return a.stepMigTimed(in, ev)
+	return a.stepMig(in, ev)
 }
 
 // adoptRecord makes an inMig of machine m for a ledger record and lists
@@ -225,16 +225,10 @@ func (a *Agent) adoptRecord(r migrate.InRecord, m *migrate.Dest) *inMig {
 }
 
 // stepMig feeds ev to the machine and carries out what it decides; it
-// returns the reply for the request that brought ev (nil when none was
-// asked for).
-func (a *Agent) stepMig(in *inMig, ev migrate.DestEvent) error {
-	_, err := a.stepMigTimed(in, ev)
-	return err
-}
-
-// stepMigTimed is stepMig, and the steps it carried out (the job is
-// stopped during each: a migration's events come while it is).
-func (a *Agent) stepMigTimed(in *inMig, ev migrate.DestEvent) ([]api.Phase, error) {
+// returns the steps it carried out (the job is stopped during each: a
+// migration's events come while it is) and the reply for the request that
+// brought ev (nil when none was asked for).
+func (a *Agent) stepMig(in *inMig, ev migrate.DestEvent) ([]api.Phase, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.ph = phaseLog{side: api.SideDest, frozen: true}
@@ -270,7 +264,7 @@ func (a *Agent) carryOutIn(in *inMig, acts []migrate.DestAction) error {
 		in.final.Store(true)
 		a.migr.Ended(in.mid, in)
 		if a.migr.PruneDue(time.Now(), pruneEvery) {
-			go a.pruneLedger()
+			go pruneLedger(a.store)
 		}
 	}
 	switch {
@@ -373,34 +367,6 @@ func (a *Agent) settleLater(id string, pid int, tix uint64, err error) {
 // settleTries bounds settleLater, one try a second.
 const settleTries = 30
 
-// receive reads the archive into the images and spool directories; an
-// eager migration's pages are in its sink's directory already.
-func (a *Agent) receive(in *inMig) error {
-	hdr := in.hdr
-	os.RemoveAll(in.spool)
-	if hdr.Streamed {
-		s := a.migr.ClaimSink(hdr.MID)
-		if s == nil {
-			return errkind.New(peer.ErrBadRequest, "no page stream for migration %s on node %s", hdr.MID, a.cfg.NodeID)
-		}
-		if err := s.Wait(stallTimeout); err != nil {
-			return err
-		}
-		in.images = s.Dir()
-	} else {
-		os.RemoveAll(in.images)
-		if err := os.MkdirAll(in.images, 0o700); err != nil {
-			return fmt.Errorf("images directory: %w", err)
-		}
-	}
-	if err := os.MkdirAll(in.spool, 0o700); err != nil {
-		return fmt.Errorf("spool directory: %w", err)
-	}
-	err := readArchive(in.body, in.images, in.spool)
-	in.body = nil
-	return err
-}
-
 // restoreIn restores the job, stopped, in this node's cgroups.
 func (a *Agent) restoreIn(in *inMig) (int, error) {
 	hdr := in.hdr
@@ -497,38 +463,6 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 	}
 }
 
-// removeImages removes a migration's images, once its lazy-pages daemon
-// (if any) no longer reads them; background: without waiting for that
-// (nothing needs the directory gone now).
-func (in *inMig) removeImages(background bool) {
-	dir, lazy := in.images, in.lazy
-	if dir == "" {
-		return
-	}
-	if lazy == nil && !background {
-		os.RemoveAll(dir)
-		return
-	}
-	go func() {
-		if lazy != nil {
-			<-lazy
-		}
-		os.RemoveAll(dir)
-	}()
-}
-
-// ask asks the source how the migration ended.
-func (a *Agent) ask(r migrate.InRecord) migrate.Answered {
-	var o struct {
-		Outcome string `json:"outcome"`
-	}
-	err := a.peers.Call(r.From, http.MethodGet, peer.MigrateOutcome+"?mid="+r.MID, nil, &o)
-	if err != nil {
-		return migrate.Answered{Err: err}
-	}
-	return migrate.Answered{Outcome: migrate.Outcome(o.Outcome)}
-}
-
 // wakeIn steps the machine with a Tick at t.
 func (a *Agent) wakeIn(in *inMig, t time.Time) {
 	if in.timer != nil {
@@ -552,6 +486,6 @@ func (a *Agent) wakeIn(in *inMig, t time.Time) {
 			}()
 			return
 		}
-		_ = a.stepMig(in, migrate.Tick{})
+		_, _ = a.stepMig(in, migrate.Tick{})
 	})
 }

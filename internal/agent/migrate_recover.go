@@ -7,6 +7,7 @@ package agent
 import (
 	"time"
 
+	"roam/internal/job"
 	"roam/internal/migrate"
 )
 
@@ -88,19 +89,19 @@ func (a *Agent) recoverIns(now time.Time, outs []migrate.Record) {
 // pruneLedger forgets the ledger's records past their retention; it
 // reads the whole ledger, so it is called at most once every pruneEvery
 // (moves.Table.PruneDue).
-func (a *Agent) pruneLedger() {
+func pruneLedger(st *job.Store) {
 	now := time.Now()
-	if outs, err := a.store.Outs(); err == nil {
+	if outs, err := st.Outs(); err == nil {
 		for _, r := range outs {
 			if migrate.Expired(r, now) {
-				_ = a.store.DeleteOut(r.MID)
+				_ = st.DeleteOut(r.MID)
 			}
 		}
 	}
-	if ins, err := a.store.Ins(); err == nil {
+	if ins, err := st.Ins(); err == nil {
 		for _, r := range ins {
 			if migrate.DestExpired(r, now) {
-				_ = a.store.DeleteIn(r.MID)
+				_ = st.DeleteIn(r.MID)
 			}
 		}
 	}

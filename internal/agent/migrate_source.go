@@ -124,7 +124,7 @@ func (o *outMig) carryOut(acts []migrate.SourceAction) {
 		default:
 		}
 		if o.a.migr.PruneDue(time.Now(), pruneEvery) {
-			o.a.pruneLedger()
+			pruneLedger(o.a.store)
 		}
 	}()
 	var q []migrate.SourceEvent

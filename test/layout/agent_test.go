@@ -35,9 +35,8 @@ var actionSwitches = map[string]bool{"(*outMig).do": true, "(*Agent).doIn": true
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.
 var agentDebt = map[string]int{
-	"package internal/agent":                                     7711,
-	"methods of *Agent":                                          146,
-	"file internal/agent/migrate_dest.go":                        557,
+	"package internal/agent":                                     7707,
+	"methods of *Agent":                                          144,
 	"file internal/agent/restart.go":                             541,
 	"file internal/agent/checkpoint.go":                          562,
 	"func internal/agent/agent.go (*Agent).Start":                65,
