@@ -1,11 +1,10 @@
 package agent
 
-// The job table's part in a migration: what the migration drivers
-// (migrate_source.go, migrate_dest.go, migrate_recover.go) do to the jobs
-// running here, each one step under jobs.mu. The migrations' own state is
-// package moves' (a.migr), under its lock, which ranks below jobs.mu: a
-// job's leaving and arriving take it inside jobs.mu, so that the job is
-// in the table or recorded as gone elsewhere at every moment.
+// The job table's part in a migration: what the migration drivers do to
+// the jobs running here, each one step under jobs.mu. The migrations' own
+// state is package moves' (a.migr), whose lock ranks below jobs.mu: a
+// job's leaving and arriving take it inside, so that the job is in the
+// table or recorded as gone elsewhere at every moment.
 
 import (
 	"time"
@@ -86,13 +85,6 @@ func (j *jobs) adopt(lj *localJob, m *migrTable) {
 		j.local[lj.rec.ID] = lj
 	}
 	m.Back(lj.rec.ID)
-}
-
-// here says whether job id runs here.
-func (j *jobs) here(id string) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.local[id] != nil
 }
 
 // hereOrComing says whether job id runs here, or a migration of it other

@@ -450,7 +450,7 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 		in.stdin = nil
 	}
 	in.removeImages(false)
-	if r.Job == "" || a.jobs.here(r.Job) {
+	if here, _ := a.jobs.hereOrComing(r.Job, r.MID, a.migr); r.Job == "" || here {
 		return
 	}
 	// A copy restored by an agent that died before it could record its

@@ -91,7 +91,9 @@ func (a *Agent) postStream(addr, path string, size int64, write func(io.Writer) 
 	defer wd.stop()
 	pr, pw := io.Pipe()
 	ww := &watchedWriter{w: pw, wd: wd}
+	written := make(chan struct{})
 	go func() {
+		defer close(written)
 		err := write(ww)
 		pw.CloseWithError(err)
 		if err != nil {
@@ -101,11 +103,14 @@ func (a *Agent) postStream(addr, path string, size int64, write func(io.Writer) 
 		wd.expect(restoreTimeout)
 	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+path, pr)
-	if err != nil {
-		return 0, false, err
+	if err == nil {
+		req.ContentLength = size
+		err = api.Exchange(a.peers.HTTP, req, out)
 	}
-	req.ContentLength = size
-	err = api.Exchange(a.peers.HTTP, req, out)
+	// The count is read once the writer returned: an answer before the
+	// last byte went (an error) ends its writes.
+	pr.Close()
+	<-written
 	return ww.n, wd.stalled.Load(), err
 }
 

@@ -95,9 +95,7 @@ func (a *Agent) claimForMigration(id string) (*localJob, error) {
 		}
 	}
 	if err != nil {
-		if lj != nil {
-			a.jobs.release(id, rec.PID)
-		}
+		a.jobs.release(id, rec.PID) // none when lj is nil: no job has pid 0
 		return nil, err
 	}
 	return lj, nil

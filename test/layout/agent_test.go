@@ -35,7 +35,7 @@ var actionSwitches = map[string]bool{"(*outMig).do": true, "(*Agent).doIn": true
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.
 var agentDebt = map[string]int{
-	"package internal/agent":                                     7707,
+	"package internal/agent":                                     7702,
 	"methods of *Agent":                                          144,
 	"file internal/agent/restart.go":                             541,
 	"file internal/agent/checkpoint.go":                          562,
