@@ -25,6 +25,7 @@ import (
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/limits"
 	"roam/internal/agent/members"
+	"roam/internal/agent/moves"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/phases"
 	"roam/internal/agent/rounds"
@@ -76,10 +77,10 @@ type Agent struct {
 	started    time.Time
 	memberLeft chan struct{}
 	peerMux    http.Handler
-	migr       migrationState // guarded by jobs.mu
-	support    string         // what migration can do here, found at start
-	imageDir   string         // where migration images go
-	allUsers   bool           // root's CRIU can dump other users' jobs here
+	migr       *migrTable // the migrations in flight (package moves)
+	support    string     // what migration can do here, found at start
+	imageDir   string     // where migration images go
+	allUsers   bool       // root's CRIU can dump other users' jobs here
 	metrics    phases.Metrics
 	// rounds is the scheduler (package rounds), events its decisions.
 	rounds *rounds.Rounds
@@ -159,6 +160,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)
 	}
 	a.rounds, a.events = rounds.New(pl, rankSched), &rounds.Events{}
+	a.migr = moves.New[*inMig, *lazyDump](cfg.NodeID, rankMoves)
 	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), ckptKey(parts), cfg.Limits.CheckpointBytes, rankStore)
 	a.members = newMembers(cfg, a.capacity, pl.Policy.Placement)
 	a.loadKick = make(chan struct{}, 1)

@@ -66,8 +66,9 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 	if _, err := a.claimForMigration(id); err != nil {
 		return savedCkpt{}, err
 	}
+	rec, cj, hasStdin, _ := a.jobs.ckptOf(id) // claimed: it stays
 	release := func() {
-		a.jobs.release(id)
+		a.jobs.release(id, rec.PID)
 		a.jobs.kickPush()
 	}
 	held := false // by a stop left to the caller
@@ -76,7 +77,6 @@ func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
 			release()
 		}
 	}()
-	rec, cj, hasStdin, _ := a.jobs.ckptOf(id) // claimed: it stays
 	if cj == nil {
 		// What the job's record holds that this node does not: asked of
 		// its home once (it never changes).

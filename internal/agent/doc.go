@@ -22,9 +22,16 @@ const (
 	// rankMigration is an incoming migration's inMig.mu: one step of its
 	// machine at a time.
 	rankMigration
-	// rankJobs is jobs.mu: the job table in memory and the migrations'
-	// maps.
+	// rankJobs is jobs.mu: the job table in memory.
 	rankJobs
+	// rankMoves is the migrations in flight's lock (package moves): the
+	// coming migrations, where jobs went, the page sinks and lazy dumps,
+	// the checks' findings. Below inMig.mu, whose step drops a sink or
+	// forgets its migration; below jobs.mu, which a job's leaving and
+	// arriving hold while they record where it went (jobs_migr.go), so
+	// that `roam kill` finds the job here or where it went at every
+	// moment. A leaf: nothing is taken under it.
+	rankMoves
 	// rankSpool is a home job's spool lock (package spool). Taken alone
 	// to write a spool, and under jobs.mu by a restart's consent, which
 	// cuts the spool back to its checkpoint as it changes the record.

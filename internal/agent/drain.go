@@ -59,7 +59,7 @@ func (a *Agent) setDrain(state string) error {
 		// Draining, it takes no new job nor move; it leaves once none
 		// runs or arrives here, and it is the home of none that runs.
 		n, homed := a.jobs.busy()
-		in := a.arriving()
+		in := len(a.migr.Arrivals())
 		switch {
 		case n > 0:
 			return errkind.New(peer.ErrBadRequest, "node %s still runs %d jobs: it leaves once it runs none", a.cfg.NodeID, n)
@@ -104,11 +104,4 @@ func (a *Agent) isDraining(node string) bool {
 	}
 	p, _ := a.members.Get(node)
 	return p.Draining
-}
-
-// arriving counts the migrations coming to this node.
-func (a *Agent) arriving() int {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	return len(a.migr.in)
 }

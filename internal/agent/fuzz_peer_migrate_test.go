@@ -81,9 +81,7 @@ func FuzzPeerMigrateCheck(f *testing.F) {
 			}
 			return
 		}
-		a.jobs.mu.Lock()
-		in, sinks := len(a.migr.in), len(a.migr.sinks)
-		a.jobs.mu.Unlock()
+		in, sinks := len(a.migr.Arrivals()), a.migr.Serving()
 		ents, _ := os.ReadDir(a.imageDir)
 		if in != 0 || sinks != 0 || len(ents) != 0 {
 			t.Fatalf("a refused check left %d migrations, %d sinks, %d image directories", in, sinks, len(ents))

@@ -381,10 +381,8 @@ func (a *fzAgent) seededOutput() string { return filepath.Join(a.spools.Dir(fzHo
 // quiet says the last input left nothing that runs on: it stops the
 // timers of the migrations it started, and fails when one had fired.
 func (a *fzAgent) quiet() bool {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	ok := len(a.migr.lazy) == 0 && len(a.migr.sinks) == 0
-	for _, in := range a.migr.in {
+	ok := a.migr.Serving() == 0
+	for _, in := range a.migr.Arrivals() {
 		if in.timer != nil && !in.timer.Stop() {
 			ok = false
 		}
@@ -447,7 +445,7 @@ func (a *fzAgent) reset(t *testing.T) {
 	default:
 	}
 	j.restarting, j.uploading, j.restoring = nil, nil, nil
-	a.migr = migrationState{}
+	a.migr.Clear()
 	code := 0
 	for _, r := range []job.Record{
 		{ID: fzHome, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/", Home: fzSelf, Node: "n3",

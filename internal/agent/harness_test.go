@@ -251,7 +251,7 @@ func (c *cluster) settled(ids []string) (bool, string) {
 		for _, h := range c.nodes {
 			h.a.jobs.mu.Lock()
 			lj := h.a.jobs.local[id]
-			busy := len(h.a.migr.in)
+			busy := len(h.a.migr.Arrivals())
 			h.a.jobs.mu.Unlock()
 			if (lj != nil) != (h.name == run[0]) {
 				return false, fmt.Sprintf("job %s runs on %s; node %s has it as a local job: %v", id, run[0], h.name, lj != nil)

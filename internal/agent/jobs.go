@@ -165,22 +165,12 @@ func (a *Agent) signalJob(id string, sig syscall.Signal) error {
 func (a *Agent) settledLocal(id string) (l job.Local, here bool, movedTo string) {
 	deadline := time.Now().Add(restoreTimeout)
 	for {
-		l, here, busy := a.jobs.localOf(id)
+		l, here, busy, movedTo := a.jobs.whereIs(id, a.migr)
 		if !busy || time.Now().After(deadline) {
-			if !here {
-				movedTo = a.movedTo(id)
-			}
 			return l, here, movedTo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// movedTo is the node job id went to from here, if it did.
-func (a *Agent) movedTo(id string) string {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	return a.migr.movedTo[id]
 }
 
 // ---- ps ----

@@ -443,15 +443,3 @@ func (j *jobs) psView() ([]job.Record, []job.Local) {
 	}
 	return recs, locals
 }
-
-// localOf copies the record of job id when it runs here; busy says a
-// migration is moving it.
-func (j *jobs) localOf(id string) (l job.Local, here, busy bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	lj := j.local[id]
-	if lj == nil {
-		return job.Local{}, false, false
-	}
-	return lj.rec, true, lj.migrating
-}

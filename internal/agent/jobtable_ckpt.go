@@ -12,16 +12,6 @@ import (
 	"roam/internal/migrate"
 )
 
-// release ends a claim of job id (a migration's or a checkpoint's): the
-// push loop and the policies take it again.
-func (j *jobs) release(id string) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if lj := j.local[id]; lj != nil {
-		lj.migrating = false
-	}
-}
-
 // ckptOf copies job id's record here and what a checkpoint keeps of its
 // home record (nil until asked of its home once: setCkptJob); hasStdin
 // says it reads a pipe, which a checkpoint cannot keep.

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"roam/internal/agent/moves"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
 	"roam/internal/api"
@@ -35,108 +36,10 @@ const (
 	migrateTimeout = 15 * time.Minute
 )
 
-// migrationState is the agent's migrations in flight, guarded by jobs.mu.
-type migrationState struct {
-	// in are the migrations coming to this node, by id.
-	in map[string]*inMig
-	// movedTo says where a job that left this node went, so a signal or
-	// stdin sent here by a stale record still arrives.
-	movedTo map[string]string
-	// lazy dumps serving pages, by migration id.
-	lazy map[string]*lazyDump
-	// sinks: CRIU page servers taking streamed dumps' pages, by migration
-	// id.
-	sinks map[string]*pageSink
-	// prunedAt is when the ledger was last pruned.
-	prunedAt time.Time
-	// checked are the files this node's check of each coming migration
-	// found, by migration id, until its restore compares the restored
-	// job's files with them (checkRestoredFiles); keepChecked bounds them.
-	checked map[string]checkedFiles
-}
-
-// checkedFiles is what a migration's check found at each of the job's
-// paths on this node, and when.
-type checkedFiles struct {
-	at    time.Time
-	job   string
-	files map[string]migrate.OpenFile
-}
-
-// maxCheckedFiles bounds what this node keeps from the checks of
-// migrations still to come: their paths, and one for each check. The
-// oldest checks go first; a migration whose check went finds none at its
-// restore, and its files in shared directories are then refused (the job
-// runs on at its source). A check is kept for checkedKeep at most: a
-// migration that never came (its source gave up) leaves nothing for long.
-const (
-	maxCheckedFiles = 4 * migrate.MaxOpenFiles
-	checkedKeep     = 10 * time.Minute
-)
-
-// keepChecked keeps what the check of migration mid (of job) found, for
-// its restore. A second check of a migration it keeps one of is refused:
-// it would replace the first's findings.
-func (a *Agent) keepChecked(mid, job string, files map[string]migrate.OpenFile) error {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	if _, ok := a.migr.checked[mid]; ok {
-		return errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", mid, a.cfg.NodeID)
-	}
-	if a.migr.checked == nil {
-		a.migr.checked = map[string]checkedFiles{}
-	}
-	now := time.Now()
-	a.migr.checked[mid] = checkedFiles{at: now, job: job, files: files}
-	for {
-		n, oldest := 0, ""
-		for m, c := range a.migr.checked {
-			if now.Sub(c.at) > checkedKeep {
-				delete(a.migr.checked, m)
-				continue
-			}
-			n += 1 + len(c.files)
-			if m != mid && (oldest == "" || c.at.Before(a.migr.checked[oldest].at)) {
-				oldest = m
-			}
-		}
-		if n <= maxCheckedFiles || oldest == "" {
-			return nil
-		}
-		delete(a.migr.checked, oldest)
-	}
-}
-
-// addChecked adds what a late check of migration mid (of job) found to
-// what its first check found; it fails when there is no first check kept.
-func (a *Agent) addChecked(mid, job string, files map[string]migrate.OpenFile) error {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	c, ok := a.migr.checked[mid]
-	if !ok || c.job != job {
-		return errkind.New(peer.ErrBadRequest, "late check of migration %s of job %s: node %s has no check of it", mid, job, a.cfg.NodeID)
-	}
-	if len(c.files)+len(files) > 2*migrate.MaxOpenFiles {
-		return errkind.New(peer.ErrBadRequest, "late check of migration %s of job %s: %d files more", mid, job, len(files))
-	}
-	for p, f := range files {
-		c.files[p] = f
-	}
-	return nil
-}
-
-// takeChecked returns and forgets what the check of migration mid found,
-// if it was of job (nil: nothing kept).
-func (a *Agent) takeChecked(mid, job string) map[string]migrate.OpenFile {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	c, ok := a.migr.checked[mid]
-	delete(a.migr.checked, mid)
-	if !ok || c.job != job {
-		return nil
-	}
-	return c.files
-}
+// migrTable is the node's migrations in flight (package moves): the
+// coming ones are the destination driver's inMigs, the lazy dumps the
+// source driver's.
+type migrTable = moves.Table[*inMig, *lazyDump]
 
 // pruneEvery is how often the migration ledger is pruned (its records
 // are kept for minutes: migrate.Retention).
@@ -264,40 +167,39 @@ func retry(f func() error) error {
 // come in either order: each is kept once, and the record moves only to
 // a newer one (migrate.ApplyNote).
 func (a *Agent) takeNote(n jobNote) error {
-	var back []api.Event // recorded once jobs.mu is let go
-	defer func() {
-		for _, e := range back {
-			a.event(e)
-		}
-	}()
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	rec := a.jobs.home[n.ID]
-	if rec == nil {
-		return errkind.New(peer.ErrNotFound, "unknown job %s", n.ID)
+	back, drop, err := a.jobs.takeNote(n, time.Now())
+	for _, e := range back {
+		a.event(e)
 	}
+	if drop != nil {
+		a.dropCheckpointOn(drop.StoredOn, n.ID, n.Checkpoint.At) // not a newer one kept there since
+	}
+	return err
+}
+
+// noted is rec with note n taken, and whether to keep it (false: the
+// note changes nothing), the events it makes, and the checkpoint kept
+// elsewhere that a newer one replaces.
+func noted(rec job.Record, n jobNote, now time.Time) (next job.Record, keep bool, back []api.Event, drop *api.Checkpoint) {
 	if n.Inc != nil && *n.Inc < rec.Inc {
-		return nil // of a copy an older incarnation: it is being ended
+		return rec, false, nil, nil // of a copy an older incarnation: it is being ended
 	}
 	if c := n.Checkpoint; c != nil {
-		return a.takeCheckpointNote(rec, *c)
+		next, drop = checkpointNoted(rec, *c)
+		return next, true, nil, drop
 	}
 	if m := n.Migration; m != nil && m.MID != "" {
 		for _, old := range rec.MigrationLog {
 			if old.MID == m.MID {
-				return nil
+				return rec, false, nil, nil
 			}
 		}
-	}
-	switch {
-	case n.Migration != nil && n.Migration.MID != "":
-		m := n.Migration
 		if m.OK && m.Seq > rec.Migrations {
 			// A migration newer than any the home knows committed while
 			// the home thought the job lost (its source was declared dead
 			// mid-move): it runs at m.To. An older note says nothing of
 			// where it runs now.
-			if e, ok := relay.Revive(rec, m.To, time.Now()); ok {
+			if e, ok := relay.Revive(&rec, m.To, now); ok {
 				back = append(back, e)
 			}
 		}
@@ -309,11 +211,11 @@ func (a *Agent) takeNote(n jobNote) error {
 		if m.OK {
 			rec.PinReason = ""
 		}
-	case n.Node != "" && !rec.Over():
+	} else if n.Node != "" && !rec.Over() {
 		rec.Node = n.Node
 	}
 	if n.Migration != nil {
-		rec.MigrationLog = append(rec.MigrationLog, *n.Migration)
+		rec.MigrationLog = append(slices.Clip(rec.MigrationLog), *n.Migration)
 		if len(rec.MigrationLog) > job.MaxMigrationLog {
 			rec.MigrationLog = rec.MigrationLog[len(rec.MigrationLog)-job.MaxMigrationLog:]
 		}
@@ -324,7 +226,7 @@ func (a *Agent) takeNote(n jobNote) error {
 	if n.Manual != nil {
 		rec.Manual = *n.Manual
 	}
-	return a.store.PutRecords(*rec)
+	return rec, true, back, nil
 }
 
 // outcome is this node's answer to a destination that asks how migration
@@ -340,28 +242,20 @@ func (a *Agent) outcome(mid string) (migrate.Outcome, error) {
 	return migrate.Answer(r, found), nil
 }
 
-// takeCheckpointNote keeps a checkpoint tried in the job's record; a
-// periodic one kept on a node becomes the newest, and the one it replaces
-// is dropped where it was kept. Called with jobs.mu held.
-func (a *Agent) takeCheckpointNote(rec *job.Record, c api.Checkpoint) error {
-	next := *rec
+// checkpointNoted is rec with checkpoint c tried: a periodic one kept on
+// a node becomes the newest, and the one it replaces (drop) is to be
+// dropped where it was kept.
+func checkpointNoted(rec job.Record, c api.Checkpoint) (next job.Record, drop *api.Checkpoint) {
+	next = rec
 	next.Checkpoints = append(slices.Clone(rec.Checkpoints), c)
 	if len(next.Checkpoints) > job.MaxMigrationLog {
 		next.Checkpoints = next.Checkpoints[len(next.Checkpoints)-job.MaxMigrationLog:]
 	}
-	var drop *api.Checkpoint
 	if c.OK && c.StoredOn != "" && (rec.Newest == nil || c.At.After(rec.Newest.At)) {
 		if old := rec.Newest; old != nil && old.StoredOn != c.StoredOn {
 			drop = old
 		}
 		next.Newest = &c
 	}
-	if err := a.store.PutRecords(next); err != nil {
-		return err
-	}
-	*rec = next
-	if drop != nil {
-		a.dropCheckpointOn(drop.StoredOn, rec.ID, c.At) // not a newer one kept there since
-	}
-	return nil
+	return next, drop
 }

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -58,6 +57,12 @@ type inMig struct {
 	halted bool // the ledger could not be written before the agent stopped
 }
 
+// Job is the migration's job (moves.Arrival).
+func (in *inMig) Job() string { return in.job }
+
+// Ended says the migration's machine has ended (moves.Arrival).
+func (in *inMig) Ended() bool { return in.final.Load() }
+
 // migrateCheck answers a source's check: this node reaches the job's
 // files, holds no copy of it, and (eager) has a page sink open for it.
 func (a *Agent) migrateCheck(req migrateCheckRequest) error {
@@ -74,7 +79,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 		if err != nil {
 			return err
 		}
-		return a.addChecked(req.MID, req.ID, found)
+		return a.migr.AddChecked(req.MID, req.ID, found)
 	}
 	if a.draining.Load() {
 		return errkind.New(peer.ErrUnavailable, "node %s is draining: it takes no job", a.cfg.NodeID)
@@ -89,44 +94,33 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 	if _, known, err := a.store.In(req.MID); err != nil || known {
 		return errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", req.MID, a.cfg.NodeID)
 	}
-	if err := a.keepChecked(req.MID, req.ID, found); err != nil {
+	if err := a.migr.KeepChecked(req.MID, req.ID, found, time.Now()); err != nil {
 		return err
 	}
 	if req.Lazy {
 		return nil
 	}
 	in := newInMig(req.MID, req.ID)
-	a.jobs.mu.Lock()
-	if a.migr.in == nil {
-		a.migr.in = map[string]*inMig{}
-	}
-	if a.migr.in[req.MID] != nil {
-		a.jobs.mu.Unlock()
-		return errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", req.MID, a.cfg.NodeID)
-	}
-	a.migr.in[req.MID] = in
-	a.jobs.mu.Unlock()
-	if _, err := a.openSink(req.MID); err != nil {
-		a.jobs.mu.Lock()
-		delete(a.migr.in, req.MID)
-		a.jobs.mu.Unlock()
-		a.takeChecked(req.MID, req.ID)
+	if err := a.migr.Arrive(req.MID, in); err != nil {
 		return err
 	}
-	return a.stepMig(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
+	if err := a.openSink(req.MID); err != nil {
+		a.migr.Ended(req.MID, in)
+		a.migr.TakeChecked(req.MID, req.ID)
+		return err
+	}
+	_, err = a.stepMig(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
+	return err
 }
 
-// notHere refuses a job that runs here or is already coming here.
+// notHere refuses a job that runs here or is already coming here (by
+// another migration than mid).
 func (a *Agent) notHere(id, mid string) error {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	if _, here := a.jobs.local[id]; here {
+	switch here, coming := a.jobs.hereOrComing(id, mid, a.migr); {
+	case here:
 		return errkind.New(peer.ErrBadRequest, "job %s is already on node %s", id, a.cfg.NodeID)
-	}
-	for m, in := range a.migr.in {
-		if m != mid && in.job == id && !in.final.Load() {
-			return errkind.New(peer.ErrBadRequest, "job %s is already arriving on node %s", id, a.cfg.NodeID)
-		}
+	case coming:
+		return errkind.New(peer.ErrBadRequest, "job %s is already arriving on node %s", id, a.cfg.NodeID)
 	}
 	return nil
 }
@@ -143,24 +137,10 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 		return migrateReady{}, err
 	}
 	raw, _ := json.Marshal(hdr)
-	a.jobs.mu.Lock()
-	in := a.migr.in[hdr.MID]
-	if in == nil && hdr.Streamed {
-		a.jobs.mu.Unlock()
-		return migrateReady{}, errkind.New(peer.ErrBadRequest, "no page stream for migration %s on node %s", hdr.MID, a.cfg.NodeID)
+	in, err := a.streamArrival(hdr)
+	if err != nil {
+		return migrateReady{}, err
 	}
-	if in == nil {
-		if _, known, err := a.store.In(hdr.MID); err != nil || known {
-			a.jobs.mu.Unlock()
-			return migrateReady{}, errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", hdr.MID, a.cfg.NodeID)
-		}
-		in = newInMig(hdr.MID, hdr.ID)
-		if a.migr.in == nil {
-			a.migr.in = map[string]*inMig{}
-		}
-		a.migr.in[hdr.MID] = in
-	}
-	a.jobs.mu.Unlock()
 	in.mu.Lock()
 	if st := in.m.State(); in.job != hdr.ID || (st != migrate.DstNew && st != migrate.DstSinkOpen) {
 		in.mu.Unlock()
@@ -170,7 +150,7 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	in.spool = a.procs.SpoolDir(hdr.ID)
 	in.images = filepath.Join(a.imageDir, "in-"+hdr.MID)
 	in.mu.Unlock()
-	ph, err := a.stepMigTimed(in, migrate.Stream{MID: hdr.MID, Job: hdr.ID, From: hdr.From, Lazy: hdr.Lazy, Streamed: hdr.Streamed, Header: raw})
+	ph, err := a.stepMig(in, migrate.Stream{MID: hdr.MID, Job: hdr.ID, From: hdr.From, Lazy: hdr.Lazy, Streamed: hdr.Streamed, Header: raw})
 	if err != nil {
 		return migrateReady{}, err
 	}
@@ -181,30 +161,52 @@ func (a *Agent) migrateIn(r io.Reader) (migrateReady, error) {
 	return in.ready, nil
 }
 
+// streamArrival is the coming migration a stream of hdr is of: the one
+// its check listed, or (a lazy migration, unchecked) a new one of an id
+// the ledger does not have. The ledger is asked again once the new one
+// is listed: a migration of that id that ended in between had its
+// record written before it was forgotten.
+func (a *Agent) streamArrival(hdr migrate.Header) (*inMig, error) {
+	if in, ok := a.migr.Arrival(hdr.MID); ok {
+		return in, nil
+	}
+	if hdr.Streamed {
+		return nil, errkind.New(peer.ErrBadRequest, "no page stream for migration %s on node %s", hdr.MID, a.cfg.NodeID)
+	}
+	known := func() bool { _, known, err := a.store.In(hdr.MID); return err != nil || known }
+	if known() {
+		return nil, errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", hdr.MID, a.cfg.NodeID)
+	}
+	in, fresh := a.migr.Adopt(hdr.MID, newInMig(hdr.MID, hdr.ID))
+	if fresh && known() {
+		a.migr.Ended(hdr.MID, in)
+		return nil, errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", hdr.MID, a.cfg.NodeID)
+	}
+	return in, nil
+}
+
 // stepIn brings a commit or an abort to migration mid's machine; a
 // migration this node no longer holds in memory is rebuilt from the ledger.
 func (a *Agent) stepIn(mid string, ev migrate.DestEvent) ([]api.Phase, error) {
 	if !migrate.ValidMID(mid) {
 		return nil, errkind.New(peer.ErrBadRequest, "migration id %q", mid)
 	}
-	a.jobs.mu.Lock()
-	in := a.migr.in[mid]
-	a.jobs.mu.Unlock()
-	if in == nil {
+	in, ok := a.migr.Arrival(mid)
+	if !ok {
 		r, found, err := a.store.In(mid)
 		if err != nil {
 			return nil, err
 		}
 		if !found {
 			if _, abort := ev.(migrate.AbortMsg); abort {
-				a.dropSink(mid)
+				a.migr.DropSink(mid)
 				return nil, nil
 			}
 			return nil, errkind.New(peer.ErrNotFound, "no migration %s on node %s", mid, a.cfg.NodeID)
 		}
 		in = a.adoptRecord(r, migrate.Rebuild(r))
 	}
-	return a.stepMigTimed(in, ev)
+	return a.stepMig(in, ev)
 }
 
 // adoptRecord makes an inMig of machine m for a ledger record and lists
@@ -218,29 +220,15 @@ func (a *Agent) adoptRecord(r migrate.InRecord, m *migrate.Dest) *inMig {
 	if in.final.Store(m.Final()); m.Final() {
 		return in
 	}
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	if a.migr.in == nil {
-		a.migr.in = map[string]*inMig{}
-	}
-	if old := a.migr.in[r.MID]; old != nil {
-		return old
-	}
-	a.migr.in[r.MID] = in
+	in, _ = a.migr.Adopt(r.MID, in)
 	return in
 }
 
 // stepMig feeds ev to the machine and carries out what it decides; it
-// returns the reply for the request that brought ev (nil when none was
-// asked for).
-func (a *Agent) stepMig(in *inMig, ev migrate.DestEvent) error {
-	_, err := a.stepMigTimed(in, ev)
-	return err
-}
-
-// stepMigTimed is stepMig, and the steps it carried out (the job is
-// stopped during each: a migration's events come while it is).
-func (a *Agent) stepMigTimed(in *inMig, ev migrate.DestEvent) ([]api.Phase, error) {
+// returns the steps it carried out (the job is stopped during each: a
+// migration's events come while it is) and the reply for the request that
+// brought ev (nil when none was asked for).
+func (a *Agent) stepMig(in *inMig, ev migrate.DestEvent) ([]api.Phase, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.ph = phaseLog{Side: api.SideDest, Frozen: true}
@@ -274,12 +262,10 @@ func (a *Agent) carryOutIn(in *inMig, acts []migrate.DestAction) error {
 	}
 	if in.m.Final() {
 		in.final.Store(true)
-		a.jobs.mu.Lock()
-		if a.migr.in[in.mid] == in {
-			delete(a.migr.in, in.mid)
+		a.migr.Ended(in.mid, in)
+		if a.migr.PruneDue(time.Now(), pruneEvery) {
+			go pruneLedger(a.store)
 		}
-		a.jobs.mu.Unlock()
-		go a.pruneMigrations()
 	}
 	switch {
 	case errors.Is(reply, migrate.ErrNotReady):
@@ -330,7 +316,7 @@ func (a *Agent) doIn(in *inMig, act migrate.DestAction) migrate.DestEvent {
 			}
 			in.ph.Add("cpu cgroup", t)
 		}
-		a.removeImages(in, true)
+		in.removeImages(true)
 		a.jobs.kickPush()
 	case migrate.Discard:
 		a.discardIn(in, r)
@@ -381,31 +367,6 @@ func (a *Agent) settleLater(id string, pid int, tix uint64, err error) {
 // settleTries bounds settleLater, one try a second.
 const settleTries = 30
 
-// receive reads the archive into the images and spool directories; an
-// eager migration's pages are in its sink's directory already.
-func (a *Agent) receive(in *inMig) error {
-	hdr := in.hdr
-	os.RemoveAll(in.spool)
-	if hdr.Streamed {
-		s, err := a.claimSink(hdr.MID)
-		if err != nil {
-			return err
-		}
-		in.images = s.dir
-	} else {
-		os.RemoveAll(in.images)
-		if err := os.MkdirAll(in.images, 0o700); err != nil {
-			return fmt.Errorf("images directory: %w", err)
-		}
-	}
-	if err := os.MkdirAll(in.spool, 0o700); err != nil {
-		return fmt.Errorf("spool directory: %w", err)
-	}
-	err := readArchive(in.body, in.images, in.spool)
-	in.body = nil
-	return err
-}
-
 // restoreIn restores the job, stopped, in this node's cgroups.
 func (a *Agent) restoreIn(in *inMig) (int, error) {
 	hdr := in.hdr
@@ -437,7 +398,7 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 			return 0, err
 		}
 	}
-	check := a.restoredCheck(asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}, a.takeChecked(in.m.Record().MID, in.m.Record().Job), "restore on node "+a.cfg.NodeID)
+	check := a.restoredCheck(asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}, a.migr.TakeChecked(in.m.Record().MID, in.m.Record().Job), "restore on node "+a.cfg.NodeID)
 	pid, times, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: in.m.Record().Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true, Check: check})
 	in.ph.AddTimes(times, true)
 	if stdinR != nil {
@@ -463,12 +424,7 @@ func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
 	l := job.Local{ID: hdr.ID, Home: hdr.Home, HomeAddr: hdr.HomeAddr, UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups, PID: r.PID, StartTix: r.Tix, Dir: in.spool,
 		Started: hdr.Started, Hold: hdr.Hold, Moves: hdr.Moves + 1, LastMoved: r.EndedAt, Inc: hdr.Inc, CheckpointEvery: hdr.CheckpointEvery,
 		CPUBefore: hdr.CPUBefore, CPUBase: a.cpuHere(hdr.ID, r.PID)}
-	a.jobs.mu.Lock()
-	if lj := a.jobs.local[l.ID]; lj == nil || lj.rec.PID != l.PID {
-		a.jobs.local[l.ID] = &localJob{rec: l, stdin: in.stdin, ackOut: hdr.AckOut, ackErr: hdr.AckErr, arrivedAt: time.Now()}
-	}
-	delete(a.migr.movedTo, l.ID)
-	a.jobs.mu.Unlock()
+	a.jobs.adopt(&localJob{rec: l, stdin: in.stdin, ackOut: hdr.AckOut, ackErr: hdr.AckErr, arrivedAt: time.Now()}, a.migr)
 	in.stdin = nil
 	a.rounds.Arrived(l.ID)
 	// Durable before the job runs: an agent that restarts finds the job
@@ -481,8 +437,8 @@ func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
 // discardIn ends whatever this node holds of a migration that did not
 // commit: its sink, its restored copy, its images and spool (idempotent).
 func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
-	a.dropSink(r.MID)
-	a.takeChecked(r.MID, r.Job)
+	a.migr.DropSink(r.MID)
+	a.migr.TakeChecked(r.MID, r.Job)
 	if r.Job != "" {
 		a.rounds.Arrived(r.Job)
 	}
@@ -493,11 +449,8 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 		in.stdin.Close()
 		in.stdin = nil
 	}
-	a.removeImages(in, false)
-	a.jobs.mu.Lock()
-	_, here := a.jobs.local[r.Job]
-	a.jobs.mu.Unlock()
-	if r.Job == "" || here {
+	in.removeImages(false)
+	if here, _ := a.jobs.hereOrComing(r.Job, r.MID, a.migr); r.Job == "" || here {
 		return
 	}
 	// A copy restored by an agent that died before it could record its
@@ -508,38 +461,6 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 	if in.spool != "" {
 		os.RemoveAll(in.spool)
 	}
-}
-
-// removeImages removes a migration's images, once its lazy-pages daemon
-// (if any) no longer reads them; background: without waiting for that
-// (nothing needs the directory gone now).
-func (a *Agent) removeImages(in *inMig, background bool) {
-	dir, lazy := in.images, in.lazy
-	if dir == "" {
-		return
-	}
-	if lazy == nil && !background {
-		os.RemoveAll(dir)
-		return
-	}
-	go func() {
-		if lazy != nil {
-			<-lazy
-		}
-		os.RemoveAll(dir)
-	}()
-}
-
-// ask asks the source how the migration ended.
-func (a *Agent) ask(r migrate.InRecord) migrate.Answered {
-	var o struct {
-		Outcome string `json:"outcome"`
-	}
-	err := a.peers.Call(r.From, http.MethodGet, peer.MigrateOutcome+"?mid="+r.MID, nil, &o)
-	if err != nil {
-		return migrate.Answered{Err: err}
-	}
-	return migrate.Answered{Outcome: migrate.Outcome(o.Outcome)}
 }
 
 // wakeIn steps the machine with a Tick at t.
@@ -553,9 +474,18 @@ func (a *Agent) wakeIn(in *inMig, t time.Time) {
 			return
 		default:
 		}
-		if a.sinkBusy(in) {
-			return // re-armed: a dump is still writing its pages
+		if s := a.migr.Sink(in.mid); s != nil && s.Busy() {
+			// A dump is still writing its pages: the machine's SinkWait
+			// waits another SinkWait instead of ending the migration
+			// under the dump. A sink no dump connected to, or whose
+			// pages no stream claimed, ends when the timer finds it idle.
+			go func() {
+				in.mu.Lock()
+				defer in.mu.Unlock()
+				a.wakeIn(in, time.Now().Add(migrate.SinkWait))
+			}()
+			return
 		}
-		_ = a.stepMig(in, migrate.Tick{})
+		_, _ = a.stepMig(in, migrate.Tick{})
 	})
 }

@@ -1,7 +1,8 @@
 package agent
 
 // A migration's I/O that is not CRIU's: the stream of header and archive
-// (format in package migrate), the destination's checks, and reading a
+// (format in package migrate) and the destination's images directory, the
+// destination's checks and its question to the source, and reading a
 // job's descriptors for the pin rules (rules in package migrate).
 
 import (
@@ -91,7 +92,9 @@ func (a *Agent) postStream(addr, path string, size int64, write func(io.Writer) 
 	defer wd.Stop()
 	pr, pw := io.Pipe()
 	ww := stall.NewWriter(pw, wd)
+	written := make(chan struct{})
 	go func() {
+		defer close(written)
 		err := write(ww)
 		pw.CloseWithError(err)
 		if err != nil {
@@ -101,11 +104,14 @@ func (a *Agent) postStream(addr, path string, size int64, write func(io.Writer) 
 		wd.Expect(restoreTimeout)
 	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+path, pr)
-	if err != nil {
-		return 0, false, err
+	if err == nil {
+		req.ContentLength = size
+		err = api.Exchange(a.peers.HTTP, req, out)
 	}
-	req.ContentLength = size
-	err = api.Exchange(a.peers.HTTP, req, out)
+	// The count is read once the writer returned: an answer before the
+	// last byte went (an error) ends its writes.
+	pr.Close()
+	<-written
 	return ww.Written(), wd.Stalled(), err
 }
 
@@ -258,4 +264,64 @@ func readArchive(r io.Reader, images, spool string) error {
 		return errkind.New(peer.ErrBadRequest, "%v", err)
 	}
 	return err
+}
+
+// receive reads the archive into the images and spool directories; an
+// eager migration's pages are in its sink's directory already.
+func (a *Agent) receive(in *inMig) error {
+	hdr := in.hdr
+	os.RemoveAll(in.spool)
+	if hdr.Streamed {
+		s := a.migr.ClaimSink(hdr.MID)
+		if s == nil {
+			return errkind.New(peer.ErrBadRequest, "no page stream for migration %s on node %s", hdr.MID, a.cfg.NodeID)
+		}
+		if err := s.Wait(stallTimeout); err != nil {
+			return err
+		}
+		in.images = s.Dir()
+	} else {
+		os.RemoveAll(in.images)
+		if err := os.MkdirAll(in.images, 0o700); err != nil {
+			return fmt.Errorf("images directory: %w", err)
+		}
+	}
+	if err := os.MkdirAll(in.spool, 0o700); err != nil {
+		return fmt.Errorf("spool directory: %w", err)
+	}
+	err := readArchive(in.body, in.images, in.spool)
+	in.body = nil
+	return err
+}
+
+// removeImages removes a migration's images, once its lazy-pages daemon
+// (if any) no longer reads them; background: without waiting for that
+// (nothing needs the directory gone now).
+func (in *inMig) removeImages(background bool) {
+	dir, lazy := in.images, in.lazy
+	if dir == "" {
+		return
+	}
+	if lazy == nil && !background {
+		os.RemoveAll(dir)
+		return
+	}
+	go func() {
+		if lazy != nil {
+			<-lazy
+		}
+		os.RemoveAll(dir)
+	}()
+}
+
+// ask asks the source how the migration ended.
+func (a *Agent) ask(r migrate.InRecord) migrate.Answered {
+	var o struct {
+		Outcome string `json:"outcome"`
+	}
+	err := a.peers.Call(r.From, http.MethodGet, peer.MigrateOutcome+"?mid="+r.MID, nil, &o)
+	if err != nil {
+		return migrate.Answered{Err: err}
+	}
+	return migrate.Answered{Outcome: migrate.Outcome(o.Outcome)}
 }

@@ -7,6 +7,7 @@ package agent
 import (
 	"time"
 
+	"roam/internal/job"
 	"roam/internal/migrate"
 )
 
@@ -32,22 +33,21 @@ func (a *Agent) recoverMigrations() {
 		}
 		a.log.Info("finishing a migration an earlier run left", "mid", r.MID, "job", r.Job, "to", r.To, "outcome", r.Outcome, "state", s.State())
 		o := &outMig{a: a, m: s, req: migrateOutRequest{ID: r.Job, To: r.To, Lazy: r.Lazy}, done: make(chan error, 1)}
-		a.jobs.mu.Lock()
-		if lj := a.jobs.local[r.Job]; lj != nil && lj.rec.PID == r.PID {
-			o.lj = lj
-			// A copy being killed is no job to push or move; an aborted
-			// migration's copy is the job, and stays free.
-			if r.Outcome == migrate.Committed {
-				lj.migrating = true
-			}
-		}
-		a.jobs.mu.Unlock()
+		// A copy being killed is no job to push or move; an aborted
+		// migration's copy is the job, and stays free.
+		o.lj = a.jobs.recovered(r.Job, r.PID, r.Outcome == migrate.Committed)
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
 			o.carryOut(acts)
 		}()
 	}
+	a.recoverIns(now, outs)
+}
+
+// recoverIns rebuilds the machines of the incoming migrations an earlier
+// run left unfinished; outs are the outgoing ones its ledger has.
+func (a *Agent) recoverIns(now time.Time, outs []migrate.Record) {
 	// When each job last left this node: an incoming record older than
 	// that is not the job's present.
 	leftAgain := map[string]time.Time{}
@@ -86,30 +86,22 @@ func (a *Agent) recoverMigrations() {
 	}
 }
 
-// pruneMigrations forgets the ledger's records past their retention; it
-// reads the whole ledger, so at most once every pruneEvery.
-func (a *Agent) pruneMigrations() {
+// pruneLedger forgets the ledger's records past their retention; it
+// reads the whole ledger, so it is called at most once every pruneEvery
+// (moves.Table.PruneDue).
+func pruneLedger(st *job.Store) {
 	now := time.Now()
-	a.jobs.mu.Lock()
-	due := now.Sub(a.migr.prunedAt) >= pruneEvery
-	if due {
-		a.migr.prunedAt = now
-	}
-	a.jobs.mu.Unlock()
-	if !due {
-		return
-	}
-	if outs, err := a.store.Outs(); err == nil {
+	if outs, err := st.Outs(); err == nil {
 		for _, r := range outs {
 			if migrate.Expired(r, now) {
-				_ = a.store.DeleteOut(r.MID)
+				_ = st.DeleteOut(r.MID)
 			}
 		}
 	}
-	if ins, err := a.store.Ins(); err == nil {
+	if ins, err := st.Ins(); err == nil {
 		for _, r := range ins {
 			if migrate.DestExpired(r, now) {
-				_ = a.store.DeleteIn(r.MID)
+				_ = st.DeleteIn(r.MID)
 			}
 		}
 	}

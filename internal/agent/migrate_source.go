@@ -63,12 +63,9 @@ func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
 	}
 	mid := newMID()
 	o.mig.MID = mid
-	a.jobs.mu.Lock()
-	seq, inc := lj.rec.Moves+1, lj.rec.Inc
-	pid, tix := lj.rec.PID, lj.rec.StartTix
-	a.jobs.mu.Unlock()
-	go o.run(migrate.Start{MID: mid, Job: req.ID, Home: lj.rec.Home, To: req.To, Lazy: req.Lazy, Why: o.mig.Why,
-		Seq: seq, Inc: inc, PID: pid, Tix: tix})
+	rec := a.jobs.moving(lj).rec
+	go o.run(migrate.Start{MID: mid, Job: req.ID, Home: rec.Home, To: req.To, Lazy: req.Lazy, Why: o.mig.Why,
+		Seq: rec.Moves + 1, Inc: rec.Inc, PID: rec.PID, Tix: rec.StartTix})
 	err = <-o.done
 	m := o.mig
 	if err == nil {
@@ -79,34 +76,26 @@ func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
 	return m, err
 }
 
-// claimForMigration marks a local job as migrating, so only one migration
-// runs at a time and the push loop leaves it alone meanwhile.
-// The claim is taken first and given back when the job turns out not to
-// run: /proc and its status file are read without the job lock.
+// claimForMigration marks a local job as migrating (jobs.claim), so only
+// one migration runs at a time and the push loop leaves it alone
+// meanwhile. The claim is taken first and given back when the job turns
+// out not to run: /proc and its status file are read without the job
+// lock.
 func (a *Agent) claimForMigration(id string) (*localJob, error) {
-	a.jobs.mu.Lock()
-	lj := a.jobs.local[id]
-	switch {
-	case lj == nil:
-		a.jobs.mu.Unlock()
-		return nil, errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
-	case lj.migrating:
-		a.jobs.mu.Unlock()
-		return nil, errkind.New(peer.ErrBadRequest, "job %s is already migrating", id)
-	}
-	lj.migrating = true
-	rec := lj.rec
-	a.jobs.mu.Unlock()
+	lj, rec, busy := a.jobs.claim(id)
 	var err error
-	if !a.procs.Alive(rec.PID, rec.StartTix) {
+	switch {
+	case busy:
+		return nil, errkind.New(peer.ErrBadRequest, "job %s is already migrating", id)
+	case lj == nil, !a.procs.Alive(rec.PID, rec.StartTix):
 		err = errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
-	} else if _, ended := job.ReadStatus(rec.Dir); ended {
-		err = errkind.New(peer.ErrBadRequest, "job %s is ending", id)
+	default:
+		if _, ended := job.ReadStatus(rec.Dir); ended {
+			err = errkind.New(peer.ErrBadRequest, "job %s is ending", id)
+		}
 	}
 	if err != nil {
-		a.jobs.mu.Lock()
-		lj.migrating = false
-		a.jobs.mu.Unlock()
+		a.jobs.release(id, rec.PID) // none when lj is nil: no job has pid 0
 		return nil, err
 	}
 	return lj, nil
@@ -132,7 +121,9 @@ func (o *outMig) carryOut(acts []migrate.SourceAction) {
 		case o.done <- errkind.New(peer.ErrUnavailable, "node %s is stopping", o.a.cfg.NodeID):
 		default:
 		}
-		o.a.pruneMigrations()
+		if o.a.migr.PruneDue(time.Now(), pruneEvery) {
+			pruneLedger(o.a.store)
+		}
 	}()
 	var q []migrate.SourceEvent
 	for {
@@ -291,12 +282,11 @@ func (a *Agent) movable(pid int, owner *asuser.Cred) (migrate.Verdict, error) {
 // owner is the job's owner as its record says, or nil for a migration
 // that has no job here (one recovered after a restart).
 func (o *outMig) owner() *asuser.Cred {
-	o.a.jobs.mu.Lock()
-	defer o.a.jobs.mu.Unlock()
 	if o.lj == nil {
 		return nil
 	}
-	return &asuser.Cred{UID: o.lj.rec.UID, GID: o.lj.rec.GID, Groups: o.lj.rec.Groups}
+	rec := o.a.jobs.moving(o.lj).rec
+	return &asuser.Cred{UID: rec.UID, GID: rec.GID, Groups: rec.Groups}
 }
 
 // sendCheck asks the destination whether it reaches the job's files and,
@@ -362,26 +352,22 @@ func (o *outMig) sendImages(r migrate.Record) error {
 		}
 	}
 	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Mounts: o.mounts, Lazy: r.Lazy, Streamed: !r.Lazy, Stopped: o.stopped}
-	a.jobs.mu.Lock()
-	lj := o.lj
-	hdr.Home, hdr.HomeAddr = lj.rec.Home, lj.rec.HomeAddr
-	hdr.UID, hdr.GID, hdr.Groups = lj.rec.UID, lj.rec.GID, lj.rec.Groups
-	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = lj.rec.Started, lj.rec.Hold, lj.rec.Moves, lj.rec.LastMoved
-	hdr.AckOut, hdr.AckErr = lj.ackOut, lj.ackErr
-	hdr.Inc, hdr.CheckpointEvery = lj.rec.Inc, lj.rec.CheckpointEvery
-	hasStdin := lj.stdin != nil
-	spool := lj.rec.Dir
-	rec := lj.rec
-	a.jobs.mu.Unlock()
+	mj := a.jobs.moving(o.lj)
+	rec := mj.rec
+	hdr.Home, hdr.HomeAddr = rec.Home, rec.HomeAddr
+	hdr.UID, hdr.GID, hdr.Groups = rec.UID, rec.GID, rec.Groups
+	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = rec.Started, rec.Hold, rec.Moves, rec.LastMoved
+	hdr.AckOut, hdr.AckErr = mj.ackOut, mj.ackErr
+	hdr.Inc, hdr.CheckpointEvery = rec.Inc, rec.CheckpointEvery
 	hdr.CPUBefore = a.attained(rec)
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
 	}
-	if hasStdin {
+	if mj.stdin {
 		hdr.StdinKey = a.procs.StdinKey(r.PID)
 	}
 	sendStart := time.Now()
-	n, ready, err := a.sendImages(o.addr, hdr, o.dir, spool)
+	n, ready, err := a.sendImages(o.addr, hdr, o.dir, rec.Dir)
 	o.mig.Bytes += n
 	o.mig.RestoreMS, o.mig.SettleMS = ready.RestoreMS, ready.SettleMS
 	o.mig.CopyMS = msSince(sendStart) - ready.RestoreMS - ready.SettleMS
@@ -409,17 +395,7 @@ func (o *outMig) leave(r migrate.Record) {
 	}
 	o.left = true
 	a := o.a
-	a.jobs.mu.Lock()
-	lj := a.jobs.local[r.Job]
-	if lj != nil && lj.rec.PID == r.PID {
-		delete(a.jobs.local, r.Job)
-	}
-	if a.migr.movedTo == nil {
-		a.migr.movedTo = map[string]string{}
-	}
-	a.migr.movedTo[r.Job] = r.To
-	a.jobs.mu.Unlock()
-	if lj != nil && lj.rec.PID == r.PID {
+	if lj := a.jobs.leave(r.Job, r.PID, r.To, a.migr); lj != nil {
 		_ = a.store.DeleteLocal(r.Job)
 		if lj.stdin != nil {
 			lj.stdin.Close()
@@ -483,11 +459,7 @@ func (o *outMig) finish(r migrate.Record, err error) {
 	a.metrics.Observe(m)
 	a.log.Info("migration", "job", r.Job, "to", r.To, "ok", err == nil, "bytes", m.Bytes,
 		"freeze_ms", m.FreezeMS, "total_ms", m.TotalMS, "err", err)
-	a.jobs.mu.Lock()
-	if lj := a.jobs.local[r.Job]; lj != nil && lj.rec.PID == r.PID {
-		lj.migrating = false
-	}
-	a.jobs.mu.Unlock()
+	a.jobs.release(r.Job, r.PID)
 	if err == nil && o.spool != "" {
 		os.RemoveAll(o.spool)
 	}

@@ -32,7 +32,7 @@ import (
 type lazyDump struct {
 	ckpt.LazyDump
 	bytes atomic.Int64
-	a     *Agent
+	migr  *migrTable // lists it while it serves
 	mid   string
 	idle  *stall.Watchdog
 }
@@ -49,26 +49,19 @@ func (a *Agent) startLazyDump(mid string, pid int, dir string, mounts []string) 
 	if err != nil {
 		return nil, times, err
 	}
-	d := &lazyDump{LazyDump: ld, a: a, mid: mid}
+	d := &lazyDump{LazyDump: ld, migr: a.migr, mid: mid}
 	d.idle = stall.Watch(lazyIdle, func() {
 		a.log.Error("lazy migration: no page fetched for a while; ending the page server", "mid", mid, "idle", lazyIdle)
 		ld.End()
 	})
-	a.jobs.mu.Lock()
-	if a.migr.lazy == nil {
-		a.migr.lazy = map[string]*lazyDump{}
-	}
-	a.migr.lazy[mid] = d
-	a.jobs.mu.Unlock()
+	a.migr.ServeLazy(mid, d)
 	return d, times, nil
 }
 
 // end forgets the dump and returns once it has ended (stopping its page
 // server first when the migration failed). Safe to call twice.
 func (d *lazyDump) end() {
-	d.a.jobs.mu.Lock()
-	delete(d.a.migr.lazy, d.mid)
-	d.a.jobs.mu.Unlock()
+	d.migr.EndLazy(d.mid)
 	d.idle.Stop()
 	d.End()
 }
@@ -79,20 +72,18 @@ func (d *lazyDump) end() {
 // dump's.
 func (a *Agent) servePages(w http.ResponseWriter, r *http.Request) {
 	mid := r.URL.Query().Get("mid")
-	a.jobs.mu.Lock()
-	d := a.migr.lazy[mid]
-	a.jobs.mu.Unlock()
+	d, lazy := a.migr.Lazy(mid)
 	var ps net.Conn
 	var count *atomic.Int64
 	sink := false
-	if d != nil {
+	if lazy {
 		c, err := d.Pages()
 		if err != nil {
 			writeError(w, errkind.New(peer.ErrUnavailable, "page server: %v", err))
 			return
 		}
 		ps, count = stall.Watched(c, d.idle), &d.bytes
-	} else if ps = a.takeSinkConn(mid); ps != nil {
+	} else if ps = a.migr.TakeSinkConn(mid); ps != nil {
 		sink = true
 	} else {
 		writeError(w, errkind.New(peer.ErrNotFound, "no page server for migration %q here", mid))

@@ -321,7 +321,7 @@ func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
 		return fail(errkind.New(peer.ErrBadRequest, "job %s runs on node %s already", l.ID, a.cfg.NodeID))
 	}
 	a.jobs.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1, arrivedAt: time.Now()}
-	delete(a.migr.movedTo, l.ID)
+	a.migr.Back(l.ID)
 	a.jobs.mu.Unlock()
 	a.ckpt.Thaw(pid, hdr.Stopped)
 	a.jobs.kickPush()

@@ -1,0 +1,151 @@
+package agent
+
+// The job table's part in a migration: what the migration drivers do to
+// the jobs running here, each one step under jobs.mu. The migrations' own
+// state is package moves' (a.migr), whose lock ranks below jobs.mu: a
+// job's leaving and arriving take it inside, so that the job is in the
+// table or recorded as gone elsewhere at every moment.
+
+import (
+	"time"
+
+	"roam/internal/agent/peer"
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/job"
+)
+
+// claim marks local job id as migrating, so only one migration (or
+// checkpoint) moves it at a time and the push loop leaves it alone
+// meanwhile, and returns it with a copy of its record. lj is nil when the
+// job does not run here; busy says a migration has it already (nothing
+// is marked then).
+func (j *jobs) claim(id string) (lj *localJob, rec job.Local, busy bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj = j.local[id]
+	if lj == nil || lj.migrating {
+		return nil, job.Local{}, lj != nil
+	}
+	lj.migrating = true
+	return lj, lj.rec, false
+}
+
+// release lets local job id, if it still runs here as pid, go back to
+// the push loop and the policies.
+func (j *jobs) release(id string, pid int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil && lj.rec.PID == pid {
+		lj.migrating = false
+	}
+}
+
+// movingJob is what a migration carries of a local job: its record and
+// what its home has of its output, and whether it takes stdin.
+type movingJob struct {
+	rec            job.Local
+	ackOut, ackErr int64
+	stdin          bool
+}
+
+// moving is a copy of what a migration carries of local job lj.
+func (j *jobs) moving(lj *localJob) movingJob {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return movingJob{rec: lj.rec, ackOut: lj.ackOut, ackErr: lj.ackErr, stdin: lj.stdin != nil}
+}
+
+// leave takes job id, if it runs here as pid, out of the table, and
+// records that it went to node to; it returns the job taken out (nil:
+// none). One step under jobs.mu, with the record of where it went taken
+// inside: a signal or stdin sent here (settledLocal) finds the job here
+// or where it went, never neither, and no arrival between the two steps
+// (adopt, restoreLocal) has where it went recorded after it came back.
+func (j *jobs) leave(id string, pid int, to string, m *migrTable) *localJob {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	m.Left(id, to)
+	lj := j.local[id]
+	if lj == nil || lj.rec.PID != pid {
+		return nil
+	}
+	delete(j.local, id)
+	return lj
+}
+
+// adopt makes lj, a job restored here by a migration, a job of this node,
+// unless it is one as that pid already (the Adopt action may be carried
+// out twice), and forgets where the job went when it last left. One step
+// under jobs.mu, for the reason leave gives.
+func (j *jobs) adopt(lj *localJob, m *migrTable) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if old := j.local[lj.rec.ID]; old == nil || old.rec.PID != lj.rec.PID {
+		j.local[lj.rec.ID] = lj
+	}
+	m.Back(lj.rec.ID)
+}
+
+// hereOrComing says whether job id runs here, or a migration of it other
+// than mid is coming here. One look under jobs.mu: an arriving job is
+// adopted (adopt) before its migration is forgotten, so it is seen as
+// one or the other at every moment.
+func (j *jobs) hereOrComing(id, mid string, m *migrTable) (here, coming bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.local[id] != nil {
+		return true, false
+	}
+	return false, m.Arriving(id, mid)
+}
+
+// recovered is local job id, if it runs here as pid, for a migration an
+// earlier run of the agent left (nil: none); a copy being killed
+// (committed: the job runs at the destination) is marked as migrating,
+// no job to push or move.
+func (j *jobs) recovered(id string, pid int, committed bool) *localJob {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
+	if lj == nil || lj.rec.PID != pid {
+		return nil
+	}
+	if committed {
+		lj.migrating = true
+	}
+	return lj
+}
+
+// takeNote takes note n, from a job's current node, into its home record
+// (noted): durable first, then in memory, as one step under jobs.mu (two
+// notes of one job may come at once). It returns the events the note
+// makes and the checkpoint kept elsewhere that a newer one replaces.
+func (j *jobs) takeNote(n jobNote, now time.Time) ([]api.Event, *api.Checkpoint, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rec := j.home[n.ID]
+	if rec == nil {
+		return nil, nil, errkind.New(peer.ErrNotFound, "unknown job %s", n.ID)
+	}
+	next, keep, back, drop := noted(*rec, n, now)
+	if !keep {
+		return nil, nil, nil
+	}
+	if err := j.putHome(map[string]*job.Record{n.ID: &next}); err != nil {
+		return nil, nil, err
+	}
+	return back, drop, nil
+}
+
+// whereIs is job id's record when it runs here (busy: a migration is
+// moving it), or the node it went to from here: one look, as a job's
+// leaving records where it went in the same step (leave).
+func (j *jobs) whereIs(id string, m *migrTable) (l job.Local, here, busy bool, movedTo string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
+		return lj.rec, true, lj.migrating, ""
+	}
+	return job.Local{}, false, false, m.MovedTo(id)
+}
