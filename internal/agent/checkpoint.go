@@ -8,7 +8,6 @@ package agent
 // it. Restarts are in restart.go.
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -18,7 +17,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"time"
@@ -26,9 +24,7 @@ import (
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/peer"
 	"roam/internal/api"
-	"roam/internal/asuser"
 	"roam/internal/errkind"
-	"roam/internal/job"
 	"roam/internal/migrate"
 )
 
@@ -38,9 +34,6 @@ type savedCkpt struct {
 	size int64
 	meta migrate.CheckpointMeta
 	hdr  migrate.Header
-	// stop, for roam checkpoint --stop, ends the job (still frozen) once
-	// its file was delivered, or thaws it when it was not.
-	stop func(delivered bool)
 }
 
 // fromFile is a checked file of the keeper's as the agent holds it.
@@ -58,164 +51,6 @@ func ckptKey(parts Parts) []byte {
 	return k[:]
 }
 
-// checkpointLocal saves job id, running here, into a sealed checkpoint
-// file in the image directory, which the caller removes. The job is
-// frozen for CRIU's dump only, then runs on; with stop it is ended
-// instead (its record says why).
-func (a *Agent) checkpointLocal(id string, stop bool) (savedCkpt, error) {
-	if _, err := a.claimForMigration(id); err != nil {
-		return savedCkpt{}, err
-	}
-	rec, cj, hasStdin, _ := a.jobs.ckptOf(id) // claimed: it stays
-	release := func() {
-		a.jobs.release(id, rec.PID)
-		a.jobs.kickPush()
-	}
-	held := false // by a stop left to the caller
-	defer func() {
-		if !held {
-			release()
-		}
-	}()
-	if cj == nil {
-		// What the job's record holds that this node does not: asked of
-		// its home once (it never changes).
-		var r job.Record
-		if err := a.peers.Call(rec.Home, http.MethodGet, peer.Record+"?id="+url.QueryEscape(id), nil, &r); err != nil {
-			return savedCkpt{}, fmt.Errorf("job %s: its record at its home %s: %w", id, rec.Home, err)
-		}
-		cj = &migrate.CheckpointJob{User: r.User, Argv: r.Argv, Env: r.Env, Cwd: r.Cwd, Pin: r.Pin, Group: r.Group, Started: r.Started}
-		a.jobs.setCkptJob(id, cj)
-	}
-	v, err := a.movable(rec.PID, &asuser.Cred{UID: rec.UID, GID: rec.GID, Groups: rec.Groups})
-	if err != nil {
-		return savedCkpt{}, err
-	}
-	if v.Pin != "" {
-		return savedCkpt{}, errkind.New(peer.ErrPinned, "job %s cannot be checkpointed: %s", id, v.Pin)
-	}
-	mounts, err := a.ckpt.Mounts(rec.PID)
-	if err != nil {
-		return savedCkpt{}, err
-	}
-	dir := filepath.Join(a.imageDir, "ckpt-"+newMID())
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return savedCkpt{}, err
-	}
-	defer os.RemoveAll(dir)
-	frozen := time.Now()
-	thaw := func() {
-		if a.procs.Alive(rec.PID, rec.StartTix) {
-			a.ckpt.Thaw(rec.PID, v.Stopped)
-		}
-	}
-	if err := a.ckpt.Checkpoint(rec.PID, dir, mounts); err != nil {
-		thaw()
-		return savedCkpt{}, fmt.Errorf("checkpoint of job %s: %w", id, err)
-	}
-	// Judged again frozen, as a migration does: a lock taken since would
-	// make the restore wait for it.
-	fv := a.ckpt.Inspect(rec.PID, a.members.IPs(), true)
-	if fv.Pin != "" {
-		thaw()
-		return savedCkpt{}, errkind.New(peer.ErrPinned, "job %s cannot be checkpointed, once frozen: %s", id, fv.Pin)
-	}
-	// The file goes to the job's owner: every task in it, as frozen (a
-	// set-id program started since the first look included), must run
-	// as the owner and be dumpable, or the images would hold memory the
-	// owner could not read.
-	tasks, err := a.ckpt.Creds(rec.PID)
-	if err == nil {
-		err = migrate.CheckCheckpointable(rec.UID, rec.GID, rec.Groups, rec.PID, tasks)
-	}
-	if err != nil {
-		thaw()
-		return savedCkpt{}, errkind.New(peer.ErrBadRequest, "job %s cannot be checkpointed, once frozen: %v", id, err)
-	}
-	// The spool's sizes now are where the output goes on after a
-	// restart; the files are read later, up to these sizes.
-	files, err := streamFiles(dir, rec.Dir)
-	if err != nil {
-		thaw()
-		return savedCkpt{}, err
-	}
-	// The frozen job's files, as the images have them: a restart checks
-	// these, and then the restored job holds exactly them (a file opened
-	// between the first look and the freeze would be refused there).
-	meta := migrate.CheckpointMeta{At: frozen, Node: a.cfg.NodeID, Files: fv.Files, Job: *cj}
-	for _, f := range files {
-		switch f.Name {
-		case migrate.DirSpool + "/stdout":
-			meta.Out = f.Size
-		case migrate.DirSpool + "/stderr":
-			meta.Err = f.Size
-		}
-	}
-	hdr := migrate.Header{MID: newMID(), From: a.cfg.NodeID, ID: id, Home: rec.Home, HomeAddr: rec.HomeAddr, Mounts: mounts,
-		UID: rec.UID, GID: rec.GID, Groups: rec.Groups, Started: rec.Started, Hold: rec.Hold,
-		Moves: rec.Moves, LastMoved: rec.LastMoved, Stopped: v.Stopped, Inc: rec.Inc, CheckpointEvery: rec.CheckpointEvery,
-		CPUBefore: a.attained(rec)}
-	if hasStdin {
-		hdr.StdinKey = a.procs.StdinKey(rec.PID)
-	}
-	if !stop {
-		thaw()
-	}
-	meta.FreezeMS = msSince(frozen)
-	// With stop, the job stays frozen until its file is delivered: a
-	// failure on the way thaws it, never loses it.
-	fail := func(err error) (savedCkpt, error) {
-		if stop {
-			thaw()
-		}
-		return savedCkpt{}, err
-	}
-	plan, err := migrate.NewPlan(hdr, files)
-	if err != nil {
-		return fail(err)
-	}
-	cp, err := migrate.NewCheckpointPlan(meta, plan)
-	if err != nil {
-		return fail(err)
-	}
-	// On the state directory's disk, as the kept ones (a rename moves
-	// it there), not on the images' tmpfs.
-	path, err := a.keeper.NewPath("ckpt", hdr.MID)
-	if err != nil {
-		return fail(err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fail(err)
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	err = cp.Write(bw, a.keeper.Key(), openFile)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return fail(fmt.Errorf("checkpoint file: %w", err))
-	}
-	s := savedCkpt{path: path, size: cp.Size(), meta: meta, hdr: hdr}
-	if stop {
-		held = true
-		s.stop = func(delivered bool) {
-			defer release()
-			if !delivered {
-				thaw()
-				return
-			}
-			a.jobs.endedHere(id, "stopped once checkpointed (roam checkpoint --stop); roam restart continues it")
-			a.procs.Kill(rec.PID, rec.StartTix, 30*time.Second)
-		}
-	}
-	return s, nil
-}
-
 // Checkpoint is `roam checkpoint`: it saves the caller's running job and
 // writes the sealed file to w (the CLI writes it, as the user, where the
 // user said).
@@ -231,17 +66,7 @@ func (a *Agent) Checkpoint(c Caller, req api.CheckpointRequest, w http.ResponseW
 		return errkind.New(peer.ErrBadRequest, "%s: job is %s, not running", rec.ID, rec.State)
 	}
 	if rec.Node == a.cfg.NodeID {
-		s, err := a.checkpointLocal(req.ID, req.Stop)
-		if err != nil {
-			return err
-		}
-		defer os.Remove(s.path)
-		a.noteCheckpoint(rec.Home, req.ID, rec.Inc, s, "", nil)
-		err = serveFile(w, s.path, s.size)
-		if s.stop != nil {
-			s.stop(err == nil)
-		}
-		return nil // the answer has begun: nothing more can be said
+		return a.checkpointTo(w, req.ID, req.Stop)
 	}
 	addr, err := a.members.PeerAddr(rec.Node)
 	if err != nil {
@@ -292,17 +117,24 @@ func (a *Agent) servePeerCheckpoint(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errkind.New(peer.ErrBadRequest, "job id %q", req.ID))
 		return
 	}
-	s, err := a.checkpointLocal(req.ID, req.Stop)
-	if err != nil {
+	if err := a.checkpointTo(w, req.ID, req.Stop); err != nil {
 		writeError(w, err)
-		return
 	}
-	defer os.Remove(s.path)
-	a.noteCheckpoint(s.hdr.Home, req.ID, s.hdr.Inc, s, "", nil)
-	err = serveFile(w, s.path, s.size)
-	if s.stop != nil {
-		s.stop(err == nil)
+}
+
+// checkpointTo saves job id, running here, and answers with its file;
+// once the answer has begun, an error is the machine's (the job thawed,
+// the file gone) and nothing more can be said to the caller.
+func (a *Agent) checkpointTo(w http.ResponseWriter, id string, stop bool) error {
+	began := false
+	_, err := a.checkpointRun(id, stop, "roam checkpoint", func(s savedCkpt) (string, error) {
+		began = true
+		return "", serveFile(w, s.path, s.size)
+	})
+	if began {
+		return nil
 	}
+	return err
 }
 
 // serveFile answers with a file's bytes.
@@ -335,23 +167,6 @@ func serveFile(w http.ResponseWriter, path string, size int64) error {
 	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.Flush() // a writer that cannot flush has it all already
 	return nil
-}
-
-// noteCheckpoint tells the job's home of a checkpoint tried: kept on
-// storedOn ("" for one handed to its user), or failed with err.
-func (a *Agent) noteCheckpoint(home, id string, inc int, s savedCkpt, storedOn string, err error) {
-	cp := api.Checkpoint{At: s.meta.At, Node: a.cfg.NodeID, FreezeMS: s.meta.FreezeMS, Bytes: s.size, StoredOn: storedOn,
-		Out: s.meta.Out, Err: s.meta.Err, OK: err == nil}
-	if cp.At.IsZero() {
-		cp.At = time.Now()
-	}
-	if err != nil {
-		cp.Error = err.Error()
-	}
-	a.metrics.ObserveCheckpoint(cp)
-	if err := retry(func() error { return a.noteHome(home, jobNote{ID: id, Inc: &inc, Checkpoint: &cp}) }); err != nil {
-		a.log.Warn("checkpoint: home not told", "job", id, "home", home, "err", err)
-	}
 }
 
 // ---- periodic checkpoints ----
@@ -403,33 +218,24 @@ func checkpointDue(every time.Duration, last, arrived, now time.Time) (time.Dura
 // next interval.
 func (a *Agent) periodicCheckpoint(id string) {
 	start := time.Now()
-	home, inc, ok := a.jobs.startPeriodic(id, start)
+	home, ok := a.jobs.startPeriodic(id, start)
 	if !ok {
 		return
 	}
-	s, err := a.checkpointLocal(id, false)
+	s, err := a.checkpointRun(id, false, "periodic checkpoint", func(s savedCkpt) (string, error) {
+		store := checkpointStore(id, a.cfg.NodeID, home, a.members.Live())
+		if store == "" {
+			return "", errkind.New(peer.ErrUnavailable, "no other live node to keep it")
+		}
+		return store, a.sendToStore(store, s)
+	})
 	if err != nil {
 		if !errors.Is(err, peer.ErrNotFound) {
 			a.log.Warn("periodic checkpoint failed", "job", id, "err", err)
-			a.noteCheckpoint(home, id, inc, s, "", err)
 		}
 		return
 	}
-	defer os.Remove(s.path)
-	store := checkpointStore(id, a.cfg.NodeID, home, a.members.Live())
-	if store == "" {
-		err = errkind.New(peer.ErrUnavailable, "no other live node to keep it")
-	} else {
-		err = a.sendToStore(store, s)
-	}
-	if err != nil {
-		a.log.Warn("periodic checkpoint not kept", "job", id, "store", store, "err", err)
-		a.noteCheckpoint(home, id, inc, s, "", err)
-		return
-	}
-	a.log.Info("periodic checkpoint", "job", id, "stored_on", store, "bytes", s.size, "freeze_ms", s.meta.FreezeMS,
-		"total_ms", msSince(start))
-	a.noteCheckpoint(home, id, inc, s, store, nil)
+	a.log.Info("periodic checkpoint", "job", id, "bytes", s.size, "freeze_ms", s.meta.FreezeMS, "total_ms", msSince(start))
 }
 
 // checkpointStore picks the node that keeps a job's periodic checkpoint:

@@ -2,6 +2,32 @@ package agent
 
 import "roam/internal/lockorder"
 
+// The agent's owners: each mutable state has one, with its own lock and
+// a small method set; the others call its methods and get copies. None
+// exports its lock or runs a caller's function under it.
+//
+//	owner                  state                                    package / files
+//	job table (jobs)       home and local records, their bbolt      jobtable*.go, jobs_migr.go
+//	                       writes, claims, restarts' marks
+//	migrations in flight   coming migrations, where jobs went,      moves
+//	                       page sinks, lazy dumps, checks' findings
+//	spools                 the home jobs' output                    spool
+//	keeper                 the checkpoint files held here           keeper
+//	scheduling rounds      the policy, the ledger, the samples,     rounds
+//	                       the events log
+//	members                membership, the load vector              members
+//	peer client            peer routes, the wire's errors           peer
+//	request rates          the API's per-user rates                 limits
+//
+// Who calls whom: the routes (routes.go) call the agent's entry points
+// (run.go, jobs.go, relay.go, migrate*.go, checkpoint.go, restart.go,
+// schedule.go, drain.go, policy.go), which call the owners. The drivers
+// of the migration machine (outMig in migrate_source.go with its
+// checkpoint actions in ckpt_source.go; inMig in migrate_dest.go) carry
+// out what package migrate decides, through the job table, the moves,
+// the keeper and the peer client. No owner calls the agent, and no
+// sub-package imports it (test/layout).
+
 // The agent's locks, outermost first: a goroutine that holds one takes
 // only locks further down this list, never one above it nor a second of
 // the same line. Built with the tag lockcheck, every lock checks this as

@@ -69,14 +69,14 @@ func (j *jobs) checkpointsDue(now time.Time) []string {
 }
 
 // startPeriodic notes that job id's periodic checkpoint begins now and
-// returns its home and incarnation, to tell the home how it went.
-func (j *jobs) startPeriodic(id string, now time.Time) (home string, inc int, ok bool) {
+// returns its home, which keeps the file when the job runs elsewhere.
+func (j *jobs) startPeriodic(id string, now time.Time) (home string, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	lj := j.local[id]
 	if lj == nil {
-		return "", 0, false
+		return "", false
 	}
 	lj.lastCkpt = now
-	return lj.rec.Home, lj.rec.Inc, true
+	return lj.rec.Home, true
 }

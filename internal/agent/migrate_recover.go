@@ -33,6 +33,9 @@ func (a *Agent) recoverMigrations() {
 		}
 		a.log.Info("finishing a migration an earlier run left", "mid", r.MID, "job", r.Job, "to", r.To, "outcome", r.Outcome, "state", s.State())
 		o := &outMig{a: a, m: s, req: migrateOutRequest{ID: r.Job, To: r.To, Lazy: r.Lazy}, done: make(chan error, 1)}
+		if r.Target == migrate.TargetFile {
+			o.ck = &ckptRun{} // a checkpoint: its file goes, or its job
+		}
 		// A copy being killed is no job to push or move; an aborted
 		// migration's copy is the job, and stays free.
 		o.lj = a.jobs.recovered(r.Job, r.PID, r.Outcome == migrate.Committed)
@@ -52,7 +55,8 @@ func (a *Agent) recoverIns(now time.Time, outs []migrate.Record) {
 	// that is not the job's present.
 	leftAgain := map[string]time.Time{}
 	for _, r := range outs {
-		if r.Outcome != migrate.Aborted && r.Started.After(leftAgain[r.Job]) {
+		// A checkpoint moves nothing: its job did not leave.
+		if r.Target != migrate.TargetFile && r.Outcome != migrate.Aborted && r.Started.After(leftAgain[r.Job]) {
 			leftAgain[r.Job] = r.Started
 		}
 	}

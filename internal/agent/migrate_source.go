@@ -26,6 +26,7 @@ type outMig struct {
 	m   *migrate.Source
 	req migrateOutRequest
 	lj  *localJob // nil when recovered after a restart
+	ck  *ckptRun  // a checkpoint's (ckpt_source.go), nil for a migration
 	// what the driver learned on the way
 	addr  string
 	files []migrate.OpenFile
@@ -155,6 +156,11 @@ func (o *outMig) carryOut(acts []migrate.SourceAction) {
 // do carries out one action and returns the event that answers it, if any.
 func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 	a, r := o.a, o.m.Record()
+	if o.ck != nil {
+		if ev, done := o.ckDo(act, r); done {
+			return ev
+		}
+	}
 	t := time.Now()
 	switch act := act.(type) {
 	case migrate.CheckLocal:

@@ -68,6 +68,11 @@ func (k *Keeper) NewPath(kind, mid string) (string, error) {
 	return filepath.Join(k.dir, "."+kind+"-"+mid+Ext), nil
 }
 
+// SealedPath is where a checkpoint this node writes is put once whole
+// and sealed, until it is delivered (sealed/MID.roamckpt): apart from
+// the kept ones, and removed with the partial ones at a start.
+func (k *Keeper) SealedPath(mid string) string { return filepath.Join(k.dir, "sealed", mid+Ext) }
+
 // Take reads a checkpoint file from r (at most the keeper's bound) into a
 // new file and checks it. The caller bounds a read that stalls.
 func (k *Keeper) Take(r io.Reader, length int64, mid string) (File, error) {
@@ -210,7 +215,8 @@ func (k *Keeper) Open(id, mid, self string) (File, error) {
 }
 
 // RemovePartial removes the files an earlier run was writing, taking or
-// restoring from (their names begin with a dot); the kept ones stay.
+// restoring from (their names begin with a dot), and those it had sealed
+// but not delivered; the kept ones stay.
 func (k *Keeper) RemovePartial() {
 	ents, _ := os.ReadDir(k.dir)
 	for _, e := range ents {
@@ -218,4 +224,5 @@ func (k *Keeper) RemovePartial() {
 			os.Remove(filepath.Join(k.dir, e.Name()))
 		}
 	}
+	os.RemoveAll(filepath.Join(k.dir, "sealed"))
 }

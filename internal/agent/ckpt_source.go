@@ -1,0 +1,310 @@
+package agent
+
+// A checkpoint is a run of the source machine whose destination is a
+// sealed file (migrate/source_file.go): the driver of migrations
+// (migrate_source.go) carries out a checkpoint's actions here. The job is
+// frozen for CRIU's dump only, then runs on while its file is written; with
+// roam checkpoint --stop it stays frozen until the file is delivered, and
+// is killed once "committed" is persisted. Any failure before the delivery
+// thaws it and removes the file: the file is whole and sealed, or absent.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"roam/internal/agent/peer"
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/job"
+	"roam/internal/migrate"
+)
+
+// ckptRun is what a checkpoint's run holds besides a migration's.
+type ckptRun struct {
+	// deliver hands the sealed file to whoever keeps it and says on which
+	// node ("" for its user); nil for a run recovered after a restart,
+	// which never delivers.
+	deliver  func(savedCkpt) (storedOn string, err error)
+	storedOn string
+	rec      job.Local // the job's record when the run began
+	cj       *migrate.CheckpointJob
+	stdin    bool
+	stopped  []int // its processes stopped before the freeze
+	frozen   time.Time
+	meta     migrate.CheckpointMeta
+	hdr      migrate.Header
+	files    []migrate.File
+	size     int64
+	path     string // the file, under its temporary name, then its final one
+}
+
+// saved is the file as the agent hands it on.
+func (c *ckptRun) saved() savedCkpt {
+	return savedCkpt{path: c.path, size: c.size, meta: c.meta, hdr: c.hdr}
+}
+
+// checkpointRun saves job id, running here, into a sealed file that
+// deliver hands on, on the source machine; it returns once the machine
+// has finished (the home told once), with what was saved.
+func (a *Agent) checkpointRun(id string, stop bool, why string, deliver func(savedCkpt) (string, error)) (savedCkpt, error) {
+	lj, err := a.claimForMigration(id)
+	if err != nil {
+		return savedCkpt{}, err
+	}
+	mj := a.jobs.moving(lj)
+	rec := mj.rec
+	ck := &ckptRun{deliver: deliver, rec: rec, stdin: mj.stdin}
+	o := &outMig{a: a, m: &migrate.Source{}, lj: lj, ck: ck, req: migrateOutRequest{ID: id, Why: why}, start: time.Now(),
+		done: make(chan error, 1)}
+	go o.run(migrate.Start{MID: newMID(), Job: id, Home: rec.Home, Target: migrate.TargetFile, Stop: stop, Why: why,
+		Inc: rec.Inc, PID: rec.PID, Tix: rec.StartTix})
+	err = <-o.done
+	if reason, pinned := migrate.PinReason(err); pinned {
+		err = errkind.New(peer.ErrPinned, "job %s cannot be checkpointed: %s", id, reason)
+	}
+	return ck.saved(), err
+}
+
+// ckDo carries out one action of a checkpoint, and says whether it was
+// one a checkpoint does its own way (else do does it as for a migration).
+func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.SourceEvent, bool) {
+	a, ck := o.a, o.ck
+	switch act := act.(type) {
+	case migrate.CheckLocal:
+		pin, err := o.ckCheck(r)
+		return migrate.LocalChecked{Pin: pin, Err: err}, true
+	case migrate.Dump:
+		return migrate.Dumped{Err: o.ckDump(r)}, true
+	case migrate.Thaw:
+		if a.procs.Alive(r.PID, r.Tix) {
+			a.ckpt.Thaw(r.PID, ck.stopped)
+		}
+		ck.freezeEnds()
+	case migrate.WriteFile:
+		ck.freezeEnds()
+		return migrate.Written{Err: o.ckWrite(r)}, true
+	case migrate.SealFile:
+		return migrate.Sealed{Err: o.ckSeal(r)}, true
+	case migrate.Deliver:
+		var err error
+		ck.storedOn, err = ck.deliver(ck.saved())
+		if err == nil {
+			os.Remove(ck.path) // the keeper has it, or its user
+		}
+		return migrate.Delivered{Err: err}, true
+	case migrate.Kill:
+		a.jobs.endedHere(r.Job, "stopped once checkpointed (roam checkpoint --stop); roam restart continues it")
+		a.procs.Kill(r.PID, r.Tix, 30*time.Second)
+		return migrate.CopyGone{}, true
+	case migrate.RemoveFile:
+		if tmp, err := a.keeper.NewPath("ckpt", r.MID); err == nil {
+			os.Remove(tmp)
+		}
+		os.Remove(a.keeper.SealedPath(r.MID))
+		if o.dir != "" {
+			os.RemoveAll(o.dir)
+		}
+	case migrate.NoteHome:
+		var err error
+		if !act.OK {
+			err = errors.New(act.Error)
+		}
+		cp := checkpointNote(ck.saved(), a.cfg.NodeID, ck.storedOn, err)
+		inc := r.Inc
+		return migrate.HomeAnswer{Err: a.noteHome(r.Home, jobNote{ID: r.Job, Inc: &inc, Checkpoint: &cp})}, true
+	case migrate.Finish:
+		o.ckFinish(r, act.Err)
+	default:
+		return nil, false
+	}
+	return nil, true
+}
+
+// freezeEnds notes how long the job was frozen, at its first thaw or, as
+// --stop leaves it frozen, when its file begins.
+func (c *ckptRun) freezeEnds() {
+	if c.meta.FreezeMS == 0 && !c.frozen.IsZero() {
+		c.meta.FreezeMS = msSince(c.frozen)
+	}
+}
+
+// ckCheck says why the job cannot be checkpointed (a pin), or why not now
+// (an error): what its record at its home holds that this node does not
+// is asked of its home once (it never changes).
+func (o *outMig) ckCheck(r migrate.Record) (string, error) {
+	a, ck := o.a, o.ck
+	_, cj, _, _ := a.jobs.ckptOf(r.Job)
+	if cj == nil {
+		var hr job.Record
+		if err := a.peers.Call(r.Home, http.MethodGet, peer.Record+"?id="+url.QueryEscape(r.Job), nil, &hr); err != nil {
+			return "", fmt.Errorf("its record at its home %s: %w", r.Home, err)
+		}
+		cj = &migrate.CheckpointJob{User: hr.User, Argv: hr.Argv, Env: hr.Env, Cwd: hr.Cwd, Pin: hr.Pin, Group: hr.Group, Started: hr.Started}
+		a.jobs.setCkptJob(r.Job, cj)
+	}
+	ck.cj = cj
+	v, err := a.movable(r.PID, o.owner())
+	if err != nil || v.Pin != "" {
+		return v.Pin, err
+	}
+	ck.stopped = v.Stopped
+	return "", nil
+}
+
+// ckDump freezes and dumps the job into the images directory, judges it
+// again frozen, and makes the file's META and header. An error leaves the
+// thaw to the machine.
+func (o *outMig) ckDump(r migrate.Record) error {
+	a, ck := o.a, o.ck
+	mounts, err := a.ckpt.Mounts(r.PID)
+	if err != nil {
+		return err
+	}
+	o.dir = filepath.Join(a.imageDir, "ckpt-"+r.MID)
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return err
+	}
+	ck.frozen = time.Now()
+	if err := a.ckpt.Checkpoint(r.PID, o.dir, mounts); err != nil {
+		return fmt.Errorf("checkpoint of job %s: %w", r.Job, err)
+	}
+	// Judged again frozen, as a migration does: a lock taken since would
+	// make the restore wait for it.
+	fv := a.ckpt.Inspect(r.PID, a.members.IPs(), true)
+	if fv.Pin != "" {
+		return errkind.New(peer.ErrPinned, "job %s cannot be checkpointed, once frozen: %s", r.Job, fv.Pin)
+	}
+	// The file goes to the job's owner: every task in it, as frozen (a
+	// set-id program started since the first look included), must run
+	// as the owner and be dumpable, or the images would hold memory the
+	// owner could not read.
+	rec := ck.rec
+	tasks, err := a.ckpt.Creds(r.PID)
+	if err == nil {
+		err = migrate.CheckCheckpointable(rec.UID, rec.GID, rec.Groups, r.PID, tasks)
+	}
+	if err != nil {
+		return errkind.New(peer.ErrBadRequest, "job %s cannot be checkpointed, once frozen: %v", r.Job, err)
+	}
+	// The spool's sizes now are where the output goes on after a
+	// restart; the files are read later, up to these sizes.
+	if ck.files, err = streamFiles(o.dir, rec.Dir); err != nil {
+		return err
+	}
+	ck.meta, ck.hdr = o.ckMeta(r, fv.Files, mounts)
+	return nil
+}
+
+// ckMeta is the checkpoint file's META and header: the frozen job's files
+// as the images have them (a restart checks these, and then the restored
+// job holds exactly them), its spool's sizes, its record.
+func (o *outMig) ckMeta(r migrate.Record, files []migrate.OpenFile, mounts []string) (migrate.CheckpointMeta, migrate.Header) {
+	a, ck, rec := o.a, o.ck, o.ck.rec
+	meta := migrate.CheckpointMeta{At: ck.frozen, Node: a.cfg.NodeID, Files: files, Job: *ck.cj}
+	for _, f := range ck.files {
+		switch f.Name {
+		case migrate.DirSpool + "/stdout":
+			meta.Out = f.Size
+		case migrate.DirSpool + "/stderr":
+			meta.Err = f.Size
+		}
+	}
+	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Home: rec.Home, HomeAddr: rec.HomeAddr, Mounts: mounts,
+		UID: rec.UID, GID: rec.GID, Groups: rec.Groups, Started: rec.Started, Hold: rec.Hold,
+		Moves: rec.Moves, LastMoved: rec.LastMoved, Stopped: ck.stopped, Inc: rec.Inc, CheckpointEvery: rec.CheckpointEvery,
+		CPUBefore: a.attained(rec)}
+	if ck.stdin {
+		hdr.StdinKey = a.procs.StdinKey(r.PID)
+	}
+	return meta, hdr
+}
+
+// ckWrite writes the sealed file under its temporary name, on the state
+// directory's disk as the kept ones (a rename moves it there), not on
+// the images' tmpfs, and syncs it.
+func (o *outMig) ckWrite(r migrate.Record) error {
+	a, ck := o.a, o.ck
+	plan, err := migrate.NewPlan(ck.hdr, ck.files)
+	if err != nil {
+		return err
+	}
+	cp, err := migrate.NewCheckpointPlan(ck.meta, plan)
+	if err != nil {
+		return err
+	}
+	if ck.path, err = a.keeper.NewPath("ckpt", r.MID); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(ck.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	err = cp.Write(bw, a.keeper.Key(), openFile)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	ck.size = cp.Size()
+	return err
+}
+
+// ckSeal puts the written file under its final name: a file under that
+// name is whole and sealed.
+func (o *outMig) ckSeal(r migrate.Record) error {
+	sealed := o.a.keeper.SealedPath(r.MID)
+	if err := os.MkdirAll(filepath.Dir(sealed), 0o700); err != nil {
+		return err
+	}
+	if err := os.Rename(o.ck.path, sealed); err != nil {
+		return err
+	}
+	o.ck.path = sealed
+	if d, err := os.Open(filepath.Dir(sealed)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// ckFinish answers whoever asked for the checkpoint, and lets the job go
+// back to the push loop and the policies.
+func (o *outMig) ckFinish(r migrate.Record, err error) {
+	a := o.a
+	cp := checkpointNote(o.ck.saved(), a.cfg.NodeID, o.ck.storedOn, err)
+	a.metrics.ObserveCheckpoint(cp)
+	a.log.Info("checkpoint", "job", r.Job, "ok", err == nil, "stop", r.Stop, "stored_on", o.ck.storedOn, "bytes", cp.Bytes,
+		"freeze_ms", cp.FreezeMS, "total_ms", msSince(o.start), "err", err)
+	a.jobs.release(r.Job, r.PID)
+	a.jobs.kickPush()
+	select {
+	case o.done <- err:
+	default:
+	}
+}
+
+// checkpointNote is what a job's home keeps of a checkpoint tried on
+// node: kept on storedOn ("" for one handed to its user), or failed with
+// err.
+func checkpointNote(s savedCkpt, node, storedOn string, err error) api.Checkpoint {
+	cp := api.Checkpoint{At: s.meta.At, Node: node, FreezeMS: s.meta.FreezeMS, Bytes: s.size, StoredOn: storedOn,
+		Out: s.meta.Out, Err: s.meta.Err, OK: err == nil}
+	if cp.At.IsZero() {
+		cp.At = time.Now()
+	}
+	if err != nil {
+		cp.Error = err.Error()
+	}
+	return cp
+}
