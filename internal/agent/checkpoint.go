@@ -12,15 +12,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
-	"sort"
 	"time"
 
+	"roam/internal/agent/httpx"
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/peer"
 	"roam/internal/api"
@@ -129,44 +127,12 @@ func (a *Agent) checkpointTo(w http.ResponseWriter, id string, stop bool) error 
 	began := false
 	_, err := a.checkpointRun(id, stop, "roam checkpoint", func(s savedCkpt) (string, error) {
 		began = true
-		return "", serveFile(w, s.path, s.size)
+		return "", httpx.ServeFile(w, s.path, s.size, stallTimeout)
 	})
 	if began {
 		return nil
 	}
 	return err
-}
-
-// serveFile answers with a file's bytes.
-func serveFile(w http.ResponseWriter, path string, size int64) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", fmt.Sprint(size))
-	w.WriteHeader(http.StatusOK)
-	// A reader that stops reading for stallTimeout is cut off: the file
-	// (and, with --stop, the frozen job) is not held for it.
-	rc := http.NewResponseController(w)
-	buf := make([]byte, 1<<20)
-	for left := size; left > 0; {
-		_ = rc.SetWriteDeadline(time.Now().Add(stallTimeout))
-		n, err := f.Read(buf[:min(int64(len(buf)), left)])
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return werr
-			}
-			left -= int64(n)
-		}
-		if err != nil && left > 0 {
-			return err
-		}
-	}
-	_ = rc.SetWriteDeadline(time.Time{})
-	_ = rc.Flush() // a writer that cannot flush has it all already
-	return nil
 }
 
 // ---- periodic checkpoints ----
@@ -197,22 +163,6 @@ func (a *Agent) checkpointLoop() {
 	}
 }
 
-// checkpointDue says whether a job checkpointed every `every` is due at
-// now, and how late: counted from its last checkpoint here, or from when
-// it started or came here (a checkpoint is not taken at once on arrival:
-// the one it left is as new).
-func checkpointDue(every time.Duration, last, arrived, now time.Time) (time.Duration, bool) {
-	if every <= 0 {
-		return 0, false
-	}
-	from := last
-	if from.Before(arrived) {
-		from = arrived
-	}
-	late := now.Sub(from) - every
-	return late, late >= 0
-}
-
 // periodicCheckpoint saves job id and sends the file to the node that
 // keeps it; a failure is noted in the job's record and tried again at the
 // next interval.
@@ -223,7 +173,7 @@ func (a *Agent) periodicCheckpoint(id string) {
 		return
 	}
 	s, err := a.checkpointRun(id, false, "periodic checkpoint", func(s savedCkpt) (string, error) {
-		store := checkpointStore(id, a.cfg.NodeID, home, a.members.Live())
+		store := keeper.StoreFor(id, a.cfg.NodeID, home, a.members.Live())
 		if store == "" {
 			return "", errkind.New(peer.ErrUnavailable, "no other live node to keep it")
 		}
@@ -236,29 +186,6 @@ func (a *Agent) periodicCheckpoint(id string) {
 		return
 	}
 	a.log.Info("periodic checkpoint", "job", id, "bytes", s.size, "freeze_ms", s.meta.FreezeMS, "total_ms", msSince(start))
-}
-
-// checkpointStore picks the node that keeps a job's periodic checkpoint:
-// its home when the job runs elsewhere, else one of the other live nodes,
-// the same for a job each time while it can (by a hash of the job id), so
-// the jobs of a home spread over the others. "" when there is none.
-func checkpointStore(id, running, home string, live []string) string {
-	if home != running && slices.Contains(live, home) {
-		return home
-	}
-	var others []string
-	for _, n := range live {
-		if n != running {
-			others = append(others, n)
-		}
-	}
-	if len(others) == 0 {
-		return ""
-	}
-	sort.Strings(others)
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return others[h.Sum32()%uint32(len(others))]
 }
 
 // sendToStore hands a checkpoint file to the node that keeps it.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -118,7 +119,7 @@ func (j *jobs) recovered(id string, pid int, committed bool) *localJob {
 }
 
 // takeNote takes note n, from a job's current node, into its home record
-// (noted): durable first, then in memory, as one step under jobs.mu (two
+// (relay.Noted): durable first, then in memory, as one step under jobs.mu (two
 // notes of one job may come at once). It returns the events the note
 // makes and the checkpoint kept elsewhere that a newer one replaces.
 func (j *jobs) takeNote(n jobNote, now time.Time) ([]api.Event, *api.Checkpoint, error) {
@@ -128,7 +129,7 @@ func (j *jobs) takeNote(n jobNote, now time.Time) ([]api.Event, *api.Checkpoint,
 	if rec == nil {
 		return nil, nil, errkind.New(peer.ErrNotFound, "unknown job %s", n.ID)
 	}
-	next, keep, back, drop := noted(*rec, n, now)
+	next, keep, back, drop := relay.Noted(*rec, n, now)
 	if !keep {
 		return nil, nil, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"roam/internal/agent/keeper"
 	"roam/internal/job"
 	"roam/internal/migrate"
 )
@@ -56,7 +57,7 @@ func (j *jobs) checkpointsDue(now time.Time) []string {
 		if lj.migrating || lj.why != "" {
 			continue
 		}
-		if late, ok := checkpointDue(lj.rec.CheckpointEvery, lj.lastCkpt, lj.arrivedAt, now); ok {
+		if late, ok := keeper.Due(lj.rec.CheckpointEvery, lj.lastCkpt, lj.arrivedAt, now); ok {
 			ds = append(ds, due{id, late})
 		}
 	}

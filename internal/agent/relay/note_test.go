@@ -1,4 +1,4 @@
-package agent
+package relay
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 	"roam/internal/job"
 )
 
-// A home's rule for its jobs' notes (noted): a migration's note is kept
+// A home's rule for its jobs' notes (Noted): a migration's note is kept
 // once; the record moves only to a newer migration, and one that
 // committed while the job was taken for lost brings it back; a note of an
 // older incarnation changes nothing; a newer checkpoint kept elsewhere
@@ -26,7 +26,7 @@ func TestNoted(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		rec      job.Record
-		n        jobNote
+		n        Note
 		keep     bool
 		node     string
 		state    string
@@ -35,21 +35,21 @@ func TestNoted(t *testing.T) {
 		drop     *api.Checkpoint
 		newestOn string
 	}{
-		{name: "a note again", rec: base, n: jobNote{ID: "n1.1", Migration: &api.Migration{MID: "m2", Seq: 2, To: "n2", OK: true}},
+		{name: "a note again", rec: base, n: Note{ID: "n1.1", Migration: &api.Migration{MID: "m2", Seq: 2, To: "n2", OK: true}},
 			node: "n2", state: job.StateRunning, moves: 2},
-		{name: "an older incarnation", rec: base, n: jobNote{ID: "n1.1", Node: "n9", Inc: &inc0},
+		{name: "an older incarnation", rec: base, n: Note{ID: "n1.1", Node: "n9", Inc: &inc0},
 			node: "n2", state: job.StateRunning, moves: 2},
-		{name: "a newer migration", rec: base, n: jobNote{ID: "n1.1", Inc: &inc1, Migration: &api.Migration{MID: "m3", Seq: 3, To: "n3", OK: true}},
+		{name: "a newer migration", rec: base, n: Note{ID: "n1.1", Inc: &inc1, Migration: &api.Migration{MID: "m3", Seq: 3, To: "n3", OK: true}},
 			keep: true, node: "n3", state: job.StateRunning, moves: 3},
-		{name: "an older migration", rec: base, n: jobNote{ID: "n1.1", Migration: &api.Migration{MID: "m1", Seq: 1, To: "n4", OK: true}},
+		{name: "an older migration", rec: base, n: Note{ID: "n1.1", Migration: &api.Migration{MID: "m1", Seq: 1, To: "n4", OK: true}},
 			keep: true, node: "n2", state: job.StateRunning, moves: 2},
-		{name: "a migration that committed while the job was lost", rec: lost, n: jobNote{ID: "n1.1", Migration: &api.Migration{MID: "m3", Seq: 3, To: "n3", OK: true}},
+		{name: "a migration that committed while the job was lost", rec: lost, n: Note{ID: "n1.1", Migration: &api.Migration{MID: "m3", Seq: 3, To: "n3", OK: true}},
 			keep: true, node: "n3", state: job.StateRunning, moves: 3, events: 1},
-		{name: "a newer checkpoint elsewhere", rec: withCkpt, n: jobNote{ID: "n1.1", Checkpoint: &api.Checkpoint{OK: true, StoredOn: "n6", At: now}},
+		{name: "a newer checkpoint elsewhere", rec: withCkpt, n: Note{ID: "n1.1", Checkpoint: &api.Checkpoint{OK: true, StoredOn: "n6", At: now}},
 			keep: true, node: "n2", state: job.StateRunning, moves: 2, drop: older, newestOn: "n6"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			next, keep, back, drop := noted(c.rec, c.n, now)
+			next, keep, back, drop := Noted(c.rec, c.n, now)
 			if keep != c.keep || next.Node != c.node || next.State != c.state || next.Migrations != c.moves || len(back) != c.events || drop != c.drop {
 				t.Fatalf("keep %v node %s state %s moves %d events %d drop %v; want %v %s %s %d %d %v",
 					keep, next.Node, next.State, next.Migrations, len(back), drop, c.keep, c.node, c.state, c.moves, c.events, c.drop)

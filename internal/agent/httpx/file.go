@@ -1,0 +1,41 @@
+package httpx
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+)
+
+// ServeFile answers with a file's bytes; a reader that stops reading
+// for stall is cut off.
+func ServeFile(w http.ResponseWriter, path string, size int64, stall time.Duration) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", fmt.Sprint(size))
+	w.WriteHeader(http.StatusOK)
+	// A reader that stops reading for stallTimeout is cut off: the file
+	// (and, with --stop, the frozen job) is not held for it.
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 1<<20)
+	for left := size; left > 0; {
+		_ = rc.SetWriteDeadline(time.Now().Add(stall))
+		n, err := f.Read(buf[:min(int64(len(buf)), left)])
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			left -= int64(n)
+		}
+		if err != nil && left > 0 {
+			return err
+		}
+	}
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.Flush() // a writer that cannot flush has it all already
+	return nil
+}

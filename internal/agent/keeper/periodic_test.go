@@ -1,0 +1,59 @@
+package keeper
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCheckpointDue(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name          string
+		every         time.Duration
+		last, arrived time.Time
+		now           time.Time
+		due           bool
+		late          time.Duration
+	}{
+		{"none asked", 0, time.Time{}, t0, t0.Add(time.Hour), false, 0},
+		{"not yet after arriving", 10 * time.Second, time.Time{}, t0, t0.Add(9 * time.Second), false, 0},
+		{"due after arriving", 10 * time.Second, time.Time{}, t0, t0.Add(12 * time.Second), true, 2 * time.Second},
+		{"from the last one", 10 * time.Second, t0.Add(5 * time.Second), t0, t0.Add(14 * time.Second), false, 0},
+		{"late from the last one", 10 * time.Second, t0.Add(5 * time.Second), t0, t0.Add(20 * time.Second), true, 5 * time.Second},
+		// A job that came here after its last checkpoint elsewhere counts
+		// from its arrival: the one it left with is as new.
+		{"arrived after the last", 10 * time.Second, t0, t0.Add(8 * time.Second), t0.Add(12 * time.Second), false, 0},
+	} {
+		late, due := Due(tc.every, tc.last, tc.arrived, tc.now)
+		if due != tc.due || (due && late != tc.late) {
+			t.Errorf("%s: due %v late %v, want %v %v", tc.name, due, late, tc.due, tc.late)
+		}
+	}
+}
+
+func TestCheckpointStore(t *testing.T) {
+	live := []string{"n1", "n2", "n3", "n4"}
+	if got := StoreFor("n1.5", "n2", "n1", live); got != "n1" {
+		t.Errorf("a job away from its home: kept on %q, want its home n1", got)
+	}
+	// At its home, or with its home dead: another live node, never the
+	// one running it, the same for a job each time, spread over jobs.
+	seen := map[string]bool{}
+	for i := range 40 {
+		id := "n1." + string(rune('0'+i%10)) + string(rune('0'+i/10))
+		got := StoreFor(id, "n1", "n1", live)
+		if got == "n1" || got == "" || got != StoreFor(id, "n1", "n1", live) {
+			t.Fatalf("%s at home n1: kept on %q", id, got)
+		}
+		seen[got] = true
+		if got := StoreFor(id, "n2", "n1", []string{"n2", "n3"}); got != "n3" {
+			t.Fatalf("%s on n2, home dead: kept on %q, want n3", id, got)
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("40 jobs at home kept on %v, want all three others", seen)
+	}
+	if got := StoreFor("n1.1", "n1", "n1", []string{"n1"}); got != "" {
+		t.Errorf("alone: kept on %q, want none", got)
+	}
+}
