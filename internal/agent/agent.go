@@ -179,40 +179,19 @@ func newMembers(cfg Config, capacity float64, placement string) *members.Table {
 
 // Start opens the sockets, joins the cluster and starts the timers.
 func (a *Agent) Start() error {
-	// Root removes, unpacks and restores below these: nobody else may
-	// control any directory on their paths.
-	a.imageDir = a.cfg.ImageDirOrDefault()
-	if err := rootdir.Ensure(a.cfg.StateDir, 0o755); err != nil {
-		return errkind.New(peer.ErrConfig, "state_dir: %v", err)
+	var err error
+	if a.imageDir, err = prepareDirs(a.cfg, a.keeper); err != nil {
+		return err
 	}
-	if err := rootdir.Ensure(a.imageDir, 0o700); err != nil {
-		return errkind.New(peer.ErrConfig, "image_dir: %v", err)
-	}
-	a.keeper.RemovePartial()
 	a.peerMux = a.newPeerMux()
-	a.peers = &peer.Client{
-		Addr: a.members.PeerAddr,
-		HTTP: &http.Client{Transport: &http.Transport{
-			DialTLSContext:  func(ctx context.Context, _, addr string) (net.Conn, error) { return a.parts.Transport.Dial(ctx, addr) },
-			WriteBufferSize: 256 << 10, ReadBufferSize: 64 << 10,
-		}},
-		Self:     &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}},
-		SelfAddr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.PeerPort)),
-	}
+	a.peers = newPeerClient(a)
 	a.members.Join(members.Member{Addr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort)), PeerAddr: a.peers.SelfAddr,
 		Capacity: a.capacity, Version: api.Version}, a.prober.MemFreeMB(), time.Now())
-
 	if err := a.openJobs(); err != nil {
 		return err
 	}
 	a.keptPolicy()
 	a.loadDrain()
-	// Images of migrations an earlier run left half-done.
-	if ents, err := os.ReadDir(a.imageDir); err == nil {
-		for _, e := range ents {
-			os.RemoveAll(filepath.Join(a.imageDir, e.Name()))
-		}
-	}
 	a.support, a.allUsers = a.ckpt.Support()
 	if err := a.startAPI(); err != nil {
 		a.store.Close()
@@ -242,6 +221,41 @@ func (a *Agent) Start() error {
 		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval,
 		"migration", a.support)
 	return nil
+}
+
+// prepareDirs makes the state and image directories root's alone (root
+// removes, unpacks and restores below them: nobody else may control any
+// directory on their paths), and removes what an earlier run left
+// half-done in them: partial checkpoint files, migrations' images.
+func prepareDirs(cfg Config, k *keeper.Keeper) (imageDir string, err error) {
+	imageDir = cfg.ImageDirOrDefault()
+	if err := rootdir.Ensure(cfg.StateDir, 0o755); err != nil {
+		return "", errkind.New(peer.ErrConfig, "state_dir: %v", err)
+	}
+	if err := rootdir.Ensure(imageDir, 0o700); err != nil {
+		return "", errkind.New(peer.ErrConfig, "image_dir: %v", err)
+	}
+	k.RemovePartial()
+	if ents, err := os.ReadDir(imageDir); err == nil {
+		for _, e := range ents {
+			os.RemoveAll(filepath.Join(imageDir, e.Name()))
+		}
+	}
+	return imageDir, nil
+}
+
+// newPeerClient calls other agents' peer routes over the transport, and
+// this node's own in process.
+func newPeerClient(a *Agent) *peer.Client {
+	return &peer.Client{
+		Addr: a.members.PeerAddr,
+		HTTP: &http.Client{Transport: &http.Transport{
+			DialTLSContext:  func(ctx context.Context, _, addr string) (net.Conn, error) { return a.parts.Transport.Dial(ctx, addr) },
+			WriteBufferSize: 256 << 10, ReadBufferSize: 64 << 10,
+		}},
+		Self:     &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}},
+		SelfAddr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.PeerPort)),
+	}
 }
 
 // Done is closed once the agent stops: after Close, or once it left the

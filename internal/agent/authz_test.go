@@ -14,7 +14,6 @@ package agent
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -35,6 +34,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"roam/internal/agent/httpx"
 	"roam/internal/agent/observe"
 	"roam/internal/api"
 	"roam/internal/asuser"
@@ -147,7 +147,7 @@ func (x *authzEnv) ask(i int, who authzCaller, method, target, body string) (int
 		rd = strings.NewReader(body)
 	}
 	req := httptest.NewRequest(method, target, rd)
-	req = req.WithContext(context.WithValue(req.Context(), ctxKey{}, authzCallers[who].c))
+	req = req.WithContext(httpx.WithCaller(req.Context(), authzCallers[who].c))
 	w := httptest.NewRecorder()
 	x.c.nodes[i].a.apiSrv.Handler.ServeHTTP(w, req)
 	x.answers = append(x.answers, w.Body.String())

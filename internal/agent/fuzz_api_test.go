@@ -10,7 +10,6 @@ package agent
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
@@ -29,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/httpx"
 	"roam/internal/agent/keeper"
 	"roam/internal/api"
 	"roam/internal/asuser"
@@ -426,7 +426,7 @@ func FuzzAPI(f *testing.F) {
 			method, target = http.MethodPost, api.PathRestart+"?"+url.Values{"on": {id}}.Encode()
 		}
 		req := httptest.NewRequest(method, "http://roam"+target, bytes.NewReader(body))
-		req = req.WithContext(context.WithValue(req.Context(), ctxKey{}, c))
+		req = req.WithContext(httpx.WithCaller(req.Context(), c))
 		w := httptest.NewRecorder()
 		mux.ServeHTTP(w, req)
 		if !fzQuiet(t, a) {

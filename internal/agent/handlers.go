@@ -6,6 +6,7 @@ package agent
 
 import (
 	"net/http"
+	"roam/internal/agent/httpx"
 	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
@@ -54,7 +55,7 @@ func jsonCall[T, R any](f func(T) (R, error)) http.HandlerFunc {
 // withCaller wraps a handler that needs the caller of the unix socket.
 func withCaller(h func(Caller, http.ResponseWriter, *http.Request)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, ok := callerOf(r)
+		c, ok := httpx.CallerOf(r)
 		if !ok {
 			writeError(w, errkind.New(peer.ErrPermission, "caller credentials unavailable"))
 			return

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"roam/internal/agent/httpx"
 	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/job"
@@ -70,7 +70,7 @@ func TestAgentsRefuseARunPastTheLimits(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		req := httptest.NewRequest(http.MethodPost, api.PathRun, bytes.NewReader(body))
-		req = req.WithContext(context.WithValue(req.Context(), ctxKey{}, user))
+		req = req.WithContext(httpx.WithCaller(req.Context(), user))
 		w := httptest.NewRecorder()
 		home.apiSrv.Handler.ServeHTTP(w, req)
 		runtime.ReadMemStats(&after)

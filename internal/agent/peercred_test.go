@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"roam/internal/agent/httpx"
 	"slices"
 	"strconv"
 	"syscall"
@@ -73,7 +74,7 @@ func TestCallerGroupsFromTheSocket(t *testing.T) {
 	if _, err := os.Stat("/proc/" + strconv.Itoa(cmd.Process.Pid)); err == nil {
 		t.Fatalf("pid %d still exists", cmd.Process.Pid)
 	}
-	c, err := peerCred(conn)
+	c, err := httpx.PeerCred(conn)
 	if err != nil {
 		t.Fatal(err)
 	}

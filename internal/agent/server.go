@@ -2,94 +2,21 @@ package agent
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log"
 	"net"
 	"net/http"
+	"roam/internal/agent/httpx"
 	"roam/internal/agent/limits"
 	"roam/internal/agent/peer"
 	"roam/internal/connlimit"
 	"roam/internal/errkind"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
-// ctxKey keys the caller's credentials in a request's context.
-type ctxKey struct{}
-
-// Caller is who is on the other end of the unix socket, from SO_PEERCRED
-// and SO_PEERGROUPS: the kernel's word at connect time, never the
-// request's, nor /proc read later (where the pid may be another process's
-// by then).
-type Caller struct {
-	UID, GID uint32
-	PID      int32
-	Groups   []uint32 // supplementary groups
-}
-
-// callerOf returns the caller of a request on the API socket.
-func callerOf(r *http.Request) (Caller, bool) {
-	c, ok := r.Context().Value(ctxKey{}).(Caller)
-	return c, ok
-}
-
-// peerCred reads SO_PEERCRED from a unix connection.
-func peerCred(c net.Conn) (Caller, error) {
-	if w, ok := c.(interface{ NetConn() net.Conn }); ok {
-		c = w.NetConn() // held to the connection limits
-	}
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return Caller{}, errors.New("not a unix connection")
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return Caller{}, err
-	}
-	var cred *syscall.Ucred
-	var groups []uint32
-	var cerr, gerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-		groups, gerr = peerGroups(int(fd))
-	}); err != nil {
-		return Caller{}, err
-	}
-	if cerr != nil {
-		return Caller{}, cerr
-	}
-	if gerr != nil {
-		return Caller{}, gerr
-	}
-	return Caller{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid, Groups: groups}, nil
-}
-
-// peerGroups reads SO_PEERGROUPS: the peer's supplementary groups when it
-// connected. The kernel says how much room it needs when there is too
-// little.
-func peerGroups(fd int) ([]uint32, error) {
-	n := 64
-	for {
-		buf := make([]uint32, n)
-		size := uint32(4 * n)
-		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_PEERGROUPS,
-			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&size)), 0)
-		switch {
-		case errno == 0:
-			return buf[:size/4], nil
-		case errno == unix.ERANGE && int(size/4) > n && size/4 <= 1<<16:
-			n = int(size / 4)
-		default:
-			return nil, fmt.Errorf("SO_PEERGROUPS: %w", errno)
-		}
-	}
-}
+// Caller is who is on the other end of the unix socket (package httpx).
+type Caller = httpx.Caller
 
 func (a *Agent) startAPI() error {
 	l := a.cfg.Limits
@@ -98,15 +25,15 @@ func (a *Agent) startAPI() error {
 	mux := http.NewServeMux()
 	a.apiRoutes(mux)
 	if a.parts.Routes != nil {
-		a.parts.Routes(mux, func(r *http.Request) (uint32, bool) { c, ok := callerOf(r); return c.UID, ok })
+		a.parts.Routes(mux, func(r *http.Request) (uint32, bool) { c, ok := httpx.CallerOf(r); return c.UID, ok })
 	}
 	a.apiLn = ln
 	a.rates = limits.NewRates(a.cfg.Limits.RequestsPerSecond)
 	a.apiSrv = &http.Server{
 		Handler: bodyWithin(a.cfg.Server.BodyTimeout, limitRate(a.rates, mux)),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if cred, err := peerCred(c); err == nil {
-				return context.WithValue(ctx, ctxKey{}, cred)
+			if cred, err := httpx.PeerCred(c); err == nil {
+				return httpx.WithCaller(ctx, cred)
 			}
 			return ctx
 		},
@@ -175,7 +102,7 @@ func peerServer(c limits.Server, h http.Handler, errLog *log.Logger) *http.Serve
 // userKey is the key of a connection to the roam socket in its limits:
 // its user's uid, or "" for root (held to the total only).
 func userKey(c net.Conn) string {
-	if cred, err := peerCred(c); err == nil && cred.UID != 0 {
+	if cred, err := httpx.PeerCred(c); err == nil && cred.UID != 0 {
 		return strconv.FormatUint(uint64(cred.UID), 10)
 	}
 	return ""
@@ -214,7 +141,7 @@ func (l *slogWriter) Write(p []byte) (int, error) {
 // caller (no credentials) is the handler's to refuse.
 func limitRate(rates *limits.Rates, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c, ok := callerOf(r); ok && !rates.Allow(c.UID, time.Now()) {
+		if c, ok := httpx.CallerOf(r); ok && !rates.Allow(c.UID, time.Now()) {
 			writeError(w, errkind.New(peer.ErrLimit, "too many requests: a user may make %v a second (limits.requests_per_second)", rates.PerSecond()))
 			return
 		}
