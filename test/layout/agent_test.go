@@ -35,12 +35,11 @@ var actionSwitches = map[string]bool{"(*outMig).do": true, "(*Agent).doIn": true
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.
 var agentDebt = map[string]int{
-	"package internal/agent":                                     7153,
-	"methods of *Agent":                                          140,
+	"package internal/agent":                                     7148,
+	"methods of *Agent":                                          137,
 	"file internal/agent/checkpoint.go":                          522,
 	"func internal/agent/agent.go (*Agent).Start":                65,
 	"func internal/agent/checkpoint.go (*Agent).checkpointLocal": 153,
-	"func internal/agent/restart.go (*Agent).restoreLocal":       88,
 }
 
 func TestAgentShape(t *testing.T) {
