@@ -3,6 +3,7 @@ package agent
 import (
 	"testing"
 
+	"roam/internal/agent/reopen"
 	"roam/internal/api"
 )
 
@@ -20,7 +21,7 @@ func TestRestartable(t *testing.T) {
 		{"handed to the user", &api.Checkpoint{OK: true}, false},
 		{"failed", &api.Checkpoint{StoredOn: "n1"}, false},
 	} {
-		if got := restartable(tc.c, "n2", dead); got != tc.want {
+		if got := reopen.Restartable(tc.c, "n2", dead); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -30,6 +30,7 @@ import (
 
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/keeper"
+	"roam/internal/agent/reopen"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
@@ -235,20 +236,20 @@ func fzQuiet(t *testing.T, a *fzAgent) bool {
 
 // FuzzPeerFiles: /v1/peer/ckpt/keep keeps a checkpoint file only when its
 // seal, META and header hold and it is of the job the query names, as
-// that job's one file; /v1/peer/restore restores one only under a query
-// a home could send, as the job it names. Neither leaves a file it took
+// that job's one file; /v1/peer/restore restores one only as a job of
+// the home its query names, which consented. Neither leaves a file it took
 // behind, nor writes outside the checkpoints, the images and the job's
 // spool.
 func FuzzPeerFiles(f *testing.F) {
 	file := fzCheckpoint(f, fzLocal, 1000)
-	restore := url.Values{"id": {fzHome}, "home": {fzSelf}, "home_addr": {"10.0.0.2:7947"}, "inc": {"2"}, "moves": {"0"}}.Encode()
+	restore := url.Values{"home": {fzSelf}, "why": {"roam restart"}}.Encode()
 	f.Add(false, fzLocal, true, file)
 	f.Add(false, fzHome, true, file)
 	f.Add(false, "../x.1", true, file)
 	f.Add(false, fzLocal, false, file)
 	f.Add(true, restore, true, file)
 	f.Add(true, restore, true, fzCheckpoint(f, fzHome, 1000))
-	f.Add(true, "id=n2.1&home=n2&inc=0&moves=0&home_addr=x", true, file)
+	f.Add(true, "home=n9&lost=n3&why=x", true, file)
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, restoreRoute bool, query string, seal bool, body []byte) {
 		a := pool.get(t)
@@ -283,9 +284,7 @@ func FuzzPeerFiles(f *testing.F) {
 			t.Fatalf("restore %q: a job was restored by a node that fails every restore", query)
 		}
 		for _, s := range a.node.restores {
-			h, _ := homeOf(s.ID)
-			inc, err := strconv.Atoi(q.Get("inc"))
-			if s.ID != q.Get("id") || h != q.Get("home") || err != nil || inc < 1 {
+			if h, _ := homeOf(s.ID); h != q.Get("home") {
 				t.Fatalf("restore %q restored job %s", query, s.ID)
 			}
 		}
@@ -524,7 +523,7 @@ func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
 	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Node: "n3",
 		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Started: time.Date(2025, 5, 5, 0, 0, 0, 0, time.UTC)}}
 	// fzHome's id, but not fzHome (another start time): a new id.
-	_, err = a.reopen(reopenRequest{ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
+	_, err = a.reopen(reopen.Request{MID: "00000000000000b1", ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
 	if err == nil || !strings.Contains(err.Error(), "another job's") {
 		t.Fatalf("restart into a taken id: %v, want a refusal naming it", err)
 	}
@@ -532,7 +531,7 @@ func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
 		t.Fatalf("job %s changed: %+v, was %+v", fzOver, now, before)
 	}
 	// The refused id is used up: the next restart gets a new one.
-	ans, err := a.reopen(reopenRequest{ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
+	ans, err := a.reopen(reopen.Request{MID: "00000000000000b2", ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
 	if err != nil || ans.ID == fzOver || ans.ID == fzHome || a.jobs.home[ans.ID] == nil || a.jobs.home[ans.ID].UID != 1000 {
 		t.Fatalf("restart with the sequence past the records: %+v, %v", ans, err)
 	}

@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/reopen"
 	"roam/internal/job"
 	"roam/internal/migrate"
 )
 
 // ---- checkpoints and restarts ----
 
-var fzRestartRoutes = []string{"/v1/peer/ckpt/take", "/v1/peer/ckpt/restore", "/v1/peer/reopen", "/v1/peer/reopen/done"}
+var fzRestartRoutes = []string{"/v1/peer/ckpt/take", "/v1/peer/ckpt/restore", "/v1/peer/reopen", "/v1/peer/reopen/done", "/v1/peer/reopen/commit"}
 
 // FuzzPeerRestart feeds the JSON bodies of the checkpoint and restart
 // routes: no panic, no 500, and a running job is never consented a
@@ -25,11 +26,12 @@ func FuzzPeerRestart(f *testing.F) {
 		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Group: fzHome}}
 	f.Add(uint8(0), fzJSON(f, checkpointRequest{ID: fzLocal}))
 	f.Add(uint8(0), fzJSON(f, checkpointRequest{ID: "../x.1", Stop: true}))
-	f.Add(uint8(1), fzJSON(f, reopened{ID: fzHome, Node: "n1", Inc: 1, Home: "n2", HomeAddr: "198.18.0.2:7947"}))
-	f.Add(uint8(2), fzJSON(f, reopenRequest{ID: fzHome, Meta: meta, Why: "roam restart"}))
-	f.Add(uint8(2), fzJSON(f, reopenRequest{ID: fzOver, Meta: meta, Why: "roam restart"}))
-	f.Add(uint8(2), fzJSON(f, reopenRequest{ID: fzLost, Meta: meta, Lost: "n3", Why: "node n3 was declared dead"}))
-	f.Add(uint8(3), fzJSON(f, reopenDone{ID: fzOver, Inc: 1, Failed: true, Error: "x"}))
+	f.Add(uint8(1), fzJSON(f, reopen.Target{ID: fzHome, Home: "n2", On: "n1", Why: "roam restart"}))
+	f.Add(uint8(2), fzJSON(f, reopen.Request{MID: fzMID, ID: fzHome, Meta: meta, Why: "roam restart"}))
+	f.Add(uint8(2), fzJSON(f, reopen.Request{MID: fzMID, ID: fzOver, Meta: meta, Why: "roam restart"}))
+	f.Add(uint8(2), fzJSON(f, reopen.Request{MID: fzMID, ID: fzLost, Meta: meta, Lost: "n3", Why: "node n3 was declared dead"}))
+	f.Add(uint8(3), fzJSON(f, reopen.Failed{MID: fzMID, ID: fzOver, Inc: 1, Error: "x"}))
+	f.Add(uint8(4), fzJSON(f, reopen.Commit{MID: fzMID, ID: fzOver}))
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		path := fzRestartRoutes[int(route)%len(fzRestartRoutes)]
@@ -44,7 +46,7 @@ func FuzzPeerRestart(f *testing.F) {
 		if w.Code >= 500 && w.Code != http.StatusServiceUnavailable {
 			t.Fatalf("%s: status %d: %s", path, w.Code, w.Body)
 		}
-		var req reopenRequest
+		var req reopen.Request
 		if path != "/v1/peer/reopen" || json.Unmarshal(body, &req) != nil {
 			return
 		}

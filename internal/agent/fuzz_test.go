@@ -36,6 +36,7 @@ import (
 	"roam/internal/agent/config"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/reopen"
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/spool"
 	"roam/internal/ckpt"
@@ -444,7 +445,7 @@ func (a *fzAgent) reset(t *testing.T) {
 	case <-j.kick:
 	default:
 	}
-	j.restarting, j.uploading, j.restoring = nil, nil, nil
+	j.restarting, j.uploading, j.endedRuns = map[string]*reopen.Mark{}, nil, reopen.Ended{}
 	a.migr.Clear()
 	code := 0
 	for _, r := range []job.Record{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/reopen"
 	"roam/internal/agent/spool"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -31,12 +32,12 @@ type jobs struct {
 	heard  map[string]time.Time     // node -> its last update to this home
 	kick   chan struct{}
 	// restarting are the jobs this home consented to restart, with their
-	// record from before, until the restore's end is known (restart.go).
-	restarting map[string]*job.Record
-	// uploading are the users with a roam restart upload in progress;
-	// restoring the jobs being restored here from a checkpoint.
+	// record from before, until the run's end is known (restart.go);
+	// endedRuns the runs it decided ended, never consented again.
+	restarting map[string]*reopen.Mark
+	endedRuns  reopen.Ended
+	// uploading are the users with a roam restart upload in progress.
 	uploading map[uint32]bool
-	restoring map[string]bool
 }
 
 // wakeReaders wakes the readers waiting for news of home job id (Output).
@@ -202,7 +203,7 @@ func (j *jobs) inits() map[int]uint64 {
 // newJobs is an empty job table over store and spools.
 func newJobs(store *job.Store, spools *spool.Spools) *jobs {
 	j := &jobs{store: store, spools: spools, home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
-		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), restarting: map[string]*job.Record{}}
+		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), restarting: map[string]*reopen.Mark{}}
 	j.initLocks()
 	return j
 }

@@ -1,19 +1,23 @@
 package agent
 
 // The job table's part of restarts from a checkpoint: the uploads of
-// `roam restart` in progress, the home's consent to a restart (reopen),
-// which makes the record a new incarnation before any copy is restored,
-// and the end of a restore, which keeps it or puts the record back.
+// `roam restart` in progress, the home's consent to a run of a restart
+// (reopen), which makes the record a new incarnation before any copy is
+// restored, and the run's end: the commit (commitRestart), which keeps
+// it, or a failure (reopenEnded), which puts the record back.
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
+	"roam/internal/agent/reopen"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
+	"roam/internal/migrate"
 )
 
 // beginUpload marks uid as uploading a checkpoint, one at a time per
@@ -38,12 +42,27 @@ func (j *jobs) endUpload(uid uint32) {
 	delete(j.uploading, uid)
 }
 
+// consentFor is the consent this home gave run mid already (ok), or a
+// refusal of a run it ended or that took a consent before: a run is
+// consented once.
+func (j *jobs) consentFor(id, mid string) (reopen.Consent, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, m := j.markOf(mid); m != nil {
+		return m.Consent, true, nil
+	}
+	if rec := j.home[id]; j.endedRuns.Has(mid) || rec != nil && slices.ContainsFunc(rec.Restarts, func(r api.Restart) bool { return r.MID == mid }) {
+		return reopen.Consent{}, false, errkind.New(peer.ErrBadRequest, "restart %s of job %s has ended", mid, id)
+	}
+	return reopen.Consent{}, false, nil
+}
+
 // restartID is the id a restart of req takes at home self: its own when
 // its record here is of the same job (same owner, same start) or none is
 // and self is its home; "" when it needs a new one (another cluster's
 // job, or another job of this id). had says a record of it is here. A job
 // being restarted, or that runs on a node not declared dead, is refused.
-func (j *jobs) restartID(req reopenRequest, self string) (id string, had bool, err error) {
+func (j *jobs) restartID(req reopen.Request, self string) (id string, had bool, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	id = req.ID
@@ -55,7 +74,7 @@ func (j *jobs) restartID(req reopenRequest, self string) (id string, had bool, e
 		id = "" // another cluster's home: a new id here
 	}
 	switch {
-	case rec != nil && j.restarting[id] != nil:
+	case rec != nil && j.restarting[id].Holds(req):
 		return "", false, errkind.New(peer.ErrBadRequest, "job %s is being restarted already", req.ID)
 	case rec != nil && stillRuns(*rec, req.Lost):
 		return "", false, errkind.New(peer.ErrBadRequest, "job %s is still %s on node %s: it is not restarted while it runs (never two copies); roam kill it first", req.ID, rec.State, rec.Node)
@@ -69,51 +88,51 @@ func stillRuns(r job.Record, lost string) bool {
 	return (r.State == job.StateStarting || r.State == job.StateRunning) && (lost == "" || r.Node != lost)
 }
 
-// reopen is the home's consent to restart req as job id on target: the
-// record (or a new one) becomes incarnation Inc+1 running there, its
-// output cut back to the checkpoint's offsets, written before it changes
-// in memory, and kept as it was before until the restore's end is known
-// (reopenEnded). fresh: id is new, so no record may hold it; had: a
-// record of the job was here when restartID looked.
-func (j *jobs) reopen(req reopenRequest, id string, fresh, had bool, target, self string, now time.Time) (job.Record, error) {
+// reopen is the home's consent to restart req, run req.MID, as job ans.ID
+// on ans.Node: the record (or a new one) becomes incarnation Inc+1
+// running there, its output cut back to the checkpoint's offsets,
+// written before it changes in memory, and kept as it was before until
+// the run's end is known (commitRestart, reopenEnded). fresh: the id is
+// new, so no record may hold it; had: a record of the job was here when
+// restartID looked. It returns the new record and ans completed.
+func (j *jobs) reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, now time.Time) (job.Record, reopen.Consent, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	id := ans.ID
 	cur := j.home[id]
 	if cur != nil && (fresh || !had || cur.UID != req.Owner.UID || !cur.Started.Equal(req.Meta.Job.Started)) {
 		// The id is another job's, maybe another user's: a new id that
 		// a record holds (the job table's sequence behind its records),
 		// or one a run took while the lock was let go. The checkpoint
 		// is not restarted as that job.
-		return job.Record{}, errkind.New(peer.ErrUnavailable, "job id %s, for a restart of job %s, is another job's", id, req.ID)
+		return job.Record{}, ans, errkind.New(peer.ErrUnavailable, "job id %s, for a restart of job %s, is another job's", id, req.ID)
 	}
 	prev := &job.Record{} // a new record: taken back by removing it
-	next := newRecordOf(req, id, self)
+	next := newRecordOf(req, id, ans.Home)
 	if cur != nil {
-		if j.restarting[id] != nil || stillRuns(*cur, req.Lost) {
-			return job.Record{}, errkind.New(peer.ErrBadRequest, "job %s changed while it was being restarted", id)
+		if j.restarting[id].Holds(req) || stillRuns(*cur, req.Lost) {
+			return job.Record{}, ans, errkind.New(peer.ErrBadRequest, "job %s changed while it was being restarted", id)
 		}
 		c := *cur
 		prev, next = &c, *cur
 	}
-	next = reopenedRecord(next, req, target, now)
+	next = reopenedRecord(next, req, ans.Node, now)
 	if err := j.spools.Cut(id, next.Inc, req.Meta.Out, req.Meta.Err); err != nil {
-		return job.Record{}, fmt.Errorf("home spool of job %s: %w", id, err)
+		return job.Record{}, ans, fmt.Errorf("home spool of job %s: %w", id, err)
 	}
 	if err := j.store.PutRecords(next); err != nil {
-		return job.Record{}, err
+		return job.Record{}, ans, err
 	}
 	j.home[id] = &next
-	if j.restarting == nil {
-		j.restarting = map[string]*job.Record{}
-	}
-	j.restarting[id] = prev
+	ans.Inc, ans.Moves = next.Inc, next.Migrations
+	j.restarting[id] = &reopen.Mark{MID: req.MID, Lost: req.Lost, Prev: prev, Consent: ans}
 	j.wakeReaders(id)
-	return next, nil
+	return next, ans, nil
 }
 
 // newRecordOf is the record a checkpoint makes of its job at a home that
 // has none, under id.
-func newRecordOf(req reopenRequest, id, self string) job.Record {
+func newRecordOf(req reopen.Request, id, self string) job.Record {
 	m := req.Meta.Job
 	group := m.Group
 	if group == "" || id != req.ID {
@@ -125,46 +144,50 @@ func newRecordOf(req reopenRequest, id, self string) job.Record {
 
 // reopenedRecord is r as a new incarnation running on target from req's
 // checkpoint.
-func reopenedRecord(r job.Record, req reopenRequest, target string, now time.Time) job.Record {
+func reopenedRecord(r job.Record, req reopen.Request, target string, now time.Time) job.Record {
 	r.Inc++
 	r.State, r.Node, r.ExitCode, r.Ended, r.LostAt = job.StateRunning, target, nil, time.Time{}, time.Time{}
 	r.EndReason, r.PinReason = "", ""
 	r.Restarts = append(r.Restarts, api.Restart{Inc: r.Inc, At: now, Node: target, CheckpointAt: req.Meta.At, CheckpointNode: req.Meta.Node,
-		Out: req.Meta.Out, Err: req.Meta.Err, Why: req.Why})
+		Out: req.Meta.Out, Err: req.Meta.Err, Why: req.Why, MID: req.MID})
 	if len(r.Restarts) > job.MaxMigrationLog {
 		r.Restarts = r.Restarts[len(r.Restarts)-job.MaxMigrationLog:]
 	}
 	return r
 }
 
-// reopenEnded takes the end of a restore: a failed one puts the record
-// back as it was before (when nothing changed it since); one that may
-// have run (the call broke off) leaves the job lost until its first push
-// says it runs.
-func (j *jobs) reopenEnded(d reopenDone, now time.Time) error {
+// reopenEnded takes the end of a failed run (its copy discarded): the
+// record goes back to what it was before (when nothing changed it
+// since), and the run is never consented again. A run whose mark an
+// earlier start of this agent held leaves its incarnation lost.
+func (j *jobs) reopenEnded(d reopen.Failed, now time.Time) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	prev := j.restarting[d.ID]
-	rec := j.home[d.ID]
-	if prev == nil || rec == nil || rec.Inc != d.Inc {
-		return nil
-	}
-	delete(j.restarting, d.ID)
-	switch {
-	case d.OK:
-		return nil
-	case !d.Failed:
+	j.endedRuns.Add(d.MID)
+	id, m := j.markOf(d.MID)
+	if m == nil {
+		rec := j.home[d.ID]
+		if rec == nil || j.restarting[d.ID] != nil || !reopen.Current(rec, d.MID) || rec.State != job.StateRunning {
+			return nil
+		}
 		c := *rec
 		c.State, c.LostAt = job.StateLost, now
 		return j.putHome(map[string]*job.Record{d.ID: &c})
-	case prev.ID == "":
+	}
+	d.ID = id
+	rec := j.home[id]
+	delete(j.restarting, id)
+	if rec == nil {
+		return nil
+	}
+	if m.Prev.ID == "" {
 		if err := j.store.DeleteRecords([]job.Record{*rec}); err != nil {
 			return err
 		}
 		delete(j.home, d.ID)
 		return nil
 	}
-	back := *prev
+	back := *m.Prev
 	back.Restarts = append(back.Restarts, rec.Restarts[len(rec.Restarts)-1])
 	back.Restarts[len(back.Restarts)-1].Why += " (failed: " + relay.LimitText(d.Error) + ")"
 	if back.State == job.StateRunning && back.Node != "" {
@@ -176,6 +199,57 @@ func (j *jobs) reopenEnded(d reopenDone, now time.Time) error {
 	}
 	j.wakeReaders(d.ID)
 	return nil
+}
+
+// markOf is the mark run mid holds, and its job's id. mu held.
+func (j *jobs) markOf(mid string) (string, *reopen.Mark) {
+	for id, m := range j.restarting {
+		if mid != "" && m.MID == mid {
+			return id, m
+		}
+	}
+	return "", nil
+}
+
+// commitRestart is the home's decision on run mid of job id, whose copy
+// waits stopped: committed while the mark is mid's (the mark goes; the
+// record, written at the consent, says the job runs there) and after
+// (the record's incarnation is mid's: that survives a restart of this
+// agent); otherwise aborted, for good.
+func (j *jobs) commitRestart(id, mid string) migrate.Outcome {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if held, m := j.markOf(mid); m != nil {
+		delete(j.restarting, held)
+		return migrate.Committed
+	}
+	if rec := j.home[id]; rec != nil && j.restarting[id] == nil && !j.endedRuns.Has(mid) && reopen.Current(rec, mid) {
+		return migrate.Committed
+	}
+	j.endedRuns.Add(mid)
+	return migrate.Aborted
+}
+
+// awaitRestart holds job id for this home's own restart of it from the
+// dead node lost, until its target asks for the consent (reopen) or
+// endAwait; false: another restart holds it.
+func (j *jobs) awaitRestart(id, lost string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.restarting[id] != nil {
+		return false
+	}
+	j.restarting[id] = &reopen.Mark{Lost: lost}
+	return true
+}
+
+// endAwait drops awaitRestart's hold, unless a run took it.
+func (j *jobs) endAwait(id string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if m := j.restarting[id]; m != nil && m.MID == "" {
+		delete(j.restarting, id)
+	}
 }
 
 // markLostOn marks job id lost, if its record still says it runs on
@@ -194,25 +268,4 @@ func (j *jobs) markLostOn(id, node string, now time.Time) (uid uint32, marked bo
 	}
 	j.wakeReaders(id)
 	return c.UID, true, nil
-}
-
-// beginRestore marks job id as being restored here, one restore of a job
-// at a time; endRestore ends it.
-func (j *jobs) beginRestore(id string) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.restoring[id] {
-		return false
-	}
-	if j.restoring == nil {
-		j.restoring = map[string]bool{}
-	}
-	j.restoring[id] = true
-	return true
-}
-
-func (j *jobs) endRestore(id string) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	delete(j.restoring, id)
 }

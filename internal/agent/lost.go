@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"roam/internal/agent/loss"
+	"roam/internal/agent/reopen"
 	"roam/internal/api"
 	"roam/internal/job"
 )
@@ -51,7 +52,7 @@ func (a *Agent) sweepLost() {
 		return loss.Dead(n, a.started, now)
 	}
 	// Restarted from its newest checkpoint instead (restart.go).
-	again := func(r job.Record) bool { return restartable(r.Newest, r.Node, dead) }
+	again := func(r job.Record) bool { return reopen.Restartable(r.Newest, r.Node, dead) }
 	lost, restart, err := a.jobs.markLost(now, dead, again)
 	if err != nil {
 		a.log.Error("job table", "err", err)

@@ -18,9 +18,8 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/reopen"
 	"roam/internal/api"
-	"roam/internal/asuser"
-	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/lockorder"
@@ -55,6 +54,8 @@ type inMig struct {
 	ph     phaseLog
 	timer  *time.Timer
 	halted bool // the ledger could not be written before the agent stopped
+	// rst is a restart's run (migrate_restart.go); nil for a migration.
+	rst *reopen.Run
 }
 
 // Job is the migration's job (moves.Arrival).
@@ -217,6 +218,14 @@ func (a *Agent) adoptRecord(r migrate.InRecord, m *migrate.Dest) *inMig {
 	in := newInMig(r.MID, r.Job)
 	in.m, in.spool, in.images = m, a.procs.SpoolDir(r.Job), filepath.Join(a.imageDir, "in-"+r.MID)
 	_ = json.Unmarshal(r.Header, &in.hdr)
+	if r.Restart {
+		// Its header is the file's, the home's consent in the record.
+		var err error
+		if in.rst, err = reopen.Recovered(a.keeper, r); err != nil && !m.Final() {
+			a.log.Error("restart", "mid", r.MID, "job", r.Job, "err", err)
+		}
+		in.hdr, in.images = in.rst.Header(), filepath.Join(a.imageDir, "restart-"+r.MID)
+	}
 	if in.final.Store(m.Final()); m.Final() {
 		return in
 	}
@@ -252,6 +261,9 @@ func (a *Agent) carryOutIn(in *inMig, acts []migrate.DestAction) error {
 				continue
 			}
 			if next := a.doIn(in, act); next != nil {
+				if in.rst != nil {
+					in.rst.NoteFailure(next)
+				}
 				q = append(q, next)
 			}
 		}
@@ -317,12 +329,25 @@ func (a *Agent) doIn(in *inMig, act migrate.DestAction) migrate.DestEvent {
 			in.ph.Add("cpu cgroup", t)
 		}
 		in.removeImages(true)
+		if in.rst != nil {
+			os.Remove(in.rst.File.Path) // the run has ended: a restart needs it no more
+		}
 		a.jobs.kickPush()
 	case migrate.Discard:
 		a.discardIn(in, r)
 		in.ph.Add("discard", t)
 	case migrate.Ask:
 		return a.ask(r)
+	case migrate.Verify:
+		return migrate.Verified{Err: in.rst.Verify()}
+	case migrate.AskConsent:
+		ans := in.rst.AskConsent(a.peers, a.cfg.NodeID, r)
+		in.ph.Add("consent", t)
+		return ans
+	case migrate.CommitAtHome:
+		return reopen.CommitAtHome(a.peers, r)
+	case migrate.TellHome:
+		return in.rst.TellHome(a.peers, r)
 	case migrate.Wake:
 		a.wakeIn(in, act.At)
 	default:
@@ -331,100 +356,25 @@ func (a *Agent) doIn(in *inMig, act migrate.DestAction) migrate.DestEvent {
 	return nil
 }
 
-// settleLater tries again, in the background, to move a restored job
-// into its CPU group, which Settle could not (a process of the job forks
-// faster than it is read, or the cgroup refused a write): left where the
-// restore put it, the job runs outside the node's CPU share. It tries for
-// settleTries seconds, while the job lives, then says so in the log and
-// the events.
-func (a *Agent) settleLater(id string, pid int, tix uint64, err error) {
-	a.log.Warn("migration: restored job's CPU group, trying again", "job", id, "err", err)
-	// Not in a.wg: it is started from a request's handler or a timer,
-	// which Close does not wait for (an Add then could race its Wait); it
-	// ends at the next tick once the agent stops.
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for range settleTries {
-			select {
-			case <-a.stop:
-				return
-			case <-t.C:
-			}
-			if !a.procs.Alive(pid, tix) {
-				return
-			}
-			if err = a.ckpt.Settle(id, pid); err == nil {
-				a.log.Info("migration: restored job in its CPU group", "job", id)
-				return
-			}
-		}
-		a.log.Error("migration: restored job's CPU group", "job", id, "err", err)
-		a.event(api.Event{Kind: "failed", Job: id, UID: a.jobs.owner(id), Why: "the migrated job runs outside node " + a.cfg.NodeID + "'s CPU group: " + err.Error()})
-	}()
-}
-
-// settleTries bounds settleLater, one try a second.
-const settleTries = 30
-
-// restoreIn restores the job, stopped, in this node's cgroups.
-func (a *Agent) restoreIn(in *inMig) (int, error) {
-	hdr := in.hdr
-	inherit := map[string]*os.File{}
-	var stdinR *os.File
-	if hdr.StdinKey != "" {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return 0, err
-		}
-		stdinR, in.stdin = r, w
-		inherit[hdr.StdinKey] = r
-	}
-	mounts := map[string]string{}
-	for _, mp := range hdr.Mounts {
-		mounts[mp] = mp
-	}
-	mounts[ckpt.JobDir] = in.spool
-	start := time.Now()
-	var stopLazy func()
-	if hdr.Lazy {
-		var err error
-		in.lazy, stopLazy, err = a.startLazyPages(hdr.From, hdr.MID, in.images)
-		in.ph.Add("lazy-pages daemon", start)
-		if err != nil {
-			if stdinR != nil {
-				stdinR.Close()
-			}
-			return 0, err
-		}
-	}
-	check := a.restoredCheck(asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}, a.migr.TakeChecked(in.m.Record().MID, in.m.Record().Job), "restore on node "+a.cfg.NodeID)
-	pid, times, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: in.m.Record().Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true, Check: check})
-	in.ph.AddTimes(times, true)
-	if stdinR != nil {
-		stdinR.Close()
-	}
-	if err != nil {
-		if pid > 0 {
-			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
-		}
-		if stopLazy != nil {
-			stopLazy() // its restore failed: nothing will fetch from it
-		}
-		return 0, err
-	}
-	in.ready = migrateReady{RestoreMS: msSince(start)}
-	in.restored = time.Now()
-	return pid, nil
-}
-
 // adoptIn makes the restored copy a job of this node (idempotent).
 func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
 	hdr := in.hdr
 	l := job.Local{ID: hdr.ID, Home: hdr.Home, HomeAddr: hdr.HomeAddr, UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups, PID: r.PID, StartTix: r.Tix, Dir: in.spool,
 		Started: hdr.Started, Hold: hdr.Hold, Moves: hdr.Moves + 1, LastMoved: r.EndedAt, Inc: hdr.Inc, CheckpointEvery: hdr.CheckpointEvery,
-		CPUBefore: hdr.CPUBefore, CPUBase: a.cpuHere(hdr.ID, r.PID)}
-	a.jobs.adopt(&localJob{rec: l, stdin: in.stdin, ackOut: hdr.AckOut, ackErr: hdr.AckErr, arrivedAt: time.Now()}, a.migr)
+		CPUBefore: hdr.CPUBefore, CPUBase: a.cpuHere(r.Job, r.PID)}
+	ackOut, ackErr := hdr.AckOut, hdr.AckErr
+	if in.rst != nil && in.rst.File.Path == "" {
+		// A restart's file is gone: never a job with a header it lacks.
+		a.log.Error("restart: no file to adopt the restored copy from; it is killed", "mid", r.MID, "job", r.Job)
+		a.procs.Kill(r.PID, r.Tix, 5*time.Second)
+		return
+	} else if in.rst != nil {
+		// A restart: the job as its home consented, its output acked by
+		// none yet.
+		g := in.rst.Grant
+		l.ID, l.Home, l.HomeAddr, l.Moves, l.Inc, ackOut, ackErr = r.Job, g.Home, g.HomeAddr, g.Moves, g.Inc, -1, -1
+	}
+	a.jobs.adopt(&localJob{rec: l, stdin: in.stdin, ackOut: ackOut, ackErr: ackErr, arrivedAt: time.Now()}, a.migr)
 	in.stdin = nil
 	a.rounds.Arrived(l.ID)
 	// Durable before the job runs: an agent that restarts finds the job
@@ -450,6 +400,9 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 		in.stdin = nil
 	}
 	in.removeImages(false)
+	if r.Restart {
+		os.Remove(r.File)
+	}
 	if here, _ := a.jobs.hereOrComing(r.Job, r.MID, a.migr); r.Job == "" || here {
 		return
 	}

@@ -267,9 +267,23 @@ func readArchive(r io.Reader, images, spool string) error {
 }
 
 // receive reads the archive into the images and spool directories; an
-// eager migration's pages are in its sink's directory already.
+// eager migration's pages are in its sink's directory already, a
+// restart's archive is in its file.
 func (a *Agent) receive(in *inMig) error {
 	hdr := in.hdr
+	if in.rst != nil {
+		// A restart: the archive is the file's, for a job not here.
+		r := in.m.Record()
+		if err := a.notHere(r.Job, r.MID); err != nil {
+			return err
+		}
+		f, br, err := in.rst.Open()
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in.spool, in.body = a.procs.SpoolDir(r.Job), br
+	}
 	os.RemoveAll(in.spool)
 	if hdr.Streamed {
 		s := a.migr.ClaimSink(hdr.MID)

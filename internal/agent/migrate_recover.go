@@ -69,8 +69,8 @@ func (a *Agent) recoverIns(now time.Time, outs []migrate.Record) {
 			_ = a.store.DeleteIn(r.MID)
 			continue
 		}
-		if r.State == migrate.DstAborted {
-			continue // ended; the record only answers late messages
+		if r.State == migrate.DstAborted && migrate.Rebuild(r).Settled() {
+			continue // ended (a failed restart's home told); the record only answers late messages
 		}
 		if r.State == migrate.DstCommitted && (a.jobs.hasLocal(r.Job, r.PID) || !a.procs.Alive(r.PID, r.Tix) || leftAgain[r.Job].After(r.EndedAt)) {
 			// Adopted already; or the job has moved on since (its copy

@@ -2,80 +2,46 @@ package agent
 
 // Restarts from a checkpoint: `roam restart FILE`, and a home restarting a
 // job whose node membership declared dead from the job's newest periodic
-// checkpoint.
+// checkpoint. Either is a run of the destination machine (package migrate,
+// dest_file.go) on the node that restores, whose source is the sealed
+// file: the uploader, or the node that keeps the file, picks that node
+// and sends the file there (or runs it itself); the run asks the home's
+// consent, restores the copy stopped, and resumes it on the home's commit
+// (migrate_dest.go carries out its actions; package reopen holds the run's
+// file and its calls to the home).
 //
-// Never two copies: a restart needs the home's consent ("reopen"), which
-// it gives only to a job that does not run (ended, lost, or running on a
-// node declared dead), and which raises the job's incarnation (Inc) in
-// its record before any copy is restored. From then on the home takes
-// news only of the new incarnation: a copy of an older one (the old node
+// Never two copies: a run needs the home's consent ("reopen"), which it
+// gives only to a job that does not run (ended, lost, or running on a
+// node declared dead) and no other run holds, once per run, and which
+// raises the job's incarnation (Inc) in its record before any copy is
+// restored. From then on the home takes news only of the new
+// incarnation: a copy of an older one (the old node
 // was cut off, not dead, and comes back) gets "gone" at its first push,
 // so its node kills it, and its output and exit status are dropped
 // (relay.go). The home cuts its copy of the output back to the
 // checkpoint's offsets: the restored job writes on from there.
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"time"
 
+	"roam/internal/agent/keeper"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
+	"roam/internal/agent/reopen"
 	"roam/internal/api"
-	"roam/internal/asuser"
-	"roam/internal/ckpt"
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
 )
 
-// reopenRequest is /v1/peer/reopen: may this job run again from this
-// checkpoint, and where?
-type reopenRequest struct {
-	ID    string                 `json:"id"`
-	Meta  migrate.CheckpointMeta `json:"meta"`
-	Owner asuser.Cred            `json:"owner"`
-	Every time.Duration          `json:"every,omitempty"`
-	// On is the node asked for (roam restart --on); "" is the best one.
-	On  string `json:"on,omitempty"`
-	Why string `json:"why"`
-	// Lost is the node membership declared dead that ran it (a home's own
-	// restart): the record may still say it runs there.
-	Lost string `json:"lost,omitempty"`
-}
-
-// reopened is the home's consent: the job, maybe under a new id, runs
-// again as incarnation Inc on Node.
-type reopened struct {
-	ID       string `json:"id"`
-	Node     string `json:"node"`
-	Inc      int    `json:"inc"`
-	Home     string `json:"home"`
-	HomeAddr string `json:"home_addr"`
-	Moves    int    `json:"moves"`
-}
-
-// reopenDone is /v1/peer/reopen/done: how the restore went.
-type reopenDone struct {
-	ID  string `json:"id"`
-	Inc int    `json:"inc"`
-	OK  bool   `json:"ok"`
-	// Failed: the node answered that nothing runs there (the record goes
-	// back to what it was); else the restore may have happened.
-	Failed bool   `json:"failed,omitempty"`
-	Error  string `json:"error,omitempty"`
-}
-
 // Restart is `roam restart`: the checkpoint file from the CLI, read from
-// body, runs again as its job.
+// body, runs again as its job, on node on ("" the best one).
 func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.RestartResponse, error) {
 	if length <= 0 {
 		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restart: the checkpoint's length must be given (Content-Length)")
@@ -90,317 +56,178 @@ func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.
 	if err != nil {
 		return api.RestartResponse{}, err
 	}
-	s := fromFile(f)
-	defer os.Remove(s.path)
-	if !canTouch(c, s.hdr.UID) {
-		return api.RestartResponse{}, errkind.New(peer.ErrPermission, "checkpoint of job %s (uid %d): permission denied", s.hdr.ID, s.hdr.UID)
+	home, targets, err := f.Hdr.Home, []string(nil), reopen.MayRestart(c.UID, c.GID, c.Groups, f.Hdr)
+	if p, ok := a.members.Get(home); err == nil && !ok {
+		home = a.cfg.NodeID // another cluster's (same secret): this node is its home now
+	} else if err == nil && !p.Alive {
+		err = errkind.New(peer.ErrUnavailable, "node %s, the home of job %s, is not alive", home, f.Hdr.ID)
 	}
-	// It runs again with the groups the caller has now, not those it had
-	// when it was saved: a user removed from a group does not get it back.
-	if c.UID != 0 {
-		for _, g := range append([]uint32{s.hdr.GID}, s.hdr.Groups...) {
-			if g != c.GID && !slices.Contains(c.Groups, g) {
-				return api.RestartResponse{}, errkind.New(peer.ErrPermission, "checkpoint of job %s runs with group %d, which uid %d is no longer in", s.hdr.ID, g, c.UID)
-			}
-		}
+	if err == nil {
+		targets, _, err = a.members.Place(on, 1, a.draining.Load())
 	}
-	home := s.hdr.Home
-	if p, ok := a.members.Get(home); !ok {
-		// Another cluster's (same secret): this node is its home now.
-		home = a.cfg.NodeID
-	} else if !p.Alive {
-		return api.RestartResponse{}, errkind.New(peer.ErrUnavailable, "node %s, the home of job %s, is not alive", home, s.hdr.ID)
+	if err == nil && len(targets) == 0 {
+		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", f.Hdr.ID)
 	}
-	req := reopenRequest{ID: s.hdr.ID, Meta: s.meta, Owner: asuser.Cred{UID: s.hdr.UID, GID: s.hdr.GID, Groups: s.hdr.Groups},
-		Every: s.hdr.CheckpointEvery, On: on, Why: "roam restart"}
-	var ans reopened
-	if err := a.peers.Call(home, http.MethodPost, peer.Reopen, req, &ans); err != nil {
+	if err != nil {
+		os.Remove(f.Path)
 		return api.RestartResponse{}, err
 	}
-	if err := a.restoreOn(s, ans); err != nil {
+	return a.restoreOn(targets[0], f, reopen.Target{Home: home, Why: "roam restart"})
+}
+
+// restoreOn restarts the checked checkpoint file f on node target: it
+// runs the restart here, or sends the file there. The file is the run's
+// (or, sent, removed).
+func (a *Agent) restoreOn(target string, f keeper.File, req reopen.Target) (api.RestartResponse, error) {
+	if target == a.cfg.NodeID {
+		return a.restartHere(f, req)
+	}
+	defer os.Remove(f.Path)
+	q := url.Values{"home": {req.Home}, "lost": {req.Lost}, "why": {req.Why}}
+	var res api.RestartResponse
+	err := a.sendFile(target, peer.Restore+"?"+q.Encode(), f.Path, f.Size, &res)
+	return res, err
+}
+
+// restartHere runs a restart of the checked checkpoint file f here, and
+// answers once it ended (the job runs here, or nothing of it does).
+func (a *Agent) restartHere(f keeper.File, req reopen.Target) (api.RestartResponse, error) {
+	mid := newMID()
+	// Under a name of its own, which a restarted agent keeps for the run.
+	path, err := a.keeper.NewPath(keeper.Restarting, mid)
+	if err == nil {
+		err = os.Rename(f.Path, path)
+	}
+	if err != nil {
+		os.Remove(f.Path)
 		return api.RestartResponse{}, err
 	}
-	return api.RestartResponse{ID: ans.ID, Node: ans.Node, Inc: ans.Inc}, nil
+	f.Path = path
+	in := newInMig(mid, f.Hdr.ID)
+	in.rst = &reopen.Run{File: f, Lost: req.Lost, Why: req.Why}
+	in.hdr, in.images = in.rst.Header(), filepath.Join(a.imageDir, "restart-"+mid)
+	a.migr.Adopt(mid, in)
+	_, err = a.stepMig(in, migrate.Restart{MID: mid, Job: f.Hdr.ID, Home: req.Home, File: path})
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	r := in.m.Record()
+	return api.RestartResponse{ID: r.Job, Node: a.cfg.NodeID, Inc: r.Inc}, err
 }
 
-// restoreOn restores a checkpoint file of this node as the job ans names
-// on ans.Node, and tells the home how it went.
-func (a *Agent) restoreOn(s savedCkpt, ans reopened) error {
-	var err error
-	if ans.Node == a.cfg.NodeID {
-		err = a.restoreLocal(s, ans)
-	} else {
-		q := url.Values{"id": {ans.ID}, "inc": {strconv.Itoa(ans.Inc)}, "home": {ans.Home}, "home_addr": {ans.HomeAddr}, "moves": {strconv.Itoa(ans.Moves)}}
-		err = a.sendFile(ans.Node, peer.Restore+"?"+q.Encode(), s.path, s.size, nil)
-	}
-	d := reopenDone{ID: ans.ID, Inc: ans.Inc, OK: err == nil}
-	if err != nil {
-		d.Error = err.Error()
-		// The node answered: it killed whatever it restored. A call that
-		// broke off may have restored it: the record stays, and the copy
-		// is taken back by its first push if it runs.
-		d.Failed = !errors.Is(err, peer.ErrUnavailable)
-	}
-	if nerr := retry(func() error { return a.peers.Call(ans.Home, http.MethodPost, peer.ReopenDone, d, nil) }); nerr != nil {
-		a.log.Warn("restart: home not told", "job", ans.ID, "home", ans.Home, "err", nerr)
-	}
-	return err
-}
-
-// reopen is the home's side: it checks that the job does not run, picks
-// its node and makes its record say it runs there, as a new incarnation,
-// its output cut back to the checkpoint's.
-func (a *Agent) reopen(req reopenRequest) (reopened, error) {
-	if h, ok := homeOf(req.ID); !ok {
-		return reopened{}, errkind.New(peer.ErrBadRequest, "job id %q", req.ID)
-	} else if h != a.cfg.NodeID && a.members.Known(h) {
-		return reopened{}, errkind.New(peer.ErrBadRequest, "job %s has its home on node %s, not here", req.ID, h)
-	}
-	if err := req.Meta.Validate(); err != nil {
-		return reopened{}, errkind.New(peer.ErrBadRequest, "%v", err)
-	}
-	if len(req.Owner.Groups) > migrate.MaxGroups {
-		return reopened{}, errkind.New(peer.ErrBadRequest, "%d supplementary groups", len(req.Owner.Groups))
-	}
-	if !migrate.ValidEvery(req.Every) {
-		return reopened{}, errkind.New(peer.ErrBadRequest, "checkpoint interval %v", req.Every)
-	}
-	targets, _, err := a.members.Place(req.On, 1, a.draining.Load())
-	if err != nil {
-		return reopened{}, err
-	}
-	if len(targets) == 0 || targets[0] == req.Lost {
-		return reopened{}, errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", req.ID)
-	}
-	target := targets[0]
-	id, had, err := a.jobs.restartID(req, a.cfg.NodeID)
-	if err != nil {
-		return reopened{}, err
-	}
-	fresh := id == "" // a new id, which no record may hold
-	if fresh {
-		seq, err := a.store.NextSeqs(1)
-		if err != nil {
-			return reopened{}, err
-		}
-		id = fmt.Sprintf("%s.%d", a.cfg.NodeID, seq)
-	} else if !had {
-		_, seq, _ := jobSeq(id)
-		if err := a.store.BumpSeq(seq); err != nil {
-			return reopened{}, err
-		}
-	}
-	now := time.Now()
-	next, err := a.jobs.reopen(req, id, fresh, had, target, a.cfg.NodeID, now)
-	if err != nil {
-		return reopened{}, err
-	}
-	uid := next.UID
-	go a.event(api.Event{At: now, Kind: "restart", Job: id, UID: &uid, From: req.Meta.Node, To: target,
-		Why: fmt.Sprintf("%s, from the checkpoint of %s", req.Why, req.Meta.At.Format(time.RFC3339))})
-	return reopened{ID: id, Node: target, Inc: next.Inc, Home: a.cfg.NodeID, HomeAddr: a.peers.SelfAddr, Moves: next.Migrations}, nil
-}
-
-// reopenEnded is the home taking the end of a restore: a failed one puts
-// the record back as it was before (when nothing changed it since).
-func (a *Agent) reopenEnded(d reopenDone) error {
-	if !d.OK && d.Error != "" {
-		a.log.Warn("restart failed", "job", d.ID, "err", d.Error)
-	}
-	return a.jobs.reopenEnded(d, time.Now())
-}
-
-// serveRestore is /v1/peer/restore: a checkpoint file to restore here as
-// the job the query names (the home consented).
+// serveRestore is /v1/peer/restore: a checkpoint file to restart here.
 func (a *Agent) serveRestore(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	ans := reopened{ID: q.Get("id"), Node: a.cfg.NodeID, Home: q.Get("home"), HomeAddr: q.Get("home_addr")}
-	var err1, err2 error
-	ans.Inc, err1 = strconv.Atoi(q.Get("inc"))
-	ans.Moves, err2 = strconv.Atoi(q.Get("moves"))
-	_, err3 := netip.ParseAddrPort(ans.HomeAddr)
-	if h, ok := homeOf(ans.ID); !ok || h != ans.Home || err1 != nil || err2 != nil || err3 != nil || ans.Inc < 1 || ans.Moves < 0 {
-		writeError(w, errkind.New(peer.ErrBadRequest, "restore of job %q: bad query", ans.ID))
+	req := reopen.Target{Home: q.Get("home"), Lost: q.Get("lost"), Why: q.Get("why")}
+	if _, known := a.members.Get(req.Home); !known && req.Home != a.cfg.NodeID || len(req.Why) > maxWhy || len(req.Lost) > maxWhy {
+		writeError(w, errkind.New(peer.ErrBadRequest, "restore: bad query %q", relay.LimitText(r.URL.RawQuery)))
 		return
 	}
 	body, stop := watchedBody(w, r)
 	f, err := a.keeper.Take(body, r.ContentLength, newMID())
 	stop()
+	var res api.RestartResponse
 	if err == nil {
-		err = a.restoreLocal(fromFile(f), ans)
-		os.Remove(f.Path)
+		res, err = a.restartHere(f, req)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	writeJSON(w, http.StatusOK, res)
 }
 
-// restoreLocal restores a checked checkpoint file here as job ans.ID,
-// incarnation ans.Inc, and lets it run. On any error nothing of it runs
-// here.
-func (a *Agent) restoreLocal(s savedCkpt, ans reopened) error {
-	hdr := s.hdr
-	if err := a.notHere(ans.ID, ""); err != nil {
-		return err
+// maxWhy bounds the reason and node name a restore's query carries.
+const maxWhy = 200
+
+// reopen is the home's consent to run req.MID: it checks that the job
+// does not run and no other run holds it, and makes its record say it
+// runs on req.On, as a new incarnation, its output cut back to the
+// checkpoint's. The same run asking again gets the same consent.
+func (a *Agent) reopen(req reopen.Request) (reopen.Consent, error) {
+	if !migrate.ValidMID(req.MID) {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "restart run id %q", req.MID)
 	}
-	if !a.jobs.beginRestore(ans.ID) {
-		return errkind.New(peer.ErrBadRequest, "job %s is being restored on node %s already", ans.ID, a.cfg.NodeID)
+	if ans, again, err := a.jobs.consentFor(req.ID, req.MID); again || err != nil {
+		return ans, err
 	}
-	defer a.jobs.endRestore(ans.ID)
-	spool := a.procs.SpoolDir(ans.ID)
-	images := filepath.Join(a.imageDir, "restart-"+newMID())
-	os.RemoveAll(spool)
-	defer os.RemoveAll(images)
-	for _, d := range []string{spool, images} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
+	if h, ok := homeOf(req.ID); !ok {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "job id %q", req.ID)
+	} else if h != a.cfg.NodeID && a.members.Known(h) {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "job %s has its home on node %s, not here", req.ID, h)
 	}
-	fail := func(err error) error {
-		os.RemoveAll(spool)
-		return err
+	if err := req.Meta.Validate(); err != nil {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
-	f, err := os.Open(s.path)
+	if len(req.Owner.Groups) > migrate.MaxGroups {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "%d supplementary groups", len(req.Owner.Groups))
+	}
+	if !migrate.ValidEvery(req.Every) {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "checkpoint interval %v", req.Every)
+	}
+	targets, _, err := a.members.Place(req.On, 1, a.draining.Load())
 	if err != nil {
-		return fail(err)
+		return reopen.Consent{}, err
 	}
-	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, s.size-migrate.SealSize), 1<<20)
-	if _, _, err = migrate.ReadCheckpoint(br); err == nil {
-		err = readArchive(br, images, spool)
+	if len(targets) == 0 || targets[0] == req.Lost {
+		return reopen.Consent{}, errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", req.ID)
 	}
-	f.Close()
+	target := targets[0]
+	id, had, err := a.jobs.restartID(req, a.cfg.NodeID)
 	if err != nil {
-		return fail(err)
+		return reopen.Consent{}, err
 	}
-	inherit := map[string]*os.File{}
-	if hdr.StdinKey != "" {
-		// The user's stdin is not there any more: the job reads its end.
-		pr, pw, err := os.Pipe()
+	fresh := id == "" // a new id, which no record may hold
+	if fresh {
+		seq, err := a.store.NextSeqs(1)
 		if err != nil {
-			return fail(err)
+			return reopen.Consent{}, err
 		}
-		pw.Close()
-		defer pr.Close()
-		inherit[hdr.StdinKey] = pr
+		id = fmt.Sprintf("%s.%d", a.cfg.NodeID, seq)
+	} else if !had {
+		_, seq, _ := jobSeq(id)
+		if err := a.store.BumpSeq(seq); err != nil {
+			return reopen.Consent{}, err
+		}
 	}
-	// The files, as the owner and without symlinks, right before CRIU
-	// reopens them as root.
-	owner := asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}
-	found, err := a.checkFiles(&owner, s.meta.Files)
+	now := time.Now()
+	next, ans, err := a.jobs.reopen(req, reopen.Consent{ID: id, Node: target, Home: a.cfg.NodeID, HomeAddr: a.peers.SelfAddr}, fresh, had, now)
 	if err != nil {
-		return fail(err)
+		return reopen.Consent{}, err
 	}
-	mounts := map[string]string{ckpt.JobDir: spool}
-	for _, mp := range hdr.Mounts {
-		if mp != ckpt.JobDir {
-			mounts[mp] = mp
-		}
-	}
-	check := a.restoredCheck(owner, found, "refused")
-	pid, _, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: ans.ID, Dir: images, Mounts: mounts, Inherit: inherit, Check: check})
-	if err != nil {
-		if pid > 0 {
-			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
-		}
-		return fail(fmt.Errorf("restore of job %s on node %s: %w", ans.ID, a.cfg.NodeID, err))
-	}
-	tix := a.procs.StartTicks(pid)
-	l := job.Local{ID: ans.ID, Home: ans.Home, HomeAddr: ans.HomeAddr, UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups,
-		PID: pid, StartTix: tix, Dir: spool, Started: hdr.Started, Hold: hdr.Hold, Moves: ans.Moves, LastMoved: time.Now(),
-		Inc: ans.Inc, CheckpointEvery: hdr.CheckpointEvery, CPUBefore: hdr.CPUBefore, CPUBase: a.cpuHere(ans.ID, pid)}
-	if err := a.store.PutLocals(l); err != nil {
-		a.procs.Kill(pid, tix, 5*time.Second)
-		return fail(err)
-	}
-	a.jobs.mu.Lock()
-	if old := a.jobs.local[l.ID]; old != nil {
-		a.jobs.mu.Unlock()
-		a.procs.Kill(pid, tix, 5*time.Second)
-		return fail(errkind.New(peer.ErrBadRequest, "job %s runs on node %s already", l.ID, a.cfg.NodeID))
-	}
-	a.jobs.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1, arrivedAt: time.Now()}
-	a.migr.Back(l.ID)
-	a.jobs.mu.Unlock()
-	a.ckpt.Thaw(pid, hdr.Stopped)
-	a.jobs.kickPush()
-	a.log.Info("job restarted from a checkpoint", "job", l.ID, "inc", l.Inc, "checkpoint_at", s.meta.At, "from", s.meta.Node)
-	return nil
+	uid := next.UID
+	go a.event(api.Event{At: now, Kind: "restart", Job: id, UID: &uid, From: req.Meta.Node, To: target,
+		Why: fmt.Sprintf("%s, from the checkpoint of %s", req.Why, req.Meta.At.Format(time.RFC3339))})
+	return ans, nil
 }
-
-// ---- a home restarting the jobs of a dead node ----
-
-// restartable says whether a job on a node taken for dead can be
-// restarted from its newest checkpoint: there is one, and the node that
-// keeps it is not dead too.
-func restartable(newest *api.Checkpoint, node string, dead func(string) bool) bool {
-	return newest != nil && newest.OK && newest.StoredOn != "" && newest.StoredOn != node && !dead(newest.StoredOn)
-}
-
-// answers says whether node answers this agent on the peer port now.
-// Membership can take a live node for dead for a moment: when a partition
-// heals, a node that was cut off may still gossip the deaths it saw; the
-// node refutes it, but a sweep in between would restart its jobs. A node
-// that answers is not restarted from.
-func (a *Agent) answers(node string) bool {
-	var out struct {
-		Node string `json:"node"`
-	}
-	err := a.peers.CallWithin(pingTimeout, node, http.MethodGet, peer.Ping, nil, &out)
-	return err == nil && out.Node == node
-}
-
-// pingTimeout bounds answers: a node cut off does not answer at all.
-const pingTimeout = time.Second
 
 // restartLost restarts job id, which ran on the dead node lost, from its
-// newest checkpoint, kept on store.
+// newest checkpoint, kept on store: it picks the node, and the store
+// sends the file there, whose run asks this home's consent. The job is
+// held for it meanwhile (no second restart, no loss); lost after all
+// when no run took the consent.
 func (a *Agent) restartLost(rec job.Record, lost string) {
-	if a.members.Alive(lost) || a.answers(lost) {
+	if a.members.Alive(lost) || a.peers.Answers(lost) {
 		return // it answers again: its copy runs on (the next sweep sees)
 	}
+	if !a.jobs.awaitRestart(rec.ID, lost) {
+		return
+	}
 	store := rec.Newest.StoredOn
-	req := reopenRequest{ID: rec.ID, Owner: asuser.Cred{UID: rec.UID, GID: rec.GID, Groups: rec.Groups}, Every: rec.CheckpointEvery,
-		Lost: lost, Why: fmt.Sprintf("node %s was declared dead", lost),
-		Meta: migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: rec.Newest.At, Node: rec.Newest.Node, Out: rec.Newest.Out, Err: rec.Newest.Err,
-			Job: migrate.CheckpointJob{User: rec.User, Argv: rec.Argv, Env: rec.Env, Cwd: rec.Cwd, Pin: rec.Pin, Group: rec.Group, Started: rec.Started}}}
-	ans, err := a.reopen(req)
+	targets, _, err := a.members.Place("", 1, a.draining.Load())
+	if err == nil && (len(targets) == 0 || targets[0] == lost) {
+		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", rec.ID)
+	}
+	if err == nil {
+		req := reopen.Target{ID: rec.ID, Home: a.cfg.NodeID, On: targets[0], Lost: lost, Why: fmt.Sprintf("node %s was declared dead", lost)}
+		a.log.Info("restarting a job of a dead node", "job", rec.ID, "dead", lost, "on", req.On, "checkpoint_at", rec.Newest.At, "kept_on", store)
+		// The store may be this node: the call then runs in process.
+		err = a.peers.CallWithin(migrateTimeout, store, http.MethodPost, peer.CkptRestore, req, nil)
+	}
+	a.jobs.endAwait(rec.ID)
 	if err != nil {
 		a.log.Warn("restart after node loss: not restarted", "job", rec.ID, "err", err)
 		a.markLost(rec.ID, lost)
-		return
 	}
-	a.log.Info("restarting a job of a dead node", "job", rec.ID, "dead", lost, "on", ans.Node, "checkpoint_at", rec.Newest.At, "kept_on", store)
-	if store == a.cfg.NodeID {
-		err = a.restoreStored(ans)
-	} else {
-		err = a.peers.CallWithin(migrateTimeout, store, http.MethodPost, peer.CkptRestore, ans, nil)
-		if err != nil {
-			// The store answers after it told this home (restoreOn); a
-			// store that could not even start tells nothing.
-			_ = a.reopenEnded(reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: !errors.Is(err, peer.ErrUnavailable), Error: err.Error()})
-		}
-	}
-	if err != nil {
-		a.log.Warn("restart after node loss failed", "job", rec.ID, "err", err)
-	}
-}
-
-// restoreStored restores the checkpoint this node keeps of ans.ID as the
-// home consented in ans.
-func (a *Agent) restoreStored(ans reopened) error {
-	// A link of its own: a newer file kept meanwhile replaces the name,
-	// not what is checked and restored.
-	f, err := a.keeper.Open(ans.ID, newMID(), a.cfg.NodeID)
-	if err == nil {
-		defer os.Remove(f.Path)
-	}
-	if err != nil {
-		_ = a.peers.Call(ans.Home, http.MethodPost, peer.ReopenDone, reopenDone{ID: ans.ID, Inc: ans.Inc, Failed: true, Error: err.Error()}, nil)
-		return err
-	}
-	return a.restoreOn(fromFile(f), ans)
 }
 
 // markLost marks job id lost with node, if its record still says it runs

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
+	"roam/internal/agent/reopen"
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/stall"
 	"roam/internal/api"
@@ -277,14 +279,32 @@ func peerCkptRoutes(a *Agent, mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
 	})
-	mux.HandleFunc("POST "+peer.CkptRestore, jsonCall(func(ans reopened) (struct{}, error) {
-		if h, ok := homeOf(ans.ID); !ok || h != ans.Home || ans.Inc < 1 || ans.Moves < 0 {
-			return struct{}{}, errkind.New(peer.ErrBadRequest, "restore of job %q: bad request", ans.ID)
+	mux.HandleFunc("POST "+peer.CkptRestore, jsonCall(func(req reopen.Target) (api.RestartResponse, error) {
+		if h, ok := homeOf(req.ID); !ok || h != req.Home || req.On == "" || len(req.Why) > maxWhy || len(req.Lost) > maxWhy {
+			return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restore of job %q: bad request", relay.LimitText(req.ID))
 		}
-		return struct{}{}, a.restoreStored(ans)
+		// A link of its own: a newer file kept meanwhile replaces the
+		// name, not what is checked and restored.
+		f, err := a.keeper.Open(req.ID, newMID(), a.cfg.NodeID)
+		if err != nil {
+			return api.RestartResponse{}, err
+		}
+		return a.restoreOn(req.On, f, req)
 	}))
 	mux.HandleFunc("POST "+peer.Reopen, jsonCall(a.reopen))
-	mux.HandleFunc("POST "+peer.ReopenDone, jsonCall(func(d reopenDone) (struct{}, error) { return struct{}{}, a.reopenEnded(d) }))
+	mux.HandleFunc("POST "+peer.ReopenCommit, jsonCall(func(c reopen.Commit) (map[string]string, error) {
+		if !migrate.ValidMID(c.MID) {
+			return nil, errkind.New(peer.ErrBadRequest, "restart run id %q", relay.LimitText(c.MID))
+		}
+		return map[string]string{"outcome": string(a.jobs.commitRestart(c.ID, c.MID))}, nil
+	}))
+	mux.HandleFunc("POST "+peer.ReopenDone, jsonCall(func(d reopen.Failed) (struct{}, error) {
+		if !migrate.ValidMID(d.MID) {
+			return struct{}{}, errkind.New(peer.ErrBadRequest, "restart run id %q", relay.LimitText(d.MID))
+		}
+		a.log.Warn("restart failed", "job", relay.LimitText(d.ID), "mid", d.MID, "err", relay.LimitText(d.Error))
+		return struct{}{}, a.jobs.reopenEnded(d, time.Now())
+	}))
 	mux.HandleFunc("POST "+peer.Restore, a.serveRestore)
 }
 

@@ -84,6 +84,9 @@ type Restart struct {
 	Err            int64     `json:"err"`
 	// Why: "roam restart", or the loss of the node it ran on.
 	Why string `json:"why"`
+	// MID names the run that restored it: the home commits it once, and
+	// consents to it never again.
+	MID string `json:"mid,omitempty"`
 }
 
 // Checkpoint is one checkpoint of a job, tried or taken: when, of which

@@ -35,9 +35,8 @@ var actionSwitches = map[string]bool{"(*outMig).do": true, "(*outMig).ckDo": tru
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.
 var agentDebt = map[string]int{
-	"package internal/agent": 7091,
-	"methods of *Agent":      140,
-	"func internal/agent/restart.go (*Agent).restoreLocal": 88,
+	"package internal/agent": 7086,
+	"methods of *Agent":      137,
 }
 
 func TestAgentShape(t *testing.T) {

@@ -214,13 +214,19 @@ func (k *Keeper) Open(id, mid, self string) (File, error) {
 	return s, err
 }
 
+// Restarting is the kind (NewPath) of the file a restart runs from until
+// its run ends: a restarted agent finishes the run (its Adopt reads the
+// file's header), so RemovePartial leaves it; the run removes it.
+const Restarting = "restart"
+
 // RemovePartial removes the files an earlier run was writing, taking or
 // restoring from (their names begin with a dot), and those it had sealed
-// but not delivered; the kept ones stay.
+// but not delivered; the kept ones stay, and those of restarts
+// (Restarting).
 func (k *Keeper) RemovePartial() {
 	ents, _ := os.ReadDir(k.dir)
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") && e.Type().IsRegular() {
+		if strings.HasPrefix(e.Name(), ".") && !strings.HasPrefix(e.Name(), "."+Restarting+"-") && e.Type().IsRegular() {
 			os.Remove(filepath.Join(k.dir, e.Name()))
 		}
 	}

@@ -136,7 +136,7 @@ func TestKeepTheNewest(t *testing.T) {
 }
 
 // What an earlier run left half-written goes at the start; kept files
-// stay.
+// stay, and the files of restarts, which the restarted agent finishes.
 func TestRemovePartial(t *testing.T) {
 	k := New(t.TempDir(), key, 1<<20, 1)
 	f, err := take(t, k, file(t, key, "n1.3", 1, t0), "x")
@@ -147,8 +147,15 @@ func TestRemovePartial(t *testing.T) {
 	if err := k.Keep("n1.3", g.Path, 1, t0); err != nil {
 		t.Fatal(err)
 	}
+	run, _ := k.NewPath(Restarting, "z")
+	if err := os.WriteFile(run, []byte("a restart's file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	k.RemovePartial()
 	if _, err := os.Stat(f.Path); !os.IsNotExist(err) || k.Stored("n1.3") == "" {
 		t.Fatalf("partial file: %v; kept: %q", err, k.Stored("n1.3"))
+	}
+	if _, err := os.Stat(run); err != nil {
+		t.Fatalf("a restart's file went: %v", err)
 	}
 }

@@ -178,3 +178,19 @@ func (w *loopWriter) response(req *http.Request) *http.Response {
 		Header: w.header, Body: io.NopCloser(&w.body), ContentLength: int64(w.body.Len()), Request: req,
 	}
 }
+
+// Answers says whether node answers on the peer port now (Ping), within
+// PingTimeout. Membership can take a live node for dead for a moment:
+// when a partition heals, a node that was cut off may still gossip the
+// deaths it saw; the node refutes it, but a sweep in between would
+// restart its jobs. A node that answers is not restarted from.
+func (c *Client) Answers(node string) bool {
+	var out struct {
+		Node string `json:"node"`
+	}
+	err := c.CallWithin(PingTimeout, node, http.MethodGet, Ping, nil, &out)
+	return err == nil && out.Node == node
+}
+
+// PingTimeout bounds Answers: a node cut off does not answer at all.
+const PingTimeout = time.Second

@@ -37,7 +37,8 @@ const (
 	CkptDrop    = "/v1/peer/ckpt/drop"    // POST ?id=: drop a kept checkpoint
 	CkptRestore = "/v1/peer/ckpt/restore" // POST: restore the checkpoint kept here where the home chose
 
-	Reopen     = "/v1/peer/reopen"      // POST: a home's consent to restart a job
-	ReopenDone = "/v1/peer/reopen/done" // POST: how a restart ended
-	Restore    = "/v1/peer/restore"     // POST ?...: restore a checkpoint file here
+	Reopen       = "/v1/peer/reopen"        // POST: a home's consent to a run restarting a job
+	ReopenCommit = "/v1/peer/reopen/commit" // POST: a run's copy waits stopped: the home's decision
+	ReopenDone   = "/v1/peer/reopen/done"   // POST: a run failed, its copy discarded
+	Restore      = "/v1/peer/restore"       // POST ?home=&lost=&why=: restart a checkpoint file here
 )

@@ -1,0 +1,126 @@
+package agent
+
+// The destination's restore, for a migration and a restart alike: CRIU
+// restores the copy, stopped, with its files checked as its owner's and
+// its stdin a new pipe; once it runs, it goes into its CPU group.
+
+import (
+	"os"
+	"roam/internal/api"
+	"roam/internal/asuser"
+	"roam/internal/ckpt"
+	"time"
+)
+
+// settleLater tries again, in the background, to move a restored job
+// into its CPU group, which Settle could not (a process of the job forks
+// faster than it is read, or the cgroup refused a write): left where the
+// restore put it, the job runs outside the node's CPU share. It tries for
+// settleTries seconds, while the job lives, then says so in the log and
+// the events.
+func (a *Agent) settleLater(id string, pid int, tix uint64, err error) {
+	a.log.Warn("migration: restored job's CPU group, trying again", "job", id, "err", err)
+	// Not in a.wg: it is started from a request's handler or a timer,
+	// which Close does not wait for (an Add then could race its Wait); it
+	// ends at the next tick once the agent stops.
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for range settleTries {
+			select {
+			case <-a.stop:
+				return
+			case <-t.C:
+			}
+			if !a.procs.Alive(pid, tix) {
+				return
+			}
+			if err = a.ckpt.Settle(id, pid); err == nil {
+				a.log.Info("migration: restored job in its CPU group", "job", id)
+				return
+			}
+		}
+		a.log.Error("migration: restored job's CPU group", "job", id, "err", err)
+		a.event(api.Event{Kind: "failed", Job: id, UID: a.jobs.owner(id), Why: "the migrated job runs outside node " + a.cfg.NodeID + "'s CPU group: " + err.Error()})
+	}()
+}
+
+// settleTries bounds settleLater, one try a second.
+const settleTries = 30
+
+// restoreIn restores the job, stopped, in this node's cgroups.
+func (a *Agent) restoreIn(in *inMig) (int, error) {
+	hdr, rec := in.hdr, in.m.Record()
+	owner := asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}
+	checked := a.migr.TakeChecked(rec.MID, rec.Job)
+	if in.rst != nil {
+		// A restart's files, as the owner and without symlinks, right
+		// before CRIU reopens them as root.
+		var err error
+		if checked, err = a.checkFiles(&owner, in.rst.File.Meta.Files); err != nil {
+			return 0, err
+		}
+	}
+	inherit, stdinR, err := restoreStdin(in)
+	if err != nil {
+		return 0, err
+	}
+	mounts := map[string]string{}
+	for _, mp := range hdr.Mounts {
+		mounts[mp] = mp
+	}
+	mounts[ckpt.JobDir] = in.spool
+	start := time.Now()
+	var stopLazy func()
+	if hdr.Lazy {
+		in.lazy, stopLazy, err = a.startLazyPages(hdr.From, hdr.MID, in.images)
+		in.ph.Add("lazy-pages daemon", start)
+		if err != nil {
+			if stdinR != nil {
+				stdinR.Close()
+			}
+			return 0, err
+		}
+	}
+	check := a.restoredCheck(owner, checked, "restore on node "+a.cfg.NodeID)
+	pid, times, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: rec.Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true, Check: check})
+	in.ph.AddTimes(times, true)
+	if stdinR != nil {
+		stdinR.Close()
+	}
+	if err != nil {
+		if pid > 0 {
+			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
+		}
+		if stopLazy != nil {
+			stopLazy() // its restore failed: nothing will fetch from it
+		}
+		return 0, err
+	}
+	in.ready = migrateReady{RestoreMS: msSince(start)}
+	in.restored = time.Now()
+	return pid, nil
+}
+
+// restoreStdin is the pipe a restored job reads as its stdin (inherited
+// as hdr.StdinKey; none without one) and its reading end, which the
+// caller closes: a migration's writing end stays (in.stdin, for the
+// stdin to come), a restart's is closed (its user's stdin is not there
+// any more: the job reads its end).
+func restoreStdin(in *inMig) (map[string]*os.File, *os.File, error) {
+	inherit := map[string]*os.File{}
+	if in.hdr.StdinKey == "" {
+		return inherit, nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if in.rst != nil {
+		w.Close()
+	} else {
+		in.stdin = w
+	}
+	inherit[in.hdr.StdinKey] = r
+	return inherit, r, nil
+}

@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"roam/internal/agent/reopen"
+	"roam/internal/asuser"
+	"roam/internal/job"
+	"roam/internal/migrate"
+)
+
+// TestHomeDecidesARestartByItsRun: the home consents to a run once (the
+// same run asking again gets the same consent), refuses a run it ended,
+// commits only the run its mark holds, and, once its marks are gone (an
+// agent restart), still commits the run whose incarnation the record is
+// and aborts any other.
+func TestHomeDecidesARestartByItsRun(t *testing.T) {
+	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	a := newFzAgent(t, st)
+	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: fzStarted.Add(time.Minute), Node: "n3",
+		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Started: fzStarted}}
+	req := func(mid string) reopen.Request {
+		return reopen.Request{MID: mid, ID: fzLost, Meta: meta, Owner: asuser.Cred{UID: 1000}, Why: "roam restart"}
+	}
+	const runA, runB, runC = "00000000000000a1", "00000000000000b1", "00000000000000c1"
+	ans, err := a.reopen(req(runA))
+	if err != nil || ans.ID != fzLost || ans.Inc != 1 {
+		t.Fatalf("consent to run A: %+v, %v", ans, err)
+	}
+	if again, err := a.reopen(req(runA)); err != nil || again != ans {
+		t.Fatalf("run A asking again: %+v, %v; want %+v", again, err, ans)
+	}
+	if _, err := a.reopen(req(runB)); err == nil {
+		t.Fatal("run B consented while run A holds the job")
+	}
+	if err := a.jobs.reopenEnded(reopen.Failed{MID: runA, ID: fzLost, Inc: 1, Error: "x"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.jobs.home[fzLost]; r.State != job.StateLost || r.Inc != 0 {
+		t.Fatalf("after run A failed, the record is %s incarnation %d", r.State, r.Inc)
+	}
+	if _, err := a.reopen(req(runA)); err == nil {
+		t.Fatal("run A consented again after it ended")
+	}
+	if o := a.jobs.commitRestart(fzLost, runA); o != migrate.Aborted {
+		t.Fatalf("commit of the ended run A: %s", o)
+	}
+	if _, err := a.reopen(req(runB)); err != nil {
+		t.Fatalf("consent to run B: %v", err)
+	}
+	for range 2 {
+		if o := a.jobs.commitRestart(fzLost, runB); o != migrate.Committed {
+			t.Fatalf("commit of run B: %s", o)
+		}
+	}
+	a.jobs.mu.Lock()
+	a.jobs.restarting, a.jobs.endedRuns = map[string]*reopen.Mark{}, reopen.Ended{}
+	a.jobs.mu.Unlock()
+	if o := a.jobs.commitRestart(fzLost, runB); o != migrate.Committed {
+		t.Fatalf("commit of run B after the home's restart: %s", o)
+	}
+	if o := a.jobs.commitRestart(fzLost, runC); o != migrate.Aborted {
+		t.Fatalf("commit of run C, never consented: %s", o)
+	}
+	if _, err := a.reopen(req(runC)); err == nil {
+		t.Fatal("run C consented after its commit was refused")
+	}
+}
