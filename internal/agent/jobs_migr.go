@@ -62,7 +62,7 @@ func (j *jobs) moving(lj *localJob) movingJob {
 // none). One step under jobs.mu, with the record of where it went taken
 // inside: a signal or stdin sent here (settledLocal) finds the job here
 // or where it went, never neither, and no arrival between the two steps
-// (adopt, restoreLocal) has where it went recorded after it came back.
+// (adopt, a restart's Adopt) has where it went recorded after it came back.
 func (j *jobs) leave(id string, pid int, to string, m *migrTable) *localJob {
 	j.mu.Lock()
 	defer j.mu.Unlock()

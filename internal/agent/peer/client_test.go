@@ -3,6 +3,7 @@ package peer
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/errkind"
+	"roam/internal/migrate"
 )
 
 // writeJSON and writeError answer as the agent's routes do.
@@ -46,6 +48,10 @@ func TestStatusTableRoundTrip(t *testing.T) {
 	}
 	if s := Status(errkind.New(ErrConfig, "c")); s != http.StatusBadRequest {
 		t.Errorf("ErrConfig: status %d, want 400", s)
+	}
+	// A restart its home ended is "try again", and says so across a call.
+	if err := FromStatus(Status(fmt.Errorf("restart r1: %w", migrate.ErrHomeAborted)), "m"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("a restart its home ended: came back as %v, want ErrUnavailable", err)
 	}
 	if s := Status(errors.New("other")); s != http.StatusInternalServerError {
 		t.Errorf("another error: status %d, want 500", s)

@@ -40,6 +40,9 @@ var statusTable = []struct {
 	{ErrUnavailable, http.StatusServiceUnavailable},
 	{ErrPinned, http.StatusConflict},
 	{ErrLimit, http.StatusTooManyRequests},
+	// A restart its job's home ended (another run took the job, or the
+	// home restarted between its consent and its commit): try again.
+	{migrate.ErrHomeAborted, http.StatusServiceUnavailable},
 }
 
 // Status is the HTTP status of an agent error; 500 for any other.
