@@ -199,10 +199,14 @@ cluster_of() {
 cluster_up() { ip netns list 2>/dev/null | grep -q "^roam-$1-"; }
 
 WORK=$(mktemp -d /tmp/bench-ab.XXXXXX)
-BENCH_PID="" BENCH_ROAM="" BENCH_CLUSTER=""
+BENCH_PID="" BENCH_ROAM="" BENCH_CLUSTER="" BUILD_PID=""
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
+	if [ -n "$BUILD_PID" ]; then
+		kill -TERM -- "-$BUILD_PID" 2>/dev/null || true
+		wait "$BUILD_PID" 2>/dev/null || true
+	fi
 	if [ -n "$BENCH_PID" ] && kill -0 "$BENCH_PID" 2>/dev/null; then
 		# roam bench takes its clusters down on SIGTERM.
 		kill -TERM "$BENCH_PID" 2>/dev/null || true
@@ -227,8 +231,14 @@ trap 'exit 143' TERM
 build() { # side sha
 	echo "== building $1 ($2) in $WORK/$1" >&2
 	git -C "$REPO" worktree add --detach "$WORK/$1" "$2" >/dev/null 2>&1 || die "git worktree add $2 failed"
-	make -C "$WORK/$1" --no-print-directory build >"$OUT/build-$1.log" 2>&1 ||
-		die "make build of $1 ($2) failed: $OUT/build-$1.log"
+	# In a session of its own and in the background: a signal reaches the
+	# trap at once, which ends the build's whole process group.
+	local rc=0
+	setsid make -C "$WORK/$1" --no-print-directory build >"$OUT/build-$1.log" 2>&1 &
+	BUILD_PID=$!
+	wait "$BUILD_PID" || rc=$?
+	BUILD_PID=""
+	[ $rc = 0 ] || die "make build of $1 ($2) failed: $OUT/build-$1.log"
 }
 build new "$NEW_SHA"
 # The experiments the new build knows, and balance (a command of its own).

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -117,7 +118,7 @@ func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.Sourc
 		}
 		cp := checkpointNote(ck.saved(), a.cfg.NodeID, ck.storedOn, err)
 		inc := r.Inc
-		return migrate.HomeAnswer{Err: a.noteHome(r.Home, jobNote{ID: r.Job, Inc: &inc, Checkpoint: &cp})}, true
+		return migrate.HomeAnswer{Err: a.noteHome(r.Home, relay.Note{ID: r.Job, Inc: &inc, Checkpoint: &cp})}, true
 	case migrate.Finish:
 		o.ckFinish(r, act.Err)
 	default:
@@ -126,8 +127,7 @@ func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.Sourc
 	return nil, true
 }
 
-// freezeEnds notes how long the job was frozen, at its first thaw or, as
-// --stop leaves it frozen, when its file begins.
+// freezeEnds notes the job's freeze: to its first thaw, or (--stop) its file.
 func (c *ckptRun) freezeEnds() {
 	if c.meta.FreezeMS == 0 && !c.frozen.IsZero() {
 		c.meta.FreezeMS = msSince(c.frozen)

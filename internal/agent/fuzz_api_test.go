@@ -284,7 +284,7 @@ func FuzzPeerFiles(f *testing.F) {
 			t.Fatalf("restore %q: a job was restored by a node that fails every restore", query)
 		}
 		for _, s := range a.node.restores {
-			if h, _ := homeOf(s.ID); h != q.Get("home") {
+			if h, _ := migrate.JobHome(s.ID); h != q.Get("home") {
 				t.Fatalf("restore %q restored job %s", query, s.ID)
 			}
 		}

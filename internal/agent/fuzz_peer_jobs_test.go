@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/job"
 )
@@ -176,14 +177,14 @@ func FuzzPeerSignal(f *testing.F) {
 // come back: docs/security.md).
 func FuzzPeerNote(f *testing.F) {
 	yes, no := true, false
-	f.Add(fzJSON(f, jobNote{ID: fzHome, Migration: &api.Migration{MID: "00000000000000bb", Seq: 3, From: "n3", To: "n4", OK: true}}))
-	f.Add(fzJSON(f, jobNote{ID: fzHome, Migration: &api.Migration{MID: fzMID, Seq: 9, From: "n3", To: "n5", OK: true}}))
-	f.Add(fzJSON(f, jobNote{ID: fzHome, Migration: &api.Migration{MID: "00000000000000cc", Seq: 1, From: "n3", To: "n4"}, PinReason: "holds /tmp/x"}))
-	f.Add(fzJSON(f, jobNote{ID: fzLost, Migration: &api.Migration{MID: "00000000000000dd", Seq: 1, To: "n5", OK: true}}))
-	f.Add(fzJSON(f, jobNote{ID: fzOver, Node: "n9", Manual: &yes}))
-	f.Add(fzJSON(f, jobNote{ID: fzHome, Node: "n9", Manual: &no}))
-	f.Add(fzJSON(f, jobNote{ID: "n1.1", Node: "n9"}))
-	f.Add(fzJSON(f, jobNote{ID: fzHome, Migration: &api.Migration{Seq: -5, OK: true, To: "../x"}}))
+	f.Add(fzJSON(f, relay.Note{ID: fzHome, Migration: &api.Migration{MID: "00000000000000bb", Seq: 3, From: "n3", To: "n4", OK: true}}))
+	f.Add(fzJSON(f, relay.Note{ID: fzHome, Migration: &api.Migration{MID: fzMID, Seq: 9, From: "n3", To: "n5", OK: true}}))
+	f.Add(fzJSON(f, relay.Note{ID: fzHome, Migration: &api.Migration{MID: "00000000000000cc", Seq: 1, From: "n3", To: "n4"}, PinReason: "holds /tmp/x"}))
+	f.Add(fzJSON(f, relay.Note{ID: fzLost, Migration: &api.Migration{MID: "00000000000000dd", Seq: 1, To: "n5", OK: true}}))
+	f.Add(fzJSON(f, relay.Note{ID: fzOver, Node: "n9", Manual: &yes}))
+	f.Add(fzJSON(f, relay.Note{ID: fzHome, Node: "n9", Manual: &no}))
+	f.Add(fzJSON(f, relay.Note{ID: "n1.1", Node: "n9"}))
+	f.Add(fzJSON(f, relay.Note{ID: fzHome, Migration: &api.Migration{Seq: -5, OK: true, To: "../x"}}))
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a := pool.get(t)
@@ -193,7 +194,7 @@ func FuzzPeerNote(f *testing.F) {
 		}
 		w := a.call(http.MethodPost, "/v1/peer/note", body)
 		fzStatus(t, w, "note")
-		var n jobNote
+		var n relay.Note
 		fzDecode(body, &n)
 		for id, r := range a.jobs.home {
 			b := before[id]

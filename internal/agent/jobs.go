@@ -84,12 +84,9 @@ func (a *Agent) openJobs() error {
 	return nil
 }
 
-// homeOf returns the home node of a job id HOME.SEQ.
-func homeOf(id string) (string, bool) { return migrate.JobHome(id) }
-
 // jobSeq is a job id's home node and sequence number (HOMENODE.SEQ).
 func jobSeq(id string) (string, uint64, bool) {
-	home, ok := homeOf(id)
+	home, ok := migrate.JobHome(id)
 	if !ok {
 		return "", 0, false
 	}
@@ -101,7 +98,7 @@ func canTouch(c Caller, uid uint32) bool { return c.UID == 0 || c.UID == uid }
 
 // record returns a job's record from its home node (this one or another).
 func (a *Agent) record(id string) (job.Record, error) {
-	home, ok := homeOf(id)
+	home, ok := migrate.JobHome(id)
 	if !ok {
 		return job.Record{}, errkind.New(peer.ErrBadRequest, "%q is not a job id (HOMENODE.SEQ)", id)
 	}

@@ -122,7 +122,7 @@ func (j *jobs) recovered(id string, pid int, committed bool) *localJob {
 // (relay.Noted): durable first, then in memory, as one step under jobs.mu (two
 // notes of one job may come at once). It returns the events the note
 // makes and the checkpoint kept elsewhere that a newer one replaces.
-func (j *jobs) takeNote(n jobNote, now time.Time) ([]api.Event, *api.Checkpoint, error) {
+func (j *jobs) takeNote(n relay.Note, now time.Time) ([]api.Event, *api.Checkpoint, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	rec := j.home[n.ID]

@@ -83,7 +83,7 @@ func (j *jobs) newsOf(u update, known, stale bool, next map[string]*job.Record, 
 		// job's home can say it has no record of it; news that reached
 		// another node (a stale home address) is dropped, not ended. A
 		// job purged while its output was written is gone as well.
-		h, _ := homeOf(u.ID)
+		h, _ := migrate.JobHome(u.ID)
 		return nil, &ack{Done: true, Gone: h == self}
 	}
 	if stale || u.Inc < cur.Inc {

@@ -70,7 +70,7 @@ func (j *jobs) restartID(req reopen.Request, self string) (id string, had bool, 
 	if rec != nil && (rec.UID != req.Owner.UID || !rec.Started.Equal(req.Meta.Job.Started)) {
 		return "", false, nil // another job of this id (another cluster's): a new id
 	}
-	if h, _ := homeOf(id); h != self {
+	if h, _ := migrate.JobHome(id); h != self {
 		id = "" // another cluster's home: a new id here
 	}
 	switch {

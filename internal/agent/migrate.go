@@ -63,7 +63,7 @@ func (a *Agent) Migrate(c Caller, req api.MigrateRequest) (api.Migration, error)
 				return api.Migration{}, fmt.Errorf("node %s: %w", rec.Node, err)
 			}
 		}
-		return api.Migration{}, retry(func() error { return a.noteHome(rec.Home, jobNote{ID: rec.ID, Manual: new(bool)}) })
+		return api.Migration{}, retry(func() error { return a.noteHome(rec.Home, relay.Note{ID: rec.ID, Manual: new(bool)}) })
 	}
 	to := req.Node
 	if to == "home" {
@@ -128,12 +128,9 @@ func newMID() string {
 
 // ---- the home node's record ----
 
-// jobNote is what a job's current node tells its home (package relay).
-type jobNote = relay.Note
-
 // noteHome tells a job's home node; one try (the migration machine tries
 // again).
-func (a *Agent) noteHome(home string, n jobNote) error {
+func (a *Agent) noteHome(home string, n relay.Note) error {
 	return a.peers.Call(home, http.MethodPost, peer.Note, n, nil)
 }
 
@@ -151,7 +148,7 @@ func retry(f func() error) error {
 // source tries again until it hears back) and notes of two migrations may
 // come in either order: each is kept once, and the record moves only to
 // a newer one (migrate.ApplyNote).
-func (a *Agent) takeNote(n jobNote) error {
+func (a *Agent) takeNote(n relay.Note) error {
 	back, drop, err := a.jobs.takeNote(n, time.Now())
 	for _, e := range back {
 		a.event(e)

@@ -64,6 +64,7 @@ func (a *Agent) recoverIns(now time.Time, outs []migrate.Record) {
 	if err != nil {
 		a.log.Error("migration ledger", "err", err)
 	}
+	runs := map[string]bool{} // the restarts finished now, which keep their file
 	for _, r := range ins {
 		if migrate.DestExpired(r, now) {
 			_ = a.store.DeleteIn(r.MID)
@@ -78,6 +79,7 @@ func (a *Agent) recoverIns(now time.Time, outs []migrate.Record) {
 			continue
 		}
 		a.log.Info("finishing an incoming migration an earlier run left", "mid", r.MID, "job", r.Job, "from", r.From, "state", r.State)
+		runs[r.MID] = r.Restart
 		d, acts := migrate.RecoverDest(now, r)
 		in := a.adoptRecord(r, d)
 		a.wg.Add(1)
@@ -87,6 +89,9 @@ func (a *Agent) recoverIns(now time.Time, outs []migrate.Record) {
 			defer in.mu.Unlock()
 			_ = a.carryOutIn(in, acts)
 		}()
+	}
+	if err == nil {
+		a.keeper.RemoveLeftRuns(runs)
 	}
 }
 

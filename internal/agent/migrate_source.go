@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
@@ -444,7 +445,7 @@ func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {
 	// keeps it across a restart of this agent, when the job's local
 	// record may be gone).
 	inc := r.Inc
-	note := jobNote{ID: r.Job, Migration: &m, Inc: &inc}
+	note := relay.Note{ID: r.Job, Migration: &m, Inc: &inc}
 	if n.OK {
 		note.Node = r.To
 		if o.req.Manual {

@@ -150,7 +150,7 @@ func (a *Agent) reopen(req reopen.Request) (reopen.Consent, error) {
 	if ans, again, err := a.jobs.consentFor(req.ID, req.MID); again || err != nil {
 		return ans, err
 	}
-	if h, ok := homeOf(req.ID); !ok {
+	if h, ok := migrate.JobHome(req.ID); !ok {
 		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "job id %q", req.ID)
 	} else if h != a.cfg.NodeID && a.members.Known(h) {
 		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "job %s has its home on node %s, not here", req.ID, h)

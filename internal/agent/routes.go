@@ -255,7 +255,7 @@ func peerMigrateRoutes(a *Agent, mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"outcome": string(o)})
 	})
-	mux.HandleFunc("POST "+peer.Note, jsonCall(func(n jobNote) (struct{}, error) {
+	mux.HandleFunc("POST "+peer.Note, jsonCall(func(n relay.Note) (struct{}, error) {
 		return struct{}{}, a.takeNote(n)
 	}))
 }
@@ -280,7 +280,7 @@ func peerCkptRoutes(a *Agent, mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, struct{}{})
 	})
 	mux.HandleFunc("POST "+peer.CkptRestore, jsonCall(func(req reopen.Target) (api.RestartResponse, error) {
-		if h, ok := homeOf(req.ID); !ok || h != req.Home || req.On == "" || len(req.Why) > maxWhy || len(req.Lost) > maxWhy {
+		if h, ok := migrate.JobHome(req.ID); !ok || h != req.Home || req.On == "" || len(req.Why) > maxWhy || len(req.Lost) > maxWhy {
 			return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restore of job %q: bad request", relay.LimitText(req.ID))
 		}
 		// A link of its own: a newer file kept meanwhile replaces the
@@ -324,7 +324,7 @@ type signalRequest struct {
 // serveRecord is /v1/peer/record: a job's record at its home.
 func (a *Agent) serveRecord(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
-	if h, ok := homeOf(id); !ok || h != a.cfg.NodeID {
+	if h, ok := migrate.JobHome(id); !ok || h != a.cfg.NodeID {
 		writeError(w, errkind.New(peer.ErrNotFound, "job %s does not have its home here", id))
 		return
 	}

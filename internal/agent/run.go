@@ -278,7 +278,7 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 			out = append(out, startResult{ID: s.ID, Error: "node " + a.cfg.NodeID + " is draining: it starts no job"})
 			continue
 		}
-		if h, ok := homeOf(s.ID); !ok || h != req.Home {
+		if h, ok := migrate.JobHome(s.ID); !ok || h != req.Home {
 			out = append(out, startResult{ID: s.ID, Error: "bad job id " + strconv.Quote(s.ID) + " for home " + strconv.Quote(req.Home)})
 			continue
 		}

@@ -41,6 +41,9 @@ type Keeper struct {
 	max int64
 	// mu orders the changes to the kept files.
 	mu lockorder.Mutex
+	// leftRuns are the files of restarts an earlier run left (found by
+	// RemovePartial at a start), until RemoveLeftRuns.
+	leftRuns []string
 }
 
 // New is the keeper of dir, which seals and checks files with key and
@@ -219,16 +222,41 @@ func (k *Keeper) Open(id, mid, self string) (File, error) {
 // file's header), so RemovePartial leaves it; the run removes it.
 const Restarting = "restart"
 
+// RemoveLeftRuns removes the files of restarts an earlier run of the
+// agent left (RemovePartial found them) whose run is not in runs: the
+// agent keeps those of the runs it finishes, and no other is read again.
+// A restart begun since the start keeps its file.
+func (k *Keeper) RemoveLeftRuns(runs map[string]bool) {
+	k.mu.Lock()
+	left := k.leftRuns
+	k.leftRuns = nil
+	k.mu.Unlock()
+	for _, name := range left {
+		mid := strings.TrimSuffix(strings.TrimPrefix(name, "."+Restarting+"-"), Ext)
+		if !runs[mid] {
+			os.Remove(filepath.Join(k.dir, name))
+		}
+	}
+}
+
 // RemovePartial removes the files an earlier run was writing, taking or
 // restoring from (their names begin with a dot), and those it had sealed
 // but not delivered; the kept ones stay, and those of restarts
 // (Restarting).
 func (k *Keeper) RemovePartial() {
 	ents, _ := os.ReadDir(k.dir)
+	var runs []string
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") && !strings.HasPrefix(e.Name(), "."+Restarting+"-") && e.Type().IsRegular() {
+		switch {
+		case !strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular():
+		case strings.HasPrefix(e.Name(), "."+Restarting+"-"):
+			runs = append(runs, e.Name())
+		default:
 			os.Remove(filepath.Join(k.dir, e.Name()))
 		}
 	}
 	os.RemoveAll(filepath.Join(k.dir, "sealed"))
+	k.mu.Lock()
+	k.leftRuns = runs
+	k.mu.Unlock()
 }

@@ -158,4 +158,21 @@ func TestRemovePartial(t *testing.T) {
 	if _, err := os.Stat(run); err != nil {
 		t.Fatalf("a restart's file went: %v", err)
 	}
+	// Once the runs an agent finishes are known, the files of the other
+	// runs the earlier agent left go; a run begun since keeps its own.
+	other, _ := k.NewPath(Restarting, "w")
+	if err := os.WriteFile(other, []byte("a run no record has"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k.RemovePartial()
+	since, _ := k.NewPath(Restarting, "v")
+	if err := os.WriteFile(since, []byte("a run begun since the start"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k.RemoveLeftRuns(map[string]bool{"z": true})
+	for path, want := range map[string]bool{run: true, other: false, since: true} {
+		if _, err := os.Stat(path); (err == nil) != want {
+			t.Errorf("%s: %v, want kept %v", filepath.Base(path), err, want)
+		}
+	}
 }
