@@ -76,16 +76,10 @@ func (j *jobs) restartID(req reopen.Request, self string) (id string, had bool, 
 	switch {
 	case rec != nil && j.restarting[id].Holds(req):
 		return "", false, errkind.New(peer.ErrBadRequest, "job %s is being restarted already", req.ID)
-	case rec != nil && stillRuns(*rec, req.Lost):
+	case rec != nil && reopen.StillRuns(*rec, req.Lost):
 		return "", false, errkind.New(peer.ErrBadRequest, "job %s is still %s on node %s: it is not restarted while it runs (never two copies); roam kill it first", req.ID, rec.State, rec.Node)
 	}
 	return id, rec != nil, nil
-}
-
-// stillRuns says a record says its job runs, on a node other than lost
-// (the node membership declared dead, for a home's own restart).
-func stillRuns(r job.Record, lost string) bool {
-	return (r.State == job.StateStarting || r.State == job.StateRunning) && (lost == "" || r.Node != lost)
 }
 
 // reopen is the home's consent to restart req, run req.MID, as job ans.ID
@@ -108,15 +102,15 @@ func (j *jobs) reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, n
 		return job.Record{}, ans, errkind.New(peer.ErrUnavailable, "job id %s, for a restart of job %s, is another job's", id, req.ID)
 	}
 	prev := &job.Record{} // a new record: taken back by removing it
-	next := newRecordOf(req, id, ans.Home)
+	next := reopen.NewRecord(req, id, ans.Home)
 	if cur != nil {
-		if j.restarting[id].Holds(req) || stillRuns(*cur, req.Lost) {
+		if j.restarting[id].Holds(req) || reopen.StillRuns(*cur, req.Lost) {
 			return job.Record{}, ans, errkind.New(peer.ErrBadRequest, "job %s changed while it was being restarted", id)
 		}
 		c := *cur
 		prev, next = &c, *cur
 	}
-	next = reopenedRecord(next, req, ans.Node, now)
+	next = reopen.Reopened(next, req, ans.Node, now)
 	if err := j.spools.Cut(id, next.Inc, req.Meta.Out, req.Meta.Err); err != nil {
 		return job.Record{}, ans, fmt.Errorf("home spool of job %s: %w", id, err)
 	}
@@ -125,35 +119,9 @@ func (j *jobs) reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, n
 	}
 	j.home[id] = &next
 	ans.Inc, ans.Moves = next.Inc, next.Migrations
-	j.restarting[id] = &reopen.Mark{MID: req.MID, Lost: req.Lost, Prev: prev, Consent: ans}
+	j.restarting[id] = &reopen.Mark{MID: req.MID, Lost: req.Lost, Prev: prev, Consent: ans, At: now}
 	j.wakeReaders(id)
 	return next, ans, nil
-}
-
-// newRecordOf is the record a checkpoint makes of its job at a home that
-// has none, under id.
-func newRecordOf(req reopen.Request, id, self string) job.Record {
-	m := req.Meta.Job
-	group := m.Group
-	if group == "" || id != req.ID {
-		group = id
-	}
-	return job.Record{ID: id, UID: req.Owner.UID, GID: req.Owner.GID, Groups: req.Owner.Groups, User: m.User, Argv: m.Argv, Env: m.Env,
-		Cwd: m.Cwd, Home: self, Pin: m.Pin, Started: m.Started, Group: group, CheckpointEvery: req.Every}
-}
-
-// reopenedRecord is r as a new incarnation running on target from req's
-// checkpoint.
-func reopenedRecord(r job.Record, req reopen.Request, target string, now time.Time) job.Record {
-	r.Inc++
-	r.State, r.Node, r.ExitCode, r.Ended, r.LostAt = job.StateRunning, target, nil, time.Time{}, time.Time{}
-	r.EndReason, r.PinReason = "", ""
-	r.Restarts = append(r.Restarts, api.Restart{Inc: r.Inc, At: now, Node: target, CheckpointAt: req.Meta.At, CheckpointNode: req.Meta.Node,
-		Out: req.Meta.Out, Err: req.Meta.Err, Why: req.Why, MID: req.MID})
-	if len(r.Restarts) > job.MaxMigrationLog {
-		r.Restarts = r.Restarts[len(r.Restarts)-job.MaxMigrationLog:]
-	}
-	return r
 }
 
 // reopenEnded takes the end of a failed run (its copy discarded): the
@@ -163,6 +131,30 @@ func reopenedRecord(r job.Record, req reopen.Request, target string, now time.Ti
 func (j *jobs) reopenEnded(d reopen.Failed, now time.Time) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	return j.endRun(d, now)
+}
+
+// expireRuns ends the runs whose marks are older than reopen.RunLimit,
+// as if each had told its failure, and returns them.
+func (j *jobs) expireRuns(now time.Time) ([]reopen.Failed, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []reopen.Failed
+	for id, m := range j.restarting {
+		if m.MID == "" || now.Sub(m.At) < reopen.RunLimit {
+			continue
+		}
+		d := reopen.Failed{MID: m.MID, ID: id, Inc: m.Consent.Inc, Error: fmt.Sprintf("no word from its run on node %s for %v", m.Consent.Node, reopen.RunLimit)}
+		if err := j.endRun(d, now); err != nil {
+			return out, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// endRun is reopenEnded with mu held.
+func (j *jobs) endRun(d reopen.Failed, now time.Time) error {
 	j.endedRuns.Add(d.MID)
 	id, m := j.markOf(d.MID)
 	if m == nil {

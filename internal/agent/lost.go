@@ -86,6 +86,14 @@ func (a *Agent) lostLoop() {
 				if n := a.expireJobs(now); n > 0 {
 					a.log.Info("ended jobs removed after their keep", "jobs", n)
 				}
+				// Restarts it consented to and has not heard of since.
+				ended, err := a.jobs.expireRuns(now)
+				for _, d := range ended {
+					a.log.Warn("restart ended by its home", "job", d.ID, "mid", d.MID, "why", d.Error)
+				}
+				if err != nil {
+					a.log.Error("job table", "err", err)
+				}
 			}
 		case <-a.memberLeft:
 		}

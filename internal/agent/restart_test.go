@@ -72,3 +72,38 @@ func TestHomeDecidesARestartByItsRun(t *testing.T) {
 		t.Fatal("run C consented after its commit was refused")
 	}
 }
+
+// A restart's run the home consented to and never heard of again (its
+// node lost, its failure lost) is ended after reopen.RunLimit: the record
+// goes back to what it was, and the run, if it still goes, is aborted at
+// its commit.
+func TestHomeEndsARunItHearsNothingOf(t *testing.T) {
+	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	a := newFzAgent(t, st)
+	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: fzStarted.Add(time.Minute), Node: "n3",
+		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Started: fzStarted}}
+	const run = "00000000000000d1"
+	if _, err := a.reopen(reopen.Request{MID: run, ID: fzLost, Meta: meta, Owner: asuser.Cred{UID: 1000}, Why: "roam restart"}); err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := a.jobs.expireRuns(time.Now().Add(reopen.RunLimit / 2)); err != nil || len(ended) != 0 {
+		t.Fatalf("before the limit: ended %v, %v", ended, err)
+	}
+	if r, _ := a.jobs.homeRecord(fzLost); r.State != job.StateRunning || r.Inc != 1 {
+		t.Fatalf("while the run goes, the record is %s incarnation %d", r.State, r.Inc)
+	}
+	ended, err := a.jobs.expireRuns(time.Now().Add(reopen.RunLimit + time.Second))
+	if err != nil || len(ended) != 1 || ended[0].MID != run {
+		t.Fatalf("past the limit: ended %v, %v; want run %s", ended, err, run)
+	}
+	if r, _ := a.jobs.homeRecord(fzLost); r.State != job.StateLost || r.Inc != 0 {
+		t.Fatalf("after the run was ended, the record is %s incarnation %d, want lost 0 as before", r.State, r.Inc)
+	}
+	if o := a.jobs.commitRestart(fzLost, run); o != migrate.Aborted {
+		t.Fatalf("commit of the ended run: %s", o)
+	}
+}

@@ -225,7 +225,15 @@ type Mark struct {
 	Lost    string
 	Prev    *job.Record // ID "": no record was there
 	Consent Consent
+	At      time.Time // of the consent: a run not heard of by At+RunLimit is ended
 }
+
+// RunLimit bounds a restart's run from the home's consent to its commit:
+// a mark older is ended by the home (a run that lost its node, or whose
+// failure never came), and the run, if it is still going, hears
+// "aborted" at its commit and discards its copy. It is far above what a
+// checkpoint of limits.checkpoint_bytes takes to unpack and restore.
+const RunLimit = 30 * time.Minute
 
 // Holds says the mark keeps req from a consent: another run holds the
 // job, or a home's own restart that req is not.

@@ -1,0 +1,42 @@
+package reopen
+
+// The home's rules for a restart's record.
+
+import (
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+// StillRuns says a record says its job runs, on a node other than lost
+// (the node membership declared dead, for a home's own restart).
+func StillRuns(r job.Record, lost string) bool {
+	return (r.State == job.StateStarting || r.State == job.StateRunning) && (lost == "" || r.Node != lost)
+}
+
+// NewRecord is the record a checkpoint makes of its job at a home that
+// has none, under id.
+func NewRecord(req Request, id, self string) job.Record {
+	m := req.Meta.Job
+	group := m.Group
+	if group == "" || id != req.ID {
+		group = id
+	}
+	return job.Record{ID: id, UID: req.Owner.UID, GID: req.Owner.GID, Groups: req.Owner.Groups, User: m.User, Argv: m.Argv, Env: m.Env,
+		Cwd: m.Cwd, Home: self, Pin: m.Pin, Started: m.Started, Group: group, CheckpointEvery: req.Every}
+}
+
+// Reopened is r as a new incarnation running on target from req's
+// checkpoint.
+func Reopened(r job.Record, req Request, target string, now time.Time) job.Record {
+	r.Inc++
+	r.State, r.Node, r.ExitCode, r.Ended, r.LostAt = job.StateRunning, target, nil, time.Time{}, time.Time{}
+	r.EndReason, r.PinReason = "", ""
+	r.Restarts = append(r.Restarts, api.Restart{Inc: r.Inc, At: now, Node: target, CheckpointAt: req.Meta.At, CheckpointNode: req.Meta.Node,
+		Out: req.Meta.Out, Err: req.Meta.Err, Why: req.Why, MID: req.MID})
+	if len(r.Restarts) > job.MaxMigrationLog {
+		r.Restarts = r.Restarts[len(r.Restarts)-job.MaxMigrationLog:]
+	}
+	return r
+}
