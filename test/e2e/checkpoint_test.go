@@ -53,6 +53,10 @@ func TestCheckpointRestart(t *testing.T) {
 		})
 		file := filepath.Join(dir, p.name+".roamckpt")
 		c.mustRun("--node", "1", "checkpoint", id, "-o", file)
+		// Once roam checkpoint has returned, the job's record has it.
+		if j, ok := c.lookup(id); !ok || len(j.Checkpoints) != 1 || !j.Checkpoints[0].OK {
+			t.Fatalf("%s: right after roam checkpoint, the record's checkpoints are %+v", p.name, j.Checkpoints)
+		}
 		fi, err := os.Stat(file)
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: checkpoint file %v, %v; want mode 0600", p.name, fi, err)

@@ -1,14 +1,17 @@
 package httpx
 
 import (
-	"fmt"
 	"net/http"
 	"os"
 	"time"
 )
 
 // ServeFile answers with a file's bytes; a reader that stops reading
-// for stall is cut off.
+// for stall is cut off. The answer is chunked, without a length: it ends
+// only when the handler returns, so the caller can finish its work first
+// (a checkpoint's run notes the home after its delivery, and `roam
+// checkpoint` returns once the job's record has it); a cut is still told
+// from the end, by the missing last chunk.
 func ServeFile(w http.ResponseWriter, path string, size int64, stall time.Duration) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -16,7 +19,6 @@ func ServeFile(w http.ResponseWriter, path string, size int64, stall time.Durati
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", fmt.Sprint(size))
 	w.WriteHeader(http.StatusOK)
 	// A reader that stops reading for stallTimeout is cut off: the file
 	// (and, with --stop, the frozen job) is not held for it.
