@@ -139,7 +139,7 @@ func (c *ckptRun) freezeEnds() {
 // is asked of its home once (it never changes).
 func (o *outMig) ckCheck(r migrate.Record) (string, error) {
 	a, ck := o.a, o.ck
-	_, cj, _, _ := a.jobs.ckptOf(r.Job)
+	cj := a.jobs.ckptJob(r.Job)
 	if cj == nil {
 		var hr job.Record
 		if err := a.peers.Call(r.Home, http.MethodGet, peer.Record+"?id="+url.QueryEscape(r.Job), nil, &hr); err != nil {

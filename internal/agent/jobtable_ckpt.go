@@ -9,21 +9,18 @@ import (
 	"time"
 
 	"roam/internal/agent/keeper"
-	"roam/internal/job"
 	"roam/internal/migrate"
 )
 
-// ckptOf copies job id's record here and what a checkpoint keeps of its
-// home record (nil until asked of its home once: setCkptJob); hasStdin
-// says it reads a pipe, which a checkpoint cannot keep.
-func (j *jobs) ckptOf(id string) (rec job.Local, cj *migrate.CheckpointJob, hasStdin, ok bool) {
+// ckptJob is what a checkpoint keeps of job id's home record, nil until
+// asked of its home once (setCkptJob).
+func (j *jobs) ckptJob(id string) *migrate.CheckpointJob {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	lj := j.local[id]
-	if lj == nil {
-		return job.Local{}, nil, false, false
+	if lj := j.local[id]; lj != nil {
+		return lj.ckptJob
 	}
-	return lj.rec, lj.ckptJob, lj.stdin != nil, true
+	return nil
 }
 
 func (j *jobs) setCkptJob(id string, cj *migrate.CheckpointJob) {

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,17 +16,8 @@ import (
 // agent restart), still commits the run whose incarnation the record is
 // and aborts any other.
 func TestHomeDecidesARestartByItsRun(t *testing.T) {
-	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := newFzAgent(t, st)
-	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: fzStarted.Add(time.Minute), Node: "n3",
-		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Started: fzStarted}}
-	req := func(mid string) reopen.Request {
-		return reopen.Request{MID: mid, ID: fzLost, Meta: meta, Owner: asuser.Cred{UID: 1000}, Why: "roam restart"}
-	}
+	a := newStoreAgent(t)
+	req := restartOfLost
 	const runA, runB, runC = "00000000000000a1", "00000000000000b1", "00000000000000c1"
 	ans, err := a.reopen(req(runA))
 	if err != nil || ans.ID != fzLost || ans.Inc != 1 {
@@ -78,16 +68,9 @@ func TestHomeDecidesARestartByItsRun(t *testing.T) {
 // goes back to what it was, and the run, if it still goes, is aborted at
 // its commit.
 func TestHomeEndsARunItHearsNothingOf(t *testing.T) {
-	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := newFzAgent(t, st)
-	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: fzStarted.Add(time.Minute), Node: "n3",
-		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Started: fzStarted}}
+	a := newStoreAgent(t)
 	const run = "00000000000000d1"
-	if _, err := a.reopen(reopen.Request{MID: run, ID: fzLost, Meta: meta, Owner: asuser.Cred{UID: 1000}, Why: "roam restart"}); err != nil {
+	if _, err := a.reopen(restartOfLost(run)); err != nil {
 		t.Fatal(err)
 	}
 	if ended, err := a.jobs.expireRuns(time.Now().Add(reopen.RunLimit / 2)); err != nil || len(ended) != 0 {
@@ -106,4 +89,12 @@ func TestHomeEndsARunItHearsNothingOf(t *testing.T) {
 	if o := a.jobs.commitRestart(fzLost, run); o != migrate.Aborted {
 		t.Fatalf("commit of the ended run: %s", o)
 	}
+}
+
+// restartOfLost is run mid's request for the consent to restart the
+// seeded lost job fzLost from its checkpoint.
+func restartOfLost(mid string) reopen.Request {
+	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: fzStarted.Add(time.Minute), Node: "n3",
+		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Started: fzStarted}}
+	return reopen.Request{MID: mid, ID: fzLost, Meta: meta, Owner: asuser.Cred{UID: 1000}, Why: "roam restart"}
 }
