@@ -60,7 +60,7 @@ type Agent struct {
 	ml *memberlist.Memberlist
 
 	store *job.Store
-	jobs  *jobs
+	jobs  *Table
 	// spools: the home jobs' output; keeper: the checkpoint files held.
 	spools *spool.Spools
 	keeper *keeper.Keeper
@@ -367,7 +367,7 @@ func (a *Agent) step(now time.Time) {
 	runnable := a.runnable()
 	mem := a.prober.MemFreeMB()
 	pending := a.pending(now)
-	targets, msg := a.members.Probe(now, runnable, mem, a.jobs.count(), pending)
+	targets, msg := a.members.Probe(now, runnable, mem, a.jobs.Count(), pending)
 	if len(targets) == 0 {
 		return
 	}

@@ -556,7 +556,7 @@ func (x *authzEnv) startJobs() {
 		j.stdin = r
 		a := x.c.nodes[on].a
 		a.jobs.mu.Lock()
-		a.jobs.local[j.id].stdin = w
+		a.jobs.local[j.id].Stdin = w
 		a.jobs.mu.Unlock()
 
 		// The event a policy's failed move of the job records
@@ -568,7 +568,7 @@ func (x *authzEnv) startJobs() {
 		if ferr == nil {
 			x.t.Fatalf("%s exists on this machine", j.openFile)
 		}
-		a.event(api.Event{Kind: "failed", Job: j.id, UID: a.jobs.owner(j.id), From: a.cfg.NodeID, To: x.c.nodes[home].name,
+		a.event(api.Event{Kind: "failed", Job: j.id, UID: a.jobs.Owner(j.id), From: a.cfg.NodeID, To: x.c.nodes[home].name,
 			Why: "cpu load 1.80 over 1.00; failed: " + ferr.Error()})
 		x.jobs[k] = j
 	}

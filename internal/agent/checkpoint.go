@@ -152,7 +152,7 @@ func (a *Agent) checkpointLoop() {
 			return
 		case <-t.C:
 		}
-		for _, id := range a.jobs.checkpointsDue(time.Now()) {
+		for _, id := range a.jobs.CheckpointsDue(time.Now()) {
 			select {
 			case <-a.stop:
 				return
@@ -168,7 +168,7 @@ func (a *Agent) checkpointLoop() {
 // next interval.
 func (a *Agent) periodicCheckpoint(id string) {
 	start := time.Now()
-	home, ok := a.jobs.startPeriodic(id, start)
+	home, ok := a.jobs.StartPeriodic(id, start)
 	if !ok {
 		return
 	}

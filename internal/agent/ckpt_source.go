@@ -58,9 +58,9 @@ func (a *Agent) checkpointRun(id string, stop bool, why string, deliver func(sav
 	if err != nil {
 		return savedCkpt{}, err
 	}
-	mj := a.jobs.moving(lj)
-	rec := mj.rec
-	ck := &ckptRun{deliver: deliver, rec: rec, stdin: mj.stdin}
+	mj := a.jobs.Moving(lj)
+	rec := mj.Rec
+	ck := &ckptRun{deliver: deliver, rec: rec, stdin: mj.Stdin}
 	o := &outMig{a: a, m: &migrate.Source{}, lj: lj, ck: ck, req: migrateOutRequest{ID: id, Why: why}, start: time.Now(),
 		done: make(chan error, 1)}
 	go o.run(migrate.Start{MID: newMID(), Job: id, Home: rec.Home, Target: migrate.TargetFile, Stop: stop, Why: why,
@@ -100,7 +100,7 @@ func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.Sourc
 		}
 		return migrate.Delivered{Err: err}, true
 	case migrate.Kill:
-		a.jobs.endedHere(r.Job, "stopped once checkpointed (roam checkpoint --stop); roam restart continues it")
+		a.jobs.EndedHere(r.Job, "stopped once checkpointed (roam checkpoint --stop); roam restart continues it")
 		a.procs.Kill(r.PID, r.Tix, 30*time.Second)
 		return migrate.CopyGone{}, true
 	case migrate.RemoveFile:
@@ -139,14 +139,14 @@ func (c *ckptRun) freezeEnds() {
 // is asked of its home once (it never changes).
 func (o *outMig) ckCheck(r migrate.Record) (string, error) {
 	a, ck := o.a, o.ck
-	cj := a.jobs.ckptJob(r.Job)
+	cj := a.jobs.CkptJob(r.Job)
 	if cj == nil {
 		var hr job.Record
 		if err := a.peers.Call(r.Home, http.MethodGet, peer.Record+"?id="+url.QueryEscape(r.Job), nil, &hr); err != nil {
 			return "", fmt.Errorf("its record at its home %s: %w", r.Home, err)
 		}
 		cj = &migrate.CheckpointJob{User: hr.User, Argv: hr.Argv, Env: hr.Env, Cwd: hr.Cwd, Pin: hr.Pin, Group: hr.Group, Started: hr.Started}
-		a.jobs.setCkptJob(r.Job, cj)
+		a.jobs.SetCkptJob(r.Job, cj)
 	}
 	ck.cj = cj
 	v, err := a.movable(r.PID, o.owner())
@@ -286,8 +286,8 @@ func (o *outMig) ckFinish(r migrate.Record, err error) {
 	a.metrics.ObserveCheckpoint(cp)
 	a.log.Info("checkpoint", "job", r.Job, "ok", err == nil, "stop", r.Stop, "stored_on", o.ck.storedOn, "bytes", cp.Bytes,
 		"freeze_ms", cp.FreezeMS, "total_ms", msSince(o.start), "err", err)
-	a.jobs.release(r.Job, r.PID)
-	a.jobs.kickPush()
+	a.jobs.Release(r.Job, r.PID)
+	a.jobs.KickPush()
 	select {
 	case o.done <- err:
 	default:

@@ -116,7 +116,7 @@ func TestAgentsAckOnlyWhatIsDurable(t *testing.T) {
 		if lj == nil {
 			t.Fatal("the node forgot the job on an acknowledgement the home could not keep")
 		}
-		if b, err := os.ReadFile(filepath.Join(lj.rec.Dir, "stdout")); err != nil || string(b) != "last words\n" {
+		if b, err := os.ReadFile(filepath.Join(lj.Rec.Dir, "stdout")); err != nil || string(b) != "last words\n" {
 			t.Fatalf("the node's spool: %q %v", b, err)
 		}
 		if r := c.homeRec(id); r.State != job.StateRunning {

@@ -228,7 +228,7 @@ func TestAgentsRefuseACheckpointOfTasksTheOwnerCannotRead(t *testing.T) {
 		// not a refusal.
 		a.jobs.mu.Lock()
 		initAs := noDump
-		initAs.PID = a.jobs.local[id].rec.PID
+		initAs.PID = a.jobs.local[id].Rec.PID
 		a.jobs.mu.Unlock()
 		for _, as := range []proctext.Creds{mine, initAs} {
 			n1.mu.Lock()

@@ -77,6 +77,6 @@ func (a *Agent) initLocks() {
 }
 
 // initLocks gives the job table's locks their ranks.
-func (j *jobs) initLocks() {
+func (j *Table) initLocks() {
 	j.mu.Init(rankJobs, "jobs.mu")
 }

@@ -58,7 +58,7 @@ func (a *Agent) setDrain(state string) error {
 		}
 		// Draining, it takes no new job nor move; it leaves once none
 		// runs or arrives here, and it is the home of none that runs.
-		n, homed := a.jobs.busy()
+		n, homed := a.jobs.Busy()
 		in := len(a.migr.Arrivals())
 		switch {
 		case n > 0:

@@ -165,7 +165,7 @@ func FuzzPeerControl(f *testing.F) {
 			}
 			for _, id := range []string{fzLocal, fzPinned} {
 				lj := a.jobs.local[id]
-				if lj == nil || lj.migrating {
+				if lj == nil || lj.Migrating {
 					t.Fatalf("migrate/out %q: job %s no longer runs here as before (%+v)", body, id, lj)
 				}
 			}
@@ -223,7 +223,7 @@ func fzQuiet(t *testing.T, a *fzAgent) bool {
 		a.jobs.mu.Lock()
 		busy := false
 		for _, lj := range a.jobs.local {
-			busy = busy || lj.migrating
+			busy = busy || lj.Migrating
 		}
 		a.jobs.mu.Unlock()
 		if !busy {
@@ -383,7 +383,7 @@ func FuzzAPI(f *testing.F) {
 		a.jobs.mu.Lock()
 		a.jobs.home[fzOwn] = &job.Record{ID: fzOwn, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/",
 			Home: fzSelf, Node: fzSelf, State: job.StateRunning, Started: fzStarted, Group: fzOwn}
-		a.jobs.local[fzOwn] = &localJob{rec: job.Local{ID: fzOwn, Home: fzSelf, HomeAddr: a.peers.SelfAddr, UID: 1000, GID: 1000,
+		a.jobs.local[fzOwn] = &Local{Rec: job.Local{ID: fzOwn, Home: fzSelf, HomeAddr: a.peers.SelfAddr, UID: 1000, GID: 1000,
 			PID: fzOwnPID, StartTix: fzTix, Dir: a.node.SpoolDir(fzOwn), Started: fzStarted}}
 		a.jobs.mu.Unlock()
 		if cur != a {

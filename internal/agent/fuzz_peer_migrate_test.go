@@ -235,8 +235,8 @@ func FuzzPeerQuery(f *testing.F) {
 			if r.path == "/v1/peer/hold" && id == fzLocal && value == fzLocal {
 				want = migrate.HoldNone
 			}
-			if lj.rec.Hold != want {
-				t.Fatalf("%s?%s=%q: job %s hold %q, want %q", r.path, r.param, value, id, lj.rec.Hold, want)
+			if lj.Rec.Hold != want {
+				t.Fatalf("%s?%s=%q: job %s hold %q, want %q", r.path, r.param, value, id, lj.Rec.Hold, want)
 			}
 		}
 	})

@@ -433,14 +433,14 @@ func (a *fzAgent) reset(t *testing.T) {
 	// pruneMigrations), and a table put in its place would have it unlock
 	// a mutex it never locked.
 	if a.jobs == nil {
-		a.jobs = &jobs{kick: make(chan struct{}, 1)}
+		a.jobs = &Table{kick: make(chan struct{}, 1)}
 		a.jobs.initLocks()
 	}
 	j := a.jobs
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.store, j.spools = a.store, a.spools
-	j.home, j.local, j.wake, j.heard = map[string]*job.Record{}, map[string]*localJob{}, map[string]chan struct{}{}, map[string]time.Time{}
+	j.home, j.local, j.wake, j.heard = map[string]*job.Record{}, map[string]*Local{}, map[string]chan struct{}{}, map[string]time.Time{}
 	select {
 	case <-j.kick:
 	default:
@@ -461,7 +461,7 @@ func (a *fzAgent) reset(t *testing.T) {
 		{ID: fzLocal, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID, StartTix: fzTix, Dir: n.SpoolDir(fzLocal), Started: fzStarted, Hold: migrate.HoldManual},
 		{ID: fzPinned, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID + 1, StartTix: fzTix, Dir: n.SpoolDir(fzPinned), Started: fzStarted, Hold: migrate.HoldPin},
 	} {
-		a.jobs.local[l.ID] = &localJob{rec: l}
+		a.jobs.local[l.ID] = &Local{Rec: l}
 	}
 }
 

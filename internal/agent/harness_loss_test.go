@@ -133,7 +133,7 @@ func TestAgentsJobsLostAndBack(t *testing.T) {
 		for _, id := range ids {
 			c.say(1, id, id+" after")
 			n2.a.jobs.mu.Lock()
-			pid := n2.a.jobs.local[id].rec.PID
+			pid := n2.a.jobs.local[id].Rec.PID
 			n2.a.jobs.mu.Unlock()
 			if err := n2.fn.Signal(pid, syscall.SIGTERM); err != nil {
 				t.Fatal(err)

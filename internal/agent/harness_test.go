@@ -781,7 +781,7 @@ func TestAgentsDoNotMoveForADip(t *testing.T) {
 		time.Sleep(15 * time.Second)
 		h := c.nodes[2]
 		h.a.jobs.mu.Lock()
-		pid := h.a.jobs.local[lone].rec.PID
+		pid := h.a.jobs.local[lone].Rec.PID
 		h.a.jobs.mu.Unlock()
 		start := time.Now()
 		time.Sleep(5 * time.Millisecond)

@@ -79,7 +79,7 @@ func (a *Agent) openJobs() error {
 	if err != nil {
 		return err
 	}
-	a.jobs.load(recs, locals, time.Now())
+	a.jobs.Load(recs, locals, time.Now())
 	a.log.Info("job table loaded", "home_jobs", len(recs), "local_jobs", len(locals))
 	return nil
 }
@@ -162,7 +162,7 @@ func (a *Agent) signalJob(id string, sig syscall.Signal) error {
 func (a *Agent) settledLocal(id string) (l job.Local, here bool, movedTo string) {
 	deadline := time.Now().Add(restoreTimeout)
 	for {
-		l, here, busy, movedTo := a.jobs.whereIs(id, a.migr)
+		l, here, busy, movedTo := a.jobs.WhereIs(id, a.migr)
 		if !busy || time.Now().After(deadline) {
 			return l, here, movedTo
 		}
@@ -188,7 +188,7 @@ type psPart struct {
 func (a *Agent) psLocal() psPart {
 	p := psPart{Usage: map[string]usage{}}
 	var locals []job.Local
-	p.Records, locals = a.jobs.psView()
+	p.Records, locals = a.jobs.PsView()
 	// /proc and the cgroups are read without the job lock.
 	for _, l := range locals {
 		if a.procs.Alive(l.PID, l.StartTix) {

@@ -16,83 +16,83 @@ import (
 	"roam/internal/job"
 )
 
-// claim marks local job id as migrating, so only one migration (or
+// Claim marks local job id as migrating, so only one migration (or
 // checkpoint) moves it at a time and the push loop leaves it alone
 // meanwhile, and returns it with a copy of its record. lj is nil when the
 // job does not run here; busy says a migration has it already (nothing
 // is marked then).
-func (j *jobs) claim(id string) (lj *localJob, rec job.Local, busy bool) {
+func (j *Table) Claim(id string) (lj *Local, rec job.Local, busy bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	lj = j.local[id]
-	if lj == nil || lj.migrating {
+	if lj == nil || lj.Migrating {
 		return nil, job.Local{}, lj != nil
 	}
-	lj.migrating = true
-	return lj, lj.rec, false
+	lj.Migrating = true
+	return lj, lj.Rec, false
 }
 
-// release lets local job id, if it still runs here as pid, go back to
+// Release lets local job id, if it still runs here as pid, go back to
 // the push loop and the policies.
-func (j *jobs) release(id string, pid int) {
+func (j *Table) Release(id string, pid int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if lj := j.local[id]; lj != nil && lj.rec.PID == pid {
-		lj.migrating = false
+	if lj := j.local[id]; lj != nil && lj.Rec.PID == pid {
+		lj.Migrating = false
 	}
 }
 
-// movingJob is what a migration carries of a local job: its record and
+// MovingJob is what a migration carries of a local job: its record and
 // what its home has of its output, and whether it takes stdin.
-type movingJob struct {
-	rec            job.Local
-	ackOut, ackErr int64
-	stdin          bool
+type MovingJob struct {
+	Rec            job.Local
+	AckOut, AckErr int64
+	Stdin          bool
 }
 
-// moving is a copy of what a migration carries of local job lj.
-func (j *jobs) moving(lj *localJob) movingJob {
+// Moving is a copy of what a migration carries of local job lj.
+func (j *Table) Moving(lj *Local) MovingJob {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return movingJob{rec: lj.rec, ackOut: lj.ackOut, ackErr: lj.ackErr, stdin: lj.stdin != nil}
+	return MovingJob{Rec: lj.Rec, AckOut: lj.AckOut, AckErr: lj.AckErr, Stdin: lj.Stdin != nil}
 }
 
-// leave takes job id, if it runs here as pid, out of the table, and
+// Leave takes job id, if it runs here as pid, out of the table, and
 // records that it went to node to; it returns the job taken out (nil:
 // none). One step under jobs.mu, with the record of where it went taken
 // inside: a signal or stdin sent here (settledLocal) finds the job here
 // or where it went, never neither, and no arrival between the two steps
 // (adopt, a restart's Adopt) has where it went recorded after it came back.
-func (j *jobs) leave(id string, pid int, to string, m *migrTable) *localJob {
+func (j *Table) Leave(id string, pid int, to string, m *migrTable) *Local {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	m.Left(id, to)
 	lj := j.local[id]
-	if lj == nil || lj.rec.PID != pid {
+	if lj == nil || lj.Rec.PID != pid {
 		return nil
 	}
 	delete(j.local, id)
 	return lj
 }
 
-// adopt makes lj, a job restored here by a migration, a job of this node,
+// Adopt makes lj, a job restored here by a migration, a job of this node,
 // unless it is one as that pid already (the Adopt action may be carried
 // out twice), and forgets where the job went when it last left. One step
 // under jobs.mu, for the reason leave gives.
-func (j *jobs) adopt(lj *localJob, m *migrTable) {
+func (j *Table) Adopt(lj *Local, m *migrTable) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if old := j.local[lj.rec.ID]; old == nil || old.rec.PID != lj.rec.PID {
-		j.local[lj.rec.ID] = lj
+	if old := j.local[lj.Rec.ID]; old == nil || old.Rec.PID != lj.Rec.PID {
+		j.local[lj.Rec.ID] = lj
 	}
-	m.Back(lj.rec.ID)
+	m.Back(lj.Rec.ID)
 }
 
-// hereOrComing says whether job id runs here, or a migration of it other
+// HereOrComing says whether job id runs here, or a migration of it other
 // than mid is coming here. One look under jobs.mu: an arriving job is
 // adopted (adopt) before its migration is forgotten, so it is seen as
 // one or the other at every moment.
-func (j *jobs) hereOrComing(id, mid string, m *migrTable) (here, coming bool) {
+func (j *Table) HereOrComing(id, mid string, m *migrTable) (here, coming bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.local[id] != nil {
@@ -101,28 +101,28 @@ func (j *jobs) hereOrComing(id, mid string, m *migrTable) (here, coming bool) {
 	return false, m.Arriving(id, mid)
 }
 
-// recovered is local job id, if it runs here as pid, for a migration an
+// Recovered is local job id, if it runs here as pid, for a migration an
 // earlier run of the agent left (nil: none); a copy being killed
 // (committed: the job runs at the destination) is marked as migrating,
 // no job to push or move.
-func (j *jobs) recovered(id string, pid int, committed bool) *localJob {
+func (j *Table) Recovered(id string, pid int, committed bool) *Local {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	lj := j.local[id]
-	if lj == nil || lj.rec.PID != pid {
+	if lj == nil || lj.Rec.PID != pid {
 		return nil
 	}
 	if committed {
-		lj.migrating = true
+		lj.Migrating = true
 	}
 	return lj
 }
 
-// takeNote takes note n, from a job's current node, into its home record
+// TakeNote takes note n, from a job's current node, into its home record
 // (relay.Noted): durable first, then in memory, as one step under jobs.mu (two
 // notes of one job may come at once). It returns the events the note
 // makes and the checkpoint kept elsewhere that a newer one replaces.
-func (j *jobs) takeNote(n relay.Note, now time.Time) ([]api.Event, *api.Checkpoint, error) {
+func (j *Table) TakeNote(n relay.Note, now time.Time) ([]api.Event, *api.Checkpoint, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	rec := j.home[n.ID]
@@ -139,14 +139,14 @@ func (j *jobs) takeNote(n relay.Note, now time.Time) ([]api.Event, *api.Checkpoi
 	return back, drop, nil
 }
 
-// whereIs is job id's record when it runs here (busy: a migration is
+// WhereIs is job id's record when it runs here (busy: a migration is
 // moving it), or the node it went to from here: one look, as a job's
 // leaving records where it went in the same step (leave).
-func (j *jobs) whereIs(id string, m *migrTable) (l job.Local, here, busy bool, movedTo string) {
+func (j *Table) WhereIs(id string, m *migrTable) (l job.Local, here, busy bool, movedTo string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if lj := j.local[id]; lj != nil {
-		return lj.rec, true, lj.migrating, ""
+		return lj.Rec, true, lj.Migrating, ""
 	}
 	return job.Local{}, false, false, m.MovedTo(id)
 }

@@ -18,16 +18,16 @@ import (
 	"roam/internal/migrate"
 )
 
-// jobs is the job manager's in-memory state; the bbolt store is the truth
+// Table is the job manager's in-memory state; the bbolt store is the truth
 // that survives a restart.
-type jobs struct {
+type Table struct {
 	mu    lockorder.Mutex
 	store *job.Store // the records' and local jobs' bbolt table
 	// spools are the home jobs' output, cut back by a restart's consent
 	// under mu (doc.go's order: jobs.mu, then a spool's lock).
 	spools *spool.Spools
 	home   map[string]*job.Record   // jobs whose home is this node
-	local  map[string]*localJob     // jobs running on this node
+	local  map[string]*Local     // jobs running on this node
 	wake   map[string]chan struct{} // closed when a home job gets news
 	heard  map[string]time.Time     // node -> its last update to this home
 	kick   chan struct{}
@@ -42,7 +42,7 @@ type jobs struct {
 
 // wakeReaders wakes the readers waiting for news of home job id (Output).
 // mu held.
-func (j *jobs) wakeReaders(id string) {
+func (j *Table) wakeReaders(id string) {
 	if ch := j.wake[id]; ch != nil {
 		close(ch)
 		delete(j.wake, id)
@@ -52,7 +52,7 @@ func (j *jobs) wakeReaders(id string) {
 // putHome writes changed copies of home records to the store, then, once
 // they are durable, to the table in memory; on an error neither changes.
 // mu held.
-func (j *jobs) putHome(next map[string]*job.Record) error {
+func (j *Table) putHome(next map[string]*job.Record) error {
 	if len(next) == 0 {
 		return nil
 	}
@@ -73,7 +73,7 @@ func (j *jobs) putHome(next map[string]*job.Record) error {
 // of the home's. known and stale say what takeOutput found of the job
 // (known: it had a record; stale: u is of an older incarnation). When u
 // is news of no record, refused is the answer. mu held.
-func (j *jobs) newsOf(u update, known, stale bool, next map[string]*job.Record, self string) (rec *job.Record, refused *ack) {
+func (j *Table) newsOf(u update, known, stale bool, next map[string]*job.Record, self string) (rec *job.Record, refused *ack) {
 	if rec := next[u.ID]; rec != nil {
 		return rec, nil
 	}
@@ -96,35 +96,35 @@ func (j *jobs) newsOf(u update, known, stale bool, next map[string]*job.Record, 
 	return &c, nil
 }
 
-// hasLocal says job id runs here as pid.
-func (j *jobs) hasLocal(id string, pid int) bool {
+// HasLocal says job id runs here as pid.
+func (j *Table) HasLocal(id string, pid int) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	lj := j.local[id]
-	return lj != nil && lj.rec.PID == pid
+	return lj != nil && lj.Rec.PID == pid
 }
 
-// count is how many jobs run here.
-func (j *jobs) count() int {
+// Count is how many jobs run here.
+func (j *Table) Count() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return len(j.local)
 }
 
-// owner is the owner of a job running here, nil when unknown (a record
+// Owner is the Owner of a job running here, nil when unknown (a record
 // of an older roam says uid 0: root's eyes only).
-func (j *jobs) owner(id string) *uint32 {
+func (j *Table) Owner(id string) *uint32 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if lj := j.local[id]; lj != nil {
-		uid := lj.rec.UID
+		uid := lj.Rec.UID
 		return &uid
 	}
 	return nil
 }
 
-// homeRecord is the record of a job whose home is this node.
-func (j *jobs) homeRecord(id string) (job.Record, error) {
+// HomeRecord is the record of a job whose home is this node.
+func (j *Table) HomeRecord(id string) (job.Record, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if r := j.home[id]; r != nil {
@@ -133,108 +133,108 @@ func (j *jobs) homeRecord(id string) (job.Record, error) {
 	return job.Record{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
 }
 
-// localJob is a job running on this node.
-type localJob struct {
-	rec    job.Local
-	stdin  *os.File // nil when the job takes no stdin or after a restart
-	ackOut int64    // what the home node has; -1 until it told us
-	ackErr int64
-	// migrating: a migration is moving it; the push loop leaves it alone.
-	migrating bool
+// Local is a job running on this node.
+type Local struct {
+	Rec    job.Local
+	Stdin  *os.File // nil when the job takes no stdin or after a restart
+	AckOut int64    // what the home node has; -1 until it told us
+	AckErr int64
+	// Migrating: a migration is moving it; the push loop leaves it alone.
+	Migrating bool
 	// lastTry is when a policy last tried to move it and failed;
 	// unmovable says why, when the reason will not go away (it pins).
 	lastTry   time.Time
-	unmovable string
+	Unmovable string
 	// lastPush is when news of it last went to its home (see aliveEvery).
 	lastPush time.Time
 	// sizeChecked is when its spool was last held against
 	// limits.output_bytes; why says why this node killed it, if it did.
 	sizeChecked time.Time
 	why         string
-	// arrivedAt is when it started or came here; lastCkpt when its last
+	// ArrivedAt is when it started or came here; lastCkpt when its last
 	// periodic checkpoint here began; ckptJob its record's part a
 	// checkpoint keeps, once asked of its home.
-	arrivedAt time.Time
+	ArrivedAt time.Time
 	lastCkpt  time.Time
-	ckptJob   *migrate.CheckpointJob
+	CkptJob   *migrate.CheckpointJob
 }
 
-// newsState is what a job's news is read from: copied under the job
+// NewsState is what a job's news is read from: copied under the job
 // lock, read without it.
-type newsState struct {
-	dir            string
-	pid            int
-	tix            uint64
-	ackOut, ackErr int64
+type NewsState struct {
+	Dir            string
+	Pid            int
+	Tix            uint64
+	AckOut, AckErr int64
 }
 
-func (lj *localJob) newsState() newsState {
-	return newsState{dir: lj.rec.Dir, pid: lj.rec.PID, tix: lj.rec.StartTix, ackOut: lj.ackOut, ackErr: lj.ackErr}
+func (lj *Local) newsState() NewsState {
+	return NewsState{Dir: lj.Rec.Dir, Pid: lj.Rec.PID, Tix: lj.Rec.StartTix, AckOut: lj.AckOut, AckErr: lj.AckErr}
 }
 
-// refs copies what a round reads of the jobs running here, and their
+// Refs copies what a round reads of the jobs running here, and their
 // ids.
-func (j *jobs) refs() ([]jobRef, []string) {
+func (j *Table) Refs() ([]JobRef, []string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	refs := make([]jobRef, 0, len(j.local))
+	refs := make([]JobRef, 0, len(j.local))
 	here := make([]string, 0, len(j.local))
 	for id, lj := range j.local {
-		refs = append(refs, jobRef{lj.rec, lj.unmovable, lj.migrating, lj.rec.Done})
+		refs = append(refs, JobRef{lj.Rec, lj.Unmovable, lj.Migrating, lj.Rec.Done})
 		here = append(here, id)
 	}
 	return refs, here
 }
 
-// inits are the roam-init processes of the jobs running here (pid ->
+// Inits are the roam-init processes of the jobs running here (pid ->
 // start time in clock ticks).
-func (j *jobs) inits() map[int]uint64 {
+func (j *Table) Inits() map[int]uint64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	inits := make(map[int]uint64, len(j.local))
 	for _, lj := range j.local {
-		if lj.rec.PID > 0 {
-			inits[lj.rec.PID] = lj.rec.StartTix
+		if lj.Rec.PID > 0 {
+			inits[lj.Rec.PID] = lj.Rec.StartTix
 		}
 	}
 	return inits
 }
 
 // newJobs is an empty job table over store and spools.
-func newJobs(store *job.Store, spools *spool.Spools) *jobs {
-	j := &jobs{store: store, spools: spools, home: map[string]*job.Record{}, local: map[string]*localJob{}, wake: map[string]chan struct{}{},
+func newJobs(store *job.Store, spools *spool.Spools) *Table {
+	j := &Table{store: store, spools: spools, home: map[string]*job.Record{}, local: map[string]*Local{}, wake: map[string]chan struct{}{},
 		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), restarting: map[string]*reopen.Mark{}}
 	j.initLocks()
 	return j
 }
 
-// load puts what the store holds into the table, at the agent's start:
+// Load puts what the store holds into the table, at the agent's start:
 // the home records, and the local jobs, whose homes are asked what they
 // have (ackOut -1) before any output is sent.
-func (j *jobs) load(recs []job.Record, locals []job.Local, now time.Time) {
+func (j *Table) Load(recs []job.Record, locals []job.Local, now time.Time) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for i := range recs {
 		j.home[recs[i].ID] = &recs[i]
 	}
 	for _, l := range locals {
-		j.local[l.ID] = &localJob{rec: l, ackOut: -1, ackErr: -1, arrivedAt: now}
+		j.local[l.ID] = &Local{Rec: l, AckOut: -1, AckErr: -1, ArrivedAt: now}
 	}
 }
 
-// kickPush wakes the push loop out of turn; kicked is what it waits on.
-func (j *jobs) kickPush() {
+// KickPush wakes the push loop out of turn; kicked is what it waits on.
+func (j *Table) KickPush() {
 	select {
 	case j.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (j *jobs) kicked() <-chan struct{} { return j.kick }
+func (j *Table) Kicked() <-chan struct{} { return j.kick }
 
-// userJobs counts uid's home jobs that are live and lists those that
+// UserJobs counts uid's home jobs that are live and lists those that
 // ended.
-func (j *jobs) userJobs(uid uint32) (live int, ended []string) {
+func (j *Table) UserJobs(uid uint32) (live int, ended []string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for id, r := range j.home {
@@ -249,10 +249,10 @@ func (j *jobs) userJobs(uid uint32) (live int, ended []string) {
 	return live, ended
 }
 
-// addHome puts new home records in the table and the store. When one's
+// AddHome puts new home records in the table and the store. When one's
 // id is another record's (the store's job sequence behind its records),
 // it puts none and returns that id.
-func (j *jobs) addHome(recs []job.Record) (taken string, err error) {
+func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, r := range recs {
@@ -269,10 +269,10 @@ func (j *jobs) addHome(recs []job.Record) (taken string, err error) {
 	return "", nil
 }
 
-// markRunning marks these home records running once their nodes
+// MarkRunning marks these home records running once their nodes
 // confirmed their start; a job that already reported its end (a fast
 // one) stays finished.
-func (j *jobs) markRunning(recs []job.Record) error {
+func (j *Table) MarkRunning(recs []job.Record) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	next := map[string]*job.Record{}
@@ -286,9 +286,9 @@ func (j *jobs) markRunning(recs []job.Record) error {
 	return j.putHome(next)
 }
 
-// forgetHome removes the records of a start that failed, and their
+// ForgetHome removes the records of a start that failed, and their
 // spools.
-func (j *jobs) forgetHome(recs []job.Record) {
+func (j *Table) ForgetHome(recs []job.Record) {
 	j.mu.Lock()
 	for _, r := range recs {
 		delete(j.home, r.ID)
@@ -300,20 +300,20 @@ func (j *jobs) forgetHome(recs []job.Record) {
 	}
 }
 
-// addLocals writes jobs started here to the store and puts them in the
+// AddLocals writes jobs started here to the store and puts them in the
 // table, each with its stdin pipe (nil for none).
-func (j *jobs) addLocals(locals []job.Local, stdins []*os.File, now time.Time) error {
+func (j *Table) AddLocals(locals []job.Local, stdins []*os.File, now time.Time) error {
 	err := j.store.PutLocals(locals...)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for i, l := range locals {
-		j.local[l.ID] = &localJob{rec: l, stdin: stdins[i], arrivedAt: now}
+		j.local[l.ID] = &Local{Rec: l, Stdin: stdins[i], ArrivedAt: now}
 	}
 	return err
 }
 
-// ended copies the home records that ended: uid's, or every user's.
-func (j *jobs) ended(uid uint32, all bool) []job.Record {
+// Ended copies the home records that Ended: uid's, or every user's.
+func (j *Table) Ended(uid uint32, all bool) []job.Record {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var out []job.Record
@@ -325,11 +325,11 @@ func (j *jobs) ended(uid uint32, all bool) []job.Record {
 	return out
 }
 
-// removeEnded removes these home records, those that have ended (a job
+// RemoveEnded removes these home records, those that have ended (a job
 // that runs is never removed), and returns them. The store first: a
 // record removed from memory but not from disk would come back at the
 // next start; the other way round, nothing.
-func (j *jobs) removeEnded(ids []string) ([]job.Record, error) {
+func (j *Table) RemoveEnded(ids []string) ([]job.Record, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var gone []job.Record
@@ -347,9 +347,9 @@ func (j *jobs) removeEnded(ids []string) ([]job.Record, error) {
 	return gone, nil
 }
 
-// busy counts the jobs running here and the home jobs running or
+// Busy counts the jobs running here and the home jobs running or
 // starting anywhere: a node leaves only once both are none.
-func (j *jobs) busy() (here, homed int) {
+func (j *Table) Busy() (here, homed int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, r := range j.home {
@@ -360,8 +360,8 @@ func (j *jobs) busy() (here, homed int) {
 	return len(j.local), homed
 }
 
-// heardFrom is when each node last sent news to this home.
-func (j *jobs) heardFrom() map[string]time.Time {
+// HeardFrom is when each node last sent news to this home.
+func (j *Table) HeardFrom() map[string]time.Time {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	out := make(map[string]time.Time, len(j.heard))
@@ -371,12 +371,12 @@ func (j *jobs) heardFrom() map[string]time.Time {
 	return out
 }
 
-// markLost marks lost every running home job whose node dead says is
+// MarkLost marks lost every running home job whose node dead says is
 // dead, unless it is being restarted or restartable says it will be from
 // its newest checkpoint (again). The lost records are written under the
 // lock, as takeUpdates writes: a later revival or exit cannot be written
 // over by this older state.
-func (j *jobs) markLost(now time.Time, dead func(node string) bool, restartable func(job.Record) bool) (lost, again []job.Record, err error) {
+func (j *Table) MarkLost(now time.Time, dead func(node string) bool, restartable func(job.Record) bool) (lost, again []job.Record, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	next := map[string]*job.Record{}
@@ -401,35 +401,35 @@ func (j *jobs) markLost(now time.Time, dead func(node string) bool, restartable 
 	return lost, again, nil
 }
 
-// setUnmovable notes why a job here cannot move (a pin a policy's move
+// SetUnmovable notes why a job here cannot move (a pin a policy's move
 // found), so that no policy tries it again.
-func (j *jobs) setUnmovable(id, reason string) {
+func (j *Table) SetUnmovable(id, reason string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if lj := j.local[id]; lj != nil {
-		lj.unmovable = reason
+		lj.Unmovable = reason
 	}
 }
 
-// releaseHold hands a job here placed by hand back to the policies.
-func (j *jobs) releaseHold(id string) (found bool, err error) {
+// ReleaseHold hands a job here placed by hand back to the policies.
+func (j *Table) ReleaseHold(id string) (found bool, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	lj := j.local[id]
 	if lj == nil {
 		return false, nil
 	}
-	if lj.rec.Hold == migrate.HoldManual {
-		lj.rec.Hold = migrate.HoldNone
+	if lj.Rec.Hold == migrate.HoldManual {
+		lj.Rec.Hold = migrate.HoldNone
 	}
-	lj.unmovable = ""
-	return true, j.store.PutLocals(lj.rec)
+	lj.Unmovable = ""
+	return true, j.store.PutLocals(lj.Rec)
 }
 
-// psView copies what `roam ps` shows of this node: the home records
+// PsView copies what `roam ps` shows of this node: the home records
 // (without their environments, which ps does not show and may be
 // megabytes a job) and the jobs running here.
-func (j *jobs) psView() ([]job.Record, []job.Local) {
+func (j *Table) PsView() ([]job.Record, []job.Local) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	recs := make([]job.Record, 0, len(j.home))
@@ -440,7 +440,7 @@ func (j *jobs) psView() ([]job.Record, []job.Local) {
 	}
 	locals := make([]job.Local, 0, len(j.local))
 	for _, lj := range j.local {
-		locals = append(locals, lj.rec)
+		locals = append(locals, lj.Rec)
 	}
 	return recs, locals
 }

@@ -12,27 +12,27 @@ import (
 	"roam/internal/migrate"
 )
 
-// ckptJob is what a checkpoint keeps of job id's home record, nil until
+// CkptJob is what a checkpoint keeps of job id's home record, nil until
 // asked of its home once (setCkptJob).
-func (j *jobs) ckptJob(id string) *migrate.CheckpointJob {
+func (j *Table) CkptJob(id string) *migrate.CheckpointJob {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if lj := j.local[id]; lj != nil {
-		return lj.ckptJob
+		return lj.CkptJob
 	}
 	return nil
 }
 
-func (j *jobs) setCkptJob(id string, cj *migrate.CheckpointJob) {
+func (j *Table) SetCkptJob(id string, cj *migrate.CheckpointJob) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if lj := j.local[id]; lj != nil {
-		lj.ckptJob = cj
+		lj.CkptJob = cj
 	}
 }
 
-// endedHere notes why this node ends job id (its news says it to the home).
-func (j *jobs) endedHere(id, why string) {
+// EndedHere notes why this node ends job id (its news says it to the home).
+func (j *Table) EndedHere(id, why string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if lj := j.local[id]; lj != nil {
@@ -40,9 +40,9 @@ func (j *jobs) endedHere(id, why string) {
 	}
 }
 
-// checkpointsDue lists the jobs here whose periodic checkpoint is due,
+// CheckpointsDue lists the jobs here whose periodic checkpoint is due,
 // the most overdue first.
-func (j *jobs) checkpointsDue(now time.Time) []string {
+func (j *Table) CheckpointsDue(now time.Time) []string {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	type due struct {
@@ -51,10 +51,10 @@ func (j *jobs) checkpointsDue(now time.Time) []string {
 	}
 	var ds []due
 	for id, lj := range j.local {
-		if lj.migrating || lj.why != "" {
+		if lj.Migrating || lj.why != "" {
 			continue
 		}
-		if late, ok := keeper.Due(lj.rec.CheckpointEvery, lj.lastCkpt, lj.arrivedAt, now); ok {
+		if late, ok := keeper.Due(lj.Rec.CheckpointEvery, lj.lastCkpt, lj.ArrivedAt, now); ok {
 			ds = append(ds, due{id, late})
 		}
 	}
@@ -66,9 +66,9 @@ func (j *jobs) checkpointsDue(now time.Time) []string {
 	return out
 }
 
-// startPeriodic notes that job id's periodic checkpoint begins now and
+// StartPeriodic notes that job id's periodic checkpoint begins now and
 // returns its home, which keeps the file when the job runs elsewhere.
-func (j *jobs) startPeriodic(id string, now time.Time) (home string, ok bool) {
+func (j *Table) StartPeriodic(id string, now time.Time) (home string, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	lj := j.local[id]
@@ -76,5 +76,5 @@ func (j *jobs) startPeriodic(id string, now time.Time) (home string, ok bool) {
 		return "", false
 	}
 	lj.lastCkpt = now
-	return lj.rec.Home, true
+	return lj.Rec.Home, true
 }

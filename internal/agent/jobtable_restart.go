@@ -20,10 +20,10 @@ import (
 	"roam/internal/migrate"
 )
 
-// beginUpload marks uid as uploading a checkpoint, one at a time per
+// BeginUpload marks uid as uploading a checkpoint, one at a time per
 // user: each holds a file on root's disk until it is checked. It is false
 // when uid has one in progress already; endUpload ends it.
-func (j *jobs) beginUpload(uid uint32) bool {
+func (j *Table) BeginUpload(uid uint32) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.uploading[uid] {
@@ -36,16 +36,16 @@ func (j *jobs) beginUpload(uid uint32) bool {
 	return true
 }
 
-func (j *jobs) endUpload(uid uint32) {
+func (j *Table) EndUpload(uid uint32) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	delete(j.uploading, uid)
 }
 
-// consentFor is the consent this home gave run mid already (ok), or a
+// ConsentFor is the consent this home gave run mid already (ok), or a
 // refusal of a run it ended or that took a consent before: a run is
 // consented once.
-func (j *jobs) consentFor(id, mid string) (reopen.Consent, bool, error) {
+func (j *Table) ConsentFor(id, mid string) (reopen.Consent, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if _, m := j.markOf(mid); m != nil {
@@ -57,12 +57,12 @@ func (j *jobs) consentFor(id, mid string) (reopen.Consent, bool, error) {
 	return reopen.Consent{}, false, nil
 }
 
-// restartID is the id a restart of req takes at home self: its own when
+// RestartID is the id a restart of req takes at home self: its own when
 // its record here is of the same job (same owner, same start) or none is
 // and self is its home; "" when it needs a new one (another cluster's
 // job, or another job of this id). had says a record of it is here. A job
 // being restarted, or that runs on a node not declared dead, is refused.
-func (j *jobs) restartID(req reopen.Request, self string) (id string, had bool, err error) {
+func (j *Table) RestartID(req reopen.Request, self string) (id string, had bool, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	id = req.ID
@@ -82,14 +82,14 @@ func (j *jobs) restartID(req reopen.Request, self string) (id string, had bool, 
 	return id, rec != nil, nil
 }
 
-// reopen is the home's consent to restart req, run req.MID, as job ans.ID
+// Reopen is the home's consent to restart req, run req.MID, as job ans.ID
 // on ans.Node: the record (or a new one) becomes incarnation Inc+1
 // running there, its output cut back to the checkpoint's offsets,
 // written before it changes in memory, and kept as it was before until
 // the run's end is known (commitRestart, reopenEnded). fresh: the id is
 // new, so no record may hold it; had: a record of the job was here when
 // restartID looked. It returns the new record and ans completed.
-func (j *jobs) reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, now time.Time) (job.Record, reopen.Consent, error) {
+func (j *Table) Reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, now time.Time) (job.Record, reopen.Consent, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	id := ans.ID
@@ -124,19 +124,19 @@ func (j *jobs) reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, n
 	return next, ans, nil
 }
 
-// reopenEnded takes the end of a failed run (its copy discarded): the
+// ReopenEnded takes the end of a failed run (its copy discarded): the
 // record goes back to what it was before (when nothing changed it
 // since), and the run is never consented again. A run whose mark an
 // earlier start of this agent held leaves its incarnation lost.
-func (j *jobs) reopenEnded(d reopen.Failed, now time.Time) error {
+func (j *Table) ReopenEnded(d reopen.Failed, now time.Time) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.endRun(d, now)
 }
 
-// expireRuns ends the runs whose marks are older than reopen.RunLimit,
+// ExpireRuns ends the runs whose marks are older than reopen.RunLimit,
 // as if each had told its failure, and returns them.
-func (j *jobs) expireRuns(now time.Time) ([]reopen.Failed, error) {
+func (j *Table) ExpireRuns(now time.Time) ([]reopen.Failed, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var out []reopen.Failed
@@ -154,7 +154,7 @@ func (j *jobs) expireRuns(now time.Time) ([]reopen.Failed, error) {
 }
 
 // endRun is reopenEnded with mu held.
-func (j *jobs) endRun(d reopen.Failed, now time.Time) error {
+func (j *Table) endRun(d reopen.Failed, now time.Time) error {
 	j.endedRuns.Add(d.MID)
 	id, m := j.markOf(d.MID)
 	if m == nil {
@@ -194,7 +194,7 @@ func (j *jobs) endRun(d reopen.Failed, now time.Time) error {
 }
 
 // markOf is the mark run mid holds, and its job's id. mu held.
-func (j *jobs) markOf(mid string) (string, *reopen.Mark) {
+func (j *Table) markOf(mid string) (string, *reopen.Mark) {
 	for id, m := range j.restarting {
 		if mid != "" && m.MID == mid {
 			return id, m
@@ -203,12 +203,12 @@ func (j *jobs) markOf(mid string) (string, *reopen.Mark) {
 	return "", nil
 }
 
-// commitRestart is the home's decision on run mid of job id, whose copy
+// CommitRestart is the home's decision on run mid of job id, whose copy
 // waits stopped: committed while the mark is mid's (the mark goes; the
 // record, written at the consent, says the job runs there) and after
 // (the record's incarnation is mid's: that survives a restart of this
 // agent); otherwise aborted, for good.
-func (j *jobs) commitRestart(id, mid string) migrate.Outcome {
+func (j *Table) CommitRestart(id, mid string) migrate.Outcome {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if held, m := j.markOf(mid); m != nil {
@@ -222,10 +222,10 @@ func (j *jobs) commitRestart(id, mid string) migrate.Outcome {
 	return migrate.Aborted
 }
 
-// awaitRestart holds job id for this home's own restart of it from the
+// AwaitRestart holds job id for this home's own restart of it from the
 // dead node lost, until its target asks for the consent (reopen) or
 // endAwait; false: another restart holds it.
-func (j *jobs) awaitRestart(id, lost string) bool {
+func (j *Table) AwaitRestart(id, lost string) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.restarting[id] != nil {
@@ -235,8 +235,8 @@ func (j *jobs) awaitRestart(id, lost string) bool {
 	return true
 }
 
-// endAwait drops awaitRestart's hold, unless a run took it.
-func (j *jobs) endAwait(id string) {
+// EndAwait drops awaitRestart's hold, unless a run took it.
+func (j *Table) EndAwait(id string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if m := j.restarting[id]; m != nil && m.MID == "" {
@@ -244,9 +244,9 @@ func (j *jobs) endAwait(id string) {
 	}
 }
 
-// markLostOn marks job id lost, if its record still says it runs on
+// MarkLostOn marks job id lost, if its record still says it runs on
 // node, and returns its owner when it did.
-func (j *jobs) markLostOn(id, node string, now time.Time) (uid uint32, marked bool, err error) {
+func (j *Table) MarkLostOn(id, node string, now time.Time) (uid uint32, marked bool, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	rec := j.home[id]

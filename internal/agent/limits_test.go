@@ -226,7 +226,7 @@ func (c *cluster) endJob(i int, id string) {
 	lj := a.jobs.local[id]
 	var pid int
 	if lj != nil {
-		pid = lj.rec.PID
+		pid = lj.Rec.PID
 	}
 	a.jobs.mu.Unlock()
 	if lj == nil {

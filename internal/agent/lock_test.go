@@ -92,10 +92,10 @@ func TestSpoolIOOutsideTheJobLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		a.jobs.mu.Lock()
-		a.jobs.local[fzLocal].ackOut, a.jobs.local[fzLocal].ackErr = 0, 0
+		a.jobs.local[fzLocal].AckOut, a.jobs.local[fzLocal].AckErr = 0, 0
 		a.jobs.mu.Unlock()
 		done := make(chan struct{})
-		var batches []*homeBatch
+		var batches []*HomeBatch
 		go func() {
 			defer close(done)
 			batches = a.pushBatches()
@@ -105,7 +105,7 @@ func TestSpoolIOOutsideTheJobLock(t *testing.T) {
 		<-done
 		n := 0
 		for _, b := range batches {
-			for _, u := range b.ups {
+			for _, u := range b.Ups {
 				if u.ID == fzLocal {
 					n++
 				}

@@ -42,7 +42,7 @@ func (a *Agent) sweepLost() {
 	for id, p := range all {
 		news[id] = loss.News{Listed: true, Alive: p.Alive, Since: p.Since}
 	}
-	heard := a.jobs.heardFrom()
+	heard := a.jobs.HeardFrom()
 	dead := func(node string) bool {
 		if node == a.cfg.NodeID || node == "" {
 			return false
@@ -53,7 +53,7 @@ func (a *Agent) sweepLost() {
 	}
 	// Restarted from its newest checkpoint instead (restart.go).
 	again := func(r job.Record) bool { return reopen.Restartable(r.Newest, r.Node, dead) }
-	lost, restart, err := a.jobs.markLost(now, dead, again)
+	lost, restart, err := a.jobs.MarkLost(now, dead, again)
 	if err != nil {
 		a.log.Error("job table", "err", err)
 	}
@@ -87,7 +87,7 @@ func (a *Agent) lostLoop() {
 					a.log.Info("ended jobs removed after their keep", "jobs", n)
 				}
 				// Restarts it consented to and has not heard of since.
-				ended, err := a.jobs.expireRuns(now)
+				ended, err := a.jobs.ExpireRuns(now)
 				for _, d := range ended {
 					a.log.Warn("restart ended by its home", "job", d.ID, "mid", d.MID, "why", d.Error)
 				}

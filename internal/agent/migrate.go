@@ -149,7 +149,7 @@ func retry(f func() error) error {
 // come in either order: each is kept once, and the record moves only to
 // a newer one (migrate.ApplyNote).
 func (a *Agent) takeNote(n relay.Note) error {
-	back, drop, err := a.jobs.takeNote(n, time.Now())
+	back, drop, err := a.jobs.TakeNote(n, time.Now())
 	for _, e := range back {
 		a.event(e)
 	}

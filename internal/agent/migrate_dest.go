@@ -117,7 +117,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 // notHere refuses a job that runs here or is already coming here (by
 // another migration than mid).
 func (a *Agent) notHere(id, mid string) error {
-	switch here, coming := a.jobs.hereOrComing(id, mid, a.migr); {
+	switch here, coming := a.jobs.HereOrComing(id, mid, a.migr); {
 	case here:
 		return errkind.New(peer.ErrBadRequest, "job %s is already on node %s", id, a.cfg.NodeID)
 	case coming:
@@ -332,7 +332,7 @@ func (a *Agent) doIn(in *inMig, act migrate.DestAction) migrate.DestEvent {
 		if in.rst != nil {
 			os.Remove(in.rst.File.Path) // the run has ended: a restart needs it no more
 		}
-		a.jobs.kickPush()
+		a.jobs.KickPush()
 	case migrate.Discard:
 		a.discardIn(in, r)
 		in.ph.Add("discard", t)
@@ -374,7 +374,7 @@ func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
 		g := in.rst.Grant
 		l.ID, l.Home, l.HomeAddr, l.Moves, l.Inc, ackOut, ackErr = r.Job, g.Home, g.HomeAddr, g.Moves, g.Inc, -1, -1
 	}
-	a.jobs.adopt(&localJob{rec: l, stdin: in.stdin, ackOut: ackOut, ackErr: ackErr, arrivedAt: time.Now()}, a.migr)
+	a.jobs.Adopt(&Local{Rec: l, Stdin: in.stdin, AckOut: ackOut, AckErr: ackErr, ArrivedAt: time.Now()}, a.migr)
 	in.stdin = nil
 	a.rounds.Arrived(l.ID)
 	// Durable before the job runs: an agent that restarts finds the job
@@ -403,7 +403,7 @@ func (a *Agent) discardIn(in *inMig, r migrate.InRecord) {
 	if r.Restart {
 		os.Remove(r.File)
 	}
-	if here, _ := a.jobs.hereOrComing(r.Job, r.MID, a.migr); r.Job == "" || here {
+	if here, _ := a.jobs.HereOrComing(r.Job, r.MID, a.migr); r.Job == "" || here {
 		return
 	}
 	// A copy restored by an agent that died before it could record its

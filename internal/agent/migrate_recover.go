@@ -38,7 +38,7 @@ func (a *Agent) recoverMigrations() {
 		}
 		// A copy being killed is no job to push or move; an aborted
 		// migration's copy is the job, and stays free.
-		o.lj = a.jobs.recovered(r.Job, r.PID, r.Outcome == migrate.Committed)
+		o.lj = a.jobs.Recovered(r.Job, r.PID, r.Outcome == migrate.Committed)
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
@@ -73,7 +73,7 @@ func (a *Agent) recoverIns(now time.Time, outs []migrate.Record) {
 		if r.State == migrate.DstAborted && migrate.Rebuild(r).Settled() {
 			continue // ended (a failed restart's home told); the record only answers late messages
 		}
-		if r.State == migrate.DstCommitted && (a.jobs.hasLocal(r.Job, r.PID) || !a.procs.Alive(r.PID, r.Tix) || leftAgain[r.Job].After(r.EndedAt)) {
+		if r.State == migrate.DstCommitted && (a.jobs.HasLocal(r.Job, r.PID) || !a.procs.Alive(r.PID, r.Tix) || leftAgain[r.Job].After(r.EndedAt)) {
 			// Adopted already; or the job has moved on since (its copy
 			// here is gone, or a later migration from here took it).
 			continue

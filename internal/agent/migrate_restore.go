@@ -41,7 +41,7 @@ func (a *Agent) settleLater(id string, pid int, tix uint64, err error) {
 			}
 		}
 		a.log.Error("migration: restored job's CPU group", "job", id, "err", err)
-		a.event(api.Event{Kind: "failed", Job: id, UID: a.jobs.owner(id), Why: "the migrated job runs outside node " + a.cfg.NodeID + "'s CPU group: " + err.Error()})
+		a.event(api.Event{Kind: "failed", Job: id, UID: a.jobs.Owner(id), Why: "the migrated job runs outside node " + a.cfg.NodeID + "'s CPU group: " + err.Error()})
 	}()
 }
 

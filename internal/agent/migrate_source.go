@@ -26,7 +26,7 @@ type outMig struct {
 	a   *Agent
 	m   *migrate.Source
 	req migrateOutRequest
-	lj  *localJob // nil when recovered after a restart
+	lj  *Local // nil when recovered after a restart
 	ck  *ckptRun  // a checkpoint's (ckpt_source.go), nil for a migration
 	// what the driver learned on the way
 	addr  string
@@ -65,7 +65,7 @@ func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
 	}
 	mid := newMID()
 	o.mig.MID = mid
-	rec := a.jobs.moving(lj).rec
+	rec := a.jobs.Moving(lj).Rec
 	go o.run(migrate.Start{MID: mid, Job: req.ID, Home: rec.Home, To: req.To, Lazy: req.Lazy, Why: o.mig.Why,
 		Seq: rec.Moves + 1, Inc: rec.Inc, PID: rec.PID, Tix: rec.StartTix})
 	err = <-o.done
@@ -83,8 +83,8 @@ func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
 // meanwhile. The claim is taken first and given back when the job turns
 // out not to run: /proc and its status file are read without the job
 // lock.
-func (a *Agent) claimForMigration(id string) (*localJob, error) {
-	lj, rec, busy := a.jobs.claim(id)
+func (a *Agent) claimForMigration(id string) (*Local, error) {
+	lj, rec, busy := a.jobs.Claim(id)
 	var err error
 	switch {
 	case busy:
@@ -97,7 +97,7 @@ func (a *Agent) claimForMigration(id string) (*localJob, error) {
 		}
 	}
 	if err != nil {
-		a.jobs.release(id, rec.PID) // none when lj is nil: no job has pid 0
+		a.jobs.Release(id, rec.PID) // none when lj is nil: no job has pid 0
 		return nil, err
 	}
 	return lj, nil
@@ -292,7 +292,7 @@ func (o *outMig) owner() *asuser.Cred {
 	if o.lj == nil {
 		return nil
 	}
-	rec := o.a.jobs.moving(o.lj).rec
+	rec := o.a.jobs.Moving(o.lj).Rec
 	return &asuser.Cred{UID: rec.UID, GID: rec.GID, Groups: rec.Groups}
 }
 
@@ -359,18 +359,18 @@ func (o *outMig) sendImages(r migrate.Record) error {
 		}
 	}
 	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Mounts: o.mounts, Lazy: r.Lazy, Streamed: !r.Lazy, Stopped: o.stopped}
-	mj := a.jobs.moving(o.lj)
-	rec := mj.rec
+	mj := a.jobs.Moving(o.lj)
+	rec := mj.Rec
 	hdr.Home, hdr.HomeAddr = rec.Home, rec.HomeAddr
 	hdr.UID, hdr.GID, hdr.Groups = rec.UID, rec.GID, rec.Groups
 	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = rec.Started, rec.Hold, rec.Moves, rec.LastMoved
-	hdr.AckOut, hdr.AckErr = mj.ackOut, mj.ackErr
+	hdr.AckOut, hdr.AckErr = mj.AckOut, mj.AckErr
 	hdr.Inc, hdr.CheckpointEvery = rec.Inc, rec.CheckpointEvery
 	hdr.CPUBefore = a.attained(rec)
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
 	}
-	if mj.stdin {
+	if mj.Stdin {
 		hdr.StdinKey = a.procs.StdinKey(r.PID)
 	}
 	sendStart := time.Now()
@@ -402,12 +402,12 @@ func (o *outMig) leave(r migrate.Record) {
 	}
 	o.left = true
 	a := o.a
-	if lj := a.jobs.leave(r.Job, r.PID, r.To, a.migr); lj != nil {
+	if lj := a.jobs.Leave(r.Job, r.PID, r.To, a.migr); lj != nil {
 		_ = a.store.DeleteLocal(r.Job)
-		if lj.stdin != nil {
-			lj.stdin.Close()
+		if lj.Stdin != nil {
+			lj.Stdin.Close()
 		}
-		o.spool = lj.rec.Dir
+		o.spool = lj.Rec.Dir
 		a.kickLoad()
 	}
 }
@@ -466,11 +466,11 @@ func (o *outMig) finish(r migrate.Record, err error) {
 	a.metrics.Observe(m)
 	a.log.Info("migration", "job", r.Job, "to", r.To, "ok", err == nil, "bytes", m.Bytes,
 		"freeze_ms", m.FreezeMS, "total_ms", m.TotalMS, "err", err)
-	a.jobs.release(r.Job, r.PID)
+	a.jobs.Release(r.Job, r.PID)
 	if err == nil && o.spool != "" {
 		os.RemoveAll(o.spool)
 	}
-	a.jobs.kickPush()
+	a.jobs.KickPush()
 	select {
 	case o.done <- err:
 	default:

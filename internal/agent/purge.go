@@ -19,7 +19,7 @@ const expireEvery = time.Minute
 
 // expireJobs removes this home's ended jobs that Limits.expired picks.
 func (a *Agent) expireJobs(now time.Time) int {
-	recs := a.jobs.ended(0, true)
+	recs := a.jobs.Ended(0, true)
 	return a.removeEnded(a.cfg.Limits.Expired(recs, now))
 }
 
@@ -29,7 +29,7 @@ func (a *Agent) removeEnded(ids []string) int {
 	if len(ids) == 0 {
 		return 0
 	}
-	gone, err := a.jobs.removeEnded(ids)
+	gone, err := a.jobs.RemoveEnded(ids)
 	if err != nil {
 		a.log.Error("job table: remove ended jobs", "err", err)
 		return 0
@@ -54,7 +54,7 @@ type purgeRequest struct {
 // purgeLocal is /v1/peer/purge: this home's part of a purge.
 func (a *Agent) purgeLocal(req purgeRequest) (api.PurgeResult, error) {
 	var ids []string
-	for _, r := range a.jobs.ended(req.UID, req.All) {
+	for _, r := range a.jobs.Ended(req.UID, req.All) {
 		ids = append(ids, r.ID)
 	}
 	return api.PurgeResult{Removed: a.removeEnded(ids)}, nil

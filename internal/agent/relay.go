@@ -40,14 +40,14 @@ func (a *Agent) pushLoop() {
 	defer t.Stop()
 	for {
 		tick := t.C
-		if !(a.jobs.count() > 0) {
+		if !(a.jobs.Count() > 0) {
 			tick = nil
 		}
 		select {
 		case <-a.stop:
 			return
 		case <-tick:
-		case <-a.jobs.kicked():
+		case <-a.jobs.Kicked():
 		}
 		a.pushOnce()
 	}
@@ -59,23 +59,23 @@ func (a *Agent) pushLoop() {
 // would hold up every other home's news until it timed out.
 func (a *Agent) pushOnce() {
 	for _, b := range a.pushBatches() {
-		if !a.members.Reachable(b.home) {
+		if !a.members.Reachable(b.Home) {
 			continue
 		}
 		var acks map[string]ack
-		if err := a.peers.CallAddr(b.addr, http.MethodPost, peer.Updates, b.ups, &acks); err != nil {
-			a.log.Debug("push to home", "home", b.home, "err", err)
+		if err := a.peers.CallAddr(b.Addr, http.MethodPost, peer.Updates, b.Ups, &acks); err != nil {
+			a.log.Debug("push to home", "home", b.Home, "err", err)
 			continue
 		}
 		a.applyAcks(acks)
 	}
 }
 
-// homeBatch is news for one home node, sent in one request.
-type homeBatch struct {
-	home, addr string
-	ups        []update
-	size       int // bytes of output in ups
+// HomeBatch is news for one home node, sent in one request.
+type HomeBatch struct {
+	Home, Addr string
+	Ups        []update
+	Size       int // bytes of output in ups
 }
 
 // pushBatches collects every job's news by home node, in batches of no
@@ -83,21 +83,21 @@ type homeBatch struct {
 // job lock is held only to copy what each job's news needs and to note
 // what was sent: the spools and /proc are read without it, so that a
 // slow disk or thousands of jobs do not stop every request of the node.
-func (a *Agent) pushBatches() []*homeBatch {
+func (a *Agent) pushBatches() []*HomeBatch {
 	now := time.Now()
-	items := a.jobs.pushItems(now)
+	items := a.jobs.PushItems(now)
 	for _, it := range items {
-		if it.checkCap {
-			if n := spool.Size(it.st.dir); n > a.cfg.Limits.OutputBytes {
-				it.killed = fmt.Sprintf("killed: its output passed %s (limits.output_bytes)", api.Bytes(a.cfg.Limits.OutputBytes))
-				a.log.Warn("job killed: output limit", "job", it.id, "bytes", n, "limit", a.cfg.Limits.OutputBytes)
+		if it.CheckCap {
+			if n := spool.Size(it.St.Dir); n > a.cfg.Limits.OutputBytes {
+				it.Killed = fmt.Sprintf("killed: its output passed %s (limits.output_bytes)", api.Bytes(a.cfg.Limits.OutputBytes))
+				a.log.Warn("job killed: output limit", "job", it.Id, "bytes", n, "limit", a.cfg.Limits.OutputBytes)
 			}
 		}
-		it.u, it.send = it.st.news(a.procs)
+		it.U, it.Send = it.St.news(a.procs)
 	}
-	out, kills := a.jobs.pushed(items, a.cfg.NodeID, now)
+	out, kills := a.jobs.Pushed(items, a.cfg.NodeID, now)
 	for _, k := range kills {
-		go a.procs.Kill(k.pid, k.tix, 5*time.Second)
+		go a.procs.Kill(k.Pid, k.Tix, 5*time.Second)
 	}
 	return out
 }
@@ -105,26 +105,26 @@ func (a *Agent) pushBatches() []*homeBatch {
 // news reads what the home does not have yet: the output past what it
 // acknowledged, and the exit status once the job has ended. It does I/O
 // and takes no lock.
-func (st newsState) news(procs job.Processes) (update, bool) {
-	if st.ackOut < 0 || st.ackErr < 0 {
+func (st NewsState) news(procs job.Processes) (update, bool) {
+	if st.AckOut < 0 || st.AckErr < 0 {
 		// After a restart: ask the home what it has first.
 		return update{OutOff: -1, ErrOff: -1}, true
 	}
 	// Read the status before the output: output written before the exit
 	// is then surely in the files we read next.
-	code, ended := job.ReadStatus(st.dir)
-	if !ended && !procs.Alive(st.pid, st.tix) {
-		if code, ended = job.ReadStatus(st.dir); !ended {
+	code, ended := job.ReadStatus(st.Dir)
+	if !ended && !procs.Alive(st.Pid, st.Tix) {
+		if code, ended = job.ReadStatus(st.Dir); !ended {
 			code, ended = 128+int(syscall.SIGKILL), true // killed before it could write
 		}
 	}
-	out, _ := job.ReadSpool(st.dir, "stdout", st.ackOut, pushChunk)
-	errb, _ := job.ReadSpool(st.dir, "stderr", st.ackErr, pushChunk)
-	u := update{OutOff: st.ackOut, Out: out, ErrOff: st.ackErr, Err: errb}
+	out, _ := job.ReadSpool(st.Dir, "stdout", st.AckOut, pushChunk)
+	errb, _ := job.ReadSpool(st.Dir, "stderr", st.AckErr, pushChunk)
+	u := update{OutOff: st.AckOut, Out: out, ErrOff: st.AckErr, Err: errb}
 	if ended && len(out) < pushChunk && len(errb) < pushChunk {
 		u.Exit = &code
-		u.FinalOut = st.ackOut + int64(len(out))
-		u.FinalErr = st.ackErr + int64(len(errb))
+		u.FinalOut = st.AckOut + int64(len(out))
+		u.FinalErr = st.AckErr + int64(len(errb))
 	}
 	return u, len(out) > 0 || len(errb) > 0 || u.Exit != nil
 }
@@ -132,7 +132,7 @@ func (st newsState) news(procs job.Processes) (update, bool) {
 func (a *Agent) applyAcks(acks map[string]ack) {
 	// gone: the home has no record, killed if alive; dirs: spools of
 	// jobs whose home has everything.
-	gone, dirs := a.jobs.acked(acks)
+	gone, dirs := a.jobs.Acked(acks)
 	if len(dirs) > 0 {
 		a.kickLoad()
 	}
@@ -158,20 +158,20 @@ func (a *Agent) applyAcks(acks map[string]ack) {
 // acknowledged and nothing changes in memory: the node sends it again.
 func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 	got, known, stale := a.takeOutput(ups)
-	t, err := a.jobs.takeNews(ups, got, known, stale, a.cfg.NodeID, time.Now())
+	t, err := a.jobs.TakeNews(ups, got, known, stale, a.cfg.NodeID, time.Now())
 	if err != nil {
 		a.log.Error("job table: updates not taken", "err", err)
 		return nil, errkind.New(peer.ErrUnavailable, "job table of node %s: %v", a.cfg.NodeID, err)
 	}
-	for _, u := range t.refused {
+	for _, u := range t.Refused {
 		a.log.Warn("news of an old copy refused: its node ends it", "job", u.ID, "node", u.Node, "inc", u.Inc)
 	}
-	a.settleEnded(t.done, t.drops, t.acks)
+	a.settleEnded(t.Done, t.Drops, t.Acks)
 	// Recorded once the records are written, and only then.
-	for _, e := range t.events {
+	for _, e := range t.Events {
 		a.event(e)
 	}
-	return t.acks, nil
+	return t.Acks, nil
 }
 
 // takeOutput appends the updates' output to the home spools, without the
@@ -181,7 +181,7 @@ func (a *Agent) takeUpdates(ups []update) (map[string]ack, error) {
 // known), or news of a copy of an older incarnation (stale), gets nothing
 // written; got is each update's sizes of the spool after it.
 func (a *Agent) takeOutput(ups []update) (got [][2]int64, known, stale map[string]bool) {
-	known, stale = a.jobs.known(ups)
+	known, stale = a.jobs.Known(ups)
 	got = make([][2]int64, len(ups))
 	for i, u := range ups {
 		if !known[u.ID] || stale[u.ID] {
@@ -220,7 +220,7 @@ func (a *Agent) settleEnded(done []string, drops map[string]api.Checkpoint, out 
 func (a *Agent) Output(id string, outOff, errOff int64, wait time.Duration) (api.Output, error) {
 	deadline := time.Now().Add(min(wait, maxWait))
 	for {
-		r, ch, ok := a.jobs.homeWait(id)
+		r, ch, ok := a.jobs.HomeWait(id)
 		if !ok {
 			return api.Output{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
 		}
@@ -284,7 +284,7 @@ func (a *Agent) stdinLocal(id string, data []byte, eof bool) (api.StdinResult, e
 	// What the pipe takes now, and no more: a job that does not read its
 	// stdin holds no buffer and no goroutine of the agent's, whatever is
 	// sent to it. The pipe's contents move with the job.
-	n, found, err := a.jobs.writeStdin(id, data, eof)
+	n, found, err := a.jobs.WriteStdin(id, data, eof)
 	switch {
 	case !found:
 		return api.StdinResult{}, errkind.New(peer.ErrNotFound, "job %s takes no stdin here", id)

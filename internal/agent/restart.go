@@ -48,10 +48,10 @@ func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.
 	}
 	// One upload at a time per user: each holds a file on root's disk
 	// until it is checked.
-	if !a.jobs.beginUpload(c.UID) {
+	if !a.jobs.BeginUpload(c.UID) {
 		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restart: uid %d has another restart in progress", c.UID)
 	}
-	defer a.jobs.endUpload(c.UID)
+	defer a.jobs.EndUpload(c.UID)
 	f, err := a.keeper.Take(body, length, newMID())
 	if err != nil {
 		return api.RestartResponse{}, err
@@ -147,7 +147,7 @@ func (a *Agent) reopen(req reopen.Request) (reopen.Consent, error) {
 	if !migrate.ValidMID(req.MID) {
 		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "restart run id %q", req.MID)
 	}
-	if ans, again, err := a.jobs.consentFor(req.ID, req.MID); again || err != nil {
+	if ans, again, err := a.jobs.ConsentFor(req.ID, req.MID); again || err != nil {
 		return ans, err
 	}
 	if h, ok := migrate.JobHome(req.ID); !ok {
@@ -172,7 +172,7 @@ func (a *Agent) reopen(req reopen.Request) (reopen.Consent, error) {
 		return reopen.Consent{}, errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", req.ID)
 	}
 	target := targets[0]
-	id, had, err := a.jobs.restartID(req, a.cfg.NodeID)
+	id, had, err := a.jobs.RestartID(req, a.cfg.NodeID)
 	if err != nil {
 		return reopen.Consent{}, err
 	}
@@ -190,7 +190,7 @@ func (a *Agent) reopen(req reopen.Request) (reopen.Consent, error) {
 		}
 	}
 	now := time.Now()
-	next, ans, err := a.jobs.reopen(req, reopen.Consent{ID: id, Node: target, Home: a.cfg.NodeID, HomeAddr: a.peers.SelfAddr}, fresh, had, now)
+	next, ans, err := a.jobs.Reopen(req, reopen.Consent{ID: id, Node: target, Home: a.cfg.NodeID, HomeAddr: a.peers.SelfAddr}, fresh, had, now)
 	if err != nil {
 		return reopen.Consent{}, err
 	}
@@ -209,7 +209,7 @@ func (a *Agent) restartLost(rec job.Record, lost string) {
 	if a.members.Alive(lost) || a.peers.Answers(lost) {
 		return // it answers again: its copy runs on (the next sweep sees)
 	}
-	if !a.jobs.awaitRestart(rec.ID, lost) {
+	if !a.jobs.AwaitRestart(rec.ID, lost) {
 		return
 	}
 	store := rec.Newest.StoredOn
@@ -223,7 +223,7 @@ func (a *Agent) restartLost(rec job.Record, lost string) {
 		// The store may be this node: the call then runs in process.
 		err = a.peers.CallWithin(migrateTimeout, store, http.MethodPost, peer.CkptRestore, req, nil)
 	}
-	a.jobs.endAwait(rec.ID)
+	a.jobs.EndAwait(rec.ID)
 	if err != nil {
 		a.log.Warn("restart after node loss: not restarted", "job", rec.ID, "err", err)
 		a.markLost(rec.ID, lost)
@@ -233,7 +233,7 @@ func (a *Agent) restartLost(rec job.Record, lost string) {
 // markLost marks job id lost with node, if its record still says it runs
 // there.
 func (a *Agent) markLost(id, node string) {
-	uid, marked, err := a.jobs.markLostOn(id, node, time.Now())
+	uid, marked, err := a.jobs.MarkLostOn(id, node, time.Now())
 	if err != nil {
 		a.log.Error("job table", "err", err)
 	}

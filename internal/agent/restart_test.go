@@ -29,7 +29,7 @@ func TestHomeDecidesARestartByItsRun(t *testing.T) {
 	if _, err := a.reopen(req(runB)); err == nil {
 		t.Fatal("run B consented while run A holds the job")
 	}
-	if err := a.jobs.reopenEnded(reopen.Failed{MID: runA, ID: fzLost, Inc: 1, Error: "x"}, time.Now()); err != nil {
+	if err := a.jobs.ReopenEnded(reopen.Failed{MID: runA, ID: fzLost, Inc: 1, Error: "x"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if r := a.jobs.home[fzLost]; r.State != job.StateLost || r.Inc != 0 {
@@ -38,24 +38,24 @@ func TestHomeDecidesARestartByItsRun(t *testing.T) {
 	if _, err := a.reopen(req(runA)); err == nil {
 		t.Fatal("run A consented again after it ended")
 	}
-	if o := a.jobs.commitRestart(fzLost, runA); o != migrate.Aborted {
+	if o := a.jobs.CommitRestart(fzLost, runA); o != migrate.Aborted {
 		t.Fatalf("commit of the ended run A: %s", o)
 	}
 	if _, err := a.reopen(req(runB)); err != nil {
 		t.Fatalf("consent to run B: %v", err)
 	}
 	for range 2 {
-		if o := a.jobs.commitRestart(fzLost, runB); o != migrate.Committed {
+		if o := a.jobs.CommitRestart(fzLost, runB); o != migrate.Committed {
 			t.Fatalf("commit of run B: %s", o)
 		}
 	}
 	a.jobs.mu.Lock()
 	a.jobs.restarting, a.jobs.endedRuns = map[string]*reopen.Mark{}, reopen.Ended{}
 	a.jobs.mu.Unlock()
-	if o := a.jobs.commitRestart(fzLost, runB); o != migrate.Committed {
+	if o := a.jobs.CommitRestart(fzLost, runB); o != migrate.Committed {
 		t.Fatalf("commit of run B after the home's restart: %s", o)
 	}
-	if o := a.jobs.commitRestart(fzLost, runC); o != migrate.Aborted {
+	if o := a.jobs.CommitRestart(fzLost, runC); o != migrate.Aborted {
 		t.Fatalf("commit of run C, never consented: %s", o)
 	}
 	if _, err := a.reopen(req(runC)); err == nil {
@@ -73,20 +73,20 @@ func TestHomeEndsARunItHearsNothingOf(t *testing.T) {
 	if _, err := a.reopen(restartOfLost(run)); err != nil {
 		t.Fatal(err)
 	}
-	if ended, err := a.jobs.expireRuns(time.Now().Add(reopen.RunLimit / 2)); err != nil || len(ended) != 0 {
+	if ended, err := a.jobs.ExpireRuns(time.Now().Add(reopen.RunLimit / 2)); err != nil || len(ended) != 0 {
 		t.Fatalf("before the limit: ended %v, %v", ended, err)
 	}
-	if r, _ := a.jobs.homeRecord(fzLost); r.State != job.StateRunning || r.Inc != 1 {
+	if r, _ := a.jobs.HomeRecord(fzLost); r.State != job.StateRunning || r.Inc != 1 {
 		t.Fatalf("while the run goes, the record is %s incarnation %d", r.State, r.Inc)
 	}
-	ended, err := a.jobs.expireRuns(time.Now().Add(reopen.RunLimit + time.Second))
+	ended, err := a.jobs.ExpireRuns(time.Now().Add(reopen.RunLimit + time.Second))
 	if err != nil || len(ended) != 1 || ended[0].MID != run {
 		t.Fatalf("past the limit: ended %v, %v; want run %s", ended, err, run)
 	}
-	if r, _ := a.jobs.homeRecord(fzLost); r.State != job.StateLost || r.Inc != 0 {
+	if r, _ := a.jobs.HomeRecord(fzLost); r.State != job.StateLost || r.Inc != 0 {
 		t.Fatalf("after the run was ended, the record is %s incarnation %d, want lost 0 as before", r.State, r.Inc)
 	}
-	if o := a.jobs.commitRestart(fzLost, run); o != migrate.Aborted {
+	if o := a.jobs.CommitRestart(fzLost, run); o != migrate.Aborted {
 		t.Fatalf("commit of the ended run: %s", o)
 	}
 }

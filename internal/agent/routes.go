@@ -296,14 +296,14 @@ func peerCkptRoutes(a *Agent, mux *http.ServeMux) {
 		if !migrate.ValidMID(c.MID) {
 			return nil, errkind.New(peer.ErrBadRequest, "restart run id %q", relay.LimitText(c.MID))
 		}
-		return map[string]string{"outcome": string(a.jobs.commitRestart(c.ID, c.MID))}, nil
+		return map[string]string{"outcome": string(a.jobs.CommitRestart(c.ID, c.MID))}, nil
 	}))
 	mux.HandleFunc("POST "+peer.ReopenDone, jsonCall(func(d reopen.Failed) (struct{}, error) {
 		if !migrate.ValidMID(d.MID) {
 			return struct{}{}, errkind.New(peer.ErrBadRequest, "restart run id %q", relay.LimitText(d.MID))
 		}
 		a.log.Warn("restart failed", "job", relay.LimitText(d.ID), "mid", d.MID, "err", relay.LimitText(d.Error))
-		return struct{}{}, a.jobs.reopenEnded(d, time.Now())
+		return struct{}{}, a.jobs.ReopenEnded(d, time.Now())
 	}))
 	mux.HandleFunc("POST "+peer.Restore, a.serveRestore)
 }
@@ -328,7 +328,7 @@ func (a *Agent) serveRecord(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errkind.New(peer.ErrNotFound, "job %s does not have its home here", id))
 		return
 	}
-	rec, err := a.jobs.homeRecord(id)
+	rec, err := a.jobs.HomeRecord(id)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -55,10 +55,10 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 		return api.RunResponse{}, err
 	}
 	if err := a.startAll(byNode); err != nil {
-		a.jobs.forgetHome(recs)
+		a.jobs.ForgetHome(recs)
 		return api.RunResponse{}, err
 	}
-	if err := a.jobs.markRunning(recs); err != nil {
+	if err := a.jobs.MarkRunning(recs); err != nil {
 		return api.RunResponse{}, err
 	}
 	resp := api.RunResponse{Nodes: targets}
@@ -72,7 +72,7 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 // caller's live jobs and stored output at this home included). Root's runs
 // are bounded too: its jobs cost the same.
 func (a *Agent) checkRunLimits(c Caller, req api.RunRequest) error {
-	live, ended := a.jobs.userJobs(c.UID)
+	live, ended := a.jobs.UserJobs(c.UID)
 	// Only ended jobs' output counts: a live one is bounded by
 	// output_bytes, and stat'ing it is what the disk would feel.
 	var used int64
@@ -134,7 +134,7 @@ func (a *Agent) newHomeRecords(c Caller, req api.RunRequest, spec job.Spec, targ
 	// that needs one of them (reopen) sees it taken; an id a record holds
 	// already (the table's sequence behind its records) is not written
 	// over.
-	id, err := a.jobs.addHome(recs)
+	id, err := a.jobs.AddHome(recs)
 	switch {
 	case err != nil:
 		return nil, nil, err
@@ -304,15 +304,15 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 	for i, p := range procs {
 		stdins[i] = p.Stdin
 	}
-	if err := a.jobs.addLocals(locals, stdins, time.Now()); err != nil {
+	if err := a.jobs.AddLocals(locals, stdins, time.Now()); err != nil {
 		a.log.Error("job table", "err", err)
 	}
-	a.jobs.kickPush() // wake the push loop if it slept with no jobs
+	a.jobs.KickPush() // wake the push loop if it slept with no jobs
 	a.rounds.Kick()
 	for _, p := range procs {
 		go func(p *job.Proc) {
 			_ = p.Wait() // reap; the status file says how it ended
-			a.jobs.kickPush()
+			a.jobs.KickPush()
 			a.rounds.Kick()
 		}(p)
 	}

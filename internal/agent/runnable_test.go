@@ -47,12 +47,12 @@ func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 	p := &threadsProber{tids: map[int]uint64{101: 7, 102: 8, 201: 9, 202: 10, 301: 11, 401: 12}}
 	a.prober = p
 	a.jobs.mu.Lock()
-	a.jobs.local["n1.1"] = &localJob{rec: job.Local{ID: "n1.1", PID: 101, StartTix: 7}}
-	a.jobs.local["n1.2"] = &localJob{rec: job.Local{ID: "n1.2", PID: 201, StartTix: 9}}
-	a.jobs.local["n1.3"] = &localJob{rec: job.Local{ID: "n1.3", PID: 401, StartTix: 5}}
+	a.jobs.local["n1.1"] = &Local{Rec: job.Local{ID: "n1.1", PID: 101, StartTix: 7}}
+	a.jobs.local["n1.2"] = &Local{Rec: job.Local{ID: "n1.2", PID: 201, StartTix: 9}}
+	a.jobs.local["n1.3"] = &Local{Rec: job.Local{ID: "n1.3", PID: 401, StartTix: 5}}
 	var want []int
 	for _, j := range a.jobs.local {
-		want = append(want, j.rec.PID)
+		want = append(want, j.Rec.PID)
 	}
 	a.jobs.mu.Unlock()
 

@@ -72,7 +72,7 @@ type withdrawResponse struct {
 // roam-init processes left out: they only wait for their children, but
 // one just restored or started is runnable until it gets a CPU, which a
 // throttled node gives it only at its next period (probe.Node.Runnable).
-func (a *Agent) runnable() int { return a.prober.Runnable(a.jobs.inits()) }
+func (a *Agent) runnable() int { return a.prober.Runnable(a.jobs.Inits()) }
 
 // move carries out one move of a round: the destination's admission,
 // then the migration; it says whether the job moved.
@@ -81,17 +81,17 @@ func (a *Agent) move(mv sched.Move) bool {
 	if err := a.peers.Call(mv.To, http.MethodPost, peer.MigrateAdmit, mv, &ar); err == nil && ar.Refused != "" {
 		p, _ := a.members.Get(mv.To)
 		a.rounds.Declined(mv, sched.Node{ID: mv.To, Capacity: p.Capacity, Load: ar.Load, MemFreeMB: ar.MemFreeMB, Least: ar.Least}, time.Now())
-		a.event(api.Event{Kind: "declined", Job: mv.Job, UID: a.jobs.owner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
+		a.event(api.Event{Kind: "declined", Job: mv.Job, UID: a.jobs.Owner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
 		return false
 	}
 	m, err := a.migrateOut(migrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why, Lazy: mv.Lazy})
-	e := api.Event{Kind: "migrate", Job: mv.Job, UID: a.jobs.owner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
+	e := api.Event{Kind: "migrate", Job: mv.Job, UID: a.jobs.Owner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
 	if err != nil {
 		a.withdraw(mv)
 		a.rounds.Failed(mv, time.Now())
 		e.Kind, e.Why = "failed", mv.Why+"; failed: "+err.Error()
 		if reason, pinned := migrate.PinReason(err); pinned {
-			a.jobs.setUnmovable(mv.Job, reason)
+			a.jobs.SetUnmovable(mv.Job, reason)
 		}
 	}
 	a.event(e)
@@ -122,39 +122,39 @@ func (a *Agent) snapshot() sched.Snapshot {
 	runnable := a.runnable()
 	s.Self = sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity, Load: float64(runnable) / a.capacity, MemFreeMB: a.prober.MemFreeMB(), Draining: a.draining.Load()}
 	s.Peers = a.members.Peers()
-	refs, here := a.jobs.refs()
+	refs, here := a.jobs.Refs()
 	least := a.rounds.Complete(&s, a.probeJobs(refs), here)
 	a.selfLeast.Store(math.Float64bits(least))
 	return s
 }
 
-// jobRef is what a scheduling round reads of a job running here.
-type jobRef struct {
-	rec             job.Local
-	unmovable       string
-	migrating, done bool
+// JobRef is what a scheduling round reads of a job running here.
+type JobRef struct {
+	Rec             job.Local
+	Unmovable       string
+	Migrating, Done bool
 }
 
 // probeJobs reads /proc and the jobs' cgroups for every job that runs
 // here and is not moving or ending; it takes no lock of the agent's.
-func (a *Agent) probeJobs(refs []jobRef) []rounds.Probed {
+func (a *Agent) probeJobs(refs []JobRef) []rounds.Probed {
 	out := make([]rounds.Probed, 0, len(refs))
 	for _, r := range refs {
-		if r.migrating || r.done || !a.procs.Alive(r.rec.PID, r.rec.StartTix) {
+		if r.Migrating || r.Done || !a.procs.Alive(r.Rec.PID, r.Rec.StartTix) {
 			continue
 		}
-		if _, ended := job.ReadStatus(r.rec.Dir); ended {
+		if _, ended := job.ReadStatus(r.Rec.Dir); ended {
 			continue
 		}
-		run, sys, rss := a.procs.Activity(r.rec.PID)
-		j := sched.Job{ID: r.rec.ID, Started: r.rec.Started, LastMoved: r.rec.LastMoved, Moves: r.rec.Moves, RSSMB: rss, Runnable: run,
-			Attained: a.attained(r.rec)}
+		run, sys, rss := a.procs.Activity(r.Rec.PID)
+		j := sched.Job{ID: r.Rec.ID, Started: r.Rec.Started, LastMoved: r.Rec.LastMoved, Moves: r.Rec.Moves, RSSMB: rss, Runnable: run,
+			Attained: a.attained(r.Rec)}
 		switch {
-		case r.rec.Hold == migrate.HoldPin:
+		case r.Rec.Hold == migrate.HoldPin:
 			j.Held = "pinned (run --pin)"
-		case r.unmovable != "":
-			j.Held = r.unmovable // a drain does not try it again either
-		case r.rec.Hold == migrate.HoldManual:
+		case r.Unmovable != "":
+			j.Held = r.Unmovable // a drain does not try it again either
+		case r.Rec.Hold == migrate.HoldManual:
 			j.Held, j.Manual = "placed by hand", true
 		}
 		out = append(out, rounds.Probed{Job: j, Runnable: run, Syscalls: sys})
@@ -185,7 +185,7 @@ func (a *Agent) cpuHere(id string, pid int) float64 {
 
 // releaseHold hands a job placed by hand back to the policies.
 func (a *Agent) releaseHold(id string) error {
-	found, err := a.jobs.releaseHold(id)
+	found, err := a.jobs.ReleaseHold(id)
 	if !found {
 		return errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
 	}
