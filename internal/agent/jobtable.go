@@ -27,7 +27,7 @@ type Table struct {
 	// under mu (doc.go's order: jobs.mu, then a spool's lock).
 	spools *spool.Spools
 	home   map[string]*job.Record   // jobs whose home is this node
-	local  map[string]*Local     // jobs running on this node
+	local  map[string]*Local        // jobs running on this node
 	wake   map[string]chan struct{} // closed when a home job gets news
 	heard  map[string]time.Time     // node -> its last update to this home
 	kick   chan struct{}

@@ -26,8 +26,8 @@ type outMig struct {
 	a   *Agent
 	m   *migrate.Source
 	req migrateOutRequest
-	lj  *Local // nil when recovered after a restart
-	ck  *ckptRun  // a checkpoint's (ckpt_source.go), nil for a migration
+	lj  *Local   // nil when recovered after a restart
+	ck  *ckptRun // a checkpoint's (ckpt_source.go), nil for a migration
 	// what the driver learned on the way
 	addr  string
 	files []migrate.OpenFile

@@ -195,7 +195,9 @@ func TestStreamByScope(t *testing.T) {
 	f.events = append(f.events, api.Event{At: time.Now(), Kind: "place", Job: "1.5", UID: u32(70001), To: "3", Why: "least loaded"})
 	f.mu.Unlock()
 	alice.waitFor(t, "event", func(d string) bool { return strings.Contains(d, `"job":"1.5"`) && strings.Contains(d, "least loaded") })
-	anon.waitFor(t, "event", func(d string) bool { return strings.Contains(d, `"kind":"place"`) && !strings.Contains(d, `"job":"1.5"`) })
+	anon.waitFor(t, "event", func(d string) bool {
+		return strings.Contains(d, `"kind":"place"`) && !strings.Contains(d, `"job":"1.5"`)
+	})
 	for _, m := range alice.seen {
 		if m.name == "event" && strings.Contains(m.data, `"from":"3"`) {
 			t.Errorf("an hour-old migration told as news: %s", m.data)
