@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"roam/internal/agent/config"
+	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/limits"
 	"roam/internal/agent/members"
@@ -60,7 +61,7 @@ type Agent struct {
 	ml *memberlist.Memberlist
 
 	store *job.Store
-	jobs  *Table
+	jobs  *jobtable.Table
 	// spools: the home jobs' output; keeper: the checkpoint files held.
 	spools *spool.Spools
 	keeper *keeper.Keeper

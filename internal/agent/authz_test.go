@@ -555,9 +555,9 @@ func (x *authzEnv) startJobs() {
 		x.t.Cleanup(func() { r.Close(); w.Close() })
 		j.stdin = r
 		a := x.c.nodes[on].a
-		a.jobs.mu.Lock()
-		a.jobs.local[j.id].Stdin = w
-		a.jobs.mu.Unlock()
+		a.jobs.Mu.Lock()
+		a.jobs.LocalJobs[j.id].Stdin = w
+		a.jobs.Mu.Unlock()
 
 		// The event a policy's failed move of the job records
 		// (schedule.go): the destination's refusal names the open file

@@ -10,6 +10,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"roam/internal/agent/jobtable"
 	"roam/internal/job"
 )
 
@@ -109,10 +110,10 @@ func TestAgentsAckOnlyWhatIsDurable(t *testing.T) {
 		}
 		c.say(1, id, "last words")
 		c.endJob(1, id)
-		time.Sleep(3 * aliveEvery)
-		n2.a.jobs.mu.Lock()
-		lj := n2.a.jobs.local[id]
-		n2.a.jobs.mu.Unlock()
+		time.Sleep(3 * jobtable.AliveEvery)
+		n2.a.jobs.Mu.Lock()
+		lj := n2.a.jobs.LocalJobs[id]
+		n2.a.jobs.Mu.Unlock()
 		if lj == nil {
 			t.Fatal("the node forgot the job on an acknowledgement the home could not keep")
 		}

@@ -226,10 +226,10 @@ func TestAgentsRefuseACheckpointOfTasksTheOwnerCannotRead(t *testing.T) {
 		}
 		// roam-init, the job's first process, makes itself non-dumpable:
 		// not a refusal.
-		a.jobs.mu.Lock()
+		a.jobs.Mu.Lock()
 		initAs := noDump
-		initAs.PID = a.jobs.local[id].Rec.PID
-		a.jobs.mu.Unlock()
+		initAs.PID = a.jobs.LocalJobs[id].Rec.PID
+		a.jobs.Mu.Unlock()
 		for _, as := range []proctext.Creds{mine, initAs} {
 			n1.mu.Lock()
 			n1.frozenAs = &as

@@ -7,7 +7,7 @@ import "roam/internal/lockorder"
 // exports its lock or runs a caller's function under it.
 //
 //	owner                  state                                    package / files
-//	job table (jobs)       home and local records, their bbolt      jobtable*.go, jobs_migr.go
+//	job table              home and local records, their bbolt      jobtable
 //	                       writes, claims, restarts' marks
 //	migrations in flight   coming migrations, where jobs went,      moves
 //	                       page sinks, lazy dumps, checks' findings
@@ -74,9 +74,4 @@ const (
 func (a *Agent) initLocks() {
 	a.drainMu.Init(rankDrain, "drainMu")
 	a.metaMu.Init(rankMeta, "metaMu")
-}
-
-// initLocks gives the job table's locks their ranks.
-func (j *Table) initLocks() {
-	j.mu.Init(rankJobs, "jobs.mu")
 }

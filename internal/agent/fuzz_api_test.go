@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"roam/internal/agent/httpx"
+	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/reopen"
 	"roam/internal/api"
@@ -137,7 +138,7 @@ func FuzzPeerControl(f *testing.F) {
 		a := pool.get(t)
 		path := fzControlRoutes[int(route)%len(fzControlRoutes)]
 		home := map[string]job.Record{}
-		for id, r := range a.jobs.home {
+		for id, r := range a.jobs.HomeRecs {
 			home[id] = *r
 		}
 		var w *httptest.ResponseRecorder
@@ -151,7 +152,7 @@ func FuzzPeerControl(f *testing.F) {
 				t.Fatalf("purge of %q answered %d", body, w.Code)
 			}
 			for id, r := range home {
-				if _, kept := a.jobs.home[id]; !kept && (!ok || !r.Over() || !req.All && r.UID != req.UID) {
+				if _, kept := a.jobs.HomeRecs[id]; !kept && (!ok || !r.Over() || !req.All && r.UID != req.UID) {
 					t.Fatalf("purge %q removed job %s (uid %d, %s)", body, id, r.UID, r.State)
 				}
 			}
@@ -164,7 +165,7 @@ func FuzzPeerControl(f *testing.F) {
 				t.Fatalf("migrate/out %q: a migration runs on after its answer", body)
 			}
 			for _, id := range []string{fzLocal, fzPinned} {
-				lj := a.jobs.local[id]
+				lj := a.jobs.LocalJobs[id]
 				if lj == nil || lj.Migrating {
 					t.Fatalf("migrate/out %q: job %s no longer runs here as before (%+v)", body, id, lj)
 				}
@@ -220,12 +221,12 @@ func FuzzPeerControl(f *testing.F) {
 func fzQuiet(t *testing.T, a *fzAgent) bool {
 	t.Helper()
 	for range 500 {
-		a.jobs.mu.Lock()
+		a.jobs.Mu.Lock()
 		busy := false
-		for _, lj := range a.jobs.local {
+		for _, lj := range a.jobs.LocalJobs {
 			busy = busy || lj.Migrating
 		}
-		a.jobs.mu.Unlock()
+		a.jobs.Mu.Unlock()
 		if !busy {
 			return true
 		}
@@ -380,12 +381,12 @@ func FuzzAPI(f *testing.F) {
 	var cur *fzAgent
 	f.Fuzz(func(t *testing.T, route, who uint8, id string, seal bool, body []byte) {
 		a := pool.get(t)
-		a.jobs.mu.Lock()
-		a.jobs.home[fzOwn] = &job.Record{ID: fzOwn, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/",
+		a.jobs.Mu.Lock()
+		a.jobs.HomeRecs[fzOwn] = &job.Record{ID: fzOwn, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/",
 			Home: fzSelf, Node: fzSelf, State: job.StateRunning, Started: fzStarted, Group: fzOwn}
-		a.jobs.local[fzOwn] = &Local{Rec: job.Local{ID: fzOwn, Home: fzSelf, HomeAddr: a.peers.SelfAddr, UID: 1000, GID: 1000,
+		a.jobs.LocalJobs[fzOwn] = &jobtable.Local{Rec: job.Local{ID: fzOwn, Home: fzSelf, HomeAddr: a.peers.SelfAddr, UID: 1000, GID: 1000,
 			PID: fzOwnPID, StartTix: fzTix, Dir: a.node.SpoolDir(fzOwn), Started: fzStarted}}
-		a.jobs.mu.Unlock()
+		a.jobs.Mu.Unlock()
 		if cur != a {
 			// The pool made a new agent: the socket's routes are its own.
 			mux = http.NewServeMux()
@@ -401,7 +402,7 @@ func FuzzAPI(f *testing.F) {
 			body = fzSeal(a.Agent, body)
 		}
 		others := map[string]job.Record{}
-		for jid, r := range a.jobs.home {
+		for jid, r := range a.jobs.HomeRecs {
 			if r.UID != c.UID {
 				others[jid] = *r
 			}
@@ -441,7 +442,7 @@ func FuzzAPI(f *testing.F) {
 		// A restore runs as the job of the checkpoint's owner, whoever
 		// asked: never under another user's record.
 		for _, s := range a.node.restores {
-			if r := a.jobs.home[s.ID]; hdrErr != nil || r != nil && r.UID != hdr.UID {
+			if r := a.jobs.HomeRecs[s.ID]; hdrErr != nil || r != nil && r.UID != hdr.UID {
 				t.Fatalf("restart by uid %d restored job %s of uid %d under a record of uid %v (%v)", c.UID, s.ID, hdr.UID, r, hdrErr)
 			}
 		}
@@ -476,7 +477,7 @@ func FuzzAPI(f *testing.F) {
 			t.Fatalf("%s by uid %d of job %s (uid %d) answered 200: %s", path, c.UID, named, r.UID, w.Body)
 		}
 		for jid, r := range others {
-			if now := a.jobs.home[jid]; now == nil || !reflect.DeepEqual(*now, r) {
+			if now := a.jobs.HomeRecs[jid]; now == nil || !reflect.DeepEqual(*now, r) {
 				t.Fatalf("%s by uid %d changed job %s of uid %d: %+v", path, c.UID, jid, r.UID, now)
 			}
 		}
@@ -519,7 +520,7 @@ func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newFzAgent(t, st)
-	before := *a.jobs.home[fzOver]
+	before := *a.jobs.HomeRecs[fzOver]
 	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Node: "n3",
 		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Started: time.Date(2025, 5, 5, 0, 0, 0, 0, time.UTC)}}
 	// fzHome's id, but not fzHome (another start time): a new id.
@@ -527,12 +528,12 @@ func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "another job's") {
 		t.Fatalf("restart into a taken id: %v, want a refusal naming it", err)
 	}
-	if now := *a.jobs.home[fzOver]; !reflect.DeepEqual(now, before) {
+	if now := *a.jobs.HomeRecs[fzOver]; !reflect.DeepEqual(now, before) {
 		t.Fatalf("job %s changed: %+v, was %+v", fzOver, now, before)
 	}
 	// The refused id is used up: the next restart gets a new one.
 	ans, err := a.reopen(reopen.Request{MID: "00000000000000b2", ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
-	if err != nil || ans.ID == fzOver || ans.ID == fzHome || a.jobs.home[ans.ID] == nil || a.jobs.home[ans.ID].UID != 1000 {
+	if err != nil || ans.ID == fzOver || ans.ID == fzHome || a.jobs.HomeRecs[ans.ID] == nil || a.jobs.HomeRecs[ans.ID].UID != 1000 {
 		t.Fatalf("restart with the sequence past the records: %+v, %v", ans, err)
 	}
 }
@@ -549,12 +550,12 @@ func TestRunDoesNotTakeAnotherJobsID(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	a := newFzAgent(t, st) // holds n2.1 to n2.3 in memory; the sequence is at 0
-	before := *a.jobs.home[fzHome]
+	before := *a.jobs.HomeRecs[fzHome]
 	_, err = a.Run(fzCallers[1], api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 2})
 	if err == nil || !strings.Contains(err.Error(), "another job's") {
 		t.Fatalf("run into a taken id: %v, want a refusal naming it", err)
 	}
-	if now := *a.jobs.home[fzHome]; !reflect.DeepEqual(now, before) {
+	if now := *a.jobs.HomeRecs[fzHome]; !reflect.DeepEqual(now, before) {
 		t.Fatalf("job %s changed: %+v, was %+v", fzHome, now, before)
 	}
 	if len(a.node.started) > 0 {

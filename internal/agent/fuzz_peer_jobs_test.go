@@ -107,7 +107,7 @@ func FuzzPeerUpdates(f *testing.F) {
 				t.Fatalf("no ack for %q", u.ID)
 			case k.Out < 0 || k.Err < 0:
 				t.Fatalf("ack %+v for %q", k, u.ID)
-			case k.Gone && (a.jobs.home[u.ID] != nil || !strings.HasPrefix(u.ID, fzSelf+".")):
+			case k.Gone && (a.jobs.HomeRecs[u.ID] != nil || !strings.HasPrefix(u.ID, fzSelf+".")):
 				t.Fatalf("%q said gone", u.ID)
 			}
 			if u.Exit != nil {
@@ -117,7 +117,7 @@ func FuzzPeerUpdates(f *testing.F) {
 				sent = append(sent, u.Out)
 			}
 		}
-		for id, r := range a.jobs.home {
+		for id, r := range a.jobs.HomeRecs {
 			if r.State == job.StateFinished && id != fzOver && !exits[id] {
 				t.Fatalf("job %s finished without an exit in its news", id)
 			}
@@ -189,14 +189,14 @@ func FuzzPeerNote(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a := pool.get(t)
 		before := map[string]job.Record{}
-		for id, r := range a.jobs.home {
+		for id, r := range a.jobs.HomeRecs {
 			before[id] = *r
 		}
 		w := a.call(http.MethodPost, "/v1/peer/note", body)
 		fzStatus(t, w, "note")
 		var n relay.Note
 		fzDecode(body, &n)
-		for id, r := range a.jobs.home {
+		for id, r := range a.jobs.HomeRecs {
 			b := before[id]
 			switch {
 			case id != n.ID && !reflect.DeepEqual(*r, b):

@@ -230,7 +230,7 @@ func FuzzPeerQuery(f *testing.F) {
 		if r.param == "mid" && r.path != "/v1/peer/migrate/sink" && !migrate.ValidMID(value) && w.Code != http.StatusBadRequest {
 			t.Fatalf("%s?mid=%q answered %d", r.path, value, w.Code)
 		}
-		for id, lj := range a.jobs.local {
+		for id, lj := range a.jobs.LocalJobs {
 			want := map[string]migrate.Hold{fzLocal: migrate.HoldManual, fzPinned: migrate.HoldPin}[id]
 			if r.path == "/v1/peer/hold" && id == fzLocal && value == fzLocal {
 				want = migrate.HoldNone

@@ -37,7 +37,7 @@ func FuzzPeerRestart(f *testing.F) {
 		path := fzRestartRoutes[int(route)%len(fzRestartRoutes)]
 		a := pool.get(t)
 		running := map[string]job.Record{}
-		for id, r := range a.jobs.home {
+		for id, r := range a.jobs.HomeRecs {
 			if r.State == job.StateRunning || r.State == job.StateStarting {
 				running[id] = *r
 			}
@@ -51,7 +51,7 @@ func FuzzPeerRestart(f *testing.F) {
 			return
 		}
 		for id, b := range running {
-			r := a.jobs.home[id]
+			r := a.jobs.HomeRecs[id]
 			if r != nil && r.Inc != b.Inc && (req.Lost == "" || req.Lost != b.Node) {
 				t.Fatalf("job %s, running on %s, consented a restart (%+v) with lost %q", id, b.Node, r.Restarts, req.Lost)
 			}

@@ -34,9 +34,9 @@ import (
 	"time"
 
 	"roam/internal/agent/config"
+	"roam/internal/agent/jobtable"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
-	"roam/internal/agent/reopen"
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/spool"
 	"roam/internal/ckpt"
@@ -433,19 +433,12 @@ func (a *fzAgent) reset(t *testing.T) {
 	// pruneMigrations), and a table put in its place would have it unlock
 	// a mutex it never locked.
 	if a.jobs == nil {
-		a.jobs = &Table{kick: make(chan struct{}, 1)}
-		a.jobs.initLocks()
+		a.jobs = jobtable.New(a.store, a.spools, rankJobs)
 	}
+	a.jobs.Reset(a.store, a.spools)
 	j := a.jobs
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.store, j.spools = a.store, a.spools
-	j.home, j.local, j.wake, j.heard = map[string]*job.Record{}, map[string]*Local{}, map[string]chan struct{}{}, map[string]time.Time{}
-	select {
-	case <-j.kick:
-	default:
-	}
-	j.restarting, j.uploading, j.endedRuns = map[string]*reopen.Mark{}, nil, reopen.Ended{}
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	a.migr.Clear()
 	code := 0
 	for _, r := range []job.Record{
@@ -455,13 +448,13 @@ func (a *fzAgent) reset(t *testing.T) {
 		{ID: fzLost, UID: 1000, Home: fzSelf, Node: "n4", State: job.StateLost, Started: fzStarted, LostAt: fzStarted.Add(time.Hour), Group: fzLost},
 		{ID: fzOver, UID: 0, Home: fzSelf, Node: "n3", State: job.StateFinished, ExitCode: &code, Started: fzStarted, Ended: fzStarted.Add(time.Minute), Group: fzOver},
 	} {
-		a.jobs.home[r.ID] = &r
+		a.jobs.HomeRecs[r.ID] = &r
 	}
 	for _, l := range []job.Local{
 		{ID: fzLocal, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID, StartTix: fzTix, Dir: n.SpoolDir(fzLocal), Started: fzStarted, Hold: migrate.HoldManual},
 		{ID: fzPinned, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID + 1, StartTix: fzTix, Dir: n.SpoolDir(fzPinned), Started: fzStarted, Hold: migrate.HoldPin},
 	} {
-		a.jobs.local[l.ID] = &Local{Rec: l}
+		a.jobs.LocalJobs[l.ID] = &jobtable.Local{Rec: l}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"roam/internal/agent/jobtable"
 	"roam/internal/agent/loss"
 	"roam/internal/api"
 	"roam/internal/job"
@@ -20,9 +21,9 @@ import (
 // homeRec is job id's record at its home (a zero record when it has none).
 func (c *cluster) homeRec(id string) job.Record {
 	h := c.nodes[nodeIndex(id)].a
-	h.jobs.mu.Lock()
-	defer h.jobs.mu.Unlock()
-	if r := h.jobs.home[id]; r != nil {
+	h.jobs.Mu.Lock()
+	defer h.jobs.Mu.Unlock()
+	if r := h.jobs.HomeRecs[id]; r != nil {
 		return *r
 	}
 	return job.Record{}
@@ -132,9 +133,9 @@ func TestAgentsJobsLostAndBack(t *testing.T) {
 		// They end there; each exit status arrives once.
 		for _, id := range ids {
 			c.say(1, id, id+" after")
-			n2.a.jobs.mu.Lock()
-			pid := n2.a.jobs.local[id].Rec.PID
-			n2.a.jobs.mu.Unlock()
+			n2.a.jobs.Mu.Lock()
+			pid := n2.a.jobs.LocalJobs[id].Rec.PID
+			n2.a.jobs.Mu.Unlock()
 			if err := n2.fn.Signal(pid, syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
@@ -185,12 +186,12 @@ func TestAgentsEndJobsTheirHomeForgot(t *testing.T) {
 		start := time.Now()
 		c.waitFor("the orphan ended", time.Minute, func() bool {
 			run, _ := c.world.copies(id)
-			n2.jobs.mu.Lock()
-			defer n2.jobs.mu.Unlock()
-			return len(run) == 0 && n2.jobs.local[id] == nil
+			n2.jobs.Mu.Lock()
+			defer n2.jobs.Mu.Unlock()
+			return len(run) == 0 && n2.jobs.LocalJobs[id] == nil
 		})
-		if d := time.Since(start); d > aliveEvery+time.Second {
-			t.Fatalf("the orphan ran %v, past the heartbeat (%v)", d, aliveEvery)
+		if d := time.Since(start); d > jobtable.AliveEvery+time.Second {
+			t.Fatalf("the orphan ran %v, past the heartbeat (%v)", d, jobtable.AliveEvery)
 		}
 	})
 }
@@ -210,8 +211,8 @@ func TestAgentsHomeBackAfterNodeDied(t *testing.T) {
 		c.start(0)
 		back := time.Now()
 		c.waitFor("the job lost", 2*time.Minute, func() bool { return c.homeRec(id).State == job.StateLost })
-		if d := time.Since(back); d > loss.Grace+aliveEvery+time.Second {
-			t.Fatalf("lost %v after the home came back, past %v", d, loss.Grace+aliveEvery)
+		if d := time.Since(back); d > loss.Grace+jobtable.AliveEvery+time.Second {
+			t.Fatalf("lost %v after the home came back, past %v", d, loss.Grace+jobtable.AliveEvery)
 		}
 		if r := c.homeRec(id); r.Node != "n2" {
 			t.Fatalf("lost on %q", r.Node)
@@ -252,7 +253,7 @@ func TestAgentsNodeDeadInGossipButPushing(t *testing.T) {
 		}
 		(*events)(home).NotifyLeave(n2)
 		// Eight sweeps with membership saying dead and n2 pushing.
-		time.Sleep(8 * aliveEvery)
+		time.Sleep(8 * jobtable.AliveEvery)
 		stillDead := !home.members.Alive("n2")
 		if !stillDead {
 			t.Fatal("membership took n2 for alive again; the test shows nothing")
@@ -299,10 +300,10 @@ func TestAgentsStaleNewsDoesNotMoveAJob(t *testing.T) {
 			r := c.homeRec(id)
 			return r.Node == "n3" && r.Migrations == 1
 		})
-		home.jobs.mu.Lock()
-		rec := home.jobs.home[id]
+		home.jobs.Mu.Lock()
+		rec := home.jobs.HomeRecs[id]
 		rec.State, rec.LostAt = job.StateLost, time.Now()
-		home.jobs.mu.Unlock()
+		home.jobs.Mu.Unlock()
 
 		moves := func(n int) *int { return &n }
 		stale := update{ID: id, Node: "n2", OutOff: 0, ErrOff: 0, Moves: moves(0)}
@@ -321,9 +322,9 @@ func TestAgentsStaleNewsDoesNotMoveAJob(t *testing.T) {
 		}
 		// A move the home has no note of: the copy's news says where,
 		// and brings back a job lost meanwhile.
-		home.jobs.mu.Lock()
+		home.jobs.Mu.Lock()
 		rec.State, rec.LostAt = job.StateLost, time.Now()
-		home.jobs.mu.Unlock()
+		home.jobs.Mu.Unlock()
 		newer := update{ID: id, Node: "n1", OutOff: 0, ErrOff: 0, Moves: moves(2)}
 		if _, err := home.takeUpdates([]update{newer}); err != nil {
 			t.Fatal(err)

@@ -89,9 +89,9 @@ func TestAgentsRestartTheJobsOfADeadNode(t *testing.T) {
 		c.waitFor("the old copies ended", 2*time.Minute, func() bool {
 			for _, id := range ids {
 				run, _ := c.world.copies(id)
-				n2.a.jobs.mu.Lock()
-				_, still := n2.a.jobs.local[id]
-				n2.a.jobs.mu.Unlock()
+				n2.a.jobs.Mu.Lock()
+				_, still := n2.a.jobs.LocalJobs[id]
+				n2.a.jobs.Mu.Unlock()
 				if len(run) != 1 || run[0] == "n2" || still {
 					return false
 				}

@@ -249,10 +249,10 @@ func (c *cluster) settled(ids []string) (bool, string) {
 			return false, fmt.Sprintf("job %s runs on %s, its home's record says %q", id, run[0], node)
 		}
 		for _, h := range c.nodes {
-			h.a.jobs.mu.Lock()
-			lj := h.a.jobs.local[id]
+			h.a.jobs.Mu.Lock()
+			lj := h.a.jobs.LocalJobs[id]
 			busy := len(h.a.migr.Arrivals())
-			h.a.jobs.mu.Unlock()
+			h.a.jobs.Mu.Unlock()
 			if (lj != nil) != (h.name == run[0]) {
 				return false, fmt.Sprintf("job %s runs on %s; node %s has it as a local job: %v", id, run[0], h.name, lj != nil)
 			}
@@ -780,9 +780,9 @@ func TestAgentsDoNotMoveForADip(t *testing.T) {
 		c.run(1, 2, "n2")
 		time.Sleep(15 * time.Second)
 		h := c.nodes[2]
-		h.a.jobs.mu.Lock()
-		pid := h.a.jobs.local[lone].Rec.PID
-		h.a.jobs.mu.Unlock()
+		h.a.jobs.Mu.Lock()
+		pid := h.a.jobs.LocalJobs[lone].Rec.PID
+		h.a.jobs.Mu.Unlock()
 		start := time.Now()
 		time.Sleep(5 * time.Millisecond)
 		if err := h.fn.Signal(pid, syscall.SIGSTOP); err != nil {

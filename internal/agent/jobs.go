@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"roam/internal/agent/jobtable"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/spool"
 	"roam/internal/api"
@@ -34,11 +35,9 @@ const (
 	maxWait = 10 * time.Second
 	// psTimeout bounds the wait for one node's part of `roam ps`.
 	psTimeout = 3 * time.Second
-	// startBatch and pushBatch bound the JSON of one start request's
-	// specs and the output bytes of one push (4/3 as many once JSON's
-	// base64 has them), below the maxBody a peer reads.
+	// startBatch bounds the JSON of one start request's specs, below the
+	// maxBody a peer reads (jobtable.PushBatch does so for a push).
 	startBatch = maxBody / 2
-	pushBatch  = maxBody / 2
 )
 
 // openJobs opens the job table and reloads what an earlier run left.
@@ -49,7 +48,7 @@ func (a *Agent) openJobs() error {
 	}
 	a.store = st
 	a.spools = spool.New(filepath.Join(a.cfg.StateDir, "home"), rankSpool)
-	a.jobs = newJobs(st, a.spools)
+	a.jobs = jobtable.New(st, a.spools, rankJobs)
 	// One bad value (a disk error, a bug of an older roam) must not keep
 	// the agent, and every other job, from starting.
 	bad, err := st.SetAsideCorrupt()

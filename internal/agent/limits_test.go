@@ -50,9 +50,9 @@ func TestAgentsRefuseARunPastTheLimits(t *testing.T) {
 			t.Logf("refused: %v", err)
 		}
 		h1 := heap()
-		home.jobs.mu.Lock()
-		n := len(home.jobs.home)
-		home.jobs.mu.Unlock()
+		home.jobs.Mu.Lock()
+		n := len(home.jobs.HomeRecs)
+		home.jobs.Mu.Unlock()
 		if n != 0 {
 			t.Fatalf("%d job records made", n)
 		}
@@ -222,13 +222,13 @@ func TestAgentsPurge(t *testing.T) {
 func (c *cluster) endJob(i int, id string) {
 	c.t.Helper()
 	a := c.nodes[i].a
-	a.jobs.mu.Lock()
-	lj := a.jobs.local[id]
+	a.jobs.Mu.Lock()
+	lj := a.jobs.LocalJobs[id]
 	var pid int
 	if lj != nil {
 		pid = lj.Rec.PID
 	}
-	a.jobs.mu.Unlock()
+	a.jobs.Mu.Unlock()
 	if lj == nil {
 		c.t.Fatalf("%s does not run on %s", id, c.nodes[i].name)
 	}

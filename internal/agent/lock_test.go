@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"roam/internal/agent/jobtable"
 	"runtime"
 	"strings"
 	"syscall"
@@ -35,10 +36,10 @@ func TestSpoolIOOutsideTheJobLock(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		if !a.jobs.mu.TryLock() {
+		if !a.jobs.Mu.TryLock() {
 			t.Fatalf("%s: the job lock is held while a spool file blocks", what)
 		}
-		a.jobs.mu.Unlock()
+		a.jobs.Mu.Unlock()
 		select {
 		case <-done:
 			t.Fatalf("%s: returned although its spool file blocks", what)
@@ -91,11 +92,11 @@ func TestSpoolIOOutsideTheJobLock(t *testing.T) {
 		if err := syscall.Mkfifo(status, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		a.jobs.mu.Lock()
-		a.jobs.local[fzLocal].AckOut, a.jobs.local[fzLocal].AckErr = 0, 0
-		a.jobs.mu.Unlock()
+		a.jobs.Mu.Lock()
+		a.jobs.LocalJobs[fzLocal].AckOut, a.jobs.LocalJobs[fzLocal].AckErr = 0, 0
+		a.jobs.Mu.Unlock()
 		done := make(chan struct{})
-		var batches []*HomeBatch
+		var batches []*jobtable.HomeBatch
 		go func() {
 			defer close(done)
 			batches = a.pushBatches()

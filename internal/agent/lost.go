@@ -10,28 +10,23 @@ package agent
 //
 // A node that was cut off, not crashed, still runs its jobs and keeps
 // their output in its spool. Once it can reach the home again its next
-// update (output, an exit, or the heartbeat every aliveEvery) brings the
+// update (output, an exit, or the heartbeat every jobtable.AliveEvery) brings the
 // job back: running again on that node, its output appended from the
 // offset the home has, its exit status taken once.
 
 import (
 	"time"
 
+	"roam/internal/agent/jobtable"
 	"roam/internal/agent/loss"
 	"roam/internal/agent/reopen"
 	"roam/internal/api"
 	"roam/internal/job"
 )
 
-// aliveEvery is how often a node tells a job's home that the job still
-// runs there when it has nothing else to say. It is what brings a lost
-// job back without output, and what tells a node that a job's home has
-// forgotten it (a half-started run), so that it ends it.
-const aliveEvery = 5 * time.Second
-
 // sweepLost marks lost every job of this home recorded as running on a
 // node loss.Dead takes for dead. It runs when a member leaves and every
-// aliveEvery, so a record that turned running on a node already dead (a
+// jobtable.AliveEvery, so a record that turned running on a node already dead (a
 // slow start answered, a late migration note) is caught too.
 func (a *Agent) sweepLost() {
 	now := time.Now()
@@ -66,12 +61,12 @@ func (a *Agent) sweepLost() {
 	}
 }
 
-// lostLoop sweeps every aliveEvery, and at once when a member leaves;
+// lostLoop sweeps every jobtable.AliveEvery, and at once when a member leaves;
 // it also tidies the job cgroups and, every expireEvery, removes the ended
 // jobs past their keep.
 func (a *Agent) lostLoop() {
 	defer a.wg.Done()
-	t := time.NewTicker(aliveEvery)
+	t := time.NewTicker(jobtable.AliveEvery)
 	defer t.Stop()
 	var expired time.Time
 	for {

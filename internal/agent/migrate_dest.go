@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"roam/internal/agent/jobtable"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/reopen"
 	"roam/internal/api"
@@ -374,7 +375,7 @@ func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
 		g := in.rst.Grant
 		l.ID, l.Home, l.HomeAddr, l.Moves, l.Inc, ackOut, ackErr = r.Job, g.Home, g.HomeAddr, g.Moves, g.Inc, -1, -1
 	}
-	a.jobs.Adopt(&Local{Rec: l, Stdin: in.stdin, AckOut: ackOut, AckErr: ackErr, ArrivedAt: time.Now()}, a.migr)
+	a.jobs.Adopt(&jobtable.Local{Rec: l, Stdin: in.stdin, AckOut: ackOut, AckErr: ackErr, ArrivedAt: time.Now()}, a.migr)
 	in.stdin = nil
 	a.rounds.Arrived(l.ID)
 	// Durable before the job runs: an agent that restarts finds the job

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"roam/internal/agent/jobtable"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
 	"roam/internal/api"
@@ -26,8 +27,8 @@ type outMig struct {
 	a   *Agent
 	m   *migrate.Source
 	req migrateOutRequest
-	lj  *Local   // nil when recovered after a restart
-	ck  *ckptRun // a checkpoint's (ckpt_source.go), nil for a migration
+	lj  *jobtable.Local // nil when recovered after a restart
+	ck  *ckptRun        // a checkpoint's (ckpt_source.go), nil for a migration
 	// what the driver learned on the way
 	addr  string
 	files []migrate.OpenFile
@@ -83,7 +84,7 @@ func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
 // meanwhile. The claim is taken first and given back when the job turns
 // out not to run: /proc and its status file are read without the job
 // lock.
-func (a *Agent) claimForMigration(id string) (*Local, error) {
+func (a *Agent) claimForMigration(id string) (*jobtable.Local, error) {
 	lj, rec, busy := a.jobs.Claim(id)
 	var err error
 	switch {

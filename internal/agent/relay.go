@@ -13,14 +13,13 @@ import (
 	"syscall"
 	"time"
 
+	"roam/internal/agent/jobtable"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
 	"roam/internal/agent/spool"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
-
-	"golang.org/x/sys/unix"
 )
 
 // update and ack are the relay's wire types (package relay).
@@ -71,19 +70,12 @@ func (a *Agent) pushOnce() {
 	}
 }
 
-// HomeBatch is news for one home node, sent in one request.
-type HomeBatch struct {
-	Home, Addr string
-	Ups        []update
-	Size       int // bytes of output in ups
-}
-
 // pushBatches collects every job's news by home node, in batches of no
-// more than pushBatch bytes of output (one job's news may be more). The
+// more than jobtable.PushBatch bytes of output (one job's news may be more). The
 // job lock is held only to copy what each job's news needs and to note
 // what was sent: the spools and /proc are read without it, so that a
 // slow disk or thousands of jobs do not stop every request of the node.
-func (a *Agent) pushBatches() []*HomeBatch {
+func (a *Agent) pushBatches() []*jobtable.HomeBatch {
 	now := time.Now()
 	items := a.jobs.PushItems(now)
 	for _, it := range items {
@@ -93,7 +85,7 @@ func (a *Agent) pushBatches() []*HomeBatch {
 				a.log.Warn("job killed: output limit", "job", it.Id, "bytes", n, "limit", a.cfg.Limits.OutputBytes)
 			}
 		}
-		it.U, it.Send = it.St.news(a.procs)
+		it.U, it.Send = news(it.St, a.procs)
 	}
 	out, kills := a.jobs.Pushed(items, a.cfg.NodeID, now)
 	for _, k := range kills {
@@ -105,7 +97,7 @@ func (a *Agent) pushBatches() []*HomeBatch {
 // news reads what the home does not have yet: the output past what it
 // acknowledged, and the exit status once the job has ended. It does I/O
 // and takes no lock.
-func (st NewsState) news(procs job.Processes) (update, bool) {
+func news(st jobtable.NewsState, procs job.Processes) (update, bool) {
 	if st.AckOut < 0 || st.AckErr < 0 {
 		// After a restart: ask the home what it has first.
 		return update{OutOff: -1, ErrOff: -1}, true
@@ -292,37 +284,4 @@ func (a *Agent) stdinLocal(id string, data []byte, eof bool) (api.StdinResult, e
 		return api.StdinResult{Accepted: n}, errkind.New(peer.ErrUnavailable, "stdin of job %s: %v", id, err)
 	}
 	return api.StdinResult{Accepted: n}, nil
-}
-
-// writeNow writes what a non-blocking pipe takes at once.
-func writeNow(f *os.File, data []byte) (int, error) {
-	if len(data) == 0 {
-		return 0, nil
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var n int
-	var werr error
-	if err := rc.Write(func(fd uintptr) bool {
-		for n < len(data) {
-			k, err := unix.Write(int(fd), data[n:])
-			if err == unix.EINTR {
-				continue
-			}
-			if err == unix.EAGAIN {
-				break
-			}
-			if err != nil {
-				werr = err
-				break
-			}
-			n += k
-		}
-		return true // done either way: never wait for the reader
-	}); err != nil {
-		return n, err
-	}
-	return n, werr
 }

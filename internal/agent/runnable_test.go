@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/jobtable"
 	"roam/internal/job"
 	"roam/internal/load"
 	"roam/internal/migrate"
@@ -46,15 +47,15 @@ func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 	a := newStoreAgent(t)
 	p := &threadsProber{tids: map[int]uint64{101: 7, 102: 8, 201: 9, 202: 10, 301: 11, 401: 12}}
 	a.prober = p
-	a.jobs.mu.Lock()
-	a.jobs.local["n1.1"] = &Local{Rec: job.Local{ID: "n1.1", PID: 101, StartTix: 7}}
-	a.jobs.local["n1.2"] = &Local{Rec: job.Local{ID: "n1.2", PID: 201, StartTix: 9}}
-	a.jobs.local["n1.3"] = &Local{Rec: job.Local{ID: "n1.3", PID: 401, StartTix: 5}}
+	a.jobs.Mu.Lock()
+	a.jobs.LocalJobs["n1.1"] = &jobtable.Local{Rec: job.Local{ID: "n1.1", PID: 101, StartTix: 7}}
+	a.jobs.LocalJobs["n1.2"] = &jobtable.Local{Rec: job.Local{ID: "n1.2", PID: 201, StartTix: 9}}
+	a.jobs.LocalJobs["n1.3"] = &jobtable.Local{Rec: job.Local{ID: "n1.3", PID: 401, StartTix: 5}}
 	var want []int
-	for _, j := range a.jobs.local {
+	for _, j := range a.jobs.LocalJobs {
 		want = append(want, j.Rec.PID)
 	}
-	a.jobs.mu.Unlock()
+	a.jobs.Mu.Unlock()
 
 	if got := a.runnable(); got != 4 {
 		t.Fatalf("runnable threads %d, want 4 (the two programs, the other process, the reused pid); left out %v", got, p.skip)

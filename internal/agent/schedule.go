@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"roam/internal/agent/jobtable"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
 	"roam/internal/api"
@@ -128,16 +129,9 @@ func (a *Agent) snapshot() sched.Snapshot {
 	return s
 }
 
-// JobRef is what a scheduling round reads of a job running here.
-type JobRef struct {
-	Rec             job.Local
-	Unmovable       string
-	Migrating, Done bool
-}
-
 // probeJobs reads /proc and the jobs' cgroups for every job that runs
 // here and is not moving or ending; it takes no lock of the agent's.
-func (a *Agent) probeJobs(refs []JobRef) []rounds.Probed {
+func (a *Agent) probeJobs(refs []jobtable.JobRef) []rounds.Probed {
 	out := make([]rounds.Probed, 0, len(refs))
 	for _, r := range refs {
 		if r.Migrating || r.Done || !a.procs.Alive(r.Rec.PID, r.Rec.StartTix) {

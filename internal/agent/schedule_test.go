@@ -28,7 +28,7 @@ func TestSnapshotProbesWithNoLockHeld(t *testing.T) {
 			// job table's is asked of the lock-order check, which knows
 			// who holds it; the other two are taken, and held here the
 			// check would record the second take (TestMain fails on it).
-			if lockorder.HeldHere(&a.jobs.mu) || !freeSoon(&a.jobs.mu) {
+			if lockorder.HeldHere(&a.jobs.Mu) || !freeSoon(&a.jobs.Mu) {
 				held = append(held, "the job table's")
 				return
 			}

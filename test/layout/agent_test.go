@@ -35,7 +35,7 @@ var actionSwitches = map[string]bool{"(*outMig).do": true, "(*outMig).ckDo": tru
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.
 var agentDebt = map[string]int{
-	"package internal/agent": 7083,
+	"package internal/agent": 5854,
 	"methods of *Agent":      137,
 }
 

@@ -1,15 +1,17 @@
-package agent
-
-// The job table (type jobs): the records of the jobs whose home is this
-// node and the jobs running on it, in memory and in the bbolt store. It
-// owns its lock: the other concerns call its methods, each one step done
-// under the lock, and get copies, never the table's own records.
+// Package jobtable is the agent's job table: the records of the jobs
+// whose home is this node and of the jobs running on it, in memory and in
+// the bbolt store. It owns its lock: the other concerns call its methods,
+// each one step done under the lock, and get copies, never the table's own
+// records. It decides nothing about the jobs (the relay, the migrations and
+// the restarts do) and runs no process.
+package jobtable
 
 import (
 	"os"
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
 	"roam/internal/agent/reopen"
 	"roam/internal/agent/spool"
 	"roam/internal/errkind"
@@ -21,21 +23,21 @@ import (
 // Table is the job manager's in-memory state; the bbolt store is the truth
 // that survives a restart.
 type Table struct {
-	mu    lockorder.Mutex
+	Mu    lockorder.Mutex
 	store *job.Store // the records' and local jobs' bbolt table
 	// spools are the home jobs' output, cut back by a restart's consent
 	// under mu (doc.go's order: jobs.mu, then a spool's lock).
-	spools *spool.Spools
-	home   map[string]*job.Record   // jobs whose home is this node
-	local  map[string]*Local        // jobs running on this node
-	wake   map[string]chan struct{} // closed when a home job gets news
-	heard  map[string]time.Time     // node -> its last update to this home
-	kick   chan struct{}
-	// restarting are the jobs this home consented to restart, with their
+	spools    *spool.Spools
+	HomeRecs  map[string]*job.Record   // jobs whose home is this node
+	LocalJobs map[string]*Local        // jobs running on this node
+	wake      map[string]chan struct{} // closed when a home job gets news
+	heard     map[string]time.Time     // node -> its last update to this home
+	kick      chan struct{}
+	// Restarting are the jobs this home consented to restart, with their
 	// record from before, until the run's end is known (restart.go);
 	// endedRuns the runs it decided ended, never consented again.
-	restarting map[string]*reopen.Mark
-	endedRuns  reopen.Ended
+	Restarting map[string]*reopen.Mark
+	EndedRuns  reopen.Ended
 	// uploading are the users with a roam restart upload in progress.
 	uploading map[uint32]bool
 }
@@ -64,7 +66,7 @@ func (j *Table) putHome(next map[string]*job.Record) error {
 		return err
 	}
 	for id, r := range next {
-		*j.home[id] = *r
+		*j.HomeRecs[id] = *r
 	}
 	return nil
 }
@@ -73,24 +75,24 @@ func (j *Table) putHome(next map[string]*job.Record) error {
 // of the home's. known and stale say what takeOutput found of the job
 // (known: it had a record; stale: u is of an older incarnation). When u
 // is news of no record, refused is the answer. mu held.
-func (j *Table) newsOf(u update, known, stale bool, next map[string]*job.Record, self string) (rec *job.Record, refused *ack) {
+func (j *Table) newsOf(u relay.Update, known, stale bool, next map[string]*job.Record, self string) (rec *job.Record, refused *relay.Ack) {
 	if rec := next[u.ID]; rec != nil {
 		return rec, nil
 	}
-	cur := j.home[u.ID]
+	cur := j.HomeRecs[u.ID]
 	if cur == nil || !known {
 		// Forgotten after a failed start: nobody will read it. Only a
 		// job's home can say it has no record of it; news that reached
 		// another node (a stale home address) is dropped, not ended. A
 		// job purged while its output was written is gone as well.
 		h, _ := migrate.JobHome(u.ID)
-		return nil, &ack{Done: true, Gone: h == self}
+		return nil, &relay.Ack{Done: true, Gone: h == self}
 	}
 	if stale || u.Inc < cur.Inc {
 		// A copy of an incarnation before the job's restart from a
 		// checkpoint (its node was cut off, not dead): it is ended, and
 		// nothing it says is taken.
-		return nil, &ack{Done: true, Gone: true}
+		return nil, &relay.Ack{Done: true, Gone: true}
 	}
 	c := *cur
 	return &c, nil
@@ -98,25 +100,25 @@ func (j *Table) newsOf(u update, known, stale bool, next map[string]*job.Record,
 
 // HasLocal says job id runs here as pid.
 func (j *Table) HasLocal(id string, pid int) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	lj := j.local[id]
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	lj := j.LocalJobs[id]
 	return lj != nil && lj.Rec.PID == pid
 }
 
 // Count is how many jobs run here.
 func (j *Table) Count() int {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return len(j.local)
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	return len(j.LocalJobs)
 }
 
 // Owner is the Owner of a job running here, nil when unknown (a record
 // of an older roam says uid 0: root's eyes only).
 func (j *Table) Owner(id string) *uint32 {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if lj := j.local[id]; lj != nil {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	if lj := j.LocalJobs[id]; lj != nil {
 		uid := lj.Rec.UID
 		return &uid
 	}
@@ -125,9 +127,9 @@ func (j *Table) Owner(id string) *uint32 {
 
 // HomeRecord is the record of a job whose home is this node.
 func (j *Table) HomeRecord(id string) (job.Record, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if r := j.home[id]; r != nil {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	if r := j.HomeRecs[id]; r != nil {
 		return *r, nil
 	}
 	return job.Record{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
@@ -145,7 +147,7 @@ type Local struct {
 	// unmovable says why, when the reason will not go away (it pins).
 	lastTry   time.Time
 	Unmovable string
-	// lastPush is when news of it last went to its home (see aliveEvery).
+	// lastPush is when news of it last went to its home (see AliveEvery).
 	lastPush time.Time
 	// sizeChecked is when its spool was last held against
 	// limits.output_bytes; why says why this node killed it, if it did.
@@ -175,11 +177,11 @@ func (lj *Local) newsState() NewsState {
 // Refs copies what a round reads of the jobs running here, and their
 // ids.
 func (j *Table) Refs() ([]JobRef, []string) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	refs := make([]JobRef, 0, len(j.local))
-	here := make([]string, 0, len(j.local))
-	for id, lj := range j.local {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	refs := make([]JobRef, 0, len(j.LocalJobs))
+	here := make([]string, 0, len(j.LocalJobs))
+	for id, lj := range j.LocalJobs {
 		refs = append(refs, JobRef{lj.Rec, lj.Unmovable, lj.Migrating, lj.Rec.Done})
 		here = append(here, id)
 	}
@@ -189,10 +191,10 @@ func (j *Table) Refs() ([]JobRef, []string) {
 // Inits are the roam-init processes of the jobs running here (pid ->
 // start time in clock ticks).
 func (j *Table) Inits() map[int]uint64 {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	inits := make(map[int]uint64, len(j.local))
-	for _, lj := range j.local {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	inits := make(map[int]uint64, len(j.LocalJobs))
+	for _, lj := range j.LocalJobs {
 		if lj.Rec.PID > 0 {
 			inits[lj.Rec.PID] = lj.Rec.StartTix
 		}
@@ -200,25 +202,41 @@ func (j *Table) Inits() map[int]uint64 {
 	return inits
 }
 
-// newJobs is an empty job table over store and spools.
-func newJobs(store *job.Store, spools *spool.Spools) *Table {
-	j := &Table{store: store, spools: spools, home: map[string]*job.Record{}, local: map[string]*Local{}, wake: map[string]chan struct{}{},
-		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), restarting: map[string]*reopen.Mark{}}
-	j.initLocks()
+// New is an empty job table over store and spools; its lock has rank
+// (the agent's doc.go gives the order).
+func New(store *job.Store, spools *spool.Spools, rank lockorder.Rank) *Table {
+	j := &Table{store: store, spools: spools, HomeRecs: map[string]*job.Record{}, LocalJobs: map[string]*Local{}, wake: map[string]chan struct{}{},
+		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), Restarting: map[string]*reopen.Mark{}}
+	j.Mu.Init(rank, "jobs.mu")
 	return j
+}
+
+// Reset empties the table in memory, in place and under its lock (a
+// goroutine may hold the lock still), and puts it over store and spools:
+// the in-process fuzz harness starts each input so.
+func (j *Table) Reset(store *job.Store, spools *spool.Spools) {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	j.store, j.spools = store, spools
+	j.HomeRecs, j.LocalJobs, j.wake, j.heard = map[string]*job.Record{}, map[string]*Local{}, map[string]chan struct{}{}, map[string]time.Time{}
+	select {
+	case <-j.kick:
+	default:
+	}
+	j.Restarting, j.uploading, j.EndedRuns = map[string]*reopen.Mark{}, nil, reopen.Ended{}
 }
 
 // Load puts what the store holds into the table, at the agent's start:
 // the home records, and the local jobs, whose homes are asked what they
 // have (ackOut -1) before any output is sent.
 func (j *Table) Load(recs []job.Record, locals []job.Local, now time.Time) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	for i := range recs {
-		j.home[recs[i].ID] = &recs[i]
+		j.HomeRecs[recs[i].ID] = &recs[i]
 	}
 	for _, l := range locals {
-		j.local[l.ID] = &Local{Rec: l, AckOut: -1, AckErr: -1, ArrivedAt: now}
+		j.LocalJobs[l.ID] = &Local{Rec: l, AckOut: -1, AckErr: -1, ArrivedAt: now}
 	}
 }
 
@@ -235,9 +253,9 @@ func (j *Table) Kicked() <-chan struct{} { return j.kick }
 // UserJobs counts uid's home jobs that are live and lists those that
 // ended.
 func (j *Table) UserJobs(uid uint32) (live int, ended []string) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for id, r := range j.home {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	for id, r := range j.HomeRecs {
 		switch {
 		case r.UID != uid:
 		case r.Over():
@@ -253,10 +271,10 @@ func (j *Table) UserJobs(uid uint32) (live int, ended []string) {
 // id is another record's (the store's job sequence behind its records),
 // it puts none and returns that id.
 func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	for _, r := range recs {
-		if j.home[r.ID] != nil {
+		if j.HomeRecs[r.ID] != nil {
 			return r.ID, nil
 		}
 	}
@@ -264,7 +282,7 @@ func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
 		return "", err
 	}
 	for _, r := range recs {
-		j.home[r.ID] = &r
+		j.HomeRecs[r.ID] = &r
 	}
 	return "", nil
 }
@@ -273,11 +291,11 @@ func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
 // confirmed their start; a job that already reported its end (a fast
 // one) stays finished.
 func (j *Table) MarkRunning(recs []job.Record) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	next := map[string]*job.Record{}
 	for _, r := range recs {
-		if h := j.home[r.ID]; h != nil && h.State == job.StateStarting {
+		if h := j.HomeRecs[r.ID]; h != nil && h.State == job.StateStarting {
 			c := *h
 			c.State = job.StateRunning
 			next[r.ID] = &c
@@ -289,12 +307,12 @@ func (j *Table) MarkRunning(recs []job.Record) error {
 // ForgetHome removes the records of a start that failed, and their
 // spools.
 func (j *Table) ForgetHome(recs []job.Record) {
-	j.mu.Lock()
+	j.Mu.Lock()
 	for _, r := range recs {
-		delete(j.home, r.ID)
+		delete(j.HomeRecs, r.ID)
 	}
 	_ = j.store.DeleteRecords(recs)
-	j.mu.Unlock()
+	j.Mu.Unlock()
 	for _, r := range recs {
 		j.spools.Remove(r.ID)
 	}
@@ -304,20 +322,20 @@ func (j *Table) ForgetHome(recs []job.Record) {
 // table, each with its stdin pipe (nil for none).
 func (j *Table) AddLocals(locals []job.Local, stdins []*os.File, now time.Time) error {
 	err := j.store.PutLocals(locals...)
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	for i, l := range locals {
-		j.local[l.ID] = &Local{Rec: l, Stdin: stdins[i], ArrivedAt: now}
+		j.LocalJobs[l.ID] = &Local{Rec: l, Stdin: stdins[i], ArrivedAt: now}
 	}
 	return err
 }
 
 // Ended copies the home records that Ended: uid's, or every user's.
 func (j *Table) Ended(uid uint32, all bool) []job.Record {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	var out []job.Record
-	for _, r := range j.home {
+	for _, r := range j.HomeRecs {
 		if r.Over() && (all || r.UID == uid) {
 			out = append(out, *r)
 		}
@@ -330,11 +348,11 @@ func (j *Table) Ended(uid uint32, all bool) []job.Record {
 // record removed from memory but not from disk would come back at the
 // next start; the other way round, nothing.
 func (j *Table) RemoveEnded(ids []string) ([]job.Record, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	var gone []job.Record
 	for _, id := range ids {
-		if r := j.home[id]; r != nil && r.Over() {
+		if r := j.HomeRecs[id]; r != nil && r.Over() {
 			gone = append(gone, *r)
 		}
 	}
@@ -342,7 +360,7 @@ func (j *Table) RemoveEnded(ids []string) ([]job.Record, error) {
 		return nil, err
 	}
 	for _, r := range gone {
-		delete(j.home, r.ID)
+		delete(j.HomeRecs, r.ID)
 	}
 	return gone, nil
 }
@@ -350,20 +368,20 @@ func (j *Table) RemoveEnded(ids []string) ([]job.Record, error) {
 // Busy counts the jobs running here and the home jobs running or
 // starting anywhere: a node leaves only once both are none.
 func (j *Table) Busy() (here, homed int) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for _, r := range j.home {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	for _, r := range j.HomeRecs {
 		if r.State == job.StateRunning || r.State == job.StateStarting {
 			homed++
 		}
 	}
-	return len(j.local), homed
+	return len(j.LocalJobs), homed
 }
 
 // HeardFrom is when each node last sent news to this home.
 func (j *Table) HeardFrom() map[string]time.Time {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	out := make(map[string]time.Time, len(j.heard))
 	for n, t := range j.heard {
 		out[n] = t
@@ -377,12 +395,12 @@ func (j *Table) HeardFrom() map[string]time.Time {
 // lock, as takeUpdates writes: a later revival or exit cannot be written
 // over by this older state.
 func (j *Table) MarkLost(now time.Time, dead func(node string) bool, restartable func(job.Record) bool) (lost, again []job.Record, err error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	next := map[string]*job.Record{}
-	for id, r := range j.home {
+	for id, r := range j.HomeRecs {
 		switch {
-		case r.State != job.StateRunning || !dead(r.Node) || j.restarting[id] != nil:
+		case r.State != job.StateRunning || !dead(r.Node) || j.Restarting[id] != nil:
 		case restartable(*r):
 			again = append(again, *r)
 		default:
@@ -404,18 +422,18 @@ func (j *Table) MarkLost(now time.Time, dead func(node string) bool, restartable
 // SetUnmovable notes why a job here cannot move (a pin a policy's move
 // found), so that no policy tries it again.
 func (j *Table) SetUnmovable(id, reason string) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if lj := j.local[id]; lj != nil {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	if lj := j.LocalJobs[id]; lj != nil {
 		lj.Unmovable = reason
 	}
 }
 
 // ReleaseHold hands a job here placed by hand back to the policies.
 func (j *Table) ReleaseHold(id string) (found bool, err error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	lj := j.local[id]
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	lj := j.LocalJobs[id]
 	if lj == nil {
 		return false, nil
 	}
@@ -430,17 +448,24 @@ func (j *Table) ReleaseHold(id string) (found bool, err error) {
 // (without their environments, which ps does not show and may be
 // megabytes a job) and the jobs running here.
 func (j *Table) PsView() ([]job.Record, []job.Local) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	recs := make([]job.Record, 0, len(j.home))
-	for _, r := range j.home {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	recs := make([]job.Record, 0, len(j.HomeRecs))
+	for _, r := range j.HomeRecs {
 		c := *r
 		c.Env = nil
 		recs = append(recs, c)
 	}
-	locals := make([]job.Local, 0, len(j.local))
-	for _, lj := range j.local {
+	locals := make([]job.Local, 0, len(j.LocalJobs))
+	for _, lj := range j.LocalJobs {
 		locals = append(locals, lj.Rec)
 	}
 	return recs, locals
+}
+
+// JobRef is what a scheduling round reads of a job running here.
+type JobRef struct {
+	Rec             job.Local
+	Unmovable       string
+	Migrating, Done bool
 }

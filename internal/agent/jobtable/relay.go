@@ -1,16 +1,30 @@
-package agent
+package jobtable
 
 // The job table's part of the relay: what the push loop copies of the
 // jobs running here and notes of what it sent, the acknowledgements of
 // their homes, the news a home takes, and the readers waiting for it.
 
 import (
+	"os"
 	"time"
 
+	"roam/internal/agent/httpx"
 	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/job"
+
+	"golang.org/x/sys/unix"
 )
+
+// AliveEvery is how often a node tells a job's home that the job still
+// runs there when it has nothing else to say. It is what brings a lost
+// job back without output, and what tells a node that a job's home has
+// forgotten it (a half-started run), so that it ends it.
+const AliveEvery = 5 * time.Second
+
+// PushBatch bounds the output bytes of one push (4/3 as many once JSON's
+// base64 has them), below the body a peer reads (httpx.MaxBody).
+const PushBatch = httpx.MaxBody / 2
 
 // PushItem is one job's news in the making: copied from the table
 // (pushItems), read without the lock, noted in it (pushed).
@@ -22,7 +36,7 @@ type PushItem struct {
 	CheckCap bool
 	// Found without the lock: its news, whether it has any, and why
 	// this node kills it (its output passed the limit), if it does.
-	U      update
+	U      relay.Update
 	Send   bool
 	Killed string
 }
@@ -30,10 +44,10 @@ type PushItem struct {
 // PushItems copies what the news of every job running here and not
 // moving is read from.
 func (j *Table) PushItems(now time.Time) []*PushItem {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	var items []*PushItem
-	for id, lj := range j.local {
+	for id, lj := range j.LocalJobs {
 		if lj.Migrating {
 			continue
 		}
@@ -53,19 +67,19 @@ type PushKill struct {
 }
 
 // Pushed notes the news that goes to each job's home and batches it by
-// home node, in batches of no more than pushBatch bytes of output (one
+// home node, in batches of no more than PushBatch bytes of output (one
 // job's news may be more). A job that began to migrate, or ended here,
 // while its files were read is left to the migration, or gone; one with
-// nothing new is sent a heartbeat every aliveEvery.
+// nothing new is sent a heartbeat every AliveEvery.
 func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBatch, []PushKill) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	var out []*HomeBatch
 	var kills []PushKill
 	last := map[string]*HomeBatch{}
 	for _, it := range items {
 		lj := it.Lj
-		if j.local[it.Id] != lj || lj.Migrating {
+		if j.LocalJobs[it.Id] != lj || lj.Migrating {
 			continue
 		}
 		if it.Killed != "" && lj.why == "" {
@@ -74,7 +88,7 @@ func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBa
 		}
 		u := it.U
 		u.Why = lj.why
-		if !it.Send && now.Sub(lj.lastPush) < aliveEvery {
+		if !it.Send && now.Sub(lj.lastPush) < AliveEvery {
 			continue
 		}
 		lj.lastPush = now
@@ -84,7 +98,7 @@ func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBa
 		// thousands of jobs must still fit a request.
 		size := len(u.Out) + len(u.Err) + relay.UpdateOverhead
 		b := last[lj.Rec.Home]
-		if b == nil || b.Size+size > pushBatch {
+		if b == nil || b.Size+size > PushBatch {
 			b = &HomeBatch{Home: lj.Rec.Home, Addr: lj.Rec.HomeAddr}
 			last[lj.Rec.Home] = b
 			out = append(out, b)
@@ -99,11 +113,11 @@ func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBa
 // output, and the jobs it has everything of, which leave the table
 // (their spool dirs are returned, to remove). gone are the jobs the home
 // has no record of, to kill if alive.
-func (j *Table) Acked(acks map[string]ack) (gone []job.Local, dirs []string) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []string) {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	for id, k := range acks {
-		lj := j.local[id]
+		lj := j.LocalJobs[id]
 		if lj == nil {
 			continue
 		}
@@ -115,7 +129,7 @@ func (j *Table) Acked(acks map[string]ack) (gone []job.Local, dirs []string) {
 			if lj.Stdin != nil {
 				lj.Stdin.Close()
 			}
-			delete(j.local, id)
+			delete(j.LocalJobs, id)
 			_ = j.store.DeleteLocal(id)
 			dirs = append(dirs, lj.Rec.Dir)
 		}
@@ -125,12 +139,12 @@ func (j *Table) Acked(acks map[string]ack) (gone []job.Local, dirs []string) {
 
 // Known says of each update whether this home has a record of its job,
 // and whether it is news of an older incarnation (stale).
-func (j *Table) Known(ups []update) (known, stale map[string]bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+func (j *Table) Known(ups []relay.Update) (known, stale map[string]bool) {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	known, stale = map[string]bool{}, map[string]bool{}
 	for _, u := range ups {
-		r := j.home[u.ID]
+		r := j.HomeRecs[u.ID]
 		known[u.ID] = r != nil
 		stale[u.ID] = r != nil && u.Inc < r.Inc
 	}
@@ -139,28 +153,28 @@ func (j *Table) Known(ups []update) (known, stale map[string]bool) {
 
 // NewsTaken is what a home took of a push (takeNews).
 type NewsTaken struct {
-	Acks   map[string]ack
+	Acks   map[string]relay.Ack
 	Events []api.Event
 	// Done: jobs that ended, all their output in; drops: their periodic
 	// checkpoints, no longer needed; refused: updates of old copies.
 	Done    []string
 	Drops   map[string]api.Checkpoint
-	Refused []update
+	Refused []relay.Update
 }
 
 // TakeNews applies the updates whose output takeOutput appended (got,
 // known, stale) to the home records (relay.Apply) and writes the changed
 // ones; on an error nothing changes and nothing is acknowledged.
-func (j *Table) TakeNews(ups []update, got [][2]int64, known, stale map[string]bool, self string, now time.Time) (NewsTaken, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	t := NewsTaken{Acks: map[string]ack{}, Drops: map[string]api.Checkpoint{}}
+func (j *Table) TakeNews(ups []relay.Update, got [][2]int64, known, stale map[string]bool, self string, now time.Time) (NewsTaken, error) {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	t := NewsTaken{Acks: map[string]relay.Ack{}, Drops: map[string]api.Checkpoint{}}
 	next := map[string]*job.Record{} // changed copies of records
 	heard := map[string]bool{}
 	for i, u := range ups {
 		rec, refused := j.newsOf(u, known[u.ID], stale[u.ID], next, self)
 		if refused != nil {
-			if refused.Gone && known[u.ID] && j.home[u.ID] != nil {
+			if refused.Gone && known[u.ID] && j.HomeRecs[u.ID] != nil {
 				t.Refused = append(t.Refused, u)
 			}
 			t.Acks[u.ID] = *refused
@@ -181,7 +195,7 @@ func (j *Table) TakeNews(ups []update, got [][2]int64, known, stale map[string]b
 		if res.Over {
 			t.Done = append(t.Done, u.ID)
 		}
-		t.Acks[u.ID] = ack{Out: no, Err: ne, Done: res.Over}
+		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over}
 	}
 	if err := j.putHome(next); err != nil {
 		return NewsTaken{}, err
@@ -200,9 +214,9 @@ func (j *Table) TakeNews(ups []update, got [][2]int64, known, stale map[string]b
 // HomeWait copies a home record and returns what closes when it has
 // news (Output's long poll).
 func (j *Table) HomeWait(id string) (job.Record, <-chan struct{}, bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	rec := j.home[id]
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	rec := j.HomeRecs[id]
 	if rec == nil {
 		return job.Record{}, nil, false
 	}
@@ -218,9 +232,9 @@ func (j *Table) HomeWait(id string) (job.Record, <-chan struct{}, bool) {
 // closes it on eof once all is written. found is false when the job runs
 // not here or takes no stdin.
 func (j *Table) WriteStdin(id string, data []byte, eof bool) (n int, found bool, err error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	lj := j.local[id]
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	lj := j.LocalJobs[id]
 	if lj == nil || lj.Stdin == nil {
 		return 0, false, nil
 	}
@@ -230,4 +244,44 @@ func (j *Table) WriteStdin(id string, data []byte, eof bool) (n int, found bool,
 		lj.Stdin = nil
 	}
 	return n, true, err
+}
+
+// HomeBatch is news for one home node, sent in one request.
+type HomeBatch struct {
+	Home, Addr string
+	Ups        []relay.Update
+	Size       int // bytes of output in ups
+}
+
+// writeNow writes what a non-blocking pipe takes at once.
+func writeNow(f *os.File, data []byte) (int, error) {
+	if len(data) == 0 {
+		return 0, nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		for n < len(data) {
+			k, err := unix.Write(int(fd), data[n:])
+			if err == unix.EINTR {
+				continue
+			}
+			if err == unix.EAGAIN {
+				break
+			}
+			if err != nil {
+				werr = err
+				break
+			}
+			n += k
+		}
+		return true // done either way: never wait for the reader
+	}); err != nil {
+		return n, err
+	}
+	return n, werr
 }

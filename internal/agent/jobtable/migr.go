@@ -1,4 +1,4 @@
-package agent
+package jobtable
 
 // The job table's part in a migration: what the migration drivers do to
 // the jobs running here, each one step under jobs.mu. The migrations' own
@@ -16,15 +16,24 @@ import (
 	"roam/internal/job"
 )
 
+// Moves is where the migrations in flight are kept (package moves' table):
+// what a job's leaving and arriving record there, under the table's lock.
+type Moves interface {
+	Left(job, to string)
+	Back(job string)
+	Arriving(job, mid string) bool
+	MovedTo(job string) string
+}
+
 // Claim marks local job id as migrating, so only one migration (or
 // checkpoint) moves it at a time and the push loop leaves it alone
 // meanwhile, and returns it with a copy of its record. lj is nil when the
 // job does not run here; busy says a migration has it already (nothing
 // is marked then).
 func (j *Table) Claim(id string) (lj *Local, rec job.Local, busy bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	lj = j.local[id]
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	lj = j.LocalJobs[id]
 	if lj == nil || lj.Migrating {
 		return nil, job.Local{}, lj != nil
 	}
@@ -35,9 +44,9 @@ func (j *Table) Claim(id string) (lj *Local, rec job.Local, busy bool) {
 // Release lets local job id, if it still runs here as pid, go back to
 // the push loop and the policies.
 func (j *Table) Release(id string, pid int) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if lj := j.local[id]; lj != nil && lj.Rec.PID == pid {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	if lj := j.LocalJobs[id]; lj != nil && lj.Rec.PID == pid {
 		lj.Migrating = false
 	}
 }
@@ -52,8 +61,8 @@ type MovingJob struct {
 
 // Moving is a copy of what a migration carries of local job lj.
 func (j *Table) Moving(lj *Local) MovingJob {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	return MovingJob{Rec: lj.Rec, AckOut: lj.AckOut, AckErr: lj.AckErr, Stdin: lj.Stdin != nil}
 }
 
@@ -63,15 +72,15 @@ func (j *Table) Moving(lj *Local) MovingJob {
 // inside: a signal or stdin sent here (settledLocal) finds the job here
 // or where it went, never neither, and no arrival between the two steps
 // (adopt, a restart's Adopt) has where it went recorded after it came back.
-func (j *Table) Leave(id string, pid int, to string, m *migrTable) *Local {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+func (j *Table) Leave(id string, pid int, to string, m Moves) *Local {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
 	m.Left(id, to)
-	lj := j.local[id]
+	lj := j.LocalJobs[id]
 	if lj == nil || lj.Rec.PID != pid {
 		return nil
 	}
-	delete(j.local, id)
+	delete(j.LocalJobs, id)
 	return lj
 }
 
@@ -79,11 +88,11 @@ func (j *Table) Leave(id string, pid int, to string, m *migrTable) *Local {
 // unless it is one as that pid already (the Adopt action may be carried
 // out twice), and forgets where the job went when it last left. One step
 // under jobs.mu, for the reason leave gives.
-func (j *Table) Adopt(lj *Local, m *migrTable) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if old := j.local[lj.Rec.ID]; old == nil || old.Rec.PID != lj.Rec.PID {
-		j.local[lj.Rec.ID] = lj
+func (j *Table) Adopt(lj *Local, m Moves) {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	if old := j.LocalJobs[lj.Rec.ID]; old == nil || old.Rec.PID != lj.Rec.PID {
+		j.LocalJobs[lj.Rec.ID] = lj
 	}
 	m.Back(lj.Rec.ID)
 }
@@ -92,10 +101,10 @@ func (j *Table) Adopt(lj *Local, m *migrTable) {
 // than mid is coming here. One look under jobs.mu: an arriving job is
 // adopted (adopt) before its migration is forgotten, so it is seen as
 // one or the other at every moment.
-func (j *Table) HereOrComing(id, mid string, m *migrTable) (here, coming bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.local[id] != nil {
+func (j *Table) HereOrComing(id, mid string, m Moves) (here, coming bool) {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	if j.LocalJobs[id] != nil {
 		return true, false
 	}
 	return false, m.Arriving(id, mid)
@@ -106,9 +115,9 @@ func (j *Table) HereOrComing(id, mid string, m *migrTable) (here, coming bool) {
 // (committed: the job runs at the destination) is marked as migrating,
 // no job to push or move.
 func (j *Table) Recovered(id string, pid int, committed bool) *Local {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	lj := j.local[id]
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	lj := j.LocalJobs[id]
 	if lj == nil || lj.Rec.PID != pid {
 		return nil
 	}
@@ -123,9 +132,9 @@ func (j *Table) Recovered(id string, pid int, committed bool) *Local {
 // notes of one job may come at once). It returns the events the note
 // makes and the checkpoint kept elsewhere that a newer one replaces.
 func (j *Table) TakeNote(n relay.Note, now time.Time) ([]api.Event, *api.Checkpoint, error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	rec := j.home[n.ID]
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	rec := j.HomeRecs[n.ID]
 	if rec == nil {
 		return nil, nil, errkind.New(peer.ErrNotFound, "unknown job %s", n.ID)
 	}
@@ -142,10 +151,10 @@ func (j *Table) TakeNote(n relay.Note, now time.Time) ([]api.Event, *api.Checkpo
 // WhereIs is job id's record when it runs here (busy: a migration is
 // moving it), or the node it went to from here: one look, as a job's
 // leaving records where it went in the same step (leave).
-func (j *Table) WhereIs(id string, m *migrTable) (l job.Local, here, busy bool, movedTo string) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if lj := j.local[id]; lj != nil {
+func (j *Table) WhereIs(id string, m Moves) (l job.Local, here, busy bool, movedTo string) {
+	j.Mu.Lock()
+	defer j.Mu.Unlock()
+	if lj := j.LocalJobs[id]; lj != nil {
 		return lj.Rec, true, lj.Migrating, ""
 	}
 	return job.Local{}, false, false, m.MovedTo(id)
