@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"roam/internal/agent/checkpoints"
 	"roam/internal/agent/config"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
@@ -65,6 +66,9 @@ type Agent struct {
 	// spools: the home jobs' output; keeper: the checkpoint files held.
 	spools *spool.Spools
 	keeper *keeper.Keeper
+	// checkpoints takes, keeps and restarts jobs' checkpoints (package
+	// checkpoints); made in Start, once the job table is open.
+	checkpoints *checkpoints.Checkpoints
 	// procs, ckpt and prober are parts.Processes, .Checkpointer, .Prober.
 	procs  job.Processes
 	ckpt   ckpt.Checkpointer
@@ -162,7 +166,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	}
 	a.rounds, a.events = rounds.New(pl, rankSched), &rounds.Events{}
 	a.migr = moves.New[*inMig, *lazyDump](cfg.NodeID, rankMoves)
-	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), ckptKey(parts), cfg.Limits.CheckpointBytes, rankStore)
+	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), checkpoints.Key(parts.CheckpointKey, parts.GossipKey), cfg.Limits.CheckpointBytes, rankStore)
 	a.members = newMembers(cfg, a.capacity, pl.Policy.Placement)
 	a.loadKick = make(chan struct{}, 1)
 	return a, nil
@@ -191,6 +195,7 @@ func (a *Agent) Start() error {
 	if err := a.openJobs(); err != nil {
 		return err
 	}
+	a.checkpoints = newCheckpoints(a)
 	a.keptPolicy()
 	a.loadDrain()
 	a.support, a.allUsers = a.ckpt.Support()
@@ -213,7 +218,7 @@ func (a *Agent) Start() error {
 	a.started = time.Now()
 	a.wg.Add(6)
 	go a.lostLoop()
-	go a.checkpointLoop()
+	go a.checkpoints.Loop(a.stop, &a.wg)
 	go a.joinLoop()
 	go a.loadLoop()
 	go a.pushLoop()

@@ -211,7 +211,7 @@ func TestAgentsRefuseACheckpointOfTasksTheOwnerCannotRead(t *testing.T) {
 			n1.frozenAs = &tc.as
 			n1.mu.Unlock()
 			w := httptest.NewRecorder()
-			err := a.Checkpoint(owner, api.CheckpointRequest{ID: id}, w)
+			err := a.checkpoints.Checkpoint(owner, api.CheckpointRequest{ID: id}, w)
 			if err == nil || !strings.Contains(err.Error(), "once frozen: "+tc.want) || w.Body.Len() != 0 {
 				t.Fatalf("%s: %v, %d bytes written; want refused with %q", tc.name, err, w.Body.Len(), tc.want)
 			}
@@ -235,7 +235,7 @@ func TestAgentsRefuseACheckpointOfTasksTheOwnerCannotRead(t *testing.T) {
 			n1.frozenAs = &as
 			n1.mu.Unlock()
 			w := httptest.NewRecorder()
-			if err := a.Checkpoint(owner, api.CheckpointRequest{ID: id}, w); err != nil || w.Code != http.StatusOK || w.Body.Len() == 0 {
+			if err := a.checkpoints.Checkpoint(owner, api.CheckpointRequest{ID: id}, w); err != nil || w.Code != http.StatusOK || w.Body.Len() == 0 {
 				t.Fatalf("as %+v: %v, status %d, %d bytes", as, err, w.Code, w.Body.Len())
 			}
 		}

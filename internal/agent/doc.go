@@ -18,15 +18,19 @@ import "roam/internal/lockorder"
 //	members                membership, the load vector              members
 //	peer client            peer routes, the wire's errors           peer
 //	request rates          the API's per-user rates                 limits
+//	checkpoints            none: takes, keeps and restarts jobs'    checkpoints
+//	                       checkpoints through the owners above
 //
 // Who calls whom: the routes (routes.go) call the agent's entry points
-// (run.go, jobs.go, relay.go, migrate*.go, checkpoint.go, restart.go,
-// schedule.go, drain.go, policy.go), which call the owners. The drivers
+// (run.go, jobs.go, relay.go, migrate*.go, schedule.go, drain.go,
+// policy.go) and package checkpoints', which call the owners. The drivers
 // of the migration machine (outMig in migrate_source.go with its
 // checkpoint actions in ckpt_source.go; inMig in migrate_dest.go) carry
 // out what package migrate decides, through the job table, the moves,
 // the keeper and the peer client. No owner calls the agent, and no
-// sub-package imports it (test/layout).
+// sub-package imports it (test/layout): package checkpoints runs a
+// checkpoint or a restart through funcs of its Config, which
+// checkpoint.go makes over the drivers.
 
 // The agent's locks, outermost first: a goroutine that holds one takes
 // only locks further down this list, never one above it nor a second of

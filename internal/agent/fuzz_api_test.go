@@ -524,7 +524,7 @@ func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
 	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Node: "n3",
 		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Started: time.Date(2025, 5, 5, 0, 0, 0, 0, time.UTC)}}
 	// fzHome's id, but not fzHome (another start time): a new id.
-	_, err = a.reopen(reopen.Request{MID: "00000000000000b1", ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
+	_, err = a.checkpoints.Reopen(reopen.Request{MID: "00000000000000b1", ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
 	if err == nil || !strings.Contains(err.Error(), "another job's") {
 		t.Fatalf("restart into a taken id: %v, want a refusal naming it", err)
 	}
@@ -532,7 +532,7 @@ func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
 		t.Fatalf("job %s changed: %+v, was %+v", fzOver, now, before)
 	}
 	// The refused id is used up: the next restart gets a new one.
-	ans, err := a.reopen(reopen.Request{MID: "00000000000000b2", ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
+	ans, err := a.checkpoints.Reopen(reopen.Request{MID: "00000000000000b2", ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
 	if err != nil || ans.ID == fzOver || ans.ID == fzHome || a.jobs.HomeRecs[ans.ID] == nil || a.jobs.HomeRecs[ans.ID].UID != 1000 {
 		t.Fatalf("restart with the sequence past the records: %+v, %v", ans, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/agent/reopen"
 	"roam/internal/job"
 	"roam/internal/migrate"
@@ -24,8 +25,8 @@ var fzRestartRoutes = []string{"/v1/peer/ckpt/take", "/v1/peer/ckpt/restore", "/
 func FuzzPeerRestart(f *testing.F) {
 	meta := migrate.CheckpointMeta{Version: 1, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Node: "n3", Out: 5,
 		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Group: fzHome}}
-	f.Add(uint8(0), fzJSON(f, checkpointRequest{ID: fzLocal}))
-	f.Add(uint8(0), fzJSON(f, checkpointRequest{ID: "../x.1", Stop: true}))
+	f.Add(uint8(0), fzJSON(f, peer.CheckpointRequest{ID: fzLocal}))
+	f.Add(uint8(0), fzJSON(f, peer.CheckpointRequest{ID: "../x.1", Stop: true}))
 	f.Add(uint8(1), fzJSON(f, reopen.Target{ID: fzHome, Home: "n2", On: "n1", Why: "roam restart"}))
 	f.Add(uint8(2), fzJSON(f, reopen.Request{MID: fzMID, ID: fzHome, Meta: meta, Why: "roam restart"}))
 	f.Add(uint8(2), fzJSON(f, reopen.Request{MID: fzMID, ID: fzOver, Meta: meta, Why: "roam restart"}))

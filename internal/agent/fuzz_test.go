@@ -436,6 +436,7 @@ func (a *fzAgent) reset(t *testing.T) {
 		a.jobs = jobtable.New(a.store, a.spools, rankJobs)
 	}
 	a.jobs.Reset(a.store, a.spools)
+	a.checkpoints = newCheckpoints(a.Agent) // over the members and the store of now
 	j := a.jobs
 	j.Mu.Lock()
 	defer j.Mu.Unlock()

@@ -5,7 +5,7 @@ package agent
 // home has running there is marked lost at once: `roam ps` shows it lost
 // with the node and the time, and an attached `roam run` ends for it with
 // ExitLost; unless it has a periodic checkpoint kept on a live node: it is
-// then restarted from it on another node (restart.go), as a new
+// then restarted from it on another node (package checkpoints), as a new
 // incarnation whose home refuses news of the old one.
 //
 // A node that was cut off, not crashed, still runs its jobs and keeps
@@ -46,14 +46,14 @@ func (a *Agent) sweepLost() {
 		n.Heard = heard[node]
 		return loss.Dead(n, a.started, now)
 	}
-	// Restarted from its newest checkpoint instead (restart.go).
+	// Restarted from its newest checkpoint instead (package checkpoints).
 	again := func(r job.Record) bool { return reopen.Restartable(r.Newest, r.Node, dead) }
 	lost, restart, err := a.jobs.MarkLost(now, dead, again)
 	if err != nil {
 		a.log.Error("job table", "err", err)
 	}
 	for _, r := range restart {
-		go a.restartLost(r, r.Node)
+		go a.checkpoints.RestartLost(r, r.Node)
 	}
 	for _, r := range lost {
 		a.log.Warn("job lost", "job", r.ID, "node", r.Node)

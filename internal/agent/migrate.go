@@ -154,7 +154,7 @@ func (a *Agent) takeNote(n relay.Note) error {
 		a.event(e)
 	}
 	if drop != nil {
-		a.dropCheckpointOn(drop.StoredOn, n.ID, n.Checkpoint.At) // not a newer one kept there since
+		a.checkpoints.DropOn(drop.StoredOn, n.ID, n.Checkpoint.At) // not a newer one kept there since
 	}
 	return err
 }

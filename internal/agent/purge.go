@@ -38,7 +38,7 @@ func (a *Agent) removeEnded(ids []string) int {
 		a.spools.Remove(r.ID)
 		if r.Newest != nil && r.Newest.StoredOn != "" {
 			// A lost job's newest checkpoint is kept until the job goes.
-			a.dropCheckpointOn(r.Newest.StoredOn, r.ID, time.Time{})
+			a.checkpoints.DropOn(r.Newest.StoredOn, r.ID, time.Time{})
 		}
 	}
 	return len(gone)

@@ -194,7 +194,7 @@ func (a *Agent) takeOutput(ups []update) (got [][2]int64, known, stale map[strin
 // output is on disk at this home. It runs without the job lock.
 func (a *Agent) settleEnded(done []string, drops map[string]api.Checkpoint, out map[string]ack) {
 	for id, c := range drops {
-		a.dropCheckpointOn(c.StoredOn, id, time.Time{})
+		a.checkpoints.DropOn(c.StoredOn, id, time.Time{})
 	}
 	for _, id := range done {
 		a.rounds.Ended(id)

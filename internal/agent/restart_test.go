@@ -19,14 +19,14 @@ func TestHomeDecidesARestartByItsRun(t *testing.T) {
 	a := newStoreAgent(t)
 	req := restartOfLost
 	const runA, runB, runC = "00000000000000a1", "00000000000000b1", "00000000000000c1"
-	ans, err := a.reopen(req(runA))
+	ans, err := a.checkpoints.Reopen(req(runA))
 	if err != nil || ans.ID != fzLost || ans.Inc != 1 {
 		t.Fatalf("consent to run A: %+v, %v", ans, err)
 	}
-	if again, err := a.reopen(req(runA)); err != nil || again != ans {
+	if again, err := a.checkpoints.Reopen(req(runA)); err != nil || again != ans {
 		t.Fatalf("run A asking again: %+v, %v; want %+v", again, err, ans)
 	}
-	if _, err := a.reopen(req(runB)); err == nil {
+	if _, err := a.checkpoints.Reopen(req(runB)); err == nil {
 		t.Fatal("run B consented while run A holds the job")
 	}
 	if err := a.jobs.ReopenEnded(reopen.Failed{MID: runA, ID: fzLost, Inc: 1, Error: "x"}, time.Now()); err != nil {
@@ -35,13 +35,13 @@ func TestHomeDecidesARestartByItsRun(t *testing.T) {
 	if r := a.jobs.HomeRecs[fzLost]; r.State != job.StateLost || r.Inc != 0 {
 		t.Fatalf("after run A failed, the record is %s incarnation %d", r.State, r.Inc)
 	}
-	if _, err := a.reopen(req(runA)); err == nil {
+	if _, err := a.checkpoints.Reopen(req(runA)); err == nil {
 		t.Fatal("run A consented again after it ended")
 	}
 	if o := a.jobs.CommitRestart(fzLost, runA); o != migrate.Aborted {
 		t.Fatalf("commit of the ended run A: %s", o)
 	}
-	if _, err := a.reopen(req(runB)); err != nil {
+	if _, err := a.checkpoints.Reopen(req(runB)); err != nil {
 		t.Fatalf("consent to run B: %v", err)
 	}
 	for range 2 {
@@ -58,7 +58,7 @@ func TestHomeDecidesARestartByItsRun(t *testing.T) {
 	if o := a.jobs.CommitRestart(fzLost, runC); o != migrate.Aborted {
 		t.Fatalf("commit of run C, never consented: %s", o)
 	}
-	if _, err := a.reopen(req(runC)); err == nil {
+	if _, err := a.checkpoints.Reopen(req(runC)); err == nil {
 		t.Fatal("run C consented after its commit was refused")
 	}
 }
@@ -70,7 +70,7 @@ func TestHomeDecidesARestartByItsRun(t *testing.T) {
 func TestHomeEndsARunItHearsNothingOf(t *testing.T) {
 	a := newStoreAgent(t)
 	const run = "00000000000000d1"
-	if _, err := a.reopen(restartOfLost(run)); err != nil {
+	if _, err := a.checkpoints.Reopen(restartOfLost(run)); err != nil {
 		t.Fatal(err)
 	}
 	if ended, err := a.jobs.ExpireRuns(time.Now().Add(reopen.RunLimit / 2)); err != nil || len(ended) != 0 {

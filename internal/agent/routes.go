@@ -16,11 +16,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"roam/internal/agent/httpx"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
 	"roam/internal/agent/reopen"
 	"roam/internal/agent/rounds"
-	"roam/internal/agent/stall"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/migrate"
@@ -116,7 +116,7 @@ func apiCkptRoutes(a *Agent, mux *http.ServeMux) {
 		var req api.CheckpointRequest
 		err := decode(r, &req)
 		if err == nil {
-			err = a.Checkpoint(c, req, w) // writes the file when it returns nil
+			err = a.checkpoints.Checkpoint(c, req, w) // writes the file when it returns nil
 		}
 		if err != nil {
 			writeError(w, err)
@@ -124,7 +124,7 @@ func apiCkptRoutes(a *Agent, mux *http.ServeMux) {
 	}))
 	mux.HandleFunc("POST "+api.PathRestart, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		body, stop := watchedBody(w, r)
-		res, err := a.Restart(c, r.URL.Query().Get("on"), body, r.ContentLength)
+		res, err := a.checkpoints.Restart(c, r.URL.Query().Get("on"), body, r.ContentLength)
 		stop()
 		if err != nil {
 			writeError(w, err)
@@ -260,52 +260,20 @@ func peerMigrateRoutes(a *Agent, mux *http.ServeMux) {
 	}))
 }
 
-// peerCkptRoutes are the peer routes of checkpoints and restarts.
+// peerCkptRoutes are the peer routes of checkpoints and restarts
+// (package checkpoints). Each looks a.checkpoints up as a request comes:
+// the mux is built before the job table the owner is made with (Start).
 func peerCkptRoutes(a *Agent, mux *http.ServeMux) {
-	mux.HandleFunc("POST "+peer.CkptTake, a.servePeerCheckpoint)
-	mux.HandleFunc("POST "+peer.CkptKeep, a.servePeerKeep)
-	mux.HandleFunc("POST "+peer.CkptDrop, func(w http.ResponseWriter, r *http.Request) {
-		var before time.Time
-		if b := r.URL.Query().Get("before"); b != "" {
-			var err error
-			if before, err = time.Parse(time.RFC3339Nano, b); err != nil {
-				writeError(w, errkind.New(peer.ErrBadRequest, "before: %v", err))
-				return
-			}
-		}
-		if err := a.keeper.Drop(r.URL.Query().Get("id"), before); err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, struct{}{})
-	})
+	mux.HandleFunc("POST "+peer.CkptTake, func(w http.ResponseWriter, r *http.Request) { a.checkpoints.ServeTake(w, r) })
+	mux.HandleFunc("POST "+peer.CkptKeep, func(w http.ResponseWriter, r *http.Request) { a.checkpoints.ServeKeep(w, r) })
+	mux.HandleFunc("POST "+peer.CkptDrop, func(w http.ResponseWriter, r *http.Request) { a.checkpoints.ServeDrop(w, r) })
 	mux.HandleFunc("POST "+peer.CkptRestore, jsonCall(func(req reopen.Target) (api.RestartResponse, error) {
-		if h, ok := migrate.JobHome(req.ID); !ok || h != req.Home || req.On == "" || len(req.Why) > maxWhy || len(req.Lost) > maxWhy {
-			return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restore of job %q: bad request", relay.LimitText(req.ID))
-		}
-		// A link of its own: a newer file kept meanwhile replaces the
-		// name, not what is checked and restored.
-		f, err := a.keeper.Open(req.ID, newMID(), a.cfg.NodeID)
-		if err != nil {
-			return api.RestartResponse{}, err
-		}
-		return a.restoreOn(req.On, f, req)
+		return a.checkpoints.RestoreKept(req)
 	}))
-	mux.HandleFunc("POST "+peer.Reopen, jsonCall(a.reopen))
-	mux.HandleFunc("POST "+peer.ReopenCommit, jsonCall(func(c reopen.Commit) (map[string]string, error) {
-		if !migrate.ValidMID(c.MID) {
-			return nil, errkind.New(peer.ErrBadRequest, "restart run id %q", relay.LimitText(c.MID))
-		}
-		return map[string]string{"outcome": string(a.jobs.CommitRestart(c.ID, c.MID))}, nil
-	}))
-	mux.HandleFunc("POST "+peer.ReopenDone, jsonCall(func(d reopen.Failed) (struct{}, error) {
-		if !migrate.ValidMID(d.MID) {
-			return struct{}{}, errkind.New(peer.ErrBadRequest, "restart run id %q", relay.LimitText(d.MID))
-		}
-		a.log.Warn("restart failed", "job", relay.LimitText(d.ID), "mid", d.MID, "err", relay.LimitText(d.Error))
-		return struct{}{}, a.jobs.ReopenEnded(d, time.Now())
-	}))
-	mux.HandleFunc("POST "+peer.Restore, a.serveRestore)
+	mux.HandleFunc("POST "+peer.Reopen, jsonCall(func(req reopen.Request) (reopen.Consent, error) { return a.checkpoints.Reopen(req) }))
+	mux.HandleFunc("POST "+peer.ReopenCommit, jsonCall(func(c reopen.Commit) (map[string]string, error) { return a.checkpoints.Commit(c) }))
+	mux.HandleFunc("POST "+peer.ReopenDone, jsonCall(func(d reopen.Failed) (struct{}, error) { return a.checkpoints.Failed(d) }))
+	mux.HandleFunc("POST "+peer.Restore, func(w http.ResponseWriter, r *http.Request) { a.checkpoints.ServeRestore(w, r) })
 }
 
 // peerSignal is /v1/peer/signal: a signal for a job running here.
@@ -354,10 +322,7 @@ func (a *Agent) serveMigrateIn(w http.ResponseWriter, r *http.Request) {
 // stallTimeout (the sender's link went down, or it died); stop ends the
 // watch.
 func watchedBody(w http.ResponseWriter, r *http.Request) (io.Reader, func()) {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{}) // bodyWithin's: the watch bounds it
-	wd := stall.Watch(stallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
-	return stall.NewReader(r.Body, wd), wd.Stop
+	return httpx.WatchedBody(w, r, stallTimeout)
 }
 
 // peerSetPolicy is /v1/peer/policy: `roam policy load` reaching this node.

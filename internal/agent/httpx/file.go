@@ -1,9 +1,12 @@
 package httpx
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"time"
+
+	"roam/internal/agent/stall"
 )
 
 // ServeFile answers with a file's bytes; a reader that stops reading
@@ -40,4 +43,15 @@ func ServeFile(w http.ResponseWriter, path string, size int64, stall time.Durati
 	_ = rc.SetWriteDeadline(time.Time{})
 	_ = rc.Flush() // a writer that cannot flush has it all already
 	return nil
+}
+
+// WatchedBody is r's body, cut off when a read makes no progress for
+// limit (the sender's link went down, or it died); stop ends the watch.
+// It lifts the read deadline the server set (server.body_timeout): the
+// watch bounds the body instead.
+func WatchedBody(w http.ResponseWriter, r *http.Request, limit time.Duration) (body io.Reader, stop func()) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	wd := stall.Watch(limit, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+	return stall.NewReader(r.Body, wd), wd.Stop
 }

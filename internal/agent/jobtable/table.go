@@ -34,8 +34,9 @@ type Table struct {
 	heard     map[string]time.Time     // node -> its last update to this home
 	kick      chan struct{}
 	// Restarting are the jobs this home consented to restart, with their
-	// record from before, until the run's end is known (restart.go);
-	// endedRuns the runs it decided ended, never consented again.
+	// record from before, until the run's end is known (package
+	// checkpoints); endedRuns the runs it decided ended, never consented
+	// again.
 	Restarting map[string]*reopen.Mark
 	EndedRuns  reopen.Ended
 	// uploading are the users with a roam restart upload in progress.

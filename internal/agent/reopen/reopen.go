@@ -3,7 +3,7 @@
 // package migrate, dest_file.go): the file it runs from, and its calls to
 // the job's home, which decides in place of a source (the consent, the
 // commit, the news of a failure), with the messages of those calls, which
-// the home's side (package agent, restart.go) answers, and what that
+// the home's side (package checkpoints, consent.go) answers, and what that
 // side keeps of the runs (Mark, Ended, Current). It must not touch
 // the job table, CRIU, or any file but the checkpoint it reads; package
 // agent's driver (migrate_dest.go) does the rest of the run.

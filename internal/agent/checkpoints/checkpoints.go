@@ -1,0 +1,130 @@
+// Package checkpoints is the agent's checkpoints of jobs and its restarts
+// from them: `roam checkpoint` (a job's sealed file for its owner), the
+// periodic checkpoints of `roam run --checkpoint-every` (each kept on
+// another node, so that losing the node a job runs on does not lose the
+// job), `roam restart FILE`, a home's restart of a job whose node was
+// declared dead, and the home's consent to a restart's run.
+//
+// It holds no state and no lock of its own: the records and the restarts'
+// marks are the job table's, the files the keeper's, a restart's run the
+// destination driver's. It must not run a checkpoint's or a restart's
+// machine itself: Config.Save and Config.Restore run them (the source and
+// destination drivers), and this package only picks the nodes, moves the
+// files and answers the routes.
+package checkpoints
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"roam/internal/agent/jobtable"
+	"roam/internal/agent/keeper"
+	"roam/internal/agent/members"
+	"roam/internal/agent/peer"
+	"roam/internal/agent/reopen"
+	"roam/internal/api"
+	"roam/internal/job"
+	"roam/internal/migrate"
+)
+
+// Config is what the checkpoints need: the owners they call, the node's
+// settings, and the parts of concerns still in package agent, as funcs.
+// Every func may be called from several goroutines at once.
+type Config struct {
+	Self    string // this node's id
+	Log     *slog.Logger
+	Jobs    *jobtable.Table
+	Store   *job.Store // the job table's bbolt store: a restart's new id
+	Keeper  *keeper.Keeper
+	Members *members.Table
+	Peers   *peer.Client
+	// Stall ends a transfer that makes no progress this long; CallTimeout
+	// bounds a checkpoint or a restart asked of another node.
+	Stall, CallTimeout time.Duration
+
+	// Draining says whether this node is draining (no job is placed on it).
+	Draining func() bool
+	// Record is job id's record, from its home (this node or another).
+	Record func(id string) (job.Record, error)
+	// Event records an event for `roam events`.
+	Event func(api.Event)
+	// Save checkpoints job id, running here, on the source machine: once
+	// the file is sealed it calls deliver, which hands it on and says on
+	// which node it is kept ("" for its user), and it returns once the
+	// machine has ended, with the file (gone by then unless deliver kept
+	// it). It blocks for the whole run.
+	Save func(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error)
+	// Restore runs a restart here, on the destination machine, from the
+	// run's file, starting with start; it returns once the run ended (the
+	// job runs here, or nothing of it does) with the machine's record.
+	Restore func(run *reopen.Run, start migrate.Restart) (migrate.InRecord, error)
+	// Post posts the size bytes write makes to path on the peer at addr,
+	// decodes the answer into out and returns the bytes sent, whether the
+	// stall guard ended it, and the exchange's error.
+	Post func(addr, path string, size int64, write func(io.Writer) error, out any) (int64, bool, error)
+}
+
+// Checkpoints takes, keeps and restarts jobs' checkpoints. Safe for
+// concurrent use.
+type Checkpoints struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns the checkpoints of the node cfg describes.
+func New(cfg Config) *Checkpoints { return &Checkpoints{cfg: cfg, log: cfg.Log} }
+
+// Key seals and checks checkpoint files: the key given, or one derived
+// from the gossip key.
+func Key(given, gossipKey []byte) []byte {
+	if len(given) > 0 {
+		return given
+	}
+	k := sha256.Sum256(append([]byte("roam checkpoint "), gossipKey...))
+	return k[:]
+}
+
+// sendFile posts a file to a peer and decodes its answer into out.
+func (c *Checkpoints) sendFile(node, path, file string, size int64, out any) error {
+	addr, err := c.cfg.Members.PeerAddr(node)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, _, err = c.cfg.Post(addr, path, size, func(w io.Writer) error {
+		_, err := io.CopyN(w, f, size)
+		return err
+	}, out)
+	return peer.Err(err)
+}
+
+// mayTouch says whether caller uid may act on a job of owner: root may,
+// and the job's owner.
+func mayTouch(uid, owner uint32) bool { return uid == 0 || uid == owner }
+
+// newMID is a new run's id (migrate.ValidMID).
+func newMID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// jobSeq is a job id's sequence number at its home (HOMENODE.SEQ).
+func jobSeq(id string) uint64 {
+	home, ok := migrate.JobHome(id)
+	if !ok {
+		return 0
+	}
+	seq, _ := strconv.ParseUint(id[len(home)+1:], 10, 64)
+	return seq
+}

@@ -1,0 +1,103 @@
+package checkpoints
+
+// The home's side of a restart's run: its consent, its commit and the
+// news of its failure. Never two copies: a run needs the home's consent,
+// which it gives only to a job that does not run (ended, lost, or running
+// on a node declared dead) and no other run holds, once per run, and
+// which raises the job's incarnation (Inc) in its record before any copy
+// is restored. From then on the home takes news only of the new
+// incarnation: a copy of an older one (the old node was cut off, not
+// dead, and comes back) gets "gone" at its first push, so its node kills
+// it, and its output and exit status are dropped (the relay). The home
+// cuts its copy of the output back to the checkpoint's offsets: the
+// restored job writes on from there.
+
+import (
+	"fmt"
+	"time"
+
+	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
+	"roam/internal/agent/reopen"
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/migrate"
+)
+
+// Reopen is peer.Reopen, the home's consent to run req.MID: it checks
+// that the job does not run and no other run holds it, and makes its
+// record say it runs on req.On, as a new incarnation, its output cut back
+// to the checkpoint's. The same run asking again gets the same consent.
+func (c *Checkpoints) Reopen(req reopen.Request) (reopen.Consent, error) {
+	if !migrate.ValidMID(req.MID) {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "restart run id %q", req.MID)
+	}
+	if ans, again, err := c.cfg.Jobs.ConsentFor(req.ID, req.MID); again || err != nil {
+		return ans, err
+	}
+	if h, ok := migrate.JobHome(req.ID); !ok {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "job id %q", req.ID)
+	} else if h != c.cfg.Self && c.cfg.Members.Known(h) {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "job %s has its home on node %s, not here", req.ID, h)
+	}
+	if err := req.Meta.Validate(); err != nil {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "%v", err)
+	}
+	if len(req.Owner.Groups) > migrate.MaxGroups {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "%d supplementary groups", len(req.Owner.Groups))
+	}
+	if !migrate.ValidEvery(req.Every) {
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "checkpoint interval %v", req.Every)
+	}
+	targets, _, err := c.cfg.Members.Place(req.On, 1, c.cfg.Draining())
+	if err != nil {
+		return reopen.Consent{}, err
+	}
+	if len(targets) == 0 || targets[0] == req.Lost {
+		return reopen.Consent{}, errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", req.ID)
+	}
+	target := targets[0]
+	id, had, err := c.cfg.Jobs.RestartID(req, c.cfg.Self)
+	if err != nil {
+		return reopen.Consent{}, err
+	}
+	fresh := id == "" // a new id, which no record may hold
+	if fresh {
+		seq, err := c.cfg.Store.NextSeqs(1)
+		if err != nil {
+			return reopen.Consent{}, err
+		}
+		id = fmt.Sprintf("%s.%d", c.cfg.Self, seq)
+	} else if !had {
+		if err := c.cfg.Store.BumpSeq(jobSeq(id)); err != nil {
+			return reopen.Consent{}, err
+		}
+	}
+	now := time.Now()
+	next, ans, err := c.cfg.Jobs.Reopen(req, reopen.Consent{ID: id, Node: target, Home: c.cfg.Self, HomeAddr: c.cfg.Peers.SelfAddr}, fresh, had, now)
+	if err != nil {
+		return reopen.Consent{}, err
+	}
+	uid := next.UID
+	go c.cfg.Event(api.Event{At: now, Kind: "restart", Job: id, UID: &uid, From: req.Meta.Node, To: target,
+		Why: fmt.Sprintf("%s, from the checkpoint of %s", req.Why, req.Meta.At.Format(time.RFC3339))})
+	return ans, nil
+}
+
+// Commit is peer.ReopenCommit: run req.MID holds its copy stopped; the
+// answer is the home's decision (migrate.Outcome).
+func (c *Checkpoints) Commit(req reopen.Commit) (map[string]string, error) {
+	if !migrate.ValidMID(req.MID) {
+		return nil, errkind.New(peer.ErrBadRequest, "restart run id %q", relay.LimitText(req.MID))
+	}
+	return map[string]string{"outcome": string(c.cfg.Jobs.CommitRestart(req.ID, req.MID))}, nil
+}
+
+// Failed is peer.ReopenDone: run d.MID failed, and nothing of it runs.
+func (c *Checkpoints) Failed(d reopen.Failed) (struct{}, error) {
+	if !migrate.ValidMID(d.MID) {
+		return struct{}{}, errkind.New(peer.ErrBadRequest, "restart run id %q", relay.LimitText(d.MID))
+	}
+	c.log.Warn("restart failed", "job", relay.LimitText(d.ID), "mid", d.MID, "err", relay.LimitText(d.Error))
+	return struct{}{}, c.cfg.Jobs.ReopenEnded(d, time.Now())
+}

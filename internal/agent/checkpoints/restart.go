@@ -1,0 +1,180 @@
+package checkpoints
+
+// Restarts from a checkpoint: `roam restart FILE`, and a home restarting a
+// job whose node membership declared dead from the job's newest periodic
+// checkpoint. Either is a run of the destination machine (package migrate,
+// dest_file.go) on the node that restores, whose source is the sealed
+// file: the uploader, or the node that keeps the file, picks that node
+// and sends the file there (or runs it itself); the run asks the home's
+// consent (consent.go), restores the copy stopped, and resumes it on the
+// home's commit (Config.Restore runs it; package reopen holds the run's
+// file and its calls to the home).
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"roam/internal/agent/httpx"
+	"roam/internal/agent/keeper"
+	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
+	"roam/internal/agent/reopen"
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/job"
+	"roam/internal/migrate"
+)
+
+// maxWhy bounds the reason and node name a restore's query carries.
+const maxWhy = 200
+
+// Restart is `roam restart`: the checkpoint file from the CLI, read from
+// body, runs again as its job, on node on ("" the best one).
+func (c *Checkpoints) Restart(caller httpx.Caller, on string, body io.Reader, length int64) (api.RestartResponse, error) {
+	if length <= 0 {
+		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restart: the checkpoint's length must be given (Content-Length)")
+	}
+	// One upload at a time per user: each holds a file on root's disk
+	// until it is checked.
+	if !c.cfg.Jobs.BeginUpload(caller.UID) {
+		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restart: uid %d has another restart in progress", caller.UID)
+	}
+	defer c.cfg.Jobs.EndUpload(caller.UID)
+	f, err := c.cfg.Keeper.Take(body, length, newMID())
+	if err != nil {
+		return api.RestartResponse{}, err
+	}
+	home, targets, err := f.Hdr.Home, []string(nil), reopen.MayRestart(caller.UID, caller.GID, caller.Groups, f.Hdr)
+	if p, ok := c.cfg.Members.Get(home); err == nil && !ok {
+		home = c.cfg.Self // another cluster's (same secret): this node is its home now
+	} else if err == nil && !p.Alive {
+		err = errkind.New(peer.ErrUnavailable, "node %s, the home of job %s, is not alive", home, f.Hdr.ID)
+	}
+	if err == nil {
+		targets, _, err = c.cfg.Members.Place(on, 1, c.cfg.Draining())
+	}
+	if err == nil && len(targets) == 0 {
+		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", f.Hdr.ID)
+	}
+	if err != nil {
+		os.Remove(f.Path)
+		return api.RestartResponse{}, err
+	}
+	return c.restoreOn(targets[0], f, reopen.Target{Home: home, Why: "roam restart"})
+}
+
+// restoreOn restarts the checked checkpoint file f on node target: it
+// runs the restart here, or sends the file there. The file is the run's
+// (or, sent, removed).
+func (c *Checkpoints) restoreOn(target string, f keeper.File, req reopen.Target) (api.RestartResponse, error) {
+	if target == c.cfg.Self {
+		return c.restartHere(f, req)
+	}
+	defer os.Remove(f.Path)
+	q := url.Values{"home": {req.Home}, "lost": {req.Lost}, "why": {req.Why}}
+	var res api.RestartResponse
+	err := c.sendFile(target, peer.Restore+"?"+q.Encode(), f.Path, f.Size, &res)
+	return res, err
+}
+
+// restartHere runs a restart of the checked checkpoint file f here, and
+// answers once it ended (the job runs here, or nothing of it does).
+func (c *Checkpoints) restartHere(f keeper.File, req reopen.Target) (api.RestartResponse, error) {
+	mid := newMID()
+	// Under a name of its own, which a restarted agent keeps for the run.
+	path, err := c.cfg.Keeper.NewPath(keeper.Restarting, mid)
+	if err == nil {
+		err = os.Rename(f.Path, path)
+	}
+	if err != nil {
+		os.Remove(f.Path)
+		return api.RestartResponse{}, err
+	}
+	f.Path = path
+	run := &reopen.Run{File: f, Lost: req.Lost, Why: req.Why}
+	r, err := c.cfg.Restore(run, migrate.Restart{MID: mid, Job: f.Hdr.ID, Home: req.Home, File: path})
+	return api.RestartResponse{ID: r.Job, Node: c.cfg.Self, Inc: r.Inc}, err
+}
+
+// ServeRestore is peer.Restore: a checkpoint file to restart here.
+func (c *Checkpoints) ServeRestore(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := reopen.Target{Home: q.Get("home"), Lost: q.Get("lost"), Why: q.Get("why")}
+	if _, known := c.cfg.Members.Get(req.Home); !known && req.Home != c.cfg.Self || len(req.Why) > maxWhy || len(req.Lost) > maxWhy {
+		httpx.WriteError(w, errkind.New(peer.ErrBadRequest, "restore: bad query %q", relay.LimitText(r.URL.RawQuery)))
+		return
+	}
+	body, stop := httpx.WatchedBody(w, r, c.cfg.Stall)
+	f, err := c.cfg.Keeper.Take(body, r.ContentLength, newMID())
+	stop()
+	var res api.RestartResponse
+	if err == nil {
+		res, err = c.restartHere(f, req)
+	}
+	if err != nil {
+		httpx.WriteError(w, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, res)
+}
+
+// RestoreKept is peer.CkptRestore: the home asks this node, which keeps
+// job req.ID's newest checkpoint, to restart it on node req.On.
+func (c *Checkpoints) RestoreKept(req reopen.Target) (api.RestartResponse, error) {
+	if h, ok := migrate.JobHome(req.ID); !ok || h != req.Home || req.On == "" || len(req.Why) > maxWhy || len(req.Lost) > maxWhy {
+		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restore of job %q: bad request", relay.LimitText(req.ID))
+	}
+	// A link of its own: a newer file kept meanwhile replaces the name,
+	// not what is checked and restored.
+	f, err := c.cfg.Keeper.Open(req.ID, newMID(), c.cfg.Self)
+	if err != nil {
+		return api.RestartResponse{}, err
+	}
+	return c.restoreOn(req.On, f, req)
+}
+
+// RestartLost restarts job rec, which ran on the dead node lost, from its
+// newest checkpoint, kept on rec.Newest.StoredOn: it picks the node, and
+// the store sends the file there, whose run asks this home's consent. The
+// job is held for it meanwhile (no second restart, no loss); lost after
+// all when no run took the consent. It blocks until the store answered.
+func (c *Checkpoints) RestartLost(rec job.Record, lost string) {
+	if c.cfg.Members.Alive(lost) || c.cfg.Peers.Answers(lost) {
+		return // it answers again: its copy runs on (the next sweep sees)
+	}
+	if !c.cfg.Jobs.AwaitRestart(rec.ID, lost) {
+		return
+	}
+	store := rec.Newest.StoredOn
+	targets, _, err := c.cfg.Members.Place("", 1, c.cfg.Draining())
+	if err == nil && (len(targets) == 0 || targets[0] == lost) {
+		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", rec.ID)
+	}
+	if err == nil {
+		req := reopen.Target{ID: rec.ID, Home: c.cfg.Self, On: targets[0], Lost: lost, Why: fmt.Sprintf("node %s was declared dead", lost)}
+		c.log.Info("restarting a job of a dead node", "job", rec.ID, "dead", lost, "on", req.On, "checkpoint_at", rec.Newest.At, "kept_on", store)
+		// The store may be this node: the call then runs in process.
+		err = c.cfg.Peers.CallWithin(c.cfg.CallTimeout, store, http.MethodPost, peer.CkptRestore, req, nil)
+	}
+	c.cfg.Jobs.EndAwait(rec.ID)
+	if err != nil {
+		c.log.Warn("restart after node loss: not restarted", "job", rec.ID, "err", err)
+		c.markLost(rec.ID, lost)
+	}
+}
+
+// markLost marks job id lost with node, if its record still says it runs
+// there.
+func (c *Checkpoints) markLost(id, node string) {
+	uid, marked, err := c.cfg.Jobs.MarkLostOn(id, node, time.Now())
+	if err != nil {
+		c.log.Error("job table", "err", err)
+	}
+	if marked {
+		c.cfg.Event(api.Event{Kind: "lost", Job: id, UID: &uid, From: node, Why: "its node was declared dead"})
+	}
+}
