@@ -18,6 +18,7 @@ import (
 	"os"
 	"time"
 
+	"roam/internal/agent/control"
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/peer"
@@ -53,11 +54,11 @@ func ckptKey(parts Parts) []byte {
 // writes the sealed file to w (the CLI writes it, as the user, where the
 // user said).
 func (a *Agent) Checkpoint(c Caller, req api.CheckpointRequest, w http.ResponseWriter) error {
-	rec, err := a.record(req.ID)
+	rec, err := a.control.Record(req.ID)
 	if err != nil {
 		return err
 	}
-	if !canTouch(c, rec.UID) {
+	if !control.CanTouch(c, rec.UID) {
 		return errkind.New(peer.ErrPermission, "%s: permission denied", req.ID)
 	}
 	if rec.State != api.StateRunning {

@@ -436,6 +436,9 @@ func (a *fzAgent) reset(t *testing.T) {
 		a.jobs = jobtable.New(a.store, a.spools, rankJobs)
 	}
 	a.jobs.Reset(a.store, a.spools)
+	// What starts, signals and lists jobs holds the owners put in place
+	// above.
+	a.wireJobs()
 	j := a.jobs
 	j.Mu.Lock()
 	defer j.Mu.Unlock()

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"roam/internal/agent/keeper"
+	"roam/internal/agent/launch"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
 	"roam/internal/agent/reopen"
@@ -184,7 +185,7 @@ func (a *Agent) reopen(req reopen.Request) (reopen.Consent, error) {
 		}
 		id = fmt.Sprintf("%s.%d", a.cfg.NodeID, seq)
 	} else if !had {
-		_, seq, _ := jobSeq(id)
+		_, seq, _ := launch.JobSeq(id)
 		if err := a.store.BumpSeq(seq); err != nil {
 			return reopen.Consent{}, err
 		}
