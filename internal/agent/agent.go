@@ -23,8 +23,10 @@ import (
 	"path/filepath"
 	"roam/internal/agent/checkpoints"
 	"roam/internal/agent/config"
+	"roam/internal/agent/control"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
+	"roam/internal/agent/launch"
 	"roam/internal/agent/limits"
 	"roam/internal/agent/members"
 	"roam/internal/agent/moves"
@@ -63,6 +65,10 @@ type Agent struct {
 
 	store *job.Store
 	jobs  *jobtable.Table
+	// launch starts jobs (roam run); control signals and lists them
+	// (roam kill, roam ps) and looks up their records at their homes.
+	launch  *launch.Starter
+	control *control.Jobs
 	// spools: the home jobs' output; keeper: the checkpoint files held.
 	spools *spool.Spools
 	keeper *keeper.Keeper
@@ -228,6 +234,35 @@ func (a *Agent) Start() error {
 		"migration", a.support)
 	return nil
 }
+
+// openJobs opens the job table, builds what starts, signals and lists
+// jobs on it, and reloads what an earlier run left.
+func (a *Agent) openJobs() error {
+	st, err := job.Open(filepath.Join(a.cfg.StateDir, "state.db"))
+	if err != nil {
+		return err
+	}
+	a.store = st
+	a.spools = spool.New(filepath.Join(a.cfg.StateDir, "home"), rankSpool)
+	a.jobs = jobtable.New(st, a.spools, rankJobs)
+	a.wireJobs()
+	return a.launch.Reload(time.Now())
+}
+
+// wireJobs builds launch and control on the agent's owners as they
+// are now: at start, and in the fuzz harness after it puts new ones in
+// place.
+func (a *Agent) wireJobs() {
+	a.launch = launch.New(launch.Config{Self: a.cfg.NodeID, Limits: a.cfg.Limits, Log: a.log, Store: a.store, Jobs: a.jobs, Spools: a.spools,
+		Members: a.members, Rounds: a.rounds, Peers: a.peers, Procs: a.procs, Draining: a.draining.Load, Event: a.event})
+	a.control = control.New(control.Config{Self: a.cfg.NodeID, Jobs: a.jobs, Moves: a.migr, Peers: a.peers, Procs: a.procs,
+		SettleWait: restoreTimeout, Attained: attainedFrom,
+		Parts: func() []peer.PSPart { return fanOut[peer.PSPart](a, http.MethodGet, peer.PS, nil) }})
+}
+
+// PS is `roam ps` for roamd's web view (cmd/roamd), as the socket's
+// route answers it.
+func (a *Agent) PS(c Caller, all bool) []api.Job { return a.control.PS(c, all) }
 
 // prepareDirs makes the state and image directories root's alone (root
 // removes, unpacks and restores below them: nobody else may control any

@@ -214,14 +214,6 @@ func TestDifferentSecretsDoNotJoin(t *testing.T) {
 	}
 }
 
-func TestJobEnvReplacesTheCallersRoamVariables(t *testing.T) {
-	got := jobEnv([]string{"PATH=/bin", "ROAM_INDEX=7", "HOME=/root", "ROAM_COUNT=9", "ROAM_JOB=x"}, "3.12", 2, 5)
-	want := []string{"PATH=/bin", "HOME=/root", "ROAM_JOB=3.12", "ROAM_INDEX=2", "ROAM_COUNT=5"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("jobEnv = %q, want %q", got, want)
-	}
-}
-
 // A policy loaded with `roam policy load` is the cluster's: an agent that
 // joins afterwards, whose config still names the default, takes it at its
 // first push/pull. A peer state that does not decode or parse, or that is
@@ -278,30 +270,5 @@ func TestLoadedPolicyOutlivesARestart(t *testing.T) {
 	again, _ := startAgentIn(t, dir, "a", sf)
 	if got := again.policyText().Name; got != "threshold" {
 		t.Fatalf("after a restart the agent runs %s, want the loaded threshold", got)
-	}
-}
-
-// TestSortJobsBySequence: roam ps lists each home's jobs by sequence
-// number, as numbers (n2.9 before n2.10), the whole range of the job
-// table's uint64 sequence included (parsed as an int, every sequence
-// past MaxInt64 read as MaxInt64, and their order was lost).
-func TestSortJobsBySequence(t *testing.T) {
-	js := []api.Job{{ID: "n2.18446744073709551615"}, {ID: "n2.10"}, {ID: "n1.3"}, {ID: "n2.9223372036854775808"}, {ID: "n2.9"}}
-	sortJobs(js)
-	var got []string
-	for _, j := range js {
-		got = append(got, j.ID)
-	}
-	want := []string{"n1.3", "n2.9", "n2.10", "n2.9223372036854775808", "n2.18446744073709551615"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("sorted %v, want %v", got, want)
-	}
-	if h, seq, ok := jobSeq("n2.18446744073709551615"); !ok || h != "n2" || seq != 1<<64-1 {
-		t.Fatalf("jobSeq = %q %d %v", h, seq, ok)
-	}
-	for _, bad := range []string{"n2", "n2.", ".3", "n2.x", "n2.18446744073709551616"} {
-		if _, _, ok := jobSeq(bad); ok {
-			t.Fatalf("jobSeq(%q) ok", bad)
-		}
 	}
 }

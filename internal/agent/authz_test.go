@@ -362,7 +362,7 @@ func (x *authzEnv) checkKill(who authzCaller, j *authzJob, want authzWant) strin
 	_, frozen := x.c.world.copies(j.id)
 	shown := x.psState(j.id)
 	for _, n := range frozen {
-		_ = x.c.nodes[nodeIndex(n)].a.signalJob(j.id, syscall.SIGCONT)
+		_ = x.c.nodes[nodeIndex(n)].a.control.SignalHere(j.id, syscall.SIGCONT)
 	}
 	if len(frozen) > 0 && shown != api.StateStopped {
 		return fmt.Sprintf("roam ps shows the stopped job %s", shown)

@@ -35,7 +35,7 @@ func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 		Self: a.cfg.NodeID, Log: a.log, Jobs: a.jobs, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers,
 		Stall: stallTimeout, CallTimeout: migrateTimeout,
 		Draining: a.draining.Load,
-		Record:   a.record,
+		Record:   a.control.Record,
 		Event:    a.event,
 		Save: func(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error) {
 			s, err := a.checkpointRun(id, stop, why, func(s savedCkpt) (string, error) { return deliver(s.file()) })

@@ -35,4 +35,12 @@ const (
 	// came back after 48 s with the default and 0.4 s when it happened to
 	// be alone. State is a few hundred bytes a node.
 	pushPullInterval = 10 * time.Second
+	// pushEvery is how often a node looks for new output of its jobs.
+	pushEvery = 50 * time.Millisecond
+	// pushChunk bounds the bytes of one stream of one job in one push.
+	pushChunk = 256 << 10
+	// outputChunk bounds one answer to `roam run`'s output poll.
+	outputChunk = 1 << 20
+	// maxWait bounds an output long-poll.
+	maxWait = 10 * time.Second
 )

@@ -130,7 +130,7 @@ func TestAgentsKeepAStoppedJobStopped(t *testing.T) {
 		}
 		signal := func(sig syscall.Signal) {
 			t.Helper()
-			res, err := a.Kill(owner, api.KillRequest{IDs: []string{id}, Signal: int(sig)})
+			res, err := a.control.Kill(owner, api.KillRequest{IDs: []string{id}, Signal: int(sig)})
 			if err != nil || len(res) != 1 || res[0].Error != "" {
 				t.Fatalf("kill -s %d: %+v %v", sig, res, err)
 			}
@@ -173,7 +173,7 @@ func TestAgentsKeepAStoppedJobStopped(t *testing.T) {
 // runs.
 func runOneOn(t *testing.T, c *cluster, caller Caller, on string) string {
 	t.Helper()
-	r, err := c.nodes[0].a.Run(caller, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: on})
+	r, err := c.nodes[0].a.launch.Run(caller, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: on})
 	if err != nil {
 		t.Fatal(err)
 	}

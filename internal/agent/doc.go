@@ -22,8 +22,10 @@ import "roam/internal/lockorder"
 //	                       checkpoints through the owners above
 //
 // Who calls whom: the routes (routes.go) call the agent's entry points
-// (run.go, jobs.go, relay.go, migrate*.go, schedule.go, drain.go,
-// policy.go) and package checkpoints', which call the owners. The drivers
+// (relay.go, migrate*.go, schedule.go, drain.go, policy.go) and
+// packages checkpoints, launch (roam run) and control (roam kill, roam
+// ps, a job's record at its home), which call the owners; checkpoints,
+// launch and control keep no state of their own. The drivers
 // of the migration machine (outMig in migrate_source.go with its
 // checkpoint actions in ckpt_source.go; inMig in migrate_dest.go) carry
 // out what package migrate decides, through the job table, the moves,
@@ -37,7 +39,8 @@ import "roam/internal/lockorder"
 // the same line. Built with the tag lockcheck, every lock checks this as
 // it is taken (package lockorder), and the tests fail on any other order
 // (TestMain). limits.Rates' lock and rounds.Events' are leaves: nothing
-// is taken while one is held; config, stall, phases, httpx and loss hold none.
+// is taken while one is held; config, stall, phases, httpx, loss, launch
+// and control hold none.
 // The load vector has no lock of its own: it is under the members table's.
 const (
 	// rankDrain is drainMu: a drain's change of the node's state, with

@@ -20,11 +20,11 @@ func TestAgentsDrainANode(t *testing.T) {
 		c := newCluster(t, 3, 29, faults{}, "static")
 		a1 := c.nodes[0].a
 		user := Caller{UID: 1001, GID: 1001}
-		r, err := a1.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 7, On: "n2"})
+		r, err := a1.launch.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 7, On: "n2"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		pinned, err := a1.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2", Pin: true})
+		pinned, err := a1.launch.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2", Pin: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestAgentsDrainANode(t *testing.T) {
 				return false
 			})
 		}
-		more, err := a1.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 6})
+		more, err := a1.launch.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 6})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestAgentsDrainANode(t *testing.T) {
 				t.Fatalf("job %s placed on the draining node", more.IDs[i])
 			}
 		}
-		if _, err := a1.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2"}); err == nil || !strings.Contains(err.Error(), "draining") {
+		if _, err := a1.launch.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2"}); err == nil || !strings.Contains(err.Error(), "draining") {
 			t.Fatalf("run --on n2: %v", err)
 		}
 		if _, err := a1.Migrate(Caller{}, api.MigrateRequest{ID: more.IDs[0], Node: "n2"}); err == nil || !strings.Contains(err.Error(), "draining") {
@@ -128,7 +128,7 @@ func TestAgentsDrainANode(t *testing.T) {
 			}
 			return false
 		})
-		back, err := a1.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2"})
+		back, err := a1.launch.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2"})
 		if err != nil || back.Nodes[0] != "n2" {
 			t.Fatalf("run --on n2 after resume: %+v %v", back, err)
 		}

@@ -551,7 +551,7 @@ func TestRunDoesNotTakeAnotherJobsID(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	a := newFzAgent(t, st) // holds n2.1 to n2.3 in memory; the sequence is at 0
 	before := *a.jobs.HomeRecs[fzHome]
-	_, err = a.Run(fzCallers[1], api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 2})
+	_, err = a.launch.Run(fzCallers[1], api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 2})
 	if err == nil || !strings.Contains(err.Error(), "another job's") {
 		t.Fatalf("run into a taken id: %v, want a refusal naming it", err)
 	}

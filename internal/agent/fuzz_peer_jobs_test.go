@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/job"
@@ -26,17 +27,17 @@ import (
 // named by the id stays where it belongs.
 func FuzzPeerStart(f *testing.F) {
 	spec := job.Spec{ID: "n1.7", UID: 1000, GID: 1000, Argv: []string{"/bin/sleep", "100"}, Env: []string{"HOME=/home/u"}, Cwd: "/home/u"}
-	f.Add(fzJSON(f, startRequest{Home: "n1", HomeAddr: "10.0.0.1:7947", Jobs: []job.Spec{spec}}))
+	f.Add(fzJSON(f, peer.StartRequest{Home: "n1", HomeAddr: "10.0.0.1:7947", Jobs: []job.Spec{spec}}))
 	two := spec
 	two.ID, two.Pin, two.Stdin = "n1.8", true, true
-	f.Add(fzJSON(f, startRequest{Home: "n1", HomeAddr: "[fd00::1]:7947", Jobs: []job.Spec{spec, two}}))
+	f.Add(fzJSON(f, peer.StartRequest{Home: "n1", HomeAddr: "[fd00::1]:7947", Jobs: []job.Spec{spec, two}}))
 	for _, id := range []string{"../../evil.1", "n1/../../evil.1", "n2.1", ".n1.1", "n1.-1", "n1.1 ", "n1.", "n1..1"} {
 		bad := spec
 		bad.ID = id
-		f.Add(fzJSON(f, startRequest{Home: "n1", HomeAddr: "10.0.0.1:7947", Jobs: []job.Spec{bad}}))
+		f.Add(fzJSON(f, peer.StartRequest{Home: "n1", HomeAddr: "10.0.0.1:7947", Jobs: []job.Spec{bad}}))
 	}
-	f.Add(fzJSON(f, startRequest{Home: "..", HomeAddr: "10.0.0.1:7947", Jobs: []job.Spec{{ID: "...1"}}}))
-	f.Add(fzJSON(f, startRequest{Home: "n1", HomeAddr: "../x", Jobs: []job.Spec{spec}}))
+	f.Add(fzJSON(f, peer.StartRequest{Home: "..", HomeAddr: "10.0.0.1:7947", Jobs: []job.Spec{{ID: "...1"}}}))
+	f.Add(fzJSON(f, peer.StartRequest{Home: "n1", HomeAddr: "../x", Jobs: []job.Spec{spec}}))
 	f.Add([]byte(`{"home":"n1","home_addr":"10.0.0.1:1","jobs":[{"id":"n1.1"}]} trailing`))
 	f.Add([]byte(`{"jobs":null}`))
 	f.Add([]byte(`[`))
@@ -45,14 +46,14 @@ func FuzzPeerStart(f *testing.F) {
 		a := pool.get(t)
 		w := a.call(http.MethodPost, "/v1/peer/start", body)
 		fzStatus(t, w, "start")
-		var req startRequest
+		var req peer.StartRequest
 		if !fzDecode(body, &req) {
 			if w.Code != http.StatusBadRequest {
 				t.Fatalf("a body that does not decode answered %d", w.Code)
 			}
 			return
 		}
-		var res []startResult
+		var res []peer.StartResult
 		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &res) != nil || len(res) != len(req.Jobs) {
 			t.Fatalf("%d specs answered %d: %s", len(req.Jobs), w.Code, w.Body)
 		}
@@ -145,20 +146,20 @@ func FuzzPeerUpdates(f *testing.F) {
 // FuzzPeerSignal: /v1/peer/signal delivers only a signal of 1 to 64, and
 // only to a job that runs here.
 func FuzzPeerSignal(f *testing.F) {
-	f.Add(fzJSON(f, signalRequest{ID: fzLocal, Signal: 15}))
-	f.Add(fzJSON(f, signalRequest{ID: fzPinned, Signal: 9}))
-	f.Add(fzJSON(f, signalRequest{ID: fzLocal, Signal: 64}))
-	f.Add(fzJSON(f, signalRequest{ID: fzLocal, Signal: 0}))
-	f.Add(fzJSON(f, signalRequest{ID: fzLocal, Signal: 65}))
-	f.Add(fzJSON(f, signalRequest{ID: fzLocal, Signal: -9}))
-	f.Add(fzJSON(f, signalRequest{ID: "n1.404", Signal: 15}))
+	f.Add(fzJSON(f, peer.SignalRequest{ID: fzLocal, Signal: 15}))
+	f.Add(fzJSON(f, peer.SignalRequest{ID: fzPinned, Signal: 9}))
+	f.Add(fzJSON(f, peer.SignalRequest{ID: fzLocal, Signal: 64}))
+	f.Add(fzJSON(f, peer.SignalRequest{ID: fzLocal, Signal: 0}))
+	f.Add(fzJSON(f, peer.SignalRequest{ID: fzLocal, Signal: 65}))
+	f.Add(fzJSON(f, peer.SignalRequest{ID: fzLocal, Signal: -9}))
+	f.Add(fzJSON(f, peer.SignalRequest{ID: "n1.404", Signal: 15}))
 	f.Add([]byte(`{"id":"n1.5","signal":4294967311}`))
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a := pool.get(t)
 		w := a.call(http.MethodPost, "/v1/peer/signal", body)
 		fzStatus(t, w, "signal")
-		var req signalRequest
+		var req peer.SignalRequest
 		ok := fzDecode(body, &req)
 		for _, s := range a.node.signals {
 			if !ok || s.sig < 1 || s.sig > 64 || int(s.sig) != req.Signal || s.pid != fzPID || req.ID != fzLocal {

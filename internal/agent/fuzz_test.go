@@ -436,7 +436,10 @@ func (a *fzAgent) reset(t *testing.T) {
 		a.jobs = jobtable.New(a.store, a.spools, rankJobs)
 	}
 	a.jobs.Reset(a.store, a.spools)
-	a.checkpoints = newCheckpoints(a.Agent) // over the members and the store of now
+	// What starts, signals and lists jobs, and the checkpoints, hold the
+	// owners put in place above (the members and the store of now).
+	a.wireJobs()
+	a.checkpoints = newCheckpoints(a.Agent)
 	j := a.jobs
 	j.Mu.Lock()
 	defer j.Mu.Unlock()

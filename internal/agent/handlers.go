@@ -8,10 +8,7 @@ import (
 	"net/http"
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/peer"
-	"roam/internal/api"
 	"roam/internal/errkind"
-	"roam/internal/sched"
-	"sort"
 )
 
 // queryCall is a handler that calls f with the query parameter param and
@@ -62,16 +59,4 @@ func withCaller(h func(Caller, http.ResponseWriter, *http.Request)) http.Handler
 		}
 		h(c, w, r)
 	}
-}
-
-// sortJobs orders jobs by their home, then their number there.
-func sortJobs(js []api.Job) {
-	sort.Slice(js, func(i, j int) bool {
-		hi, si, _ := jobSeq(js[i].ID)
-		hj, sj, _ := jobSeq(js[j].ID)
-		if hi != hj {
-			return sched.IDLess(hi, hj)
-		}
-		return si < sj
-	})
 }

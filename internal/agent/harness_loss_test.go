@@ -12,6 +12,7 @@ import (
 
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/loss"
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/job"
 
@@ -176,8 +177,8 @@ func TestAgentsEndJobsTheirHomeForgot(t *testing.T) {
 		c := newCluster(t, 2, 12, faults{}, "static")
 		home, n2 := c.nodes[0].a, c.nodes[1].a
 		id := fmt.Sprintf("n1.%d", 999)
-		req := startRequest{Home: "n1", HomeAddr: home.peers.SelfAddr, Jobs: []job.Spec{{ID: id, Argv: []string{"/bin/true"}, Cwd: "/"}}}
-		var res []startResult
+		req := peer.StartRequest{Home: "n1", HomeAddr: home.peers.SelfAddr, Jobs: []job.Spec{{ID: id, Argv: []string{"/bin/true"}, Cwd: "/"}}}
+		var res []peer.StartResult
 		if err := home.peers.Call("n2", "POST", "/v1/peer/start", req, &res); err != nil || len(res) != 1 || res[0].Error != "" {
 			t.Fatalf("start: %+v %v", res, err)
 		}

@@ -20,7 +20,7 @@ func TestAgentsRestartTheJobsOfADeadNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, 30, faults{}, "static")
 		home, n2 := c.nodes[0].a, c.nodes[1]
-		resp, err := home.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 2, On: "n2", CheckpointEvery: 5 * time.Second})
+		resp, err := home.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 2, On: "n2", CheckpointEvery: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -216,7 +216,7 @@ func (c *cluster) waitFor(what string, d time.Duration, cond func() bool) {
 // run starts count jobs from node i (--on node on, or placed).
 func (c *cluster) run(i, count int, on string) []string {
 	c.t.Helper()
-	resp, err := c.nodes[i].a.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: count, On: on})
+	resp, err := c.nodes[i].a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: count, On: on})
 	if err != nil {
 		c.t.Fatalf("run: %v", err)
 	}
@@ -549,7 +549,7 @@ func TestAgentsReservationEnds(t *testing.T) {
 		if m, err := a1.Migrate(Caller{}, api.MigrateRequest{ID: j1, Node: "n3"}); err != nil || !m.OK {
 			t.Fatalf("migrate %s: %+v %v", j1, m, err)
 		}
-		if _, err := c.nodes[0].a.Kill(Caller{}, api.KillRequest{IDs: []string{j1}, Signal: 9}); err != nil {
+		if _, err := c.nodes[0].a.control.Kill(Caller{}, api.KillRequest{IDs: []string{j1}, Signal: 9}); err != nil {
 			t.Fatal(err)
 		}
 		c.waitFor("n3 idle", time.Minute, func() bool { return c.nodes[2].fn.Runnable(nil) == 0 })
@@ -583,7 +583,7 @@ func TestAgentsWithdrawAnAbandonedMove(t *testing.T) {
 		move := func(id, from string) sched.Move {
 			return sched.Move{Job: id, From: from, To: "n3", At: time.Now(), Kind: sched.ProblemCPU, Runnable: 1, RSSMB: 10, SrcLoad: 2, Threshold: 0.25}
 		}
-		if _, err := a1.Kill(Caller{}, api.KillRequest{IDs: []string{j1}, Signal: 9}); err != nil {
+		if _, err := a1.control.Kill(Caller{}, api.KillRequest{IDs: []string{j1}, Signal: 9}); err != nil {
 			t.Fatal(err)
 		}
 		c.waitFor("n1 idle", time.Minute, func() bool { return c.nodes[0].fn.Runnable(nil) == 0 })
@@ -670,7 +670,7 @@ func TestAgentsSpreadAgainWhenANodeGoesIdle(t *testing.T) {
 		}
 		where := func() map[string]int { return c.runningOn(jobs) }
 		home := map[string]int{"n1": 0, "n2": 1, "n3": 2}[strings.SplitN(lone, ".", 2)[0]]
-		if _, err := c.nodes[home].a.Kill(Caller{}, api.KillRequest{IDs: []string{lone}, Signal: 9}); err != nil {
+		if _, err := c.nodes[home].a.control.Kill(Caller{}, api.KillRequest{IDs: []string{lone}, Signal: 9}); err != nil {
 			t.Fatal(err)
 		}
 		end := time.Now()

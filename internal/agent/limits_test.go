@@ -43,7 +43,7 @@ func TestAgentsRefuseARunPastTheLimits(t *testing.T) {
 			{api.RunRequest{Argv: []string{"/bin/true"}, Env: env, Cwd: "/", Count: 1}, "limits.arg_bytes"},
 			{api.RunRequest{Argv: []string{"/bin/true"}, Env: []string{"E=" + strings.Repeat("y", 1<<20)}, Cwd: "/", Count: 1000}, "limits.run_bytes"},
 		} {
-			_, err := home.Run(user, tc.req)
+			_, err := home.launch.Run(user, tc.req)
 			if err == nil || !errors.Is(err, peer.ErrLimit) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("-n %d: %v; want refused naming %s", tc.req.Count, err, tc.want)
 			}
@@ -99,7 +99,7 @@ func TestAgentsBoundLiveJobsPerUser(t *testing.T) {
 		home := c.nodes[0].a
 		a, b := Caller{UID: 1001, GID: 1001}, Caller{UID: 1002, GID: 1002}
 		run := func(cl Caller, n int) (api.RunResponse, error) {
-			return home.Run(cl, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: "n2"})
+			return home.launch.Run(cl, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: "n2"})
 		}
 		first, err := run(a, 2)
 		if err != nil {
@@ -170,7 +170,7 @@ func TestAgentsPurge(t *testing.T) {
 		c := newCluster(t, 2, 22, faults{}, "static")
 		a, b := Caller{UID: 1001, GID: 1001}, Caller{UID: 1002, GID: 1002}
 		start := func(i int, cl Caller, n int) []string {
-			r, err := c.nodes[i].a.Run(cl, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: "n2"})
+			r, err := c.nodes[i].a.launch.Run(cl, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: "n2"})
 			if err != nil {
 				t.Fatal(err)
 			}

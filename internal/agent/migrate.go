@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"time"
 
+	"roam/internal/agent/control"
 	"roam/internal/agent/moves"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
@@ -46,11 +47,11 @@ const pruneEvery = time.Minute
 // Migrate is `roam migrate`: it moves a running job to another node, or
 // hands it back to the automatic policies ("auto").
 func (a *Agent) Migrate(c Caller, req api.MigrateRequest) (api.Migration, error) {
-	rec, err := a.record(req.ID)
+	rec, err := a.control.Record(req.ID)
 	if err != nil {
 		return api.Migration{}, err
 	}
-	if !canTouch(c, rec.UID) {
+	if !control.CanTouch(c, rec.UID) {
 		return api.Migration{}, errkind.New(peer.ErrPermission, "%s: permission denied", req.ID)
 	}
 	if req.Node == "auto" {

@@ -29,8 +29,8 @@ func TestPeerStartRefusesBadJobIDs(t *testing.T) {
 		home, n2 := c.nodes[0].a, c.nodes[1]
 		outside := filepath.Dir(n2.fn.SpoolDir("x"))
 		for _, id := range []string{"../../evil.1", "n1/../../evil.1", "../n1.1", "n1.1/../../x.2", ".n1.1", "n2.1", "n1.-1", "n1.1 "} {
-			req := startRequest{Home: "n1", HomeAddr: home.peers.SelfAddr, Jobs: []job.Spec{{ID: id, Argv: []string{"/bin/true"}, Cwd: "/"}}}
-			var res []startResult
+			req := peer.StartRequest{Home: "n1", HomeAddr: home.peers.SelfAddr, Jobs: []job.Spec{{ID: id, Argv: []string{"/bin/true"}, Cwd: "/"}}}
+			var res []peer.StartResult
 			if err := home.peers.Call("n2", "POST", "/v1/peer/start", req, &res); err != nil {
 				t.Fatalf("%q: %v", id, err)
 			}
@@ -39,8 +39,8 @@ func TestPeerStartRefusesBadJobIDs(t *testing.T) {
 			}
 		}
 		// A good id with a bad home address is refused too.
-		req := startRequest{Home: "n1", HomeAddr: "../x", Jobs: []job.Spec{{ID: "n1.77", Argv: []string{"/bin/true"}, Cwd: "/"}}}
-		var res []startResult
+		req := peer.StartRequest{Home: "n1", HomeAddr: "../x", Jobs: []job.Spec{{ID: "n1.77", Argv: []string{"/bin/true"}, Cwd: "/"}}}
+		var res []peer.StartResult
 		if err := home.peers.Call("n2", "POST", "/v1/peer/start", req, &res); err != nil || len(res) != 1 || !strings.Contains(res[0].Error, "bad home address") {
 			t.Fatalf("bad home address: %+v %v", res, err)
 		}
@@ -152,7 +152,7 @@ func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
 // it runs.
 func (c *cluster) userJobOnN1() string {
 	c.t.Helper()
-	r, err := c.nodes[0].a.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
+	r, err := c.nodes[0].a.launch.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1"})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -32,10 +32,10 @@ func TestSelfCallsNeedNoPeerPort(t *testing.T) {
 	if evs := a.Events(Caller{}, since); len(evs) != 1 || evs[0].Kind != "test" {
 		t.Errorf("events: %+v", evs)
 	}
-	if _, err := a.record("a.1"); !errors.Is(err, peer.ErrNotFound) || err.Error() != "unknown job a.1" {
+	if _, err := a.control.Record("a.1"); !errors.Is(err, peer.ErrNotFound) || err.Error() != "unknown job a.1" {
 		t.Errorf("record of an unknown job: %v", err)
 	}
-	if _, err := a.record("b.1"); !errors.Is(err, peer.ErrUnavailable) {
+	if _, err := a.control.Record("b.1"); !errors.Is(err, peer.ErrUnavailable) {
 		t.Errorf("record of another node's job: %v", err)
 	}
 }

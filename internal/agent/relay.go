@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"roam/internal/agent/control"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
@@ -245,11 +246,11 @@ func (a *Agent) Output(id string, outOff, errOff int64, wait time.Duration) (api
 
 // Stdin passes bytes to a job's stdin; eof closes it.
 func (a *Agent) Stdin(c Caller, id string, data []byte, eof bool) (api.StdinResult, error) {
-	r, err := a.record(id)
+	r, err := a.control.Record(id)
 	if err != nil {
 		return api.StdinResult{}, err
 	}
-	if !canTouch(c, r.UID) {
+	if !control.CanTouch(c, r.UID) {
 		return api.StdinResult{}, errkind.New(peer.ErrPermission, "%s: permission denied", id)
 	}
 	return a.stdinOn(r.Node, id, data, eof)
@@ -269,7 +270,7 @@ func (a *Agent) stdinOn(node, id string, data []byte, eof bool) (api.StdinResult
 // stdinLocal passes bytes to the stdin of a job running here, or on to
 // the node it moved to.
 func (a *Agent) stdinLocal(id string, data []byte, eof bool) (api.StdinResult, error) {
-	_, _, movedTo := a.settledLocal(id)
+	_, _, movedTo := a.control.Settled(id)
 	if movedTo != "" {
 		return a.stdinOn(movedTo, id, data, eof)
 	}

@@ -11,11 +11,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/pprof"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"roam/internal/agent/control"
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
@@ -80,7 +80,9 @@ func apiNodeRoutes(a *Agent, mux *http.ServeMux) {
 // apiJobRoutes are the CLI's routes of jobs: run, output, stdin, kill,
 // purge, ps and migrate.
 func apiJobRoutes(a *Agent, mux *http.ServeMux) {
-	mux.HandleFunc("POST "+api.PathRun, callerJSON(a.Run))
+	// a.launch and a.control are read at each call, not bound here, as in
+	// peerJobRoutes: the fuzz harness builds them again for each input.
+	mux.HandleFunc("POST "+api.PathRun, callerJSON(func(c Caller, req api.RunRequest) (api.RunResponse, error) { return a.launch.Run(c, req) }))
 	mux.HandleFunc("GET "+api.PathJobOutput, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		out, errOff, wait := outputQuery(r)
 		o, err := a.jobOutput(c, r.PathValue("id"), out, errOff, wait)
@@ -102,10 +104,10 @@ func apiJobRoutes(a *Agent, mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, res)
 	}))
-	mux.HandleFunc("POST "+api.PathKill, callerJSON(a.Kill))
+	mux.HandleFunc("POST "+api.PathKill, callerJSON(func(c Caller, req api.KillRequest) ([]api.KillResult, error) { return a.control.Kill(c, req) }))
 	mux.HandleFunc("POST "+api.PathPurge, callerJSON(a.Purge))
 	mux.HandleFunc("GET "+api.PathPS, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.PS(c, r.URL.Query().Get("all") == "1"))
+		writeJSON(w, http.StatusOK, a.control.PS(c, r.URL.Query().Get("all") == "1"))
 	}))
 	mux.HandleFunc("POST "+api.PathMigrate, callerJSON(a.Migrate))
 }
@@ -159,11 +161,11 @@ func servePprof(c Caller, w http.ResponseWriter, r *http.Request) {
 // jobOutput is `roam run`'s and `roam logs`' read of a job's output, from
 // its home, for a caller who may read it.
 func (a *Agent) jobOutput(c Caller, id string, out, errOff int64, wait time.Duration) (api.Output, error) {
-	rec, err := a.record(id)
+	rec, err := a.control.Record(id)
 	if err != nil {
 		return api.Output{}, err
 	}
-	if !canTouch(c, rec.UID) {
+	if !control.CanTouch(c, rec.UID) {
 		return api.Output{}, errkind.New(peer.ErrPermission, "%s: permission denied", id)
 	}
 	var o api.Output
@@ -183,10 +185,12 @@ func peerJobRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+peer.Ping, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
 	})
-	// jobs
-	mux.HandleFunc("POST "+peer.Start, jsonCall(func(req startRequest) ([]startResult, error) { return a.startLocal(req), nil }))
+	// jobs: a.launch and a.control are read at each call, not bound
+	// here, for Start builds them after these routes (the peer client
+	// they hold calls this node through them).
+	mux.HandleFunc("POST "+peer.Start, jsonCall(func(req peer.StartRequest) ([]peer.StartResult, error) { return a.launch.StartHere(req), nil }))
 	mux.HandleFunc("POST "+peer.Updates, jsonCall(a.takeUpdates))
-	mux.HandleFunc("POST "+peer.Signal, jsonCall(a.peerSignal))
+	mux.HandleFunc("POST "+peer.Signal, jsonCall(func(req peer.SignalRequest) (struct{}, error) { return a.control.PeerSignal(req) }))
 	mux.HandleFunc("POST "+peer.Purge, jsonCall(a.purgeLocal))
 	mux.HandleFunc("POST "+peer.Stdin, func(w http.ResponseWriter, r *http.Request) {
 		data, err := readStdinPost(r)
@@ -200,7 +204,7 @@ func peerJobRoutes(a *Agent, mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, res)
 	})
-	mux.HandleFunc("GET "+peer.Record, a.serveRecord)
+	mux.HandleFunc("GET "+peer.Record, func(w http.ResponseWriter, r *http.Request) { a.control.ServeRecord(w, r) })
 	mux.HandleFunc("GET "+peer.Output, func(w http.ResponseWriter, r *http.Request) {
 		out, errOff, wait := outputQuery(r)
 		o, err := a.Output(r.URL.Query().Get("id"), out, errOff, wait)
@@ -211,7 +215,7 @@ func peerJobRoutes(a *Agent, mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, o)
 	})
 	mux.HandleFunc("GET "+peer.PS, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.psLocal())
+		writeJSON(w, http.StatusOK, a.control.Part())
 	})
 	mux.HandleFunc("POST "+peer.Hold, queryCall("id", a.releaseHold))
 	mux.HandleFunc("POST "+peer.Drain, queryCall("state", a.setDrain))
@@ -274,34 +278,6 @@ func peerCkptRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("POST "+peer.ReopenCommit, jsonCall(func(c reopen.Commit) (map[string]string, error) { return a.checkpoints.Commit(c) }))
 	mux.HandleFunc("POST "+peer.ReopenDone, jsonCall(func(d reopen.Failed) (struct{}, error) { return a.checkpoints.Failed(d) }))
 	mux.HandleFunc("POST "+peer.Restore, func(w http.ResponseWriter, r *http.Request) { a.checkpoints.ServeRestore(w, r) })
-}
-
-// peerSignal is /v1/peer/signal: a signal for a job running here.
-func (a *Agent) peerSignal(req signalRequest) (struct{}, error) {
-	if req.Signal < 1 || req.Signal > 64 {
-		return struct{}{}, errkind.New(peer.ErrBadRequest, "signal %d", req.Signal)
-	}
-	return struct{}{}, a.signalJob(req.ID, syscall.Signal(req.Signal))
-}
-
-type signalRequest struct {
-	ID     string `json:"id"`
-	Signal int    `json:"signal"`
-}
-
-// serveRecord is /v1/peer/record: a job's record at its home.
-func (a *Agent) serveRecord(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("id")
-	if h, ok := migrate.JobHome(id); !ok || h != a.cfg.NodeID {
-		writeError(w, errkind.New(peer.ErrNotFound, "job %s does not have its home here", id))
-		return
-	}
-	rec, err := a.jobs.HomeRecord(id)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rec)
 }
 
 // serveMigrateIn is /v1/peer/migrate: a migration's stream. A read that

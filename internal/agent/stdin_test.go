@@ -18,7 +18,7 @@ func TestAgentsStdinOfAJobThatNeverReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2, 18, faults{}, "static")
 		home := c.nodes[0].a
-		resp, err := home.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/cat"}, Cwd: "/", Count: 1, On: "n2", Stdin: true})
+		resp, err := home.launch.Run(Caller{UID: 1001, GID: 1001}, api.RunRequest{Argv: []string{"/bin/cat"}, Cwd: "/", Count: 1, On: "n2", Stdin: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -69,7 +69,7 @@ func (j *Table) Moving(lj *Local) MovingJob {
 // Leave takes job id, if it runs here as pid, out of the table, and
 // records that it went to node to; it returns the job taken out (nil:
 // none). One step under jobs.mu, with the record of where it went taken
-// inside: a signal or stdin sent here (settledLocal) finds the job here
+// inside: a signal or stdin sent here (control.Jobs.Settled) finds the job here
 // or where it went, never neither, and no arrival between the two steps
 // (adopt, a restart's Adopt) has where it went recorded after it came back.
 func (j *Table) Leave(id string, pid int, to string, m Moves) *Local {

@@ -1,0 +1,82 @@
+package control
+
+// `roam ps`: every live node's part, its home jobs' records and its
+// running jobs' use, put together for the caller.
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"roam/internal/agent/httpx"
+	"roam/internal/agent/launch"
+	"roam/internal/agent/peer"
+	"roam/internal/api"
+	"roam/internal/job"
+	"roam/internal/sched"
+)
+
+// Part is /v1/peer/ps: this node's part of `roam ps`.
+func (j *Jobs) Part() peer.PSPart {
+	p := peer.PSPart{Usage: map[string]peer.JobUsage{}}
+	var locals []job.Local
+	p.Records, locals = j.cfg.Jobs.PsView()
+	// /proc and the cgroups are read without the job lock.
+	for _, l := range locals {
+		if j.cfg.Procs.Alive(l.PID, l.StartTix) {
+			// Its CPU time on every node it ran on, as if it had run here
+			// all along (the user sees the job as local).
+			cpu, rss := j.cfg.Procs.Usage(l.ID, l.PID)
+			p.Usage[l.ID] = peer.JobUsage{CPUSeconds: j.cfg.Attained(cpu, l), RSSMB: rss, Stopped: j.cfg.Procs.Stopped(l.PID)}
+		}
+	}
+	return p
+}
+
+// PS lists jobs on every node the caller may see.
+func (j *Jobs) PS(c httpx.Caller, all bool) []api.Job {
+	parts := j.cfg.Parts()
+	use := map[string]peer.JobUsage{}
+	for _, p := range parts {
+		for id, u := range p.Usage {
+			use[id] = u
+		}
+	}
+	now := time.Now()
+	out := []api.Job{}
+	for _, p := range parts {
+		for _, r := range p.Records {
+			if !CanTouch(c, r.UID) || (!all && r.UID != c.UID) {
+				continue
+			}
+			u := use[r.ID]
+			state := r.State
+			if state == api.StateRunning && u.Stopped {
+				state = api.StateStopped
+			}
+			out = append(out, api.Job{
+				ID: r.ID, User: r.User, UID: r.UID, Home: r.Home, Node: r.Node, State: state,
+				CPUSeconds: u.CPUSeconds, RSSMB: u.RSSMB, Migrations: r.Migrations,
+				AgeSeconds: now.Sub(r.Started).Seconds(), Started: r.Started, Ended: r.Ended, LostAt: r.LostAt, Cmd: strings.Join(r.Argv, " "),
+				ExitCode: r.ExitCode, EndReason: r.EndReason, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
+				MigrationLog:    append([]job.Migration{}, r.MigrationLog...),
+				CheckpointEvery: r.CheckpointEvery, Checkpoints: slices.Clone(r.Checkpoints), Restarts: slices.Clone(r.Restarts),
+			})
+		}
+	}
+	sortJobs(out)
+	return out
+}
+
+// sortJobs orders jobs by their home, then their number there.
+func sortJobs(js []api.Job) {
+	sort.Slice(js, func(i, j int) bool {
+		hi, si, _ := launch.JobSeq(js[i].ID)
+		hj, sj, _ := launch.JobSeq(js[j].ID)
+		if hi != hj {
+			return sched.IDLess(hi, hj)
+		}
+		return si < sj
+	})
+}

@@ -1,0 +1,198 @@
+// Package launch starts jobs: `roam run` at the job's home (the request
+// checked against the node's limits, each process placed, numbered and
+// recorded before any starts) and a home's start request on the node
+// chosen to run the job. It owns the job ids' form (HOME.SEQ) and moves
+// the job sequence past every record at start. Its state is the job
+// table's, the spools', the membership's and the store's sequence: it
+// keeps none and has no lock. It does not relay a job's output nor move
+// it (the relay and the migration drivers do), and it must not import
+// internal/agent.
+package launch
+
+import (
+	"fmt"
+	"log/slog"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"roam/internal/agent/httpx"
+	"roam/internal/agent/jobtable"
+	"roam/internal/agent/limits"
+	"roam/internal/agent/members"
+	"roam/internal/agent/peer"
+	"roam/internal/agent/rounds"
+	"roam/internal/agent/spool"
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/job"
+	"roam/internal/migrate"
+)
+
+// startBatch bounds the JSON of one start request's specs, below the
+// httpx.MaxBody a peer reads (jobtable.PushBatch does so for a push).
+const startBatch = httpx.MaxBody / 2
+
+// Config is what a Starter is built from.
+type Config struct {
+	Self   string        // this node's id
+	Limits limits.Limits // what a user's run may cost this node
+	Log    *slog.Logger
+	// Store holds the job sequence new ids are taken from.
+	Store   *job.Store
+	Jobs    *jobtable.Table
+	Spools  *spool.Spools
+	Members *members.Table // where a run's processes go
+	// Rounds is kicked when a job starts or ends here.
+	Rounds *rounds.Rounds
+	Peers  *peer.Client
+	Procs  job.Processes
+	// Draining tells whether this node is draining (roam node drain): it
+	// starts no job then. It must not block.
+	Draining func() bool
+	// Event records a decision for `roam events`. Safe for concurrent
+	// use; it must not block.
+	Event func(api.Event)
+}
+
+// Starter starts jobs, as their home and where they run. Safe for
+// concurrent use: every call is through its owners.
+type Starter struct {
+	cfg Config
+}
+
+// New builds a Starter from its owners.
+func New(c Config) *Starter { return &Starter{c} }
+
+// Run starts a `roam run` request from caller; this node is the home.
+func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, error) {
+	spec, err := runSpec(c, req)
+	if err != nil {
+		return api.RunResponse{}, err
+	}
+	if err := s.checkRunLimits(c, req); err != nil {
+		return api.RunResponse{}, err
+	}
+	targets, why, err := s.cfg.Members.Place(req.On, req.Count, s.cfg.Draining())
+	if err != nil {
+		return api.RunResponse{}, err
+	}
+	recs, byNode, err := s.newHomeRecords(c, req, spec, targets, why)
+	if err != nil {
+		return api.RunResponse{}, err
+	}
+	if err := s.startAll(byNode); err != nil {
+		s.cfg.Jobs.ForgetHome(recs)
+		return api.RunResponse{}, err
+	}
+	if err := s.cfg.Jobs.MarkRunning(recs); err != nil {
+		return api.RunResponse{}, err
+	}
+	resp := api.RunResponse{Nodes: targets}
+	for _, r := range recs {
+		resp.IDs = append(resp.IDs, r.ID)
+	}
+	return resp, nil
+}
+
+// checkRunLimits refuses a run past one of the node's limits (the
+// caller's live jobs and stored output at this home included). Root's runs
+// are bounded too: its jobs cost the same.
+func (s *Starter) checkRunLimits(c httpx.Caller, req api.RunRequest) error {
+	live, ended := s.cfg.Jobs.UserJobs(c.UID)
+	// Only ended jobs' output counts: a live one is bounded by
+	// output_bytes, and stat'ing it is what the disk would feel.
+	var used int64
+	for _, id := range ended {
+		used += spool.Size(s.cfg.Spools.Dir(id))
+	}
+	if err := s.cfg.Limits.CheckRun(req.Count, req.Argv, req.Env, live, used); err != nil {
+		return errkind.New(peer.ErrLimit, "%v", err)
+	}
+	return nil
+}
+
+// runSpec checks a run request and makes the spec its processes share.
+func runSpec(c httpx.Caller, req api.RunRequest) (job.Spec, error) {
+	switch {
+	case req.Count < 1:
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "-n: %d is below 1", req.Count)
+	case len(req.Argv) == 0:
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "no program given")
+	case req.Stdin && req.Count != 1:
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "stdin goes to a single process only (-n 1)")
+	}
+	if !migrate.ValidEvery(req.CheckpointEvery) {
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "--checkpoint-every: %v is out of range (%v to %v)", req.CheckpointEvery, migrate.MinCheckpointEvery, migrate.MaxCheckpointEvery)
+	}
+	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: c.Groups, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, Pin: req.Pin,
+		CheckpointEvery: req.CheckpointEvery}
+	if err := job.Check(spec); err != nil {
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "%v", err)
+	}
+	return spec, nil
+}
+
+// newHomeRecords numbers the processes, one per target, and keeps their
+// records, starting, before any starts: output that arrives at once finds
+// its job. It returns the records and each node's specs.
+func (s *Starter) newHomeRecords(c httpx.Caller, req api.RunRequest, spec job.Spec, targets []string, why string) ([]job.Record, map[string][]job.Spec, error) {
+	first, err := s.cfg.Store.NextSeqs(req.Count)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	byNode := map[string][]job.Spec{}
+	var recs []job.Record
+	name := userName(c.UID)
+	for i, node := range targets {
+		sp := spec
+		sp.ID = fmt.Sprintf("%s.%d", s.cfg.Self, first+uint64(i))
+		sp.Env = jobEnv(req.Env, sp.ID, i, req.Count)
+		byNode[node] = append(byNode[node], sp)
+		recs = append(recs, job.Record{
+			ID: sp.ID, UID: c.UID, GID: c.GID, Groups: spec.Groups, User: name, Argv: req.Argv, Env: sp.Env,
+			Cwd: req.Cwd, Home: s.cfg.Self, Node: node, Stdin: req.Stdin, Pin: req.Pin, CheckpointEvery: req.CheckpointEvery,
+			State: job.StateStarting, Started: now, Group: fmt.Sprintf("%s.%d", s.cfg.Self, first),
+		})
+		s.cfg.Event(api.Event{At: now, Kind: "place", Job: sp.ID, UID: &c.UID, To: node, Why: why})
+	}
+	// The ids are taken in one step of the job table, so that a restart
+	// that needs one of them (reopen) sees it taken; an id a record holds
+	// already (the table's sequence behind its records) is not written
+	// over.
+	id, err := s.cfg.Jobs.AddHome(recs)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case id != "":
+		return nil, nil, errkind.New(peer.ErrUnavailable, "job id %s is another job's: this node's job sequence is behind its records", id)
+	}
+	// The spools outside the lock: -n 10000 is as many directories.
+	for i := range recs {
+		_ = s.cfg.Spools.Make(recs[i].ID)
+	}
+	return recs, byNode, nil
+}
+
+// jobEnv is the environment of process index of a `roam run -n count`: the
+// caller's, with ROAM_JOB (its id), ROAM_INDEX (0 to count-1) and
+// ROAM_COUNT in place of any the caller had, so that one command line can
+// split a sweep (as SLURM_ARRAY_TASK_ID does).
+func jobEnv(env []string, id string, index, count int) []string {
+	out := make([]string, 0, len(env)+3)
+	for _, e := range env {
+		if k, _, _ := strings.Cut(e, "="); k != "ROAM_JOB" && k != "ROAM_INDEX" && k != "ROAM_COUNT" {
+			out = append(out, e)
+		}
+	}
+	return append(out, "ROAM_JOB="+id, "ROAM_INDEX="+strconv.Itoa(index), "ROAM_COUNT="+strconv.Itoa(count))
+}
+
+func userName(uid uint32) string {
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+		return u.Username
+	}
+	return strconv.FormatUint(uint64(uid), 10)
+}

@@ -1,0 +1,171 @@
+package launch
+
+// Starting a run's processes: the home asks each chosen node for its
+// share, and each node starts what it was asked.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"roam/internal/agent/peer"
+	"roam/internal/job"
+	"roam/internal/migrate"
+)
+
+// startAll starts every node's specs at once (each node starts its share
+// in turn). When any fails to start, it kills those that did and returns
+// the first error. A node whose answer never came may have started its
+// share: those are killed too, by id. Should that node be out of reach
+// now, its next heartbeat finds the home without their records and it
+// ends them itself (ack.Gone), so nothing of a failed run is left.
+func (s *Starter) startAll(byNode map[string][]job.Spec) error {
+	type result struct {
+		node string
+		res  []peer.StartResult
+		err  error
+	}
+	results := make(chan result, len(byNode))
+	for node, specs := range byNode {
+		go func() {
+			res, err := s.startOn(node, specs)
+			results <- result{node, res, err}
+		}()
+	}
+	type started struct{ node, id string }
+	var ok []started
+	var firstErr error
+	for range byNode {
+		r := <-results
+		if r.err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("node %s: %w", r.node, r.err)
+		}
+		if r.err != nil {
+			answered := map[string]bool{}
+			for _, x := range r.res {
+				answered[x.ID] = true
+			}
+			for _, sp := range byNode[r.node] {
+				if !answered[sp.ID] {
+					ok = append(ok, started{r.node, sp.ID})
+				}
+			}
+		}
+		for _, x := range r.res {
+			if x.Error != "" && firstErr == nil {
+				firstErr = fmt.Errorf("node %s: %s", r.node, x.Error)
+			}
+			if x.Error == "" {
+				ok = append(ok, started{r.node, x.ID})
+			}
+		}
+	}
+	if firstErr != nil {
+		// Leave nothing behind: end what did start, where it started, all
+		// at once (a node that hangs holds up only its own kills).
+		var wg sync.WaitGroup
+		for _, st := range ok {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = s.cfg.Peers.Call(st.node, http.MethodPost, peer.Signal, peer.SignalRequest{ID: st.id, Signal: int(syscall.SIGKILL)}, nil)
+			}()
+		}
+		wg.Wait()
+	}
+	return firstErr
+}
+
+// startOn has node (this one or a peer) start specs, in requests no larger
+// than a peer reads (startBatch), one after the other. On an error it
+// returns the results of the requests before it.
+func (s *Starter) startOn(node string, specs []job.Spec) ([]peer.StartResult, error) {
+	var out []peer.StartResult
+	for len(specs) > 0 {
+		n := startBatchLen(specs)
+		req := peer.StartRequest{Home: s.cfg.Self, HomeAddr: s.cfg.Peers.SelfAddr, Jobs: specs[:n]}
+		var res []peer.StartResult
+		if err := s.cfg.Peers.Call(node, http.MethodPost, peer.Start, req, &res); err != nil {
+			return out, err
+		}
+		out = append(out, res...)
+		specs = specs[n:]
+	}
+	return out, nil
+}
+
+// startBatchLen is how many of specs, at least one, take no more than
+// startBatch bytes of JSON.
+func startBatchLen(specs []job.Spec) int {
+	size := 0
+	for i, sp := range specs {
+		b, _ := json.Marshal(sp)
+		size += len(b) + 1
+		if size > startBatch && i > 0 {
+			return i
+		}
+	}
+	return len(specs)
+}
+
+// StartHere is /v1/peer/start: it starts jobs on this node for their
+// home, and answers for each.
+func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
+	out := make([]peer.StartResult, 0, len(req.Jobs))
+	var locals []job.Local
+	var procs []*job.Proc
+	// Job ids name spool directories and cgroups: HOME.SEQ with HOME a
+	// node id, and HOME the requester's.
+	_, addrErr := netip.ParseAddrPort(req.HomeAddr)
+	draining := s.cfg.Draining()
+	for _, sp := range req.Jobs {
+		if draining {
+			out = append(out, peer.StartResult{ID: sp.ID, Error: "node " + s.cfg.Self + " is draining: it starts no job"})
+			continue
+		}
+		if h, ok := migrate.JobHome(sp.ID); !ok || h != req.Home {
+			out = append(out, peer.StartResult{ID: sp.ID, Error: "bad job id " + strconv.Quote(sp.ID) + " for home " + strconv.Quote(req.Home)})
+			continue
+		}
+		if addrErr != nil {
+			out = append(out, peer.StartResult{ID: sp.ID, Error: "bad home address " + strconv.Quote(req.HomeAddr)})
+			continue
+		}
+		p, err := s.cfg.Procs.Start(sp)
+		if err != nil {
+			out = append(out, peer.StartResult{ID: sp.ID, Error: err.Error()})
+			continue
+		}
+		l := job.Local{ID: sp.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: sp.UID, GID: sp.GID, Groups: sp.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now(),
+			CheckpointEvery: sp.CheckpointEvery}
+		if sp.Pin {
+			l.Hold = migrate.HoldPin
+		}
+		locals = append(locals, l)
+		procs = append(procs, p)
+		out = append(out, peer.StartResult{ID: sp.ID, PID: p.PID})
+	}
+	stdins := make([]*os.File, len(procs))
+	for i, p := range procs {
+		stdins[i] = p.Stdin
+	}
+	if err := s.cfg.Jobs.AddLocals(locals, stdins, time.Now()); err != nil {
+		s.cfg.Log.Error("job table", "err", err)
+	}
+	s.cfg.Jobs.KickPush() // wake the push loop if it slept with no jobs
+	s.cfg.Rounds.Kick()
+	for _, p := range procs {
+		go func(p *job.Proc) {
+			_ = p.Wait() // reap; the status file says how it ended
+			s.cfg.Jobs.KickPush()
+			s.cfg.Rounds.Kick()
+		}(p)
+	}
+	return out
+}

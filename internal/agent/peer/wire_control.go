@@ -1,0 +1,24 @@
+package peer
+
+import "roam/internal/job"
+
+// SignalRequest is a signal for a job running on the node asked (Signal).
+type SignalRequest struct {
+	ID     string `json:"id"`
+	Signal int    `json:"signal"`
+}
+
+// PSPart is one node's part of `roam ps` (PS): the records of the jobs
+// whose home it is, and the use of the jobs running on it.
+type PSPart struct {
+	Records []job.Record        `json:"records"`
+	Usage   map[string]JobUsage `json:"usage"`
+}
+
+// JobUsage is a running job's resource use on its node.
+type JobUsage struct {
+	CPUSeconds float64 `json:"cpu_s"`
+	RSSMB      float64 `json:"rss_mb"`
+	// Stopped: the job's program is stopped (SIGSTOP, ^Z).
+	Stopped bool `json:"stopped,omitempty"`
+}
