@@ -27,6 +27,7 @@ import (
 	"roam/internal/agent/limits"
 	"roam/internal/agent/members"
 	"roam/internal/agent/moves"
+	"roam/internal/agent/news"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/phases"
 	"roam/internal/agent/rounds"
@@ -64,6 +65,9 @@ type Agent struct {
 	jobs  *jobtable.Table
 	// spools: the home jobs' output; keeper: the checkpoint files held.
 	spools *spool.Spools
+	// news relays the jobs' output, exit, stdin and loss between the node
+	// they run on and their home (package news).
+	news   *news.Relay
 	keeper *keeper.Keeper
 	// procs, ckpt and prober are parts.Processes, .Checkpointer, .Prober.
 	procs  job.Processes
@@ -184,13 +188,19 @@ func (a *Agent) Start() error {
 	if a.imageDir, err = prepareDirs(a.cfg, a.keeper); err != nil {
 		return err
 	}
-	a.peerMux = a.newPeerMux()
+	// The peer client runs this node's own routes in process, and the
+	// owners the routes name call peers: the mux comes first, its routes
+	// once the owners are made. Nothing calls a route before startPeer.
+	mux := http.NewServeMux()
+	a.peerMux = mux
 	a.peers = newPeerClient(a)
 	a.members.Join(members.Member{Addr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort)), PeerAddr: a.peers.SelfAddr,
 		Capacity: a.capacity, Version: api.Version}, a.prober.MemFreeMB(), time.Now())
 	if err := a.openJobs(); err != nil {
 		return err
 	}
+	a.news = newNews(a)
+	a.peerRoutes(mux)
 	a.keptPolicy()
 	a.loadDrain()
 	a.support, a.allUsers = a.ckpt.Support()
@@ -211,12 +221,12 @@ func (a *Agent) Start() error {
 	}
 	a.ml = ml
 	a.started = time.Now()
-	a.wg.Add(6)
-	go a.lostLoop()
+	a.wg.Add(4)
+	a.wg.Go(func() { a.news.LostLoop(a.started) })
 	go a.checkpointLoop()
 	go a.joinLoop()
 	go a.loadLoop()
-	go a.pushLoop()
+	a.wg.Go(a.news.PushLoop)
 	go a.rounds.Loop(a.stop, &a.wg, rounds.Round{Snapshot: a.snapshot, Decide: a.members.Decide, Move: a.move})
 	a.log.Info("agent started", "bind", a.cfg.BindAddr, "advertise", a.adv, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
 		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval,
@@ -257,6 +267,21 @@ func newPeerClient(a *Agent) *peer.Client {
 		Self:     &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}},
 		SelfAddr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.PeerPort)),
 	}
+}
+
+// newNews is the relay of a's jobs' news, wired to its owners, and to the
+// concerns in the agent through closures.
+func newNews(a *Agent) *news.Relay {
+	return news.New(news.Config{
+		Self: a.cfg.NodeID, Limits: a.cfg.Limits,
+		Jobs: a.jobs, Spools: a.spools, Members: a.members, Peers: a.peers, Rounds: a.rounds, Procs: a.procs, Log: a.log,
+		Stop: a.stop, Left: a.memberLeft,
+		Event: a.event, KickLoad: a.kickLoad, Record: a.record, DropCheckpoint: a.dropCheckpointOn, RestartLost: a.restartLost,
+		MovedTo: func(id string) string { _, _, to := a.settledLocal(id); return to },
+		PurgeHomes: func(req peer.PurgeRequest) []api.PurgeResult {
+			return fanOut[api.PurgeResult](a, http.MethodPost, peer.Purge, req)
+		},
+	})
 }
 
 // Done is closed once the agent stops: after Close, or once it left the

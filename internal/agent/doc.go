@@ -12,6 +12,9 @@ import "roam/internal/lockorder"
 //	migrations in flight   coming migrations, where jobs went,      moves
 //	                       page sinks, lazy dumps, checks' findings
 //	spools                 the home jobs' output                    spool
+//	relay of jobs' news    none of its own: it carries output,      news
+//	                       exit, stdin and loss between a job's
+//	                       node and its home, and removes ended jobs
 //	keeper                 the checkpoint files held here           keeper
 //	scheduling rounds      the policy, the ledger, the samples,     rounds
 //	                       the events log
@@ -20,8 +23,10 @@ import "roam/internal/lockorder"
 //	request rates          the API's per-user rates                 limits
 //
 // Who calls whom: the routes (routes.go) call the agent's entry points
-// (run.go, jobs.go, relay.go, migrate*.go, checkpoint.go, restart.go,
-// schedule.go, drain.go, policy.go), which call the owners. The drivers
+// (run.go, jobs.go, migrate*.go, checkpoint.go, restart.go, schedule.go,
+// drain.go, policy.go) and the relay's (package news), which call the
+// owners; the relay reaches the concerns still in the agent through the
+// funcs of its Config, wired in agent.go (newNews). The drivers
 // of the migration machine (outMig in migrate_source.go with its
 // checkpoint actions in ckpt_source.go; inMig in migrate_dest.go) carry
 // out what package migrate decides, through the job table, the moves,
@@ -33,7 +38,8 @@ import "roam/internal/lockorder"
 // the same line. Built with the tag lockcheck, every lock checks this as
 // it is taken (package lockorder), and the tests fail on any other order
 // (TestMain). limits.Rates' lock and rounds.Events' are leaves: nothing
-// is taken while one is held; config, stall, phases, httpx and loss hold none.
+// is taken while one is held; config, stall, phases, httpx, loss and
+// news hold none.
 // The load vector has no lock of its own: it is under the members table's.
 const (
 	// rankDrain is drainMu: a drain's change of the node's state, with

@@ -2,7 +2,7 @@ package agent
 
 // The job table: jobs whose home is this node and jobs running on it,
 // finding a job's record, signals (`roam kill`) and `roam ps`. Starting
-// jobs is in run.go, their output and stdin in relay.go.
+// jobs is in run.go, their output and stdin in package news.
 
 import (
 	"fmt"
@@ -25,14 +25,6 @@ import (
 
 // Tunables of the job manager.
 const (
-	// pushEvery is how often a node looks for new output of its jobs.
-	pushEvery = 50 * time.Millisecond
-	// pushChunk bounds the bytes of one stream of one job in one push.
-	pushChunk = 256 << 10
-	// outputChunk bounds one answer to `roam run`'s output poll.
-	outputChunk = 1 << 20
-	// maxWait bounds an output long-poll.
-	maxWait = 10 * time.Second
 	// psTimeout bounds the wait for one node's part of `roam ps`.
 	psTimeout = 3 * time.Second
 	// startBatch bounds the JSON of one start request's specs, below the

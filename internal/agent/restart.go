@@ -18,7 +18,7 @@ package agent
 // incarnation: a copy of an older one (the old node
 // was cut off, not dead, and comes back) gets "gone" at its first push,
 // so its node kills it, and its output and exit status are dropped
-// (relay.go). The home cuts its copy of the output back to the
+// (package news). The home cuts its copy of the output back to the
 // checkpoint's offsets: the restored job writes on from there.
 
 import (
