@@ -189,8 +189,8 @@ func (a *Agent) Start() error {
 		return err
 	}
 	// The peer client runs this node's own routes in process, and the
-	// owners the routes name call peers: the mux comes first, its routes
-	// once the owners are made. Nothing calls a route before startPeer.
+	// owners the routes name call peers: the mux comes first, and its
+	// routes once those owners are made (nothing in between calls one).
 	mux := http.NewServeMux()
 	a.peerMux = mux
 	a.peers = newPeerClient(a)
