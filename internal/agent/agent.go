@@ -30,6 +30,7 @@ import (
 	"roam/internal/agent/limits"
 	"roam/internal/agent/members"
 	"roam/internal/agent/moves"
+	"roam/internal/agent/news"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/phases"
 	"roam/internal/agent/rounds"
@@ -71,6 +72,9 @@ type Agent struct {
 	control *control.Jobs
 	// spools: the home jobs' output; keeper: the checkpoint files held.
 	spools *spool.Spools
+	// news relays the jobs' output, exit, stdin and loss between the node
+	// they run on and their home (package news).
+	news   *news.Relay
 	keeper *keeper.Keeper
 	// checkpoints takes, keeps and restarts jobs' checkpoints (package
 	// checkpoints); made in Start, once the job table is open.
@@ -194,7 +198,11 @@ func (a *Agent) Start() error {
 	if a.imageDir, err = prepareDirs(a.cfg, a.keeper); err != nil {
 		return err
 	}
-	a.peerMux = a.newPeerMux()
+	// The peer client runs this node's own routes in process, and the
+	// owners the routes name call peers: the mux comes first, and its
+	// routes once those owners are made (nothing in between calls one).
+	mux := http.NewServeMux()
+	a.peerMux = mux
 	a.peers = newPeerClient(a)
 	a.members.Join(members.Member{Addr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort)), PeerAddr: a.peers.SelfAddr,
 		Capacity: a.capacity, Version: api.Version}, a.prober.MemFreeMB(), time.Now())
@@ -202,6 +210,8 @@ func (a *Agent) Start() error {
 		return err
 	}
 	a.checkpoints = newCheckpoints(a)
+	a.news = newNews(a)
+	a.peerRoutes(mux)
 	a.keptPolicy()
 	a.loadDrain()
 	a.support, a.allUsers = a.ckpt.Support()
@@ -222,12 +232,12 @@ func (a *Agent) Start() error {
 	}
 	a.ml = ml
 	a.started = time.Now()
-	a.wg.Add(6)
-	go a.lostLoop()
+	a.wg.Add(4)
+	a.wg.Go(func() { a.news.LostLoop(a.started) })
 	go a.checkpoints.Loop(a.stop, &a.wg)
 	go a.joinLoop()
 	go a.loadLoop()
-	go a.pushLoop()
+	a.wg.Go(a.news.PushLoop)
 	go a.rounds.Loop(a.stop, &a.wg, rounds.Round{Snapshot: a.snapshot, Decide: a.members.Decide, Move: a.move})
 	a.log.Info("agent started", "bind", a.cfg.BindAddr, "advertise", a.adv, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
 		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval,
@@ -297,6 +307,24 @@ func newPeerClient(a *Agent) *peer.Client {
 		Self:     &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}},
 		SelfAddr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.PeerPort)),
 	}
+}
+
+// newNews is the relay of a's jobs' news, wired to its owners, and to the
+// concerns in the agent through closures.
+func newNews(a *Agent) *news.Relay {
+	return news.New(news.Config{
+		Self: a.cfg.NodeID, Limits: a.cfg.Limits,
+		Jobs: a.jobs, Spools: a.spools, Members: a.members, Peers: a.peers, Rounds: a.rounds, Procs: a.procs, Log: a.log,
+		Stop: a.stop, Left: a.memberLeft,
+		Event: a.event, KickLoad: a.kickLoad,
+		Record:         func(id string) (job.Record, error) { return a.control.Record(id) },
+		DropCheckpoint: func(node, id string, before time.Time) { a.checkpoints.DropOn(node, id, before) },
+		RestartLost:    func(rec job.Record, lost string) { a.checkpoints.RestartLost(rec, lost) },
+		MovedTo:        func(id string) string { _, _, to := a.control.Settled(id); return to },
+		PurgeHomes: func(req peer.PurgeRequest) []api.PurgeResult {
+			return fanOut[api.PurgeResult](a, http.MethodPost, peer.Purge, req)
+		},
+	})
 }
 
 // Done is closed once the agent stops: after Close, or once it left the

@@ -12,6 +12,9 @@ import "roam/internal/lockorder"
 //	migrations in flight   coming migrations, where jobs went,      moves
 //	                       page sinks, lazy dumps, checks' findings
 //	spools                 the home jobs' output                    spool
+//	relay of jobs' news    none of its own: it carries output,      news
+//	                       exit, stdin and loss between a job's
+//	                       node and its home, and removes ended jobs
 //	keeper                 the checkpoint files held here           keeper
 //	scheduling rounds      the policy, the ledger, the samples,     rounds
 //	                       the events log
@@ -22,10 +25,11 @@ import "roam/internal/lockorder"
 //	                       checkpoints through the owners above
 //
 // Who calls whom: the routes (routes.go) call the agent's entry points
-// (relay.go, migrate*.go, schedule.go, drain.go, policy.go) and
-// packages checkpoints, launch (roam run) and control (roam kill, roam
-// ps, a job's record at its home), which call the owners; checkpoints,
-// launch and control keep no state of their own. The drivers
+// (migrate*.go, schedule.go, drain.go, policy.go) and packages news (the
+// relay), checkpoints, launch (roam run) and control (roam kill, roam ps,
+// a job's record at its home), which call the owners and keep no state of
+// their own; they reach the concerns still in the agent through the funcs
+// of their Config, wired in agent.go. The drivers
 // of the migration machine (outMig in migrate_source.go with its
 // checkpoint actions in ckpt_source.go; inMig in migrate_dest.go) carry
 // out what package migrate decides, through the job table, the moves,
@@ -39,8 +43,8 @@ import "roam/internal/lockorder"
 // the same line. Built with the tag lockcheck, every lock checks this as
 // it is taken (package lockorder), and the tests fail on any other order
 // (TestMain). limits.Rates' lock and rounds.Events' are leaves: nothing
-// is taken while one is held; config, stall, phases, httpx, loss, launch
-// and control hold none.
+// is taken while one is held; config, stall, phases, httpx, loss, news,
+// checkpoints, launch and control hold none.
 // The load vector has no lock of its own: it is under the members table's.
 const (
 	// rankDrain is drainMu: a drain's change of the node's state, with

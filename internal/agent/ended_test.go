@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/relay"
 	"roam/internal/agent/rounds"
 	"roam/internal/sched"
 )
@@ -35,7 +36,7 @@ func TestHomeForgetsTheMovesOfAnEndedJob(t *testing.T) {
 		return ids
 	}
 
-	if _, err := a.takeUpdates([]update{{ID: fzHome, Node: "n3", Out: []byte("x\n")}}); err != nil {
+	if _, err := a.news.TakeUpdates([]relay.Update{{ID: fzHome, Node: "n3", Out: []byte("x\n")}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := recent(); len(got) != 2 {
@@ -51,7 +52,7 @@ func TestHomeForgetsTheMovesOfAnEndedJob(t *testing.T) {
 	}
 	code := 0
 	out, errs := size("stdout"), size("stderr")
-	acks, err := a.takeUpdates([]update{{ID: fzHome, Node: "n3", OutOff: out, ErrOff: errs, Exit: &code, FinalOut: out, FinalErr: errs}})
+	acks, err := a.news.TakeUpdates([]relay.Update{{ID: fzHome, Node: "n3", OutOff: out, ErrOff: errs, Exit: &code, FinalOut: out, FinalErr: errs}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
+	"roam/internal/agent/peer"
 	"roam/internal/agent/reopen"
 	"roam/internal/api"
 	"roam/internal/asuser"
@@ -119,8 +120,8 @@ var fzControlRoutes = []string{"purge", "migrate/out", "drain", "pages", "ckpt/d
 // time and an output's offsets that do not parse are refused or read as
 // zero, and an output holds the spool's bytes from its offset.
 func FuzzPeerControl(f *testing.F) {
-	f.Add(uint8(0), "", fzJSON(f, purgeRequest{UID: 1000}))
-	f.Add(uint8(0), "", fzJSON(f, purgeRequest{All: true}))
+	f.Add(uint8(0), "", fzJSON(f, peer.PurgeRequest{UID: 1000}))
+	f.Add(uint8(0), "", fzJSON(f, peer.PurgeRequest{All: true}))
 	f.Add(uint8(0), "", []byte(`{"uid":-1}`))
 	f.Add(uint8(1), "", fzJSON(f, migrateOutRequest{ID: fzLocal, To: "n3"}))
 	f.Add(uint8(1), "", fzJSON(f, migrateOutRequest{ID: fzPinned, To: fzSelf, Lazy: true}))
@@ -146,7 +147,7 @@ func FuzzPeerControl(f *testing.F) {
 		case "purge":
 			w = a.call(http.MethodPost, "/v1/peer/purge", body)
 			fzStatus(t, w, path)
-			var req purgeRequest
+			var req peer.PurgeRequest
 			ok := fzDecode(body, &req)
 			if !ok && w.Code != http.StatusBadRequest {
 				t.Fatalf("purge of %q answered %d", body, w.Code)

@@ -75,14 +75,14 @@ func FuzzPeerStart(f *testing.F) {
 // of.
 func FuzzPeerUpdates(f *testing.F) {
 	exit := 3
-	f.Add(fzJSON(f, []update{{ID: fzHome, Node: "n3", OutOff: 6, Out: []byte("world\n"), ErrOff: 0}}))
-	f.Add(fzJSON(f, []update{{ID: fzHome, Node: "n3", OutOff: 6, ErrOff: 0, Exit: &exit, FinalOut: 6, FinalErr: 0}}))
-	f.Add(fzJSON(f, []update{{ID: fzHome, Node: "n3", OutOff: 2, Out: []byte("llo\nagain"), ErrOff: 0, Err: []byte("e")}}))
-	f.Add(fzJSON(f, []update{{ID: fzHome, OutOff: -1, ErrOff: -1}}))
-	f.Add(fzJSON(f, []update{{ID: fzLost, Node: "n4", OutOff: 0, Out: []byte("back")}}))
-	f.Add(fzJSON(f, []update{{ID: fzOver, Node: "n3", OutOff: 0, Exit: &exit}}))
-	f.Add(fzJSON(f, []update{{ID: "n2.99", Node: "n3"}, {ID: "n1.99", Node: "n3"}, {ID: "../n2.1", Node: "n3"}}))
-	f.Add(fzJSON(f, []update{{ID: fzHome, OutOff: 9223372036854775807, Out: []byte("x")}, {ID: fzHome, OutOff: 100, Out: []byte("gap")}}))
+	f.Add(fzJSON(f, []relay.Update{{ID: fzHome, Node: "n3", OutOff: 6, Out: []byte("world\n"), ErrOff: 0}}))
+	f.Add(fzJSON(f, []relay.Update{{ID: fzHome, Node: "n3", OutOff: 6, ErrOff: 0, Exit: &exit, FinalOut: 6, FinalErr: 0}}))
+	f.Add(fzJSON(f, []relay.Update{{ID: fzHome, Node: "n3", OutOff: 2, Out: []byte("llo\nagain"), ErrOff: 0, Err: []byte("e")}}))
+	f.Add(fzJSON(f, []relay.Update{{ID: fzHome, OutOff: -1, ErrOff: -1}}))
+	f.Add(fzJSON(f, []relay.Update{{ID: fzLost, Node: "n4", OutOff: 0, Out: []byte("back")}}))
+	f.Add(fzJSON(f, []relay.Update{{ID: fzOver, Node: "n3", OutOff: 0, Exit: &exit}}))
+	f.Add(fzJSON(f, []relay.Update{{ID: "n2.99", Node: "n3"}, {ID: "n1.99", Node: "n3"}, {ID: "../n2.1", Node: "n3"}}))
+	f.Add(fzJSON(f, []relay.Update{{ID: fzHome, OutOff: 9223372036854775807, Out: []byte("x")}, {ID: fzHome, OutOff: 100, Out: []byte("gap")}}))
 	f.Add([]byte(`[{"id":"n2.1","out_off":0,"out":"not base64"}]`))
 	f.Add([]byte(`{}`))
 	pool := newFzPool(f)
@@ -91,11 +91,11 @@ func FuzzPeerUpdates(f *testing.F) {
 		before, _ := os.ReadFile(a.seededOutput())
 		w := a.call(http.MethodPost, "/v1/peer/updates", body)
 		fzStatus(t, w, "updates")
-		var ups []update
+		var ups []relay.Update
 		if !fzDecode(body, &ups) {
 			return
 		}
-		var acks map[string]ack
+		var acks map[string]relay.Ack
 		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &acks) != nil {
 			t.Fatalf("answered %d: %s", w.Code, w.Body)
 		}

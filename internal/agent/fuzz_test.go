@@ -36,6 +36,7 @@ import (
 	"roam/internal/agent/config"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/members"
+	"roam/internal/agent/news"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/spool"
@@ -336,10 +337,15 @@ func buildFzAgent(t *testing.T, st *job.Store, dir string) *fzAgent {
 	a, node := fzBareIn(t, dir) // New makes the checkpoint keeper of dir
 	a.imageDir = filepath.Join(dir, "images")
 	node.spool = filepath.Join(dir, "spool")
-	a.peerMux = a.newPeerMux()
+	mux := http.NewServeMux()
+	a.peerMux = mux
 	a.peers = &peer.Client{Addr: func(n string) (string, error) { return a.members.PeerAddr(n) }, HTTP: &http.Client{Transport: fzNoNet{}},
 		Self: &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}}, SelfAddr: "127.0.0.1:7947"}
 	a.store = st
+	// The owners the routes name, made again by reset in place: the
+	// routes hold them.
+	a.news = new(news.Relay)
+	a.peerRoutes(mux)
 	return &fzAgent{Agent: a, node: node, dir: dir, pol: a.rounds.Policy().Scheduler}
 }
 
@@ -436,10 +442,12 @@ func (a *fzAgent) reset(t *testing.T) {
 		a.jobs = jobtable.New(a.store, a.spools, rankJobs)
 	}
 	a.jobs.Reset(a.store, a.spools)
-	// What starts, signals and lists jobs, and the checkpoints, hold the
-	// owners put in place above (the members and the store of now).
+	// What starts, signals and lists jobs, the checkpoints and the relay
+	// hold the owners put in place above (the members and the store of
+	// now). The relay is refilled in place: the routes hold it.
 	a.wireJobs()
 	a.checkpoints = newCheckpoints(a.Agent)
+	*a.news = *newNews(a.Agent)
 	j := a.jobs
 	j.Mu.Lock()
 	defer j.Mu.Unlock()

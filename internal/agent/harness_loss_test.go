@@ -13,6 +13,7 @@ import (
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/loss"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/job"
 
@@ -107,7 +108,7 @@ func TestAgentsJobsLostAndBack(t *testing.T) {
 			}
 		}
 		// A reader of its output, as an attached roam run is, is told.
-		o, err := home.Output(ids[0], int64(len(ids[0])+len(" before\n")), 0, 5*time.Second)
+		o, err := home.news.Output(ids[0], int64(len(ids[0])+len(" before\n")), 0, 5*time.Second)
 		if err != nil || !o.Ended || o.State != job.StateLost || o.Node != "n2" || o.LostAt.IsZero() || o.ExitCode != nil {
 			t.Fatalf("the reader was told %+v (%v), want lost on n2", o, err)
 		}
@@ -307,15 +308,15 @@ func TestAgentsStaleNewsDoesNotMoveAJob(t *testing.T) {
 		home.jobs.Mu.Unlock()
 
 		moves := func(n int) *int { return &n }
-		stale := update{ID: id, Node: "n2", OutOff: 0, ErrOff: 0, Moves: moves(0)}
-		if _, err := home.takeUpdates([]update{stale}); err != nil {
+		stale := relay.Update{ID: id, Node: "n2", OutOff: 0, ErrOff: 0, Moves: moves(0)}
+		if _, err := home.news.TakeUpdates([]relay.Update{stale}); err != nil {
 			t.Fatal(err)
 		}
 		if r := c.homeRec(id); r.State != job.StateLost || r.Node != "n3" {
 			t.Fatalf("after news of the copy that moved on: %s on %q, want lost on n3", r.State, r.Node)
 		}
-		fresh := update{ID: id, Node: "n3", OutOff: 0, ErrOff: 0, Moves: moves(1)}
-		if _, err := home.takeUpdates([]update{fresh}); err != nil {
+		fresh := relay.Update{ID: id, Node: "n3", OutOff: 0, ErrOff: 0, Moves: moves(1)}
+		if _, err := home.news.TakeUpdates([]relay.Update{fresh}); err != nil {
 			t.Fatal(err)
 		}
 		if r := c.homeRec(id); r.State != job.StateRunning || r.Node != "n3" {
@@ -326,16 +327,16 @@ func TestAgentsStaleNewsDoesNotMoveAJob(t *testing.T) {
 		home.jobs.Mu.Lock()
 		rec.State, rec.LostAt = job.StateLost, time.Now()
 		home.jobs.Mu.Unlock()
-		newer := update{ID: id, Node: "n1", OutOff: 0, ErrOff: 0, Moves: moves(2)}
-		if _, err := home.takeUpdates([]update{newer}); err != nil {
+		newer := relay.Update{ID: id, Node: "n1", OutOff: 0, ErrOff: 0, Moves: moves(2)}
+		if _, err := home.news.TakeUpdates([]relay.Update{newer}); err != nil {
 			t.Fatal(err)
 		}
 		if r := c.homeRec(id); r.Node != "n1" || r.Migrations != 2 || r.State != job.StateRunning {
 			t.Fatalf("after news of a later move: %s on %q after %d moves, want running on n1 after 2", r.State, r.Node, r.Migrations)
 		}
 		// An older agent's news, without its copy's moves, is not judged.
-		old := update{ID: id, Node: "n1", OutOff: 0, ErrOff: 0}
-		if _, err := home.takeUpdates([]update{old}); err != nil {
+		old := relay.Update{ID: id, Node: "n1", OutOff: 0, ErrOff: 0}
+		if _, err := home.news.TakeUpdates([]relay.Update{old}); err != nil {
 			t.Fatal(err)
 		}
 		if r := c.homeRec(id); r.Node != "n1" || r.Migrations != 2 {

@@ -10,6 +10,5 @@ var (
 	decode      = httpx.Decode
 	writeJSON   = httpx.WriteJSON
 	writeError  = httpx.WriteError
-	outputQuery = httpx.OutputQuery
 	eventsSince = httpx.EventsSince
 )

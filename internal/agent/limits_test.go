@@ -191,13 +191,13 @@ func TestAgentsPurge(t *testing.T) {
 			}
 			return true
 		})
-		if _, err := c.nodes[0].a.Purge(a, api.PurgeRequest{UID: &b.UID}); !errors.Is(err, peer.ErrPermission) {
+		if _, err := c.nodes[0].a.news.Purge(a, api.PurgeRequest{UID: &b.UID}); !errors.Is(err, peer.ErrPermission) {
 			t.Fatalf("user a purging user b: %v", err)
 		}
-		if _, err := c.nodes[0].a.Purge(a, api.PurgeRequest{All: true}); !errors.Is(err, peer.ErrPermission) {
+		if _, err := c.nodes[0].a.news.Purge(a, api.PurgeRequest{All: true}); !errors.Is(err, peer.ErrPermission) {
 			t.Fatalf("user a purging all: %v", err)
 		}
-		res, err := c.nodes[0].a.Purge(a, api.PurgeRequest{})
+		res, err := c.nodes[0].a.news.Purge(a, api.PurgeRequest{})
 		if err != nil || res.Removed != 3 {
 			t.Fatalf("purge: %+v %v; want 3 removed (two homes)", res, err)
 		}
@@ -212,7 +212,7 @@ func TestAgentsPurge(t *testing.T) {
 		if c.homeRec(aRunning).State != job.StateRunning || c.homeRec(bEnded).ID == "" {
 			t.Fatal("purge removed a running job or another user's")
 		}
-		if res, err := c.nodes[1].a.Purge(Caller{}, api.PurgeRequest{UID: &b.UID}); err != nil || res.Removed != 1 {
+		if res, err := c.nodes[1].a.news.Purge(Caller{}, api.PurgeRequest{UID: &b.UID}); err != nil || res.Removed != 1 {
 			t.Fatalf("root purging user b: %+v %v", res, err)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"roam/internal/agent/jobtable"
+	"roam/internal/agent/relay"
 	"runtime"
 	"strings"
 	"syscall"
@@ -63,10 +64,10 @@ func TestSpoolIOOutsideTheJobLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
-		var acks map[string]ack
+		var acks map[string]relay.Ack
 		go func() {
 			defer close(done)
-			acks, _ = a.takeUpdates([]update{{ID: fzHome, Node: "n3", OutOff: 0, Out: []byte("x\n")}})
+			acks, _ = a.news.TakeUpdates([]relay.Update{{ID: fzHome, Node: "n3", OutOff: 0, Out: []byte("x\n")}})
 		}()
 		// The spool's Append is in its open of the FIFO; the lock is free.
 		lockFree("takeUpdates", done)
@@ -99,7 +100,7 @@ func TestSpoolIOOutsideTheJobLock(t *testing.T) {
 		var batches []*jobtable.HomeBatch
 		go func() {
 			defer close(done)
-			batches = a.pushBatches()
+			batches = a.news.PushBatches()
 		}()
 		lockFree("pushBatches", done)
 		unblock(status, os.O_WRONLY)

@@ -7,7 +7,6 @@ package agent
 // peer routes in process (peer.go).
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/pprof"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"roam/internal/agent/control"
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
@@ -26,22 +24,6 @@ import (
 	"roam/internal/migrate"
 	"roam/internal/sched"
 )
-
-// maxStdinPost bounds one stdin post: a pipe takes no more at once.
-const maxStdinPost = 1 << 20
-
-// readStdinPost reads a stdin post's bytes, refusing more than
-// maxStdinPost.
-func readStdinPost(r *http.Request) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxStdinPost+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxStdinPost {
-		return nil, errkind.New(peer.ErrBadRequest, "stdin: more than %d bytes in one post", maxStdinPost)
-	}
-	return data, nil
-}
 
 // apiRoutes are the CLI's, on the paths of package api (api/routes.go).
 func (a *Agent) apiRoutes(mux *http.ServeMux) {
@@ -83,29 +65,10 @@ func apiJobRoutes(a *Agent, mux *http.ServeMux) {
 	// a.launch and a.control are read at each call, not bound here, as in
 	// peerJobRoutes: the fuzz harness builds them again for each input.
 	mux.HandleFunc("POST "+api.PathRun, callerJSON(func(c Caller, req api.RunRequest) (api.RunResponse, error) { return a.launch.Run(c, req) }))
-	mux.HandleFunc("GET "+api.PathJobOutput, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		out, errOff, wait := outputQuery(r)
-		o, err := a.jobOutput(c, r.PathValue("id"), out, errOff, wait)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, o)
-	}))
-	mux.HandleFunc("POST "+api.PathJobStdin, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		data, err := readStdinPost(r)
-		var res api.StdinResult
-		if err == nil {
-			res, err = a.Stdin(c, r.PathValue("id"), data, r.URL.Query().Get("eof") == "1")
-		}
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-	}))
+	mux.HandleFunc("GET "+api.PathJobOutput, withCaller(a.news.ServeJobOutput))
+	mux.HandleFunc("POST "+api.PathJobStdin, withCaller(a.news.ServeJobStdin))
 	mux.HandleFunc("POST "+api.PathKill, callerJSON(func(c Caller, req api.KillRequest) ([]api.KillResult, error) { return a.control.Kill(c, req) }))
-	mux.HandleFunc("POST "+api.PathPurge, callerJSON(a.Purge))
+	mux.HandleFunc("POST "+api.PathPurge, callerJSON(a.news.Purge))
 	mux.HandleFunc("GET "+api.PathPS, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.control.PS(c, r.URL.Query().Get("all") == "1"))
 	}))
@@ -158,21 +121,6 @@ func servePprof(c Caller, w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// jobOutput is `roam run`'s and `roam logs`' read of a job's output, from
-// its home, for a caller who may read it.
-func (a *Agent) jobOutput(c Caller, id string, out, errOff int64, wait time.Duration) (api.Output, error) {
-	rec, err := a.control.Record(id)
-	if err != nil {
-		return api.Output{}, err
-	}
-	if !control.CanTouch(c, rec.UID) {
-		return api.Output{}, errkind.New(peer.ErrPermission, "%s: permission denied", id)
-	}
-	var o api.Output
-	err = a.peers.Call(rec.Home, http.MethodGet, peer.Output+fmt.Sprintf("?id=%s&out=%d&err=%d&wait=%s", id, out, errOff, wait), nil, &o)
-	return o, err
-}
-
 // peerRoutes are the other agents'.
 func (a *Agent) peerRoutes(mux *http.ServeMux) {
 	peerJobRoutes(a, mux)
@@ -186,34 +134,14 @@ func peerJobRoutes(a *Agent, mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
 	})
 	// jobs: a.launch and a.control are read at each call, not bound
-	// here, for Start builds them after these routes (the peer client
-	// they hold calls this node through them).
+	// here, for the fuzz harness builds them again for each input.
 	mux.HandleFunc("POST "+peer.Start, jsonCall(func(req peer.StartRequest) ([]peer.StartResult, error) { return a.launch.StartHere(req), nil }))
-	mux.HandleFunc("POST "+peer.Updates, jsonCall(a.takeUpdates))
+	mux.HandleFunc("POST "+peer.Updates, jsonCall(a.news.TakeUpdates))
 	mux.HandleFunc("POST "+peer.Signal, jsonCall(func(req peer.SignalRequest) (struct{}, error) { return a.control.PeerSignal(req) }))
-	mux.HandleFunc("POST "+peer.Purge, jsonCall(a.purgeLocal))
-	mux.HandleFunc("POST "+peer.Stdin, func(w http.ResponseWriter, r *http.Request) {
-		data, err := readStdinPost(r)
-		var res api.StdinResult
-		if err == nil {
-			res, err = a.stdinLocal(r.URL.Query().Get("id"), data, r.URL.Query().Get("eof") == "1")
-		}
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-	})
+	mux.HandleFunc("POST "+peer.Purge, jsonCall(a.news.PurgeLocal))
+	mux.HandleFunc("POST "+peer.Stdin, a.news.ServeStdin)
 	mux.HandleFunc("GET "+peer.Record, func(w http.ResponseWriter, r *http.Request) { a.control.ServeRecord(w, r) })
-	mux.HandleFunc("GET "+peer.Output, func(w http.ResponseWriter, r *http.Request) {
-		out, errOff, wait := outputQuery(r)
-		o, err := a.Output(r.URL.Query().Get("id"), out, errOff, wait)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, o)
-	})
+	mux.HandleFunc("GET "+peer.Output, a.news.ServeOutput)
 	mux.HandleFunc("GET "+peer.PS, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.control.Part())
 	})

@@ -51,15 +51,6 @@ func (a *Agent) startAPI() error {
 	return nil
 }
 
-// newPeerMux builds the routes other agents call. Start builds it before
-// any request can come in, since a call to this node itself goes straight
-// to it (see peerDo).
-func (a *Agent) newPeerMux() *http.ServeMux {
-	mux := http.NewServeMux()
-	a.peerRoutes(mux)
-	return mux
-}
-
 // startPeer opens the TLS port other agents talk to, serving a.peerMux.
 // Only a client with a certificate from the cluster CA gets past the
 // handshake.

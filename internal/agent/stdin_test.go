@@ -35,7 +35,7 @@ func TestAgentsStdinOfAJobThatNeverReads(t *testing.T) {
 		chunk := make([]byte, 64<<10)
 		total := 0
 		for i := 0; i < 1000; i++ {
-			res, err := home.Stdin(Caller{UID: 1001, GID: 1001}, id, chunk, false)
+			res, err := home.news.Stdin(Caller{UID: 1001, GID: 1001}, id, chunk, false)
 			if err != nil {
 				t.Fatalf("post %d: %v", i, err)
 			}
@@ -53,7 +53,7 @@ func TestAgentsStdinOfAJobThatNeverReads(t *testing.T) {
 			t.Fatalf("heap %d MiB -> %d MiB", h0>>20, h1>>20)
 		}
 		// Someone else may not write to it.
-		if _, err := home.Stdin(Caller{UID: 1002, GID: 1002}, id, chunk, false); err == nil {
+		if _, err := home.news.Stdin(Caller{UID: 1002, GID: 1002}, id, chunk, false); err == nil {
 			t.Fatal("user 1002 wrote to the stdin of user 1001's job")
 		}
 		t.Logf("the pipe took %d bytes; goroutines %d -> %d; heap %d -> %d KiB", total, g0, g1, h0>>10, h1>>10)

@@ -1,7 +1,7 @@
 // Package loss is a home's verdict on a node its jobs run on: dead (its
 // jobs are lost, or restarted from a checkpoint) or not. The verdict is a
 // pure function of what membership says and what the node last pushed to
-// the home; the agent gathers both and acts on the verdict (lost.go).
+// the home; the relay gathers both and acts on the verdict (package news).
 package loss
 
 import "time"

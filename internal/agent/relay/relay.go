@@ -2,7 +2,7 @@
 // of an update from the node a job runs on and of the home's answer, and
 // Apply, the pure rule that turns an update into a record's change (where
 // the job runs, a lost job back, the reason a node ended it, its exit
-// once all its output is in). The agent does the I/O around it: the
+// once all its output is in). Package news does the I/O around it: the
 // spool writes (package spool), the job table, the events.
 package relay
 
@@ -74,9 +74,32 @@ type Result struct {
 // Apply applies update u to rec, a copy of the home's record of the job,
 // given the sizes of its output at the home after the update's was
 // appended (out, errb), at now. An update from a copy older than the
-// record (u.Inc < rec.Inc) is the caller's to refuse before.
+// record (u.Inc < rec.Inc) is the caller's to refuse before. It applies,
+// in turn, where the job runs (and whether it is back from lost), why its
+// node ended it, and its exit.
 func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
 	var r Result
+	r.Event, r.Changed = applyWhere(rec, u, now)
+	// Kept for the nodes jobs run on only, so it stays as small as the
+	// table's list of nodes.
+	r.Heard = u.Node != "" && u.Node == rec.Node
+	if applyWhy(rec, u) {
+		r.Changed = true
+	}
+	r.Over = rec.Over()
+	if !r.Over && applyExit(rec, u, out, errb, now) {
+		r.Changed, r.Over = true, true
+		if rec.Newest != nil {
+			c := *rec.Newest
+			r.Drop = &c
+		}
+	}
+	return r
+}
+
+// applyWhere applies where the update says the job runs, and brings it
+// back if it was lost (the event that says so); changed says rec changed.
+func applyWhere(rec *job.Record, u Update, now time.Time) (back *api.Event, changed bool) {
 	// An older agent's update names no node: the job runs where the
 	// record last put it.
 	node := u.Node
@@ -87,38 +110,44 @@ func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
 	case u.Moves != nil && *u.Moves < rec.Migrations:
 		// Sent before the job moved on, delivered after: its output is
 		// taken (by offset), where it ran is not news.
+		return nil, false
 	case u.Moves != nil && *u.Moves > rec.Migrations && u.Node != "" && rec.State != job.StateFinished:
 		// A move the home has no note of yet committed: the job runs
 		// there now (migrate.ApplyNote's rule, from the copy itself), and
 		// is back if it was lost.
 		if e, ok := Revive(rec, u.Node, now); ok {
-			r.Event = &e
+			back = &e
 		}
 		rec.Node, rec.Migrations = u.Node, *u.Moves
-		r.Changed = true
+		return back, true
 	default:
 		if e, ok := Revive(rec, node, now); ok {
-			r.Event, r.Changed = &e, true
+			return &e, true
 		}
+		return nil, false
 	}
-	// Kept for the nodes jobs run on only, so it stays as small as the
-	// table's list of nodes.
-	r.Heard = u.Node != "" && u.Node == rec.Node
-	if u.Why != "" && rec.EndReason == "" && !rec.Over() {
-		rec.EndReason = LimitText(u.Why)
-		r.Changed = true
+}
+
+// applyWhy keeps the reason the job's node ended it (a limit), the first
+// one only, while the job has not ended; it says whether it did.
+func applyWhy(rec *job.Record, u Update) bool {
+	if u.Why == "" || rec.EndReason != "" || rec.Over() {
+		return false
 	}
-	r.Over = rec.Over()
-	if !r.Over && u.Exit != nil && out == u.FinalOut && errb == u.FinalErr {
-		code := *u.Exit
-		rec.State, rec.ExitCode, rec.Ended = job.StateFinished, &code, now
-		r.Changed, r.Over = true, true
-		if rec.Newest != nil {
-			c := *rec.Newest
-			r.Drop = &c
-		}
+	rec.EndReason = LimitText(u.Why)
+	return true
+}
+
+// applyExit records the job's exit once all its output is in at the
+// home: the spool's sizes (out, errb) are the update's final ones. It
+// says whether it did. The caller applies it only to a job not over yet.
+func applyExit(rec *job.Record, u Update, out, errb int64, now time.Time) bool {
+	if u.Exit == nil || out != u.FinalOut || errb != u.FinalErr {
+		return false
 	}
-	return r
+	code := *u.Exit
+	rec.State, rec.ExitCode, rec.Ended = job.StateFinished, &code, now
+	return true
 }
 
 // Revive brings a lost job back: node says it runs it. It returns the

@@ -1,0 +1,103 @@
+package news
+
+// Node loss, seen from a job's home. When membership declares a node dead
+// (memberlist's failure detection, or a node that left), every job this
+// home has running there is marked lost at once: `roam ps` shows it lost
+// with the node and the time, and an attached `roam run` ends for it with
+// ExitLost; unless it has a periodic checkpoint kept on a live node: it is
+// then restarted from it on another node (Config.RestartLost), as a new
+// incarnation whose home refuses news of the old one.
+//
+// A node that was cut off, not crashed, still runs its jobs and keeps
+// their output in its spool. Once it can reach the home again its next
+// update (output, an exit, or the heartbeat every jobtable.AliveEvery)
+// brings the job back: running again on that node, its output appended
+// from the offset the home has, its exit status taken once.
+
+import (
+	"time"
+
+	"roam/internal/agent/jobtable"
+	"roam/internal/agent/loss"
+	"roam/internal/agent/reopen"
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+// LostLoop sweeps every jobtable.AliveEvery, and at once when a member
+// leaves (Config.Left); it also tidies the job cgroups and, every
+// expireEvery, removes the ended jobs past their keep. started is when
+// the agent started: a node membership has never listed is taken for
+// dead only loss.Grace after it. It returns once Config.Stop closes.
+func (r *Relay) LostLoop(started time.Time) {
+	t := time.NewTicker(jobtable.AliveEvery)
+	defer t.Stop()
+	var expired time.Time
+	for {
+		select {
+		case <-r.c.Stop:
+			return
+		case now := <-t.C:
+			// What ended or moved away left its cgroup behind.
+			r.c.Procs.Tidy()
+			if now.Sub(expired) >= expireEvery {
+				expired = now
+				r.expire(now)
+			}
+		case <-r.c.Left:
+		}
+		r.sweepLost(started)
+	}
+}
+
+// expire removes the ended jobs past their keep, and ends the restarts
+// this home consented to and has not heard of since.
+func (r *Relay) expire(now time.Time) {
+	if n := r.expireJobs(now); n > 0 {
+		r.c.Log.Info("ended jobs removed after their keep", "jobs", n)
+	}
+	ended, err := r.c.Jobs.ExpireRuns(now)
+	for _, d := range ended {
+		r.c.Log.Warn("restart ended by its home", "job", d.ID, "mid", d.MID, "why", d.Error)
+	}
+	if err != nil {
+		r.c.Log.Error("job table", "err", err)
+	}
+}
+
+// sweepLost marks lost every job of this home recorded as running on a
+// node loss.Dead takes for dead. It runs when a member leaves and every
+// jobtable.AliveEvery, so a record that turned running on a node already
+// dead (a slow start answered, a late migration note) is caught too.
+func (r *Relay) sweepLost(started time.Time) {
+	now := time.Now()
+	// Membership first, then the jobs: the two locks are never held
+	// together.
+	all := r.c.Members.All()
+	news := make(map[string]loss.News, len(all))
+	for id, p := range all {
+		news[id] = loss.News{Listed: true, Alive: p.Alive, Since: p.Since}
+	}
+	heard := r.c.Jobs.HeardFrom()
+	dead := func(node string) bool {
+		if node == r.c.Self || node == "" {
+			return false
+		}
+		n := news[node]
+		n.Heard = heard[node]
+		return loss.Dead(n, started, now)
+	}
+	// Restarted from its newest checkpoint instead (Config.RestartLost).
+	again := func(rec job.Record) bool { return reopen.Restartable(rec.Newest, rec.Node, dead) }
+	lost, restart, err := r.c.Jobs.MarkLost(now, dead, again)
+	if err != nil {
+		r.c.Log.Error("job table", "err", err)
+	}
+	for _, rec := range restart {
+		go r.c.RestartLost(rec, rec.Node)
+	}
+	for _, rec := range lost {
+		r.c.Log.Warn("job lost", "job", rec.ID, "node", rec.Node)
+		r.c.Event(api.Event{Kind: "lost", Job: rec.ID, UID: &rec.UID, From: rec.Node, Why: "its node was declared dead"})
+	}
+}

@@ -1,0 +1,106 @@
+// Package news is the relay of jobs' news between the node a job runs on
+// and its home node: output and exit status go home (the push loop, and
+// the home's take of a push), stdin goes the other way, and the home
+// serves what it has to `roam run` and `roam logs`. A home also marks
+// lost the jobs of a node declared dead (the lost-job sweep) and removes
+// ended jobs (after their keep, and with `roam purge`).
+//
+// It owns no state and holds no lock: the records are the job table's
+// (package jobtable), the home's copy of the output the spools' (package
+// spool), membership the members table's; what a home makes of an update
+// is package relay's pure rule, and whether a node is dead package
+// loss's. It does the I/O around them: the calls to other agents, /proc
+// and the spool files read and written without the job table's lock. It
+// must not import internal/agent: what it needs of the concerns that
+// live there reaches it as Config's funcs.
+package news
+
+import (
+	"log/slog"
+	"time"
+
+	"roam/internal/agent/jobtable"
+	"roam/internal/agent/limits"
+	"roam/internal/agent/members"
+	"roam/internal/agent/peer"
+	"roam/internal/agent/rounds"
+	"roam/internal/agent/spool"
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+// The relay's tunables.
+const (
+	// pushEvery is how often a node looks for new output of its jobs.
+	pushEvery = 50 * time.Millisecond
+	// pushChunk bounds the bytes of one stream of one job in one push.
+	pushChunk = 256 << 10
+	// outputChunk bounds one answer to `roam run`'s output poll.
+	outputChunk = 1 << 20
+	// maxWait bounds an output long-poll.
+	maxWait = 10 * time.Second
+	// maxStdinPost bounds one stdin post: a pipe takes no more at once.
+	maxStdinPost = 1 << 20
+	// expireEvery is how often a home removes the jobs past their keep.
+	expireEvery = time.Minute
+)
+
+// Config is what a Relay is built from: the owners it calls, the values
+// of the agent's config it reads, and the funcs by which it reaches the
+// concerns that live in the agent. Every func must be safe to call from
+// any goroutine, with none of the owners' locks held.
+type Config struct {
+	// Self is this node's id.
+	Self string
+	// Limits are the agent's limits: output_bytes holds a job's output
+	// here, keep_finished (Expired) the ended jobs at home.
+	Limits limits.Limits
+
+	Jobs    *jobtable.Table
+	Spools  *spool.Spools
+	Members *members.Table
+	Peers   *peer.Client
+	// Rounds is told of the jobs that ended here (Ended), whose moves no
+	// longer load their targets.
+	Rounds *rounds.Rounds
+	Procs  job.Processes
+	Log    *slog.Logger
+
+	// Stop closes when the agent stops: the loops return, and a long
+	// poll of output answers with what it has.
+	Stop <-chan struct{}
+	// Left receives when a member left the cluster: the lost-job sweep
+	// runs at once.
+	Left <-chan struct{}
+
+	// Event records an event for `roam events`.
+	Event func(api.Event)
+	// KickLoad has the load loop probe out of turn: jobs here ended.
+	KickLoad func()
+	// Record is a job's record from its home, this node or another.
+	Record func(id string) (job.Record, error)
+	// MovedTo waits until no migration moves job id here, and returns the
+	// node it moved to ("" when it did not move on).
+	MovedTo func(id string) string
+	// DropCheckpoint asks node to drop job id's kept checkpoint older
+	// than before (zero: any), in the background.
+	DropCheckpoint func(node, id string, before time.Time)
+	// RestartLost restarts a job lost with node lost from its newest
+	// checkpoint, or marks it lost when it cannot. It may block: the
+	// sweep runs it in a goroutine of its own.
+	RestartLost func(rec job.Record, lost string)
+	// PurgeHomes asks every live home, this one included, to remove its
+	// ended jobs as req says (peer.Purge), and returns the answers of
+	// those that answered in time.
+	PurgeHomes func(req peer.PurgeRequest) []api.PurgeResult
+}
+
+// Relay relays one node's jobs' news: as the node they run on, and as
+// their home. It is safe for concurrent use.
+type Relay struct {
+	c Config
+}
+
+// New is the relay of c. It starts nothing: the agent runs PushLoop and
+// LostLoop, and its routes the rest.
+func New(c Config) *Relay { return &Relay{c: c} }

@@ -1,0 +1,130 @@
+package news
+
+// The node a job runs on: its output and exit status go to its home
+// (this node or another), and the home's acknowledgements come back.
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"syscall"
+	"time"
+
+	"roam/internal/agent/jobtable"
+	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
+	"roam/internal/agent/spool"
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+// PushLoop pushes news every pushEvery while jobs run here; with none it
+// sleeps until a start kicks it, so an idle agent does not wake 20 times a
+// second for nothing. It returns once Config.Stop closes.
+func (r *Relay) PushLoop() {
+	t := time.NewTicker(pushEvery)
+	defer t.Stop()
+	for {
+		tick := t.C
+		if !(r.c.Jobs.Count() > 0) {
+			tick = nil
+		}
+		select {
+		case <-r.c.Stop:
+			return
+		case <-tick:
+		case <-r.c.Jobs.Kicked():
+		}
+		r.pushOnce()
+	}
+}
+
+// pushOnce sends every job's news to its home (this node or another). A
+// home membership says is dead is left until it is back: its jobs run on
+// and their output waits in their spool (home loss), and a call to it
+// would hold up every other home's news until it timed out.
+func (r *Relay) pushOnce() {
+	for _, b := range r.PushBatches() {
+		if !r.c.Members.Reachable(b.Home) {
+			continue
+		}
+		var acks map[string]relay.Ack
+		if err := r.c.Peers.CallAddr(b.Addr, http.MethodPost, peer.Updates, b.Ups, &acks); err != nil {
+			r.c.Log.Debug("push to home", "home", b.Home, "err", err)
+			continue
+		}
+		r.applyAcks(acks)
+	}
+}
+
+// PushBatches collects every job's news by home node, in batches of no
+// more than jobtable.PushBatch bytes of output (one job's news may be
+// more), and notes in the job table what it collected as sent. The job
+// lock is held only to copy what each job's news needs and to note what
+// was sent: the spools and /proc are read without it, so that a slow disk
+// or thousands of jobs do not stop every request of the node.
+func (r *Relay) PushBatches() []*jobtable.HomeBatch {
+	now := time.Now()
+	items := r.c.Jobs.PushItems(now)
+	for _, it := range items {
+		if it.CheckCap {
+			if n := spool.Size(it.St.Dir); n > r.c.Limits.OutputBytes {
+				it.Killed = fmt.Sprintf("killed: its output passed %s (limits.output_bytes)", api.Bytes(r.c.Limits.OutputBytes))
+				r.c.Log.Warn("job killed: output limit", "job", it.Id, "bytes", n, "limit", r.c.Limits.OutputBytes)
+			}
+		}
+		it.U, it.Send = read(it.St, r.c.Procs)
+	}
+	out, kills := r.c.Jobs.Pushed(items, r.c.Self, now)
+	for _, k := range kills {
+		go r.c.Procs.Kill(k.Pid, k.Tix, 5*time.Second)
+	}
+	return out
+}
+
+// read reads what the home does not have yet: the output past what it
+// acknowledged, and the exit status once the job has ended. It does I/O
+// and takes no lock.
+func read(st jobtable.NewsState, procs job.Processes) (relay.Update, bool) {
+	if st.AckOut < 0 || st.AckErr < 0 {
+		// After a restart: ask the home what it has first.
+		return relay.Update{OutOff: -1, ErrOff: -1}, true
+	}
+	// Read the status before the output: output written before the exit
+	// is then surely in the files we read next.
+	code, ended := job.ReadStatus(st.Dir)
+	if !ended && !procs.Alive(st.Pid, st.Tix) {
+		if code, ended = job.ReadStatus(st.Dir); !ended {
+			code, ended = 128+int(syscall.SIGKILL), true // killed before it could write
+		}
+	}
+	out, _ := job.ReadSpool(st.Dir, "stdout", st.AckOut, pushChunk)
+	errb, _ := job.ReadSpool(st.Dir, "stderr", st.AckErr, pushChunk)
+	u := relay.Update{OutOff: st.AckOut, Out: out, ErrOff: st.AckErr, Err: errb}
+	if ended && len(out) < pushChunk && len(errb) < pushChunk {
+		u.Exit = &code
+		u.FinalOut = st.AckOut + int64(len(out))
+		u.FinalErr = st.AckErr + int64(len(errb))
+	}
+	return u, len(out) > 0 || len(errb) > 0 || u.Exit != nil
+}
+
+// applyAcks takes a home's answer to a push.
+func (r *Relay) applyAcks(acks map[string]relay.Ack) {
+	// gone: the home has no record, killed if alive; dirs: spools of
+	// jobs whose home has everything.
+	gone, dirs := r.c.Jobs.Acked(acks)
+	if len(dirs) > 0 {
+		r.c.KickLoad()
+	}
+	// /proc and the disk without the job lock.
+	for _, l := range gone {
+		if r.c.Procs.Alive(l.PID, l.StartTix) {
+			r.c.Log.Warn("job ended: its home has no record of this copy (none of the job, or of an older incarnation)", "job", l.ID, "home", l.Home)
+			r.c.Procs.Kill(l.PID, l.StartTix, 5*time.Second)
+		}
+	}
+	for _, d := range dirs {
+		os.RemoveAll(d)
+	}
+}

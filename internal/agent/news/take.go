@@ -1,0 +1,83 @@
+package news
+
+// The home: it takes a push of its jobs' news (peer.Updates) in three
+// steps, by what each applies: the output to the spools, the rest of
+// the news (where the job runs, back from lost, the reason its node ended
+// it, its exit) to the records (package relay's rule, through the job
+// table), and what follows the end of the jobs that ended.
+
+import (
+	"time"
+
+	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
+	"roam/internal/agent/spool"
+	"roam/internal/api"
+	"roam/internal/errkind"
+)
+
+// TakeUpdates is peer.Updates: it appends output at its offset
+// (idempotent: a resent piece is skipped) and records an exit once all
+// output is in. What it acknowledges is durable first: the changed
+// records are in the job table, and the output of a job acknowledged as
+// done is synced to disk (its node then deletes its own copy). When the
+// table cannot be written, nothing is acknowledged and nothing changes in
+// memory: the node sends it again.
+func (r *Relay) TakeUpdates(ups []relay.Update) (map[string]relay.Ack, error) {
+	got, known, stale := r.takeOutput(ups)
+	t, err := r.c.Jobs.TakeNews(ups, got, known, stale, r.c.Self, time.Now())
+	if err != nil {
+		r.c.Log.Error("job table: updates not taken", "err", err)
+		return nil, errkind.New(peer.ErrUnavailable, "job table of node %s: %v", r.c.Self, err)
+	}
+	for _, u := range t.Refused {
+		r.c.Log.Warn("news of an old copy refused: its node ends it", "job", u.ID, "node", u.Node, "inc", u.Inc)
+	}
+	r.settleEnded(t.Done, t.Drops, t.Acks)
+	// Recorded once the records are written, and only then.
+	for _, e := range t.Events {
+		r.c.Event(e)
+	}
+	return t.Acks, nil
+}
+
+// takeOutput appends the updates' output to the home spools, without the
+// job lock: each spool is written under a lock of its own (package
+// spool), so that two pushes of one job (a migration's last one and the
+// push loop's) append in turn. A job this node has no record of (not
+// known), or news of a copy of an older incarnation (stale), gets nothing
+// written; got is each update's sizes of the spool after it.
+func (r *Relay) takeOutput(ups []relay.Update) (got [][2]int64, known, stale map[string]bool) {
+	known, stale = r.c.Jobs.Known(ups)
+	got = make([][2]int64, len(ups))
+	for i, u := range ups {
+		if !known[u.ID] || stale[u.ID] {
+			continue
+		}
+		// A copy restarted since gets nothing: its cut spool is the new
+		// copy's.
+		if no, ne, ok := r.c.Spools.Append(u.ID, u.Inc, spool.Piece{OutOff: u.OutOff, Out: u.Out, ErrOff: u.ErrOff, Err: u.Err}); ok {
+			got[i] = [2]int64{no, ne}
+		}
+	}
+	return got, known, stale
+}
+
+// settleEnded follows the end of the jobs done, their records written:
+// their periodic checkpoints (drops) are dropped, their moves no longer
+// load their targets, and their end is acknowledged (out) only once their
+// output is on disk at this home. It runs without the job lock.
+func (r *Relay) settleEnded(done []string, drops map[string]api.Checkpoint, out map[string]relay.Ack) {
+	for id, c := range drops {
+		r.c.DropCheckpoint(c.StoredOn, id, time.Time{})
+	}
+	for _, id := range done {
+		r.c.Rounds.Ended(id)
+		if err := r.c.Spools.Sync(id); err != nil {
+			r.c.Log.Error("home spool: sync", "job", id, "err", err)
+			k := out[id]
+			k.Done = false // the node keeps its copy and sends again
+			out[id] = k
+		}
+	}
+}
