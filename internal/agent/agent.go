@@ -22,11 +22,14 @@ import (
 	"os"
 	"path/filepath"
 	"roam/internal/agent/config"
+	"roam/internal/agent/inbound"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/limits"
 	"roam/internal/agent/members"
 	"roam/internal/agent/moves"
+	"roam/internal/agent/outbound"
+	"roam/internal/agent/pages"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/phases"
 	"roam/internal/agent/rounds"
@@ -83,6 +86,14 @@ type Agent struct {
 	imageDir   string     // where migration images go
 	allUsers   bool       // root's CRIU can dump other users' jobs here
 	metrics    phases.Metrics
+
+	// pages, out and in drive the migrations (wireMigration): the page
+	// streams, the source's side (the migrations and checkpoints leaving
+	// this node) and the destination's (those coming here, restarts).
+	pages *pages.Streams
+	out   *outbound.Driver
+	in    *inbound.Driver
+
 	// rounds is the scheduler (package rounds), events its decisions.
 	rounds *rounds.Rounds
 	events *rounds.Events
@@ -161,7 +172,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)
 	}
 	a.rounds, a.events = rounds.New(pl, rankSched), &rounds.Events{}
-	a.migr = moves.New[*inMig, *lazyDump](cfg.NodeID, rankMoves)
+	a.migr = moves.New[*inbound.Migration, *pages.LazyDump](cfg.NodeID, rankMoves)
 	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), ckptKey(parts), cfg.Limits.CheckpointBytes, rankStore)
 	a.members = newMembers(cfg, a.capacity, pl.Policy.Placement)
 	a.loadKick = make(chan struct{}, 1)
@@ -194,6 +205,7 @@ func (a *Agent) Start() error {
 	a.keptPolicy()
 	a.loadDrain()
 	a.support, a.allUsers = a.ckpt.Support()
+	wireMigration(a)
 	if err := a.startAPI(); err != nil {
 		a.store.Close()
 		return err
@@ -203,7 +215,8 @@ func (a *Agent) Start() error {
 		return err
 	}
 	// Before the push loop and the policies see the jobs.
-	a.recoverMigrations()
+	now := time.Now()
+	a.in.Recover(now, a.out.Recover(now))
 	ml, err := memberlist.Create(memberlistConfig(a))
 	if err != nil {
 		a.Close()
@@ -257,6 +270,23 @@ func newPeerClient(a *Agent) *peer.Client {
 		Self:     &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}},
 		SelfAddr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.PeerPort)),
 	}
+}
+
+// wireMigration builds the migration drivers from the agent's owners and
+// parts, once Start has them all (the directories, the job table, the
+// peer client) and before any request can come in.
+func wireMigration(a *Agent) {
+	a.pages = pages.New(pages.Config{ImageDir: a.imageDir, Moves: a.migr, Ckpt: a.ckpt, Members: a.members, Peers: a.peers,
+		Dial: a.parts.Transport.Dial, Log: a.log})
+	a.out = outbound.New(outbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, AllUsers: a.allUsers, Jobs: a.jobs,
+		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
+		Procs: a.procs, Ckpt: a.ckpt, Metrics: a.metrics, Log: a.log, Stop: a.stop, WG: &a.wg,
+		Record: a.record, Draining: a.isDraining, Attained: a.attained, Left: a.kickLoad, Event: a.event,
+		DropCheckpoint: a.dropCheckpointOn})
+	a.in = inbound.New(inbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, Rank: rankMigration, Jobs: a.jobs,
+		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
+		Rounds: a.rounds, Procs: a.procs, Ckpt: a.ckpt, Log: a.log, Stop: a.stop, WG: &a.wg,
+		Draining: a.isDraining, CPUHere: a.cpuHere, Event: a.event})
 }
 
 // Done is closed once the agent stops: after Close, or once it left the

@@ -125,9 +125,9 @@ func (a *Agent) servePeerCheckpoint(w http.ResponseWriter, r *http.Request) {
 // the file gone) and nothing more can be said to the caller.
 func (a *Agent) checkpointTo(w http.ResponseWriter, id string, stop bool) error {
 	began := false
-	_, err := a.checkpointRun(id, stop, "roam checkpoint", func(s savedCkpt) (string, error) {
+	_, err := a.out.CheckpointRun(id, stop, "roam checkpoint", func(f keeper.File) (string, error) {
 		began = true
-		return "", httpx.ServeFile(w, s.path, s.size, stallTimeout)
+		return "", httpx.ServeFile(w, f.Path, f.Size, stallTimeout)
 	})
 	if began {
 		return nil
@@ -172,12 +172,12 @@ func (a *Agent) periodicCheckpoint(id string) {
 	if !ok {
 		return
 	}
-	s, err := a.checkpointRun(id, false, "periodic checkpoint", func(s savedCkpt) (string, error) {
+	f, err := a.out.CheckpointRun(id, false, "periodic checkpoint", func(f keeper.File) (string, error) {
 		store := keeper.StoreFor(id, a.cfg.NodeID, home, a.members.Live())
 		if store == "" {
 			return "", errkind.New(peer.ErrUnavailable, "no other live node to keep it")
 		}
-		return store, a.sendToStore(store, s)
+		return store, a.sendToStore(store, fromFile(f))
 	})
 	if err != nil {
 		if !errors.Is(err, peer.ErrNotFound) {
@@ -185,7 +185,7 @@ func (a *Agent) periodicCheckpoint(id string) {
 		}
 		return
 	}
-	a.log.Info("periodic checkpoint", "job", id, "bytes", s.size, "freeze_ms", s.meta.FreezeMS, "total_ms", msSince(start))
+	a.log.Info("periodic checkpoint", "job", id, "bytes", f.Size, "freeze_ms", f.Meta.FreezeMS, "total_ms", msSince(start))
 }
 
 // sendToStore hands a checkpoint file to the node that keeps it.
@@ -207,7 +207,7 @@ func (a *Agent) sendFile(node, path, file string, size int64, out any) error {
 		return err
 	}
 	defer f.Close()
-	_, _, err = a.postStream(addr, path, size, func(w io.Writer) error {
+	_, _, err = a.out.PostStream(addr, path, size, func(w io.Writer) error {
 		_, err := io.CopyN(w, f, size)
 		return err
 	}, out)

@@ -31,6 +31,7 @@ import (
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
+	"roam/internal/agent/peer"
 	"roam/internal/agent/reopen"
 	"roam/internal/api"
 	"roam/internal/asuser"
@@ -122,9 +123,9 @@ func FuzzPeerControl(f *testing.F) {
 	f.Add(uint8(0), "", fzJSON(f, purgeRequest{UID: 1000}))
 	f.Add(uint8(0), "", fzJSON(f, purgeRequest{All: true}))
 	f.Add(uint8(0), "", []byte(`{"uid":-1}`))
-	f.Add(uint8(1), "", fzJSON(f, migrateOutRequest{ID: fzLocal, To: "n3"}))
-	f.Add(uint8(1), "", fzJSON(f, migrateOutRequest{ID: fzPinned, To: fzSelf, Lazy: true}))
-	f.Add(uint8(1), "", fzJSON(f, migrateOutRequest{ID: "../n1.5", To: "n3"}))
+	f.Add(uint8(1), "", fzJSON(f, peer.MigrateOutRequest{ID: fzLocal, To: "n3"}))
+	f.Add(uint8(1), "", fzJSON(f, peer.MigrateOutRequest{ID: fzPinned, To: fzSelf, Lazy: true}))
+	f.Add(uint8(1), "", fzJSON(f, peer.MigrateOutRequest{ID: "../n1.5", To: "n3"}))
 	f.Add(uint8(2), drainOn, []byte(nil))
 	f.Add(uint8(2), drainOff, []byte(nil))
 	f.Add(uint8(2), drainLeave, []byte(nil))

@@ -27,7 +27,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"time"
 
 	"roam/internal/agent/keeper"
@@ -103,14 +102,7 @@ func (a *Agent) restartHere(f keeper.File, req reopen.Target) (api.RestartRespon
 		return api.RestartResponse{}, err
 	}
 	f.Path = path
-	in := newInMig(mid, f.Hdr.ID)
-	in.rst = &reopen.Run{File: f, Lost: req.Lost, Why: req.Why}
-	in.hdr, in.images = in.rst.Header(), filepath.Join(a.imageDir, "restart-"+mid)
-	a.migr.Adopt(mid, in)
-	_, err = a.stepMig(in, migrate.Restart{MID: mid, Job: f.Hdr.ID, Home: req.Home, File: path})
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	r := in.m.Record()
+	r, err := a.in.Restart(mid, f, req)
 	return api.RestartResponse{ID: r.Job, Node: a.cfg.NodeID, Inc: r.Inc}, err
 }
 
