@@ -281,7 +281,7 @@ func wireMigration(a *Agent) {
 	a.out = outbound.New(outbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, AllUsers: a.allUsers, Jobs: a.jobs,
 		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
 		Procs: a.procs, Ckpt: a.ckpt, Metrics: a.metrics, Log: a.log, Stop: a.stop, WG: &a.wg,
-		Record: a.record, Draining: a.isDraining, Attained: a.attained, Left: a.kickLoad, Event: a.event,
+		Record: a.record, Draining: a.isDraining, Attained: a.attained, KickLoad: a.kickLoad, Event: a.event,
 		DropCheckpoint: a.dropCheckpointOn})
 	a.in = inbound.New(inbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, Rank: rankMigration, Jobs: a.jobs,
 		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,

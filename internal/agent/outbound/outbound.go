@@ -79,8 +79,9 @@ type Config struct {
 	Draining func(node string) bool
 	// Attained is a job's attained CPU time, which it carries along.
 	Attained func(job.Local) float64
-	// Left wakes the load loop: a job left this node.
-	Left func()
+	// KickLoad has the load loop probe now, out of turn: a job left
+	// this node.
+	KickLoad func()
 	// Event records a decision for `roam events`.
 	Event func(api.Event)
 	// DropCheckpoint asks node to drop job id's checkpoint older than
@@ -110,7 +111,7 @@ type Driver struct {
 	record         func(id string) (job.Record, error)
 	draining       func(node string) bool
 	attained       func(job.Local) float64
-	left           func()
+	kickLoad       func()
 	event          func(api.Event)
 	dropCheckpoint func(node, id string, before time.Time)
 }
@@ -120,7 +121,7 @@ func New(c Config) *Driver {
 	return &Driver{self: c.Self, imageDir: c.ImageDir, allUsers: c.AllUsers, jobs: c.Jobs, moves: c.Moves, store: c.Store,
 		keeper: c.Keeper, members: c.Members, peers: c.Peers, pages: c.Pages, procs: c.Procs, ckpt: c.Ckpt,
 		metrics: c.Metrics, log: c.Log, stop: c.Stop, wg: c.WG, record: c.Record, draining: c.Draining,
-		attained: c.Attained, left: c.Left, event: c.Event, dropCheckpoint: c.DropCheckpoint}
+		attained: c.Attained, kickLoad: c.KickLoad, event: c.Event, dropCheckpoint: c.DropCheckpoint}
 }
 
 // Migrate is `roam migrate`: it moves a running job to another node, or

@@ -408,7 +408,7 @@ func (o *outMig) leave(r migrate.Record) {
 			lj.Stdin.Close()
 		}
 		o.spool = lj.Rec.Dir
-		d.left()
+		d.kickLoad()
 	}
 }
 
