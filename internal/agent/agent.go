@@ -24,6 +24,7 @@ import (
 	"roam/internal/agent/checkpoints"
 	"roam/internal/agent/config"
 	"roam/internal/agent/control"
+	"roam/internal/agent/inbound"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/launch"
@@ -31,6 +32,8 @@ import (
 	"roam/internal/agent/members"
 	"roam/internal/agent/moves"
 	"roam/internal/agent/news"
+	"roam/internal/agent/outbound"
+	"roam/internal/agent/pages"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/phases"
 	"roam/internal/agent/rounds"
@@ -97,6 +100,14 @@ type Agent struct {
 	imageDir   string     // where migration images go
 	allUsers   bool       // root's CRIU can dump other users' jobs here
 	metrics    phases.Metrics
+
+	// pages, out and in drive the migrations (wireMigration): the page
+	// streams, the source's side (the migrations and checkpoints leaving
+	// this node) and the destination's (those coming here, restarts).
+	pages *pages.Streams
+	out   *outbound.Driver
+	in    *inbound.Driver
+
 	// rounds is the scheduler (package rounds), events its decisions.
 	rounds *rounds.Rounds
 	events *rounds.Events
@@ -175,7 +186,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)
 	}
 	a.rounds, a.events = rounds.New(pl, rankSched), &rounds.Events{}
-	a.migr = moves.New[*inMig, *lazyDump](cfg.NodeID, rankMoves)
+	a.migr = moves.New[*inbound.Migration, *pages.LazyDump](cfg.NodeID, rankMoves)
 	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), checkpoints.Key(parts.CheckpointKey, parts.GossipKey), cfg.Limits.CheckpointBytes, rankStore)
 	a.members = newMembers(cfg, a.capacity, pl.Policy.Placement)
 	a.loadKick = make(chan struct{}, 1)
@@ -215,6 +226,7 @@ func (a *Agent) Start() error {
 	a.keptPolicy()
 	a.loadDrain()
 	a.support, a.allUsers = a.ckpt.Support()
+	wireMigration(a)
 	if err := a.startAPI(); err != nil {
 		a.store.Close()
 		return err
@@ -224,7 +236,8 @@ func (a *Agent) Start() error {
 		return err
 	}
 	// Before the push loop and the policies see the jobs.
-	a.recoverMigrations()
+	now := time.Now()
+	a.in.Recover(now, a.out.Recover(now))
 	ml, err := memberlist.Create(memberlistConfig(a))
 	if err != nil {
 		a.Close()
@@ -325,6 +338,23 @@ func newNews(a *Agent) *news.Relay {
 			return fanOut[api.PurgeResult](a, http.MethodPost, peer.Purge, req)
 		},
 	})
+}
+
+// wireMigration builds the migration drivers from the agent's owners and
+// parts, once Start has them all (the directories, the job table, the
+// peer client) and before any request can come in.
+func wireMigration(a *Agent) {
+	a.pages = pages.New(pages.Config{ImageDir: a.imageDir, Moves: a.migr, Ckpt: a.ckpt, Members: a.members, Peers: a.peers,
+		Dial: a.parts.Transport.Dial, Log: a.log})
+	a.out = outbound.New(outbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, AllUsers: a.allUsers, Jobs: a.jobs,
+		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
+		Procs: a.procs, Ckpt: a.ckpt, Metrics: a.metrics, Log: a.log, Stop: a.stop, WG: &a.wg,
+		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, Draining: a.isDraining, Attained: a.attained, KickLoad: a.kickLoad, Event: a.event,
+		DropCheckpoint: func(node, id string, before time.Time) { a.checkpoints.DropOn(node, id, before) }})
+	a.in = inbound.New(inbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, Rank: rankMigration, Jobs: a.jobs,
+		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
+		Rounds: a.rounds, Procs: a.procs, Ckpt: a.ckpt, Log: a.log, Stop: a.stop, WG: &a.wg,
+		Draining: a.isDraining, CPUHere: a.cpuHere, Event: a.event})
 }
 
 // Done is closed once the agent stops: after Close, or once it left the

@@ -564,7 +564,7 @@ func (x *authzEnv) startJobs() {
 		// it does not reach (checkFiles). The fake checkpointer finds
 		// no open files, so the event is recorded here as schedule.go
 		// records it.
-		_, ferr := a.checkFiles(&asuser.Cred{UID: 1001, GID: 1001}, []migrate.OpenFile{{Path: j.openFile, Access: "r", Same: true}})
+		_, ferr := a.in.CheckFiles(&asuser.Cred{UID: 1001, GID: 1001}, []migrate.OpenFile{{Path: j.openFile, Access: "r", Same: true}})
 		if ferr == nil {
 			x.t.Fatalf("%s exists on this machine", j.openFile)
 		}

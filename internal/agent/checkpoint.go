@@ -6,27 +6,13 @@ package agent
 // the agent.
 
 import (
-	"path/filepath"
-
+	"io"
 	"roam/internal/agent/checkpoints"
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/reopen"
+	"roam/internal/job"
 	"roam/internal/migrate"
 )
-
-// savedCkpt is a checkpoint file the source driver wrote (ckpt_source.go),
-// root's.
-type savedCkpt struct {
-	path string
-	size int64
-	meta migrate.CheckpointMeta
-	hdr  migrate.Header
-}
-
-// file is s as package checkpoints gets it.
-func (s savedCkpt) file() keeper.File {
-	return keeper.File{Path: s.path, Size: s.size, Meta: s.meta, Hdr: s.hdr}
-}
 
 // newCheckpoints is the checkpoints' owner of a; the job table, its store
 // and the peer client must be in place.
@@ -35,22 +21,16 @@ func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 		Self: a.cfg.NodeID, Log: a.log, Jobs: a.jobs, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers,
 		Stall: stallTimeout, CallTimeout: migrateTimeout,
 		Draining: a.draining.Load,
-		Record:   a.control.Record,
+		Record:   func(id string) (job.Record, error) { return a.control.Record(id) },
 		Event:    a.event,
 		Save: func(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error) {
-			s, err := a.checkpointRun(id, stop, why, func(s savedCkpt) (string, error) { return deliver(s.file()) })
-			return s.file(), err
+			return a.out.CheckpointRun(id, stop, why, deliver)
 		},
 		Restore: func(run *reopen.Run, start migrate.Restart) (migrate.InRecord, error) {
-			in := newInMig(start.MID, start.Job)
-			in.rst = run
-			in.hdr, in.images = run.Header(), filepath.Join(a.imageDir, "restart-"+start.MID)
-			a.migr.Adopt(start.MID, in)
-			_, err := a.stepMig(in, start)
-			in.mu.Lock()
-			defer in.mu.Unlock()
-			return in.m.Record(), err
+			return a.in.Restart(start.MID, run.File, reopen.Target{Home: start.Home, Lost: run.Lost, Why: run.Why})
 		},
-		Post: a.postStream,
+		Post: func(addr, path string, size int64, write func(io.Writer) error, out any) (int64, bool, error) {
+			return a.out.PostStream(addr, path, size, write, out)
+		},
 	})
 }

@@ -31,7 +31,7 @@ func TestAgentsRefuseAJobWithChangedCredsBeforeFreezing(t *testing.T) {
 		c.world.mu.Lock()
 		dumps := c.world.counts["dump"]
 		c.world.mu.Unlock()
-		m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
+		m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
 		if err == nil || m.OK || !strings.Contains(err.Error(), "task 7 runs as uids") || !strings.Contains(err.Error(), "changed their credentials") {
 			t.Fatalf("migrate: %+v %v; want refused for task 7's uids", m, err)
 		}
@@ -54,7 +54,7 @@ func TestAgentsRefuseAJobWithChangedCredsBeforeFreezing(t *testing.T) {
 		n1.mu.Lock()
 		n1.restoredAs = nil
 		n1.mu.Unlock()
-		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
+		if m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
 			t.Fatalf("then: %+v %v", m, err)
 		}
 	})
@@ -76,7 +76,7 @@ func TestAgentsFailAMoveWhenTheFrozenJobIsPinned(t *testing.T) {
 		c.world.mu.Lock()
 		dumps := c.world.counts["dump"]
 		c.world.mu.Unlock()
-		m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
+		m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
 		if err == nil || m.OK || !strings.Contains(err.Error(), "once frozen: "+pin) {
 			t.Fatalf("migrate: %+v %v; want failed once frozen with %q", m, err, pin)
 		}
@@ -96,12 +96,12 @@ func TestAgentsFailAMoveWhenTheFrozenJobIsPinned(t *testing.T) {
 		// then the destination refuses the job as arriving.
 		n2 := c.nodes[1].a
 		c.waitFor("the destination to drop the failed move", time.Minute, func() bool {
-			return n2.notHere(id, "") == nil
+			return n2.in.NotHere(id, "") == nil
 		})
 		n1.mu.Lock()
 		n1.frozenPin = ""
 		n1.mu.Unlock()
-		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
+		if m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
 			t.Fatalf("then: %+v %v", m, err)
 		}
 		if run, _ := c.world.copies(id); len(run) != 1 || run[0] != "n2" {
@@ -144,19 +144,19 @@ func TestAgentsKeepAStoppedJobStopped(t *testing.T) {
 		n1.mu.Lock()
 		n1.frozenPin = "process 7 holds a POSIX lock on /shared/db"
 		n1.mu.Unlock()
-		if _, err := a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err == nil {
+		if _, err := a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err == nil {
 			t.Fatal("the move did not fail")
 		}
 		if run, frz := c.world.copies(id); len(run) != 0 || len(frz) != 1 || frz[0] != "n1" || state() != api.StateStopped {
 			t.Fatalf("after the failed move: running on %v, frozen on %v, ps %s; want stopped on n1", run, frz, state())
 		}
 		c.waitFor("the destination to drop the failed move", time.Minute, func() bool {
-			return c.nodes[1].a.notHere(id, "") == nil
+			return c.nodes[1].a.in.NotHere(id, "") == nil
 		})
 		n1.mu.Lock()
 		n1.frozenPin = ""
 		n1.mu.Unlock()
-		if m, err := a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
+		if m, err := a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
 			t.Fatalf("migrate: %+v %v", m, err)
 		}
 		if run, frz := c.world.copies(id); len(run) != 0 || len(frz) != 1 || frz[0] != "n2" || state() != api.StateStopped {

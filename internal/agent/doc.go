@@ -23,20 +23,24 @@ import "roam/internal/lockorder"
 //	request rates          the API's per-user rates                 limits
 //	checkpoints            none: takes, keeps and restarts jobs'    checkpoints
 //	                       checkpoints through the owners above
+//	migration drivers      each migration's and checkpoint's run    outbound, inbound
+//	                       here: leaving (its goroutine), coming    (pages, drive)
+//	                       (its lock), restarts; the page streams
 //
 // Who calls whom: the routes (routes.go) call the agent's entry points
-// (migrate*.go, schedule.go, drain.go, policy.go) and packages news (the
-// relay), checkpoints, launch (roam run) and control (roam kill, roam ps,
-// a job's record at its home), which call the owners and keep no state of
-// their own; they reach the concerns still in the agent through the funcs
-// of their Config, wired in agent.go. The drivers
-// of the migration machine (outMig in migrate_source.go with its
-// checkpoint actions in ckpt_source.go; inMig in migrate_dest.go) carry
-// out what package migrate decides, through the job table, the moves,
-// the keeper and the peer client. No owner calls the agent, and no
-// sub-package imports it (test/layout): package checkpoints runs a
-// checkpoint or a restart through funcs of its Config, which
-// checkpoint.go makes over the drivers.
+// (schedule.go, drain.go, policy.go) and packages news (the relay),
+// checkpoints, launch (roam run), control (roam kill, roam ps, a job's
+// record at its home), outbound and inbound (the migration drivers),
+// which call the owners; they reach the concerns still in the agent
+// through the funcs of their Config, wired in agent.go. The drivers of
+// the migration machines (package outbound: migrate.Source, for a
+// migration leaving and a checkpoint; package inbound: migrate.Dest, for
+// a migration coming and a restart; both through drive.Loop) carry out
+// what package migrate decides, through the job table, the moves, the
+// keeper, the page streams (package pages) and the peer client; package
+// checkpoints starts a checkpoint or a restart through them, the
+// scheduler a move. No owner calls the agent, and no sub-package imports
+// it (test/layout).
 
 // The agent's locks, outermost first: a goroutine that holds one takes
 // only locks further down this list, never one above it nor a second of
@@ -44,7 +48,7 @@ import "roam/internal/lockorder"
 // it is taken (package lockorder), and the tests fail on any other order
 // (TestMain). limits.Rates' lock and rounds.Events' are leaves: nothing
 // is taken while one is held; config, stall, phases, httpx, loss, news,
-// checkpoints, launch and control hold none.
+// checkpoints, launch, control, pages, drive and outbound hold none.
 // The load vector has no lock of its own: it is under the members table's.
 const (
 	// rankDrain is drainMu: a drain's change of the node's state, with
@@ -56,16 +60,16 @@ const (
 	// rankStore is the keeper's lock (package keeper): a change of the
 	// checkpoints kept here.
 	rankStore
-	// rankMigration is an incoming migration's inMig.mu: one step of its
-	// machine at a time.
+	// rankMigration is an incoming migration's lock
+	// (inbound.Migration.mu): one step of its machine at a time.
 	rankMigration
 	// rankJobs is jobs.mu: the job table in memory.
 	rankJobs
 	// rankMoves is the migrations in flight's lock (package moves): the
 	// coming migrations, where jobs went, the page sinks and lazy dumps,
-	// the checks' findings. Below inMig.mu, whose step drops a sink or
-	// forgets its migration; below jobs.mu, which a job's leaving and
-	// arriving hold while they record where it went (jobs_migr.go), so
+	// the checks' findings. Below a migration's lock, whose step drops a
+	// sink or forgets its migration; below jobs.mu, which a job's leaving
+	// and arriving hold while they record where it went (jobtable), so
 	// that `roam kill` finds the job here or where it went at every
 	// moment. A leaf: nothing is taken under it.
 	rankMoves

@@ -38,10 +38,10 @@ func TestAgentsDrainANode(t *testing.T) {
 			return true
 		})
 		// One of them placed there by hand: a drain moves it all the same.
-		if m, err := a1.Migrate(Caller{}, api.MigrateRequest{ID: ids[0], Node: "n3"}); err != nil || !m.OK {
+		if m, err := a1.out.Migrate(Caller{}, api.MigrateRequest{ID: ids[0], Node: "n3"}); err != nil || !m.OK {
 			t.Fatalf("migrate: %+v %v", m, err)
 		}
-		if m, err := a1.Migrate(Caller{}, api.MigrateRequest{ID: ids[0], Node: "n2"}); err != nil || !m.OK {
+		if m, err := a1.out.Migrate(Caller{}, api.MigrateRequest{ID: ids[0], Node: "n2"}); err != nil || !m.OK {
 			t.Fatalf("migrate back: %+v %v", m, err)
 		}
 		if err := a1.DrainNode(user, "n2", "drain"); err == nil || !strings.Contains(err.Error(), "only root") {
@@ -97,7 +97,7 @@ func TestAgentsDrainANode(t *testing.T) {
 		if _, err := a1.launch.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2"}); err == nil || !strings.Contains(err.Error(), "draining") {
 			t.Fatalf("run --on n2: %v", err)
 		}
-		if _, err := a1.Migrate(Caller{}, api.MigrateRequest{ID: more.IDs[0], Node: "n2"}); err == nil || !strings.Contains(err.Error(), "draining") {
+		if _, err := a1.out.Migrate(Caller{}, api.MigrateRequest{ID: more.IDs[0], Node: "n2"}); err == nil || !strings.Contains(err.Error(), "draining") {
 			t.Fatalf("migrate to n2: %v", err)
 		}
 		// Kept across a restart of n2's agent.

@@ -390,7 +390,7 @@ func (a *fzAgent) seededOutput() string { return filepath.Join(a.spools.Dir(fzHo
 func (a *fzAgent) quiet() bool {
 	ok := a.migr.Serving() == 0
 	for _, in := range a.migr.Arrivals() {
-		if in.timer != nil && !in.timer.Stop() {
+		if in.StopTimer() {
 			ok = false
 		}
 	}
@@ -435,7 +435,7 @@ func (a *fzAgent) reset(t *testing.T) {
 	a.members = newMembers(a.cfg, a.capacity, a.pol.Policy.Placement)
 	a.members.Join(members.Member{Addr: "127.0.0.1:7946", PeerAddr: a.peers.SelfAddr, Capacity: a.capacity}, 0, time.Time{})
 	// The job table is emptied and seeded in place, under its lock: a
-	// goroutine the last input started may still hold it (carryOutIn's
+	// goroutine the last input started may still hold it (inbound's carryOut,
 	// pruneMigrations), and a table put in its place would have it unlock
 	// a mutex it never locked.
 	if a.jobs == nil {
@@ -448,6 +448,8 @@ func (a *fzAgent) reset(t *testing.T) {
 	a.wireJobs()
 	a.checkpoints = newCheckpoints(a.Agent)
 	*a.news = *newNews(a.Agent)
+	// The migration drivers hold the parts put in place above.
+	wireMigration(a.Agent)
 	j := a.jobs
 	j.Mu.Lock()
 	defer j.Mu.Unlock()

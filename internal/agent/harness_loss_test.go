@@ -295,7 +295,7 @@ func TestAgentsStaleNewsDoesNotMoveAJob(t *testing.T) {
 		home := c.nodes[0].a
 		id := c.run(0, 1, "n2")[0]
 		c.waitFor("running on n2", time.Minute, func() bool { return c.homeRec(id).Node == "n2" })
-		if m, err := home.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err != nil || !m.OK {
+		if m, err := home.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err != nil || !m.OK {
 			t.Fatalf("migrate: %+v %v", m, err)
 		}
 		c.waitFor("the home's record at n3", time.Minute, func() bool {

@@ -27,7 +27,7 @@ func TestAgentsTimeEveryStepOfAMigration(t *testing.T) {
 
 		for _, lazy := range []bool{false, true} {
 			to := map[bool]string{false: "n3", true: "n2"}[lazy]
-			m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: to, Lazy: lazy})
+			m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: to, Lazy: lazy})
 			if err != nil || !m.OK {
 				t.Fatalf("migrate (lazy %v): %+v %v", lazy, m, err)
 			}
@@ -57,14 +57,14 @@ func TestAgentsTimeEveryStepOfAMigration(t *testing.T) {
 		c.world.mu.Lock()
 		c.world.settleFail = 3
 		c.world.mu.Unlock()
-		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err != nil || !m.OK {
+		if m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err != nil || !m.OK {
 			t.Fatalf("migrate with a CPU group that refuses: %+v %v", m, err)
 		}
 		if !c.world.outsideCPU(id) {
 			t.Fatal("the CPU group refused the job, and yet it is in it")
 		}
 		c.waitFor("the job in its CPU group", 10*time.Second, func() bool { return !c.world.outsideCPU(id) })
-		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
+		if m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
 			t.Fatalf("migrate back: %+v %v", m, err)
 		}
 
@@ -73,7 +73,7 @@ func TestAgentsTimeEveryStepOfAMigration(t *testing.T) {
 		c.world.mu.Lock()
 		c.world.restoreFail = 1
 		c.world.mu.Unlock()
-		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err == nil || m.OK {
+		if m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err == nil || m.OK {
 			t.Fatalf("migrate with a failing restore: %+v %v", m, err)
 		}
 		var m api.Migration

@@ -344,7 +344,7 @@ func TestAgentsMigrateUnderFaults(t *testing.T) {
 						to = c.nodes[(nodeIndex(to)+1+r.Intn(len(c.nodes)-1))%len(c.nodes)].name
 					}
 					lazy := r.Intn(3) == 0
-					m, err := entry.a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: to, Lazy: lazy})
+					m, err := entry.a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: to, Lazy: lazy})
 					mu.Lock()
 					delete(busy, id)
 					if err == nil && m.OK {
@@ -546,7 +546,7 @@ func TestAgentsReservationEnds(t *testing.T) {
 		}
 		// The first job arrives, and ends there: its reservation ends
 		// with its arrival, long before the deadline.
-		if m, err := a1.Migrate(Caller{}, api.MigrateRequest{ID: j1, Node: "n3"}); err != nil || !m.OK {
+		if m, err := a1.out.Migrate(Caller{}, api.MigrateRequest{ID: j1, Node: "n3"}); err != nil || !m.OK {
 			t.Fatalf("migrate %s: %+v %v", j1, m, err)
 		}
 		if _, err := c.nodes[0].a.control.Kill(Caller{}, api.KillRequest{IDs: []string{j1}, Signal: 9}); err != nil {

@@ -74,7 +74,7 @@ func TestAgentsRefuseADuplicatedMigrationStream(t *testing.T) {
 		c.net.mu.Lock()
 		c.net.dupPrefix = []byte("POST /v1/peer/migrate ")
 		c.net.mu.Unlock()
-		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err != nil || !m.OK {
+		if m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err != nil || !m.OK {
 			t.Fatalf("migrate: %+v %v", m, err)
 		}
 		// The stream's connection is replayed once it closes; the source
@@ -116,7 +116,7 @@ func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
 		n2.mu.Lock()
 		n2.restoredAs = &proctext.Creds{PID: 1, UIDs: [4]uint32{1001, 0, 1001, 1001}, GIDs: [4]uint32{1001, 1001, 1001, 1001}}
 		n2.mu.Unlock()
-		m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
+		m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
 		if err == nil || m.OK || !strings.Contains(err.Error(), "runs as uids") {
 			t.Fatalf("migrate: %+v %v; want refused for the restored tasks' uids", m, err)
 		}
@@ -129,20 +129,20 @@ func TestAgentsRefuseARestoreWithOtherCreds(t *testing.T) {
 		if err != nil || len(ins) != 1 || !migrate.Rebuild(ins[0]).Final() {
 			t.Fatalf("n2's ledger: %+v %v; want the failed move, ended", ins, err)
 		}
-		if in := c.nodes[1].a.adoptRecord(ins[0], migrate.Rebuild(ins[0])); !in.final.Load() {
+		if in := c.nodes[1].a.in.AdoptRecord(ins[0], migrate.Rebuild(ins[0])); !in.Ended() {
 			t.Fatal("an ended move's record was adopted as not final")
 		}
-		if err := c.nodes[1].a.notHere(id, ""); err != nil {
+		if err := c.nodes[1].a.in.NotHere(id, ""); err != nil {
 			t.Fatalf("with the failed move's record adopted: %v", err)
 		}
-		if _, err := c.nodes[1].a.stepIn(ins[0].MID, migrate.AbortMsg{}); err != nil && !errors.Is(err, peer.ErrBadRequest) {
+		if err := c.nodes[1].a.in.Abort(ins[0].MID); err != nil && !errors.Is(err, peer.ErrBadRequest) {
 			t.Fatalf("late abort: %v", err)
 		}
 		// With the owner's credentials, it moves.
 		n2.mu.Lock()
 		n2.restoredAs = nil
 		n2.mu.Unlock()
-		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
+		if m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
 			t.Fatalf("then: %+v %v", m, err)
 		}
 	})
@@ -172,7 +172,7 @@ func (c *cluster) runsOnlyOnN1(id string) {
 		c.t.Fatalf("running on %v, frozen on %v", run, frz)
 	}
 	for _, h := range c.nodes[1:] {
-		c.waitFor(h.name+" to drop the refused move", time.Minute, func() bool { return h.a.notHere(id, "") == nil })
+		c.waitFor(h.name+" to drop the refused move", time.Minute, func() bool { return h.a.in.NotHere(id, "") == nil })
 	}
 }
 
@@ -197,7 +197,7 @@ func TestAgentsRefuseARestoreHoldingOtherFiles(t *testing.T) {
 			n2.mu.Lock()
 			n2.restoredFiles = []migrate.OpenFile{tc.held}
 			n2.mu.Unlock()
-			m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
+			m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"})
 			if err == nil || m.OK || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.held.Path) {
 				t.Fatalf("restored holding %s: %+v %v; want refused, naming it (%q)", tc.held.Path, m, err, tc.want)
 			}
@@ -206,7 +206,7 @@ func TestAgentsRefuseARestoreHoldingOtherFiles(t *testing.T) {
 		n2.mu.Lock()
 		n2.restoredFiles = nil
 		n2.mu.Unlock()
-		if m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
+		if m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil || !m.OK {
 			t.Fatalf("then: %+v %v", m, err)
 		}
 
@@ -228,7 +228,7 @@ func TestAgentsRefuseARestoreHoldingOtherFiles(t *testing.T) {
 		dst.mu.Lock()
 		dst.restoredFiles = []migrate.OpenFile{passwd}
 		dst.mu.Unlock()
-		m, err := c.nodes[0].a.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n1"})
+		m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n1"})
 		if err != nil || !m.OK {
 			t.Fatalf("a file opened after the check: %+v %v", m, err)
 		}

@@ -21,7 +21,6 @@ import (
 	"roam/internal/agent/rounds"
 	"roam/internal/api"
 	"roam/internal/errkind"
-	"roam/internal/migrate"
 	"roam/internal/sched"
 )
 
@@ -72,7 +71,9 @@ func apiJobRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+api.PathPS, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.control.PS(c, r.URL.Query().Get("all") == "1"))
 	}))
-	mux.HandleFunc("POST "+api.PathMigrate, callerJSON(a.Migrate))
+	mux.HandleFunc("POST "+api.PathMigrate, callerJSON(func(c Caller, req api.MigrateRequest) (api.Migration, error) {
+		return a.out.Migrate(c, req)
+	}))
 }
 
 // apiCkptRoutes are the CLI's routes of checkpoints and restarts.
@@ -156,39 +157,25 @@ func peerJobRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+peer.Events, eventsSince(a.events.Since))
 }
 
-// peerMigrateRoutes are the peer routes of migrations.
+// peerMigrateRoutes are the peer routes of migrations. Each reaches the
+// migration drivers as the request comes: the routes are made before the
+// drivers, which use the peer client, which calls this node's own routes
+// through them (Start, wireMigration).
 func peerMigrateRoutes(a *Agent, mux *http.ServeMux) {
-	mux.HandleFunc("POST "+peer.MigrateOut, jsonCall(a.migrateOut))
-	mux.HandleFunc("POST "+peer.MigrateCheck, jsonCall(func(req migrateCheckRequest) (struct{}, error) {
-		return struct{}{}, a.migrateCheck(req)
+	mux.HandleFunc("POST "+peer.MigrateOut, jsonCall(func(req peer.MigrateOutRequest) (api.Migration, error) {
+		return a.out.MigrateOut(req)
 	}))
-	mux.HandleFunc("POST "+peer.MigrateStream, a.serveMigrateIn)
-	mux.HandleFunc("GET "+peer.Pages, a.servePages)
-	mux.HandleFunc("GET "+peer.MigrateSink, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"error": a.sinkError(r.URL.Query().Get("mid"))})
-	})
-	mux.HandleFunc("POST "+peer.MigrateCommit, func(w http.ResponseWriter, r *http.Request) {
-		ph, err := a.stepIn(r.URL.Query().Get("mid"), migrate.CommitMsg{})
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, migrateCommitted{Phases: ph})
-	})
-	mux.HandleFunc("POST "+peer.MigrateAbort, queryCall("mid", func(mid string) error {
-		_, err := a.stepIn(mid, migrate.AbortMsg{})
-		return err
+	mux.HandleFunc("POST "+peer.MigrateCheck, jsonCall(func(req peer.MigrateCheckRequest) (struct{}, error) {
+		return struct{}{}, a.in.Check(req)
 	}))
-	mux.HandleFunc("GET "+peer.MigrateOutcome, func(w http.ResponseWriter, r *http.Request) {
-		o, err := a.outcome(r.URL.Query().Get("mid"))
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"outcome": string(o)})
-	})
+	mux.HandleFunc("POST "+peer.MigrateStream, func(w http.ResponseWriter, r *http.Request) { a.in.ServeStream(w, r) })
+	mux.HandleFunc("GET "+peer.Pages, func(w http.ResponseWriter, r *http.Request) { a.pages.ServePages(w, r) })
+	mux.HandleFunc("GET "+peer.MigrateSink, func(w http.ResponseWriter, r *http.Request) { a.pages.ServeSink(w, r) })
+	mux.HandleFunc("POST "+peer.MigrateCommit, func(w http.ResponseWriter, r *http.Request) { a.in.ServeCommit(w, r) })
+	mux.HandleFunc("POST "+peer.MigrateAbort, queryCall("mid", func(mid string) error { return a.in.Abort(mid) }))
+	mux.HandleFunc("GET "+peer.MigrateOutcome, func(w http.ResponseWriter, r *http.Request) { a.out.ServeOutcome(w, r) })
 	mux.HandleFunc("POST "+peer.Note, jsonCall(func(n relay.Note) (struct{}, error) {
-		return struct{}{}, a.takeNote(n)
+		return struct{}{}, a.out.TakeNote(n)
 	}))
 }
 
@@ -206,20 +193,6 @@ func peerCkptRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("POST "+peer.ReopenCommit, jsonCall(func(c reopen.Commit) (map[string]string, error) { return a.checkpoints.Commit(c) }))
 	mux.HandleFunc("POST "+peer.ReopenDone, jsonCall(func(d reopen.Failed) (struct{}, error) { return a.checkpoints.Failed(d) }))
 	mux.HandleFunc("POST "+peer.Restore, func(w http.ResponseWriter, r *http.Request) { a.checkpoints.ServeRestore(w, r) })
-}
-
-// serveMigrateIn is /v1/peer/migrate: a migration's stream. A read that
-// makes no progress for stallTimeout ends the transfer (the source's link
-// went down, or it died).
-func (a *Agent) serveMigrateIn(w http.ResponseWriter, r *http.Request) {
-	body, stop := watchedBody(w, r)
-	ready, err := a.migrateIn(body)
-	stop()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, ready)
 }
 
 // watchedBody is r's body, cut off when a read makes no progress for

@@ -85,7 +85,7 @@ func (a *Agent) move(mv sched.Move) bool {
 		a.event(api.Event{Kind: "declined", Job: mv.Job, UID: a.jobs.Owner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
 		return false
 	}
-	m, err := a.migrateOut(migrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why, Lazy: mv.Lazy})
+	m, err := a.out.MigrateOut(peer.MigrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why, Lazy: mv.Lazy})
 	e := api.Event{Kind: "migrate", Job: mv.Job, UID: a.jobs.Owner(mv.Job), From: a.cfg.NodeID, To: mv.To, Why: mv.Why, FreezeMS: m.FreezeMS}
 	if err != nil {
 		a.withdraw(mv)

@@ -30,7 +30,7 @@ const (
 
 // actionSwitches are the machines' drivers' switches over their actions:
 // one case an action, as long as the machine has actions.
-var actionSwitches = map[string]bool{"(*outMig).do": true, "(*outMig).ckDo": true, "(*Agent).doIn": true}
+var actionSwitches = map[string]bool{"(*outMig).do": true, "(*outMig).ckDo": true, "(*Driver).doIn": true}
 
 // agentDebt is what exceeds a limit today, with its size: the package's
 // lines and methods, files' lines, functions' lines.

@@ -25,12 +25,13 @@ type Log struct {
 	List []api.Phase
 }
 
-// msSince is the time since t in milliseconds, to the microsecond.
-func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+// Since is the time since t in milliseconds, to the microsecond: the
+// unit of every step and time a migration reports.
+func Since(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
 
 // Add records a step that took since start.
 func (l *Log) Add(name string, start time.Time) {
-	l.List = append(l.List, api.Phase{Side: l.Side, Name: name, MS: msSince(start), Frozen: l.Frozen})
+	l.List = append(l.List, api.Phase{Side: l.Side, Name: name, MS: Since(start), Frozen: l.Frozen})
 }
 
 // AddTimes records a CRIU call's parts: those CRIU says the job was
@@ -50,7 +51,7 @@ func (l *Log) AddTimes(t ckpt.Times, all bool) {
 // own part (the network, TLS, encoding) is the time the other node's
 // steps, theirs, do not account for; theirs follow it.
 func (l *Log) AddCall(name string, start time.Time, theirs []api.Phase) {
-	own := msSince(start)
+	own := Since(start)
 	for _, p := range theirs {
 		own -= p.MS
 	}

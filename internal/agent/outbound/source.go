@@ -1,7 +1,8 @@
-package agent
+package outbound
 
-// The source side of a migration: the driver that carries out what the
-// source machine (package migrate) decides, on CRIU and the peer port.
+// The source's driver: one migration leaving this node, carrying out
+// what its machine (migrate.Source) decides, on CRIU and the peer port.
+// A checkpoint's actions are in checkpoint.go.
 
 import (
 	"fmt"
@@ -11,8 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"roam/internal/agent/drive"
 	"roam/internal/agent/jobtable"
+	"roam/internal/agent/pages"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/phases"
 	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/asuser"
@@ -24,11 +28,11 @@ import (
 
 // outMig is one migration leaving this node.
 type outMig struct {
-	a   *Agent
+	d   *Driver
 	m   *migrate.Source
-	req migrateOutRequest
+	req peer.MigrateOutRequest
 	lj  *jobtable.Local // nil when recovered after a restart
-	ck  *ckptRun        // a checkpoint's (ckpt_source.go), nil for a migration
+	ck  *ckptRun        // a checkpoint's (checkpoint.go), nil for a migration
 	// what the driver learned on the way
 	addr  string
 	files []migrate.OpenFile
@@ -37,9 +41,9 @@ type outMig struct {
 	stopped []int
 	mounts  []string
 	dir     string // the images directory
-	lazy    *lazyDump
+	lazy    *pages.LazyDump
 	mig     api.Migration
-	ph      phaseLog // where the time went, the destination's steps included
+	ph      phases.Log // where the time went, the destination's steps included
 	start   time.Time
 	frozen  time.Time // when the dump began
 	resumed time.Time // when the destination answered the commit
@@ -51,22 +55,23 @@ type outMig struct {
 	done chan error
 }
 
-// migrateOut moves a job running here to req.To, and tells its home node
-// how it went. The returned migration has OK false, and err says why, when
-// it failed; the job then still runs here.
-func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
-	lj, err := a.claimForMigration(req.ID)
+// MigrateOut is peer.MigrateOut, and a move of the policies: it moves a
+// job running here to req.To, and tells its home node how it went. The
+// returned migration has OK false, and err says why, when it failed; the
+// job then still runs here.
+func (d *Driver) MigrateOut(req peer.MigrateOutRequest) (api.Migration, error) {
+	lj, err := d.claim(req.ID)
 	if err != nil {
-		return api.Migration{At: time.Now(), From: a.cfg.NodeID, To: req.To, Lazy: req.Lazy, Why: req.Why}, err
+		return api.Migration{At: time.Now(), From: d.self, To: req.To, Lazy: req.Lazy, Why: req.Why}, err
 	}
-	o := &outMig{a: a, m: &migrate.Source{}, req: req, lj: lj, start: time.Now(), done: make(chan error, 1), ph: phaseLog{Side: api.SideSource}}
-	o.mig = api.Migration{At: o.start, From: a.cfg.NodeID, To: req.To, Lazy: req.Lazy, Why: req.Why}
+	o := &outMig{d: d, m: &migrate.Source{}, req: req, lj: lj, start: time.Now(), done: make(chan error, 1), ph: phases.Log{Side: api.SideSource}}
+	o.mig = api.Migration{At: o.start, From: d.self, To: req.To, Lazy: req.Lazy, Why: req.Why}
 	if o.mig.Why == "" {
 		o.mig.Why = "roam migrate"
 	}
-	mid := newMID()
+	mid := peer.NewMID()
 	o.mig.MID = mid
-	rec := a.jobs.Moving(lj).Rec
+	rec := d.jobs.Moving(lj).Rec
 	go o.run(migrate.Start{MID: mid, Job: req.ID, Home: rec.Home, To: req.To, Lazy: req.Lazy, Why: o.mig.Why,
 		Seq: rec.Moves + 1, Inc: rec.Inc, PID: rec.PID, Tix: rec.StartTix})
 	err = <-o.done
@@ -79,26 +84,26 @@ func (a *Agent) migrateOut(req migrateOutRequest) (api.Migration, error) {
 	return m, err
 }
 
-// claimForMigration marks a local job as migrating (jobs.claim), so only
-// one migration runs at a time and the push loop leaves it alone
-// meanwhile. The claim is taken first and given back when the job turns
-// out not to run: /proc and its status file are read without the job
-// lock.
-func (a *Agent) claimForMigration(id string) (*jobtable.Local, error) {
-	lj, rec, busy := a.jobs.Claim(id)
+// claim marks a local job as migrating (jobtable.Table.Claim), so only
+// one migration (or checkpoint) runs at a time and the push loop leaves
+// it alone meanwhile. The claim is taken first and given back when the
+// job turns out not to run: /proc and its status file are read without
+// the job lock.
+func (d *Driver) claim(id string) (*jobtable.Local, error) {
+	lj, rec, busy := d.jobs.Claim(id)
 	var err error
 	switch {
 	case busy:
 		return nil, errkind.New(peer.ErrBadRequest, "job %s is already migrating", id)
-	case lj == nil, !a.procs.Alive(rec.PID, rec.StartTix):
-		err = errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, a.cfg.NodeID)
+	case lj == nil, !d.procs.Alive(rec.PID, rec.StartTix):
+		err = errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, d.self)
 	default:
 		if _, ended := job.ReadStatus(rec.Dir); ended {
 			err = errkind.New(peer.ErrBadRequest, "job %s is ending", id)
 		}
 	}
 	if err != nil {
-		a.jobs.Release(id, rec.PID) // none when lj is nil: no job has pid 0
+		d.jobs.Release(id, rec.PID) // none when lj is nil: no job has pid 0
 		return nil, err
 	}
 	return lj, nil
@@ -108,56 +113,50 @@ func (a *Agent) claimForMigration(id string) (*jobtable.Local, error) {
 func (o *outMig) run(ev migrate.SourceEvent) { o.carryOut(o.m.Step(time.Now(), ev)) }
 
 // carryOut carries out acts, then steps the machine with each event they
-// answer and carries out its actions in turn; a Wake is slept and
-// answered with a Tick. It returns when nothing is left to do.
+// answer and carries out its actions in turn (drive.Loop); a Wake is
+// slept and answered with a Tick. It returns when nothing is left to do.
 func (o *outMig) carryOut(acts []migrate.SourceAction) {
-	defer func() {
-		if o.dir != "" {
-			os.RemoveAll(o.dir)
-		}
-		if o.lazy != nil {
-			o.lazy.end()
-		}
-		// Stopped before the machine said how it went: the caller is
-		// not left waiting (the ledger finishes it at the next start).
-		select {
-		case o.done <- errkind.New(peer.ErrUnavailable, "node %s is stopping", o.a.cfg.NodeID):
-		default:
-		}
-		if o.a.migr.PruneDue(time.Now(), pruneEvery) {
-			pruneLedger(o.a.store)
-		}
-	}()
-	var q []migrate.SourceEvent
-	for {
-		for _, act := range acts {
-			if o.halted {
-				return
-			}
-			if next := o.do(act); next != nil {
-				q = append(q, next)
-			}
-		}
-		switch {
-		case len(q) > 0:
-			acts, q = o.m.Step(time.Now(), q[0]), q[1:]
-			continue
-		case o.wakeAt.IsZero():
-			return
-		}
+	defer o.end()
+	step := func(ev migrate.SourceEvent) []migrate.SourceAction { return o.m.Step(time.Now(), ev) }
+	do := func(act migrate.SourceAction) (migrate.SourceEvent, bool) {
+		ev := o.do(act)
+		return ev, ev != nil
+	}
+	halted := func() bool { return o.halted }
+	for drive.Loop(acts, step, do, halted) && !o.wakeAt.IsZero() {
 		select {
 		case <-time.After(time.Until(o.wakeAt)):
-		case <-o.a.stop:
+		case <-o.d.stop:
 			return
 		}
 		o.wakeAt = time.Time{}
-		acts = o.m.Step(time.Now(), migrate.Tick{})
+		acts = step(migrate.Tick{})
+	}
+}
+
+// end removes what the run leaves once its machine has nothing left to
+// do, or the agent stops under it.
+func (o *outMig) end() {
+	if o.dir != "" {
+		os.RemoveAll(o.dir)
+	}
+	if o.lazy != nil {
+		o.lazy.End()
+	}
+	// Stopped before the machine said how it went: the caller is not
+	// left waiting (the ledger finishes it at the next start).
+	select {
+	case o.done <- errkind.New(peer.ErrUnavailable, "node %s is stopping", o.d.self):
+	default:
+	}
+	if o.d.moves.PruneDue(time.Now(), drive.PruneEvery) {
+		drive.PruneLedger(o.d.store)
 	}
 }
 
 // do carries out one action and returns the event that answers it, if any.
 func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
-	a, r := o.a, o.m.Record()
+	d, r := o.d, o.m.Record()
 	if o.ck != nil {
 		if ev, done := o.ckDo(act, r); done {
 			return ev
@@ -174,7 +173,7 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 		o.ph.Add("check", t)
 		return migrate.CheckAnswer{Err: err}
 	case migrate.Persist:
-		if !a.persist(r.MID, func() error { return a.store.PutOut(act.Record) }) {
+		if !drive.Persist(d.stop, d.log, r.MID, func() error { return d.store.PutOut(act.Record) }) {
 			o.halted = true
 		}
 		o.ph.Add("persist", t)
@@ -184,15 +183,15 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 		return migrate.ReadyAnswer{Err: o.sendImages(r)}
 	case migrate.Thaw:
 		if o.lazy != nil {
-			o.lazy.end() // CRIU holds the job until its page server ends
+			o.lazy.End() // CRIU holds the job until its page server ends
 		}
-		if a.procs.Alive(r.PID, r.Tix) {
+		if d.procs.Alive(r.PID, r.Tix) {
 			// The dump took the job out of its CPU group (ckpt's lift):
 			// back in before it runs.
-			if err := a.ckpt.Settle(r.Job, r.PID); err != nil {
-				a.log.Warn("resuming a job after a failed migration", "job", r.Job, "err", err)
+			if err := d.ckpt.Settle(r.Job, r.PID); err != nil {
+				d.log.Warn("resuming a job after a failed migration", "job", r.Job, "err", err)
 			}
-			a.ckpt.Thaw(r.PID, o.stopped)
+			d.ckpt.Thaw(r.PID, o.stopped)
 		}
 		if o.ph.Frozen {
 			// A failed migration froze the job until now.
@@ -206,7 +205,7 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 		// exit closes the file, which sends what it wrote to a network
 		// filesystem's server before the other copy reads it.
 		o.leave(r)
-		a.procs.Kill(r.PID, r.Tix, o.killWait())
+		d.procs.Kill(r.PID, r.Tix, o.killWait())
 		o.ph.Add("kill", t)
 		return migrate.CopyGone{}
 	case migrate.SendCommit:
@@ -216,7 +215,7 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 			// holds it, has served the last page (the Kill after
 			// PagesDone).
 			o.leave(r)
-			a.procs.Kill(r.PID, r.Tix, 0)
+			d.procs.Kill(r.PID, r.Tix, 0)
 			o.ph.Add("kill", t)
 			t = time.Now()
 		}
@@ -228,18 +227,18 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 		}
 		return migrate.CommitAnswer{Err: err}
 	case migrate.SendAbort:
-		if addr, err := a.members.PeerAddr(r.To); err == nil {
-			go func() { _ = a.peers.CallAddr(addr, http.MethodPost, peer.MigrateAbort+"?mid="+r.MID, nil, nil) }()
+		if addr, err := d.members.PeerAddr(r.To); err == nil {
+			go func() { _ = d.peers.CallAddr(addr, http.MethodPost, peer.MigrateAbort+"?mid="+r.MID, nil, nil) }()
 		}
 	case migrate.WaitPages:
 		err := o.lazy.Wait()
 		o.ph.Add("post-copy", t)
 		if !o.resumed.IsZero() {
-			o.mig.WindowMS = msSince(o.resumed)
+			o.mig.WindowMS = phases.Since(o.resumed)
 		}
-		o.mig.Bytes += o.lazy.bytes.Load()
+		o.mig.Bytes += o.lazy.Bytes()
 		if err != nil {
-			a.log.Error("lazy migration: pages not all delivered", "job", r.Job, "err", err)
+			d.log.Error("lazy migration: pages not all delivered", "job", r.Job, "err", err)
 		}
 		return migrate.PagesDone{Err: err}
 	case migrate.NoteHome:
@@ -249,7 +248,7 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 	case migrate.Wake:
 		o.wakeAt = act.At
 	default:
-		a.log.Error("migration: unknown source action", "action", fmt.Sprintf("%T", act))
+		d.log.Error("migration: unknown source action", "action", fmt.Sprintf("%T", act))
 	}
 	return nil
 }
@@ -257,7 +256,7 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 // checkLocal says why the job cannot leave this node (a pin), or why it
 // cannot now (an error), or neither.
 func (o *outMig) checkLocal(r migrate.Record) (string, error) {
-	v, err := o.a.movable(r.PID, o.owner())
+	v, err := o.d.movable(r.PID, o.owner())
 	if err != nil || v.Pin != "" {
 		return v.Pin, err
 	}
@@ -269,22 +268,22 @@ func (o *outMig) checkLocal(r migrate.Record) (string, error) {
 // cannot leave this node (Verdict.Pin), or why it cannot now (an error: a
 // process with other credentials may be a set-user-id child that ends),
 // else the files the other node must reach. owner is nil when unknown.
-func (a *Agent) movable(pid int, owner *asuser.Cred) (migrate.Verdict, error) {
-	if uid, ok := a.procs.Owner(pid); ok && uid != 0 && !a.allUsers {
-		return migrate.Verdict{Pin: fmt.Sprintf("runs as uid %d, and root on node %s lacks CAP_SYS_RESOURCE, so CRIU cannot read its rlimits", uid, a.cfg.NodeID)}, nil
+func (d *Driver) movable(pid int, owner *asuser.Cred) (migrate.Verdict, error) {
+	if uid, ok := d.procs.Owner(pid); ok && uid != 0 && !d.allUsers {
+		return migrate.Verdict{Pin: fmt.Sprintf("runs as uid %d, and root on node %s lacks CAP_SYS_RESOURCE, so CRIU cannot read its rlimits", uid, d.self)}, nil
 	}
 	// Every process of the job, not only its first, before anything
 	// freezes: a process that changed its credentials would fail the
 	// dump (a uid CRIU cannot read the rlimits of) or the check of the
 	// restored tasks, after the job was frozen for nothing.
 	if owner != nil {
-		if creds, err := a.ckpt.Creds(pid); err == nil {
+		if creds, err := d.ckpt.Creds(pid); err == nil {
 			if err := migrate.CheckCreds(owner.UID, owner.GID, owner.Groups, creds); err != nil {
 				return migrate.Verdict{}, errkind.New(peer.ErrBadRequest, "%v: a job whose processes changed their credentials is not moved while they run so", err)
 			}
 		}
 	}
-	return a.ckpt.Inspect(pid, a.members.IPs(), false), nil
+	return d.ckpt.Inspect(pid, d.members.IPs(), false), nil
 }
 
 // owner is the job's owner as its record says, or nil for a migration
@@ -293,56 +292,56 @@ func (o *outMig) owner() *asuser.Cred {
 	if o.lj == nil {
 		return nil
 	}
-	rec := o.a.jobs.Moving(o.lj).Rec
+	rec := o.d.jobs.Moving(o.lj).Rec
 	return &asuser.Cred{UID: rec.UID, GID: rec.GID, Groups: rec.Groups}
 }
 
 // sendCheck asks the destination whether it reaches the job's files and,
 // for an eager migration, to open a page sink for it.
 func (o *outMig) sendCheck(r migrate.Record) error {
-	addr, err := o.a.members.PeerAddr(r.To)
+	addr, err := o.d.members.PeerAddr(r.To)
 	if err != nil {
 		return err
 	}
 	o.addr = addr
-	req := migrateCheckRequest{MID: r.MID, From: o.a.cfg.NodeID, ID: r.Job, Files: o.files, Lazy: r.Lazy, Owner: o.owner()}
-	return o.a.peers.CallAddr(addr, http.MethodPost, peer.MigrateCheck, req, nil)
+	req := peer.MigrateCheckRequest{MID: r.MID, From: o.d.self, ID: r.Job, Files: o.files, Lazy: r.Lazy, Owner: o.owner()}
+	return o.d.peers.CallAddr(addr, http.MethodPost, peer.MigrateCheck, req, nil)
 }
 
 // dump freezes and dumps the job; eager, its pages go to the sink.
 func (o *outMig) dump(r migrate.Record) error {
-	a := o.a
+	d := o.d
 	t := time.Now()
-	mounts, err := a.ckpt.Mounts(r.PID)
+	mounts, err := d.ckpt.Mounts(r.PID)
 	if err != nil {
 		return err
 	}
 	o.mounts = mounts
-	o.dir = filepath.Join(a.imageDir, "out-"+r.MID)
+	o.dir = filepath.Join(d.imageDir, "out-"+r.MID)
 	if err := os.MkdirAll(o.dir, 0o700); err != nil {
 		return err
 	}
 	o.ph.Add("prepare", t)
 	o.frozen = time.Now()
-	defer func() { o.mig.DumpMS = msSince(o.frozen) }()
+	defer func() { o.mig.DumpMS = phases.Since(o.frozen) }()
 	if r.Lazy {
 		var times ckpt.Times
-		o.lazy, times, err = a.startLazyDump(r.MID, r.PID, o.dir, mounts)
+		o.lazy, times, err = d.pages.StartLazyDump(r.MID, r.PID, o.dir, mounts)
 		o.ph.AddTimes(times, false)
 		return err
 	}
-	o.mig.Bytes, err = a.streamedDump(o.addr, r.MID, r.PID, o.dir, mounts, &o.ph)
+	o.mig.Bytes, err = d.pages.StreamedDump(o.addr, r.MID, r.PID, o.dir, mounts, &o.ph)
 	return err
 }
 
 // sendImages streams the header and the archive and waits for "ready".
 func (o *outMig) sendImages(r migrate.Record) error {
-	a := o.a
+	d := o.d
 	// The frozen tree is judged again: a lock taken since the check would
 	// make the destination's restore wait (CRIU takes it again, blocking,
 	// while this frozen copy holds it) until CRIU's time limit.
 	t := time.Now()
-	v := a.ckpt.Inspect(r.PID, a.members.IPs(), true)
+	v := d.ckpt.Inspect(r.PID, d.members.IPs(), true)
 	o.ph.Add("judge frozen", t)
 	if v.Pin != "" {
 		return errkind.New(peer.ErrBadRequest, "job %s, once frozen: %s", r.Job, v.Pin)
@@ -352,34 +351,34 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	// restored job's files with what its checks found.
 	if late := migrate.LateFiles(o.files, v.Files); len(late) > 0 {
 		t = time.Now()
-		req := migrateCheckRequest{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Files: late, Lazy: r.Lazy, Owner: o.owner(), Late: true}
-		err := a.peers.CallAddr(o.addr, http.MethodPost, peer.MigrateCheck, req, nil)
+		req := peer.MigrateCheckRequest{MID: r.MID, From: d.self, ID: r.Job, Files: late, Lazy: r.Lazy, Owner: o.owner(), Late: true}
+		err := d.peers.CallAddr(o.addr, http.MethodPost, peer.MigrateCheck, req, nil)
 		o.ph.Add("check late files", t)
 		if err != nil {
 			return err
 		}
 	}
-	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Mounts: o.mounts, Lazy: r.Lazy, Streamed: !r.Lazy, Stopped: o.stopped}
-	mj := a.jobs.Moving(o.lj)
+	hdr := migrate.Header{MID: r.MID, From: d.self, ID: r.Job, Mounts: o.mounts, Lazy: r.Lazy, Streamed: !r.Lazy, Stopped: o.stopped}
+	mj := d.jobs.Moving(o.lj)
 	rec := mj.Rec
 	hdr.Home, hdr.HomeAddr = rec.Home, rec.HomeAddr
 	hdr.UID, hdr.GID, hdr.Groups = rec.UID, rec.GID, rec.Groups
 	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = rec.Started, rec.Hold, rec.Moves, rec.LastMoved
 	hdr.AckOut, hdr.AckErr = mj.AckOut, mj.AckErr
 	hdr.Inc, hdr.CheckpointEvery = rec.Inc, rec.CheckpointEvery
-	hdr.CPUBefore = a.attained(rec)
+	hdr.CPUBefore = d.attained(rec)
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
 	}
 	if mj.Stdin {
-		hdr.StdinKey = a.procs.StdinKey(r.PID)
+		hdr.StdinKey = d.procs.StdinKey(r.PID)
 	}
 	sendStart := time.Now()
-	n, ready, err := a.sendImages(o.addr, hdr, o.dir, rec.Dir)
+	n, ready, err := d.sendImages(o.addr, hdr, o.dir, rec.Dir)
 	o.mig.Bytes += n
 	o.mig.RestoreMS, o.mig.SettleMS = ready.RestoreMS, ready.SettleMS
-	o.mig.CopyMS = msSince(sendStart) - ready.RestoreMS - ready.SettleMS
-	o.ph.AddCall("stream", sendStart, theirPhases(ready.Phases, api.SideDest))
+	o.mig.CopyMS = phases.Since(sendStart) - ready.RestoreMS - ready.SettleMS
+	o.ph.AddCall("stream", sendStart, phases.Theirs(ready.Phases, api.SideDest))
 	return err
 }
 
@@ -402,14 +401,14 @@ func (o *outMig) leave(r migrate.Record) {
 		return
 	}
 	o.left = true
-	a := o.a
-	if lj := a.jobs.Leave(r.Job, r.PID, r.To, a.migr); lj != nil {
-		_ = a.store.DeleteLocal(r.Job)
+	d := o.d
+	if lj := d.jobs.Leave(r.Job, r.PID, r.To, d.moves); lj != nil {
+		_ = d.store.DeleteLocal(r.Job)
 		if lj.Stdin != nil {
 			lj.Stdin.Close()
 		}
 		o.spool = lj.Rec.Dir
-		a.kickLoad()
+		d.kickLoad()
 	}
 }
 
@@ -417,28 +416,28 @@ func (o *outMig) leave(r migrate.Record) {
 // steps it took to.
 func (o *outMig) commit(r migrate.Record) ([]api.Phase, error) {
 	if o.addr == "" {
-		addr, err := o.a.members.PeerAddr(r.To)
+		addr, err := o.d.members.PeerAddr(r.To)
 		if err != nil {
 			return nil, err
 		}
 		o.addr = addr
 	}
-	var ans migrateCommitted
-	err := o.a.peers.CallAddr(o.addr, http.MethodPost, peer.MigrateCommit+"?mid="+r.MID, nil, &ans)
-	return theirPhases(ans.Phases, api.SideDest), err
+	var ans peer.MigrateCommitted
+	err := o.d.peers.CallAddr(o.addr, http.MethodPost, peer.MigrateCommit+"?mid="+r.MID, nil, &ans)
+	return phases.Theirs(ans.Phases, api.SideDest), err
 }
 
 func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {
 	m := o.mig
 	m.MID, m.OK, m.Seq = r.MID, n.OK, r.Seq
 	if m.From == "" { // recovered: what the ledger knows
-		m.At, m.From, m.To, m.Lazy, m.Why = r.Started, o.a.cfg.NodeID, r.To, r.Lazy, r.Why
+		m.At, m.From, m.To, m.Lazy, m.Why = r.Started, o.d.self, r.To, r.Lazy, r.Why
 	}
 	if !n.OK {
 		m.Error = n.Error
 	}
 	if m.TotalMS == 0 && !o.start.IsZero() {
-		m.TotalMS = msSince(o.start)
+		m.TotalMS = phases.Since(o.start)
 	}
 	m.Phases = o.ph.List
 	o.mig = m
@@ -456,22 +455,22 @@ func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {
 	if reason, pinned := migrate.PinReason(o.m.Err()); !n.OK && pinned {
 		note.PinReason = reason
 	}
-	return o.a.noteHome(r.Home, note)
+	return o.d.noteHome(r.Home, note)
 }
 
 // finish answers whoever asked for the migration, and lets the job go
 // back to the push loop and the policies when it stays here.
 func (o *outMig) finish(r migrate.Record, err error) {
-	a := o.a
+	d := o.d
 	m := o.mig
-	a.metrics.Observe(m)
-	a.log.Info("migration", "job", r.Job, "to", r.To, "ok", err == nil, "bytes", m.Bytes,
+	d.metrics.Observe(m)
+	d.log.Info("migration", "job", r.Job, "to", r.To, "ok", err == nil, "bytes", m.Bytes,
 		"freeze_ms", m.FreezeMS, "total_ms", m.TotalMS, "err", err)
-	a.jobs.Release(r.Job, r.PID)
+	d.jobs.Release(r.Job, r.PID)
 	if err == nil && o.spool != "" {
 		os.RemoveAll(o.spool)
 	}
-	a.jobs.KickPush()
+	d.jobs.KickPush()
 	select {
 	case o.done <- err:
 	default:

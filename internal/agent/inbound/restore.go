@@ -1,4 +1,4 @@
-package agent
+package inbound
 
 // The destination's restore, for a migration and a restart alike: CRIU
 // restores the copy, stopped, with its files checked as its owner's and
@@ -6,10 +6,13 @@ package agent
 
 import (
 	"os"
+	"time"
+
+	"roam/internal/agent/peer"
+	"roam/internal/agent/phases"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
-	"time"
 )
 
 // settleLater tries again, in the background, to move a restored job
@@ -18,30 +21,30 @@ import (
 // restore put it, the job runs outside the node's CPU share. It tries for
 // settleTries seconds, while the job lives, then says so in the log and
 // the events.
-func (a *Agent) settleLater(id string, pid int, tix uint64, err error) {
-	a.log.Warn("migration: restored job's CPU group, trying again", "job", id, "err", err)
-	// Not in a.wg: it is started from a request's handler or a timer,
-	// which Close does not wait for (an Add then could race its Wait); it
-	// ends at the next tick once the agent stops.
+func (d *Driver) settleLater(id string, pid int, tix uint64, err error) {
+	d.log.Warn("migration: restored job's CPU group, trying again", "job", id, "err", err)
+	// Not in Config.WG: it is started from a request's handler or a
+	// timer, which the agent's Close does not wait for (an Add then could
+	// race its Wait); it ends at the next tick once the agent stops.
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for range settleTries {
 			select {
-			case <-a.stop:
+			case <-d.stop:
 				return
 			case <-t.C:
 			}
-			if !a.procs.Alive(pid, tix) {
+			if !d.procs.Alive(pid, tix) {
 				return
 			}
-			if err = a.ckpt.Settle(id, pid); err == nil {
-				a.log.Info("migration: restored job in its CPU group", "job", id)
+			if err = d.ckpt.Settle(id, pid); err == nil {
+				d.log.Info("migration: restored job in its CPU group", "job", id)
 				return
 			}
 		}
-		a.log.Error("migration: restored job's CPU group", "job", id, "err", err)
-		a.event(api.Event{Kind: "failed", Job: id, UID: a.jobs.Owner(id), Why: "the migrated job runs outside node " + a.cfg.NodeID + "'s CPU group: " + err.Error()})
+		d.log.Error("migration: restored job's CPU group", "job", id, "err", err)
+		d.event(api.Event{Kind: "failed", Job: id, UID: d.jobs.Owner(id), Why: "the migrated job runs outside node " + d.self + "'s CPU group: " + err.Error()})
 	}()
 }
 
@@ -49,15 +52,15 @@ func (a *Agent) settleLater(id string, pid int, tix uint64, err error) {
 const settleTries = 30
 
 // restoreIn restores the job, stopped, in this node's cgroups.
-func (a *Agent) restoreIn(in *inMig) (int, error) {
+func (d *Driver) restoreIn(in *Migration) (int, error) {
 	hdr, rec := in.hdr, in.m.Record()
 	owner := asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}
-	checked := a.migr.TakeChecked(rec.MID, rec.Job)
+	checked := d.moves.TakeChecked(rec.MID, rec.Job)
 	if in.rst != nil {
 		// A restart's files, as the owner and without symlinks, right
 		// before CRIU reopens them as root.
 		var err error
-		if checked, err = a.checkFiles(&owner, in.rst.File.Meta.Files); err != nil {
+		if checked, err = d.CheckFiles(&owner, in.rst.File.Meta.Files); err != nil {
 			return 0, err
 		}
 	}
@@ -73,7 +76,7 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 	start := time.Now()
 	var stopLazy func()
 	if hdr.Lazy {
-		in.lazy, stopLazy, err = a.startLazyPages(hdr.From, hdr.MID, in.images)
+		in.lazy, stopLazy, err = d.pages.StartLazyPages(hdr.From, hdr.MID, in.images)
 		in.ph.Add("lazy-pages daemon", start)
 		if err != nil {
 			if stdinR != nil {
@@ -82,22 +85,22 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 			return 0, err
 		}
 	}
-	check := a.restoredCheck(owner, checked, "restore on node "+a.cfg.NodeID)
-	pid, times, err := a.ckpt.Restore(ckpt.RestoreSpec{ID: rec.Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true, Check: check})
+	check := d.restoredCheck(owner, checked, "restore on node "+d.self)
+	pid, times, err := d.ckpt.Restore(ckpt.RestoreSpec{ID: rec.Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true, Check: check})
 	in.ph.AddTimes(times, true)
 	if stdinR != nil {
 		stdinR.Close()
 	}
 	if err != nil {
 		if pid > 0 {
-			a.procs.Kill(pid, a.procs.StartTicks(pid), 5*time.Second)
+			d.procs.Kill(pid, d.procs.StartTicks(pid), 5*time.Second)
 		}
 		if stopLazy != nil {
 			stopLazy() // its restore failed: nothing will fetch from it
 		}
 		return 0, err
 	}
-	in.ready = migrateReady{RestoreMS: msSince(start)}
+	in.ready = peer.MigrateReady{RestoreMS: phases.Since(start)}
 	in.restored = time.Now()
 	return pid, nil
 }
@@ -107,7 +110,7 @@ func (a *Agent) restoreIn(in *inMig) (int, error) {
 // caller closes: a migration's writing end stays (in.stdin, for the
 // stdin to come), a restart's is closed (its user's stdin is not there
 // any more: the job reads its end).
-func restoreStdin(in *inMig) (map[string]*os.File, *os.File, error) {
+func restoreStdin(in *Migration) (map[string]*os.File, *os.File, error) {
 	inherit := map[string]*os.File{}
 	if in.hdr.StdinKey == "" {
 		return inherit, nil, nil

@@ -1,8 +1,8 @@
-package agent
+package outbound
 
 // A checkpoint is a run of the source machine whose destination is a
 // sealed file (migrate/source_file.go): the driver of migrations
-// (migrate_source.go) carries out a checkpoint's actions here. The job is
+// (source.go) carries out a checkpoint's actions here. The job is
 // frozen for CRIU's dump only, then runs on while its file is written; with
 // roam checkpoint --stop it stays frozen until the file is delivered, and
 // is killed once "committed" is persisted. Any failure before the delivery
@@ -18,7 +18,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"roam/internal/agent/keeper"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/phases"
 	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/errkind"
@@ -31,7 +33,7 @@ type ckptRun struct {
 	// deliver hands the sealed file to whoever keeps it and says on which
 	// node ("" for its user); nil for a run recovered after a restart,
 	// which never delivers.
-	deliver  func(savedCkpt) (storedOn string, err error)
+	deliver  func(keeper.File) (storedOn string, err error)
 	storedOn string
 	rec      job.Local // the job's record when the run began
 	cj       *migrate.CheckpointJob
@@ -46,24 +48,28 @@ type ckptRun struct {
 }
 
 // saved is the file as the agent hands it on.
-func (c *ckptRun) saved() savedCkpt {
-	return savedCkpt{path: c.path, size: c.size, meta: c.meta, hdr: c.hdr}
+func (c *ckptRun) saved() keeper.File {
+	return keeper.File{Path: c.path, Size: c.size, Meta: c.meta, Hdr: c.hdr}
 }
 
-// checkpointRun saves job id, running here, into a sealed file that
-// deliver hands on, on the source machine; it returns once the machine
-// has finished (the home told once), with what was saved.
-func (a *Agent) checkpointRun(id string, stop bool, why string, deliver func(savedCkpt) (string, error)) (savedCkpt, error) {
-	lj, err := a.claimForMigration(id)
+// CheckpointRun saves job id, running here, into a sealed file that
+// deliver hands on (it says on which node the file is kept, "" for one
+// handed to its user), on the source machine; it returns once the
+// machine has finished (the home told once), with what was saved. stop:
+// the job is killed once its file is delivered (roam checkpoint --stop).
+// deliver runs in the run's goroutine, and the file is removed after it
+// returned nil.
+func (d *Driver) CheckpointRun(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error) {
+	lj, err := d.claim(id)
 	if err != nil {
-		return savedCkpt{}, err
+		return keeper.File{}, err
 	}
-	mj := a.jobs.Moving(lj)
+	mj := d.jobs.Moving(lj)
 	rec := mj.Rec
 	ck := &ckptRun{deliver: deliver, rec: rec, stdin: mj.Stdin}
-	o := &outMig{a: a, m: &migrate.Source{}, lj: lj, ck: ck, req: migrateOutRequest{ID: id, Why: why}, start: time.Now(),
+	o := &outMig{d: d, m: &migrate.Source{}, lj: lj, ck: ck, req: peer.MigrateOutRequest{ID: id, Why: why}, start: time.Now(),
 		done: make(chan error, 1)}
-	go o.run(migrate.Start{MID: newMID(), Job: id, Home: rec.Home, Target: migrate.TargetFile, Stop: stop, Why: why,
+	go o.run(migrate.Start{MID: peer.NewMID(), Job: id, Home: rec.Home, Target: migrate.TargetFile, Stop: stop, Why: why,
 		Inc: rec.Inc, PID: rec.PID, Tix: rec.StartTix})
 	err = <-o.done
 	if reason, pinned := migrate.PinReason(err); pinned {
@@ -75,7 +81,7 @@ func (a *Agent) checkpointRun(id string, stop bool, why string, deliver func(sav
 // ckDo carries out one action of a checkpoint, and says whether it was
 // one a checkpoint does its own way (else do does it as for a migration).
 func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.SourceEvent, bool) {
-	a, ck := o.a, o.ck
+	d, ck := o.d, o.ck
 	switch act := act.(type) {
 	case migrate.CheckLocal:
 		pin, err := o.ckCheck(r)
@@ -83,8 +89,8 @@ func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.Sourc
 	case migrate.Dump:
 		return migrate.Dumped{Err: o.ckDump(r)}, true
 	case migrate.Thaw:
-		if a.procs.Alive(r.PID, r.Tix) {
-			a.ckpt.Thaw(r.PID, ck.stopped)
+		if d.procs.Alive(r.PID, r.Tix) {
+			d.ckpt.Thaw(r.PID, ck.stopped)
 		}
 		ck.freezeEnds()
 	case migrate.WriteFile:
@@ -100,14 +106,14 @@ func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.Sourc
 		}
 		return migrate.Delivered{Err: err}, true
 	case migrate.Kill:
-		a.jobs.EndedHere(r.Job, "stopped once checkpointed (roam checkpoint --stop); roam restart continues it")
-		a.procs.Kill(r.PID, r.Tix, 30*time.Second)
+		d.jobs.EndedHere(r.Job, "stopped once checkpointed (roam checkpoint --stop); roam restart continues it")
+		d.procs.Kill(r.PID, r.Tix, 30*time.Second)
 		return migrate.CopyGone{}, true
 	case migrate.RemoveFile:
-		if tmp, err := a.keeper.NewPath("ckpt", r.MID); err == nil {
+		if tmp, err := d.keeper.NewPath("ckpt", r.MID); err == nil {
 			os.Remove(tmp)
 		}
-		os.Remove(a.keeper.SealedPath(r.MID))
+		os.Remove(d.keeper.SealedPath(r.MID))
 		if o.dir != "" {
 			os.RemoveAll(o.dir)
 		}
@@ -116,9 +122,9 @@ func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.Sourc
 		if !act.OK {
 			err = errors.New(act.Error)
 		}
-		cp := checkpointNote(ck.saved(), a.cfg.NodeID, ck.storedOn, err)
+		cp := checkpointNote(ck.saved(), d.self, ck.storedOn, err)
 		inc := r.Inc
-		return migrate.HomeAnswer{Err: a.noteHome(r.Home, relay.Note{ID: r.Job, Inc: &inc, Checkpoint: &cp})}, true
+		return migrate.HomeAnswer{Err: d.noteHome(r.Home, relay.Note{ID: r.Job, Inc: &inc, Checkpoint: &cp})}, true
 	case migrate.Finish:
 		o.ckFinish(r, act.Err)
 	default:
@@ -130,7 +136,7 @@ func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.Sourc
 // freezeEnds notes the job's freeze: to its first thaw, or (--stop) its file.
 func (c *ckptRun) freezeEnds() {
 	if c.meta.FreezeMS == 0 && !c.frozen.IsZero() {
-		c.meta.FreezeMS = msSince(c.frozen)
+		c.meta.FreezeMS = phases.Since(c.frozen)
 	}
 }
 
@@ -138,18 +144,18 @@ func (c *ckptRun) freezeEnds() {
 // (an error): what its record at its home holds that this node does not
 // is asked of its home once (it never changes).
 func (o *outMig) ckCheck(r migrate.Record) (string, error) {
-	a, ck := o.a, o.ck
-	cj := a.jobs.CkptJob(r.Job)
+	d, ck := o.d, o.ck
+	cj := d.jobs.CkptJob(r.Job)
 	if cj == nil {
 		var hr job.Record
-		if err := a.peers.Call(r.Home, http.MethodGet, peer.Record+"?id="+url.QueryEscape(r.Job), nil, &hr); err != nil {
+		if err := d.peers.Call(r.Home, http.MethodGet, peer.Record+"?id="+url.QueryEscape(r.Job), nil, &hr); err != nil {
 			return "", fmt.Errorf("its record at its home %s: %w", r.Home, err)
 		}
 		cj = &migrate.CheckpointJob{User: hr.User, Argv: hr.Argv, Env: hr.Env, Cwd: hr.Cwd, Pin: hr.Pin, Group: hr.Group, Started: hr.Started}
-		a.jobs.SetCkptJob(r.Job, cj)
+		d.jobs.SetCkptJob(r.Job, cj)
 	}
 	ck.cj = cj
-	v, err := a.movable(r.PID, o.owner())
+	v, err := d.movable(r.PID, o.owner())
 	if err != nil || v.Pin != "" {
 		return v.Pin, err
 	}
@@ -161,22 +167,22 @@ func (o *outMig) ckCheck(r migrate.Record) (string, error) {
 // again frozen, and makes the file's META and header. An error leaves the
 // thaw to the machine.
 func (o *outMig) ckDump(r migrate.Record) error {
-	a, ck := o.a, o.ck
-	mounts, err := a.ckpt.Mounts(r.PID)
+	d, ck := o.d, o.ck
+	mounts, err := d.ckpt.Mounts(r.PID)
 	if err != nil {
 		return err
 	}
-	o.dir = filepath.Join(a.imageDir, "ckpt-"+r.MID)
+	o.dir = filepath.Join(d.imageDir, "ckpt-"+r.MID)
 	if err := os.MkdirAll(o.dir, 0o700); err != nil {
 		return err
 	}
 	ck.frozen = time.Now()
-	if err := a.ckpt.Checkpoint(r.PID, o.dir, mounts); err != nil {
+	if err := d.ckpt.Checkpoint(r.PID, o.dir, mounts); err != nil {
 		return fmt.Errorf("checkpoint of job %s: %w", r.Job, err)
 	}
 	// Judged again frozen, as a migration does: a lock taken since would
 	// make the restore wait for it.
-	fv := a.ckpt.Inspect(r.PID, a.members.IPs(), true)
+	fv := d.ckpt.Inspect(r.PID, d.members.IPs(), true)
 	if fv.Pin != "" {
 		return errkind.New(peer.ErrPinned, "job %s cannot be checkpointed, once frozen: %s", r.Job, fv.Pin)
 	}
@@ -185,7 +191,7 @@ func (o *outMig) ckDump(r migrate.Record) error {
 	// as the owner and be dumpable, or the images would hold memory the
 	// owner could not read.
 	rec := ck.rec
-	tasks, err := a.ckpt.Creds(r.PID)
+	tasks, err := d.ckpt.Creds(r.PID)
 	if err == nil {
 		err = migrate.CheckCheckpointable(rec.UID, rec.GID, rec.Groups, r.PID, tasks)
 	}
@@ -205,8 +211,8 @@ func (o *outMig) ckDump(r migrate.Record) error {
 // as the images have them (a restart checks these, and then the restored
 // job holds exactly them), its spool's sizes, its record.
 func (o *outMig) ckMeta(r migrate.Record, files []migrate.OpenFile, mounts []string) (migrate.CheckpointMeta, migrate.Header) {
-	a, ck, rec := o.a, o.ck, o.ck.rec
-	meta := migrate.CheckpointMeta{At: ck.frozen, Node: a.cfg.NodeID, Files: files, Job: *ck.cj}
+	d, ck, rec := o.d, o.ck, o.ck.rec
+	meta := migrate.CheckpointMeta{At: ck.frozen, Node: d.self, Files: files, Job: *ck.cj}
 	for _, f := range ck.files {
 		switch f.Name {
 		case migrate.DirSpool + "/stdout":
@@ -215,12 +221,12 @@ func (o *outMig) ckMeta(r migrate.Record, files []migrate.OpenFile, mounts []str
 			meta.Err = f.Size
 		}
 	}
-	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Home: rec.Home, HomeAddr: rec.HomeAddr, Mounts: mounts,
+	hdr := migrate.Header{MID: r.MID, From: d.self, ID: r.Job, Home: rec.Home, HomeAddr: rec.HomeAddr, Mounts: mounts,
 		UID: rec.UID, GID: rec.GID, Groups: rec.Groups, Started: rec.Started, Hold: rec.Hold,
 		Moves: rec.Moves, LastMoved: rec.LastMoved, Stopped: ck.stopped, Inc: rec.Inc, CheckpointEvery: rec.CheckpointEvery,
-		CPUBefore: a.attained(rec)}
+		CPUBefore: d.attained(rec)}
 	if ck.stdin {
-		hdr.StdinKey = a.procs.StdinKey(r.PID)
+		hdr.StdinKey = d.procs.StdinKey(r.PID)
 	}
 	return meta, hdr
 }
@@ -229,7 +235,7 @@ func (o *outMig) ckMeta(r migrate.Record, files []migrate.OpenFile, mounts []str
 // directory's disk as the kept ones (a rename moves it there), not on
 // the images' tmpfs, and syncs it.
 func (o *outMig) ckWrite(r migrate.Record) error {
-	a, ck := o.a, o.ck
+	d, ck := o.d, o.ck
 	plan, err := migrate.NewPlan(ck.hdr, ck.files)
 	if err != nil {
 		return err
@@ -238,7 +244,7 @@ func (o *outMig) ckWrite(r migrate.Record) error {
 	if err != nil {
 		return err
 	}
-	if ck.path, err = a.keeper.NewPath("ckpt", r.MID); err != nil {
+	if ck.path, err = d.keeper.NewPath("ckpt", r.MID); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(ck.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
@@ -246,7 +252,7 @@ func (o *outMig) ckWrite(r migrate.Record) error {
 		return err
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	err = cp.Write(bw, a.keeper.Key(), openFile)
+	err = cp.Write(bw, d.keeper.Key(), openFile)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -263,7 +269,7 @@ func (o *outMig) ckWrite(r migrate.Record) error {
 // ckSeal puts the written file under its final name: a file under that
 // name is whole and sealed.
 func (o *outMig) ckSeal(r migrate.Record) error {
-	sealed := o.a.keeper.SealedPath(r.MID)
+	sealed := o.d.keeper.SealedPath(r.MID)
 	if err := os.MkdirAll(filepath.Dir(sealed), 0o700); err != nil {
 		return err
 	}
@@ -281,13 +287,13 @@ func (o *outMig) ckSeal(r migrate.Record) error {
 // ckFinish answers whoever asked for the checkpoint, and lets the job go
 // back to the push loop and the policies.
 func (o *outMig) ckFinish(r migrate.Record, err error) {
-	a := o.a
-	cp := checkpointNote(o.ck.saved(), a.cfg.NodeID, o.ck.storedOn, err)
-	a.metrics.ObserveCheckpoint(cp)
-	a.log.Info("checkpoint", "job", r.Job, "ok", err == nil, "stop", r.Stop, "stored_on", o.ck.storedOn, "bytes", cp.Bytes,
-		"freeze_ms", cp.FreezeMS, "total_ms", msSince(o.start), "err", err)
-	a.jobs.Release(r.Job, r.PID)
-	a.jobs.KickPush()
+	d := o.d
+	cp := checkpointNote(o.ck.saved(), d.self, o.ck.storedOn, err)
+	d.metrics.ObserveCheckpoint(cp)
+	d.log.Info("checkpoint", "job", r.Job, "ok", err == nil, "stop", r.Stop, "stored_on", o.ck.storedOn, "bytes", cp.Bytes,
+		"freeze_ms", cp.FreezeMS, "total_ms", phases.Since(o.start), "err", err)
+	d.jobs.Release(r.Job, r.PID)
+	d.jobs.KickPush()
 	select {
 	case o.done <- err:
 	default:
@@ -297,9 +303,9 @@ func (o *outMig) ckFinish(r migrate.Record, err error) {
 // checkpointNote is what a job's home keeps of a checkpoint tried on
 // node: kept on storedOn ("" for one handed to its user), or failed with
 // err.
-func checkpointNote(s savedCkpt, node, storedOn string, err error) api.Checkpoint {
-	cp := api.Checkpoint{At: s.meta.At, Node: node, FreezeMS: s.meta.FreezeMS, Bytes: s.size, StoredOn: storedOn,
-		Out: s.meta.Out, Err: s.meta.Err, OK: err == nil}
+func checkpointNote(f keeper.File, node, storedOn string, err error) api.Checkpoint {
+	cp := api.Checkpoint{At: f.Meta.At, Node: node, FreezeMS: f.Meta.FreezeMS, Bytes: f.Size, StoredOn: storedOn,
+		Out: f.Meta.Out, Err: f.Meta.Err, OK: err == nil}
 	if cp.At.IsZero() {
 		cp.At = time.Now()
 	}

@@ -1,8 +1,0 @@
-package agent
-
-import "roam/internal/agent/phases"
-
-// The migration machines' drivers time their steps with package phases.
-type phaseLog = phases.Log
-
-var theirPhases = phases.Theirs
