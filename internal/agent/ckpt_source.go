@@ -218,7 +218,7 @@ func (o *outMig) ckMeta(r migrate.Record, files []migrate.OpenFile, mounts []str
 	hdr := migrate.Header{MID: r.MID, From: a.cfg.NodeID, ID: r.Job, Home: rec.Home, HomeAddr: rec.HomeAddr, Mounts: mounts,
 		UID: rec.UID, GID: rec.GID, Groups: rec.Groups, Started: rec.Started, Hold: rec.Hold,
 		Moves: rec.Moves, LastMoved: rec.LastMoved, Stopped: ck.stopped, Inc: rec.Inc, CheckpointEvery: rec.CheckpointEvery,
-		CPUBefore: a.attained(rec)}
+		CPUBefore: a.sched.Attained(rec)}
 	if ck.stdin {
 		hdr.StdinKey = a.procs.StdinKey(r.PID)
 	}

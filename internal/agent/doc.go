@@ -15,18 +15,29 @@ import "roam/internal/lockorder"
 //	keeper                 the checkpoint files held here           keeper
 //	scheduling rounds      the policy, the ledger, the samples,     rounds
 //	                       the events log
+//	scheduler              the least CPU time the last round        scheduler
+//	                       measured; the rounds' moves, admissions,
+//	                       policy loads, `roam events`
+//	drain                  the node's drain state, its copy in      scheduler (Drain)
+//	                       the job table
+//	gossip                 memberlist, the node's metadata, the     gossip
+//	                       load messages, the join and load loops
 //	members                membership, the load vector              members
 //	peer client            peer routes, the wire's errors           peer
 //	request rates          the API's per-user rates                 limits
 //
 // Who calls whom: the routes (routes.go) call the agent's entry points
-// (run.go, jobs.go, relay.go, migrate*.go, checkpoint.go, restart.go,
-// schedule.go, drain.go, policy.go), which call the owners. The drivers
-// of the migration machine (outMig in migrate_source.go with its
-// checkpoint actions in ckpt_source.go; inMig in migrate_dest.go) carry
-// out what package migrate decides, through the job table, the moves,
-// the keeper and the peer client. No owner calls the agent, and no
-// sub-package imports it (test/layout).
+// (run.go, jobs.go, relay.go, migrate*.go, checkpoint.go, restart.go)
+// and the scheduler's, the drain's and the gossip's, which call the
+// owners; memberlist calls the gossip, which calls the members table,
+// the rounds and the scheduler. The drivers of the migration machine
+// (outMig in migrate_source.go with its checkpoint actions in
+// ckpt_source.go; inMig in migrate_dest.go) carry out what package
+// migrate decides, through the job table, the moves, the keeper and the
+// peer client. No owner calls the agent, and no sub-package imports it
+// (test/layout): what one needs of a concern still in the agent (the
+// scheduler a migration, the drain the agent's stop) is a func the
+// agent gives it.
 
 // The agent's locks, outermost first: a goroutine that holds one takes
 // only locks further down this list, never one above it nor a second of
@@ -36,11 +47,14 @@ import "roam/internal/lockorder"
 // is taken while one is held; config, stall, phases, httpx and loss hold none.
 // The load vector has no lock of its own: it is under the members table's.
 const (
-	// rankDrain is drainMu: a drain's change of the node's state, with
-	// its copy in the job table and the gossiped metadata.
+	// rankDrain is the drain's lock (scheduler.Drain): a drain's change
+	// of the node's state, with its copy in the job table and the
+	// gossiped metadata (it calls the gossip's Advertise, which takes
+	// metaMu, with it held, so the members hear the changes in order).
 	rankDrain lockorder.Rank = iota + 1
-	// rankMeta is metaMu: a re-advertisement of this node's metadata
-	// (memberlist's UpdateNode, which calls back into NodeMeta).
+	// rankMeta is the gossip's metaMu (package gossip): a
+	// re-advertisement of this node's metadata (memberlist's UpdateNode,
+	// which calls back into NodeMeta).
 	rankMeta
 	// rankStore is the keeper's lock (package keeper): a change of the
 	// checkpoints kept here.
@@ -69,9 +83,3 @@ const (
 	// membership, the load vector, the node's own load.
 	rankMembers
 )
-
-// initLocks gives the agent's locks their ranks (doc.go's order).
-func (a *Agent) initLocks() {
-	a.drainMu.Init(rankDrain, "drainMu")
-	a.metaMu.Init(rankMeta, "metaMu")
-}

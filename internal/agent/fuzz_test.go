@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -38,6 +37,7 @@ import (
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
+	"roam/internal/agent/scheduler"
 	"roam/internal/agent/spool"
 	"roam/internal/ckpt"
 	"roam/internal/job"
@@ -60,7 +60,7 @@ const (
 	fzPID    = 4242
 	fzTix    = 77
 	fzMID    = "00000000000000aa"
-	// fzLeast is the least CPU time of the node's jobs (Agent.selfLeast):
+	// fzLeast is the least CPU time of the node's jobs (scheduler.Scheduler.Least):
 	// a turn whose job is behind them by enough is taken.
 	fzLeast = 2.0
 )
@@ -165,8 +165,8 @@ func (fzNoNet) RoundTrip(*http.Request) (*http.Response, error) {
 	return nil, errors.New("fuzz: no network")
 }
 
-// fzBare is an agent as New makes it, with no job table: enough for what
-// memberlist calls.
+// fzBare is an agent as New makes it, with no job table, and the
+// scheduling's owners: enough for what memberlist calls.
 func fzBare(tb testing.TB) (*Agent, *fzNode) { return fzBareIn(tb, "/nonexistent/state") }
 
 // fzBareIn is fzBare with its state in dir.
@@ -181,6 +181,7 @@ func fzBareIn(tb testing.TB, dir string) (*Agent, *fzNode) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	wireScheduling(a)
 	return a, node
 }
 
@@ -205,6 +206,8 @@ func (p *fzBarePool) get(tb testing.TB) *Agent {
 	a.members = newMembers(a.cfg, a.capacity, p.pol.Policy.Placement)
 	a.stats = counters{}
 	a.rounds, a.events = rounds.New(p.pol, rankSched), &rounds.Events{}
+	a.event = scheduler.Recorder(a.cfg.NodeID, a.log, a.events)
+	wireScheduling(a) // its owners, of the new ones
 	return a
 }
 
@@ -420,12 +423,11 @@ func (a *fzAgent) reset(t *testing.T) {
 	n.mu.Unlock()
 
 	a.stop = make(chan struct{})
-	a.draining.Store(false)
 	a.memberLeft = make(chan struct{}, 1)
 	// Put in place, not emptied: an event of the last input may still be
 	// logged into the old ones.
 	a.rounds, a.events = rounds.New(a.pol, rankSched), &rounds.Events{}
-	a.selfLeast.Store(math.Float64bits(fzLeast))
+	a.event = scheduler.Recorder(a.cfg.NodeID, a.log, a.events)
 	a.members = newMembers(a.cfg, a.capacity, a.pol.Policy.Placement)
 	a.members.Join(members.Member{Addr: "127.0.0.1:7946", PeerAddr: a.peers.SelfAddr, Capacity: a.capacity}, 0, time.Time{})
 	// The job table is emptied and seeded in place, under its lock: a
@@ -436,6 +438,10 @@ func (a *fzAgent) reset(t *testing.T) {
 		a.jobs = jobtable.New(a.store, a.spools, rankJobs)
 	}
 	a.jobs.Reset(a.store, a.spools)
+	// The scheduling's owners, of the new rounds, members and stop: the
+	// node does not drain, and its jobs' least CPU time is fzLeast.
+	wireScheduling(a.Agent)
+	a.sched.SetLeast(fzLeast)
 	j := a.jobs
 	j.Mu.Lock()
 	defer j.Mu.Unlock()

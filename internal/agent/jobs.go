@@ -16,6 +16,7 @@ import (
 
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/scheduler"
 	"roam/internal/agent/spool"
 	"roam/internal/api"
 	"roam/internal/errkind"
@@ -33,8 +34,6 @@ const (
 	outputChunk = 1 << 20
 	// maxWait bounds an output long-poll.
 	maxWait = 10 * time.Second
-	// psTimeout bounds the wait for one node's part of `roam ps`.
-	psTimeout = 3 * time.Second
 	// startBatch bounds the JSON of one start request's specs, below the
 	// maxBody a peer reads (jobtable.PushBatch does so for a push).
 	startBatch = maxBody / 2
@@ -194,7 +193,7 @@ func (a *Agent) psLocal() psPart {
 			// Its CPU time on every node it ran on, as if it had run here
 			// all along (the user sees the job as local).
 			cpu, rss := a.procs.Usage(l.ID, l.PID)
-			p.Usage[l.ID] = usage{attainedFrom(cpu, l), rss, a.procs.Stopped(l.PID)}
+			p.Usage[l.ID] = usage{scheduler.AttainedFrom(cpu, l), rss, a.procs.Stopped(l.PID)}
 		}
 	}
 	return p

@@ -80,7 +80,7 @@ func (a *Agent) Migrate(c Caller, req api.MigrateRequest) (api.Migration, error)
 	if !a.members.Alive(to) {
 		return api.Migration{}, errkind.New(peer.ErrNotFound, "node %s is not a live member of the cluster", to)
 	}
-	if a.isDraining(to) {
+	if a.drain.Of(to) {
 		return api.Migration{}, errkind.New(peer.ErrUnavailable, "node %s is draining: it takes no job (roam node resume ends it)", to)
 	}
 	out := migrateOutRequest{ID: rec.ID, To: to, Lazy: req.Lazy, Manual: true}

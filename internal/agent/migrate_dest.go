@@ -83,7 +83,7 @@ func (a *Agent) migrateCheck(req migrateCheckRequest) error {
 		}
 		return a.migr.AddChecked(req.MID, req.ID, found)
 	}
-	if a.draining.Load() {
+	if a.drain.On() {
 		return errkind.New(peer.ErrUnavailable, "node %s is draining: it takes no job", a.cfg.NodeID)
 	}
 	found, err := a.checkFiles(req.Owner, req.Files)
@@ -362,7 +362,7 @@ func (a *Agent) adoptIn(in *inMig, r migrate.InRecord) {
 	hdr := in.hdr
 	l := job.Local{ID: hdr.ID, Home: hdr.Home, HomeAddr: hdr.HomeAddr, UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups, PID: r.PID, StartTix: r.Tix, Dir: in.spool,
 		Started: hdr.Started, Hold: hdr.Hold, Moves: hdr.Moves + 1, LastMoved: r.EndedAt, Inc: hdr.Inc, CheckpointEvery: hdr.CheckpointEvery,
-		CPUBefore: hdr.CPUBefore, CPUBase: a.cpuHere(r.Job, r.PID)}
+		CPUBefore: hdr.CPUBefore, CPUBase: a.sched.CPUHere(r.Job, r.PID)}
 	ackOut, ackErr := hdr.AckOut, hdr.AckErr
 	if in.rst != nil && in.rst.File.Path == "" {
 		// A restart's file is gone: never a job with a header it lacks.

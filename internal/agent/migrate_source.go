@@ -367,7 +367,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = rec.Started, rec.Hold, rec.Moves, rec.LastMoved
 	hdr.AckOut, hdr.AckErr = mj.AckOut, mj.AckErr
 	hdr.Inc, hdr.CheckpointEvery = rec.Inc, rec.CheckpointEvery
-	hdr.CPUBefore = a.attained(rec)
+	hdr.CPUBefore = a.sched.Attained(rec)
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
 	}
@@ -409,7 +409,7 @@ func (o *outMig) leave(r migrate.Record) {
 			lj.Stdin.Close()
 		}
 		o.spool = lj.Rec.Dir
-		a.kickLoad()
+		a.gossip.Kick()
 	}
 }
 

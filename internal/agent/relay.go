@@ -126,7 +126,7 @@ func (a *Agent) applyAcks(acks map[string]ack) {
 	// jobs whose home has everything.
 	gone, dirs := a.jobs.Acked(acks)
 	if len(dirs) > 0 {
-		a.kickLoad()
+		a.gossip.Kick()
 	}
 	// /proc and the disk without the job lock.
 	for _, l := range gone {

@@ -63,7 +63,7 @@ func (a *Agent) Restart(c Caller, on string, body io.Reader, length int64) (api.
 		err = errkind.New(peer.ErrUnavailable, "node %s, the home of job %s, is not alive", home, f.Hdr.ID)
 	}
 	if err == nil {
-		targets, _, err = a.members.Place(on, 1, a.draining.Load())
+		targets, _, err = a.members.Place(on, 1, a.drain.On())
 	}
 	if err == nil && len(targets) == 0 {
 		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", f.Hdr.ID)
@@ -164,7 +164,7 @@ func (a *Agent) reopen(req reopen.Request) (reopen.Consent, error) {
 	if !migrate.ValidEvery(req.Every) {
 		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "checkpoint interval %v", req.Every)
 	}
-	targets, _, err := a.members.Place(req.On, 1, a.draining.Load())
+	targets, _, err := a.members.Place(req.On, 1, a.drain.On())
 	if err != nil {
 		return reopen.Consent{}, err
 	}
@@ -213,7 +213,7 @@ func (a *Agent) restartLost(rec job.Record, lost string) {
 		return
 	}
 	store := rec.Newest.StoredOn
-	targets, _, err := a.members.Place("", 1, a.draining.Load())
+	targets, _, err := a.members.Place("", 1, a.drain.On())
 	if err == nil && (len(targets) == 0 || targets[0] == lost) {
 		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", rec.ID)
 	}

@@ -46,7 +46,7 @@ func (a *Agent) Run(c Caller, req api.RunRequest) (api.RunResponse, error) {
 	if err := a.checkRunLimits(c, req); err != nil {
 		return api.RunResponse{}, err
 	}
-	targets, why, err := a.members.Place(req.On, req.Count, a.draining.Load())
+	targets, why, err := a.members.Place(req.On, req.Count, a.drain.On())
 	if err != nil {
 		return api.RunResponse{}, err
 	}
@@ -272,7 +272,7 @@ func (a *Agent) startLocal(req startRequest) []startResult {
 	// Job ids name spool directories and cgroups: HOME.SEQ with HOME a
 	// node id, and HOME the requester's.
 	_, addrErr := netip.ParseAddrPort(req.HomeAddr)
-	draining := a.draining.Load()
+	draining := a.drain.On()
 	for _, s := range req.Jobs {
 		if draining {
 			out = append(out, startResult{ID: s.ID, Error: "node " + a.cfg.NodeID + " is draining: it starts no job"})
