@@ -52,7 +52,8 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 // apiNodeRoutes are the CLI's routes of the nodes, the scheduler and the
 // agent itself. The scheduling's handlers take a.gossip, a.sched and
 // a.drain at each request, not when the table is built: Start builds
-// them after it, and the fuzz harness anew for each input.
+// the peer routes before them, and the fuzz harness builds them anew
+// for each input, keeping its tables.
 func apiNodeRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+api.PathNodes, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.gossip.Nodes())
