@@ -13,17 +13,15 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math"
 	"math/rand"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"roam/internal/agent/checkpoints"
-	"roam/internal/agent/config"
 	"roam/internal/agent/control"
+	"roam/internal/agent/gossip"
 	"roam/internal/agent/inbound"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
@@ -37,16 +35,15 @@ import (
 	"roam/internal/agent/peer"
 	"roam/internal/agent/phases"
 	"roam/internal/agent/rounds"
+	"roam/internal/agent/scheduler"
 	"roam/internal/agent/spool"
 	"roam/internal/errkind"
-	"roam/internal/lockorder"
 	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"roam/internal/api"
@@ -64,8 +61,6 @@ type Agent struct {
 	parts    Parts
 	capacity float64
 	reg      *prometheus.Registry
-
-	ml *memberlist.Memberlist
 
 	store *job.Store
 	jobs  *jobtable.Table
@@ -108,25 +103,21 @@ type Agent struct {
 	out   *outbound.Driver
 	in    *inbound.Driver
 
-	// rounds is the scheduler (package rounds), events its decisions.
+	// rounds is the scheduler's state (package rounds), events its
+	// decisions; event records one (scheduler.Recorder).
 	rounds *rounds.Rounds
 	events *rounds.Events
-	// draining: roam node drain (see drain.go); drainMu orders its changes
-	// with the job table's copy.
-	draining atomic.Bool
-	drainMu  lockorder.Mutex
-
-	// selfLeast is the least CPU time a runnable job here has had, as the
-	// last round measured it (sched.Node.Least), as math.Float64bits: read
-	// under either lock, it is under none.
-	selfLeast atomic.Uint64
+	event  func(api.Event)
+	// sched runs the rounds, admits moves and runs the policy; drain is
+	// the node's drain state; gossip is memberlist's side (package
+	// gossip). Start builds them (wireScheduling).
+	sched  *scheduler.Scheduler
+	drain  *scheduler.Drain
+	gossip *gossip.Gossip
 
 	// members is the membership and the load vector (package members).
 	members *members.Table
-	// loadKick wakes the load loop out of turn: a job here ended or left
-	// (kickLoad).
-	loadKick chan struct{}
-	rates    *limits.Rates // the API's per-user request rates
+	rates   *limits.Rates // the API's per-user request rates
 
 	stats counters
 
@@ -136,10 +127,6 @@ type Agent struct {
 	stop          chan struct{}
 	wg            sync.WaitGroup
 	closeOnce     sync.Once
-	// metaMu orders this node's re-advertisements of its metadata
-	// (memberlist's UpdateNode: drain.go, metaCheck) with metaCheck's
-	// reading of what memberlist holds, which UpdateNode writes.
-	metaMu lockorder.Mutex
 }
 
 // New builds an agent from a validated config and its parts (every one
@@ -171,7 +158,6 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 
 		memberLeft: make(chan struct{}, 1),
 	}
-	a.initLocks()
 	if a.capacity == 0 {
 		a.capacity = float64(runtime.NumCPU())
 	}
@@ -186,10 +172,10 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 		return nil, errkind.New(peer.ErrConfig, "config: scheduler: %v", err)
 	}
 	a.rounds, a.events = rounds.New(pl, rankSched), &rounds.Events{}
+	a.event = scheduler.Recorder(cfg.NodeID, a.log, a.events)
 	a.migr = moves.New[*inbound.Migration, *pages.LazyDump](cfg.NodeID, rankMoves)
 	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), checkpoints.Key(parts.CheckpointKey, parts.GossipKey), cfg.Limits.CheckpointBytes, rankStore)
 	a.members = newMembers(cfg, a.capacity, pl.Policy.Placement)
-	a.loadKick = make(chan struct{}, 1)
 	return a, nil
 }
 
@@ -220,11 +206,12 @@ func (a *Agent) Start() error {
 	if err := a.openJobs(); err != nil {
 		return err
 	}
+	wireScheduling(a)
+	a.sched.RestorePolicy()
+	a.drain.Restore()
 	a.checkpoints = newCheckpoints(a)
 	a.news = newNews(a)
 	a.peerRoutes(mux)
-	a.keptPolicy()
-	a.loadDrain()
 	a.support, a.allUsers = a.ckpt.Support()
 	wireMigration(a)
 	if err := a.startAPI(); err != nil {
@@ -238,20 +225,16 @@ func (a *Agent) Start() error {
 	// Before the push loop and the policies see the jobs.
 	now := time.Now()
 	a.in.Recover(now, a.out.Recover(now))
-	ml, err := memberlist.Create(memberlistConfig(a))
-	if err != nil {
+	if err := a.gossip.Start(); err != nil {
 		a.Close()
-		return fmt.Errorf("memberlist: %w", err)
+		return err
 	}
-	a.ml = ml
 	a.started = time.Now()
-	a.wg.Add(4)
+	a.wg.Add(2) // the checkpoints' and the rounds' loops call Done
 	a.wg.Go(func() { a.news.LostLoop(a.started) })
 	go a.checkpoints.Loop(a.stop, &a.wg)
-	go a.joinLoop()
-	go a.loadLoop()
 	a.wg.Go(a.news.PushLoop)
-	go a.rounds.Loop(a.stop, &a.wg, rounds.Round{Snapshot: a.snapshot, Decide: a.members.Decide, Move: a.move})
+	go a.sched.Loop()
 	a.log.Info("agent started", "bind", a.cfg.BindAddr, "advertise", a.adv, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
 		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval,
 		"migration", a.support)
@@ -277,9 +260,9 @@ func (a *Agent) openJobs() error {
 // place.
 func (a *Agent) wireJobs() {
 	a.launch = launch.New(launch.Config{Self: a.cfg.NodeID, Limits: a.cfg.Limits, Log: a.log, Store: a.store, Jobs: a.jobs, Spools: a.spools,
-		Members: a.members, Rounds: a.rounds, Peers: a.peers, Procs: a.procs, Draining: a.draining.Load, Event: a.event})
+		Members: a.members, Rounds: a.rounds, Peers: a.peers, Procs: a.procs, Draining: func() bool { return a.drain.On() }, Event: a.event})
 	a.control = control.New(control.Config{Self: a.cfg.NodeID, Jobs: a.jobs, Moves: a.migr, Peers: a.peers, Procs: a.procs,
-		SettleWait: restoreTimeout, Attained: attainedFrom,
+		SettleWait: restoreTimeout, Attained: scheduler.AttainedFrom,
 		Parts: func() []peer.PSPart { return fanOut[peer.PSPart](a, http.MethodGet, peer.PS, nil) }})
 }
 
@@ -329,7 +312,7 @@ func newNews(a *Agent) *news.Relay {
 		Self: a.cfg.NodeID, Limits: a.cfg.Limits,
 		Jobs: a.jobs, Spools: a.spools, Members: a.members, Peers: a.peers, Rounds: a.rounds, Procs: a.procs, Log: a.log,
 		Stop: a.stop, Left: a.memberLeft,
-		Event: a.event, KickLoad: a.kickLoad,
+		Event: a.event, KickLoad: func() { a.gossip.Kick() },
 		Record:         func(id string) (job.Record, error) { return a.control.Record(id) },
 		DropCheckpoint: func(node, id string, before time.Time) { a.checkpoints.DropOn(node, id, before) },
 		RestartLost:    func(rec job.Record, lost string) { a.checkpoints.RestartLost(rec, lost) },
@@ -349,13 +332,58 @@ func wireMigration(a *Agent) {
 	a.out = outbound.New(outbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, AllUsers: a.allUsers, Jobs: a.jobs,
 		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
 		Procs: a.procs, Ckpt: a.ckpt, Metrics: a.metrics, Log: a.log, Stop: a.stop, WG: &a.wg,
-		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, Draining: a.isDraining, Attained: a.attained, KickLoad: a.kickLoad, Event: a.event,
+		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, Draining: func(node string) bool { return a.drain.Of(node) },
+		Attained: func(rec job.Local) float64 { return a.sched.Attained(rec) }, KickLoad: func() { a.gossip.Kick() }, Event: a.event,
 		DropCheckpoint: func(node, id string, before time.Time) { a.checkpoints.DropOn(node, id, before) }})
 	a.in = inbound.New(inbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, Rank: rankMigration, Jobs: a.jobs,
 		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
 		Rounds: a.rounds, Procs: a.procs, Ckpt: a.ckpt, Log: a.log, Stop: a.stop, WG: &a.wg,
-		Draining: a.isDraining, CPUHere: a.cpuHere, Event: a.event})
+		Draining: func(node string) bool { return a.drain.Of(node) }, CPUHere: func(id string, pid int) float64 { return a.sched.CPUHere(id, pid) }, Event: a.event})
 }
+
+// wireScheduling builds the scheduling's owners from the agent's: the
+// drain, the scheduler and the gossip. Start calls it once the job table
+// is open; the routes that call them read them at each request.
+func wireScheduling(a *Agent) {
+	a.drain = scheduler.NewDrain(scheduler.DrainConfig{Node: a.cfg.NodeID, Log: a.log, Store: a.store, Jobs: a.jobs,
+		Members: a.members, Peers: a.peers, Rounds: a.rounds, Event: a.event,
+		Advertise: func() { a.gossip.Advertise() },
+		Arriving:  func() int { return len(a.migr.Arrivals()) },
+		Leave:     func() { a.Close() },
+		Rank:      rankDrain})
+	a.sched = scheduler.New(scheduler.Config{Node: a.cfg.NodeID, Capacity: a.capacity, Log: a.log,
+		Rounds: a.rounds, Members: a.members, Jobs: a.jobs, Peers: a.peers, Drain: a.drain, Store: a.store,
+		Procs: a.procs, Prober: a.prober, Event: a.event,
+		Migrate: func(mv sched.Move) (api.Migration, error) {
+			return a.out.MigrateOut(peer.MigrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why, Lazy: mv.Lazy})
+		},
+		Stop: a.stop, Group: &a.wg})
+	a.gossip = gossip.New(gossip.Config{Node: a.cfg.NodeID, BindAddr: a.cfg.BindAddr, Advertise: a.adv,
+		GossipPort: a.cfg.GossipPort, PeerPort: a.cfg.PeerPort, Capacity: a.capacity, Join: a.cfg.Join,
+		Interval: a.cfg.Load.Interval, Key: a.parts.GossipKey, Transport: a.parts.Gossip, Log: a.log,
+		Members: a.members, Rounds: a.rounds, Jobs: a.jobs, Sched: a.sched, Drain: a.drain, Prober: a.prober,
+		Counters: &a.stats.gossip,
+		// memberlist's callbacks must not block: the sweep runs beside them.
+		Left: func() {
+			select {
+			case a.memberLeft <- struct{}{}:
+			default:
+			}
+		},
+		Stop: a.stop, Group: &a.wg, MetaRank: rankMeta})
+}
+
+// Nodes is what `roam nodes` shows (gossip.Gossip.Nodes), for roamd's web
+// view.
+func (a *Agent) Nodes() []api.NodeInfo { return a.gossip.Nodes() }
+
+// Events is `roam events` (scheduler.Scheduler.Events), for roamd's web
+// view.
+func (a *Agent) Events(c Caller, since time.Time) []api.Event { return a.sched.Events(c, since) }
+
+// Reload is roamd's SIGHUP: it takes what of a changed config can change
+// while the agent runs (scheduler.Scheduler.Reload), and names the rest.
+func (a *Agent) Reload(cfg Config) (took, restart []string) { return a.sched.Reload(a.cfg, cfg) }
 
 // Done is closed once the agent stops: after Close, or once it left the
 // cluster itself (roam node remove).
@@ -365,9 +393,8 @@ func (a *Agent) Done() <-chan struct{} { return a.stop }
 func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
 		close(a.stop)
-		if a.ml != nil {
-			_ = a.ml.Leave(time.Second)
-			_ = a.ml.Shutdown()
+		if a.gossip != nil {
+			a.gossip.Leave()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -388,155 +415,19 @@ func (a *Agent) Close() error {
 	return nil
 }
 
-// joinLoop joins through the configured peers, and tries again while the
-// agent is alone (a peer may start after us, or may have restarted).
-func (a *Agent) joinLoop() {
-	defer a.wg.Done()
-	var others []string
-	self := net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort))
-	for _, j := range a.cfg.Join {
-		if j = config.JoinAddr(j, a.cfg.GossipPort); j != self {
-			others = append(others, j)
-		}
-	}
-	if len(others) == 0 {
-		return
-	}
-	t := time.NewTicker(joinRetry)
-	defer t.Stop()
-	for {
-		if a.ml.NumMembers() <= 1 {
-			if n, err := a.ml.Join(others); err != nil {
-				a.log.Debug("join", "joined", n, "err", err)
-			}
-		}
-		select {
-		case <-a.stop:
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// loadLoop samples the node's CPU load several times per interval, and
-// sends its load to the targets the dissemination protocol picks.
-func (a *Agent) loadLoop() {
-	defer a.wg.Done()
-	t := time.NewTicker(a.cfg.Load.Interval / probesPerInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.stop:
-			return
-		case now := <-t.C:
-			a.step(now)
-			a.metaCheck()
-		case <-a.loadKick:
-			a.step(time.Now())
-		}
-	}
-}
-
-// kickLoad has the load loop probe now, out of turn: a job here ended or
-// left. A node that goes idle tells the busier nodes at once
-// (load.Disseminator.News), rather than at the next probe, up to a
-// quarter interval later, while their jobs wait for a CPU.
-func (a *Agent) kickLoad() {
-	select {
-	case a.loadKick <- struct{}{}:
-	default:
-	}
-}
-
-// pending is the load of the moves this node admitted and has not yet
-// received (sched.Ledger.Reserved), and the least CPU time of its jobs
-// (sched.Node.Least) with theirs counted in. The load it sends counts
-// them, as its answers to moves do: a peer that a refusal told of them
-// would otherwise forget them at this node's next entry, measured before
-// the jobs arrive, and choose this node again.
-func (a *Agent) pending(now time.Time) sched.Node {
-	return a.rounds.Reserved(sched.Node{Capacity: a.capacity, Least: a.least()}, now)
-}
-
-// least is selfLeast.
-func (a *Agent) least() float64 { return math.Float64frombits(a.selfLeast.Load()) }
-
-// step is one timer tick: probe, then maybe send.
-func (a *Agent) step(now time.Time) {
-	runnable := a.runnable()
-	mem := a.prober.MemFreeMB()
-	pending := a.pending(now)
-	targets, msg := a.members.Probe(now, runnable, mem, a.jobs.Count(), pending)
-	if len(targets) == 0 {
-		return
-	}
-	byName := map[string]*memberlist.Node{}
-	for _, n := range a.ml.Members() {
-		byName[n.Name] = n
-	}
-	for _, id := range targets {
-		n := byName[id]
-		if n == nil {
-			continue
-		}
-		if err := a.ml.SendBestEffort(n, msg); err != nil {
-			a.log.Debug("send load", "to", id, "err", err)
-			continue
-		}
-		a.stats.loadSent.Add(1)
-		a.stats.loadBytesSent.Add(int64(len(msg)))
-	}
-}
-
-// Nodes is what `roam nodes` shows: every member this agent has heard of,
-// with load and memory from its load vector.
-func (a *Agent) Nodes() []api.NodeInfo { return a.members.Nodes(time.Now(), a.draining.Load()) }
-
-// handleLoadMessage takes a user message from memberlist: already decrypted
-// and authenticated, but still untrusted.
-func (a *Agent) handleLoadMessage(b []byte) {
-	e, err := load.DecodeMessage(b)
-	switch {
-	case errors.Is(err, load.ErrOversized):
-		a.stats.loadOversized.Add(1)
-		return
-	case err != nil:
-		a.stats.loadMalformed.Add(1)
-		return
-	}
-	a.stats.loadReceived.Add(1)
-	r := a.members.Receive(time.Now(), e)
-	kept, eases := r.Kept, r.Eased
-	if r.Live && !eases {
-		// Or a node that refused this node's move has room now, which
-		// the vector's last entry may have shown all along.
-		eases = a.rounds.Eased(e.Node, e.Load, e.Capacity, r.SelfLoad)
-	}
-	if kept {
-		a.stats.loadKept.Add(1)
-	} else {
-		a.stats.loadDiscarded.Add(1)
-	}
-	if eases {
-		// A peer could take one of this node's jobs now: judge at once
-		// rather than at the period (a passive policy's round).
-		a.rounds.Kick()
-	}
-}
-
 func (a *Agent) registerMetrics(reg prometheus.Registerer) {
 	counter := func(name, help string, v *atomic.Int64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "roam", Name: name, Help: help,
 		}, func() float64 { return float64(v.Load()) }))
 	}
-	s := &a.stats
-	counter("gossip_rejected_total", "Gossip packets and streams refused (bad key, truncated, malformed).", &s.gossipRejected)
-	counter("load_messages_received_total", "Load messages accepted.", &s.loadReceived)
-	counter("load_messages_malformed_total", "Load messages dropped as malformed.", &s.loadMalformed)
-	counter("load_messages_oversized_total", "Load messages dropped as too large.", &s.loadOversized)
-	counter("load_messages_sent_total", "Load messages sent.", &s.loadSent)
-	counter("load_bytes_sent_total", "Bytes of load messages sent (payload).", &s.loadBytesSent)
+	s, g := &a.stats, &a.stats.gossip
+	counter("gossip_rejected_total", "Gossip packets and streams refused (bad key, truncated, malformed).", &g.Rejected)
+	counter("load_messages_received_total", "Load messages accepted.", &g.Received)
+	counter("load_messages_malformed_total", "Load messages dropped as malformed.", &g.Malformed)
+	counter("load_messages_oversized_total", "Load messages dropped as too large.", &g.Oversized)
+	counter("load_messages_sent_total", "Load messages sent.", &g.Sent)
+	counter("load_bytes_sent_total", "Bytes of load messages sent (payload).", &g.BytesSent)
 	counter("peer_rejected_total", "Agent-to-agent TLS connections refused.", &s.peerRejected)
 	counter("connections_refused_total", "Connections closed over limits.connections, connections_per_user or peer_connections.", &s.connRefused)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -132,11 +132,11 @@ func TestBadNetworkInputIsCountedNotFatal(t *testing.T) {
 	}
 	a, aAddr := startAgent(t, "a", sf)
 	b, _ := startAgent(t, "b", sf, aAddr)
-	waitUntil(t, 5*time.Second, "b joins a", func() bool { return a.ml.NumMembers() == 2 })
+	waitUntil(t, 5*time.Second, "b joins a", func() bool { return a.gossip.Memberlist().NumMembers() == 2 })
 	waitUntil(t, 5*time.Second, "load flows", func() bool { return a.Stats().LoadReceived > 0 })
 
 	var toA *memberlist.Node
-	for _, n := range b.ml.Members() {
+	for _, n := range b.gossip.Memberlist().Members() {
 		if n.Name == "a" {
 			toA = n
 		}
@@ -147,12 +147,12 @@ func TestBadNetworkInputIsCountedNotFatal(t *testing.T) {
 		append([]byte{load.MsgVersion}, []byte(`{"n":"b","c":-1}`)...),
 		append([]byte{load.MsgVersion}, []byte(`{"n":"b","c":1,"l":"NaN"}`)...),
 	} {
-		if err := b.ml.SendBestEffort(toA, msg); err != nil {
+		if err := b.gossip.Memberlist().SendBestEffort(toA, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
 	big := append([]byte{load.MsgVersion}, make([]byte, load.MaxMessageSize+10)...)
-	if err := b.ml.SendBestEffort(toA, big); err != nil {
+	if err := b.gossip.Memberlist().SendBestEffort(toA, big); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 5*time.Second, "malformed and oversized counted", func() bool {
@@ -190,7 +190,7 @@ func TestBadNetworkInputIsCountedNotFatal(t *testing.T) {
 	// Still alive and still taking good load messages.
 	n := a.Stats().LoadReceived
 	waitUntil(t, 5*time.Second, "load keeps flowing", func() bool { return a.Stats().LoadReceived > n })
-	if a.ml.NumMembers() != 2 {
+	if a.gossip.Memberlist().NumMembers() != 2 {
 		t.Fatal("membership broke")
 	}
 }
@@ -204,8 +204,8 @@ func TestDifferentSecretsDoNotJoin(t *testing.T) {
 	a, aAddr := startAgent(t, "a", s1)
 	b, _ := startAgent(t, "b", s2, aAddr)
 	waitUntil(t, 5*time.Second, "a rejects b's join", func() bool { return a.Stats().GossipRejected > 0 })
-	if a.ml.NumMembers() != 1 || b.ml.NumMembers() != 1 {
-		t.Fatalf("members: a %d, b %d", a.ml.NumMembers(), b.ml.NumMembers())
+	if a.gossip.Memberlist().NumMembers() != 1 || b.gossip.Memberlist().NumMembers() != 1 {
+		t.Fatalf("members: a %d, b %d", a.gossip.Memberlist().NumMembers(), b.gossip.Memberlist().NumMembers())
 	}
 	for _, n := range a.Nodes() {
 		if n.ID == "b" {
@@ -224,13 +224,13 @@ func TestLoadedPolicyReachesALateJoiner(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, aAddr := startAgent(t, "a", sf)
-	if _, err := a.LoadPolicy(Caller{UID: 0}, api.PolicyRequest{Name: "static"}); err != nil {
+	if _, err := a.sched.LoadPolicy(Caller{UID: 0}, api.PolicyRequest{Name: "static"}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := startAgent(t, "b", sf, aAddr)
-	waitUntil(t, 10*time.Second, "b runs a's policy", func() bool { return b.policyText().Name == "static" })
+	waitUntil(t, 10*time.Second, "b runs a's policy", func() bool { return b.sched.Policy().Name == "static" })
 
-	d := (*delegate)(b)
+	d := b.gossip
 	ver := a.rounds.Policy().Version
 	balance := sched.Builtin["balance"]
 	for _, bad := range [][]byte{
@@ -241,12 +241,12 @@ func TestLoadedPolicyReachesALateJoiner(t *testing.T) {
 		fmt.Appendf(nil, `{"text":%q,"at":"9999-01-01T00:00:00Z","version":%d}`, balance, ver-1),
 	} {
 		d.MergeRemoteState(bad, false)
-		if got := b.policyText().Name; got != "static" {
+		if got := b.sched.Policy().Name; got != "static" {
 			t.Fatalf("state %q changed the policy to %s", bad, got)
 		}
 	}
 	d.MergeRemoteState(fmt.Appendf(nil, `{"text":%q,"version":%d}`, balance, ver+1), false)
-	if got := b.policyText().Name; got != "balance" {
+	if got := b.sched.Policy().Name; got != "balance" {
 		t.Fatalf("a newer policy was not taken: %s", got)
 	}
 }
@@ -260,15 +260,15 @@ func TestLoadedPolicyOutlivesARestart(t *testing.T) {
 	}
 	dir := t.TempDir()
 	a, _ := startAgentIn(t, dir, "a", sf)
-	if got := a.policyText().Name; got != sched.DefaultPolicy {
+	if got := a.sched.Policy().Name; got != sched.DefaultPolicy {
 		t.Fatalf("a fresh agent runs %s, want the config's %s", got, sched.DefaultPolicy)
 	}
-	if _, err := a.LoadPolicy(Caller{UID: 0}, api.PolicyRequest{Name: "threshold"}); err != nil {
+	if _, err := a.sched.LoadPolicy(Caller{UID: 0}, api.PolicyRequest{Name: "threshold"}); err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
 	again, _ := startAgentIn(t, dir, "a", sf)
-	if got := again.policyText().Name; got != "threshold" {
+	if got := again.sched.Policy().Name; got != "threshold" {
 		t.Fatalf("after a restart the agent runs %s, want the loaded threshold", got)
 	}
 }

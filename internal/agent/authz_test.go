@@ -36,6 +36,7 @@ import (
 
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/observe"
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/migrate"
@@ -482,7 +483,7 @@ func (x *authzEnv) checkPolicyLoad(who authzCaller, _ *authzJob, want authzWant)
 	code, b := x.ask(0, who, http.MethodPost, api.PathPolicy, fmt.Sprintf(`{"text":%q}`, text))
 	var runs []string
 	for _, h := range x.c.nodes {
-		if h.a.policyText().Name == name {
+		if h.a.sched.Policy().Name == name {
 			runs = append(runs, h.name)
 		}
 	}
@@ -502,9 +503,9 @@ func (x *authzEnv) checkPolicyLoad(who authzCaller, _ *authzJob, want authzWant)
 func (x *authzEnv) checkDrain(who authzCaller, _ *authzJob, want authzWant) string {
 	code, b := x.ask(0, who, http.MethodPost, api.Fill(api.PathNodeDrain, "n2")+"?state=drain", "")
 	n2 := x.c.nodes[1].a
-	drained := n2.draining.Load()
+	drained := n2.drain.On()
 	if drained {
-		if err := n2.setDrain(drainOff); err != nil {
+		if err := n2.drain.Set(peer.DrainOff); err != nil {
 			return "resume: " + err.Error()
 		}
 	}
@@ -560,10 +561,10 @@ func (x *authzEnv) startJobs() {
 		a.jobs.Mu.Unlock()
 
 		// The event a policy's failed move of the job records
-		// (schedule.go): the destination's refusal names the open file
-		// it does not reach (checkFiles). The fake checkpointer finds
-		// no open files, so the event is recorded here as schedule.go
-		// records it.
+		// (scheduler.Scheduler.Move): the destination's refusal names
+		// the open file it does not reach (checkFiles). The fake
+		// checkpointer finds no open files, so the event is recorded
+		// here as the scheduler records it.
 		_, ferr := a.in.CheckFiles(&asuser.Cred{UID: 1001, GID: 1001}, []migrate.OpenFile{{Path: j.openFile, Access: "r", Same: true}})
 		if ferr == nil {
 			x.t.Fatalf("%s exists on this machine", j.openFile)

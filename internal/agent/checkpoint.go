@@ -20,7 +20,7 @@ func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 	return checkpoints.New(checkpoints.Config{
 		Self: a.cfg.NodeID, Log: a.log, Jobs: a.jobs, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers,
 		Stall: stallTimeout, CallTimeout: migrateTimeout,
-		Draining: a.draining.Load,
+		Draining: func() bool { return a.drain.On() },
 		Record:   func(id string) (job.Record, error) { return a.control.Record(id) },
 		Event:    a.event,
 		Save: func(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error) {

@@ -18,6 +18,13 @@ import "roam/internal/lockorder"
 //	keeper                 the checkpoint files held here           keeper
 //	scheduling rounds      the policy, the ledger, the samples,     rounds
 //	                       the events log
+//	scheduler              the least CPU time the last round        scheduler
+//	                       measured; the rounds' moves, admissions,
+//	                       policy loads, `roam events`
+//	drain                  the node's drain state, its copy in      scheduler (Drain)
+//	                       the job table
+//	gossip                 memberlist, the node's metadata, the     gossip
+//	                       load messages, the join and load loops
 //	members                membership, the load vector              members
 //	peer client            peer routes, the wire's errors           peer
 //	request rates          the API's per-user rates                 limits
@@ -28,12 +35,14 @@ import "roam/internal/lockorder"
 //	                       (its lock), restarts; the page streams
 //
 // Who calls whom: the routes (routes.go) call the agent's entry points
-// (schedule.go, drain.go, policy.go) and packages news (the relay),
-// checkpoints, launch (roam run), control (roam kill, roam ps, a job's
-// record at its home), outbound and inbound (the migration drivers),
-// which call the owners; they reach the concerns still in the agent
-// through the funcs of their Config, wired in agent.go. The drivers of
-// the migration machines (package outbound: migrate.Source, for a
+// (policy, drain, events) and packages news (the relay), checkpoints,
+// launch (roam run), control (roam kill, roam ps, a job's record at its
+// home), outbound and inbound (the migration drivers), scheduler (the
+// rounds' driver and the drain) and gossip (memberlist's delegates),
+// which call the owners; memberlist calls the gossip, which calls the
+// members table, the rounds and the scheduler. What one of them needs of
+// another comes as a func of its Config, wired in agent.go. The drivers
+// of the migration machines (package outbound: migrate.Source, for a
 // migration leaving and a checkpoint; package inbound: migrate.Dest, for
 // a migration coming and a restart; both through drive.Loop) carry out
 // what package migrate decides, through the job table, the moves, the
@@ -51,11 +60,14 @@ import "roam/internal/lockorder"
 // checkpoints, launch, control, pages, drive and outbound hold none.
 // The load vector has no lock of its own: it is under the members table's.
 const (
-	// rankDrain is drainMu: a drain's change of the node's state, with
-	// its copy in the job table and the gossiped metadata.
+	// rankDrain is the drain's lock (scheduler.Drain): a drain's change
+	// of the node's state, with its copy in the job table and the
+	// gossiped metadata (it calls the gossip's Advertise, which takes
+	// metaMu, with it held, so the members hear the changes in order).
 	rankDrain lockorder.Rank = iota + 1
-	// rankMeta is metaMu: a re-advertisement of this node's metadata
-	// (memberlist's UpdateNode, which calls back into NodeMeta).
+	// rankMeta is the gossip's metaMu (package gossip): a
+	// re-advertisement of this node's metadata (memberlist's UpdateNode,
+	// which calls back into NodeMeta).
 	rankMeta
 	// rankStore is the keeper's lock (package keeper): a change of the
 	// checkpoints kept here.
@@ -84,9 +96,3 @@ const (
 	// membership, the load vector, the node's own load.
 	rankMembers
 )
-
-// initLocks gives the agent's locks their ranks (doc.go's order).
-func (a *Agent) initLocks() {
-	a.drainMu.Init(rankDrain, "drainMu")
-	a.metaMu.Init(rankMeta, "metaMu")
-}

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/job"
 )
@@ -44,16 +45,16 @@ func TestAgentsDrainANode(t *testing.T) {
 		if m, err := a1.out.Migrate(Caller{}, api.MigrateRequest{ID: ids[0], Node: "n2"}); err != nil || !m.OK {
 			t.Fatalf("migrate back: %+v %v", m, err)
 		}
-		if err := a1.DrainNode(user, "n2", "drain"); err == nil || !strings.Contains(err.Error(), "only root") {
+		if err := a1.drain.Ask(user, "n2", "drain"); err == nil || !strings.Contains(err.Error(), "only root") {
 			t.Fatalf("a user drains: %v", err)
 		}
-		if err := a1.DrainNode(Caller{}, "n2", "nap"); err == nil || !strings.Contains(err.Error(), `"nap"`) {
+		if err := a1.drain.Ask(Caller{}, "n2", "nap"); err == nil || !strings.Contains(err.Error(), `"nap"`) {
 			t.Fatalf("state nap: %v", err)
 		}
-		if err := a1.DrainNode(Caller{}, "n9", "drain"); err == nil || !strings.Contains(err.Error(), `no node "n9"`) {
+		if err := a1.drain.Ask(Caller{}, "n9", "drain"); err == nil || !strings.Contains(err.Error(), `no node "n9"`) {
 			t.Fatalf("node n9: %v", err)
 		}
-		if err := a1.DrainNode(Caller{}, "n2", "drain"); err != nil {
+		if err := a1.drain.Ask(Caller{}, "n2", "drain"); err != nil {
 			t.Fatal(err)
 		}
 		c.waitFor("n2's jobs to leave but the pinned one", 2*time.Minute, func() bool {
@@ -69,10 +70,10 @@ func TestAgentsDrainANode(t *testing.T) {
 		}
 		// It does not leave the cluster while it runs a job; a node that
 		// does not drain does not leave.
-		if err := c.nodes[1].a.setDrain(drainLeave); err == nil || !strings.Contains(err.Error(), "still runs 1 jobs") {
+		if err := c.nodes[1].a.drain.Set(peer.DrainLeave); err == nil || !strings.Contains(err.Error(), "still runs 1 jobs") {
 			t.Fatalf("n2 leaves with its pinned job: %v", err)
 		}
-		if err := c.nodes[2].a.setDrain(drainLeave); err == nil || !strings.Contains(err.Error(), "is not draining") {
+		if err := c.nodes[2].a.drain.Set(peer.DrainLeave); err == nil || !strings.Contains(err.Error(), "is not draining") {
 			t.Fatalf("n3 leaves without draining: %v", err)
 		}
 		for _, h := range c.nodes {
@@ -103,7 +104,7 @@ func TestAgentsDrainANode(t *testing.T) {
 		// Kept across a restart of n2's agent.
 		c.crash(1)
 		c.start(1)
-		if !c.nodes[1].a.draining.Load() {
+		if !c.nodes[1].a.drain.On() {
 			t.Fatal("n2 forgot it drains when its agent restarted")
 		}
 		c.waitFor("n1 to see the restarted n2 draining", time.Minute, func() bool {
@@ -114,7 +115,7 @@ func TestAgentsDrainANode(t *testing.T) {
 			}
 			return false
 		})
-		if err := a1.DrainNode(Caller{}, "n2", "resume"); err != nil {
+		if err := a1.drain.Ask(Caller{}, "n2", "resume"); err != nil {
 			t.Fatal(err)
 		}
 		if on, err := c.nodes[1].a.store.Draining(); on || err != nil {
@@ -154,13 +155,17 @@ func TestAgentsAdvertiseLostMetadataAgain(t *testing.T) {
 				return false
 			}
 		}
-		a2.drainMu.Lock()
-		a2.draining.Store(true) // as a drain would, without its update
-		a2.drainMu.Unlock()
+		// As a drain would, without its update: the flag changes as a
+		// start takes it from the job table (scheduler.Drain.Restore).
+		flag := func(on bool) {
+			if err := a2.store.PutDraining(on); err != nil {
+				t.Fatal(err)
+			}
+			a2.drain.Restore()
+		}
+		flag(true)
 		c.waitFor("n1 to see n2 draining", 10*time.Second, sees(true))
-		a2.drainMu.Lock()
-		a2.draining.Store(false)
-		a2.drainMu.Unlock()
+		flag(false)
 		c.waitFor("n1 to see n2 resumed", 10*time.Second, sees(false))
 	})
 }

@@ -126,9 +126,9 @@ func FuzzPeerControl(f *testing.F) {
 	f.Add(uint8(1), "", fzJSON(f, peer.MigrateOutRequest{ID: fzLocal, To: "n3"}))
 	f.Add(uint8(1), "", fzJSON(f, peer.MigrateOutRequest{ID: fzPinned, To: fzSelf, Lazy: true}))
 	f.Add(uint8(1), "", fzJSON(f, peer.MigrateOutRequest{ID: "../n1.5", To: "n3"}))
-	f.Add(uint8(2), drainOn, []byte(nil))
-	f.Add(uint8(2), drainOff, []byte(nil))
-	f.Add(uint8(2), drainLeave, []byte(nil))
+	f.Add(uint8(2), peer.DrainOn, []byte(nil))
+	f.Add(uint8(2), peer.DrainOff, []byte(nil))
+	f.Add(uint8(2), peer.DrainLeave, []byte(nil))
 	f.Add(uint8(3), fzMID, []byte(nil))
 	f.Add(uint8(4), "2026-01-01T00:00:00Z", []byte(fzLocal))
 	f.Add(uint8(4), "yesterday", []byte(fzHome))
@@ -175,13 +175,13 @@ func FuzzPeerControl(f *testing.F) {
 				t.Fatalf("migrate/out %q: signals %v and kills %v of jobs that run on", body, a.node.signals, a.node.kills)
 			}
 		case "drain":
-			was := a.draining.Load()
+			was := a.drain.On()
 			w = a.call(http.MethodPost, "/v1/peer/drain?"+url.Values{"state": {value}}.Encode(), nil)
 			fzStatus(t, w, path)
-			now := a.draining.Load()
+			now := a.drain.On()
 			switch value {
-			case drainOn, drainOff:
-				if w.Code != http.StatusOK || now != (value == drainOn) {
+			case peer.DrainOn, peer.DrainOff:
+				if w.Code != http.StatusOK || now != (value == peer.DrainOn) {
 					t.Fatalf("drain %q answered %d, draining %v", value, w.Code, now)
 				}
 			default: // leave too: two jobs run here
@@ -368,7 +368,7 @@ func FuzzAPI(f *testing.F) {
 	f.Add(uint8(3), uint8(1), "", false, fzJSON(f, api.MigrateRequest{ID: fzHome, Node: "n3"}))
 	f.Add(uint8(4), uint8(0), "", false, fzJSON(f, api.CheckpointRequest{ID: fzHome, Stop: true}))
 	f.Add(uint8(5), uint8(1), "", false, fzJSON(f, api.PolicyRequest{Name: "static"}))
-	f.Add(uint8(6), uint8(0), fzSelf, false, []byte(drainOn))
+	f.Add(uint8(6), uint8(0), fzSelf, false, []byte(peer.DrainOn))
 	f.Add(uint8(7), uint8(0), fzHome, false, []byte("input\n"))
 	f.Add(uint8(8), uint8(1), fzHome, false, []byte("0"))
 	f.Add(uint8(9), uint8(1), "", false, []byte("2026-01-01T00:00:00Z"))
@@ -408,7 +408,7 @@ func FuzzAPI(f *testing.F) {
 				others[jid] = *r
 			}
 		}
-		policy, draining := a.policyText(), a.draining.Load()
+		policy, draining := a.sched.Policy(), a.drain.On()
 		var method, target string
 		switch path {
 		case "run", "kill", "purge", "migrate", "checkpoint", "policy":
@@ -482,7 +482,7 @@ func FuzzAPI(f *testing.F) {
 				t.Fatalf("%s by uid %d changed job %s of uid %d: %+v", path, c.UID, jid, r.UID, now)
 			}
 		}
-		if a.policyText() != policy || a.draining.Load() != draining {
+		if a.sched.Policy() != policy || a.drain.On() != draining {
 			t.Fatalf("%s by uid %d changed the node's policy or drain", path, c.UID)
 		}
 		for _, s := range a.node.restores {

@@ -23,7 +23,7 @@ import (
 
 // ---- memberlist ----
 
-// FuzzGossipMeta: a member's metadata (memberUp) makes it a live peer
+// FuzzGossipMeta: a member's metadata (NotifyJoin) makes it a live peer
 // with a capacity that is a finite number, not negative, and a peer
 // address of its IP and a port; metadata a peer makes (NodeMeta) comes
 // through as it was.
@@ -39,7 +39,7 @@ func FuzzGossipMeta(f *testing.F) {
 	var pool fzBarePool
 	f.Fuzz(func(t *testing.T, md []byte, name string, ip []byte) {
 		a := pool.get(t)
-		a.memberUp(&memberlist.Node{Name: name, Addr: net.IP(ip), Port: 7946, Meta: md})
+		a.gossip.NotifyJoin(&memberlist.Node{Name: name, Addr: net.IP(ip), Port: 7946, Meta: md})
 		p, ok := a.members.Get(name)
 		if name == fzSelf {
 			if ok {
@@ -69,7 +69,7 @@ func FuzzGossipMeta(f *testing.F) {
 }
 
 // delegateMeta is what the agent gossips of itself.
-func (a *Agent) delegateMeta() []byte { return (*delegate)(a).NodeMeta(512) }
+func (a *Agent) delegateMeta() []byte { return a.gossip.NodeMeta(512) }
 
 // FuzzGossipState: a peer's push/pull state (MergeRemoteState) replaces
 // this node's policy only with one of a later version (or, of the same
@@ -98,8 +98,8 @@ func FuzzGossipState(f *testing.F) {
 	var pa, pb fzBarePool
 	f.Fuzz(func(t *testing.T, buf []byte) {
 		a := pa.get(t)
-		a.setPolicy(mosix, ver, at)
-		(*delegate)(a).MergeRemoteState(buf, false)
+		a.sched.SetPolicy(mosix, ver, at)
+		a.gossip.MergeRemoteState(buf, false)
 		cur := a.rounds.Policy()
 		pol, polVer := cur.Scheduler, cur.Version
 		if polVer < ver {
@@ -114,16 +114,16 @@ func FuzzGossipState(f *testing.F) {
 				t.Fatalf("a policy that does not parse was taken: %v", err)
 			}
 		}
-		state := (*delegate)(a).LocalState(false)
-		(*delegate)(a).MergeRemoteState(state, false)
+		state := a.gossip.LocalState(false)
+		a.gossip.MergeRemoteState(state, false)
 		after := a.rounds.Policy()
 		again, againVer := after.Scheduler, after.Version
 		if again != pol || againVer != polVer {
 			t.Fatalf("the node's own state %q changed its policy", state)
 		}
 		b := pb.get(t)
-		b.setPolicy(mosix, ver-1, at)
-		(*delegate)(b).MergeRemoteState(state, false)
+		b.sched.SetPolicy(mosix, ver-1, at)
+		b.gossip.MergeRemoteState(state, false)
 		bp := b.rounds.Policy()
 		got, gotVer := bp.Text(), bp.Version
 		if got != pol.Text() || gotVer != polVer {
@@ -144,7 +144,7 @@ func FuzzLoadMessage(f *testing.F) {
 	var pool fzBarePool
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a := pool.get(t)
-		(*delegate)(a).NotifyMsg(b)
+		a.gossip.NotifyMsg(b)
 		s := a.Stats()
 		if s.LoadReceived+s.LoadMalformed+s.LoadOversized != 1 || s.LoadKept+s.LoadDiscarded != s.LoadReceived {
 			t.Fatalf("counted %+v", s)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
 	"roam/internal/api"
 	"roam/internal/sched"
@@ -54,7 +55,7 @@ func FuzzPeerAdmit(f *testing.F) {
 			}
 			return
 		}
-		var r admitResponse
+		var r peer.AdmitAnswer
 		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &r) != nil {
 			t.Fatalf("answered %d: %s", w.Code, w.Body)
 		}
@@ -64,7 +65,7 @@ func FuzzPeerAdmit(f *testing.F) {
 		}
 		w = a.call(http.MethodDelete, "/v1/peer/migrate/admit", body)
 		fzStatus(t, w, "withdraw")
-		var wr withdrawResponse
+		var wr peer.WithdrawAnswer
 		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &wr) != nil || wr.Ended != (r.Refused == "") {
 			t.Fatalf("withdrawal of move %+v (refused %q) answered %d: %s", mv, r.Refused, w.Code, w.Body)
 		}
@@ -89,10 +90,10 @@ func FuzzPeerPolicy(f *testing.F) {
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a := pool.get(t)
-		old := a.policyText()
+		old := a.sched.Policy()
 		w := a.call(http.MethodPost, "/v1/peer/policy", body)
 		fzStatus(t, w, "policy")
-		now := a.policyText()
+		now := a.sched.Policy()
 		if _, err := sched.ParsePolicy([]byte(now.Text)); err != nil {
 			t.Fatalf("the node runs a policy whose text does not parse: %v", err)
 		}

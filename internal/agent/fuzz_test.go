@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -39,6 +38,7 @@ import (
 	"roam/internal/agent/news"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
+	"roam/internal/agent/scheduler"
 	"roam/internal/agent/spool"
 	"roam/internal/ckpt"
 	"roam/internal/job"
@@ -61,7 +61,7 @@ const (
 	fzPID    = 4242
 	fzTix    = 77
 	fzMID    = "00000000000000aa"
-	// fzLeast is the least CPU time of the node's jobs (Agent.selfLeast):
+	// fzLeast is the least CPU time of the node's jobs (scheduler.Scheduler.Least):
 	// a turn whose job is behind them by enough is taken.
 	fzLeast = 2.0
 )
@@ -166,8 +166,8 @@ func (fzNoNet) RoundTrip(*http.Request) (*http.Response, error) {
 	return nil, errors.New("fuzz: no network")
 }
 
-// fzBare is an agent as New makes it, with no job table: enough for what
-// memberlist calls.
+// fzBare is an agent as New makes it, with no job table, and the
+// scheduling's owners: enough for what memberlist calls.
 func fzBare(tb testing.TB) (*Agent, *fzNode) { return fzBareIn(tb, "/nonexistent/state") }
 
 // fzBareIn is fzBare with its state in dir.
@@ -182,6 +182,7 @@ func fzBareIn(tb testing.TB, dir string) (*Agent, *fzNode) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	wireScheduling(a)
 	return a, node
 }
 
@@ -206,6 +207,8 @@ func (p *fzBarePool) get(tb testing.TB) *Agent {
 	a.members = newMembers(a.cfg, a.capacity, p.pol.Policy.Placement)
 	a.stats = counters{}
 	a.rounds, a.events = rounds.New(p.pol, rankSched), &rounds.Events{}
+	a.event = scheduler.Recorder(a.cfg.NodeID, a.log, a.events)
+	wireScheduling(a) // its owners, of the new ones
 	return a
 }
 
@@ -426,12 +429,11 @@ func (a *fzAgent) reset(t *testing.T) {
 	n.mu.Unlock()
 
 	a.stop = make(chan struct{})
-	a.draining.Store(false)
 	a.memberLeft = make(chan struct{}, 1)
 	// Put in place, not emptied: an event of the last input may still be
 	// logged into the old ones.
 	a.rounds, a.events = rounds.New(a.pol, rankSched), &rounds.Events{}
-	a.selfLeast.Store(math.Float64bits(fzLeast))
+	a.event = scheduler.Recorder(a.cfg.NodeID, a.log, a.events)
 	a.members = newMembers(a.cfg, a.capacity, a.pol.Policy.Placement)
 	a.members.Join(members.Member{Addr: "127.0.0.1:7946", PeerAddr: a.peers.SelfAddr, Capacity: a.capacity}, 0, time.Time{})
 	// The job table is emptied and seeded in place, under its lock: a
@@ -442,6 +444,10 @@ func (a *fzAgent) reset(t *testing.T) {
 		a.jobs = jobtable.New(a.store, a.spools, rankJobs)
 	}
 	a.jobs.Reset(a.store, a.spools)
+	// The scheduling's owners, of the new rounds, members and stop: the
+	// node does not drain, and its jobs' least CPU time is fzLeast.
+	wireScheduling(a.Agent)
+	a.sched.SetLeast(fzLeast)
 	// What starts, signals and lists jobs, the checkpoints and the relay
 	// hold the owners put in place above (the members and the store of
 	// now). The relay is refilled in place: the routes hold it.

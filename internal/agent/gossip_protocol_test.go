@@ -47,10 +47,10 @@ func TestMembersOfAnotherProtocolAreRefused(t *testing.T) {
 			}
 			return false
 		})
-		if err := (*alive)(a).NotifyAlive(&memberlist.Node{Name: "n9", Meta: m(api.Protocol+1, "9")}); err == nil {
+		if err := a.gossip.NotifyAlive(&memberlist.Node{Name: "n9", Meta: m(api.Protocol+1, "9")}); err == nil {
 			t.Fatal("a member of protocol 3 was taken")
 		}
-		if err := (*alive)(a).NotifyAlive(&memberlist.Node{Name: "n2", Meta: m(api.Protocol, api.Version)}); err != nil {
+		if err := a.gossip.NotifyAlive(&memberlist.Node{Name: "n2", Meta: m(api.Protocol, api.Version)}); err != nil {
 			t.Fatalf("a member of this protocol: %v", err)
 		}
 	})

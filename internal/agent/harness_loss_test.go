@@ -245,7 +245,7 @@ func TestAgentsNodeDeadInGossipButPushing(t *testing.T) {
 		})
 		declared := time.Now().Add(-time.Nanosecond) // the events come at this same instant
 		var n2 *memberlist.Node
-		for _, m := range home.ml.Members() {
+		for _, m := range home.gossip.Memberlist().Members() {
 			if m.Name == "n2" {
 				n2 = m
 			}
@@ -253,7 +253,7 @@ func TestAgentsNodeDeadInGossipButPushing(t *testing.T) {
 		if n2 == nil {
 			t.Fatal("n1's membership does not list n2")
 		}
-		(*events)(home).NotifyLeave(n2)
+		home.gossip.NotifyLeave(n2)
 		// Eight sweeps with membership saying dead and n2 pushing.
 		time.Sleep(8 * jobtable.AliveEvery)
 		stillDead := !home.members.Alive("n2")

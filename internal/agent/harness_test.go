@@ -104,7 +104,7 @@ func newCluster(t *testing.T, n int, seed int64, f faults, pol string, opts ...f
 	t.Cleanup(c.stop)
 	c.waitFor("every node sees every other", 5*time.Minute, func() bool {
 		for _, h := range c.nodes {
-			if h.a.ml.NumMembers() != n {
+			if h.a.gossip.Memberlist().NumMembers() != n {
 				return false
 			}
 		}
@@ -532,7 +532,7 @@ func TestAgentsReservationEnds(t *testing.T) {
 		}
 		admit := func(from *Agent, mv sched.Move) string {
 			t.Helper()
-			var ar admitResponse
+			var ar peer.AdmitAnswer
 			if err := from.peers.Call("n3", "POST", "/v1/peer/migrate/admit", mv, &ar); err != nil {
 				t.Fatal(err)
 			}
@@ -590,17 +590,17 @@ func TestAgentsWithdrawAnAbandonedMove(t *testing.T) {
 		pending := func() int {
 			return a3.rounds.Pending(time.Now())
 		}
-		if a1.move(move(j1, "n1")) {
+		if a1.sched.Move(move(j1, "n1")) {
 			t.Fatalf("moved %s, which had ended", j1)
 		}
 		c.waitFor("n3's place for the abandoned move ended", time.Second, func() bool { return pending() == 0 })
-		var ar admitResponse
+		var ar peer.AdmitAnswer
 		if err := a2.peers.Call("n3", "POST", "/v1/peer/migrate/admit", move(j2, "n2"), &ar); err != nil || ar.Refused != "" {
 			t.Fatalf("after the withdrawal, n2's move refused: %v %q", err, ar.Refused)
 		}
 		// A withdrawal names its decision: n1's for a job n3 never
 		// admitted from it ends nothing, and n2's admission stays.
-		var wr withdrawResponse
+		var wr peer.WithdrawAnswer
 		if err := a1.peers.Call("n3", "DELETE", "/v1/peer/migrate/admit", move(j2, "n1"), &wr); err != nil || wr.Ended || pending() != 1 {
 			t.Fatalf("another node's withdrawal: %+v %v, %d pending (want 1)", wr, err, pending())
 		}
@@ -677,7 +677,7 @@ func TestAgentsSpreadAgainWhenANodeGoesIdle(t *testing.T) {
 		c.waitFor("a job on the idle node", time.Minute, func() bool { return where()[idle] > 0 })
 		t.Logf("a job moved to the idle node %v after it went idle", time.Since(end))
 		// Once its home has the job's end (a push, up to 100 ms), n3
-		// probes at once (kickLoad) and tells the busier nodes, which
+		// probes at once (gossip.Gossip.Kick) and tells the busier nodes, which
 		// judge at once. Waiting for the next probe took 200 ms here (up
 		// to a quarter interval more); without the news, n3's smoothed
 		// load reaches them a second or two later.
@@ -835,7 +835,7 @@ func TestAgentsTakeTurns(t *testing.T) {
 		// The node's own view carries the CPU time across the moves: each
 		// job's attained service is what it had.
 		for i := range c.nodes {
-			snap := c.nodes[i].a.snapshot()
+			snap := c.nodes[i].a.sched.Snapshot()
 			for _, j := range snap.Jobs {
 				if d := j.Attained - had[j.ID]; d < -2 || d > 2 {
 					t.Errorf("node n%d counts job %s at %.1f CPU-s, it had %.1f", i+1, j.ID, j.Attained, had[j.ID])

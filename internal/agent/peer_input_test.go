@@ -252,13 +252,13 @@ func TestAgentsLaterPolicyLoadWinsOverAFutureOne(t *testing.T) {
 		}
 		c.waitFor("gossip spreads it", 2*time.Minute, func() bool {
 			for _, h := range c.nodes {
-				if h.a.policyText().Name != "balance" {
+				if h.a.sched.Policy().Name != "balance" {
 					return false
 				}
 			}
 			return true
 		})
-		res, err := n1.LoadPolicy(Caller{}, api.PolicyRequest{Name: "mosix"})
+		res, err := n1.sched.LoadPolicy(Caller{}, api.PolicyRequest{Name: "mosix"})
 		if err != nil || len(res) != 3 {
 			t.Fatalf("load: %+v %v", res, err)
 		}
@@ -269,7 +269,7 @@ func TestAgentsLaterPolicyLoadWinsOverAFutureOne(t *testing.T) {
 		}
 		time.Sleep(time.Minute) // a few push-pulls
 		for _, h := range c.nodes {
-			if got := h.a.policyText().Name; got != "mosix" {
+			if got := h.a.sched.Policy().Name; got != "mosix" {
 				t.Fatalf("node %s went back to %s", h.name, got)
 			}
 		}
@@ -280,14 +280,14 @@ func TestAgentsLaterPolicyLoadWinsOverAFutureOne(t *testing.T) {
 		if err := n1.peers.Call("n2", "POST", "/v1/peer/policy", top, &np); !errors.Is(err, peer.ErrBadRequest) {
 			t.Fatalf("a policy of version 2^64-1: %v, want refused", err)
 		}
-		(*delegate)(c.nodes[2].a).MergeRemoteState(fzJSON(t, top), false)
+		c.nodes[2].a.gossip.MergeRemoteState(fzJSON(t, top), false)
 		time.Sleep(time.Minute)
 		for _, h := range c.nodes {
-			if got := h.a.policyText().Name; got != "mosix" {
+			if got := h.a.sched.Policy().Name; got != "mosix" {
 				t.Fatalf("node %s runs %s after a version past the bound", h.name, got)
 			}
 		}
-		if res, err := n1.LoadPolicy(Caller{}, api.PolicyRequest{Name: "balance"}); err != nil || len(res) != 3 || res[0].Name != "balance" {
+		if res, err := n1.sched.LoadPolicy(Caller{}, api.PolicyRequest{Name: "balance"}); err != nil || len(res) != 3 || res[0].Name != "balance" {
 			t.Fatalf("a load after it: %+v %v", res, err)
 		}
 	})

@@ -20,7 +20,7 @@ func TestSelfCallsNeedNoPeerPort(t *testing.T) {
 	}
 	a, _ := startAgent(t, "a", sf)
 	a.peerLn.Close()
-	if ps := a.Policies(); len(ps) != 1 || ps[0].Node != "a" {
+	if ps := a.sched.Policies(); len(ps) != 1 || ps[0].Node != "a" {
 		t.Errorf("policies: %+v", ps)
 	}
 	if jobs := a.PS(Caller{}, true); len(jobs) != 0 {

@@ -24,22 +24,22 @@ func TestReloadTakesTheSchedulerAndNamesTheRest(t *testing.T) {
 		if !slices.Equal(took, []string{"scheduler"}) || !slices.Equal(restart, []string{"peer_port"}) {
 			t.Fatalf("took %v, needs a restart %v", took, restart)
 		}
-		if p := a.policyText(); p.Name != "balance" {
+		if p := a.sched.Policy(); p.Name != "balance" {
 			t.Fatalf("running %s after the reload, want balance", p.Name)
 		}
 		if a.cfg.PeerPort == cfg.PeerPort {
 			t.Fatal("the peer port changed without a restart")
 		}
-		if _, err := a.LoadPolicy(Caller{}, api.PolicyRequest{Name: "mosix"}); err != nil {
+		if _, err := a.sched.LoadPolicy(Caller{}, api.PolicyRequest{Name: "mosix"}); err != nil {
 			t.Fatal(err)
 		}
-		c.waitFor("mosix loaded here", time.Minute, func() bool { return a.policyText().Name == "mosix" })
+		c.waitFor("mosix loaded here", time.Minute, func() bool { return a.sched.Policy().Name == "mosix" })
 		cfg.Scheduler = "threshold"
 		took, restart = a.Reload(cfg)
 		if len(took) != 0 || len(restart) != 2 || restart[0] != "peer_port" || !strings.Contains(restart[1], "roam policy load") {
 			t.Fatalf("after a load: took %v, needs a restart %v", took, restart)
 		}
-		if p := a.policyText(); p.Name != "mosix" {
+		if p := a.sched.Policy(); p.Name != "mosix" {
 			t.Fatalf("running %s, want the loaded mosix", p.Name)
 		}
 	})

@@ -18,7 +18,6 @@ import (
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
 	"roam/internal/agent/reopen"
-	"roam/internal/agent/rounds"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/sched"
@@ -32,13 +31,16 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 }
 
 // apiNodeRoutes are the CLI's routes of the nodes, the scheduler and the
-// agent itself.
+// agent itself. The scheduling's handlers take a.gossip, a.sched and
+// a.drain at each request, not when the table is built: Start builds
+// the peer routes before them, and the fuzz harness builds them anew
+// for each input, keeping its tables.
 func apiNodeRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+api.PathNodes, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.Nodes())
+		writeJSON(w, http.StatusOK, a.gossip.Nodes())
 	})
 	mux.HandleFunc("POST "+api.PathNodeDrain, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		if err := a.DrainNode(c, r.PathValue("id"), r.URL.Query().Get("state")); err != nil {
+		if err := a.drain.Ask(c, r.PathValue("id"), r.URL.Query().Get("state")); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -49,12 +51,14 @@ func apiNodeRoutes(a *Agent, mux *http.ServeMux) {
 	})
 	mux.Handle("GET "+api.PathMetrics, promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.Policies())
+		writeJSON(w, http.StatusOK, a.sched.Policies())
 	})
-	mux.HandleFunc("POST "+api.PathPolicy, callerJSON(a.LoadPolicy))
+	mux.HandleFunc("POST "+api.PathPolicy, callerJSON(func(c Caller, req api.PolicyRequest) ([]api.NodePolicy, error) {
+		return a.sched.LoadPolicy(c, req)
+	}))
 	mux.HandleFunc("GET "+api.PathPprof, withCaller(servePprof))
 	mux.HandleFunc("GET "+api.PathEvents, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		eventsSince(func(since time.Time) []api.Event { return a.Events(c, since) })(w, r)
+		eventsSince(func(since time.Time) []api.Event { return a.sched.Events(c, since) })(w, r)
 	}))
 }
 
@@ -130,6 +134,8 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 }
 
 // peerJobRoutes are the peer routes of jobs, the scheduler and the node.
+// The scheduling's handlers take a.sched and a.drain at each request
+// (apiNodeRoutes says why).
 func peerJobRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+peer.Ping, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
@@ -146,14 +152,14 @@ func peerJobRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+peer.PS, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.control.Part())
 	})
-	mux.HandleFunc("POST "+peer.Hold, queryCall("id", a.releaseHold))
-	mux.HandleFunc("POST "+peer.Drain, queryCall("state", a.setDrain))
-	mux.HandleFunc("POST "+peer.MigrateAdmit, jsonCall(a.admit))
-	mux.HandleFunc("DELETE "+peer.MigrateAdmit, jsonCall(a.withdrawAdmission))
+	mux.HandleFunc("POST "+peer.Hold, queryCall("id", func(id string) error { return a.sched.ReleaseHold(id) }))
+	mux.HandleFunc("POST "+peer.Drain, queryCall("state", func(state string) error { return a.drain.Set(state) }))
+	mux.HandleFunc("POST "+peer.MigrateAdmit, jsonCall(func(mv sched.Move) (peer.AdmitAnswer, error) { return a.sched.Admit(mv) }))
+	mux.HandleFunc("DELETE "+peer.MigrateAdmit, jsonCall(func(mv sched.Move) (peer.WithdrawAnswer, error) { return a.sched.Withdraw(mv) }))
 	mux.HandleFunc("GET "+peer.Policy, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.policyText())
+		writeJSON(w, http.StatusOK, a.sched.Policy())
 	})
-	mux.HandleFunc("POST "+peer.Policy, jsonCall(a.peerSetPolicy))
+	mux.HandleFunc("POST "+peer.Policy, jsonCall(func(req api.PolicyRequest) (api.NodePolicy, error) { return a.sched.TakePolicy(req) }))
 	mux.HandleFunc("GET "+peer.Events, eventsSince(a.events.Since))
 }
 
@@ -200,23 +206,4 @@ func peerCkptRoutes(a *Agent, mux *http.ServeMux) {
 // watch.
 func watchedBody(w http.ResponseWriter, r *http.Request) (io.Reader, func()) {
 	return httpx.WatchedBody(w, r, stallTimeout)
-}
-
-// peerSetPolicy is /v1/peer/policy: `roam policy load` reaching this node.
-func (a *Agent) peerSetPolicy(req api.PolicyRequest) (api.NodePolicy, error) {
-	if req.Version > rounds.MaxPolicyVersion {
-		return api.NodePolicy{}, errkind.New(peer.ErrBadRequest, "policy version %d: past the last one (%d)", req.Version, uint64(rounds.MaxPolicyVersion))
-	}
-	p, err := sched.ParsePolicy([]byte(req.Text))
-	if err != nil {
-		return api.NodePolicy{}, errkind.New(peer.ErrBadRequest, "%v", err)
-	}
-	if req.At.IsZero() {
-		req.At = time.Now()
-	}
-	if req.Version == 0 { // an older roam's load: after everything this node knows
-		req.Version = a.rounds.Policy().Version + 1
-	}
-	a.setPolicy(p, req.Version, req.At)
-	return a.policyText(), nil
 }

@@ -9,8 +9,6 @@ import (
 
 	"roam/internal/agent/jobtable"
 	"roam/internal/job"
-	"roam/internal/load"
-	"roam/internal/migrate"
 	"roam/internal/sched"
 )
 
@@ -47,6 +45,7 @@ func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 	a := newStoreAgent(t)
 	p := &threadsProber{tids: map[int]uint64{101: 7, 102: 8, 201: 9, 202: 10, 301: 11, 401: 12}}
 	a.prober = p
+	wireScheduling(a.Agent) // the scheduler of this prober
 	a.jobs.Mu.Lock()
 	a.jobs.LocalJobs["n1.1"] = &jobtable.Local{Rec: job.Local{ID: "n1.1", PID: 101, StartTix: 7}}
 	a.jobs.LocalJobs["n1.2"] = &jobtable.Local{Rec: job.Local{ID: "n1.2", PID: 201, StartTix: 9}}
@@ -57,7 +56,7 @@ func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 	}
 	a.jobs.Mu.Unlock()
 
-	if got := a.runnable(); got != 4 {
+	if got := a.sched.Runnable(); got != 4 {
 		t.Fatalf("runnable threads %d, want 4 (the two programs, the other process, the reused pid); left out %v", got, p.skip)
 	}
 	var inits []int
@@ -72,7 +71,7 @@ func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 
 	// A move this node must decline, so that its answer names the count.
 	mv := sched.Move{Job: "n1.7", To: a.cfg.NodeID, From: "n1", Kind: sched.ProblemCPU, RSSMB: 40, Runnable: 1, SrcLoad: 0.1, Threshold: 0.25}
-	res, err := a.admit(mv)
+	res, err := a.sched.Admit(mv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +90,7 @@ func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 func TestSentLoadCountsAdmittedMoves(t *testing.T) {
 	a := newStoreAgent(t)
 	now := time.Now()
-	if got := a.pending(now).Load; got != 0 {
+	if got := a.sched.Pending(now).Load; got != 0 {
 		t.Fatalf("pending load %v with nothing admitted", got)
 	}
 	self := sched.Node{ID: a.cfg.NodeID, Capacity: a.capacity}
@@ -101,14 +100,14 @@ func TestSentLoadCountsAdmittedMoves(t *testing.T) {
 			t.Fatal(ans.Refused)
 		}
 	}
-	if got, want := a.pending(now).Load, 4/a.capacity; got != want {
+	if got, want := a.sched.Pending(now).Load, 4/a.capacity; got != want {
 		t.Fatalf("pending load %v after two admitted moves of 2 threads, want %v", got, want)
 	}
 	a.rounds.Arrived("n2.1")
-	if got, want := a.pending(now).Load, 2/a.capacity; got != want {
+	if got, want := a.sched.Pending(now).Load, 2/a.capacity; got != want {
 		t.Fatalf("pending load %v after one arrived, want %v", got, want)
 	}
-	if got := a.pending(now.Add(sched.AdmitHold + time.Second)).Load; got != 0 {
+	if got := a.sched.Pending(now.Add(sched.AdmitHold + time.Second)).Load; got != 0 {
 		t.Fatalf("pending load %v after the admission lapsed", got)
 	}
 }
@@ -123,25 +122,4 @@ func newStoreAgent(t *testing.T) *fzAgent {
 	}
 	t.Cleanup(func() { st.Close() })
 	return newFzAgent(t, st)
-}
-
-// A job's CPU time is what it had before this node and what its count
-// here grew by since it came: a job that comes back to a node before its
-// old cgroup there is gone finds the old count in it (job.Local.CPUBase),
-// which it carries in CPUBefore already. The bounds of CPU times on the
-// wire agree, so what a node counts, it can send.
-func TestAttainedCountsOnlyWhatTheCopyHereHad(t *testing.T) {
-	l := job.Local{CPUBefore: 30, CPUBase: 12}
-	if got := attainedFrom(12.5, l); got != 30.5 {
-		t.Fatalf("attained %v, want 30.5 (30 before, 0.5 here)", got)
-	}
-	if got := attainedFrom(3, l); got != 30 {
-		t.Fatalf("attained %v with a count under the base, want 30", got)
-	}
-	if got := attainedFrom(1e11, job.Local{}); got != migrate.MaxCPUBefore {
-		t.Fatalf("attained %v, want the bound %v", got, migrate.MaxCPUBefore)
-	}
-	if sched.MaxCPUSeconds != load.MaxLeast || load.MaxLeast != migrate.MaxCPUBefore {
-		t.Fatalf("bounds of CPU times differ: sched %v, load %v, migrate %v", sched.MaxCPUSeconds, load.MaxLeast, migrate.MaxCPUBefore)
-	}
 }

@@ -32,11 +32,11 @@ func TestSnapshotProbesWithNoLockHeld(t *testing.T) {
 				held = append(held, "the job table's")
 				return
 			}
-			(*delegate)(a).LocalState(false)
+			a.gossip.LocalState(false)
 			a.Nodes()
 		}
 		n1.mu.Unlock()
-		snap := a.snapshot()
+		snap := a.sched.Snapshot()
 		n1.mu.Lock()
 		n1.onActivity = nil
 		n1.mu.Unlock()
