@@ -18,6 +18,7 @@ import (
 	"roam/internal/agent"
 	"roam/internal/agent/config"
 	"roam/internal/agent/observe"
+	"roam/internal/agent/transport"
 	"roam/internal/api"
 	"roam/internal/cgroup"
 	"roam/internal/ckpt"
@@ -178,13 +179,13 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 	if err != nil {
 		log.Warn("CRIU mounts the cgroup hierarchies for each dump and restore", "err", err)
 	}
-	api, err := agent.ListenAPI(cfg.Socket)
+	api, err := transport.ListenAPI(cfg.Socket)
 	if err != nil {
 		return agent.Parts{}, errors.Join(errors.New("socket "+cfg.Socket), err)
 	}
 	return agent.Parts{
 		API:           api,
-		Transport:     agent.TLSTransport{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
+		Transport:     transport.TLS{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
 		GossipKey:     w.sec.GossipKey(),
 		CheckpointKey: w.sec.CheckpointKey(),
 		Checkpointer:  &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes},

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand"
 	"net"
 	"net/http"
 	"os"
@@ -37,11 +36,11 @@ import (
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/scheduler"
 	"roam/internal/agent/spool"
+	"roam/internal/agent/stats"
 	"roam/internal/errkind"
 	"runtime"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,9 +48,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/ckpt"
 	"roam/internal/job"
-	"roam/internal/load"
 	"roam/internal/rootdir"
-	"roam/internal/sched"
 )
 
 // Agent is one node's roamd.
@@ -90,10 +87,10 @@ type Agent struct {
 	started    time.Time
 	memberLeft chan struct{}
 	peerMux    http.Handler
-	migr       *migrTable // the migrations in flight (package moves)
-	support    string     // what migration can do here, found at start
-	imageDir   string     // where migration images go
-	allUsers   bool       // root's CRIU can dump other users' jobs here
+	migr       *inbound.Table // the migrations in flight (package moves)
+	support    string         // what migration can do here, found at start
+	imageDir   string         // where migration images go
+	allUsers   bool           // root's CRIU can dump other users' jobs here
 	metrics    phases.Metrics
 
 	// pages, out and in drive the migrations (wireMigration): the page
@@ -119,7 +116,7 @@ type Agent struct {
 	members *members.Table
 	rates   *limits.Rates // the API's per-user request rates
 
-	stats counters
+	stats stats.Counters
 
 	apiLn, peerLn net.Listener
 	apiSrv        *http.Server
@@ -165,7 +162,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	if a.reg == nil {
 		a.reg = prometheus.NewRegistry()
 	}
-	a.registerMetrics(a.reg)
+	a.stats.Register(a.reg, func() (float64, float64) { return a.members.Self() })
 	a.metrics = phases.NewMetrics(a.reg)
 	pl, err := cfg.Policy()
 	if err != nil {
@@ -175,18 +172,8 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	a.event = scheduler.Recorder(cfg.NodeID, a.log, a.events)
 	a.migr = moves.New[*inbound.Migration, *pages.LazyDump](cfg.NodeID, rankMoves)
 	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), checkpoints.Key(parts.CheckpointKey, parts.GossipKey), cfg.Limits.CheckpointBytes, rankStore)
-	a.members = newMembers(cfg, a.capacity, pl.Policy.Placement)
+	a.members = members.ForNode(cfg.NodeID, cfg.Load, a.capacity, pl.Policy.Placement, rankMembers)
 	return a, nil
-}
-
-// newMembers is an empty members table for the node of cfg.
-func newMembers(cfg Config, capacity float64, placement string) *members.Table {
-	lp, _ := load.ParsePolicy(cfg.Load.Policy)
-	return members.New(members.Config{
-		Self: cfg.NodeID, Capacity: capacity, Tau: loadTauIntervals * cfg.Load.Interval,
-		Vector: load.NewDisseminator(cfg.NodeID, cfg.Load.VectorSize, lp, cfg.Load.Interval),
-		Rng:    rand.New(rand.NewSource(time.Now().UnixNano())), Placement: placement, Rank: rankMembers,
-	})
 }
 
 // Start opens the sockets, joins the cluster and starts the timers.
@@ -255,17 +242,6 @@ func (a *Agent) openJobs() error {
 	return a.launch.Reload(time.Now())
 }
 
-// wireJobs builds launch and control on the agent's owners as they
-// are now: at start, and in the fuzz harness after it puts new ones in
-// place.
-func (a *Agent) wireJobs() {
-	a.launch = launch.New(launch.Config{Self: a.cfg.NodeID, Limits: a.cfg.Limits, Log: a.log, Store: a.store, Jobs: a.jobs, Spools: a.spools,
-		Members: a.members, Rounds: a.rounds, Peers: a.peers, Procs: a.procs, Draining: func() bool { return a.drain.On() }, Event: a.event})
-	a.control = control.New(control.Config{Self: a.cfg.NodeID, Jobs: a.jobs, Moves: a.migr, Peers: a.peers, Procs: a.procs,
-		SettleWait: restoreTimeout, Attained: scheduler.AttainedFrom,
-		Parts: func() []peer.PSPart { return fanOut[peer.PSPart](a, http.MethodGet, peer.PS, nil) }})
-}
-
 // PS is `roam ps` for roamd's web view (cmd/roamd), as the socket's
 // route answers it.
 func (a *Agent) PS(c Caller, all bool) []api.Job { return a.control.PS(c, all) }
@@ -303,74 +279,6 @@ func newPeerClient(a *Agent) *peer.Client {
 		Self:     &http.Client{Transport: peer.Loopback{Routes: a.peerMux, Log: a.log}},
 		SelfAddr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.PeerPort)),
 	}
-}
-
-// newNews is the relay of a's jobs' news, wired to its owners, and to the
-// concerns in the agent through closures.
-func newNews(a *Agent) *news.Relay {
-	return news.New(news.Config{
-		Self: a.cfg.NodeID, Limits: a.cfg.Limits,
-		Jobs: a.jobs, Spools: a.spools, Members: a.members, Peers: a.peers, Rounds: a.rounds, Procs: a.procs, Log: a.log,
-		Stop: a.stop, Left: a.memberLeft,
-		Event: a.event, KickLoad: func() { a.gossip.Kick() },
-		Record:         func(id string) (job.Record, error) { return a.control.Record(id) },
-		DropCheckpoint: func(node, id string, before time.Time) { a.checkpoints.DropOn(node, id, before) },
-		RestartLost:    func(rec job.Record, lost string) { a.checkpoints.RestartLost(rec, lost) },
-		MovedTo:        func(id string) string { _, _, to := a.control.Settled(id); return to },
-		PurgeHomes: func(req peer.PurgeRequest) []api.PurgeResult {
-			return fanOut[api.PurgeResult](a, http.MethodPost, peer.Purge, req)
-		},
-	})
-}
-
-// wireMigration builds the migration drivers from the agent's owners and
-// parts, once Start has them all (the directories, the job table, the
-// peer client) and before any request can come in.
-func wireMigration(a *Agent) {
-	a.pages = pages.New(pages.Config{ImageDir: a.imageDir, Moves: a.migr, Ckpt: a.ckpt, Members: a.members, Peers: a.peers,
-		Dial: a.parts.Transport.Dial, Log: a.log})
-	a.out = outbound.New(outbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, AllUsers: a.allUsers, Jobs: a.jobs,
-		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
-		Procs: a.procs, Ckpt: a.ckpt, Metrics: a.metrics, Log: a.log, Stop: a.stop, WG: &a.wg,
-		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, Draining: func(node string) bool { return a.drain.Of(node) },
-		Attained: func(rec job.Local) float64 { return a.sched.Attained(rec) }, KickLoad: func() { a.gossip.Kick() }, Event: a.event,
-		DropCheckpoint: func(node, id string, before time.Time) { a.checkpoints.DropOn(node, id, before) }})
-	a.in = inbound.New(inbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, Rank: rankMigration, Jobs: a.jobs,
-		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
-		Rounds: a.rounds, Procs: a.procs, Ckpt: a.ckpt, Log: a.log, Stop: a.stop, WG: &a.wg,
-		Draining: func(node string) bool { return a.drain.Of(node) }, CPUHere: func(id string, pid int) float64 { return a.sched.CPUHere(id, pid) }, Event: a.event})
-}
-
-// wireScheduling builds the scheduling's owners from the agent's: the
-// drain, the scheduler and the gossip. Start calls it once the job table
-// is open; the routes that call them read them at each request.
-func wireScheduling(a *Agent) {
-	a.drain = scheduler.NewDrain(scheduler.DrainConfig{Node: a.cfg.NodeID, Log: a.log, Store: a.store, Jobs: a.jobs,
-		Members: a.members, Peers: a.peers, Rounds: a.rounds, Event: a.event,
-		Advertise: func() { a.gossip.Advertise() },
-		Arriving:  func() int { return len(a.migr.Arrivals()) },
-		Leave:     func() { a.Close() },
-		Rank:      rankDrain})
-	a.sched = scheduler.New(scheduler.Config{Node: a.cfg.NodeID, Capacity: a.capacity, Log: a.log,
-		Rounds: a.rounds, Members: a.members, Jobs: a.jobs, Peers: a.peers, Drain: a.drain, Store: a.store,
-		Procs: a.procs, Prober: a.prober, Event: a.event,
-		Migrate: func(mv sched.Move) (api.Migration, error) {
-			return a.out.MigrateOut(peer.MigrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why, Lazy: mv.Lazy})
-		},
-		Stop: a.stop, Group: &a.wg})
-	a.gossip = gossip.New(gossip.Config{Node: a.cfg.NodeID, BindAddr: a.cfg.BindAddr, Advertise: a.adv,
-		GossipPort: a.cfg.GossipPort, PeerPort: a.cfg.PeerPort, Capacity: a.capacity, Join: a.cfg.Join,
-		Interval: a.cfg.Load.Interval, Key: a.parts.GossipKey, Transport: a.parts.Gossip, Log: a.log,
-		Members: a.members, Rounds: a.rounds, Jobs: a.jobs, Sched: a.sched, Drain: a.drain, Prober: a.prober,
-		Counters: &a.stats.gossip,
-		// memberlist's callbacks must not block: the sweep runs beside them.
-		Left: func() {
-			select {
-			case a.memberLeft <- struct{}{}:
-			default:
-			}
-		},
-		Stop: a.stop, Group: &a.wg, MetaRank: rankMeta})
 }
 
 // Nodes is what `roam nodes` shows (gossip.Gossip.Nodes), for roamd's web
@@ -414,29 +322,3 @@ func (a *Agent) Close() error {
 	})
 	return nil
 }
-
-func (a *Agent) registerMetrics(reg prometheus.Registerer) {
-	counter := func(name, help string, v *atomic.Int64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: "roam", Name: name, Help: help,
-		}, func() float64 { return float64(v.Load()) }))
-	}
-	s, g := &a.stats, &a.stats.gossip
-	counter("gossip_rejected_total", "Gossip packets and streams refused (bad key, truncated, malformed).", &g.Rejected)
-	counter("load_messages_received_total", "Load messages accepted.", &g.Received)
-	counter("load_messages_malformed_total", "Load messages dropped as malformed.", &g.Malformed)
-	counter("load_messages_oversized_total", "Load messages dropped as too large.", &g.Oversized)
-	counter("load_messages_sent_total", "Load messages sent.", &g.Sent)
-	counter("load_bytes_sent_total", "Bytes of load messages sent (payload).", &g.BytesSent)
-	counter("peer_rejected_total", "Agent-to-agent TLS connections refused.", &s.peerRejected)
-	counter("connections_refused_total", "Connections closed over limits.connections, connections_per_user or peer_connections.", &s.connRefused)
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "roam", Name: "node_load", Help: "Smoothed runnable threads per unit of capacity.",
-	}, func() float64 { l, _ := a.members.Self(); return l }))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "roam", Name: "node_mem_free_bytes", Help: "Memory free to the node in bytes.",
-	}, func() float64 { _, m := a.members.Self(); return m * (1 << 20) }))
-}
-
-// socketDir makes sure the socket's directory exists, root's alone.
-func socketDir(path string) error { return rootdir.Ensure(filepath.Dir(path), 0o755) }

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"roam/internal/agent/config"
+	"roam/internal/agent/transport"
 	"roam/internal/api"
 	"roam/internal/load"
 	"roam/internal/sched"
@@ -101,13 +102,13 @@ func loopbackParts(t *testing.T, cfg Config) Parts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := ListenAPI(cfg.Socket)
+	api, err := transport.ListenAPI(cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	node := &fakeNode{w: newWorld(1), name: cfg.NodeID, spool: filepath.Join(cfg.StateDir, "spool")}
 	return Parts{
-		API: api, Transport: TLSTransport{Config: tc, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
+		API: api, Transport: transport.TLS{Config: tc, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
 		GossipKey: sec.GossipKey(), Checkpointer: node, Processes: node, Prober: node,
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"roam/internal/agent/config"
+	"roam/internal/agent/httpx"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/members"
 	"roam/internal/agent/news"
@@ -40,6 +41,7 @@ import (
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/scheduler"
 	"roam/internal/agent/spool"
+	"roam/internal/agent/stats"
 	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/load"
@@ -204,8 +206,8 @@ func (p *fzBarePool) get(tb testing.TB) *Agent {
 		p.lp, _ = load.ParsePolicy(p.a.cfg.Load.Policy)
 	}
 	a := p.a
-	a.members = newMembers(a.cfg, a.capacity, p.pol.Policy.Placement)
-	a.stats = counters{}
+	a.members = members.ForNode(a.cfg.NodeID, a.cfg.Load, a.capacity, p.pol.Policy.Placement, rankMembers)
+	a.stats = stats.Counters{}
 	a.rounds, a.events = rounds.New(p.pol, rankSched), &rounds.Events{}
 	a.event = scheduler.Recorder(a.cfg.NodeID, a.log, a.events)
 	wireScheduling(a) // its owners, of the new ones
@@ -434,7 +436,7 @@ func (a *fzAgent) reset(t *testing.T) {
 	// logged into the old ones.
 	a.rounds, a.events = rounds.New(a.pol, rankSched), &rounds.Events{}
 	a.event = scheduler.Recorder(a.cfg.NodeID, a.log, a.events)
-	a.members = newMembers(a.cfg, a.capacity, a.pol.Policy.Placement)
+	a.members = members.ForNode(a.cfg.NodeID, a.cfg.Load, a.capacity, a.pol.Policy.Placement, rankMembers)
 	a.members.Join(members.Member{Addr: "127.0.0.1:7946", PeerAddr: a.peers.SelfAddr, Capacity: a.capacity}, 0, time.Time{})
 	// The job table is emptied and seeded in place, under its lock: a
 	// goroutine the last input started may still hold it (inbound's carryOut,
@@ -488,7 +490,7 @@ func (a *fzAgent) call(method, target string, body []byte) *httptest.ResponseRec
 
 // fzDecode decodes a body as the routes do (httpjson.go's decode).
 func fzDecode(body []byte, v any) bool {
-	return json.NewDecoder(io.LimitReader(bytes.NewReader(body), maxBody)).Decode(v) == nil
+	return json.NewDecoder(io.LimitReader(bytes.NewReader(body), httpx.MaxBody)).Decode(v) == nil
 }
 
 func fzJSON(tb testing.TB, v any) []byte {

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"roam/internal/agent/phases"
 	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/migrate"
@@ -521,7 +522,7 @@ func (f *fakeNode) Dump(pid int, dir string, mounts []string, pages net.Conn) (c
 	f.w.dumping--
 	f.w.mu.Unlock()
 	err := f.dump(pid, dir, pages)
-	return ckpt.Times{{Name: "criu dump", MS: msSince(t), Frozen: true}}, err
+	return ckpt.Times{{Name: "criu dump", MS: phases.Since(t), Frozen: true}}, err
 }
 
 func (f *fakeNode) dump(pid int, dir string, pages net.Conn) error {
@@ -614,7 +615,7 @@ func (f *fakeNode) DumpLazy(pid int, dir string, mounts []string) (ckpt.LazyDump
 	f.w.mu.Unlock()
 	time.Sleep(wait)
 	p, err := f.freeze(pid, dir)
-	times := ckpt.Times{{Name: "criu dump", MS: msSince(t), Frozen: true}}
+	times := ckpt.Times{{Name: "criu dump", MS: phases.Since(t), Frozen: true}}
 	if err != nil {
 		return nil, times, err
 	}
@@ -709,7 +710,7 @@ func (f *fakeNode) Restore(s ckpt.RestoreSpec) (int, ckpt.Times, error) {
 			pid = 0
 		}
 	}
-	return pid, ckpt.Times{{Name: "criu restore", MS: msSince(t)}}, err
+	return pid, ckpt.Times{{Name: "criu restore", MS: phases.Since(t)}}, err
 }
 
 func (f *fakeNode) restore(s ckpt.RestoreSpec) (int, error) {

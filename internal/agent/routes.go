@@ -7,7 +7,6 @@ package agent
 // peer routes in process (peer.go).
 
 import (
-	"io"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -37,28 +36,28 @@ func (a *Agent) apiRoutes(mux *http.ServeMux) {
 // for each input, keeping its tables.
 func apiNodeRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+api.PathNodes, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.gossip.Nodes())
+		httpx.WriteJSON(w, http.StatusOK, a.gossip.Nodes())
 	})
-	mux.HandleFunc("POST "+api.PathNodeDrain, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+api.PathNodeDrain, httpx.CallerFunc(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		if err := a.drain.Ask(c, r.PathValue("id"), r.URL.Query().Get("state")); err != nil {
-			writeError(w, err)
+			httpx.WriteError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, struct{}{})
+		httpx.WriteJSON(w, http.StatusOK, struct{}{})
 	}))
 	mux.HandleFunc("GET "+api.PathStats, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.Stats())
+		httpx.WriteJSON(w, http.StatusOK, a.Stats())
 	})
 	mux.Handle("GET "+api.PathMetrics, promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET "+api.PathPolicy, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.sched.Policies())
+		httpx.WriteJSON(w, http.StatusOK, a.sched.Policies())
 	})
-	mux.HandleFunc("POST "+api.PathPolicy, callerJSON(func(c Caller, req api.PolicyRequest) ([]api.NodePolicy, error) {
+	mux.HandleFunc("POST "+api.PathPolicy, httpx.CallerJSON(func(c Caller, req api.PolicyRequest) ([]api.NodePolicy, error) {
 		return a.sched.LoadPolicy(c, req)
 	}))
-	mux.HandleFunc("GET "+api.PathPprof, withCaller(servePprof))
-	mux.HandleFunc("GET "+api.PathEvents, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		eventsSince(func(since time.Time) []api.Event { return a.sched.Events(c, since) })(w, r)
+	mux.HandleFunc("GET "+api.PathPprof, httpx.CallerFunc(servePprof))
+	mux.HandleFunc("GET "+api.PathEvents, httpx.CallerFunc(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		httpx.EventsSince(func(since time.Time) []api.Event { return a.sched.Events(c, since) })(w, r)
 	}))
 }
 
@@ -67,40 +66,40 @@ func apiNodeRoutes(a *Agent, mux *http.ServeMux) {
 func apiJobRoutes(a *Agent, mux *http.ServeMux) {
 	// a.launch and a.control are read at each call, not bound here, as in
 	// peerJobRoutes: the fuzz harness builds them again for each input.
-	mux.HandleFunc("POST "+api.PathRun, callerJSON(func(c Caller, req api.RunRequest) (api.RunResponse, error) { return a.launch.Run(c, req) }))
-	mux.HandleFunc("GET "+api.PathJobOutput, withCaller(a.news.ServeJobOutput))
-	mux.HandleFunc("POST "+api.PathJobStdin, withCaller(a.news.ServeJobStdin))
-	mux.HandleFunc("POST "+api.PathKill, callerJSON(func(c Caller, req api.KillRequest) ([]api.KillResult, error) { return a.control.Kill(c, req) }))
-	mux.HandleFunc("POST "+api.PathPurge, callerJSON(a.news.Purge))
-	mux.HandleFunc("GET "+api.PathPS, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.control.PS(c, r.URL.Query().Get("all") == "1"))
+	mux.HandleFunc("POST "+api.PathRun, httpx.CallerJSON(func(c Caller, req api.RunRequest) (api.RunResponse, error) { return a.launch.Run(c, req) }))
+	mux.HandleFunc("GET "+api.PathJobOutput, httpx.CallerFunc(a.news.ServeJobOutput))
+	mux.HandleFunc("POST "+api.PathJobStdin, httpx.CallerFunc(a.news.ServeJobStdin))
+	mux.HandleFunc("POST "+api.PathKill, httpx.CallerJSON(func(c Caller, req api.KillRequest) ([]api.KillResult, error) { return a.control.Kill(c, req) }))
+	mux.HandleFunc("POST "+api.PathPurge, httpx.CallerJSON(a.news.Purge))
+	mux.HandleFunc("GET "+api.PathPS, httpx.CallerFunc(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, a.control.PS(c, r.URL.Query().Get("all") == "1"))
 	}))
-	mux.HandleFunc("POST "+api.PathMigrate, callerJSON(func(c Caller, req api.MigrateRequest) (api.Migration, error) {
+	mux.HandleFunc("POST "+api.PathMigrate, httpx.CallerJSON(func(c Caller, req api.MigrateRequest) (api.Migration, error) {
 		return a.out.Migrate(c, req)
 	}))
 }
 
 // apiCkptRoutes are the CLI's routes of checkpoints and restarts.
 func apiCkptRoutes(a *Agent, mux *http.ServeMux) {
-	mux.HandleFunc("POST "+api.PathCheckpoint, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+api.PathCheckpoint, httpx.CallerFunc(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		var req api.CheckpointRequest
-		err := decode(r, &req)
+		err := httpx.Decode(r, &req)
 		if err == nil {
 			err = a.checkpoints.Checkpoint(c, req, w) // writes the file when it returns nil
 		}
 		if err != nil {
-			writeError(w, err)
+			httpx.WriteError(w, err)
 		}
 	}))
-	mux.HandleFunc("POST "+api.PathRestart, withCaller(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		body, stop := watchedBody(w, r)
+	mux.HandleFunc("POST "+api.PathRestart, httpx.CallerFunc(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		body, stop := httpx.WatchedBody(w, r, peer.StallTimeout)
 		res, err := a.checkpoints.Restart(c, r.URL.Query().Get("on"), body, r.ContentLength)
 		stop()
 		if err != nil {
-			writeError(w, err)
+			httpx.WriteError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, res)
+		httpx.WriteJSON(w, http.StatusOK, res)
 	}))
 }
 
@@ -109,7 +108,7 @@ func apiCkptRoutes(a *Agent, mux *http.ServeMux) {
 // jobs.
 func servePprof(c Caller, w http.ResponseWriter, r *http.Request) {
 	if c.UID != 0 {
-		writeError(w, errkind.New(peer.ErrPermission, "pprof: only root profiles the agent"))
+		httpx.WriteError(w, errkind.New(peer.ErrPermission, "pprof: only root profiles the agent"))
 		return
 	}
 	switch r.PathValue("name") {
@@ -138,29 +137,29 @@ func (a *Agent) peerRoutes(mux *http.ServeMux) {
 // (apiNodeRoutes says why).
 func peerJobRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+peer.Ping, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"node": a.cfg.NodeID})
 	})
 	// jobs: a.launch and a.control are read at each call, not bound
 	// here, for the fuzz harness builds them again for each input.
-	mux.HandleFunc("POST "+peer.Start, jsonCall(func(req peer.StartRequest) ([]peer.StartResult, error) { return a.launch.StartHere(req), nil }))
-	mux.HandleFunc("POST "+peer.Updates, jsonCall(a.news.TakeUpdates))
-	mux.HandleFunc("POST "+peer.Signal, jsonCall(func(req peer.SignalRequest) (struct{}, error) { return a.control.PeerSignal(req) }))
-	mux.HandleFunc("POST "+peer.Purge, jsonCall(a.news.PurgeLocal))
+	mux.HandleFunc("POST "+peer.Start, httpx.JSONCall(func(req peer.StartRequest) ([]peer.StartResult, error) { return a.launch.StartHere(req), nil }))
+	mux.HandleFunc("POST "+peer.Updates, httpx.JSONCall(a.news.TakeUpdates))
+	mux.HandleFunc("POST "+peer.Signal, httpx.JSONCall(func(req peer.SignalRequest) (struct{}, error) { return a.control.PeerSignal(req) }))
+	mux.HandleFunc("POST "+peer.Purge, httpx.JSONCall(a.news.PurgeLocal))
 	mux.HandleFunc("POST "+peer.Stdin, a.news.ServeStdin)
 	mux.HandleFunc("GET "+peer.Record, func(w http.ResponseWriter, r *http.Request) { a.control.ServeRecord(w, r) })
 	mux.HandleFunc("GET "+peer.Output, a.news.ServeOutput)
 	mux.HandleFunc("GET "+peer.PS, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.control.Part())
+		httpx.WriteJSON(w, http.StatusOK, a.control.Part())
 	})
-	mux.HandleFunc("POST "+peer.Hold, queryCall("id", func(id string) error { return a.sched.ReleaseHold(id) }))
-	mux.HandleFunc("POST "+peer.Drain, queryCall("state", func(state string) error { return a.drain.Set(state) }))
-	mux.HandleFunc("POST "+peer.MigrateAdmit, jsonCall(func(mv sched.Move) (peer.AdmitAnswer, error) { return a.sched.Admit(mv) }))
-	mux.HandleFunc("DELETE "+peer.MigrateAdmit, jsonCall(func(mv sched.Move) (peer.WithdrawAnswer, error) { return a.sched.Withdraw(mv) }))
+	mux.HandleFunc("POST "+peer.Hold, httpx.QueryCall("id", func(id string) error { return a.sched.ReleaseHold(id) }))
+	mux.HandleFunc("POST "+peer.Drain, httpx.QueryCall("state", func(state string) error { return a.drain.Set(state) }))
+	mux.HandleFunc("POST "+peer.MigrateAdmit, httpx.JSONCall(func(mv sched.Move) (peer.AdmitAnswer, error) { return a.sched.Admit(mv) }))
+	mux.HandleFunc("DELETE "+peer.MigrateAdmit, httpx.JSONCall(func(mv sched.Move) (peer.WithdrawAnswer, error) { return a.sched.Withdraw(mv) }))
 	mux.HandleFunc("GET "+peer.Policy, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.sched.Policy())
+		httpx.WriteJSON(w, http.StatusOK, a.sched.Policy())
 	})
-	mux.HandleFunc("POST "+peer.Policy, jsonCall(func(req api.PolicyRequest) (api.NodePolicy, error) { return a.sched.TakePolicy(req) }))
-	mux.HandleFunc("GET "+peer.Events, eventsSince(a.events.Since))
+	mux.HandleFunc("POST "+peer.Policy, httpx.JSONCall(func(req api.PolicyRequest) (api.NodePolicy, error) { return a.sched.TakePolicy(req) }))
+	mux.HandleFunc("GET "+peer.Events, httpx.EventsSince(a.events.Since))
 }
 
 // peerMigrateRoutes are the peer routes of migrations. Each reaches the
@@ -168,19 +167,19 @@ func peerJobRoutes(a *Agent, mux *http.ServeMux) {
 // drivers, which use the peer client, which calls this node's own routes
 // through them (Start, wireMigration).
 func peerMigrateRoutes(a *Agent, mux *http.ServeMux) {
-	mux.HandleFunc("POST "+peer.MigrateOut, jsonCall(func(req peer.MigrateOutRequest) (api.Migration, error) {
+	mux.HandleFunc("POST "+peer.MigrateOut, httpx.JSONCall(func(req peer.MigrateOutRequest) (api.Migration, error) {
 		return a.out.MigrateOut(req)
 	}))
-	mux.HandleFunc("POST "+peer.MigrateCheck, jsonCall(func(req peer.MigrateCheckRequest) (struct{}, error) {
+	mux.HandleFunc("POST "+peer.MigrateCheck, httpx.JSONCall(func(req peer.MigrateCheckRequest) (struct{}, error) {
 		return struct{}{}, a.in.Check(req)
 	}))
 	mux.HandleFunc("POST "+peer.MigrateStream, func(w http.ResponseWriter, r *http.Request) { a.in.ServeStream(w, r) })
 	mux.HandleFunc("GET "+peer.Pages, func(w http.ResponseWriter, r *http.Request) { a.pages.ServePages(w, r) })
 	mux.HandleFunc("GET "+peer.MigrateSink, func(w http.ResponseWriter, r *http.Request) { a.pages.ServeSink(w, r) })
 	mux.HandleFunc("POST "+peer.MigrateCommit, func(w http.ResponseWriter, r *http.Request) { a.in.ServeCommit(w, r) })
-	mux.HandleFunc("POST "+peer.MigrateAbort, queryCall("mid", func(mid string) error { return a.in.Abort(mid) }))
+	mux.HandleFunc("POST "+peer.MigrateAbort, httpx.QueryCall("mid", func(mid string) error { return a.in.Abort(mid) }))
 	mux.HandleFunc("GET "+peer.MigrateOutcome, func(w http.ResponseWriter, r *http.Request) { a.out.ServeOutcome(w, r) })
-	mux.HandleFunc("POST "+peer.Note, jsonCall(func(n relay.Note) (struct{}, error) {
+	mux.HandleFunc("POST "+peer.Note, httpx.JSONCall(func(n relay.Note) (struct{}, error) {
 		return struct{}{}, a.out.TakeNote(n)
 	}))
 }
@@ -192,18 +191,11 @@ func peerCkptRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("POST "+peer.CkptTake, func(w http.ResponseWriter, r *http.Request) { a.checkpoints.ServeTake(w, r) })
 	mux.HandleFunc("POST "+peer.CkptKeep, func(w http.ResponseWriter, r *http.Request) { a.checkpoints.ServeKeep(w, r) })
 	mux.HandleFunc("POST "+peer.CkptDrop, func(w http.ResponseWriter, r *http.Request) { a.checkpoints.ServeDrop(w, r) })
-	mux.HandleFunc("POST "+peer.CkptRestore, jsonCall(func(req reopen.Target) (api.RestartResponse, error) {
+	mux.HandleFunc("POST "+peer.CkptRestore, httpx.JSONCall(func(req reopen.Target) (api.RestartResponse, error) {
 		return a.checkpoints.RestoreKept(req)
 	}))
-	mux.HandleFunc("POST "+peer.Reopen, jsonCall(func(req reopen.Request) (reopen.Consent, error) { return a.checkpoints.Reopen(req) }))
-	mux.HandleFunc("POST "+peer.ReopenCommit, jsonCall(func(c reopen.Commit) (map[string]string, error) { return a.checkpoints.Commit(c) }))
-	mux.HandleFunc("POST "+peer.ReopenDone, jsonCall(func(d reopen.Failed) (struct{}, error) { return a.checkpoints.Failed(d) }))
+	mux.HandleFunc("POST "+peer.Reopen, httpx.JSONCall(func(req reopen.Request) (reopen.Consent, error) { return a.checkpoints.Reopen(req) }))
+	mux.HandleFunc("POST "+peer.ReopenCommit, httpx.JSONCall(func(c reopen.Commit) (map[string]string, error) { return a.checkpoints.Commit(c) }))
+	mux.HandleFunc("POST "+peer.ReopenDone, httpx.JSONCall(func(d reopen.Failed) (struct{}, error) { return a.checkpoints.Failed(d) }))
 	mux.HandleFunc("POST "+peer.Restore, func(w http.ResponseWriter, r *http.Request) { a.checkpoints.ServeRestore(w, r) })
-}
-
-// watchedBody is r's body, cut off when a read makes no progress for
-// stallTimeout (the sender's link went down, or it died); stop ends the
-// watch.
-func watchedBody(w http.ResponseWriter, r *http.Request) (io.Reader, func()) {
-	return httpx.WatchedBody(w, r, stallTimeout)
 }

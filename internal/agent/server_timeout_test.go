@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/httpx"
 	"roam/internal/agent/limits"
+	"roam/internal/agent/transport"
 	"roam/internal/api"
 	"roam/internal/secret"
 )
@@ -30,7 +32,7 @@ func TestPeerPortClosesStalledHandshakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := TLSTransport{Config: cfg, Bind: "127.0.0.1:0"}
+	tr := transport.TLS{Config: cfg, Bind: "127.0.0.1:0"}
 	ln, err := tr.Listen()
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +41,7 @@ func TestPeerPortClosesStalledHandshakes(t *testing.T) {
 	mux.HandleFunc("GET /v1/peer/ping", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") })
 	sc := limits.DefaultServer()
 	sc.HeaderTimeout = 300 * time.Millisecond
-	srv := peerServer(sc, mux, log.New(io.Discard, "", 0))
+	srv := httpx.PeerServer(sc, mux, log.New(io.Discard, "", 0))
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 
@@ -103,7 +105,7 @@ func TestAPIBodyTimeout(t *testing.T) {
 		}
 		fmt.Fprintf(w, "done\n")
 	})
-	srv := httptest.NewServer(bodyWithin(300*time.Millisecond, mux))
+	srv := httptest.NewServer(httpx.BodyWithin(300*time.Millisecond, mux))
 	t.Cleanup(srv.Close)
 
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())

@@ -8,11 +8,8 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"net/http"
-	"os"
-	"time"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,45 +62,4 @@ type Prober interface {
 type Transport interface {
 	Listen() (net.Listener, error)
 	Dial(ctx context.Context, addr string) (net.Conn, error)
-}
-
-// TLSTransport is the real Transport: TCP on Bind, TLS 1.3 with client
-// certificates of the cluster's CA.
-type TLSTransport struct {
-	Config *tls.Config
-	Bind   string // host:port of the peer port
-}
-
-func (t TLSTransport) Listen() (net.Listener, error) {
-	ln, err := net.Listen("tcp", t.Bind)
-	if err != nil {
-		return nil, err
-	}
-	return tls.NewListener(ln, t.Config), nil
-}
-
-func (t TLSTransport) Dial(ctx context.Context, addr string) (net.Conn, error) {
-	d := tls.Dialer{Config: t.Config.Clone(), NetDialer: &net.Dialer{Timeout: dialTimeout}}
-	return d.DialContext(ctx, "tcp", addr)
-}
-
-// dialTimeout bounds connecting to a peer.
-const dialTimeout = 5 * time.Second
-
-// ListenAPI opens the CLI's unix socket, readable and writable by every
-// local user (each request is checked against its caller's credentials).
-func ListenAPI(path string) (net.Listener, error) {
-	if err := socketDir(path); err != nil {
-		return nil, err
-	}
-	_ = os.Remove(path) // a socket left by a killed agent
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o666); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return ln, nil
 }

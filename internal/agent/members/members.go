@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"roam/internal/agent/config"
 	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
@@ -62,6 +63,24 @@ type Table struct {
 	selfLoad  float64
 	selfMem   float64
 	lastProbe time.Time
+}
+
+// loadTauIntervals is the time constant of the smoothed CPU load, in load
+// intervals: one hides a single sample's noise (four samples an interval)
+// yet shows a migration within a second or two, which the balancing
+// policies need to see their own moves.
+const loadTauIntervals = 1
+
+// ForNode is an empty members table for node, with its load vector as lc
+// sets it (lc is valid: the config was checked), its placement policy,
+// and its lock's rank.
+func ForNode(node string, lc config.LoadConfig, capacity float64, placement string, rank lockorder.Rank) *Table {
+	lp, _ := load.ParsePolicy(lc.Policy)
+	return New(Config{
+		Self: node, Capacity: capacity, Tau: loadTauIntervals * lc.Interval,
+		Vector: load.NewDisseminator(node, lc.VectorSize, lp, lc.Interval),
+		Rng:    rand.New(rand.NewSource(time.Now().UnixNano())), Placement: placement, Rank: rank,
+	})
 }
 
 // New builds a table that knows of no member yet, not even this node
