@@ -4,7 +4,7 @@ package agent
 // request checked against its caller's credentials), and the other
 // agents', on the peer port (mutual TLS has proved the caller a member;
 // its input is still checked). A call of this node to itself runs the
-// peer routes in process (peer.go).
+// peer routes in process (peer.Loopback, wired in agent.go).
 
 import (
 	"net/http"
