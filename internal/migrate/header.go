@@ -120,6 +120,17 @@ func JobHome(id string) (string, bool) {
 	return id[:i], true
 }
 
+// JobSeq is a job id's home node and its number in the home's job
+// sequence ("HOME.SEQ").
+func JobSeq(id string) (home string, seq uint64, ok bool) {
+	home, ok = JobHome(id)
+	if !ok {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseUint(id[len(home)+1:], 10, 64)
+	return home, seq, err == nil
+}
+
 // Validate checks everything a destination relies on in a header from the
 // network.
 func (h Header) Validate() error {

@@ -14,13 +14,10 @@
 package checkpoints
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"time"
 
 	"roam/internal/agent/jobtable"
@@ -106,25 +103,4 @@ func (c *Checkpoints) sendFile(node, path, file string, size int64, out any) err
 		return err
 	}, out)
 	return peer.Err(err)
-}
-
-// mayTouch says whether caller uid may act on a job of owner: root may,
-// and the job's owner.
-func mayTouch(uid, owner uint32) bool { return uid == 0 || uid == owner }
-
-// newMID is a new run's id (migrate.ValidMID).
-func newMID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// jobSeq is a job id's sequence number at its home (HOMENODE.SEQ).
-func jobSeq(id string) uint64 {
-	home, ok := migrate.JobHome(id)
-	if !ok {
-		return 0
-	}
-	seq, _ := strconv.ParseUint(id[len(home)+1:], 10, 64)
-	return seq
 }

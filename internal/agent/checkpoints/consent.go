@@ -69,7 +69,8 @@ func (c *Checkpoints) Reopen(req reopen.Request) (reopen.Consent, error) {
 		}
 		id = fmt.Sprintf("%s.%d", c.cfg.Self, seq)
 	} else if !had {
-		if err := c.cfg.Store.BumpSeq(jobSeq(id)); err != nil {
+		_, seq, _ := migrate.JobSeq(id)
+		if err := c.cfg.Store.BumpSeq(seq); err != nil {
 			return reopen.Consent{}, err
 		}
 	}

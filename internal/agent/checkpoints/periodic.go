@@ -90,7 +90,7 @@ func (c *Checkpoints) ServeKeep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, stop := httpx.WatchedBody(w, r, c.cfg.Stall)
-	f, err := c.cfg.Keeper.Take(body, r.ContentLength, newMID())
+	f, err := c.cfg.Keeper.Take(body, r.ContentLength, peer.NewMID())
 	stop()
 	if err == nil && f.Hdr.ID != id {
 		os.Remove(f.Path)

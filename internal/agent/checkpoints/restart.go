@@ -44,7 +44,7 @@ func (c *Checkpoints) Restart(caller httpx.Caller, on string, body io.Reader, le
 		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restart: uid %d has another restart in progress", caller.UID)
 	}
 	defer c.cfg.Jobs.EndUpload(caller.UID)
-	f, err := c.cfg.Keeper.Take(body, length, newMID())
+	f, err := c.cfg.Keeper.Take(body, length, peer.NewMID())
 	if err != nil {
 		return api.RestartResponse{}, err
 	}
@@ -84,7 +84,7 @@ func (c *Checkpoints) restoreOn(target string, f keeper.File, req reopen.Target)
 // restartHere runs a restart of the checked checkpoint file f here, and
 // answers once it ended (the job runs here, or nothing of it does).
 func (c *Checkpoints) restartHere(f keeper.File, req reopen.Target) (api.RestartResponse, error) {
-	mid := newMID()
+	mid := peer.NewMID()
 	// Under a name of its own, which a restarted agent keeps for the run.
 	path, err := c.cfg.Keeper.NewPath(keeper.Restarting, mid)
 	if err == nil {
@@ -109,7 +109,7 @@ func (c *Checkpoints) ServeRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, stop := httpx.WatchedBody(w, r, c.cfg.Stall)
-	f, err := c.cfg.Keeper.Take(body, r.ContentLength, newMID())
+	f, err := c.cfg.Keeper.Take(body, r.ContentLength, peer.NewMID())
 	stop()
 	var res api.RestartResponse
 	if err == nil {
@@ -130,7 +130,7 @@ func (c *Checkpoints) RestoreKept(req reopen.Target) (api.RestartResponse, error
 	}
 	// A link of its own: a newer file kept meanwhile replaces the name,
 	// not what is checked and restored.
-	f, err := c.cfg.Keeper.Open(req.ID, newMID(), c.cfg.Self)
+	f, err := c.cfg.Keeper.Open(req.ID, peer.NewMID(), c.cfg.Self)
 	if err != nil {
 		return api.RestartResponse{}, err
 	}

@@ -26,7 +26,7 @@ func (c *Checkpoints) Checkpoint(caller httpx.Caller, req api.CheckpointRequest,
 	if err != nil {
 		return err
 	}
-	if !mayTouch(caller.UID, rec.UID) {
+	if !caller.MayAct(rec.UID) {
 		return errkind.New(peer.ErrPermission, "%s: permission denied", req.ID)
 	}
 	if rec.State != api.StateRunning {

@@ -52,10 +52,6 @@ type Jobs struct {
 // New builds a Jobs from its owners.
 func New(c Config) *Jobs { return &Jobs{c} }
 
-// CanTouch says whether caller c may act on a job of uid: their own, or
-// any for root.
-func CanTouch(c httpx.Caller, uid uint32) bool { return c.UID == 0 || c.UID == uid }
-
 // Record returns a job's record from its home node (this one or another).
 func (j *Jobs) Record(id string) (job.Record, error) {
 	home, ok := migrate.JobHome(id)
@@ -95,7 +91,7 @@ func (j *Jobs) Kill(c httpx.Caller, req api.KillRequest) ([]api.KillResult, erro
 		switch {
 		case err != nil:
 			res.Error = err.Error()
-		case !CanTouch(c, r.UID):
+		case !c.MayAct(r.UID):
 			res.Error = id + ": permission denied"
 		case r.Over():
 			res.Error = fmt.Sprintf("%s: job has %s", id, r.State)

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"roam/internal/agent/httpx"
-	"roam/internal/agent/launch"
 	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/job"
+	"roam/internal/migrate"
 	"roam/internal/sched"
 )
 
@@ -47,7 +47,7 @@ func (j *Jobs) PS(c httpx.Caller, all bool) []api.Job {
 	out := []api.Job{}
 	for _, p := range parts {
 		for _, r := range p.Records {
-			if !CanTouch(c, r.UID) || (!all && r.UID != c.UID) {
+			if !c.MayAct(r.UID) || (!all && r.UID != c.UID) {
 				continue
 			}
 			u := use[r.ID]
@@ -72,8 +72,8 @@ func (j *Jobs) PS(c httpx.Caller, all bool) []api.Job {
 // sortJobs orders jobs by their home, then their number there.
 func sortJobs(js []api.Job) {
 	sort.Slice(js, func(i, j int) bool {
-		hi, si, _ := launch.JobSeq(js[i].ID)
-		hj, sj, _ := launch.JobSeq(js[j].ID)
+		hi, si, _ := migrate.JobSeq(js[i].ID)
+		hj, sj, _ := migrate.JobSeq(js[j].ID)
 		if hi != hj {
 			return sched.IDLess(hi, hj)
 		}

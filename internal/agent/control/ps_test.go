@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"roam/internal/agent/launch"
 	"roam/internal/api"
+	"roam/internal/migrate"
 )
 
 // TestSortJobsBySequence: roam ps lists each home's jobs by sequence
@@ -23,11 +23,11 @@ func TestSortJobsBySequence(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("sorted %v, want %v", got, want)
 	}
-	if h, seq, ok := launch.JobSeq("n2.18446744073709551615"); !ok || h != "n2" || seq != 1<<64-1 {
+	if h, seq, ok := migrate.JobSeq("n2.18446744073709551615"); !ok || h != "n2" || seq != 1<<64-1 {
 		t.Fatalf("JobSeq = %q %d %v", h, seq, ok)
 	}
 	for _, bad := range []string{"n2", "n2.", ".3", "n2.x", "n2.18446744073709551616"} {
-		if _, _, ok := launch.JobSeq(bad); ok {
+		if _, _, ok := migrate.JobSeq(bad); ok {
 			t.Fatalf("JobSeq(%q) ok", bad)
 		}
 	}

@@ -25,6 +25,10 @@ type Caller struct {
 	Groups   []uint32 // supplementary groups
 }
 
+// MayAct says whether c may act on a job of user uid (read it, signal
+// it, checkpoint it): root may, and the job's owner.
+func (c Caller) MayAct(uid uint32) bool { return c.UID == 0 || c.UID == uid }
+
 // CallerOf returns the caller of a request on the API socket.
 func CallerOf(r *http.Request) (Caller, bool) {
 	c, ok := r.Context().Value(ctxKey{}).(Caller)

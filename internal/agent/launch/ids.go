@@ -5,22 +5,11 @@ package launch
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"roam/internal/api"
 	"roam/internal/migrate"
 )
-
-// JobSeq is a job id's home node and sequence number (HOMENODE.SEQ).
-func JobSeq(id string) (string, uint64, bool) {
-	home, ok := migrate.JobHome(id)
-	if !ok {
-		return "", 0, false
-	}
-	seq, err := strconv.ParseUint(id[len(home)+1:], 10, 64)
-	return home, seq, err == nil
-}
 
 // Reload puts in the job table, at start, what an earlier run left in the
 // store, and moves the job sequence past every record's id.
@@ -42,7 +31,7 @@ func (s *Starter) Reload(now time.Time) error {
 	}
 	var last uint64
 	for i := range recs {
-		if h, seq, ok := JobSeq(recs[i].ID); ok && h == s.cfg.Self {
+		if h, seq, ok := migrate.JobSeq(recs[i].ID); ok && h == s.cfg.Self {
 			last = max(last, seq)
 		}
 	}

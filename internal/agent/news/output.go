@@ -34,7 +34,7 @@ func (r *Relay) JobOutput(c httpx.Caller, id string, out, errOff int64, wait tim
 	if err != nil {
 		return api.Output{}, err
 	}
-	if !canTouch(c, rec.UID) {
+	if !c.MayAct(rec.UID) {
 		return api.Output{}, errkind.New(peer.ErrPermission, "%s: permission denied", id)
 	}
 	var o api.Output
@@ -86,7 +86,3 @@ func (r *Relay) Output(id string, outOff, errOff int64, wait time.Duration) (api
 		}
 	}
 }
-
-// canTouch says whether caller c may read or write a job of user uid:
-// its owner, or root.
-func canTouch(c httpx.Caller, uid uint32) bool { return c.UID == 0 || c.UID == uid }

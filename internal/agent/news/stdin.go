@@ -64,7 +64,7 @@ func (r *Relay) Stdin(c httpx.Caller, id string, data []byte, eof bool) (api.Std
 	if err != nil {
 		return api.StdinResult{}, err
 	}
-	if !canTouch(c, rec.UID) {
+	if !c.MayAct(rec.UID) {
 		return api.StdinResult{}, errkind.New(peer.ErrPermission, "%s: permission denied", id)
 	}
 	return r.stdinOn(rec.Node, id, data, eof)
