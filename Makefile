@@ -93,7 +93,7 @@ fuzz-until:
 # clock and network: 10,000 migrations under faults, herding, reservation
 # expiry), the layout rules.
 unit:
-	$(GO) test -count=1 ./internal/load/ ./internal/sched/ ./internal/migrate/ ./internal/ckpt/ ./internal/cgroup/ ./internal/secret/ ./internal/agent/ ./internal/bench/ ./internal/api/ ./internal/emu/ ./cmd/roam/ ./test/layout/
+	$(GO) test -count=1 ./internal/load/ ./internal/sched/ ./internal/migrate/ ./internal/ckpt/ ./internal/cgroup/ ./internal/secret/ ./internal/agent/... ./internal/bench/ ./internal/api/ ./internal/emu/ ./cmd/roam/ ./test/layout/
 
 demo: build
 	@bash scripts/demo.sh

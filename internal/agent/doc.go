@@ -22,7 +22,7 @@ import "roam/internal/lockorder"
 //	                       measured; the rounds' moves, admissions,
 //	                       policy loads, `roam events`
 //	drain                  the node's drain state, its copy in      scheduler (Drain)
-//	                       the job table
+//	                       the store
 //	gossip                 memberlist, the node's metadata, the     gossip
 //	                       load messages, the join and load loops
 //	members                membership, the load vector              members
@@ -41,20 +41,20 @@ import "roam/internal/lockorder"
 // httpx, transport and stats are the agent's edges and counters.
 //
 // Who calls whom: the routes (routes.go, the one table) call the
-// concerns' types directly; memberlist calls the gossip, which calls the
-// members table, the rounds and the scheduler; the loops (the relay's,
-// the checkpoints', the rounds', the gossip's) run on their own. What a
-// concern needs of another comes as a func of its Config, made in
-// wire.go over the agent and read at each call. The drivers of the
-// migration machines (package outbound: migrate.Source, for a migration
-// leaving and a checkpoint; package inbound: migrate.Dest, for a
-// migration coming and a restart; both through drive.Loop) carry out
-// what package migrate decides, through the job table, the moves, the
-// keeper, the page streams and the peer client; package checkpoints
-// starts a checkpoint or a restart through them, the scheduler a move.
-// The agent itself is the wiring (agent.go, wire.go), the servers
-// (server.go) and the route table: no owner calls it, and no sub-package
-// imports it (test/layout).
+// concerns' types directly; memberlist calls the gossip, which calls
+// the members table, the rounds, the scheduler, the drain and the job
+// table; the loops (the relay's, the checkpoints', the rounds', the
+// gossip's) run on their own. What a concern needs of another comes as
+// a func of its Config, made in wire.go over the agent and read at each
+// call. The drivers of the migration machines (package outbound:
+// migrate.Source, for a migration leaving and a checkpoint; package
+// inbound: migrate.Dest, for a migration coming and a restart; both
+// through drive.Loop) carry out what package migrate decides, through
+// the job table, the moves, the keeper, the page streams and the peer
+// client; package checkpoints starts a checkpoint or a restart through
+// them, the scheduler a move. The agent itself is the wiring (agent.go,
+// wire.go), the servers (server.go) and the route table: no owner calls
+// it, and no sub-package imports it (test/layout).
 
 // The agent's locks, outermost first: a goroutine that holds one takes
 // only locks further down this list, never one above it nor a second of
@@ -65,7 +65,7 @@ import "roam/internal/lockorder"
 // The load vector has no lock of its own: it is under the members table's.
 const (
 	// rankDrain is the drain's lock (scheduler.Drain): a drain's change
-	// of the node's state, with its copy in the job table and the
+	// of the node's state, with its copy in the store and the
 	// gossiped metadata (it calls the gossip's Advertise, which takes
 	// metaMu, with it held, so the members hear the changes in order).
 	rankDrain lockorder.Rank = iota + 1

@@ -6,7 +6,7 @@
 // the home's side (package checkpoints, consent.go) answers, and what that
 // side keeps of the runs (Mark, Ended, Current). It must not touch
 // the job table, CRIU, or any file but the checkpoint it reads; package
-// agent's driver (migrate_dest.go) does the rest of the run.
+// agent's destination driver (package inbound) does the rest of the run.
 package reopen
 
 import (

@@ -1,7 +1,7 @@
 package scheduler
 
 // Draining a node (roam node drain, resume, remove). The node itself
-// keeps the state, in its job table (so it outlives a restart), and
+// keeps the state, in its job store (bbolt: it outlives a restart), and
 // tells the cluster in its gossip metadata; its scheduler's rounds are
 // then sched.Drain's, and no node places or moves a job there.
 
@@ -48,7 +48,7 @@ type DrainConfig struct {
 	Rank lockorder.Rank
 }
 
-// Drain is this node's drain state, with its copy in the job table and
+// Drain is this node's drain state, with its copy in the job store and
 // in the gossiped metadata.
 type Drain struct {
 	c  DrainConfig
