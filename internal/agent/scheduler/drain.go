@@ -65,7 +65,7 @@ func NewDrain(c DrainConfig) *Drain {
 	return d
 }
 
-// Restore takes the state the job table kept (at start), without
+// Restore takes the state the job store kept (at start), without
 // gossiping it: memberlist asks for the metadata when it starts.
 func (d *Drain) Restore() {
 	d.mu.Lock()
