@@ -436,10 +436,10 @@ func (a *fzAgent) reset(t *testing.T) {
 	a.event = scheduler.Recorder(a.cfg.NodeID, a.log, a.events)
 	a.members = newMembers(a.cfg, a.capacity, a.pol.Policy.Placement)
 	a.members.Join(members.Member{Addr: "127.0.0.1:7946", PeerAddr: a.peers.SelfAddr, Capacity: a.capacity}, 0, time.Time{})
-	// The job table is emptied and seeded in place, under its lock: a
-	// goroutine the last input started may still hold it (inbound's carryOut,
-	// pruneMigrations), and a table put in its place would have it unlock
-	// a mutex it never locked.
+	// The job table is emptied (and seeded below) in place, under its
+	// lock: a goroutine the last input started may still hold it
+	// (inbound's carryOut, pruneMigrations), and a table put in its place
+	// would have it unlock a mutex it never locked.
 	if a.jobs == nil {
 		a.jobs = jobtable.New(a.store, a.spools, rankJobs)
 	}
@@ -456,26 +456,18 @@ func (a *fzAgent) reset(t *testing.T) {
 	*a.news = *newNews(a.Agent)
 	// The migration drivers hold the parts put in place above.
 	wireMigration(a.Agent)
-	j := a.jobs
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
 	a.migr.Clear()
 	code := 0
-	for _, r := range []job.Record{
+	a.jobs.Seed([]job.Record{
 		{ID: fzHome, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/", Home: fzSelf, Node: "n3",
 			State: job.StateRunning, Started: fzStarted, Migrations: 2, Group: fzHome,
 			MigrationLog: []job.Migration{{MID: fzMID, Seq: 2, From: "n2", To: "n3", OK: true}}},
 		{ID: fzLost, UID: 1000, Home: fzSelf, Node: "n4", State: job.StateLost, Started: fzStarted, LostAt: fzStarted.Add(time.Hour), Group: fzLost},
 		{ID: fzOver, UID: 0, Home: fzSelf, Node: "n3", State: job.StateFinished, ExitCode: &code, Started: fzStarted, Ended: fzStarted.Add(time.Minute), Group: fzOver},
-	} {
-		a.jobs.HomeRecs[r.ID] = &r
-	}
-	for _, l := range []job.Local{
+	}, []job.Local{
 		{ID: fzLocal, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID, StartTix: fzTix, Dir: n.SpoolDir(fzLocal), Started: fzStarted, Hold: migrate.HoldManual},
 		{ID: fzPinned, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID + 1, StartTix: fzTix, Dir: n.SpoolDir(fzPinned), Started: fzStarted, Hold: migrate.HoldPin},
-	} {
-		a.jobs.LocalJobs[l.ID] = &jobtable.Local{Rec: l}
-	}
+	})
 }
 
 // call runs one request through the peer routes.

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"roam/internal/agent/jobtable"
 	"roam/internal/job"
 	"roam/internal/sched"
 )
@@ -46,15 +45,12 @@ func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 	p := &threadsProber{tids: map[int]uint64{101: 7, 102: 8, 201: 9, 202: 10, 301: 11, 401: 12}}
 	a.prober = p
 	wireScheduling(a.Agent) // the scheduler of this prober
-	a.jobs.Mu.Lock()
-	a.jobs.LocalJobs["n1.1"] = &jobtable.Local{Rec: job.Local{ID: "n1.1", PID: 101, StartTix: 7}}
-	a.jobs.LocalJobs["n1.2"] = &jobtable.Local{Rec: job.Local{ID: "n1.2", PID: 201, StartTix: 9}}
-	a.jobs.LocalJobs["n1.3"] = &jobtable.Local{Rec: job.Local{ID: "n1.3", PID: 401, StartTix: 5}}
+	a.jobs.Seed(nil, []job.Local{{ID: "n1.1", PID: 101, StartTix: 7}, {ID: "n1.2", PID: 201, StartTix: 9}, {ID: "n1.3", PID: 401, StartTix: 5}})
 	var want []int
-	for _, j := range a.jobs.LocalJobs {
+	refs, _ := a.jobs.Refs()
+	for _, j := range refs {
 		want = append(want, j.Rec.PID)
 	}
-	a.jobs.Mu.Unlock()
 
 	if got := a.sched.Runnable(); got != 4 {
 		t.Fatalf("runnable threads %d, want 4 (the two programs, the other process, the reused pid); left out %v", got, p.skip)
