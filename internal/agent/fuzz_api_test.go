@@ -14,7 +14,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -35,39 +34,9 @@ import (
 	"roam/internal/agent/reopen"
 	"roam/internal/api"
 	"roam/internal/asuser"
-	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/migrate"
-	"roam/internal/proctext"
 )
-
-// What the fuzz node answers past Start: every job runs as root and has
-// nothing to say of itself; it moves nowhere (Inspect pins it) and dumps
-// nothing. An input that gets this far is refused there, with the job
-// running on.
-func (n *fzNode) Owner(pid int) (uint32, bool) {
-	if pid == fzOwnPID {
-		return 1000, true
-	}
-	return 0, pid == fzPID || pid == fzPID+1
-}
-func (n *fzNode) StdinKey(pid int) string                          { return "" }
-func (n *fzNode) Usage(id string, pid int) (float64, float64)      { return 1, 10 }
-func (n *fzNode) Tidy()                                            {}
-func (n *fzNode) Activity(pid int) (int, uint64, float64)          { return 1, 0, 10 }
-func (n *fzNode) Stopped(pid int) bool                             { return false }
-func (n *fzNode) Creds(pid int) ([]proctext.Creds, error)          { return nil, errFzNode }
-func (n *fzNode) Mounts(pid int) ([]string, error)                 { return nil, errFzNode }
-func (n *fzNode) Checkpoint(pid int, dir string, m []string) error { return errFzNode }
-func (n *fzNode) Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict {
-	return migrate.Verdict{Pin: "fuzz node: no job moves"}
-}
-func (n *fzNode) Dump(pid int, dir string, m []string, pages net.Conn) (ckpt.Times, error) {
-	return nil, errFzNode
-}
-func (n *fzNode) DumpLazy(pid int, dir string, m []string) (ckpt.LazyDump, ckpt.Times, error) {
-	return nil, nil, errFzNode
-}
 
 // fzSeal appends to body the seal of a checkpoint file of agent a: what a
 // member of the cluster would send.
@@ -449,7 +418,7 @@ func FuzzAPI(f *testing.F) {
 		var kill api.KillRequest
 		if path == "kill" && fzDecode(body, &kill) && kill.Signal >= 1 && kill.Signal <= 64 &&
 			slices.Contains(kill.IDs, fzOwn) && (c.UID == 0 || c.UID == 1000) &&
-			!slices.Contains(a.node.signals, fzSignal{fzOwnPID, syscall.Signal(kill.Signal)}) {
+			!slices.Contains(a.node.signals, sentSignal{fzOwnPID, syscall.Signal(kill.Signal)}) {
 			t.Fatalf("kill by uid %d of %s with %d: signals sent %v", c.UID, fzOwn, kill.Signal, a.node.signals)
 		}
 		if c.UID == 0 {

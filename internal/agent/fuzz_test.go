@@ -27,7 +27,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,7 +39,6 @@ import (
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/scheduler"
 	"roam/internal/agent/spool"
-	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/load"
 	"roam/internal/migrate"
@@ -72,77 +70,43 @@ var fzStarted = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // fzNodeID is a node id (Config.Validate).
 var fzNodeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$`)
 
-// fzNode is the node behind the agent: it records what the agent asks
-// of it and does nothing. A part method not defined here is nil: a fuzz
-// input that reaches one panics, which says the target went further than
-// it was built for.
-type fzNode struct {
-	job.Processes
-	ckpt.Checkpointer
-	spool string
+// fzThread is the one thread that runs on the fuzz node, no job's: its
+// load is the same whatever jobs the table holds.
+const fzThread = 4000
 
-	mu        sync.Mutex
-	started   []job.Spec
-	signals   []fzSignal
-	kills     []int
-	restores  []ckpt.RestoreSpec
-	sinks     int
-	onRestore func(ckpt.RestoreSpec)
-}
-
-type fzSignal struct {
-	pid int
-	sig syscall.Signal
+// newFzNode is the node behind the fuzz harness's agent, its spool in
+// spool: a fake node on a world of its own. Nothing starts there, no page
+// server runs, every dump and restore fails and every job is pinned, so
+// that an input that gets that far is refused there, with the job running
+// on. Its clock stands still, so that its jobs' CPU time stays what
+// fzSeedNode gave them, and one thread runs there (fzThread).
+func newFzNode(spool string) *fakeNode {
+	w := newWorld(1)
+	w.now = func() time.Time { return fzStarted }
+	w.startFail, w.pagesFail, w.dumpFail, w.restoreFail = 1, 1, 1, 1
+	return &fakeNode{w: w, name: fzSelf, spool: spool, pin: "fuzz node: no job moves", threads: map[int]uint64{fzThread: 1}}
 }
 
-var errFzNode = errors.New("fuzz node: refused")
-
-func (n *fzNode) Start(s job.Spec) (*job.Proc, error) {
+// fzSeedNode forgets what n was asked and puts its world back as the
+// fuzz harness's inputs start from: fzLocal runs as root and fzOwn as A
+// (uid 1000), each with one second of CPU time; fzPinned's record names a
+// pid no process has.
+func fzSeedNode(n *fakeNode) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.started = append(n.started, s)
-	return nil, errFzNode
-}
-func (n *fzNode) SpoolDir(id string) string { return filepath.Join(n.spool, id) }
-func (n *fzNode) Alive(pid int, tix uint64) bool {
-	return (pid == fzPID || pid == fzOwnPID) && (tix == fzTix || tix == 0)
-}
-func (n *fzNode) StartTicks(pid int) uint64 {
-	if pid == fzPID || pid == fzOwnPID {
-		return fzTix
-	}
-	return 0
-}
-func (n *fzNode) Signal(pid int, sig syscall.Signal) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.signals = append(n.signals, fzSignal{pid, sig})
-	return nil
-}
-func (n *fzNode) Kill(pid int, tix uint64, wait time.Duration) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.kills = append(n.kills, pid)
-}
-func (n *fzNode) Settle(id string, pid int) error { return nil }
-func (n *fzNode) Runnable(map[int]uint64) int     { return 1 }
-func (n *fzNode) MemFreeMB() float64              { return 4096 }
-func (n *fzNode) Sink(dir string) (ckpt.Sink, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.sinks++
-	return nil, errFzNode
-}
-func (n *fzNode) StoppedCopies(id, spool string) []int { return nil }
-func (n *fzNode) Restore(s ckpt.RestoreSpec) (int, ckpt.Times, error) {
-	n.mu.Lock()
-	n.restores = append(n.restores, s)
-	f := n.onRestore
+	n.started, n.signals, n.kills, n.restores, n.sinks, n.onRestore = nil, nil, nil, nil, 0, nil
 	n.mu.Unlock()
-	if f != nil {
-		f(s)
+	w := n.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.procs = map[int]*fproc{}
+	for _, p := range []*fproc{
+		{pid: fzPID, tix: fzTix, job: fzLocal, spool: n.SpoolDir(fzLocal)},
+		{pid: fzOwnPID, tix: fzTix, job: fzOwn, spool: n.SpoolDir(fzOwn), uid: 1000},
+	} {
+		p.node, p.state, p.exit, p.cpu = n.name, running, make(chan struct{}), 1
+		w.procs[p.pid] = p
 	}
-	return 0, nil, errFzNode
+	w.ended, w.counts, w.broken = map[string]bool{}, map[string]int{}, nil
 }
 
 // fzListener and fzTransport are parts New wants and these tests never use.
@@ -168,15 +132,15 @@ func (fzNoNet) RoundTrip(*http.Request) (*http.Response, error) {
 
 // fzBare is an agent as New makes it, with no job table, and the
 // scheduling's owners: enough for what memberlist calls.
-func fzBare(tb testing.TB) (*Agent, *fzNode) { return fzBareIn(tb, "/nonexistent/state") }
+func fzBare(tb testing.TB) (*Agent, *fakeNode) { return fzBareIn(tb, "/nonexistent/state") }
 
 // fzBareIn is fzBare with its state in dir.
-func fzBareIn(tb testing.TB, dir string) (*Agent, *fzNode) {
+func fzBareIn(tb testing.TB, dir string) (*Agent, *fakeNode) {
 	tb.Helper()
 	cfg := config.Default()
 	cfg.NodeID, cfg.BindAddr, cfg.Capacity, cfg.Scheduler = fzSelf, "127.0.0.1", 2, "static"
 	cfg.SecretFile, cfg.StateDir, cfg.Socket = "/nonexistent/secret", dir, "/nonexistent/sock"
-	node := &fzNode{spool: "/nonexistent/spool"}
+	node := newFzNode("/nonexistent/spool")
 	a, err := New(cfg, Parts{API: fzListener{}, Transport: fzTransport{}, GossipKey: make([]byte, 32),
 		Checkpointer: node, Processes: node, Prober: node}, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -240,7 +204,7 @@ const fzStoreMax = 1 << 20
 // two jobs of n1 running here (placed by hand, and pinned).
 type fzAgent struct {
 	*Agent
-	node *fzNode
+	node *fakeNode
 	dir  string
 	pol  *sched.Scheduler // the policy it started with
 	// seeded stamps the state directory as reset left it (fingerprint).
@@ -424,9 +388,7 @@ func (a *fzAgent) reset(t *testing.T) {
 		a.seeded = a.fingerprint()
 	}
 	n := a.node
-	n.mu.Lock()
-	n.started, n.signals, n.kills, n.restores, n.sinks, n.onRestore = nil, nil, nil, nil, 0, nil
-	n.mu.Unlock()
+	fzSeedNode(n)
 
 	a.stop = make(chan struct{})
 	a.memberLeft = make(chan struct{}, 1)
