@@ -556,9 +556,7 @@ func (x *authzEnv) startJobs() {
 		x.t.Cleanup(func() { r.Close(); w.Close() })
 		j.stdin = r
 		a := x.c.nodes[on].a
-		a.jobs.Mu.Lock()
-		a.jobs.LocalJobs[j.id].Stdin = w
-		a.jobs.Mu.Unlock()
+		a.jobs.SetStdin(j.id, w)
 
 		// The event a policy's failed move of the job records
 		// (scheduler.Scheduler.Move): the destination's refusal names

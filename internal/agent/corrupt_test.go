@@ -111,13 +111,11 @@ func TestAgentsAckOnlyWhatIsDurable(t *testing.T) {
 		c.say(1, id, "last words")
 		c.endJob(1, id)
 		time.Sleep(3 * jobtable.AliveEvery)
-		n2.a.jobs.Mu.Lock()
-		lj := n2.a.jobs.LocalJobs[id]
-		n2.a.jobs.Mu.Unlock()
-		if lj == nil {
+		rec, here := n2.a.jobs.LocalRec(id)
+		if !here {
 			t.Fatal("the node forgot the job on an acknowledgement the home could not keep")
 		}
-		if b, err := os.ReadFile(filepath.Join(lj.Rec.Dir, "stdout")); err != nil || string(b) != "last words\n" {
+		if b, err := os.ReadFile(filepath.Join(rec.Dir, "stdout")); err != nil || string(b) != "last words\n" {
 			t.Fatalf("the node's spool: %q %v", b, err)
 		}
 		if r := c.homeRec(id); r.State != job.StateRunning {

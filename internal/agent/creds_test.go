@@ -226,10 +226,9 @@ func TestAgentsRefuseACheckpointOfTasksTheOwnerCannotRead(t *testing.T) {
 		}
 		// roam-init, the job's first process, makes itself non-dumpable:
 		// not a refusal.
-		a.jobs.Mu.Lock()
 		initAs := noDump
-		initAs.PID = a.jobs.LocalJobs[id].Rec.PID
-		a.jobs.Mu.Unlock()
+		rec, _ := a.jobs.LocalRec(id)
+		initAs.PID = rec.PID
 		for _, as := range []proctext.Creds{mine, initAs} {
 			n1.mu.Lock()
 			n1.frozenAs = &as

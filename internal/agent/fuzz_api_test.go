@@ -14,7 +14,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -35,39 +34,9 @@ import (
 	"roam/internal/agent/reopen"
 	"roam/internal/api"
 	"roam/internal/asuser"
-	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/migrate"
-	"roam/internal/proctext"
 )
-
-// What the fuzz node answers past Start: every job runs as root and has
-// nothing to say of itself; it moves nowhere (Inspect pins it) and dumps
-// nothing. An input that gets this far is refused there, with the job
-// running on.
-func (n *fzNode) Owner(pid int) (uint32, bool) {
-	if pid == fzOwnPID {
-		return 1000, true
-	}
-	return 0, pid == fzPID || pid == fzPID+1
-}
-func (n *fzNode) StdinKey(pid int) string                          { return "" }
-func (n *fzNode) Usage(id string, pid int) (float64, float64)      { return 1, 10 }
-func (n *fzNode) Tidy()                                            {}
-func (n *fzNode) Activity(pid int) (int, uint64, float64)          { return 1, 0, 10 }
-func (n *fzNode) Stopped(pid int) bool                             { return false }
-func (n *fzNode) Creds(pid int) ([]proctext.Creds, error)          { return nil, errFzNode }
-func (n *fzNode) Mounts(pid int) ([]string, error)                 { return nil, errFzNode }
-func (n *fzNode) Checkpoint(pid int, dir string, m []string) error { return errFzNode }
-func (n *fzNode) Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict {
-	return migrate.Verdict{Pin: "fuzz node: no job moves"}
-}
-func (n *fzNode) Dump(pid int, dir string, m []string, pages net.Conn) (ckpt.Times, error) {
-	return nil, errFzNode
-}
-func (n *fzNode) DumpLazy(pid int, dir string, m []string) (ckpt.LazyDump, ckpt.Times, error) {
-	return nil, nil, errFzNode
-}
 
 // fzSeal appends to body the seal of a checkpoint file of agent a: what a
 // member of the cluster would send.
@@ -138,10 +107,7 @@ func FuzzPeerControl(f *testing.F) {
 	f.Fuzz(func(t *testing.T, route uint8, value string, body []byte) {
 		a := pool.get(t)
 		path := fzControlRoutes[int(route)%len(fzControlRoutes)]
-		home := map[string]job.Record{}
-		for id, r := range a.jobs.HomeRecs {
-			home[id] = *r
-		}
+		home := a.jobs.Homes()
 		var w *httptest.ResponseRecorder
 		switch path {
 		case "purge":
@@ -152,8 +118,9 @@ func FuzzPeerControl(f *testing.F) {
 			if !ok && w.Code != http.StatusBadRequest {
 				t.Fatalf("purge of %q answered %d", body, w.Code)
 			}
+			after := a.jobs.Homes()
 			for id, r := range home {
-				if _, kept := a.jobs.HomeRecs[id]; !kept && (!ok || !r.Over() || !req.All && r.UID != req.UID) {
+				if _, kept := after[id]; !kept && (!ok || !r.Over() || !req.All && r.UID != req.UID) {
 					t.Fatalf("purge %q removed job %s (uid %d, %s)", body, id, r.UID, r.State)
 				}
 			}
@@ -165,10 +132,11 @@ func FuzzPeerControl(f *testing.F) {
 			if !fzQuiet(t, a) {
 				t.Fatalf("migrate/out %q: a migration runs on after its answer", body)
 			}
+			refs, _ := a.jobs.Refs()
 			for _, id := range []string{fzLocal, fzPinned} {
-				lj := a.jobs.LocalJobs[id]
-				if lj == nil || lj.Migrating {
-					t.Fatalf("migrate/out %q: job %s no longer runs here as before (%+v)", body, id, lj)
+				i := slices.IndexFunc(refs, func(r jobtable.JobRef) bool { return r.Rec.ID == id })
+				if i < 0 || refs[i].Migrating {
+					t.Fatalf("migrate/out %q: job %s no longer runs here as before (%+v)", body, id, refs)
 				}
 			}
 			if len(a.node.signals) > 0 || len(a.node.kills) > 0 {
@@ -222,12 +190,8 @@ func FuzzPeerControl(f *testing.F) {
 func fzQuiet(t *testing.T, a *fzAgent) bool {
 	t.Helper()
 	for range 500 {
-		a.jobs.Mu.Lock()
-		busy := false
-		for _, lj := range a.jobs.LocalJobs {
-			busy = busy || lj.Migrating
-		}
-		a.jobs.Mu.Unlock()
+		refs, _ := a.jobs.Refs()
+		busy := slices.ContainsFunc(refs, func(r jobtable.JobRef) bool { return r.Migrating })
 		if !busy {
 			return true
 		}
@@ -382,12 +346,10 @@ func FuzzAPI(f *testing.F) {
 	var cur *fzAgent
 	f.Fuzz(func(t *testing.T, route, who uint8, id string, seal bool, body []byte) {
 		a := pool.get(t)
-		a.jobs.Mu.Lock()
-		a.jobs.HomeRecs[fzOwn] = &job.Record{ID: fzOwn, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/",
-			Home: fzSelf, Node: fzSelf, State: job.StateRunning, Started: fzStarted, Group: fzOwn}
-		a.jobs.LocalJobs[fzOwn] = &jobtable.Local{Rec: job.Local{ID: fzOwn, Home: fzSelf, HomeAddr: a.peers.SelfAddr, UID: 1000, GID: 1000,
-			PID: fzOwnPID, StartTix: fzTix, Dir: a.node.SpoolDir(fzOwn), Started: fzStarted}}
-		a.jobs.Mu.Unlock()
+		a.jobs.Seed([]job.Record{{ID: fzOwn, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/",
+			Home: fzSelf, Node: fzSelf, State: job.StateRunning, Started: fzStarted, Group: fzOwn}},
+			[]job.Local{{ID: fzOwn, Home: fzSelf, HomeAddr: a.peers.SelfAddr, UID: 1000, GID: 1000,
+				PID: fzOwnPID, StartTix: fzTix, Dir: a.node.SpoolDir(fzOwn), Started: fzStarted}})
 		if cur != a {
 			// The pool made a new agent: the socket's routes are its own.
 			mux = http.NewServeMux()
@@ -403,9 +365,9 @@ func FuzzAPI(f *testing.F) {
 			body = fzSeal(a.Agent, body)
 		}
 		others := map[string]job.Record{}
-		for jid, r := range a.jobs.HomeRecs {
+		for jid, r := range a.jobs.Homes() {
 			if r.UID != c.UID {
-				others[jid] = *r
+				others[jid] = r
 			}
 		}
 		policy, draining := a.sched.Policy(), a.drain.On()
@@ -443,8 +405,8 @@ func FuzzAPI(f *testing.F) {
 		// A restore runs as the job of the checkpoint's owner, whoever
 		// asked: never under another user's record.
 		for _, s := range a.node.restores {
-			if r := a.jobs.HomeRecs[s.ID]; hdrErr != nil || r != nil && r.UID != hdr.UID {
-				t.Fatalf("restart by uid %d restored job %s of uid %d under a record of uid %v (%v)", c.UID, s.ID, hdr.UID, r, hdrErr)
+			if r, err := a.jobs.HomeRecord(s.ID); hdrErr != nil || err == nil && r.UID != hdr.UID {
+				t.Fatalf("restart by uid %d restored job %s of uid %d under a record of uid %v (%v)", c.UID, s.ID, hdr.UID, r.UID, hdrErr)
 			}
 		}
 		for _, s := range a.node.started {
@@ -456,7 +418,7 @@ func FuzzAPI(f *testing.F) {
 		var kill api.KillRequest
 		if path == "kill" && fzDecode(body, &kill) && kill.Signal >= 1 && kill.Signal <= 64 &&
 			slices.Contains(kill.IDs, fzOwn) && (c.UID == 0 || c.UID == 1000) &&
-			!slices.Contains(a.node.signals, fzSignal{fzOwnPID, syscall.Signal(kill.Signal)}) {
+			!slices.Contains(a.node.signals, sentSignal{fzOwnPID, syscall.Signal(kill.Signal)}) {
 			t.Fatalf("kill by uid %d of %s with %d: signals sent %v", c.UID, fzOwn, kill.Signal, a.node.signals)
 		}
 		if c.UID == 0 {
@@ -478,7 +440,7 @@ func FuzzAPI(f *testing.F) {
 			t.Fatalf("%s by uid %d of job %s (uid %d) answered 200: %s", path, c.UID, named, r.UID, w.Body)
 		}
 		for jid, r := range others {
-			if now := a.jobs.HomeRecs[jid]; now == nil || !reflect.DeepEqual(*now, r) {
+			if now, err := a.jobs.HomeRecord(jid); err != nil || !reflect.DeepEqual(now, r) {
 				t.Fatalf("%s by uid %d changed job %s of uid %d: %+v", path, c.UID, jid, r.UID, now)
 			}
 		}
@@ -521,7 +483,7 @@ func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newFzAgent(t, st)
-	before := *a.jobs.HomeRecs[fzOver]
+	before, _ := a.jobs.HomeRecord(fzOver)
 	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Node: "n3",
 		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Started: time.Date(2025, 5, 5, 0, 0, 0, 0, time.UTC)}}
 	// fzHome's id, but not fzHome (another start time): a new id.
@@ -529,12 +491,12 @@ func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "another job's") {
 		t.Fatalf("restart into a taken id: %v, want a refusal naming it", err)
 	}
-	if now := *a.jobs.HomeRecs[fzOver]; !reflect.DeepEqual(now, before) {
+	if now, _ := a.jobs.HomeRecord(fzOver); !reflect.DeepEqual(now, before) {
 		t.Fatalf("job %s changed: %+v, was %+v", fzOver, now, before)
 	}
 	// The refused id is used up: the next restart gets a new one.
 	ans, err := a.checkpoints.Reopen(reopen.Request{MID: "00000000000000b2", ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})
-	if err != nil || ans.ID == fzOver || ans.ID == fzHome || a.jobs.HomeRecs[ans.ID] == nil || a.jobs.HomeRecs[ans.ID].UID != 1000 {
+	if r, rerr := a.jobs.HomeRecord(ans.ID); err != nil || ans.ID == fzOver || ans.ID == fzHome || rerr != nil || r.UID != 1000 {
 		t.Fatalf("restart with the sequence past the records: %+v, %v", ans, err)
 	}
 }
@@ -551,12 +513,12 @@ func TestRunDoesNotTakeAnotherJobsID(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	a := newFzAgent(t, st) // holds n2.1 to n2.3 in memory; the sequence is at 0
-	before := *a.jobs.HomeRecs[fzHome]
+	before, _ := a.jobs.HomeRecord(fzHome)
 	_, err = a.launch.Run(fzCallers[1], api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 2})
 	if err == nil || !strings.Contains(err.Error(), "another job's") {
 		t.Fatalf("run into a taken id: %v, want a refusal naming it", err)
 	}
-	if now := *a.jobs.HomeRecs[fzHome]; !reflect.DeepEqual(now, before) {
+	if now, _ := a.jobs.HomeRecord(fzHome); !reflect.DeepEqual(now, before) {
 		t.Fatalf("job %s changed: %+v, was %+v", fzHome, now, before)
 	}
 	if len(a.node.started) > 0 {

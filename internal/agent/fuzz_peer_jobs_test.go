@@ -101,14 +101,16 @@ func FuzzPeerUpdates(f *testing.F) {
 		}
 		exits := map[string]bool{}
 		var sent [][]byte
+		homes := a.jobs.Homes()
 		for _, u := range ups {
 			k, ok := acks[u.ID]
+			_, had := homes[u.ID]
 			switch {
 			case !ok:
 				t.Fatalf("no ack for %q", u.ID)
 			case k.Out < 0 || k.Err < 0:
 				t.Fatalf("ack %+v for %q", k, u.ID)
-			case k.Gone && (a.jobs.HomeRecs[u.ID] != nil || !strings.HasPrefix(u.ID, fzSelf+".")):
+			case k.Gone && (had || !strings.HasPrefix(u.ID, fzSelf+".")):
 				t.Fatalf("%q said gone", u.ID)
 			}
 			if u.Exit != nil {
@@ -118,7 +120,7 @@ func FuzzPeerUpdates(f *testing.F) {
 				sent = append(sent, u.Out)
 			}
 		}
-		for id, r := range a.jobs.HomeRecs {
+		for id, r := range homes {
 			if r.State == job.StateFinished && id != fzOver && !exits[id] {
 				t.Fatalf("job %s finished without an exit in its news", id)
 			}
@@ -189,18 +191,15 @@ func FuzzPeerNote(f *testing.F) {
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a := pool.get(t)
-		before := map[string]job.Record{}
-		for id, r := range a.jobs.HomeRecs {
-			before[id] = *r
-		}
+		before := a.jobs.Homes()
 		w := a.call(http.MethodPost, "/v1/peer/note", body)
 		fzStatus(t, w, "note")
 		var n relay.Note
 		fzDecode(body, &n)
-		for id, r := range a.jobs.HomeRecs {
+		for id, r := range a.jobs.Homes() {
 			b := before[id]
 			switch {
-			case id != n.ID && !reflect.DeepEqual(*r, b):
+			case id != n.ID && !reflect.DeepEqual(r, b):
 				t.Fatalf("a note of %q changed job %s", n.ID, id)
 			case r.Migrations < b.Migrations:
 				t.Fatalf("job %s: migrations went from %d to %d", id, b.Migrations, r.Migrations)

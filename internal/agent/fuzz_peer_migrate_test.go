@@ -230,7 +230,9 @@ func FuzzPeerQuery(f *testing.F) {
 		if r.param == "mid" && r.path != "/v1/peer/migrate/sink" && !migrate.ValidMID(value) && w.Code != http.StatusBadRequest {
 			t.Fatalf("%s?mid=%q answered %d", r.path, value, w.Code)
 		}
-		for id, lj := range a.jobs.LocalJobs {
+		refs, _ := a.jobs.Refs()
+		for _, lj := range refs {
+			id := lj.Rec.ID
 			want := map[string]migrate.Hold{fzLocal: migrate.HoldManual, fzPinned: migrate.HoldPin}[id]
 			if r.path == "/v1/peer/hold" && id == fzLocal && value == fzLocal {
 				want = migrate.HoldNone

@@ -38,9 +38,9 @@ func FuzzPeerRestart(f *testing.F) {
 		path := fzRestartRoutes[int(route)%len(fzRestartRoutes)]
 		a := pool.get(t)
 		running := map[string]job.Record{}
-		for id, r := range a.jobs.HomeRecs {
+		for id, r := range a.jobs.Homes() {
 			if r.State == job.StateRunning || r.State == job.StateStarting {
-				running[id] = *r
+				running[id] = r
 			}
 		}
 		w := a.call(http.MethodPost, path, body)
@@ -52,8 +52,8 @@ func FuzzPeerRestart(f *testing.F) {
 			return
 		}
 		for id, b := range running {
-			r := a.jobs.HomeRecs[id]
-			if r != nil && r.Inc != b.Inc && (req.Lost == "" || req.Lost != b.Node) {
+			r, err := a.jobs.HomeRecord(id)
+			if err == nil && r.Inc != b.Inc && (req.Lost == "" || req.Lost != b.Node) {
 				t.Fatalf("job %s, running on %s, consented a restart (%+v) with lost %q", id, b.Node, r.Restarts, req.Lost)
 			}
 		}

@@ -27,7 +27,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,7 +41,6 @@ import (
 	"roam/internal/agent/scheduler"
 	"roam/internal/agent/spool"
 	"roam/internal/agent/stats"
-	"roam/internal/ckpt"
 	"roam/internal/job"
 	"roam/internal/load"
 	"roam/internal/migrate"
@@ -74,77 +72,43 @@ var fzStarted = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // fzNodeID is a node id (Config.Validate).
 var fzNodeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$`)
 
-// fzNode is the node behind the agent: it records what the agent asks
-// of it and does nothing. A part method not defined here is nil: a fuzz
-// input that reaches one panics, which says the target went further than
-// it was built for.
-type fzNode struct {
-	job.Processes
-	ckpt.Checkpointer
-	spool string
+// fzThread is the one thread that runs on the fuzz node, no job's: its
+// load is the same whatever jobs the table holds.
+const fzThread = 4000
 
-	mu        sync.Mutex
-	started   []job.Spec
-	signals   []fzSignal
-	kills     []int
-	restores  []ckpt.RestoreSpec
-	sinks     int
-	onRestore func(ckpt.RestoreSpec)
-}
-
-type fzSignal struct {
-	pid int
-	sig syscall.Signal
+// newFzNode is the node behind the fuzz harness's agent, its spool in
+// spool: a fake node on a world of its own. Nothing starts there, no page
+// server runs, every dump and restore fails and every job is pinned, so
+// that an input that gets that far is refused there, with the job running
+// on. Its clock stands still, so that its jobs' CPU time stays what
+// fzSeedNode gave them, and one thread runs there (fzThread).
+func newFzNode(spool string) *fakeNode {
+	w := newWorld(1)
+	w.now = func() time.Time { return fzStarted }
+	w.startFail, w.pagesFail, w.dumpFail, w.restoreFail = 1, 1, 1, 1
+	return &fakeNode{w: w, name: fzSelf, spool: spool, pin: "fuzz node: no job moves", threads: map[int]uint64{fzThread: 1}}
 }
 
-var errFzNode = errors.New("fuzz node: refused")
-
-func (n *fzNode) Start(s job.Spec) (*job.Proc, error) {
+// fzSeedNode forgets what n was asked and puts its world back as the
+// fuzz harness's inputs start from: fzLocal runs as root and fzOwn as A
+// (uid 1000), each with one second of CPU time; fzPinned's record names a
+// pid no process has.
+func fzSeedNode(n *fakeNode) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.started = append(n.started, s)
-	return nil, errFzNode
-}
-func (n *fzNode) SpoolDir(id string) string { return filepath.Join(n.spool, id) }
-func (n *fzNode) Alive(pid int, tix uint64) bool {
-	return (pid == fzPID || pid == fzOwnPID) && (tix == fzTix || tix == 0)
-}
-func (n *fzNode) StartTicks(pid int) uint64 {
-	if pid == fzPID || pid == fzOwnPID {
-		return fzTix
-	}
-	return 0
-}
-func (n *fzNode) Signal(pid int, sig syscall.Signal) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.signals = append(n.signals, fzSignal{pid, sig})
-	return nil
-}
-func (n *fzNode) Kill(pid int, tix uint64, wait time.Duration) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.kills = append(n.kills, pid)
-}
-func (n *fzNode) Settle(id string, pid int) error { return nil }
-func (n *fzNode) Runnable(map[int]uint64) int     { return 1 }
-func (n *fzNode) MemFreeMB() float64              { return 4096 }
-func (n *fzNode) Sink(dir string) (ckpt.Sink, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.sinks++
-	return nil, errFzNode
-}
-func (n *fzNode) StoppedCopies(id, spool string) []int { return nil }
-func (n *fzNode) Restore(s ckpt.RestoreSpec) (int, ckpt.Times, error) {
-	n.mu.Lock()
-	n.restores = append(n.restores, s)
-	f := n.onRestore
+	n.started, n.signals, n.kills, n.restores, n.sinks, n.onRestore = nil, nil, nil, nil, 0, nil
 	n.mu.Unlock()
-	if f != nil {
-		f(s)
+	w := n.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.procs = map[int]*fproc{}
+	for _, p := range []*fproc{
+		{pid: fzPID, tix: fzTix, job: fzLocal, spool: n.SpoolDir(fzLocal)},
+		{pid: fzOwnPID, tix: fzTix, job: fzOwn, spool: n.SpoolDir(fzOwn), uid: 1000},
+	} {
+		p.node, p.state, p.exit, p.cpu = n.name, running, make(chan struct{}), 1
+		w.procs[p.pid] = p
 	}
-	return 0, nil, errFzNode
+	w.ended, w.counts, w.broken = map[string]bool{}, map[string]int{}, nil
 }
 
 // fzListener and fzTransport are parts New wants and these tests never use.
@@ -170,15 +134,15 @@ func (fzNoNet) RoundTrip(*http.Request) (*http.Response, error) {
 
 // fzBare is an agent as New makes it, with no job table, and the
 // scheduling's owners: enough for what memberlist calls.
-func fzBare(tb testing.TB) (*Agent, *fzNode) { return fzBareIn(tb, "/nonexistent/state") }
+func fzBare(tb testing.TB) (*Agent, *fakeNode) { return fzBareIn(tb, "/nonexistent/state") }
 
 // fzBareIn is fzBare with its state in dir.
-func fzBareIn(tb testing.TB, dir string) (*Agent, *fzNode) {
+func fzBareIn(tb testing.TB, dir string) (*Agent, *fakeNode) {
 	tb.Helper()
 	cfg := config.Default()
 	cfg.NodeID, cfg.BindAddr, cfg.Capacity, cfg.Scheduler = fzSelf, "127.0.0.1", 2, "static"
 	cfg.SecretFile, cfg.StateDir, cfg.Socket = "/nonexistent/secret", dir, "/nonexistent/sock"
-	node := &fzNode{spool: "/nonexistent/spool"}
+	node := newFzNode("/nonexistent/spool")
 	a, err := New(cfg, Parts{API: fzListener{}, Transport: fzTransport{}, GossipKey: make([]byte, 32),
 		Checkpointer: node, Processes: node, Prober: node}, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -242,7 +206,7 @@ const fzStoreMax = 1 << 20
 // two jobs of n1 running here (placed by hand, and pinned).
 type fzAgent struct {
 	*Agent
-	node *fzNode
+	node *fakeNode
 	dir  string
 	pol  *sched.Scheduler // the policy it started with
 	// seeded stamps the state directory as reset left it (fingerprint).
@@ -426,9 +390,7 @@ func (a *fzAgent) reset(t *testing.T) {
 		a.seeded = a.fingerprint()
 	}
 	n := a.node
-	n.mu.Lock()
-	n.started, n.signals, n.kills, n.restores, n.sinks, n.onRestore = nil, nil, nil, nil, 0, nil
-	n.mu.Unlock()
+	fzSeedNode(n)
 
 	a.stop = make(chan struct{})
 	a.memberLeft = make(chan struct{}, 1)
@@ -438,10 +400,10 @@ func (a *fzAgent) reset(t *testing.T) {
 	a.event = scheduler.Recorder(a.cfg.NodeID, a.log, a.events)
 	a.members = members.ForNode(a.cfg.NodeID, a.cfg.Load, a.capacity, a.pol.Policy.Placement, rankMembers)
 	a.members.Join(members.Member{Addr: "127.0.0.1:7946", PeerAddr: a.peers.SelfAddr, Capacity: a.capacity}, 0, time.Time{})
-	// The job table is emptied and seeded in place, under its lock: a
-	// goroutine the last input started may still hold it (inbound's carryOut,
-	// pruneMigrations), and a table put in its place would have it unlock
-	// a mutex it never locked.
+	// The job table is emptied (and seeded below) in place, under its
+	// lock: a goroutine the last input started may still hold it
+	// (inbound's carryOut, pruneMigrations), and a table put in its place
+	// would have it unlock a mutex it never locked.
 	if a.jobs == nil {
 		a.jobs = jobtable.New(a.store, a.spools, rankJobs)
 	}
@@ -458,26 +420,18 @@ func (a *fzAgent) reset(t *testing.T) {
 	*a.news = *newNews(a.Agent)
 	// The migration drivers hold the parts put in place above.
 	wireMigration(a.Agent)
-	j := a.jobs
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
 	a.migr.Clear()
 	code := 0
-	for _, r := range []job.Record{
+	a.jobs.Seed([]job.Record{
 		{ID: fzHome, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/", Home: fzSelf, Node: "n3",
 			State: job.StateRunning, Started: fzStarted, Migrations: 2, Group: fzHome,
 			MigrationLog: []job.Migration{{MID: fzMID, Seq: 2, From: "n2", To: "n3", OK: true}}},
 		{ID: fzLost, UID: 1000, Home: fzSelf, Node: "n4", State: job.StateLost, Started: fzStarted, LostAt: fzStarted.Add(time.Hour), Group: fzLost},
 		{ID: fzOver, UID: 0, Home: fzSelf, Node: "n3", State: job.StateFinished, ExitCode: &code, Started: fzStarted, Ended: fzStarted.Add(time.Minute), Group: fzOver},
-	} {
-		a.jobs.HomeRecs[r.ID] = &r
-	}
-	for _, l := range []job.Local{
+	}, []job.Local{
 		{ID: fzLocal, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID, StartTix: fzTix, Dir: n.SpoolDir(fzLocal), Started: fzStarted, Hold: migrate.HoldManual},
 		{ID: fzPinned, Home: "n1", HomeAddr: "10.0.0.1:7947", PID: fzPID + 1, StartTix: fzTix, Dir: n.SpoolDir(fzPinned), Started: fzStarted, Hold: migrate.HoldPin},
-	} {
-		a.jobs.LocalJobs[l.ID] = &jobtable.Local{Rec: l}
-	}
+	})
 }
 
 // call runs one request through the peer routes.

@@ -22,13 +22,8 @@ import (
 
 // homeRec is job id's record at its home (a zero record when it has none).
 func (c *cluster) homeRec(id string) job.Record {
-	h := c.nodes[nodeIndex(id)].a
-	h.jobs.Mu.Lock()
-	defer h.jobs.Mu.Unlock()
-	if r := h.jobs.HomeRecs[id]; r != nil {
-		return *r
-	}
-	return job.Record{}
+	r, _ := c.nodes[nodeIndex(id)].a.jobs.HomeRecord(id)
+	return r
 }
 
 // waitDead waits until node a takes node for dead, and returns when
@@ -135,9 +130,8 @@ func TestAgentsJobsLostAndBack(t *testing.T) {
 		// They end there; each exit status arrives once.
 		for _, id := range ids {
 			c.say(1, id, id+" after")
-			n2.a.jobs.Mu.Lock()
-			pid := n2.a.jobs.LocalJobs[id].Rec.PID
-			n2.a.jobs.Mu.Unlock()
+			rec, _ := n2.a.jobs.LocalRec(id)
+			pid := rec.PID
 			if err := n2.fn.Signal(pid, syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
@@ -188,9 +182,8 @@ func TestAgentsEndJobsTheirHomeForgot(t *testing.T) {
 		start := time.Now()
 		c.waitFor("the orphan ended", time.Minute, func() bool {
 			run, _ := c.world.copies(id)
-			n2.jobs.Mu.Lock()
-			defer n2.jobs.Mu.Unlock()
-			return len(run) == 0 && n2.jobs.LocalJobs[id] == nil
+			_, here := n2.jobs.LocalRec(id)
+			return len(run) == 0 && !here
 		})
 		if d := time.Since(start); d > jobtable.AliveEvery+time.Second {
 			t.Fatalf("the orphan ran %v, past the heartbeat (%v)", d, jobtable.AliveEvery)
@@ -302,10 +295,9 @@ func TestAgentsStaleNewsDoesNotMoveAJob(t *testing.T) {
 			r := c.homeRec(id)
 			return r.Node == "n3" && r.Migrations == 1
 		})
-		home.jobs.Mu.Lock()
-		rec := home.jobs.HomeRecs[id]
-		rec.State, rec.LostAt = job.StateLost, time.Now()
-		home.jobs.Mu.Unlock()
+		if _, lost, err := home.jobs.MarkLostOn(id, "n3", time.Now()); !lost || err != nil {
+			t.Fatalf("the home marked its job running on n3 lost: %v %v", lost, err)
+		}
 
 		moves := func(n int) *int { return &n }
 		stale := relay.Update{ID: id, Node: "n2", OutOff: 0, ErrOff: 0, Moves: moves(0)}
@@ -324,9 +316,9 @@ func TestAgentsStaleNewsDoesNotMoveAJob(t *testing.T) {
 		}
 		// A move the home has no note of: the copy's news says where,
 		// and brings back a job lost meanwhile.
-		home.jobs.Mu.Lock()
-		rec.State, rec.LostAt = job.StateLost, time.Now()
-		home.jobs.Mu.Unlock()
+		if _, lost, err := home.jobs.MarkLostOn(id, "n3", time.Now()); !lost || err != nil {
+			t.Fatalf("the home marked its job running on n3 lost again: %v %v", lost, err)
+		}
 		newer := relay.Update{ID: id, Node: "n1", OutOff: 0, ErrOff: 0, Moves: moves(2)}
 		if _, err := home.news.TakeUpdates([]relay.Update{newer}); err != nil {
 			t.Fatal(err)

@@ -89,9 +89,7 @@ func TestAgentsRestartTheJobsOfADeadNode(t *testing.T) {
 		c.waitFor("the old copies ended", 2*time.Minute, func() bool {
 			for _, id := range ids {
 				run, _ := c.world.copies(id)
-				n2.a.jobs.Mu.Lock()
-				_, still := n2.a.jobs.LocalJobs[id]
-				n2.a.jobs.Mu.Unlock()
+				_, still := n2.a.jobs.LocalRec(id)
 				if len(run) != 1 || run[0] == "n2" || still {
 					return false
 				}

@@ -249,12 +249,10 @@ func (c *cluster) settled(ids []string) (bool, string) {
 			return false, fmt.Sprintf("job %s runs on %s, its home's record says %q", id, run[0], node)
 		}
 		for _, h := range c.nodes {
-			h.a.jobs.Mu.Lock()
-			lj := h.a.jobs.LocalJobs[id]
+			_, here := h.a.jobs.LocalRec(id)
 			busy := len(h.a.migr.Arrivals())
-			h.a.jobs.Mu.Unlock()
-			if (lj != nil) != (h.name == run[0]) {
-				return false, fmt.Sprintf("job %s runs on %s; node %s has it as a local job: %v", id, run[0], h.name, lj != nil)
+			if here != (h.name == run[0]) {
+				return false, fmt.Sprintf("job %s runs on %s; node %s has it as a local job: %v", id, run[0], h.name, here)
 			}
 			if busy > 0 {
 				return false, fmt.Sprintf("node %s has %d migrations coming in", h.name, busy)
@@ -780,9 +778,8 @@ func TestAgentsDoNotMoveForADip(t *testing.T) {
 		c.run(1, 2, "n2")
 		time.Sleep(15 * time.Second)
 		h := c.nodes[2]
-		h.a.jobs.Mu.Lock()
-		pid := h.a.jobs.LocalJobs[lone].Rec.PID
-		h.a.jobs.Mu.Unlock()
+		rec, _ := h.a.jobs.LocalRec(lone)
+		pid := rec.PID
 		start := time.Now()
 		time.Sleep(5 * time.Millisecond)
 		if err := h.fn.Signal(pid, syscall.SIGSTOP); err != nil {

@@ -50,9 +50,7 @@ func TestAgentsRefuseARunPastTheLimits(t *testing.T) {
 			t.Logf("refused: %v", err)
 		}
 		h1 := heap()
-		home.jobs.Mu.Lock()
-		n := len(home.jobs.HomeRecs)
-		home.jobs.Mu.Unlock()
+		n := len(home.jobs.Homes())
 		if n != 0 {
 			t.Fatalf("%d job records made", n)
 		}
@@ -222,17 +220,11 @@ func TestAgentsPurge(t *testing.T) {
 func (c *cluster) endJob(i int, id string) {
 	c.t.Helper()
 	a := c.nodes[i].a
-	a.jobs.Mu.Lock()
-	lj := a.jobs.LocalJobs[id]
-	var pid int
-	if lj != nil {
-		pid = lj.Rec.PID
-	}
-	a.jobs.Mu.Unlock()
-	if lj == nil {
+	rec, here := a.jobs.LocalRec(id)
+	if !here {
 		c.t.Fatalf("%s does not run on %s", id, c.nodes[i].name)
 	}
-	if err := c.nodes[i].fn.Signal(pid, syscall.SIGTERM); err != nil {
+	if err := c.nodes[i].fn.Signal(rec.PID, syscall.SIGTERM); err != nil {
 		c.t.Fatal(err)
 	}
 }

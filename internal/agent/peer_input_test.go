@@ -44,9 +44,7 @@ func TestPeerStartRefusesBadJobIDs(t *testing.T) {
 		if err := home.peers.Call("n2", "POST", "/v1/peer/start", req, &res); err != nil || len(res) != 1 || !strings.Contains(res[0].Error, "bad home address") {
 			t.Fatalf("bad home address: %+v %v", res, err)
 		}
-		n2.a.jobs.Mu.Lock()
-		nlocal := len(n2.a.jobs.LocalJobs)
-		n2.a.jobs.Mu.Unlock()
+		nlocal := n2.a.jobs.Count()
 		if nlocal != 0 {
 			t.Fatalf("n2 runs %d jobs", nlocal)
 		}

@@ -32,7 +32,7 @@ func TestHomeDecidesARestartByItsRun(t *testing.T) {
 	if err := a.jobs.ReopenEnded(reopen.Failed{MID: runA, ID: fzLost, Inc: 1, Error: "x"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if r := a.jobs.HomeRecs[fzLost]; r.State != job.StateLost || r.Inc != 0 {
+	if r, _ := a.jobs.HomeRecord(fzLost); r.State != job.StateLost || r.Inc != 0 {
 		t.Fatalf("after run A failed, the record is %s incarnation %d", r.State, r.Inc)
 	}
 	if _, err := a.checkpoints.Reopen(req(runA)); err == nil {
@@ -49,9 +49,7 @@ func TestHomeDecidesARestartByItsRun(t *testing.T) {
 			t.Fatalf("commit of run B: %s", o)
 		}
 	}
-	a.jobs.Mu.Lock()
-	a.jobs.Restarting, a.jobs.EndedRuns = map[string]*reopen.Mark{}, reopen.Ended{}
-	a.jobs.Mu.Unlock()
+	a.jobs.ForgetRuns()
 	if o := a.jobs.CommitRestart(fzLost, runB); o != migrate.Committed {
 		t.Fatalf("commit of run B after the home's restart: %s", o)
 	}

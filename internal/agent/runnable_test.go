@@ -7,31 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"roam/internal/agent/jobtable"
 	"roam/internal/job"
 	"roam/internal/sched"
 )
-
-// threadsProber stands for a node whose runnable threads are tids (thread
-// id to its start time): it counts those not in skip with the same start
-// time, as probe.Node does, and keeps the last skip.
-type threadsProber struct {
-	tids map[int]uint64
-	skip map[int]uint64
-}
-
-func (p *threadsProber) Runnable(skip map[int]uint64) int {
-	p.skip = skip
-	n := 0
-	for t, start := range p.tids {
-		if s, ok := skip[t]; !ok || s != start {
-			n++
-		}
-	}
-	return n
-}
-
-func (p *threadsProber) MemFreeMB() float64 { return 4096 }
 
 // The node's load leaves out its jobs' roam-init processes, which only
 // wait: two jobs whose inits (101, 201) are runnable besides their
@@ -43,18 +21,16 @@ func (p *threadsProber) MemFreeMB() float64 { return 4096 }
 // a move with the same count.
 func TestNodeLoadLeavesOutTheJobsInits(t *testing.T) {
 	a := newStoreAgent(t)
-	p := &threadsProber{tids: map[int]uint64{101: 7, 102: 8, 201: 9, 202: 10, 301: 11, 401: 12}}
-	a.prober = p
-	wireScheduling(a.Agent) // the scheduler of this prober
-	a.jobs.Mu.Lock()
-	a.jobs.LocalJobs["n1.1"] = &jobtable.Local{Rec: job.Local{ID: "n1.1", PID: 101, StartTix: 7}}
-	a.jobs.LocalJobs["n1.2"] = &jobtable.Local{Rec: job.Local{ID: "n1.2", PID: 201, StartTix: 9}}
-	a.jobs.LocalJobs["n1.3"] = &jobtable.Local{Rec: job.Local{ID: "n1.3", PID: 401, StartTix: 5}}
+	p := a.node // its runnable threads, counted as probe.Node counts them
+	p.mu.Lock()
+	p.threads = map[int]uint64{101: 7, 102: 8, 201: 9, 202: 10, 301: 11, 401: 12}
+	p.mu.Unlock()
+	a.jobs.Seed(nil, []job.Local{{ID: "n1.1", PID: 101, StartTix: 7}, {ID: "n1.2", PID: 201, StartTix: 9}, {ID: "n1.3", PID: 401, StartTix: 5}})
 	var want []int
-	for _, j := range a.jobs.LocalJobs {
+	refs, _ := a.jobs.Refs()
+	for _, j := range refs {
 		want = append(want, j.Rec.PID)
 	}
-	a.jobs.Mu.Unlock()
 
 	if got := a.sched.Runnable(); got != 4 {
 		t.Fatalf("runnable threads %d, want 4 (the two programs, the other process, the reused pid); left out %v", got, p.skip)

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"roam/internal/lockorder"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -28,7 +27,7 @@ func TestSnapshotProbesWithNoLockHeld(t *testing.T) {
 			// job table's is asked of the lock-order check, which knows
 			// who holds it; the other two are taken, and held here the
 			// check would record the second take (TestMain fails on it).
-			if lockorder.HeldHere(&a.jobs.Mu) || !freeSoon(&a.jobs.Mu) {
+			if a.jobs.LockHeldHere() || !freeSoon(a.jobs.LockFree) {
 				held = append(held, "the job table's")
 				return
 			}
@@ -49,14 +48,13 @@ func TestSnapshotProbesWithNoLockHeld(t *testing.T) {
 	})
 }
 
-// freeSoon says whether mu can be taken soon: another goroutine may hold
-// it a moment. (One that this goroutine holds hangs the bubble, whose
-// clock stops while a goroutine waits on a mutex; lockorder.HeldHere
-// tells it first under the tag lockcheck.)
-func freeSoon(mu *lockorder.Mutex) bool {
+// freeSoon says whether a lock is free soon (free says whether it is
+// now): another goroutine may hold it a moment. (One that this goroutine
+// holds hangs the bubble, whose clock stops while a goroutine waits on a
+// mutex; lockorder.HeldHere tells it first under the tag lockcheck.)
+func freeSoon(free func() bool) bool {
 	for range 1000 {
-		if mu.TryLock() {
-			mu.Unlock()
+		if free() {
 			return true
 		}
 		time.Sleep(time.Millisecond)

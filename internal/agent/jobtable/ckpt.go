@@ -15,27 +15,27 @@ import (
 // CkptJob is what a checkpoint keeps of job id's home record, nil until
 // asked of its home once (setCkptJob).
 func (j *Table) CkptJob(id string) *migrate.CheckpointJob {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if lj := j.LocalJobs[id]; lj != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
 		return lj.CkptJob
 	}
 	return nil
 }
 
 func (j *Table) SetCkptJob(id string, cj *migrate.CheckpointJob) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if lj := j.LocalJobs[id]; lj != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
 		lj.CkptJob = cj
 	}
 }
 
 // EndedHere notes why this node ends job id (its news says it to the home).
 func (j *Table) EndedHere(id, why string) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if lj := j.LocalJobs[id]; lj != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
 		lj.why = why
 	}
 }
@@ -43,14 +43,14 @@ func (j *Table) EndedHere(id, why string) {
 // CheckpointsDue lists the jobs here whose periodic checkpoint is due,
 // the most overdue first.
 func (j *Table) CheckpointsDue(now time.Time) []string {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	type due struct {
 		id   string
 		late time.Duration
 	}
 	var ds []due
-	for id, lj := range j.LocalJobs {
+	for id, lj := range j.local {
 		if lj.Migrating || lj.why != "" {
 			continue
 		}
@@ -69,9 +69,9 @@ func (j *Table) CheckpointsDue(now time.Time) []string {
 // StartPeriodic notes that job id's periodic checkpoint begins now and
 // returns its home, which keeps the file when the job runs elsewhere.
 func (j *Table) StartPeriodic(id string, now time.Time) (home string, ok bool) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	lj := j.LocalJobs[id]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
 	if lj == nil {
 		return "", false
 	}

@@ -31,9 +31,9 @@ type Moves interface {
 // job does not run here; busy says a migration has it already (nothing
 // is marked then).
 func (j *Table) Claim(id string) (lj *Local, rec job.Local, busy bool) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	lj = j.LocalJobs[id]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj = j.local[id]
 	if lj == nil || lj.Migrating {
 		return nil, job.Local{}, lj != nil
 	}
@@ -44,9 +44,9 @@ func (j *Table) Claim(id string) (lj *Local, rec job.Local, busy bool) {
 // Release lets local job id, if it still runs here as pid, go back to
 // the push loop and the policies.
 func (j *Table) Release(id string, pid int) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if lj := j.LocalJobs[id]; lj != nil && lj.Rec.PID == pid {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil && lj.Rec.PID == pid {
 		lj.Migrating = false
 	}
 }
@@ -61,8 +61,8 @@ type MovingJob struct {
 
 // Moving is a copy of what a migration carries of local job lj.
 func (j *Table) Moving(lj *Local) MovingJob {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	return MovingJob{Rec: lj.Rec, AckOut: lj.AckOut, AckErr: lj.AckErr, Stdin: lj.Stdin != nil}
 }
 
@@ -73,14 +73,14 @@ func (j *Table) Moving(lj *Local) MovingJob {
 // or where it went, never neither, and no arrival between the two steps
 // (adopt, a restart's Adopt) has where it went recorded after it came back.
 func (j *Table) Leave(id string, pid int, to string, m Moves) *Local {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	m.Left(id, to)
-	lj := j.LocalJobs[id]
+	lj := j.local[id]
 	if lj == nil || lj.Rec.PID != pid {
 		return nil
 	}
-	delete(j.LocalJobs, id)
+	delete(j.local, id)
 	return lj
 }
 
@@ -89,10 +89,10 @@ func (j *Table) Leave(id string, pid int, to string, m Moves) *Local {
 // out twice), and forgets where the job went when it last left. One step
 // under jobs.mu, for the reason leave gives.
 func (j *Table) Adopt(lj *Local, m Moves) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if old := j.LocalJobs[lj.Rec.ID]; old == nil || old.Rec.PID != lj.Rec.PID {
-		j.LocalJobs[lj.Rec.ID] = lj
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if old := j.local[lj.Rec.ID]; old == nil || old.Rec.PID != lj.Rec.PID {
+		j.local[lj.Rec.ID] = lj
 	}
 	m.Back(lj.Rec.ID)
 }
@@ -102,9 +102,9 @@ func (j *Table) Adopt(lj *Local, m Moves) {
 // adopted (adopt) before its migration is forgotten, so it is seen as
 // one or the other at every moment.
 func (j *Table) HereOrComing(id, mid string, m Moves) (here, coming bool) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if j.LocalJobs[id] != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.local[id] != nil {
 		return true, false
 	}
 	return false, m.Arriving(id, mid)
@@ -115,9 +115,9 @@ func (j *Table) HereOrComing(id, mid string, m Moves) (here, coming bool) {
 // (committed: the job runs at the destination) is marked as migrating,
 // no job to push or move.
 func (j *Table) Recovered(id string, pid int, committed bool) *Local {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	lj := j.LocalJobs[id]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
 	if lj == nil || lj.Rec.PID != pid {
 		return nil
 	}
@@ -132,9 +132,9 @@ func (j *Table) Recovered(id string, pid int, committed bool) *Local {
 // notes of one job may come at once). It returns the events the note
 // makes and the checkpoint kept elsewhere that a newer one replaces.
 func (j *Table) TakeNote(n relay.Note, now time.Time) ([]api.Event, *api.Checkpoint, error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	rec := j.HomeRecs[n.ID]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rec := j.home[n.ID]
 	if rec == nil {
 		return nil, nil, errkind.New(peer.ErrNotFound, "unknown job %s", n.ID)
 	}
@@ -152,9 +152,9 @@ func (j *Table) TakeNote(n relay.Note, now time.Time) ([]api.Event, *api.Checkpo
 // moving it), or the node it went to from here: one look, as a job's
 // leaving records where it went in the same step (leave).
 func (j *Table) WhereIs(id string, m Moves) (l job.Local, here, busy bool, movedTo string) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if lj := j.LocalJobs[id]; lj != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
 		return lj.Rec, true, lj.Migrating, ""
 	}
 	return job.Local{}, false, false, m.MovedTo(id)

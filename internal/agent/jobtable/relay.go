@@ -44,10 +44,10 @@ type PushItem struct {
 // PushItems copies what the news of every job running here and not
 // moving is read from.
 func (j *Table) PushItems(now time.Time) []*PushItem {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	var items []*PushItem
-	for id, lj := range j.LocalJobs {
+	for id, lj := range j.local {
 		if lj.Migrating {
 			continue
 		}
@@ -72,14 +72,14 @@ type PushKill struct {
 // while its files were read is left to the migration, or gone; one with
 // nothing new is sent a heartbeat every AliveEvery.
 func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBatch, []PushKill) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	var out []*HomeBatch
 	var kills []PushKill
 	last := map[string]*HomeBatch{}
 	for _, it := range items {
 		lj := it.Lj
-		if j.LocalJobs[it.Id] != lj || lj.Migrating {
+		if j.local[it.Id] != lj || lj.Migrating {
 			continue
 		}
 		if it.Killed != "" && lj.why == "" {
@@ -114,10 +114,10 @@ func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBa
 // (their spool dirs are returned, to remove). gone are the jobs the home
 // has no record of, to kill if alive.
 func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []string) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	for id, k := range acks {
-		lj := j.LocalJobs[id]
+		lj := j.local[id]
 		if lj == nil {
 			continue
 		}
@@ -129,7 +129,7 @@ func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []strin
 			if lj.Stdin != nil {
 				lj.Stdin.Close()
 			}
-			delete(j.LocalJobs, id)
+			delete(j.local, id)
 			_ = j.store.DeleteLocal(id)
 			dirs = append(dirs, lj.Rec.Dir)
 		}
@@ -140,11 +140,11 @@ func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []strin
 // Known says of each update whether this home has a record of its job,
 // and whether it is news of an older incarnation (stale).
 func (j *Table) Known(ups []relay.Update) (known, stale map[string]bool) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	known, stale = map[string]bool{}, map[string]bool{}
 	for _, u := range ups {
-		r := j.HomeRecs[u.ID]
+		r := j.home[u.ID]
 		known[u.ID] = r != nil
 		stale[u.ID] = r != nil && u.Inc < r.Inc
 	}
@@ -166,15 +166,15 @@ type NewsTaken struct {
 // known, stale) to the home records (relay.Apply) and writes the changed
 // ones; on an error nothing changes and nothing is acknowledged.
 func (j *Table) TakeNews(ups []relay.Update, got [][2]int64, known, stale map[string]bool, self string, now time.Time) (NewsTaken, error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	t := NewsTaken{Acks: map[string]relay.Ack{}, Drops: map[string]api.Checkpoint{}}
 	next := map[string]*job.Record{} // changed copies of records
 	heard := map[string]bool{}
 	for i, u := range ups {
 		rec, refused := j.newsOf(u, known[u.ID], stale[u.ID], next, self)
 		if refused != nil {
-			if refused.Gone && known[u.ID] && j.HomeRecs[u.ID] != nil {
+			if refused.Gone && known[u.ID] && j.home[u.ID] != nil {
 				t.Refused = append(t.Refused, u)
 			}
 			t.Acks[u.ID] = *refused
@@ -214,9 +214,9 @@ func (j *Table) TakeNews(ups []relay.Update, got [][2]int64, known, stale map[st
 // HomeWait copies a home record and returns what closes when it has
 // news (Output's long poll).
 func (j *Table) HomeWait(id string) (job.Record, <-chan struct{}, bool) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	rec := j.HomeRecs[id]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rec := j.home[id]
 	if rec == nil {
 		return job.Record{}, nil, false
 	}
@@ -232,9 +232,9 @@ func (j *Table) HomeWait(id string) (job.Record, <-chan struct{}, bool) {
 // closes it on eof once all is written. found is false when the job runs
 // not here or takes no stdin.
 func (j *Table) WriteStdin(id string, data []byte, eof bool) (n int, found bool, err error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	lj := j.LocalJobs[id]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
 	if lj == nil || lj.Stdin == nil {
 		return 0, false, nil
 	}

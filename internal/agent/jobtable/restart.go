@@ -24,8 +24,8 @@ import (
 // user: each holds a file on root's disk until it is checked. It is false
 // when uid has one in progress already; endUpload ends it.
 func (j *Table) BeginUpload(uid uint32) bool {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if j.uploading[uid] {
 		return false
 	}
@@ -37,8 +37,8 @@ func (j *Table) BeginUpload(uid uint32) bool {
 }
 
 func (j *Table) EndUpload(uid uint32) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	delete(j.uploading, uid)
 }
 
@@ -46,12 +46,12 @@ func (j *Table) EndUpload(uid uint32) {
 // refusal of a run it ended or that took a consent before: a run is
 // consented once.
 func (j *Table) ConsentFor(id, mid string) (reopen.Consent, bool, error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if _, m := j.markOf(mid); m != nil {
 		return m.Consent, true, nil
 	}
-	if rec := j.HomeRecs[id]; j.EndedRuns.Has(mid) || rec != nil && slices.ContainsFunc(rec.Restarts, func(r api.Restart) bool { return r.MID == mid }) {
+	if rec := j.home[id]; j.endedRuns.Has(mid) || rec != nil && slices.ContainsFunc(rec.Restarts, func(r api.Restart) bool { return r.MID == mid }) {
 		return reopen.Consent{}, false, errkind.New(peer.ErrBadRequest, "restart %s of job %s has ended", mid, id)
 	}
 	return reopen.Consent{}, false, nil
@@ -63,10 +63,10 @@ func (j *Table) ConsentFor(id, mid string) (reopen.Consent, bool, error) {
 // job, or another job of this id). had says a record of it is here. A job
 // being restarted, or that runs on a node not declared dead, is refused.
 func (j *Table) RestartID(req reopen.Request, self string) (id string, had bool, err error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	id = req.ID
-	rec := j.HomeRecs[id]
+	rec := j.home[id]
 	if rec != nil && (rec.UID != req.Owner.UID || !rec.Started.Equal(req.Meta.Job.Started)) {
 		return "", false, nil // another job of this id (another cluster's): a new id
 	}
@@ -74,7 +74,7 @@ func (j *Table) RestartID(req reopen.Request, self string) (id string, had bool,
 		id = "" // another cluster's home: a new id here
 	}
 	switch {
-	case rec != nil && j.Restarting[id].Holds(req):
+	case rec != nil && j.restarting[id].Holds(req):
 		return "", false, errkind.New(peer.ErrBadRequest, "job %s is being restarted already", req.ID)
 	case rec != nil && reopen.StillRuns(*rec, req.Lost):
 		return "", false, errkind.New(peer.ErrBadRequest, "job %s is still %s on node %s: it is not restarted while it runs (never two copies); roam kill it first", req.ID, rec.State, rec.Node)
@@ -90,10 +90,10 @@ func (j *Table) RestartID(req reopen.Request, self string) (id string, had bool,
 // new, so no record may hold it; had: a record of the job was here when
 // restartID looked. It returns the new record and ans completed.
 func (j *Table) Reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, now time.Time) (job.Record, reopen.Consent, error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	id := ans.ID
-	cur := j.HomeRecs[id]
+	cur := j.home[id]
 	if cur != nil && (fresh || !had || cur.UID != req.Owner.UID || !cur.Started.Equal(req.Meta.Job.Started)) {
 		// The id is another job's, maybe another user's: a new id that
 		// a record holds (the job table's sequence behind its records),
@@ -104,7 +104,7 @@ func (j *Table) Reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, 
 	prev := &job.Record{} // a new record: taken back by removing it
 	next := reopen.NewRecord(req, id, ans.Home)
 	if cur != nil {
-		if j.Restarting[id].Holds(req) || reopen.StillRuns(*cur, req.Lost) {
+		if j.restarting[id].Holds(req) || reopen.StillRuns(*cur, req.Lost) {
 			return job.Record{}, ans, errkind.New(peer.ErrBadRequest, "job %s changed while it was being restarted", id)
 		}
 		c := *cur
@@ -117,9 +117,9 @@ func (j *Table) Reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, 
 	if err := j.store.PutRecords(next); err != nil {
 		return job.Record{}, ans, err
 	}
-	j.HomeRecs[id] = &next
+	j.home[id] = &next
 	ans.Inc, ans.Moves = next.Inc, next.Migrations
-	j.Restarting[id] = &reopen.Mark{MID: req.MID, Lost: req.Lost, Prev: prev, Consent: ans, At: now}
+	j.restarting[id] = &reopen.Mark{MID: req.MID, Lost: req.Lost, Prev: prev, Consent: ans, At: now}
 	j.wakeReaders(id)
 	return next, ans, nil
 }
@@ -129,18 +129,18 @@ func (j *Table) Reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, 
 // since), and the run is never consented again. A run whose mark an
 // earlier start of this agent held leaves its incarnation lost.
 func (j *Table) ReopenEnded(d reopen.Failed, now time.Time) error {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	return j.endRun(d, now)
 }
 
 // ExpireRuns ends the runs whose marks are older than reopen.RunLimit,
 // as if each had told its failure, and returns them.
 func (j *Table) ExpireRuns(now time.Time) ([]reopen.Failed, error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	var out []reopen.Failed
-	for id, m := range j.Restarting {
+	for id, m := range j.restarting {
 		if m.MID == "" || now.Sub(m.At) < reopen.RunLimit {
 			continue
 		}
@@ -155,11 +155,11 @@ func (j *Table) ExpireRuns(now time.Time) ([]reopen.Failed, error) {
 
 // endRun is reopenEnded with mu held.
 func (j *Table) endRun(d reopen.Failed, now time.Time) error {
-	j.EndedRuns.Add(d.MID)
+	j.endedRuns.Add(d.MID)
 	id, m := j.markOf(d.MID)
 	if m == nil {
-		rec := j.HomeRecs[d.ID]
-		if rec == nil || j.Restarting[d.ID] != nil || !reopen.Current(rec, d.MID) || rec.State != job.StateRunning {
+		rec := j.home[d.ID]
+		if rec == nil || j.restarting[d.ID] != nil || !reopen.Current(rec, d.MID) || rec.State != job.StateRunning {
 			return nil
 		}
 		c := *rec
@@ -167,8 +167,8 @@ func (j *Table) endRun(d reopen.Failed, now time.Time) error {
 		return j.putHome(map[string]*job.Record{d.ID: &c})
 	}
 	d.ID = id
-	rec := j.HomeRecs[id]
-	delete(j.Restarting, id)
+	rec := j.home[id]
+	delete(j.restarting, id)
 	if rec == nil {
 		return nil
 	}
@@ -176,7 +176,7 @@ func (j *Table) endRun(d reopen.Failed, now time.Time) error {
 		if err := j.store.DeleteRecords([]job.Record{*rec}); err != nil {
 			return err
 		}
-		delete(j.HomeRecs, d.ID)
+		delete(j.home, d.ID)
 		return nil
 	}
 	back := *m.Prev
@@ -195,7 +195,7 @@ func (j *Table) endRun(d reopen.Failed, now time.Time) error {
 
 // markOf is the mark run mid holds, and its job's id. mu held.
 func (j *Table) markOf(mid string) (string, *reopen.Mark) {
-	for id, m := range j.Restarting {
+	for id, m := range j.restarting {
 		if mid != "" && m.MID == mid {
 			return id, m
 		}
@@ -209,16 +209,16 @@ func (j *Table) markOf(mid string) (string, *reopen.Mark) {
 // (the record's incarnation is mid's: that survives a restart of this
 // agent); otherwise aborted, for good.
 func (j *Table) CommitRestart(id, mid string) migrate.Outcome {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if held, m := j.markOf(mid); m != nil {
-		delete(j.Restarting, held)
+		delete(j.restarting, held)
 		return migrate.Committed
 	}
-	if rec := j.HomeRecs[id]; rec != nil && j.Restarting[id] == nil && !j.EndedRuns.Has(mid) && reopen.Current(rec, mid) {
+	if rec := j.home[id]; rec != nil && j.restarting[id] == nil && !j.endedRuns.Has(mid) && reopen.Current(rec, mid) {
 		return migrate.Committed
 	}
-	j.EndedRuns.Add(mid)
+	j.endedRuns.Add(mid)
 	return migrate.Aborted
 }
 
@@ -226,30 +226,30 @@ func (j *Table) CommitRestart(id, mid string) migrate.Outcome {
 // dead node lost, until its target asks for the consent (reopen) or
 // endAwait; false: another restart holds it.
 func (j *Table) AwaitRestart(id, lost string) bool {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if j.Restarting[id] != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.restarting[id] != nil {
 		return false
 	}
-	j.Restarting[id] = &reopen.Mark{Lost: lost}
+	j.restarting[id] = &reopen.Mark{Lost: lost}
 	return true
 }
 
 // EndAwait drops awaitRestart's hold, unless a run took it.
 func (j *Table) EndAwait(id string) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if m := j.Restarting[id]; m != nil && m.MID == "" {
-		delete(j.Restarting, id)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if m := j.restarting[id]; m != nil && m.MID == "" {
+		delete(j.restarting, id)
 	}
 }
 
 // MarkLostOn marks job id lost, if its record still says it runs on
 // node, and returns its owner when it did.
 func (j *Table) MarkLostOn(id, node string, now time.Time) (uid uint32, marked bool, err error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	rec := j.HomeRecs[id]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rec := j.home[id]
 	if rec == nil || rec.State != job.StateRunning || rec.Node != node {
 		return 0, false, nil
 	}

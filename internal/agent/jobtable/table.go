@@ -23,22 +23,22 @@ import (
 // Table is the job manager's in-memory state; the bbolt store is the truth
 // that survives a restart.
 type Table struct {
-	Mu    lockorder.Mutex
+	mu    lockorder.Mutex
 	store *job.Store // the records' and local jobs' bbolt table
 	// spools are the home jobs' output, cut back by a restart's consent
 	// under mu (doc.go's order: jobs.mu, then a spool's lock).
-	spools    *spool.Spools
-	HomeRecs  map[string]*job.Record   // jobs whose home is this node
-	LocalJobs map[string]*Local        // jobs running on this node
-	wake      map[string]chan struct{} // closed when a home job gets news
-	heard     map[string]time.Time     // node -> its last update to this home
-	kick      chan struct{}
-	// Restarting are the jobs this home consented to restart, with their
+	spools *spool.Spools
+	home   map[string]*job.Record   // jobs whose home is this node
+	local  map[string]*Local        // jobs running on this node
+	wake   map[string]chan struct{} // closed when a home job gets news
+	heard  map[string]time.Time     // node -> its last update to this home
+	kick   chan struct{}
+	// restarting are the jobs this home consented to restart, with their
 	// record from before, until the run's end is known (package
 	// checkpoints); endedRuns the runs it decided ended, never consented
 	// again.
-	Restarting map[string]*reopen.Mark
-	EndedRuns  reopen.Ended
+	restarting map[string]*reopen.Mark
+	endedRuns  reopen.Ended
 	// uploading are the users with a roam restart upload in progress.
 	uploading map[uint32]bool
 }
@@ -67,7 +67,7 @@ func (j *Table) putHome(next map[string]*job.Record) error {
 		return err
 	}
 	for id, r := range next {
-		*j.HomeRecs[id] = *r
+		*j.home[id] = *r
 	}
 	return nil
 }
@@ -80,7 +80,7 @@ func (j *Table) newsOf(u relay.Update, known, stale bool, next map[string]*job.R
 	if rec := next[u.ID]; rec != nil {
 		return rec, nil
 	}
-	cur := j.HomeRecs[u.ID]
+	cur := j.home[u.ID]
 	if cur == nil || !known {
 		// Forgotten after a failed start: nobody will read it. Only a
 		// job's home can say it has no record of it; news that reached
@@ -101,25 +101,25 @@ func (j *Table) newsOf(u relay.Update, known, stale bool, next map[string]*job.R
 
 // HasLocal says job id runs here as pid.
 func (j *Table) HasLocal(id string, pid int) bool {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	lj := j.LocalJobs[id]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
 	return lj != nil && lj.Rec.PID == pid
 }
 
 // Count is how many jobs run here.
 func (j *Table) Count() int {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	return len(j.LocalJobs)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.local)
 }
 
 // Owner is the Owner of a job running here, nil when unknown (a record
 // of an older roam says uid 0: root's eyes only).
 func (j *Table) Owner(id string) *uint32 {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if lj := j.LocalJobs[id]; lj != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
 		uid := lj.Rec.UID
 		return &uid
 	}
@@ -128,9 +128,9 @@ func (j *Table) Owner(id string) *uint32 {
 
 // HomeRecord is the record of a job whose home is this node.
 func (j *Table) HomeRecord(id string) (job.Record, error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if r := j.HomeRecs[id]; r != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r := j.home[id]; r != nil {
 		return *r, nil
 	}
 	return job.Record{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
@@ -178,11 +178,11 @@ func (lj *Local) newsState() NewsState {
 // Refs copies what a round reads of the jobs running here, and their
 // ids.
 func (j *Table) Refs() ([]JobRef, []string) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	refs := make([]JobRef, 0, len(j.LocalJobs))
-	here := make([]string, 0, len(j.LocalJobs))
-	for id, lj := range j.LocalJobs {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	refs := make([]JobRef, 0, len(j.local))
+	here := make([]string, 0, len(j.local))
+	for id, lj := range j.local {
 		refs = append(refs, JobRef{lj.Rec, lj.Unmovable, lj.Migrating, lj.Rec.Done})
 		here = append(here, id)
 	}
@@ -192,10 +192,10 @@ func (j *Table) Refs() ([]JobRef, []string) {
 // Inits are the roam-init processes of the jobs running here (pid ->
 // start time in clock ticks).
 func (j *Table) Inits() map[int]uint64 {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	inits := make(map[int]uint64, len(j.LocalJobs))
-	for _, lj := range j.LocalJobs {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	inits := make(map[int]uint64, len(j.local))
+	for _, lj := range j.local {
 		if lj.Rec.PID > 0 {
 			inits[lj.Rec.PID] = lj.Rec.StartTix
 		}
@@ -206,9 +206,9 @@ func (j *Table) Inits() map[int]uint64 {
 // New is an empty job table over store and spools; its lock has rank
 // (the agent's doc.go gives the order).
 func New(store *job.Store, spools *spool.Spools, rank lockorder.Rank) *Table {
-	j := &Table{store: store, spools: spools, HomeRecs: map[string]*job.Record{}, LocalJobs: map[string]*Local{}, wake: map[string]chan struct{}{},
-		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), Restarting: map[string]*reopen.Mark{}}
-	j.Mu.Init(rank, "jobs.mu")
+	j := &Table{store: store, spools: spools, home: map[string]*job.Record{}, local: map[string]*Local{}, wake: map[string]chan struct{}{},
+		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), restarting: map[string]*reopen.Mark{}}
+	j.mu.Init(rank, "jobs.mu")
 	return j
 }
 
@@ -216,28 +216,28 @@ func New(store *job.Store, spools *spool.Spools, rank lockorder.Rank) *Table {
 // goroutine may hold the lock still), and puts it over store and spools:
 // the in-process fuzz harness starts each input so.
 func (j *Table) Reset(store *job.Store, spools *spool.Spools) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.store, j.spools = store, spools
-	j.HomeRecs, j.LocalJobs, j.wake, j.heard = map[string]*job.Record{}, map[string]*Local{}, map[string]chan struct{}{}, map[string]time.Time{}
+	j.home, j.local, j.wake, j.heard = map[string]*job.Record{}, map[string]*Local{}, map[string]chan struct{}{}, map[string]time.Time{}
 	select {
 	case <-j.kick:
 	default:
 	}
-	j.Restarting, j.uploading, j.EndedRuns = map[string]*reopen.Mark{}, nil, reopen.Ended{}
+	j.restarting, j.uploading, j.endedRuns = map[string]*reopen.Mark{}, nil, reopen.Ended{}
 }
 
 // Load puts what the store holds into the table, at the agent's start:
 // the home records, and the local jobs, whose homes are asked what they
 // have (ackOut -1) before any output is sent.
 func (j *Table) Load(recs []job.Record, locals []job.Local, now time.Time) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	for i := range recs {
-		j.HomeRecs[recs[i].ID] = &recs[i]
+		j.home[recs[i].ID] = &recs[i]
 	}
 	for _, l := range locals {
-		j.LocalJobs[l.ID] = &Local{Rec: l, AckOut: -1, AckErr: -1, ArrivedAt: now}
+		j.local[l.ID] = &Local{Rec: l, AckOut: -1, AckErr: -1, ArrivedAt: now}
 	}
 }
 
@@ -254,9 +254,9 @@ func (j *Table) Kicked() <-chan struct{} { return j.kick }
 // UserJobs counts uid's home jobs that are live and lists those that
 // ended.
 func (j *Table) UserJobs(uid uint32) (live int, ended []string) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	for id, r := range j.HomeRecs {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for id, r := range j.home {
 		switch {
 		case r.UID != uid:
 		case r.Over():
@@ -272,10 +272,10 @@ func (j *Table) UserJobs(uid uint32) (live int, ended []string) {
 // id is another record's (the store's job sequence behind its records),
 // it puts none and returns that id.
 func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	for _, r := range recs {
-		if j.HomeRecs[r.ID] != nil {
+		if j.home[r.ID] != nil {
 			return r.ID, nil
 		}
 	}
@@ -283,7 +283,7 @@ func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
 		return "", err
 	}
 	for _, r := range recs {
-		j.HomeRecs[r.ID] = &r
+		j.home[r.ID] = &r
 	}
 	return "", nil
 }
@@ -292,11 +292,11 @@ func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
 // confirmed their start; a job that already reported its end (a fast
 // one) stays finished.
 func (j *Table) MarkRunning(recs []job.Record) error {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	next := map[string]*job.Record{}
 	for _, r := range recs {
-		if h := j.HomeRecs[r.ID]; h != nil && h.State == job.StateStarting {
+		if h := j.home[r.ID]; h != nil && h.State == job.StateStarting {
 			c := *h
 			c.State = job.StateRunning
 			next[r.ID] = &c
@@ -308,12 +308,12 @@ func (j *Table) MarkRunning(recs []job.Record) error {
 // ForgetHome removes the records of a start that failed, and their
 // spools.
 func (j *Table) ForgetHome(recs []job.Record) {
-	j.Mu.Lock()
+	j.mu.Lock()
 	for _, r := range recs {
-		delete(j.HomeRecs, r.ID)
+		delete(j.home, r.ID)
 	}
 	_ = j.store.DeleteRecords(recs)
-	j.Mu.Unlock()
+	j.mu.Unlock()
 	for _, r := range recs {
 		j.spools.Remove(r.ID)
 	}
@@ -323,20 +323,20 @@ func (j *Table) ForgetHome(recs []job.Record) {
 // table, each with its stdin pipe (nil for none).
 func (j *Table) AddLocals(locals []job.Local, stdins []*os.File, now time.Time) error {
 	err := j.store.PutLocals(locals...)
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	for i, l := range locals {
-		j.LocalJobs[l.ID] = &Local{Rec: l, Stdin: stdins[i], ArrivedAt: now}
+		j.local[l.ID] = &Local{Rec: l, Stdin: stdins[i], ArrivedAt: now}
 	}
 	return err
 }
 
 // Ended copies the home records that Ended: uid's, or every user's.
 func (j *Table) Ended(uid uint32, all bool) []job.Record {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	var out []job.Record
-	for _, r := range j.HomeRecs {
+	for _, r := range j.home {
 		if r.Over() && (all || r.UID == uid) {
 			out = append(out, *r)
 		}
@@ -349,11 +349,11 @@ func (j *Table) Ended(uid uint32, all bool) []job.Record {
 // record removed from memory but not from disk would come back at the
 // next start; the other way round, nothing.
 func (j *Table) RemoveEnded(ids []string) ([]job.Record, error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	var gone []job.Record
 	for _, id := range ids {
-		if r := j.HomeRecs[id]; r != nil && r.Over() {
+		if r := j.home[id]; r != nil && r.Over() {
 			gone = append(gone, *r)
 		}
 	}
@@ -361,7 +361,7 @@ func (j *Table) RemoveEnded(ids []string) ([]job.Record, error) {
 		return nil, err
 	}
 	for _, r := range gone {
-		delete(j.HomeRecs, r.ID)
+		delete(j.home, r.ID)
 	}
 	return gone, nil
 }
@@ -369,20 +369,20 @@ func (j *Table) RemoveEnded(ids []string) ([]job.Record, error) {
 // Busy counts the jobs running here and the home jobs running or
 // starting anywhere: a node leaves only once both are none.
 func (j *Table) Busy() (here, homed int) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	for _, r := range j.HomeRecs {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, r := range j.home {
 		if r.State == job.StateRunning || r.State == job.StateStarting {
 			homed++
 		}
 	}
-	return len(j.LocalJobs), homed
+	return len(j.local), homed
 }
 
 // HeardFrom is when each node last sent news to this home.
 func (j *Table) HeardFrom() map[string]time.Time {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	out := make(map[string]time.Time, len(j.heard))
 	for n, t := range j.heard {
 		out[n] = t
@@ -396,12 +396,12 @@ func (j *Table) HeardFrom() map[string]time.Time {
 // lock, as takeUpdates writes: a later revival or exit cannot be written
 // over by this older state.
 func (j *Table) MarkLost(now time.Time, dead func(node string) bool, restartable func(job.Record) bool) (lost, again []job.Record, err error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	next := map[string]*job.Record{}
-	for id, r := range j.HomeRecs {
+	for id, r := range j.home {
 		switch {
-		case r.State != job.StateRunning || !dead(r.Node) || j.Restarting[id] != nil:
+		case r.State != job.StateRunning || !dead(r.Node) || j.restarting[id] != nil:
 		case restartable(*r):
 			again = append(again, *r)
 		default:
@@ -423,18 +423,18 @@ func (j *Table) MarkLost(now time.Time, dead func(node string) bool, restartable
 // SetUnmovable notes why a job here cannot move (a pin a policy's move
 // found), so that no policy tries it again.
 func (j *Table) SetUnmovable(id, reason string) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	if lj := j.LocalJobs[id]; lj != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
 		lj.Unmovable = reason
 	}
 }
 
 // ReleaseHold hands a job here placed by hand back to the policies.
 func (j *Table) ReleaseHold(id string) (found bool, err error) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	lj := j.LocalJobs[id]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
 	if lj == nil {
 		return false, nil
 	}
@@ -449,16 +449,16 @@ func (j *Table) ReleaseHold(id string) (found bool, err error) {
 // (without their environments, which ps does not show and may be
 // megabytes a job) and the jobs running here.
 func (j *Table) PsView() ([]job.Record, []job.Local) {
-	j.Mu.Lock()
-	defer j.Mu.Unlock()
-	recs := make([]job.Record, 0, len(j.HomeRecs))
-	for _, r := range j.HomeRecs {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	recs := make([]job.Record, 0, len(j.home))
+	for _, r := range j.home {
 		c := *r
 		c.Env = nil
 		recs = append(recs, c)
 	}
-	locals := make([]job.Local, 0, len(j.LocalJobs))
-	for _, lj := range j.LocalJobs {
+	locals := make([]job.Local, 0, len(j.local))
+	for _, lj := range j.local {
 		locals = append(locals, lj.Rec)
 	}
 	return recs, locals
