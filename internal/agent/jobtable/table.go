@@ -390,19 +390,46 @@ func (j *Table) HeardFrom() map[string]time.Time {
 	return out
 }
 
-// MarkLost marks lost every running home job whose node dead says is
-// dead, unless it is being restarted or restartable says it will be from
-// its newest checkpoint (again). The lost records are written under the
-// lock, as takeUpdates writes: a later revival or exit cannot be written
-// over by this older state.
-func (j *Table) MarkLost(now time.Time, dead func(node string) bool, restartable func(job.Record) bool) (lost, again []job.Record, err error) {
+// RunningNodes are the nodes the running home jobs run on, and those
+// that keep their newest checkpoints: the nodes MarkLost asks about.
+func (j *Table) RunningNodes() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	seen := map[string]bool{}
+	var nodes []string
+	add := func(n string) {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			nodes = append(nodes, n)
+		}
+	}
+	for _, r := range j.home {
+		if r.State == job.StateRunning {
+			add(r.Node)
+			if r.Newest != nil {
+				add(r.Newest.StoredOn)
+			}
+		}
+	}
+	return nodes
+}
+
+// MarkLost marks lost every running home job whose node dead has as dead,
+// unless it is being restarted or will be restarted from its newest
+// checkpoint (again: kept on a node dead does not have as dead). A node
+// dead does not list (one that a record took since RunningNodes) is
+// taken as alive, until the next sweep. The lost records are written
+// under the lock, as the relay's updates are: a later revival or exit
+// cannot be written over by this older state.
+func (j *Table) MarkLost(now time.Time, dead map[string]bool) (lost, again []job.Record, err error) {
+	isDead := func(n string) bool { return dead[n] }
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	next := map[string]*job.Record{}
 	for id, r := range j.home {
 		switch {
-		case r.State != job.StateRunning || !dead(r.Node) || j.restarting[id] != nil:
-		case restartable(*r):
+		case r.State != job.StateRunning || !dead[r.Node] || j.restarting[id] != nil:
+		case reopen.Restartable(r.Newest, r.Node, isDead):
 			again = append(again, *r)
 		default:
 			c := *r

@@ -19,9 +19,7 @@ import (
 
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/loss"
-	"roam/internal/agent/reopen"
 	"roam/internal/api"
-	"roam/internal/job"
 )
 
 // LostLoop sweeps every jobtable.AliveEvery, and at once when a member
@@ -79,17 +77,18 @@ func (r *Relay) sweepLost(started time.Time) {
 		news[id] = loss.News{Listed: true, Alive: p.Alive, Since: p.Since}
 	}
 	heard := r.c.Jobs.HeardFrom()
-	dead := func(node string) bool {
-		if node == r.c.Self || node == "" {
-			return false
+	dead := map[string]bool{}
+	for _, node := range r.c.Jobs.RunningNodes() {
+		if node == r.c.Self {
+			continue
 		}
 		n := news[node]
 		n.Heard = heard[node]
-		return loss.Dead(n, started, now)
+		dead[node] = loss.Dead(n, started, now)
 	}
-	// Restarted from its newest checkpoint instead (Config.RestartLost).
-	again := func(rec job.Record) bool { return reopen.Restartable(rec.Newest, rec.Node, dead) }
-	lost, restart, err := r.c.Jobs.MarkLost(now, dead, again)
+	// A job whose newest checkpoint is kept on a live node is restarted
+	// from it instead (Config.RestartLost).
+	lost, restart, err := r.c.Jobs.MarkLost(now, dead)
 	if err != nil {
 		r.c.Log.Error("job table", "err", err)
 	}
