@@ -17,7 +17,7 @@ const (
 	DstRestoring DestState = "restoring" // CRIU restores the copy, stopped
 	DstStopped   DestState = "stopped"   // "ready" sent; the stopped copy waits for the commit
 	DstAsking    DestState = "asking"    // no commit within CommitWait: asking the source
-	DstCommitted DestState = "committed" // resumed: the job runs here
+	DstCommitted DestState = "committed" // the job is this node's (InRecord.Resumed: it runs)
 	DstAborted   DestState = "aborted"   // discarded
 )
 
@@ -62,6 +62,11 @@ type (
 		Outcome Outcome
 		Err     error
 	}
+	// Resumed answers Resume: the copy runs. Kept in the record, so that
+	// an agent restarted after the adoption but before the resume still
+	// lets the copy run, and one restarted after it leaves the job alone
+	// (its user may have stopped it since).
+	Resumed struct{}
 )
 
 // Actions of the destination machine.
@@ -76,9 +81,10 @@ type (
 	// Reply: answer the request being handled (the stream, a commit, an
 	// abort) with Err.
 	Reply struct{ Err error }
-	// Adopt: make the copy a job of this node (its local record).
+	// Adopt: make the copy a job of this node (its local record), unless
+	// it is one already (idempotent).
 	Adopt struct{}
-	// Resume: let the copy run (idempotent).
+	// Resume: let the copy run (idempotent); answer Resumed.
 	Resume struct{}
 	// Discard: drop the sink, kill the copy if there is one, remove the
 	// images and the spool (idempotent).
@@ -111,8 +117,15 @@ func (d *Dest) Final() bool { return d.rec.State == DstCommitted || d.rec.State 
 
 // Step takes one event at now and returns the actions to carry out.
 func (d *Dest) Step(now time.Time, ev DestEvent) []DestAction {
-	if r, ok := ev.(Restart); ok {
-		return d.restart(now, r)
+	switch e := ev.(type) {
+	case Restart:
+		return d.restart(now, e)
+	case Resumed:
+		if d.rec.State != DstCommitted || d.rec.Resumed {
+			return nil
+		}
+		d.rec.Resumed = true
+		return []DestAction{PersistIn{d.rec}}
 	}
 	if d.rec.Restart {
 		return d.restartStep(now, ev)
@@ -275,9 +288,18 @@ func RecoverDest(now time.Time, r InRecord) (*Dest, []DestAction) {
 		d.rec.State = DstAsking
 		return d, d.ask(now)
 	case DstCommitted:
-		return d, []DestAction{Adopt{}, Resume{}}
+		return d, d.resume()
 	}
 	return d, []DestAction{Discard{}}
+}
+
+// resume is what a recovered committed migration still has to do: adopt
+// and resume its copy, unless the record says the copy was resumed.
+func (d *Dest) resume() []DestAction {
+	if d.rec.Resumed {
+		return nil
+	}
+	return []DestAction{Adopt{}, Resume{}}
 }
 
 // Rebuild is the machine of a record, as it stands, with nothing to do:

@@ -228,7 +228,7 @@ func (d *Dest) recoverRestart(now time.Time) []DestAction {
 		d.rec.State = DstStopped
 		return []DestAction{d.commitAtHome(now)}
 	case DstCommitted:
-		return []DestAction{Adopt{}, Resume{}}
+		return d.resume()
 	}
 	if !d.rec.Told {
 		return []DestAction{Discard{}, d.tellHome(now)}

@@ -62,6 +62,7 @@ func (Verified) destEvent()      {}
 func (ConsentAnswer) destEvent() {}
 func (HomeDecided) destEvent()   {}
 func (HomeTold) destEvent()      {}
+func (Resumed) destEvent()       {}
 
 func (PersistIn) destAction()    {}
 func (Receive) destAction()      {}

@@ -510,6 +510,13 @@ func (w *world) doDst(d *node, m *Dest, acts []DestAction, reply func(error)) {
 				d.local[r.Job] = c.id
 			}
 		case Resume:
+			if w.chance(w.f.crash * 5) {
+				// The agent dies adopted but not resumed: its next run
+				// must still let the copy run.
+				w.counts["crash-before-resume"]++
+				w.crash(d)
+				return
+			}
 			if c := w.copies[r.PID]; c != nil && c.node == d.id && !c.running {
 				if r.Restart {
 					w.noneRuns(r.Job, "resumes")
@@ -517,6 +524,7 @@ func (w *world) doDst(d *node, m *Dest, acts []DestAction, reply func(error)) {
 				}
 				c.running = true
 			}
+			w.onNode(d, time.Millisecond, func() { w.stepDstM(d, m, Resumed{}, nil) })
 		case Discard:
 			for id, c := range w.copies {
 				if c.node == d.id && c.mid == r.MID && d.local[c.job] != id {
@@ -720,12 +728,12 @@ func TestRandomMigrations(t *testing.T) {
 		w.checkSettled(j)
 	}
 	w.checkSettledFiles()
-	t.Logf("%d migrations: %d committed, %d aborted; %d crashes, %d partitions, %d undecided found at restart",
-		w.mids, w.counts["committed"], w.counts["aborted"], w.counts["crashes"], w.counts["partitions"], w.counts["recovered-pending"])
+	t.Logf("%d migrations: %d committed, %d aborted; %d crashes (%d between a copy's adoption and its resume), %d partitions, %d undecided found at restart",
+		w.mids, w.counts["committed"], w.counts["aborted"], w.counts["crashes"], w.counts["crash-before-resume"], w.counts["partitions"], w.counts["recovered-pending"])
 	t.Logf("%d checkpoints: %d delivered (%d stopping their job), %d failed; %d restarts: %d consented to, %d resumed, %d failed (%d refused by the home)",
 		w.ckpts, w.counts["ckpt-committed"], w.counts["ckpt-stopped"], w.counts["ckpt-aborted"],
 		w.rsts, w.counts["restart-consented"], w.counts["restart-committed"], w.counts["restart-aborted"], w.counts["restart-refused"])
-	if w.counts["committed"] < w.mids/4 || w.counts["aborted"] == 0 || w.counts["crashes"] == 0 {
+	if w.counts["committed"] < w.mids/4 || w.counts["aborted"] == 0 || w.counts["crashes"] == 0 || w.counts["crash-before-resume"] == 0 {
 		t.Errorf("the faults drowned the migrations or never happened: %v", w.counts)
 	}
 	if w.mids < *migsFlag || w.ckpts < *ckptsFlag || w.rsts < *rstsFlag {

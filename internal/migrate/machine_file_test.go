@@ -210,6 +210,7 @@ func restartPoints() []dstPoint {
 		{"stopped/committing", run(upTo(Received{}, Restored{PID: 7})...)},
 		{"stopped/retry-wait", run(upTo(Received{}, Restored{PID: 7}, HomeDecided{Err: errGone})...)},
 		{"committed", run(upTo(Received{}, Restored{PID: 7}, HomeDecided{Outcome: Committed})...)},
+		{"committed/resumed", run(upTo(Received{}, Restored{PID: 7}, HomeDecided{Outcome: Committed}, Resumed{})...)},
 		{"aborted/bad-file", run(Verified{errGone})},
 		{"aborted/refused", run(Verified{}, ConsentAnswer{Refused: true, Err: errGone})},
 		{"aborted/no-consent-answer", run(Verified{}, ConsentAnswer{Err: errGone})},
@@ -229,12 +230,14 @@ func restartPoints() []dstPoint {
 func TestRestartEveryStateEveryEvent(t *testing.T) {
 	var b strings.Builder
 	for _, st := range []DestState{DstVerifying, DstConsent, DstReceiving, DstRestoring, DstStopped, DstCommitted, DstAborted} {
-		for _, told := range []bool{false, true} {
-			if told && st != DstAborted {
+		for _, flag := range []bool{false, true} {
+			// flag: told, of an aborted run; resumed, of a committed one.
+			if flag && st != DstAborted && st != DstCommitted {
 				continue
 			}
+			told, resumed := flag && st == DstAborted, flag && st == DstCommitted
 			persisted := st
-			r := InRecord{MID: "00000000000000aa", Job: "1.1", Home: "1", Restart: true, State: st, Told: told, Started: t0, PID: 7, Inc: 2}
+			r := InRecord{MID: "00000000000000aa", Job: "1.1", Home: "1", Restart: true, State: st, Told: told, Resumed: resumed, Started: t0, PID: 7, Inc: 2}
 			d, acts := RecoverDest(t0, r)
 			restartRules(t, &persisted, acts)
 			fmt.Fprintf(&b, "recover %-24s -> %-10s %s\n", names([]DestAction{PersistIn{r}}), d.State(), names(acts))

@@ -41,6 +41,9 @@ func names[A any](acts []A) string {
 			if a.Record.Restart && a.Record.Told {
 				s += ",told"
 			}
+			if a.Record.Resumed {
+				s += ",resumed"
+			}
 			s += ")"
 		case NoteHome:
 			s += fmt.Sprintf("(ok=%v)", a.OK)
@@ -328,6 +331,7 @@ func dstPoints() []dstPoint {
 		{"stopped", run(offer, stream, Received{}, Restored{PID: 7})},
 		{"asking", run(offer, stream, Received{}, Restored{PID: 7}, late{CommitWait, Tick{}})},
 		{"committed", run(offer, stream, Received{}, Restored{PID: 7}, CommitMsg{})},
+		{"committed/resumed", run(offer, stream, Received{}, Restored{PID: 7}, CommitMsg{}, Resumed{})},
 		{"aborted/restore-failed", run(offer, stream, Received{}, Restored{Err: errGone})},
 		{"aborted/while-restoring", run(offer, stream, Received{}, AbortMsg{})},
 		{"recovered/restoring", rec(DstRestoring)},
@@ -353,6 +357,7 @@ func dstEvents() []DestEvent {
 		HomeDecided{Outcome: Committed}, HomeDecided{Outcome: Aborted}, HomeDecided{Outcome: Unknown},
 		HomeDecided{Outcome: Pending}, HomeDecided{Err: errGone},
 		HomeTold{}, HomeTold{errGone},
+		Resumed{},
 	}
 }
 
@@ -361,10 +366,16 @@ func dstEvents() []DestEvent {
 func TestDestEveryStateEveryEvent(t *testing.T) {
 	var b strings.Builder
 	for _, st := range []DestState{DstSinkOpen, DstReceiving, DstRestoring, DstStopped, DstAsking, DstCommitted, DstAborted} {
-		persisted := st
-		d, acts := RecoverDest(t0, InRecord{MID: "00000000000000aa", Job: "1.1", From: "1", State: st, Started: t0, PID: 7})
-		dstRules(t, &persisted, acts)
-		fmt.Fprintf(&b, "recover %-14s -> %-10s %s\n", st, d.State(), names(acts))
+		for _, resumed := range []bool{false, true} {
+			if resumed && st != DstCommitted {
+				continue
+			}
+			persisted := st
+			r := InRecord{MID: "00000000000000aa", Job: "1.1", From: "1", State: st, Started: t0, PID: 7, Resumed: resumed}
+			d, acts := RecoverDest(t0, r)
+			dstRules(t, &persisted, acts)
+			fmt.Fprintf(&b, "recover %-22s -> %-10s %s\n", names([]DestAction{PersistIn{r}}), d.State(), names(acts))
+		}
 	}
 	for _, p := range dstPoints() {
 		for _, ev := range dstEvents() {

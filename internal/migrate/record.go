@@ -142,6 +142,8 @@ type InRecord struct {
 	Inc     int    `json:"inc,omitempty"`
 	Grant   []byte `json:"grant,omitempty"`
 	Told    bool   `json:"told,omitempty"`
+	// Resumed: the committed copy was let run (Resume carried out).
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 // DestExpired says a destination's record may be forgotten at now.

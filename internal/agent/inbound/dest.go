@@ -303,7 +303,11 @@ func (d *Driver) doIn(in *Migration, act migrate.DestAction) migrate.DestEvent {
 		}
 		return migrate.Restored{PID: pid, Tix: d.procs.StartTicks(pid)}
 	case migrate.Adopt:
-		d.adoptIn(in, r)
+		// Adopted already by a run of the agent that died before the
+		// resume: the table keeps what it has of the job (its acks).
+		if !d.jobs.HasLocal(r.Job, r.PID) {
+			d.adoptIn(in, r)
+		}
 		in.ph.Add("adopt", t)
 	case migrate.Resume:
 		alive := d.procs.Alive(r.PID, r.Tix)
@@ -327,6 +331,7 @@ func (d *Driver) doIn(in *Migration, act migrate.DestAction) migrate.DestEvent {
 			os.Remove(in.rst.File.Path) // the run has ended: a restart needs it no more
 		}
 		d.jobs.KickPush()
+		return migrate.Resumed{}
 	case migrate.Discard:
 		d.discardIn(in, r)
 		in.ph.Add("discard", t)

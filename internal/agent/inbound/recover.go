@@ -37,9 +37,11 @@ func (d *Driver) Recover(now time.Time, outs []migrate.Record) {
 		if r.State == migrate.DstAborted && migrate.Rebuild(r).Settled() {
 			continue // ended (a failed restart's home told); the record only answers late messages
 		}
-		if r.State == migrate.DstCommitted && (d.jobs.HasLocal(r.Job, r.PID) || !d.procs.Alive(r.PID, r.Tix) || leftAgain[r.Job].After(r.EndedAt)) {
-			// Adopted already; or the job has moved on since (its copy
-			// here is gone, or a later migration from here took it).
+		if r.State == migrate.DstCommitted && (r.Resumed || !d.procs.Alive(r.PID, r.Tix) || leftAgain[r.Job].After(r.EndedAt)) {
+			// Resumed already (its user may have stopped it since); or
+			// the job has moved on since (its copy here is gone, or a
+			// later migration from here took it). One adopted but not
+			// resumed, by a run that died between the two, is resumed.
 			continue
 		}
 		d.log.Info("finishing an incoming migration an earlier run left", "mid", r.MID, "job", r.Job, "from", r.From, "state", r.State)
