@@ -1,6 +1,7 @@
 // Package peer is the agent's client of other agents' peer routes: the
 // routes' paths (routes.go), the errors that keep their kind across a
-// call (errors.go), and one call function. A call addressed to this node
+// call (errors.go), the messages the concerns send each other
+// (wire_*.go, one file a concern), and one call function. A call addressed to this node
 // runs its peer routes in process (Loopback), with the same encoding,
 // decoding and errors as a call over the network, so no caller needs a
 // branch for "the other end is me". Streams (the migration stream, pages,
