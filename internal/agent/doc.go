@@ -4,7 +4,12 @@ import "roam/internal/lockorder"
 
 // The agent's owners: each mutable state has one, with its own lock and
 // a small method set; the others call its methods and get copies. None
-// exports its lock or runs a caller's function under it.
+// exports its lock or runs a function it is handed under it, with two
+// exceptions, each in the lock order below: the drain calls its
+// Config's Event and Advertise under drain.mu (so that the members hear
+// its changes in order), and an incoming migration's step calls its
+// driver's Config funcs (Draining, CPUHere, Event) under the migration's
+// lock.
 //
 //	owner                  state                                    package / files
 //	job table              home and local records, their bbolt      jobtable

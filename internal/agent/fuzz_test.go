@@ -392,6 +392,14 @@ func (a *fzAgent) reset(t *testing.T) {
 	n := a.node
 	fzSeedNode(n)
 
+	// The last input's goroutines end with its stop: the drivers keep the
+	// stop they were made with, so a stop put in its place would never
+	// reach them. An input that had the agent leave closed it already.
+	select {
+	case <-a.stop:
+	default:
+		close(a.stop)
+	}
 	a.stop = make(chan struct{})
 	a.memberLeft = make(chan struct{}, 1)
 	// Put in place, not emptied: an event of the last input may still be

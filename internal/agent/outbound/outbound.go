@@ -132,7 +132,7 @@ func (d *Driver) Migrate(c httpx.Caller, req api.MigrateRequest) (api.Migration,
 	if err != nil {
 		return api.Migration{}, err
 	}
-	if c.UID != 0 && c.UID != rec.UID {
+	if !c.MayAct(rec.UID) {
 		return api.Migration{}, errkind.New(peer.ErrPermission, "%s: permission denied", req.ID)
 	}
 	if req.Node == "auto" {
