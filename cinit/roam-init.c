@@ -22,7 +22,27 @@
  *      that code. The kernel then ends whatever else is left in the
  *      namespace.
  *
- * usage: roam-init UID GID GROUPS CWD CGROUPS SPOOL -- PROG [ARGS...]
+ * With -U (a user's job, where the host allows user namespaces), steps 3
+ * and 4 change, so that root's CRIU holds inside the job what it needs to
+ * dump it (CAP_SYS_RESOURCE to read a user's rlimits, where the host's
+ * root may lack it), and nothing more than root already has outside:
+ *   3a. once the mounts of step 2 are made (as the host's root: inside a
+ *       namespace owned by a new user namespace the host's mounts are
+ *       locked and could not be dropped), it unshares the user, mount and
+ *       IPC namespaces in one call (CRIU wants the mount and IPC namespaces
+ *       owned by the job's user namespace), and a child it forked before
+ *       maps every uid and gid to itself ("0 0 4294967295"): ids, file
+ *       ownership and groups read the same numbers inside as outside;
+ *   3b. it executes itself again (-R), so that its program file and memory
+ *       belong to the job's namespaces (CRIU cannot dump a task whose
+ *       memory belongs to a namespace it has no capability in), and
+ *       reopens its stdout, stderr and status through JOB_DIR there;
+ *   4a. it stays uid 0 of the job's user namespace, which the user's
+ *       processes cannot signal or ptrace (another uid, no capability in
+ *       it), and only the program drops to the user. So it stays dumpable
+ *       for CRIU after a restore, when its memory is CRIU's again.
+ *
+ * usage: roam-init [-U] UID GID GROUPS CWD CGROUPS SPOOL -- PROG [ARGS...]
  *   GROUPS  comma-separated supplementary gids, or "-"
  *   CGROUPS colon-separated cgroup.procs paths ('+' first: join late), or "-"
  *   SPOOL   the job's spool directory, bound at JOB_DIR, or "-"
@@ -33,6 +53,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
@@ -123,13 +144,7 @@ static void minimal_mounts(void) {
  * roam-init and not the program. */
 #define ROAM_STOP_MARK 0x726f5354
 
-static void bind_spool(const char *spool) {
-	if (strcmp(spool, "-") == 0)
-		return;
-	mkdir("/run/roam", 0755);
-	mkdir(JOB_DIR, 0755);
-	if (mount(spool, JOB_DIR, NULL, MS_BIND, NULL) < 0)
-		die("bind spool", spool);
+static void reopen_spool(void) {
 	static const char *names[] = {"stdout", "stderr", "status"};
 	for (int fd = 1; fd <= 3; fd++) {
 		char p[256];
@@ -139,6 +154,54 @@ static void bind_spool(const char *spool) {
 			die("reopen", p);
 		close(nfd);
 	}
+}
+
+static void bind_spool(const char *spool) {
+	if (strcmp(spool, "-") == 0)
+		return;
+	mkdir("/run/roam", 0755);
+	mkdir(JOB_DIR, 0755);
+	if (mount(spool, JOB_DIR, NULL, MS_BIND, NULL) < 0)
+		die("bind spool", spool);
+	reopen_spool();
+}
+
+/* enter_userns is step 3a: the job's own user, mount and IPC namespaces,
+ * with every id mapped to itself. The map must be written from the
+ * parent user namespace, by a process with CAP_SETUID and CAP_SETGID
+ * there: a child forked before the unshare, which waits until it is done. */
+static void enter_userns(void) {
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		die("pipe", "user namespace");
+	pid_t helper = fork();
+	if (helper < 0)
+		die("fork", "user namespace");
+	if (helper == 0) {
+		char c;
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			_exit(1);
+		static const char *maps[] = {"/proc/1/uid_map", "/proc/1/gid_map"};
+		for (int i = 0; i < 2; i++) {
+			int fd = open(maps[i], O_WRONLY | O_CLOEXEC);
+			if (fd < 0 || write(fd, "0 0 4294967295\n", 15) != 15) {
+				fprintf(stderr, "roam: write %s: %s\n", maps[i], strerror(errno));
+				_exit(1);
+			}
+			close(fd);
+		}
+		_exit(0);
+	}
+	close(p[0]);
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC) < 0)
+		die("unshare", "user namespace");
+	int st;
+	if (write(p[1], "x", 1) != 1 || waitpid(helper, &st, 0) != helper || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		errno = EPERM;
+		die("map ids of", "user namespace");
+	}
+	close(p[1]);
 }
 
 /* join_cgroups joins the groups of list (colon-separated cgroup.procs
@@ -213,36 +276,67 @@ static void drop_privileges(uid_t uid, gid_t gid, char *groups) {
 		die("setuid", "");
 }
 
+/* exec_stage2 is step 3b: roam-init again, with -R, from the same path,
+ * which now names the file in the job's own mount namespace. */
+static void exec_stage2(char **argv) {
+	argv[1] = "-R";
+	execv(argv[0], argv);
+	die("execute", argv[0]);
+}
+
 int main(int argc, char **argv) {
-	if (argc < 9 || strcmp(argv[7], "--") != 0) {
-		fprintf(stderr, "usage: roam-init UID GID GROUPS CWD CGROUPS SPOOL -- PROG [ARGS...]\n");
+	/* 0: as root's job always and a user's where user namespaces are
+	 * forbidden; 'U': a user's job, before the re-exec; 'R': after it. */
+	int mode = 0;
+	char **args = argv;
+	if (argc > 1 && (strcmp(argv[1], "-U") == 0 || strcmp(argv[1], "-R") == 0)) {
+		mode = argv[1][1];
+		args++;
+		argc--;
+	}
+	if (argc < 9 || strcmp(args[7], "--") != 0) {
+		fprintf(stderr, "usage: roam-init [-U] UID GID GROUPS CWD CGROUPS SPOOL -- PROG [ARGS...]\n");
 		return 125;
 	}
-	uid_t uid = (uid_t)strtoul(argv[1], NULL, 10);
-	gid_t gid = (gid_t)strtoul(argv[2], NULL, 10);
-	char *cwd = argv[4];
-	char **prog = argv + 8;
+	uid_t uid = (uid_t)strtoul(args[1], NULL, 10);
+	gid_t gid = (gid_t)strtoul(args[2], NULL, 10);
+	char *cwd = args[4];
+	char **prog = args + 8;
 
 	/* Block every signal first. PID 1 of a namespace drops a signal it has
 	 * no handler for unless the signal is blocked, so a Ctrl-C that came
 	 * before this line would be lost; once blocked, it waits in the queue
-	 * for the loop below, which forwards it to the program. */
+	 * for the loop below, which forwards it to the program. (Blocked
+	 * signals stay blocked, and pending ones pending, across the re-exec
+	 * of -U; the program then starts with none blocked.) */
 	sigset_t all, old;
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);
-	/* Whatever the agent's own parent leaked to it must not reach the job
-	 * (nor CRIU: a descriptor of the host's mounts cannot be dumped). Fd 4
-	 * is the ready pipe, closed below. */
-	close_range(5, ~0U, 0);
-	/* The agent runs ahead of jobs (nice -10); the job starts at 0. */
-	setpriority(PRIO_PROCESS, 0, 0);
-	join_cgroups(argv[5]);
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		die("make mounts private", "/");
-	minimal_mounts();
-	bind_spool(argv[6]);
-	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		die("mount", "/proc");
+	if (mode == 'R') {
+		sigemptyset(&old);
+		reopen_spool();
+	} else {
+		/* Whatever the agent's own parent leaked to it must not reach the
+		 * job (nor CRIU: a descriptor of the host's mounts cannot be
+		 * dumped). Fd 4 is the ready pipe, closed below. */
+		close_range(5, ~0U, 0);
+		/* The agent runs ahead of jobs (nice -10); the job starts at 0. */
+		setpriority(PRIO_PROCESS, 0, 0);
+		join_cgroups(args[5]);
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			die("make mounts private", "/");
+		minimal_mounts();
+		bind_spool(args[6]);
+		if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			die("mount", "/proc");
+	}
+	if (mode == 'U') {
+		enter_userns();
+		/* The CPU group is joined before the re-exec: its descriptor does
+		 * not survive it. */
+		join_late();
+		exec_stage2(argv);
+	}
 	/* Closing fd 4 tells the agent the job is set up: signals are safe to
 	 * send (they wait, blocked, for the loop below) and its spool is bound
 	 * at JOB_DIR, so it can be migrated. The agent reports the job started
@@ -253,22 +347,36 @@ int main(int argc, char **argv) {
 	join_late();
 	if (getsid(0) != getpid() && setsid() < 0)
 		die("setsid", "");
-	drop_privileges(uid, gid, argv[3]);
-	/* The user must not ptrace us or read our /proc files: fd 3 carries
-	 * the job's status to the agent. Changing uid from root made us
-	 * undumpable already where fs.suid_dumpable is 0 (or 2), not where
-	 * it is 1; this holds either way, and CRIU keeps it across a move.
-	 * The program is dumpable again once it execs, as any program is. */
-	if (prctl(PR_SET_DUMPABLE, 0) < 0)
-		die("prctl", "PR_SET_DUMPABLE");
-	if (chdir(cwd) < 0)
-		die("working directory", cwd);
+	if (mode == 'R') {
+		/* Step 4a: roam-init stays root of the job's namespace, and works
+		 * in JOB_DIR, which every node has (its own working directory is
+		 * one more directory a move must find on the other node). */
+		if (chdir(JOB_DIR) < 0)
+			die("working directory", JOB_DIR);
+	} else {
+		drop_privileges(uid, gid, args[3]);
+		/* The user must not ptrace us or read our /proc files: fd 3
+		 * carries the job's status to the agent. Changing uid from root
+		 * made us undumpable already where fs.suid_dumpable is 0 (or 2),
+		 * not where it is 1; this holds either way, and CRIU keeps it
+		 * across a move. The program is dumpable again once it execs, as
+		 * any program is. */
+		if (prctl(PR_SET_DUMPABLE, 0) < 0)
+			die("prctl", "PR_SET_DUMPABLE");
+		if (chdir(cwd) < 0)
+			die("working directory", cwd);
+	}
 
 	pid_t child = fork();
 	if (child < 0)
 		die("fork", prog[0]);
 	if (child == 0) {
 		setpgid(0, 0);
+		if (mode == 'R') {
+			drop_privileges(uid, gid, args[3]);
+			if (chdir(cwd) < 0)
+				die("working directory", cwd);
+		}
 		for (int s = 1; s < NSIG; s++)
 			signal(s, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &old, NULL);

@@ -138,6 +138,11 @@ func (w world) summary(cfg config.Config) string {
 	fmt.Fprintf(&b, "  secret      %s (private)\n", cfg.SecretFile)
 	fmt.Fprintf(&b, "  state       %s, socket %s\n", cfg.StateDir, cfg.Socket)
 	fmt.Fprintf(&b, "  roam-init   %s\n", cfg.InitPath)
+	if err := job.UserNSAllowed(cfg.InitPath, nil); err != nil {
+		fmt.Fprintf(&b, "  users' jobs in the host's user namespace (%v): they migrate only where root holds CAP_SYS_RESOURCE\n", err)
+	} else {
+		fmt.Fprintf(&b, "  users' jobs in user namespaces of their own (root-owned, every id mapped to itself), where root's CRIU moves them\n")
+	}
 	if w.jobs != nil {
 		fmt.Fprintf(&b, "  job groups  %s/jobs/ID (%s)\n", w.jobs.Parent, w.jobs.Layout)
 	} else {
@@ -167,7 +172,10 @@ func (w world) summary(cfg config.Config) string {
 func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 	// Held by everyone here who starts a child (see ckpt.CRIU.ExecMu).
 	execMu := &sync.Mutex{}
-	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs}
+	// Users' jobs run in user namespaces of their own wherever the host
+	// allows them (see cinit/roam-init.c, -U).
+	noUserNS := job.UserNSAllowed(cfg.InitPath, execMu)
+	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs, UserNS: noUserNS == nil}
 	// Root's CRIU believes the kernel facts it cached there.
 	if err := ckpt.EnsureKerndat(ckpt.KerndatDir); err != nil {
 		return agent.Parts{}, fmt.Errorf("CRIU's cache of kernel facts: %w", err)
@@ -188,7 +196,7 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 		Transport:     transport.TLS{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
 		GossipKey:     w.sec.GossipKey(),
 		CheckpointKey: w.sec.CheckpointKey(),
-		Checkpointer:  &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes},
+		Checkpointer:  &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes, UserNS: noUserNS == nil, NoUserNS: noUserNS},
 		Processes:     launcher,
 		Prober:        probe.Node{Layout: w.layout, Group: cfg.Cgroup},
 	}, nil

@@ -367,7 +367,20 @@ func (c *CRIU) restore(o RestoreOpts, t0 time.Time, started *time.Duration) (int
 	for ctrl, path := range o.CgroupRoots {
 		opts.CgRoot = append(opts.CgRoot, &rpc.CgroupRoot{Ctrl: proto.String(ctrl), Path: proto.String(path)})
 	}
+	var st *stage
+	if inUserNS(o.Dir) {
+		dir, err := os.MkdirTemp("", "roam-criu-stage-")
+		if err != nil {
+			return 0, fmt.Errorf("criu restore: %w", err)
+		}
+		defer os.Remove(dir)
+		st = &stage{dir: dir, log: filepath.Join(o.Dir, "restore.log")}
+		opts.Root = proto.String(st.root())
+	}
 	for mp, host := range o.Mounts {
+		if st != nil {
+			host = st.at(host)
+		}
 		opts.External = append(opts.External, "mnt["+mountKey(mp)+"]:"+host)
 	}
 	files := make([]*os.File, 0, len(o.Inherit))
@@ -375,7 +388,7 @@ func (c *CRIU) restore(o RestoreOpts, t0 time.Time, started *time.Duration) (int
 	for key, f := range o.Inherit {
 		keys, files = append(keys, key), append(files, f)
 	}
-	w, fds, err := c.startWorker(files)
+	w, fds, err := c.startWorker(files, st)
 	*started = time.Since(t0)
 	if err != nil {
 		return 0, err
@@ -431,8 +444,9 @@ func inheritable(files []*os.File) ([]int32, error) {
 	return dups, nil
 }
 
-// startWorker starts CRIU's worker with files it inherits (see start).
-func (c *CRIU) startWorker(files []*os.File) (*worker, []int32, error) {
+// startWorker starts CRIU's worker with files it inherits (see start),
+// in a mount namespace of its own set up as st says when st is not nil.
+func (c *CRIU) startWorker(files []*os.File, st *stage) (*worker, []int32, error) {
 	fds, err := syscall.Socketpair(syscall.AF_LOCAL, syscall.SOCK_SEQPACKET, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start criu: %w", err)
@@ -444,6 +458,11 @@ func (c *CRIU) startWorker(files []*os.File) (*worker, []int32, error) {
 	c.ExecMu.Lock()
 	dups, err := inheritable(files)
 	cmd := exec.Command(c.Path, "swrk", strconv.Itoa(fds[1]))
+	if st != nil {
+		// (cmd.Path: c.Path as found on PATH.)
+		cmd = exec.Command("/proc/self/exe", append(append(st.args(), "--", cmd.Path), cmd.Args[1:]...)...)
+		cmd.Env = append(os.Environ(), stageEnv+"=1")
+	}
 	// A group of its own: the worker restores in a child of its own
 	// ("criu: restore --rpc"), which a kill of the worker alone leaves
 	// holding the restored tasks.

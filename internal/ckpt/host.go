@@ -140,6 +140,11 @@ type Host struct {
 	// Jobs are the job's cgroups; nil when the host has no cgroup
 	// controllers roam can use (jobs then stay in the agent's).
 	Jobs *cgroup.Jobs
+	// UserNS: users' jobs run in user namespaces of their own
+	// (job.Launcher.UserNS); NoUserNS says why not, when known
+	// (job.UserNSAllowed).
+	UserNS   bool
+	NoUserNS error
 }
 
 var _ Checkpointer = (*Host)(nil)
@@ -150,8 +155,10 @@ const lazyPipeSize = 8 << 20
 // Support finds out what migration can do on this host, so that a limit
 // shows in the log and in `roam stats` instead of at the first migration:
 //   - CRIU answers over RPC, and which version;
-//   - whether root holds CAP_SYS_RESOURCE: without it, root's CRIU cannot
-//     read a non-root process's rlimits, so only root-owned jobs migrate;
+//   - how users' jobs move: in user namespaces of their own, where root
+//     holds every capability CRIU needs; else only where root holds
+//     CAP_SYS_RESOURCE, without which root's CRIU cannot read a non-root
+//     process's rlimits, so only root-owned jobs migrate;
 //   - lazy migration: CRIU's page server needs pipes of lazyPipeSize, which
 //     without CAP_SYS_RESOURCE the kernel allows only up to
 //     fs.pipe-max-size, so it raises that sysctl.
@@ -165,8 +172,20 @@ func (h *Host) Support() (string, bool) {
 		ver += " (older than 4.2: jobs with inet sockets fail to dump on kernels >= 6.16)"
 	}
 	ver += "; " + KerndatState(KerndatDir, h.CRIU.Path)
+	users, all := "users' jobs run in user namespaces of their own, where root's CRIU moves them", true
+	why := "users' jobs run in the host's user namespace"
+	if h.NoUserNS != nil {
+		why = h.NoUserNS.Error()
+	}
+	switch {
+	case h.UserNS:
+	case hasCapSysResource():
+		users = why + "; jobs of every user migrate"
+	default:
+		users, all = why+", and root lacks CAP_SYS_RESOURCE, so only root-owned jobs migrate here", false
+	}
 	if hasCapSysResource() {
-		return ver + "; jobs of every user migrate; lazy migration on", true
+		return ver + "; " + users + "; lazy migration on", all
 	}
 	lazy := "lazy migration on"
 	if cur := pipeMaxSize(); cur < lazyPipeSize {
@@ -176,7 +195,7 @@ func (h *Host) Support() (string, bool) {
 			lazy = fmt.Sprintf("lazy migration on (raised fs.pipe-max-size from %d to %d)", cur, lazyPipeSize)
 		}
 	}
-	return ver + "; root lacks CAP_SYS_RESOURCE, so only root-owned jobs migrate here; " + lazy, false
+	return ver + "; " + users + "; " + lazy, all
 }
 
 // hasCapSysResource reads CapEff of this process (bit 24).

@@ -56,6 +56,11 @@ type Launcher struct {
 	ExecMu *sync.Mutex
 	// SpoolRoot holds one directory per job with its output and status.
 	SpoolRoot string
+	// UserNS starts every user's job (not root's) in a user namespace of
+	// its own, owned by root and mapping every id to itself (roam-init
+	// -U), so that root's CRIU can dump it without CAP_SYS_RESOURCE on
+	// the host: set where the host allows user namespaces (UserNSAllowed).
+	UserNS bool
 }
 
 // Proc is a started job.
@@ -397,15 +402,20 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		}
 		groups = strings.Join(gs, ",")
 	}
-	args := append([]string{l.Init, strconv.FormatUint(uint64(s.UID), 10), strconv.FormatUint(uint64(s.GID), 10),
-		groups, s.Cwd, cg, dir, "--"}, s.Argv...)
+	args := []string{l.Init}
+	// roam-init makes the job's IPC namespace itself with -U, together
+	// with its user namespace, which must own it.
+	flags := uintptr(syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC)
+	if l.UserNS && s.UID != 0 {
+		args = append(args, "-U")
+		flags &^= syscall.CLONE_NEWIPC
+	}
+	args = append(append(args, strconv.FormatUint(uint64(s.UID), 10), strconv.FormatUint(uint64(s.GID), 10),
+		groups, s.Cwd, cg, dir, "--"), s.Argv...)
 	cmd := &exec.Cmd{
 		Path: l.Init, Args: args, Env: s.Env,
 		Stdin: inR, Stdout: out, Stderr: errf, ExtraFiles: []*os.File{status, readyW},
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC,
-			Setsid:     true,
-		},
+		SysProcAttr: &syscall.SysProcAttr{Cloneflags: flags, Setsid: true},
 	}
 	if l.ExecMu != nil {
 		l.ExecMu.Lock()
@@ -573,4 +583,26 @@ func runnableThreads(dir string) int {
 		}
 	}
 	return n
+}
+
+// UserNSAllowed says whether this host lets root make a user namespace, as
+// roam-init -U does for a user's job: nil, or why not
+// (user.max_user_namespaces at 0 gives ENOSPC; a seccomp filter, a unit's
+// RestrictNamespaces or an LSM, EPERM). It starts init, roam-init, in one,
+// which exits at once with its usage line.
+func UserNSAllowed(init string, execMu *sync.Mutex) error {
+	cmd := exec.Command(init)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
+	if execMu != nil {
+		execMu.Lock()
+	}
+	err := cmd.Start()
+	if execMu != nil {
+		execMu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("no user namespaces here: %w", err)
+	}
+	_ = cmd.Wait()
+	return nil
 }

@@ -26,6 +26,12 @@ type Creds struct {
 	// may hold what its user cannot read. Not in the status file:
 	// procfs.TreeCreds reads it from that file's owner.
 	NoDump bool
+	// JobInit: the task is the job's roam-init (the root of the tree read)
+	// in a user namespace of its own (not the reader's): with -U,
+	// roam-init stays root of the job's namespace and only the program
+	// runs as the user (cinit/roam-init.c). Not in the status file:
+	// procfs.TreeCreds tells it.
+	JobInit bool
 }
 
 // ParseCreds reads the credential lines of a status file.
