@@ -7,6 +7,9 @@
 // tests of this package may run beside other packages' tests. Subnets in use:
 // 198.18.10.0/24 to 198.18.29.0/24, 198.18.50.0/24 to 198.18.52.0/24 and
 // 198.18.55.0/24 (this package).
+//
+// Jobs run as jobUser, a user with a uid above 65,535 and three groups,
+// unless a test is about root's jobs (owner_test.go).
 package e2e
 
 import (
@@ -75,7 +78,11 @@ func TestMain(m *testing.M) {
 		fail("FAIL: %v\n", err)
 	}
 	binDir = dir
+	if err := makeJobUser(); err != nil {
+		fail("FAIL: %v\n", err)
+	}
 	code := m.Run()
+	dropJobUser()
 	os.RemoveAll(root)
 	// Every cluster of the tests is down: the host's mount point of jobs'
 	// spools goes too, unless another cluster or job of this host uses it.

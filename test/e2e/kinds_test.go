@@ -25,26 +25,45 @@ type stateKind struct {
 	// stopJob: the test stops the whole job with roam kill -s STOP before
 	// it moves, and roam ps must show it stopped after each hop.
 	stopJob bool
+	// userPin: a part of the reason a user's job is pinned with, where it
+	// differs from root's (pin).
+	userPin string
+	// rootOnly: why the kind is not run as a user.
+	rootOnly string
+}
+
+// jobDirRootOnly is why the kinds that keep their files in the job's own
+// directory run as root only: /run/roam/job, the job's spool, is root's,
+// as it holds the status file the agent trusts.
+const jobDirRootOnly = "a user's job cannot write in /run/roam/job, the job's spool, which holds the status the agent trusts"
+
+// pinFor is the reason k's job of owner o is pinned with, or "".
+func (k stateKind) pinFor(o owner) string {
+	if o.uid != 0 && k.userPin != "" {
+		return k.userPin
+	}
+	return k.pin
 }
 
 var stateKinds = []stateKind{
-	{kind: "ghost", what: "an open file that was deleted (a temporary file)"},
+	{kind: "ghost", what: "an open file that was deleted (a temporary file)", userPin: "a user's job moves with no deleted file yet"},
 	{kind: "ghost-big", what: "a deleted file of 256 MiB, past `ghost_bytes`", pin: "holds the deleted file"},
 	{kind: "memfd", what: "a memfd, written and mapped"},
 	{kind: "shmanon", what: "shared anonymous memory, with a child"},
 	{kind: "devzero", what: "a shared mapping of /dev/zero, with a child"},
-	{kind: "flock", what: "an flock lock on a file in the job's directory", jobDir: true},
-	{kind: "posixlock", what: "a POSIX (fcntl) lock on a file in the job's directory", jobDir: true},
-	{kind: "ofdlock", what: "an OFD lock on a file in the job's directory", jobDir: true},
-	{kind: "lease", what: "a read lease (F_SETLEASE) on a file in the job's directory", jobDir: true},
+	{kind: "flock", what: "an flock lock on a file in the job's directory", jobDir: true, rootOnly: jobDirRootOnly},
+	{kind: "posixlock", what: "a POSIX (fcntl) lock on a file in the job's directory", jobDir: true, rootOnly: jobDirRootOnly},
+	{kind: "ofdlock", what: "an OFD lock on a file in the job's directory", jobDir: true, rootOnly: jobDirRootOnly},
+	{kind: "lease", what: "a read lease (F_SETLEASE) on a file in the job's directory", jobDir: true, rootOnly: jobDirRootOnly},
 	{kind: "flock-shared", what: "an flock lock on a file in a shared directory", pin: "holds a FLOCK lock on"},
-	{kind: "fifo", what: "a named FIFO in the job's directory with 10 bytes in it", jobDir: true},
+	{kind: "fifo", what: "a named FIFO in the job's directory with 10 bytes in it", jobDir: true, rootOnly: jobDirRootOnly},
 	{kind: "fifo-shared", what: "a named FIFO in a shared directory with 10 bytes in it", pin: "holds the named FIFO"},
 	{kind: "sysvshm", what: "a SysV shared memory segment"},
 	{kind: "sysvsem", what: "a SysV semaphore set"},
 	{kind: "mqueue", what: "a POSIX message queue holding a message", pin: "its IPC namespace holds the POSIX message queue"},
 	{kind: "mqueue-unlinked", what: "a POSIX message queue, unlinked, holding a message", pin: "holds the POSIX message queue"},
-	{kind: "setuid", what: "a child that changed its uids and gids (a set-user-id program)", pin: "changed their credentials", refused: true},
+	{kind: "setuid", what: "a child that changed its uids and gids (a set-user-id program)", pin: "changed their credentials", refused: true,
+		rootOnly: "a user's process cannot change its ids without a set-id program"},
 	{kind: "stopped", what: "a child stopped with SIGSTOP"},
 	{kind: "stopped-job", what: "the whole job stopped with `roam kill -s STOP`", stopJob: true},
 	{kind: "timerfd", what: "a periodic timerfd"},
@@ -71,82 +90,32 @@ func TestMigrationKinds(t *testing.T) {
 	prog := workload(t, "kinds")
 	c := upCluster(t, "e2ekinds", 38, "--nodes", "3")
 	c.waitAllAlive(3)
-	shared := t.TempDir()
+	// Not t.TempDir, whose parent only root may enter.
+	shared, err := os.MkdirTemp("", "kinds-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
 	os.Chmod(shared, 0o755)
 	rows := map[string]string{}
-	for _, k := range stateKinds {
-		t.Run(k.kind, func(t *testing.T) {
-			c.t = t
-			dir := shared
-			if k.jobDir {
-				dir = "/run/roam/job"
-			}
-			id := c.start("1", prog, k.kind, dir)
-			t.Cleanup(func() { c.run("--node", "1", "kill", "-s", "KILL", id) })
-			c.waitOutput(id, "ready\n")
-			if k.stopJob {
-				c.mustRun("--node", "1", "kill", "-s", "STOP", id)
-				c.waitState(id, "stopped")
-			}
-			for hop, to := range []string{"2", "3", "1"} {
-				out, err := c.run("--node", "1", "migrate", id, to)
-				if k.pin != "" {
-					if err == nil || !strings.Contains(out, k.pin) {
-						t.Fatalf("migrate to %s: %v: %s; want refused with %q", to, err, out, k.pin)
-					}
-					if j := c.job(id); j.State != "running" || j.Node != "1" {
-						t.Fatalf("after the refusal: %s on %s", j.State, j.Node)
-					}
-					rows[k.kind] = "pinned: " + normalizeReason(strings.TrimSpace(out), shared)
-					if k.refused {
-						rows[k.kind] = "refused before anything freezes, not pinned (the process may end): " + normalizeReason(strings.TrimSpace(out), shared)
-					}
-					break
+	for _, o := range []owner{jobUser, root} {
+		dir := filepath.Join(shared, o.name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, int(o.uid), int(o.gid)); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range stateKinds {
+			t.Run(k.kind+"/"+o.name, func(t *testing.T) {
+				c.t = t
+				if o.uid != 0 && k.rootOnly != "" {
+					rows[k.kind+"/"+o.name] = "not run: " + k.rootOnly
+					return
 				}
-				if err != nil {
-					t.Fatalf("migrate to %s: %v: %s", to, err, out)
-				}
-				if j := c.job(id); j.Node != to {
-					t.Fatalf("after migrating to %s: on %s", to, j.Node)
-				}
-				if k.stopJob {
-					// Stopped where it now runs, as /proc says.
-					if j := c.job(id); j.State != "stopped" {
-						t.Fatalf("after migrating to %s: %s, want stopped", to, j.State)
-					}
-					continue
-				}
-				c.mustRun("--node", "1", "kill", "-s", "USR1", id)
-				c.waitOutput(id, fmt.Sprintf("ok %d\n", hop+1))
-			}
-			if k.stopJob {
-				// A check asked for while it is stopped runs once roam
-				// kill -s CONT continues it, where it now runs.
-				c.mustRun("--node", "1", "kill", "-s", "USR1", id)
-				time.Sleep(500 * time.Millisecond) // a running job answers in 20 ms
-				if out, _ := c.run("--node", "1", "logs", id); strings.Contains(out, "ok 1") {
-					t.Fatalf("the stopped job ran: %s", out)
-				}
-				c.mustRun("--node", "1", "kill", "-s", "CONT", id)
-				c.waitOutput(id, "ok 1\n")
-				c.waitState(id, "running")
-				rows[k.kind] = "moves 1→2→3→1, `roam ps` shows it stopped after each hop; `roam kill -s CONT` continues it"
-			} else if k.pin == "" {
-				if k.kind == "stopped" {
-					// roam kill -s CONT continues it where it now runs.
-					c.mustRun("--node", "1", "kill", "-s", "CONT", id)
-					c.mustRun("--node", "1", "kill", "-s", "USR2", id)
-					c.waitOutput(id, "ok 4\n")
-				}
-				rows[k.kind] = "moves 1→2→3→1, checked after each hop"
-			}
-			c.mustRun("--node", "1", "kill", "-s", "TERM", id)
-			j := c.waitFinished(id, 30*time.Second)
-			if j.ExitCode == nil || *j.ExitCode != 0 {
-				out, _ := c.run("--node", "1", "logs", id)
-				t.Fatalf("exit %v: %s", j.ExitCode, out)
-			}
-		})
+				rows[k.kind+"/"+o.name] = c.moveKind(k, o, prog, dir, shared)
+			})
+		}
 	}
 	c.t = t
 	// Two jobs on one node, each with a SysV segment of the same key: each
@@ -154,8 +123,8 @@ func TestMigrationKinds(t *testing.T) {
 	// content), before and after one of them moves.
 	t.Run("sysvshm-two-jobs", func(t *testing.T) {
 		c.t = t
-		a := c.start("1", prog, "sysvshm", shared)
-		b := c.start("1", prog, "sysvshm", shared)
+		a := c.start("1", prog, "sysvshm", filepath.Join(shared, jobUser.name))
+		b := c.start("1", prog, "sysvshm", filepath.Join(shared, jobUser.name))
 		t.Cleanup(func() { c.run("--node", "1", "kill", "-s", "KILL", a, b) })
 		c.waitOutput(a, "ready\n")
 		c.waitOutput(b, "ready\n")
@@ -171,11 +140,11 @@ func TestMigrationKinds(t *testing.T) {
 		return
 	}
 	var b strings.Builder
-	b.WriteString("| kind | what the program holds | result |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "| kind | what the program holds | a user's job (uid %d, %d groups) | root's job |\n|---|---|---|---|\n", jobUser.uid, len(jobUser.groups))
 	for _, k := range stateKinds {
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", k.kind, k.what, rows[k.kind])
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", k.kind, k.what, rows[k.kind+"/"+jobUser.name], rows[k.kind+"/root"])
 	}
-	fmt.Fprintf(&b, "| `sysvshm` ×2 | two jobs, one SysV key | %s |\n", rows["sysvshm-two-jobs"])
+	fmt.Fprintf(&b, "| `sysvshm` ×2 | two jobs, one SysV key | %s | |\n", rows["sysvshm-two-jobs"])
 	checkDocTable(t, "../../docs/migration.md", "kinds", b.String())
 }
 
@@ -244,4 +213,79 @@ func checkDocTable(t *testing.T, doc, name, table string) {
 		return
 	}
 	t.Errorf("%s's %s table differs from this run's (ROAM_UPDATE_DOCS=1 rewrites it):\n%s", doc, name, table)
+}
+
+// moveKind runs the kinds program holding kind k as o, with its files in
+// dir (or in the job's own directory), and moves it 1→2→3→1, checking
+// its state after each hop, or checks that it is refused. It returns the
+// result for the table.
+func (c *cluster) moveKind(k stateKind, o owner, prog, dir, shared string) string {
+	t := c.t
+	if k.jobDir {
+		dir = "/run/roam/job"
+	}
+	pin, result := k.pinFor(o), "moves 1→2→3→1, checked after each hop"
+	id := c.startAs(o, "1", prog, k.kind, dir)
+	t.Cleanup(func() { c.run("--node", "1", "kill", "-s", "KILL", id) })
+	c.waitOutput(id, "ready\n")
+	if k.stopJob {
+		c.mustRun("--node", "1", "kill", "-s", "STOP", id)
+		c.waitState(id, "stopped")
+	}
+	for hop, to := range []string{"2", "3", "1"} {
+		out, err := c.run("--node", "1", "migrate", id, to)
+		if pin != "" {
+			if err == nil || !strings.Contains(out, pin) {
+				t.Fatalf("migrate to %s: %v: %s; want refused with %q", to, err, out, pin)
+			}
+			if j := c.job(id); j.State != "running" || j.Node != "1" {
+				t.Fatalf("after the refusal: %s on %s", j.State, j.Node)
+			}
+			result = "pinned: " + normalizeReason(strings.TrimSpace(out), shared)
+			if k.refused {
+				result = "refused before anything freezes, not pinned (the process may end): " + normalizeReason(strings.TrimSpace(out), shared)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("migrate to %s: %v: %s", to, err, out)
+		}
+		if j := c.job(id); j.Node != to {
+			t.Fatalf("after migrating to %s: on %s", to, j.Node)
+		}
+		if k.stopJob {
+			// Stopped where it now runs, as /proc says.
+			if j := c.job(id); j.State != "stopped" {
+				t.Fatalf("after migrating to %s: %s, want stopped", to, j.State)
+			}
+			continue
+		}
+		c.mustRun("--node", "1", "kill", "-s", "USR1", id)
+		c.waitOutput(id, fmt.Sprintf("ok %d\n", hop+1))
+	}
+	if k.stopJob {
+		// A check asked for while it is stopped runs once roam
+		// kill -s CONT continues it, where it now runs.
+		c.mustRun("--node", "1", "kill", "-s", "USR1", id)
+		time.Sleep(500 * time.Millisecond) // a running job answers in 20 ms
+		if out, _ := c.run("--node", "1", "logs", id); strings.Contains(out, "ok 1") {
+			t.Fatalf("the stopped job ran: %s", out)
+		}
+		c.mustRun("--node", "1", "kill", "-s", "CONT", id)
+		c.waitOutput(id, "ok 1\n")
+		c.waitState(id, "running")
+		result = "moves 1→2→3→1, `roam ps` shows it stopped after each hop; `roam kill -s CONT` continues it"
+	} else if pin == "" && k.kind == "stopped" {
+		// roam kill -s CONT continues it where it now runs.
+		c.mustRun("--node", "1", "kill", "-s", "CONT", id)
+		c.mustRun("--node", "1", "kill", "-s", "USR2", id)
+		c.waitOutput(id, "ok 4\n")
+	}
+	c.mustRun("--node", "1", "kill", "-s", "TERM", id)
+	j := c.waitFinished(id, 30*time.Second)
+	if j.ExitCode == nil || *j.ExitCode != 0 {
+		out, _ := c.run("--node", "1", "logs", id)
+		t.Fatalf("exit %v: %s", j.ExitCode, out)
+	}
+	return result
 }

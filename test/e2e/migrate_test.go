@@ -208,9 +208,16 @@ func (c *cluster) waitFinished(id string, d time.Duration) api.Job {
 	return j
 }
 
+// start starts argv on node as the job user, detached, and returns its id.
 func (c *cluster) start(node string, argv ...string) string {
 	c.t.Helper()
-	cmd := c.roamCmd(append([]string{"--node", "1", "run", "-d", "--on", node}, argv...)...)
+	return c.startAs(jobUser, node, argv...)
+}
+
+// startAs starts argv on node as o, detached, and returns its id.
+func (c *cluster) startAs(o owner, node string, argv ...string) string {
+	c.t.Helper()
+	cmd := c.roamAs(o, append([]string{"--node", "1", "run", "-d", "--on", node}, argv...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		c.t.Fatalf("run %v: %v: %s", argv, err, out)

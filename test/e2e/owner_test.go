@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// owner is whose jobs a test runs: the tests' job user by default, as on a
+// real cluster every job is a user's; root only where a test is about root.
+type owner struct {
+	name   string
+	uid    uint32
+	gid    uint32
+	groups []uint32
+}
+
+// root is root, as a job's owner.
+var root = owner{name: "root"}
+
+// jobUser is the job user TestMain makes: a uid above 65,535, as LDAP
+// sites hand out, with a primary group and two supplementary ones, one of
+// them above 65,535 too.
+var jobUser = owner{name: "roame2e", uid: 70701, gid: 70701, groups: []uint32{70701, 70710, 170711}}
+
+// jobUserGroups are jobUser's supplementary groups, by name and gid.
+var jobUserGroups = []struct {
+	name string
+	gid  uint32
+}{{"roame2ea", 70710}, {"roame2eb", 170711}}
+
+// makeJobUser makes jobUser and its groups, after removing what an
+// earlier, killed run left of them.
+func makeJobUser() error {
+	dropJobUser()
+	groups := append([]struct {
+		name string
+		gid  uint32
+	}{{jobUser.name, jobUser.gid}}, jobUserGroups...)
+	for _, g := range groups {
+		if out, err := exec.Command("groupadd", "-g", strconv.Itoa(int(g.gid)), g.name).CombinedOutput(); err != nil {
+			return fmt.Errorf("groupadd %s: %v: %s", g.name, err, out)
+		}
+	}
+	names := make([]string, len(jobUserGroups))
+	for i, g := range jobUserGroups {
+		names[i] = g.name
+	}
+	out, err := exec.Command("useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "-u", strconv.Itoa(int(jobUser.uid)),
+		"-g", jobUser.name, "-G", strings.Join(names, ","), jobUser.name).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("useradd %s: %v: %s", jobUser.name, err, out)
+	}
+	if got, err := exec.Command("id", "-g", jobUser.name).Output(); err != nil || strings.TrimSpace(string(got)) != strconv.Itoa(int(jobUser.gid)) {
+		return fmt.Errorf("%s's primary group is %q, want %d (another group has that gid)", jobUser.name, got, jobUser.gid)
+	}
+	return nil
+}
+
+// dropJobUser removes jobUser and its groups, if they exist.
+func dropJobUser() {
+	_ = exec.Command("userdel", jobUser.name).Run()
+	for _, g := range jobUserGroups {
+		_ = exec.Command("groupdel", g.name).Run()
+	}
+	_ = exec.Command("groupdel", jobUser.name).Run()
+}
+
+// roamAs is the roam CLI against this cluster, run by o.
+func (c *cluster) roamAs(o owner, args ...string) *exec.Cmd {
+	cmd := c.roamCmd(args...)
+	if o.uid != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: o.uid, Gid: o.gid, Groups: o.groups}}
+	}
+	return cmd
+}
