@@ -139,9 +139,9 @@ func (w world) summary(cfg config.Config) string {
 	fmt.Fprintf(&b, "  state       %s, socket %s\n", cfg.StateDir, cfg.Socket)
 	fmt.Fprintf(&b, "  roam-init   %s\n", cfg.InitPath)
 	if err := job.UserNSAllowed(cfg.InitPath, nil); err != nil {
-		fmt.Fprintf(&b, "  users' jobs in the host's user namespace (%v): they migrate only where root holds CAP_SYS_RESOURCE\n", err)
+		fmt.Fprintf(&b, "  user jobs   in the host's user namespace (%v): they migrate only where root holds CAP_SYS_RESOURCE\n", err)
 	} else {
-		fmt.Fprintf(&b, "  users' jobs in user namespaces of their own (root-owned, every id mapped to itself), where root's CRIU moves them\n")
+		fmt.Fprintf(&b, "  user jobs   in user namespaces of their own (root-owned, every id mapped to itself), where root's CRIU moves them\n")
 	}
 	if w.jobs != nil {
 		fmt.Fprintf(&b, "  job groups  %s/jobs/ID (%s)\n", w.jobs.Parent, w.jobs.Layout)
@@ -198,6 +198,7 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 		CheckpointKey: w.sec.CheckpointKey(),
 		Checkpointer:  &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes, UserNS: noUserNS == nil, NoUserNS: noUserNS},
 		Processes:     launcher,
+		UserNS:        launcher.UserNS,
 		Prober:        probe.Node{Layout: w.layout, Group: cfg.Cgroup},
 	}, nil
 }

@@ -37,6 +37,9 @@ type Parts struct {
 	Checkpointer ckpt.Checkpointer
 	// Processes starts, signals and measures jobs.
 	Processes job.Processes
+	// UserNS: users' jobs run in user namespaces of their own here
+	// (job.Launcher.UserNS); the node says so to the others.
+	UserNS bool
 	// Prober measures the node's load and free memory.
 	Prober Prober
 	// Registry gets the agent's metrics, and /metrics serves it; nil makes

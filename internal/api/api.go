@@ -32,6 +32,10 @@ type NodeInfo struct {
 	Draining bool `json:"draining,omitempty"`
 	// Version is the node's roam version, as its agent gossips it.
 	Version string `json:"version,omitempty"`
+	// UserNS: users' jobs run in user namespaces of their own on the
+	// node, where root's CRIU moves them (docs/userns.md); else in the
+	// host's, where they move only if root holds CAP_SYS_RESOURCE.
+	UserNS bool `json:"user_ns,omitempty"`
 }
 
 // Stats are the agent's counters, for `roam stats` and the tests.

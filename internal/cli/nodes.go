@@ -14,7 +14,7 @@ import (
 func (e *env) nodesCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "nodes",
-		Short: "what the agent knows of every node: alive, dead or draining, capacity, load, free memory",
+		Short: "what the agent knows of every node: alive, dead or draining, capacity, load, free memory, version, how users' jobs run there",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := e.client()
@@ -29,7 +29,7 @@ func (e *env) nodesCmd() *cobra.Command {
 				return e.printJSON(nodes)
 			}
 			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tADDR\tSTATE\tCAPACITY\tLOAD\tMEM-FREE-MB\tAGE\tVERSION")
+			fmt.Fprintln(tw, "ID\tADDR\tSTATE\tCAPACITY\tLOAD\tMEM-FREE-MB\tAGE\tVERSION\tUSER-JOBS")
 			for _, n := range nodes {
 				id := n.ID
 				if n.Self {
@@ -52,7 +52,13 @@ func (e *env) nodesCmd() *cobra.Command {
 				if version == "" {
 					version = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\n", id, n.Addr, state, n.Capacity, ld, mem, age, version)
+				// How users' jobs run there: in user namespaces of their own,
+				// or in the host's (docs/userns.md).
+				users := "host-ns"
+				if n.UserNS {
+					users = "own-ns"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\n", id, n.Addr, state, n.Capacity, ld, mem, age, version, users)
 			}
 			return tw.Flush()
 		},

@@ -44,6 +44,16 @@ func TestCheckCreds(t *testing.T) {
 	ambient.CapAmb = 1 << 12
 	inheritable := user
 	inheritable.CapInh = 1 << 1
+	// roam-init -U: root of the job's own user namespace, every
+	// capability there, its groups the agent's.
+	init := proctext.Creds{PID: 1, Groups: []uint32{0}, CapEff: ^uint64(0), CapPrm: ^uint64(0), JobInit: true}
+	// Root, but not the job's roam-init in its own namespace: a task of
+	// the tree that became root, or a roam-init in the host's namespace.
+	notInit := init
+	notInit.JobInit = false
+	initAsUser := user
+	initAsUser.JobInit = true
+	initAsUser.CapEff = 1 << 21
 	for _, c := range []struct {
 		name  string
 		tasks []proctext.Creds
@@ -55,6 +65,9 @@ func TestCheckCreds(t *testing.T) {
 		{"another group", []proctext.Creds{moreGroups}, "groups"},
 		{"an ambient capability (kept across exec)", []proctext.Creds{ambient}, "ambient 1000"},
 		{"an inheritable capability", []proctext.Creds{inheritable}, "inheritable 2"},
+		{"roam-init, root of the job's user namespace", []proctext.Creds{init, user}, ""},
+		{"root, not the job's roam-init", []proctext.Creds{notInit, user}, "runs as uids [0 0 0 0]"},
+		{"the job's roam-init as the user is checked as the user", []proctext.Creds{initAsUser, user}, "capabilities"},
 	} {
 		err := CheckCreds(1001, 1001, []uint32{1001, 5001}, c.tasks)
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {

@@ -115,7 +115,9 @@ func TestPackageAndDeployGuide(t *testing.T) {
 	checked := filepath.Join(scratch, "check.yaml")
 	os.WriteFile(checked, []byte(strings.Replace(string(b), "join: []", "join: [127.0.0.1]\nsecret_file: "+sec, 1)), 0o644)
 	out, err = exec.Command(filepath.Join(root, "usr/sbin/roamd"), "--check-config", "--config", checked).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "advertises  127.0.0.1") || !strings.Contains(string(out), filepath.Join(root, "usr/libexec/roam/roam-init")) {
+	// It says how users' jobs run: this host allows user namespaces.
+	if err != nil || !strings.Contains(string(out), "advertises  127.0.0.1") || !strings.Contains(string(out), filepath.Join(root, "usr/libexec/roam/roam-init")) ||
+		!strings.Contains(string(out), "user jobs   in user namespaces of their own") {
 		t.Fatalf("check-config of the sample: %v:\n%s", err, out)
 	}
 	// scripts/deps.sh installs it (Debian's systemd): without it the

@@ -7,17 +7,17 @@ import (
 	"time"
 )
 
-// roam node drain on real agents: 8 jobs on node 2, one of them pinned;
-// drain --wait returns once node 2 runs only the pinned one, which it
-// lists; roam nodes says node 2 drains; new jobs go elsewhere and balancing
+// roam node drain on real agents: 8 jobs of the job user on node 2, one of
+// them pinned; drain --wait returns once node 2 runs only the pinned one,
+// which it lists; roam nodes says node 2 drains; new jobs go elsewhere and balancing
 // sends none there; after roam node resume, balancing uses it again.
 // roam node remove then empties node 3 and its agent leaves.
 func TestDrainANode(t *testing.T) {
 	prog := migjob(t)
 	c := upCluster(t, "e2edrain", 40, "--nodes", "3", "--cpu", "0.5,0.5,0.5", "--scheduler", "static")
 	c.waitAllAlive(3)
-	ids := strings.Fields(c.mustRun("--node", "1", "run", "-d", "-n", "7", "--on", "2", "--", prog, "cpu", "600", marker(t)))
-	pinned := strings.TrimSpace(c.mustRun("--node", "1", "run", "-d", "--pin", "--on", "2", "--", prog, "cpu", "600", marker(t)))
+	ids := strings.Fields(c.mustRunAs(jobUser, "--node", "1", "run", "-d", "-n", "7", "--on", "2", "--", prog, "cpu", "600", marker(t)))
+	pinned := strings.TrimSpace(c.mustRunAs(jobUser, "--node", "1", "run", "-d", "--pin", "--on", "2", "--", prog, "cpu", "600", marker(t)))
 	ids = append(ids, pinned)
 	t.Cleanup(func() { c.run(append([]string{"--node", "1", "kill", "-s", "KILL"}, ids...)...) })
 	if len(ids) != 8 {
@@ -47,7 +47,7 @@ func TestDrainANode(t *testing.T) {
 	}
 	// Balancing on, new jobs: none goes to node 2.
 	c.mustRun("--node", "1", "policy", "load", "balance")
-	more := strings.Fields(c.mustRun("--node", "1", "run", "-d", "-n", "3", "--", prog, "cpu", "600", marker(t)))
+	more := strings.Fields(c.mustRunAs(jobUser, "--node", "1", "run", "-d", "-n", "3", "--", prog, "cpu", "600", marker(t)))
 	ids = append(ids, more...)
 	// For a few of the policy's rounds (1 s each), none goes there.
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
@@ -57,7 +57,7 @@ func TestDrainANode(t *testing.T) {
 			}
 		}
 	}
-	if out, err := c.run("--node", "1", "run", "-d", "--on", "2", "--", prog, "cpu", "1", marker(t)); err == nil || !strings.Contains(out, "draining") {
+	if out, err := c.roamAs(jobUser, "--node", "1", "run", "-d", "--on", "2", "--", prog, "cpu", "1", marker(t)).CombinedOutput(); err == nil || !strings.Contains(string(out), "draining") {
 		t.Fatalf("run --on 2: %v: %s", err, out)
 	}
 	c.mustRun("--node", "1", "node", "resume", "2")

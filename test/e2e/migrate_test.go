@@ -591,6 +591,10 @@ func TestUserJobMigrationOnThisHost(t *testing.T) {
 	if st := c.stats("1"); !strings.Contains(st.Migration, "users' jobs run in user namespaces of their own") {
 		t.Fatalf("roam stats does not say how users' jobs migrate: %q", st.Migration)
 	}
+	waitFor(t, 30*time.Second, "roam nodes says both nodes run users' jobs in user namespaces", func() (bool, string) {
+		ns := c.nodes("1")
+		return len(ns) == 2 && ns[0].UserNS && ns[1].UserNS, fmt.Sprint(ns)
+	})
 	start := c.as(uid, gid, "--node", "1", "run", "-d", "--on", "1", "sh", "-c", "for i in $(seq 1 30); do echo $i $(id -u) $(id -g); sleep 0.1; done")
 	out, err := start.CombinedOutput()
 	if err != nil {

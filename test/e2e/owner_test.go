@@ -76,3 +76,14 @@ func (c *cluster) roamAs(o owner, args ...string) *exec.Cmd {
 	}
 	return cmd
 }
+
+// mustRunAs runs the roam CLI as o and returns its output; it fails the
+// test on an error.
+func (c *cluster) mustRunAs(o owner, args ...string) string {
+	c.t.Helper()
+	out, err := c.roamAs(o, args...).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("roam %v as %s: %v: %s", args, o.name, err, out)
+	}
+	return string(out)
+}

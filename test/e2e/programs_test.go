@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -28,12 +29,12 @@ type realProgram struct {
 	stdout  bool
 }
 
-// Each real program starts on node 1 and is moved twice while it runs
-// (1→2→3), with its working directory, its input and its temporary
-// files (TMPDIR) in a directory every node shares, as a cluster's users
-// keep them. Its results, and its output where it is deterministic, must
-// be byte-identical to those of the same program run here on the same
-// input, unmigrated.
+// Each real program starts on node 1 as the job user, a user's job, and
+// is moved twice while it runs (1→2→3), with its working directory, its
+// input and its temporary files (TMPDIR) in a directory every node shares,
+// as a cluster's users keep them. Its results, and its output where it is
+// deterministic, must be byte-identical to those of the same program run
+// here by the same user on the same input, unmigrated.
 func TestRealPrograms(t *testing.T) {
 	programs := []realProgram{
 		{
@@ -66,7 +67,13 @@ func TestRealPrograms(t *testing.T) {
 			t.Fatalf("%s is not installed (scripts/deps.sh installs it): %v", p.argv[0], err)
 		}
 	}
-	root := t.TempDir()
+	// Not t.TempDir, whose parent only root may enter: the programs run
+	// as the job user, here and on the cluster.
+	root, err := os.MkdirTemp("", "programs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
 	os.Chmod(root, 0o755)
 	// The unmigrated runs, here, while the cluster comes up.
 	refOut := make([][]byte, len(programs))
@@ -79,6 +86,7 @@ func TestRealPrograms(t *testing.T) {
 			cmd := exec.Command(p.argv[0], p.argv[1:]...)
 			cmd.Path = filepath.Join("/usr/bin", p.argv[0])
 			cmd.Dir, cmd.Env = dir, append(env, "TMPDIR="+filepath.Join(dir, "tmp"))
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: jobUser.uid, Gid: jobUser.gid, Groups: jobUser.groups}}
 			refOut[i], refErr[i] = cmd.Output()
 		})
 	}
@@ -91,7 +99,7 @@ func TestRealPrograms(t *testing.T) {
 	for i, p := range programs {
 		dir := filepath.Join(root, "roam", p.name)
 		prepare(t, dir, p)
-		cmd := c.roamCmd(append([]string{"--node", "1", "run", "-d", "--on", "1", "--"}, p.argv...)...)
+		cmd := c.roamAs(jobUser, append([]string{"--node", "1", "run", "-d", "--on", "1", "--"}, p.argv...)...)
 		cmd.Dir, cmd.Env = dir, append(cmd.Env, append(env, "TMPDIR="+filepath.Join(dir, "tmp"))...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -194,6 +202,16 @@ func prepare(t *testing.T, dir string, p realProgram) {
 		t.Fatal(err)
 	}
 	p.setup(t, dir)
+	// The job user's, as a user's files are.
+	err := filepath.WalkDir(filepath.Dir(dir), func(path string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, int(jobUser.uid), int(jobUser.gid))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func writeFile(name, content string) func(*testing.T, string) {

@@ -81,6 +81,7 @@ type Config struct {
 	GossipPort int
 	PeerPort   int
 	Capacity   float64 // this node's capacity, in cores
+	UserNS     bool    // users' jobs run in user namespaces here
 	// Join are the members to join through (config's join).
 	Join []string
 	// Interval is the load interval (load.interval).

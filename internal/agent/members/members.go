@@ -34,6 +34,7 @@ type Member struct {
 	Since    time.Time // when it last became alive or dead
 	Draining bool      // it says so in its metadata (roam node drain)
 	Version  string    // its roam version, from its metadata
+	UserNS   bool      // its users' jobs run in user namespaces (metadata)
 }
 
 // Config is what a Table is built from.
@@ -134,6 +135,7 @@ func (t *Table) Up(name, addr string, ip net.IP, metadata []byte, now time.Time)
 	if len(m.Version) <= maxVersion {
 		p.Version = m.Version
 	}
+	p.UserNS = m.UserNS
 	return ch
 }
 
@@ -306,7 +308,7 @@ func (t *Table) Nodes(now time.Time, selfDraining bool) []api.NodeInfo {
 	defer t.mu.Unlock()
 	out := make([]api.NodeInfo, 0, len(t.known))
 	for id, p := range t.known {
-		ni := api.NodeInfo{ID: id, Addr: p.PeerAddr, Alive: p.Alive, Capacity: p.Capacity, Draining: p.Draining, Version: p.Version}
+		ni := api.NodeInfo{ID: id, Addr: p.PeerAddr, Alive: p.Alive, Capacity: p.Capacity, Draining: p.Draining, Version: p.Version, UserNS: p.UserNS}
 		if id == t.self {
 			l, m, age := t.selfLoad, t.selfMem, int64(0)
 			ni.Self, ni.Load, ni.MemFreeMB, ni.InfoAgeMS = true, &l, &m, &age

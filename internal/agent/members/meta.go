@@ -20,6 +20,9 @@ type Meta struct {
 	// member's agent (an older roam sends neither: protocol 1).
 	Protocol int    `json:"pv,omitempty"`
 	Version  string `json:"v,omitempty"`
+	// UserNS: users' jobs run in user namespaces of their own there (an
+	// older roam does not say).
+	UserNS bool `json:"u,omitempty"`
 }
 
 // ParseMeta reads a member's metadata, which comes from the network: a
