@@ -79,6 +79,13 @@ type Client struct {
 	http   *http.Client
 }
 
+// NewClientDial makes a client for the agent listening on socket that
+// connects with dial (asuser.DialUnix, to be another user).
+func NewClientDial(socket string, dial func() (net.Conn, error)) *Client {
+	tr := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return dial() }}
+	return &Client{Socket: socket, http: &http.Client{Transport: tr}}
+}
+
 // NewClient makes a client for the agent listening on socket.
 func NewClient(socket string) *Client {
 	tr := &http.Transport{

@@ -846,7 +846,7 @@ var expMigrate = &Experiment{
 	Name:  "migrate",
 	Title: "Freeze time and total time of a migration vs the process's size",
 	Seed:  "seed 004 §5 (migration time) and the migration issue's target",
-	About: "Migrates a process of a given resident size from node 1 to node 2 eagerly (freeze and total time) and back lazily (freeze time and the post-copy window), next to a raw TCP copy of the same bytes over the same link and a local CRIU dump and restore of the same process. Ratio = eager total / (raw copy + local dump + local restore).",
+	About: "Migrates a user's process (uid 70001, in a user namespace of its own) of a given resident size from node 1 to node 2 eagerly (freeze and total time) and back lazily (freeze time and the post-copy window), next to a raw TCP copy of the same bytes over the same link and a local CRIU dump and restore of the same process; then root's process of the same size alike (no user namespace, as every job moved before users' jobs had one). Ratio = eager total / (raw copy + local dump + local restore); user's / root's compares the freezes.",
 	run: func(x *Run) error {
 		sizes := pick(x, []int{16}, []int{16, 128, 1024})
 		r := x.Res
@@ -882,6 +882,12 @@ var expMigrate = &Experiment{
 			r.Add("lazy settle", v, "time", "ms", p.LazySetMS)
 			r.Add("eager total / (raw copy + local dump + restore)", v, "ratio", "", p.Ratio)
 			r.Add("eager freeze / (local dump + restore)", v, "ratio", "", p.EagerFreezeMS/(p.LocalDumpMS+p.LocalRestMS))
+			if q := p.Root; q != nil {
+				r.Add("eager freeze, root's job", v, "time", "ms", q.EagerFreezeMS)
+				r.Add("lazy freeze, root's job", v, "time", "ms", q.LazyFreezeMS)
+				r.Add("eager freeze: user's / root's", v, "ratio", "", p.EagerFreezeMS/q.EagerFreezeMS)
+				r.Add("lazy freeze: user's / root's", v, "ratio", "", p.LazyFreezeMS/q.LazyFreezeMS)
+			}
 		}
 		migrateTargets(r, sizes)
 		return err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"time"
@@ -14,8 +15,38 @@ import (
 	"golang.org/x/sys/unix"
 
 	"roam/internal/api"
+	"roam/internal/asuser"
 	"roam/internal/emu"
 )
+
+// BenchUser is whom the benchmarks run users' jobs as: a uid above
+// 65,535, as LDAP sites hand out, with a supplementary group above it
+// too. It needs no account: the agent takes the ids from the socket.
+var BenchUser = asuser.Cred{UID: 70001, GID: 70001, Groups: []uint32{70001, 170100}}
+
+// forUsers copies program prog where BenchUser may run it on every node
+// (the build tree may be in a directory only root enters), and returns
+// the copy's path and what removes it.
+func forUsers(prog string) (string, func(), error) {
+	dir, err := os.MkdirTemp("/var/lib", "roam-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	clean := func() { os.RemoveAll(dir) }
+	b, err := os.ReadFile(prog)
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	p := filepath.Join(dir, filepath.Base(prog))
+	if err == nil {
+		err = os.WriteFile(p, b, 0o755)
+	}
+	if err != nil {
+		clean()
+		return "", nil, fmt.Errorf("copy %s for the benchmark's user: %w", prog, err)
+	}
+	return p, clean, nil
+}
 
 // MigrateSpec configures the migration benchmark.
 type MigrateSpec struct {
@@ -30,9 +61,13 @@ type MigrateSpec struct {
 // MigratePoint is one process size, all measured in the same run: an
 // eager migration 1→2, a local CRIU dump and restore of the same process
 // on node 2, a raw TCP copy of as many bytes from node 1 to node 2, and a
-// lazy migration 2→1.
+// lazy migration 2→1; of a user's job, and, right after, the eager and
+// lazy migrations of root's.
 type MigratePoint struct {
 	SizeMB        int     `json:"size_mb"`
+	// Root is the same point's migrations of root's job (no user
+	// namespace: the path every job took before users' jobs had one).
+	Root *MigratePoint `json:"root,omitempty"`
 	Bytes         int64   `json:"bytes"`
 	EagerFreezeMS float64 `json:"eager_freeze_ms"`
 	EagerTotalMS  float64 `json:"eager_total_ms"`
@@ -76,10 +111,22 @@ func Migrate(spec MigrateSpec, progress io.Writer) ([]MigratePoint, error) {
 	if err := waitMembers(cl, 2); err != nil {
 		return nil, err
 	}
+	prog, clean, err := forUsers(spec.Migjob)
+	if err != nil {
+		return nil, err
+	}
+	defer clean()
+	spec.Migjob = prog
+	user := api.NewClientDial(st.Nodes[0].Socket, func() (net.Conn, error) { return asuser.DialUnix(BenchUser, st.Nodes[0].Socket) })
 	var out []MigratePoint
 	for _, size := range spec.SizesMB {
 		fmt.Fprintf(progress, "migrate: %d MiB process\n", size)
-		p, err := migratePoint(cl, st, spec, size)
+		p, err := migratePoint(cl, user, st, spec, size, true)
+		if err == nil {
+			var r MigratePoint
+			r, err = migratePoint(cl, cl, st, spec, size, false)
+			p.Root = &r
+		}
 		if err != nil {
 			return out, fmt.Errorf("%d MiB: %w", size, err)
 		}
@@ -88,9 +135,11 @@ func Migrate(spec MigrateSpec, progress io.Writer) ([]MigratePoint, error) {
 	return out, nil
 }
 
-func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (MigratePoint, error) {
+// migratePoint measures one point, the job started by starter's caller;
+// local adds the local dump and restore and the raw copy.
+func migratePoint(cl, starter *api.Client, st emu.State, spec MigrateSpec, size int, local bool) (MigratePoint, error) {
 	p := MigratePoint{SizeMB: size}
-	ids, err := start(cl, api.RunRequest{Argv: []string{spec.Migjob, "mem", "1000000", "bench", strconv.Itoa(size)}, On: "1"})
+	ids, err := start(starter, api.RunRequest{Argv: []string{spec.Migjob, "mem", "1000000", "bench", strconv.Itoa(size)}, On: "1"})
 	if err != nil {
 		return p, err
 	}
@@ -112,11 +161,13 @@ func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (Mig
 		err := cl.Do(context.Background(), http.MethodPost, api.PathMigrate, api.MigrateRequest{ID: id, Node: to, Lazy: lazy}, &m)
 		return m, err
 	}
-	local, err := localDumpRestore(st.Nodes[0], spec, id)
-	if err != nil {
-		return p, fmt.Errorf("local dump and restore: %w", err)
+	if local {
+		l, err := localDumpRestore(st.Nodes[0], spec, id)
+		if err != nil {
+			return p, fmt.Errorf("local dump and restore: %w", err)
+		}
+		p.LocalDumpMS, p.LocalRestMS, p.LocalDumpPh, p.LocalRestorePh = l.DumpMS, l.RestoreMS, l.Dump, l.Restore
 	}
-	p.LocalDumpMS, p.LocalRestMS, p.LocalDumpPh, p.LocalRestorePh = local.DumpMS, local.RestoreMS, local.Dump, local.Restore
 	m, err := migrate("2", false)
 	if err != nil {
 		return p, fmt.Errorf("eager migration: %w", err)
@@ -124,10 +175,12 @@ func migratePoint(cl *api.Client, st emu.State, spec MigrateSpec, size int) (Mig
 	p.Bytes, p.EagerFreezeMS, p.EagerTotalMS = m.Bytes, m.FreezeMS, m.TotalMS
 	p.EagerDumpMS, p.EagerCopyMS, p.EagerRestMS = m.DumpMS, m.CopyMS, m.RestoreMS
 	p.EagerPhases = m.Phases
-	if p.RawCopyMS, err = rawCopy(st, m.Bytes); err != nil {
-		return p, fmt.Errorf("raw copy: %w", err)
+	if local {
+		if p.RawCopyMS, err = rawCopy(st, m.Bytes); err != nil {
+			return p, fmt.Errorf("raw copy: %w", err)
+		}
+		p.Ratio = p.EagerTotalMS / (p.RawCopyMS + p.LocalDumpMS + p.LocalRestMS)
 	}
-	p.Ratio = p.EagerTotalMS / (p.RawCopyMS + p.LocalDumpMS + p.LocalRestMS)
 
 	m, err = migrate("1", true)
 	if err != nil {

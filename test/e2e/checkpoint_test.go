@@ -32,7 +32,8 @@ func sameRun(s string) string { return times.ReplaceAllString(s, "") }
 func TestCheckpointRestart(t *testing.T) {
 	c := upCluster(t, "e2eckpt", 41, "--nodes", "3", "--scheduler", "static")
 	c.waitAllAlive(3)
-	dir := t.TempDir()
+	// The job user's jobs, checkpointed and restarted by that user.
+	dir := userDir(t)
 	progs := []struct {
 		name string
 		argv []string
@@ -52,7 +53,7 @@ func TestCheckpointRestart(t *testing.T) {
 			return ok && j.CPUSeconds >= 1, fmt.Sprint(j.CPUSeconds)
 		})
 		file := filepath.Join(dir, p.name+".roamckpt")
-		c.mustRun("--node", "1", "checkpoint", id, "-o", file)
+		c.mustRunAs(jobUser, "--node", "1", "checkpoint", id, "-o", file)
 		// Once roam checkpoint has returned, the job's record has it.
 		if j, ok := c.lookup(id); !ok || len(j.Checkpoints) != 1 || !j.Checkpoints[0].OK {
 			t.Fatalf("%s: right after roam checkpoint, the record's checkpoints are %+v", p.name, j.Checkpoints)
@@ -61,7 +62,7 @@ func TestCheckpointRestart(t *testing.T) {
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: checkpoint file %v, %v; want mode 0600", p.name, fi, err)
 		}
-		if out, err := c.run("--node", "1", "restart", file); err == nil || !strings.Contains(out, "still running") {
+		if out, err := c.roamAs(jobUser, "--node", "1", "restart", file).CombinedOutput(); err == nil || !strings.Contains(string(out), "still running") {
 			t.Fatalf("%s: restarted while it runs: %v: %s", p.name, err, out)
 		}
 		c.mustRun("--node", "1", "kill", "-s", "KILL", id)
@@ -75,11 +76,14 @@ func TestCheckpointRestart(t *testing.T) {
 			if err := os.WriteFile(bad, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if out, err := c.run("--node", "1", "restart", bad); err == nil || !strings.Contains(out, "seal does not match") {
+			if err := os.Chown(bad, int(jobUser.uid), int(jobUser.gid)); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := c.roamAs(jobUser, "--node", "1", "restart", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "seal does not match") {
 				t.Fatalf("a changed checkpoint: %v: %s", err, out)
 			}
 		}
-		cmd := c.roamCmd("--node", "1", "restart", file, "--on", "3")
+		cmd := c.roamAs(jobUser, "--node", "1", "restart", file, "--on", "3")
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		code := exitCodeOf(cmd.Run())
@@ -115,19 +119,19 @@ func TestCheckpointRestart(t *testing.T) {
 		return ok && j.CPUSeconds > 0.2, ""
 	})
 	file := filepath.Join(dir, "gone.roamckpt")
-	c.mustRun("--node", "1", "checkpoint", "--stop", id, "-o", file)
+	c.mustRunAs(jobUser, "--node", "1", "checkpoint", "--stop", id, "-o", file)
 	if j := c.waitFinished(id, 30*time.Second); !strings.Contains(j.EndReason, "checkpoint") {
 		t.Fatalf("checkpoint --stop: %+v", j)
 	}
 	os.Remove(gone)
-	out, err := c.run("--node", "1", "restart", file)
-	if err == nil || !strings.Contains(out, gone) {
+	out, err := c.roamAs(jobUser, "--node", "1", "restart", file).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), gone) {
 		t.Fatalf("restart with its program gone: %v: %s", err, out)
 	}
 	if j, _ := c.lookup(id); j.State != api.StateFinished {
 		t.Fatalf("after a refused restart: %+v", j)
 	}
-	t.Logf("program gone: %s", strings.TrimSpace(out))
+	t.Logf("program gone: %s", strings.TrimSpace(string(out)))
 }
 
 // 8 jobs with --checkpoint-every 5s on 4 nodes; node 4's link is cut

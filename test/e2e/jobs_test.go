@@ -29,10 +29,11 @@ func (c *cluster) roamCmd(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// ps is roam ps as root: every user's jobs (-a).
 func (c *cluster) ps(node string, extra ...string) []api.Job {
 	c.t.Helper()
 	var js []api.Job
-	out := c.mustRun(append([]string{"--node", node, "ps", "--json"}, extra...)...)
+	out := c.mustRun(append([]string{"--node", node, "ps", "--json", "-a"}, extra...)...)
 	if err := json.Unmarshal([]byte(out), &js); err != nil {
 		c.t.Fatalf("ps: %v: %s", err, out)
 	}

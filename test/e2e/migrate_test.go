@@ -275,14 +275,13 @@ func TestMigrationThreeHops(t *testing.T) {
 }
 
 func threeHops(t *testing.T, c *cluster, k kind) {
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
+	dir := userDir(t)
 	fileA, fileB := filepath.Join(dir, "a.dat"), filepath.Join(dir, "b.dat")
 	markA, markB := marker(t)+"a", marker(t)+"b"
 
 	// The migrated job runs attached, as a user would have it: its output
 	// must keep streaming to this roam run, and its status come back.
-	attached := c.roamCmd(append([]string{"--node", "1", "run", "--on", "1"}, k.argv(markA, fileA)...)...)
+	attached := c.roamAs(jobUser, append([]string{"--node", "1", "run", "--on", "1"}, k.argv(markA, fileA)...)...)
 	var out bytes.Buffer
 	attached.Stdout = &out
 	if err := attached.Start(); err != nil {
@@ -549,7 +548,7 @@ func TestOutsideConnectionPins(t *testing.T) {
 	if err == nil || !strings.Contains(out, want) {
 		t.Fatalf("migrate: err %v, output %q; want an error with %q", err, out, want)
 	}
-	long := c.mustRun("--node", "1", "ps", "-l")
+	long := c.mustRun("--node", "1", "ps", "-l", "-a")
 	if !strings.Contains(long, "pinned: holds a TCP connection to 198.18.21.254") {
 		t.Fatalf("ps -l does not show the pin:\n%s", long)
 	}

@@ -184,8 +184,7 @@ func TestNodeLocalFiles(t *testing.T) {
 			t.Fatalf("the pinned job: %+v, output %q", j, c.mustRun("--node", "1", "logs", id))
 		}
 	}
-	shared := filepath.Join(t.TempDir(), "count")
-	os.Chmod(filepath.Dir(shared), 0o755)
+	shared := filepath.Join(userDir(t), "count")
 	id := holder(shared)
 	waitFor(t, 10*time.Second, id+" holds "+shared, func() (bool, string) {
 		_, err := os.Stat(shared)

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 )
 
 // owner is whose jobs a test runs: the tests' job user by default, as on a
@@ -86,4 +88,22 @@ func (c *cluster) mustRunAs(o owner, args ...string) string {
 		c.t.Fatalf("roam %v as %s: %v: %s", args, o.name, err, out)
 	}
 	return string(out)
+}
+
+// userDir is a new directory of the job user's, in a directory every node
+// shares, removed with the test (t.TempDir's parent is root's alone).
+func userDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, int(jobUser.uid), int(jobUser.gid)); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

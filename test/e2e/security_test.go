@@ -25,11 +25,17 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(base, "u")       // the job's directory, shared
 	other := filepath.Join(base, "other") // what node 2 sees at dir instead
 	victim := filepath.Join(base, "victim")
 	for _, d := range []string{dir, other} {
 		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, int(jobUser.uid), int(jobUser.gid)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -98,7 +104,7 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 	// here, and the destination would refuse the restored task anyway),
 	// and it runs on.
 	py := "import os, time\nos.setresuid(0, 65534, 0)\nfor i in range(100000):\n    print(i, flush=True)\n    time.sleep(0.1)\n"
-	suid := c.start("1", "python3", "-c", py)
+	suid := c.startAs(root, "1", "python3", "-c", py)
 	c.waitLines(suid, 3)
 	refused(suid, "65534", "changed their credentials")
 }
@@ -118,6 +124,9 @@ func TestMigrationRefusesAFileSwappedAfterTheCheck(t *testing.T) {
 	c.waitAllAlive(2)
 	base, err := os.MkdirTemp(e2eRoot, "swap-")
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(base, int(jobUser.uid), int(jobUser.gid)); err != nil {
 		t.Fatal(err)
 	}
 	file, aside, victim := filepath.Join(base, "f"), filepath.Join(base, "f.aside"), filepath.Join(base, "victim")

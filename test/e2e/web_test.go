@@ -171,8 +171,7 @@ func evalString(t *testing.T, ctx context.Context, js string) string {
 // job's id, and on root's page with it; a page without a token names no
 // job. A screenshot of the user's page is kept in the test's artifact
 // directory (go test -artifacts -outputdir DIR). The job that moves is
-// root's: this machine's root lacks CAP_SYS_RESOURCE, without which CRIU
-// cannot move a user's job (TestUserJobMigrationOnThisHost).
+// root's, another user's for both users' pages.
 func TestWebViewInABrowser(t *testing.T) {
 	const subnet = 55
 	ctx := browser(t, subnet)
