@@ -82,9 +82,12 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	try("symlink")
-	// Another regular file.
+	// Another regular file, the user's too.
 	os.Remove(filepath.Join(other, "f"))
 	if err := os.WriteFile(filepath.Join(other, "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(other, "f"), int(jobUser.uid), int(jobUser.gid)); err != nil {
 		t.Fatal(err)
 	}
 	try("not the file the job has open")
