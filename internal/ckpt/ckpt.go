@@ -3,8 +3,9 @@
 //
 // A job is roam-init and its descendants, in their own PID and mount
 // namespaces. roam-init leaves the job a minimal mount tree (the root, the
-// mounts that hold files, its own /proc, and the spool directory bound at
-// JobDir), and every mount but the root and /proc is declared to CRIU as
+// mounts that hold files, its own /proc, its own /tmp and /var/tmp, and
+// the spool directory bound at JobDir), and every mount but the root,
+// /proc, /tmp and /var/tmp (see jobtmp.go) is declared to CRIU as
 // external. On restore each is bound from the same path on the new node,
 // except JobDir, which is bound from the new node's spool directory, so the
 // job's stdout, stderr and status reopen there.

@@ -69,8 +69,10 @@ type Launcher struct {
 }
 
 // DefaultTmpBytes is the size of a job's /tmp and /var/tmp when the
-// config sets none (limits.job_tmp_bytes). A tmpfs takes memory only for
-// what is written to it.
+// config sets none (limits.job_tmp_bytes): 1 GiB, far more than a
+// compiler's or a sort's temporary files, and a bound on a job that
+// writes there without end. A tmpfs takes memory only for what is written
+// to it, and a migration copies that while the job is frozen.
 const DefaultTmpBytes = 1 << 30
 
 // Proc is a started job.
