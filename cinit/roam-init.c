@@ -9,7 +9,8 @@
  *   2. makes its mounts private, keeps only the mounts that hold files
  *      (see minimal_mounts) and mounts its own /proc, so CRIU can dump the
  *      job and restore it on any node without PID clashes and without
- *      having to rebuild the host's sysfs, cgroup or namespace mounts,
+ *      having to rebuild the host's sysfs, cgroup or namespace mounts; and
+ *      a /tmp and /var/tmp of the job's own (see mount_job_tmp),
  *   3. becomes a session leader (CRIU wants the session inside the
  *      namespace), drops to the caller's uid, gid and groups, and enters
  *      the working directory,
@@ -42,10 +43,11 @@
  *       it), and only the program drops to the user. So it stays dumpable
  *       for CRIU after a restore, when its memory is CRIU's again.
  *
- * usage: roam-init [-U] UID GID GROUPS CWD CGROUPS SPOOL -- PROG [ARGS...]
+ * usage: roam-init [-U] UID GID GROUPS CWD CGROUPS SPOOL TMP -- PROG [ARGS...]
  *   GROUPS  comma-separated supplementary gids, or "-"
  *   CGROUPS colon-separated cgroup.procs paths ('+' first: join late), or "-"
  *   SPOOL   the job's spool directory, bound at JOB_DIR, or "-"
+ *   TMP     the size in bytes of each of the job's own /tmp and /var/tmp
  * Errors before the program runs go to stderr as one line; exit 126 when
  * the program cannot be executed, 127 when it is not found, 125 otherwise.
  */
@@ -68,6 +70,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The job's own scratch directories: a tmpfs of the job's own is mounted
+ * on each (see mount_job_tmp), hiding the node's. */
+static const char *job_tmp_dirs[] = {"/tmp", "/var/tmp", NULL};
+
+/* The source name of those tmpfs mounts in mountinfo, by which the agent
+ * tells them from the node's mounts (ckpt.JobTmpSource): CRIU dumps their
+ * content into the images and mounts them again on restore, rather than
+ * taking them as external mounts to bind from the node. */
+#define JOB_TMP_SOURCE "roam-job-tmp"
+
 /* Filesystems a job never needs and CRIU could not carry to another node:
  * they describe the host (sysfs, cgroups, namespaces, terminals) rather
  * than hold the user's files. */
@@ -88,12 +100,19 @@ struct mnt {
 	int depth, drop;
 };
 
+/* under says whether path is dir or below it. */
+static int under(const char *path, const char *dir) {
+	size_t n = strlen(dir);
+	return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/');
+}
+
 /* minimal_mounts leaves the job a mount tree that can be rebuilt on any
  * node: the root, and the other mounts that hold files (block devices,
  * tmpfs, network filesystems), each of which the agent declares to CRIU as
  * external. Host-describing filesystems go, and so does any mount point
- * mounted twice (an overmount CRIU cannot restore). A fresh /proc is
- * mounted afterwards. */
+ * mounted twice (an overmount CRIU cannot restore), and so do the mounts
+ * at or below the job's scratch directories. A fresh /proc and the job's
+ * own /tmp and /var/tmp are mounted afterwards. */
 static void minimal_mounts(void) {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
@@ -117,6 +136,12 @@ static void minimal_mounts(void) {
 		e->drop = 0;
 		for (const char **d = dropped_fs; *d; d++)
 			if (strcmp(fstype, *d) == 0)
+				e->drop = 1;
+		/* The node's own /tmp and whatever is mounted in it: the job's
+		 * tmpfs goes there instead, and would otherwise sit on top of
+		 * them (an overmount). */
+		for (const char **d = job_tmp_dirs; *d; d++)
+			if (under(path, *d))
 				e->drop = 1;
 	}
 	fclose(f);
@@ -164,6 +189,44 @@ static void bind_spool(const char *spool) {
 	if (mount(spool, JOB_DIR, NULL, MS_BIND, NULL) < 0)
 		die("bind spool", spool);
 	reopen_spool();
+}
+
+/* mount_job_tmp gives the job a /tmp and a /var/tmp of its own: a tmpfs
+ * of at most size bytes on each, empty, with /tmp's usual mode. Compilers,
+ * sort and most programs keep their temporary files there, and the node's
+ * are each node's own: a job holding one could not move. A tmpfs the job
+ * owns moves with it instead, its content in the images, and its pages
+ * count against the job's memory, as they would in its processes. A
+ * directory that is missing or a symbolic link (/var/tmp -> /tmp on some
+ * hosts) gets none: a mount would follow the link onto the other.
+ * With -U they are made before the unshare, by the host's root, as the
+ * rest of the tree: in the job's namespace they are then locked, and
+ * nothing in the job can unmount them or remount them larger (the tmpfs
+ * CRIU mounts on a restore is the job's namespace's own, and bounded by
+ * the job's memory cgroup as this one is). */
+static void mount_job_tmp(const char *size) {
+	char opts[64];
+	snprintf(opts, sizeof opts, "mode=1777,size=%s", size);
+	for (const char **d = job_tmp_dirs; *d; d++) {
+		struct stat st;
+		if (lstat(*d, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		if (mount(JOB_TMP_SOURCE, *d, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+			die("mount the job's own", *d);
+	}
+}
+
+/* enter_cwd enters the job's working directory. One in the node's /tmp
+ * is not the job's: its /tmp is its own, and starts empty. */
+static void enter_cwd(const char *cwd) {
+	if (chdir(cwd) == 0)
+		return;
+	for (const char **d = job_tmp_dirs; *d; d++)
+		if (under(cwd, *d)) {
+			fprintf(stderr, "roam: working directory %s: the job's %s is its own, and starts empty\n", cwd, *d);
+			exit(125);
+		}
+	die("working directory", cwd);
 }
 
 /* enter_userns is step 3a: the job's own user, mount and IPC namespaces,
@@ -294,14 +357,14 @@ int main(int argc, char **argv) {
 		args++;
 		argc--;
 	}
-	if (argc < 9 || strcmp(args[7], "--") != 0) {
-		fprintf(stderr, "usage: roam-init [-U] UID GID GROUPS CWD CGROUPS SPOOL -- PROG [ARGS...]\n");
+	if (argc < 10 || strcmp(args[8], "--") != 0 || strspn(args[7], "0123456789") != strlen(args[7]) || atoll(args[7]) <= 0) {
+		fprintf(stderr, "usage: roam-init [-U] UID GID GROUPS CWD CGROUPS SPOOL TMP -- PROG [ARGS...]\n");
 		return 125;
 	}
 	uid_t uid = (uid_t)strtoul(args[1], NULL, 10);
 	gid_t gid = (gid_t)strtoul(args[2], NULL, 10);
 	char *cwd = args[4];
-	char **prog = args + 8;
+	char **prog = args + 9;
 
 	/* Block every signal first. PID 1 of a namespace drops a signal it has
 	 * no handler for unless the signal is blocked, so a Ctrl-C that came
@@ -329,6 +392,7 @@ int main(int argc, char **argv) {
 		bind_spool(args[6]);
 		if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 			die("mount", "/proc");
+		mount_job_tmp(args[7]);
 	}
 	if (mode == 'U') {
 		enter_userns();
@@ -363,8 +427,7 @@ int main(int argc, char **argv) {
 		 * any program is. */
 		if (prctl(PR_SET_DUMPABLE, 0) < 0)
 			die("prctl", "PR_SET_DUMPABLE");
-		if (chdir(cwd) < 0)
-			die("working directory", cwd);
+		enter_cwd(cwd);
 	}
 
 	pid_t child = fork();
@@ -374,8 +437,7 @@ int main(int argc, char **argv) {
 		setpgid(0, 0);
 		if (mode == 'R') {
 			drop_privileges(uid, gid, args[3]);
-			if (chdir(cwd) < 0)
-				die("working directory", cwd);
+			enter_cwd(cwd);
 		}
 		for (int s = 1; s < NSIG; s++)
 			signal(s, SIG_DFL);

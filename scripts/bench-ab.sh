@@ -198,7 +198,9 @@ cluster_of() {
 }
 cluster_up() { ip netns list 2>/dev/null | grep -q "^roam-$1-"; }
 
-WORK=$(mktemp -d /tmp/bench-ab.XXXXXX)
+# Not under /tmp or /var/tmp: each job has its own, which would hide the
+# builds' roam-init from the jobs (and CRIU).
+WORK=$(mktemp -d /var/lib/roam-bench-ab.XXXXXX)
 BENCH_PID="" BENCH_ROAM="" BENCH_CLUSTER="" BUILD_PID=""
 cleanup() {
 	local rc=$?

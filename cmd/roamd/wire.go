@@ -23,6 +23,7 @@ import (
 	"roam/internal/cgroup"
 	"roam/internal/ckpt"
 	"roam/internal/job"
+	"roam/internal/migrate"
 	"roam/internal/probe"
 	"roam/internal/rootdir"
 	"roam/internal/secret"
@@ -138,6 +139,10 @@ func (w world) summary(cfg config.Config) string {
 	fmt.Fprintf(&b, "  secret      %s (private)\n", cfg.SecretFile)
 	fmt.Fprintf(&b, "  state       %s, socket %s\n", cfg.StateDir, cfg.Socket)
 	fmt.Fprintf(&b, "  roam-init   %s\n", cfg.InitPath)
+	if d := inJobTmp(cfg.InitPath); d != "" {
+		fmt.Fprintf(&b, "  roam-init   is in %s, which each job has its own of: jobs cannot move (install it elsewhere)\n", d)
+	}
+	fmt.Fprintf(&b, "  job /tmp    each job's /tmp and /var/tmp its own, a tmpfs of up to %s each (limits.job_tmp_bytes), moving with it\n", api.Bytes(cfg.Limits.JobTmpBytes))
 	if err := job.UserNSAllowed(cfg.InitPath, nil); err != nil {
 		fmt.Fprintf(&b, "  user jobs   in the host's user namespace (%v): they migrate only where root holds CAP_SYS_RESOURCE\n", err)
 	} else {
@@ -165,6 +170,19 @@ func (w world) summary(cfg config.Config) string {
 	return b.String()
 }
 
+// inJobTmp is the job's own scratch directory (migrate.JobTmp) that path
+// is in, or "": roam-init hides what the node has there from the job, and
+// a roam-init of the node's there cannot run again in a user's job (-U),
+// nor can CRIU find its file to move the job.
+func inJobTmp(path string) string {
+	for _, d := range migrate.JobTmp {
+		if migrate.Under(path, d) {
+			return d
+		}
+	}
+	return ""
+}
+
 // parts builds the real parts: the CLI's unix socket, mutual TLS between
 // agents with the cluster's secret, memberlist's own UDP and TCP, CRIU,
 // roam-init and /proc, and the node's cgroup when it has one (emulated
@@ -175,10 +193,20 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 	// Users' jobs run in user namespaces of their own wherever the host
 	// allows them (see cinit/roam-init.c, -U).
 	noUserNS := job.UserNSAllowed(cfg.InitPath, execMu)
-	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs, UserNS: noUserNS == nil}
+	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs, UserNS: noUserNS == nil,
+		TmpBytes: cfg.Limits.JobTmpBytes}
 	// Root's CRIU believes the kernel facts it cached there.
 	if err := ckpt.EnsureKerndat(ckpt.KerndatDir); err != nil {
 		return agent.Parts{}, fmt.Errorf("CRIU's cache of kernel facts: %w", err)
+	}
+	if d := inJobTmp(cfg.InitPath); d != "" {
+		log.Warn("roam-init is in a directory each job has its own of: jobs cannot move (install it elsewhere)", "init_path", cfg.InitPath, "dir", d)
+	}
+	// CRIU's tar compresses a job's own /tmp with roam's fast gzip
+	// (ckpt/gzip.go); without it, with the system's, and the job stays
+	// frozen meanwhile.
+	if err := ckpt.FastGzip(filepath.Join(cfg.StateDir, "criu-path")); err != nil {
+		log.Warn("CRIU compresses jobs' /tmp with the system's gzip, slower", "err", err)
 	}
 	// CRIU opens the cgroup hierarchies in a yard made once, rather than
 	// mounting them again for every dump and restore (ckpt/yard.go);

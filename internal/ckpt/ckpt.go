@@ -3,8 +3,9 @@
 //
 // A job is roam-init and its descendants, in their own PID and mount
 // namespaces. roam-init leaves the job a minimal mount tree (the root, the
-// mounts that hold files, its own /proc, and the spool directory bound at
-// JobDir), and every mount but the root and /proc is declared to CRIU as
+// mounts that hold files, its own /proc, its own /tmp and /var/tmp, and
+// the spool directory bound at JobDir), and every mount but the root,
+// /proc, /tmp and /var/tmp (see jobtmp.go) is declared to CRIU as
 // external. On restore each is bound from the same path on the new node,
 // except JobDir, which is bound from the new node's spool directory, so the
 // job's stdout, stderr and status reopen there.
@@ -74,19 +75,25 @@ type CRIU struct {
 const DefaultTimeout = 10 * time.Minute
 
 // Mounts lists the mount points of a job's mount namespace that CRIU must
-// treat as external: all but the root and /proc.
+// treat as external: all but the root, /proc and the job's own /tmp and
+// /var/tmp (see JobTmpSource).
 func Mounts(pid int) ([]string, error) {
 	mi, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
 	if err != nil {
 		return nil, err
 	}
+	return externalMounts(string(mi)), nil
+}
+
+// externalMounts is Mounts of a mountinfo table.
+func externalMounts(mountinfo string) []string {
 	var out []string
-	for _, m := range parseMountinfo(string(mi)) {
-		if m.point != "/" && m.fstype != "proc" {
+	for _, m := range parseMountinfo(mountinfo) {
+		if m.point != "/" && m.fstype != "proc" && !isJobTmp(m) {
 			out = append(out, m.point)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // unescape undoes mountinfo's octal escapes (\040 for a space).

@@ -4,11 +4,11 @@ import "strings"
 
 // mountEntry is one line of a mountinfo table (proc(5)): the root of the
 // mount within its file system and its mount point, both unescaped, its
-// file system type and its super options.
+// file system type, its source (unescaped) and its super options.
 type mountEntry struct {
-	root, point string
-	fstype      string
-	super       []string
+	root, point    string
+	fstype, source string
+	super          []string
 }
 
 // parseMountinfo reads a mountinfo table (/proc/PID/mountinfo). Fields are
@@ -25,6 +25,9 @@ func parseMountinfo(mountinfo string) []mountEntry {
 			continue
 		}
 		e := mountEntry{root: unescape(f[3]), point: unescape(f[4]), fstype: g[0]}
+		if len(g) >= 2 {
+			e.source = unescape(g[1])
+		}
 		if len(g) >= 3 {
 			e.super = strings.Split(g[2], ",")
 		}

@@ -61,7 +61,19 @@ type Launcher struct {
 	// -U), so that root's CRIU can dump it without CAP_SYS_RESOURCE on
 	// the host: set where the host allows user namespaces (UserNSAllowed).
 	UserNS bool
+	// TmpBytes is the size of each job's own /tmp and /var/tmp
+	// (migrate.JobTmp), tmpfs mounts roam-init makes in the job's mount
+	// namespace, hiding the node's (limits.job_tmp_bytes); 0 is
+	// DefaultTmpBytes.
+	TmpBytes int64
 }
+
+// DefaultTmpBytes is the size of a job's /tmp and /var/tmp when the
+// config sets none (limits.job_tmp_bytes): 1 GiB, far more than a
+// compiler's or a sort's temporary files, and a bound on a job that
+// writes there without end. A tmpfs takes memory only for what is written
+// to it, and a migration copies that while the job is frozen.
+const DefaultTmpBytes = 1 << 30
 
 // Proc is a started job.
 type Proc struct {
@@ -410,8 +422,12 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		args = append(args, "-U")
 		flags &^= syscall.CLONE_NEWIPC
 	}
+	tmp := l.TmpBytes
+	if tmp <= 0 {
+		tmp = DefaultTmpBytes
+	}
 	args = append(append(args, strconv.FormatUint(uint64(s.UID), 10), strconv.FormatUint(uint64(s.GID), 10),
-		groups, s.Cwd, cg, dir, "--"), s.Argv...)
+		groups, s.Cwd, cg, dir, strconv.FormatInt(tmp, 10), "--"), s.Argv...)
 	cmd := &exec.Cmd{
 		Path: l.Init, Args: args, Env: s.Env,
 		Stdin: inR, Stdout: out, Stderr: errf, ExtraFiles: []*os.File{status, readyW},

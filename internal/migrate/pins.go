@@ -105,6 +105,33 @@ const MQueueMagic = 0x19800202
 // roam-init mounts in its namespaces.
 const ProcMagic = 0x9fa0
 
+// TmpfsMagic is the f_type of a tmpfs.
+const TmpfsMagic = 0x01021994
+
+// JobTmp are the job's own scratch directories (cinit/roam-init.c's
+// job_tmp_dirs): roam-init mounts a tmpfs of the job's own on each, which CRIU carries in the
+// images, content and all. What the job keeps there moves with it: it is
+// neither pinned nor listed for the destination to check, whose /tmp is
+// another node's.
+var JobTmp = []string{"/tmp", "/var/tmp"}
+
+// inJobTmp says whether the file at p, of entry e, is in the job's own
+// /tmp or /var/tmp: below one of them and on a tmpfs, and in neither the
+// job's directory nor a shared one, whose rules come first. (A file of a
+// disk's there is the node's /tmp, which a job started by a roam-init
+// that made none of its own still sees.)
+func (j *judge) inJobTmp(p string, e Entry) bool {
+	if e.FSType != TmpfsMagic || under(p, j.r.JobDir) || Shared(p, j.r.Shared) {
+		return false
+	}
+	for _, d := range JobTmp {
+		if under(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
 // TCPConn is an established TCP connection in the job's network namespace:
 // its socket inode and remote address.
 type TCPConn struct {
@@ -231,6 +258,7 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 		return who + " works in " + c.Link + ", which is not a directory"
 	case c.Nlink == 0:
 		return who + " works in the removed directory " + trimDeleted(c.Link) + ghostDirWhy
+	case j.inJobTmp(c.Link, c):
 	default:
 		if pin := j.path(c.Link, c, "", "works in "); pin != "" {
 			return pin
@@ -283,6 +311,12 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 			}
 			continue
 		case modeFIFO:
+			// A FIFO of the job's own /tmp (GNU make's jobserver keeps
+			// one there): CRIU carries its data, and the FIFO itself is
+			// in the tmpfs it carries.
+			if j.inJobTmp(l, f) {
+				continue
+			}
 			if !under(l, j.r.JobDir) || path.Dir(l) != j.r.JobDir {
 				return who + " holds the named FIFO " + l + ": its buffered data is in this node's kernel, and a process outside the job may hold its other end"
 			}
@@ -324,6 +358,9 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 			}
 			continue
 		}
+		if j.inJobTmp(p, m.Entry) {
+			continue // the file moves in the tmpfs, and so its pages
+		}
 		same := Shared(p, j.r.Shared)
 		if m.SharedWrite && !same && !under(p, j.r.JobDir) {
 			return who + " maps " + p + " shared and writable, on this node's own filesystem (shared directories: " + strings.Join(j.r.Shared, ", ") + ")"
@@ -338,9 +375,13 @@ func (j *judge) task(t Task, out *Verdict, sockets map[string]bool, ownIPC bool)
 }
 
 // path is the rule of a live file or directory the job reaches by path:
-// in the job's directory it moves with the job; in a shared directory the
-// destination must reach the same file; elsewhere it is this node's own.
+// in the job's directory or its own /tmp it moves with the job; in a
+// shared directory the destination must reach the same file; elsewhere it
+// is this node's own.
 func (j *judge) path(p string, e Entry, access, verb string) string {
+	if j.inJobTmp(p, e) {
+		return "" // it moves in the job's own tmpfs
+	}
 	if under(p, j.r.JobDir) {
 		// The stream carries the directory's own files, not deeper ones.
 		if p != j.r.JobDir && path.Dir(p) != j.r.JobDir {
@@ -414,7 +455,9 @@ func (j *judge) ghost(e Entry, out *Verdict, uids string) string {
 	}
 	j.ghosts[key] = true
 	dir := path.Dir(name)
-	if !under(name, j.r.JobDir) {
+	// In the job's own directory or tmpfs, the directory moves with the
+	// job: nothing for the destination to check.
+	if !under(name, j.r.JobDir) && !j.inJobTmp(name, e) {
 		d := j.dirs[dir]
 		if d.Mode&modeType != modeDir || d.Nlink == 0 {
 			return "holds the deleted file " + name + ", whose directory " + dir + " is gone or not a directory"
@@ -429,14 +472,16 @@ func (j *judge) ghost(e Entry, out *Verdict, uids string) string {
 // held through a descriptor, from its fdinfo. CRIU takes them again on the
 // restore; but the source's copy keeps them until the move commits, so a
 // lock on a file the destination shares (any file outside the job's own
-// directory) could not be taken there.
+// directory and tmpfs) could not be taken there.
 func (j *judge) locks(f Entry) string {
 	for _, line := range strings.Split(f.Info, "\n") {
 		l, ok := strings.CutPrefix(line, "lock:")
 		if !ok {
 			continue
 		}
-		if under(f.Link, j.r.JobDir) {
+		// The job's own files: the restored copy's are other files,
+		// which no one else holds.
+		if under(f.Link, j.r.JobDir) || j.inJobTmp(trimDeleted(f.Link), f) {
 			return ""
 		}
 		kind := "a"

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"roam/internal/errkind"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -134,6 +135,19 @@ func TestJudgeRules(t *testing.T) {
 		return Entry{Link: link + " (deleted)", Mode: modeReg | mode, Nlink: 0, Alloc: alloc, UID: uid}
 	}
 	sub := map[string]Entry{"/shared/sub": {Link: "/shared/sub", Mode: modeDir | 0o755, Nlink: 2, Ino: 99}}
+	// The job's own /tmp and /var/tmp, tmpfs mounts of its own.
+	tmpReg := func(link string) Entry { e := reg(link); e.FSType = TmpfsMagic; return e }
+	tmpDir := func(link string) Entry { e := dir(link); e.FSType = TmpfsMagic; return e }
+	tmpLocked := func(link string) Entry {
+		e := tmpReg(link)
+		e.Info = "pos:\t0\nflags:\t02\nlock:\t1: POSIX  ADVISORY  WRITE 45 00:2a:7 0 EOF\n"
+		return e
+	}
+	tmpGhost := func(link string, uid uint32) Entry {
+		e := ghost(link, uid, 0o600, 4096)
+		e.FSType = TmpfsMagic
+		return e
+	}
 	cases := []struct {
 		name string
 		v    View
@@ -181,6 +195,14 @@ func TestJudgeRules(t *testing.T) {
 			"process 44 works in /shared/fuse, which cannot be examined"},
 		{"a file below the job's directory", View{Tasks: []Task{task(reg("/job/sub/f"))}}, "holds open /job/sub/f, below the job's own directory"},
 		{"a FIFO below the job's directory", View{Tasks: []Task{task(Entry{Link: "/job/sub/p", Mode: modeFIFO, Nlink: 1})}}, "holds the named FIFO /job/sub/p"},
+		{"the job's own /tmp: a file, a FIFO, a mapping, a lock, a working directory", View{Tasks: []Task{{PID: 45, Status: "Uid:\t1000\t1000\t1000\t1000\n",
+			Cwd: tmpDir("/tmp/build"), FDs: []Entry{tmpReg("/tmp/ccA.s"), tmpReg("/var/tmp/x"), tmpLocked("/tmp/db"), {Link: "/tmp/GMfifo9", Mode: modeFIFO, Nlink: 1, FSType: TmpfsMagic}},
+			Maps: []MapEntry{{Mapping{Range: "1-2", Path: "/tmp/m", SharedWrite: true}, tmpReg("/tmp/m")}}}}}, ""},
+		{"a deleted file of root's job in its own /tmp, whose directory the node lacks", View{Tasks: []Task{rootTask(tmpGhost("/tmp/sub/t", 0))}}, ""},
+		{"a deleted file of a user's job in its own /tmp", View{Tasks: []Task{task(tmpGhost("/tmp/t", 1000))}}, "holds the deleted file /tmp/t: a user's job moves with no deleted file yet"},
+		{"a tmpfs that is not /tmp", View{Tasks: []Task{task(Entry{Link: "/dev/shm/x", Mode: modeReg | 0o644, Nlink: 1, FSType: TmpfsMagic})}}, "holds open /dev/shm/x, on this node's own filesystem"},
+		{"a prefix of /tmp is not /tmp", View{Tasks: []Task{task(Entry{Link: "/tmpx/f", Mode: modeReg | 0o644, Nlink: 1, FSType: TmpfsMagic})}}, "holds open /tmpx/f, on this node's own filesystem"},
+		{"a removed directory in its own /tmp", View{Tasks: []Task{task(Entry{Link: "/tmp/d (deleted)", Mode: modeDir, Nlink: 0, FSType: TmpfsMagic})}}, "holds open the removed directory /tmp/d"},
 		{"a TCP connection out", View{Tasks: []Task{task(Entry{Link: "socket:[77]"})}, TCP: []TCPConn{{Inode: "77", Remote: "192.0.2.9:80"}}},
 			"holds a TCP connection to 192.0.2.9:80 (outside the cluster)"},
 		{"a TCP connection in the cluster", View{Tasks: []Task{task(Entry{Link: "socket:[77]"})}, TCP: []TCPConn{{Inode: "77", Remote: "10.0.0.2:22"}}},
@@ -208,6 +230,29 @@ func TestJudgeRules(t *testing.T) {
 	got := Judge(View{Tasks: []Task{rootTask(ghost("/shared/sub/t", 0, 0o600, 4096))}, Dirs: sub}, testRules)
 	if len(got.Files) != 2 || got.Files[1] != (OpenFile{Path: "/shared/sub", Ino: 99, Same: true}) || got.Ghosts != 4096 {
 		t.Errorf("a ghost in /shared/sub: %+v", got)
+	}
+	// The files of the job's own /tmp are not listed for the destination,
+	// nor is the directory of a deleted one: they move in the tmpfs.
+	tmpJob := View{Tasks: []Task{{PID: 46, Status: "Uid:\t0\t0\t0\t0\n", Cwd: tmpDir("/tmp/b"), FDs: []Entry{tmpReg("/tmp/b/x.s"), tmpGhost("/var/tmp/g", 0), reg("/shared/in.c")}}}}
+	if got := Judge(tmpJob, testRules); got.Pin != "" || len(got.Files) != 1 || got.Files[0].Path != "/shared/in.c" || got.Ghosts != 4096 {
+		t.Errorf("a job working in its own /tmp: %+v; want only /shared/in.c listed, one ghost", got)
+	}
+	// A shared directory or the job's directory below /tmp (a test's, on a
+	// host whose /tmp is a tmpfs) keeps its own rules.
+	underTmp := Rules{JobDir: "/tmp/job", Shared: []string{"/tmp/nfs"}, GhostLimit: 64 << 20}
+	for _, tc := range []struct {
+		f    Entry
+		pin  string
+		list bool
+	}{
+		{tmpLocked("/tmp/nfs/db"), "holds a POSIX lock on /tmp/nfs/db", false},
+		{tmpReg("/tmp/nfs/in.c"), "", true},
+		{tmpReg("/tmp/job/sub/f"), "below the job's own directory", false},
+	} {
+		got := Judge(View{Tasks: []Task{{PID: 47, Cwd: tmpDir("/tmp/job"), FDs: []Entry{tc.f}}}}, underTmp)
+		if !strings.Contains(got.Pin, tc.pin) || (tc.pin == "") != (got.Pin == "") || tc.list != slices.ContainsFunc(got.Files, func(f OpenFile) bool { return f.Path == tc.f.Link }) {
+			t.Errorf("%s under a tmpfs /tmp: %+v, want pin %q, listed %v", tc.f.Link, got, tc.pin, tc.list)
+		}
 	}
 	// A file of the job's own /proc is not listed for the destination:
 	// CRIU opens it again in the restored job's /proc.

@@ -30,9 +30,11 @@ import (
 // output and exit status, and a job working in the shared directory
 // migrates between hosts.
 func TestPackageAndDeployGuide(t *testing.T) {
-	// Not under /tmp: each emulated host has a /tmp of its own.
+	// Not under /tmp: each emulated host has a /tmp of its own; nor under
+	// /var/tmp: roam-init is there, and a job's /tmp and /var/tmp are its
+	// own.
 	var out []byte
-	scratch, err := os.MkdirTemp("/var/tmp", "roam-pkg-")
+	scratch, err := os.MkdirTemp("/var/lib", "roam-pkg-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func (h dhost) socket() string { return filepath.Join(h.dir, "run", "roamd.sock"
 
 // followGuide does docs/deploy.md's steps 2 to 6 on three hosts.
 func followGuide(t *testing.T, root, secret string) {
-	base, err := os.MkdirTemp("/var/tmp", "roam-guide-")
+	base, err := os.MkdirTemp("/var/lib", "roam-guide-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,9 +314,10 @@ exec %s/usr/sbin/roamd --config /etc/roam/roamd.yaml`, remount, h.name, h.dir, h
 			t.Fatalf("roam run --on %s: exit %v: %q", h.name, err, out)
 		}
 	}
-	// A job holding a file open in its host's own /tmp is pinned, with the
-	// reason, and runs on where it is; the same job with its file in the
-	// shared directory migrates host1 -> host2 -> host3 -> host1.
+	// A job holding a file open in its host's own /var/lib/roam (outside
+	// the shared directory) is pinned, with the reason, and runs on where
+	// it is; the same job with its file in the shared directory migrates
+	// host1 -> host2 -> host3 -> host1.
 	holder := func(file string) string {
 		out, err := roam(hosts[0], "run", "-d", "--on", "host1", "--", "sh", "-c",
 			"exec 3>>"+file+"; i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo $i >&3; sleep 0.2; done; wc -l < "+file).Output()
@@ -323,7 +326,7 @@ exec %s/usr/sbin/roamd --config /etc/roam/roamd.yaml`, remount, h.name, h.dir, h
 		}
 		return strings.TrimSpace(string(out))
 	}
-	local := holder("/tmp/held")
+	local := holder("/var/lib/roam/held")
 	// The job runs in a cgroup of its own, out of the agent's: the default
 	// job_cgroup, /roam/jobs/ID as host1 sees it.
 	waitFor(t, 10*time.Second, local+" in its own cgroup", func() (bool, string) {
@@ -336,8 +339,8 @@ exec %s/usr/sbin/roamd --config /etc/roam/roamd.yaml`, remount, h.name, h.dir, h
 	})
 	time.Sleep(time.Second)
 	out, err = roam(hosts[0], "migrate", local, "host2").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "holds open /tmp/held, on this node's own filesystem") {
-		t.Fatalf("a job with a file in host1's /tmp: migrate: %v: %s", err, out)
+	if err == nil || !strings.Contains(string(out), "holds open /var/lib/roam/held, on this node's own filesystem") {
+		t.Fatalf("a job with a file in host1's /var/lib/roam: migrate: %v: %s", err, out)
 	}
 	if out, err := roam(hosts[0], "attach", local).Output(); err != nil || strings.TrimSpace(string(out)) != "40" {
 		t.Fatalf("the pinned job: %v: %q", err, out)

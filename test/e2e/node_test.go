@@ -145,47 +145,53 @@ func TestJobCgroups(t *testing.T) {
 }
 
 // Every emulated node has its own /tmp and /var/tmp, as separate hosts
-// would: a job holding a file open there is pinned with the reason and
-// runs on; its file is in node 1's /tmp, not in this machine's. The same
-// job with its file in a directory every node shares migrates 1 -> 2 -> 1.
+// would (roamd's and CRIU's; a job's are its own, TestJobTmpMovesWithIt).
+// A job holding a file open outside the shared directories (in /run,
+// which no node's config names) is pinned with the reason and runs on.
+// The same job with its file in a directory every node shares migrates
+// 1 -> 2 -> 1.
 func TestNodeLocalFiles(t *testing.T) {
 	c := upCluster(t, "e2elocal", 34, "--nodes", "2")
 	c.waitAllAlive(2)
 	holder := func(file string) string {
 		return c.start("1", "sh", "-c", "exec 3>>"+file+"; i=0; while [ $i -lt 50 ]; do i=$((i+1)); echo $i >&3; sleep 0.2; done; wc -l < "+file)
 	}
-	name := marker(t)
 	st, err := emu.Load(c.name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	node1 := st.Nodes[0].Dir
-	for _, dir := range []string{"/tmp", "/var/tmp"} {
-		file := filepath.Join(dir, name)
-		id := holder(file)
-		waitFor(t, 10*time.Second, id+" holds "+file, func() (bool, string) {
-			_, err := os.Stat(filepath.Join(emu.LocalDir(node1, dir), name))
-			return err == nil, fmt.Sprint(err)
-		})
-		if _, err := os.Stat(file); err == nil {
-			t.Fatalf("the job's %s is this machine's, not node 1's own", file)
-		}
+	for _, dir := range emu.NodeLocal {
 		// Like a host's: every user may make files there, none may
 		// remove another's.
-		if fi, err := os.Stat(emu.LocalDir(node1, dir)); err != nil || fi.Mode()&os.ModeSticky == 0 || fi.Mode().Perm() != 0o777 {
+		if fi, err := os.Stat(emu.LocalDir(st.Nodes[0].Dir, dir)); err != nil || fi.Mode()&os.ModeSticky == 0 || fi.Mode().Perm() != 0o777 {
 			t.Fatalf("node 1's %s: mode %v (%v), want drwxrwxrwt", dir, fi.Mode(), err)
 		}
-		out, err := c.run("--node", "1", "migrate", id, "2")
-		if err == nil || !strings.Contains(out, "holds open "+file+", on this node's own filesystem") {
-			t.Fatalf("a job with a file in node 1's %s: migrate: %v: %s", dir, err, out)
-		}
-		j := c.waitFinished(id, time.Minute)
-		if j.Node != "1" || *j.ExitCode != 0 || c.mustRun("--node", "1", "logs", id) != "50\n" {
-			t.Fatalf("the pinned job: %+v, output %q", j, c.mustRun("--node", "1", "logs", id))
-		}
+	}
+	// A directory of the user's in /run, which is not shared.
+	local := filepath.Join("/run", marker(t))
+	if err := os.Mkdir(local, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(local) })
+	if err := os.Chown(local, int(jobUser.uid), int(jobUser.gid)); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(local, "held")
+	id := holder(file)
+	waitFor(t, 10*time.Second, id+" holds "+file, func() (bool, string) {
+		_, err := os.Stat(file)
+		return err == nil, fmt.Sprint(err)
+	})
+	out, err := c.run("--node", "1", "migrate", id, "2")
+	if err == nil || !strings.Contains(out, "holds open "+file+", on this node's own filesystem") {
+		t.Fatalf("a job with a file in /run: migrate: %v: %s", err, out)
+	}
+	j := c.waitFinished(id, time.Minute)
+	if j.Node != "1" || *j.ExitCode != 0 || c.mustRun("--node", "1", "logs", id) != "50\n" {
+		t.Fatalf("the pinned job: %+v, output %q", j, c.mustRun("--node", "1", "logs", id))
 	}
 	shared := filepath.Join(userDir(t), "count")
-	id := holder(shared)
+	id = holder(shared)
 	waitFor(t, 10*time.Second, id+" holds "+shared, func() (bool, string) {
 		_, err := os.Stat(shared)
 		return err == nil, fmt.Sprint(err)
@@ -194,7 +200,7 @@ func TestNodeLocalFiles(t *testing.T) {
 		time.Sleep(time.Second)
 		c.mustRun("--node", "1", "migrate", id, to)
 	}
-	j := c.waitFinished(id, time.Minute)
+	j = c.waitFinished(id, time.Minute)
 	if j.Migrations != 2 || c.mustRun("--node", "1", "logs", id) != "50\n" {
 		t.Fatalf("the job in the shared directory: %+v, output %q", j, c.mustRun("--node", "1", "logs", id))
 	}

@@ -51,6 +51,11 @@ type Limits struct {
 	// open or mapped and still move: CRIU carries its content in the
 	// images ("ghost file"). A job holding a larger one is pinned.
 	GhostBytes int64 `yaml:"ghost_bytes"`
+	// JobTmpBytes is the size of each of a job's own /tmp and /var/tmp:
+	// tmpfs mounts that move with the job, their content in its images.
+	// What a job keeps there counts against its memory, and a migration
+	// freezes it for as long as the copy of that content takes.
+	JobTmpBytes int64 `yaml:"job_tmp_bytes"`
 	// CheckpointBytes bounds one checkpoint file a node takes: one sent
 	// to it to keep (a job's periodic checkpoint), or to restart (roam
 	// restart). A job's checkpoint is about its memory's size.
@@ -80,6 +85,7 @@ func Default() Limits {
 		KeepFinished:        7 * 24 * time.Hour,
 		KeepFinishedPerUser: 10000,
 		GhostBytes:          64 << 20,
+		JobTmpBytes:         job.DefaultTmpBytes,
 		CheckpointBytes:     64 << 30,
 		ConnectionsPerUser:  256,
 		Connections:         4096,
@@ -110,6 +116,8 @@ func (l Limits) Validate() (string, error) {
 		return "limits.keep_finished_per_user", fmt.Errorf("%d is below 1", l.KeepFinishedPerUser)
 	case l.GhostBytes < 0 || l.GhostBytes > 4<<30-1:
 		return "limits.ghost_bytes", fmt.Errorf("%d is out of range (0 to 4 GiB - 1)", l.GhostBytes)
+	case l.JobTmpBytes < 1<<20 || l.JobTmpBytes > 1<<40:
+		return "limits.job_tmp_bytes", fmt.Errorf("%d is out of range (1 MiB to 1 TiB)", l.JobTmpBytes)
 	case l.CheckpointBytes < 1<<20:
 		return "limits.checkpoint_bytes", fmt.Errorf("%d is below 1 MiB", l.CheckpointBytes)
 	case l.Connections < 1 || l.Connections > 1<<20:
