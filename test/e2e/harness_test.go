@@ -78,11 +78,12 @@ func TestMain(m *testing.M) {
 		fail("FAIL: %v\n", err)
 	}
 	binDir = dir
-	if err := makeJobUser(); err != nil {
+	dropUser, err := makeJobUser()
+	if err != nil {
 		fail("FAIL: %v\n", err)
 	}
 	code := m.Run()
-	dropJobUser()
+	dropUser()
 	os.RemoveAll(root)
 	// Every cluster of the tests is down: the host's mount point of jobs'
 	// spools goes too, unless another cluster or job of this host uses it.

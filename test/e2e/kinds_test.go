@@ -32,11 +32,6 @@ type stateKind struct {
 	rootOnly string
 }
 
-// jobDirRootOnly is why the kinds that keep their files in the job's own
-// directory run as root only: /run/roam/job, the job's spool, is root's,
-// as it holds the status file the agent trusts.
-const jobDirRootOnly = "a user's job cannot write in /run/roam/job, the job's spool, which holds the status the agent trusts"
-
 // pinFor is the reason k's job of owner o is pinned with, or "".
 func (k stateKind) pinFor(o owner) string {
 	if o.uid != 0 && k.userPin != "" {
@@ -51,12 +46,12 @@ var stateKinds = []stateKind{
 	{kind: "memfd", what: "a memfd, written and mapped"},
 	{kind: "shmanon", what: "shared anonymous memory, with a child"},
 	{kind: "devzero", what: "a shared mapping of /dev/zero, with a child"},
-	{kind: "flock", what: "an flock lock on a file in the job's directory", jobDir: true, rootOnly: jobDirRootOnly},
-	{kind: "posixlock", what: "a POSIX (fcntl) lock on a file in the job's directory", jobDir: true, rootOnly: jobDirRootOnly},
-	{kind: "ofdlock", what: "an OFD lock on a file in the job's directory", jobDir: true, rootOnly: jobDirRootOnly},
-	{kind: "lease", what: "a read lease (F_SETLEASE) on a file in the job's directory", jobDir: true, rootOnly: jobDirRootOnly},
+	{kind: "flock", what: "an flock lock on a file in the job's own directory (root's: its spool; a user's: its /tmp)", jobDir: true},
+	{kind: "posixlock", what: "a POSIX (fcntl) lock on a file in the job's own directory (root's: its spool; a user's: its /tmp)", jobDir: true},
+	{kind: "ofdlock", what: "an OFD lock on a file in the job's own directory (root's: its spool; a user's: its /tmp)", jobDir: true},
+	{kind: "lease", what: "a read lease (F_SETLEASE) on a file in the job's own directory (root's: its spool; a user's: its /tmp)", jobDir: true},
 	{kind: "flock-shared", what: "an flock lock on a file in a shared directory", pin: "holds a FLOCK lock on"},
-	{kind: "fifo", what: "a named FIFO in the job's directory with 10 bytes in it", jobDir: true, rootOnly: jobDirRootOnly},
+	{kind: "fifo", what: "a named FIFO in the job's own directory with 10 bytes in it", jobDir: true},
 	{kind: "fifo-shared", what: "a named FIFO in a shared directory with 10 bytes in it", pin: "holds the named FIFO"},
 	{kind: "sysvshm", what: "a SysV shared memory segment"},
 	{kind: "sysvsem", what: "a SysV semaphore set"},
@@ -222,7 +217,13 @@ func checkDocTable(t *testing.T, doc, name, table string) {
 func (c *cluster) moveKind(k stateKind, o owner, prog, dir, shared string) string {
 	t := c.t
 	if k.jobDir {
+		// The job's own directory: root's job may write in its spool; a
+		// user's may not (it holds the status the agent trusts), and
+		// keeps such files in its own /tmp, which moves with it too.
 		dir = "/run/roam/job"
+		if o.uid != 0 {
+			dir = "/tmp"
+		}
 	}
 	pin, result := k.pinFor(o), "moves 1→2→3→1, checked after each hop"
 	id := c.startAs(o, "1", prog, k.kind, dir)

@@ -33,9 +33,45 @@ var jobUserGroups = []struct {
 	gid  uint32
 }{{"roame2ea", 70710}, {"roame2eb", 170711}}
 
-// makeJobUser makes jobUser and its groups, after removing what an
-// earlier, killed run left of them.
-func makeJobUser() error {
+// jobUserLock is held shared by every e2e run of this host while it
+// runs (the tests of several checkouts may run at once): the user is made
+// by the first and removed by the last.
+const jobUserLock = "/run/roam-e2e-jobuser.lock"
+
+// makeJobUser makes jobUser and its groups unless another run of the tests
+// has, and returns what the run calls at its end: it removes them when no
+// other run holds the lock.
+func makeJobUser() (func(), error) {
+	f, err := os.OpenFile(jobUserLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if got, err := exec.Command("id", jobUser.name).Output(); err != nil || !strings.Contains(string(got), "uid="+strconv.Itoa(int(jobUser.uid))+"(") {
+		if err := addJobUser(); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			dropJobUser()
+			os.Remove(jobUserLock)
+		}
+		f.Close()
+	}, nil
+}
+
+// addJobUser makes jobUser and its groups, after removing what an earlier,
+// killed run left of them.
+func addJobUser() error {
 	dropJobUser()
 	groups := append([]struct {
 		name string
