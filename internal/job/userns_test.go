@@ -23,7 +23,13 @@ func TestUserJobInItsOwnUserNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root (namespaces, another uid)")
 	}
-	dir := t.TempDir()
+	// Not under /tmp, which the job's own /tmp hides from roam-init's
+	// second exec.
+	dir, err := os.MkdirTemp("/var/lib", "roam-userns-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	init := filepath.Join(dir, "roam-init")
 	if out, err := exec.Command("gcc", "-O2", "-static", "-o", init, "../../cinit/roam-init.c").CombinedOutput(); err != nil {
 		t.Fatalf("build roam-init: %v\n%s", err, out)
