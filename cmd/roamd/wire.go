@@ -224,7 +224,7 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 		Transport:     transport.TLS{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
 		GossipKey:     w.sec.GossipKey(),
 		CheckpointKey: w.sec.CheckpointKey(),
-		Checkpointer:  &ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes, UserNS: noUserNS == nil, NoUserNS: noUserNS},
+		Checkpointer:  withHold(&ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes, UserNS: noUserNS == nil, NoUserNS: noUserNS}),
 		Processes:     launcher,
 		UserNS:        launcher.UserNS,
 		Prober:        probe.Node{Layout: w.layout, Group: cfg.Cgroup},
