@@ -64,19 +64,19 @@ type MigrateSpec struct {
 // lazy migration 2→1; of a user's job, and, right after, the eager and
 // lazy migrations of root's.
 type MigratePoint struct {
-	SizeMB        int     `json:"size_mb"`
+	SizeMB int `json:"size_mb"`
 	// Root is the same point's migrations of root's job (no user
 	// namespace: the path every job took before users' jobs had one).
-	Root *MigratePoint `json:"root,omitempty"`
-	Bytes         int64   `json:"bytes"`
-	EagerFreezeMS float64 `json:"eager_freeze_ms"`
-	EagerTotalMS  float64 `json:"eager_total_ms"`
-	EagerDumpMS   float64 `json:"eager_dump_ms"`
-	EagerCopyMS   float64 `json:"eager_copy_ms"`
-	EagerRestMS   float64 `json:"eager_restore_ms"`
-	LocalDumpMS   float64 `json:"local_dump_ms"`
-	LocalRestMS   float64 `json:"local_restore_ms"`
-	RawCopyMS     float64 `json:"raw_copy_ms"`
+	Root          *MigratePoint `json:"root,omitempty"`
+	Bytes         int64         `json:"bytes"`
+	EagerFreezeMS float64       `json:"eager_freeze_ms"`
+	EagerTotalMS  float64       `json:"eager_total_ms"`
+	EagerDumpMS   float64       `json:"eager_dump_ms"`
+	EagerCopyMS   float64       `json:"eager_copy_ms"`
+	EagerRestMS   float64       `json:"eager_restore_ms"`
+	LocalDumpMS   float64       `json:"local_dump_ms"`
+	LocalRestMS   float64       `json:"local_restore_ms"`
+	RawCopyMS     float64       `json:"raw_copy_ms"`
 	// Ratio is the eager total over (raw copy + local dump + local
 	// restore); the target is at most 1.5.
 	Ratio        float64 `json:"ratio"`
