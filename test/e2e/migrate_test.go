@@ -275,14 +275,23 @@ func TestMigrationThreeHops(t *testing.T) {
 }
 
 func threeHops(t *testing.T, c *cluster, k kind) {
-	dir := t.TempDir()
+	// Both jobs are the job user's, and so is the directory of their files
+	// (not t.TempDir, whose parent only root may enter).
+	dir, err := os.MkdirTemp("", "hops-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chown(dir, int(jobUser.uid), int(jobUser.gid)); err != nil {
+		t.Fatal(err)
+	}
 	os.Chmod(dir, 0o755)
 	fileA, fileB := filepath.Join(dir, "a.dat"), filepath.Join(dir, "b.dat")
 	markA, markB := marker(t)+"a", marker(t)+"b"
 
 	// The migrated job runs attached, as a user would have it: its output
 	// must keep streaming to this roam run, and its status come back.
-	attached := c.roamCmd(append([]string{"--node", "1", "run", "--on", "1"}, k.argv(markA, fileA)...)...)
+	attached := c.roamAs(jobUser, append([]string{"--node", "1", "run", "--on", "1"}, k.argv(markA, fileA)...)...)
 	var out bytes.Buffer
 	attached.Stdout = &out
 	if err := attached.Start(); err != nil {
@@ -291,7 +300,7 @@ func threeHops(t *testing.T, c *cluster, k kind) {
 	idB := c.start("2", k.argv(markB, fileB)...)
 	var idA string
 	waitFor(t, 10*time.Second, "the attached job", func() (bool, string) {
-		for _, j := range c.ps("1") {
+		for _, j := range c.ps("1", "-a") {
 			if strings.Contains(j.Cmd, markA) && j.State == "running" {
 				idA = j.ID
 				return true, ""
@@ -357,6 +366,9 @@ func threeHops(t *testing.T, c *cluster, k kind) {
 		if errA != nil || errB != nil || len(a) == 0 || sum(a) != sum(b) {
 			t.Fatalf("file differs: %v %v, %d vs %d bytes", errA, errB, len(a), len(b))
 		}
+	}
+	if jA.UID != jobUser.uid {
+		t.Fatalf("the migrated job is uid %d's, want the job user's (%d)", jA.UID, jobUser.uid)
 	}
 	if len(jA.MigrationLog) != 3 {
 		t.Fatalf("migration log: %+v", jA.MigrationLog)
