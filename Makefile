@@ -148,6 +148,8 @@ install: release
 	install -D -m 0755 $(REL)/roamd $(DESTDIR)$(PREFIX)/sbin/roamd
 	install -D -m 0755 $(REL)/roam-init $(DESTDIR)$(PREFIX)/libexec/roam/roam-init
 	install -D -m 0755 scripts/install-criu.sh $(DESTDIR)$(PREFIX)/libexec/roam/install-criu
+	install -d $(DESTDIR)$(PREFIX)/libexec/roam/criu-patches
+	install -m 0644 scripts/criu-patches/*.patch $(DESTDIR)$(PREFIX)/libexec/roam/criu-patches/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 0644 $(REL)/docs/man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 $(REL)/docs/man/man8/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/

@@ -166,6 +166,9 @@ func (w world) summary(cfg config.Config) string {
 		fmt.Fprintf(&b, "  criu        %s does not answer (%v): jobs run but do not migrate\n", w.criuPath, err)
 	} else {
 		fmt.Fprintf(&b, "  criu        %s, version %d.%d.%d\n", w.criuPath, v/10000, v/100%100, v%100)
+		if ok, why := ckpt.LazyInUserNS(w.criuPath); !ok {
+			fmt.Fprintf(&b, "  lazy        not of jobs in user namespaces of their own (%v): they arrive here eagerly\n", why)
+		}
 	}
 	return b.String()
 }
@@ -215,6 +218,7 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 	if err != nil {
 		log.Warn("CRIU mounts the cgroup hierarchies for each dump and restore", "err", err)
 	}
+	lazyUserNS, _ := ckpt.LazyInUserNS(w.criuPath) // why not: in Support's line
 	api, err := transport.ListenAPI(cfg.Socket)
 	if err != nil {
 		return agent.Parts{}, errors.Join(errors.New("socket "+cfg.Socket), err)
@@ -227,6 +231,7 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 		Checkpointer:  withHold(&ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes, UserNS: noUserNS == nil, NoUserNS: noUserNS}),
 		Processes:     launcher,
 		UserNS:        launcher.UserNS,
+		LazyUserNS:    lazyUserNS,
 		Prober:        probe.Node{Layout: w.layout, Group: cfg.Cgroup},
 	}, nil
 }

@@ -40,6 +40,10 @@ type Parts struct {
 	// UserNS: users' jobs run in user namespaces of their own here
 	// (job.Launcher.UserNS); the node says so to the others.
 	UserNS bool
+	// LazyUserNS: this node's CRIU restores a job lazily inside the job's
+	// own user namespace (ckpt.LazyInUserNS); the node says so to the
+	// others, which move such jobs here eagerly otherwise.
+	LazyUserNS bool
 	// Prober measures the node's load and free memory.
 	Prober Prober
 	// Registry gets the agent's metrics, and /metrics serves it; nil makes

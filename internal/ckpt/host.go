@@ -161,7 +161,9 @@ const lazyPipeSize = 8 << 20
 //     process's rlimits, so only root-owned jobs migrate;
 //   - lazy migration: CRIU's page server needs pipes of lazyPipeSize, which
 //     without CAP_SYS_RESOURCE the kernel allows only up to
-//     fs.pipe-max-size, so it raises that sysctl.
+//     fs.pipe-max-size, so it raises that sysctl; and of users' jobs in
+//     user namespaces, whether a restore can make a userfaultfd in one
+//     (LazyInUserNS).
 func (h *Host) Support() (string, bool) {
 	v, err := h.CRIU.Version()
 	if err != nil {
@@ -184,15 +186,23 @@ func (h *Host) Support() (string, bool) {
 	default:
 		users, all = why+", and root lacks CAP_SYS_RESOURCE, so only root-owned jobs migrate here", false
 	}
-	if hasCapSysResource() {
-		return ver + "; " + users + "; lazy migration on", all
+	// A lazy restore of a user's job makes its userfaultfd inside the
+	// job's user namespace (LazyInUserNS).
+	on := "lazy migration on"
+	if h.UserNS {
+		if ok, err := LazyInUserNS(h.CRIU.Path); !ok {
+			on = fmt.Sprintf("lazy migration on for root's jobs only: a user's job cannot be restored lazily here (%v)", err)
+		}
 	}
-	lazy := "lazy migration on"
+	if hasCapSysResource() {
+		return ver + "; " + users + "; " + on, all
+	}
+	lazy := on
 	if cur := pipeMaxSize(); cur < lazyPipeSize {
 		if err := os.WriteFile("/proc/sys/fs/pipe-max-size", []byte(strconv.Itoa(lazyPipeSize)), 0o644); err != nil {
 			lazy = fmt.Sprintf("lazy migration off (fs.pipe-max-size is %d and cannot be raised: %v)", cur, err)
 		} else {
-			lazy = fmt.Sprintf("lazy migration on (raised fs.pipe-max-size from %d to %d)", cur, lazyPipeSize)
+			lazy = fmt.Sprintf("%s (raised fs.pipe-max-size from %d to %d)", on, cur, lazyPipeSize)
 		}
 	}
 	return ver + "; " + users + "; " + lazy, all

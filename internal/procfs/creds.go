@@ -45,16 +45,16 @@ func TreeCreds(pid int) ([]proctext.Creds, error) {
 				return nil, fmt.Errorf("task %s of %d: %w", e.Name(), p, err)
 			}
 			c.NoDump = st.Uid != c.UIDs[1] || st.Gid != c.GIDs[1]
-			c.JobInit = p == pid && ownUserNS(p)
+			c.JobInit = p == pid && OwnUserNS(p)
 			out = append(out, c)
 		}
 	}
 	return out, nil
 }
 
-// ownUserNS tells whether process p is in another user namespace than
+// OwnUserNS tells whether process p is in another user namespace than
 // this process.
-func ownUserNS(p int) bool {
+func OwnUserNS(p int) bool {
 	self, err1 := os.Readlink("/proc/self/ns/user")
 	ns, err2 := os.Readlink("/proc/" + strconv.Itoa(p) + "/ns/user")
 	return err1 == nil && err2 == nil && ns != self

@@ -64,11 +64,25 @@ func TestPackageAndDeployGuide(t *testing.T) {
 		"usr/share/bash-completion/completions/roam": 0o644, "usr/share/zsh/vendor-completions/_roam": 0o644,
 		"usr/share/fish/vendor_completions.d/roam.fish": 0o644, "usr/share/doc/roam/deploy.md": 0o644,
 		"usr/share/doc/roam/copyright": 0o644, "usr/share/doc/roam/LICENSE": 0o644, "usr/libexec/roam/install-criu": 0o755,
+		"usr/libexec/roam/criu-patches/0001-uffd-open-dev-userfaultfd.patch":          0o644,
+		"usr/libexec/roam/criu-patches/0002-pipes-restore-size-through-usernsd.patch": 0o644,
 	} {
 		fi, err := os.Stat(filepath.Join(root, f))
 		if err != nil || fi.Mode().Perm() != mode {
 			t.Fatalf("package file %s: %v (mode %v, want %v)", f, err, fi.Mode().Perm(), mode)
 		}
+	}
+	// The packaged install-criu finds its CRIU patches beside it: the same
+	// set as the source tree's, so it builds the CRIU the tests ran.
+	mark := func(script string) string {
+		out, err := exec.Command("bash", "-c", `. "$0"; patches_mark`, script).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: patches_mark: %v: %s", script, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got, want := mark(filepath.Join(root, "usr/libexec/roam/install-criu")), mark("../../scripts/install-criu.sh"); got != want {
+		t.Fatalf("the package's install-criu marks its CRIU %q, the source tree's %q", got, want)
 	}
 	// The copyright file states roam's licence and every Go module's
 	// linked into the binaries it ships, with its text.

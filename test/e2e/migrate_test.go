@@ -275,6 +275,7 @@ func TestMigrationThreeHops(t *testing.T) {
 }
 
 func threeHops(t *testing.T, c *cluster, k kind) {
+	// Both jobs are the job user's, and so is the directory of their files.
 	dir := userDir(t)
 	fileA, fileB := filepath.Join(dir, "a.dat"), filepath.Join(dir, "b.dat")
 	markA, markB := marker(t)+"a", marker(t)+"b"
@@ -290,7 +291,7 @@ func threeHops(t *testing.T, c *cluster, k kind) {
 	idB := c.start("2", k.argv(markB, fileB)...)
 	var idA string
 	waitFor(t, 10*time.Second, "the attached job", func() (bool, string) {
-		for _, j := range c.ps("1") {
+		for _, j := range c.ps("1", "-a") {
 			if strings.Contains(j.Cmd, markA) && j.State == "running" {
 				idA = j.ID
 				return true, ""
@@ -356,6 +357,9 @@ func threeHops(t *testing.T, c *cluster, k kind) {
 		if errA != nil || errB != nil || len(a) == 0 || sum(a) != sum(b) {
 			t.Fatalf("file differs: %v %v, %d vs %d bytes", errA, errB, len(a), len(b))
 		}
+	}
+	if jA.UID != jobUser.uid {
+		t.Fatalf("the migrated job is uid %d's, want the job user's (%d)", jA.UID, jobUser.uid)
 	}
 	if len(jA.MigrationLog) != 3 {
 		t.Fatalf("migration log: %+v", jA.MigrationLog)

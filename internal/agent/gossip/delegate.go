@@ -20,7 +20,7 @@ import (
 
 // NodeMeta is this node's metadata (members.Meta), within limit bytes.
 func (g *Gossip) NodeMeta(limit int) []byte {
-	b, _ := json.Marshal(members.Meta{Capacity: g.c.Capacity, PeerPort: g.c.PeerPort, Draining: g.c.Drain.On(), Protocol: api.Protocol, Version: api.Version, UserNS: g.c.UserNS})
+	b, _ := json.Marshal(members.Meta{Capacity: g.c.Capacity, PeerPort: g.c.PeerPort, Draining: g.c.Drain.On(), Protocol: api.Protocol, Version: api.Version, UserNS: g.c.UserNS, LazyUserNS: g.c.LazyUserNS})
 	if len(b) > limit {
 		return nil
 	}

@@ -82,6 +82,7 @@ type Config struct {
 	PeerPort   int
 	Capacity   float64 // this node's capacity, in cores
 	UserNS     bool    // users' jobs run in user namespaces here
+	LazyUserNS bool    // CRIU restores jobs lazily in their user namespaces here
 	// Join are the members to join through (config's join).
 	Join []string
 	// Interval is the load interval (load.interval).

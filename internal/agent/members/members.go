@@ -35,6 +35,9 @@ type Member struct {
 	Draining bool      // it says so in its metadata (roam node drain)
 	Version  string    // its roam version, from its metadata
 	UserNS   bool      // its users' jobs run in user namespaces (metadata)
+	// LazyUserNS: it restores jobs lazily inside their own user
+	// namespaces (metadata).
+	LazyUserNS bool
 }
 
 // Config is what a Table is built from.
@@ -136,6 +139,7 @@ func (t *Table) Up(name, addr string, ip net.IP, metadata []byte, now time.Time)
 		p.Version = m.Version
 	}
 	p.UserNS = m.UserNS
+	p.LazyUserNS = m.LazyUserNS
 	return ch
 }
 

@@ -50,6 +50,16 @@ func TestUpTakesOnlyWhatIsInRange(t *testing.T) {
 			t.Errorf("metadata %s: n3 is %+v", bad, p)
 		}
 	}
+	// How it runs users' jobs, and whether it restores them lazily in
+	// their user namespaces; an older roam says neither.
+	up(tb, "n5", "198.18.0.5", `{"c":1,"p":7947,"u":true,"lu":true}`)
+	up(tb, "n6", "198.18.0.6", `{"c":1,"p":7947,"u":true}`)
+	if p, _ := tb.Get("n5"); !p.UserNS || !p.LazyUserNS {
+		t.Errorf("n5 said it restores jobs lazily in their user namespaces: %+v", p)
+	}
+	if p, _ := tb.Get("n6"); !p.UserNS || p.LazyUserNS {
+		t.Errorf("n6 did not say it restores jobs lazily in their user namespaces: %+v", p)
+	}
 	up(tb, "n4", "198.18.0.4", `{"c":1,"p":7947,"v":"`+strings.Repeat("x", maxVersion+1)+`"}`)
 	if p, _ := tb.Get("n4"); p.Version != "" {
 		t.Errorf("a version of %d bytes was kept", len(p.Version))

@@ -23,6 +23,10 @@ type Meta struct {
 	// UserNS: users' jobs run in user namespaces of their own there (an
 	// older roam does not say).
 	UserNS bool `json:"u,omitempty"`
+	// LazyUserNS: its CRIU restores a job lazily inside the job's own
+	// user namespace (ckpt.LazyInUserNS); an older roam does not say, and
+	// is sent such jobs eagerly.
+	LazyUserNS bool `json:"lu,omitempty"`
 }
 
 // ParseMeta reads a member's metadata, which comes from the network: a

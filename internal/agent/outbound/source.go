@@ -64,14 +64,18 @@ func (d *Driver) MigrateOut(req peer.MigrateOutRequest) (api.Migration, error) {
 	if err != nil {
 		return api.Migration{At: time.Now(), From: d.self, To: req.To, Lazy: req.Lazy, Why: req.Why}, err
 	}
+	rec := d.jobs.Moving(lj).Rec
+	eager := d.eagerInstead(&req, rec.PID)
 	o := &outMig{d: d, m: &migrate.Source{}, req: req, lj: lj, start: time.Now(), done: make(chan error, 1), ph: phases.Log{Side: api.SideSource}}
 	o.mig = api.Migration{At: o.start, From: d.self, To: req.To, Lazy: req.Lazy, Why: req.Why}
 	if o.mig.Why == "" {
 		o.mig.Why = "roam migrate"
 	}
+	if eager != "" {
+		o.mig.Why += " (" + eager + ")"
+	}
 	mid := peer.NewMID()
 	o.mig.MID = mid
-	rec := d.jobs.Moving(lj).Rec
 	go o.run(migrate.Start{MID: mid, Job: req.ID, Home: rec.Home, To: req.To, Lazy: req.Lazy, Why: o.mig.Why,
 		Seq: rec.Moves + 1, Inc: rec.Inc, PID: rec.PID, Tix: rec.StartTix})
 	err = <-o.done

@@ -1,0 +1,36 @@
+package outbound
+
+import (
+	"roam/internal/agent/members"
+	"roam/internal/agent/peer"
+	"roam/internal/procfs"
+)
+
+// eagerInstead makes a lazy migration of the job whose roam-init is pid
+// eager where the destination cannot restore it lazily (lazyTo), and says
+// why; "" when req stays as it is.
+func (d *Driver) eagerInstead(req *peer.MigrateOutRequest, pid int) string {
+	if !req.Lazy {
+		return ""
+	}
+	dest, _ := d.members.Get(req.To)
+	lazy, why := lazyTo(req.To, procfs.OwnUserNS(pid), dest)
+	if lazy {
+		return ""
+	}
+	d.log.Info("migration made eager", "job", req.ID, "to", req.To, "why", why)
+	req.Lazy = false
+	return why
+}
+
+// lazyTo says whether a lazy migration of a job to node to can be lazy,
+// and if not why: a job in a user namespace of its own is restored lazily
+// only by a CRIU that can make the job's userfaultfd inside that namespace
+// (dest.LazyUserNS, from its metadata: ckpt.LazyInUserNS there); elsewhere
+// it moves eagerly, which every CRIU restores.
+func lazyTo(to string, ownUserNS bool, dest members.Member) (bool, string) {
+	if !ownUserNS || dest.LazyUserNS {
+		return true, ""
+	}
+	return false, "eager: node " + to + " cannot restore a job lazily in its own user namespace"
+}
