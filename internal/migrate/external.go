@@ -77,9 +77,9 @@ func WithKeys(files []OpenFile, ext []External, shared []string) ([]OpenFile, er
 		f := &out[i]
 		switch {
 		case f.Ino != e.Ino || f.FSID != e.FSID:
-			return nil, fmt.Errorf("the job holds two files at %s (another was put at its path since the job opened it)", quoteOdd(e.Path))
+			return nil, fmt.Errorf("holds two files at %s (another was put at its path since the job opened it)", quoteOdd(e.Path))
 		case f.Key != "" && f.Key != e.Key:
-			return nil, fmt.Errorf("the job holds %s on two mounts", quoteOdd(e.Path))
+			return nil, fmt.Errorf("holds %s on two mounts", quoteOdd(e.Path))
 		case f.Access == "":
 			f.Access = "r"
 		}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"syscall"
 
@@ -23,47 +24,89 @@ import (
 // CheckFiles says whether this node has a job's open files as the job
 // has them: each opens as the job's owner would open it, with no symlink
 // on its path, and one that must be the same file (in a shared directory)
-// is the very file the source found. CRIU reopens them as root at the
-// restore; without this, a user could point a path at a file of root's
-// (a symlink made by another of their jobs on this node) and the
-// restored job would hold it. It returns what it found at each path (the
-// identity on this node), which the restored job's files must then be
-// (checkRestoredFiles): a path swapped after the check is caught there.
-func (d *Driver) CheckFiles(owner *asuser.Cred, files []migrate.OpenFile) (map[string]migrate.OpenFile, error) {
+// is the very file the source found. It returns what it found at each
+// path (the identity on this node), which the restored job's files must
+// then be (checkRestoredFiles), and the descriptors the restore hands
+// CRIU (kept, by CRIU's key, the caller's to close): each regular file,
+// opened so with the job's access, non-blocking, and refused unless it
+// is a regular file (a FIFO or a device swapped in is only looked up,
+// never opened); for each deleted file, a new one without a name made in
+// its directory as the owner. CRIU reopens these descriptors, never the
+// paths: a path swapped after the check changes nothing the restored job
+// holds. A directory (a working directory) CRIU still reopens by path, as
+// root: a path swapped after the check is caught in the restored job by
+// checkRestoredFiles.
+func (d *Driver) CheckFiles(owner *asuser.Cred, files []migrate.OpenFile) (map[string]migrate.OpenFile, *kept, error) {
 	if owner == nil {
-		return nil, errkind.New(peer.ErrBadRequest, "the check names no owner of the job's files (the source runs an older roam)")
+		return nil, nil, errkind.New(peer.ErrBadRequest, "the check names no owner of the job's files (the source runs an older roam)")
 	}
 	if len(files) > migrate.MaxOpenFiles {
-		return nil, errkind.New(peer.ErrBadRequest, "%d open files", len(files))
+		return nil, nil, errkind.New(peer.ErrBadRequest, "%d open files", len(files))
 	}
 	if len(owner.Groups) > migrate.MaxGroups {
-		return nil, errkind.New(peer.ErrBadRequest, "%d supplementary groups", len(owner.Groups))
+		return nil, nil, errkind.New(peer.ErrBadRequest, "%d supplementary groups", len(owner.Groups))
 	}
 	wants := make([]asuser.Want, len(files))
 	for i, f := range files {
 		if err := f.Validate(); err != nil {
-			return nil, errkind.New(peer.ErrBadRequest, "%v", err)
+			return nil, nil, errkind.New(peer.ErrBadRequest, "%v", err)
 		}
-		wants[i] = asuser.Want{Path: f.Path, Access: f.Access}
+		wants[i] = asuser.Want{Path: f.Path, Access: f.Access, Keep: f.Key != ""}
+		if f.Deleted {
+			wants[i] = asuser.Want{Path: path.Dir(f.Path), TmpFile: true}
+		}
 	}
 	found := make(map[string]migrate.OpenFile, len(files))
+	k := newKept()
 	if len(wants) == 0 {
-		return found, nil
+		return found, k, nil
 	}
 	got, err := asuser.Open(*owner, wants)
 	if err != nil {
-		return nil, errkind.New(peer.ErrUnavailable, "check the job's files on node %s: %v", d.self, err)
+		return nil, nil, errkind.New(peer.ErrUnavailable, "check the job's files on node %s: %v", d.self, err)
+	}
+	for i, g := range got {
+		if g.File == nil {
+			continue
+		}
+		key := files[i].Key
+		if old, dup := k.files[key]; dup {
+			// One file at two paths (hard links): CRIU takes one
+			// descriptor for it, which must be of the file at both.
+			if !sameFile(old, g.File) {
+				err = errkind.New(peer.ErrPinned, "open file %s on node %s is not the file the job holds at its other path", files[i].Path, d.self)
+			}
+			g.File.Close()
+			continue
+		}
+		k.files[key] = g.File
 	}
 	for i, f := range files {
 		switch {
+		case err != nil:
+		case got[i].Err != nil && f.Deleted:
+			err = errkind.New(peer.ErrPinned, "the deleted file %s on node %s: %v", f.Path, d.self, got[i].Err)
 		case got[i].Err != nil:
-			return nil, errkind.New(peer.ErrPinned, "open file %s on node %s: %v", f.Path, d.self, got[i].Err)
+			err = errkind.New(peer.ErrPinned, "open file %s on node %s: %v", f.Path, d.self, got[i].Err)
+		case f.Deleted:
+			k.ghosts[f.Key] = f
 		case f.Same && !f.SameFile(got[i].FSID, got[i].Ino):
-			return nil, errkind.New(peer.ErrPinned, "open file %s on node %s is not the file the job has open (another file at that path)", f.Path, d.self)
+			err = errkind.New(peer.ErrPinned, "open file %s on node %s is not the file the job has open (another file at that path)", f.Path, d.self)
+		default:
+			found[f.Path] = migrate.OpenFile{Path: f.Path, Access: f.Access, FSID: got[i].FSID, Ino: got[i].Ino, Same: f.Same, Key: f.Key}
 		}
-		found[f.Path] = migrate.OpenFile{Path: f.Path, Access: f.Access, FSID: got[i].FSID, Ino: got[i].Ino, Same: f.Same}
 	}
-	return found, nil
+	if err != nil {
+		k.close()
+		return nil, nil, err
+	}
+	return found, k, nil
+}
+
+// sameFile says whether two descriptors are of one file.
+func sameFile(a, b *os.File) bool {
+	var sa, sb syscall.Stat_t
+	return syscall.Fstat(int(a.Fd()), &sa) == nil && syscall.Fstat(int(b.Fd()), &sb) == nil && sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
 
 // restoredCheck is the check of a restored job that the restore runs

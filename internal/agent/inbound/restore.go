@@ -5,6 +5,7 @@ package inbound
 // its stdin a new pipe; once it runs, it goes into its CPU group.
 
 import (
+	"fmt"
 	"os"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
+	"roam/internal/errkind"
 )
 
 // settleLater tries again, in the background, to move a restored job
@@ -55,18 +57,30 @@ const settleTries = 30
 func (d *Driver) restoreIn(in *Migration) (int, error) {
 	hdr, rec := in.hdr, in.m.Record()
 	owner := asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}
-	checked := d.moves.TakeChecked(rec.MID, rec.Job)
+	checked, k := d.moves.TakeChecked(rec.MID, rec.Job), d.held.take(rec.MID, rec.Job)
 	if in.rst != nil {
 		// A restart's files, as the owner and without symlinks, right
-		// before CRIU reopens them as root.
+		// before CRIU takes them.
 		var err error
-		if checked, err = d.CheckFiles(&owner, in.rst.File.Meta.Files); err != nil {
+		if checked, k, err = d.CheckFiles(&owner, in.rst.File.Meta.Files); err != nil {
 			return 0, err
 		}
+	}
+	// CRIU has its own duplicates of them once it runs; the job reopens
+	// them (through /proc) as it is restored.
+	defer k.close()
+	if k == nil {
+		return 0, errkind.New(peer.ErrBadRequest, "restore on node %s: %v", d.self, errNoCheck)
+	}
+	if err := k.fill(in.images); err != nil {
+		return 0, fmt.Errorf("restore on node %s: %w", d.self, err)
 	}
 	inherit, stdinR, err := restoreStdin(in)
 	if err != nil {
 		return 0, err
+	}
+	for key, f := range k.files {
+		inherit[key] = f
 	}
 	mounts := map[string]string{}
 	for _, mp := range hdr.Mounts {

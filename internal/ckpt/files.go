@@ -1,0 +1,198 @@
+package ckpt
+
+// A job's regular files, as CRIU takes them: by key, as descriptors the
+// destination opened as the job's owner (see migrate's external.go). The
+// dump declares every one of them external, from the tree CRIU holds
+// (CRIU's query-ext-files notification, once every task is stopped and
+// before any file is dumped), and writes each deleted one's content into
+// the images, where CRIU would have made it a ghost file that its
+// restore makes again by path, as root.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"roam/internal/migrate"
+	"roam/internal/procfs"
+)
+
+// extFile is a regular file of a job as CRIU's key names it, and a /proc
+// link it is read through: /proc/PID/fd/N, /proc/PID/map_files/RANGE or
+// /proc/PID/exe.
+type extFile struct {
+	migrate.External
+	src string
+}
+
+// notExternal are the links of files CRIU keeps to itself, whatever they
+// are: memfds, shared anonymous memory and SysV segments, which it dumps
+// as memory (kept out of the pin rules' deleted files for the same
+// reason).
+func notExternal(link string) bool {
+	return strings.HasPrefix(link, "/memfd:") || strings.HasPrefix(link, "/SYSV") ||
+		link == "/dev/zero (deleted)" || strings.HasPrefix(link, "/anon_hugepage")
+}
+
+// externals lists the regular files the tree under pid holds through a
+// descriptor, a mapping or as a program, one per key: all but those CRIU
+// keeps to itself, the job's own /proc (opened again in the restored
+// job's /proc), POSIX message queues (which the pin rules refuse) and
+// the job's own directory (the spool, root's, which the destination makes
+// from the stream and CRIU reopens there). A task that
+// ends, or a descriptor closed, while it is read is skipped; still (the
+// tree is frozen) makes any other failure an error, which names the
+// file.
+func externals(pid int, still bool) ([]extFile, error) {
+	var out []extFile
+	seen := map[string]bool{}
+	for _, p := range procfs.Tree(pid) {
+		proc := "/proc/" + strconv.Itoa(p)
+		var srcs []string
+		ents, _ := os.ReadDir(proc + "/fd")
+		for _, e := range ents {
+			srcs = append(srcs, proc+"/fd/"+e.Name())
+		}
+		maps, _ := os.ReadFile(proc + "/maps")
+		for _, m := range migrate.FileMappings(string(maps)) {
+			if !notExternal(m.Path) {
+				srcs = append(srcs, proc+"/map_files/"+m.Range)
+			}
+		}
+		srcs = append(srcs, proc+"/exe")
+		for _, src := range srcs {
+			f, ok, err := external(src)
+			if err != nil {
+				if !still || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH) {
+					continue
+				}
+				return nil, err
+			}
+			if !ok || seen[f.Key] {
+				continue
+			}
+			seen[f.Key] = true
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// external reads the file the /proc link src names, through a descriptor
+// of its own that opens nothing (O_PATH: no FIFO blocks, no device acts):
+// its key (the mount the descriptor is on, as CRIU reads its own fdinfo),
+// its identity and size; ok is false for what is not a regular file CRIU
+// takes as external.
+func external(src string) (extFile, bool, error) {
+	link, err := os.Readlink(src)
+	if err != nil || !strings.HasPrefix(link, "/") || notExternal(link) {
+		return extFile{}, false, nil
+	}
+	fd, err := unix.Open(src, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return extFile{}, false, fmt.Errorf("holds %s, which cannot be examined: %w", link, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	var sfs unix.Statfs_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return extFile{}, false, fmt.Errorf("holds %s, which cannot be examined: %w", link, err)
+	}
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return extFile{}, false, fmt.Errorf("holds %s, which cannot be examined: %w", link, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || sfs.Type == migrate.ProcMagic || sfs.Type == migrate.MQueueMagic {
+		return extFile{}, false, nil
+	}
+	path := link
+	if st.Nlink == 0 {
+		path = strings.TrimSuffix(link, " (deleted)")
+	}
+	if migrate.Under(path, JobDir) {
+		return extFile{}, false, nil
+	}
+	mnt, err := mountID(fd)
+	if err != nil {
+		return extFile{}, false, fmt.Errorf("holds %s, which cannot be examined: %w", link, err)
+	}
+	return extFile{src: src, External: migrate.External{Key: migrate.ExtKey(mnt, st.Ino), Path: path, Deleted: st.Nlink == 0,
+		FSID: sfs.Fsid.Val, Ino: st.Ino, Mode: st.Mode, Size: st.Size}}, true, nil
+}
+
+// mountID is the id of the mount descriptor fd of this process is on,
+// from its fdinfo.
+func mountID(fd int) (int, error) {
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "mnt_id:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, errors.New("no mnt_id in its fdinfo")
+}
+
+// publicOf is what the pin rules and the destination see of files.
+func publicOf(files []extFile) []migrate.External {
+	out := make([]migrate.External, len(files))
+	for i, f := range files {
+		out[i] = f.External
+	}
+	return out
+}
+
+// declare lists the keys of the frozen tree under pid for CRIU's dump into
+// dir, and writes the content of each deleted file into dir
+// (migrate.GhostImage), all of them together at most limit bytes.
+func declare(pid int, dir string, limit int64) ([]string, error) {
+	files, err := externals(pid, true)
+	if err != nil {
+		return nil, fmt.Errorf("the job's files: %w", err)
+	}
+	keys := make([]string, len(files))
+	var total int64
+	for i, f := range files {
+		keys[i] = f.Key
+		if !f.Deleted {
+			continue
+		}
+		if total += f.Size; total > limit {
+			return nil, fmt.Errorf("the job holds deleted files of more than %d bytes in all (%s among them)", limit, f.Path)
+		}
+		if err := saveGhost(f, filepath.Join(dir, migrate.GhostImage(f.Key))); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// saveGhost copies the deleted file f, read through its /proc link, into
+// a new file at dst.
+func saveGhost(f extFile, dst string) error {
+	in, err := os.Open(f.src)
+	if err != nil {
+		return fmt.Errorf("read the deleted file %s: %w", f.Path, err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("save the deleted file %s: %w", f.Path, err)
+	}
+	_, err = io.CopyN(out, in, f.Size)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("save the deleted file %s: %w", f.Path, err)
+	}
+	return nil
+}
