@@ -87,19 +87,34 @@ func (f OpenFile) SameFile(fsid [2]int32, ino uint64) bool {
 // Files of the restored tree, as this node sees them) with those this
 // node's check found, as the job's owner and without symlinks, before
 // anything was frozen (checked: each path with the identity found there).
-// CRIU reopens each file by path, as root, at the restore, a dump and a
-// transfer later: a path swapped in between (a symlink made by another job
-// of the user, another file renamed over it) would give the restored job
-// another file, perhaps one of root's. So each restored file at a checked
-// path must be the very file the check found there; one the check did not
-// see (a file the job opened after it, or the target a symlink led CRIU
-// to) must not be in a shared directory, where it must be the source's
-// file and nothing here says which that is. The others are returned, for
-// the caller to open as the owner now, without symlinks, and to compare.
+// A regular file the check handed CRIU as a descriptor (its Key set) is
+// in the restored job as that very file, at whatever path it has now (the
+// user may have renamed it since): CRIU reopened the descriptor, not the
+// path. A directory (a working directory) CRIU reopened by path, as root,
+// at the restore, a dump and a transfer later: a path swapped in between
+// (a symlink made by another job of the user, another directory renamed
+// over it) would give the restored job another one, perhaps one of root's.
+// So each other restored file at a checked path must be the very file the
+// check found there; one the check did not see (the target a symlink led
+// CRIU to) must not be in a shared directory, where it must be the
+// source's file and nothing here says which that is. The others are
+// returned, for the caller to open as the owner now, without symlinks,
+// and to compare.
 func RestoredFiles(checked map[string]OpenFile, restored []OpenFile) (later []OpenFile, err error) {
+	type id struct {
+		fsid [2]int32
+		ino  uint64
+	}
+	handed := map[id]bool{}
+	for _, c := range checked {
+		if c.Key != "" {
+			handed[id{c.FSID, c.Ino}] = true
+		}
+	}
 	for _, r := range restored {
 		c, ok := checked[r.Path]
 		switch {
+		case r.Access != "" && handed[id{r.FSID, r.Ino}]:
 		case ok && !c.SameFile(r.FSID, r.Ino):
 			return nil, fmt.Errorf("the restored job holds %s, which is not the file the check found at that path (swapped after the check)", r.Path)
 		case !ok && r.Same:

@@ -101,6 +101,25 @@ func TestRestoredFiles(t *testing.T) {
 	if later, err := RestoredFiles(nil, nil); err != nil || later != nil {
 		t.Fatalf("no files: %v %v", later, err)
 	}
+	// A file handed to CRIU as the descriptor the check opened is that
+	// file, renamed since or not; a directory at a checked path is
+	// compared as before.
+	handed := f("/shared/u/g", 50, true)
+	handed.Key, handed.Access = ExtKey(0x1b, 50), "w"
+	wd := f("/shared/u", 2, true)
+	checked = map[string]OpenFile{handed.Path: handed, wd.Path: wd}
+	renamed := f("/shared/u/g.aside", 50, true)
+	renamed.Access = "w"
+	if later, err := RestoredFiles(checked, []OpenFile{renamed, wd}); err != nil || later != nil {
+		t.Fatalf("a handed file renamed since: %v %v", later, err)
+	}
+	if _, err := RestoredFiles(checked, []OpenFile{f("/shared/u", 3, true)}); err == nil || !strings.Contains(err.Error(), "not the file the check found") {
+		t.Fatalf("a working directory swapped: %v", err)
+	}
+	asDir := f("/shared/u/d", 50, true) // the same inode as the handed file, held as a directory: not taken
+	if _, err := RestoredFiles(checked, []OpenFile{asDir}); err == nil {
+		t.Fatal("a directory at an unchecked path passed as a handed file")
+	}
 }
 
 // The frozen job's files the destination's check did not cover: one
