@@ -114,6 +114,9 @@ func RestoredFiles(checked map[string]OpenFile, restored []OpenFile) (later []Op
 	for _, r := range restored {
 		c, ok := checked[r.Path]
 		switch {
+		case r.Deleted:
+			// No path: a file made as the owner, without a name, for
+			// the check (the job's own directory's are not listed).
 		case r.Access != "" && handed[id{r.FSID, r.Ino}]:
 		case ok && !c.SameFile(r.FSID, r.Ino):
 			return nil, fmt.Errorf("the restored job holds %s, which is not the file the check found at that path (swapped after the check)", r.Path)

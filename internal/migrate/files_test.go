@@ -116,6 +116,10 @@ func TestRestoredFiles(t *testing.T) {
 	if _, err := RestoredFiles(checked, []OpenFile{f("/shared/u", 3, true)}); err == nil || !strings.Contains(err.Error(), "not the file the check found") {
 		t.Fatalf("a working directory swapped: %v", err)
 	}
+	made := OpenFile{Path: "/shared/u/#123", Access: "rw", Key: ExtKey(0x1b, 123), Deleted: true, Mode: 0o600}
+	if later, err := RestoredFiles(checked, []OpenFile{made}); err != nil || later != nil {
+		t.Fatalf("a deleted file made for the restore: %v %v", later, err)
+	}
 	asDir := f("/shared/u/d", 50, true) // the same inode as the handed file, held as a directory: not taken
 	if _, err := RestoredFiles(checked, []OpenFile{asDir}); err == nil {
 		t.Fatal("a directory at an unchecked path passed as a handed file")

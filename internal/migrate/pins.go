@@ -64,9 +64,8 @@ type View struct {
 	// SysV objects with it, not its POSIX message queues).
 	OwnIPC bool
 	// Dirs are the directories of the deleted files the job holds, by
-	// path, as stat(2) saw them (Mode 0: gone too). The destination's
-	// CRIU recreates each deleted file there, as root, before it unlinks
-	// it again.
+	// path, as stat(2) saw them (Mode 0: gone too). The destination makes
+	// each deleted file again there, without a name, as the job's owner.
 	Dirs map[string]Entry `json:",omitempty"`
 	// MQueues are the POSIX message queues of the job's own IPC namespace
 	// (with OwnIPC), by name; MQueueErr says why they could not be listed.
@@ -371,9 +370,10 @@ func (j *judge) add(p string, e Entry, access string, same bool) {
 // ghost is the rule of a deleted file the job holds (open or mapped):
 // roam carries its content with the images up to the ghost limit, and the
 // destination makes it again as a file without a name (O_TMPFILE) in its
-// directory, as the job's owner, and hands it to CRIU (WithKeys, and the
-// destination's check). That directory is listed for the destination to
-// open as the owner, without symlinks, like the job's other files. A
+// directory, which it opens as the job's owner without symlinks, and
+// hands it to CRIU (WithKeys, and the destination's check). Nothing is
+// made or opened at the file's own path: its directory need be no
+// particular one, only one the owner may write in, and is not listed. A
 // deleted file in the job's own directory (the spool, root's) is CRIU's
 // to carry, as root's files there are.
 func (j *judge) ghost(e Entry, out *Verdict, uids string) string {
@@ -406,12 +406,8 @@ func (j *judge) ghost(e Entry, out *Verdict, uids string) string {
 	}
 	j.ghosts[key] = true
 	dir := path.Dir(name)
-	if !under(name, j.r.JobDir) {
-		d := j.dirs[dir]
-		if d.Mode&modeType != modeDir || d.Nlink == 0 {
-			return "holds the deleted file " + name + ", whose directory " + dir + " is gone or not a directory"
-		}
-		j.add(dir, d, "", Shared(dir, j.r.Shared))
+	if d := j.dirs[dir]; !under(name, j.r.JobDir) && (d.Mode&modeType != modeDir || d.Nlink == 0) {
+		return "holds the deleted file " + name + ", whose directory " + dir + " is gone or not a directory"
 	}
 	out.Ghosts += size
 	return ""

@@ -19,17 +19,15 @@ import (
 
 // The attacks on root's CRIU opening a user's paths (issue 42), won in the
 // race the destination's check leaves: the user swaps a path after the
-// check, once CRIU's dump has recorded the job's working directory, while
-// the dump (of 256 MiB of memory, most of a second) and the transfer run,
-// and before CRIU restores. Regular files, mapped ones and deleted ones
-// go to CRIU as the descriptors the check opened, or made, as the job's
-// owner: nothing swapped reaches the restored job, and CRIU opens, creates
-// and links nothing at the user's paths. Subnets 198.18.63.0/24 and
-// 198.18.64.0/24.
+// destination's checks, as CRIU starts to restore, before it opens the
+// job's files (migrateSwapping). Regular files, mapped ones and deleted
+// ones go to CRIU as the descriptors the check opened, or made, as the
+// job's owner: nothing swapped reaches the restored job, and CRIU opens,
+// creates and links nothing at the user's paths. Subnets 198.18.63.0/24
+// and 198.18.64.0/24.
 
-// bigJob is the start of a Python job that holds 256 MiB of touched
-// memory, so that its dump gives the swap its time.
-const bigJob = "import os, sys, time, mmap\nb = bytearray(256 << 20)\nb[::4096] = b'\\x01' * (len(b) // 4096)\n"
+// job is the start of the tests' Python jobs.
+const job = "import os, sys, time, mmap\n"
 
 // ghostLeft matches the files CRIU's ghost files and link remaps leave when
 // its clean-up does not run.
@@ -49,12 +47,13 @@ func crLeftovers(dirs ...string) []string {
 	return out
 }
 
-// fdMigrate migrates job id from node from to node to; swap runs once
-// CRIU's dump on from has recorded wd, the job's working directory (the
-// destination checked the job's files before the freeze). It returns
-// the CLI's output and error, or fails the test when the migration has
-// not ended within limit (CRIU blocked).
-func (c *cluster) fdMigrate(id, from, to, wd string, limit time.Duration, swap func()) (string, error) {
+// migrateSwapping migrates job id from node from to node to; swap runs
+// as soon as CRIU starts to restore on to (its log appears), after the
+// destination's checks of the job's files, the late one included, and
+// before CRIU opens any of them. It returns the CLI's output and error,
+// or fails the test when the migration has not ended within limit (CRIU
+// blocked).
+func (c *cluster) migrateSwapping(id, from, to string, limit time.Duration, swap func()) (string, error) {
 	c.t.Helper()
 	type result struct {
 		out string
@@ -66,15 +65,20 @@ func (c *cluster) fdMigrate(id, from, to, wd string, limit time.Duration, swap f
 		out, err := c.run("--node", from, "migrate", id, to)
 		done <- result{out, err}
 	}()
-	waitFor(c.t, 60*time.Second, "CRIU's dump records "+wd, func() (bool, string) {
-		logs, _ := filepath.Glob(filepath.Join(emu.ImageDir(c.name), "n"+from, "out-*", "dump.log"))
-		for _, l := range logs {
-			if b, err := os.ReadFile(l); err == nil && strings.Contains(string(b), "["+wd+"]") {
-				return true, ""
-			}
+	logs := filepath.Join(emu.ImageDir(c.name), "n"+to, "in-*", "restore.log")
+	for {
+		if m, _ := filepath.Glob(logs); len(m) > 0 {
+			break
 		}
-		return false, fmt.Sprintf("dump logs %v", logs)
-	})
+		select {
+		case r := <-done:
+			c.t.Fatalf("migrate %s→%s ended before CRIU restored: %v %s", from, to, r.err, r.out)
+		case <-time.After(time.Millisecond):
+		}
+		if time.Since(t0) > limit {
+			c.t.Fatalf("migrate %s→%s: no restore within %v", from, to, limit)
+		}
+	}
 	swap()
 	select {
 	case r := <-done:
@@ -157,7 +161,7 @@ func TestFilesGhostDirectorySwappedForASymlink(t *testing.T) {
 	if err := os.Mkdir(canary, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	py := bigJob + "u = sys.argv[1]\nos.chdir(os.path.join(u, 'w'))\n" +
+	py := job + "u = sys.argv[1]\nos.chdir(os.path.join(u, 'w'))\n" +
 		"fd = os.open(os.path.join(u, 'g', 'ghost'), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o640)\n" +
 		"os.write(fd, b'ghostdata'); os.unlink(os.path.join(u, 'g', 'ghost'))\n" +
 		"for i in range(100000):\n    print(i, os.pread(fd, 9, 0).decode(), flush=True)\n    time.sleep(0.05)\n"
@@ -199,14 +203,14 @@ func TestFilesGhostDirectorySwappedForASymlink(t *testing.T) {
 		})
 	}
 
-	out, err := c.fdMigrate(id, "1", "2", w, 3*time.Minute, func() { aside(t, g, symlinkTo(canary)) })
+	out, err := c.migrateSwapping(id, "1", "2", 3*time.Minute, func() { aside(t, g, symlinkTo(canary)) })
 	if err != nil {
 		t.Fatalf("migrate with the deleted file's directory swapped: %v %s", err, out)
 	}
 	clean("2")
 	mend(t, g)
 
-	out, err = c.fdMigrate(id, "2", "1", w, 3*time.Minute, func() {
+	out, err = c.migrateSwapping(id, "2", "1", 3*time.Minute, func() {
 		aside(t, g, symlinkTo(canary))
 		aside(t, w, symlinkTo(canary))
 	})
@@ -280,7 +284,6 @@ func TestFilesMappedFileSwappedForAFIFOAndADevice(t *testing.T) {
 	userDirs(t, base, "u")
 	u := filepath.Join(base, "u")
 	userDirs(t, u, "w")
-	w := filepath.Join(u, "w")
 	for name, data := range map[string]string{"m1": "maps1", "m2": "maps2", "r": "reads"} {
 		p := filepath.Join(u, name)
 		if err := os.WriteFile(p, []byte(data), 0o644); err != nil || os.Chown(p, int(jobUser.uid), int(jobUser.gid)) != nil {
@@ -309,14 +312,14 @@ func TestFilesMappedFileSwappedForAFIFOAndADevice(t *testing.T) {
 	if n := opens.opens(t); n != 1 {
 		t.Fatalf("the watch saw %d opens of %s, not the one made", n, dev)
 	}
-	py := bigJob + "u = sys.argv[1]\nos.chdir(os.path.join(u, 'w'))\nmaps = []\n" +
+	py := job + "u = sys.argv[1]\nos.chdir(os.path.join(u, 'w'))\nmaps = []\n" +
 		"for name in ('m1', 'm2'):\n    with open(os.path.join(u, name), 'rb') as f:\n        maps.append(mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ))\n" +
 		"r = open(os.path.join(u, 'r'), 'rb')\n" +
 		"for i in range(100000):\n    r.seek(0)\n    print(i, maps[0][:5].decode(), maps[1][:5].decode(), r.read(5).decode(), flush=True)\n    time.sleep(0.05)\n"
 	id := c.start("1", "python3", "-c", py, u)
 	c.waitLines(id, 3)
 	m1, m2, r := filepath.Join(u, "m1"), filepath.Join(u, "m2"), filepath.Join(u, "r")
-	out, err := c.fdMigrate(id, "1", "2", w, 90*time.Second, func() {
+	out, err := c.migrateSwapping(id, "1", "2", 90*time.Second, func() {
 		aside(t, m1, func(p string) error { return syscall.Mkfifo(p, 0o644) })
 		aside(t, m2, symlinkTo(dev))
 		aside(t, r, symlinkTo(dev))

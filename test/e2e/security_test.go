@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"roam/internal/emu"
 )
 
 // A job holds a file open for writing in a shared directory; on the
@@ -105,9 +103,9 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 
 // The same attack, in the race: the paths are the job's when the
 // destination checks them, before anything freezes, and symlinks to root's
-// once CRIU's dump has recorded the job's working directory, while the
-// dump and the transfer run: another job of the user renames them aside
-// and puts the symlinks in their place, in the shared directory. The
+// once CRIU starts to restore (migrateSwapping): another job of the user
+// renames them aside and puts the symlinks in their place, in the shared
+// directory. The
 // job's file (held for append, so that CRIU would check no size, and
 // root's file of the same mode) goes to CRIU as the descriptor the check
 // opened: the job moves holding its own file, and goes on appending to it
@@ -138,39 +136,18 @@ func TestMigrationRefusesAFileSwappedAfterTheCheck(t *testing.T) {
 	if err := os.Chmod(base, 0o777); err != nil { // the job user's directory too
 		t.Fatal(err)
 	}
-	// 256 MiB of touched memory: CRIU dumps the descriptors and the
-	// working directory first, then the pages, most of a second, in which
-	// the swap lands.
-	py := "import os, sys, time\nos.umask(0o022)\nos.chdir(sys.argv[2])\nb = bytearray(256 << 20)\nb[::4096] = b'\\x01' * (len(b) // 4096)\nf = open(sys.argv[1], 'a')\nfor i in range(100000):\n    f.write('line %d\\n' % i); f.flush()\n    print(i, flush=True)\n    time.sleep(0.05)\n"
+	py := "import os, sys, time\nos.umask(0o022)\nos.chdir(sys.argv[2])\nf = open(sys.argv[1], 'a')\nfor i in range(100000):\n    f.write('line %d\\n' % i); f.flush()\n    print(i, flush=True)\n    time.sleep(0.05)\n"
 	id := c.start("1", "python3", "-c", py, file, wd)
 	c.waitLines(id, 3)
 
-	// migrate moves the job to node to, swapping what swap swaps once
-	// CRIU's dump has recorded the working directory's path (its log
-	// says so as it goes; the destination's check came before the
-	// freeze).
 	type result struct {
 		out string
 		err error
 	}
 	migrate := func(from, to string, swap func()) result {
 		t.Helper()
-		done := make(chan result, 1)
-		go func() {
-			out, err := c.run("--node", from, "migrate", id, to)
-			done <- result{out, err}
-		}()
-		waitFor(t, 60*time.Second, "CRIU's dump records "+wd, func() (bool, string) {
-			logs, _ := filepath.Glob(filepath.Join(emu.ImageDir(c.name), "n"+from, "out-*", "dump.log"))
-			for _, l := range logs {
-				if b, err := os.ReadFile(l); err == nil && strings.Contains(string(b), "["+wd+"]") {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprintf("dump logs %v", logs)
-		})
-		swap()
-		return <-done
+		out, err := c.migrateSwapping(id, from, to, 3*time.Minute, swap)
+		return result{out, err}
 	}
 	swapFile := func() {
 		if err := os.Rename(file, aside); err != nil {
