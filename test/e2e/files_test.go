@@ -319,31 +319,38 @@ func TestFilesMappedFileSwappedForAFIFOAndADevice(t *testing.T) {
 	id := c.start("1", "python3", "-c", py, u)
 	c.waitLines(id, 3)
 	m1, m2, r := filepath.Join(u, "m1"), filepath.Join(u, "m2"), filepath.Join(u, "r")
+	// moved checks the job runs on node with its own files.
+	moved := func(node string) {
+		t.Helper()
+		if j := c.job(id); j.Node != node || j.State != "running" {
+			t.Fatalf("the job: node %s, state %s; want running on %s", j.Node, j.State, node)
+		}
+		n := c.lines(id)
+		c.waitLines(id, n+3)
+		logs := strings.Split(strings.TrimSpace(c.mustRun("--node", "1", "logs", id)), "\n")
+		if last := logs[len(logs)-1]; !strings.HasSuffix(last, " maps1 maps2 reads") {
+			t.Fatalf("the moved job reads %q", last)
+		}
+	}
+
 	out, err := c.migrateSwapping(id, "1", "2", 90*time.Second, func() {
 		aside(t, m1, func(p string) error { return syscall.Mkfifo(p, 0o644) })
+	})
+	if err != nil {
+		t.Fatalf("migrate with a mapped file swapped for a FIFO: %v %s", err, out)
+	}
+	moved("2")
+	mend(t, m1)
+
+	out, err = c.migrateSwapping(id, "2", "1", 90*time.Second, func() {
 		aside(t, m2, symlinkTo(dev))
 		aside(t, r, symlinkTo(dev))
 	})
+	if n := opens.opens(t); n != 0 {
+		t.Fatalf("%s was opened %d times (migrate: %v %s)", dev, n, err, out)
+	}
 	if err != nil {
-		t.Fatalf("migrate with the mapped files swapped: %v %s", err, out)
+		t.Fatalf("migrate with files swapped for symlinks to a device: %v %s", err, out)
 	}
-	if n := opens.opens(t); n != 0 {
-		t.Fatalf("%s was opened %d times", dev, n)
-	}
-	if j := c.job(id); j.Node != "2" || j.State != "running" {
-		t.Fatalf("the job: node %s, state %s", j.Node, j.State)
-	}
-	n := c.lines(id)
-	c.waitLines(id, n+3)
-	logs := strings.Split(strings.TrimSpace(c.mustRun("--node", "1", "logs", id)), "\n")
-	if last := logs[len(logs)-1]; !strings.HasSuffix(last, " maps1 maps2 reads") {
-		t.Fatalf("the moved job reads %q", last)
-	}
-	for _, p := range []string{m1, m2, r} {
-		mend(t, p)
-	}
-	c.mustRun("--node", "2", "migrate", id, "1")
-	if n := opens.opens(t); n != 0 {
-		t.Fatalf("%s was opened %d times", dev, n)
-	}
+	moved("1")
 }
