@@ -1,5 +1,5 @@
 // Package ckpt checkpoints and restores a roam job with CRIU, through
-// go-criu's RPC interface (criu swrk).
+// CRIU's RPC interface (criu swrk), with go-criu's messages.
 //
 // A job is roam-init and its descendants, in their own PID and mount
 // namespaces. roam-init leaves the job a minimal mount tree (the root, the
@@ -7,7 +7,9 @@
 // JobDir), and every mount but the root and /proc is declared to CRIU as
 // external. On restore each is bound from the same path on the new node,
 // except JobDir, which is bound from the new node's spool directory, so the
-// job's stdout, stderr and status reopen there.
+// job's stdout, stderr and status reopen there. Every regular file of the
+// job outside JobDir is declared external too, by CRIU's key for it, and
+// the restore is handed descriptors for them instead of paths (files.go).
 package ckpt
 
 import (
@@ -568,8 +570,8 @@ func (w *worker) restore(opts *rpc.CriuOpts, check func(pid int) error) (pid int
 				if err := check(pid); err != nil {
 					// Held under ptrace, each task dies at once. CRIU,
 					// told to go on, would wait for them for good: it
-					// goes too (Restore kills its group), and with it
-					// their tracer.
+					// goes too (Restore kills it, killRestore), and
+					// with it their tracer.
 					for _, p := range procfs.Tree(pid) {
 						_ = syscall.Kill(p, syscall.SIGKILL)
 					}
