@@ -464,6 +464,10 @@ func inheritable(files []*os.File) ([]int32, error) {
 	return dups, nil
 }
 
+// rpcBuffer is the send buffer of roam's end of CRIU's RPC socket: room
+// for a request naming migrate.MaxOpenFiles files.
+const rpcBuffer = 4 << 20
+
 // startWorker starts CRIU's worker with files it inherits (see
 // inheritable; returned by their numbers in the worker, in the order
 // given), in a mount namespace of its own set up as st says when st is
@@ -474,6 +478,11 @@ func (c *CRIU) startWorker(files []*os.File, st *stage) (*worker, []int32, error
 		return nil, nil, fmt.Errorf("start criu: %w", err)
 	}
 	syscall.CloseOnExec(fds[0])
+	// A request is one message, which must fit in the socket's buffer
+	// (208 KiB by default): a restore's inherited descriptors and a dump's
+	// external files take some 25 bytes each, and a job may hold
+	// thousands. (Root may set it past net.core.wmem_max.)
+	_ = syscall.SetsockoptInt(fds[0], syscall.SOL_SOCKET, syscall.SO_SNDBUFFORCE, rpcBuffer)
 	sk := os.NewFile(uintptr(fds[0]), "criu-rpc")
 	srv := os.NewFile(uintptr(fds[1]), "criu-rpc-worker")
 	defer srv.Close()
