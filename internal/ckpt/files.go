@@ -55,20 +55,29 @@ func externals(pid int, still bool) ([]extFile, error) {
 	seen := map[string]bool{}
 	for _, p := range procfs.Tree(pid) {
 		proc := "/proc/" + strconv.Itoa(p)
-		var srcs []string
+		type source struct{ link, info string } // info: the task's fdinfo of a descriptor
+		var srcs []source
 		ents, _ := os.ReadDir(proc + "/fd")
 		for _, e := range ents {
-			srcs = append(srcs, proc+"/fd/"+e.Name())
+			srcs = append(srcs, source{proc + "/fd/" + e.Name(), proc + "/fdinfo/" + e.Name()})
 		}
+		// A file mapped in several ranges (a library's text and data) is
+		// read once: one path names one file on one mount. Not a
+		// deleted one's: two deleted files may have had one name.
 		maps, _ := os.ReadFile(proc + "/maps")
+		mapped := map[string]bool{}
 		for _, m := range migrate.FileMappings(string(maps)) {
-			if !notExternal(m.Path) {
-				srcs = append(srcs, proc+"/map_files/"+m.Range)
+			if notExternal(m.Path) || mapped[m.Path] {
+				continue
 			}
+			if !strings.HasSuffix(m.Path, " (deleted)") {
+				mapped[m.Path] = true
+			}
+			srcs = append(srcs, source{link: proc + "/map_files/" + m.Range})
 		}
-		srcs = append(srcs, proc+"/exe")
+		srcs = append(srcs, source{link: proc + "/exe"})
 		for _, src := range srcs {
-			f, ok, err := external(src)
+			f, ok, err := external(src.link, src.info)
 			if err != nil {
 				if !still || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH) {
 					continue
@@ -85,30 +94,30 @@ func externals(pid int, still bool) ([]extFile, error) {
 	return out, nil
 }
 
-// external reads the file the /proc link src names, through a descriptor
-// of its own that opens nothing (O_PATH: no FIFO blocks, no device acts):
-// its key (the mount the descriptor is on, as CRIU reads its own fdinfo),
-// its identity and size; ok is false for what is not a regular file CRIU
-// takes as external.
-func external(src string) (extFile, bool, error) {
+// external reads the file the /proc link src names, without opening it
+// (no FIFO blocks, no device acts): its key, its identity and size; ok is
+// false for what is not a regular file CRIU takes as external. The key's
+// mount is the one the task's fdinfo names for a descriptor (info), and
+// for a mapping or the program the one a descriptor of the agent's own
+// holds it on (O_PATH), as CRIU reads them.
+func external(src, info string) (extFile, bool, error) {
 	link, err := os.Readlink(src)
 	if err != nil || !strings.HasPrefix(link, "/") || notExternal(link) {
 		return extFile{}, false, nil
 	}
-	fd, err := unix.Open(src, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return extFile{}, false, fmt.Errorf("holds %s, which cannot be examined: %w", link, err)
-	}
-	defer unix.Close(fd)
+	examine := func(err error) error { return fmt.Errorf("holds %s, which cannot be examined: %w", link, err) }
 	var st unix.Stat_t
 	var sfs unix.Statfs_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return extFile{}, false, fmt.Errorf("holds %s, which cannot be examined: %w", link, err)
+	if err := unix.Stat(src, &st); err != nil {
+		return extFile{}, false, examine(err)
 	}
-	if err := unix.Fstatfs(fd, &sfs); err != nil {
-		return extFile{}, false, fmt.Errorf("holds %s, which cannot be examined: %w", link, err)
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return extFile{}, false, nil
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || sfs.Type == migrate.ProcMagic || sfs.Type == migrate.MQueueMagic {
+	if err := unix.Statfs(src, &sfs); err != nil {
+		return extFile{}, false, examine(err)
+	}
+	if sfs.Type == migrate.ProcMagic || sfs.Type == migrate.MQueueMagic {
 		return extFile{}, false, nil
 	}
 	path := link
@@ -118,18 +127,33 @@ func external(src string) (extFile, bool, error) {
 	if migrate.Under(path, JobDir) {
 		return extFile{}, false, nil
 	}
-	mnt, err := mountID(fd)
+	var mnt int
+	if info != "" {
+		mnt, err = fdinfoMount(info)
+	} else {
+		mnt, err = openedMount(src)
+	}
 	if err != nil {
-		return extFile{}, false, fmt.Errorf("holds %s, which cannot be examined: %w", link, err)
+		return extFile{}, false, examine(err)
 	}
 	return extFile{src: src, External: migrate.External{Key: migrate.ExtKey(mnt, st.Ino), Path: path, Deleted: st.Nlink == 0,
 		FSID: sfs.Fsid.Val, Ino: st.Ino, Mode: st.Mode, Size: st.Size}}, true, nil
 }
 
-// mountID is the id of the mount descriptor fd of this process is on,
-// from its fdinfo.
-func mountID(fd int) (int, error) {
-	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+// openedMount is the id of the mount the file src names is on, as an
+// O_PATH descriptor of this process (which opens nothing) holds it.
+func openedMount(src string) (int, error) {
+	fd, err := unix.Open(src, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	return fdinfoMount("/proc/self/fdinfo/" + strconv.Itoa(fd))
+}
+
+// fdinfoMount is the mount id an fdinfo file names.
+func fdinfoMount(info string) (int, error) {
+	b, err := os.ReadFile(info)
 	if err != nil {
 		return 0, err
 	}
