@@ -53,10 +53,13 @@ type External struct {
 
 // WithKeys gives the files a job's verdict lists (Judge's Files) the keys
 // of the job's external files (ext), and adds those it does not list: a
-// program no mapping names, and the deleted files, whose directories
-// Judge lists. The result is what the destination checks and opens. A
-// path held as two files (another file put at it since the job opened
-// the first) cannot go to CRIU as one descriptor, and is refused.
+// program no mapping names, and the deleted files. The result is what the
+// destination checks and opens. One file held on two mounts (a library a
+// restored task maps from the descriptor its restore was handed, on the
+// agent's mount, and a task started since maps from the job's own) is
+// listed once a key, each opened on its own. A path held as two files
+// (another file put at it since the job opened the first) cannot go to
+// CRIU as one descriptor, and is refused.
 func WithKeys(files []OpenFile, ext []External, shared []string) ([]OpenFile, error) {
 	out := append([]OpenFile(nil), files...)
 	at := make(map[string]int, len(out))
@@ -79,7 +82,10 @@ func WithKeys(files []OpenFile, ext []External, shared []string) ([]OpenFile, er
 		case f.Ino != e.Ino || f.FSID != e.FSID:
 			return nil, fmt.Errorf("holds two files at %s (another was put at its path since the job opened it)", quoteOdd(e.Path))
 		case f.Key != "" && f.Key != e.Key:
-			return nil, fmt.Errorf("holds %s on two mounts", quoteOdd(e.Path))
+			again := *f
+			again.Key = e.Key
+			out = append(out, again)
+			continue
 		case f.Access == "":
 			f.Access = "r"
 		}

@@ -202,6 +202,13 @@ func TestWithKeys(t *testing.T) {
 	if _, err := WithKeys(files, []External{other}, nil); err == nil || !strings.Contains(err.Error(), "two files at /shared/u/f") {
 		t.Fatalf("two files at one path: %v", err)
 	}
+	// One file on two mounts: listed once a key.
+	twice := ext[1]
+	twice.Key = ExtKey(0x30, 20)
+	got, err = WithKeys(files, []External{ext[1], twice}, nil)
+	if err != nil || len(got) != 4 || got[2].Key != "file[1a:14]" || got[3].Key != "file[30:14]" || got[3].Path != got[2].Path || got[3].Ino != 20 {
+		t.Fatalf("one file on two mounts: %+v %v", got, err)
+	}
 	if g := GhostImage(ExtKey(0x1b, 40)); g != "roam-ghost-1b-28" {
 		t.Fatalf("GhostImage %q", g)
 	}
