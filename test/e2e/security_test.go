@@ -26,9 +26,12 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 	dir := filepath.Join(base, "u")       // the job's directory, shared
 	other := filepath.Join(base, "other") // what node 2 sees at dir instead
 	victim := filepath.Join(base, "victim")
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, d := range []string{dir, other} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
+		if err := os.Mkdir(d, 0o755); err != nil || os.Chown(d, int(jobUser.uid), int(jobUser.gid)) != nil {
+			t.Fatalf("%s: %v", d, err)
 		}
 	}
 	if err := os.WriteFile(victim, []byte("root's secret\n"), 0o600); err != nil {
@@ -76,7 +79,7 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 	try("symlink")
 	// Another regular file.
 	os.Remove(filepath.Join(other, "f"))
-	if err := os.WriteFile(filepath.Join(other, "f"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(other, "f"), nil, 0o644); err != nil || os.Chown(filepath.Join(other, "f"), int(jobUser.uid), int(jobUser.gid)) != nil {
 		t.Fatal(err)
 	}
 	try("not the file the job has open")
@@ -96,7 +99,7 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 	// here, and the destination would refuse the restored task anyway),
 	// and it runs on.
 	py := "import os, time\nos.setresuid(0, 65534, 0)\nfor i in range(100000):\n    print(i, flush=True)\n    time.sleep(0.1)\n"
-	suid := c.start("1", "python3", "-c", py)
+	suid := c.startAs(root, "1", "python3", "-c", py)
 	c.waitLines(suid, 3)
 	refused(suid, "65534", "changed their credentials")
 }
