@@ -105,26 +105,19 @@ func external(src, info string) (extFile, bool, error) {
 	if err != nil || !strings.HasPrefix(link, "/") || notExternal(link) {
 		return extFile{}, false, nil
 	}
-	examine := func(err error) error { return fmt.Errorf("holds %s, which cannot be examined: %w", link, err) }
 	var st unix.Stat_t
 	var sfs unix.Statfs_t
 	if err := unix.Stat(src, &st); err != nil {
-		return extFile{}, false, examine(err)
+		return extFile{}, false, examine(link, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return extFile{}, false, nil
 	}
 	if err := unix.Statfs(src, &sfs); err != nil {
-		return extFile{}, false, examine(err)
+		return extFile{}, false, examine(link, err)
 	}
-	if sfs.Type == migrate.ProcMagic || sfs.Type == migrate.MQueueMagic {
-		return extFile{}, false, nil
-	}
-	path := link
-	if st.Nlink == 0 {
-		path = strings.TrimSuffix(link, " (deleted)")
-	}
-	if migrate.Under(path, JobDir) {
+	path, ok := takes(link, st.Mode, uint64(st.Nlink), sfs.Type)
+	if !ok {
 		return extFile{}, false, nil
 	}
 	var mnt int
@@ -134,10 +127,91 @@ func external(src, info string) (extFile, bool, error) {
 		mnt, err = openedMount(src)
 	}
 	if err != nil {
-		return extFile{}, false, examine(err)
+		return extFile{}, false, examine(link, err)
 	}
 	return extFile{src: src, External: migrate.External{Key: migrate.ExtKey(mnt, st.Ino), Path: path, Deleted: st.Nlink == 0,
 		FSID: sfs.Fsid.Val, Ino: st.Ino, Mode: st.Mode, Size: st.Size}}, true, nil
+}
+
+// examine is the error of a file that cannot be examined.
+func examine(link string, err error) error {
+	return fmt.Errorf("holds %s, which cannot be examined: %w", link, err)
+}
+
+// takes says whether CRIU takes a file as external, from its /proc link
+// and what stat and statfs said of it, and its path (a deleted file's
+// without " (deleted)").
+func takes(link string, mode uint32, nlink uint64, fstype int64) (string, bool) {
+	if !strings.HasPrefix(link, "/") || notExternal(link) || mode&unix.S_IFMT != unix.S_IFREG ||
+		fstype == migrate.ProcMagic || fstype == migrate.MQueueMagic {
+		return "", false
+	}
+	path := link
+	if nlink == 0 {
+		path = strings.TrimSuffix(link, " (deleted)")
+	}
+	return path, !migrate.Under(path, JobDir)
+}
+
+// viewExternals is externals of a tree readView has read: the same files
+// and keys, a descriptor's mount from the fdinfo the view holds, without
+// reading its descriptors again. (The dump reads them itself, externals:
+// it needs each deleted file's /proc link, and none of the rest.)
+func viewExternals(v migrate.View, still bool) ([]migrate.External, error) {
+	var out []migrate.External
+	seen := map[string]bool{}
+	add := func(e migrate.External) {
+		if !seen[e.Key] {
+			seen[e.Key] = true
+			out = append(out, e)
+		}
+	}
+	skip := func(err error) bool {
+		return !still || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH)
+	}
+	for _, t := range v.Tasks {
+		proc := "/proc/" + strconv.Itoa(t.PID)
+		for _, f := range t.FDs {
+			path, ok := takes(f.Link, f.Mode, f.Nlink, f.FSType)
+			if !ok {
+				continue
+			}
+			mnt, err := infoMount(f.Info)
+			if err != nil {
+				if still {
+					return nil, examine(f.Link, err)
+				}
+				continue
+			}
+			add(migrate.External{Key: migrate.ExtKey(mnt, f.Ino), Path: path, Deleted: f.Nlink == 0, FSID: f.FSID, Ino: f.Ino, Mode: f.Mode, Size: f.Size})
+		}
+		mapped := map[string]bool{} // as externals
+		for _, m := range t.Maps {
+			path, ok := takes(m.Path, m.Mode, m.Nlink, m.FSType)
+			if !ok || mapped[m.Path] {
+				continue
+			}
+			if !strings.HasSuffix(m.Path, " (deleted)") {
+				mapped[m.Path] = true
+			}
+			mnt, err := openedMount(proc + "/map_files/" + m.Range)
+			if err != nil {
+				if skip(err) {
+					continue
+				}
+				return nil, examine(m.Path, err)
+			}
+			add(migrate.External{Key: migrate.ExtKey(mnt, m.Ino), Path: path, Deleted: m.Nlink == 0, FSID: m.FSID, Ino: m.Ino, Mode: m.Mode, Size: m.Size})
+		}
+		f, ok, err := external(proc+"/exe", "")
+		if err != nil && !skip(err) {
+			return nil, err
+		}
+		if ok {
+			add(f.External)
+		}
+	}
+	return out, nil
 }
 
 // openedMount is the id of the mount the file src names is on, as an
@@ -157,21 +231,17 @@ func fdinfoMount(info string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, l := range strings.Split(string(b), "\n") {
+	return infoMount(string(b))
+}
+
+// infoMount is the mount id fdinfo's text names.
+func infoMount(info string) (int, error) {
+	for _, l := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(l, "mnt_id:"); ok {
 			return strconv.Atoi(strings.TrimSpace(v))
 		}
 	}
 	return 0, errors.New("no mnt_id in its fdinfo")
-}
-
-// publicOf is what the pin rules and the destination see of files.
-func publicOf(files []extFile) []migrate.External {
-	out := make([]migrate.External, len(files))
-	for i, f := range files {
-		out[i] = f.External
-	}
-	return out
 }
 
 // declare lists the keys of the frozen tree under pid for CRIU's dump into

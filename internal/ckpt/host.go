@@ -224,13 +224,14 @@ func pipeMaxSize() int {
 // The files it lists carry the keys CRIU's dump names them by (see
 // files.go).
 func (h *Host) Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict {
-	v := migrate.Judge(readView(pid, frozen), migrate.Rules{JobDir: JobDir, Shared: h.Shared, Members: members, GhostLimit: h.GhostLimit, Frozen: frozen})
+	view := readView(pid, frozen)
+	v := migrate.Judge(view, migrate.Rules{JobDir: JobDir, Shared: h.Shared, Members: members, GhostLimit: h.GhostLimit, Frozen: frozen})
 	if v.Pin != "" {
 		return v
 	}
-	ext, err := externals(pid, frozen)
+	ext, err := viewExternals(view, frozen)
 	if err == nil {
-		v.Files, err = migrate.WithKeys(v.Files, publicOf(ext), h.Shared)
+		v.Files, err = migrate.WithKeys(v.Files, ext, h.Shared)
 	}
 	if err != nil {
 		return migrate.Verdict{Pin: err.Error()}

@@ -314,6 +314,16 @@ func checkKeys(t *testing.T, pid int, kind, dir string) {
 			t.Fatalf("declare past the limit: %v", err)
 		}
 	}
+	// Inspect's keys, from the view it read, are the dump's.
+	fromView, err := viewExternals(readView(pid, true), true)
+	if err != nil || len(fromView) != len(ext) {
+		t.Fatalf("from the view: %+v %v; the dump's %+v", fromView, err, ext)
+	}
+	for i := range ext {
+		if fromView[i] != ext[i].External {
+			t.Fatalf("from the view: %+v; the dump's %+v", fromView[i], ext[i].External)
+		}
+	}
 	h := &Host{Shared: []string{dir}, GhostLimit: 64 << 20}
 	v := h.Inspect(pid, nil, false)
 	for _, f := range v.Files {
