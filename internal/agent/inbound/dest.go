@@ -39,17 +39,7 @@ func (d *Driver) Check(req peer.MigrateCheckRequest) error {
 		return errkind.New(peer.ErrBadRequest, "job id %q", req.ID)
 	}
 	if req.Late {
-		// The frozen job's files the first check did not list: checked
-		// alike, for the restore to compare with and hand CRIU.
-		found, k, err := d.CheckFiles(req.Owner, req.Files)
-		if err != nil {
-			return err
-		}
-		if err := d.moves.AddChecked(req.MID, req.ID, found); err != nil {
-			k.close()
-			return err
-		}
-		return d.held.add(req.MID, req.ID, k)
+		return d.lateCheck(req)
 	}
 	if d.draining(d.self) {
 		return errkind.New(peer.ErrUnavailable, "node %s is draining: it takes no job", d.self)
@@ -91,6 +81,20 @@ func (d *Driver) Check(req peer.MigrateCheckRequest) error {
 	}
 	_, err = d.step(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
 	return err
+}
+
+// lateCheck is a late check: the frozen job's files the first check did
+// not list, checked alike, for the restore to compare with and hand CRIU.
+func (d *Driver) lateCheck(req peer.MigrateCheckRequest) error {
+	found, k, err := d.CheckFiles(req.Owner, req.Files)
+	if err != nil {
+		return err
+	}
+	if err := d.moves.AddChecked(req.MID, req.ID, found); err != nil {
+		k.close()
+		return err
+	}
+	return d.held.add(req.MID, req.ID, k)
 }
 
 // NotHere refuses a job that runs here or is already coming here (by

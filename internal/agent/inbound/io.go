@@ -46,15 +46,9 @@ func (d *Driver) CheckFiles(owner *asuser.Cred, files []migrate.OpenFile) (map[s
 	if len(owner.Groups) > migrate.MaxGroups {
 		return nil, nil, errkind.New(peer.ErrBadRequest, "%d supplementary groups", len(owner.Groups))
 	}
-	wants := make([]asuser.Want, len(files))
-	for i, f := range files {
-		if err := f.Validate(); err != nil {
-			return nil, nil, errkind.New(peer.ErrBadRequest, "%v", err)
-		}
-		wants[i] = asuser.Want{Path: f.Path, Access: f.Access, Keep: f.Key != ""}
-		if f.Deleted {
-			wants[i] = asuser.Want{Path: path.Dir(f.Path), TmpFile: true}
-		}
+	wants, err := wantsOf(files)
+	if err != nil {
+		return nil, nil, err
 	}
 	found := make(map[string]migrate.OpenFile, len(files))
 	k := newKept()
@@ -65,22 +59,7 @@ func (d *Driver) CheckFiles(owner *asuser.Cred, files []migrate.OpenFile) (map[s
 	if err != nil {
 		return nil, nil, errkind.New(peer.ErrUnavailable, "check the job's files on node %s: %v", d.self, err)
 	}
-	for i, g := range got {
-		if g.File == nil {
-			continue
-		}
-		key := files[i].Key
-		if old, dup := k.files[key]; dup {
-			// One file at two paths (hard links): CRIU takes one
-			// descriptor for it, which must be of the file at both.
-			if !sameFile(old, g.File) {
-				err = errkind.New(peer.ErrPinned, "open file %s on node %s is not the file the job holds at its other path", files[i].Path, d.self)
-			}
-			g.File.Close()
-			continue
-		}
-		k.files[key] = g.File
-	}
+	err = d.keepFiles(k, files, got)
 	for i, f := range files {
 		switch {
 		case err != nil:
@@ -101,6 +80,45 @@ func (d *Driver) CheckFiles(owner *asuser.Cred, files []migrate.OpenFile) (map[s
 		return nil, nil, err
 	}
 	return found, k, nil
+}
+
+// wantsOf is what the check opens of files, as the owner: each path, a
+// regular file with a key kept open for CRIU, and a deleted file's
+// directory to make a file without a name in.
+func wantsOf(files []migrate.OpenFile) ([]asuser.Want, error) {
+	wants := make([]asuser.Want, len(files))
+	for i, f := range files {
+		if err := f.Validate(); err != nil {
+			return nil, errkind.New(peer.ErrBadRequest, "%v", err)
+		}
+		wants[i] = asuser.Want{Path: f.Path, Access: f.Access, Keep: f.Key != ""}
+		if f.Deleted {
+			wants[i] = asuser.Want{Path: path.Dir(f.Path), TmpFile: true}
+		}
+	}
+	return wants, nil
+}
+
+// keepFiles keeps in k the descriptors got hands back for files, by key,
+// one a key: one file at two paths (hard links) goes to CRIU as one
+// descriptor, which must be of the file at both (else the error).
+func (d *Driver) keepFiles(k *kept, files []migrate.OpenFile, got []asuser.Got) error {
+	var err error
+	for i, g := range got {
+		if g.File == nil {
+			continue
+		}
+		key := files[i].Key
+		if old, dup := k.files[key]; dup {
+			if !sameFile(old, g.File) {
+				err = errkind.New(peer.ErrPinned, "open file %s on node %s is not the file the job holds at its other path", files[i].Path, d.self)
+			}
+			g.File.Close()
+			continue
+		}
+		k.files[key] = g.File
+	}
+	return err
 }
 
 // sameFile says whether two descriptors are of one file.
