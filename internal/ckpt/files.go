@@ -46,10 +46,9 @@ func notExternal(link string) bool {
 // keeps to itself, the job's own /proc (opened again in the restored
 // job's /proc), POSIX message queues (which the pin rules refuse) and
 // the job's own directory (the spool, root's, which the destination makes
-// from the stream and CRIU reopens there). A task that
-// ends, or a descriptor closed, while it is read is skipped; still (the
-// tree is frozen) makes any other failure an error, which names the
-// file.
+// from the stream and CRIU reopens there). A task that ends, or a
+// descriptor closed, while it is read is skipped; still (the tree is
+// frozen) makes any other failure an error, which names the file.
 func externals(pid int, still bool) ([]extFile, error) {
 	var out []extFile
 	seen := map[string]bool{}

@@ -220,9 +220,8 @@ func pipeMaxSize() int {
 
 // Inspect reads what /proc says of the job's processes (their status,
 // working directories, descriptors with their fdinfo, mappings) and its
-// TCP table, and applies the pin rules (migrate.Judge).
-// The files it lists carry the keys CRIU's dump names them by (see
-// files.go).
+// TCP table, and applies the pin rules (migrate.Judge). The files it
+// lists carry the keys CRIU's dump names them by (files.go).
 func (h *Host) Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict {
 	view := readView(pid, frozen)
 	v := migrate.Judge(view, migrate.Rules{JobDir: JobDir, Shared: h.Shared, Members: members, GhostLimit: h.GhostLimit, Frozen: frozen})

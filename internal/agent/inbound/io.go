@@ -131,8 +131,9 @@ func sameFile(a, b *os.File) bool {
 // while CRIU holds its tasks, none of them having run (ckpt.RestoreSpec):
 // they run as the job's owner and nobody else (CRIU restored them as root
 // from images a member sent), and they hold the files the checks found
-// (checked; CRIU reopened each by path, as root, after the checks). what
-// names the step in the error.
+// (checked: the descriptors handed to CRIU, and the directories CRIU
+// reopened by path, as root, after the checks). what names the step in
+// the error.
 func (d *Driver) restoredCheck(owner asuser.Cred, checked map[string]migrate.OpenFile, what string) func(pid int) error {
 	return func(pid int) error {
 		creds, err := d.ckpt.Creds(pid)
@@ -151,12 +152,12 @@ func (d *Driver) restoredCheck(owner asuser.Cred, checked map[string]migrate.Ope
 
 // checkRestoredFiles says whether the restored job under pid (its tasks
 // still stopped) holds the files the check found (checked, from
-// CheckFiles), as the owner would find them: CRIU reopened every file by
-// path, as root, after the check, and a path swapped in between would
-// hand the job another file (migrate.RestoredFiles). A file the check did
-// not see and that is node-local (a library a child the job started
-// since maps) is opened as the owner now, without symlinks, and must be
-// the file the restored job holds.
+// CheckFiles), as the owner would find them: a regular file is the
+// descriptor the check opened, but CRIU reopened every directory by path,
+// as root, after the check, and a path swapped in between would hand the
+// job another one (migrate.RestoredFiles). A file the check did not see
+// and that is node-local is opened as the owner now, without symlinks,
+// and must be the file the restored job holds.
 func (d *Driver) checkRestoredFiles(pid int, owner asuser.Cred, checked map[string]migrate.OpenFile) error {
 	v := d.ckpt.Inspect(pid, d.members.IPs(), true)
 	if v.Pin != "" {
