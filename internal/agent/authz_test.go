@@ -563,7 +563,7 @@ func (x *authzEnv) startJobs() {
 		// the open file it does not reach (checkFiles). The fake
 		// checkpointer finds no open files, so the event is recorded
 		// here as the scheduler records it.
-		_, ferr := a.in.CheckFiles(&asuser.Cred{UID: 1001, GID: 1001}, []migrate.OpenFile{{Path: j.openFile, Access: "r", Same: true}})
+		_, _, ferr := a.in.CheckFiles(&asuser.Cred{UID: 1001, GID: 1001}, []migrate.OpenFile{{Path: j.openFile, Access: "r", Same: true}})
 		if ferr == nil {
 			x.t.Fatalf("%s exists on this machine", j.openFile)
 		}

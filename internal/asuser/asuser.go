@@ -2,18 +2,25 @@
 // its own whose credentials are switched to the user's (uid, gid and
 // supplementary groups) with the raw system calls, which change that
 // thread only, and which ends with the work. Paths are resolved without
-// following any symlink. It is how the root agent checks, before a
-// migration freezes anything, that a job's files on the destination are
-// the very files the job has open and that its owner may open them: CRIU
-// then reopens them as root.
+// following any symlink, and nothing that is not a regular file is
+// opened: a FIFO or a device is only looked up. It is how the root agent
+// checks, before a migration freezes anything, that a job's files on the
+// destination are the very files the job has open and that its owner may
+// open them, and opens the descriptors CRIU's restore then takes instead
+// of the paths (Want.Keep), and the unnamed files that stand for the
+// job's deleted ones (Want.TmpFile).
 //
-// It must not run anything but the checks on that thread, and never hands
-// a descriptor back.
+// It must not run anything but these opens on that thread. A descriptor
+// it hands back carries no credential: what the owner could open, opened
+// so.
 package asuser
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"unsafe"
@@ -33,6 +40,16 @@ type Want struct {
 	// Access: "r", "w" or "rw" opens a regular file so (a directory or
 	// another kind is only looked up); "" only looks it up.
 	Access string
+	// Keep: the file must be a regular one, and the descriptor opened
+	// with Access (non-blocking, never a controlling terminal) is handed
+	// back in Got.File.
+	Keep bool
+	// TmpFile: Path is a directory, in which a new regular file without a
+	// name is made (O_TMPFILE; where the filesystem has none, a file made
+	// under a random name and unlinked at once), open for reading and
+	// writing, mode 0600, and handed back in Got.File. Got's identity is
+	// the directory's.
+	TmpFile bool
 }
 
 // Got is what opening a Want found: the file's identity, or why not.
@@ -41,6 +58,9 @@ type Got struct {
 	Ino  uint64
 	Mode uint32
 	Err  error
+	// File is the descriptor a Keep or TmpFile asked for (nil with Err).
+	// The caller closes it.
+	File *os.File
 }
 
 // Open opens each file as cred would, without following symlinks, and
@@ -93,9 +113,13 @@ func become(c Cred) error {
 
 // open looks the path up (as this thread's user, no symlink on the way),
 // then, for a regular file, opens it with the access asked: the kernel
-// checks the user's permission then.
+// checks the user's permission then. A Keep keeps that descriptor; a
+// TmpFile makes its file in the directory looked up.
 func open(w Want) Got {
 	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	if w.TmpFile {
+		how.Flags |= unix.O_DIRECTORY
+	}
 	fd, err := unix.Openat2(unix.AT_FDCWD, w.Path, &how)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
@@ -113,6 +137,16 @@ func open(w Want) Got {
 		return Got{Err: fmt.Errorf("%s: %w", w.Path, err)}
 	}
 	g := Got{FSID: sfs.Fsid.Val, Ino: st.Ino, Mode: st.Mode}
+	if w.TmpFile {
+		if g.File, err = tmpFile(fd); err != nil {
+			g.Err = fmt.Errorf("%s: make a file without a name in it: %w", w.Path, err)
+		}
+		return g
+	}
+	if w.Keep && (st.Mode&unix.S_IFMT != unix.S_IFREG || w.Access == "") {
+		g.Err = fmt.Errorf("%s: not a regular file (mode %#o)", w.Path, st.Mode)
+		return g
+	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || w.Access == "" {
 		return g
 	}
@@ -130,6 +164,39 @@ func open(w Want) Got {
 		g.Err = fmt.Errorf("%s: %w", w.Path, err)
 		return g
 	}
+	if w.Keep {
+		g.File = os.NewFile(uintptr(rfd), w.Path)
+		return g
+	}
 	unix.Close(rfd)
 	return g
+}
+
+// tmpFile makes a regular file without a name in the directory dir (an
+// O_PATH descriptor), as this thread's user: the kernel checks the user's
+// write permission on that directory. A filesystem without O_TMPFILE
+// (NFS) gets a file of a random name, made without following a symlink
+// and unlinked at once, in the same directory.
+func tmpFile(dir int) (*os.File, error) {
+	fd, err := unix.Openat(dir, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		return os.NewFile(uintptr(fd), "(deleted)"), nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) {
+		return nil, err
+	}
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	name := ".roam-" + hex.EncodeToString(b[:])
+	fd, err = unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Unlinkat(dir, name, 0); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "(deleted)"), nil
 }

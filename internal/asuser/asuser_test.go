@@ -1,11 +1,14 @@
 package asuser
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestOpen(t *testing.T) {
@@ -44,7 +47,8 @@ func TestOpen(t *testing.T) {
 	_ = syscall.Stat(mine, &st)
 
 	user := Cred{UID: 1001, GID: 1001}
-	got, err := Open(user, []Want{{mine, "rw"}, {root, "r"}, {root, ""}, {link, "r"}, {group, "w"}, {dir, ""}, {filepath.Join(dir, "none"), "r"}})
+	w := func(path, access string) Want { return Want{Path: path, Access: access} }
+	got, err := Open(user, []Want{w(mine, "rw"), w(root, "r"), w(root, ""), w(link, "r"), w(group, "w"), w(dir, ""), w(filepath.Join(dir, "none"), "r")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +74,7 @@ func TestOpen(t *testing.T) {
 		t.Errorf("a missing file: %+v", got[6])
 	}
 	// With the group among its supplementary groups, it may write it.
-	got, err = Open(Cred{UID: 1001, GID: 1001, Groups: []uint32{5001}}, []Want{{group, "w"}})
+	got, err = Open(Cred{UID: 1001, GID: 1001, Groups: []uint32{5001}}, []Want{w(group, "w")})
 	if err != nil || got[0].Err != nil {
 		t.Errorf("with the group: %+v %v", got, err)
 	}
@@ -80,5 +84,94 @@ func TestOpen(t *testing.T) {
 	}
 	if _, err := os.ReadFile(root); err != nil {
 		t.Fatalf("root cannot read its file any more: %v", err)
+	}
+}
+
+// The descriptors CRIU's restore takes instead of paths: a regular file
+// kept open with the job's access, never a FIFO (which would block) or a
+// device (which an open may act on), nor anything through a symlink; and
+// a file without a name made as the user in a directory the user may
+// write, nowhere else.
+func TestOpenKeeps(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("needs root: it switches to another user")
+	}
+	dir, err := os.MkdirTemp("", "roam-asuser-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	_ = os.Chmod(dir, 0o755)
+	own := filepath.Join(dir, "own") // the user's directory
+	if err := os.Mkdir(own, 0o700); err != nil || os.Chown(own, 1001, 1001) != nil {
+		t.Fatal(err)
+	}
+	file, fifo, dev, linked := filepath.Join(own, "f"), filepath.Join(own, "fifo"), filepath.Join(own, "dev"), filepath.Join(dir, "linked")
+	if err := os.WriteFile(file, []byte("data"), 0o600); err != nil || os.Chown(file, 1001, 1001) != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil || os.Chown(fifo, 1001, 1001) != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/full", dev); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(own, linked); err != nil {
+		t.Fatal(err)
+	}
+	user := Cred{UID: 1001, GID: 1001}
+	got, err := Open(user, []Want{
+		{Path: file, Access: "rw", Keep: true},
+		{Path: fifo, Access: "r", Keep: true},
+		{Path: dev, Access: "r", Keep: true},
+		{Path: "/dev/null", Access: "r", Keep: true},
+		{Path: own, TmpFile: true},
+		{Path: dir, TmpFile: true},    // root's, 0755
+		{Path: linked, TmpFile: true}, // the user's, through a symlink
+		{Path: file, TmpFile: true},   // not a directory
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, g := range got {
+			if g.File != nil {
+				g.File.Close()
+			}
+		}
+	}()
+	if got[0].Err != nil || got[0].File == nil {
+		t.Fatalf("own file kept: %+v", got[0])
+	}
+	if fl, err := unix.FcntlInt(got[0].File.Fd(), unix.F_GETFL, 0); err != nil || fl&unix.O_ACCMODE != unix.O_RDWR || fl&unix.O_NONBLOCK == 0 {
+		t.Errorf("kept descriptor's flags %#o %v, want read-write, non-blocking", fl, err)
+	}
+	for i, want := range map[int]string{1: "not a regular file", 2: "symlink", 3: "not a regular file", 5: "permission denied", 6: "symlink", 7: "not a directory"} {
+		if got[i].Err == nil || got[i].File != nil || !strings.Contains(got[i].Err.Error(), want) {
+			t.Errorf("want %d: %+v, want %q", i, got[i], want)
+		}
+	}
+	tmp := got[4]
+	if tmp.Err != nil || tmp.File == nil {
+		t.Fatalf("a file without a name in the user's directory: %+v", tmp)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(tmp.File.Fd()), &st); err != nil || st.Uid != 1001 || st.Nlink != 0 || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		t.Fatalf("the file made: %+v %v", st, err)
+	}
+	if _, err := tmp.File.WriteString("ghost"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tmp.File.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(tmp.File); err != nil || string(b) != "ghost" {
+		t.Fatalf("read back %q %v", b, err)
+	}
+	if ents, _ := os.ReadDir(own); len(ents) != 3 {
+		t.Fatalf("the user's directory holds %v: the file made has a name", ents)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Fatalf("root's directory holds %v", ents)
 	}
 }

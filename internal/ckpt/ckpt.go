@@ -1,5 +1,5 @@
 // Package ckpt checkpoints and restores a roam job with CRIU, through
-// go-criu's RPC interface (criu swrk).
+// CRIU's RPC interface (criu swrk), with go-criu's messages.
 //
 // A job is roam-init and its descendants, in their own PID and mount
 // namespaces. roam-init leaves the job a minimal mount tree (the root, the
@@ -8,7 +8,9 @@
 // /proc, /tmp and /var/tmp (see jobtmp.go) is declared to CRIU as
 // external. On restore each is bound from the same path on the new node,
 // except JobDir, which is bound from the new node's spool directory, so the
-// job's stdout, stderr and status reopen there.
+// job's stdout, stderr and status reopen there. Every regular file of the
+// job outside JobDir is declared external too, by CRIU's key for it, and
+// the restore is handed descriptors for them instead of paths (files.go).
 package ckpt
 
 import (
@@ -142,8 +144,15 @@ type DumpOpts struct {
 	// touches the job, with the worker's pid.
 	Started func(worker int)
 	// GhostLimit is the largest deleted file (allocated bytes) CRIU puts
-	// in the images; 0 is CRIU's default, 1 MiB.
+	// in the images, of those it does not take as external (the job's
+	// own directory's); 0 is CRIU's default, 1 MiB.
 	GhostLimit int64
+	// External, if set, is asked once CRIU holds every task of the tree
+	// and before it dumps any file (CRIU's query-ext-files notification)
+	// which resources CRIU is to take as external ("file[MNT:INO]"): the
+	// images then name each by that key alone, for the restore to be
+	// handed (RestoreOpts.Inherit). Its error fails the dump.
+	External func() ([]string, error)
 }
 
 // Dump checkpoints the job and leaves it stopped (SIGSTOP): the caller
@@ -181,25 +190,25 @@ func (c *CRIU) dump(o DumpOpts, t0 time.Time, started *time.Duration) error {
 	for _, m := range o.Mounts {
 		opts.External = append(opts.External, "mnt["+m+"]:"+mountKey(m))
 	}
-	var nfy criu.Notify = criu.NoNotify{}
 	var files []*os.File
 	if o.PageConn != nil {
 		files = append(files, o.PageConn)
 	} else if o.Lazy {
 		return errors.New("criu dump: a lazy dump needs a page socket")
 	}
-	cr, fds, pid, err := c.start(files)
+	w, fds, err := c.startWorker(files, nil)
 	*started = time.Since(t0)
 	if err != nil {
 		return err
 	}
+	pid := w.cmd.Process.Pid
 	if o.Started != nil {
 		o.Started(pid)
 	}
-	defer cr.Cleanup()
+	defer w.end()
 	// A lazy dump's time limit ends with its images: serving the pages
 	// is the lazy dump's idle guard's to bound (see the agent's lazyIdle).
-	stop := c.watch(pid)
+	stop := c.watch(killWorker(pid))
 	var stopped atomic.Bool // the limit fired before a lazy dump was ready
 	if o.Lazy {
 		// CRIU's RPC takes no page socket for a lazy dump (it would listen
@@ -212,19 +221,40 @@ func (c *CRIU) dump(o DumpOpts, t0 time.Time, started *time.Duration) error {
 		defer conf.Close()
 		opts.ConfigFile = proto.String(fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), conf.Fd()))
 		opts.LazyPages = proto.Bool(true)
-		opts.NotifyScripts = proto.Bool(true)
-		nfy = readyNotify{ready: func() {
-			stopped.Store(stop())
-			if o.Ready != nil {
-				o.Ready()
-			}
-		}}
 	} else if len(fds) > 0 {
 		opts.Ps = &rpc.CriuPageServerInfo{Fd: proto.Int32(fds[0])}
 	}
-	err = cr.Dump(opts, nfy)
+	var declared error // External's
+	_, err = w.call(&rpc.CriuReq{Type: rpc.CriuReqType_DUMP.Enum(), Opts: opts}, func(n *rpc.CriuNotify) (*rpc.CriuOpts, error) {
+		switch n.GetScript() {
+		case "query-ext-files":
+			if o.External == nil {
+				return nil, nil
+			}
+			keys, err := o.External()
+			if err != nil {
+				declared = err
+				return nil, err
+			}
+			// (images_dir_fd is a required field of the message, unused
+			// in an answer.)
+			return &rpc.CriuOpts{ImagesDirFd: proto.Int32(-1), External: keys}, nil
+		case "post-dump":
+			// A lazy dump has written its images: it serves pages next.
+			if o.Lazy {
+				stopped.Store(stop())
+				if o.Ready != nil {
+					o.Ready()
+				}
+			}
+		}
+		return nil, nil
+	})
 	if stop() || stopped.Load() {
 		return fmt.Errorf("criu dump: no answer within %v; CRIU was killed", c.limit())
+	}
+	if declared != nil {
+		return fmt.Errorf("criu dump: %w", declared)
 	}
 	if err != nil {
 		return fmt.Errorf("criu dump: %s", logError(filepath.Join(o.Dir, "dump.log"), err))
@@ -245,20 +275,6 @@ func psSocketConfig(fd int32) (*os.File, error) {
 		return nil, fmt.Errorf("criu config: %w", err)
 	}
 	return f, nil
-}
-
-// readyNotify tells when a lazy dump has written its images: CRIU runs the
-// post-dump scripts then, before it starts serving pages.
-type readyNotify struct {
-	criu.NoNotify
-	ready func()
-}
-
-func (n readyNotify) PostDump() error {
-	if n.ready != nil {
-		n.ready()
-	}
-	return nil
 }
 
 // RestoreOpts says what to restore and where.
@@ -283,38 +299,6 @@ type RestoreOpts struct {
 	Check func(pid int) error
 }
 
-// start starts CRIU's RPC process (swrk) with files it inherits; CRIU
-// takes such files by their number in its own process, returned in the
-// order given. The duplicates are inheritable only while it starts.
-func (c *CRIU) start(files []*os.File) (*criu.Criu, []int32, int, error) {
-	cr := criu.MakeCriu()
-	cr.SetCriuPath(c.Path)
-	c.ExecMu.Lock()
-	dups, err := inheritable(files)
-	// The child go-criu starts is CRIU's worker: the one new child while
-	// ExecMu is held (everyone who starts a child holds it).
-	before := procfs.Children(os.Getpid())
-	if err == nil {
-		err = cr.Prepare()
-	}
-	pid := 0
-	if err == nil {
-		for _, p := range procfs.Children(os.Getpid()) {
-			if !slices.Contains(before, p) {
-				pid = p
-			}
-		}
-	}
-	for _, fd := range dups {
-		syscall.Close(int(fd))
-	}
-	c.ExecMu.Unlock()
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("start criu: %w", err)
-	}
-	return cr, dups, pid, nil
-}
-
 // limit is the time limit in force.
 func (c *CRIU) limit() time.Duration {
 	if c.Timeout <= 0 {
@@ -323,20 +307,50 @@ func (c *CRIU) limit() time.Duration {
 	return c.Timeout
 }
 
-// watch kills CRIU's worker pid once the time limit has passed; stop
-// says whether it did.
-func (c *CRIU) watch(pid int) (stop func() bool) {
+// watch runs kill once the time limit has passed; stop says whether it
+// did.
+func (c *CRIU) watch(kill func()) (stop func() bool) {
 	var fired atomic.Bool
 	t := time.AfterFunc(c.limit(), func() {
-		if pid > 0 {
-			fired.Store(true)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+		fired.Store(true)
+		kill()
 	})
 	return func() bool {
 		t.Stop()
 		return fired.Load()
 	}
+}
+
+// killWorker is a dump's kill: its worker, which holds the job under
+// ptrace (the job goes on once it is gone).
+func killWorker(pid int) func() {
+	return func() {
+		if pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// killRestore kills a restore's worker and whatever it started. First the
+// init of each PID namespace below it (CRIU makes the restored job's
+// namespace), which takes every task of that namespace with it: restored
+// tasks that took their own session, as the job's had, are in no group
+// of CRIU's and outlived a kill of the worker's group, waiting for a
+// CRIU that had gone. Then every process left below the worker, deepest
+// first, and its group.
+func killRestore(worker int) {
+	mine, _ := os.Readlink("/proc/self/ns/pid")
+	tree := procfs.Tree(worker)
+	for _, p := range tree {
+		ns, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/ns/pid")
+		if n, ok := procfs.NSPid(p); err == nil && ns != mine && ok && n == 1 {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	for i := len(tree) - 1; i >= 0; i-- {
+		_ = syscall.Kill(tree[i], syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-worker, syscall.SIGKILL)
 }
 
 // Restore recreates the job, stopped (SIGSTOP): the caller resumes it with
@@ -400,14 +414,16 @@ func (c *CRIU) restore(o RestoreOpts, t0 time.Time, started *time.Duration) (int
 	if err != nil {
 		return 0, err
 	}
-	stop := c.watch(w.cmd.Process.Pid)
+	stop := c.watch(func() { killRestore(w.cmd.Process.Pid) })
 	for i, key := range keys {
 		opts.InheritFd = append(opts.InheritFd, &rpc.InheritFd{Key: proto.String(key), Fd: proto.Int32(fds[i])})
 	}
 	pid, refused, err := w.restore(opts, o.Check)
 	limited := stop()
-	if limited || refused != nil {
-		_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+	if limited || refused != nil || err != nil || pid <= 0 {
+		// Nothing of a restore that failed runs on: CRIU's own clean-up
+		// does not run when it is killed, nor when its tasks were.
+		killRestore(w.cmd.Process.Pid)
 	}
 	w.end()
 	if limited {
@@ -426,19 +442,23 @@ func (c *CRIU) restore(o RestoreOpts, t0 time.Time, started *time.Duration) (int
 }
 
 // worker is CRIU's RPC worker (criu swrk) and roam's end of its socket. A
-// restore talks to it here rather than through go-criu's loop, which
-// answers CRIU's pre-resume notification without passing it on: the
-// restored tree is judged there (RestoreOpts.Check), while CRIU still
-// holds every task under ptrace with its credentials, descriptors and
-// memory as it will run, and no signal can start it.
+// dump and a restore talk to it here rather than through go-criu's loop,
+// which answers every notification without passing on what it brings or
+// taking an answer: a dump declares the job's files external at
+// query-ext-files (DumpOpts.External), and a restored tree is judged at
+// pre-resume (RestoreOpts.Check), while CRIU still holds every task under
+// ptrace with its credentials, descriptors and memory as it will run, and
+// no signal can start it.
 type worker struct {
 	cmd *exec.Cmd
 	sk  *os.File
 }
 
-// inheritable duplicates files as descriptors a child inherits (the
-// caller holds ExecMu, and closes them once CRIU has started); it stops
-// at the first that fails, with the ones made so far.
+// inheritable duplicates files as descriptors a child inherits: CRIU
+// takes such files by their number in its own process. The caller holds
+// ExecMu, so that no other child inherits them, and closes them once CRIU
+// has started. It stops at the first that fails, with the ones made so
+// far.
 func inheritable(files []*os.File) ([]int32, error) {
 	var dups []int32
 	for _, f := range files {
@@ -451,14 +471,25 @@ func inheritable(files []*os.File) ([]int32, error) {
 	return dups, nil
 }
 
-// startWorker starts CRIU's worker with files it inherits (see start),
-// in a mount namespace of its own set up as st says when st is not nil.
+// rpcBuffer is the send buffer of roam's end of CRIU's RPC socket: room
+// for a request naming migrate.MaxOpenFiles files.
+const rpcBuffer = 4 << 20
+
+// startWorker starts CRIU's worker with files it inherits (see
+// inheritable; returned by their numbers in the worker, in the order
+// given), in a mount namespace of its own set up as st says when st is
+// not nil.
 func (c *CRIU) startWorker(files []*os.File, st *stage) (*worker, []int32, error) {
 	fds, err := syscall.Socketpair(syscall.AF_LOCAL, syscall.SOCK_SEQPACKET, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start criu: %w", err)
 	}
 	syscall.CloseOnExec(fds[0])
+	// A request is one message, which must fit in the socket's buffer
+	// (208 KiB by default): a restore's inherited descriptors and a dump's
+	// external files take some 25 bytes each, and a job may hold
+	// thousands. (Root may set it past net.core.wmem_max.)
+	_ = syscall.SetsockoptInt(fds[0], syscall.SOL_SOCKET, syscall.SO_SNDBUFFORCE, rpcBuffer)
 	sk := os.NewFile(uintptr(fds[0]), "criu-rpc")
 	srv := os.NewFile(uintptr(fds[1]), "criu-rpc-worker")
 	defer srv.Close()
@@ -494,55 +525,83 @@ func (w *worker) end() {
 	_ = w.cmd.Wait()
 }
 
+// call sends req to the worker and answers each notification CRIU sends
+// before its answer with what on returns: options CRIU takes then (the
+// externals of query-ext-files), or an error, which tells CRIU the
+// notification failed (CRIU then fails the request). An abandon error
+// ends the call at once, unanswered. It returns CRIU's answer.
+func (w *worker) call(req *rpc.CriuReq, on func(*rpc.CriuNotify) (*rpc.CriuOpts, error)) (*rpc.CriuResp, error) {
+	opts := req.GetOpts()
+	opts.NotifyScripts = proto.Bool(true)
+	buf := make([]byte, 2*4096)
+	for {
+		b, err := proto.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := w.sk.Write(b); err != nil {
+			return nil, err
+		}
+		n, err := w.sk.Read(buf)
+		if err != nil {
+			return nil, err
+		}
+		resp := &rpc.CriuResp{}
+		if err := proto.Unmarshal(buf[:n], resp); err != nil {
+			return nil, err
+		}
+		if !resp.GetSuccess() {
+			return resp, fmt.Errorf("operation failed (msg:%s err:%d)", resp.GetCrErrmsg(), resp.GetCrErrno())
+		}
+		if resp.GetType() != rpc.CriuReqType_NOTIFY {
+			return resp, nil
+		}
+		answer, err := on(resp.GetNotify())
+		var ab abandon
+		if errors.As(err, &ab) {
+			return nil, ab
+		}
+		req = &rpc.CriuReq{Type: rpc.CriuReqType_NOTIFY.Enum(), NotifySuccess: proto.Bool(err == nil), Opts: answer}
+	}
+}
+
+// abandon is a notification's error that ends a worker's call without an
+// answer to CRIU.
+type abandon struct{ err error }
+
+func (a abandon) Error() string { return a.err.Error() }
+
 // restore asks the worker to restore, answering its notifications: the
 // tree's pid comes with post-restore; at pre-resume check judges it, and
 // a tree it refuses is killed there, none of its tasks having run
 // (refused is then check's error).
 func (w *worker) restore(opts *rpc.CriuOpts, check func(pid int) error) (pid int, refused, err error) {
-	opts.NotifyScripts = proto.Bool(true)
 	req := &rpc.CriuReq{Type: rpc.CriuReqType_RESTORE.Enum(), Opts: opts}
-	buf := make([]byte, 2*4096)
-	for {
-		b, err := proto.Marshal(req)
-		if err != nil {
-			return 0, refused, err
-		}
-		if _, err := w.sk.Write(b); err != nil {
-			return 0, refused, err
-		}
-		n, err := w.sk.Read(buf)
-		if err != nil {
-			return 0, refused, err
-		}
-		resp := &rpc.CriuResp{}
-		if err := proto.Unmarshal(buf[:n], resp); err != nil {
-			return 0, refused, err
-		}
-		if !resp.GetSuccess() {
-			return 0, refused, fmt.Errorf("operation failed (msg:%s err:%d)", resp.GetCrErrmsg(), resp.GetCrErrno())
-		}
-		if resp.GetType() != rpc.CriuReqType_NOTIFY {
-			return pid, refused, nil
-		}
-		switch resp.GetNotify().GetScript() {
+	_, err = w.call(req, func(n *rpc.CriuNotify) (*rpc.CriuOpts, error) {
+		switch n.GetScript() {
 		case "post-restore":
-			pid = int(resp.GetNotify().GetPid())
+			pid = int(n.GetPid())
 		case "pre-resume":
 			if check != nil && pid > 0 {
 				if err := check(pid); err != nil {
 					// Held under ptrace, each task dies at once. CRIU,
 					// told to go on, would wait for them for good: it
-					// goes too (Restore kills its group), and with it
-					// their tracer.
+					// goes too (Restore kills it, killRestore), and
+					// with it their tracer.
 					for _, p := range procfs.Tree(pid) {
 						_ = syscall.Kill(p, syscall.SIGKILL)
 					}
-					return 0, err, nil
+					refused = err
+					return nil, abandon{err}
 				}
 			}
 		}
-		req = &rpc.CriuReq{Type: rpc.CriuReqType_NOTIFY.Enum(), NotifySuccess: proto.Bool(true)}
+		return nil, nil
+	})
+	if refused != nil {
+		return 0, refused, nil
 	}
+	return pid, nil, err
 }
 
 // Version is CRIU's version as a number (40201 for 4.2.1).

@@ -230,9 +230,22 @@ func pipeMaxSize() int {
 
 // Inspect reads what /proc says of the job's processes (their status,
 // working directories, descriptors with their fdinfo, mappings) and its
-// TCP table, and applies the pin rules (migrate.Judge).
+// TCP table, and applies the pin rules (migrate.Judge). The files it
+// lists carry the keys CRIU's dump names them by (files.go).
 func (h *Host) Inspect(pid int, members map[string]bool, frozen bool) migrate.Verdict {
-	return migrate.Judge(readView(pid, frozen), migrate.Rules{JobDir: JobDir, Shared: h.Shared, Members: members, GhostLimit: h.GhostLimit, Frozen: frozen})
+	view := readView(pid, frozen)
+	v := migrate.Judge(view, migrate.Rules{JobDir: JobDir, Shared: h.Shared, Members: members, GhostLimit: h.GhostLimit, Frozen: frozen})
+	if v.Pin != "" {
+		return v
+	}
+	ext, err := viewExternals(view, frozen)
+	if err == nil {
+		v.Files, err = migrate.WithKeys(v.Files, ext, h.Shared)
+	}
+	if err != nil {
+		return migrate.Verdict{Pin: err.Error()}
+	}
+	return v
 }
 
 // ReadView reads what the pin rules look at of the tree under pid.
@@ -405,7 +418,7 @@ func (h *Host) Dump(pid int, dir string, mounts []string, pages net.Conn) (Times
 	}()
 	var lift sync.WaitGroup
 	dumped := make(chan struct{})
-	times, err := h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, PageConn: theirs, GhostLimit: h.GhostLimit,
+	times, err := h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, PageConn: theirs, GhostLimit: h.GhostLimit, External: h.external(pid, dir),
 		Started: func(worker int) { h.lift(pid, worker, dumped, &lift) }})
 	close(dumped)
 	lift.Wait()
@@ -493,8 +506,20 @@ const liftLimit = 500 * time.Millisecond
 
 // Checkpoint dumps the job whole into dir and leaves it frozen.
 func (h *Host) Checkpoint(pid int, dir string, mounts []string) error {
-	_, err := h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, GhostLimit: h.GhostLimit})
+	_, err := h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, GhostLimit: h.GhostLimit, External: h.external(pid, dir)})
 	return err
+}
+
+// external is a dump's DumpOpts.External: every regular file of the job
+// under pid, the deleted ones' content written into dir. CRIU then opens
+// none of them by path at the restore, and makes no ghost file: the
+// destination hands it descriptors it opened, or made, as the job's owner
+// (docs/criu-files.md). One path for every job, root's too: it costs no
+// time (docs/security.md), and a job restored so holds files on the
+// agent's mounts, not its own, that CRIU could not name by path at its
+// next dump ("Can't lookup mount").
+func (h *Host) external(pid int, dir string) func() ([]string, error) {
+	return func() ([]string, error) { return declare(pid, dir, h.GhostLimit) }
 }
 
 // lazyDump is a CRIU dump serving pages on one end of a socket pair.
@@ -524,7 +549,7 @@ func (h *Host) DumpLazy(pid int, dir string, mounts []string) (LazyDump, Times, 
 	var liftOnce sync.Once
 	endLift := func() { liftOnce.Do(func() { close(lifted) }) }
 	go func() {
-		_, d.err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true, GhostLimit: h.GhostLimit,
+		_, d.err = h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, Lazy: true, GhostLimit: h.GhostLimit, External: h.external(pid, dir),
 			PageConn: theirs, Ready: func() { endLift(); readyOnce.Do(func() { close(ready) }) },
 			Started: func(worker int) {
 				started.Store(int64(time.Since(t0)))
@@ -738,6 +763,9 @@ func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 	pid, ct, err := h.CRIU.Restore(RestoreOpts{Dir: s.Dir, Mounts: s.Mounts, Inherit: s.Inherit, Lazy: s.Lazy, CgroupRoots: roots, Check: s.Check})
 	times = append(times, ct...)
 	if err != nil {
+		if rel != "" {
+			h.killLeft(rel)
+		}
 		return 0, times, err
 	}
 	t := time.Now()
@@ -755,6 +783,17 @@ func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 		}
 	}
 	return pid, times, nil
+}
+
+// killLeft kills whatever a failed restore left in the job's cgroup rel
+// (CRIU put the restored tasks there): the job does not run on this node,
+// or it would not be restored here. The restore killed what it found of
+// its own (killRestore); this takes what got away, as a task whose
+// parent was killed first.
+func (h *Host) killLeft(rel string) {
+	for _, p := range h.Layout.Procs(rel) {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
 }
 
 // Settle moves a restored job's processes into its CPU group (cgroup v1;

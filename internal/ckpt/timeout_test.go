@@ -1,6 +1,7 @@
 package ckpt
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,4 +62,61 @@ func contains(s []int, x int) bool {
 		}
 	}
 	return false
+}
+
+// A restore killed at its time limit leaves nothing running: not CRIU's
+// processes, and not the restored tasks that took a session of their own
+// in the PID namespace CRIU made for the job (a kill of CRIU's process
+// group missed them, and they waited for good for a CRIU that had gone).
+// The stand-in for CRIU here starts such a task, PID 1 of a new PID
+// namespace in a session of its own, and hangs.
+func TestCRIUTimeLimitKillsTheRestoredTree(t *testing.T) {
+	dir := t.TempDir()
+	hang := filepath.Join(dir, "criu")
+	pidFile := filepath.Join(dir, "unshare.pid")
+	script := "#!/bin/sh\nunshare --pid --fork setsid sleep 600 </dev/null >/dev/null 2>&1 &\necho $! > " + pidFile + "\nexec sleep 600\n"
+	if err := os.WriteFile(hang, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := CRIU{Path: hang, ExecMu: &sync.Mutex{}, Timeout: time.Second}
+	images := filepath.Join(dir, "images")
+	if err := os.Mkdir(images, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The restored task, once it runs: the child of unshare, in another
+	// PID namespace, in its own session.
+	restored := make(chan int, 1)
+	go func() {
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			b, err := os.ReadFile(pidFile)
+			if err != nil {
+				continue
+			}
+			var u int
+			if _, err := fmt.Sscan(string(b), &u); err != nil {
+				continue
+			}
+			if kids := procfs.Children(u); len(kids) == 1 {
+				if n, ok := procfs.NSPid(kids[0]); ok && n == 1 {
+					restored <- kids[0]
+					return
+				}
+			}
+		}
+		restored <- 0
+	}()
+	_, _, err := c.Restore(RestoreOpts{Dir: images})
+	if err == nil || !strings.Contains(err.Error(), "no answer within 1s") {
+		t.Fatalf("restore: %v", err)
+	}
+	pid := <-restored
+	if pid == 0 {
+		t.Fatal("the stand-in's restored task never ran")
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	for end := time.Now().Add(5 * time.Second); procfs.Running(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the restored task %d outlived the killed restore", pid)
+		}
+	}
 }

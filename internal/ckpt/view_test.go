@@ -52,7 +52,7 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 	}{
 		{"ghost", shared, false, ""},
 		{"ghost-big", shared, false, "holds the deleted file " + shared + "/kinds-ghost-big-"},
-		{"ghost", userDir, false, "holds the deleted file " + userDir + "/kinds-ghost-"},
+		{"ghost", userDir, false, ""},
 		{"memfd", shared, false, ""},
 		{"shmanon", shared, false, ""},
 		{"devzero", shared, false, ""},
@@ -155,9 +155,12 @@ func TestJudgeOnRealProcesses(t *testing.T) {
 					t.Fatalf("credentials check: %v", err)
 				}
 			case "ghost":
-				if !user && got.Ghosts < 4096 {
+				if got.Ghosts < 4096 {
 					t.Fatalf("ghosts %d bytes, want the 4096 written", got.Ghosts)
 				}
+			}
+			if tc.pin == "" {
+				checkKeys(t, cmd.Process.Pid, tc.kind, tc.dir)
 			}
 			if !*record {
 				return
@@ -244,5 +247,88 @@ func TestEntryOfALinkThatChanges(t *testing.T) {
 	}
 	if e := entry(link, "", true); e.StatErr == "" || !strings.Contains(e.StatErr, "/elsewhere/f") {
 		t.Fatalf("a still task's changed link: %+v, want it unexaminable", e)
+	}
+}
+
+// checkKeys checks what the dump would declare external of the process
+// pid (a kind of the kinds workload, its files in dir), and what Inspect
+// lists: each regular file once, by CRIU's key, with the mount its
+// descriptor or mapping is on; the program among them; no memfd, SysV or
+// shared anonymous memory, nor a file of its own /proc; a deleted file's
+// content written into the images by declare; and every regular file the
+// verdict lists given its key.
+func checkKeys(t *testing.T, pid int, kind, dir string) {
+	t.Helper()
+	ext, err := externals(pid, true)
+	if err != nil {
+		t.Fatalf("externals: %v", err)
+	}
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	byPath := map[string]migrate.External{}
+	for _, e := range ext {
+		if _, ok := byPath[e.Path]; ok && !e.Deleted {
+			t.Fatalf("%s listed twice: %+v", e.Path, ext)
+		}
+		byPath[e.Path] = e.External
+		if strings.HasPrefix(e.Path, "/memfd:") || strings.HasPrefix(e.Path, "/SYSV") || strings.HasPrefix(e.Path, "/proc/") || strings.HasPrefix(e.Path, "/dev/zero") {
+			t.Fatalf("%s is CRIU's to carry, declared external", e.Path)
+		}
+	}
+	if _, ok := byPath[exe]; !ok {
+		t.Fatalf("the program %s is not among %+v", exe, ext)
+	}
+	// The key of a descriptor is the mount its fdinfo names.
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, e := range ents {
+		l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+		var st syscall.Stat_t
+		if syscall.Stat(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()), &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || !strings.HasPrefix(l, dir) {
+			continue
+		}
+		info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, e.Name()))
+		var mnt int
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "mnt_id:"); ok {
+				fmt.Sscan(v, &mnt)
+			}
+		}
+		p := strings.TrimSuffix(l, " (deleted)")
+		if got := byPath[p]; got.Key != migrate.ExtKey(mnt, st.Ino) || got.Deleted != (st.Nlink == 0) {
+			t.Fatalf("descriptor %s of %s: %+v, want key %s", e.Name(), l, got, migrate.ExtKey(mnt, st.Ino))
+		}
+	}
+	images := t.TempDir()
+	keys, err := declare(pid, images, 64<<20)
+	if err != nil || len(keys) != len(ext) {
+		t.Fatalf("declare: %v, %d keys of %d", err, len(keys), len(ext))
+	}
+	saved, _ := filepath.Glob(filepath.Join(images, "roam-ghost-*"))
+	if want := map[bool]int{true: 1, false: 0}[kind == "ghost"]; len(saved) != want {
+		t.Fatalf("deleted files saved: %v", saved)
+	}
+	if kind == "ghost" {
+		if b, err := os.ReadFile(saved[0]); err != nil || len(b) != 4096 {
+			t.Fatalf("the deleted file saved: %d bytes, %v", len(b), err)
+		}
+		if _, err := declare(pid, t.TempDir(), 100); err == nil || !strings.Contains(err.Error(), "more than 100 bytes") {
+			t.Fatalf("declare past the limit: %v", err)
+		}
+	}
+	// Inspect's keys, from the view it read, are the dump's.
+	fromView, err := viewExternals(readView(pid, true), true)
+	if err != nil || len(fromView) != len(ext) {
+		t.Fatalf("from the view: %+v %v; the dump's %+v", fromView, err, ext)
+	}
+	for i := range ext {
+		if fromView[i] != ext[i].External {
+			t.Fatalf("from the view: %+v; the dump's %+v", fromView[i], ext[i].External)
+		}
+	}
+	h := &Host{Shared: []string{dir}, GhostLimit: 64 << 20}
+	v := h.Inspect(pid, nil, false)
+	for _, f := range v.Files {
+		if (f.Access != "") != (f.Key != "") {
+			t.Fatalf("verdict's %+v: a regular file without a key, or a directory with one", f)
+		}
 	}
 }

@@ -55,9 +55,10 @@ type CheckpointMeta struct {
 	// where its output continues after a restart.
 	Out int64 `json:"out"`
 	Err int64 `json:"err"`
-	// Files are the job's open files, mapped files and working
-	// directories, which the restore reopens by path: the node that
-	// restarts it checks them first, as the migration's destination does.
+	// Files are the job's open files, mapped files, program, deleted
+	// files and working directories, with the keys its images name its
+	// regular files by: the node that restarts it checks them, and hands
+	// CRIU the descriptors, as the migration's destination does.
 	Files []OpenFile `json:"files,omitempty"`
 	// Job is its record, to make it again at a home that has none.
 	Job CheckpointJob `json:"job"`

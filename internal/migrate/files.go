@@ -10,11 +10,15 @@ import (
 )
 
 // OpenFile is a file a job holds (through a descriptor, as its working
-// directory, or mapped) that its restore on the destination reopens by
-// path. CRIU reopens it as root: the destination first opens it as the
-// job's owner, without following symlinks, and, where it must be the same
-// file (Same: in a shared directory), compares its identity with the one
-// the source found, before anything is frozen.
+// directory, or mapped, or as its program) that its restore on the
+// destination must find there. The destination opens it as the job's
+// owner, without following symlinks, and, where it must be the same file
+// (Same: in a shared directory), compares its identity with the one the
+// source found, before anything is frozen. A regular file (Key set) CRIU
+// then takes as the very descriptor the destination opened so; a
+// directory (a working directory, a directory descriptor) CRIU still
+// reopens by path, as root, and the restored job is checked for it
+// (RestoredFiles).
 type OpenFile struct {
 	Path string `json:"path"`
 	// Access is how the job holds it: "r", "w" or "rw" for a regular
@@ -28,6 +32,20 @@ type OpenFile struct {
 	// the shared directories (a mapped library, the program) need only be
 	// one its owner may open there.
 	Same bool `json:"same,omitempty"`
+	// Key is CRIU's name of a regular file in the source's images
+	// (ExtKey): the dump took it as external, and the destination hands
+	// CRIU the descriptor its check opened under that name. Empty for a
+	// directory, which CRIU reopens by path.
+	Key string `json:"key,omitempty"`
+	// Deleted: the job holds the file deleted, once at Path. The
+	// destination makes a new file without a name (O_TMPFILE) in Path's
+	// directory, as the owner, with Mode (permission bits) and the
+	// content the images carry (GhostImage) of Size bytes, and hands it to
+	// CRIU under Key. Nothing else is checked of it: no file of that name
+	// exists anywhere.
+	Deleted bool   `json:"deleted,omitempty"`
+	Mode    uint32 `json:"mode,omitempty"`
+	Size    int64  `json:"size,omitempty"`
 }
 
 // MaxOpenFiles bounds a check request's list.
@@ -41,6 +59,16 @@ func (f OpenFile) Validate() error {
 		return fmt.Errorf("file path %q is not a clean absolute path", f.Path)
 	case f.Access != "" && f.Access != "r" && f.Access != "w" && f.Access != "rw":
 		return fmt.Errorf("file %s: access %q", f.Path, f.Access)
+	case f.Key != "" && !extKeyPattern.MatchString(f.Key):
+		return fmt.Errorf("file %s: key %q", f.Path, f.Key)
+	case f.Key != "" && f.Access == "":
+		return fmt.Errorf("file %s: a regular file with no access", f.Path)
+	case f.Deleted && (f.Key == "" || f.Access != "rw" || f.Same || f.Path == "/"):
+		return fmt.Errorf("deleted file %s: key %q, access %q, same %v", f.Path, f.Key, f.Access, f.Same)
+	case f.Mode&^0o777 != 0:
+		return fmt.Errorf("file %s: mode %#o", f.Path, f.Mode)
+	case f.Size < 0:
+		return fmt.Errorf("file %s: size %d", f.Path, f.Size)
 	}
 	return nil
 }
@@ -59,19 +87,37 @@ func (f OpenFile) SameFile(fsid [2]int32, ino uint64) bool {
 // Files of the restored tree, as this node sees them) with those this
 // node's check found, as the job's owner and without symlinks, before
 // anything was frozen (checked: each path with the identity found there).
-// CRIU reopens each file by path, as root, at the restore, a dump and a
-// transfer later: a path swapped in between (a symlink made by another job
-// of the user, another file renamed over it) would give the restored job
-// another file, perhaps one of root's. So each restored file at a checked
-// path must be the very file the check found there; one the check did not
-// see (a file the job opened after it, or the target a symlink led CRIU
-// to) must not be in a shared directory, where it must be the source's
-// file and nothing here says which that is. The others are returned, for
-// the caller to open as the owner now, without symlinks, and to compare.
+// A regular file the check handed CRIU as a descriptor (its Key set) is
+// in the restored job as that very file, at whatever path it has now (the
+// user may have renamed it since): CRIU reopened the descriptor, not the
+// path. A directory (a working directory) CRIU reopened by path, as root,
+// at the restore, a dump and a transfer later: a path swapped in between
+// (a symlink made by another job of the user, another directory renamed
+// over it) would give the restored job another one, perhaps one of root's.
+// So each other restored file at a checked path must be the very file the
+// check found there; one the check did not see (the target a symlink led
+// CRIU to) must not be in a shared directory, where it must be the
+// source's file and nothing here says which that is. The others are
+// returned, for the caller to open as the owner now, without symlinks,
+// and to compare.
 func RestoredFiles(checked map[string]OpenFile, restored []OpenFile) (later []OpenFile, err error) {
+	type id struct {
+		fsid [2]int32
+		ino  uint64
+	}
+	handed := map[id]bool{}
+	for _, c := range checked {
+		if c.Key != "" {
+			handed[id{c.FSID, c.Ino}] = true
+		}
+	}
 	for _, r := range restored {
 		c, ok := checked[r.Path]
 		switch {
+		case r.Deleted:
+			// No path: a file made as the owner, without a name, for
+			// the check (the job's own directory's are not listed).
+		case r.Access != "" && handed[id{r.FSID, r.Ino}]:
 		case ok && !c.SameFile(r.FSID, r.Ino):
 			return nil, fmt.Errorf("the restored job holds %s, which is not the file the check found at that path (swapped after the check)", r.Path)
 		case !ok && r.Same:
@@ -85,15 +131,16 @@ func RestoredFiles(checked map[string]OpenFile, restored []OpenFile) (later []Op
 
 // LateFiles are the files of frozen (the frozen job's) that checked (those
 // the destination checked before the freeze) does not list, or lists as
-// another file: the job opened them since.
+// another file, held another way or under another key: the job opened
+// them since.
 func LateFiles(checked, frozen []OpenFile) []OpenFile {
-	have := make(map[string]OpenFile, len(checked))
+	have := make(map[OpenFile]bool, len(checked))
 	for _, f := range checked {
-		have[f.Path] = f
+		have[f] = true
 	}
 	var late []OpenFile
 	for _, f := range frozen {
-		if c, ok := have[f.Path]; !ok || c.Ino != f.Ino || c.FSID != f.FSID || c.Access != f.Access || c.Same != f.Same {
+		if !have[f] {
 			late = append(late, f)
 		}
 	}

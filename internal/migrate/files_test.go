@@ -1,6 +1,7 @@
 package migrate
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -113,6 +114,29 @@ func TestRestoredFiles(t *testing.T) {
 	if later, err := RestoredFiles(nil, nil); err != nil || later != nil {
 		t.Fatalf("no files: %v %v", later, err)
 	}
+	// A file handed to CRIU as the descriptor the check opened is that
+	// file, renamed since or not; a directory at a checked path is
+	// compared as before.
+	handed := f("/shared/u/g", 50, true)
+	handed.Key, handed.Access = ExtKey(0x1b, 50), "w"
+	wd := f("/shared/u", 2, true)
+	checked = map[string]OpenFile{handed.Path: handed, wd.Path: wd}
+	renamed := f("/shared/u/g.aside", 50, true)
+	renamed.Access = "w"
+	if later, err := RestoredFiles(checked, []OpenFile{renamed, wd}); err != nil || later != nil {
+		t.Fatalf("a handed file renamed since: %v %v", later, err)
+	}
+	if _, err := RestoredFiles(checked, []OpenFile{f("/shared/u", 3, true)}); err == nil || !strings.Contains(err.Error(), "not the file the check found") {
+		t.Fatalf("a working directory swapped: %v", err)
+	}
+	made := OpenFile{Path: "/shared/u/#123", Access: "rw", Key: ExtKey(0x1b, 123), Deleted: true, Mode: 0o600}
+	if later, err := RestoredFiles(checked, []OpenFile{made}); err != nil || later != nil {
+		t.Fatalf("a deleted file made for the restore: %v %v", later, err)
+	}
+	asDir := f("/shared/u/d", 50, true) // the same inode as the handed file, held as a directory: not taken
+	if _, err := RestoredFiles(checked, []OpenFile{asDir}); err == nil {
+		t.Fatal("a directory at an unchecked path passed as a handed file")
+	}
 }
 
 // The frozen job's files the destination's check did not cover: one
@@ -134,6 +158,90 @@ func TestLateFiles(t *testing.T) {
 	}
 	if late := LateFiles(checked, checked[:2]); len(late) != 0 {
 		t.Fatalf("a file closed since is no late file: %v", late)
+	}
+	// Held on another mount since (another key), or deleted since: late.
+	keyed := f("/s/a", 1, "r")
+	keyed.Key = ExtKey(0x1b, 1)
+	moved, gone := keyed, keyed
+	moved.Key = ExtKey(0x1c, 1)
+	gone.Deleted, gone.Access = true, "rw"
+	if late := LateFiles([]OpenFile{keyed}, []OpenFile{keyed, moved, gone}); len(late) != 2 || late[0] != moved || late[1] != gone {
+		t.Fatalf("late keyed files %+v", late)
+	}
+}
+
+// The keys of a job's regular files go onto the files Judge listed, one
+// key a path; the program, which no mapping named, and the deleted files
+// are added; a path held as two files is refused.
+func TestWithKeys(t *testing.T) {
+	files := []OpenFile{
+		{Path: "/shared/u", FSID: [2]int32{7, 1}, Ino: 2, Same: true}, // the working directory
+		{Path: "/shared/u/f", Access: "w", FSID: [2]int32{7, 1}, Ino: 10, Same: true},
+		{Path: "/usr/lib/libc.so.6", Access: "r", FSID: [2]int32{8, 1}, Ino: 20},
+	}
+	ext := []External{
+		{Key: ExtKey(0x1b, 10), Path: "/shared/u/f", FSID: [2]int32{7, 1}, Ino: 10, Mode: 0o100644},
+		{Key: ExtKey(0x1a, 20), Path: "/usr/lib/libc.so.6", FSID: [2]int32{8, 1}, Ino: 20, Mode: 0o100755},
+		{Key: ExtKey(0x1a, 30), Path: "/opt/bin/prog", FSID: [2]int32{8, 1}, Ino: 30, Mode: 0o100755},
+		{Key: ExtKey(0x1b, 40), Path: "/shared/u/tmp", Deleted: true, Mode: 0o100640, Size: 5},
+	}
+	got, err := WithKeys(files, ext, []string{"/shared"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []OpenFile{
+		files[0],
+		{Path: "/shared/u/f", Access: "w", FSID: [2]int32{7, 1}, Ino: 10, Same: true, Key: "file[1b:a]"},
+		{Path: "/usr/lib/libc.so.6", Access: "r", FSID: [2]int32{8, 1}, Ino: 20, Key: "file[1a:14]"},
+		{Path: "/shared/u/tmp", Access: "rw", Key: "file[1b:28]", Deleted: true, Mode: 0o640, Size: 5},
+		{Path: "/opt/bin/prog", Access: "r", FSID: [2]int32{8, 1}, Ino: 30, Same: true, Key: "file[1a:1e]"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%+v", got)
+	}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("missing %+v in %+v", w, got)
+		}
+		if err := w.Validate(); err != nil {
+			t.Errorf("%+v: %v", w, err)
+		}
+	}
+	if files[1].Key != "" {
+		t.Fatal("WithKeys changed its argument")
+	}
+	other := ext[0]
+	other.Ino = 11
+	if _, err := WithKeys(files, []External{other}, nil); err == nil || !strings.Contains(err.Error(), "two files at /shared/u/f") {
+		t.Fatalf("two files at one path: %v", err)
+	}
+	// One file on two mounts: listed once a key.
+	twice := ext[1]
+	twice.Key = ExtKey(0x30, 20)
+	got, err = WithKeys(files, []External{ext[1], twice}, nil)
+	if err != nil || len(got) != 4 || got[2].Key != "file[1a:14]" || got[3].Key != "file[30:14]" || got[3].Path != got[2].Path || got[3].Ino != 20 {
+		t.Fatalf("one file on two mounts: %+v %v", got, err)
+	}
+	if g := GhostImage(ExtKey(0x1b, 40)); g != "roam-ghost-1b-28" {
+		t.Fatalf("GhostImage %q", g)
+	}
+}
+
+// What a destination takes of a file's key, deletion and mode from the
+// network.
+func TestOpenFileValidate(t *testing.T) {
+	for _, f := range []OpenFile{
+		{Path: "/a", Access: "r", Key: "file[1b:a]x"},
+		{Path: "/a", Access: "r", Key: "file[1b:a]\n--external"},
+		{Path: "/a", Key: "file[1b:a]"}, // a key and no access
+		{Path: "/a", Access: "r", Key: "file[1b:a]", Deleted: true},
+		{Path: "/a", Access: "rw", Deleted: true},
+		{Path: "/a", Access: "rw", Key: "file[1b:a]", Deleted: true, Mode: 0o4755},
+		{Path: "/a", Access: "rw", Key: "file[1b:a]", Deleted: true, Size: -1},
+	} {
+		if err := f.Validate(); err == nil {
+			t.Errorf("%+v: valid", f)
+		}
 	}
 }
 

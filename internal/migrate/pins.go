@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -65,9 +64,8 @@ type View struct {
 	// SysV objects with it, not its POSIX message queues).
 	OwnIPC bool
 	// Dirs are the directories of the deleted files the job holds, by
-	// path, as stat(2) saw them (Mode 0: gone too). The destination's
-	// CRIU recreates each deleted file there, as root, before it unlinks
-	// it again.
+	// path, as stat(2) saw them (Mode 0: gone too). The destination makes
+	// each deleted file again there, without a name, as the job's owner.
 	Dirs map[string]Entry `json:",omitempty"`
 	// MQueues are the POSIX message queues of the job's own IPC namespace
 	// (with OwnIPC), by name; MQueueErr says why they could not be listed.
@@ -188,9 +186,6 @@ func quoteOdd(s string) string { return errkind.QuoteOdd(s, 0) }
 
 // ghostDirWhy ends the reasons of a removed directory.
 const ghostDirWhy = ": CRIU would make it again on the destination as root, with any parents missing there, before the job's files are checked"
-
-// ghostUserWhy ends the reasons of a user's job's deleted file.
-const ghostUserWhy = " (CRIU would recreate it on the destination as root, by a path the user can redirect)"
 
 // mqueueWhy ends the reasons of a POSIX message queue.
 const mqueueWhy = ": CRIU does not carry message queues, so its messages would be lost"
@@ -414,30 +409,24 @@ func (j *judge) add(p string, e Entry, access string, same bool) {
 }
 
 // ghost is the rule of a deleted file the job holds (open or mapped):
-// CRIU carries its content in the images up to the ghost limit, and
-// recreates it in its directory on the destination, as root, before it
-// unlinks it again. That directory is listed for the destination to open
-// as the job's owner, without symlinks, like the job's other files: a
-// user cannot point it elsewhere.
+// roam carries its content with the images up to the ghost limit, and the
+// destination makes it again as a file without a name (O_TMPFILE) in its
+// directory, which it opens as the job's owner without symlinks, and
+// hands it to CRIU (WithKeys, and the destination's check). Nothing is
+// made or opened at the file's own path: its directory need be no
+// particular one, only one the owner may write in, and is not listed. A
+// deleted file in the job's own directory (the spool, root's) is CRIU's
+// to carry, as root's files there are.
 func (j *judge) ghost(e Entry, out *Verdict, uids string) string {
 	name := trimDeleted(e.Link)
 	if strings.HasPrefix(e.Link, "/memfd:") {
 		return "" // a memfd: CRIU carries its content whatever its size
 	}
-	// CRIU recreates the file as root, by its full path, following
-	// symbolic links, some time after the destination checked its
-	// directory: a user who swaps that directory for a link makes root
-	// create a file of the user's wherever the link points. Until the
-	// agent hands CRIU the file itself, opened as the user, only root's
-	// jobs move their deleted files.
-	fs := strings.Fields(uids)
-	if len(fs) == 0 || slices.ContainsFunc(fs, func(u string) bool { return u != "0" }) {
-		return "holds the deleted file " + name + ": a user's job moves with no deleted file yet" + ghostUserWhy
-	}
-	// CRIU gives the recreated file its owner and mode: only a file of
+	// The file is made again as the owner, with its mode: only a file of
 	// the process's own user, with no set-user-id or set-group-id bit (an
 	// old setuid binary a job kept open across an upgrade, say).
-	if fs[0] != strconv.FormatUint(uint64(e.UID), 10) || e.Mode&0o6000 != 0 {
+	fs := strings.Fields(uids)
+	if len(fs) == 0 || fs[0] != strconv.FormatUint(uint64(e.UID), 10) || e.Mode&0o6000 != 0 {
 		return "holds the deleted file " + name + " of uid " + strconv.FormatUint(uint64(e.UID), 10) + ", mode " + strconv.FormatUint(uint64(e.Mode&0o7777), 8) +
 			": only a file of the job's own user without set-id bits moves as a ghost"
 	}
@@ -445,9 +434,12 @@ func (j *judge) ghost(e Entry, out *Verdict, uids string) string {
 	if j.ghosts[key] && e.Ino != 0 {
 		return "" // held twice (open and mapped): one ghost
 	}
-	if out.Ghosts+e.Alloc > j.r.GhostLimit {
-		return "holds the deleted file " + name + " (" + strconv.FormatInt(e.Alloc, 10) + " bytes on disk, with the others " +
-			strconv.FormatInt(out.Ghosts+e.Alloc, 10) + "; deleted files of up to " + strconv.FormatInt(j.r.GhostLimit, 10) +
+	// Its content is copied whole (holes as zeros): the larger of its
+	// size and what it holds on disk counts.
+	size := max(e.Alloc, e.Size)
+	if out.Ghosts+size > j.r.GhostLimit {
+		return "holds the deleted file " + name + " (" + strconv.FormatInt(size, 10) + " bytes, with the others " +
+			strconv.FormatInt(out.Ghosts+size, 10) + "; deleted files of up to " + strconv.FormatInt(j.r.GhostLimit, 10) +
 			" bytes in all move with a job: limits.ghost_bytes)"
 	}
 	if j.ghosts == nil {
@@ -456,15 +448,12 @@ func (j *judge) ghost(e Entry, out *Verdict, uids string) string {
 	j.ghosts[key] = true
 	dir := path.Dir(name)
 	// In the job's own directory or tmpfs, the directory moves with the
-	// job: nothing for the destination to check.
-	if !under(name, j.r.JobDir) && !j.inJobTmp(name, e) {
-		d := j.dirs[dir]
-		if d.Mode&modeType != modeDir || d.Nlink == 0 {
-			return "holds the deleted file " + name + ", whose directory " + dir + " is gone or not a directory"
-		}
-		j.add(dir, d, "", Shared(dir, j.r.Shared))
+	// job; elsewhere the destination makes the file again without a name
+	// (asuser's TmpFile), in whatever directory the owner may write there.
+	if d := j.dirs[dir]; !under(name, j.r.JobDir) && !j.inJobTmp(name, e) && (d.Mode&modeType != modeDir || d.Nlink == 0) {
+		return "holds the deleted file " + name + ", whose directory " + dir + " is gone or not a directory"
 	}
-	out.Ghosts += e.Alloc
+	out.Ghosts += size
 	return ""
 }
 

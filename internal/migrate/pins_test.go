@@ -23,7 +23,7 @@ func TestJudgeRecorded(t *testing.T) {
 	want := map[string]string{
 		"ghost": "", "memfd": "", "shmanon": "", "devzero": "",
 		"ghost-big":              "holds the deleted file /shared/kinds-ghost-big-",
-		"ghost-user":             "holds the deleted file /shared/user/kinds-ghost-",
+		"ghost-user":             "",
 		"flock":                  "",
 		"posixlock":              "",
 		"ofdlock":                "",
@@ -78,18 +78,23 @@ func TestJudgeRecorded(t *testing.T) {
 		}
 		// The program's binary and libraries are listed for the
 		// destination, not needed to be the same files (outside /shared);
-		// the working directory in /shared must be.
+		// the working directory in /shared (a user's in /shared/user)
+		// must be.
+		wd := "/shared"
+		if strings.HasSuffix(name, "-user") {
+			wd = "/shared/user"
+		}
 		var cwd *OpenFile
 		for i, f := range got.Files {
 			if strings.HasPrefix(f.Path, "/job") {
 				t.Errorf("%s: the job's own file %s is listed", name, f.Path)
 			}
-			if f.Path == "/shared" {
+			if f.Path == wd {
 				cwd = &got.Files[i]
 			}
 		}
 		if cwd == nil || !cwd.Same || cwd.Ino == 0 {
-			t.Errorf("%s: working directory /shared listed as %+v", name, cwd)
+			t.Errorf("%s: working directory %s listed as %+v", name, wd, cwd)
 		}
 		switch name {
 		case "stopped":
@@ -125,7 +130,7 @@ func TestJudgeRules(t *testing.T) {
 	task := func(fds ...Entry) Task {
 		return Task{PID: 40, Status: "State:\tS (sleeping)\nTracerPid:\t0\nUid:\t1000\t1000\t1000\t1000\n", Cwd: dir("/shared/u"), FDs: fds}
 	}
-	// Root's job: a user's job moves with no deleted file (see ghost).
+	// Root's job.
 	rootTask := func(fds ...Entry) Task {
 		t := task(fds...)
 		t.Status = "State:\tS (sleeping)\nTracerPid:\t0\nUid:\t0\t0\t0\t0\n"
@@ -174,11 +179,12 @@ func TestJudgeRules(t *testing.T) {
 		{"a mapped device", View{Tasks: []Task{{PID: 43, Maps: []MapEntry{{Mapping{Range: "1-2", Path: "/dev/dri/card0"}, Entry{Link: "/dev/dri/card0", Mode: modeChr, Nlink: 1}}}}}},
 			"process 43 maps /dev/dri/card0, which is not a regular file"},
 		{"a deleted file of root's job moves", View{Tasks: []Task{rootTask(ghost("/shared/sub/t", 0, 0o600, 4096))}, Dirs: sub}, ""},
-		{"a deleted file of a user's job", View{Tasks: []Task{task(ghost("/shared/sub/t", 1000, 0o600, 4096))}, Dirs: sub},
-			"holds the deleted file /shared/sub/t: a user's job moves with no deleted file yet (CRIU would recreate it on the destination as root"},
-		{"a deleted file of a job that changed its uid", View{Tasks: []Task{{PID: 40, Status: "Uid:\t0\t1000\t0\t0\n", FDs: []Entry{ghost("/shared/sub/t", 0, 0o600, 4096)}}}, Dirs: sub},
-			"a user's job moves with no deleted file yet"},
-		{"a deleted file in a user's job's own directory", View{Tasks: []Task{task(ghost("/job/t", 1000, 0o600, 4096))}}, "a user's job moves with no deleted file yet"},
+		{"a deleted file of a user's job moves", View{Tasks: []Task{task(ghost("/shared/sub/t", 1000, 0o600, 4096))}, Dirs: sub}, ""},
+		{"a user's deleted file in root's job", View{Tasks: []Task{rootTask(ghost("/shared/sub/t", 1000, 0o600, 4096))}, Dirs: sub},
+			"holds the deleted file /shared/sub/t of uid 1000, mode 600: only a file of the job's own user"},
+		{"a deleted file in the job's own directory", View{Tasks: []Task{task(ghost("/job/t", 1000, 0o600, 4096))}}, ""},
+		{"a sparse deleted file counts its size", View{Tasks: []Task{rootTask(Entry{Link: "/shared/sub/t (deleted)", Mode: modeReg | 0o600, Size: 80 << 20, Alloc: 4096})}, Dirs: sub},
+			"holds the deleted file /shared/sub/t (83886080 bytes"},
 		{"a memfd of a user's job moves", View{Tasks: []Task{task(ghost("/memfd:x", 1000, 0o600, 4096))}}, ""},
 		{"a deleted file whose directory is gone", View{Tasks: []Task{rootTask(ghost("/shared/gone/t", 0, 0o600, 4096))}, Dirs: sub},
 			"holds the deleted file /shared/gone/t, whose directory /shared/gone is gone or not a directory"},
@@ -186,7 +192,7 @@ func TestJudgeRules(t *testing.T) {
 			"holds the deleted file /shared/sub/t of uid 1000, mode 644: only a file of the job's own user"},
 		{"a deleted set-user-id file", View{Tasks: []Task{rootTask(ghost("/shared/sub/t", 0, 0o4755, 4096))}, Dirs: sub}, "mode 4755"},
 		{"deleted files over the limit together", View{Tasks: []Task{rootTask(ghost("/shared/sub/a", 0, 0o600, 40<<20), ghost("/shared/sub/b", 0, 0o600, 40<<20))}, Dirs: sub},
-			"holds the deleted file /shared/sub/b (41943040 bytes on disk, with the others 83886080; deleted files of up to 67108864 bytes in all"},
+			"holds the deleted file /shared/sub/b (41943040 bytes, with the others 83886080; deleted files of up to 67108864 bytes in all"},
 		{"a file of its own /proc moves", View{Tasks: []Task{task(Entry{Link: "/proc/4/maps", Mode: modeReg | 0o444, Nlink: 1, FSType: ProcMagic})}}, ""},
 		{"a file in /proc of another filesystem", View{Tasks: []Task{task(Entry{Link: "/proc/x", Mode: modeReg | 0o444, Nlink: 1, Ino: 5})}}, ""},
 		{"a file that cannot be examined", View{Tasks: []Task{task(Entry{Link: "/shared/fuse/f", StatErr: "permission denied"})}},
@@ -225,10 +231,11 @@ func TestJudgeRules(t *testing.T) {
 	if got := Judge(traced, frozen); got.Pin != "" {
 		t.Errorf("frozen and traced: %q", got.Pin)
 	}
-	// CRIU recreates a deleted file in its directory as root: the
-	// directory is listed, to be the same one on the destination.
+	// A deleted file is made again without a name in its directory, as
+	// the owner, whichever directory is at that path: the directory is
+	// not listed (WithKeys lists the file).
 	got := Judge(View{Tasks: []Task{rootTask(ghost("/shared/sub/t", 0, 0o600, 4096))}, Dirs: sub}, testRules)
-	if len(got.Files) != 2 || got.Files[1] != (OpenFile{Path: "/shared/sub", Ino: 99, Same: true}) || got.Ghosts != 4096 {
+	if len(got.Files) != 1 || got.Files[0].Path != "/shared/u" || got.Ghosts != 4096 {
 		t.Errorf("a ghost in /shared/sub: %+v", got)
 	}
 	// The files of the job's own /tmp are not listed for the destination,

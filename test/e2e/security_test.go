@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"roam/internal/emu"
 )
 
 // A job holds a file open for writing in a shared directory; on the
@@ -31,9 +29,12 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 	dir := filepath.Join(base, "u")       // the job's directory, shared
 	other := filepath.Join(base, "other") // what node 2 sees at dir instead
 	victim := filepath.Join(base, "victim")
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, d := range []string{dir, other} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
+		if err := os.Mkdir(d, 0o755); err != nil || os.Chown(d, int(jobUser.uid), int(jobUser.gid)) != nil {
+			t.Fatalf("%s: %v", d, err)
 		}
 		if err := os.Chown(d, int(jobUser.uid), int(jobUser.gid)); err != nil {
 			t.Fatal(err)
@@ -84,7 +85,7 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 	try("symlink")
 	// Another regular file, the user's too.
 	os.Remove(filepath.Join(other, "f"))
-	if err := os.WriteFile(filepath.Join(other, "f"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(other, "f"), nil, 0o644); err != nil || os.Chown(filepath.Join(other, "f"), int(jobUser.uid), int(jobUser.gid)) != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chown(filepath.Join(other, "f"), int(jobUser.uid), int(jobUser.gid)); err != nil {
@@ -112,16 +113,18 @@ func TestMigrationRefusesAnotherFileAtTheSamePath(t *testing.T) {
 	refused(suid, "65534", "changed their credentials")
 }
 
-// The same attack, won in the race: the path is the job's file when the
-// destination checks it, before anything freezes, and a symlink to a file
-// of root's (with the same mode; the job holds its file for append only,
-// so CRIU checks no size) once CRIU's dump has recorded the path, while
-// the dump and the transfer run, when CRIU reopens it by path as root:
-// another job of the user renames the file aside and puts the symlink in
-// its place, in the shared directory. The destination compares the
-// restored job's files with what its checks found and refuses it, naming
-// root's file; the job runs on at the source, and root's file is
-// untouched. With the path mended, the job moves.
+// The same attack, in the race: the paths are the job's when the
+// destination checks them, before anything freezes, and symlinks to root's
+// once CRIU starts to restore (migrateSwapping): another job of the user
+// renames them aside and puts the symlinks in their place, in the shared
+// directory. The
+// job's file (held for append, so that CRIU would check no size, and
+// root's file of the same mode) goes to CRIU as the descriptor the check
+// opened: the job moves holding its own file, and goes on appending to it
+// under its new name; root's file is untouched. A working directory CRIU
+// still reopens by path, as root: the destination compares the restored
+// job's with what its check found and refuses it, naming root's
+// directory; the job runs on, and moves once the path is mended.
 func TestMigrationRefusesAFileSwappedAfterTheCheck(t *testing.T) {
 	c := upCluster(t, "e2eswap", 43, "--nodes", "2")
 	c.waitAllAlive(2)
@@ -133,74 +136,99 @@ func TestMigrationRefusesAFileSwappedAfterTheCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	file, aside, victim := filepath.Join(base, "f"), filepath.Join(base, "f.aside"), filepath.Join(base, "victim")
+	wd, wdAside, victimDir := filepath.Join(base, "w"), filepath.Join(base, "w.aside"), filepath.Join(base, "victim.d")
 	if err := os.WriteFile(victim, []byte("root's\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(victim, 0o644); err != nil { // whatever the umask
 		t.Fatal(err)
 	}
-	// 256 MiB of touched memory: CRIU dumps the descriptors first, then
-	// the pages, most of a second, in which the swap lands.
-	py := "import os, sys, time\nos.umask(0o022)\nb = bytearray(256 << 20)\nb[::4096] = b'\\x01' * (len(b) // 4096)\nf = open(sys.argv[1], 'a')\nfor i in range(100000):\n    f.write('line %d\\n' % i); f.flush()\n    print(i, flush=True)\n    time.sleep(0.05)\n"
-	id := c.start("1", "python3", "-c", py, file)
+	for _, d := range []string{wd, victimDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(base, 0o777); err != nil { // the job user's directory too
+		t.Fatal(err)
+	}
+	py := "import os, sys, time\nos.umask(0o022)\nos.chdir(sys.argv[2])\nf = open(sys.argv[1], 'a')\nfor i in range(100000):\n    f.write('line %d\\n' % i); f.flush()\n    print(i, flush=True)\n    time.sleep(0.05)\n"
+	id := c.start("1", "python3", "-c", py, file, wd)
 	c.waitLines(id, 3)
 
 	type result struct {
 		out string
 		err error
 	}
-	done := make(chan result, 1)
-	go func() {
-		out, err := c.run("--node", "1", "migrate", id, "2")
-		done <- result{out, err}
-	}()
-	// CRIU's dump has recorded the file's path (its log says so as it
-	// goes); the destination's check came before the freeze.
-	waitFor(t, 60*time.Second, "CRIU's dump records "+file, func() (bool, string) {
-		logs, _ := filepath.Glob(filepath.Join(emu.ImageDir(c.name), "n1", "out-*", "dump.log"))
-		for _, l := range logs {
-			if b, err := os.ReadFile(l); err == nil && strings.Contains(string(b), "["+file+"]") {
-				return true, ""
-			}
+	migrate := func(from, to string, swap func()) result {
+		t.Helper()
+		out, err := c.migrateSwapping(id, from, to, 3*time.Minute, swap)
+		return result{out, err}
+	}
+	swapFile := func() {
+		if err := os.Rename(file, aside); err != nil {
+			t.Fatal(err)
 		}
-		return false, fmt.Sprintf("dump logs %v", logs)
-	})
-	if err := os.Rename(file, aside); err != nil {
-		t.Fatal(err)
+		if err := os.Symlink(victim, file); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.Symlink(victim, file); err != nil {
-		t.Fatal(err)
+	if r := migrate("1", "2", swapFile); r.err != nil {
+		t.Fatalf("migrate with the file swapped: %v %s", r.err, r.out)
 	}
-	r := <-done
-	if r.err == nil || !strings.Contains(r.out, victim) {
-		t.Fatalf("migrate: %v %q; want refused, naming %s", r.err, r.out, victim)
+	if j := c.job(id); j.Node != "2" || j.State != "running" {
+		t.Fatalf("after the move: node %s, state %s", j.Node, j.State)
 	}
-	t.Logf("refused after the restore: %s", strings.TrimSpace(r.out))
-	j := c.job(id)
-	if last := j.MigrationLog[len(j.MigrationLog)-1]; j.Node != "1" || j.State != "running" || last.OK {
-		t.Fatalf("after the refusal: node %s, state %s, last migration %+v", j.Node, j.State, last)
-	}
-	before := c.lines(id)
-	c.waitLines(id, before+3)
+	n := c.lines(id)
+	c.waitLines(id, n+3)
 	if b, err := os.ReadFile(victim); err != nil || string(b) != "root's\n" {
 		t.Fatalf("root's file: %q %v", b, err)
 	}
-	if b, err := os.ReadFile(aside); err != nil || !strings.Contains(string(b), fmt.Sprintf("line %d\n", before)) {
+	if b, err := os.ReadFile(aside); err != nil || !strings.Contains(string(b), fmt.Sprintf("line %d\n", n+1)) {
 		t.Fatalf("the job's own file does not go on: %v, %d bytes", err, len(b))
 	}
-
-	// Mended, it moves, and the job goes on appending to its file.
+	// Mended: its file is at its path again (the job holds it still).
 	if err := os.Remove(file); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(aside, file); err != nil {
 		t.Fatal(err)
 	}
-	c.mustRun("--node", "1", "migrate", id, "2")
-	if j := c.job(id); j.Node != "2" {
+
+	// The working directory swapped for a symlink to root's directory.
+	r := migrate("2", "1", func() {
+		if err := os.Rename(wd, wdAside); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(victimDir, wd); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if r.err == nil || !strings.Contains(r.out, victimDir) {
+		t.Fatalf("migrate: %v %q; want refused, naming %s", r.err, r.out, victimDir)
+	}
+	t.Logf("refused after the restore: %s", strings.TrimSpace(r.out))
+	j := c.job(id)
+	if last := j.MigrationLog[len(j.MigrationLog)-1]; j.Node != "2" || j.State != "running" || last.OK {
+		t.Fatalf("after the refusal: node %s, state %s, last migration %+v", j.Node, j.State, last)
+	}
+	before := c.lines(id)
+	c.waitLines(id, before+3)
+	if ents, err := os.ReadDir(victimDir); err != nil || len(ents) != 0 {
+		t.Fatalf("root's directory: %v %v", ents, err)
+	}
+
+	// Mended, it moves, and the job goes on appending to its file.
+	if err := os.Remove(wd); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(wdAside, wd); err != nil {
+		t.Fatal(err)
+	}
+	c.mustRun("--node", "2", "migrate", id, "1")
+	if j := c.job(id); j.Node != "1" {
 		t.Fatalf("after the path was mended: on node %s", j.Node)
 	}
-	n := c.lines(id)
+	n = c.lines(id)
 	c.waitLines(id, n+3)
 	if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), fmt.Sprintf("line %d\n", n+1)) {
 		t.Fatalf("after the move, the job's file: %v, %d bytes", err, len(b))

@@ -39,28 +39,29 @@ func (d *Driver) Check(req peer.MigrateCheckRequest) error {
 		return errkind.New(peer.ErrBadRequest, "job id %q", req.ID)
 	}
 	if req.Late {
-		// The frozen job's files the first check did not list: checked
-		// alike, for the restore to compare with.
-		found, err := d.CheckFiles(req.Owner, req.Files)
-		if err != nil {
-			return err
-		}
-		return d.moves.AddChecked(req.MID, req.ID, found)
+		return d.lateCheck(req)
 	}
 	if d.draining(d.self) {
 		return errkind.New(peer.ErrUnavailable, "node %s is draining: it takes no job", d.self)
 	}
-	found, err := d.CheckFiles(req.Owner, req.Files)
+	found, k, err := d.CheckFiles(req.Owner, req.Files)
 	if err != nil {
 		return err
 	}
 	if err := d.NotHere(req.ID, req.MID); err != nil {
+		k.close()
 		return err
 	}
 	if _, known, err := d.store.In(req.MID); err != nil || known {
+		k.close()
 		return errkind.New(peer.ErrBadRequest, "migration %s is known on node %s already", req.MID, d.self)
 	}
 	if err := d.moves.KeepChecked(req.MID, req.ID, found, time.Now()); err != nil {
+		k.close()
+		return err
+	}
+	if err := d.held.keep(req.MID, req.ID, k); err != nil {
+		d.moves.TakeChecked(req.MID, req.ID)
 		return err
 	}
 	if req.Lazy {
@@ -68,15 +69,32 @@ func (d *Driver) Check(req peer.MigrateCheckRequest) error {
 	}
 	in := d.newMigration(req.MID, req.ID)
 	if err := d.moves.Arrive(req.MID, in); err != nil {
+		d.moves.TakeChecked(req.MID, req.ID)
+		d.held.drop(req.MID)
 		return err
 	}
 	if err := d.pages.OpenSink(req.MID); err != nil {
 		d.moves.Ended(req.MID, in)
 		d.moves.TakeChecked(req.MID, req.ID)
+		d.held.drop(req.MID)
 		return err
 	}
 	_, err = d.step(in, migrate.Offer{MID: req.MID, Job: req.ID, From: req.From})
 	return err
+}
+
+// lateCheck is a late check: the frozen job's files the first check did
+// not list, checked alike, for the restore to compare with and hand CRIU.
+func (d *Driver) lateCheck(req peer.MigrateCheckRequest) error {
+	found, k, err := d.CheckFiles(req.Owner, req.Files)
+	if err != nil {
+		return err
+	}
+	if err := d.moves.AddChecked(req.MID, req.ID, found); err != nil {
+		k.close()
+		return err
+	}
+	return d.held.add(req.MID, req.ID, k)
 }
 
 // NotHere refuses a job that runs here or is already coming here (by
@@ -201,6 +219,8 @@ func (d *Driver) stepIn(mid string, ev migrate.DestEvent) ([]api.Phase, error) {
 		if !found {
 			if _, abort := ev.(migrate.AbortMsg); abort {
 				d.moves.DropSink(mid)
+				d.moves.TakeChecked(mid, "")
+				d.held.drop(mid)
 				return nil, nil
 			}
 			return nil, errkind.New(peer.ErrNotFound, "no migration %s on node %s", mid, d.self)
@@ -388,6 +408,7 @@ func (d *Driver) adoptIn(in *Migration, r migrate.InRecord) {
 func (d *Driver) discardIn(in *Migration, r migrate.InRecord) {
 	d.moves.DropSink(r.MID)
 	d.moves.TakeChecked(r.MID, r.Job)
+	d.held.drop(r.MID)
 	if r.Job != "" {
 		d.rounds.Arrived(r.Job)
 	}

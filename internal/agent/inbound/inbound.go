@@ -104,6 +104,9 @@ type Driver struct {
 	draining func(node string) bool
 	cpuHere  func(id string, pid int) float64
 	event    func(api.Event)
+	// held are the descriptors the checks of migrations still to come
+	// opened, for their restores (held.go).
+	held holds
 }
 
 // New is the destination's driver of the node c describes.

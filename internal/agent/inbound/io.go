@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"syscall"
 
@@ -23,55 +24,116 @@ import (
 // CheckFiles says whether this node has a job's open files as the job
 // has them: each opens as the job's owner would open it, with no symlink
 // on its path, and one that must be the same file (in a shared directory)
-// is the very file the source found. CRIU reopens them as root at the
-// restore; without this, a user could point a path at a file of root's
-// (a symlink made by another of their jobs on this node) and the
-// restored job would hold it. It returns what it found at each path (the
-// identity on this node), which the restored job's files must then be
-// (checkRestoredFiles): a path swapped after the check is caught there.
-func (d *Driver) CheckFiles(owner *asuser.Cred, files []migrate.OpenFile) (map[string]migrate.OpenFile, error) {
+// is the very file the source found. It returns what it found at each
+// path (the identity on this node), which the restored job's files must
+// then be (checkRestoredFiles), and the descriptors the restore hands
+// CRIU (kept, by CRIU's key, the caller's to close): each regular file,
+// opened so with the job's access, non-blocking, and refused unless it
+// is a regular file (a FIFO or a device swapped in is only looked up,
+// never opened); for each deleted file, a new one without a name made in
+// its directory as the owner. CRIU reopens these descriptors, never the
+// paths: a path swapped after the check changes nothing the restored job
+// holds. A directory (a working directory) CRIU still reopens by path, as
+// root: a path swapped after the check is caught in the restored job by
+// checkRestoredFiles.
+func (d *Driver) CheckFiles(owner *asuser.Cred, files []migrate.OpenFile) (map[string]migrate.OpenFile, *kept, error) {
 	if owner == nil {
-		return nil, errkind.New(peer.ErrBadRequest, "the check names no owner of the job's files (the source runs an older roam)")
+		return nil, nil, errkind.New(peer.ErrBadRequest, "the check names no owner of the job's files (the source runs an older roam)")
 	}
 	if len(files) > migrate.MaxOpenFiles {
-		return nil, errkind.New(peer.ErrBadRequest, "%d open files", len(files))
+		return nil, nil, errkind.New(peer.ErrBadRequest, "%d open files", len(files))
 	}
 	if len(owner.Groups) > migrate.MaxGroups {
-		return nil, errkind.New(peer.ErrBadRequest, "%d supplementary groups", len(owner.Groups))
+		return nil, nil, errkind.New(peer.ErrBadRequest, "%d supplementary groups", len(owner.Groups))
 	}
+	wants, err := wantsOf(files)
+	if err != nil {
+		return nil, nil, err
+	}
+	found := make(map[string]migrate.OpenFile, len(files))
+	k := newKept()
+	if len(wants) == 0 {
+		return found, k, nil
+	}
+	got, err := asuser.Open(*owner, wants)
+	if err != nil {
+		return nil, nil, errkind.New(peer.ErrUnavailable, "check the job's files on node %s: %v", d.self, err)
+	}
+	err = d.keepFiles(k, files, got)
+	for i, f := range files {
+		switch {
+		case err != nil:
+		case got[i].Err != nil && f.Deleted:
+			err = errkind.New(peer.ErrPinned, "the deleted file %s on node %s: %v", f.Path, d.self, got[i].Err)
+		case got[i].Err != nil:
+			err = errkind.New(peer.ErrPinned, "open file %s on node %s: %v", f.Path, d.self, got[i].Err)
+		case f.Deleted:
+			k.ghosts[f.Key] = f
+		case f.Same && !f.SameFile(got[i].FSID, got[i].Ino):
+			err = errkind.New(peer.ErrPinned, "open file %s on node %s is not the file the job has open (another file at that path)", f.Path, d.self)
+		default:
+			found[f.Path] = migrate.OpenFile{Path: f.Path, Access: f.Access, FSID: got[i].FSID, Ino: got[i].Ino, Same: f.Same, Key: f.Key}
+		}
+	}
+	if err != nil {
+		k.close()
+		return nil, nil, err
+	}
+	return found, k, nil
+}
+
+// wantsOf is what the check opens of files, as the owner: each path, a
+// regular file with a key kept open for CRIU, and a deleted file's
+// directory to make a file without a name in.
+func wantsOf(files []migrate.OpenFile) ([]asuser.Want, error) {
 	wants := make([]asuser.Want, len(files))
 	for i, f := range files {
 		if err := f.Validate(); err != nil {
 			return nil, errkind.New(peer.ErrBadRequest, "%v", err)
 		}
-		wants[i] = asuser.Want{Path: f.Path, Access: f.Access}
-	}
-	found := make(map[string]migrate.OpenFile, len(files))
-	if len(wants) == 0 {
-		return found, nil
-	}
-	got, err := asuser.Open(*owner, wants)
-	if err != nil {
-		return nil, errkind.New(peer.ErrUnavailable, "check the job's files on node %s: %v", d.self, err)
-	}
-	for i, f := range files {
-		switch {
-		case got[i].Err != nil:
-			return nil, errkind.New(peer.ErrPinned, "open file %s on node %s: %v", f.Path, d.self, got[i].Err)
-		case f.Same && !f.SameFile(got[i].FSID, got[i].Ino):
-			return nil, errkind.New(peer.ErrPinned, "open file %s on node %s is not the file the job has open (another file at that path)", f.Path, d.self)
+		wants[i] = asuser.Want{Path: f.Path, Access: f.Access, Keep: f.Key != ""}
+		if f.Deleted {
+			wants[i] = asuser.Want{Path: path.Dir(f.Path), TmpFile: true}
 		}
-		found[f.Path] = migrate.OpenFile{Path: f.Path, Access: f.Access, FSID: got[i].FSID, Ino: got[i].Ino, Same: f.Same}
 	}
-	return found, nil
+	return wants, nil
+}
+
+// keepFiles keeps in k the descriptors got hands back for files, by key,
+// one a key: one file at two paths (hard links) goes to CRIU as one
+// descriptor, which must be of the file at both (else the error).
+func (d *Driver) keepFiles(k *kept, files []migrate.OpenFile, got []asuser.Got) error {
+	var err error
+	for i, g := range got {
+		if g.File == nil {
+			continue
+		}
+		key := files[i].Key
+		if old, dup := k.files[key]; dup {
+			if !sameFile(old, g.File) {
+				err = errkind.New(peer.ErrPinned, "open file %s on node %s is not the file the job holds at its other path", files[i].Path, d.self)
+			}
+			g.File.Close()
+			continue
+		}
+		k.files[key] = g.File
+	}
+	return err
+}
+
+// sameFile says whether two descriptors are of one file.
+func sameFile(a, b *os.File) bool {
+	var sa, sb syscall.Stat_t
+	return syscall.Fstat(int(a.Fd()), &sa) == nil && syscall.Fstat(int(b.Fd()), &sb) == nil && sa.Dev == sb.Dev && sa.Ino == sb.Ino
 }
 
 // restoredCheck is the check of a restored job that the restore runs
 // while CRIU holds its tasks, none of them having run (ckpt.RestoreSpec):
 // they run as the job's owner and nobody else (CRIU restored them as root
 // from images a member sent), and they hold the files the checks found
-// (checked; CRIU reopened each by path, as root, after the checks). what
-// names the step in the error.
+// (checked: the descriptors handed to CRIU, and the directories CRIU
+// reopened by path, as root, after the checks). what names the step in
+// the error.
 func (d *Driver) restoredCheck(owner asuser.Cred, checked map[string]migrate.OpenFile, what string) func(pid int) error {
 	return func(pid int) error {
 		creds, err := d.ckpt.Creds(pid)
@@ -90,12 +152,12 @@ func (d *Driver) restoredCheck(owner asuser.Cred, checked map[string]migrate.Ope
 
 // checkRestoredFiles says whether the restored job under pid (its tasks
 // still stopped) holds the files the check found (checked, from
-// CheckFiles), as the owner would find them: CRIU reopened every file by
-// path, as root, after the check, and a path swapped in between would
-// hand the job another file (migrate.RestoredFiles). A file the check did
-// not see and that is node-local (a library a child the job started
-// since maps) is opened as the owner now, without symlinks, and must be
-// the file the restored job holds.
+// CheckFiles), as the owner would find them: a regular file is the
+// descriptor the check opened, but CRIU reopened every directory by path,
+// as root, after the check, and a path swapped in between would hand the
+// job another one (migrate.RestoredFiles). A file the check did not see
+// and that is node-local is opened as the owner now, without symlinks,
+// and must be the file the restored job holds.
 func (d *Driver) checkRestoredFiles(pid int, owner asuser.Cred, checked map[string]migrate.OpenFile) error {
 	v := d.ckpt.Inspect(pid, d.members.IPs(), true)
 	if v.Pin != "" {

@@ -5,6 +5,7 @@ package inbound
 // its stdin a new pipe; once it runs, it goes into its CPU group.
 
 import (
+	"fmt"
 	"os"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
+	"roam/internal/errkind"
+	"roam/internal/migrate"
 )
 
 // settleLater tries again, in the background, to move a restored job
@@ -55,18 +58,19 @@ const settleTries = 30
 func (d *Driver) restoreIn(in *Migration) (int, error) {
 	hdr, rec := in.hdr, in.m.Record()
 	owner := asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}
-	checked := d.moves.TakeChecked(rec.MID, rec.Job)
-	if in.rst != nil {
-		// A restart's files, as the owner and without symlinks, right
-		// before CRIU reopens them as root.
-		var err error
-		if checked, err = d.CheckFiles(&owner, in.rst.File.Meta.Files); err != nil {
-			return 0, err
-		}
+	checked, k, err := d.checkedFiles(in, owner)
+	// CRIU has its own duplicates of them once it runs; the job reopens
+	// them (through /proc) as it is restored.
+	defer k.close()
+	if err != nil {
+		return 0, err
 	}
 	inherit, stdinR, err := restoreStdin(in)
 	if err != nil {
 		return 0, err
+	}
+	for key, f := range k.files {
+		inherit[key] = f
 	}
 	mounts := map[string]string{}
 	for _, mp := range hdr.Mounts {
@@ -103,6 +107,29 @@ func (d *Driver) restoreIn(in *Migration) (int, error) {
 	in.ready = peer.MigrateReady{RestoreMS: phases.Since(start)}
 	in.restored = time.Now()
 	return pid, nil
+}
+
+// checkedFiles is what the checks of migration in found of the job's
+// files, and the descriptors they opened as its owner, with each deleted
+// file's content written into the file made for it. A restart checks its
+// files now, as the owner and without symlinks, right before CRIU takes
+// them.
+func (d *Driver) checkedFiles(in *Migration, owner asuser.Cred) (map[string]migrate.OpenFile, *kept, error) {
+	rec := in.m.Record()
+	checked, k := d.moves.TakeChecked(rec.MID, rec.Job), d.held.take(rec.MID, rec.Job)
+	if in.rst != nil {
+		var err error
+		if checked, k, err = d.CheckFiles(&owner, in.rst.File.Meta.Files); err != nil {
+			return nil, nil, err
+		}
+	}
+	if k == nil {
+		return nil, nil, errkind.New(peer.ErrBadRequest, "restore on node %s: %v", d.self, errNoCheck)
+	}
+	if err := k.fill(in.images); err != nil {
+		return nil, k, fmt.Errorf("restore on node %s: %w", d.self, err)
+	}
+	return checked, k, nil
 }
 
 // restoreStdin is the pipe a restored job reads as its stdin (inherited

@@ -53,16 +53,17 @@ type MigrateCheckRequest struct {
 	MID  string `json:"mid"`
 	From string `json:"from"`
 	ID   string `json:"id"`
-	// Files are the job's open files, mapped files and working
-	// directories, which the restore reopens by path; Owner is whom the
-	// destination opens them as first.
+	// Files are the job's open files, mapped files, program, deleted
+	// files and working directories, which the destination opens as
+	// Owner (its regular files for the restore to hand CRIU, by their
+	// keys; its directories for CRIU to reopen by path).
 	Files []migrate.OpenFile `json:"opened"`
 	Owner *asuser.Cred       `json:"owner"`
 	Lazy  bool               `json:"lazy,omitempty"`
 	// Late: the files are those the frozen job holds and the first check
 	// of migration MID did not list (the job opened them since); the
 	// destination checks them as the first ones and adds them to what its
-	// restore compares the restored job's files with.
+	// restore compares the restored job's files with and hands CRIU.
 	Late bool `json:"late,omitempty"`
 }
 
