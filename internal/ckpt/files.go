@@ -149,7 +149,9 @@ func takes(link string, mode uint32, nlink uint64, fstype int64) (string, bool) 
 	if nlink == 0 {
 		path = strings.TrimSuffix(link, " (deleted)")
 	}
-	return path, !migrate.Under(path, JobDir)
+	// The job's own directory and its own /tmp and /var/tmp: CRIU carries
+	// them, and opens their files in the mounts it rebuilds.
+	return path, !migrate.Under(path, JobDir) && !migrate.InJobTmp(path, fstype)
 }
 
 // viewExternals is externals of a tree readView has read: the same files

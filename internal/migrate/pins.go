@@ -119,7 +119,13 @@ var JobTmp = []string{"/tmp", "/var/tmp"}
 // disk's there is the node's /tmp, which a job started by a roam-init
 // that made none of its own still sees.)
 func (j *judge) inJobTmp(p string, e Entry) bool {
-	if e.FSType != TmpfsMagic || under(p, j.r.JobDir) || Shared(p, j.r.Shared) {
+	return !under(p, j.r.JobDir) && !Shared(p, j.r.Shared) && InJobTmp(p, e.FSType)
+}
+
+// InJobTmp says whether path p, on a filesystem of f_type fstype, is in
+// the job's own /tmp or /var/tmp: below one of them, and on a tmpfs.
+func InJobTmp(p string, fstype int64) bool {
+	if fstype != TmpfsMagic {
 		return false
 	}
 	for _, d := range JobTmp {
@@ -429,6 +435,13 @@ func (j *judge) ghost(e Entry, out *Verdict, uids string) string {
 	if len(fs) == 0 || fs[0] != strconv.FormatUint(uint64(e.UID), 10) || e.Mode&0o6000 != 0 {
 		return "holds the deleted file " + name + " of uid " + strconv.FormatUint(uint64(e.UID), 10) + ", mode " + strconv.FormatUint(uint64(e.Mode&0o7777), 8) +
 			": only a file of the job's own user without set-id bits moves as a ghost"
+	}
+	// In the job's own /tmp, CRIU carries the file in the tmpfs and makes
+	// it again by its path, as root: a user's job without a user namespace
+	// of its own lets its user reach that tmpfs while it is dumped (through
+	// the program's /proc/PID/root) and swap a directory on the path.
+	if fs[0] != "0" && j.inJobTmp(name, e) {
+		return "holds the deleted file " + name + " in its own /tmp: CRIU would make it again there as root, by a path its user can redirect while it is dumped"
 	}
 	key := [3]uint64{uint64(uint32(e.FSID[0])), uint64(uint32(e.FSID[1])), e.Ino}
 	if j.ghosts[key] && e.Ino != 0 {

@@ -205,7 +205,7 @@ func TestJudgeRules(t *testing.T) {
 			Cwd: tmpDir("/tmp/build"), FDs: []Entry{tmpReg("/tmp/ccA.s"), tmpReg("/var/tmp/x"), tmpLocked("/tmp/db"), {Link: "/tmp/GMfifo9", Mode: modeFIFO, Nlink: 1, FSType: TmpfsMagic}},
 			Maps: []MapEntry{{Mapping{Range: "1-2", Path: "/tmp/m", SharedWrite: true}, tmpReg("/tmp/m")}}}}}, ""},
 		{"a deleted file of root's job in its own /tmp, whose directory the node lacks", View{Tasks: []Task{rootTask(tmpGhost("/tmp/sub/t", 0))}}, ""},
-		{"a deleted file of a user's job in its own /tmp", View{Tasks: []Task{task(tmpGhost("/tmp/t", 1000))}}, "holds the deleted file /tmp/t: a user's job moves with no deleted file yet"},
+		{"a deleted file of a user's job in its own /tmp", View{Tasks: []Task{task(tmpGhost("/tmp/t", 1000))}}, "holds the deleted file /tmp/t in its own /tmp: CRIU would make it again there as root"},
 		{"a tmpfs that is not /tmp", View{Tasks: []Task{task(Entry{Link: "/dev/shm/x", Mode: modeReg | 0o644, Nlink: 1, FSType: TmpfsMagic})}}, "holds open /dev/shm/x, on this node's own filesystem"},
 		{"a prefix of /tmp is not /tmp", View{Tasks: []Task{task(Entry{Link: "/tmpx/f", Mode: modeReg | 0o644, Nlink: 1, FSType: TmpfsMagic})}}, "holds open /tmpx/f, on this node's own filesystem"},
 		{"a removed directory in its own /tmp", View{Tasks: []Task{task(Entry{Link: "/tmp/d (deleted)", Mode: modeDir, Nlink: 0, FSType: TmpfsMagic})}}, "holds open the removed directory /tmp/d"},

@@ -41,7 +41,7 @@ func (k stateKind) pinFor(o owner) string {
 }
 
 var stateKinds = []stateKind{
-	{kind: "ghost", what: "an open file that was deleted (a temporary file)", userPin: "a user's job moves with no deleted file yet"},
+	{kind: "ghost", what: "an open file that was deleted (a temporary file)"},
 	{kind: "ghost-big", what: "a deleted file of 256 MiB, past `ghost_bytes`", pin: "holds the deleted file"},
 	{kind: "memfd", what: "a memfd, written and mapped"},
 	{kind: "shmanon", what: "shared anonymous memory, with a child"},
