@@ -47,9 +47,10 @@ type Limits struct {
 	// KeepFinishedPerUser is how many of a user's ended jobs a home keeps
 	// at most: the oldest go first.
 	KeepFinishedPerUser int `yaml:"keep_finished_per_user"`
-	// GhostBytes bounds a deleted file (bytes on disk) that a job may hold
-	// open or mapped and still move: CRIU carries its content in the
-	// images ("ghost file"). A job holding a larger one is pinned.
+	// GhostBytes bounds the deleted files a job may hold open or mapped
+	// and still move, all together (each the larger of its size and its
+	// bytes on disk): the source copies them into the images. A job
+	// holding more is pinned.
 	GhostBytes int64 `yaml:"ghost_bytes"`
 	// JobTmpBytes is the size of each of a job's own /tmp and /var/tmp:
 	// tmpfs mounts that move with the job, their content in its images.
