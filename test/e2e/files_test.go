@@ -269,7 +269,9 @@ func (w *openWatch) opens(t *testing.T) int {
 // the FIFO until its time limit (10 minutes, and a worker held for each
 // try), and opened the device as root (a watchdog arms so). The job moves
 // at once with its own files, the device never opened (an inotify watch
-// on it counts opens) and the FIFO never waited on.
+// on it counts opens) and the FIFO never waited on. Its working directory,
+// which CRIU opens by path, swapped for a FIFO and then for a symlink to
+// the device: the migration is refused at once, the device never opened.
 func TestFilesMappedFileSwappedForAFIFOAndADevice(t *testing.T) {
 	c := upCluster(t, "e2efd2", 64, "--nodes", "2")
 	c.waitAllAlive(2)
@@ -318,7 +320,7 @@ func TestFilesMappedFileSwappedForAFIFOAndADevice(t *testing.T) {
 		"for i in range(100000):\n    r.seek(0)\n    print(i, maps[0][:5].decode(), maps[1][:5].decode(), r.read(5).decode(), flush=True)\n    time.sleep(0.05)\n"
 	id := c.start("1", "python3", "-c", py, u)
 	c.waitLines(id, 3)
-	m1, m2, r := filepath.Join(u, "m1"), filepath.Join(u, "m2"), filepath.Join(u, "r")
+	m1, m2, r, w := filepath.Join(u, "m1"), filepath.Join(u, "m2"), filepath.Join(u, "r"), filepath.Join(u, "w")
 	// moved checks the job runs on node with its own files.
 	moved := func(node string) {
 		t.Helper()
@@ -352,5 +354,30 @@ func TestFilesMappedFileSwappedForAFIFOAndADevice(t *testing.T) {
 	if err != nil {
 		t.Fatalf("migrate with files swapped for symlinks to a device: %v %s", err, out)
 	}
+	moved("1")
+	mend(t, m2)
+	mend(t, r)
+
+	// The working directory, which CRIU still opens by path, as root: a
+	// FIFO put there does not hold the restore (roam's CRIU opens a
+	// directory with O_DIRECTORY, scripts/criu-patches/0003), and a
+	// symlink to the device does not open it; both are refused, and the
+	// job runs on where it was.
+	out, err = c.migrateSwapping(id, "1", "2", 90*time.Second, func() {
+		aside(t, w, func(p string) error { return syscall.Mkfifo(p, 0o755) })
+	})
+	if err == nil {
+		t.Fatalf("migrate with the working directory swapped for a FIFO: moved (%s)", out)
+	}
+	mend(t, w)
+	moved("1")
+	out, err = c.migrateSwapping(id, "1", "2", 90*time.Second, func() { aside(t, w, symlinkTo(dev)) })
+	if n := opens.opens(t); n != 0 {
+		t.Fatalf("%s was opened %d times (migrate: %v %s)", dev, n, err, out)
+	}
+	if err == nil {
+		t.Fatalf("migrate with the working directory swapped for a symlink to a device: moved (%s)", out)
+	}
+	mend(t, w)
 	moved("1")
 }
