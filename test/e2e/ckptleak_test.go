@@ -67,11 +67,7 @@ func TestCheckpointOfAPrivilegedMemoryIsRefused(t *testing.T) {
 // root may read: the program's path, the secret's, and its content.
 func buildKeeper(t *testing.T) (prog, secret string, canary []byte) {
 	t.Helper()
-	dir := filepath.Join(e2eRoot, "keeper-"+marker(t))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := sharedDir(t, "keeper-")
 	src := filepath.Join(dir, "keeper.c")
 	prog, secret = filepath.Join(dir, "keeper"), filepath.Join(dir, "secret")
 	os.WriteFile(src, []byte(keeperC), 0o644)

@@ -146,14 +146,7 @@ func userDirs(t *testing.T, base string, names ...string) {
 func TestFilesGhostDirectorySwappedForASymlink(t *testing.T) {
 	c := upCluster(t, "e2efd1", 63, "--nodes", "2")
 	c.waitAllAlive(2)
-	base, err := os.MkdirTemp(e2eRoot, "fdghost-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base := sharedDir(t, "fdghost-")
 	userDirs(t, base, "u")
 	u := filepath.Join(base, "u")
 	userDirs(t, u, "g", "w")
@@ -275,14 +268,7 @@ func (w *openWatch) opens(t *testing.T) int {
 func TestFilesMappedFileSwappedForAFIFOAndADevice(t *testing.T) {
 	c := upCluster(t, "e2efd2", 64, "--nodes", "2")
 	c.waitAllAlive(2)
-	base, err := os.MkdirTemp(e2eRoot, "fdmap-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base := sharedDir(t, "fdmap-")
 	userDirs(t, base, "u")
 	u := filepath.Join(base, "u")
 	userDirs(t, u, "w")

@@ -143,3 +143,18 @@ func userDir(t *testing.T) string {
 	}
 	return dir
 }
+
+// sharedDir is a new directory of root's, mode 0755, in a directory every
+// node shares, removed with the test.
+func sharedDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(e2eRoot, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
