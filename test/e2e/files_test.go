@@ -132,33 +132,44 @@ func userDirs(t *testing.T, base string, names ...string) {
 	}
 }
 
-// A user's job holds a deleted file of its own in u/g and works in u/w.
-// Once the destination has checked the job's files, the user puts a
-// symlink to a directory of root's (the canary) at u/g: CRIU, which made
-// a deleted file again as root by its full path, following symlinks, and
-// left it there when it was killed, would have made the user's file in
-// root's directory. The job moves with its deleted file, made again
-// without a name in the directory the check opened, as the user; the
-// canary stays empty. Then the same, and the working directory swapped
-// for a symlink to the canary too, which CRIU still opens by path: the
-// restore is refused, its tasks killed, the job runs on where it was, and
+// A user's job holds a deleted file of its own in u/g and works in ww/w,
+// ww being a directory anyone may write, without the sticky bit (as some
+// sites' scratch directories are). Once the destination has checked the
+// job's files, the user puts a symlink to a directory of root's (the
+// canary) at u/g: CRIU, which made a deleted file again as root by its
+// full path, following symlinks, and left it there when it was killed,
+// would have made the user's file in root's directory. The job moves with
+// its deleted file, made again without a name in the directory the check
+// opened, as the user; the canary stays empty. Then the working directory
+// is swapped for a symlink to the canary too, and then, by a rename, for
+// a directory of root's, mode 0700, that sat in ww: CRIU, which opened a
+// working directory by path as root, following symlinks, opened each for
+// the restored job (and roam refused the tree afterwards). It now opens a
+// directory as the task, without symlinks: each restore is refused
+// before anything is opened (an inotify watch on both directories counts
+// their opens: none), its tasks killed, the job runs on where it was, and
 // no ghost file, link remap or restored task of CRIU's is left anywhere.
 func TestFilesGhostDirectorySwappedForASymlink(t *testing.T) {
 	c := upCluster(t, "e2efd1", 63, "--nodes", "2")
 	c.waitAllAlive(2)
 	base := sharedDir(t, "fdghost-")
 	userDirs(t, base, "u")
-	u := filepath.Join(base, "u")
-	userDirs(t, u, "g", "w")
-	g, w, canary := filepath.Join(u, "g"), filepath.Join(u, "w"), filepath.Join(base, "canary")
-	if err := os.Mkdir(canary, 0o755); err != nil {
-		t.Fatal(err)
+	u, ww := filepath.Join(base, "u"), filepath.Join(base, "ww")
+	userDirs(t, u, "g")
+	g, canary := filepath.Join(u, "g"), filepath.Join(base, "canary")
+	w, private := filepath.Join(ww, "w"), filepath.Join(ww, "private")
+	for d, mode := range map[string]os.FileMode{canary: 0o755, ww: 0o777, private: 0o700} {
+		if err := os.Mkdir(d, mode); err != nil || os.Chmod(d, mode) != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
 	}
-	py := job + "u = sys.argv[1]\nos.chdir(os.path.join(u, 'w'))\n" +
+	userDirs(t, ww, "w")
+	canaryOpens, privateOpens := watchOpens(t, canary), watchOpens(t, private)
+	py := job + "u = sys.argv[1]\nos.chdir(sys.argv[2])\n" +
 		"fd = os.open(os.path.join(u, 'g', 'ghost'), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o640)\n" +
 		"os.write(fd, b'ghostdata'); os.unlink(os.path.join(u, 'g', 'ghost'))\n" +
 		"for i in range(100000):\n    print(i, os.pread(fd, 9, 0).decode(), flush=True)\n    time.sleep(0.05)\n"
-	id := c.start("1", "python3", "-c", py, u)
+	id := c.start("1", "python3", "-c", py, u, w)
 	c.waitLines(id, 3)
 	st, err := emu.Load(c.name)
 	if err != nil {
@@ -171,16 +182,22 @@ func TestFilesGhostDirectorySwappedForASymlink(t *testing.T) {
 	for _, n := range st.Nodes {
 		everywhere = append(everywhere, n.Dir)
 	}
-	// clean checks the canary, CRIU's leftovers, and that the job runs
-	// on node with its deleted file's content.
+	// clean checks that nobody opened the canary or the private directory
+	// since the last look, CRIU's leftovers, and that the job runs on node
+	// with its deleted file's content.
 	clean := func(node string) {
 		t.Helper()
+		if n, m := canaryOpens.opens(t), privateOpens.opens(t); n != 0 || m != 0 {
+			t.Fatalf("the canary was opened %d times, the private directory %d times", n, m)
+		}
 		if ents, err := os.ReadDir(canary); err != nil || len(ents) != 0 {
 			t.Fatalf("the canary holds %v (%v)", ents, err)
 		}
 		if left := crLeftovers(everywhere...); len(left) > 0 {
 			t.Fatalf("CRIU left %v", left)
 		}
+		canaryOpens.opens(t) // this look's own, and the walk's
+		privateOpens.opens(t)
 		if j := c.job(id); j.Node != node || j.State != "running" {
 			t.Fatalf("the job: node %s, state %s; want running on %s", j.Node, j.State, node)
 		}
@@ -207,12 +224,28 @@ func TestFilesGhostDirectorySwappedForASymlink(t *testing.T) {
 		aside(t, g, symlinkTo(canary))
 		aside(t, w, symlinkTo(canary))
 	})
-	if err == nil || !strings.Contains(out, canary) {
-		t.Fatalf("migrate with the working directory swapped: %v %q; want refused, naming %s", err, out, canary)
+	if err == nil || !strings.Contains(out, "Too many levels of symbolic links") {
+		t.Fatalf("migrate with the working directory swapped for a symlink: %v %q; want refused by CRIU's open (ELOOP)", err, out)
 	}
 	clean("2")
 	mend(t, g)
 	mend(t, w)
+
+	out, err = c.migrateSwapping(id, "2", "1", 3*time.Minute, func() {
+		if err := os.Rename(w, w+".real"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(private, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err == nil || !strings.Contains(out, "Permission denied") {
+		t.Fatalf("migrate with the working directory swapped for root's: %v %q; want refused by CRIU's open as the user (EACCES)", err, out)
+	}
+	if err := os.Rename(w, private); err != nil || os.Rename(w+".real", w) != nil {
+		t.Fatalf("putting the directories back: %v", err)
+	}
+	clean("2")
 
 	c.mustRun("--node", "2", "migrate", id, "1")
 	clean("1")
