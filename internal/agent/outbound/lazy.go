@@ -1,6 +1,8 @@
 package outbound
 
 import (
+	"roam/internal/errkind"
+
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
 	"roam/internal/procfs"
@@ -33,4 +35,18 @@ func lazyTo(to string, ownUserNS bool, dest members.Member) (bool, string) {
 		return true, ""
 	}
 	return false, "eager: node " + to + " cannot restore a job lazily in its own user namespace"
+}
+
+// restorableAt refuses a move of a job to node to that node cannot
+// restore: a job in a user namespace of its own (a user's job where its
+// node allows them) only goes to a node whose users' jobs run in user
+// namespaces too (dest.UserNS, from its metadata); one that forbids them
+// (user.max_user_namespaces 0) refuses CRIU's namespace as it refuses the
+// agent's, after the whole dump and transfer. A node not known yet is
+// left to the destination's own check.
+func restorableAt(to string, ownUserNS bool, dest members.Member, known bool) error {
+	if !ownUserNS || !known || dest.UserNS {
+		return nil
+	}
+	return errkind.New(peer.ErrBadRequest, "node %s cannot restore a job in a user namespace of its own: its host forbids user namespaces (roam nodes: USER-JOBS)", to)
 }

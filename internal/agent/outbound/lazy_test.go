@@ -29,3 +29,25 @@ func TestLazyTo(t *testing.T) {
 		}
 	}
 }
+
+// A job in a user namespace of its own goes only to a node whose users'
+// jobs run in user namespaces too; any other job goes anywhere, and a
+// node not known yet is left to its own check.
+func TestRestorableAt(t *testing.T) {
+	for _, c := range []struct {
+		ownUserNS, known bool
+		dest             members.Member
+		ok               bool
+	}{
+		{false, true, members.Member{}, true},
+		{true, true, members.Member{UserNS: true}, true},
+		{true, false, members.Member{}, true},
+		{true, true, members.Member{}, false},
+		{true, true, members.Member{LazyUserNS: true}, false},
+	} {
+		err := restorableAt("3", c.ownUserNS, c.dest, c.known)
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "node 3 cannot restore a job in a user namespace")) {
+			t.Errorf("restorableAt(own user ns %v, known %v, %+v) = %v; want ok %v", c.ownUserNS, c.known, c.dest, err, c.ok)
+		}
+	}
+}

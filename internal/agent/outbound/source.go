@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"roam/internal/procfs"
 	"strings"
 	"time"
 
@@ -65,6 +66,11 @@ func (d *Driver) MigrateOut(req peer.MigrateOutRequest) (api.Migration, error) {
 		return api.Migration{At: time.Now(), From: d.self, To: req.To, Lazy: req.Lazy, Why: req.Why}, err
 	}
 	rec := d.jobs.Moving(lj).Rec
+	dest, known := d.members.Get(req.To)
+	if err := restorableAt(req.To, procfs.OwnUserNS(rec.PID), dest, known); err != nil {
+		d.jobs.Release(req.ID, rec.PID)
+		return api.Migration{At: time.Now(), From: d.self, To: req.To, Lazy: req.Lazy, Why: req.Why, Error: err.Error()}, err
+	}
 	eager := d.eagerInstead(&req, rec.PID)
 	o := &outMig{d: d, m: &migrate.Source{}, req: req, lj: lj, start: time.Now(), done: make(chan error, 1), ph: phases.Log{Side: api.SideSource}}
 	o.mig = api.Migration{At: o.start, From: d.self, To: req.To, Lazy: req.Lazy, Why: req.Why}
