@@ -472,7 +472,10 @@ var fzAPIBodies = map[string]func() any{
 // sequence was behind the records (as a table put back from a copy may
 // be), the restart took over the record that held the id, another user's
 // ended job, and ran the checkpoint as it. It is refused, and the record
-// is left alone.
+// is left alone; the refused run stays refused (found by
+// TestRandomMigrations, seed 1795910577532684335: a late copy of a refused
+// request was consented once the job had stopped, for a run that had
+// ended).
 func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
 	st, err := job.Open(filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
@@ -493,6 +496,12 @@ func TestReopenDoesNotTakeAnotherJobsID(t *testing.T) {
 	}
 	if now, _ := a.jobs.HomeRecord(fzOver); !reflect.DeepEqual(now, before) {
 		t.Fatalf("job %s changed: %+v, was %+v", fzOver, now, before)
+	}
+	// The refused run is answered once: a late copy of its request, which
+	// the sequence now lets through, is refused as ended, and makes no
+	// mark (its run took the refusal as its end).
+	if _, err := a.checkpoints.Reopen(reopen.Request{MID: "00000000000000b1", ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"}); err == nil || !strings.Contains(err.Error(), "has ended") {
+		t.Fatalf("the refused run asking again: %v, want refused as ended", err)
 	}
 	// The refused id is used up: the next restart gets a new one.
 	ans, err := a.checkpoints.Reopen(reopen.Request{MID: "00000000000000b2", ID: fzHome, Meta: meta, Owner: asuser.Cred{UID: 1000, GID: 1000}, Why: "roam restart"})

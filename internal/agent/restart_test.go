@@ -11,14 +11,15 @@ import (
 )
 
 // TestHomeDecidesARestartByItsRun: the home consents to a run once (the
-// same run asking again gets the same consent), refuses a run it ended,
+// same run asking again gets the same consent), refuses a run it ended or
+// refused before (a refused run took the refusal as its end),
 // commits only the run its mark holds, and, once its marks are gone (an
 // agent restart), still commits the run whose incarnation the record is
 // and aborts any other.
 func TestHomeDecidesARestartByItsRun(t *testing.T) {
 	a := newStoreAgent(t)
 	req := restartOfLost
-	const runA, runB, runC = "00000000000000a1", "00000000000000b1", "00000000000000c1"
+	const runA, runB, runC, runD = "00000000000000a1", "00000000000000b1", "00000000000000c1", "00000000000000d1"
 	ans, err := a.checkpoints.Reopen(req(runA))
 	if err != nil || ans.ID != fzLost || ans.Inc != 1 {
 		t.Fatalf("consent to run A: %+v, %v", ans, err)
@@ -41,17 +42,20 @@ func TestHomeDecidesARestartByItsRun(t *testing.T) {
 	if o := a.jobs.CommitRestart(fzLost, runA); o != migrate.Aborted {
 		t.Fatalf("commit of the ended run A: %s", o)
 	}
-	if _, err := a.checkpoints.Reopen(req(runB)); err != nil {
-		t.Fatalf("consent to run B: %v", err)
+	if _, err := a.checkpoints.Reopen(req(runB)); err == nil {
+		t.Fatal("run B, refused while run A held the job, consented once A ended")
+	}
+	if _, err := a.checkpoints.Reopen(req(runD)); err != nil {
+		t.Fatalf("consent to run D: %v", err)
 	}
 	for range 2 {
-		if o := a.jobs.CommitRestart(fzLost, runB); o != migrate.Committed {
-			t.Fatalf("commit of run B: %s", o)
+		if o := a.jobs.CommitRestart(fzLost, runD); o != migrate.Committed {
+			t.Fatalf("commit of run D: %s", o)
 		}
 	}
 	a.jobs.ForgetRuns()
-	if o := a.jobs.CommitRestart(fzLost, runB); o != migrate.Committed {
-		t.Fatalf("commit of run B after the home's restart: %s", o)
+	if o := a.jobs.CommitRestart(fzLost, runD); o != migrate.Committed {
+		t.Fatalf("commit of run D after the home's restart: %s", o)
 	}
 	if o := a.jobs.CommitRestart(fzLost, runC); o != migrate.Aborted {
 		t.Fatalf("commit of run C, never consented: %s", o)

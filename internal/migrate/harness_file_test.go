@@ -293,7 +293,9 @@ func (w *world) doRestart(d *node, m *Dest, r InRecord, a DestAction) bool {
 
 // consent is the home's answer to a restart of its job on node on: only
 // a job a checkpoint stopped, which no other restart has, and never a
-// restart it decided.
+// restart it decided or refused before (the agent's
+// checkpoints.Checkpoints.Reopen): a late copy of a refused request,
+// once the job stopped, would mark it restarting for a run that ended.
 func (w *world) consent(hr *homeRec, mid string, on int) consentErr {
 	switch {
 	case hr.decided[mid] != "":
@@ -303,6 +305,7 @@ func (w *world) consent(hr *homeRec, mid string, on int) consentErr {
 		return consentErr{inc: hr.inc, moves: hr.seq}
 	case hr.restarting != "" || !hr.ended:
 		w.counts["restart-refused"]++
+		hr.decided[mid] = Aborted
 		return consentErr{refused: true}
 	}
 	hr.prev, hr.node, hr.restarting = hr.node, on, mid

@@ -28,7 +28,7 @@ var (
 	migsFlag  = flag.Int("migrations", 10000, "migrations TestRandomMigrations runs")
 	ckptsFlag = flag.Int("checkpoints", 1000, "checkpoints TestRandomMigrations takes")
 	rstsFlag  = flag.Int("restarts", 1000, "restarts TestRandomMigrations tries")
-	traceFlag = flag.String("trace", "", "print every step of this job's migrations")
+	traceFlag = flag.String("trace-job", "", "print every step of this job's migrations (go test's own -trace writes an execution trace)")
 	errStall  = errors.New("no answer (timed out)")
 	errDown   = errors.New("node unreachable")
 	errFailed = errors.New("injected failure")

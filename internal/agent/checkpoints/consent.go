@@ -27,7 +27,11 @@ import (
 // Reopen is peer.Reopen, the home's consent to run req.MID: it checks
 // that the job does not run and no other run holds it, and makes its
 // record say it runs on req.On, as a new incarnation, its output cut back
-// to the checkpoint's. The same run asking again gets the same consent.
+// to the checkpoint's. The same run asking again gets the same answer: a
+// consent it was given, or a refusal, which its run took as the end of
+// it (a copy of a refused request that arrives late, once the job has
+// stopped, would otherwise mark the job as being restarted by a run that
+// has gone, and refuse every other restart until the mark expires).
 func (c *Checkpoints) Reopen(req reopen.Request) (reopen.Consent, error) {
 	if !migrate.ValidMID(req.MID) {
 		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "restart run id %q", req.MID)
@@ -35,6 +39,15 @@ func (c *Checkpoints) Reopen(req reopen.Request) (reopen.Consent, error) {
 	if ans, again, err := c.cfg.Jobs.ConsentFor(req.ID, req.MID); again || err != nil {
 		return ans, err
 	}
+	ans, err := c.consent(req)
+	if err != nil {
+		c.cfg.Jobs.RefuseRun(req.MID)
+	}
+	return ans, err
+}
+
+// consent is Reopen's judgement of a run it has not answered before.
+func (c *Checkpoints) consent(req reopen.Request) (reopen.Consent, error) {
 	if h, ok := migrate.JobHome(req.ID); !ok {
 		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "job id %q", req.ID)
 	} else if h != c.cfg.Self && c.cfg.Members.Known(h) {

@@ -57,6 +57,14 @@ func (j *Table) ConsentFor(id, mid string) (reopen.Consent, bool, error) {
 	return reopen.Consent{}, false, nil
 }
 
+// RefuseRun records that this home refused run mid: the run ends at its
+// refusal, and is never consented later (ConsentFor).
+func (j *Table) RefuseRun(mid string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.endedRuns.Add(mid)
+}
+
 // RestartID is the id a restart of req takes at home self: its own when
 // its record here is of the same job (same owner, same start) or none is
 // and self is its home; "" when it needs a new one (another cluster's
