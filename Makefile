@@ -4,7 +4,7 @@ BIN     := bin
 # Integration tests bring up emulated clusters; give them room on 2 cores.
 TESTTIMEOUT ?= 25m
 
-.PHONY: fuzz-until all build deps test fuzz unit demo bench bench-agent bench-jobs bench-migrate bench-checkpoint bench-balance clean release install deb
+.PHONY: test-long fuzz-until all build deps test fuzz unit demo bench bench-agent bench-jobs bench-migrate bench-checkpoint bench-balance clean release install deb
 
 # The version every binary reports (roam --version, roamd --version) and
 # the package carries: the last commit's date and hash.
@@ -65,6 +65,13 @@ $(BIN)/roam-init: cinit/roam-init.c
 # agent takes out of the order of internal/agent/doc.go fails the test.
 test: build
 	$(GO) test -tags lockcheck -count=1 -timeout $(TESTTIMEOUT) ./...
+	@FUZZTIME=2s TMPDIR=/dev/shm bash scripts/fuzz.sh
+
+# make test, and the end-to-end checks too long for it (ROAM_TEST_LONG=1:
+# every experiment of the benchmark framework in its quick form, balance
+# against static under background load), which `make test` skips.
+test-long: build
+	ROAM_TEST_LONG=1 $(GO) test -tags lockcheck -count=1 -timeout 60m ./...
 	@FUZZTIME=2s TMPDIR=/dev/shm bash scripts/fuzz.sh
 
 # Every fuzz target for FUZZTIME each (go's -fuzztime; `make test` gives

@@ -18,6 +18,7 @@ import (
 // Every experiment of the benchmark framework, with --quick, through the
 // real CLI: the files it writes, and the numbers' sanity.
 func TestBenchQuickAll(t *testing.T) {
+	long(t)
 	for _, w := range []string{"dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload"} {
 		workload(t, w)
 	}

@@ -230,3 +230,12 @@ func find(ns []api.NodeInfo, id string) *api.NodeInfo {
 	}
 	return nil
 }
+
+// long skips a check that takes minutes unless ROAM_TEST_LONG is set:
+// `make test-long` runs it, `make test` does not (docs/testing.md).
+func long(t *testing.T) {
+	t.Helper()
+	if os.Getenv("ROAM_TEST_LONG") == "" {
+		t.Skip("a long check: make test-long (ROAM_TEST_LONG=1) runs it")
+	}
+}

@@ -96,6 +96,7 @@ func TestBalanceSpreadsByCapacity(t *testing.T) {
 // The same with seed 002's background load on node 2: balance beats static
 // by at least 20 % in makespan, in the same run.
 func TestBalanceBeatsStaticUnderBackgroundLoad(t *testing.T) {
+	long(t)
 	spec := balanceSpec(t, "e2ebg", 24)
 	spec.Policies, spec.Background = []string{"balance", "static"}, true
 	ps, err := bench.Balance(spec, testWriter{t})
