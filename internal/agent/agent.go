@@ -221,6 +221,7 @@ func (a *Agent) Start() error {
 	a.wg.Go(func() { a.news.LostLoop(a.started) })
 	go a.checkpoints.Loop(a.stop, &a.wg)
 	a.wg.Go(a.news.PushLoop)
+	a.wg.Go(func() { a.launch.ReleaseLoop(a.stop) })
 	go a.sched.Loop()
 	a.log.Info("agent started", "bind", a.cfg.BindAddr, "advertise", a.adv, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
 		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval,

@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+// exitJob ends job id wherever it runs with status code, as its program
+// exiting would.
+func (c *cluster) exitJob(id string, code int) {
+	c.t.Helper()
+	w := c.world
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.procs {
+		if p.job == id && p.state == running {
+			if err := os.WriteFile(filepath.Join(p.spool, "status"), []byte(strconv.Itoa(code)+"\n"), 0o600); err != nil {
+				c.t.Fatal(err)
+			}
+			w.ended[id] = true
+			w.set(p, gone, "exit")
+			return
+		}
+	}
+	c.t.Fatalf("job %s runs nowhere", id)
+}
+
+// sweepOf is a sweep's view as its owner asks it of node i.
+func (c *cluster) sweepOf(i int, ref string, who Caller) api.Sweep {
+	c.t.Helper()
+	s, err := c.nodes[i].a.control.Sweep(who, ref)
+	if err != nil {
+		c.t.Fatalf("sweep %s: %v", ref, err)
+	}
+	return s
+}
+
+// states counts a sweep's jobs by state.
+func states(s api.Sweep) map[string]int {
+	n := map[string]int{}
+	for _, j := range s.Jobs {
+		n[j.State]++
+	}
+	return n
+}
+
+var sweepUser = Caller{UID: 1001, GID: 1001}
+
+// A sweep of 7 with --max-running 2 and --args-from lines: at most 2 of
+// its jobs run at any moment, the others are pending with the reason in
+// roam ps, and each starts as another ends, lowest index first, each
+// with its line in its command and its index in its environment. The
+// pending ones survive a restart of their home; the end summary counts
+// the indices ok, failed by status and lost; a rerun runs only the failed
+// ones, with their commands, as a new sweep naming the old; roam kill
+// SWEEP ends the rest of another sweep at once, its pending jobs too.
+func TestAgentsSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 5, faults{}, "static")
+		home := c.nodes[0].a
+		lines := []string{"a", "b c", "d", "e", "f", "g", "h"}
+		resp, err := home.launch.Run(sweepUser, api.RunRequest{Argv: []string{"/bin/echo", "--in={}.dat"}, Cwd: "/", Count: len(lines),
+			SweepRequest: api.SweepRequest{Args: lines, MaxRunning: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw := resp.Sweep
+		if !strings.HasPrefix(sw, "n1:") || len(resp.IDs) != 7 || resp.Nodes[2] != "" {
+			t.Fatalf("run: %+v", resp)
+		}
+		for i, id := range resp.IDs {
+			r := c.homeRec(id)
+			if want := []string{"/bin/echo", "--in=" + lines[i] + ".dat"}; !slices.Equal(r.Argv, want) || r.Sweep.Index != i || r.Sweep.ID != sw {
+				t.Fatalf("job %d: argv %q sweep %+v", i, r.Argv, r.Sweep)
+			}
+			if !slices.Contains(r.Env, "ROAM_INDEX="+strconv.Itoa(i)) || !slices.Contains(r.Env, "ROAM_SWEEP="+sw) {
+				t.Fatalf("job %d's environment %q", i, r.Env)
+			}
+		}
+		ps := home.control.PS(sweepUser, false)
+		var pending *api.Job
+		for i := range ps {
+			if ps[i].State == api.StatePending {
+				pending = &ps[i]
+			}
+		}
+		if pending == nil || !strings.Contains(pending.PendingWhy, "--max-running 2") || pending.Sweep != sw {
+			t.Fatalf("roam ps shows no pending job with its reason: %+v", ps)
+		}
+		live := func() int {
+			n := 0
+			for _, id := range resp.IDs {
+				if r, _ := c.world.copies(id); len(r) > 0 {
+					n++
+				}
+			}
+			return n
+		}
+		exits := []int{0, 3, 0, 3, 143, 0, 0}
+		for next := 0; next < 7; next++ {
+			id := resp.IDs[next]
+			c.waitFor(id+" runs", time.Minute, func() bool { r, _ := c.world.copies(id); return len(r) == 1 })
+			if n := live(); n > 2 {
+				t.Fatalf("%d jobs of the sweep run at once, --max-running 2", n)
+			}
+			if next == 3 {
+				// Its home restarts with jobs pending: they start after.
+				c.crash(0)
+				c.start(0)
+				home = c.nodes[0].a
+			}
+			c.exitJob(id, exits[next])
+		}
+		c.waitFor("the sweep ends", time.Minute, func() bool { return c.sweepOf(0, sw, sweepUser).Ended })
+		s := c.sweepOf(1, sw, sweepUser)
+		if want := "7 jobs: 4 ok, 3 failed (exit 3: 1,3; exit 143: 4), 0 lost"; s.Summary != want || !slices.Equal(s.Failed, []int{1, 3, 4}) {
+			t.Fatalf("summary %q failed %v; want %q", s.Summary, s.Failed, want)
+		}
+		if _, err := c.nodes[0].a.control.Sweep(Caller{UID: 1002, GID: 1002}, sw); err == nil {
+			t.Fatal("another user read the sweep")
+		}
+
+		re, err := home.launch.Run(sweepUser, api.RunRequest{SweepRequest: api.SweepRequest{Rerun: sw}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(re.IDs) != 3 || re.Sweep == sw {
+			t.Fatalf("rerun: %+v", re)
+		}
+		for k, idx := range []int{1, 3, 4} {
+			r := c.homeRec(re.IDs[k])
+			if r.Sweep.Index != idx || r.Sweep.RerunOf != sw || !slices.Equal(r.Argv, []string{"/bin/echo", "--in=" + lines[idx] + ".dat"}) ||
+				!slices.Contains(r.Env, "ROAM_INDEX="+strconv.Itoa(idx)) || !slices.Contains(r.Env, "ROAM_COUNT=7") {
+				t.Fatalf("rerun's job %d: %+v", k, r)
+			}
+		}
+		if _, err := home.launch.Run(Caller{UID: 1002, GID: 1002}, api.RunRequest{SweepRequest: api.SweepRequest{Rerun: sw}}); err == nil {
+			t.Fatal("another user reran the sweep")
+		}
+
+		// roam kill SWEEP: its running jobs get the signal, its pending
+		// ones end before they start.
+		big, err := home.launch.Run(sweepUser, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 20, SweepRequest: api.SweepRequest{MaxRunning: 4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor("4 run", time.Minute, func() bool { return states(c.sweepOf(0, big.Sweep, sweepUser))[api.StateRunning] == 4 })
+		if res, err := c.nodes[2].a.control.Kill(Caller{UID: 1002, GID: 1002}, api.KillRequest{IDs: []string{big.Sweep}, Signal: int(syscall.SIGTERM)}); err != nil ||
+			len(res) != 1 || !strings.Contains(res[0].Error, "permission denied") {
+			t.Fatalf("another user's kill: %+v %v", res, err)
+		}
+		res, err := c.nodes[2].a.control.Kill(sweepUser, api.KillRequest{IDs: []string{big.Sweep}, Signal: int(syscall.SIGTERM)})
+		if err != nil || len(res) != 20 {
+			t.Fatalf("kill: %+v %v", res, err)
+		}
+		for _, r := range res {
+			if r.Error != "" {
+				t.Fatalf("kill: %+v", r)
+			}
+		}
+		c.waitFor("the killed sweep ends", time.Minute, func() bool { return c.sweepOf(0, big.Sweep, sweepUser).Ended })
+		s = c.sweepOf(0, big.Sweep, sweepUser)
+		if s.OK != 0 || len(s.Failed) != 20 {
+			t.Fatalf("killed sweep: %s", s.Summary)
+		}
+		for _, id := range big.IDs {
+			if r := c.homeRec(id); r.State != job.StateFinished || r.ExitCode == nil || *r.ExitCode != 128+int(syscall.SIGTERM) {
+				t.Fatalf("%s after the kill: %s %v", id, r.State, r.ExitCode)
+			}
+		}
+	})
+}
