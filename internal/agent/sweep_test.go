@@ -180,3 +180,58 @@ func TestAgentsSweep(t *testing.T) {
 		}
 	})
 }
+
+// procCPU is the CPU time the fake kernel gave job id's copies, ended
+// ones included.
+func (c *cluster) procCPU(id string) float64 {
+	w := c.world
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.account()
+	var sum float64
+	for _, p := range w.procs {
+		if p.job == id {
+			sum += p.cpu
+		}
+	}
+	return sum
+}
+
+// An ended job keeps what it used: its CPU seconds on every node it ran
+// on (here two, a migration between them), read from its last node's
+// cgroup at its end and the earlier node's carried in the migration; the
+// highest of the nodes' peak memory; its elapsed time; the nodes in
+// order. roam ps shows them once it ended.
+func TestAgentsAccountingSumsEveryNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 7, faults{}, "static")
+		c.nodes[1].fn.peakMB, c.nodes[2].fn.peakMB = 300, 120
+		id := c.run(0, 1, "n2")[0]
+		c.waitFor(id+" runs", time.Minute, func() bool { r, _ := c.world.copies(id); return len(r) == 1 })
+		time.Sleep(20 * time.Second)
+		if m, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n3"}); err != nil || !m.OK {
+			t.Fatalf("migrate: %+v %v", m, err)
+		}
+		time.Sleep(30 * time.Second)
+		c.exitJob(id, 0)
+		c.waitFor(id+" ends", time.Minute, func() bool { return c.homeRec(id).Over() })
+		want := c.procCPU(id)
+		r := c.homeRec(id)
+		if want < 40 || r.Used.CPUSeconds < want*0.95 || r.Used.CPUSeconds > want*1.05 {
+			t.Fatalf("the record keeps %.2f CPU seconds, the fake kernel gave %.2f", r.Used.CPUSeconds, want)
+		}
+		if r.Used.PeakMB != 300 {
+			t.Fatalf("peak %.0f MiB, want n2's 300", r.Used.PeakMB)
+		}
+		var row *api.Job
+		for _, j := range c.nodes[1].a.control.PS(Caller{}, true) {
+			if j.ID == id {
+				row = &j
+			}
+		}
+		if row == nil || row.CPUSeconds != r.Used.CPUSeconds || row.PeakMB != 300 || !slices.Equal(row.Nodes, []string{"n2", "n3"}) ||
+			row.ElapsedSeconds < 50 || row.ExitCode == nil || *row.ExitCode != 0 {
+			t.Fatalf("roam ps: %+v", row)
+		}
+	})
+}

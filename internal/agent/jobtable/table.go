@@ -163,10 +163,11 @@ type NewsState struct {
 	Pid            int
 	Tix            uint64
 	AckOut, AckErr int64
+	Rec            job.Local // what it used before this node, for its end
 }
 
 func (lj *Local) newsState() NewsState {
-	return NewsState{Dir: lj.Rec.Dir, Pid: lj.Rec.PID, Tix: lj.Rec.StartTix, AckOut: lj.AckOut, AckErr: lj.AckErr}
+	return NewsState{Dir: lj.Rec.Dir, Pid: lj.Rec.PID, Tix: lj.Rec.StartTix, AckOut: lj.AckOut, AckErr: lj.AckErr, Rec: lj.Rec}
 }
 
 // Refs copies what a round reads of the jobs running here, and their
