@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -233,5 +236,101 @@ func TestAgentsAccountingSumsEveryNode(t *testing.T) {
 			row.ElapsedSeconds < 50 || row.ExitCode == nil || *row.ExitCode != 0 {
 			t.Fatalf("roam ps: %+v", row)
 		}
+	})
+}
+
+// userDir is a directory of the test's own, owned by c (mode 0700).
+func userDir(t *testing.T, c Caller) string {
+	dir, err := os.MkdirTemp("", "roam-user-")
+	if err != nil || os.Chown(dir, int(c.UID), int(c.GID)) != nil {
+		t.Fatalf("user dir: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// Each index's stdout and stderr go to the files its --output and
+// --error patterns name, written at the home as the job's user: made
+// by them, holding the output the job wrote, cut to it at the end (an
+// old longer file's tail gone), empty for a job that wrote nothing. A
+// symlink planted at an index's output path is not followed: nothing is
+// written through it, its output stays in roam logs, and roam ps says
+// why.
+func TestAgentsSweepOutputFiles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 9, faults{}, "static")
+		dir := userDir(t, sweepUser)
+		victim := filepath.Join(t.TempDir(), "victim")
+		if err := os.WriteFile(victim, []byte("root's\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(victim, filepath.Join(dir, "out.1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "out.0"), []byte(strings.Repeat("stale\n", 20)), 0o600); err != nil || os.Chown(filepath.Join(dir, "out.0"), 1001, 1001) != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.nodes[0].a.launch.Run(sweepUser, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: dir, Count: 3, On: "n2",
+			SweepRequest: api.SweepRequest{Output: "out.%a", Error: dir + "/%A.err.%j"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range resp.IDs[:2] {
+			c.say(1, id, fmt.Sprintf("line %d of %s", i, id))
+		}
+		for _, id := range resp.IDs {
+			c.waitFor(id+" runs", time.Minute, func() bool { r, _ := c.world.copies(id); return len(r) == 1 })
+			c.exitJob(id, 0)
+		}
+		c.waitFor("the sweep ends", time.Minute, func() bool { return c.sweepOf(0, resp.Sweep, sweepUser).Ended })
+		b, err := os.ReadFile(filepath.Join(dir, "out.0"))
+		if want := "line 0 of " + resp.IDs[0] + "\n"; err != nil || string(b) != want {
+			t.Fatalf("out.0 holds %q, %v; want %q", b, err, want)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(dir, "out.2"), &st); err != nil || st.Uid != 1001 || st.Size != 0 {
+			t.Fatalf("out.2 of a job that wrote nothing: %v uid %d size %d", err, st.Uid, st.Size)
+		}
+		errFile := filepath.Join(dir, resp.Sweep+".err."+resp.IDs[2])
+		if err := syscall.Stat(errFile, &st); err != nil || st.Uid != 1001 {
+			t.Fatalf("%s: %v uid %d", errFile, err, st.Uid)
+		}
+		if b, _ := os.ReadFile(victim); string(b) != "root's\n" {
+			t.Fatalf("written through the symlink: the victim holds %q", b)
+		}
+		if out := c.homeOutput(resp.IDs[1]); !strings.Contains(out, "line 1") {
+			t.Fatalf("index 1's output is not in its spool: %q", out)
+		}
+		for _, j := range c.nodes[1].a.control.PS(sweepUser, false) {
+			switch {
+			case j.ID == resp.IDs[1] && !strings.Contains(j.FileError, "symlink"):
+				t.Fatalf("roam ps of index 1: file error %q", j.FileError)
+			case j.ID == resp.IDs[0] && (j.OutputFile != filepath.Join(dir, "out.0") || j.ErrorFile == "" || j.FileError != ""):
+				t.Fatalf("roam ps of index 0: %+v", j.JobSweep)
+			}
+		}
+	})
+}
+
+// checkSweep asks for a sweep of A's, whose jobs' command line holds
+// A's private path: A and root see its jobs, B is refused.
+func (x *authzEnv) checkSweep(who authzCaller, _ *authzJob, want authzWant) string {
+	if x.sweep == "" {
+		req, _ := json.Marshal(api.RunRequest{Argv: []string{"/bin/true", "--in=" + x.jobs[0].arg}, Env: []string{"T=" + x.jobs[0].env}, Cwd: "/", Count: 2,
+			SweepRequest: api.SweepRequest{MaxRunning: 1}})
+		code, b := x.ask(0, authzA, http.MethodPost, api.PathRun, string(req))
+		var resp api.RunResponse
+		if code != http.StatusOK || json.Unmarshal(b, &resp) != nil || resp.Sweep == "" {
+			return fmt.Sprintf("A's sweep: %d %s", code, b)
+		}
+		x.sweep, x.answers = resp.Sweep, nil
+	}
+	code, b := x.ask(0, who, http.MethodGet, api.Fill(api.PathSweep, x.sweep), "")
+	var s api.Sweep
+	return served(want, code, b, &s, func() string {
+		if s.ID != x.sweep || len(s.Jobs) != 2 || s.UID != 1001 {
+			return fmt.Sprintf("sweep %+v", s)
+		}
+		return ""
 	})
 }

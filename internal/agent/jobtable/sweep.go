@@ -161,3 +161,53 @@ func (j *Table) kickIfSweep(rec *job.Record) {
 		j.KickRelease()
 	}
 }
+
+// Files are where a home job's output goes besides its spool (roam run
+// --output, --error), and whom to write them as.
+type Files struct {
+	UID, GID uint32
+	Groups   []uint32
+	Out, Err string // "" for none
+	// Failed: writing one failed already (FileError): no more is tried.
+	Failed bool
+}
+
+// FilesOf are the files of those of ids whose output goes to files.
+func (j *Table) FilesOf(ids []string) map[string]Files {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out map[string]Files
+	for _, id := range ids {
+		r := j.home[id]
+		if r == nil || (r.Sweep.Output == "" && r.Sweep.Error == "") {
+			continue
+		}
+		if out == nil {
+			out = map[string]Files{}
+		}
+		v := sweep.Values{Sweep: r.Sweep.ID, Job: r.ID, Index: r.Sweep.Index}
+		f := Files{UID: r.UID, GID: r.GID, Groups: r.Groups, Failed: r.Sweep.FileError != ""}
+		if r.Sweep.Output != "" {
+			f.Out = sweep.Expand(r.Sweep.Output, r.Cwd, v)
+		}
+		if r.Sweep.Error != "" {
+			f.Err = sweep.Expand(r.Sweep.Error, r.Cwd, v)
+		}
+		out[id] = f
+	}
+	return out
+}
+
+// SetFileError keeps why a home job's output could not go to its file,
+// the first reason only.
+func (j *Table) SetFileError(id, why string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	r := j.home[id]
+	if r == nil || r.Sweep.FileError != "" {
+		return nil
+	}
+	c := *r
+	c.Sweep.FileError = why
+	return j.putHome(map[string]*job.Record{id: &c})
+}

@@ -74,10 +74,6 @@ func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, erro
 	if err != nil {
 		return api.RunResponse{}, err
 	}
-	argv, env := p.longest()
-	if err := s.checkRunLimits(c, len(p.jobs), argv, env); err != nil {
-		return api.RunResponse{}, err
-	}
 	on := req.On
 	if req.Rerun != "" {
 		on = p.part.On
@@ -112,13 +108,22 @@ func (s *Starter) plan(c httpx.Caller, req api.RunRequest) (plan, error) {
 		if !migrate.ValidEvery(req.CheckpointEvery) || req.MaxRunning < 0 {
 			return plan{}, errkind.New(peer.ErrBadRequest, "--rerun: --max-running %d or --checkpoint-every %v out of range", req.MaxRunning, req.CheckpointEvery)
 		}
-		return s.planRerun(c, req)
+		p, err := s.planRerun(c, req)
+		if err != nil {
+			return plan{}, err
+		}
+		argv, env := p.longest()
+		return p, s.checkRunLimits(c, len(p.jobs), argv, env)
 	}
 	spec, err := runSpec(c, req)
 	if err != nil {
 		return plan{}, err
 	}
 	if err := checkSweep(req); err != nil {
+		return plan{}, err
+	}
+	// The limits before the plan, which is -n commands long.
+	if err := s.checkRunLimits(c, req.Count, longestArgv(req), req.Env); err != nil {
 		return plan{}, err
 	}
 	return planRun(spec, req), nil

@@ -84,6 +84,21 @@ func planRun(spec job.Spec, req api.RunRequest) plan {
 	return p
 }
 
+// longestArgv is the longest command of a new run: its argv with its
+// longest --args-from line.
+func longestArgv(req api.RunRequest) []string {
+	if len(req.Args) == 0 {
+		return req.Argv
+	}
+	long := ""
+	for _, l := range req.Args {
+		if len(l) > len(long) {
+			long = l
+		}
+	}
+	return sweep.Subst(req.Argv, long)
+}
+
 // longest is the job of a plan with the longest command, which the
 // node's limits are held against.
 func (p plan) longest() (argv, env []string) {
