@@ -86,7 +86,7 @@ type jobRecord struct {
 	Job string `json:"job"`
 	// Kind: started (Node), stdout or stderr (a line of output),
 	// restarted (from the checkpoint of At on Node), lost (with Node, at
-	// At), exit (ExitCode); sweep and summary, without Job.
+	// At), exit (ExitCode); summary (a sweep's, without Job).
 	Kind string `json:"kind"`
 	Node string `json:"node,omitempty"`
 	// Text is a line of output without its newline, when it is UTF-8;
@@ -98,7 +98,7 @@ type jobRecord struct {
 	ExitCode *int      `json:"exit_code,omitempty"`
 	At       time.Time `json:"at,omitzero"`
 	Why      string    `json:"why,omitempty"`
-	// Sweep (kind sweep, summary) is the run's sweep; Summary how its
+	// Sweep is the run's sweep (started, summary); Summary how its
 	// indices ended.
 	Sweep   string `json:"sweep,omitempty"`
 	Summary string `json:"summary,omitempty"`

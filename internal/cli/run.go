@@ -106,23 +106,19 @@ runs its failed and lost indices again, with their commands, environments
 and files, as a new sweep.
 
 With --json it prints one JSON object a line: {"job","kind":"started","node"}
-for each job ({"kind":"sweep","sweep"} first for a sweep), then each line of
-output as {"job","kind":"stdout"|"stderr", "text"} (or "bytes", base64, for
-a line that is not UTF-8), and {"job","kind":"exit","exit_code"} or
-{"job","kind":"lost","node","at"} as each ends, and a sweep's
-{"kind":"summary","sweep","summary"} (docs/scripting.md).`
+for each job (with "sweep", its sweep's id; "node" empty while it is
+pending), then each line of output as {"job","kind":"stdout"|"stderr",
+"text"} (or "bytes", base64, for a line that is not UTF-8), and
+{"job","kind":"exit","exit_code"} or {"job","kind":"lost","node","at"} as
+each ends, and a sweep's {"kind":"summary","sweep","summary"} at its end
+(docs/scripting.md).`
 
 // started says what a run started: with -d the job ids, one a line (and
 // a sweep's id on standard error); with --json a record each.
 func (e *env) started(resp api.RunResponse, detach bool) error {
 	if e.json {
-		if resp.Sweep != "" {
-			if err := e.record(jobRecord{Kind: "sweep", Sweep: resp.Sweep}); err != nil {
-				return err
-			}
-		}
 		for i, id := range resp.IDs {
-			if err := e.record(jobRecord{Job: id, Kind: "started", Node: at(resp.Nodes, i)}); err != nil {
+			if err := e.record(jobRecord{Job: id, Kind: "started", Node: at(resp.Nodes, i), Sweep: resp.Sweep}); err != nil {
 				return err
 			}
 		}
