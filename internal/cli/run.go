@@ -113,8 +113,8 @@ pending), then each line of output as {"job","kind":"stdout"|"stderr",
 each ends, and a sweep's {"kind":"summary","sweep","summary"} at its end
 (docs/scripting.md).`
 
-// started says what a run started: with -d the job ids, one a line (and
-// a sweep's id on standard error); with --json a record each.
+// started says what a run started: a sweep's id on standard error, and
+// with -d the job ids, one a line; with --json a record each.
 func (e *env) started(resp api.RunResponse, detach bool) error {
 	if e.json {
 		for i, id := range resp.IDs {
@@ -123,11 +123,20 @@ func (e *env) started(resp api.RunResponse, detach bool) error {
 			}
 		}
 	}
-	if !detach || e.json {
+	if e.json {
 		return nil
 	}
 	if resp.Sweep != "" {
-		fmt.Fprintf(e.errOut, "roam: sweep %s\n", resp.Sweep)
+		pending := 0
+		for _, n := range resp.Nodes {
+			if n == "" {
+				pending++
+			}
+		}
+		fmt.Fprintf(e.errOut, "roam: sweep %s: %d jobs, %d pending\n", resp.Sweep, len(resp.IDs), pending)
+	}
+	if !detach {
+		return nil
 	}
 	for _, id := range resp.IDs {
 		fmt.Fprintln(e.out, id)
