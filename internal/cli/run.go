@@ -113,8 +113,8 @@ pending), then each line of output as {"job","kind":"stdout"|"stderr",
 each ends, and a sweep's {"kind":"summary","sweep","summary"} at its end
 (docs/scripting.md).`
 
-// started says what a run started: a sweep's id on standard error, and
-// with -d the job ids, one a line; with --json a record each.
+// started says what a run started: with -d the job ids, one a line, and
+// a sweep's id on standard error; with --json a record each.
 func (e *env) started(resp api.RunResponse, detach bool) error {
 	if e.json {
 		for i, id := range resp.IDs {
@@ -123,7 +123,7 @@ func (e *env) started(resp api.RunResponse, detach bool) error {
 			}
 		}
 	}
-	if e.json {
+	if e.json || !detach {
 		return nil
 	}
 	if resp.Sweep != "" {
@@ -134,9 +134,6 @@ func (e *env) started(resp api.RunResponse, detach bool) error {
 			}
 		}
 		fmt.Fprintf(e.errOut, "roam: sweep %s: %d jobs, %d pending\n", resp.Sweep, len(resp.IDs), pending)
-	}
-	if !detach {
-		return nil
 	}
 	for _, id := range resp.IDs {
 		fmt.Fprintln(e.out, id)

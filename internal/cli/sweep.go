@@ -94,7 +94,8 @@ func expandRefs(cl *api.Client, args []string) (ids []string, sweeps []api.Sweep
 }
 
 // summarize prints, once a followed sweep ended, how its indices ended,
-// on standard error (a record with --json): what roam ps SWEEP says.
+// in one line on standard error (a record with --json): what roam ps
+// SWEEP says.
 func (e *env) summarize(cl *api.Client, ref string) {
 	s, err := getSweep(cl, ref)
 	if err != nil {
@@ -107,10 +108,11 @@ func (e *env) summarize(cl *api.Client, ref string) {
 		_ = e.record(jobRecord{Kind: "summary", Sweep: s.ID, Summary: s.Summary})
 		return
 	}
-	fmt.Fprintf(e.errOut, "roam: sweep %s: %s\n", s.ID, s.Summary)
+	again := ""
 	if len(s.Failed)+len(s.Lost) > 0 {
-		fmt.Fprintf(e.errOut, "roam: roam run --rerun %s runs the failed and lost indices again\n", s.ID)
+		again = " (roam run --rerun " + s.ID + " runs them again)"
 	}
+	fmt.Fprintf(e.errOut, "roam: sweep %s: %s%s\n", s.ID, s.Summary, again)
 }
 
 // sweepHeader is the line roam ps prints above a sweep's jobs.

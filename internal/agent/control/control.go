@@ -10,6 +10,7 @@ package control
 import (
 	"fmt"
 	"net/http"
+	"sort"
 	"syscall"
 	"time"
 
@@ -91,7 +92,7 @@ func (j *Jobs) Kill(c httpx.Caller, req api.KillRequest) ([]api.KillResult, erro
 	if len(req.IDs) > peer.MaxCancel {
 		return nil, errkind.New(peer.ErrBadRequest, "ids: %d, more than %d", len(req.IDs), peer.MaxCancel)
 	}
-	ts, out := j.targets(c, req.IDs)
+	ts, out, pos := j.targets(c, req.IDs)
 	pending := map[string][]string{}
 	var running []job.Record
 	for _, t := range ts {
@@ -111,7 +112,9 @@ func (j *Jobs) Kill(c httpx.Caller, req api.KillRequest) ([]api.KillResult, erro
 		}
 	}
 	out = append(out, j.endPending(pending, req.Signal)...)
-	return append(out, j.signalAll(running, req.Signal)...), nil
+	out = append(out, j.signalAll(running, req.Signal)...)
+	sort.SliceStable(out, func(a, b int) bool { return pos[out[a].ID] < pos[out[b].ID] })
+	return out, nil
 }
 
 // SignalOn signals job id, which runs on node (this one or another).

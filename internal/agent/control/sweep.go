@@ -111,19 +111,29 @@ type killTarget struct {
 }
 
 // targets reads the records of the jobs and sweeps ids names; those it
-// cannot are answered in out.
-func (j *Jobs) targets(c httpx.Caller, ids []string) (ts []killTarget, out []api.KillResult) {
+// cannot are answered in out. pos is each id's place in the order named,
+// a sweep's jobs by index, for the answers to keep it.
+func (j *Jobs) targets(c httpx.Caller, ids []string) (ts []killTarget, out []api.KillResult, pos map[string]int) {
+	pos = map[string]int{}
+	place := func(id string) {
+		if _, ok := pos[id]; !ok {
+			pos[id] = len(pos)
+		}
+	}
 	for _, id := range ids {
 		if sweep.IsRef(id) {
 			recs, err := j.sweepRecords(c, id)
 			if err != nil {
+				place(id)
 				out = append(out, api.KillResult{ID: id, Error: err.Error()})
 			}
 			for _, r := range recs {
+				place(r.ID)
 				ts = append(ts, killTarget{r, true})
 			}
 			continue
 		}
+		place(id)
 		r, err := j.Record(id)
 		if err != nil {
 			out = append(out, api.KillResult{ID: id, Error: err.Error()})
@@ -131,7 +141,7 @@ func (j *Jobs) targets(c httpx.Caller, ids []string) (ts []killTarget, out []api
 		}
 		ts = append(ts, killTarget{rec: r})
 	}
-	return ts, out
+	return ts, out, pos
 }
 
 // signalAll sends sig to running jobs, signalWidth at a time.
