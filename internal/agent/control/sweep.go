@@ -185,12 +185,16 @@ func (j *Jobs) Cancel(req peer.CancelRequest) ([]api.KillResult, error) {
 	if req.Signal < 1 || req.Signal > 64 || len(req.IDs) > peer.MaxCancel {
 		return nil, errkind.New(peer.ErrBadRequest, "cancel: signal %d, %d jobs", req.Signal, len(req.IDs))
 	}
-	started, err := j.cfg.Jobs.EndPending(req.IDs, req.Signal, time.Now())
+	started, unknown, err := j.cfg.Jobs.EndPending(req.IDs, req.Signal, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	out := make([]api.KillResult, 0, len(req.IDs))
 	have := map[string]bool{}
+	for _, id := range unknown {
+		have[id] = true
+		out = append(out, api.KillResult{ID: id, Error: "unknown job " + id})
+	}
 	var running []job.Record
 	for _, r := range started {
 		have[r.ID] = true

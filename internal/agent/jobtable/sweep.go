@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"time"
 
-	"roam/internal/agent/peer"
-	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/sweep"
 )
@@ -95,8 +93,9 @@ func (j *Table) Unrelease(recs []job.Record) error {
 
 // EndPending ends home jobs that are still pending, as a signal sig would
 // have at once (exit status 128+sig), at now. It returns the records of
-// the others, which started meanwhile (their node is to be signalled).
-func (j *Table) EndPending(ids []string, sig int, now time.Time) (started []job.Record, err error) {
+// the others, which started meanwhile (their node is to be signalled),
+// and the ids it has no record of.
+func (j *Table) EndPending(ids []string, sig int, now time.Time) (started []job.Record, unknown []string, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	next := map[string]*job.Record{}
@@ -104,7 +103,8 @@ func (j *Table) EndPending(ids []string, sig int, now time.Time) (started []job.
 		r := j.home[id]
 		switch {
 		case r == nil:
-			return nil, errkind.New(peer.ErrNotFound, "unknown job %s", id)
+			unknown = append(unknown, id)
+		case next[id] != nil:
 		case r.State == job.StatePending:
 			c := *r
 			code := 128 + sig
@@ -117,12 +117,12 @@ func (j *Table) EndPending(ids []string, sig int, now time.Time) (started []job.
 		}
 	}
 	if err := j.putHome(next); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for id := range next {
 		j.wakeReaders(id)
 	}
-	return started, nil
+	return started, unknown, nil
 }
 
 // SweepRecords copies the home records of sweep id, without their
