@@ -49,7 +49,8 @@ import "roam/internal/lockorder"
 // concerns' types directly; memberlist calls the gossip, which calls
 // the members table, the rounds, the scheduler, the drain and the job
 // table; the loops (the relay's, the checkpoints', the rounds', the
-// gossip's) run on their own. What a concern needs of another comes as
+// gossip's, and launch's release of sweeps' pending jobs) run on their
+// own. What a concern needs of another comes as
 // a func of its Config, made in wire.go over the agent and read at each
 // call. The drivers of the migration machines (package outbound:
 // migrate.Source, for a migration leaving and a checkpoint; package

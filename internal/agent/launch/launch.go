@@ -1,7 +1,8 @@
 // Package launch starts jobs: `roam run` at the job's home (the request
 // checked against the node's limits, each process placed, numbered and
-// recorded before any starts) and a home's start request on the node
-// chosen to run the job. It owns the job ids' form (HOME.SEQ) and moves
+// recorded before any starts; a sweep's jobs past its --max-running
+// recorded pending, and released as sweep.Release allows) and a home's
+// start request on the node chosen to run the job. It owns the job ids' form (HOME.SEQ) and moves
 // the job sequence past every record at start. Its state is the job
 // table's, the spools', the membership's and the store's sequence: it
 // keeps none and has no lock. It does not relay a job's output nor move
