@@ -30,7 +30,11 @@ import (
 //	                 policy load, run again at start (no version change:
 //	                 an older roam ignores it)
 //	meta/draining -> the byte 1 while the node is drained (roam node drain)
-//	home/<id>     -> Record (JSON): jobs whose home node is this node
+//	home/<id>     -> Record (JSON): jobs whose home node is this node, a
+//	                 sweep's pending ones too (state "pending", no node
+//	                 yet: they start after a restart as before it). The
+//	                 sweep and usage fields came without a version
+//	                 change: an older roam reads them as none
 //	local/<id>    -> Local (JSON): jobs running on this node, whatever
 //	                 their home
 //	migout/<mid>  -> migrate.Record (JSON): migrations from this node, with
