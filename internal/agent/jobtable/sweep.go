@@ -15,10 +15,14 @@ import (
 )
 
 // Pending is what the home reads of one sweep with pending jobs: its
-// state for sweep.Release, and its pending records by index.
+// state for sweep.Release, its pending jobs' ids by index, and the node
+// its jobs were asked to run on. The records themselves are copied only
+// as they are released (ReleasePending): a sweep of thousands waiting is
+// read at every job's end.
 type Pending struct {
-	State   sweep.State
-	Records map[int]job.Record
+	State sweep.State
+	IDs   map[int]string
+	On    string
 }
 
 // PendingSweeps copies the sweeps of this home that have pending jobs.
@@ -34,11 +38,11 @@ func (j *Table) PendingSweeps() map[string]*Pending {
 		case r.State == job.StatePending:
 			p := out[id]
 			if p == nil {
-				p = &Pending{State: sweep.State{MaxRunning: r.Sweep.MaxRunning, Room: -1}, Records: map[int]job.Record{}}
+				p = &Pending{State: sweep.State{MaxRunning: r.Sweep.MaxRunning, Room: -1}, IDs: map[int]string{}, On: r.Sweep.On}
 				out[id] = p
 			}
 			p.State.Pending = append(p.State.Pending, r.Sweep.Index)
-			p.Records[r.Sweep.Index] = *r
+			p.IDs[r.Sweep.Index] = r.ID
 		case !r.Over():
 			running[id]++
 		}

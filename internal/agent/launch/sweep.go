@@ -230,15 +230,14 @@ func (s *Starter) ReleaseNow() {
 		if len(idx) == 0 {
 			continue
 		}
-		on := p.Records[idx[0]].Sweep.On
-		targets, why, err := s.cfg.Members.Place(on, len(idx), s.cfg.Draining())
+		targets, why, err := s.cfg.Members.Place(p.On, len(idx), s.cfg.Draining())
 		if err != nil {
 			s.cfg.Log.Debug("sweep: pending jobs not placed", "sweep", id, "err", err)
 			continue
 		}
 		nodes := map[string]string{}
 		for k, i := range idx {
-			nodes[p.Records[i].ID] = targets[k]
+			nodes[p.IDs[i]] = targets[k]
 		}
 		if err := s.release(nodes, why); err != nil {
 			s.cfg.Log.Warn("sweep: pending jobs not started; tried again", "sweep", id, "err", err)
