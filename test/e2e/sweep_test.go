@@ -225,4 +225,3 @@ func checkUserFile(t *testing.T, path, want string) {
 		t.Fatalf("%s: %v, uid %d mode %#o, holds %q; want the user's, 0600, %q", path, err, st.Uid, st.Mode&0o777, b, want)
 	}
 }
-
