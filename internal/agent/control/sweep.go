@@ -218,5 +218,5 @@ func pendingWhy(r job.Record) string {
 	if r.State != job.StatePending {
 		return ""
 	}
-	return "its sweep runs its --max-running " + strconv.Itoa(r.Sweep.MaxRunning) + " at once"
+	return "--max-running " + strconv.Itoa(r.Sweep.MaxRunning) + " reached"
 }
