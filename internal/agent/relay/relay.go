@@ -123,6 +123,11 @@ func applyWhere(rec *job.Record, u Update, now time.Time) (back *api.Event, chan
 		}
 		rec.Node, rec.Migrations = u.Node, *u.Moves
 		return back, true
+	case rec.State == job.StateStarting && u.Node != "" && u.Node == rec.Node:
+		// Its node runs it: the start is confirmed, though the home never
+		// had the answer to it (the home restarted in between).
+		rec.State = job.StateRunning
+		return nil, true
 	default:
 		if e, ok := Revive(rec, node, now); ok {
 			return &e, true
