@@ -283,6 +283,8 @@ func TestAgentsSweepOutputFiles(t *testing.T) {
 			c.exitJob(id, 0)
 		}
 		c.waitFor("the sweep ends", time.Minute, func() bool { return c.sweepOf(0, resp.Sweep, sweepUser).Ended })
+		// The files are written beside the relay, on the home's writer.
+		c.waitFor("the files written", time.Minute, func() bool { return c.nodes[0].a.files.Pending() == 0 })
 		b, err := os.ReadFile(filepath.Join(dir, "out.0"))
 		if want := "line 0 of " + resp.IDs[0] + "\n"; err != nil || string(b) != want {
 			t.Fatalf("out.0 holds %q, %v; want %q", b, err, want)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"roam/internal/agent/relay"
 	"roam/internal/job"
 	"roam/internal/sweep"
 )
@@ -212,6 +213,6 @@ func (j *Table) SetFileError(id, why string) error {
 		return nil
 	}
 	c := *r
-	c.Sweep.FileError = why
+	c.Sweep.FileError = relay.LimitText(why)
 	return j.putHome(map[string]*job.Record{id: &c})
 }

@@ -37,7 +37,7 @@ func (r *Relay) TakeUpdates(ups []relay.Update) (map[string]relay.Ack, error) {
 	for _, id := range t.Done {
 		ended[id] = true
 	}
-	r.writeFiles(ups, got, ended)
+	r.noteFiles(ups, got, ended)
 	r.settleEnded(t.Done, t.Drops, t.Acks)
 	// Recorded once the records are written, and only then.
 	for _, e := range t.Events {
