@@ -59,10 +59,19 @@ func TestSweep(t *testing.T) {
 	}
 	killed := sweepOf(t, string(out))
 
-	// A job that burns 1.5 CPU seconds, then waits for the test to read
-	// its cgroup.
+	// A job that burns 1.5 CPU seconds, then sleeps while the test reads
+	// its cgroup's count.
 	mark := filepath.Join(dir, "burnt")
-	burner := c.startAs(jobUser, "2", "--pin", "sh", "-c", fmt.Sprintf("%s 1.5 0 && touch %s && sleep 4", burn, mark))
+	burner := c.startAs(jobUser, "2", "--pin", "sh", "-c", fmt.Sprintf("%s 1.5 0 && touch %s && sleep 2", burn, mark))
+	waitFor(t, 20*time.Second, "the burner burnt", func() (bool, string) { _, err := os.Stat(mark); return err == nil, "" })
+	layout, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted, _, ok := (&cgroup.Jobs{Layout: layout, Parent: fmt.Sprintf("roam/%s/n2", c.name)}).Usage(burner)
+	if !ok || counted < 1.45 {
+		t.Fatalf("the burner's cgroup counts %.3f CPU seconds (%v)", counted, ok)
+	}
 
 	victim := filepath.Join(sharedDir(t, "victim-"), "victim")
 	if err := os.WriteFile(victim, []byte("root's\n"), 0o644); err != nil {
@@ -188,17 +197,8 @@ sample:
 		t.Fatalf("roam kill %s: %d ended before they started, all ended in %v", killed, before, took)
 	}
 
-	// The burner's CPU seconds: its cgroup's count, read while it
-	// sleeps, against what roam ps keeps once it ended.
-	waitFor(t, 20*time.Second, "the burner burnt", func() (bool, string) { _, err := os.Stat(mark); return err == nil, "" })
-	layout, err := cgroup.Detect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	counted, _, ok := (&cgroup.Jobs{Layout: layout, Parent: fmt.Sprintf("roam/%s/n2", c.name)}).Usage(burner)
-	if !ok || counted < 1.45 {
-		t.Fatalf("the burner's cgroup counts %.3f CPU seconds (%v)", counted, ok)
-	}
+	// The burner's CPU seconds in roam ps, once it ended, against its
+	// cgroup's count read while it slept.
 	var shown api.Job
 	waitFor(t, 20*time.Second, burner+" ends", func() (bool, string) {
 		for _, j := range c.ps("1") {
@@ -208,7 +208,7 @@ sample:
 		}
 		return shown.State == api.StateFinished, shown.State
 	})
-	if d := shown.CPUSeconds - counted; d > 0.05*counted || d < -0.05*counted || shown.ElapsedSeconds < 4 || len(shown.Nodes) != 1 {
+	if d := shown.CPUSeconds - counted; d > 0.05*counted || d < -0.05*counted || shown.ElapsedSeconds < 3 || len(shown.Nodes) != 1 {
 		t.Fatalf("roam ps: %.3f CPU seconds (elapsed %.1f s on %v); its cgroup counted %.3f", shown.CPUSeconds, shown.ElapsedSeconds, shown.Nodes, counted)
 	}
 	t.Logf("CPU seconds: roam ps %.3f, cgroup %.3f; peak %.1f MiB; kill of a sweep of 6: %v; max-running 2: %d at most in %d samples",
