@@ -336,3 +336,52 @@ func (x *authzEnv) checkSweep(who authzCaller, _ *authzJob, want authzWant) stri
 		return ""
 	})
 }
+
+// A home that restarts with jobs still starting (it died between
+// recording a start and having its node's answer) marks them lost: one
+// its node runs is running again at the node's next news, one that never
+// started stays lost, its sweep ended, never starting for ever.
+func TestAgentsHomeLosesUnconfirmedStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 13, faults{}, "static")
+		ran := c.run(0, 1, "n2")[0]
+		c.waitFor(ran+" runs", time.Minute, func() bool { return c.homeRec(ran).State == job.StateRunning })
+		c.crash(0)
+		st, err := job.Open(filepath.Join(c.nodes[0].cfg.StateDir, "state.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := c.homeRecFrom(st, ran)
+		r.State = job.StateStarting
+		never := r
+		never.ID, never.Node, never.Sweep = "n1.900", "n3", job.SweepPart{ID: "n1:899", Count: 1}
+		if err := st.PutRecords(r, never); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		c.start(0)
+		if got := c.homeRec(never.ID); got.State != job.StateLost {
+			t.Fatalf("a start never confirmed: %s", got.State)
+		}
+		c.waitFor(ran+" running again", time.Minute, func() bool { return c.homeRec(ran).State == job.StateRunning })
+		if s := c.sweepOf(0, "n1:899", Caller{}); !s.Ended || len(s.Lost) != 1 {
+			t.Fatalf("its sweep: %+v", s)
+		}
+	})
+}
+
+// homeRecFrom is job id's record in a store.
+func (c *cluster) homeRecFrom(st *job.Store, id string) job.Record {
+	c.t.Helper()
+	recs, err := st.Records()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.ID == id {
+			return r
+		}
+	}
+	c.t.Fatalf("no record of %s", id)
+	return job.Record{}
+}

@@ -216,3 +216,30 @@ func (j *Table) SetFileError(id, why string) error {
 	c.Sweep.FileError = relay.LimitText(why)
 	return j.putHome(map[string]*job.Record{id: &c})
 }
+
+// LoseUnconfirmed marks lost, at now, the home jobs still starting when
+// the home starts: their node was asked to start them (or was about to
+// be) and the home never had its answer. A job its node does run is
+// running again at the node's first news (relay.Revive), as one that was
+// lost with its node; one that never started ends lost, and its sweep
+// with it, rather than starting for ever. It returns them.
+func (j *Table) LoseUnconfirmed(now time.Time) ([]job.Record, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	next := map[string]*job.Record{}
+	for id, r := range j.home {
+		if r.State == job.StateStarting {
+			c := *r
+			c.State, c.LostAt = job.StateLost, now
+			next[id] = &c
+		}
+	}
+	if err := j.putHome(next); err != nil {
+		return nil, err
+	}
+	out := make([]job.Record, 0, len(next))
+	for _, r := range next {
+		out = append(out, *r)
+	}
+	return out, nil
+}
