@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/control"
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
@@ -437,7 +438,7 @@ func FuzzAPI(f *testing.F) {
 			t.Fatalf("kill by uid %d of %s with %d: signals sent %v", c.UID, fzOwn, kill.Signal, a.node.signals)
 		}
 		// A kill its caller may send of fzSweep ends its pending job.
-		if path == "kill" && fzDecode(body, &kill) && kill.Signal >= 1 && kill.Signal <= 64 && slices.Contains(kill.IDs, fzSweep) &&
+		if path == "kill" && fzDecode(body, &kill) && control.EndsUnstarted(kill.Signal) && slices.Contains(kill.IDs, fzSweep) &&
 			(c.UID == 0 || c.UID == 1000) {
 			if r, _ := a.jobs.HomeRecord(fzPend); r.State != job.StateFinished || r.ExitCode == nil || *r.ExitCode != 128+kill.Signal {
 				t.Fatalf("kill by uid %d of %s with %d: its pending job is %s %v", c.UID, fzSweep, kill.Signal, r.State, r.ExitCode)

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"roam/internal/agent/control"
 	"roam/internal/agent/peer"
 	"roam/internal/job"
 )
@@ -18,13 +19,15 @@ func fzSeedPending(a *fzAgent) {
 }
 
 // FuzzPeerCancel: /v1/peer/cancel ends only pending jobs of this home,
-// each with 128 and the signal, and only for a signal of 1 to 64; every
-// other record stays as it was, and a signal goes only to a job that runs.
+// each with 128 and the signal, and only for a signal that ends a
+// program by default; every other record stays as it was, and a signal
+// goes only to a job that runs.
 func FuzzPeerCancel(f *testing.F) {
 	f.Add(fzJSON(f, peer.CancelRequest{IDs: []string{fzPend}, Signal: 15}))
 	f.Add(fzJSON(f, peer.CancelRequest{IDs: []string{fzPend, fzHome, fzOver, "n1.404", fzPend}, Signal: 9}))
 	f.Add(fzJSON(f, peer.CancelRequest{IDs: []string{fzPend}, Signal: 0}))
 	f.Add(fzJSON(f, peer.CancelRequest{IDs: []string{fzPend}, Signal: 65}))
+	f.Add(fzJSON(f, peer.CancelRequest{IDs: []string{fzPend}, Signal: 18}))
 	f.Add([]byte(`{"ids":["n2.18446744073709551614"],"signal":4294967311}`))
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -34,7 +37,7 @@ func FuzzPeerCancel(f *testing.F) {
 		w := a.call(http.MethodPost, peer.Cancel, body)
 		fzStatus(t, w, "cancel")
 		var req peer.CancelRequest
-		ok := fzDecode(body, &req) && req.Signal >= 1 && req.Signal <= 64
+		ok := fzDecode(body, &req) && control.EndsUnstarted(req.Signal)
 		for id, r := range a.jobs.Homes() {
 			b := before[id]
 			switch {

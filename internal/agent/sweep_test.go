@@ -162,6 +162,14 @@ func TestAgentsSweep(t *testing.T) {
 			len(res) != 1 || !strings.Contains(res[0].Error, "permission denied") {
 			t.Fatalf("another user's kill: %+v %v", res, err)
 		}
+		// A signal that would not end a program by default (CONT) goes
+		// to the running jobs only: the pending ones start as they would.
+		if res, err := c.nodes[2].a.control.Kill(sweepUser, api.KillRequest{IDs: []string{big.Sweep}, Signal: int(syscall.SIGCONT)}); err != nil || len(res) != 4 {
+			t.Fatalf("kill -s CONT of the sweep: %+v %v", res, err)
+		}
+		if n := states(c.sweepOf(0, big.Sweep, sweepUser)); n[api.StatePending] != 16 || n[api.StateRunning] != 4 {
+			t.Fatalf("after kill -s CONT: %v", n)
+		}
 		res, err := c.nodes[2].a.control.Kill(sweepUser, api.KillRequest{IDs: []string{big.Sweep}, Signal: int(syscall.SIGTERM)})
 		if err != nil || len(res) != 20 {
 			t.Fatalf("kill: %+v %v", res, err)

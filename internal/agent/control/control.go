@@ -82,9 +82,9 @@ func (j *Jobs) ServeRecord(w http.ResponseWriter, r *http.Request) {
 // Kill delivers a signal to jobs wherever they run: jobs named by id,
 // and the jobs of sweeps named by reference (SWEEP, SWEEP:RANGES). A
 // caller may signal only their own jobs, root any. A pending job is
-// ended at its home as the signal would have ended it, before any
-// running job is signalled: a sweep's running jobs that end release its
-// pending ones.
+// ended at its home as the signal would have ended it (EndsUnstarted),
+// before any running job is signalled: a sweep's running jobs that end
+// release its pending ones.
 func (j *Jobs) Kill(c httpx.Caller, req api.KillRequest) ([]api.KillResult, error) {
 	if req.Signal < 1 || req.Signal > 64 {
 		return nil, errkind.New(peer.ErrBadRequest, "-s: signal %d is out of range (1 to 64)", req.Signal)
@@ -103,8 +103,11 @@ func (j *Jobs) Kill(c httpx.Caller, req api.KillRequest) ([]api.KillResult, erro
 		case r.Over() && t.viaSweep:
 		case r.Over():
 			out = append(out, api.KillResult{ID: id, Error: fmt.Sprintf("%s: job has %s", id, r.State)})
-		case r.State == job.StatePending:
+		case r.State == job.StatePending && EndsUnstarted(req.Signal):
 			pending[r.Home] = append(pending[r.Home], id)
+		case r.State == job.StatePending && !t.viaSweep:
+			out = append(out, api.KillResult{ID: id, Error: fmt.Sprintf("%s: job is pending; signal %d would not end it, and is not kept for its start", id, req.Signal)})
+		case r.State == job.StatePending:
 		case r.State == job.StateStarting:
 			out = append(out, api.KillResult{ID: id, Error: fmt.Sprintf("%s: job is still starting", id)})
 		default:

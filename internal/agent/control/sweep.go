@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"roam/internal/agent/httpx"
@@ -182,7 +183,7 @@ func (j *Jobs) endPending(byHome map[string][]string, sig int) []api.KillResult 
 // Cancel is peer.Cancel, at the jobs' home: it ends those still pending,
 // and signals those that started since their caller read them.
 func (j *Jobs) Cancel(req peer.CancelRequest) ([]api.KillResult, error) {
-	if req.Signal < 1 || req.Signal > 64 || len(req.IDs) > peer.MaxCancel {
+	if !EndsUnstarted(req.Signal) || len(req.IDs) > peer.MaxCancel {
 		return nil, errkind.New(peer.ErrBadRequest, "cancel: signal %d, %d jobs", req.Signal, len(req.IDs))
 	}
 	started, unknown, err := j.cfg.Jobs.EndPending(req.IDs, req.Signal, time.Now())
@@ -211,6 +212,19 @@ func (j *Jobs) Cancel(req peer.CancelRequest) ([]api.KillResult, error) {
 		}
 	}
 	return append(out, j.signalAll(running, req.Signal)...), nil
+}
+
+// EndsUnstarted says whether signal sig ends a job that has not started
+// (a sweep's pending one): it does when its default action would end the
+// program at once; one that only stops, continues or is ignored by
+// default (STOP, TSTP, TTIN, TTOU, CONT, CHLD, URG, WINCH) is not
+// delivered, and the job starts as it would have.
+func EndsUnstarted(sig int) bool {
+	switch syscall.Signal(sig) {
+	case syscall.SIGSTOP, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGWINCH:
+		return false
+	}
+	return sig >= 1 && sig <= 64
 }
 
 // pendingWhy says why a pending job of a sweep waits.
