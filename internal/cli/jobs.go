@@ -646,8 +646,13 @@ func parseSignal(s string) (int, error) {
 func (e *env) killCmd() *cobra.Command {
 	var sigName string
 	c := &cobra.Command{
-		Use:   "kill [-s SIGNAL] JOBID...",
-		Short: "send a signal to jobs wherever they run",
+		Use:   "kill [-s SIGNAL] JOBID|SWEEP...",
+		Short: "send a signal to jobs wherever they run, or to a sweep's (SWEEP, SWEEP:RANGES)",
+		Long: `Sends a signal to jobs wherever they run. A sweep named (SWEEP, or
+SWEEP:RANGES for some of its indices) is its jobs: those pending end before
+they start, with 128+SIGNAL, when the signal ends a program by default
+(TERM, INT, KILL, HUP, USR1, ...); STOP, CONT and the like reach only those
+running. Its jobs that ended are passed over.`,
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sig, err := parseSignal(sigName)
