@@ -48,7 +48,7 @@ func (e *env) attachCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ids, sweeps, err := expandRefs(cl, args)
+			ids, _, err := expandRefs(cl, args)
 			if err != nil {
 				return err
 			}
@@ -62,8 +62,8 @@ func (e *env) attachCmd() *cobra.Command {
 			defer relay.stop()
 			relay.forward(args)
 			err = e.follow(cl, ids, len(ids) > 1, false)
-			for _, s := range sweeps {
-				e.summarize(cl, s.ID)
+			for _, ref := range sweepArgs(args) {
+				e.summarize(cl, ref)
 			}
 			return err
 		},

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -64,6 +65,17 @@ func readArgsFrom(file string) ([]string, error) {
 	return lines, sweep.CheckLines(file, lines)
 }
 
+// sweepArgs are the sweep references among args, in order.
+func sweepArgs(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if sweep.IsRef(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // getSweep is a sweep's view, of the indices ref names.
 func getSweep(cl *api.Client, ref string) (api.Sweep, error) {
 	var s api.Sweep
@@ -93,9 +105,10 @@ func expandRefs(cl *api.Client, args []string) (ids []string, sweeps []api.Sweep
 	return ids, sweeps, nil
 }
 
-// summarize prints, once a followed sweep ended, how its indices ended,
-// in one line on standard error (a record with --json): what roam ps
-// SWEEP says.
+// summarize prints, once a followed sweep (or some of its indices, ref)
+// ended, how its indices ended, in one line on standard error (a record
+// with --json): what roam ps SWEEP says, and the rerun of those that
+// failed or were lost.
 func (e *env) summarize(cl *api.Client, ref string) {
 	s, err := getSweep(cl, ref)
 	if err != nil {
@@ -105,14 +118,19 @@ func (e *env) summarize(cl *api.Client, ref string) {
 	e.outMu.Lock()
 	defer e.outMu.Unlock()
 	if e.json {
-		_ = e.record(jobRecord{Kind: "summary", Sweep: s.ID, Summary: s.Summary})
+		_ = e.record(jobRecord{Kind: "summary", Sweep: ref, Summary: s.Summary})
 		return
 	}
 	again := ""
-	if len(s.Failed)+len(s.Lost) > 0 {
-		again = " (roam run --rerun " + s.ID + " runs them again)"
+	if bad := append(append([]int{}, s.Failed...), s.Lost...); len(bad) > 0 {
+		rerun := s.ID
+		if r, err := sweep.ParseRef(ref); err == nil && r.Indices != nil {
+			sort.Ints(bad)
+			rerun += ":" + sweep.Ranges(bad)
+		}
+		again = " (roam run --rerun " + rerun + " runs them again)"
 	}
-	fmt.Fprintf(e.errOut, "roam: sweep %s: %s%s\n", s.ID, s.Summary, again)
+	fmt.Fprintf(e.errOut, "roam: sweep %s: %s%s\n", ref, s.Summary, again)
 }
 
 // sweepHeader is the line roam ps prints above a sweep's jobs.

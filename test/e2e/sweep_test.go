@@ -161,6 +161,15 @@ sample:
 		t.Fatalf("the rerun ran %+v", again)
 	}
 	checkUserFile(t, filepath.Join(dir, "out.1"), "arg=bad idx=1\n")
+	// Later: roam ps SWEEP says the same, and roam attach of some of its
+	// indices follows them again and exits with their status.
+	if ps := c.mustRunAs(jobUser, "--node", "3", "ps", sw); !strings.HasPrefix(ps, "sweep "+sw+" of "+jobUser.name+", -n 5, --max-running 2: 5 jobs: 3 ok, 2 failed (exit 7: 1,3)") {
+		t.Fatalf("roam ps %s:\n%s", sw, ps)
+	}
+	out, err = c.roamAs(jobUser, "--node", "2", "attach", sw+":2-3").CombinedOutput()
+	if exitCodeOf(err) != 7 || !strings.Contains(string(out), "arg=c idx=2") || !strings.Contains(string(out), "2 jobs: 1 ok, 1 failed (exit 7: 3)") {
+		t.Fatalf("roam attach %s:2-3: %v: %s", sw, err, out)
+	}
 
 	// roam kill SWEEP ends the rest at once: its 2 running jobs, and
 	// the 4 pending before they start.
