@@ -62,7 +62,7 @@ func readArgsFrom(file string) ([]string, error) {
 	if len(lines) == 0 {
 		return nil, fmt.Errorf("--args-from %s: no line", file)
 	}
-	return lines, sweep.CheckLines(file, lines)
+	return lines, sweep.CheckLines("--args-from "+file, lines)
 }
 
 // sweepArgs are the sweep references among args, in order.

@@ -200,17 +200,18 @@ const (
 )
 
 // CheckLines checks the lines of --args-from FILE: no NUL (an argument
-// cannot hold one), none longer than MaxLine; the error names the line.
-func CheckLines(file string, lines []string) error {
+// cannot hold one), none longer than MaxLine; the error starts with what
+// (the flag and its file, or the request's field) and names the line.
+func CheckLines(what string, lines []string) error {
 	if len(lines) > MaxLines {
-		return fmt.Errorf("--args-from %s: %d lines, more than %d", file, len(lines), MaxLines)
+		return fmt.Errorf("%s: %d lines, more than %d", what, len(lines), MaxLines)
 	}
 	for i, l := range lines {
 		switch {
 		case len(l) > MaxLine:
-			return fmt.Errorf("--args-from %s: line %d is %d bytes, more than %d", file, i+1, len(l), MaxLine)
+			return fmt.Errorf("%s: line %d is %d bytes, more than %d", what, i+1, len(l), MaxLine)
 		case strings.IndexByte(l, 0) >= 0:
-			return fmt.Errorf("--args-from %s: line %d holds a NUL byte, which no argument can", file, i+1)
+			return fmt.Errorf("%s: line %d holds a NUL byte, which no argument can", what, i+1)
 		}
 	}
 	return nil

@@ -84,10 +84,10 @@ func TestPatterns(t *testing.T) {
 }
 
 func TestCheckLines(t *testing.T) {
-	if err := CheckLines("f", []string{"a", "b\x00c"}); err == nil || !strings.Contains(err.Error(), "f: line 2") {
+	if err := CheckLines("--args-from f", []string{"a", "b\x00c"}); err == nil || !strings.Contains(err.Error(), "--args-from f: line 2") {
 		t.Errorf("NUL: %v", err)
 	}
-	if err := CheckLines("f", []string{strings.Repeat("x", MaxLine+1)}); err == nil || !strings.Contains(err.Error(), "line 1") {
+	if err := CheckLines("--args-from f", []string{strings.Repeat("x", MaxLine+1)}); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("long: %v", err)
 	}
 }

@@ -55,7 +55,7 @@ func checkSweep(req api.RunRequest) error {
 	case s.Output != "" && s.Output == s.Error:
 		return bad("--output and --error: %q for both; give each stream a file of its own", s.Output)
 	}
-	if err := sweep.CheckLines("args", s.Args); err != nil {
+	if err := sweep.CheckLines("args (--args-from's lines)", s.Args); err != nil {
 		return bad("%v", err)
 	}
 	if err := sweep.CheckPattern("--output", s.Output, req.Count); err != nil {
