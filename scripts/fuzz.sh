@@ -77,6 +77,8 @@ TARGETS=(
   "./internal/agent FuzzPeerStart"
   "./internal/agent FuzzPeerUpdates"
   "./internal/agent FuzzPeerSignal"
+  "./internal/agent FuzzPeerCancel"
+  "./internal/agent FuzzPeerSweep"
   "./internal/agent FuzzPeerNote"
   "./internal/agent FuzzPeerMigrateCheck"
   "./internal/agent FuzzPeerMigrateStream"

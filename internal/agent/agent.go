@@ -30,6 +30,7 @@ import (
 	"roam/internal/agent/moves"
 	"roam/internal/agent/news"
 	"roam/internal/agent/outbound"
+	"roam/internal/agent/outfiles"
 	"roam/internal/agent/pages"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/phases"
@@ -71,6 +72,9 @@ type Agent struct {
 	// they run on and their home (package news).
 	news   *news.Relay
 	keeper *keeper.Keeper
+	// files copies the home jobs' output into their files (package
+	// outfiles), on a goroutine of its own.
+	files *outfiles.Writer
 	// checkpoints takes, keeps and restarts jobs' checkpoints (package
 	// checkpoints); made in Start, once the job table is open.
 	checkpoints *checkpoints.Checkpoints
@@ -221,6 +225,8 @@ func (a *Agent) Start() error {
 	a.wg.Go(func() { a.news.LostLoop(a.started) })
 	go a.checkpoints.Loop(a.stop, &a.wg)
 	a.wg.Go(a.news.PushLoop)
+	a.wg.Go(func() { a.launch.ReleaseLoop(a.stop) })
+	a.wg.Go(func() { a.files.Loop(a.stop) })
 	go a.sched.Loop()
 	a.log.Info("agent started", "bind", a.cfg.BindAddr, "advertise", a.adv, "capacity", a.capacity, "cgroup", a.cfg.Cgroup,
 		"policy", a.cfg.Load.Policy, "vector", a.cfg.Load.VectorSize, "interval", a.cfg.Load.Interval,
@@ -238,6 +244,7 @@ func (a *Agent) openJobs() error {
 	a.store = st
 	a.spools = spool.New(filepath.Join(a.cfg.StateDir, "home"), rankSpool)
 	a.jobs = jobtable.New(st, a.spools, rankJobs)
+	a.files = newFiles(a)
 	a.wireJobs()
 	return a.launch.Reload(time.Now())
 }

@@ -102,6 +102,7 @@ var authzMatrix = []authzRow{
 	{"POST " + api.PathJobStdin, "attach: write its stdin", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkStdin},
 	{"POST " + api.PathKill, "signal it", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkKill},
 	{"POST " + api.PathPurge, "remove A's ended jobs (root: any user's)", false, [3]authzWant{yes, no, yes}, (*authzEnv).checkPurge},
+	{"GET " + api.PathSweep, "see A's sweep (ps SWEEP)", false, [3]authzWant{yes, no, yes}, (*authzEnv).checkSweep},
 	{"POST " + api.PathMigrate, "migrate it", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkMigrate},
 	{"POST " + api.PathCheckpoint, "checkpoint it (its memory)", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkCheckpoint},
 	{"POST " + api.PathRestart, "restart it from its checkpoint", true, [3]authzWant{yes, no, yes}, (*authzEnv).checkRestart},
@@ -118,6 +119,8 @@ type authzEnv struct {
 	jobs [2]*authzJob
 	// answers are the bodies of the current cell's answers.
 	answers []string
+	// sweep is a sweep of A's (checkSweep makes it).
+	sweep string
 }
 
 // authzJob is one of A's jobs and what only A and root may learn of it.

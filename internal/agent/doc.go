@@ -17,6 +17,8 @@ import "roam/internal/lockorder"
 //	migrations in flight   coming migrations, where jobs went,      moves
 //	                       page sinks, lazy dumps, checks' findings
 //	spools                 the home jobs' output                    spool
+//	output files           what of each home job's output its       outfiles
+//	                       --output/--error files have; the copy
 //	relay of jobs' news    none of its own: it carries output,      news
 //	                       exit, stdin and loss between a job's
 //	                       node and its home, and removes ended jobs
@@ -49,7 +51,8 @@ import "roam/internal/lockorder"
 // concerns' types directly; memberlist calls the gossip, which calls
 // the members table, the rounds, the scheduler, the drain and the job
 // table; the loops (the relay's, the checkpoints', the rounds', the
-// gossip's) run on their own. What a concern needs of another comes as
+// gossip's, launch's release of sweeps' pending jobs, the output files'
+// copy) run on their own. What a concern needs of another comes as
 // a func of its Config, made in wire.go over the agent and read at each
 // call. The drivers of the migration machines (package outbound:
 // migrate.Source, for a migration leaving and a checkpoint; package
@@ -65,8 +68,9 @@ import "roam/internal/lockorder"
 // only locks further down this list, never one above it nor a second of
 // the same line. Built with the tag lockcheck, every lock checks this as
 // it is taken (package lockorder), and the tests fail on any other order
-// (TestMain). limits.Rates' lock and rounds.Events' are leaves: nothing
-// is taken while one is held; the packages without state hold none.
+// (TestMain). limits.Rates' lock, rounds.Events' and outfiles.Writer's
+// are leaves: nothing is taken while one is held; the packages without
+// state hold none.
 // The load vector has no lock of its own: it is under the members table's.
 const (
 	// rankDrain is the drain's lock (scheduler.Drain): a drain's change

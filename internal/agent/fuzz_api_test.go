@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/control"
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
@@ -300,6 +301,9 @@ func fzKept(t *testing.T, a *fzAgent) map[string]bool {
 const (
 	fzOwn    = "n2.18446744073709551615"
 	fzOwnPID = fzPID + 2
+	// fzPend is a pending job of A's sweep fzSweep.
+	fzPend  = "n2.18446744073709551614"
+	fzSweep = "n2:18446744073709551613"
 )
 
 // fzCallers ask the socket: A owns the home jobs fzHome and fzLost (and
@@ -311,7 +315,7 @@ var fzCallers = []Caller{
 	{UID: 0, GID: 0, PID: 3},
 }
 
-var fzAPIRoutes = []string{"run", "kill", "purge", "migrate", "checkpoint", "policy", "drain", "stdin", "output", "events", "ps", "restart"}
+var fzAPIRoutes = []string{"run", "kill", "purge", "migrate", "checkpoint", "policy", "drain", "stdin", "output", "events", "ps", "restart", "sweeps"}
 
 // FuzzAPI: every route of the CLI's socket, asked by a user who owns some
 // of the node's jobs, by one who owns none, and by root. Whatever the
@@ -341,13 +345,23 @@ func FuzzAPI(f *testing.F) {
 	f.Add(uint8(11), uint8(1), "", true, fzCheckpoint(f, fzHome, 1000))
 	f.Add(uint8(11), uint8(2), fzSelf, true, fzCheckpoint(f, "n7.3", 0))
 	f.Add(uint8(11), uint8(0), "", true, fzCheckpoint(f, "n7.4", 1000))
+	f.Add(uint8(0), uint8(0), "", false, fzJSON(f, api.RunRequest{Argv: []string{"/bin/echo", "{}"}, Cwd: "/", Count: 3,
+		SweepRequest: api.SweepRequest{Args: []string{"a", "b c", ""}, MaxRunning: 1, Output: "o.%a", Error: "/e.%j"}}))
+	f.Add(uint8(0), uint8(0), "", false, fzJSON(f, api.RunRequest{SweepRequest: api.SweepRequest{Rerun: fzSweep}}))
+	f.Add(uint8(1), uint8(1), "", false, fzJSON(f, api.KillRequest{IDs: []string{fzSweep, fzOwn}, Signal: 15}))
+	f.Add(uint8(1), uint8(0), "", false, fzJSON(f, api.KillRequest{IDs: []string{fzSweep + ":0"}, Signal: 9}))
+	f.Add(uint8(1), uint8(0), "", false, fzJSON(f, api.KillRequest{IDs: []string{fzSweep}, Signal: 2}))
+	f.Add(uint8(12), uint8(1), fzSweep, false, []byte{})
+	f.Add(uint8(12), uint8(0), fzSweep+"[0-3]", false, []byte{})
 	pool := newFzPool(f)
 	mux := http.NewServeMux()
 	var cur *fzAgent
 	f.Fuzz(func(t *testing.T, route, who uint8, id string, seal bool, body []byte) {
 		a := pool.get(t)
 		a.jobs.Seed([]job.Record{{ID: fzOwn, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/",
-			Home: fzSelf, Node: fzSelf, State: job.StateRunning, Started: fzStarted, Group: fzOwn}},
+			Home: fzSelf, Node: fzSelf, State: job.StateRunning, Started: fzStarted, Group: fzOwn},
+			{ID: fzPend, UID: 1000, GID: 1000, User: "u", Argv: []string{"/bin/sleep", "1000"}, Cwd: "/", Home: fzSelf, State: job.StatePending,
+				Started: fzStarted, Group: fzPend, Sweep: job.SweepPart{ID: fzSweep, Count: 1, MaxRunning: 1}}},
 			[]job.Local{{ID: fzOwn, Home: fzSelf, HomeAddr: a.peers.SelfAddr, UID: 1000, GID: 1000,
 				PID: fzOwnPID, StartTix: fzTix, Dir: a.node.SpoolDir(fzOwn), Started: fzStarted}})
 		if cur != a {
@@ -387,6 +401,8 @@ func FuzzAPI(f *testing.F) {
 			method, target = http.MethodGet, api.PathPS+"?"+url.Values{"all": {string(body)}}.Encode()
 		case "restart":
 			method, target = http.MethodPost, api.PathRestart+"?"+url.Values{"on": {id}}.Encode()
+		case "sweeps":
+			method, target = http.MethodGet, api.Fill(api.PathSweep, id)
 		}
 		req := httptest.NewRequest(method, "http://roam"+target, bytes.NewReader(body))
 		req = req.WithContext(httpx.WithCaller(req.Context(), c))
@@ -421,8 +437,18 @@ func FuzzAPI(f *testing.F) {
 			!slices.Contains(a.node.signals, sentSignal{fzOwnPID, syscall.Signal(kill.Signal)}) {
 			t.Fatalf("kill by uid %d of %s with %d: signals sent %v", c.UID, fzOwn, kill.Signal, a.node.signals)
 		}
+		// A kill its caller may send of fzSweep ends its pending job.
+		if path == "kill" && fzDecode(body, &kill) && control.EndsUnstarted(kill.Signal) && slices.Contains(kill.IDs, fzSweep) &&
+			(c.UID == 0 || c.UID == 1000) {
+			if r, _ := a.jobs.HomeRecord(fzPend); r.State != job.StateFinished || r.ExitCode == nil || *r.ExitCode != 128+kill.Signal {
+				t.Fatalf("kill by uid %d of %s with %d: its pending job is %s %v", c.UID, fzSweep, kill.Signal, r.State, r.ExitCode)
+			}
+		}
 		if c.UID == 0 {
 			return
+		}
+		if path == "sweeps" && w.Code == http.StatusOK && c.UID != 1000 && strings.HasPrefix(id, fzSweep) {
+			t.Fatalf("sweep %s by uid %d answered 200: %s", id, c.UID, w.Body)
 		}
 		for _, s := range a.node.signals {
 			if c.UID != 1000 || s.pid != fzOwnPID {

@@ -425,6 +425,7 @@ func (a *fzAgent) reset(t *testing.T) {
 	// now). The relay is refilled in place: the routes hold it.
 	a.wireJobs()
 	a.checkpoints = newCheckpoints(a.Agent)
+	a.files = newFiles(a.Agent)
 	*a.news = *newNews(a.Agent)
 	// The migration drivers hold the parts put in place above.
 	wireMigration(a.Agent)

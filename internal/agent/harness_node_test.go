@@ -245,6 +245,8 @@ type fakeNode struct {
 	// its start time) in place of its running processes, and skip what
 	// Runnable was last told to leave out of them.
 	threads, skip map[int]uint64
+	// peakMB is the peak memory its job cgroups count (PeakMB).
+	peakMB float64
 }
 
 // sentSignal is a signal the agent sent to a process.
@@ -435,7 +437,13 @@ func (f *fakeNode) Owner(pid int) (uint32, bool) {
 }
 
 func (f *fakeNode) StdinKey(pid int) string { return "" }
-func (f *fakeNode) Tidy()                   {}
+func (f *fakeNode) Tidy(func(string) bool)  {}
+
+func (f *fakeNode) PeakMB(id string) float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.peakMB
+}
 
 func (f *fakeNode) Stopped(pid int) bool {
 	f.w.mu.Lock()
@@ -448,7 +456,8 @@ func (f *fakeNode) Usage(id string, pid int) (float64, float64) {
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	f.w.account()
-	if p := f.proc(pid, 0); p != nil {
+	// A cgroup's count outlives the job's processes: an ended job's too.
+	if p := f.w.procs[pid]; p != nil && p.node == f.name && p.job == id {
 		return p.cpu, 10
 	}
 	return 0, 10

@@ -62,7 +62,7 @@ func apiNodeRoutes(a *Agent, mux *http.ServeMux) {
 }
 
 // apiJobRoutes are the CLI's routes of jobs: run, output, stdin, kill,
-// purge, ps and migrate.
+// purge, ps, migrate and a sweep's view.
 func apiJobRoutes(a *Agent, mux *http.ServeMux) {
 	// a.launch and a.control are read at each call, not bound here, as in
 	// peerJobRoutes: the fuzz harness builds them again for each input.
@@ -76,6 +76,14 @@ func apiJobRoutes(a *Agent, mux *http.ServeMux) {
 	}))
 	mux.HandleFunc("POST "+api.PathMigrate, httpx.CallerJSON(func(c Caller, req api.MigrateRequest) (api.Migration, error) {
 		return a.out.Migrate(c, req)
+	}))
+	mux.HandleFunc("GET "+api.PathSweep, httpx.CallerFunc(func(c Caller, w http.ResponseWriter, r *http.Request) {
+		s, err := a.control.Sweep(c, r.PathValue("id"))
+		if err != nil {
+			httpx.WriteError(w, err)
+			return
+		}
+		httpx.WriteJSON(w, http.StatusOK, s)
 	}))
 }
 
@@ -151,6 +159,8 @@ func peerJobRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("GET "+peer.PS, func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, a.control.Part())
 	})
+	mux.HandleFunc("GET "+peer.Sweep, func(w http.ResponseWriter, r *http.Request) { a.control.ServeSweep(w, r) })
+	mux.HandleFunc("POST "+peer.Cancel, httpx.JSONCall(func(req peer.CancelRequest) ([]api.KillResult, error) { return a.control.Cancel(req) }))
 	mux.HandleFunc("POST "+peer.Hold, httpx.QueryCall("id", func(id string) error { return a.sched.ReleaseHold(id) }))
 	mux.HandleFunc("POST "+peer.Drain, httpx.QueryCall("state", func(state string) error { return a.drain.Set(state) }))
 	mux.HandleFunc("POST "+peer.MigrateAdmit, httpx.JSONCall(func(mv sched.Move) (peer.AdmitAnswer, error) { return a.sched.Admit(mv) }))

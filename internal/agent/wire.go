@@ -11,6 +11,7 @@ import (
 	"roam/internal/agent/launch"
 	"roam/internal/agent/news"
 	"roam/internal/agent/outbound"
+	"roam/internal/agent/outfiles"
 	"roam/internal/agent/pages"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/reopen"
@@ -39,12 +40,22 @@ func (a *Agent) wireJobs() {
 		Parts: func() []peer.PSPart { return fanOut[peer.PSPart](a, http.MethodGet, peer.PS, nil) }})
 }
 
+// newFiles is the writer of the home jobs' output files, over a's spools
+// and job table.
+func newFiles(a *Agent) *outfiles.Writer {
+	return outfiles.New(outfiles.Config{Spools: a.spools, Log: a.log, Failed: func(id, why string) {
+		if err := a.jobs.SetFileError(id, why); err != nil {
+			a.log.Error("job table", "err", err)
+		}
+	}})
+}
+
 // newNews is the relay of a's jobs' news, wired to its owners, and to the
 // concerns in the agent through closures.
 func newNews(a *Agent) *news.Relay {
 	return news.New(news.Config{
 		Self: a.cfg.NodeID, Limits: a.cfg.Limits,
-		Jobs: a.jobs, Spools: a.spools, Members: a.members, Peers: a.peers, Rounds: a.rounds, Procs: a.procs, Log: a.log,
+		Jobs: a.jobs, Spools: a.spools, Members: a.members, Peers: a.peers, Rounds: a.rounds, Procs: a.procs, Log: a.log, Files: a.files,
 		Stop: a.stop, Left: a.memberLeft,
 		Event: a.event, KickLoad: func() { a.gossip.Kick() },
 		Record:         func(id string) (job.Record, error) { return a.control.Record(id) },

@@ -8,6 +8,9 @@ import (
 // States of a job, as Job.State and Output.State show them.
 const (
 	StateStarting = "starting" // recorded, not yet confirmed started by its node
+	// StatePending is a job of a sweep recorded at its home and not
+	// started yet: its sweep's --max-running is reached (Job.PendingWhy).
+	StatePending  = "pending"
 	StateRunning  = "running"
 	StateFinished = "finished"
 	StateLost     = "lost" // its node died and it could not be recovered
@@ -32,12 +35,36 @@ type RunRequest struct {
 	// checkpoint on another node than the one running it, so that a job
 	// whose node dies is restarted from it (0: none).
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	SweepRequest
 }
 
-// RunResponse names the started jobs and the nodes they went to.
+// SweepRequest is what of a `roam run` makes its jobs a sweep (package
+// sweep): a run of Count > 1, or with any of these, is one.
+type SweepRequest struct {
+	// Args are --args-from's lines, one a job: index i runs Argv with
+	// Args[i] in place of each {} (or appended, without one). Count is
+	// their number.
+	Args []string `json:"args,omitempty"`
+	// MaxRunning bounds the sweep's jobs running at once (0: none); the
+	// others wait, pending, and start as others end.
+	MaxRunning int `json:"max_running,omitempty"`
+	// Output and Error are the files each index's stdout and stderr go
+	// to (patterns of %A, %a, %j; relative to Cwd), written as the user.
+	Output string `json:"output,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Rerun names a sweep of this node (SWEEP, or SWEEP:RANGES): its
+	// failed and lost indices (or those named) run again, with their
+	// commands, environments and patterns, as a new sweep; Argv, Env,
+	// Cwd, Count and Args are then not given.
+	Rerun string `json:"rerun,omitempty"`
+}
+
+// RunResponse names the started jobs and the nodes they went to ("" for
+// a job pending), and their sweep, if they are one.
 type RunResponse struct {
 	IDs   []string `json:"ids"`
 	Nodes []string `json:"nodes"`
+	Sweep string   `json:"sweep,omitempty"`
 }
 
 // ExitLost is the exit status of `roam run` (and `roam attach`) when one
@@ -165,6 +192,65 @@ type Job struct {
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
 	Checkpoints     []Checkpoint  `json:"checkpoints,omitempty"`
 	Restarts        []Restart     `json:"restarts,omitempty"`
+	JobSweep
+	Accounting
+}
+
+// JobSweep is a job's place in its sweep, when it is of one.
+type JobSweep struct {
+	Sweep string `json:"sweep,omitempty"`
+	Index *int   `json:"index,omitempty"`
+	// PendingWhy says why a pending job waits.
+	PendingWhy string `json:"pending_why,omitempty"`
+	// OutputFile and ErrorFile are where its stdout and stderr are
+	// written (roam run --output, --error), and FileError why one could
+	// not be (the output is then in roam logs only).
+	OutputFile string `json:"output_file,omitempty"`
+	ErrorFile  string `json:"error_file,omitempty"`
+	FileError  string `json:"file_error,omitempty"`
+}
+
+// Accounting is what an ended job used, sacct's columns: its CPU
+// seconds (Job.CPUSeconds) summed over every node it ran on, read from
+// its cgroup on the node it ended on; its peak memory, the most any of
+// those nodes' cgroups counted; its elapsed time from its start to its
+// end, and the nodes it ran on, in order.
+type Accounting struct {
+	PeakMB         float64  `json:"peak_mb,omitempty"`
+	ElapsedSeconds float64  `json:"elapsed_s,omitempty"`
+	Nodes          []string `json:"nodes,omitempty"`
+}
+
+// Sweep is `roam ps SWEEP`: a sweep's jobs, and how its indices stand.
+type Sweep struct {
+	ID   string `json:"id"`
+	User string `json:"user"`
+	UID  uint32 `json:"uid"`
+	// Count is the -n of the run that made it (a rerun's jobs keep the
+	// indices of the sweep they rerun, RerunOf).
+	Count      int    `json:"count"`
+	MaxRunning int    `json:"max_running,omitempty"`
+	RerunOf    string `json:"rerun_of,omitempty"`
+	// Summary says it in one line (ok, failed by exit status, lost, and
+	// those not ended); the counts and index lists say it for scripts.
+	Summary string `json:"summary"`
+	Ended   bool   `json:"ended"`
+	OK      int    `json:"ok"`
+	Failed  []int  `json:"failed"`
+	Lost    []int  `json:"lost"`
+	Running int    `json:"running"`
+	Pending int    `json:"pending"`
+	// Jobs are its jobs by index.
+	Jobs []SweepJob `json:"jobs"`
+}
+
+// SweepJob is one job of a sweep.
+type SweepJob struct {
+	ID       string `json:"id"`
+	Index    int    `json:"index"`
+	State    string `json:"state"`
+	Node     string `json:"node,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
 }
 
 // Migration is one migration attempt: the answer to a MigrateRequest, and

@@ -22,7 +22,7 @@ var openAPITypes = map[string]any{
 	"Job": Job{}, "Migration": Migration{}, "Phase": Phase{}, "MigrateRequest": MigrateRequest{},
 	"Event": Event{}, "PolicyRequest": PolicyRequest{}, "NodePolicy": NodePolicy{},
 	"StdinResult": StdinResult{}, "PurgeRequest": PurgeRequest{}, "PurgeResult": PurgeResult{},
-	"WebToken": WebToken{},
+	"WebToken": WebToken{}, "Sweep": Sweep{}, "SweepJob": SweepJob{},
 }
 
 // The shapes docs/openapi.yaml gives are the ones the agent sends and
@@ -67,7 +67,7 @@ func TestOpenAPISchemasAreTheTypes(t *testing.T) {
 			t.Errorf("schema %s describes no type of package api: add it to openAPITypes, or remove it", name)
 		}
 	}
-	states := []string{StateStarting, StateRunning, StateStopped, StateFinished, StateLost}
+	states := []string{StatePending, StateStarting, StateRunning, StateStopped, StateFinished, StateLost}
 	sort.Strings(states)
 	got := slices.Clone(schemas["State"].Enum)
 	sort.Strings(got)
@@ -102,6 +102,11 @@ func jsonFields(t reflect.Type) []string {
 		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			// encoding/json puts an embedded struct's fields in its own.
+			out = append(out, jsonFields(f.Type)...)
 			continue
 		}
 		if name == "" {

@@ -24,6 +24,7 @@ const (
 	PathKill       = "/api/v1/kill"             // POST: signal jobs
 	PathPurge      = "/api/v1/purge"            // POST: remove ended jobs
 	PathPS         = "/api/v1/ps"               // GET ?all=1: jobs
+	PathSweep      = "/api/v1/sweeps/{id}"      // GET: a sweep's jobs and summary (SWEEP or SWEEP:RANGES)
 	PathMigrate    = "/api/v1/migrate"          // POST: move a job
 	PathCheckpoint = "/api/v1/checkpoint"       // POST: a job's checkpoint file
 	PathRestart    = "/api/v1/restart"          // POST ?on=: run a checkpoint file again

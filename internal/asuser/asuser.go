@@ -8,7 +8,9 @@
 // destination are the very files the job has open and that its owner may
 // open them, and opens the descriptors CRIU's restore then takes instead
 // of the paths (Want.Keep), and the unnamed files that stand for the
-// job's deleted ones (Want.TmpFile).
+// job's deleted ones (Want.TmpFile); and how a home opens the files a
+// sweep's output goes to (Want.Create), never root following a user's
+// path.
 //
 // It must not run anything but these opens on that thread. A descriptor
 // it hands back carries no credential: what the owner could open, opened
@@ -50,6 +52,10 @@ type Want struct {
 	// writing, mode 0600, and handed back in Got.File. Got's identity is
 	// the directory's.
 	TmpFile bool
+	// Create: Path is a regular file to write, made (mode 0600, the
+	// user's) when missing, never through a symlink, not cut: its
+	// descriptor, opened write-only, is handed back in Got.File.
+	Create bool
 }
 
 // Got is what opening a Want found: the file's identity, or why not.
@@ -116,6 +122,9 @@ func become(c Cred) error {
 // checks the user's permission then. A Keep keeps that descriptor; a
 // TmpFile makes its file in the directory looked up.
 func open(w Want) Got {
+	if w.Create {
+		return create(w.Path)
+	}
 	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
 	if w.TmpFile {
 		how.Flags |= unix.O_DIRECTORY
@@ -199,4 +208,28 @@ func tmpFile(dir int) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), "(deleted)"), nil
+}
+
+// create opens path for writing as this thread's user, making it when
+// missing; a symlink anywhere on the path, the last part included, is
+// refused, and so is anything but a regular file (opened non-blocking,
+// so a FIFO put there does not hold the thread, then closed).
+func create(path string) Got {
+	how := unix.OpenHow{Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK, Mode: 0o600,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return Got{Err: fmt.Errorf("%s: a symlink on the path", path)}
+		}
+		return Got{Err: fmt.Errorf("%s: %w", path, err)}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return Got{Err: fmt.Errorf("%s: not a regular file (mode %#o)", path, st.Mode)}
+	}
+	var sfs unix.Statfs_t
+	_ = unix.Fstatfs(fd, &sfs)
+	return Got{FSID: sfs.Fsid.Val, Ino: st.Ino, Mode: st.Mode, File: os.NewFile(uintptr(fd), path)}
 }

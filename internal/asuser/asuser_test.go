@@ -175,3 +175,58 @@ func TestOpenKeeps(t *testing.T) {
 		t.Fatalf("root's directory holds %v", ents)
 	}
 }
+
+// A job's --output file, made or opened for writing as its user: in the
+// user's directory it is made, the user's, mode 0600; an existing one
+// is not cut; a symlink at the path (even to the user's own file), a
+// FIFO, or a directory the user may not write are refused, and nothing
+// is made or written through them.
+func TestOpenCreates(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("needs root: it switches to another user")
+	}
+	dir, err := os.MkdirTemp("", "roam-asuser-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	_ = os.Chmod(dir, 0o755)
+	own := filepath.Join(dir, "own")
+	if err := os.Mkdir(own, 0o700); err != nil || os.Chown(own, 1001, 1001) != nil {
+		t.Fatal(err)
+	}
+	made, kept, link, fifo, target := filepath.Join(own, "out.0"), filepath.Join(own, "kept"), filepath.Join(own, "link"), filepath.Join(own, "fifo"), filepath.Join(dir, "roots")
+	if err := os.WriteFile(kept, []byte("old data"), 0o600); err != nil || os.Chown(kept, 1001, 1001) != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(target, []byte("root's"), 0o644); err != nil || os.Symlink(target, link) != nil || syscall.Mkfifo(fifo, 0o600) != nil || os.Chown(fifo, 1001, 1001) != nil {
+		t.Fatal("setup")
+	}
+	got, err := Open(Cred{UID: 1001, GID: 1001}, []Want{{Path: made, Create: true}, {Path: kept, Create: true}, {Path: link, Create: true},
+		{Path: fifo, Create: true}, {Path: filepath.Join(dir, "in-roots-dir"), Create: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range got {
+		if g.File != nil {
+			g.File.WriteAt([]byte("new"), 0)
+			g.File.Close()
+		}
+	}
+	var st syscall.Stat_t
+	if got[0].Err != nil || syscall.Stat(made, &st) != nil || st.Uid != 1001 || st.Mode&0o777 != 0o600 {
+		t.Errorf("made: %+v, owner %d mode %#o", got[0], st.Uid, st.Mode&0o777)
+	}
+	if b, _ := os.ReadFile(kept); got[1].Err != nil || string(b) != "new data" {
+		t.Errorf("an existing file: %+v, holds %q", got[1], b)
+	}
+	if b, _ := os.ReadFile(target); got[2].Err == nil || !strings.Contains(got[2].Err.Error(), "symlink") || string(b) != "root's" {
+		t.Errorf("through a symlink: %+v, its target holds %q", got[2], b)
+	}
+	if got[3].Err == nil || got[3].File != nil {
+		t.Errorf("a FIFO: %+v", got[3])
+	}
+	if _, err := os.Stat(filepath.Join(dir, "in-roots-dir")); got[4].Err == nil || err == nil {
+		t.Errorf("in root's directory: %+v", got[4])
+	}
+}

@@ -98,8 +98,10 @@ func (j *Jobs) CPURel(id string) string {
 }
 
 // Tidy removes the groups of jobs that no longer have a process here
-// (ended, or moved to another node) and that nobody is entering.
-func (j *Jobs) Tidy() {
+// (ended, or moved to another node), that nobody is entering and that
+// keep does not keep: an ended job's group counts what it used until its
+// home has it (job.Processes.Tidy).
+func (j *Jobs) Tidy(keep func(id string) bool) {
 	base := filepath.Join(j.Layout.Memory, j.Parent, "jobs")
 	ents, err := os.ReadDir(base)
 	if err != nil {
@@ -110,6 +112,10 @@ func (j *Jobs) Tidy() {
 			continue
 		}
 		id := e.Name()
+		// keep is asked without the lock: it may take the agent's.
+		if keep != nil && keep(id) {
+			continue
+		}
 		// Held until the group is gone, so that no Enter of the same id
 		// finds it made and then loses it.
 		j.mu.Lock()

@@ -14,7 +14,7 @@ import (
 // table, and TestExitStatusTable provokes every row.
 var exitStatuses = [][2]string{
 	{"0", "every job exited 0 (with -d: every job started)"},
-	{"1-253", "the first non-zero exit status of the jobs, in job order; a job killed by signal S has 128+S (SIGTERM: 143)"},
+	{"1-253", "the first non-zero exit status of the jobs, in job order (a sweep's: index order; its summary on standard error says how every index ended); a job killed by signal S has 128+S (SIGTERM: 143), and so has a sweep's job ended by roam kill before it started"},
 	{"254", "the first non-zero status is a job lost with its node: membership declared the node dead, and roam ps shows the job lost with the node and the time. A job run with --checkpoint-every is restarted from its newest checkpoint on another node instead, and roam run says so and goes on"},
 	{"255", "roam itself failed: bad input (a flag, -n 0), no agent, a request the agent refused, or its agent gone for 5 minutes; the reason is one line on standard error"},
 	{"", "A job's own exit status of 254 or 255 comes through as it is: roam ps says which job ended how"},
@@ -31,8 +31,9 @@ var otherExitStatuses = [][2]string{
 // (the agent's jobEnv), and those roam itself reads.
 var jobEnvironment = [][2]string{
 	{"ROAM_JOB", "set in each job: its id, HOMENODE.SEQ (1.17)"},
-	{"ROAM_INDEX", "set in each job: its index among the COUNT jobs of its roam run, 0 to COUNT-1, in the order of their ids (a sweep's share: like Slurm's SLURM_ARRAY_TASK_ID)"},
-	{"ROAM_COUNT", "set in each job: COUNT, the -n of its roam run"},
+	{"ROAM_INDEX", "set in each job: its index in its sweep, 0 to COUNT-1, in the order of their ids (its share of the sweep, like Slurm's SLURM_ARRAY_TASK_ID); a rerun's job keeps the index it had"},
+	{"ROAM_COUNT", "set in each job: COUNT, the -n of its roam run (of the first run, in a rerun)"},
+	{"ROAM_SWEEP", "set in each job of a sweep: the sweep's id, HOMENODE:SEQ (1:16)"},
 	{"ROAM_SOCKET", "read by roam: the agent's socket, as --socket (default /run/roam/roamd.sock)"},
 	{"ROAM_CLUSTER, ROAM_NODE", "read by roam: the emulated cluster and its node to ask, as --cluster and --node"},
 }

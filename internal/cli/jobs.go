@@ -14,93 +14,20 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"roam/internal/api"
-	"roam/internal/docgen"
 )
 
 // reattachFor is how long `roam run` waits for a lost agent to come back.
 const reattachFor = 5 * time.Minute
 
-func (e *env) runCmd() *cobra.Command {
-	var req api.RunRequest
-	var detach, noPrefix bool
-	c := &cobra.Command{
-		Use:   "run [-n COUNT] [--on NODE] [--pin] [-d] -- PROG [ARGS...]",
-		Short: "start processes on the best nodes; their output comes here, and their exit status",
-		Long: `Start COUNT processes of PROG on the best nodes of the cluster. Attached
-(without -d), their output streams here, prefixed by job id when there are
-several, Ctrl-C and other signals reach them wherever they run, and roam run
-exits with their exit status (EXIT STATUS below). With -d it prints the job
-ids and returns at once; roam attach follows them.
-
-With --json it prints one JSON object a line: {"job","kind":"started","node"}
-for each job, then each line of output as {"job","kind":"stdout"|"stderr",
-"text"} (or "bytes", base64, for a line that is not UTF-8), and
-{"job","kind":"exit","exit_code"} or {"job","kind":"lost","node","at"} as
-each ends (docs/scripting.md).`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			if req.Count < 1 {
-				return fmt.Errorf("-n: %d is out of range (at least 1)", req.Count)
-			}
-			cl, err := e.client()
-			if err != nil {
-				return err
-			}
-			req.Argv = args
-			req.Env = os.Environ()
-			if req.Cwd, err = os.Getwd(); err != nil {
-				return fmt.Errorf("working directory: %w", err)
-			}
-			req.Stdin = req.Count == 1 && !detach
-			var relay *signalRelay
-			if !detach {
-				// Catch Ctrl-C from now on: one that comes while the jobs
-				// start is delivered to them once they run.
-				relay = startRelay(cl)
-				defer relay.stop()
-			}
-			var resp api.RunResponse
-			if err := cl.Do(context.Background(), http.MethodPost, api.PathRun, req, &resp); err != nil {
-				return err
-			}
-			if e.json {
-				for i, id := range resp.IDs {
-					if err := e.record(jobRecord{Job: id, Kind: "started", Node: at(resp.Nodes, i)}); err != nil {
-						return err
-					}
-				}
-			}
-			if detach {
-				if !e.json {
-					for _, id := range resp.IDs {
-						fmt.Fprintln(e.out, id)
-					}
-				}
-				return nil
-			}
-			relay.forward(resp.IDs)
-			return e.follow(cl, resp.IDs, req.Count > 1 && !noPrefix, req.Stdin)
-		},
-	}
-	c.Flags().SetInterspersed(false) // flags after the program are the program's
-	c.Flags().IntVarP(&req.Count, "count", "n", 1, "number of processes")
-	c.Flags().StringVar(&req.On, "on", "", "run on this node instead of the best one")
-	_ = c.RegisterFlagCompletionFunc("on", e.completeNodeFlag)
-	c.Flags().BoolVar(&req.Pin, "pin", false, "never migrate these processes")
-	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job ids and return; see 'roam logs' and 'roam attach'")
-	c.Flags().BoolVar(&noPrefix, "no-prefix", false, "with -n > 1, do not prefix lines with [JOBID]")
-	c.Flags().DurationVar(&req.CheckpointEvery, "checkpoint-every", 0, "checkpoint each process this often, kept on another node: a process whose node dies is restarted from it (e.g. 10m)")
-	docgen.AddSection(c, "EXIT STATUS", exitStatuses)
-	docgen.AddSection(c, "ENVIRONMENT", jobEnvironment)
-	return withJobStatus(jsonVia(jsonStream, c))
-}
+// followWidth bounds the jobs one roam run or attach follows at once:
+// each is a long poll of the agent (limits' request rate counts them).
+const followWidth = 64
 
 // at is s[i], or "" past its end.
 func at(s []string, i int) string {
@@ -112,8 +39,8 @@ func at(s []string, i int) string {
 
 func (e *env) attachCmd() *cobra.Command {
 	return withJobStatus(jsonVia(jsonStream, &cobra.Command{
-		Use:               "attach JOBID...",
-		Short:             "follow jobs' output from the start and exit with their status (as roam run: see its EXIT STATUS)",
+		Use:               "attach JOBID|SWEEP...",
+		Short:             "follow jobs' or sweeps' output from the start and exit with their status (as roam run: see its EXIT STATUS)",
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: e.completeJobs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -121,13 +48,24 @@ func (e *env) attachCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := reachable(cl, args[0]); err != nil {
+			ids, _, err := expandRefs(cl, args)
+			if err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				return fmt.Errorf("%s: no job", strings.Join(args, " "))
+			}
+			if err := reachable(cl, ids[0]); err != nil {
 				return err
 			}
 			relay := startRelay(cl)
 			defer relay.stop()
 			relay.forward(args)
-			return e.follow(cl, args, len(args) > 1, false)
+			err = e.follow(cl, ids, len(ids) > 1, false)
+			for _, ref := range sweepArgs(args) {
+				e.summarize(cl, ref)
+			}
+			return err
 		},
 	}))
 }
@@ -135,8 +73,8 @@ func (e *env) attachCmd() *cobra.Command {
 func (e *env) logsCmd() *cobra.Command {
 	var follow bool
 	c := &cobra.Command{
-		Use:               "logs [-f] JOBID",
-		Short:             "a job's output so far (stdout here, stderr to stderr)",
+		Use:               "logs [-f] JOBID|SWEEP",
+		Short:             "a job's output so far (stdout here, stderr to stderr), or a sweep's, prefixed by job id",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: e.completeJobs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -144,37 +82,51 @@ func (e *env) logsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ids, _, err := expandRefs(cl, args)
+			if err != nil || len(ids) == 0 {
+				return err
+			}
 			if follow {
-				if err := reachable(cl, args[0]); err != nil {
+				if err := reachable(cl, ids[0]); err != nil {
 					return err
 				}
-				err := e.follow(cl, args, false, false)
+				err := e.follow(cl, ids, len(ids) > 1, false)
 				var ec exitCode
 				if errors.As(err, &ec) {
 					return nil // logs reports output, not the job's status
 				}
 				return err
 			}
-			var outOff, errOff int64
-			out, errw := e.outputWriters(args[0], false)
-			defer out.Flush()
-			defer errw.Flush()
-			for {
-				o, err := getOutput(cl, args[0], outOff, errOff, 0)
-				if err != nil {
+			for _, id := range ids {
+				if err := e.logsSoFar(cl, id, len(ids) > 1); err != nil {
 					return err
 				}
-				out.Write(o.Stdout)
-				errw.Write(o.Stderr)
-				if len(o.Stdout) == 0 && len(o.Stderr) == 0 {
-					return nil
-				}
-				outOff, errOff = o.StdoutOff, o.StderrOff
 			}
+			return nil
 		},
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep following until the job ends")
 	return jsonVia(jsonStream, c)
+}
+
+// logsSoFar prints a job's output so far.
+func (e *env) logsSoFar(cl *api.Client, id string, prefix bool) error {
+	var outOff, errOff int64
+	out, errw := e.outputWriters(id, prefix)
+	defer out.Flush()
+	defer errw.Flush()
+	for {
+		o, err := getOutput(cl, id, outOff, errOff, 0)
+		if err != nil {
+			return err
+		}
+		out.Write(o.Stdout)
+		errw.Write(o.Stderr)
+		if len(o.Stdout) == 0 && len(o.Stderr) == 0 {
+			return nil
+		}
+		outOff, errOff = o.StdoutOff, o.StderrOff
+	}
 }
 
 // reachable fails when no agent answers: a follower waits for an agent
@@ -258,10 +210,15 @@ func (e *env) followFrom(cl *api.Client, ids []string, prefix, stdin bool, from 
 	var lostOnce sync.Once
 	codes := make([]int, len(ids))
 	var wg sync.WaitGroup
+	// A sweep's jobs are followed followWidth at a time, in their order:
+	// the rest's output waits at their home, none of it lost.
+	width := make(chan struct{}, followWidth)
 	for i, id := range ids {
 		wg.Add(1)
+		width <- struct{}{}
 		go func(i int, id string) {
 			defer wg.Done()
+			defer func() { <-width }()
 			out, errw := e.outputWriters(id, prefix)
 			outOff, errOff := from[id][0], from[id][1]
 			var lostAt time.Time
@@ -454,15 +411,25 @@ func (e *env) psCmd() *cobra.Command {
 	var all, long bool
 	var state, user, node string
 	c := &cobra.Command{
-		Use:   "ps [-a] [-l] [--json] [--state STATE] [--user USER] [--on NODE] [JOBID...]",
+		Use:   "ps [-a] [-l] [--json] [--state STATE] [--user USER] [--on NODE] [JOBID|SWEEP...]",
 		Short: "your jobs on every node (-a: everyone's, for root)",
 		Long: `Lists your jobs on every node (everyone's with -a, for root), or the
-jobs named; --state, --user and --on keep those in that state (running,
-stopped, finished, lost), of that user (a name or uid) or on that node.
-A job named that is not listed is said on standard error, and roam ps then
-exits 1.`,
+jobs named; --state, --user and --on keep those in that state (pending,
+running, stopped, finished, lost), of that user (a name or uid) or on that
+node. A sweep named (SWEEP, or SWEEP:RANGES for some of its indices) lists
+its jobs under a line that says how its indices stand: ok, failed by exit
+status, lost, and those not ended. A job named that is not listed is said
+on standard error, and roam ps then exits 1.
+
+An ended job's CPU-S is its CPU seconds on every node it ran on, as its
+cgroups counted them; -l adds its peak memory, its elapsed time and the
+nodes it ran on (sacct's columns; --json has them for scripts).`,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			args, sweeps, err := expandRefs(cl, args)
 			if err != nil {
 				return err
 			}
@@ -489,42 +456,20 @@ exits 1.`,
 			if e.json {
 				return e.printJSON(js)
 			}
-			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			head := "ID\tUSER\tHOME\tNODE\tSTATE\tCPU-S\tRSS-MB\tMIG\tAGE\t"
-			if long {
-				head += "EXIT\tPIN\tCHECKPOINT\t"
+			for _, s := range sweeps {
+				fmt.Fprintln(e.out, sweepHeader(s))
 			}
-			fmt.Fprintln(tw, head+"CMD")
-			for _, j := range js {
-				state := j.State
-				if j.State == api.StateLost && !j.LostAt.IsZero() {
-					state += " " + j.LostAt.Local().Format("15:04:05")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%d\t%s\t", j.ID, j.User, j.Home, j.Node, state,
-					j.CPUSeconds, j.RSSMB, j.Migrations, (time.Duration(j.AgeSeconds) * time.Second).String())
-				if long {
-					ex := "-"
-					if j.ExitCode != nil {
-						ex = strconv.Itoa(*j.ExitCode)
-					}
-					if j.EndReason != "" {
-						ex += " (" + j.EndReason + ")"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t", ex, pinText(j), ckptText(j))
-				}
-				fmt.Fprintln(tw, j.Cmd)
-			}
-			return tw.Flush()
+			return e.psTable(js, long)
 		},
 	}
 	c.Flags().BoolVarP(&all, "all", "a", false, "every user's jobs (root)")
 	c.Flags().BoolVarP(&long, "long", "l", false, "more columns")
-	c.Flags().StringVar(&state, "state", "", "only jobs in this state (running, stopped, finished, lost)")
+	c.Flags().StringVar(&state, "state", "", "only jobs in this state (pending, running, stopped, finished, lost)")
 	c.Flags().StringVar(&user, "user", "", "only this user's jobs (a name or uid)")
 	c.Flags().StringVar(&node, "on", "", "only the jobs on this node (--node is the agent to ask)")
 	c.ValidArgsFunction = e.completeJobs()
 	_ = c.RegisterFlagCompletionFunc("on", e.completeNodeFlag)
-	_ = c.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{api.StateRunning, api.StateStopped, api.StateFinished, api.StateLost}, never))
+	_ = c.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{api.StatePending, api.StateRunning, api.StateStopped, api.StateFinished, api.StateLost}, never))
 	return jsonVia(jsonValue, c)
 }
 
@@ -533,9 +478,9 @@ exits 1.`,
 // no job listed has.
 func filterJobs(js []api.Job, ids []string, state, user, node string) (kept []api.Job, missing []string, err error) {
 	switch state {
-	case "", api.StateRunning, api.StateStopped, api.StateFinished, api.StateLost:
+	case "", api.StatePending, api.StateRunning, api.StateStopped, api.StateFinished, api.StateLost:
 	default:
-		return nil, nil, fmt.Errorf("--state: %q is not a state (running, stopped, finished, lost)", state)
+		return nil, nil, fmt.Errorf("--state: %q is not a state (pending, running, stopped, finished, lost)", state)
 	}
 	uid := -1
 	if user != "" {
@@ -701,8 +646,13 @@ func parseSignal(s string) (int, error) {
 func (e *env) killCmd() *cobra.Command {
 	var sigName string
 	c := &cobra.Command{
-		Use:   "kill [-s SIGNAL] JOBID...",
-		Short: "send a signal to jobs wherever they run",
+		Use:   "kill [-s SIGNAL] JOBID|SWEEP...",
+		Short: "send a signal to jobs wherever they run, or to a sweep's (SWEEP, SWEEP:RANGES)",
+		Long: `Sends a signal to jobs wherever they run. A sweep named (SWEEP, or
+SWEEP:RANGES for some of its indices) is its jobs: those pending end before
+they start, with 128+SIGNAL, when the signal ends a program by default
+(TERM, INT, KILL, HUP, USR1, ...); STOP, CONT and the like reach only those
+running. Its jobs that ended are passed over.`,
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sig, err := parseSignal(sigName)

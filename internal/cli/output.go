@@ -86,7 +86,7 @@ type jobRecord struct {
 	Job string `json:"job"`
 	// Kind: started (Node), stdout or stderr (a line of output),
 	// restarted (from the checkpoint of At on Node), lost (with Node, at
-	// At), exit (ExitCode).
+	// At), exit (ExitCode); summary (a sweep's, without Job).
 	Kind string `json:"kind"`
 	Node string `json:"node,omitempty"`
 	// Text is a line of output without its newline, when it is UTF-8;
@@ -98,6 +98,10 @@ type jobRecord struct {
 	ExitCode *int      `json:"exit_code,omitempty"`
 	At       time.Time `json:"at,omitzero"`
 	Why      string    `json:"why,omitempty"`
+	// Sweep is the run's sweep (started, summary); Summary how its
+	// indices ended.
+	Sweep   string `json:"sweep,omitempty"`
+	Summary string `json:"summary,omitempty"`
 }
 
 // lineRecord is a line of a job's output as a record.

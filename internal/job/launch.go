@@ -107,8 +107,12 @@ type Processes interface {
 	// Usage is job id's CPU seconds and resident memory: its cgroup's
 	// counts, or its process tree's (from roam-init at pid) without one.
 	Usage(id string, pid int) (cpuSeconds, rssMB float64)
-	// Tidy removes what ended jobs left (their cgroups).
-	Tidy()
+	// Tidy removes what ended jobs left (their cgroups), but for the jobs
+	// keep keeps: those whose home has not yet had what they used.
+	Tidy(keep func(id string) bool)
+	// PeakMB is the most memory job id has held on this node, in MiB:
+	// its cgroup's count, which outlives its processes (0 without one).
+	PeakMB(id string) float64
 	// Activity is the tree's runnable threads, read and write system
 	// calls so far, and resident memory.
 	Activity(pid int) (runnable int, syscalls uint64, rssMB float64)
@@ -258,10 +262,17 @@ func (l Launcher) Usage(id string, pid int) (float64, float64) {
 	return TreeUsage(pid)
 }
 
-func (l Launcher) Tidy() {
+func (l Launcher) Tidy(keep func(id string) bool) {
 	if l.Cgroups != nil {
-		l.Cgroups.Tidy()
+		l.Cgroups.Tidy(keep)
 	}
+}
+
+func (l Launcher) PeakMB(id string) float64 {
+	if l.Cgroups != nil {
+		return l.Cgroups.PeakMB(id)
+	}
+	return 0
 }
 
 func (Launcher) Activity(pid int) (int, uint64, float64) { return TreeActivity(pid) }

@@ -30,7 +30,11 @@ import (
 //	                 policy load, run again at start (no version change:
 //	                 an older roam ignores it)
 //	meta/draining -> the byte 1 while the node is drained (roam node drain)
-//	home/<id>     -> Record (JSON): jobs whose home node is this node
+//	home/<id>     -> Record (JSON): jobs whose home node is this node, a
+//	                 sweep's pending ones too (state "pending", no node
+//	                 yet: they start after a restart as before it). The
+//	                 sweep and usage fields came without a version
+//	                 change: an older roam reads them as none
 //	local/<id>    -> Local (JSON): jobs running on this node, whatever
 //	                 their home
 //	migout/<mid>  -> migrate.Record (JSON): migrations from this node, with
@@ -62,6 +66,7 @@ var (
 // States of a job: the API's, which shows them unchanged.
 const (
 	StateStarting = api.StateStarting
+	StatePending  = api.StatePending
 	StateRunning  = api.StateRunning
 	StateFinished = api.StateFinished
 	StateLost     = api.StateLost
@@ -114,6 +119,41 @@ type Record struct {
 	// MaxMigrationLog); Restarts its restarts.
 	Checkpoints []api.Checkpoint `json:"checkpoints,omitempty"`
 	Restarts    []api.Restart    `json:"restarts,omitempty"`
+	// Sweep is its place in its sweep, zero for a job of none.
+	Sweep SweepPart `json:"sweep,omitzero"`
+	// Used is what it used, kept once it ended (api.Accounting).
+	Used Usage `json:"used,omitzero"`
+}
+
+// SweepPart is a job's place in its sweep (package sweep): the sweep's
+// id, the job's index, and the sweep's settings, which every job of it
+// carries (a sweep is its jobs).
+type SweepPart struct {
+	ID    string `json:"id"`
+	Index int    `json:"index"`
+	// Count is the sweep's -n (ROAM_COUNT); a rerun's is its original's.
+	Count int `json:"count"`
+	// MaxRunning bounds its jobs running at once (0: none).
+	MaxRunning int `json:"max_running,omitempty"`
+	// On is the node its jobs were asked to run on (run --on), for those
+	// that start later.
+	On string `json:"on,omitempty"`
+	// Output and Error are its --output and --error patterns.
+	Output string `json:"output,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// FileError is why the job's output could not be written to its
+	// file (it is in its spool then, for roam logs).
+	FileError string `json:"file_error,omitempty"`
+	// RerunOf is the sweep it reruns.
+	RerunOf string `json:"rerun_of,omitempty"`
+}
+
+// Usage is what a job used, as its last node's cgroup counted it when it
+// ended: CPU seconds over every node it ran on (job.Local.CPUBefore
+// carried on), and the highest peak memory of those nodes' cgroups.
+type Usage struct {
+	CPUSeconds float64 `json:"cpu_s,omitempty"`
+	PeakMB     float64 `json:"peak_mb,omitempty"`
 }
 
 // Migration is one migration attempt, as the job record keeps it; the
@@ -163,6 +203,16 @@ type Local struct {
 	// before its old cgroup there is removed finds that cgroup's old count
 	// in it, which it had before and carries in CPUBefore already.
 	CPUBase float64 `json:"cpu_base,omitempty"`
+	// PeakBefore is the highest peak memory, in MiB, of the job's cgroups
+	// on the nodes it ran on before this copy (migrate.Header.PeakMB).
+	PeakBefore float64 `json:"peak_before,omitempty"`
+}
+
+// Attained is the job's CPU time on every node it ran on, given cpu, the
+// count here: what it grew by since this copy came (CPUBase), after what
+// it had before, bounded as a header's.
+func (l Local) Attained(cpu float64) float64 {
+	return min(max(l.CPUBefore, 0)+max(cpu-l.CPUBase, 0), migrate.MaxCPUBefore)
 }
 
 // Over reports whether the job is over (finished or lost).

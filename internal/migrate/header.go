@@ -63,7 +63,13 @@ type Header struct {
 	// CPUBefore is the CPU time, in seconds, the job has had on every node
 	// it ran on until this move or checkpoint (job.Local.CPUBefore).
 	CPUBefore float64 `json:"cpu_before,omitempty"`
+	// PeakMB is the highest peak memory, in MiB, of the job's cgroups on
+	// the nodes it ran on until this move or checkpoint.
+	PeakMB float64 `json:"peak_mb,omitempty"`
 }
+
+// MaxPeakMB bounds a header's peak memory (Header.PeakMB): a tebibyte.
+const MaxPeakMB = 1 << 20
 
 // MaxCheckpointEvery bounds a periodic checkpoint interval; the least is
 // MinCheckpointEvery.
@@ -169,6 +175,9 @@ func (h Header) Validate() error {
 	}
 	if !ValidEvery(h.CheckpointEvery) {
 		return bad("checkpoint interval %v", h.CheckpointEvery)
+	}
+	if !(h.PeakMB >= 0 && h.PeakMB <= MaxPeakMB) {
+		return bad("peak memory %v", h.PeakMB)
 	}
 	if !(h.CPUBefore >= 0 && h.CPUBefore <= MaxCPUBefore) {
 		return bad("cpu time %v", h.CPUBefore)

@@ -30,6 +30,8 @@ type jsRecord struct {
 	ExitCode *int      `json:"exit_code"`
 	At       time.Time `json:"at"`
 	Why      string    `json:"why"`
+	Sweep    string    `json:"sweep"`
+	Summary  string    `json:"summary"`
 }
 
 // jsonCase runs roam commands with --json on a real cluster and checks
@@ -202,7 +204,11 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 	out := x.must(u, 1, "run", "-n", "3", "--", "sh", "-c", script)
 	var ids []string
 	byJob := map[string][]jsRecord{}
-	for i, r := range stream[jsRecord](t, "run -n 3", out) {
+	rs := stream[jsRecord](t, "run -n 3", out)
+	if last := rs[len(rs)-1]; last.Kind != "summary" || last.Sweep != rs[0].Sweep || last.Sweep == "" || !strings.HasPrefix(last.Summary, "3 jobs: 1 ok, 2 failed") {
+		t.Fatalf("run -n 3 --json: last record %+v, want its sweep %s's summary", last, rs[0].Sweep)
+	}
+	for i, r := range rs {
 		if r.Kind == "started" {
 			if i != len(ids) || r.Node == "" {
 				t.Fatalf("run --json: start record %d: %+v", i, r)
@@ -259,7 +265,7 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 	}
 
 	// A job left running, listed, signalled.
-	rs := stream[jsRecord](t, "run -d", x.must(u, 0, "run", "-d", "--on", "2", "--", "sleep", "600"))
+	rs = stream[jsRecord](t, "run -d", x.must(u, 0, "run", "-d", "--on", "2", "--", "sleep", "600"))
 	if len(rs) != 1 || rs[0].Kind != "started" || rs[0].Node != "2" {
 		t.Fatalf("run -d --json: %+v", rs)
 	}
@@ -482,8 +488,9 @@ func TestRunExitStatusesOnRealAgents(t *testing.T) {
 		code   int
 		stderr string // a part of the one line on standard error; "" for none
 	}{
-		{"every job exited 0", []string{"run", "-n", "2", "--", "true"}, 0, ""},
-		{"the first non-zero in job order, though it ends last", []string{"run", "-n", "3", "--", "sh", "-c", "sleep $((2 - ROAM_INDEX)); exit $((ROAM_INDEX + 3))"}, 3, ""},
+		{"every job exited 0, and the sweep's summary", []string{"run", "-n", "2", "--", "true"}, 0, ": 2 jobs: 2 ok, 0 failed, 0 lost"},
+		{"the first non-zero in job order, though it ends last", []string{"run", "-n", "3", "--", "sh", "-c", "sleep $((2 - ROAM_INDEX)); exit $((ROAM_INDEX + 3))"}, 3,
+			": 3 jobs: 0 ok, 3 failed (exit 3: 0; exit 4: 1; exit 5: 2), 0 lost (roam run --rerun"},
 		{"a death by SIGTERM", []string{"run", "--", "sh", "-c", "kill -TERM $$"}, 128 + int(syscall.SIGTERM), ""},
 		{"a job's own 254", []string{"run", "--", "sh", "-c", "exit 254"}, 254, ""},
 		{"a node that is not", []string{"run", "--on", "9", "--", "true"}, 255, "9"},

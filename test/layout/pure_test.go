@@ -30,6 +30,7 @@ var pure = []purePkg{
 	// What the core imports of roam's own must be pure as well.
 	{"internal/proctext", false},
 	{"internal/errkind", false},
+	{"internal/sweep", false},
 }
 
 // forbiddenDeps may not be among a pure package's dependencies, nor

@@ -10,6 +10,7 @@ package control
 import (
 	"fmt"
 	"net/http"
+	"sort"
 	"syscall"
 	"time"
 
@@ -78,32 +79,44 @@ func (j *Jobs) ServeRecord(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, rec)
 }
 
-// Kill delivers a signal to jobs wherever they run; a caller may signal only
-// their own jobs, root any.
+// Kill delivers a signal to jobs wherever they run: jobs named by id,
+// and the jobs of sweeps named by reference (SWEEP, SWEEP:RANGES). A
+// caller may signal only their own jobs, root any. A pending job is
+// ended at its home as the signal would have ended it (EndsUnstarted),
+// before any running job is signalled: a sweep's running jobs that end
+// release its pending ones.
 func (j *Jobs) Kill(c httpx.Caller, req api.KillRequest) ([]api.KillResult, error) {
 	if req.Signal < 1 || req.Signal > 64 {
 		return nil, errkind.New(peer.ErrBadRequest, "-s: signal %d is out of range (1 to 64)", req.Signal)
 	}
-	var out []api.KillResult
-	for _, id := range req.IDs {
-		res := api.KillResult{ID: id}
-		r, err := j.Record(id)
-		switch {
-		case err != nil:
-			res.Error = err.Error()
-		case !c.MayAct(r.UID):
-			res.Error = id + ": permission denied"
-		case r.Over():
-			res.Error = fmt.Sprintf("%s: job has %s", id, r.State)
-		case r.State == job.StateStarting:
-			res.Error = fmt.Sprintf("%s: job is still starting", id)
-		default:
-			if err := j.SignalOn(r.Node, id, req.Signal); err != nil {
-				res.Error = fmt.Sprintf("%s: %v", id, err)
-			}
-		}
-		out = append(out, res)
+	if len(req.IDs) > peer.MaxCancel {
+		return nil, errkind.New(peer.ErrBadRequest, "ids: %d, more than %d", len(req.IDs), peer.MaxCancel)
 	}
+	ts, out, pos := j.targets(c, req.IDs)
+	pending := map[string][]string{}
+	var running []job.Record
+	for _, t := range ts {
+		r, id := t.rec, t.rec.ID
+		switch {
+		case !c.MayAct(r.UID):
+			out = append(out, api.KillResult{ID: id, Error: id + ": permission denied"})
+		case r.Over() && t.viaSweep:
+		case r.Over():
+			out = append(out, api.KillResult{ID: id, Error: fmt.Sprintf("%s: job has %s", id, r.State)})
+		case r.State == job.StatePending && EndsUnstarted(req.Signal):
+			pending[r.Home] = append(pending[r.Home], id)
+		case r.State == job.StatePending && !t.viaSweep:
+			out = append(out, api.KillResult{ID: id, Error: fmt.Sprintf("%s: job is pending; signal %d would not end it, and is not kept for its start", id, req.Signal)})
+		case r.State == job.StatePending:
+		case r.State == job.StateStarting:
+			out = append(out, api.KillResult{ID: id, Error: fmt.Sprintf("%s: job is still starting", id)})
+		default:
+			running = append(running, r)
+		}
+	}
+	out = append(out, j.endPending(pending, req.Signal)...)
+	out = append(out, j.signalAll(running, req.Signal)...)
+	sort.SliceStable(out, func(a, b int) bool { return pos[out[a].ID] < pos[out[b].ID] })
 	return out, nil
 }
 

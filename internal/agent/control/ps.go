@@ -15,6 +15,7 @@ import (
 	"roam/internal/job"
 	"roam/internal/migrate"
 	"roam/internal/sched"
+	"roam/internal/sweep"
 )
 
 // Part is /v1/peer/ps: this node's part of `roam ps`.
@@ -55,14 +56,19 @@ func (j *Jobs) PS(c httpx.Caller, all bool) []api.Job {
 			if state == api.StateRunning && u.Stopped {
 				state = api.StateStopped
 			}
-			out = append(out, api.Job{
+			row := api.Job{
 				ID: r.ID, User: r.User, UID: r.UID, Home: r.Home, Node: r.Node, State: state,
 				CPUSeconds: u.CPUSeconds, RSSMB: u.RSSMB, Migrations: r.Migrations,
 				AgeSeconds: now.Sub(r.Started).Seconds(), Started: r.Started, Ended: r.Ended, LostAt: r.LostAt, Cmd: strings.Join(r.Argv, " "),
 				ExitCode: r.ExitCode, EndReason: r.EndReason, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
 				MigrationLog:    append([]job.Migration{}, r.MigrationLog...),
 				CheckpointEvery: r.CheckpointEvery, Checkpoints: slices.Clone(r.Checkpoints), Restarts: slices.Clone(r.Restarts),
-			})
+				JobSweep: jobSweep(r), Accounting: accounting(r),
+			}
+			if r.Over() {
+				row.CPUSeconds, row.RSSMB = r.Used.CPUSeconds, 0
+			}
+			out = append(out, row)
 		}
 	}
 	sortJobs(out)
@@ -79,4 +85,73 @@ func sortJobs(js []api.Job) {
 		}
 		return si < sj
 	})
+}
+
+// jobSweep is a record's place in its sweep, as roam ps shows it: the
+// files its output goes to, as the patterns name them.
+func jobSweep(r job.Record) api.JobSweep {
+	p := r.Sweep
+	if p.ID == "" {
+		return api.JobSweep{}
+	}
+	idx := p.Index
+	js := api.JobSweep{Sweep: p.ID, Index: &idx, PendingWhy: pendingWhy(r), FileError: p.FileError}
+	v := sweep.Values{Sweep: p.ID, Job: r.ID, Index: p.Index}
+	if p.Output != "" {
+		js.OutputFile = sweep.Expand(p.Output, r.Cwd, v)
+	}
+	if p.Error != "" {
+		js.ErrorFile = sweep.Expand(p.Error, r.Cwd, v)
+	}
+	return js
+}
+
+// accounting is what an ended job used (api.Accounting): what its last
+// node counted, the time from its start to its end, and the nodes it ran
+// on (RanOn).
+func accounting(r job.Record) api.Accounting {
+	if !r.Over() {
+		return api.Accounting{}
+	}
+	a := api.Accounting{PeakMB: r.Used.PeakMB, Nodes: RanOn(r)}
+	if !r.Ended.IsZero() {
+		a.ElapsedSeconds = max(r.Ended.Sub(r.Started).Seconds(), 0)
+	}
+	return a
+}
+
+// RanOn is the nodes a job ran on, in order, from its record: the node
+// its first committed move left (or where it is, with none), each move's
+// destination and each restart's node. A record keeps the newest
+// job.MaxMigrationLog moves: the oldest nodes of a job moved more often
+// are not named.
+func RanOn(r job.Record) []string {
+	var out []string
+	add := func(n string) {
+		if n != "" && (len(out) == 0 || out[len(out)-1] != n) {
+			out = append(out, n)
+		}
+	}
+	type step struct {
+		at       time.Time
+		from, to string
+	}
+	var steps []step
+	for _, m := range r.MigrationLog {
+		if m.OK {
+			steps = append(steps, step{m.At, m.From, m.To})
+		}
+	}
+	for _, rs := range r.Restarts {
+		steps = append(steps, step{rs.At, "", rs.Node})
+	}
+	sort.SliceStable(steps, func(i, j int) bool { return steps[i].at.Before(steps[j].at) })
+	for _, s := range steps {
+		add(s.from)
+		add(s.to)
+	}
+	if len(out) == 0 {
+		add(r.Node)
+	}
+	return out
 }

@@ -14,6 +14,22 @@ import (
 	"roam/internal/lockorder"
 )
 
+// HasLocal says job id runs here as pid.
+func (j *Table) HasLocal(id string, pid int) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	lj := j.local[id]
+	return lj != nil && lj.Rec.PID == pid
+}
+
+// IsLocal says whether job id is in the table as running here (or
+// ended here, its home not told yet).
+func (j *Table) IsLocal(id string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.local[id] != nil
+}
+
 // LocalRec is a copy of the record of job id when it runs here.
 func (j *Table) LocalRec(id string) (job.Local, bool) {
 	j.mu.Lock()

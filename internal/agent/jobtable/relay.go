@@ -194,6 +194,7 @@ func (j *Table) TakeNews(ups []relay.Update, got [][2]int64, known, stale map[st
 		}
 		if res.Over {
 			t.Done = append(t.Done, u.ID)
+			j.kickIfSweep(rec)
 		}
 		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over}
 	}

@@ -33,6 +33,8 @@ type Table struct {
 	wake   map[string]chan struct{} // closed when a home job gets news
 	heard  map[string]time.Time     // node -> its last update to this home
 	kick   chan struct{}
+	// release is kicked when a job of a sweep ends here (KickRelease).
+	release chan struct{}
 	// restarting are the jobs this home consented to restart, with their
 	// record from before, until the run's end is known (package
 	// checkpoints); endedRuns the runs it decided ended, never consented
@@ -99,14 +101,6 @@ func (j *Table) newsOf(u relay.Update, known, stale bool, next map[string]*job.R
 	return &c, nil
 }
 
-// HasLocal says job id runs here as pid.
-func (j *Table) HasLocal(id string, pid int) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	lj := j.local[id]
-	return lj != nil && lj.Rec.PID == pid
-}
-
 // Count is how many jobs run here.
 func (j *Table) Count() int {
 	j.mu.Lock()
@@ -169,10 +163,11 @@ type NewsState struct {
 	Pid            int
 	Tix            uint64
 	AckOut, AckErr int64
+	Rec            job.Local // what it used before this node, for its end
 }
 
 func (lj *Local) newsState() NewsState {
-	return NewsState{Dir: lj.Rec.Dir, Pid: lj.Rec.PID, Tix: lj.Rec.StartTix, AckOut: lj.AckOut, AckErr: lj.AckErr}
+	return NewsState{Dir: lj.Rec.Dir, Pid: lj.Rec.PID, Tix: lj.Rec.StartTix, AckOut: lj.AckOut, AckErr: lj.AckErr, Rec: lj.Rec}
 }
 
 // Refs copies what a round reads of the jobs running here, and their
@@ -207,7 +202,7 @@ func (j *Table) Inits() map[int]uint64 {
 // (the agent's doc.go gives the order).
 func New(store *job.Store, spools *spool.Spools, rank lockorder.Rank) *Table {
 	j := &Table{store: store, spools: spools, home: map[string]*job.Record{}, local: map[string]*Local{}, wake: map[string]chan struct{}{},
-		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), restarting: map[string]*reopen.Mark{}}
+		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), release: make(chan struct{}, 1), restarting: map[string]*reopen.Mark{}}
 	j.mu.Init(rank, "jobs.mu")
 	return j
 }
@@ -366,13 +361,13 @@ func (j *Table) RemoveEnded(ids []string) ([]job.Record, error) {
 	return gone, nil
 }
 
-// Busy counts the jobs running here and the home jobs running or
-// starting anywhere: a node leaves only once both are none.
+// Busy counts the jobs running here and the home jobs running, starting
+// anywhere or pending here: a node leaves only once both are none.
 func (j *Table) Busy() (here, homed int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, r := range j.home {
-		if r.State == job.StateRunning || r.State == job.StateStarting {
+		if r.State == job.StateRunning || r.State == job.StateStarting || r.State == job.StatePending {
 			homed++
 		}
 	}
@@ -441,8 +436,9 @@ func (j *Table) MarkLost(now time.Time, dead map[string]bool) (lost, again []job
 	if err := j.putHome(next); err != nil {
 		return nil, again, err
 	}
-	for id := range next {
+	for id, r := range next {
 		j.wakeReaders(id)
+		j.kickIfSweep(r)
 	}
 	return lost, again, nil
 }

@@ -45,6 +45,15 @@ func (s *Starter) Reload(now time.Time) error {
 		return err
 	}
 	s.cfg.Jobs.Load(recs, locals, now)
-	s.cfg.Log.Info("job table loaded", "home_jobs", len(recs), "local_jobs", len(locals))
+	lost, err := s.cfg.Jobs.LoseUnconfirmed(now)
+	if err != nil {
+		return err
+	}
+	for _, r := range lost {
+		uid := r.UID
+		s.cfg.Event(api.Event{At: now, Kind: "lost", Job: r.ID, UID: &uid, From: r.Node,
+			Why: "its home restarted before node " + r.Node + " confirmed its start; running again if that node runs it"})
+	}
+	s.cfg.Log.Info("job table loaded", "home_jobs", len(recs), "local_jobs", len(locals), "unconfirmed", len(lost))
 	return nil
 }

@@ -1,7 +1,8 @@
 // Package launch starts jobs: `roam run` at the job's home (the request
 // checked against the node's limits, each process placed, numbered and
-// recorded before any starts) and a home's start request on the node
-// chosen to run the job. It owns the job ids' form (HOME.SEQ) and moves
+// recorded before any starts; a sweep's jobs past its --max-running
+// recorded pending, and released as sweep.Release allows) and a home's
+// start request on the node chosen to run the job. It owns the job ids' form (HOME.SEQ) and moves
 // the job sequence past every record at start. Its state is the job
 // table's, the spools', the membership's and the store's sequence: it
 // keeps none and has no lock. It does not relay a job's output nor move
@@ -28,6 +29,7 @@ import (
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
+	"roam/internal/sweep"
 )
 
 // startBatch bounds the JSON of one start request's specs, below the
@@ -66,19 +68,22 @@ type Starter struct {
 func New(c Config) *Starter { return &Starter{c} }
 
 // Run starts a `roam run` request from caller; this node is the home.
+// A sweep's jobs past its --max-running are recorded pending, and start
+// as others end (ReleaseLoop).
 func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, error) {
-	spec, err := runSpec(c, req)
+	p, err := s.plan(c, req)
 	if err != nil {
 		return api.RunResponse{}, err
 	}
-	if err := s.checkRunLimits(c, req); err != nil {
-		return api.RunResponse{}, err
+	on := req.On
+	if req.Rerun != "" {
+		on = p.part.On
 	}
-	targets, why, err := s.cfg.Members.Place(req.On, req.Count, s.cfg.Draining())
+	targets, why, err := s.cfg.Members.Place(on, p.startNow(), s.cfg.Draining())
 	if err != nil {
 		return api.RunResponse{}, err
 	}
-	recs, byNode, err := s.newHomeRecords(c, req, spec, targets, why)
+	recs, byNode, err := s.newHomeRecords(c, p, targets, why)
 	if err != nil {
 		return api.RunResponse{}, err
 	}
@@ -86,20 +91,49 @@ func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, erro
 		s.cfg.Jobs.ForgetHome(recs)
 		return api.RunResponse{}, err
 	}
-	if err := s.cfg.Jobs.MarkRunning(recs); err != nil {
+	started := recs[:len(targets)]
+	if err := s.cfg.Jobs.MarkRunning(started); err != nil {
 		return api.RunResponse{}, err
 	}
-	resp := api.RunResponse{Nodes: targets}
+	resp := api.RunResponse{Nodes: append(targets, make([]string, len(recs)-len(targets))...), Sweep: recs[0].Sweep.ID}
 	for _, r := range recs {
 		resp.IDs = append(resp.IDs, r.ID)
 	}
 	return resp, nil
 }
 
+// plan checks a run request and makes it ready: a new run's, or a
+// rerun's of a sweep of this home.
+func (s *Starter) plan(c httpx.Caller, req api.RunRequest) (plan, error) {
+	if req.Rerun != "" {
+		if !migrate.ValidEvery(req.CheckpointEvery) || req.MaxRunning < 0 {
+			return plan{}, errkind.New(peer.ErrBadRequest, "--rerun: --max-running %d or --checkpoint-every %v out of range", req.MaxRunning, req.CheckpointEvery)
+		}
+		p, err := s.planRerun(c, req)
+		if err != nil {
+			return plan{}, err
+		}
+		argv, env := p.longest()
+		return p, s.checkRunLimits(c, len(p.jobs), argv, env)
+	}
+	spec, err := runSpec(c, req)
+	if err != nil {
+		return plan{}, err
+	}
+	if err := checkSweep(req); err != nil {
+		return plan{}, err
+	}
+	// The limits before the plan, which is -n commands long.
+	if err := s.checkRunLimits(c, req.Count, longestArgv(req), req.Env); err != nil {
+		return plan{}, err
+	}
+	return planRun(spec, req), nil
+}
+
 // checkRunLimits refuses a run past one of the node's limits (the
 // caller's live jobs and stored output at this home included). Root's runs
 // are bounded too: its jobs cost the same.
-func (s *Starter) checkRunLimits(c httpx.Caller, req api.RunRequest) error {
+func (s *Starter) checkRunLimits(c httpx.Caller, count int, argv, env []string) error {
 	live, ended := s.cfg.Jobs.UserJobs(c.UID)
 	// Only ended jobs' output counts: a live one is bounded by
 	// output_bytes, and stat'ing it is what the disk would feel.
@@ -107,7 +141,7 @@ func (s *Starter) checkRunLimits(c httpx.Caller, req api.RunRequest) error {
 	for _, id := range ended {
 		used += spool.Size(s.cfg.Spools.Dir(id))
 	}
-	if err := s.cfg.Limits.CheckRun(req.Count, req.Argv, req.Env, live, used); err != nil {
+	if err := s.cfg.Limits.CheckRun(count, argv, env, live, used); err != nil {
 		return errkind.New(peer.ErrLimit, "%v", err)
 	}
 	return nil
@@ -134,29 +168,47 @@ func runSpec(c httpx.Caller, req api.RunRequest) (job.Spec, error) {
 	return spec, nil
 }
 
-// newHomeRecords numbers the processes, one per target, and keeps their
-// records, starting, before any starts: output that arrives at once finds
-// its job. It returns the records and each node's specs.
-func (s *Starter) newHomeRecords(c httpx.Caller, req api.RunRequest, spec job.Spec, targets []string, why string) ([]job.Record, map[string][]job.Spec, error) {
-	first, err := s.cfg.Store.NextSeqs(req.Count)
+// newHomeRecords numbers a plan's jobs and keeps their records before
+// any starts, so that output that arrives at once finds its job: the
+// first len(targets), one a target, starting, the others pending. A
+// sweep takes a number of the sequence for its id, before its jobs'. It
+// returns the records and each node's specs.
+func (s *Starter) newHomeRecords(c httpx.Caller, p plan, targets []string, why string) ([]job.Record, map[string][]job.Spec, error) {
+	n := uint64(len(p.jobs))
+	if p.part.Count > 0 {
+		n++
+	}
+	first, err := s.cfg.Store.NextSeqs(int(n))
 	if err != nil {
 		return nil, nil, err
 	}
+	part := p.part
+	if part.Count > 0 {
+		part.ID = sweep.ID(s.cfg.Self, first)
+		first++
+	}
 	now := time.Now()
 	byNode := map[string][]job.Spec{}
-	var recs []job.Record
+	recs := make([]job.Record, 0, len(p.jobs))
 	name := userName(c.UID)
-	for i, node := range targets {
-		sp := spec
-		sp.ID = fmt.Sprintf("%s.%d", s.cfg.Self, first+uint64(i))
-		sp.Env = jobEnv(req.Env, sp.ID, i, req.Count)
-		byNode[node] = append(byNode[node], sp)
-		recs = append(recs, job.Record{
-			ID: sp.ID, UID: c.UID, GID: c.GID, Groups: spec.Groups, User: name, Argv: req.Argv, Env: sp.Env,
-			Cwd: req.Cwd, Home: s.cfg.Self, Node: node, Stdin: req.Stdin, Pin: req.Pin, CheckpointEvery: req.CheckpointEvery,
-			State: job.StateStarting, Started: now, Group: fmt.Sprintf("%s.%d", s.cfg.Self, first),
-		})
-		s.cfg.Event(api.Event{At: now, Kind: "place", Job: sp.ID, UID: &c.UID, To: node, Why: why})
+	for i, pj := range p.jobs {
+		id := fmt.Sprintf("%s.%d", s.cfg.Self, first+uint64(i))
+		env := p.spec.Env
+		if pj.env != nil {
+			env = pj.env
+		}
+		r := job.Record{
+			ID: id, UID: c.UID, GID: c.GID, Groups: p.spec.Groups, User: name, Argv: pj.argv, Env: jobEnv(env, id, part.ID, pj.index, max(part.Count, 1)),
+			Cwd: p.spec.Cwd, Home: s.cfg.Self, Stdin: p.spec.Stdin, Pin: p.spec.Pin, CheckpointEvery: p.spec.CheckpointEvery,
+			State: job.StatePending, Started: now, Group: fmt.Sprintf("%s.%d", s.cfg.Self, first), Sweep: part,
+		}
+		r.Sweep.Index = pj.index
+		if i < len(targets) {
+			r.Node, r.State = targets[i], job.StateStarting
+			byNode[r.Node] = append(byNode[r.Node], specOf(r))
+			s.cfg.Event(api.Event{At: now, Kind: "place", Job: id, UID: &c.UID, To: r.Node, Why: why})
+		}
+		recs = append(recs, r)
 	}
 	// The ids are taken in one step of the job table, so that a restart
 	// that needs one of them (reopen) sees it taken; an id a record holds
@@ -177,17 +229,21 @@ func (s *Starter) newHomeRecords(c httpx.Caller, req api.RunRequest, spec job.Sp
 }
 
 // jobEnv is the environment of process index of a `roam run -n count`: the
-// caller's, with ROAM_JOB (its id), ROAM_INDEX (0 to count-1) and
-// ROAM_COUNT in place of any the caller had, so that one command line can
-// split a sweep (as SLURM_ARRAY_TASK_ID does).
-func jobEnv(env []string, id string, index, count int) []string {
-	out := make([]string, 0, len(env)+3)
+// caller's, with ROAM_JOB (its id), ROAM_INDEX (0 to count-1), ROAM_COUNT
+// and, in a sweep, ROAM_SWEEP (its id) in place of any the caller had, so
+// that one command line can split a sweep (as SLURM_ARRAY_TASK_ID does).
+func jobEnv(env []string, id, sweepID string, index, count int) []string {
+	out := make([]string, 0, len(env)+4)
 	for _, e := range env {
-		if k, _, _ := strings.Cut(e, "="); k != "ROAM_JOB" && k != "ROAM_INDEX" && k != "ROAM_COUNT" {
+		if k, _, _ := strings.Cut(e, "="); k != "ROAM_JOB" && k != "ROAM_INDEX" && k != "ROAM_COUNT" && k != "ROAM_SWEEP" {
 			out = append(out, e)
 		}
 	}
-	return append(out, "ROAM_JOB="+id, "ROAM_INDEX="+strconv.Itoa(index), "ROAM_COUNT="+strconv.Itoa(count))
+	out = append(out, "ROAM_JOB="+id, "ROAM_INDEX="+strconv.Itoa(index), "ROAM_COUNT="+strconv.Itoa(count))
+	if sweepID != "" {
+		out = append(out, "ROAM_SWEEP="+sweepID)
+	}
+	return out
 }
 
 func userName(uid uint32) string {

@@ -36,8 +36,9 @@ func (r *Relay) LostLoop(started time.Time) {
 		case <-r.c.Stop:
 			return
 		case now := <-t.C:
-			// What ended or moved away left its cgroup behind.
-			r.c.Procs.Tidy()
+			// What ended or moved away left its cgroup behind; an ended
+			// job's counts until its home has them (read).
+			r.c.Procs.Tidy(r.c.Jobs.IsLocal)
 			if now.Sub(expired) >= expireEvery {
 				expired = now
 				r.expire(now)

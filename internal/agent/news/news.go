@@ -22,6 +22,7 @@ import (
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/limits"
 	"roam/internal/agent/members"
+	"roam/internal/agent/outfiles"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/spool"
@@ -65,6 +66,9 @@ type Config struct {
 	Rounds *rounds.Rounds
 	Procs  job.Processes
 	Log    *slog.Logger
+	// Files copies the output of the home's jobs that have files
+	// (roam run --output, --error) into them.
+	Files *outfiles.Writer
 
 	// Stop closes when the agent stops: the loops return, and a long
 	// poll of output answers with what it has.

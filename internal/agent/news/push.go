@@ -105,6 +105,7 @@ func read(st jobtable.NewsState, procs job.Processes) (relay.Update, bool) {
 		u.Exit = &code
 		u.FinalOut = st.AckOut + int64(len(out))
 		u.FinalErr = st.AckErr + int64(len(errb))
+		u.Used = used(st, procs)
 	}
 	return u, len(out) > 0 || len(errb) > 0 || u.Exit != nil
 }
@@ -127,4 +128,12 @@ func (r *Relay) applyAcks(acks map[string]relay.Ack) {
 	for _, d := range dirs {
 		os.RemoveAll(d)
 	}
+}
+
+// used is what an ended job used, from its cgroup here, which outlives
+// its processes until its home has this (Tidy keeps it): its CPU seconds
+// on every node it ran on, and the highest peak of those nodes'.
+func used(st jobtable.NewsState, procs job.Processes) *job.Usage {
+	cpu, _ := procs.Usage(st.Rec.ID, st.Pid)
+	return &job.Usage{CPUSeconds: st.Rec.Attained(cpu), PeakMB: max(st.Rec.PeakBefore, procs.PeakMB(st.Rec.ID))}
 }

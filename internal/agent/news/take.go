@@ -33,6 +33,11 @@ func (r *Relay) TakeUpdates(ups []relay.Update) (map[string]relay.Ack, error) {
 	for _, u := range t.Refused {
 		r.c.Log.Warn("news of an old copy refused: its node ends it", "job", u.ID, "node", u.Node, "inc", u.Inc)
 	}
+	ended := make(map[string]bool, len(t.Done))
+	for _, id := range t.Done {
+		ended[id] = true
+	}
+	r.noteFiles(ups, got, ended)
 	r.settleEnded(t.Done, t.Drops, t.Acks)
 	// Recorded once the records are written, and only then.
 	for _, e := range t.Events {

@@ -72,7 +72,8 @@ type JobView struct {
 
 // JobsView is what a page shows of the jobs not ended: the scope's own by
 // name, the rest as counts by node and state; Pending counts the jobs of
-// all not yet started on their node, and Total every live job by state.
+// all not yet started on their node (a sweep's waiting ones too), and
+// Total every live job by state.
 type JobsView struct {
 	Jobs    []JobView                 `json:"jobs"`
 	Others  map[string]map[string]int `json:"others"`
@@ -91,7 +92,7 @@ func Jobs(s Scope, jobs []api.Job) JobsView {
 			continue
 		}
 		v.Total[j.State]++
-		if j.State == api.StateStarting {
+		if j.State == api.StateStarting || j.State == api.StatePending {
 			v.Pending++
 		}
 		if s.sees(j.UID) {

@@ -224,7 +224,7 @@ func (o *outMig) ckMeta(r migrate.Record, files []migrate.OpenFile, mounts []str
 	hdr := migrate.Header{MID: r.MID, From: d.self, ID: r.Job, Home: rec.Home, HomeAddr: rec.HomeAddr, Mounts: mounts,
 		UID: rec.UID, GID: rec.GID, Groups: rec.Groups, Started: rec.Started, Hold: rec.Hold,
 		Moves: rec.Moves, LastMoved: rec.LastMoved, Stopped: ck.stopped, Inc: rec.Inc, CheckpointEvery: rec.CheckpointEvery,
-		CPUBefore: d.attained(rec)}
+		CPUBefore: d.attained(rec), PeakMB: max(rec.PeakBefore, d.procs.PeakMB(rec.ID))}
 	if ck.stdin {
 		hdr.StdinKey = d.procs.StdinKey(r.PID)
 	}

@@ -376,7 +376,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = rec.Started, rec.Hold, rec.Moves, rec.LastMoved
 	hdr.AckOut, hdr.AckErr = mj.AckOut, mj.AckErr
 	hdr.Inc, hdr.CheckpointEvery = rec.Inc, rec.CheckpointEvery
-	hdr.CPUBefore = d.attained(rec)
+	hdr.CPUBefore, hdr.PeakMB = d.attained(rec), max(rec.PeakBefore, d.procs.PeakMB(rec.ID))
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
 	}

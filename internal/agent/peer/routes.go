@@ -21,6 +21,8 @@ const (
 	PS      = "/v1/peer/ps"      // GET: the jobs homed here
 	Hold    = "/v1/peer/hold"    // POST ?id=: release a job held at start
 	Note    = "/v1/peer/note"    // POST: a migration's or checkpoint's note to a job's home
+	Sweep   = "/v1/peer/sweep"   // GET ?id=: a sweep's records at its home
+	Cancel  = "/v1/peer/cancel"  // POST: end pending jobs homed here, signal those started
 
 	MigrateStream  = "/v1/peer/migrate"         // POST: a migration's images (the stream)
 	MigrateOut     = "/v1/peer/migrate/out"     // POST: move a job running here

@@ -22,3 +22,14 @@ type JobUsage struct {
 	// Stopped: the job's program is stopped (SIGSTOP, ^Z).
 	Stopped bool `json:"stopped,omitempty"`
 }
+
+// CancelRequest ends jobs homed on the node asked before they start
+// (Cancel): those still pending end as Signal would have ended them,
+// those started meanwhile are sent it.
+type CancelRequest struct {
+	IDs    []string `json:"ids"`
+	Signal int      `json:"signal"`
+}
+
+// MaxCancel bounds a CancelRequest's jobs.
+const MaxCancel = 1 << 20

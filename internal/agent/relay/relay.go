@@ -13,6 +13,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/job"
+	"roam/internal/migrate"
 )
 
 // Update is one job's news from its current node to its home node.
@@ -40,6 +41,8 @@ type Update struct {
 	// later than the home knows says where it runs now.
 	// Absent from an older agent's update: then it is not judged.
 	Moves *int `json:"moves,omitempty"`
+	// Used, with Exit, is what the job used, from its cgroup here.
+	Used *job.Usage `json:"used,omitempty"`
 }
 
 // UpdateOverhead is about what an update without output takes in JSON.
@@ -120,6 +123,11 @@ func applyWhere(rec *job.Record, u Update, now time.Time) (back *api.Event, chan
 		}
 		rec.Node, rec.Migrations = u.Node, *u.Moves
 		return back, true
+	case rec.State == job.StateStarting && u.Node != "" && u.Node == rec.Node:
+		// Its node runs it: the start is confirmed, though the home never
+		// had the answer to it (the home restarted in between).
+		rec.State = job.StateRunning
+		return nil, true
 	default:
 		if e, ok := Revive(rec, node, now); ok {
 			return &e, true
@@ -147,7 +155,22 @@ func applyExit(rec *job.Record, u Update, out, errb int64, now time.Time) bool {
 	}
 	code := *u.Exit
 	rec.State, rec.ExitCode, rec.Ended = job.StateFinished, &code, now
+	if u.Used != nil {
+		rec.Used = boundUsage(*u.Used)
+	}
 	return true
+}
+
+// boundUsage keeps what of a job's use from the network is in range:
+// NaN, a negative count or one past the bounds is taken as none.
+func boundUsage(u job.Usage) job.Usage {
+	ok := func(v, most float64) float64 {
+		if !(v >= 0 && v <= most) {
+			return 0
+		}
+		return v
+	}
+	return job.Usage{CPUSeconds: ok(u.CPUSeconds, migrate.MaxCPUBefore), PeakMB: ok(u.PeakMB, migrate.MaxPeakMB)}
 }
 
 // Revive brings a lost job back: node says it runs it. It returns the

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,17 @@ func TestApply(t *testing.T) {
 			want: func(r job.Record) string {
 				return check(r.State == job.StateRunning && r.Node == "n2", "state or node changed")
 			}},
+		{name: "a starting job's node answers", rec: func() job.Record { r := running(); r.State = job.StateStarting; return r }(),
+			u: Update{ID: "n1.1", Node: "n2", Moves: ip(1)}, changed: true, heard: true,
+			want: func(r job.Record) string { return check(r.State == job.StateRunning, "still "+r.State) }},
+		{name: "its end, with what it used", rec: running(), u: Update{ID: "n1.1", Node: "n2", Exit: ip(0), Used: &job.Usage{CPUSeconds: 12.5, PeakMB: 300}},
+			changed: true, over: true, heard: true, drop: true,
+			want: func(r job.Record) string {
+				return check(r.State == job.StateFinished && r.Used.CPUSeconds == 12.5 && r.Used.PeakMB == 300, fmt.Sprintf("%s %+v", r.State, r.Used))
+			}},
+		{name: "its end, with a use out of range", rec: running(), u: Update{ID: "n1.1", Node: "n2", Exit: ip(0), Used: &job.Usage{CPUSeconds: -1, PeakMB: 1e300}},
+			changed: true, over: true, heard: true, drop: true,
+			want: func(r job.Record) string { return check(r.Used == job.Usage{}, fmt.Sprintf("kept %+v", r.Used)) }},
 		{name: "sent before a move", rec: running(), u: Update{ID: "n1.1", Node: "n9", Moves: ip(0)},
 			want: func(r job.Record) string { return check(r.Node == "n2", "an old copy's node was taken") }},
 		{name: "a move not noted yet", rec: running(), u: Update{ID: "n1.1", Node: "n4", Moves: ip(2)}, changed: true, heard: true,

@@ -64,7 +64,7 @@ func (s *Scheduler) Attained(l job.Local) float64 {
 // AttainedFrom is Attained with the count here, cpu, read already: what
 // it grew by since the copy came (CPUBase), after what the job had before.
 func AttainedFrom(cpu float64, l job.Local) float64 {
-	return min(max(l.CPUBefore, 0)+max(cpu-l.CPUBase, 0), migrate.MaxCPUBefore)
+	return l.Attained(cpu)
 }
 
 // CPUHere is the count here of a copy restored just now (job.Local.CPUBase).

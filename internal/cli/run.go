@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"roam/internal/api"
+	"roam/internal/docgen"
+)
+
+func (e *env) runCmd() *cobra.Command {
+	var req api.RunRequest
+	var detach, noPrefix bool
+	var argsFrom string
+	c := &cobra.Command{
+		Use:   "run [-n COUNT] [--args-from FILE] [--max-running K] [--output PATTERN] [--error PATTERN] [--on NODE] [--pin] [-d] -- PROG [ARGS...]",
+		Short: "start processes on the best nodes; their output comes here, and their exit status",
+		Long:  runLong,
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if err := prepareRun(&req, args, argsFrom, cmd.Flags().Changed("count")); err != nil {
+				return err
+			}
+			if req.Count < 1 {
+				return fmt.Errorf("-n: %d is out of range (at least 1)", req.Count)
+			}
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			if req.Rerun == "" {
+				req.Env = os.Environ()
+				if req.Cwd, err = os.Getwd(); err != nil {
+					return fmt.Errorf("working directory: %w", err)
+				}
+			}
+			req.Stdin = req.Count == 1 && !detach && req.Rerun == ""
+			var relay *signalRelay
+			if !detach {
+				// Catch Ctrl-C from now on: one that comes while the jobs
+				// start is delivered to them once they run.
+				relay = startRelay(cl)
+				defer relay.stop()
+			}
+			var resp api.RunResponse
+			if err := cl.Do(context.Background(), http.MethodPost, api.PathRun, req, &resp); err != nil {
+				return err
+			}
+			if err := e.started(resp, detach); err != nil || detach {
+				return err
+			}
+			if resp.Sweep != "" {
+				// Ctrl-C ends the sweep: its pending jobs too.
+				relay.forward([]string{resp.Sweep})
+				err := e.follow(cl, resp.IDs, !noPrefix, req.Stdin)
+				e.summarize(cl, resp.Sweep)
+				return err
+			}
+			relay.forward(resp.IDs)
+			return e.follow(cl, resp.IDs, req.Count > 1 && !noPrefix, req.Stdin)
+		},
+	}
+	c.Flags().SetInterspersed(false) // flags after the program are the program's
+	c.Flags().IntVarP(&req.Count, "count", "n", 1, "number of processes: a sweep, with -n > 1 (default: --args-from's lines)")
+	c.Flags().StringVar(&argsFrom, "args-from", "", "a sweep of one process a line of FILE: the line replaces {} in the command (or is its last argument)")
+	c.Flags().IntVar(&req.MaxRunning, "max-running", 0, "run at most K of the sweep's processes at once; the others wait, pending")
+	c.Flags().StringVar(&req.Output, "output", "", "write each process's stdout to PATTERN (%A sweep id, %a index, %j job id), as you")
+	c.Flags().StringVar(&req.Error, "error", "", "write each process's stderr to PATTERN, as --output")
+	c.Flags().StringVar(&req.Rerun, "rerun", "", "run the failed and lost indices of SWEEP again (or those of SWEEP:RANGES), as a new sweep")
+	c.Flags().StringVar(&req.On, "on", "", "run on this node instead of the best one")
+	_ = c.RegisterFlagCompletionFunc("on", e.completeNodeFlag)
+	c.Flags().BoolVar(&req.Pin, "pin", false, "never migrate these processes")
+	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job ids and return; see 'roam logs' and 'roam attach'")
+	c.Flags().BoolVar(&noPrefix, "no-prefix", false, "with -n > 1, do not prefix lines with [JOBID]")
+	c.Flags().DurationVar(&req.CheckpointEvery, "checkpoint-every", 0, "checkpoint each process this often, kept on another node: a process whose node dies is restarted from it (e.g. 10m)")
+	docgen.AddSection(c, "EXIT STATUS", exitStatuses)
+	docgen.AddSection(c, "ENVIRONMENT", jobEnvironment)
+	return withJobStatus(jsonVia(jsonStream, c))
+}
+
+// runLong is roam run's description.
+const runLong = `Start COUNT processes of PROG on the best nodes of the cluster. Attached
+(without -d), their output streams here, prefixed by job id when there are
+several, Ctrl-C and other signals reach them wherever they run, and roam run
+exits with their exit status (EXIT STATUS below). With -d it prints the job
+ids and returns at once; roam attach follows them.
+
+A run of more than one process is a sweep, with an id of its own,
+HOMENODE:SEQ (n1:14; a job id has a dot, 1.15): roam ps, kill, logs and
+attach take it, or some of its indices, as n1:14:3-7,9 (or Slurm's
+n1:14[3-7,9], quoted). Each process has its index in ROAM_INDEX
+(ENVIRONMENT below). --args-from FILE gives index i the i-th line of FILE:
+it replaces every {} in the command's arguments, inside that argument as
+it is (no shell reads it: spaces and quotes need no quoting; {{}} is a
+literal {}), or is appended as one more argument where there is no {}.
+--max-running K starts K at once; the others are pending (roam ps says
+why) and start, lowest index first, as others end. --output and --error
+write each index's stdout and stderr into files, as you and never through
+a symlink, at the node you typed roam run on (roam logs has them too). When
+every index has ended, roam run prints a summary (ok, failed by exit
+status, lost) on standard error, as roam ps SWEEP does later; --rerun SWEEP
+runs its failed and lost indices again, with their commands, environments
+and files, as a new sweep.
+
+With --json it prints one JSON object a line: {"job","kind":"started","node"}
+for each job (with "sweep", its sweep's id; "node" empty while it is
+pending), then each line of output as {"job","kind":"stdout"|"stderr",
+"text"} (or "bytes", base64, for a line that is not UTF-8), and
+{"job","kind":"exit","exit_code"} or {"job","kind":"lost","node","at"} as
+each ends, and a sweep's {"kind":"summary","sweep","summary"} at its end
+(docs/scripting.md).`
+
+// started says what a run started: with -d the job ids, one a line, and
+// a sweep's id on standard error; with --json a record each.
+func (e *env) started(resp api.RunResponse, detach bool) error {
+	if e.json {
+		for i, id := range resp.IDs {
+			if err := e.record(jobRecord{Job: id, Kind: "started", Node: at(resp.Nodes, i), Sweep: resp.Sweep}); err != nil {
+				return err
+			}
+		}
+	}
+	if e.json || !detach {
+		return nil
+	}
+	if resp.Sweep != "" {
+		pending := 0
+		for _, n := range resp.Nodes {
+			if n == "" {
+				pending++
+			}
+		}
+		fmt.Fprintf(e.errOut, "roam: sweep %s: %d jobs, %d pending\n", resp.Sweep, len(resp.IDs), pending)
+	}
+	for _, id := range resp.IDs {
+		fmt.Fprintln(e.out, id)
+	}
+	return nil
+}
