@@ -32,7 +32,7 @@ import (
 // are now: at start, and in the fuzz harness after it puts new ones in
 // place.
 func (a *Agent) wireJobs() {
-	a.launch = launch.New(launch.Config{Self: a.cfg.NodeID, Limits: a.cfg.Limits, Log: a.log, Store: a.store, Jobs: a.jobs, Spools: a.spools,
+	a.launch = launch.New(launch.Config{Self: a.cfg.NodeID, Limits: a.cfg.Limits, PerJob: a.cfg.Jobs, Log: a.log, Store: a.store, Jobs: a.jobs, Spools: a.spools,
 		Members: a.members, Rounds: a.rounds, Peers: a.peers, Procs: a.procs, Draining: func() bool { return a.drain.On() }, Event: a.event})
 	a.control = control.New(control.Config{Self: a.cfg.NodeID, Jobs: a.jobs, Moves: a.migr, Peers: a.peers, Procs: a.procs,
 		SettleWait: peer.RestoreTimeout, Attained: scheduler.AttainedFrom,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
@@ -22,6 +23,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/docgen"
+	"roam/internal/resources"
 )
 
 // reattachFor is how long `roam run` waits for a lost agent to come back.
@@ -30,14 +32,29 @@ const reattachFor = 5 * time.Minute
 func (e *env) runCmd() *cobra.Command {
 	var req api.RunRequest
 	var detach, noPrefix bool
+	var cpus, mem string
 	c := &cobra.Command{
-		Use:   "run [-n COUNT] [--on NODE] [--pin] [-d] -- PROG [ARGS...]",
+		Use:   "run [-n COUNT] [--on NODE] [--pin] [--cpus N] [--mem SIZE] [-d] -- PROG [ARGS...]",
 		Short: "start processes on the best nodes; their output comes here, and their exit status",
 		Long: `Start COUNT processes of PROG on the best nodes of the cluster. Attached
 (without -d), their output streams here, prefixed by job id when there are
 several, Ctrl-C and other signals reach them wherever they run, and roam run
 exits with their exit status (EXIT STATUS below). With -d it prints the job
 ids and returns at once; roam attach follows them.
+
+--cpus N and --mem SIZE are what each process may use, on every node it runs
+on (without them: the home node's jobs.default_cpus, 1, and
+jobs.default_mem_bytes, none). --cpus limits its CPU time to N CPUs (0.5, 2),
+sets OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS to N rounded
+up unless you set them, and counts N rounded up where roam places jobs.
+--mem limits its memory, its processes' and its /tmp's, to SIZE (64M, 2G;
+MiB without a unit, as Slurm's): a process of it that needs more is killed
+by the kernel within this job alone, the job ends (with status 137 when its
+program was the one killed), and roam ps -l says "out of memory (--mem
+SIZE)". A node takes a job only while the --mem of the jobs it holds and
+this one's fit in its memory for jobs; a run that fits on no node is
+refused. Each job may also have at most the node's jobs.pids processes and
+threads.
 
 With --json it prints one JSON object a line: {"job","kind":"started","node"}
 for each job, then each line of output as {"job","kind":"stdout"|"stderr",
@@ -48,6 +65,9 @@ each ends (docs/scripting.md).`,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if req.Count < 1 {
 				return fmt.Errorf("-n: %d is out of range (at least 1)", req.Count)
+			}
+			if err := parseRequest(&req, cpus, mem); err != nil {
+				return err
 			}
 			cl, err := e.client()
 			if err != nil {
@@ -96,10 +116,32 @@ each ends (docs/scripting.md).`,
 	c.Flags().BoolVar(&req.Pin, "pin", false, "never migrate these processes")
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job ids and return; see 'roam logs' and 'roam attach'")
 	c.Flags().BoolVar(&noPrefix, "no-prefix", false, "with -n > 1, do not prefix lines with [JOBID]")
+	c.Flags().StringVar(&cpus, "cpus", "", "CPUs each process may use, e.g. 0.5 or 2 (default: the home's jobs.default_cpus)")
+	c.Flags().StringVar(&mem, "mem", "", "memory each process may hold, e.g. 64M or 2G, MiB without a unit; past it the kernel kills it (default: the home's jobs.default_mem_bytes)")
 	c.Flags().DurationVar(&req.CheckpointEvery, "checkpoint-every", 0, "checkpoint each process this often, kept on another node: a process whose node dies is restarted from it (e.g. 10m)")
 	docgen.AddSection(c, "EXIT STATUS", exitStatuses)
 	docgen.AddSection(c, "ENVIRONMENT", jobEnvironment)
 	return withJobStatus(jsonVia(jsonStream, c))
+}
+
+// parseRequest reads --cpus and --mem into req ("": not given, the
+// home's default).
+func parseRequest(req *api.RunRequest, cpus, mem string) error {
+	if cpus != "" {
+		m, err := resources.ParseCPUs(cpus)
+		if err != nil {
+			return err
+		}
+		req.CPUs = float64(m) / resources.MilliPerCPU
+	}
+	if mem != "" {
+		b, err := resources.ParseMem(mem)
+		if err != nil {
+			return err
+		}
+		req.MemBytes = b
+	}
+	return nil
 }
 
 // at is s[i], or "" past its end.
@@ -492,7 +534,7 @@ exits 1.`,
 			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 			head := "ID\tUSER\tHOME\tNODE\tSTATE\tCPU-S\tRSS-MB\tMIG\tAGE\t"
 			if long {
-				head += "EXIT\tPIN\tCHECKPOINT\t"
+				head += "EXIT\tREQUEST\tPIN\tCHECKPOINT\t"
 			}
 			fmt.Fprintln(tw, head+"CMD")
 			for _, j := range js {
@@ -510,7 +552,7 @@ exits 1.`,
 					if j.EndReason != "" {
 						ex += " (" + j.EndReason + ")"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t", ex, pinText(j), ckptText(j))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t", ex, requestText(j), pinText(j), ckptText(j))
 				}
 				fmt.Fprintln(tw, j.Cmd)
 			}
@@ -588,6 +630,16 @@ func ckptText(j api.Job) string {
 		return "-"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// requestText is a job's requests as roam run takes them ("--cpus 0.5
+// --mem 64M"), "-" when it has none.
+func requestText(j api.Job) string {
+	r := resources.Request{MilliCPUs: int64(math.Round(j.CPUs * resources.MilliPerCPU)), MemBytes: j.MemBytes}
+	if s := r.String(); s != "" {
+		return s
+	}
+	return "-"
 }
 
 // pinText says whether and why a job stays where it is.

@@ -18,6 +18,7 @@ import (
 
 	"roam/internal/cgroup"
 	"roam/internal/procfs"
+	"roam/internal/resources"
 )
 
 // Spec is what a node needs to start a job.
@@ -35,6 +36,8 @@ type Spec struct {
 	// CheckpointEvery: roam run --checkpoint-every (the launcher ignores
 	// it).
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	// Req is roam run's --cpus and --mem: the job's cgroup limits.
+	Req resources.Request `json:"req,omitzero"`
 }
 
 // Errors of a spec that cannot start; each message names the thing.

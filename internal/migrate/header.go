@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"roam/internal/resources"
 )
 
 // MaxHeader bounds a migration stream's header line.
@@ -63,6 +65,10 @@ type Header struct {
 	// CPUBefore is the CPU time, in seconds, the job has had on every node
 	// it ran on until this move or checkpoint (job.Local.CPUBefore).
 	CPUBefore float64 `json:"cpu_before,omitempty"`
+	// Req is the job's resource request (roam run --cpus, --mem): the
+	// destination gives its cgroup the same limits, and takes it only
+	// with room for its memory. Zero from an older roam: no limits.
+	Req resources.Request `json:"req,omitzero"`
 }
 
 // MaxCheckpointEvery bounds a periodic checkpoint interval; the least is
@@ -172,6 +178,9 @@ func (h Header) Validate() error {
 	}
 	if !(h.CPUBefore >= 0 && h.CPUBefore <= MaxCPUBefore) {
 		return bad("cpu time %v", h.CPUBefore)
+	}
+	if err := h.Req.Check(); err != nil {
+		return bad("%v", err)
 	}
 	if len(h.Stopped) > MaxStopped {
 		return bad("%d stopped processes", len(h.Stopped))

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"roam/internal/errkind"
 )
 
 // Request is a job's resource request. It travels with the job wherever
@@ -59,10 +61,10 @@ var ErrBad = errors.New("bad resource request")
 // Zero fields pass (none asked, or an older roam's record).
 func (r Request) Check() error {
 	if r.MilliCPUs != 0 && (r.MilliCPUs < MinMilliCPUs || r.MilliCPUs > MaxMilliCPUs) {
-		return fmt.Errorf("%w: --cpus %s is out of range (%s to %s)", ErrBad, FormatCPUs(r.MilliCPUs), FormatCPUs(MinMilliCPUs), FormatCPUs(MaxMilliCPUs))
+		return errkind.New(ErrBad, "--cpus %s is out of range (%s to %s)", FormatCPUs(r.MilliCPUs), FormatCPUs(MinMilliCPUs), FormatCPUs(MaxMilliCPUs))
 	}
 	if r.MemBytes != 0 && (r.MemBytes < MinMemBytes || r.MemBytes > MaxMemBytes) {
-		return fmt.Errorf("%w: --mem %s is out of range (%s to %s)", ErrBad, FormatMem(r.MemBytes), FormatMem(MinMemBytes), FormatMem(MaxMemBytes))
+		return errkind.New(ErrBad, "--mem %s is out of range (%s to %s)", FormatMem(r.MemBytes), FormatMem(MinMemBytes), FormatMem(MaxMemBytes))
 	}
 	return nil
 }
@@ -129,7 +131,7 @@ func ThreadEnv(env []string, r Request) []string {
 // ParseCPUs reads --cpus: a positive decimal number of CPUs with at most
 // three decimals ("0.5", "2", "1.25"), within bounds.
 func ParseCPUs(s string) (int64, error) {
-	bad := fmt.Errorf("%w: --cpus %q is not a number of CPUs such as 0.5 or 2", ErrBad, s)
+	bad := errkind.New(ErrBad, "--cpus %q is not a number of CPUs such as 0.5 or 2", s)
 	whole, frac, dot := strings.Cut(strings.TrimSpace(s), ".")
 	if (whole == "" && frac == "") || len(frac) > 3 || (dot && frac == "") || !digits(whole) || !digits(frac) || len(whole) > 7 {
 		return 0, bad
@@ -138,7 +140,7 @@ func ParseCPUs(s string) (int64, error) {
 	f, _ := strconv.ParseInt((frac + "000")[:3], 10, 64)
 	m := w*MilliPerCPU + f
 	if err := (Request{MilliCPUs: m}).Check(); err != nil || m == 0 {
-		return 0, fmt.Errorf("%w: --cpus %s is out of range (%s to %s)", ErrBad, strings.TrimSpace(s), FormatCPUs(MinMilliCPUs), FormatCPUs(MaxMilliCPUs))
+		return 0, errkind.New(ErrBad, "--cpus %s is out of range (%s to %s)", strings.TrimSpace(s), FormatCPUs(MinMilliCPUs), FormatCPUs(MaxMilliCPUs))
 	}
 	return m, nil
 }
@@ -161,15 +163,15 @@ func ParseMem(s string) (int64, error) {
 	}
 	shift, ok := map[string]uint{"": 20, "K": 10, "M": 20, "G": 30, "T": 40}[unit]
 	if num == "" || !ok || len(num) > 16 {
-		return 0, fmt.Errorf("%w: --mem %q is not a size such as 64M or 2G (MiB without a unit)", ErrBad, s)
+		return 0, errkind.New(ErrBad, "--mem %q is not a size such as 64M or 2G (MiB without a unit)", s)
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil || n > MaxMemBytes>>shift {
-		return 0, fmt.Errorf("%w: --mem %s is out of range (%s to %s)", ErrBad, t, FormatMem(MinMemBytes), FormatMem(MaxMemBytes))
+		return 0, errkind.New(ErrBad, "--mem %s is out of range (%s to %s)", t, FormatMem(MinMemBytes), FormatMem(MaxMemBytes))
 	}
 	b := n << shift
 	if err := (Request{MemBytes: b}).Check(); err != nil || b == 0 {
-		return 0, fmt.Errorf("%w: --mem %s is out of range (%s to %s)", ErrBad, t, FormatMem(MinMemBytes), FormatMem(MaxMemBytes))
+		return 0, errkind.New(ErrBad, "--mem %s is out of range (%s to %s)", t, FormatMem(MinMemBytes), FormatMem(MaxMemBytes))
 	}
 	return b, nil
 }

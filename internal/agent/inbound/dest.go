@@ -379,7 +379,7 @@ func (d *Driver) doIn(in *Migration, act migrate.DestAction) migrate.DestEvent {
 func (d *Driver) adoptIn(in *Migration, r migrate.InRecord) {
 	hdr := in.hdr
 	l := job.Local{ID: hdr.ID, Home: hdr.Home, HomeAddr: hdr.HomeAddr, UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups, PID: r.PID, StartTix: r.Tix, Dir: in.spool,
-		Started: hdr.Started, Hold: hdr.Hold, Moves: hdr.Moves + 1, LastMoved: r.EndedAt, Inc: hdr.Inc, CheckpointEvery: hdr.CheckpointEvery,
+		Started: hdr.Started, Hold: hdr.Hold, Moves: hdr.Moves + 1, LastMoved: r.EndedAt, Inc: hdr.Inc, CheckpointEvery: hdr.CheckpointEvery, Req: hdr.Req,
 		CPUBefore: hdr.CPUBefore, CPUBase: d.cpuHere(r.Job, r.PID)}
 	ackOut, ackErr := hdr.AckOut, hdr.AckErr
 	if in.rst != nil && in.rst.File.Path == "" {

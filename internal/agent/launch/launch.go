@@ -28,6 +28,7 @@ import (
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
+	"roam/internal/resources"
 )
 
 // startBatch bounds the JSON of one start request's specs, below the
@@ -38,6 +39,9 @@ const startBatch = httpx.MaxBody / 2
 type Config struct {
 	Self   string        // this node's id
 	Limits limits.Limits // what a user's run may cost this node
+	// PerJob gives a run's requests their defaults (jobs.default_cpus,
+	// jobs.default_mem_bytes).
+	PerJob limits.Jobs
 	Log    *slog.Logger
 	// Store holds the job sequence new ids are taken from.
 	Store   *job.Store
@@ -67,7 +71,7 @@ func New(c Config) *Starter { return &Starter{c} }
 
 // Run starts a `roam run` request from caller; this node is the home.
 func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, error) {
-	spec, err := runSpec(c, req)
+	spec, err := runSpec(c, req, s.cfg.PerJob.DefaultRequest())
 	if err != nil {
 		return api.RunResponse{}, err
 	}
@@ -113,8 +117,9 @@ func (s *Starter) checkRunLimits(c httpx.Caller, req api.RunRequest) error {
 	return nil
 }
 
-// runSpec checks a run request and makes the spec its processes share.
-func runSpec(c httpx.Caller, req api.RunRequest) (job.Spec, error) {
+// runSpec checks a run request and makes the spec its processes share,
+// its resource request completed from def.
+func runSpec(c httpx.Caller, req api.RunRequest, def resources.Request) (job.Spec, error) {
 	switch {
 	case req.Count < 1:
 		return job.Spec{}, errkind.New(peer.ErrBadRequest, "-n: %d is below 1", req.Count)
@@ -126,8 +131,12 @@ func runSpec(c httpx.Caller, req api.RunRequest) (job.Spec, error) {
 	if !migrate.ValidEvery(req.CheckpointEvery) {
 		return job.Spec{}, errkind.New(peer.ErrBadRequest, "--checkpoint-every: %v is out of range (%v to %v)", req.CheckpointEvery, migrate.MinCheckpointEvery, migrate.MaxCheckpointEvery)
 	}
+	rr, err := limits.Request(req.CPUs, req.MemBytes, def)
+	if err != nil {
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "%v", err)
+	}
 	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: c.Groups, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, Pin: req.Pin,
-		CheckpointEvery: req.CheckpointEvery}
+		CheckpointEvery: req.CheckpointEvery, Req: rr}
 	if err := job.Check(spec); err != nil {
 		return job.Spec{}, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
@@ -149,11 +158,11 @@ func (s *Starter) newHomeRecords(c httpx.Caller, req api.RunRequest, spec job.Sp
 	for i, node := range targets {
 		sp := spec
 		sp.ID = fmt.Sprintf("%s.%d", s.cfg.Self, first+uint64(i))
-		sp.Env = jobEnv(req.Env, sp.ID, i, req.Count)
+		sp.Env = resources.ThreadEnv(jobEnv(req.Env, sp.ID, i, req.Count), spec.Req)
 		byNode[node] = append(byNode[node], sp)
 		recs = append(recs, job.Record{
 			ID: sp.ID, UID: c.UID, GID: c.GID, Groups: spec.Groups, User: name, Argv: req.Argv, Env: sp.Env,
-			Cwd: req.Cwd, Home: s.cfg.Self, Node: node, Stdin: req.Stdin, Pin: req.Pin, CheckpointEvery: req.CheckpointEvery,
+			Cwd: req.Cwd, Home: s.cfg.Self, Node: node, Stdin: req.Stdin, Pin: req.Pin, CheckpointEvery: req.CheckpointEvery, Req: spec.Req,
 			State: job.StateStarting, Started: now, Group: fmt.Sprintf("%s.%d", s.cfg.Self, first),
 		})
 		s.cfg.Event(api.Event{At: now, Kind: "place", Job: sp.ID, UID: &c.UID, To: node, Why: why})

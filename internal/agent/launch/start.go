@@ -137,13 +137,17 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 			out = append(out, peer.StartResult{ID: sp.ID, Error: "bad home address " + strconv.Quote(req.HomeAddr)})
 			continue
 		}
+		if err := sp.Req.Check(); err != nil {
+			out = append(out, peer.StartResult{ID: sp.ID, Error: err.Error()})
+			continue
+		}
 		p, err := s.cfg.Procs.Start(sp)
 		if err != nil {
 			out = append(out, peer.StartResult{ID: sp.ID, Error: err.Error()})
 			continue
 		}
 		l := job.Local{ID: sp.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: sp.UID, GID: sp.GID, Groups: sp.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now(),
-			CheckpointEvery: sp.CheckpointEvery}
+			CheckpointEvery: sp.CheckpointEvery, Req: sp.Req}
 		if sp.Pin {
 			l.Hold = migrate.HoldPin
 		}

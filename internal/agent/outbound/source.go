@@ -369,7 +369,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.UID, hdr.GID, hdr.Groups = rec.UID, rec.GID, rec.Groups
 	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = rec.Started, rec.Hold, rec.Moves, rec.LastMoved
 	hdr.AckOut, hdr.AckErr = mj.AckOut, mj.AckErr
-	hdr.Inc, hdr.CheckpointEvery = rec.Inc, rec.CheckpointEvery
+	hdr.Inc, hdr.CheckpointEvery, hdr.Req = rec.Inc, rec.CheckpointEvery, rec.Req
 	hdr.CPUBefore = d.attained(rec)
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
