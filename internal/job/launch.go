@@ -110,8 +110,13 @@ type Processes interface {
 	// Usage is job id's CPU seconds and resident memory: its cgroup's
 	// counts, or its process tree's (from roam-init at pid) without one.
 	Usage(id string, pid int) (cpuSeconds, rssMB float64)
-	// Tidy removes what ended jobs left (their cgroups).
-	Tidy()
+	// Tidy removes what ended jobs left (their cgroups), but for the jobs
+	// keep says are still this node's: an ended job's group holds what
+	// its end is read from (OOMKills) until its home has its exit.
+	Tidy(keep func(id string) bool)
+	// OOMKills is how many processes of job id the kernel's OOM killer
+	// killed here, inside its cgroup (0 without one).
+	OOMKills(id string) int64
 	// Activity is the tree's runnable threads, read and write system
 	// calls so far, and resident memory.
 	Activity(pid int) (runnable int, syscalls uint64, rssMB float64)
@@ -261,10 +266,17 @@ func (l Launcher) Usage(id string, pid int) (float64, float64) {
 	return TreeUsage(pid)
 }
 
-func (l Launcher) Tidy() {
+func (l Launcher) Tidy(keep func(id string) bool) {
 	if l.Cgroups != nil {
-		l.Cgroups.Tidy()
+		l.Cgroups.Tidy(keep)
 	}
+}
+
+func (l Launcher) OOMKills(id string) int64 {
+	if l.Cgroups == nil {
+		return 0
+	}
+	return l.Cgroups.OOMKills(id)
 }
 
 func (Launcher) Activity(pid int) (int, uint64, float64) { return TreeActivity(pid) }
@@ -355,7 +367,7 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 	}
 	cg := "-"
 	if l.Cgroups != nil {
-		procs, release, err := l.Cgroups.Enter(s.ID)
+		procs, release, err := l.Cgroups.Enter(s.ID, l.Cgroups.LimitsFor(s.Req))
 		if err != nil {
 			return nil, err
 		}

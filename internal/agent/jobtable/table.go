@@ -41,6 +41,9 @@ type Table struct {
 	endedRuns  reopen.Ended
 	// uploading are the users with a roam restart upload in progress.
 	uploading map[uint32]bool
+	// reserved are the memory requests, in bytes, of the jobs that are
+	// starting or arriving here and are not local jobs yet (mem.go).
+	reserved map[string]int64
 }
 
 // wakeReaders wakes the readers waiting for news of home job id (Output).
@@ -160,19 +163,6 @@ type Local struct {
 	ArrivedAt time.Time
 	lastCkpt  time.Time
 	CkptJob   *migrate.CheckpointJob
-}
-
-// NewsState is what a job's news is read from: copied under the job
-// lock, read without it.
-type NewsState struct {
-	Dir            string
-	Pid            int
-	Tix            uint64
-	AckOut, AckErr int64
-}
-
-func (lj *Local) newsState() NewsState {
-	return NewsState{Dir: lj.Rec.Dir, Pid: lj.Rec.PID, Tix: lj.Rec.StartTix, AckOut: lj.AckOut, AckErr: lj.AckErr}
 }
 
 // Refs copies what a round reads of the jobs running here, and their
@@ -327,6 +317,7 @@ func (j *Table) AddLocals(locals []job.Local, stdins []*os.File, now time.Time) 
 	defer j.mu.Unlock()
 	for i, l := range locals {
 		j.local[l.ID] = &Local{Rec: l, Stdin: stdins[i], ArrivedAt: now}
+		delete(j.reserved, l.ID) // its request counts as a local job's now
 	}
 	return err
 }

@@ -42,7 +42,14 @@ type Config struct {
 	// PerJob gives a run's requests their defaults (jobs.default_cpus,
 	// jobs.default_mem_bytes).
 	PerJob limits.Jobs
-	Log    *slog.Logger
+	// JobMem is the memory, in bytes, this node gives its jobs' requests
+	// (agent.Parts.JobMemory; 0: not counted): a start here reserves its
+	// request's place in it first (jobtable.Table.ReserveMem).
+	JobMem int64
+	// Admitted is what the memory requests of the moves this node
+	// admitted and has not received add up to, in MiB, but job but's.
+	Admitted func(but string) float64
+	Log      *slog.Logger
 	// Store holds the job sequence new ids are taken from.
 	Store   *job.Store
 	Jobs    *jobtable.Table
@@ -78,7 +85,8 @@ func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, erro
 	if err := s.checkRunLimits(c, req); err != nil {
 		return api.RunResponse{}, err
 	}
-	targets, why, err := s.cfg.Members.Place(req.On, req.Count, s.cfg.Draining())
+	held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("")
+	targets, why, err := s.cfg.Members.Place(req.On, req.Count, s.cfg.Draining(), spec.Req, held)
 	if err != nil {
 		return api.RunResponse{}, err
 	}

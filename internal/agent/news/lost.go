@@ -36,8 +36,9 @@ func (r *Relay) LostLoop(started time.Time) {
 		case <-r.c.Stop:
 			return
 		case now := <-t.C:
-			// What ended or moved away left its cgroup behind.
-			r.c.Procs.Tidy()
+			// What ended or moved away left its cgroup behind; a job
+			// whose home does not have its end yet keeps it (OOMKills).
+			r.c.Procs.Tidy(func(id string) bool { _, ok := r.c.Jobs.LocalRec(id); return ok })
 			if now.Sub(expired) >= expireEvery {
 				expired = now
 				r.expire(now)

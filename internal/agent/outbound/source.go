@@ -309,6 +309,9 @@ func (o *outMig) sendCheck(r migrate.Record) error {
 	}
 	o.addr = addr
 	req := peer.MigrateCheckRequest{MID: r.MID, From: o.d.self, ID: r.Job, Files: o.files, Lazy: r.Lazy, Owner: o.owner()}
+	if o.lj != nil {
+		req.Req = o.d.jobs.Moving(o.lj).Rec.Req
+	}
 	return o.d.peers.CallAddr(addr, http.MethodPost, peer.MigrateCheck, req, nil)
 }
 
