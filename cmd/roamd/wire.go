@@ -149,6 +149,15 @@ func (w world) summary(cfg config.Config) string {
 	} else {
 		fmt.Fprintf(&b, "  user jobs   in user namespaces of their own (root-owned, every id mapped to itself), where root's CRIU moves them\n")
 	}
+	mem := "none"
+	if cfg.Jobs.DefaultMemBytes > 0 {
+		mem = api.Bytes(cfg.Jobs.DefaultMemBytes)
+	}
+	pids := fmt.Sprint(cfg.Jobs.Pids, " processes")
+	if w.jobs != nil && w.jobs.Layout.Pids == "" {
+		pids = "no bound on processes (no pids controller)"
+	}
+	fmt.Fprintf(&b, "  jobs        --cpus %v and --mem %s when a run gives none; %s each\n", cfg.Jobs.DefaultCPUs, mem, pids)
 	if w.jobs != nil {
 		fmt.Fprintf(&b, "  job groups  %s/jobs/ID (%s)\n", w.jobs.Parent, w.jobs.Layout)
 	} else {

@@ -188,3 +188,62 @@ func TestOutOfMemoryIsTheJobsEnd(t *testing.T) {
 		}
 	})
 }
+
+// A job restarted from its checkpoint after its node died keeps its
+// request: its home places it on a node with room for its memory (not
+// the home, less loaded but whose jobs hold too much of it), and the
+// node that restores it does so into the request's limits.
+func TestRestartKeepsTheRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 53, faults{}, "static", func(c *Config) { c.Jobs.MemoryBytes = 256 << 20 })
+		home, n2 := c.nodes[0].a, c.nodes[1]
+		if _, err := home.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1", MemBytes: 200 << 20}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := home.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 3, On: "n3"}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor("n1 to hear n3 more loaded than itself", time.Minute, func() bool {
+			self, _ := home.members.Self()
+			e, ok := home.members.Heard("n3")
+			return ok && e.Load > self+1
+		})
+		asked := resources.Request{MilliCPUs: 500, MemBytes: 64 << 20}
+		r, err := home.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2", CheckpointEvery: 5 * time.Second,
+			CPUs: 0.5, MemBytes: 64 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := r.IDs[0]
+		c.waitFor("a checkpoint kept", time.Minute, func() bool { return c.homeRec(id).Newest != nil })
+		c.world.mu.Lock()
+		c.world.cutOff["n2"] = true
+		c.world.mu.Unlock()
+		c.net.partition(n2.host, c.nodes[0].host)
+		c.net.partition(n2.host, c.nodes[2].host)
+		c.waitFor("the job restarted", 2*time.Minute, func() bool {
+			rec := c.homeRec(id)
+			return rec.Inc == 1 && rec.State == job.StateRunning && rec.Node != "n2"
+		})
+		if node := c.homeRec(id).Node; node != "n3" {
+			t.Errorf("restarted on %s, whose jobs hold 200 of its 256 MiB", node)
+		}
+		fn := c.nodes[2].fn
+		fn.mu.Lock()
+		var got []resources.Request
+		for _, rs := range fn.restores {
+			got = append(got, rs.Req)
+		}
+		fn.mu.Unlock()
+		if len(got) == 0 || got[len(got)-1] != asked {
+			t.Errorf("n3 restored it with %+v", got)
+		}
+		if l, ok := c.nodes[2].a.jobs.LocalRec(id); !ok || l.Req != asked || c.homeRec(id).Req != asked {
+			t.Errorf("after the restart: local %+v (%v), home %+v", l.Req, ok, c.homeRec(id).Req)
+		}
+		c.net.heal()
+		c.world.mu.Lock()
+		delete(c.world.cutOff, "n2")
+		c.world.mu.Unlock()
+	})
+}

@@ -1,13 +1,13 @@
 package sched
 
 import (
-	"roam/internal/resources"
-
 	"fmt"
 	"math/rand"
 	"slices"
 	"strings"
 	"testing"
+
+	"roam/internal/resources"
 	"time"
 )
 

@@ -1,12 +1,12 @@
 package sched
 
 import (
-	"roam/internal/resources"
-
 	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
+
+	"roam/internal/resources"
 	"time"
 )
 

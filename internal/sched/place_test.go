@@ -1,12 +1,13 @@
 package sched
 
 import (
-	"roam/internal/resources"
-
 	"errors"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
+
+	"roam/internal/resources"
 )
 
 func count(ids []string) map[string]int {
@@ -85,5 +86,49 @@ func TestPlaceGuessesUnknownLoad(t *testing.T) {
 	}
 	if _, _, err := Place("least-loaded", []NodeLoad{{ID: "3", Capacity: 1, Unknown: true}}, 1, resources.Request{}, nil, 0); !errors.Is(err, ErrNoNode) {
 		t.Fatalf("only unknown nodes: %v", err)
+	}
+}
+
+// Placement passes over a node without room for a process's memory
+// request, counts what it placed (memory and slots: a job of --cpus 2
+// counts two), and says when a run fits nowhere: now (ErrNoRoom) or ever
+// (ErrTooLarge). A node whose memory is not known counts as having room.
+func TestPlaceCountsMemoryAndSlots(t *testing.T) {
+	mib := func(n int64) resources.Request { return resources.Request{MilliCPUs: 1000, MemBytes: n << 20} }
+	nodes := []NodeLoad{{ID: "1", Capacity: 1, MemJobsMB: 256, MemHeldMB: 200}, {ID: "2", Capacity: 1, Load: 3, MemJobsMB: 256}, {ID: "3", Capacity: 1, Load: 1, MemJobsMB: 256, MemHeldMB: 100}}
+	for _, kind := range []string{"least-loaded", "random-two", "round-robin"} {
+		got, _, err := Place(kind, nodes, 3, mib(128), rand.New(rand.NewSource(1)), 0)
+		slices.Sort(got)
+		if err != nil || !slices.Equal(got, []string{"2", "2", "3"}) {
+			t.Errorf("%s: 3 of 128 MiB went to %v, %v (room: node 2 for two, node 3 for one)", kind, got, err)
+		}
+		if _, _, err := Place(kind, nodes, 4, mib(128), rand.New(rand.NewSource(1)), 0); !errors.Is(err, ErrNoRoom) || !strings.Contains(err.Error(), "1 of the 4 processes") {
+			t.Errorf("%s: a fourth: %v", kind, err)
+		}
+	}
+	fuller := slices.Clone(nodes)
+	fuller[1].MemHeldMB = 100
+	if err := FitsNowhere(fuller, mib(200)); !errors.Is(err, ErrNoRoom) || !strings.Contains(err.Error(), "node 2, 156 MiB free of the 256") {
+		t.Errorf("200 MiB: %v", err)
+	}
+	if err := FitsNowhere(nodes, mib(300)); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("300 MiB: %v", err)
+	}
+	if err := FitsNowhere(nodes, mib(100)); err != nil {
+		t.Errorf("100 MiB: %v", err)
+	}
+	if err := FitsNowhere(append(slices.Clone(nodes), NodeLoad{ID: "4", Capacity: 1}), mib(300)); err != nil {
+		t.Errorf("with a node whose memory is not known: %v", err)
+	}
+	// Slots: two jobs of --cpus 2 on equal nodes go one to each; four of
+	// --cpus 1 two to each.
+	eq := []NodeLoad{{ID: "1", Capacity: 4}, {ID: "2", Capacity: 4}}
+	got, _ := PlaceLeastLoaded(eq, 3, resources.Request{MilliCPUs: 2000})
+	if !slices.Equal(got, []string{"1", "2", "1"}) {
+		t.Errorf("--cpus 2: %v", got)
+	}
+	loaded := []NodeLoad{{ID: "1", Capacity: 4, Load: 0.5}, {ID: "2", Capacity: 4}}
+	if got, _ := PlaceLeastLoaded(loaded, 2, resources.Request{MilliCPUs: 3000}); !slices.Equal(got, []string{"2", "1"}) {
+		t.Errorf("--cpus 3 after a load of 2 threads on node 1: %v (node 2 at 3/4 with one)", got)
 	}
 }

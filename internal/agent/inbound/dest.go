@@ -424,7 +424,8 @@ func (d *Driver) discardIn(in *Migration, r migrate.InRecord) {
 	d.held.drop(r.MID)
 	if r.Job != "" {
 		d.rounds.Arrived(r.Job)
-		if here, _ := d.jobs.HereOrComing(r.Job, r.MID, d.moves); !here {
+		// Its room, unless the job runs here or comes by another run.
+		if here, coming := d.jobs.HereOrComing(r.Job, r.MID, d.moves); !here && !coming {
 			d.jobs.Unreserve(r.Job)
 		}
 	}
