@@ -106,6 +106,7 @@ TARGETS=(
   "./internal/ckpt FuzzNetworkMounts"
   "./internal/ckpt FuzzParseStats"
   "./internal/secret FuzzParse"
+  "./internal/resources FuzzParse"
 )
 
 # logged_total PKG NAME: the executions FUZZLOG holds for a target since

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,6 +149,15 @@ func (w world) summary(cfg config.Config) string {
 	} else {
 		fmt.Fprintf(&b, "  user jobs   in user namespaces of their own (root-owned, every id mapped to itself), where root's CRIU moves them\n")
 	}
+	mem := "none"
+	if cfg.Jobs.DefaultMemBytes > 0 {
+		mem = api.Bytes(cfg.Jobs.DefaultMemBytes)
+	}
+	pids := fmt.Sprint(cfg.Jobs.Pids, " processes")
+	if w.jobs != nil && w.jobs.Layout.Pids == "" {
+		pids = "no bound on processes (no pids controller)"
+	}
+	fmt.Fprintf(&b, "  jobs        --cpus %v and --mem %s when a run gives none; %s each\n", cfg.Jobs.DefaultCPUs, mem, pids)
 	if w.jobs != nil {
 		fmt.Fprintf(&b, "  job groups  %s/jobs/ID (%s)\n", w.jobs.Parent, w.jobs.Layout)
 	} else {
@@ -196,6 +206,17 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 	// Users' jobs run in user namespaces of their own wherever the host
 	// allows them (see cinit/roam-init.c, -U).
 	noUserNS := job.UserNSAllowed(cfg.InitPath, execMu)
+	prober := probe.Node{Layout: w.layout, Group: cfg.Cgroup}
+	jobMem := prober.JobMemory()
+	if cfg.Jobs.MemoryBytes > 0 {
+		jobMem = cfg.Jobs.MemoryBytes
+	}
+	if w.jobs != nil {
+		w.jobs.Cores, w.jobs.Pids, w.jobs.Memory = cfg.Capacity, cfg.Jobs.Pids, jobMem
+		if w.jobs.Cores <= 0 {
+			w.jobs.Cores = float64(runtime.NumCPU())
+		}
+	}
 	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs, UserNS: noUserNS == nil,
 		TmpBytes: cfg.Limits.JobTmpBytes}
 	// Root's CRIU believes the kernel facts it cached there.
@@ -232,7 +253,8 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 		Processes:     launcher,
 		UserNS:        launcher.UserNS,
 		LazyUserNS:    lazyUserNS,
-		Prober:        probe.Node{Layout: w.layout, Group: cfg.Cgroup},
+		Prober:        prober,
+		JobMemory:     jobMem,
 	}, nil
 }
 

@@ -162,6 +162,9 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	if a.capacity == 0 {
 		a.capacity = float64(runtime.NumCPU())
 	}
+	if cfg.Jobs.MemoryBytes > 0 {
+		a.parts.JobMemory = cfg.Jobs.MemoryBytes
+	}
 	a.reg = parts.Registry
 	if a.reg == nil {
 		a.reg = prometheus.NewRegistry()
@@ -176,7 +179,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	a.event = scheduler.Recorder(cfg.NodeID, a.log, a.events)
 	a.migr = moves.New[*inbound.Migration, *pages.LazyDump](cfg.NodeID, rankMoves)
 	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), checkpoints.Key(parts.CheckpointKey, parts.GossipKey), cfg.Limits.CheckpointBytes, rankStore)
-	a.members = members.ForNode(cfg.NodeID, cfg.Load, a.capacity, pl.Policy.Placement, rankMembers)
+	a.members = members.ForNode(cfg.NodeID, cfg.Load, a.capacity, float64(a.parts.JobMemory)/(1<<20), pl.Policy.Placement, rankMembers)
 	return a, nil
 }
 

@@ -13,7 +13,8 @@ import "roam/internal/lockorder"
 //
 //	owner                  state                                    package / files
 //	job table              home and local records, their bbolt      jobtable
-//	                       writes, claims, restarts' marks
+//	                       writes, claims, restarts' marks, the
+//	                       room held for jobs' memory requests
 //	migrations in flight   coming migrations, where jobs went,      moves
 //	                       page sinks, lazy dumps, checks' findings
 //	spools                 the home jobs' output                    spool

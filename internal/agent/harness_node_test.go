@@ -217,6 +217,9 @@ type fakeNode struct {
 	kills    []int
 	restores []ckpt.RestoreSpec
 	sinks    int
+	// oomKills are the processes the OOM killer killed in each job's
+	// group, as a test says.
+	oomKills map[string]int64
 	// onRestore, when set, runs as a restore is asked (before anything
 	// is restored).
 	onRestore func(ckpt.RestoreSpec)
@@ -443,6 +446,14 @@ func (f *fakeNode) PeakMB(id string) float64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.peakMB
+}
+
+// OOMKills is what a test set in oomKills: the kernel's OOM killer acted
+// in job id's group.
+func (f *fakeNode) OOMKills(id string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.oomKills[id]
 }
 
 func (f *fakeNode) Stopped(pid int) bool {

@@ -46,6 +46,12 @@ type Parts struct {
 	LazyUserNS bool
 	// Prober measures the node's load and free memory.
 	Prober Prober
+	// JobMemory is the memory, in bytes, this node has for its jobs
+	// (probe.Node.JobMemory), which the config's jobs.memory_bytes
+	// replaces when it names one: the node takes a job only while the
+	// memory requests of the jobs it holds and this one fit in it. 0: it
+	// counts none, and takes any.
+	JobMemory int64
 	// Registry gets the agent's metrics, and /metrics serves it; nil makes
 	// a fresh one (never the global default registry).
 	Registry *prometheus.Registry

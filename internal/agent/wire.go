@@ -33,7 +33,7 @@ import (
 // are now: at start, and in the fuzz harness after it puts new ones in
 // place.
 func (a *Agent) wireJobs() {
-	a.launch = launch.New(launch.Config{Self: a.cfg.NodeID, Limits: a.cfg.Limits, Log: a.log, Store: a.store, Jobs: a.jobs, Spools: a.spools,
+	a.launch = launch.New(launch.Config{Self: a.cfg.NodeID, Limits: a.cfg.Limits, PerJob: a.cfg.Jobs, JobMem: a.parts.JobMemory, Admitted: a.rounds.AdmittedMemMB, Log: a.log, Store: a.store, Jobs: a.jobs, Spools: a.spools,
 		Members: a.members, Rounds: a.rounds, Peers: a.peers, Procs: a.procs, Draining: func() bool { return a.drain.On() }, Event: a.event})
 	a.control = control.New(control.Config{Self: a.cfg.NodeID, Jobs: a.jobs, Moves: a.migr, Peers: a.peers, Procs: a.procs,
 		SettleWait: peer.RestoreTimeout, Attained: scheduler.AttainedFrom,
@@ -83,7 +83,8 @@ func wireMigration(a *Agent) {
 	a.in = inbound.New(inbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, Rank: rankMigration, Jobs: a.jobs,
 		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
 		Rounds: a.rounds, Procs: a.procs, Ckpt: a.ckpt, Log: a.log, Stop: a.stop, WG: &a.wg,
-		Draining: func(node string) bool { return a.drain.Of(node) }, CPUHere: func(id string, pid int) float64 { return a.sched.CPUHere(id, pid) }, Event: a.event})
+		Draining: func(node string) bool { return a.drain.Of(node) }, CPUHere: func(id string, pid int) float64 { return a.sched.CPUHere(id, pid) }, Event: a.event,
+		JobMem: a.parts.JobMemory, Admitted: a.rounds.AdmittedMemMB})
 }
 
 // wireScheduling builds the scheduling's owners from the agent's: the
@@ -96,7 +97,7 @@ func wireScheduling(a *Agent) {
 		Arriving:  func() int { return len(a.migr.Arrivals()) },
 		Leave:     func() { a.Close() },
 		Rank:      rankDrain})
-	a.sched = scheduler.New(scheduler.Config{Node: a.cfg.NodeID, Capacity: a.capacity, Log: a.log,
+	a.sched = scheduler.New(scheduler.Config{Node: a.cfg.NodeID, Capacity: a.capacity, JobMemMB: float64(a.parts.JobMemory) / (1 << 20), Log: a.log,
 		Rounds: a.rounds, Members: a.members, Jobs: a.jobs, Peers: a.peers, Drain: a.drain, Store: a.store,
 		Procs: a.procs, Prober: a.prober, Event: a.event,
 		Migrate: func(mv sched.Move) (api.Migration, error) {
@@ -124,9 +125,9 @@ func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 	return checkpoints.New(checkpoints.Config{
 		Self: a.cfg.NodeID, Log: a.log, Jobs: a.jobs, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers,
 		Stall: peer.StallTimeout, CallTimeout: peer.MigrateTimeout,
-		Draining: func() bool { return a.drain.On() },
-		Record:   func(id string) (job.Record, error) { return a.control.Record(id) },
-		Event:    a.event,
+		Draining: func() bool { return a.drain.On() }, Admitted: a.rounds.AdmittedMemMB,
+		Record: func(id string) (job.Record, error) { return a.control.Record(id) },
+		Event:  a.event,
 		Save: func(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error) {
 			return a.out.CheckpointRun(id, stop, why, deliver)
 		},

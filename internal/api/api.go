@@ -36,6 +36,11 @@ type NodeInfo struct {
 	// node, where root's CRIU moves them (docs/userns.md); else in the
 	// host's, where they move only if root holds CAP_SYS_RESOURCE.
 	UserNS bool `json:"user_ns,omitempty"`
+	// MemJobsMB is the memory the node gives its jobs' requests
+	// (jobs.memory_bytes) and MemHeldMB what the requests (roam run
+	// --mem) of the jobs it holds add up to; absent: not known.
+	MemJobsMB float64 `json:"mem_jobs_mb,omitempty"`
+	MemHeldMB float64 `json:"mem_held_mb,omitempty"`
 }
 
 // Stats are the agent's counters, for `roam stats` and the tests.

@@ -36,6 +36,12 @@ type RunRequest struct {
 	// whose node dies is restarted from it (0: none).
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
 	SweepRequest
+	// CPUs is --cpus, the CPUs each process may use (0.5, 2; at most
+	// three decimals), and MemBytes --mem, the memory each may hold: its
+	// cgroup's limits wherever it runs. 0: the home's default
+	// (jobs.default_cpus, jobs.default_mem_bytes).
+	CPUs     float64 `json:"cpus,omitempty"`
+	MemBytes int64   `json:"mem_bytes,omitempty"`
 }
 
 // SweepRequest is what of a `roam run` makes its jobs a sweep (package
@@ -192,6 +198,10 @@ type Job struct {
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
 	Checkpoints     []Checkpoint  `json:"checkpoints,omitempty"`
 	Restarts        []Restart     `json:"restarts,omitempty"`
+	// CPUs and MemBytes are its requests (roam run --cpus, --mem), its
+	// cgroup's limits; 0: none (a job of an older roam, or no --mem).
+	CPUs     float64 `json:"cpus,omitempty"`
+	MemBytes int64   `json:"mem_bytes,omitempty"`
 	JobSweep
 	Accounting
 }

@@ -32,6 +32,10 @@ type Layout struct {
 	// counts a group's CPU time; "" under v2 (cpu.stat counts it) or when
 	// the host has none.
 	CPUAcct string
+	// Pids is the mount point of the pids controller (v1), or the v2
+	// root when it offers the controller; "" when the host has none
+	// (a job's processes are then not bounded).
+	Pids string
 }
 
 // ErrNoController means the host has no usable cpu or memory controller.
@@ -67,6 +71,8 @@ func Detect() (Layout, error) {
 					l1.Memory = fs[1]
 				case "cpuacct":
 					l1.CPUAcct = fs[1]
+				case "pids":
+					l1.Pids = fs[1]
 				}
 			}
 		}
@@ -75,7 +81,11 @@ func Detect() (Layout, error) {
 		b, _ := os.ReadFile(filepath.Join(v2root, "cgroup.controllers"))
 		c := " " + strings.TrimSpace(string(b)) + " "
 		if strings.Contains(c, " cpu ") && strings.Contains(c, " memory ") {
-			return Layout{V2: true, CPU: v2root, Memory: v2root}, nil
+			l := Layout{V2: true, CPU: v2root, Memory: v2root}
+			if strings.Contains(c, " pids ") {
+				l.Pids = v2root
+			}
+			return l, nil
 		}
 	}
 	if l1.CPU != "" && l1.Memory != "" {
@@ -98,21 +108,27 @@ func (l Layout) Dirs(rel string) []string {
 		return []string{filepath.Join(l.CPU, rel)}
 	}
 	ds := []string{filepath.Join(l.CPU, rel), filepath.Join(l.Memory, rel)}
-	if l.CPUAcct != "" && l.CPUAcct != l.CPU && l.CPUAcct != l.Memory {
-		ds = append(ds, filepath.Join(l.CPUAcct, rel))
+	for _, m := range []string{l.CPUAcct, l.Pids} {
+		if m != "" && m != l.CPU && m != l.Memory {
+			ds = append(ds, filepath.Join(m, rel))
+		}
 	}
 	return ds
 }
 
 // Create makes the group rel (e.g. "roam/c1/n2") under every controller,
-// with its parents. On v2 it enables cpu and memory for the children of each
-// parent on the way.
+// with its parents. On v2 it enables cpu and memory (and pids, where the
+// root offers it) for the children of each parent on the way.
 func (l Layout) Create(rel string) error {
 	if l.V2 {
 		parts := strings.Split(filepath.Clean(rel), "/")
 		dir := l.CPU
 		for _, p := range parts {
-			_ = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+cpu +memory"), 0)
+			ctl := "+cpu +memory"
+			if l.Pids != "" {
+				ctl += " +pids"
+			}
+			_ = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(ctl), 0)
 			dir = filepath.Join(dir, p)
 			if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 				return fmt.Errorf("cgroup %s: %w", dir, err)

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+
+	"roam/internal/resources"
 )
 
 // Jobs are the cgroups of one node's jobs: Parent/jobs/ID under every
@@ -23,9 +26,42 @@ type Jobs struct {
 	// Parent is the group jobs/ is made under: the node's group on an
 	// emulated cluster, a top-level group of roam's own on a real host.
 	Parent string
+	// Cores is the node's CPU capacity: a job's CPU request gets a quota
+	// only where it is less (resources.Request.QuotaBinds).
+	Cores float64
+	// Pids bounds each job's processes and threads (pids.max); 0: none.
+	Pids int64
+	// Memory, when set, limits all the jobs of the node together (the
+	// memory limit of Parent/jobs): what the node gives its jobs, so
+	// that a job without a memory request of its own meets the kernel's
+	// OOM killer among the jobs, never the agent or the host.
+	Memory int64
 
 	mu   sync.Mutex
 	busy map[string]int
+	// limited: Parent/jobs has its memory limit.
+	limited bool
+}
+
+// Limits are what a job's group holds it to; a zero field is no limit of
+// that kind.
+type Limits struct {
+	// CPUQuotaUS is the job's CFS quota per CFSPeriodUS; with one, the
+	// job has a CPU group of its own (Enter).
+	CPUQuotaUS int64
+	MemBytes   int64
+	Pids       int64
+}
+
+// LimitsFor is what a job of request r is held to on this node: its
+// memory request, a CPU quota where it binds (less than the node has),
+// and the node's bound on a job's processes.
+func (j *Jobs) LimitsFor(r resources.Request) Limits {
+	l := Limits{MemBytes: r.MemBytes, Pids: j.Pids}
+	if r.QuotaBinds(j.Cores) {
+		l.CPUQuotaUS = r.MilliCPUs * CFSPeriodUS / resources.MilliPerCPU
+	}
+	return l
 }
 
 // Rel is job id's group relative to the controllers' mounts.
@@ -40,15 +76,22 @@ func validName(id string) error {
 	return nil
 }
 
-// Enter creates job id's group (its parents too) and keeps it from Tidy
-// until release is called: the caller then puts a process in it. procs
-// are the cgroup.procs files to write, the CPU controller's first. Under
-// v1 that is Parent's own CPU group: the job's group holds its memory and
-// CPU accounting, but a CPU group a job would make every job a scheduling
-// entity of its own below the node's quota, where work that wakes inside a
-// job (its setup, CRIU's parasite at a dump) waited seconds on a loaded
-// slow node for its group's turn.
-func (j *Jobs) Enter(id string) (procs []string, release func(), err error) {
+// Enter creates job id's group (its parents too), gives it lim's limits,
+// and keeps it from Tidy until release is called: the caller then puts a
+// process in it. procs are the cgroup.procs files to write, the CPU
+// controller's first. Under v1 that is Parent's own CPU group unless the
+// job has a CPU quota: the job's group holds its memory, processes and
+// CPU accounting, but a CPU group a job would make every job a
+// scheduling entity of its own below the node's quota, where work that
+// wakes inside a job (its setup, CRIU's parasite at a dump) waited
+// seconds on a loaded slow node for its group's turn. A job with a quota
+// pays that for its limit, which its user asked for.
+//
+// The limits are written at every Enter, over whatever the group held:
+// a restore's group is made here before CRIU runs, so that CRIU (whose
+// soft mode writes no property of a group that exists) restores into the
+// request's limits, never the images'.
+func (j *Jobs) Enter(id string, lim Limits) (procs []string, release func(), err error) {
 	if err := validName(id); err != nil {
 		return nil, nil, err
 	}
@@ -59,7 +102,7 @@ func (j *Jobs) Enter(id string) (procs []string, release func(), err error) {
 	j.busy[id]++
 	rel := j.Rel(id)
 	var dirs []string
-	if j.Layout.V2 {
+	if j.Layout.V2 || lim.CPUQuotaUS > 0 {
 		err = j.Layout.Create(rel)
 		dirs = j.Layout.Dirs(rel)
 	} else if err = j.Layout.Create(j.Parent); err == nil {
@@ -69,6 +112,13 @@ func (j *Jobs) Enter(id string) (procs []string, release func(), err error) {
 				break
 			}
 		}
+		// A group of its own from an earlier copy with a quota would
+		// hold what CPURel names: the job shares the node's now.
+		_ = syscall.Rmdir(filepath.Join(j.Layout.CPU, rel))
+	}
+	if err == nil {
+		j.limitAll()
+		err = j.setLimits(rel, lim)
 	}
 	j.mu.Unlock()
 	release = func() {
@@ -89,18 +139,111 @@ func (j *Jobs) Enter(id string) (procs []string, release func(), err error) {
 }
 
 // CPURel is the CPU group a job of this node runs in: its own under v2,
-// Parent under v1 (see Enter).
+// and under v1 when it has a quota, else Parent (see Enter).
 func (j *Jobs) CPURel(id string) string {
 	if j.Layout.V2 {
+		return j.Rel(id)
+	}
+	if validName(id) == nil && j.Layout.Exists(j.Rel(id)) {
 		return j.Rel(id)
 	}
 	return j.Parent
 }
 
+// limitAll gives Parent/jobs its memory limit, once (j.mu held). Best
+// effort: a limit below what running jobs hold already is refused, and
+// the node's own limits still bound them.
+func (j *Jobs) limitAll() {
+	if j.Memory <= 0 || j.limited {
+		return
+	}
+	name := "memory.limit_in_bytes"
+	if j.Layout.V2 {
+		name = "memory.max"
+	}
+	j.limited = write(filepath.Join(j.Layout.Memory, j.Parent, "jobs", name), strconv.FormatInt(j.Memory, 10)) == nil
+}
+
+// setLimits writes lim into the job's group rel: each limit, or none
+// ("max", -1) where lim has none, so that a group made for an earlier
+// copy keeps nothing of its limits.
+func (j *Jobs) setLimits(rel string, lim Limits) error {
+	l := j.Layout
+	mem, pids, quota := "max", "max", "max"
+	if !l.V2 {
+		mem, quota = "-1", "-1"
+	}
+	if lim.MemBytes > 0 {
+		mem = strconv.FormatInt(lim.MemBytes, 10)
+	}
+	if lim.Pids > 0 {
+		pids = strconv.FormatInt(lim.Pids, 10)
+	}
+	if lim.CPUQuotaUS > 0 {
+		quota = strconv.FormatInt(lim.CPUQuotaUS, 10)
+	}
+	var files [][2]string
+	if l.V2 {
+		files = [][2]string{{"memory.max", mem}, {"memory.swap.max", swapOff(mem)}, {"cpu.max", quota + " " + strconv.Itoa(CFSPeriodUS)}}
+	} else {
+		// memsw (memory and swap together) may never be below the
+		// memory limit: it is written before the memory limit (which a
+		// raise needs) and after it (which a cut needs).
+		sw := filepath.Join(l.Memory, rel, "memory.memsw.limit_in_bytes")
+		if _, err := os.Stat(sw); err == nil {
+			_ = os.WriteFile(sw, []byte(mem), 0)
+		}
+		files = [][2]string{{"memory.limit_in_bytes", mem}, {"memory.memsw.limit_in_bytes", mem}}
+		if lim.CPUQuotaUS > 0 {
+			files = append(files, [2]string{"cpu.cfs_period_us", strconv.Itoa(CFSPeriodUS)}, [2]string{"cpu.cfs_quota_us", quota})
+		}
+	}
+	for _, f := range files {
+		dir := l.Memory
+		if strings.HasPrefix(f[0], "cpu.") {
+			dir = l.CPU
+		}
+		path := filepath.Join(dir, rel, f[0])
+		if _, err := os.Stat(path); err != nil && strings.Contains(f[0], "sw") {
+			continue // no swap accounting on this host
+		}
+		if err := write(path, f[1]); err != nil {
+			return err
+		}
+	}
+	if l.Pids != "" {
+		return write(filepath.Join(l.Pids, rel, "pids.max"), pids)
+	}
+	return nil
+}
+
+// swapOff is v2's swap limit for memory limit mem: none where memory is
+// limited (as v1's memsw equal to the memory limit), else "max".
+func swapOff(mem string) string {
+	if mem == "max" {
+		return "max"
+	}
+	return "0"
+}
+
+// OOMKills is how many processes of job id the kernel's OOM killer
+// killed in its group, as the group counts them (v1's oom_control, v2's
+// memory.events); 0 when the group or the count is missing.
+func (j *Jobs) OOMKills(id string) int64 {
+	if validName(id) != nil {
+		return 0
+	}
+	name := "memory.oom_control"
+	if j.Layout.V2 {
+		name = "memory.events"
+	}
+	return readKeyed(filepath.Join(j.Layout.Memory, j.Rel(id), name))["oom_kill"]
+}
+
 // Tidy removes the groups of jobs that no longer have a process here
 // (ended, or moved to another node), that nobody is entering and that
-// keep does not keep: an ended job's group counts what it used until its
-// home has it (job.Processes.Tidy).
+// keep (nil: none) does not keep: an ended job's group counts what it
+// used, and its OOM kills, until its home has them (job.Processes.Tidy).
 func (j *Jobs) Tidy(keep func(id string) bool) {
 	base := filepath.Join(j.Layout.Memory, j.Parent, "jobs")
 	ents, err := os.ReadDir(base)

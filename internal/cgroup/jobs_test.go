@@ -1,13 +1,21 @@
 package cgroup
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"roam/internal/resources"
+)
 
 // A job id names a directory: one that is not a plain name is refused
 // before anything is made.
 func TestJobGroupNames(t *testing.T) {
 	j := &Jobs{Layout: Layout{CPU: "/nonexistent/cpu", Memory: "/nonexistent/memory"}, Parent: "roam"}
 	for _, id := range []string{"", ".", "..", "../etc", "a/b", "x\x00y", string(make([]byte, 129))} {
-		if _, _, err := j.Enter(id); err == nil {
+		if _, _, err := j.Enter(id, Limits{}); err == nil {
 			t.Errorf("Enter(%q) made a group", id)
 		}
 		if _, _, ok := j.Usage(id); ok {
@@ -17,10 +25,100 @@ func TestJobGroupNames(t *testing.T) {
 	if got := j.Rel("n1.7"); got != "roam/jobs/n1.7" {
 		t.Errorf("Rel = %q", got)
 	}
-	if _, _, err := j.Enter("n1.7"); err == nil {
+	if _, _, err := j.Enter("n1.7", Limits{}); err == nil {
 		t.Errorf("Enter made a group under a missing controller")
 	}
 	if len(j.busy) != 0 {
 		t.Errorf("a failed Enter left the group busy: %v", j.busy)
+	}
+}
+
+// Enter gives a job's group the limits of its request: memory (and
+// memory with swap, where the host counts it), processes, and a CPU
+// quota in a CPU group of its own only where the quota binds; under v1 a
+// job without one shares the node's CPU group.
+func TestEnterLimits(t *testing.T) {
+	root := t.TempDir()
+	mk := func(parts ...string) string {
+		p := filepath.Join(append([]string{root}, parts...)...)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []string{"cpu", "memory", "pids", "cpuacct"} {
+		mk(c, "cgroup.procs")
+	}
+	rel := "roam/jobs/n1.7"
+	mk("memory", rel, "memory.memsw.limit_in_bytes")
+	l := Layout{CPU: filepath.Join(root, "cpu"), Memory: filepath.Join(root, "memory"), Pids: filepath.Join(root, "pids"), CPUAcct: filepath.Join(root, "cpuacct")}
+	j := &Jobs{Layout: l, Parent: "roam", Cores: 2, Pids: 100, Memory: 1 << 30}
+	lim := j.LimitsFor(resources.Request{MilliCPUs: 500, MemBytes: 64 << 20})
+	if lim != (Limits{CPUQuotaUS: 50000, MemBytes: 64 << 20, Pids: 100}) {
+		t.Fatalf("LimitsFor = %+v", lim)
+	}
+	procs, release, err := j.Enter("n1.7", lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	read := func(parts ...string) string {
+		b, _ := os.ReadFile(filepath.Join(append([]string{root}, parts...)...))
+		return string(b)
+	}
+	for f, want := range map[string]string{
+		"memory/" + rel + "/memory.limit_in_bytes":       "67108864",
+		"memory/" + rel + "/memory.memsw.limit_in_bytes": "67108864",
+		"memory/roam/jobs/memory.limit_in_bytes":         "1073741824",
+		"pids/" + rel + "/pids.max":                      "100",
+		"cpu/" + rel + "/cpu.cfs_quota_us":               "50000",
+		"cpu/" + rel + "/cpu.cfs_period_us":              "100000",
+	} {
+		if got := read(strings.Split(f, "/")...); got != want {
+			t.Errorf("%s = %q, want %q", f, got, want)
+		}
+	}
+	wantProcs := []string{filepath.Join(root, "cpu", rel, "cgroup.procs"), filepath.Join(root, "memory", rel, "cgroup.procs"),
+		filepath.Join(root, "cpuacct", rel, "cgroup.procs"), filepath.Join(root, "pids", rel, "cgroup.procs")}
+	if !slices.Equal(procs, wantProcs) {
+		t.Errorf("procs = %q, want %q", procs, wantProcs)
+	}
+	if got := j.CPURel("n1.7"); got != rel {
+		t.Errorf("CPURel = %q, want its own group %q", got, rel)
+	}
+	// No quota where the request is the node's whole capacity: the job
+	// joins the node's CPU group, and has no memory limit of its own.
+	lim = j.LimitsFor(resources.Request{MilliCPUs: 2000})
+	if lim != (Limits{Pids: 100}) {
+		t.Fatalf("LimitsFor(whole node) = %+v", lim)
+	}
+	procs, release, err = j.Enter("n1.8", lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if procs[0] != filepath.Join(root, "cpu", "roam", "cgroup.procs") {
+		t.Errorf("the CPU group of a job without a quota is %q", procs[0])
+	}
+	if got := read("memory", "roam/jobs/n1.8", "memory.limit_in_bytes"); got != "-1" {
+		t.Errorf("memory limit without a request = %q", got)
+	}
+	// v2: one group, cpu.max, memory.max with no swap.
+	v2 := Layout{V2: true, CPU: filepath.Join(root, "v2"), Memory: filepath.Join(root, "v2"), Pids: filepath.Join(root, "v2")}
+	mk("v2", "cgroup.procs")
+	mk("v2", rel, "memory.swap.max")
+	j2 := &Jobs{Layout: v2, Parent: "roam", Cores: 2, Pids: 100}
+	if _, release, err := j2.Enter("n1.7", j2.LimitsFor(resources.Request{MilliCPUs: 500, MemBytes: 64 << 20})); err != nil {
+		t.Fatal(err)
+	} else {
+		release()
+	}
+	for f, want := range map[string]string{"memory.max": "67108864", "memory.swap.max": "0", "cpu.max": "50000 100000", "pids.max": "100"} {
+		if got := read("v2", rel, f); got != want {
+			t.Errorf("v2 %s = %q, want %q", f, got, want)
+		}
 	}
 }

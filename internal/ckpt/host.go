@@ -26,6 +26,7 @@ import (
 	"roam/internal/netx"
 	"roam/internal/procfs"
 	"roam/internal/proctext"
+	"roam/internal/resources"
 )
 
 // Checkpointer freezes, dumps and restores jobs. A job is named by the pid
@@ -117,6 +118,9 @@ type RestoreSpec struct {
 	// move costs the kernel an RCU grace period, some 10 ms, which the
 	// job would otherwise spend stopped).
 	LeaveCPU bool
+	// Req is the job's resource request: its cgroup here gets the limits
+	// of it (cgroup.Jobs.Enter), before CRIU restores into it.
+	Req resources.Request
 	// Check, when set, judges the restored tree under the pid it gets
 	// while CRIU still holds every task under ptrace, their credentials,
 	// descriptors and memory as they will run (CRIU's pre-resume
@@ -743,7 +747,7 @@ func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 	var times Times
 	if h.Jobs != nil {
 		t := time.Now()
-		_, release, err := h.Jobs.Enter(s.ID)
+		_, release, err := h.Jobs.Enter(s.ID, h.Jobs.LimitsFor(s.Req))
 		times = append(times, api.Phase{Name: "job cgroup", MS: ms(time.Since(t))})
 		if err != nil {
 			return 0, times, err
@@ -755,6 +759,11 @@ func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 			// A hierarchy of its own (mounted with cpu, it follows the
 			// move into the CPU group below).
 			roots["cpuacct"] = rel
+		}
+		if h.Layout.Pids != "" {
+			// Bounded from the restore on: a job restored into CRIU's
+			// own group would have no bound.
+			roots["pids"] = rel
 		}
 		if h.Layout.V2 {
 			roots = map[string]string{"": rel}

@@ -34,6 +34,7 @@ var jobEnvironment = [][2]string{
 	{"ROAM_INDEX", "set in each job: its index in its sweep, 0 to COUNT-1, in the order of their ids (its share of the sweep, like Slurm's SLURM_ARRAY_TASK_ID); a rerun's job keeps the index it had"},
 	{"ROAM_COUNT", "set in each job: COUNT, the -n of its roam run (of the first run, in a rerun)"},
 	{"ROAM_SWEEP", "set in each job of a sweep: the sweep's id, HOMENODE:SEQ (1:16)"},
+	{"OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS", "set in each job that you did not set them for: its --cpus rounded up, so that OpenMP and BLAS start as many threads as it may run rather than one a core of the machine"},
 	{"ROAM_SOCKET", "read by roam: the agent's socket, as --socket (default /run/roam/roamd.sock)"},
 	{"ROAM_CLUSTER, ROAM_NODE", "read by roam: the emulated cluster and its node to ask, as --cluster and --node"},
 }

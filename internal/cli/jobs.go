@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
@@ -20,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"roam/internal/api"
+	"roam/internal/resources"
 )
 
 // reattachFor is how long `roam run` waits for a lost agent to come back.
@@ -28,6 +30,26 @@ const reattachFor = 5 * time.Minute
 // followWidth bounds the jobs one roam run or attach follows at once:
 // each is a long poll of the agent (limits' request rate counts them).
 const followWidth = 64
+
+// parseRequest reads --cpus and --mem into req ("": not given, the
+// home's default).
+func parseRequest(req *api.RunRequest, cpus, mem string) error {
+	if cpus != "" {
+		m, err := resources.ParseCPUs(cpus)
+		if err != nil {
+			return err
+		}
+		req.CPUs = float64(m) / resources.MilliPerCPU
+	}
+	if mem != "" {
+		b, err := resources.ParseMem(mem)
+		if err != nil {
+			return err
+		}
+		req.MemBytes = b
+	}
+	return nil
+}
 
 // at is s[i], or "" past its end.
 func at(s []string, i int) string {
@@ -535,6 +557,16 @@ func ckptText(j api.Job) string {
 	return strings.Join(parts, "; ")
 }
 
+// requestText is a job's requests as roam run takes them ("--cpus 0.5
+// --mem 64M"), "-" when it has none.
+func requestText(j api.Job) string {
+	r := resources.Request{MilliCPUs: int64(math.Round(j.CPUs * resources.MilliPerCPU)), MemBytes: j.MemBytes}
+	if s := r.String(); s != "" {
+		return s
+	}
+	return "-"
+}
+
 // pinText says whether and why a job stays where it is.
 func pinText(j api.Job) string {
 	switch {
@@ -653,7 +685,7 @@ SWEEP:RANGES for some of its indices) is its jobs: those pending end before
 they start, with 128+SIGNAL, when the signal ends a program by default
 (TERM, INT, KILL, HUP, USR1, ...); STOP, CONT and the like reach only those
 running. Its jobs that ended are passed over.`,
-		Args:  cobra.MinimumNArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sig, err := parseSignal(sigName)
 			if err != nil {

@@ -29,7 +29,7 @@ func (e *env) nodesCmd() *cobra.Command {
 				return e.printJSON(nodes)
 			}
 			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tADDR\tSTATE\tCAPACITY\tLOAD\tMEM-FREE-MB\tAGE\tVERSION\tUSER-JOBS")
+			fmt.Fprintln(tw, "ID\tADDR\tSTATE\tCAPACITY\tLOAD\tMEM-FREE-MB\tJOB-MEM-MB\tAGE\tVERSION\tUSER-JOBS")
 			for _, n := range nodes {
 				id := n.ID
 				if n.Self {
@@ -58,7 +58,12 @@ func (e *env) nodesCmd() *cobra.Command {
 				if n.UserNS {
 					users = "own-ns"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\n", id, n.Addr, state, n.Capacity, ld, mem, age, version, users)
+				// The memory its jobs' requests hold of what it gives them.
+				jobMem := "-"
+				if n.MemJobsMB > 0 {
+					jobMem = fmt.Sprintf("%.0f/%.0f", n.MemHeldMB, n.MemJobsMB)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\n", id, n.Addr, state, n.Capacity, ld, mem, jobMem, age, version, users)
 			}
 			return tw.Flush()
 		},

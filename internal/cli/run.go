@@ -15,9 +15,9 @@ import (
 func (e *env) runCmd() *cobra.Command {
 	var req api.RunRequest
 	var detach, noPrefix bool
-	var argsFrom string
+	var argsFrom, cpus, mem string
 	c := &cobra.Command{
-		Use:   "run [-n COUNT] [--args-from FILE] [--max-running K] [--output PATTERN] [--error PATTERN] [--on NODE] [--pin] [-d] -- PROG [ARGS...]",
+		Use:   "run [-n COUNT] [--args-from FILE] [--max-running K] [--output PATTERN] [--error PATTERN] [--on NODE] [--pin] [--cpus N] [--mem SIZE] [-d] -- PROG [ARGS...]",
 		Short: "start processes on the best nodes; their output comes here, and their exit status",
 		Long:  runLong,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
@@ -26,6 +26,9 @@ func (e *env) runCmd() *cobra.Command {
 			}
 			if req.Count < 1 {
 				return fmt.Errorf("-n: %d is out of range (at least 1)", req.Count)
+			}
+			if err := parseRequest(&req, cpus, mem); err != nil {
+				return err
 			}
 			cl, err := e.client()
 			if err != nil {
@@ -75,6 +78,8 @@ func (e *env) runCmd() *cobra.Command {
 	c.Flags().BoolVar(&req.Pin, "pin", false, "never migrate these processes")
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job ids and return; see 'roam logs' and 'roam attach'")
 	c.Flags().BoolVar(&noPrefix, "no-prefix", false, "with -n > 1, do not prefix lines with [JOBID]")
+	c.Flags().StringVar(&cpus, "cpus", "", "CPUs each process may use, e.g. 0.5 or 2 (default: the home's jobs.default_cpus)")
+	c.Flags().StringVar(&mem, "mem", "", "memory each process may hold, e.g. 64M or 2G, MiB without a unit; past it the kernel kills it (default: the home's jobs.default_mem_bytes)")
 	c.Flags().DurationVar(&req.CheckpointEvery, "checkpoint-every", 0, "checkpoint each process this often, kept on another node: a process whose node dies is restarted from it (e.g. 10m)")
 	docgen.AddSection(c, "EXIT STATUS", exitStatuses)
 	docgen.AddSection(c, "ENVIRONMENT", jobEnvironment)
@@ -104,6 +109,20 @@ every index has ended, roam run prints a summary (ok, failed by exit
 status, lost) on standard error, as roam ps SWEEP does later; --rerun SWEEP
 runs its failed and lost indices again, with their commands, environments
 and files, as a new sweep.
+
+--cpus N and --mem SIZE are what each process may use, on every node it runs
+on (without them: the home node's jobs.default_cpus, 1, and
+jobs.default_mem_bytes, none). --cpus limits its CPU time to N CPUs (0.5, 2),
+sets OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS to N rounded
+up unless you set them, and counts N rounded up where roam places jobs.
+--mem limits its memory, its processes' and its /tmp's, to SIZE (64M, 2G;
+MiB without a unit, as Slurm's): a process of it that needs more is killed
+by the kernel within this job alone, the job ends (with status 137 when its
+program was the one killed), and roam ps -l says "out of memory (--mem
+SIZE)". A node takes a job only while the --mem of the jobs it holds and
+this one's fit in its memory for jobs; a run that fits on no node is
+refused. Each job may also have at most the node's jobs.pids processes and
+threads.
 
 With --json it prints one JSON object a line: {"job","kind":"started","node"}
 for each job (with "sweep", its sweep's id; "node" empty while it is

@@ -178,7 +178,7 @@ func (e *env) psTable(js []api.Job, long bool) error {
 	tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 	head := "ID\tUSER\tHOME\tNODE\tSTATE\tCPU-S\tRSS-MB\tMIG\tAGE\t"
 	if long {
-		head += "EXIT\tPEAK-MB\tELAPSED\tRAN-ON\tSWEEP\tPIN\tCHECKPOINT\tFILES\t"
+		head += "EXIT\tREQUEST\tPEAK-MB\tELAPSED\tRAN-ON\tSWEEP\tPIN\tCHECKPOINT\tFILES\t"
 	}
 	fmt.Fprintln(tw, head+"CMD")
 	for _, j := range js {
@@ -199,7 +199,7 @@ func (e *env) psTable(js []api.Job, long bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%d\t%s\t", j.ID, j.User, j.Home, node, state,
 			j.CPUSeconds, rss, j.Migrations, (time.Duration(j.AgeSeconds) * time.Second).String())
 		if long {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", exitText(j), usedText(j), elapsedText(j), dash(strings.Join(j.Nodes, ",")),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", exitText(j), requestText(j), usedText(j), elapsedText(j), dash(strings.Join(j.Nodes, ",")),
 				sweepText(j), pinText(j), ckptText(j), filesText(j))
 		}
 		fmt.Fprintln(tw, j.Cmd)

@@ -47,6 +47,9 @@ type agentConfig struct {
 		Interval time.Duration `yaml:"interval"`
 		Policy   string        `yaml:"policy"`
 	} `yaml:"load"`
+	Jobs struct {
+		Pids int64 `yaml:"pids,omitempty"`
+	} `yaml:"jobs,omitempty"`
 }
 
 // agentConfigFor is node n's config in a cluster of spec (validated), whose
@@ -71,6 +74,7 @@ func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers 
 	}
 	c.Load.Interval = spec.Interval
 	c.Load.Policy = spec.Policy
+	c.Jobs.Pids = spec.JobPids
 	// roam-init is installed beside roamd (not beside whatever program
 	// brings the cluster up: a test binary, say).
 	if spec.Roamd != "" {

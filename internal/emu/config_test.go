@@ -20,7 +20,7 @@ func TestAgentConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := Spec{Name: "t", Nodes: 3, Subnet: "198.18.7.0/24", Roamd: filepath.Join(bin, "roamd"),
-		Policy: "beneficial", Interval: 250 * time.Millisecond, Scheduler: "balance"}
+		Policy: "beneficial", Interval: 250 * time.Millisecond, Scheduler: "balance", JobPids: 64}
 	n := NodeState{ID: "2", Addr: "198.18.7.2", Capacity: 0.5, Cgroup: "roam/t/n2",
 		Dir: "/run/roam/clusters/t/n2", Socket: "/run/roam/clusters/t/n2/roamd.sock"}
 	peers := []string{"198.18.7.1", "198.18.7.2", "198.18.7.3"}
@@ -38,6 +38,7 @@ func TestAgentConfig(t *testing.T) {
 	want.InitPath, want.Scheduler = filepath.Join(bin, "roam-init"), "balance"
 	want.Load.Interval, want.Load.Policy = 250*time.Millisecond, "beneficial"
 	want.MetricsAddr, want.MetricsJobUsers = "198.18.7.2:9947", true
+	want.Jobs.Pids = 64
 	// Everything but the node-local directories is shared, and the
 	// project (here, the test's temporary directory in /tmp) too.
 	covered := func(p string) bool {

@@ -65,6 +65,9 @@ type Spec struct {
 	// Scheduler is every agent's scheduling policy at start: a built-in
 	// name or a policy file; empty: the agent's default.
 	Scheduler string
+	// JobPids is every agent's jobs.pids, the processes and threads one
+	// job may have; 0: the agent's default.
+	JobPids int64
 }
 
 // State is the cluster's record on disk (cluster.json) and what status shows.
@@ -79,6 +82,7 @@ type State struct {
 	Policy     string      `json:"policy"`
 	IntervalMS int64       `json:"interval_ms"`
 	Scheduler  string      `json:"scheduler,omitempty"`
+	JobPids    int64       `json:"job_pids,omitempty"`
 	Status     string      `json:"status"` // "starting" until Up finished, then "up"
 	Nodes      []NodeState `json:"nodes"`
 }
@@ -166,6 +170,9 @@ func (s *Spec) Validate() error {
 		if m < 16 {
 			return bad("--mem-mb", "%d is too small (at least 16)", m)
 		}
+	}
+	if s.JobPids != 0 && (s.JobPids < 16 || s.JobPids > 1<<22) {
+		return bad("--job-pids", "%d is out of range (16 to 4194304)", s.JobPids)
 	}
 	if s.Link != "" {
 		rate, delay, _ := strings.Cut(s.Link, ":")
@@ -266,7 +273,7 @@ func Up(spec Spec) (State, error) {
 	}
 	st := State{Name: spec.Name, Subnet: spec.Subnet, Bridge: bridgeName(spec.Name),
 		Cgroup: layout.String(), Link: spec.Link, Status: "starting",
-		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds(), Scheduler: spec.Scheduler}
+		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds(), Scheduler: spec.Scheduler, JobPids: spec.JobPids}
 	// Record first: from here on, whatever happens, Down knows the cluster.
 	if err := st.save(); err != nil {
 		return State{}, err
@@ -660,7 +667,7 @@ func Add(name string, as AddSpec) (NodeState, error) {
 		as.CPU = st.Nodes[0].Capacity
 	}
 	spec := Spec{Name: name, Link: st.Link, Roamd: as.Roamd, Policy: st.Policy, Scheduler: st.Scheduler,
-		Interval: time.Duration(st.IntervalMS) * time.Millisecond}
+		Interval: time.Duration(st.IntervalMS) * time.Millisecond, JobPids: st.JobPids}
 	var peers []string
 	for _, o := range st.Nodes {
 		peers = append(peers, o.Addr)

@@ -18,6 +18,7 @@ import (
 
 	"roam/internal/cgroup"
 	"roam/internal/procfs"
+	"roam/internal/resources"
 )
 
 // Spec is what a node needs to start a job.
@@ -35,6 +36,8 @@ type Spec struct {
 	// CheckpointEvery: roam run --checkpoint-every (the launcher ignores
 	// it).
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	// Req is roam run's --cpus and --mem: the job's cgroup limits.
+	Req resources.Request `json:"req,omitzero"`
 }
 
 // Errors of a spec that cannot start; each message names the thing.
@@ -108,11 +111,15 @@ type Processes interface {
 	// counts, or its process tree's (from roam-init at pid) without one.
 	Usage(id string, pid int) (cpuSeconds, rssMB float64)
 	// Tidy removes what ended jobs left (their cgroups), but for the jobs
-	// keep keeps: those whose home has not yet had what they used.
+	// keep keeps: those whose home has not yet had what they used and
+	// how they ended (PeakMB, OOMKills).
 	Tidy(keep func(id string) bool)
 	// PeakMB is the most memory job id has held on this node, in MiB:
 	// its cgroup's count, which outlives its processes (0 without one).
 	PeakMB(id string) float64
+	// OOMKills is how many processes of job id the kernel's OOM killer
+	// killed here, inside its cgroup (0 without one).
+	OOMKills(id string) int64
 	// Activity is the tree's runnable threads, read and write system
 	// calls so far, and resident memory.
 	Activity(pid int) (runnable int, syscalls uint64, rssMB float64)
@@ -275,6 +282,14 @@ func (l Launcher) PeakMB(id string) float64 {
 	return 0
 }
 
+// OOMKills is job.Processes.OOMKills.
+func (l Launcher) OOMKills(id string) int64 {
+	if l.Cgroups == nil {
+		return 0
+	}
+	return l.Cgroups.OOMKills(id)
+}
+
 func (Launcher) Activity(pid int) (int, uint64, float64) { return TreeActivity(pid) }
 
 // lookPath resolves a program as execvp would for the job: with the job's
@@ -363,7 +378,7 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 	}
 	cg := "-"
 	if l.Cgroups != nil {
-		procs, release, err := l.Cgroups.Enter(s.ID)
+		procs, release, err := l.Cgroups.Enter(s.ID, l.Cgroups.LimitsFor(s.Req))
 		if err != nil {
 			return nil, err
 		}

@@ -19,6 +19,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/migrate"
+	"roam/internal/resources"
 )
 
 // The bbolt schema, version 2:
@@ -113,6 +114,9 @@ type Record struct {
 	Inc int `json:"inc,omitempty"`
 	// CheckpointEvery is its periodic checkpoint interval (0: none).
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	// Req is its resource request (roam run --cpus, --mem), which every
+	// node it runs on enforces; zero in a record of an older roam.
+	Req resources.Request `json:"req,omitzero"`
 	// Newest is its newest periodic checkpoint, kept on Newest.StoredOn.
 	Newest *api.Checkpoint `json:"newest,omitempty"`
 	// Checkpoints are its checkpoints tried, the newest last (at most
@@ -193,6 +197,9 @@ type Local struct {
 	Inc int `json:"inc,omitempty"`
 	// CheckpointEvery is its periodic checkpoint interval (0: none).
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	// Req is its resource request (Record.Req): its cgroup's limits
+	// here, and the memory it holds of this node's for jobs.
+	Req resources.Request `json:"req,omitzero"`
 	// CPUBefore is the CPU time, in seconds, the job had on the nodes it
 	// ran on before this copy started here (from a move or a restart):
 	// with what it has had here, its attained service, which the

@@ -21,6 +21,8 @@ var fuzzEntries = []Entry{
 	{Node: "x", Addr: "", Capacity: 0.01, Load: 3.0000000000000004, MemFreeMB: 12.345678901234567},
 	{Node: "n7", Addr: "10.0.0.7:7947", Capacity: 0.2, Load: 10, MemFreeMB: 900, Least: 2.71},
 	{Node: "n8", Addr: "10.0.0.8:7947", Capacity: 1, Load: 1, MemFreeMB: 900, Least: MaxLeast},
+	{Node: "n9", Addr: "10.0.0.9:7947", Capacity: 0.4, Load: 2.5, MemFreeMB: 300, MemJobsMB: 768, MemHeldMB: 640},
+	{Node: "n10", Addr: "10.0.0.10:7947", Capacity: 8, MemFreeMB: 30000, MemJobsMB: MaxMemMB, MemHeldMB: MaxMemMB},
 }
 
 // FuzzDecodeMessage: whatever the bytes, DecodeMessage returns an error of
@@ -45,6 +47,8 @@ func FuzzDecodeMessage(f *testing.F) {
 		"\x01{\"N\":\"a\",\"C\":1,\"L\":0,\"M\":0}",
 		"\x01{\"n\":\"a\",\"c\":1,\"l\":0,\"m\":0,\"t\":-1}",
 		"\x01{\"n\":\"a\",\"c\":1,\"l\":0,\"m\":0,\"t\":3.2e11}",
+		"\x01{\"n\":\"a\",\"c\":1,\"l\":0,\"m\":0,\"j\":-1}",
+		"\x01{\"n\":\"a\",\"c\":1,\"l\":0,\"m\":0,\"j\":768,\"h\":2e9}",
 		"\x01[]",
 		"\x01null",
 		"\x01" + strings.Repeat(" ", MaxMessageSize),
@@ -78,6 +82,8 @@ func FuzzDecodeMessage(f *testing.F) {
 			t.Fatalf("free memory %v accepted", e.MemFreeMB)
 		case !fuzzFinite(e.Least) || e.Least < 0 || e.Least > MaxLeast:
 			t.Fatalf("least CPU time %v accepted", e.Least)
+		case !fuzzFinite(e.MemJobsMB) || e.MemJobsMB < 0 || e.MemJobsMB > MaxMemMB || !fuzzFinite(e.MemHeldMB) || e.MemHeldMB < 0 || e.MemHeldMB > MaxMemMB:
+			t.Fatalf("memory for jobs %v, held %v accepted", e.MemJobsMB, e.MemHeldMB)
 		case !e.Received.IsZero():
 			t.Fatalf("received time %v set by the decoder", e.Received)
 		}
@@ -127,17 +133,19 @@ var nodeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$`)
 // decodes to itself.
 func FuzzMessageRoundTrip(f *testing.F) {
 	for _, e := range fuzzEntries {
-		f.Add(e.Node, e.Addr, e.Capacity, e.Load, e.MemFreeMB, e.Least)
+		f.Add(e.Node, e.Addr, e.Capacity, e.Load, e.MemFreeMB, e.Least, e.MemJobsMB, e.MemHeldMB)
 	}
-	f.Add("n", "[2001:db8:ffff:ffff:ffff:ffff:ffff:ffff]:65535", 4095.999999999999, 999999.9999999999, 1.7976931348623157e308, float64(MaxLeast))
-	f.Fuzz(func(t *testing.T, node, addr string, capacity, load, mem, least float64) {
+	f.Add("n", "[2001:db8:ffff:ffff:ffff:ffff:ffff:ffff]:65535", 4095.999999999999, 999999.9999999999, 1.7976931348623157e308, float64(MaxLeast),
+		float64(MaxMemMB)-1e-7, float64(MaxMemMB)-1e-7)
+	f.Fuzz(func(t *testing.T, node, addr string, capacity, load, mem, least, jobs, held float64) {
 		if !nodeID.MatchString(node) || len(addr) > 64 || !fuzzPrintableASCII(addr) ||
 			!fuzzFinite(capacity) || capacity <= 0 || capacity > 4096 ||
 			!fuzzFinite(load) || load < 0 || load > 1e6 || !fuzzFinite(mem) || mem < 0 ||
-			!fuzzFinite(least) || least < 0 || least > MaxLeast {
+			!fuzzFinite(least) || least < 0 || least > MaxLeast ||
+			!fuzzFinite(jobs) || jobs < 0 || jobs > MaxMemMB || !fuzzFinite(held) || held < 0 || held > MaxMemMB {
 			return
 		}
-		e := Entry{Node: node, Addr: addr, Capacity: capacity, Load: load, MemFreeMB: mem, Least: least}
+		e := Entry{Node: node, Addr: addr, Capacity: capacity, Load: load, MemFreeMB: mem, Least: least, MemJobsMB: jobs, MemHeldMB: held}
 		enc := EncodeMessage(e)
 		if len(enc) > MaxMessageSize {
 			t.Fatalf("entry %+v encodes to %d bytes, over %d", e, len(enc), MaxMessageSize)

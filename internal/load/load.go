@@ -63,6 +63,13 @@ type Entry struct {
 	Capacity  float64 // CPU capacity in cores (1.0 = one full core)
 	Load      float64 // runnable processes per unit of capacity
 	MemFreeMB float64 // free memory in MiB
+	// MemJobsMB is the memory the node gives its jobs' requests, in MiB
+	// (its jobs.memory_bytes), and MemHeldMB what the requests of the
+	// jobs it holds, or has agreed to take, add up to: a job asking for
+	// memory goes to it only while both fit. 0 MemJobsMB: the node does
+	// not say (an older roam), and placement does not count its memory.
+	MemJobsMB float64
+	MemHeldMB float64
 	// Least is the least CPU time, in seconds, that a job running on the
 	// node has had, on every node it ran on; 0 when none runs there. The
 	// scheduler's turns read it (sched.ProblemTurn).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -348,5 +349,25 @@ func TestEasesWhenAPeerGainsRoom(t *testing.T) {
 		if got := d.Eased(t0.Add(c.at), busy, true, c.e, 15); got != c.want {
 			t.Errorf("Eased at %v, load %.0f: %v, want %v", c.at, c.e.Load, got, c.want)
 		}
+	}
+}
+
+// A message of an older roam, without the memory for jobs and the memory
+// held, decodes with neither (placement then does not count that node's
+// memory); a node that counts none and holds none sends neither, so that
+// an older roam, which refuses fields it does not know, still hears it.
+func TestMessageWithoutMemoryRequests(t *testing.T) {
+	old := []byte("\x01{\"n\":\"n2\",\"a\":\"10.0.0.2:7947\",\"c\":1,\"l\":0.5,\"m\":900,\"t\":2}")
+	e, err := DecodeMessage(old)
+	if err != nil || e.MemJobsMB != 0 || e.MemHeldMB != 0 || e.Node != "n2" || e.Least != 2 {
+		t.Fatalf("an older roam's message: %+v, %v", e, err)
+	}
+	idle := EncodeMessage(Entry{Node: "n3", Capacity: 1, MemFreeMB: 100})
+	if strings.Contains(string(idle), `"j"`) || strings.Contains(string(idle), `"h"`) {
+		t.Errorf("a node counting no memory sends %s", idle)
+	}
+	full := Entry{Node: "n4", Capacity: 0.4, MemFreeMB: 100, MemJobsMB: 768, MemHeldMB: 640}
+	if got, err := DecodeMessage(EncodeMessage(full)); err != nil || got != full {
+		t.Errorf("round trip of %+v: %+v, %v", full, got, err)
 	}
 }

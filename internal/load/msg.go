@@ -20,6 +20,10 @@ const MsgVersion byte = 1
 // a thousand years of a CPU.
 const MaxLeast = 3.2e10
 
+// MaxMemMB bounds a message's memory for jobs and memory held
+// (Entry.MemJobsMB, MemHeldMB), in MiB: 1 PiB, resources.MaxMemBytes.
+const MaxMemMB = 1 << 30
+
 // Errors returned by DecodeMessage; the agent counts them by kind.
 var (
 	ErrOversized = errors.New("load message too large")
@@ -37,11 +41,17 @@ type wire struct {
 	// roam, which refuses fields it does not know, still reads the loads
 	// of idle nodes.
 	Least float64 `json:"t,omitempty"`
+	// Jobs and Held are absent from an older roam's message, which then
+	// decodes with neither (memory not counted), and absent when 0: a
+	// node that counts no memory and holds no request is still heard by
+	// an older roam.
+	Jobs float64 `json:"j,omitempty"`
+	Held float64 `json:"h,omitempty"`
 }
 
 // EncodeMessage turns our own entry into a load message.
 func EncodeMessage(e Entry) []byte {
-	b, _ := json.Marshal(wire{e.Node, e.Addr, e.Capacity, e.Load, e.MemFreeMB, e.Least})
+	b, _ := json.Marshal(wire{e.Node, e.Addr, e.Capacity, e.Load, e.MemFreeMB, e.Least, e.MemJobsMB, e.MemHeldMB})
 	return append([]byte{MsgVersion}, b...)
 }
 
@@ -76,8 +86,12 @@ func DecodeMessage(b []byte) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: free memory %v", ErrMalformed, w.MemFreeMB)
 	case !finite(w.Least) || w.Least < 0 || w.Least > MaxLeast:
 		return Entry{}, fmt.Errorf("%w: least CPU time %v", ErrMalformed, w.Least)
+	case !finite(w.Jobs) || w.Jobs < 0 || w.Jobs > MaxMemMB:
+		return Entry{}, fmt.Errorf("%w: memory for jobs %v", ErrMalformed, w.Jobs)
+	case !finite(w.Held) || w.Held < 0 || w.Held > MaxMemMB:
+		return Entry{}, fmt.Errorf("%w: memory held %v", ErrMalformed, w.Held)
 	}
-	return Entry{Node: w.Node, Addr: w.Addr, Capacity: w.Capacity, Load: w.Load, MemFreeMB: w.MemFreeMB, Least: w.Least}, nil
+	return Entry{Node: w.Node, Addr: w.Addr, Capacity: w.Capacity, Load: w.Load, MemFreeMB: w.MemFreeMB, Least: w.Least, MemJobsMB: w.Jobs, MemHeldMB: w.Held}, nil
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -11,6 +11,8 @@ import (
 	"path"
 	"time"
 	"unicode/utf8"
+
+	"roam/internal/resources"
 )
 
 // A checkpoint file is a job saved by `roam checkpoint` (or periodically),
@@ -75,6 +77,8 @@ type CheckpointJob struct {
 	Pin     bool      `json:"pin,omitempty"`
 	Group   string    `json:"group"`
 	Started time.Time `json:"started"`
+	// Req is the job's resource request: a restart keeps it.
+	Req resources.Request `json:"req,omitzero"`
 }
 
 // Validate checks what a restart relies on in a checkpoint's META.
@@ -97,6 +101,9 @@ func (m CheckpointMeta) Validate() error {
 		if _, ok := JobHome(m.Job.Group); !ok {
 			return bad("group %q", m.Job.Group)
 		}
+	}
+	if err := m.Job.Req.Check(); err != nil {
+		return bad("%v", err)
 	}
 	for _, f := range m.Files {
 		if err := f.Validate(); err != nil {

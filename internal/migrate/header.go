@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"roam/internal/resources"
 )
 
 // MaxHeader bounds a migration stream's header line.
@@ -66,6 +68,10 @@ type Header struct {
 	// PeakMB is the highest peak memory, in MiB, of the job's cgroups on
 	// the nodes it ran on until this move or checkpoint.
 	PeakMB float64 `json:"peak_mb,omitempty"`
+	// Req is the job's resource request (roam run --cpus, --mem): the
+	// destination gives its cgroup the same limits, and takes it only
+	// with room for its memory. Zero from an older roam: no limits.
+	Req resources.Request `json:"req,omitzero"`
 }
 
 // MaxPeakMB bounds a header's peak memory (Header.PeakMB): a tebibyte.
@@ -181,6 +187,9 @@ func (h Header) Validate() error {
 	}
 	if !(h.CPUBefore >= 0 && h.CPUBefore <= MaxCPUBefore) {
 		return bad("cpu time %v", h.CPUBefore)
+	}
+	if err := h.Req.Check(); err != nil {
+		return bad("%v", err)
 	}
 	if len(h.Stopped) > MaxStopped {
 		return bad("%d stopped processes", len(h.Stopped))

@@ -91,6 +91,25 @@ func (n Node) MemFreeMB() float64 {
 	return host
 }
 
+// HostReserve is the share of a real host's memory its jobs are not
+// given when the config names no jobs.memory_bytes: the system, the
+// agent, CRIU's dumps and the page cache's least.
+const HostReserve = 0.10
+
+// JobMemory is the memory, in bytes, the node gives its jobs when the
+// config names none (jobs.memory_bytes 0): its cgroup's limit on an
+// emulated node, where the agent runs outside it, else the host's memory
+// less HostReserve.
+func (n Node) JobMemory() int64 {
+	if n.Group != "" {
+		if lim := n.Layout.MemoryLimitMB(n.Group); lim > 0 {
+			return int64(lim * (1 << 20))
+		}
+	}
+	total := int64(scanField("/proc/meminfo", "MemTotal:")) << 10
+	return int64(float64(total) * (1 - HostReserve))
+}
+
 func hostProcsRunning() int {
 	return scanField("/proc/stat", "procs_running")
 }

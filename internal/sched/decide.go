@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"roam/internal/resources"
 )
 
 // Snapshot is what a node's scheduler sees at one moment: its own state,
@@ -39,6 +41,12 @@ type Node struct {
 	// 0 when no job runs there, or when the node does not say. Turns
 	// (ProblemTurn) read it.
 	Least float64
+	// MemJobsMB and MemHeldMB are what it gives its jobs' memory
+	// requests and what those it holds or has admitted add up to
+	// (NodeLoad's): every move needs room there (fits). 0 MemJobsMB:
+	// not counted.
+	MemJobsMB float64
+	MemHeldMB float64
 }
 
 // Job is a job running on this node, with what moving it would cost.
@@ -65,6 +73,9 @@ type Job struct {
 	// started, on every node it ran on: its attained service, which turns
 	// even out (ProblemTurn).
 	Attained float64
+	// MemReqMB is its memory request (roam run --mem), which its
+	// destination must have room for; 0: none.
+	MemReqMB float64
 }
 
 // Move is a decision: migrate Job to node To, and why.
@@ -103,6 +114,9 @@ type Move struct {
 	// TurnEvery, for a turn, is the source's policy's turn_every, from
 	// which the lead is reckoned (turnLead).
 	TurnEvery time.Duration `json:",omitempty"`
+	// MemReqMB is the job's memory request (Job.MemReqMB): the target
+	// needs room for it, and holds it from its admission on.
+	MemReqMB float64 `json:",omitempty"`
 }
 
 // Check refuses a move whose numbers no policy makes: negative or not
@@ -113,7 +127,7 @@ func (m Move) Check() error {
 		name string
 		v    float64
 	}{{"rss_mb", m.RSSMB}, {"src_load", m.SrcLoad}, {"threshold", m.Threshold}, {"gain", m.Gain}, {"keep_free_mb", m.KeepFreeMB},
-		{"attained", m.Attained}, {"behind", m.Behind}} {
+		{"attained", m.Attained}, {"behind", m.Behind}, {"mem_req_mb", m.MemReqMB}} {
 		if !(f.v >= 0 && f.v <= 1e12) {
 			return fmt.Errorf("move of job %s: %s %v is not a number from 0 to 1e12", m.Job, f.name, f.v)
 		}
@@ -352,6 +366,7 @@ func apply(s Snapshot, mv Move) Snapshot {
 	s.Jobs = slices.DeleteFunc(slices.Clone(s.Jobs), func(j Job) bool { return j.ID == mv.Job })
 	s.Self.Load -= float64(mv.Runnable) / s.Self.Capacity
 	s.Self.MemFreeMB += mv.RSSMB
+	s.Self.MemHeldMB = max(s.Self.MemHeldMB-mv.MemReqMB, 0)
 	s.Peers = slices.Clone(s.Peers)
 	for i := range s.Peers {
 		if s.Peers[i].ID == mv.To {
@@ -366,6 +381,7 @@ func apply(s Snapshot, mv Move) Snapshot {
 func (n *Node) take(mv Move) {
 	n.Load = afterLoad(mv, *n)
 	n.MemFreeMB -= mv.RSSMB
+	n.MemHeldMB += mv.MemReqMB
 	if n.Least <= 0 || mv.Attained < n.Least {
 		n.Least = mv.Attained
 	}
@@ -703,7 +719,7 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 		for _, to := range pr.Targets {
 			t := peers[to]
 			for _, j := range jobs {
-				mv := Move{Job: j.ID, To: to, Kind: pr.Kind, RSSMB: j.RSSMB, Runnable: j.Runnable,
+				mv := Move{Job: j.ID, To: to, Kind: pr.Kind, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB,
 					From: s.Self.ID, SrcLoad: s.Self.Load, Threshold: pr.Threshold, KeepFreeMB: pr.KeepFreeMB}
 				if recent[j.ID] {
 					mv.Gain = m.HysteresisGain
@@ -760,7 +776,7 @@ func (m *migrateManager) pickTurn(s Snapshot, pr Problem, peers map[string]Node)
 		return Move{}, false
 	}
 	for _, to := range pr.Targets {
-		mv := Move{Job: j.ID, To: to, From: s.Self.ID, Kind: ProblemTurn, RSSMB: j.RSSMB, Runnable: j.Runnable,
+		mv := Move{Job: j.ID, To: to, From: s.Self.ID, Kind: ProblemTurn, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB,
 			SrcLoad: s.Self.Load, Attained: j.Attained, Behind: run[1].Attained, TurnEvery: pr.TurnEvery}
 		mv.Lazy = m.LazyMB > 0 && j.RSSMB >= m.LazyMB
 		if fits(mv, peers[to]) != nil {
@@ -785,6 +801,9 @@ func turnLead(mv Move, t Node) float64 {
 // the job's runnable threads (at least one) must stay more than Threshold
 // below the source's, and, for a job that moved lately, Gain times lower.
 func fits(mv Move, t Node) error {
+	if err := MemFits(t.ID, t.MemJobsMB, t.MemHeldMB, resources.Request{MemBytes: int64(mv.MemReqMB * (1 << 20))}); err != nil {
+		return fmt.Errorf("job %s: %w", mv.Job, err)
+	}
 	if mv.Kind == ProblemMemory || mv.Kind == ProblemDrain {
 		if left := t.MemFreeMB - mv.RSSMB; left < mv.KeepFreeMB {
 			return fmt.Errorf("node %s would have %.0f MiB free with job %s, under the %.0f MiB to keep", t.ID, left, mv.Job, mv.KeepFreeMB)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"roam/internal/resources"
 	"time"
 )
 
@@ -350,12 +352,12 @@ func TestStaticNeverMoves(t *testing.T) {
 
 func TestPlacements(t *testing.T) {
 	nodes := []NodeLoad{{ID: "1", Capacity: 1, Load: 0}, {ID: "2", Capacity: 1, Load: 3}, {ID: "3", Capacity: 1, Load: 0}}
-	rr, next, err := PlaceRoundRobin(nodes, 4, 2)
+	rr, next, err := PlaceRoundRobin(nodes, 4, resources.Request{}, 2)
 	if err != nil || strings.Join(rr, ",") != "3,1,2,3" || next != 0 {
 		t.Fatalf("round-robin %v %d %v", rr, next, err)
 	}
-	a, _ := PlaceRandomTwo(nodes, 30, rand.New(rand.NewSource(5)))
-	b, _ := PlaceRandomTwo(nodes, 30, rand.New(rand.NewSource(5)))
+	a, _ := PlaceRandomTwo(nodes, 30, resources.Request{}, rand.New(rand.NewSource(5)))
+	b, _ := PlaceRandomTwo(nodes, 30, resources.Request{}, rand.New(rand.NewSource(5)))
 	if strings.Join(a, ",") != strings.Join(b, ",") {
 		t.Fatal("random-two is not deterministic for a seed")
 	}
@@ -365,7 +367,7 @@ func TestPlacements(t *testing.T) {
 	if c["2"] > c["1"] || c["2"] > c["3"] {
 		t.Fatalf("random-two put %v", c)
 	}
-	if _, _, err := Place("nearest", nodes, 1, nil, 0); err == nil {
+	if _, _, err := Place("nearest", nodes, 1, resources.Request{}, nil, 0); err == nil {
 		t.Fatal("unknown placement accepted")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"roam/internal/resources"
 	"time"
 )
 
@@ -99,7 +101,7 @@ func TestDrainingPeerGetsNothing(t *testing.T) {
 func TestPlaceSkipsDrainingNodes(t *testing.T) {
 	nodes := []NodeLoad{{ID: "n1", Capacity: 1}, {ID: "n2", Capacity: 8, Draining: true}, {ID: "n3", Capacity: 1, Load: 3}}
 	for _, kind := range []string{"least-loaded", "random-two", "round-robin"} {
-		out, _, err := Place(kind, nodes, 12, rand.New(rand.NewSource(1)), 0)
+		out, _, err := Place(kind, nodes, 12, resources.Request{}, rand.New(rand.NewSource(1)), 0)
 		if err != nil || len(out) != 12 {
 			t.Fatalf("%s: %v %v", kind, out, err)
 		}
@@ -109,7 +111,7 @@ func TestPlaceSkipsDrainingNodes(t *testing.T) {
 			}
 		}
 	}
-	if out, _, err := Place("least-loaded", nodes[1:2], 1, rand.New(rand.NewSource(1)), 0); err == nil {
+	if out, _, err := Place("least-loaded", nodes[1:2], 1, resources.Request{}, rand.New(rand.NewSource(1)), 0); err == nil {
 		t.Fatalf("placed %v with every node draining", out)
 	}
 }

@@ -64,8 +64,8 @@ type admission struct {
 }
 
 type heardLoad struct {
-	load, memFreeMB, least float64
-	at                     time.Time
+	load, memFreeMB, least, memHeldMB float64
+	at                                time.Time
 }
 
 // ---- admissions (the destination's side) ----
@@ -85,6 +85,10 @@ type AdmitAnswer struct {
 	// counted in: a turn refused for want of a lead is not asked again
 	// until the lead is there.
 	Least float64
+	// MemHeldMB is the destination's Node.MemHeldMB, the admitted moves'
+	// requests counted in: a move refused for want of room is not asked
+	// again until there is room.
+	MemHeldMB float64
 }
 
 // Reserved is self (this node's load and free memory as measured at
@@ -121,18 +125,31 @@ func (l *Ledger) reserved(self Node, now time.Time, job string, but bool) Node {
 func (l *Ledger) Admit(mv Move, self Node, now time.Time) AdmitAnswer {
 	all := l.Reserved(self, now)
 	if err := mv.Check(); err != nil {
-		return AdmitAnswer{Refused: err, Load: all.Load, MemFreeMB: all.MemFreeMB, Least: all.Least}
+		return AdmitAnswer{Refused: err, Load: all.Load, MemFreeMB: all.MemFreeMB, Least: all.Least, MemHeldMB: all.MemHeldMB}
 	}
 	others := l.reserved(self, now, mv.Job, true)
 	if err := Admit(mv, others); err != nil {
-		return AdmitAnswer{Refused: err, Load: all.Load, MemFreeMB: all.MemFreeMB, Least: all.Least}
+		return AdmitAnswer{Refused: err, Load: all.Load, MemFreeMB: all.MemFreeMB, Least: all.Least, MemHeldMB: all.MemHeldMB}
 	}
 	if l.admitted == nil {
 		l.admitted = map[string]admission{}
 	}
 	l.admitted[mv.Job] = admission{mv, now.Add(AdmitHold)}
 	others.take(mv)
-	return AdmitAnswer{Load: others.Load, MemFreeMB: others.MemFreeMB, Least: others.Least}
+	return AdmitAnswer{Load: others.Load, MemFreeMB: others.MemFreeMB, Least: others.Least, MemHeldMB: others.MemHeldMB}
+}
+
+// AdmittedMemMB is what the memory requests of the admitted moves not
+// yet arrived add up to, in MiB, but job but's own: the node that takes
+// a job counts them (MemFits) with the requests of the jobs it holds.
+func (l *Ledger) AdmittedMemMB(now time.Time, but string) float64 {
+	n := 0.0
+	for id, a := range l.admitted {
+		if id != but && !now.After(a.until) {
+			n += a.mv.MemReqMB
+		}
+	}
+	return n
 }
 
 // Pending is how many admitted moves, other than job's own (Admit judges
@@ -181,7 +198,7 @@ func (l *Ledger) Heard(answer Node, now time.Time) {
 	if l.heard == nil {
 		l.heard = map[string]heardLoad{}
 	}
-	l.heard[answer.ID] = heardLoad{answer.Load, answer.MemFreeMB, answer.Least, now}
+	l.heard[answer.ID] = heardLoad{answer.Load, answer.MemFreeMB, answer.Least, answer.MemHeldMB, now}
 }
 
 // Declined records a destination's refusal of move mv at now, with its
@@ -231,6 +248,7 @@ func (l *Ledger) ApplyHeard(peers []Node) {
 		}
 		if h.at.After(p.Received) {
 			peers[i].Load, peers[i].MemFreeMB, peers[i].Least, peers[i].Received = h.load, h.memFreeMB, h.least, h.at
+			peers[i].MemHeldMB = h.memHeldMB
 		} else {
 			delete(l.heard, p.ID)
 		}

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"testing"
@@ -596,5 +597,42 @@ func TestLedgerWithdrawn(t *testing.T) {
 	}
 	if l.Withdrawn(a) || l.Pending(t0.Add(time.Second), "") != 2 {
 		t.Fatal("a late withdrawal of the earlier decision ended the later admission")
+	}
+}
+
+// A move needs room for its job's memory request at its target, whatever
+// its kind: the policy does not pick a peer without it, and the
+// destination's ledger counts the requests of the moves it admitted, so
+// a second move that would not fit with the first is refused.
+func TestMovesNeedRoomForTheirMemoryRequest(t *testing.T) {
+	s := mustPolicy(t, "balance")
+	js := jobs(2, 10*time.Second)
+	for i := range js {
+		js[i].MemReqMB = 100
+	}
+	snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 2, MemJobsMB: 256, MemHeldMB: 200}, Jobs: js,
+		Peers: []Node{{ID: "2", Capacity: 1, MemJobsMB: 256, MemHeldMB: 200}, {ID: "3", Capacity: 1, Load: 0.5, MemJobsMB: 256, MemHeldMB: 100}}}
+	moves := s.Decide(snap, rand.New(rand.NewSource(1)))
+	if len(moves) != 1 || moves[0].To != "3" || moves[0].MemReqMB != 100 {
+		t.Fatalf("moves %+v: want one, to node 3, the idle node 2 having no room for 100 MiB", moves)
+	}
+	var l Ledger
+	dest := Node{ID: "3", Capacity: 1, MemFreeMB: 1000, MemJobsMB: 256, MemHeldMB: 100}
+	mv := cpuMove("1.1", "1")
+	mv.MemReqMB, mv.SrcLoad = 100, 10
+	if a := l.Admit(mv, dest, t0); a.Refused != nil || a.MemHeldMB != 200 {
+		t.Fatalf("first: %+v", a)
+	}
+	mv2 := cpuMove("1.2", "1")
+	mv2.MemReqMB, mv2.SrcLoad = 100, 10
+	a := l.Admit(mv2, dest, t0)
+	if a.Refused == nil || !errors.Is(a.Refused, ErrNoRoom) || a.MemHeldMB != 200 {
+		t.Fatalf("second: %+v", a)
+	}
+	if got := l.AdmittedMemMB(t0, ""); got != 100 {
+		t.Fatalf("admitted %v MiB, want 100", got)
+	}
+	if got := l.AdmittedMemMB(t0.Add(AdmitHold+time.Second), ""); got != 0 {
+		t.Fatalf("after the deadline %v MiB", got)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+
+	"roam/internal/resources"
 )
 
 // NodeLoad is what placement knows of one node.
@@ -31,45 +33,61 @@ type NodeLoad struct {
 	Unknown bool
 	// Draining: roam node drain; nothing is placed there.
 	Draining bool
+	// MemJobsMB is the memory the node gives its jobs' requests, and
+	// MemHeldMB what the requests of the jobs it holds or has agreed to
+	// take add up to (load.Entry's); 0 MemJobsMB: not known, and not
+	// counted (the node itself refuses a job it has no room for).
+	MemJobsMB float64
+	MemHeldMB float64
 }
 
 // ErrNoNode means there is no node to place on.
 var ErrNoNode = errors.New("no alive node to place on")
 
-// PlaceLeastLoaded places n new processes one by one, each on the node
-// with the least load per unit of capacity, counting the processes it has
-// already placed (each adds 1/capacity to its node's load). Ties go to the
-// node with the larger capacity, then the lower id, so the result is
-// deterministic.
-func PlaceLeastLoaded(nodes []NodeLoad, n int) ([]string, error) {
-	if len(nodes) == 0 {
-		return nil, ErrNoNode
-	}
-	ns := make([]NodeLoad, 0, len(nodes))
-	for _, x := range nodes {
-		if x.Capacity > 0 {
-			ns = append(ns, x)
-		}
-	}
+// PlaceLeastLoaded places n new processes of request req one by one, each
+// on the node with the least load per unit of capacity among those with
+// room for its memory, counting the processes it has already placed (each
+// adds its slots, req.Slots()/capacity, to its node's load and its
+// memory to the node's held). Ties go to the node with the larger
+// capacity, then the lower id, so the result is deterministic. A process
+// that fits nowhere fails the placement (FitsNowhere says why).
+func PlaceLeastLoaded(nodes []NodeLoad, n int, req resources.Request) ([]string, error) {
+	ns := usable(nodes)
 	if len(ns) == 0 {
 		return nil, ErrNoNode
 	}
-	sort.Slice(ns, func(i, j int) bool { return IDLess(ns[i].ID, ns[j].ID) })
+	slots := float64(req.Slots())
 	out := make([]string, 0, n)
 	for k := 0; k < n; k++ {
-		best := 0
-		for i := 1; i < len(ns); i++ {
-			a, b := ns[i], ns[best]
-			// What the node's load would be with one more process.
-			la, lb := a.Load+1/a.Capacity, b.Load+1/b.Capacity
+		best := -1
+		for i, a := range ns {
+			if !hasRoom(a, req) {
+				continue
+			}
+			if best < 0 {
+				best = i
+				continue
+			}
+			b := ns[best]
+			// What the node's load would be with the process.
+			la, lb := a.Load+slots/a.Capacity, b.Load+slots/b.Capacity
 			if la < lb-1e-9 || (la < lb+1e-9 && a.Capacity > b.Capacity) {
 				best = i
 			}
 		}
+		if best < 0 {
+			return nil, noRoom(ns, req, n-k, n)
+		}
 		out = append(out, ns[best].ID)
-		ns[best].Load += 1 / ns[best].Capacity
+		ns[best].take(req)
 	}
 	return out, nil
+}
+
+// take counts a process of request req placed on x.
+func (x *NodeLoad) take(req resources.Request) {
+	x.Load += float64(req.Slots()) / x.Capacity
+	x.MemHeldMB += req.MemMB()
 }
 
 // IDLess orders node ids naturally: "2" before "10".
@@ -82,24 +100,25 @@ func IDLess(a, b string) bool {
 	return a < b
 }
 
-// Place places n new processes by the named placement: least-loaded,
-// random-two (the power of two choices: sample two nodes, take the less
-// loaded), or round-robin from rr (a counter the caller keeps; it gets
-// the next value back). Draining nodes are left out.
-func Place(kind string, nodes []NodeLoad, n int, rng *rand.Rand, rr int) ([]string, int, error) {
+// Place places n new processes of request req by the named placement:
+// least-loaded, random-two (the power of two choices: sample two nodes,
+// take the less loaded), or round-robin from rr (a counter the caller
+// keeps; it gets the next value back). Draining nodes are left out, and
+// so is a node without room for a process's memory (FitsNowhere).
+func Place(kind string, nodes []NodeLoad, n int, req resources.Request, rng *rand.Rand, rr int) ([]string, int, error) {
 	nodes = slices.DeleteFunc(slices.Clone(nodes), func(l NodeLoad) bool { return l.Draining })
 	if kind != "round-robin" {
 		nodes = guessUnknown(nodes)
 	}
 	switch kind {
 	case "", "least-loaded":
-		out, err := PlaceLeastLoaded(nodes, n)
+		out, err := PlaceLeastLoaded(nodes, n, req)
 		return out, rr, err
 	case "random-two":
-		out, err := PlaceRandomTwo(nodes, n, rng)
+		out, err := PlaceRandomTwo(nodes, n, req, rng)
 		return out, rr, err
 	case "round-robin":
-		return PlaceRoundRobin(nodes, n, rr)
+		return PlaceRoundRobin(nodes, n, req, rr)
 	}
 	return nil, rr, fmt.Errorf("placement %q is not one of least-loaded, random-two, round-robin", kind)
 }
@@ -140,40 +159,65 @@ func usable(nodes []NodeLoad) []NodeLoad {
 }
 
 // PlaceRandomTwo places each process on the less loaded (after taking it)
-// of two nodes drawn at random, counting what it placed already.
-func PlaceRandomTwo(nodes []NodeLoad, n int, rng *rand.Rand) ([]string, error) {
-	ns := usable(nodes)
-	if len(ns) == 0 {
+// of two nodes drawn at random among those with room for its memory,
+// counting what it placed already.
+func PlaceRandomTwo(nodes []NodeLoad, n int, req resources.Request, rng *rand.Rand) ([]string, error) {
+	all := usable(nodes)
+	if len(all) == 0 {
 		return nil, ErrNoNode
 	}
+	slots := float64(req.Slots())
 	out := make([]string, 0, n)
 	for k := 0; k < n; k++ {
-		a, b := rng.Intn(len(ns)), rng.Intn(len(ns))
-		if len(ns) > 1 {
-			for b == a {
-				b = rng.Intn(len(ns))
+		var room []int
+		for i, x := range all {
+			if hasRoom(x, req) {
+				room = append(room, i)
 			}
 		}
-		if ns[b].Load+1/ns[b].Capacity < ns[a].Load+1/ns[a].Capacity {
-			a = b
+		if len(room) == 0 {
+			return nil, noRoom(all, req, n-k, n)
 		}
-		out = append(out, ns[a].ID)
-		ns[a].Load += 1 / ns[a].Capacity
+		a, b := rng.Intn(len(room)), rng.Intn(len(room))
+		if len(room) > 1 {
+			for b == a {
+				b = rng.Intn(len(room))
+			}
+		}
+		x, y := &all[room[a]], &all[room[b]]
+		if y.Load+slots/y.Capacity < x.Load+slots/x.Capacity {
+			x = y
+		}
+		out = append(out, x.ID)
+		x.take(req)
 	}
 	return out, nil
 }
 
 // PlaceRoundRobin places the processes on the nodes in id order, going on
 // from where the last placement stopped (rr), whatever their load: the
-// static baseline.
-func PlaceRoundRobin(nodes []NodeLoad, n int, rr int) ([]string, int, error) {
+// static baseline. A node without room for a process's memory is passed
+// over.
+func PlaceRoundRobin(nodes []NodeLoad, n int, req resources.Request, rr int) ([]string, int, error) {
 	ns := usable(nodes)
 	if len(ns) == 0 {
 		return nil, rr, ErrNoNode
 	}
 	out := make([]string, 0, n)
 	for k := 0; k < n; k++ {
-		out = append(out, ns[(rr+k)%len(ns)].ID)
+		placed := false
+		for tries := 0; tries < len(ns) && !placed; tries++ {
+			x := &ns[rr%len(ns)]
+			rr = (rr + 1) % len(ns)
+			if hasRoom(*x, req) {
+				out = append(out, x.ID)
+				x.take(req)
+				placed = true
+			}
+		}
+		if !placed {
+			return nil, rr, noRoom(ns, req, n-k, n)
+		}
 	}
-	return out, (rr + n) % len(ns), nil
+	return out, rr, nil
 }

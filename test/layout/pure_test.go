@@ -27,6 +27,7 @@ var pure = []purePkg{
 	{"internal/load", false},
 	{"internal/sched", false},
 	{"internal/migrate", true},
+	{"internal/resources", false},
 	// What the core imports of roam's own must be pure as well.
 	{"internal/proctext", false},
 	{"internal/errkind", false},

@@ -47,6 +47,9 @@ type Config struct {
 
 	// Draining says whether this node is draining (no job is placed on it).
 	Draining func() bool
+	// Admitted is what the memory requests of the moves this node
+	// admitted and has not received add up to, in MiB, but job but's.
+	Admitted func(but string) float64
 	// Record is job id's record, from its home (this node or another).
 	Record func(id string) (job.Record, error)
 	// Event records an event for `roam events`.
@@ -72,6 +75,12 @@ type Config struct {
 type Checkpoints struct {
 	cfg Config
 	log *slog.Logger
+}
+
+// heldMB is what the memory requests held here add up to: the jobs
+// here and the moves admitted, for a restart's placement.
+func (c *Checkpoints) heldMB() float64 {
+	return float64(c.cfg.Jobs.MemHeld(""))/(1<<20) + c.cfg.Admitted("")
 }
 
 // New returns the checkpoints of the node cfg describes.

@@ -62,7 +62,7 @@ func (c *Checkpoints) consent(req reopen.Request) (reopen.Consent, error) {
 	if !migrate.ValidEvery(req.Every) {
 		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "checkpoint interval %v", req.Every)
 	}
-	targets, _, err := c.cfg.Members.Place(req.On, 1, c.cfg.Draining())
+	targets, _, err := c.cfg.Members.Place(req.On, 1, c.cfg.Draining(), req.Meta.Job.Req, c.heldMB())
 	if err != nil {
 		return reopen.Consent{}, err
 	}

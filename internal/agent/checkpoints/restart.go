@@ -55,7 +55,7 @@ func (c *Checkpoints) Restart(caller httpx.Caller, on string, body io.Reader, le
 		err = errkind.New(peer.ErrUnavailable, "node %s, the home of job %s, is not alive", home, f.Hdr.ID)
 	}
 	if err == nil {
-		targets, _, err = c.cfg.Members.Place(on, 1, c.cfg.Draining())
+		targets, _, err = c.cfg.Members.Place(on, 1, c.cfg.Draining(), f.Hdr.Req, c.heldMB())
 	}
 	if err == nil && len(targets) == 0 {
 		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", f.Hdr.ID)
@@ -150,7 +150,7 @@ func (c *Checkpoints) RestartLost(rec job.Record, lost string) {
 		return
 	}
 	store := rec.Newest.StoredOn
-	targets, _, err := c.cfg.Members.Place("", 1, c.cfg.Draining())
+	targets, _, err := c.cfg.Members.Place("", 1, c.cfg.Draining(), rec.Req, c.heldMB())
 	if err == nil && (len(targets) == 0 || targets[0] == lost) {
 		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", rec.ID)
 	}

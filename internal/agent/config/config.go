@@ -105,6 +105,10 @@ type Config struct {
 	Limits limits.Limits `yaml:"limits"`
 	// Server bounds the connections of the CLI's socket and the peer port.
 	Server limits.Server `yaml:"server"`
+	// Jobs is what each job gets here: the requests of a run that gives
+	// none (roam run --cpus, --mem), the processes of one job, and the
+	// memory this node admits jobs' requests up to.
+	Jobs limits.Jobs `yaml:"jobs"`
 	// MetricsAddr is the TCP host:port of the scrape and the web view
 	// (package observe), empty: none; MetricsWebConfig an exporter-toolkit
 	// web config file for it (TLS, basic auth); MetricsJobUsers counts
@@ -172,6 +176,7 @@ func Default() Config {
 		},
 		Limits:      limits.Default(),
 		Server:      limits.DefaultServer(),
+		Jobs:        limits.DefaultJobs(),
 		CRIUTimeout: 10 * time.Minute,
 	}
 }
@@ -202,7 +207,7 @@ var yamlForms = map[string]string{
 	"time.Duration": "a duration (e.g. 30s, 10m, 1h)", "int": "a whole number", "int64": "a whole number",
 	"float64": "a number", "string": "a string", "[]string": "a list (e.g. [a, b])", "bool": "true or false",
 	"config.Config": "a section of keys", "config.LoadConfig": "a section of keys", "limits.Limits": "a section of keys",
-	"limits.Server": "a section of keys",
+	"limits.Server": "a section of keys", "limits.Jobs": "a section of keys",
 }
 
 // Marshal renders the config as YAML (for `roam cluster up`).

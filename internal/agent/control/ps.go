@@ -14,6 +14,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/job"
 	"roam/internal/migrate"
+	"roam/internal/resources"
 	"roam/internal/sched"
 	"roam/internal/sweep"
 )
@@ -63,6 +64,7 @@ func (j *Jobs) PS(c httpx.Caller, all bool) []api.Job {
 				ExitCode: r.ExitCode, EndReason: r.EndReason, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
 				MigrationLog:    append([]job.Migration{}, r.MigrationLog...),
 				CheckpointEvery: r.CheckpointEvery, Checkpoints: slices.Clone(r.Checkpoints), Restarts: slices.Clone(r.Restarts),
+				CPUs: float64(r.Req.MilliCPUs) / resources.MilliPerCPU, MemBytes: r.Req.MemBytes,
 				JobSweep: jobSweep(r), Accounting: accounting(r),
 			}
 			if r.Over() {

@@ -48,7 +48,8 @@ func (g *Gossip) step(now time.Time) {
 	runnable := g.c.Sched.Runnable()
 	mem := g.c.Prober.MemFreeMB()
 	pending := g.c.Sched.Pending(now)
-	targets, msg := g.c.Members.Probe(now, runnable, mem, g.c.Jobs.Count(), pending)
+	held := float64(g.c.Jobs.MemHeld("")) / (1 << 20)
+	targets, msg := g.c.Members.Probe(now, runnable, mem, g.c.Jobs.Count(), held, pending)
 	if len(targets) == 0 {
 		return
 	}

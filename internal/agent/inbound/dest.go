@@ -17,7 +17,6 @@ import (
 	"roam/internal/agent/drive"
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/jobtable"
-	"roam/internal/agent/keeper"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/phases"
 	"roam/internal/agent/reopen"
@@ -26,6 +25,7 @@ import (
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
+	"roam/internal/sched"
 )
 
 // Check is peer.MigrateCheck, a source's check: this node reaches the
@@ -43,6 +43,13 @@ func (d *Driver) Check(req peer.MigrateCheckRequest) error {
 	}
 	if d.draining(d.self) {
 		return errkind.New(peer.ErrUnavailable, "node %s is draining: it takes no job", d.self)
+	}
+	if err := req.Req.Check(); err != nil {
+		return errkind.New(peer.ErrBadRequest, "%v", err)
+	}
+	held := float64(d.jobs.MemHeld(req.ID))/(1<<20) + d.admitted(req.ID)
+	if err := sched.MemFits(d.self, float64(d.jobMem)/(1<<20), held, req.Req); err != nil {
+		return errkind.New(peer.ErrUnavailable, "job %s: %v", req.ID, err)
 	}
 	found, k, err := d.CheckFiles(req.Owner, req.Files)
 	if err != nil {
@@ -136,9 +143,15 @@ func (d *Driver) migrateIn(r io.Reader) (peer.MigrateReady, error) {
 	if err := d.NotHere(hdr.ID, hdr.MID); err != nil {
 		return peer.MigrateReady{}, err
 	}
+	// Room for its memory, held from here until it is a local job
+	// (adoptIn) or nothing of it is (discardIn).
+	if err := d.jobs.ReserveMem(d.self, hdr.ID, hdr.Req, d.jobMem, d.admitted(hdr.ID)); err != nil {
+		return peer.MigrateReady{}, errkind.New(peer.ErrUnavailable, "job %s: %v", hdr.ID, err)
+	}
 	raw, _ := json.Marshal(hdr)
 	in, err := d.streamArrival(hdr)
 	if err != nil {
+		d.jobs.Unreserve(hdr.ID)
 		return peer.MigrateReady{}, err
 	}
 	in.mu.Lock()
@@ -379,7 +392,7 @@ func (d *Driver) doIn(in *Migration, act migrate.DestAction) migrate.DestEvent {
 func (d *Driver) adoptIn(in *Migration, r migrate.InRecord) {
 	hdr := in.hdr
 	l := job.Local{ID: hdr.ID, Home: hdr.Home, HomeAddr: hdr.HomeAddr, UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups, PID: r.PID, StartTix: r.Tix, Dir: in.spool,
-		Started: hdr.Started, Hold: hdr.Hold, Moves: hdr.Moves + 1, LastMoved: r.EndedAt, Inc: hdr.Inc, CheckpointEvery: hdr.CheckpointEvery,
+		Started: hdr.Started, Hold: hdr.Hold, Moves: hdr.Moves + 1, LastMoved: r.EndedAt, Inc: hdr.Inc, CheckpointEvery: hdr.CheckpointEvery, Req: hdr.Req,
 		CPUBefore: hdr.CPUBefore, CPUBase: d.cpuHere(r.Job, r.PID), PeakBefore: hdr.PeakMB}
 	ackOut, ackErr := hdr.AckOut, hdr.AckErr
 	if in.rst != nil && in.rst.File.Path == "" {
@@ -411,6 +424,10 @@ func (d *Driver) discardIn(in *Migration, r migrate.InRecord) {
 	d.held.drop(r.MID)
 	if r.Job != "" {
 		d.rounds.Arrived(r.Job)
+		// Its room, unless the job runs here or comes by another run.
+		if here, coming := d.jobs.HereOrComing(r.Job, r.MID, d.moves); !here && !coming {
+			d.jobs.Unreserve(r.Job)
+		}
 	}
 	if r.PID > 0 {
 		d.procs.Kill(r.PID, r.Tix, 5*time.Second)
@@ -461,19 +478,4 @@ func (d *Driver) wakeIn(in *Migration, t time.Time) {
 		}
 		_, _ = d.step(in, migrate.Tick{})
 	})
-}
-
-// Restart runs a restart of the checked checkpoint file f (under its
-// run's name, which a restarted agent keeps for the run) here, as run
-// mid, asking the consent of req's home; it returns once the run ended
-// (the job runs here, or nothing of it does), with the run's record.
-func (d *Driver) Restart(mid string, f keeper.File, req reopen.Target) (migrate.InRecord, error) {
-	in := d.newMigration(mid, f.Hdr.ID)
-	in.rst = &reopen.Run{File: f, Lost: req.Lost, Why: req.Why}
-	in.hdr, in.images = in.rst.Header(), filepath.Join(d.imageDir, "restart-"+mid)
-	d.moves.Adopt(mid, in)
-	_, err := d.step(in, migrate.Restart{MID: mid, Job: f.Hdr.ID, Home: req.Home, File: f.Path})
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.m.Record(), err
 }

@@ -78,6 +78,12 @@ type Config struct {
 	// CPUHere is the CPU count here of a copy restored just now
 	// (job.Local.CPUBase).
 	CPUHere func(id string, pid int) float64
+	// JobMem is the memory, in bytes, this node gives its jobs' requests
+	// (0: not counted); Admitted what the requests of the moves it
+	// admitted and has not received add up to, in MiB, but job but's: a
+	// job comes only with room for its request (jobtable.ReserveMem).
+	JobMem   int64
+	Admitted func(but string) float64
 	// Event records a decision for `roam events`.
 	Event func(api.Event)
 }
@@ -104,6 +110,8 @@ type Driver struct {
 	draining func(node string) bool
 	cpuHere  func(id string, pid int) float64
 	event    func(api.Event)
+	jobMem   int64
+	admitted func(but string) float64
 	// held are the descriptors the checks of migrations still to come
 	// opened, for their restores (held.go).
 	held holds
@@ -113,7 +121,8 @@ type Driver struct {
 func New(c Config) *Driver {
 	return &Driver{self: c.Self, imageDir: c.ImageDir, rank: c.Rank, jobs: c.Jobs, moves: c.Moves, store: c.Store,
 		keeper: c.Keeper, members: c.Members, peers: c.Peers, pages: c.Pages, rounds: c.Rounds, procs: c.Procs,
-		ckpt: c.Ckpt, log: c.Log, stop: c.Stop, wg: c.WG, draining: c.Draining, cpuHere: c.CPUHere, event: c.Event}
+		ckpt: c.Ckpt, log: c.Log, stop: c.Stop, wg: c.WG, draining: c.Draining, cpuHere: c.CPUHere, event: c.Event,
+		jobMem: c.JobMem, admitted: c.Admitted}
 }
 
 // Migration is one migration coming to this node.

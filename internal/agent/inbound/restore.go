@@ -2,15 +2,19 @@ package inbound
 
 // The destination's restore, for a migration and a restart alike: CRIU
 // restores the copy, stopped, with its files checked as its owner's and
-// its stdin a new pipe; once it runs, it goes into its CPU group.
+// its stdin a new pipe; once it runs, it goes into its CPU group. And a
+// restart's run here (Restart), the room for its memory held for it.
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
+	"roam/internal/agent/keeper"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/phases"
+	"roam/internal/agent/reopen"
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/ckpt"
@@ -90,7 +94,7 @@ func (d *Driver) restoreIn(in *Migration) (int, error) {
 		}
 	}
 	check := d.restoredCheck(owner, checked, "restore on node "+d.self)
-	pid, times, err := d.ckpt.Restore(ckpt.RestoreSpec{ID: rec.Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true, Check: check})
+	pid, times, err := d.ckpt.Restore(ckpt.RestoreSpec{ID: rec.Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true, Req: hdr.Req, Check: check})
 	in.ph.AddTimes(times, true)
 	if stdinR != nil {
 		stdinR.Close()
@@ -153,4 +157,26 @@ func restoreStdin(in *Migration) (map[string]*os.File, *os.File, error) {
 	}
 	inherit[in.hdr.StdinKey] = r
 	return inherit, r, nil
+}
+
+// Restart runs a restart of the checked checkpoint file f (under its
+// run's name, which a restarted agent keeps for the run) here, as run
+// mid, asking the consent of req's home; it returns once the run ended
+// (the job runs here, or nothing of it does), with the run's record.
+func (d *Driver) Restart(mid string, f keeper.File, req reopen.Target) (migrate.InRecord, error) {
+	in := d.newMigration(mid, f.Hdr.ID)
+	in.rst = &reopen.Run{File: f, Lost: req.Lost, Why: req.Why}
+	in.hdr, in.images = in.rst.Header(), filepath.Join(d.imageDir, "restart-"+mid)
+	// Room for its memory while it restores; once it runs here (under
+	// the id its home gave it), it counts as a local job.
+	if err := d.jobs.ReserveMem(d.self, f.Hdr.ID, f.Hdr.Req, d.jobMem, d.admitted(f.Hdr.ID)); err != nil {
+		os.Remove(f.Path) // the run's, which no machine holds
+		return migrate.InRecord{}, errkind.New(peer.ErrUnavailable, "restart of job %s: %v", f.Hdr.ID, err)
+	}
+	defer d.jobs.Unreserve(f.Hdr.ID)
+	d.moves.Adopt(mid, in)
+	_, err := d.step(in, migrate.Restart{MID: mid, Job: f.Hdr.ID, Home: req.Home, File: f.Path})
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.m.Record(), err
 }

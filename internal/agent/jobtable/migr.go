@@ -94,6 +94,7 @@ func (j *Table) Adopt(lj *Local, m Moves) {
 	if old := j.local[lj.Rec.ID]; old == nil || old.Rec.PID != lj.Rec.PID {
 		j.local[lj.Rec.ID] = lj
 	}
+	delete(j.reserved, lj.Rec.ID) // its request counts as a local job's now
 	m.Back(lj.Rec.ID)
 }
 

@@ -12,6 +12,7 @@ import (
 	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/job"
+	"roam/internal/resources"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,10 +36,12 @@ type PushItem struct {
 	// CheckCap: its spool is held against limits.output_bytes this time.
 	CheckCap bool
 	// Found without the lock: its news, whether it has any, and why
-	// this node kills it (its output passed the limit), if it does.
+	// this node kills it (its output passed the limit), if it does, or
+	// why it ended (out of memory), if it did.
 	U      relay.Update
 	Send   bool
 	Killed string
+	Ended  string
 }
 
 // PushItems copies what the news of every job running here and not
@@ -85,6 +88,9 @@ func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBa
 		if it.Killed != "" && lj.why == "" {
 			lj.why = it.Killed
 			kills = append(kills, PushKill{lj.Rec.PID, lj.Rec.StartTix})
+		}
+		if it.Ended != "" && lj.why == "" {
+			lj.why = it.Ended
 		}
 		u := it.U
 		u.Why = lj.why
@@ -285,4 +291,20 @@ func writeNow(f *os.File, data []byte) (int, error) {
 		return n, err
 	}
 	return n, werr
+}
+
+// NewsState is what a job's news is read from: copied under the job
+// lock, read without it.
+type NewsState struct {
+	Dir            string
+	Pid            int
+	Tix            uint64
+	AckOut, AckErr int64
+	// Req is the job's request, which says why it ran out of memory.
+	Req resources.Request
+	Rec job.Local // what it used before this node, for its end
+}
+
+func (lj *Local) newsState() NewsState {
+	return NewsState{Dir: lj.Rec.Dir, Pid: lj.Rec.PID, Tix: lj.Rec.StartTix, AckOut: lj.AckOut, AckErr: lj.AckErr, Req: lj.Rec.Req, Rec: lj.Rec}
 }

@@ -12,6 +12,7 @@ import (
 
 	"roam/internal/agent/relay"
 	"roam/internal/job"
+	"roam/internal/resources"
 	"roam/internal/sweep"
 )
 
@@ -24,6 +25,7 @@ type Pending struct {
 	State sweep.State
 	IDs   map[int]string
 	On    string
+	Req   resources.Request // its jobs' (one sweep's share one)
 }
 
 // PendingSweeps copies the sweeps of this home that have pending jobs.
@@ -39,7 +41,7 @@ func (j *Table) PendingSweeps() map[string]*Pending {
 		case r.State == job.StatePending:
 			p := out[id]
 			if p == nil {
-				p = &Pending{State: sweep.State{MaxRunning: r.Sweep.MaxRunning, Room: -1}, IDs: map[int]string{}, On: r.Sweep.On}
+				p = &Pending{State: sweep.State{MaxRunning: r.Sweep.MaxRunning, Room: -1}, IDs: map[int]string{}, On: r.Sweep.On, Req: r.Req}
 				out[id] = p
 			}
 			p.State.Pending = append(p.State.Pending, r.Sweep.Index)

@@ -43,6 +43,9 @@ type Table struct {
 	endedRuns  reopen.Ended
 	// uploading are the users with a roam restart upload in progress.
 	uploading map[uint32]bool
+	// reserved are the memory requests, in bytes, of the jobs that are
+	// starting or arriving here and are not local jobs yet (mem.go).
+	reserved map[string]int64
 }
 
 // wakeReaders wakes the readers waiting for news of home job id (Output).
@@ -154,20 +157,6 @@ type Local struct {
 	ArrivedAt time.Time
 	lastCkpt  time.Time
 	CkptJob   *migrate.CheckpointJob
-}
-
-// NewsState is what a job's news is read from: copied under the job
-// lock, read without it.
-type NewsState struct {
-	Dir            string
-	Pid            int
-	Tix            uint64
-	AckOut, AckErr int64
-	Rec            job.Local // what it used before this node, for its end
-}
-
-func (lj *Local) newsState() NewsState {
-	return NewsState{Dir: lj.Rec.Dir, Pid: lj.Rec.PID, Tix: lj.Rec.StartTix, AckOut: lj.AckOut, AckErr: lj.AckErr, Rec: lj.Rec}
 }
 
 // Refs copies what a round reads of the jobs running here, and their
@@ -322,6 +311,7 @@ func (j *Table) AddLocals(locals []job.Local, stdins []*os.File, now time.Time) 
 	defer j.mu.Unlock()
 	for i, l := range locals {
 		j.local[l.ID] = &Local{Rec: l, Stdin: stdins[i], ArrivedAt: now}
+		delete(j.reserved, l.ID) // its request counts as a local job's now
 	}
 	return err
 }

@@ -29,6 +29,7 @@ import (
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
+	"roam/internal/resources"
 	"roam/internal/sweep"
 )
 
@@ -40,7 +41,17 @@ const startBatch = httpx.MaxBody / 2
 type Config struct {
 	Self   string        // this node's id
 	Limits limits.Limits // what a user's run may cost this node
-	Log    *slog.Logger
+	// PerJob gives a run's requests their defaults (jobs.default_cpus,
+	// jobs.default_mem_bytes).
+	PerJob limits.Jobs
+	// JobMem is the memory, in bytes, this node gives its jobs' requests
+	// (agent.Parts.JobMemory; 0: not counted): a start here reserves its
+	// request's place in it first (jobtable.Table.ReserveMem).
+	JobMem int64
+	// Admitted is what the memory requests of the moves this node
+	// admitted and has not received add up to, in MiB, but job but's.
+	Admitted func(but string) float64
+	Log      *slog.Logger
 	// Store holds the job sequence new ids are taken from.
 	Store   *job.Store
 	Jobs    *jobtable.Table
@@ -79,7 +90,8 @@ func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, erro
 	if req.Rerun != "" {
 		on = p.part.On
 	}
-	targets, why, err := s.cfg.Members.Place(on, p.startNow(), s.cfg.Draining())
+	held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("")
+	targets, why, err := s.cfg.Members.Place(on, p.startNow(), s.cfg.Draining(), p.spec.Req, held)
 	if err != nil {
 		return api.RunResponse{}, err
 	}
@@ -116,7 +128,7 @@ func (s *Starter) plan(c httpx.Caller, req api.RunRequest) (plan, error) {
 		argv, env := p.longest()
 		return p, s.checkRunLimits(c, len(p.jobs), argv, env)
 	}
-	spec, err := runSpec(c, req)
+	spec, err := runSpec(c, req, s.cfg.PerJob.DefaultRequest())
 	if err != nil {
 		return plan{}, err
 	}
@@ -147,8 +159,9 @@ func (s *Starter) checkRunLimits(c httpx.Caller, count int, argv, env []string) 
 	return nil
 }
 
-// runSpec checks a run request and makes the spec its processes share.
-func runSpec(c httpx.Caller, req api.RunRequest) (job.Spec, error) {
+// runSpec checks a run request and makes the spec its processes share,
+// its resource request completed from def.
+func runSpec(c httpx.Caller, req api.RunRequest, def resources.Request) (job.Spec, error) {
 	switch {
 	case req.Count < 1:
 		return job.Spec{}, errkind.New(peer.ErrBadRequest, "-n: %d is below 1", req.Count)
@@ -160,8 +173,12 @@ func runSpec(c httpx.Caller, req api.RunRequest) (job.Spec, error) {
 	if !migrate.ValidEvery(req.CheckpointEvery) {
 		return job.Spec{}, errkind.New(peer.ErrBadRequest, "--checkpoint-every: %v is out of range (%v to %v)", req.CheckpointEvery, migrate.MinCheckpointEvery, migrate.MaxCheckpointEvery)
 	}
+	rr, err := limits.Request(req.CPUs, req.MemBytes, def)
+	if err != nil {
+		return job.Spec{}, errkind.New(peer.ErrBadRequest, "%v", err)
+	}
 	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: c.Groups, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, Pin: req.Pin,
-		CheckpointEvery: req.CheckpointEvery}
+		CheckpointEvery: req.CheckpointEvery, Req: rr}
 	if err := job.Check(spec); err != nil {
 		return job.Spec{}, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
@@ -198,8 +215,9 @@ func (s *Starter) newHomeRecords(c httpx.Caller, p plan, targets []string, why s
 			env = pj.env
 		}
 		r := job.Record{
-			ID: id, UID: c.UID, GID: c.GID, Groups: p.spec.Groups, User: name, Argv: pj.argv, Env: jobEnv(env, id, part.ID, pj.index, max(part.Count, 1)),
-			Cwd: p.spec.Cwd, Home: s.cfg.Self, Stdin: p.spec.Stdin, Pin: p.spec.Pin, CheckpointEvery: p.spec.CheckpointEvery,
+			ID: id, UID: c.UID, GID: c.GID, Groups: p.spec.Groups, User: name, Argv: pj.argv,
+			Env: resources.ThreadEnv(jobEnv(env, id, part.ID, pj.index, max(part.Count, 1)), p.spec.Req),
+			Cwd: p.spec.Cwd, Home: s.cfg.Self, Stdin: p.spec.Stdin, Pin: p.spec.Pin, CheckpointEvery: p.spec.CheckpointEvery, Req: p.spec.Req,
 			State: job.StatePending, Started: now, Group: fmt.Sprintf("%s.%d", s.cfg.Self, first), Sweep: part,
 		}
 		r.Sweep.Index = pj.index

@@ -114,6 +114,30 @@ func startBatchLen(specs []job.Spec) int {
 	return len(specs)
 }
 
+// refuse says why this node does not start sp of req ("": it does): it
+// drains, the job id is not its home's, the home's address or the
+// request is bad, or its memory has no room here. Room is judged here,
+// against what the node holds now (the home placed the job from a load
+// entry up to a second old), and held for the job (jobtable.ReserveMem)
+// until it is a local job or its start failed.
+func (s *Starter) refuse(req peer.StartRequest, sp job.Spec, draining bool, addrErr error) string {
+	switch h, ok := migrate.JobHome(sp.ID); {
+	case draining:
+		return "node " + s.cfg.Self + " is draining: it starts no job"
+	case !ok || h != req.Home:
+		return "bad job id " + strconv.Quote(sp.ID) + " for home " + strconv.Quote(req.Home)
+	case addrErr != nil:
+		return "bad home address " + strconv.Quote(req.HomeAddr)
+	}
+	if err := sp.Req.Check(); err != nil {
+		return err.Error()
+	}
+	if err := s.cfg.Jobs.ReserveMem(s.cfg.Self, sp.ID, sp.Req, s.cfg.JobMem, s.cfg.Admitted(sp.ID)); err != nil {
+		return "job " + sp.ID + ": " + err.Error()
+	}
+	return ""
+}
+
 // StartHere is /v1/peer/start: it starts jobs on this node for their
 // home, and answers for each.
 func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
@@ -125,25 +149,18 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 	_, addrErr := netip.ParseAddrPort(req.HomeAddr)
 	draining := s.cfg.Draining()
 	for _, sp := range req.Jobs {
-		if draining {
-			out = append(out, peer.StartResult{ID: sp.ID, Error: "node " + s.cfg.Self + " is draining: it starts no job"})
-			continue
-		}
-		if h, ok := migrate.JobHome(sp.ID); !ok || h != req.Home {
-			out = append(out, peer.StartResult{ID: sp.ID, Error: "bad job id " + strconv.Quote(sp.ID) + " for home " + strconv.Quote(req.Home)})
-			continue
-		}
-		if addrErr != nil {
-			out = append(out, peer.StartResult{ID: sp.ID, Error: "bad home address " + strconv.Quote(req.HomeAddr)})
+		if why := s.refuse(req, sp, draining, addrErr); why != "" {
+			out = append(out, peer.StartResult{ID: sp.ID, Error: why})
 			continue
 		}
 		p, err := s.cfg.Procs.Start(sp)
 		if err != nil {
+			s.cfg.Jobs.Unreserve(sp.ID)
 			out = append(out, peer.StartResult{ID: sp.ID, Error: err.Error()})
 			continue
 		}
 		l := job.Local{ID: sp.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: sp.UID, GID: sp.GID, Groups: sp.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now(),
-			CheckpointEvery: sp.CheckpointEvery}
+			CheckpointEvery: sp.CheckpointEvery, Req: sp.Req}
 		if sp.Pin {
 			l.Hold = migrate.HoldPin
 		}

@@ -156,7 +156,7 @@ func (s *Starter) planRerun(c httpx.Caller, req api.RunRequest) (plan, error) {
 		}
 	}
 	first := recs[0]
-	p := plan{spec: job.Spec{UID: c.UID, GID: c.GID, Groups: c.Groups, Cwd: first.Cwd, Pin: first.Pin, CheckpointEvery: first.CheckpointEvery}}
+	p := plan{spec: job.Spec{UID: c.UID, GID: c.GID, Groups: c.Groups, Cwd: first.Cwd, Pin: first.Pin, CheckpointEvery: first.CheckpointEvery, Req: first.Req}}
 	p.part = first.Sweep
 	p.part.ID, p.part.Index, p.part.FileError, p.part.RerunOf = "", 0, "", ref.Sweep
 	if req.MaxRunning > 0 {
@@ -230,7 +230,8 @@ func (s *Starter) ReleaseNow() {
 		if len(idx) == 0 {
 			continue
 		}
-		targets, why, err := s.cfg.Members.Place(p.On, len(idx), s.cfg.Draining())
+		held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("")
+		targets, why, err := s.cfg.Members.Place(p.On, len(idx), s.cfg.Draining(), p.Req, held)
 		if err != nil {
 			s.cfg.Log.Debug("sweep: pending jobs not placed", "sweep", id, "err", err)
 			continue
@@ -271,5 +272,5 @@ func (s *Starter) release(nodes map[string]string, why string) error {
 // specOf is what a node needs to start a home record's job.
 func specOf(r job.Record) job.Spec {
 	return job.Spec{ID: r.ID, UID: r.UID, GID: r.GID, Groups: r.Groups, Argv: r.Argv, Env: r.Env, Cwd: r.Cwd, Stdin: r.Stdin, Pin: r.Pin,
-		CheckpointEvery: r.CheckpointEvery}
+		CheckpointEvery: r.CheckpointEvery, Req: r.Req}
 }

@@ -9,6 +9,7 @@
 package members
 
 import (
+	"errors"
 	"math/rand"
 	"net"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"roam/internal/errkind"
 	"roam/internal/load"
 	"roam/internal/lockorder"
+	"roam/internal/resources"
 	"roam/internal/sched"
 )
 
@@ -49,6 +51,9 @@ type Config struct {
 	Vector    *load.Disseminator
 	Rng       *rand.Rand
 	Placement string // the policy's placement
+	// JobMemMB is the memory this node gives its jobs' requests, in MiB
+	// (jobs.memory_bytes; 0: not counted), which its load entries say.
+	JobMemMB float64
 	// Rank is the table's lock's place in the agent's lock order.
 	Rank lockorder.Rank
 }
@@ -66,6 +71,8 @@ type Table struct {
 	rr        int // round-robin placement's next node
 	selfLoad  float64
 	selfMem   float64
+	jobMem    float64 // Config.JobMemMB
+	selfHeld  float64 // the memory requests held here, as last probed
 	lastProbe time.Time
 }
 
@@ -78,19 +85,20 @@ const loadTauIntervals = 1
 // ForNode is an empty members table for node, with its load vector as lc
 // sets it (lc is valid: the config was checked), its placement policy,
 // and its lock's rank.
-func ForNode(node string, lc config.LoadConfig, capacity float64, placement string, rank lockorder.Rank) *Table {
+func ForNode(node string, lc config.LoadConfig, capacity, jobMemMB float64, placement string, rank lockorder.Rank) *Table {
 	lp, _ := load.ParsePolicy(lc.Policy)
 	return New(Config{
 		Self: node, Capacity: capacity, Tau: loadTauIntervals * lc.Interval,
 		Vector: load.NewDisseminator(node, lc.VectorSize, lp, lc.Interval),
-		Rng:    rand.New(rand.NewSource(time.Now().UnixNano())), Placement: placement, Rank: rank,
+		Rng:    rand.New(rand.NewSource(time.Now().UnixNano())), Placement: placement, JobMemMB: jobMemMB, Rank: rank,
 	})
 }
 
 // New builds a table that knows of no member yet, not even this node
 // (Join).
 func New(c Config) *Table {
-	t := &Table{self: c.Self, capacity: c.Capacity, tau: c.Tau, known: map[string]*Member{}, dis: c.Vector, rng: c.Rng, placement: c.Placement}
+	t := &Table{self: c.Self, capacity: c.Capacity, tau: c.Tau, known: map[string]*Member{}, dis: c.Vector, rng: c.Rng, placement: c.Placement,
+		jobMem: c.JobMemMB}
 	t.mu.Init(c.Rank, "members.mu")
 	return t
 }
@@ -241,11 +249,12 @@ func (t *Table) SetPlacement(p string) {
 }
 
 // Probe is the load part of one timer tick: the node's runnable threads,
-// free memory and job count, measured now, and the load of the moves it
-// admitted and awaits (pending: sched.Ledger.Reserved). It smooths the
-// load, and returns the members to send this node's entry to and the
-// message, encoded.
-func (t *Table) Probe(now time.Time, runnable int, memFreeMB float64, jobs int, pending sched.Node) ([]string, []byte) {
+// free memory and job count, measured now, the memory requests of its
+// jobs (heldMB), and the load and requests of the moves it admitted and
+// awaits (pending: sched.Ledger.Reserved). It smooths the load, and
+// returns the members to send this node's entry to and the message,
+// encoded.
+func (t *Table) Probe(now time.Time, runnable int, memFreeMB float64, jobs int, heldMB float64, pending sched.Node) ([]string, []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	// A tick that waited while a kicked one ran is older than it.
@@ -263,6 +272,7 @@ func (t *Table) Probe(now time.Time, runnable int, memFreeMB float64, jobs int, 
 		t.selfLoad = load.Smooth(t.selfLoad, raw, dt, t.tau)
 	}
 	t.selfMem = memFreeMB
+	t.selfHeld = heldMB + pending.MemHeldMB
 	var live []string
 	for id, p := range t.known {
 		if p.Alive {
@@ -275,7 +285,8 @@ func (t *Table) Probe(now time.Time, runnable int, memFreeMB float64, jobs int, 
 			targets = append(targets, id)
 		}
 	}
-	e := load.Entry{Node: t.self, Capacity: t.capacity, Load: t.selfLoad + pending.Load, MemFreeMB: t.selfMem, Least: pending.Least}
+	e := load.Entry{Node: t.self, Capacity: t.capacity, Load: t.selfLoad + pending.Load, MemFreeMB: t.selfMem, Least: pending.Least,
+		MemJobsMB: min(t.jobMem, load.MaxMemMB), MemHeldMB: min(t.selfHeld, load.MaxMemMB)}
 	if p := t.known[t.self]; p != nil {
 		e.Addr = p.PeerAddr
 	}
@@ -317,9 +328,11 @@ func (t *Table) Nodes(now time.Time, selfDraining bool) []api.NodeInfo {
 			l, m, age := t.selfLoad, t.selfMem, int64(0)
 			ni.Self, ni.Load, ni.MemFreeMB, ni.InfoAgeMS = true, &l, &m, &age
 			ni.Draining = selfDraining
+			ni.MemJobsMB, ni.MemHeldMB = t.jobMem, t.selfHeld
 		} else if e, ok := t.dis.Vector.Get(id); ok {
 			l, m, age := e.Load, e.MemFreeMB, now.Sub(e.Received).Milliseconds()
 			ni.Load, ni.MemFreeMB, ni.InfoAgeMS = &l, &m, &age
+			ni.MemJobsMB, ni.MemHeldMB = e.MemJobsMB, e.MemHeldMB
 		}
 		out = append(out, ni)
 	}
@@ -337,7 +350,8 @@ func (t *Table) Peers() []sched.Node {
 			continue
 		}
 		if e, ok := t.dis.Vector.Get(id); ok {
-			out = append(out, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.Draining, Least: e.Least})
+			out = append(out, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.Draining, Least: e.Least,
+				MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB})
 		}
 	}
 	t.mu.Unlock()
@@ -353,11 +367,15 @@ func (t *Table) Decide(pol *sched.Scheduler, snap sched.Snapshot) []sched.Move {
 	return pol.Decide(snap, t.rng)
 }
 
-// Place picks a node for each of count new processes: on when it is set
-// (a live member that is not draining), else the policy's placement
-// (least load per capacity from the load vector, random-two, or
-// round-robin). It returns the nodes and why they were chosen.
-func (t *Table) Place(on string, count int, selfDraining bool) ([]string, string, error) {
+// Place picks a node for each of count new processes of request req: on
+// when it is set (a live member that is not draining, with room for
+// their memory), else the policy's placement (least load per capacity
+// from the load vector, random-two, or round-robin) among the nodes with
+// room for it (sched.Place). selfHeldMB is what the memory requests
+// held here add up to now. It returns the nodes and why they were
+// chosen; a run that fits nowhere is refused (sched.FitsNowhere: its
+// error says whether it never will).
+func (t *Table) Place(on string, count int, selfDraining bool, req resources.Request, selfHeldMB float64) ([]string, string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if on != "" {
@@ -370,26 +388,45 @@ func (t *Table) Place(on string, count int, selfDraining bool) ([]string, string
 		case p.Draining || (on == t.self && selfDraining):
 			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is draining (roam node resume ends it)", on)
 		}
+		nl := t.nodeLoad(on, p, selfDraining, selfHeldMB)
+		for k := range count {
+			if err := sched.MemFits(on, nl.MemJobsMB, nl.MemHeldMB+float64(k)*req.MemMB(), req); err != nil {
+				return nil, "", errkind.New(errors.Join(peer.ErrUnavailable, err), "--on %s: room for %d of the %d processes: %v", on, k, count, err)
+			}
+		}
 		return slices.Repeat([]string{on}, count), "roam run --on " + on, nil
 	}
 	var nodes []sched.NodeLoad
 	for id, p := range t.known {
-		if !p.Alive {
-			continue
+		if p.Alive {
+			nodes = append(nodes, t.nodeLoad(id, p, selfDraining, selfHeldMB))
 		}
-		nl := sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: p.Draining}
-		if id == t.self {
-			nl.Load, nl.Draining = t.selfLoad, selfDraining
-		} else if e, ok := t.dis.Vector.Get(id); ok {
-			nl.Load = e.Load
-		} else {
-			nl.Unknown = true
-		}
-		nodes = append(nodes, nl)
 	}
-	out, rr, err := sched.Place(t.placement, nodes, count, t.rng, t.rr)
+	out, rr, err := sched.Place(t.placement, nodes, count, req, t.rng, t.rr)
 	t.rr = rr
+	// Never room is a bad request; none now, the cluster's state: both
+	// still match sched's kinds, for a caller that queues.
+	switch {
+	case errors.Is(err, sched.ErrTooLarge):
+		err = errkind.New(errors.Join(peer.ErrBadRequest, err), "%v", err)
+	case errors.Is(err, sched.ErrNoRoom):
+		err = errkind.New(errors.Join(peer.ErrUnavailable, err), "%v", err)
+	}
 	return out, "placement " + t.placement, err
+}
+
+// nodeLoad is what placement knows of live member id (mu held): this
+// node's own as probed, with selfHeldMB, or the load vector's entry.
+func (t *Table) nodeLoad(id string, p *Member, selfDraining bool, selfHeldMB float64) sched.NodeLoad {
+	nl := sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: p.Draining}
+	if id == t.self {
+		nl.Load, nl.Draining, nl.MemJobsMB, nl.MemHeldMB = t.selfLoad, selfDraining, t.jobMem, selfHeldMB
+	} else if e, ok := t.dis.Vector.Get(id); ok {
+		nl.Load, nl.MemJobsMB, nl.MemHeldMB = e.Load, e.MemJobsMB, e.MemHeldMB
+	} else {
+		nl.Unknown = true
+	}
+	return nl
 }
 
 // Heard is node's entry in the load vector, if it holds one.

@@ -11,6 +11,7 @@ import (
 
 	"roam/internal/agent/peer"
 	"roam/internal/load"
+	"roam/internal/resources"
 	"roam/internal/sched"
 )
 
@@ -120,17 +121,17 @@ func TestPlace(t *testing.T) {
 		{"n4", "node n4 is not alive", peer.ErrUnavailable},
 		{"n3", "node n3 is draining", peer.ErrUnavailable},
 	} {
-		if _, _, err := tb.Place(tc.on, 1, false); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := tb.Place(tc.on, 1, false, resources.Request{}, 0); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--on %s: %v, want %q", tc.on, err, tc.want)
 		}
 	}
-	if _, _, err := tb.Place("n1", 1, true); err == nil {
+	if _, _, err := tb.Place("n1", 1, true, resources.Request{}, 0); err == nil {
 		t.Error("--on this node while it drains was taken")
 	}
-	if out, why, err := tb.Place("n2", 3, false); err != nil || !reflect.DeepEqual(out, []string{"n2", "n2", "n2"}) || why != "roam run --on n2" {
+	if out, why, err := tb.Place("n2", 3, false, resources.Request{}, 0); err != nil || !reflect.DeepEqual(out, []string{"n2", "n2", "n2"}) || why != "roam run --on n2" {
 		t.Fatalf("--on n2: %v %q %v", out, why, err)
 	}
-	out, why, err := tb.Place("", 4, false)
+	out, why, err := tb.Place("", 4, false, resources.Request{}, 0)
 	if err != nil || why != "placement round-robin" {
 		t.Fatalf("round-robin: %v %q %v", out, why, err)
 	}
@@ -139,12 +140,12 @@ func TestPlace(t *testing.T) {
 			t.Fatalf("round-robin placed on %s (dead or draining): %v", n, out)
 		}
 	}
-	out, _, _ = tb.Place("", 2, true)
+	out, _, _ = tb.Place("", 2, true, resources.Request{}, 0)
 	if !reflect.DeepEqual(out, []string{"n2", "n2"}) {
 		t.Fatalf("with this node draining: %v", out)
 	}
 	tb.SetPlacement("least-loaded")
-	if _, why, _ := tb.Place("", 1, false); why != "placement least-loaded" {
+	if _, why, _ := tb.Place("", 1, false, resources.Request{}, 0); why != "placement least-loaded" {
 		t.Fatalf("after SetPlacement: %q", why)
 	}
 }
@@ -155,7 +156,7 @@ func TestPlace(t *testing.T) {
 func TestProbeAndReceive(t *testing.T) {
 	tb := newTable(t, "least-loaded")
 	up(tb, "n2", "198.18.0.2", `{"c":2,"p":7947}`)
-	targets, msg := tb.Probe(t0.Add(time.Second), 4, 300, 4, sched.Node{Load: 0.5, Least: 7})
+	targets, msg := tb.Probe(t0.Add(time.Second), 4, 300, 4, 0, sched.Node{Load: 0.5, Least: 7})
 	if len(targets) == 0 {
 		t.Fatal("no target for the first entry")
 	}

@@ -16,6 +16,7 @@ import (
 	"roam/internal/agent/spool"
 	"roam/internal/api"
 	"roam/internal/job"
+	"roam/internal/resources"
 )
 
 // PushLoop pushes news every pushEvery while jobs run here; with none it
@@ -74,12 +75,25 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 			}
 		}
 		it.U, it.Send = read(it.St, r.c.Procs)
+		if it.U.Exit != nil && r.c.Procs.OOMKills(it.Id) > 0 {
+			it.Ended = oomReason(it.St.Req)
+		}
 	}
 	out, kills := r.c.Jobs.Pushed(items, r.c.Self, now)
 	for _, k := range kills {
 		go r.c.Procs.Kill(k.Pid, k.Tix, 5*time.Second)
 	}
 	return out
+}
+
+// oomReason is why a job the kernel's OOM killer acted in ended: its own
+// limit (--mem), or, without one, the node's limit of all its jobs
+// together (jobs.memory_bytes).
+func oomReason(r resources.Request) string {
+	if r.MemBytes > 0 {
+		return "out of memory (--mem " + resources.FormatMem(r.MemBytes) + ")"
+	}
+	return "out of memory (the node's memory for jobs, jobs.memory_bytes: no --mem)"
 }
 
 // read reads what the home does not have yet: the output past what it

@@ -151,7 +151,7 @@ func (o *outMig) ckCheck(r migrate.Record) (string, error) {
 		if err := d.peers.Call(r.Home, http.MethodGet, peer.Record+"?id="+url.QueryEscape(r.Job), nil, &hr); err != nil {
 			return "", fmt.Errorf("its record at its home %s: %w", r.Home, err)
 		}
-		cj = &migrate.CheckpointJob{User: hr.User, Argv: hr.Argv, Env: hr.Env, Cwd: hr.Cwd, Pin: hr.Pin, Group: hr.Group, Started: hr.Started}
+		cj = &migrate.CheckpointJob{User: hr.User, Argv: hr.Argv, Env: hr.Env, Cwd: hr.Cwd, Pin: hr.Pin, Group: hr.Group, Started: hr.Started, Req: hr.Req}
 		d.jobs.SetCkptJob(r.Job, cj)
 	}
 	ck.cj = cj
@@ -224,7 +224,7 @@ func (o *outMig) ckMeta(r migrate.Record, files []migrate.OpenFile, mounts []str
 	hdr := migrate.Header{MID: r.MID, From: d.self, ID: r.Job, Home: rec.Home, HomeAddr: rec.HomeAddr, Mounts: mounts,
 		UID: rec.UID, GID: rec.GID, Groups: rec.Groups, Started: rec.Started, Hold: rec.Hold,
 		Moves: rec.Moves, LastMoved: rec.LastMoved, Stopped: ck.stopped, Inc: rec.Inc, CheckpointEvery: rec.CheckpointEvery,
-		CPUBefore: d.attained(rec), PeakMB: max(rec.PeakBefore, d.procs.PeakMB(rec.ID))}
+		CPUBefore: d.attained(rec), PeakMB: max(rec.PeakBefore, d.procs.PeakMB(rec.ID)), Req: rec.Req}
 	if ck.stdin {
 		hdr.StdinKey = d.procs.StdinKey(r.PID)
 	}

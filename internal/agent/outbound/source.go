@@ -315,6 +315,9 @@ func (o *outMig) sendCheck(r migrate.Record) error {
 	}
 	o.addr = addr
 	req := peer.MigrateCheckRequest{MID: r.MID, From: o.d.self, ID: r.Job, Files: o.files, Lazy: r.Lazy, Owner: o.owner()}
+	if o.lj != nil {
+		req.Req = o.d.jobs.Moving(o.lj).Rec.Req
+	}
 	return o.d.peers.CallAddr(addr, http.MethodPost, peer.MigrateCheck, req, nil)
 }
 
@@ -375,7 +378,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.UID, hdr.GID, hdr.Groups = rec.UID, rec.GID, rec.Groups
 	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = rec.Started, rec.Hold, rec.Moves, rec.LastMoved
 	hdr.AckOut, hdr.AckErr = mj.AckOut, mj.AckErr
-	hdr.Inc, hdr.CheckpointEvery = rec.Inc, rec.CheckpointEvery
+	hdr.Inc, hdr.CheckpointEvery, hdr.Req = rec.Inc, rec.CheckpointEvery, rec.Req
 	hdr.CPUBefore, hdr.PeakMB = d.attained(rec), max(rec.PeakBefore, d.procs.PeakMB(rec.ID))
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual

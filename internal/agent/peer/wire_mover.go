@@ -13,6 +13,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/asuser"
 	"roam/internal/migrate"
+	"roam/internal/resources"
 )
 
 const (
@@ -65,6 +66,10 @@ type MigrateCheckRequest struct {
 	// destination checks them as the first ones and adds them to what its
 	// restore compares the restored job's files with and hands CRIU.
 	Late bool `json:"late,omitempty"`
+	// Req is the job's resource request: the destination refuses, before
+	// the job is frozen, a job its memory has no room for (the stream's
+	// header carries it again, which the destination holds it to).
+	Req resources.Request `json:"req,omitzero"`
 }
 
 // MigrateReady is the destination's answer to the stream: a stopped copy

@@ -13,6 +13,9 @@ type AdmitAnswer struct {
 	Load      float64 `json:"load"`
 	MemFreeMB float64 `json:"mem_free_mb"`
 	Least     float64 `json:"least,omitempty"`
+	// MemHeldMB is the memory its jobs' requests hold, admitted moves'
+	// counted in (sched.Node.MemHeldMB).
+	MemHeldMB float64 `json:"mem_held_mb,omitempty"`
 }
 
 // WithdrawAnswer is the destination's answer to a withdrawal of a move

@@ -24,7 +24,7 @@ func NewRecord(req Request, id, self string) job.Record {
 		group = id
 	}
 	return job.Record{ID: id, UID: req.Owner.UID, GID: req.Owner.GID, Groups: req.Owner.Groups, User: m.User, Argv: m.Argv, Env: m.Env,
-		Cwd: m.Cwd, Home: self, Pin: m.Pin, Started: m.Started, Group: group, CheckpointEvery: req.Every}
+		Cwd: m.Cwd, Home: self, Pin: m.Pin, Started: m.Started, Group: group, CheckpointEvery: req.Every, Req: m.Req}
 }
 
 // Reopened is r as a new incarnation running on target from req's

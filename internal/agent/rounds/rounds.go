@@ -128,6 +128,14 @@ func (r *Rounds) Pending(now time.Time) int {
 	return r.ledger.Pending(now, "")
 }
 
+// AdmittedMemMB is what the memory requests of the moves admitted here
+// and not arrived add up to, in MiB, but job but's own.
+func (r *Rounds) AdmittedMemMB(but string) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ledger.AdmittedMemMB(time.Now(), but)
+}
+
 // Withdrawn ends the admission of mv, given up by its source before it
 // sent anything; it says whether it ended one.
 func (r *Rounds) Withdrawn(mv sched.Move) bool {
@@ -171,6 +179,9 @@ func (r *Rounds) Eased(node string, load, capacity, selfLoad float64) bool {
 func (r *Rounds) Declined(mv sched.Move, answer sched.Node, now time.Time) {
 	if !(answer.Least >= 0 && answer.Least <= sched.MaxCPUSeconds) {
 		answer.Least = 0 // a peer's answer: what no node sends counts as unsaid
+	}
+	if !(answer.MemHeldMB >= 0 && answer.MemHeldMB <= 1<<30) {
+		answer.MemHeldMB = 0
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -27,11 +27,10 @@ func (s *Scheduler) Admit(mv sched.Move) (peer.AdmitAnswer, error) {
 	if err := mv.Check(); err != nil {
 		return peer.AdmitAnswer{}, errkind.New(peer.ErrBadRequest, "%v", err)
 	}
-	runnable, mem := s.Runnable(), s.c.Prober.MemFreeMB()
+	runnable := s.Runnable()
 	now := time.Now()
-	self := sched.Node{ID: s.c.Node, Capacity: s.c.Capacity, Load: float64(runnable) / s.c.Capacity, MemFreeMB: mem, Draining: s.c.Drain.On(), Least: s.Least()}
-	ans, pending := s.c.Rounds.Admit(mv, self, now)
-	r := peer.AdmitAnswer{Load: ans.Load, MemFreeMB: ans.MemFreeMB, Least: ans.Least}
+	ans, pending := s.c.Rounds.Admit(mv, s.self(runnable), now)
+	r := peer.AdmitAnswer{Load: ans.Load, MemFreeMB: ans.MemFreeMB, Least: ans.Least, MemHeldMB: ans.MemHeldMB}
 	if ans.Refused != nil {
 		r.Refused = fmt.Sprintf("%v (%d runnable threads here, %d admitted moves not arrived)", ans.Refused, runnable, pending)
 	}
@@ -55,7 +54,9 @@ func (s *Scheduler) Move(mv sched.Move) bool {
 	var ar peer.AdmitAnswer
 	if err := s.c.Peers.Call(mv.To, http.MethodPost, peer.MigrateAdmit, mv, &ar); err == nil && ar.Refused != "" {
 		p, _ := s.c.Members.Get(mv.To)
-		s.c.Rounds.Declined(mv, sched.Node{ID: mv.To, Capacity: p.Capacity, Load: ar.Load, MemFreeMB: ar.MemFreeMB, Least: ar.Least}, time.Now())
+		e, _ := s.c.Members.Heard(mv.To)
+		s.c.Rounds.Declined(mv, sched.Node{ID: mv.To, Capacity: p.Capacity, Load: ar.Load, MemFreeMB: ar.MemFreeMB, Least: ar.Least,
+			MemJobsMB: e.MemJobsMB, MemHeldMB: ar.MemHeldMB}, time.Now())
 		s.c.Event(api.Event{Kind: "declined", Job: mv.Job, UID: s.c.Jobs.Owner(mv.Job), From: s.c.Node, To: mv.To, Why: mv.Why + "; declined by node " + mv.To + ": " + ar.Refused})
 		return false
 	}

@@ -42,6 +42,9 @@ type Prober interface {
 type Config struct {
 	Node     string  // this node's id
 	Capacity float64 // this node's capacity, in cores
+	// JobMemMB is the memory this node gives its jobs' requests, in MiB
+	// (0: not counted): a move here needs room in it (sched.MemFits).
+	JobMemMB float64
 	Log      *slog.Logger
 
 	Rounds  *rounds.Rounds
@@ -97,6 +100,15 @@ func (s *Scheduler) SetLeast(cpu float64) { s.least.Store(math.Float64bits(cpu))
 // the jobs arrive, and choose this node again.
 func (s *Scheduler) Pending(now time.Time) sched.Node {
 	return s.c.Rounds.Reserved(sched.Node{Capacity: s.c.Capacity, Least: s.Least()}, now)
+}
+
+// self is this node as a round or an admission judges it: its load
+// (runnable threads), free memory, drain state, least CPU time, and the
+// memory requests of the jobs it holds (the admitted moves' are the
+// ledger's to add).
+func (s *Scheduler) self(runnable int) sched.Node {
+	return sched.Node{ID: s.c.Node, Capacity: s.c.Capacity, Load: float64(runnable) / s.c.Capacity, MemFreeMB: s.c.Prober.MemFreeMB(),
+		Draining: s.c.Drain.On(), Least: s.Least(), MemJobsMB: s.c.JobMemMB, MemHeldMB: float64(s.c.Jobs.MemHeld("")) / (1 << 20)}
 }
 
 // Runnable is how many threads are runnable on this node now, its jobs'

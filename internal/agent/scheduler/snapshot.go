@@ -17,8 +17,8 @@ import (
 // with no lock held (memberlist's LocalState must not block on it).
 func (s *Scheduler) Snapshot() sched.Snapshot {
 	snap := sched.Snapshot{Now: time.Now()}
-	runnable := s.Runnable()
-	snap.Self = sched.Node{ID: s.c.Node, Capacity: s.c.Capacity, Load: float64(runnable) / s.c.Capacity, MemFreeMB: s.c.Prober.MemFreeMB(), Draining: s.c.Drain.On()}
+	snap.Self = s.self(s.Runnable())
+	snap.Self.Least = 0 // the round measures it (Complete)
 	snap.Peers = s.c.Members.Peers()
 	refs, here := s.c.Jobs.Refs()
 	s.SetLeast(s.c.Rounds.Complete(&snap, s.probeJobs(refs), here))
@@ -38,7 +38,7 @@ func (s *Scheduler) probeJobs(refs []jobtable.JobRef) []rounds.Probed {
 		}
 		run, sys, rss := s.c.Procs.Activity(r.Rec.PID)
 		j := sched.Job{ID: r.Rec.ID, Started: r.Rec.Started, LastMoved: r.Rec.LastMoved, Moves: r.Rec.Moves, RSSMB: rss, Runnable: run,
-			Attained: s.Attained(r.Rec)}
+			Attained: s.Attained(r.Rec), MemReqMB: r.Rec.Req.MemMB()}
 		switch {
 		case r.Rec.Hold == migrate.HoldPin:
 			j.Held = "pinned (run --pin)"
