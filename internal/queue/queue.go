@@ -22,7 +22,8 @@
 // Room is what the home sees: its own node as it is now, and every other
 // node's load entry with the home's own starts sent since that entry
 // added (Input.Placed), so that a round never sends a node more than the
-// room its last entry showed. The node that takes a job judges it again
+// room its last entry showed, and a node that refused one of its starts
+// since that entry takes none (Input.Refused). The node that takes a job judges it again
 // against what it holds then (launch's refuse): it is the arbiter when
 // several homes release into the same room, and a job it refuses is
 // pending again, not failed. No home learns of a remote node's room
@@ -109,6 +110,10 @@ type Input struct {
 	// Placed are the home's jobs on other nodes, to count those its load
 	// entries do not.
 	Placed []Placed
+	// Refused is when each node last refused a start of this home (for
+	// want of room, most often): it takes none until an entry of it
+	// received after that.
+	Refused map[string]time.Time
 	// Placement is the policy's placement (sched.Place), and RR the
 	// round-robin cursor the home keeps.
 	Placement string
@@ -153,7 +158,8 @@ type group struct {
 // Decide is one round of the home's queue.
 func Decide(in Input, rng *rand.Rand) Decision {
 	d := Decision{Why: map[string]string{}, RR: in.RR}
-	nodes := seen(in.Nodes, in.Heard, in.Placed)
+	left := map[string]string{} // why a node takes no start this round
+	nodes := seen(in, left)
 	users := byUser(in.Groups, d.Why)
 	running := map[uint32]int{}
 	for u, n := range in.Running {
@@ -176,14 +182,14 @@ func Decide(in Input, rng *rand.Rand) Decision {
 			}
 			break
 		}
-		node, why, err := place(g, nodes, in.Placement, &d.RR, rng)
+		node, why, err := place(g, nodes, left, in.Placement, &d.RR, rng)
 		if err != nil {
 			g.blocked = true
 			d.Why[g.Key] = why
 			if errors.Is(err, sched.ErrNoRoom) {
 				d.ForRoom = true
 				if reserved == "" {
-					reserved = reserve(nodes, g)
+					reserved = reserve(nodes, left, g)
 				}
 			}
 			continue
@@ -266,9 +272,9 @@ func pick(users map[uint32][]*group, running map[uint32]int) *group {
 }
 
 // place picks the node for g's next job, or says why there is none.
-func place(g *group, nodes []sched.NodeLoad, placement string, rr *int, rng *rand.Rand) (string, string, error) {
+func place(g *group, nodes []sched.NodeLoad, left map[string]string, placement string, rr *int, rng *rand.Rand) (string, string, error) {
 	if g.On != "" {
-		return placeOn(g, nodes)
+		return placeOn(g, nodes, left)
 	}
 	out, next, err := sched.Place(placement, nodes, 1, g.Req, rng, *rr)
 	if err != nil {
@@ -279,13 +285,13 @@ func place(g *group, nodes []sched.NodeLoad, placement string, rr *int, rng *ran
 }
 
 // placeOn is place for a group asked to run on one node.
-func placeOn(g *group, nodes []sched.NodeLoad) (string, string, error) {
+func placeOn(g *group, nodes []sched.NodeLoad, left map[string]string) (string, string, error) {
 	for _, x := range nodes {
 		if x.ID != g.On {
 			continue
 		}
-		if x.Draining {
-			return "", "--on " + g.On + ": the node is draining, or held for a larger request", sched.ErrNoNode
+		if why := left[x.ID]; why != "" {
+			return "", "--on " + g.On + ": the node " + why, sched.ErrNoRoom
 		}
 		if err := sched.MemFits(x.ID, x.MemJobsMB, x.MemHeldMB, g.Req); err != nil {
 			return "", "--on " + g.On + ": " + reason(g.Req, err), err
@@ -311,19 +317,30 @@ func reason(req resources.Request, err error) string {
 // maxRunning is why a sweep's jobs wait past its --max-running.
 func maxRunning(k int) string { return "--max-running " + strconv.Itoa(k) + " reached" }
 
-// seen is nodes as a round uses them: a copy, with each job of this home
-// started on another node after that node's entry was received counted
-// there.
-func seen(nodes []sched.NodeLoad, heard map[string]time.Time, placed []Placed) []sched.NodeLoad {
-	out := append([]sched.NodeLoad(nil), nodes...)
+// seen is the nodes as a round uses them: a copy in id order, with each
+// job of this home started on another node after that node's entry was
+// received counted there. A node that is draining, or that refused a
+// start of this home since its entry (or has sent none), takes none
+// (placement leaves a draining node out, which is what it is made), and
+// left says why.
+func seen(in Input, left map[string]string) []sched.NodeLoad {
+	out := append([]sched.NodeLoad(nil), in.Nodes...)
+	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i].ID, out[j].ID) })
 	at := map[string]int{}
 	for i, x := range out {
 		at[x.ID] = i
+		r, refused := in.Refused[x.ID]
+		switch h, heard := in.Heard[x.ID]; {
+		case x.Draining:
+			left[x.ID] = "is draining"
+		case refused && (!heard || r.After(h)):
+			out[i].Draining, left[x.ID] = true, "refused a start since its last load entry"
+		}
 	}
-	for _, p := range placed {
+	for _, p := range in.Placed {
 		i, ok := at[p.Node]
-		h, heardOf := heard[p.Node]
-		if !ok || !heardOf || !p.Started.After(h) {
+		h, heard := in.Heard[p.Node]
+		if !ok || !heard || !p.Started.After(h) {
 			continue
 		}
 		out[i].MemHeldMB += p.MemMB
@@ -349,8 +366,7 @@ func take(nodes []sched.NodeLoad, node string, req resources.Request) {
 
 // reserve holds back, for the rest of the round, the node with the most
 // room for g among those large enough for it, and names it ("": none).
-// Placement leaves a draining node out, which is what a held node is.
-func reserve(nodes []sched.NodeLoad, g *group) string {
+func reserve(nodes []sched.NodeLoad, left map[string]string, g *group) string {
 	best := -1
 	for i, x := range nodes {
 		if x.Draining || x.MemJobsMB+1e-9 < g.Req.MemMB() || g.On != "" && x.ID != g.On {
@@ -363,7 +379,7 @@ func reserve(nodes []sched.NodeLoad, g *group) string {
 	if best < 0 {
 		return ""
 	}
-	nodes[best].Draining = true
+	nodes[best].Draining, left[nodes[best].ID] = true, "is held for a larger request"
 	return nodes[best].ID
 }
 

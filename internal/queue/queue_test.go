@@ -137,6 +137,22 @@ func TestDecideBounds(t *testing.T) {
 	if got := byNode(d); got["2"] != 2 || len(got) != 1 {
 		t.Fatalf("starts by node %v; node 2 has room for 4, 2 of them taken since its entry", got)
 	}
+	// A node that refused a start since its entry takes none until the
+	// next; one that refused before it, as its entry says.
+	in := Input{Groups: []Group{g}, Nodes: nodes4(0, 0), Heard: map[string]time.Time{"2": at}, Max: RoundMax,
+		Refused: map[string]time.Time{"2": at.Add(time.Millisecond)}}
+	if got := byNode(Decide(in, rand.New(rand.NewSource(1)))); got["2"] != 0 || got["1"] != 4 {
+		t.Fatalf("starts by node %v; node 2 refused one since its entry", got)
+	}
+	in.Refused["2"] = at.Add(-time.Millisecond)
+	if got := byNode(Decide(in, rand.New(rand.NewSource(1)))); got["2"] != 4 {
+		t.Fatalf("starts by node %v; node 2's entry is newer than its refusal", got)
+	}
+	g.On = "2"
+	in = Input{Groups: []Group{g}, Nodes: nodes4(0, 0), Max: RoundMax, Refused: map[string]time.Time{"2": at}}
+	if d := Decide(in, rand.New(rand.NewSource(1))); len(d.Starts) != 0 || d.Why[g.Key] != "--on 2: the node refused a start since its last load entry" {
+		t.Fatalf("--on a node that refused, never heard of: %v, why %q", d.Starts, d.Why[g.Key])
+	}
 }
 
 // A large request waiting for room holds the node with the most room
@@ -202,8 +218,16 @@ func TestDecideProperties(t *testing.T) {
 			seq += 100
 			groups = append(groups, g)
 		}
+		at := time.Unix(1000, 0)
+		heard, refused := map[string]time.Time{}, map[string]time.Time{}
+		for _, x := range nodes {
+			heard[x.ID] = at
+			if r := rapid.IntRange(0, 3).Draw(t, "refused"); r > 0 {
+				refused[x.ID] = at.Add(time.Duration(r-2) * time.Second)
+			}
+		}
 		in := Input{Groups: groups, Running: running, Nodes: nodes, Max: rapid.IntRange(1, 60).Draw(t, "max"),
-			Placement: rapid.SampledFrom(sched.Placements).Draw(t, "placement")}
+			Placement: rapid.SampledFrom(sched.Placements).Draw(t, "placement"), Heard: heard, Refused: refused}
 		d := Decide(in, rand.New(rand.NewSource(rapid.Int64().Draw(t, "seed"))))
 		if len(d.Starts) > in.Max {
 			t.Fatalf("%d starts, max %d", len(d.Starts), in.Max)
@@ -225,6 +249,9 @@ func TestDecideProperties(t *testing.T) {
 			perGroup[s.Key]++
 			if g.On != "" && s.Node != g.On {
 				t.Fatalf("%s of --on %s started on %s", s.ID, g.On, s.Node)
+			}
+			if r, ok := refused[s.Node]; ok && r.After(at) {
+				t.Fatalf("%s started on %s, which refused a start since its entry", s.ID, s.Node)
 			}
 		}
 		for _, x := range nodes {

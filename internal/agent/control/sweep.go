@@ -227,10 +227,21 @@ func EndsUnstarted(sig int) bool {
 	return sig >= 1 && sig <= 64
 }
 
-// pendingWhy says why a pending job of a sweep waits.
-func pendingWhy(r job.Record) string {
-	if r.State != job.StatePending {
-		return ""
+// pendingWhy says why a pending job waits: as its home's queue said
+// (waiting, by sweep id or lone job id), or, before its first round, as
+// its sweep's --max-running would.
+func pendingWhy(r job.Record, waiting map[string]string) string {
+	key := r.Sweep.ID
+	if key == "" {
+		key = r.ID
 	}
-	return "--max-running " + strconv.Itoa(r.Sweep.MaxRunning) + " reached"
+	switch {
+	case r.State != job.StatePending:
+		return ""
+	case waiting[key] != "":
+		return waiting[key]
+	case r.Sweep.MaxRunning > 0:
+		return "--max-running " + strconv.Itoa(r.Sweep.MaxRunning) + " reached"
+	}
+	return "waiting for its turn in its home's queue"
 }
