@@ -113,10 +113,16 @@ func TestAgentsQueueStartsAsRoomComes(t *testing.T) {
 		c.waitFor("the queue back", time.Minute, func() bool {
 			return c.whyPending(0, sweepUser)[ids[19]] == "no node has room for --mem 160M now"
 		})
-		for ended < 21 {
-			exitNext()
+		over := func() bool {
+			return c.sweepOf(0, resp.Sweep, sweepUser).Ended && c.homeRec(loneID).Over()
 		}
-		c.waitFor("the sweep ends", time.Minute, func() bool { return c.sweepOf(0, resp.Sweep, sweepUser).Ended })
+		for !over() {
+			exitNext()
+			c.waitFor("the end taken", time.Minute, func() bool {
+				on := c.runsOn(all, 2)
+				return len(on) > 0 || over()
+			})
+		}
 		if s := c.sweepOf(0, resp.Sweep, sweepUser); s.Summary != "20 jobs: 20 ok, 0 failed, 0 lost" {
 			t.Fatalf("summary %q", s.Summary)
 		}

@@ -101,8 +101,10 @@ type Input struct {
 	Groups []Group
 	// Running is each user's jobs starting or running from this home.
 	Running map[uint32]int
-	// Nodes are the live members as the home sees them: its own as it is
-	// now, the others from their load entries.
+	// Nodes are the live members as the home sees them: its own (Self)
+	// as it is now, the others from their load entries; one that has
+	// sent none yet takes no start (its room is not known).
+	Self  string
 	Nodes []sched.NodeLoad
 	// Heard is when each node's load entry was received (the home's own
 	// is not in it: it is current).
@@ -319,8 +321,8 @@ func maxRunning(k int) string { return "--max-running " + strconv.Itoa(k) + " re
 
 // seen is the nodes as a round uses them: a copy in id order, with each
 // job of this home started on another node after that node's entry was
-// received counted there. A node that is draining, or that refused a
-// start of this home since its entry (or has sent none), takes none
+// received counted there. A node that is draining, has sent no entry
+// yet, or refused a start of this home since its entry takes none
 // (placement leaves a draining node out, which is what it is made), and
 // left says why.
 func seen(in Input, left map[string]string) []sched.NodeLoad {
@@ -333,7 +335,9 @@ func seen(in Input, left map[string]string) []sched.NodeLoad {
 		switch h, heard := in.Heard[x.ID]; {
 		case x.Draining:
 			left[x.ID] = "is draining"
-		case refused && (!heard || r.After(h)):
+		case !heard && x.ID != in.Self:
+			out[i].Draining, left[x.ID] = true, "has sent no load entry yet"
+		case refused && r.After(h):
 			out[i].Draining, left[x.ID] = true, "refused a start since its last load entry"
 		}
 	}

@@ -16,6 +16,10 @@ import (
 
 const mb = 1 << 20
 
+// known is when the nodes' load entries were received, long ago: every
+// node of these tests has sent one.
+var known = map[string]time.Time{"1": {}, "2": {}, "3": {}, "4": {}, "5": {}, "6": {}, "7": {}, "8": {}, "9": {}}
+
 // nodes4 are four nodes of 768 MiB for jobs, each holding held MiB.
 func nodes4(held ...float64) []sched.NodeLoad {
 	var out []sched.NodeLoad
@@ -47,7 +51,7 @@ func byNode(d Decision) map[string]int {
 // the rest wait.
 func TestDecideStartsWhatFits(t *testing.T) {
 	g := sweepOf(1001, 10, 120, 160*mb)
-	d := Decide(Input{Groups: []Group{g}, Nodes: nodes4(0, 320, 640, 700), Max: RoundMax}, rand.New(rand.NewSource(1)))
+	d := Decide(Input{Heard: known, Groups: []Group{g}, Nodes: nodes4(0, 320, 640, 700), Max: RoundMax}, rand.New(rand.NewSource(1)))
 	// 4 + 2 + 0 + 0 places of 160 MiB.
 	if got := byNode(d); got["1"] != 4 || got["2"] != 2 || len(got) != 2 {
 		t.Fatalf("starts by node %v", got)
@@ -72,13 +76,13 @@ func TestDecideFairBetweenUsers(t *testing.T) {
 	a := sweepOf(1001, 10, 10000, 160*mb)
 	a.Running = 12
 	b := sweepOf(1002, 20000, 3, 160*mb)
-	in := Input{Groups: []Group{a, b}, Running: map[uint32]int{1001: 12}, Nodes: nodes4(640, 640, 640, 480), Max: RoundMax}
+	in := Input{Heard: known, Groups: []Group{a, b}, Running: map[uint32]int{1001: 12}, Nodes: nodes4(640, 640, 640, 480), Max: RoundMax}
 	d := Decide(in, rand.New(rand.NewSource(1)))
 	if len(d.Starts) != 1 || d.Starts[0].Key != b.Key {
 		t.Fatalf("one place free; started %v, want B's first job", d.Starts)
 	}
 	// Both with nothing running: they take turns, the older run first.
-	in = Input{Groups: []Group{a, b}, Nodes: nodes4(0, 0, 0, 0), Max: RoundMax}
+	in = Input{Heard: known, Groups: []Group{a, b}, Nodes: nodes4(0, 0, 0, 0), Max: RoundMax}
 	a.Running = 0
 	in.Groups[0] = a
 	d = Decide(in, rand.New(rand.NewSource(1)))
@@ -106,18 +110,18 @@ func TestDecideFairBetweenUsers(t *testing.T) {
 func TestDecideBounds(t *testing.T) {
 	g := sweepOf(1001, 10, 50, 0)
 	g.MaxRunning, g.Running = 4, 1
-	d := Decide(Input{Groups: []Group{g}, Nodes: nodes4(0, 0, 0, 0), Max: RoundMax}, rand.New(rand.NewSource(1)))
+	d := Decide(Input{Heard: known, Groups: []Group{g}, Nodes: nodes4(0, 0, 0, 0), Max: RoundMax}, rand.New(rand.NewSource(1)))
 	if len(d.Starts) != 3 || d.Why[g.Key] != "--max-running 4 reached" {
 		t.Fatalf("started %d, why %q", len(d.Starts), d.Why[g.Key])
 	}
 	g.Running = 4
-	d = Decide(Input{Groups: []Group{g}, Nodes: nodes4(0, 0, 0, 0), Max: RoundMax}, rand.New(rand.NewSource(1)))
+	d = Decide(Input{Heard: known, Groups: []Group{g}, Nodes: nodes4(0, 0, 0, 0), Max: RoundMax}, rand.New(rand.NewSource(1)))
 	if len(d.Starts) != 0 || d.Why[g.Key] != "--max-running 4 reached" {
 		t.Fatalf("started %d, why %q", len(d.Starts), d.Why[g.Key])
 	}
 
 	big := sweepOf(1001, 10, 1000, 0)
-	d = Decide(Input{Groups: []Group{big}, Nodes: nodes4(0, 0, 0, 0), Max: 7}, rand.New(rand.NewSource(1)))
+	d = Decide(Input{Heard: known, Groups: []Group{big}, Nodes: nodes4(0, 0, 0, 0), Max: 7}, rand.New(rand.NewSource(1)))
 	if len(d.Starts) != 7 || !d.Full || !strings.Contains(d.Why[big.Key], "at most 7") {
 		t.Fatalf("started %d, full %v, why %q", len(d.Starts), d.Full, d.Why[big.Key])
 	}
@@ -132,14 +136,14 @@ func TestDecideBounds(t *testing.T) {
 		{Node: "1", MemMB: 160, Slots: 1, Started: at.Add(time.Second)}, // the home: current
 	}
 	g = sweepOf(1001, 10, 100, 160*mb)
-	d = Decide(Input{Groups: []Group{g}, Nodes: nodes4(640, 0, 768, 768), Heard: map[string]time.Time{"2": at, "3": at, "4": at}, Placed: placed, Max: RoundMax},
+	d = Decide(Input{Self: "1", Groups: []Group{g}, Nodes: nodes4(640, 0, 768, 768), Heard: map[string]time.Time{"2": at, "3": at, "4": at}, Placed: placed, Max: RoundMax},
 		rand.New(rand.NewSource(1)))
 	if got := byNode(d); got["2"] != 2 || len(got) != 1 {
 		t.Fatalf("starts by node %v; node 2 has room for 4, 2 of them taken since its entry", got)
 	}
 	// A node that refused a start since its entry takes none until the
 	// next; one that refused before it, as its entry says.
-	in := Input{Groups: []Group{g}, Nodes: nodes4(0, 0), Heard: map[string]time.Time{"2": at}, Max: RoundMax,
+	in := Input{Self: "1", Groups: []Group{g}, Nodes: nodes4(0, 0), Heard: map[string]time.Time{"2": at}, Max: RoundMax,
 		Refused: map[string]time.Time{"2": at.Add(time.Millisecond)}}
 	if got := byNode(Decide(in, rand.New(rand.NewSource(1)))); got["2"] != 0 || got["1"] != 4 {
 		t.Fatalf("starts by node %v; node 2 refused one since its entry", got)
@@ -150,8 +154,12 @@ func TestDecideBounds(t *testing.T) {
 	}
 	g.On = "2"
 	in = Input{Groups: []Group{g}, Nodes: nodes4(0, 0), Max: RoundMax, Refused: map[string]time.Time{"2": at}}
+	if d := Decide(in, rand.New(rand.NewSource(1))); len(d.Starts) != 0 || d.Why[g.Key] != "--on 2: the node has sent no load entry yet" {
+		t.Fatalf("--on a node never heard of: %v, why %q", d.Starts, d.Why[g.Key])
+	}
+	in.Heard = map[string]time.Time{"2": at.Add(-time.Second)}
 	if d := Decide(in, rand.New(rand.NewSource(1))); len(d.Starts) != 0 || d.Why[g.Key] != "--on 2: the node refused a start since its last load entry" {
-		t.Fatalf("--on a node that refused, never heard of: %v, why %q", d.Starts, d.Why[g.Key])
+		t.Fatalf("--on a node that refused since its entry: %v, why %q", d.Starts, d.Why[g.Key])
 	}
 }
 
@@ -162,7 +170,7 @@ func TestDecideHoldsANodeForALargeRequest(t *testing.T) {
 	large := sweepOf(1001, 10, 5, 512*mb)
 	small := sweepOf(1002, 20, 50, 64*mb)
 	small.Running = 0
-	in := Input{Groups: []Group{large, small}, Running: map[uint32]int{1002: 0, 1001: 0}, Nodes: nodes4(600, 400, 700, 700), Max: RoundMax}
+	in := Input{Heard: known, Groups: []Group{large, small}, Running: map[uint32]int{1002: 0, 1001: 0}, Nodes: nodes4(600, 400, 700, 700), Max: RoundMax}
 	d := Decide(in, rand.New(rand.NewSource(1)))
 	if got := byNode(d); got["2"] != 0 || got["1"] != 2 || got["3"] != 1 || got["4"] != 1 {
 		t.Fatalf("starts by node %v: node 2, the one with most room, is held for the 512M job", got)
@@ -172,19 +180,19 @@ func TestDecideHoldsANodeForALargeRequest(t *testing.T) {
 	}
 
 	huge := sweepOf(1001, 10, 1, 1024*mb)
-	d = Decide(Input{Groups: []Group{huge, small}, Nodes: nodes4(0, 0, 0, 0), Max: RoundMax}, rand.New(rand.NewSource(1)))
+	d = Decide(Input{Heard: known, Groups: []Group{huge, small}, Nodes: nodes4(0, 0, 0, 0), Max: RoundMax}, rand.New(rand.NewSource(1)))
 	if d.Why[huge.Key] != "--mem 1G is more than any live node gives its jobs" || len(d.Starts) != 48 {
 		t.Fatalf("why %q, %d started: a request no node can take holds no node", d.Why[huge.Key], len(d.Starts))
 	}
 
 	on := sweepOf(1001, 10, 5, 160*mb)
 	on.On = "3"
-	d = Decide(Input{Groups: []Group{on}, Nodes: nodes4(0, 0, 480, 0), Max: RoundMax}, rand.New(rand.NewSource(1)))
+	d = Decide(Input{Heard: known, Groups: []Group{on}, Nodes: nodes4(0, 0, 480, 0), Max: RoundMax}, rand.New(rand.NewSource(1)))
 	if got := byNode(d); got["3"] != 1 || len(got) != 1 || d.Why[on.Key] != "--on 3: no node has room for --mem 160M now" {
 		t.Fatalf("--on 3: %v, why %q", got, d.Why[on.Key])
 	}
 	on.On = "9"
-	if d = Decide(Input{Groups: []Group{on}, Nodes: nodes4(0), Max: RoundMax}, rand.New(rand.NewSource(1))); len(d.Starts) != 0 || d.Why[on.Key] != "--on 9: the node is not alive" {
+	if d = Decide(Input{Heard: known, Groups: []Group{on}, Nodes: nodes4(0), Max: RoundMax}, rand.New(rand.NewSource(1))); len(d.Starts) != 0 || d.Why[on.Key] != "--on 9: the node is not alive" {
 		t.Fatalf("--on 9: %v, why %q", d.Starts, d.Why[on.Key])
 	}
 }
@@ -284,7 +292,7 @@ func TestDecideOrderIsMaxMin(t *testing.T) {
 			running[uid] = rapid.IntRange(0, 10).Draw(t, "running")
 			groups = append(groups, sweepOf(uid, uint64(100*u+1), rapid.IntRange(1, 30).Draw(t, "pending"), 0))
 		}
-		d := Decide(Input{Groups: groups, Running: running, Nodes: nodes4(0, 0), Max: rapid.IntRange(1, 40).Draw(t, "max")}, rand.New(rand.NewSource(1)))
+		d := Decide(Input{Heard: known, Groups: groups, Running: running, Nodes: nodes4(0, 0), Max: rapid.IntRange(1, 40).Draw(t, "max")}, rand.New(rand.NewSource(1)))
 		count := map[uint32]int{}
 		for u, n := range running {
 			count[u] = n

@@ -43,7 +43,7 @@ func (t *Table) Release(in queue.Input, selfDraining bool, selfHeldMB float64) q
 			in.Heard[id] = e.Received
 		}
 	}
-	in.Placement, in.RR = t.placement, t.rr
+	in.Self, in.Placement, in.RR = t.self, t.placement, t.rr
 	d := queue.Decide(in, t.rng)
 	t.rr = d.RR
 	return d
