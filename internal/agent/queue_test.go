@@ -73,12 +73,12 @@ func TestAgentsQueueStartsAsRoomComes(t *testing.T) {
 			t.Fatalf("a lone job: %+v %v", lone, err)
 		}
 		loneID := lone.IDs[0]
-		if res, err := c.nodes[1].a.news.Stdin(other, loneID, []byte("x"), false); err != nil || !res.Pending {
-			t.Fatalf("stdin of a pending job: %+v %v", res, err)
-		}
 		c.waitFor("the lone job's reason", time.Minute, func() bool {
 			return c.whyPending(2, other)[loneID] == "no node has room for --mem 160M now"
 		})
+		if res, err := c.nodes[1].a.news.Stdin(other, loneID, []byte("x"), false); err != nil || !res.Pending {
+			t.Fatalf("stdin of a pending job: %+v %v", res, err)
+		}
 
 		// The first place freed is the other user's: it has none running.
 		all := append(append([]string(nil), ids...), loneID)

@@ -124,6 +124,14 @@ type Input struct {
 	Max int
 }
 
+// EntrySlack is how long before a node's load entry was received a start
+// sent there may still be missing from it: the entry was on its way, or
+// the node had not yet reserved the job's room, when the start was
+// recorded. A start within it is counted beside the entry (a round then
+// sees a little less room for a moment, never more than there is).
+// Milliseconds on a LAN; a tenth of a second covers a busy node's.
+const EntrySlack = 100 * time.Millisecond
+
 // Start is one pending job to start, and where.
 type Start struct {
 	ID, Node string
@@ -321,7 +329,7 @@ func maxRunning(k int) string { return "--max-running " + strconv.Itoa(k) + " re
 
 // seen is the nodes as a round uses them: a copy in id order, with each
 // job of this home started on another node after that node's entry was
-// received counted there. A node that is draining, has sent no entry
+// received (less EntrySlack) counted there. A node that is draining, has sent no entry
 // yet, or refused a start of this home since its entry takes none
 // (placement leaves a draining node out, which is what it is made), and
 // left says why.
@@ -344,7 +352,7 @@ func seen(in Input, left map[string]string) []sched.NodeLoad {
 	for _, p := range in.Placed {
 		i, ok := at[p.Node]
 		h, heard := in.Heard[p.Node]
-		if !ok || !heard || !p.Started.After(h) {
+		if !ok || !heard || !p.Started.After(h.Add(-EntrySlack)) {
 			continue
 		}
 		out[i].MemHeldMB += p.MemMB

@@ -127,19 +127,21 @@ func TestDecideBounds(t *testing.T) {
 	}
 
 	// Node 2's entry was heard at t; two jobs started there since, one
-	// before: only those two count beside what the entry says.
+	// at t (the entry may have been on its way), one a second before:
+	// the first three count beside what the entry says.
 	at := time.Unix(1000, 0)
 	placed := []Placed{
 		{Node: "2", MemMB: 160, Slots: 1, Started: at.Add(time.Second)},
 		{Node: "2", MemMB: 160, Slots: 1, Started: at.Add(2 * time.Second)},
+		{Node: "2", MemMB: 160, Slots: 1, Started: at},
 		{Node: "2", MemMB: 160, Slots: 1, Started: at.Add(-time.Second)},
 		{Node: "1", MemMB: 160, Slots: 1, Started: at.Add(time.Second)}, // the home: current
 	}
 	g = sweepOf(1001, 10, 100, 160*mb)
 	d = Decide(Input{Self: "1", Groups: []Group{g}, Nodes: nodes4(640, 0, 768, 768), Heard: map[string]time.Time{"2": at, "3": at, "4": at}, Placed: placed, Max: RoundMax},
 		rand.New(rand.NewSource(1)))
-	if got := byNode(d); got["2"] != 2 || len(got) != 1 {
-		t.Fatalf("starts by node %v; node 2 has room for 4, 2 of them taken since its entry", got)
+	if got := byNode(d); got["2"] != 1 || len(got) != 1 {
+		t.Fatalf("starts by node %v; node 2 has room for 4, 3 of them taken since its entry", got)
 	}
 	// A node that refused a start since its entry takes none until the
 	// next; one that refused before it, as its entry says.

@@ -85,11 +85,7 @@ func (s *Starter) ReleaseLoop(stop <-chan struct{}) {
 // time (the loop's): two could start more than a sweep's --max-running
 // or a node's room.
 func (s *Starter) ReleaseNow(refused map[string]time.Time) (more bool) {
-	q := s.cfg.Jobs.Queue(s.cfg.Members.OldestHeard())
-	if len(q.Groups) == 0 {
-		s.cfg.Jobs.SetWaiting(nil, false)
-		return false
-	}
+	q := s.cfg.Jobs.Queue(s.cfg.Members.OldestHeard().Add(-queue.EntrySlack))
 	held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("")
 	in := queue.Input{Groups: q.Groups, Running: q.Running, Placed: q.Placed, Refused: refused, Max: queue.RoundMax}
 	d := s.cfg.Members.Release(in, s.cfg.Draining(), held)
