@@ -101,7 +101,7 @@ sample:
 		select {
 		case runErr = <-done:
 			break sample
-		default:
+		case <-time.After(100 * time.Millisecond): // roam ps asks every node: the nodes have half a CPU
 		}
 		on := map[string]int{}
 		pending := 0
