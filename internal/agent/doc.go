@@ -14,7 +14,7 @@ import "roam/internal/lockorder"
 //	owner                  state                                    package / files
 //	job table              home and local records, their bbolt      jobtable
 //	                       writes, claims, restarts' marks, the
-//	                       room held for jobs' memory requests
+//	                       room held, why pending jobs wait
 //	migrations in flight   coming migrations, where jobs went,      moves
 //	                       page sinks, lazy dumps, checks' findings
 //	spools                 the home jobs' output                    spool
@@ -52,7 +52,7 @@ import "roam/internal/lockorder"
 // concerns' types directly; memberlist calls the gossip, which calls
 // the members table, the rounds, the scheduler, the drain and the job
 // table; the loops (the relay's, the checkpoints', the rounds', the
-// gossip's, launch's release of sweeps' pending jobs, the output files'
+// gossip's, launch's queue of pending jobs, the output files'
 // copy) run on their own. What a concern needs of another comes as
 // a func of its Config, made in wire.go over the agent and read at each
 // call. The drivers of the migration machines (package outbound:

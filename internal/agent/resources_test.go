@@ -35,6 +35,8 @@ func TestRequestsTravelWithTheJob(t *testing.T) {
 		if got := c.homeRec(id).Req; got != asked {
 			t.Fatalf("home record's request %+v, want %+v", got, asked)
 		}
+		// A run with --mem starts from its home's queue (queue_test.go).
+		c.waitFor("the job to run on n2", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
 		c.nodes[1].fn.mu.Lock()
 		sp := c.nodes[1].fn.started[len(c.nodes[1].fn.started)-1]
 		c.nodes[1].fn.mu.Unlock()
@@ -49,7 +51,6 @@ func TestRequestsTravelWithTheJob(t *testing.T) {
 		if slices.Contains(sp.Env, "OMP_NUM_THREADS=2") {
 			t.Errorf("the user's OMP_NUM_THREADS was set over: %q", sp.Env)
 		}
-		c.waitFor("the job to run on n2", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
 		if m, err := a1.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n1"}); err != nil || !m.OK {
 			t.Fatalf("migrate: %+v %v", m, err)
 		}
@@ -96,9 +97,10 @@ func TestRequestsTravelWithTheJob(t *testing.T) {
 
 // A node takes a job only while the memory requests of the jobs it holds
 // and this one's fit in what it gives its jobs: placement passes over a
-// node without room, a run that fits nowhere is refused saying whether
-// it ever could, --on a full node is refused, and the node itself refuses
-// a start, a migration's check and a policy's move it has no room for.
+// node without room, a run that never fits is refused, one that fits
+// nowhere now (--on a full node too) is pending with the reason, and the
+// node itself refuses a start, a migration's check and a policy's move
+// it has no room for.
 func TestMemoryRequestsAdmitted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2, 43, faults{}, "static", func(c *Config) { c.Jobs.MemoryBytes = 256 << 20 })
@@ -107,13 +109,23 @@ func TestMemoryRequestsAdmitted(t *testing.T) {
 		run := func(n int, on string, mem int64) (api.RunResponse, error) {
 			return a1.launch.Run(user, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: on, MemBytes: mem})
 		}
+		// Its nodes are where each job runs once its home's queue started it.
+		nodesOf := func(ids []string) []string {
+			var on []string
+			for _, id := range ids {
+				if r, _ := c.world.copies(id); len(r) == 1 {
+					on = append(on, r[0])
+				}
+			}
+			slices.Sort(on)
+			return on
+		}
 		r, err := run(2, "", 160<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if slices.Sort(r.Nodes); !slices.Equal(r.Nodes, []string{"n1", "n2"}) {
-			t.Fatalf("two jobs of 160 MiB on nodes of 256 went to %v", r.Nodes)
-		}
+		c.waitFor("two jobs of 160 MiB on nodes of 256, one on each", time.Minute, func() bool { return slices.Equal(nodesOf(r.IDs), []string{"n1", "n2"}) })
+		r.Nodes = []string{c.homeRec(r.IDs[0]).Node, c.homeRec(r.IDs[1]).Node}
 		c.waitFor("n1 to hear that n2 holds 160 MiB", time.Minute, func() bool {
 			for _, n := range a1.Nodes() {
 				if n.ID == "n2" {
@@ -123,28 +135,39 @@ func TestMemoryRequestsAdmitted(t *testing.T) {
 			return false
 		})
 		before := len(a1.jobs.Homes())
-		if _, err := run(1, "", 160<<20); !errors.Is(err, peer.ErrUnavailable) || !errors.Is(err, sched.ErrNoRoom) ||
-			!strings.Contains(err.Error(), "--mem 160M") || !strings.Contains(err.Error(), "no node has room") {
-			t.Errorf("a third job of 160 MiB: %v", err)
-		}
 		if _, err := run(1, "", 1<<30); !errors.Is(err, peer.ErrBadRequest) || !errors.Is(err, sched.ErrTooLarge) || !strings.Contains(err.Error(), "more than any node gives its jobs") {
 			t.Errorf("a job of 1 GiB: %v", err)
 		}
-		if _, err := run(1, "n2", 160<<20); !errors.Is(err, peer.ErrUnavailable) || !strings.Contains(err.Error(), "--on n2") {
-			t.Errorf("--on a full node: %v", err)
-		}
 		if after := len(a1.jobs.Homes()); after != before {
-			t.Errorf("refused runs left %d records", after-before)
+			t.Errorf("a refused run left %d records", after-before)
 		}
+		// No room now: pending, with the reason (queue_test.go has the
+		// rest of the queue).
+		third, err := run(1, "", 160<<20)
+		onFull, err2 := run(1, "n2", 160<<20)
+		if err != nil || err2 != nil {
+			t.Fatalf("a third job of 160 MiB: %v; --on a full node: %v", err, err2)
+		}
+		c.waitFor("both pending with their reasons", time.Minute, func() bool {
+			why := map[string]string{}
+			for _, j := range a1.control.PS(user, false) {
+				if j.State == api.StatePending {
+					why[j.ID] = j.PendingWhy
+				}
+			}
+			return why[third.IDs[0]] == "no node has room for --mem 160M now" && why[onFull.IDs[0]] == "--on n2: no node has room for --mem 160M now"
+		})
+		if _, err := a1.control.Kill(user, api.KillRequest{IDs: []string{third.IDs[0], onFull.IDs[0]}, Signal: 15}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor("the queue empty", time.Minute, func() bool { return !a1.jobs.ForRoom() })
 		// 64 MiB more fits where 160 do not: placement counts what it
 		// places, one on each node.
 		small, err := run(2, "", 64<<20)
 		if err != nil {
 			t.Fatalf("two jobs of 64 MiB: %v", err)
 		}
-		if slices.Sort(small.Nodes); !slices.Equal(small.Nodes, []string{"n1", "n2"}) {
-			t.Errorf("two jobs of 64 MiB went to %v", small.Nodes)
-		}
+		c.waitFor("two jobs of 64 MiB, one on each node", time.Minute, func() bool { return slices.Equal(nodesOf(small.IDs), []string{"n1", "n2"}) })
 		// The node judges again what it is asked, against what it holds.
 		res := a2.launch.StartHere(peer.StartRequest{Home: "n1", HomeAddr: a1.peers.SelfAddr,
 			Jobs: []job.Spec{{ID: "n1.900", Argv: []string{"/bin/true"}, Cwd: "/", Req: resources.Request{MilliCPUs: 1000, MemBytes: 64 << 20}}}})

@@ -8,8 +8,9 @@ import (
 // States of a job, as Job.State and Output.State show them.
 const (
 	StateStarting = "starting" // recorded, not yet confirmed started by its node
-	// StatePending is a job of a sweep recorded at its home and not
-	// started yet: its sweep's --max-running is reached (Job.PendingWhy).
+	// StatePending is a job recorded at its home and not started yet:
+	// its sweep's --max-running is reached, or no node has room for its
+	// request now (Job.PendingWhy).
 	StatePending  = "pending"
 	StateRunning  = "running"
 	StateFinished = "finished"
@@ -368,6 +369,9 @@ type NodePolicy struct {
 // them again later.
 type StdinResult struct {
 	Accepted int `json:"accepted"`
+	// Pending: the job has not started (it waits in its home's queue);
+	// nothing was taken, the eof neither: send it again later.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // PurgeRequest is `roam purge`: remove ended jobs (their records and

@@ -26,8 +26,11 @@ type fakeAgent struct {
 	order   []string
 	// refuse makes every route but output answer this error (400).
 	refuse string
-	// outputErr makes the output route answer this error (404).
-	outputErr string
+	// outputErr makes the output route answer this error (404);
+	// overRate makes it answer so many requests past the request rate
+	// (429), and limited counts them.
+	outputErr         string
+	overRate, limited int
 	// kills are the kill requests taken.
 	kills  []api.KillRequest
 	events []api.Event
@@ -95,7 +98,16 @@ func (f *fakeAgent) mux() *http.ServeMux {
 		f.mu.Lock()
 		j, ok := f.started[r.PathValue("id")]
 		oerr := f.outputErr
+		over := f.limited < f.overRate
+		if over {
+			f.limited++
+		}
 		f.mu.Unlock()
+		if over {
+			w.WriteHeader(http.StatusTooManyRequests)
+			json.NewEncoder(w).Encode(api.Error{Error: "too many requests: a user may make 200 a second (limits.requests_per_second)"})
+			return
+		}
 		if !ok || oerr != "" {
 			w.WriteHeader(http.StatusNotFound)
 			json.NewEncoder(w).Encode(api.Error{Error: "unknown job " + r.PathValue("id") + oerr})

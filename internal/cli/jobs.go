@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/signal"
@@ -161,12 +162,25 @@ func reachable(cl *api.Client, id string) error {
 	return nil
 }
 
+// getOutput reads job id's output from the given offsets, waiting up to
+// wait for news. A request past the user's rate (limits.requests_per_second, which an
+// attached run of a large sweep reaches as its jobs end: each followed
+// job's end is a request) is made again after a pause, growing to a
+// second: the output waits at its home, and the run follows it at the
+// rate the node allows.
 func getOutput(cl *api.Client, id string, outOff, errOff int64, wait time.Duration) (api.Output, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
-	defer cancel()
-	var o api.Output
 	q := api.Fill(api.PathJobOutput, id) + fmt.Sprintf("?out=%d&err=%d&wait=%s", outOff, errOff, wait)
-	return o, cl.Do(ctx, http.MethodGet, q, nil, &o)
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), wait+30*time.Second)
+		var o api.Output
+		err := cl.Do(ctx, http.MethodGet, q, nil, &o)
+		cancel()
+		var re *api.RemoteError
+		if !errors.As(err, &re) || re.Status != http.StatusTooManyRequests {
+			return o, err
+		}
+		time.Sleep(pause + time.Duration(rand.Int64N(int64(pause))))
+	}
 }
 
 // signalRelay catches SIGINT and SIGTERM and delivers them to jobs: those
@@ -357,8 +371,14 @@ func (e *env) pumpStdin(cl *api.Client, id string) {
 			pause = min(2*pause, time.Second)
 		}
 		if err != nil {
-			_ = cl.DoRaw(http.MethodPost, path+"?eof=1", nil, nil)
-			return
+			// A pending job takes its eof once it starts.
+			for pause := 10 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+				var res api.StdinResult
+				if cl.DoRaw(http.MethodPost, path+"?eof=1", nil, &res) != nil || !res.Pending {
+					return
+				}
+				time.Sleep(pause)
+			}
 		}
 	}
 }

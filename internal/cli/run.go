@@ -120,9 +120,12 @@ MiB without a unit, as Slurm's): a process of it that needs more is killed
 by the kernel within this job alone, the job ends (with status 137 when its
 program was the one killed), and roam ps -l says "out of memory (--mem
 SIZE)". A node takes a job only while the --mem of the jobs it holds and
-this one's fit in its memory for jobs; a run that fits on no node is
-refused. Each job may also have at most the node's jobs.pids processes and
-threads.
+this one's fit in its memory for jobs: the jobs of a run with --mem wait,
+pending at the node you typed roam run on (roam ps says why), until some
+node has room, and start as jobs end anywhere, the user with the fewest
+jobs running there first; a run larger than any node's memory for jobs
+is refused. Each job may also have at most the node's jobs.pids
+processes and threads.
 
 With --json it prints one JSON object a line: {"job","kind":"started","node"}
 for each job (with "sweep", its sweep's id; "node" empty while it is

@@ -74,6 +74,10 @@ type Entry struct {
 	// node has had, on every node it ran on; 0 when none runs there. The
 	// scheduler's turns read it (sched.ProblemTurn).
 	Least float64
+	// Waiting: the node's queue has jobs waiting for room (package
+	// queue): a fall of another node's memory held is news for it
+	// (RoomNews).
+	Waiting bool
 	// Received is when this node received the entry (local clock), which
 	// gives the age of the information.
 	Received time.Time

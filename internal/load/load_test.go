@@ -371,3 +371,36 @@ func TestMessageWithoutMemoryRequests(t *testing.T) {
 		t.Errorf("round trip of %+v: %+v, %v", full, got, err)
 	}
 }
+
+// A node whose queue waits for room says so in its entry (and only then:
+// an older roam still hears the others); the memory its jobs' requests
+// hold changing is news for the nodes that wait, at once, at most once a
+// quarter interval, a change held back then news at the next call.
+func TestRoomNewsGoesToTheNodesThatWait(t *testing.T) {
+	w := Entry{Node: "n2", Capacity: 1, MemJobsMB: 768, MemHeldMB: 640, Waiting: true}
+	if got, err := DecodeMessage(EncodeMessage(w)); err != nil || got != w {
+		t.Fatalf("round trip of %+v: %+v, %v", w, got, err)
+	}
+	if b := EncodeMessage(Entry{Node: "n3", Capacity: 1}); strings.Contains(string(b), `"w"`) {
+		t.Errorf("a node whose queue waits for nothing sends %s", b)
+	}
+	entries := []Entry{w, {Node: "n3", Capacity: 1}, {Node: "n4", Capacity: 1, Waiting: true}}
+	t0 := time.Unix(1000, 0)
+	last, next := 640.0, time.Time{}
+	if got := RoomNews(t0, entries, 640, &last, &next, time.Second); got != nil {
+		t.Fatalf("no change is no news: %v", got)
+	}
+	if got := RoomNews(t0, entries, 480, &last, &next, time.Second); !slices.Equal(got, []string{"n2", "n4"}) || last != 480 {
+		t.Fatalf("a fall: %v (last %v), want n2 and n4", got, last)
+	}
+	next = time.Time{}
+	if got := RoomNews(t0, entries, 640, &last, &next, time.Second); !slices.Equal(got, []string{"n2", "n4"}) || last != 640 {
+		t.Fatalf("a rise: %v (last %v), want n2 and n4", got, last)
+	}
+	if got := RoomNews(t0.Add(100*time.Millisecond), entries, 480, &last, &next, time.Second); got != nil || last != 640 {
+		t.Fatalf("a second fall within a quarter interval: %v (last %v)", got, last)
+	}
+	if got := RoomNews(t0.Add(300*time.Millisecond), entries, 480, &last, &next, time.Second); !slices.Equal(got, []string{"n2", "n4"}) {
+		t.Fatalf("the fall held back, at the next call: %v", got)
+	}
+}

@@ -47,11 +47,13 @@ type wire struct {
 	// an older roam.
 	Jobs float64 `json:"j,omitempty"`
 	Held float64 `json:"h,omitempty"`
+	// Waiting is absent when false, as the fields above.
+	Waiting bool `json:"w,omitempty"`
 }
 
 // EncodeMessage turns our own entry into a load message.
 func EncodeMessage(e Entry) []byte {
-	b, _ := json.Marshal(wire{e.Node, e.Addr, e.Capacity, e.Load, e.MemFreeMB, e.Least, e.MemJobsMB, e.MemHeldMB})
+	b, _ := json.Marshal(wire{e.Node, e.Addr, e.Capacity, e.Load, e.MemFreeMB, e.Least, e.MemJobsMB, e.MemHeldMB, e.Waiting})
 	return append([]byte{MsgVersion}, b...)
 }
 
@@ -91,7 +93,8 @@ func DecodeMessage(b []byte) (Entry, error) {
 	case !finite(w.Held) || w.Held < 0 || w.Held > MaxMemMB:
 		return Entry{}, fmt.Errorf("%w: memory held %v", ErrMalformed, w.Held)
 	}
-	return Entry{Node: w.Node, Addr: w.Addr, Capacity: w.Capacity, Load: w.Load, MemFreeMB: w.MemFreeMB, Least: w.Least, MemJobsMB: w.Jobs, MemHeldMB: w.Held}, nil
+	return Entry{Node: w.Node, Addr: w.Addr, Capacity: w.Capacity, Load: w.Load, MemFreeMB: w.MemFreeMB, Least: w.Least, MemJobsMB: w.Jobs, MemHeldMB: w.Held,
+		Waiting: w.Waiting}, nil
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -27,24 +27,16 @@ type State struct {
 	Running int
 	// Pending are its pending indices, in any order.
 	Pending []int
-	// Room is how many jobs the cluster takes now, for every sweep at
-	// this home together: a cluster-wide queue (memory, CPU slots,
-	// fairness between users) decides it; below 0, no bound.
-	Room int
 }
 
-// Release is the pending indices of a sweep to start now, the lowest
-// first: as many as the sweep's --max-running leaves room for, and the
-// cluster's Room. It is the home's one rule of when a pending job starts;
-// the home calls it when a job of the sweep ends, at start (pending jobs
-// are in the job table), and on a timer, and starts what it returns.
+// Release is the pending indices of a sweep that its --max-running lets
+// start now, the lowest first: a new run's first starts. Whether they
+// have room, and when the others start, is the home's queue's to say
+// (package queue, which holds each sweep to the same bound).
 func Release(s State) []int {
 	n := len(s.Pending)
 	if s.MaxRunning > 0 {
 		n = min(n, max(s.MaxRunning-s.Running, 0))
-	}
-	if s.Room >= 0 {
-		n = min(n, s.Room)
 	}
 	if n <= 0 {
 		return nil

@@ -1,8 +1,8 @@
 // Package sweep is the pure rules of a sweep, the jobs of one `roam run
 // -n N` as one object: the sweep's id and its references with index
 // ranges, the substitution of an --args-from line into the command, the
-// --output and --error patterns, which pending indices start now under
-// --max-running (Release), and the summary of how the indices ended. The
+// --output and --error patterns, which indices --max-running lets start
+// (Release), and the summary of how the indices ended. The
 // home carries them out (internal/agent/launch, control); the CLI parses
 // the same references. It does no I/O and reads no clock.
 //
@@ -39,6 +39,16 @@ func Home(id string) (string, bool) {
 		return "", false
 	}
 	return home, true
+}
+
+// Seq is the sequence number of a sweep id (HOME:SEQ).
+func Seq(id string) (uint64, bool) {
+	if _, ok := Home(id); !ok {
+		return 0, false
+	}
+	_, seq, _ := strings.Cut(id, sep)
+	n, err := strconv.ParseUint(seq, 10, 64)
+	return n, err == nil
 }
 
 // validNode is migrate's node id pattern, [A-Za-z0-9][A-Za-z0-9.-]{0,62},

@@ -97,12 +97,11 @@ func TestRelease(t *testing.T) {
 		s    State
 		want []int
 	}{
-		{State{Pending: []int{4, 2, 3}, Room: -1}, []int{2, 3, 4}},
-		{State{MaxRunning: 2, Running: 1, Pending: []int{9, 5, 7}, Room: -1}, []int{5}},
-		{State{MaxRunning: 2, Running: 2, Pending: []int{5}, Room: -1}, nil},
-		{State{MaxRunning: 2, Running: 3, Pending: []int{5}, Room: -1}, nil},
-		{State{MaxRunning: 5, Pending: []int{1, 0, 2}, Room: 1}, []int{0}},
-		{State{Pending: []int{1}, Room: 0}, nil},
+		{State{Pending: []int{4, 2, 3}}, []int{2, 3, 4}},
+		{State{MaxRunning: 2, Running: 1, Pending: []int{9, 5, 7}}, []int{5}},
+		{State{MaxRunning: 2, Running: 2, Pending: []int{5}}, nil},
+		{State{MaxRunning: 2, Running: 3, Pending: []int{5}}, nil},
+		{State{MaxRunning: 5, Pending: []int{1, 0, 2}}, []int{0, 1, 2}},
 	} {
 		if got := Release(c.s); !slices.Equal(got, c.want) {
 			t.Errorf("Release(%+v) = %v, want %v", c.s, got, c.want)

@@ -32,6 +32,7 @@ var pure = []purePkg{
 	{"internal/proctext", false},
 	{"internal/errkind", false},
 	{"internal/sweep", false},
+	{"internal/queue", false},
 }
 
 // forbiddenDeps may not be among a pure package's dependencies, nor

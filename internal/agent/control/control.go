@@ -93,6 +93,9 @@ func (j *Jobs) Kill(c httpx.Caller, req api.KillRequest) ([]api.KillResult, erro
 		return nil, errkind.New(peer.ErrBadRequest, "ids: %d, more than %d", len(req.IDs), peer.MaxCancel)
 	}
 	ts, out, pos := j.targets(c, req.IDs)
+	for i := range ts {
+		ts[i].rec = j.started(ts[i].rec)
+	}
 	pending := map[string][]string{}
 	var running []job.Record
 	for _, t := range ts {
@@ -115,7 +118,7 @@ func (j *Jobs) Kill(c httpx.Caller, req api.KillRequest) ([]api.KillResult, erro
 		}
 	}
 	out = append(out, j.endPending(pending, req.Signal)...)
-	out = append(out, j.signalAll(running, req.Signal)...)
+	out = append(out, j.ended(j.signalAll(running, req.Signal), viaSweep(ts))...)
 	sort.SliceStable(out, func(a, b int) bool { return pos[out[a].ID] < pos[out[b].ID] })
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/job"
 	"roam/internal/migrate"
@@ -24,6 +25,7 @@ func (j *Jobs) Part() peer.PSPart {
 	p := peer.PSPart{Usage: map[string]peer.JobUsage{}}
 	var locals []job.Local
 	p.Records, locals = j.cfg.Jobs.PsView()
+	p.Waiting = j.cfg.Jobs.Waiting()
 	// /proc and the cgroups are read without the job lock.
 	for _, l := range locals {
 		if j.cfg.Procs.Alive(l.PID, l.StartTix) {
@@ -40,9 +42,13 @@ func (j *Jobs) Part() peer.PSPart {
 func (j *Jobs) PS(c httpx.Caller, all bool) []api.Job {
 	parts := j.cfg.Parts()
 	use := map[string]peer.JobUsage{}
+	waiting := map[string]string{}
 	for _, p := range parts {
 		for id, u := range p.Usage {
 			use[id] = u
+		}
+		for key, why := range p.Waiting {
+			waiting[key] = relay.LimitText(why)
 		}
 	}
 	now := time.Now()
@@ -65,7 +71,7 @@ func (j *Jobs) PS(c httpx.Caller, all bool) []api.Job {
 				MigrationLog:    append([]job.Migration{}, r.MigrationLog...),
 				CheckpointEvery: r.CheckpointEvery, Checkpoints: slices.Clone(r.Checkpoints), Restarts: slices.Clone(r.Restarts),
 				CPUs: float64(r.Req.MilliCPUs) / resources.MilliPerCPU, MemBytes: r.Req.MemBytes,
-				JobSweep: jobSweep(r), Accounting: accounting(r),
+				JobSweep: jobSweep(r, pendingWhy(r, waiting)), Accounting: accounting(r),
 			}
 			if r.Over() {
 				row.CPUSeconds, row.RSSMB = r.Used.CPUSeconds, 0
@@ -90,14 +96,15 @@ func sortJobs(js []api.Job) {
 }
 
 // jobSweep is a record's place in its sweep, as roam ps shows it: the
-// files its output goes to, as the patterns name them.
-func jobSweep(r job.Record) api.JobSweep {
+// files its output goes to, as the patterns name them; and why it waits,
+// when it is pending (a lone job too).
+func jobSweep(r job.Record, why string) api.JobSweep {
 	p := r.Sweep
 	if p.ID == "" {
-		return api.JobSweep{}
+		return api.JobSweep{PendingWhy: why}
 	}
 	idx := p.Index
-	js := api.JobSweep{Sweep: p.ID, Index: &idx, PendingWhy: pendingWhy(r), FileError: p.FileError}
+	js := api.JobSweep{Sweep: p.ID, Index: &idx, PendingWhy: why, FileError: p.FileError}
 	v := sweep.Values{Sweep: p.ID, Job: r.ID, Index: p.Index}
 	if p.Output != "" {
 		js.OutputFile = sweep.Expand(p.Output, r.Cwd, v)

@@ -199,7 +199,16 @@ func (j *Jobs) Cancel(req peer.CancelRequest) ([]api.KillResult, error) {
 	var running []job.Record
 	for _, r := range started {
 		have[r.ID] = true
-		switch r.State {
+		switch r = j.started(r); r.State {
+		case job.StatePending:
+			// Its start was refused since: it is pending again.
+			k := api.KillResult{ID: r.ID}
+			if _, _, err := j.cfg.Jobs.EndPending([]string{r.ID}, req.Signal, time.Now()); err != nil {
+				k.Error = fmt.Sprintf("%s: %v", r.ID, err)
+			}
+			out = append(out, k)
+		case job.StateFinished, job.StateLost:
+			out = append(out, api.KillResult{ID: r.ID})
 		case job.StateRunning:
 			running = append(running, r)
 		default:
@@ -211,7 +220,59 @@ func (j *Jobs) Cancel(req peer.CancelRequest) ([]api.KillResult, error) {
 			out = append(out, api.KillResult{ID: id})
 		}
 	}
-	return append(out, j.signalAll(running, req.Signal)...), nil
+	all := map[string]bool{}
+	for _, r := range running {
+		all[r.ID] = true
+	}
+	return append(out, j.ended(j.signalAll(running, req.Signal), all)...), nil
+}
+
+// startedWait bounds how long a kill waits for a job that its home's
+// queue is starting (a start request on its way to its node) to run.
+const startedWait = 10 * time.Second
+
+// started is job r's record once it is no longer starting (its home's
+// queue released it, and its node's answer is on its way), read again at
+// its home; r itself when it was not starting, or still is after
+// startedWait. A kill then signals it where it runs, or ends it pending
+// again, rather than missing it while it starts.
+func (j *Jobs) started(r job.Record) job.Record {
+	for end := time.Now().Add(startedWait); r.State == job.StateStarting && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+		n, err := j.Record(r.ID)
+		if err != nil {
+			return r
+		}
+		r = n
+	}
+	return r
+}
+
+// ended clears the errors of those of res that quiet names (a sweep's
+// jobs) whose job ended meanwhile (its node no longer runs it): a kill
+// of a sweep ends what is left of it, and a job that ended has nothing
+// left.
+func (j *Jobs) ended(res []api.KillResult, quiet map[string]bool) []api.KillResult {
+	for i, k := range res {
+		if k.Error == "" || !quiet[k.ID] {
+			continue
+		}
+		if r, err := j.Record(k.ID); err == nil && r.Over() {
+			res[i].Error = ""
+		}
+	}
+	return res
+}
+
+// viaSweep are the jobs of ts named by their sweep.
+func viaSweep(ts []killTarget) map[string]bool {
+	out := map[string]bool{}
+	for _, t := range ts {
+		if t.viaSweep {
+			out[t.rec.ID] = true
+		}
+	}
+	return out
 }
 
 // EndsUnstarted says whether signal sig ends a job that has not started
@@ -227,10 +288,21 @@ func EndsUnstarted(sig int) bool {
 	return sig >= 1 && sig <= 64
 }
 
-// pendingWhy says why a pending job of a sweep waits.
-func pendingWhy(r job.Record) string {
-	if r.State != job.StatePending {
-		return ""
+// pendingWhy says why a pending job waits: as its home's queue said
+// (waiting, by sweep id or lone job id), or, before its first round, as
+// its sweep's --max-running would.
+func pendingWhy(r job.Record, waiting map[string]string) string {
+	key := r.Sweep.ID
+	if key == "" {
+		key = r.ID
 	}
-	return "--max-running " + strconv.Itoa(r.Sweep.MaxRunning) + " reached"
+	switch {
+	case r.State != job.StatePending:
+		return ""
+	case waiting[key] != "":
+		return waiting[key]
+	case r.Sweep.MaxRunning > 0:
+		return "--max-running " + strconv.Itoa(r.Sweep.MaxRunning) + " reached"
+	}
+	return "waiting for its turn in its home's queue"
 }

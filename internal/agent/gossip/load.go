@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"roam/internal/load"
+	"roam/internal/resources"
 )
 
 // loadLoop samples the node's CPU load several times per interval, and
@@ -96,6 +97,11 @@ func (g *Gossip) NotifyMsg(b []byte) {
 		g.c.Counters.Kept.Add(1)
 	} else {
 		g.c.Counters.Discarded.Add(1)
+	}
+	if r.Live && e.MemJobsMB-e.MemHeldMB >= float64(resources.MinMemBytes>>20) && g.c.Jobs.ForRoom() {
+		// Room on a node, and jobs of this home wait for some: the queue
+		// looks at once (each home that waits hears it alike).
+		g.c.Jobs.KickRelease()
 	}
 	if eases {
 		// A peer could take one of this node's jobs now: judge at once

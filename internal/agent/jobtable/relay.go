@@ -138,13 +138,17 @@ func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []strin
 			delete(j.local, id)
 			_ = j.store.DeleteLocal(id)
 			dirs = append(dirs, lj.Rec.Dir)
+			if lj.Rec.Req.MemBytes > 0 && j.forRoom {
+				j.KickRelease() // its room is free: this node's own jobs may wait for it
+			}
 		}
 	}
 	return gone, dirs
 }
 
 // Known says of each update whether this home has a record of its job,
-// and whether it is news of an older incarnation (stale).
+// and whether it is news of an older incarnation, or of a pending job
+// (stale).
 func (j *Table) Known(ups []relay.Update) (known, stale map[string]bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -152,7 +156,8 @@ func (j *Table) Known(ups []relay.Update) (known, stale map[string]bool) {
 	for _, u := range ups {
 		r := j.home[u.ID]
 		known[u.ID] = r != nil
-		stale[u.ID] = r != nil && u.Inc < r.Inc
+		// A pending job's copy is of a start the home took back (newsOf).
+		stale[u.ID] = r != nil && (u.Inc < r.Inc || r.State == job.StatePending)
 	}
 	return known, stale
 }

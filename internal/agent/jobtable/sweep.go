@@ -1,10 +1,10 @@
 package jobtable
 
-// The job table's part of the sweeps (package sweep): a sweep is its
-// home records, so what the home needs of one is read from them under
-// the lock; its pending jobs are released (pending to starting, with
-// their node) and ended before they start here, each a step under the
-// lock written to the store before the table changes.
+// The job table's part of the sweeps (package sweep) and of the pending
+// jobs: a sweep is its home records, so what the home needs of one is
+// read from them under the lock; pending jobs are released (pending to
+// starting, with their node) and ended before they start here, each a
+// step under the lock written to the store before the table changes.
 
 import (
 	"fmt"
@@ -12,49 +12,8 @@ import (
 
 	"roam/internal/agent/relay"
 	"roam/internal/job"
-	"roam/internal/resources"
 	"roam/internal/sweep"
 )
-
-// Pending is what the home reads of one sweep with pending jobs: its
-// state for sweep.Release, its pending jobs' ids by index, and the node
-// its jobs were asked to run on. The records themselves are copied only
-// as they are released (ReleasePending): a sweep of thousands waiting is
-// read at every job's end.
-type Pending struct {
-	State sweep.State
-	IDs   map[int]string
-	On    string
-	Req   resources.Request // its jobs' (one sweep's share one)
-}
-
-// PendingSweeps copies the sweeps of this home that have pending jobs.
-func (j *Table) PendingSweeps() map[string]*Pending {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	running := map[string]int{}
-	out := map[string]*Pending{}
-	for _, r := range j.home {
-		id := r.Sweep.ID
-		switch {
-		case id == "":
-		case r.State == job.StatePending:
-			p := out[id]
-			if p == nil {
-				p = &Pending{State: sweep.State{MaxRunning: r.Sweep.MaxRunning, Room: -1}, IDs: map[int]string{}, On: r.Sweep.On, Req: r.Req}
-				out[id] = p
-			}
-			p.State.Pending = append(p.State.Pending, r.Sweep.Index)
-			p.IDs[r.Sweep.Index] = r.ID
-		case !r.Over():
-			running[id]++
-		}
-	}
-	for id, p := range out {
-		p.State.Running = running[id]
-	}
-	return out
-}
 
 // ReleasePending turns pending jobs into starting ones on their nodes (by id),
 // at now, and returns the records it changed: a job ended meanwhile
@@ -150,8 +109,9 @@ func (j *Table) SweepRecords(id string, env bool) []job.Record {
 	return out
 }
 
-// KickRelease has the home look at its sweeps' pending jobs out of turn:
-// one of its jobs ended. ReleaseKicked is what it waits on.
+// KickRelease has the home look at its pending jobs out of turn: one of
+// its jobs ended, a job here left its room, a load entry shows room.
+// ReleaseKicked is what it waits on.
 func (j *Table) KickRelease() {
 	select {
 	case j.release <- struct{}{}:
@@ -162,9 +122,9 @@ func (j *Table) KickRelease() {
 func (j *Table) ReleaseKicked() <-chan struct{} { return j.release }
 
 // kickIfSweep kicks the release of pending jobs when rec, which just
-// ended, is of a sweep. mu held.
+// ended, is of a sweep, or some jobs wait for room. mu held.
 func (j *Table) kickIfSweep(rec *job.Record) {
-	if rec.Sweep.ID != "" && rec.Over() {
+	if (rec.Sweep.ID != "" || j.forRoom) && rec.Over() {
 		j.KickRelease()
 	}
 }

@@ -33,8 +33,13 @@ type Table struct {
 	wake   map[string]chan struct{} // closed when a home job gets news
 	heard  map[string]time.Time     // node -> its last update to this home
 	kick   chan struct{}
-	// release is kicked when a job of a sweep ends here (KickRelease).
+	// release is kicked when room may have come for the home's pending
+	// jobs (KickRelease); waiting is why the queue's last round left
+	// them pending, by sweep or lone job, and forRoom whether some wait
+	// for room (queue.go).
 	release chan struct{}
+	waiting map[string]string
+	forRoom bool
 	// restarting are the jobs this home consented to restart, with their
 	// record from before, until the run's end is known (package
 	// checkpoints); endedRuns the runs it decided ended, never consented
@@ -94,10 +99,11 @@ func (j *Table) newsOf(u relay.Update, known, stale bool, next map[string]*job.R
 		h, _ := migrate.JobHome(u.ID)
 		return nil, &relay.Ack{Done: true, Gone: h == self}
 	}
-	if stale || u.Inc < cur.Inc {
+	if stale || u.Inc < cur.Inc || cur.State == job.StatePending {
 		// A copy of an incarnation before the job's restart from a
-		// checkpoint (its node was cut off, not dead): it is ended, and
-		// nothing it says is taken.
+		// checkpoint (its node was cut off, not dead), or of a start the
+		// home took back (pending again): it is ended, and nothing it
+		// says is taken.
 		return nil, &relay.Ack{Done: true, Gone: true}
 	}
 	c := *cur

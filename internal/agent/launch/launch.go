@@ -1,9 +1,10 @@
 // Package launch starts jobs: `roam run` at the job's home (the request
 // checked against the node's limits, each process placed, numbered and
-// recorded before any starts; a sweep's jobs past its --max-running
-// recorded pending, and released as sweep.Release allows) and a home's
-// start request on the node chosen to run the job. It owns the job ids' form (HOME.SEQ) and moves
-// the job sequence past every record at start. Its state is the job
+// recorded before any starts; a sweep's jobs past its --max-running, and
+// a run's that ask for memory, recorded pending, and started by the
+// home's queue, package queue's rounds run by ReleaseLoop) and a home's
+// start request on the node chosen to run the job. It owns the job ids'
+// form (HOME.SEQ) and moves the job sequence past every record at start. Its state is the job
 // table's, the spools', the membership's and the store's sequence: it
 // keeps none and has no lock. It does not relay a job's output nor move
 // it (the relay and the migration drivers do), and it must not import
@@ -79,8 +80,9 @@ type Starter struct {
 func New(c Config) *Starter { return &Starter{c} }
 
 // Run starts a `roam run` request from caller; this node is the home.
-// A sweep's jobs past its --max-running are recorded pending, and start
-// as others end (ReleaseLoop).
+// A sweep's jobs past its --max-running, and a run's that have no room
+// on any node now, are recorded pending, and start as the home's queue
+// lets them (ReleaseLoop).
 func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, error) {
 	p, err := s.plan(c, req)
 	if err != nil {
@@ -90,14 +92,16 @@ func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, erro
 	if req.Rerun != "" {
 		on = p.part.On
 	}
-	held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("")
-	targets, why, err := s.cfg.Members.Place(on, p.startNow(), s.cfg.Draining(), p.spec.Req, held)
+	targets, why, err := s.placeNow(on, p)
 	if err != nil {
 		return api.RunResponse{}, err
 	}
 	recs, byNode, err := s.newHomeRecords(c, p, targets, why)
 	if err != nil {
 		return api.RunResponse{}, err
+	}
+	if len(targets) < len(recs) {
+		s.cfg.Jobs.KickRelease() // the queue's round starts what it can
 	}
 	if err := s.startAll(byNode); err != nil {
 		s.cfg.Jobs.ForgetHome(recs)

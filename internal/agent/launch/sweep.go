@@ -2,11 +2,10 @@ package launch
 
 // Sweeps at their home: a run's jobs made ready, each index with its
 // command (--args-from) and the sweep's settings; a rerun of a sweep's
-// failed indices; and the release of pending jobs as sweep.Release allows.
+// failed indices.
 
 import (
 	"sort"
-	"time"
 
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/peer"
@@ -15,10 +14,6 @@ import (
 	"roam/internal/job"
 	"roam/internal/sweep"
 )
-
-// releaseEvery is how often a home looks at its sweeps' pending jobs
-// without being kicked: a release whose start failed is tried again so.
-const releaseEvery = time.Second
 
 // plan is a run made ready: the spec its jobs share, the sweep they make
 // (zero for a run that is none) and each job's index and command.
@@ -70,6 +65,9 @@ func checkSweep(req api.RunRequest) error {
 // planRun makes a checked run request ready.
 func planRun(spec job.Spec, req api.RunRequest) plan {
 	p := plan{spec: spec}
+	// A lone job keeps its --on there too (its ID is "": it is of no
+	// sweep), for a start from the queue.
+	p.part.On = req.On
 	if isSweep(req) {
 		s := req.SweepRequest
 		p.part = job.SweepPart{Count: req.Count, MaxRunning: s.MaxRunning, On: req.On, Output: s.Output, Error: s.Error}
@@ -201,72 +199,7 @@ func (p plan) startNow() int {
 	for i, j := range p.jobs {
 		idx[i] = j.index
 	}
-	return len(sweep.Release(sweep.State{MaxRunning: p.part.MaxRunning, Pending: idx, Room: -1}))
-}
-
-// ReleaseLoop starts this home's pending jobs as sweep.Release allows:
-// when a job of a sweep ended here (the job table's kick), and every
-// releaseEvery. It returns once stop closes.
-func (s *Starter) ReleaseLoop(stop <-chan struct{}) {
-	t := time.NewTicker(releaseEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		case <-s.cfg.Jobs.ReleaseKicked():
-		}
-		s.ReleaseNow()
-	}
-}
-
-// ReleaseNow starts the pending jobs sweep.Release lets start now, on the
-// nodes placement picks. One release runs at a time (the loop's): two
-// could start more than a sweep's --max-running.
-func (s *Starter) ReleaseNow() {
-	for id, p := range s.cfg.Jobs.PendingSweeps() {
-		idx := sweep.Release(p.State)
-		if len(idx) == 0 {
-			continue
-		}
-		held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("")
-		targets, why, err := s.cfg.Members.Place(p.On, len(idx), s.cfg.Draining(), p.Req, held)
-		if err != nil {
-			s.cfg.Log.Debug("sweep: pending jobs not placed", "sweep", id, "err", err)
-			continue
-		}
-		nodes := map[string]string{}
-		for k, i := range idx {
-			nodes[p.IDs[i]] = targets[k]
-		}
-		if err := s.release(nodes, why); err != nil {
-			s.cfg.Log.Warn("sweep: pending jobs not started; tried again", "sweep", id, "err", err)
-		}
-	}
-}
-
-// release starts pending jobs on the nodes given (by job id): their
-// records turn starting, their nodes start them, and they turn running;
-// those that did not start are pending again.
-func (s *Starter) release(nodes map[string]string, why string) error {
-	recs, err := s.cfg.Jobs.ReleasePending(nodes, time.Now())
-	if err != nil || len(recs) == 0 {
-		return err
-	}
-	byNode := map[string][]job.Spec{}
-	for _, r := range recs {
-		byNode[r.Node] = append(byNode[r.Node], specOf(r))
-		uid := r.UID
-		s.cfg.Event(api.Event{Kind: "place", Job: r.ID, UID: &uid, To: r.Node, Why: why})
-	}
-	if err := s.startAll(byNode); err != nil {
-		if uerr := s.cfg.Jobs.Unrelease(recs); uerr != nil {
-			s.cfg.Log.Error("job table", "err", uerr)
-		}
-		return err
-	}
-	return s.cfg.Jobs.MarkRunning(recs)
+	return len(sweep.Release(sweep.State{MaxRunning: p.part.MaxRunning, Pending: idx}))
 }
 
 // specOf is what a node needs to start a home record's job.

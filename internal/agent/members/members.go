@@ -74,6 +74,15 @@ type Table struct {
 	jobMem    float64 // Config.JobMemMB
 	selfHeld  float64 // the memory requests held here, as last probed
 	lastProbe time.Time
+	// waiting: this node's queue waits for room, told since (when) to
+	// every peer; answer: the peers whose queues began to wait, to send
+	// this node's entry to; heldNews and roomNewsAt are load.RoomNews's
+	// state (room.go).
+	waiting, told bool
+	toldAt        time.Time
+	answer        []string
+	heldNews      float64
+	roomNewsAt    time.Time
 }
 
 // loadTauIntervals is the time constant of the smoothed CPU load, in load
@@ -280,13 +289,16 @@ func (t *Table) Probe(now time.Time, runnable int, memFreeMB float64, jobs int, 
 		}
 	}
 	targets := t.dis.Tick(now, live, t.rng)
-	for _, id := range news {
+	for _, id := range append(news, t.roomTargets(now, live)...) {
 		if !slices.Contains(targets, id) {
 			targets = append(targets, id)
 		}
 	}
+	// Sent in a random order: homes whose queues wait race for the room
+	// an entry shows, and the first sent to would win every time.
+	t.rng.Shuffle(len(targets), func(i, j int) { targets[i], targets[j] = targets[j], targets[i] })
 	e := load.Entry{Node: t.self, Capacity: t.capacity, Load: t.selfLoad + pending.Load, MemFreeMB: t.selfMem, Least: pending.Least,
-		MemJobsMB: min(t.jobMem, load.MaxMemMB), MemHeldMB: min(t.selfHeld, load.MaxMemMB)}
+		MemJobsMB: min(t.jobMem, load.MaxMemMB), MemHeldMB: min(t.selfHeld, load.MaxMemMB), Waiting: t.waiting}
 	if p := t.known[t.self]; p != nil {
 		e.Addr = p.PeerAddr
 	}
@@ -312,6 +324,7 @@ func (t *Table) Receive(now time.Time, e load.Entry) Received {
 	p := t.known[e.Node]
 	r.Live = r.Kept && p != nil && p.Alive
 	r.Eased = r.Live && t.dis.Eased(now, prev, had, e, t.selfLoad)
+	t.newlyWaiting(r.Live, prev, had, e)
 	return r
 }
 

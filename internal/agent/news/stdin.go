@@ -14,6 +14,7 @@ import (
 	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/errkind"
+	"roam/internal/job"
 )
 
 // ServeJobStdin is api.PathJobStdin: bytes for a job's stdin (Stdin).
@@ -66,6 +67,9 @@ func (r *Relay) Stdin(c httpx.Caller, id string, data []byte, eof bool) (api.Std
 	}
 	if !c.MayAct(rec.UID) {
 		return api.StdinResult{}, errkind.New(peer.ErrPermission, "%s: permission denied", id)
+	}
+	if rec.State == job.StatePending {
+		return api.StdinResult{Pending: true}, nil
 	}
 	return r.stdinOn(rec.Node, id, data, eof)
 }

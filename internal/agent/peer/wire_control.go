@@ -13,6 +13,9 @@ type SignalRequest struct {
 type PSPart struct {
 	Records []job.Record        `json:"records"`
 	Usage   map[string]JobUsage `json:"usage"`
+	// Waiting says why the node's pending home jobs wait, by sweep id
+	// or lone job id, as its queue's last round said.
+	Waiting map[string]string `json:"waiting,omitempty"`
 }
 
 // JobUsage is a running job's resource use on its node.

@@ -1,0 +1,102 @@
+package jobtable
+
+// The job table's part of the home's queue (package queue): what a round
+// reads of the home records (the pending jobs by sweep or lone job, the
+// users' running jobs, the jobs started on other nodes lately), and why
+// the last round left each pending job waiting. The reasons are the last
+// round's, kept in memory only: a home that restarts says them again at
+// its first round.
+
+import (
+	"maps"
+	"time"
+
+	"roam/internal/job"
+	"roam/internal/migrate"
+	"roam/internal/queue"
+	"roam/internal/sweep"
+)
+
+// Queued is what a round of the queue reads of this home's records.
+type Queued struct {
+	Groups []queue.Group
+	// Running is each user's jobs starting or running from this home.
+	Running map[uint32]int
+	// Placed are the live jobs started since the time given, with their
+	// nodes.
+	Placed []queue.Placed
+}
+
+// Queue copies what a round of the queue needs: the pending jobs, by
+// sweep (or alone), and the live jobs started after since. Only the ids
+// of pending jobs are copied: a sweep of thousands waiting is read at
+// every round.
+func (j *Table) Queue(since time.Time) Queued {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	q := Queued{Running: map[uint32]int{}}
+	groups := map[string]*queue.Group{}
+	running := map[string]int{}
+	for _, r := range j.home {
+		key := r.Sweep.ID
+		if key == "" {
+			key = r.ID
+		}
+		switch {
+		case r.State == job.StatePending:
+			g := groups[key]
+			if g == nil {
+				g = &queue.Group{Key: key, UID: r.UID, Seq: seqOf(r), Req: r.Req, On: r.Sweep.On, MaxRunning: r.Sweep.MaxRunning}
+				groups[key] = g
+			}
+			g.Pending = append(g.Pending, queue.Job{Index: r.Sweep.Index, ID: r.ID})
+		case r.Over():
+		default:
+			running[key]++
+			q.Running[r.UID]++
+			if r.Node != "" && r.Started.After(since) {
+				q.Placed = append(q.Placed, queue.Placed{Node: r.Node, MemMB: r.Req.MemMB(), Slots: r.Req.Slots(), Started: r.Started})
+			}
+		}
+	}
+	for key, g := range groups {
+		g.Running = running[key]
+		q.Groups = append(q.Groups, *g)
+	}
+	return q
+}
+
+// seqOf is the number of a record's run in its home's sequence: its
+// sweep's, or its own.
+func seqOf(r *job.Record) uint64 {
+	if r.Sweep.ID != "" {
+		n, _ := sweep.Seq(r.Sweep.ID)
+		return n
+	}
+	_, n, _ := migrate.JobSeq(r.ID)
+	return n
+}
+
+// SetWaiting keeps why the last round left each group's pending jobs
+// waiting (by sweep id, or a lone job's id), and whether any waits for
+// room on a node (a load entry showing room is then news).
+func (j *Table) SetWaiting(why map[string]string, forRoom bool) {
+	j.mu.Lock()
+	j.waiting, j.forRoom = why, forRoom
+	j.mu.Unlock()
+}
+
+// Waiting is why the pending jobs of this home wait, by sweep id or lone
+// job id, as the last round said (a copy).
+func (j *Table) Waiting() map[string]string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return maps.Clone(j.waiting)
+}
+
+// ForRoom says whether the last round left jobs waiting for room.
+func (j *Table) ForRoom() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.forRoom
+}
