@@ -42,7 +42,6 @@ package queue
 
 import (
 	"errors"
-	"fmt"
 	"math/rand"
 	"sort"
 	"strconv"
@@ -394,6 +393,3 @@ func reserve(nodes []sched.NodeLoad, left map[string]string, g *group) string {
 	nodes[best].Draining, left[nodes[best].ID] = true, "is held for a larger request"
 	return nodes[best].ID
 }
-
-// String is a round's starts, for logs and tests: "n1.5@2 n1.6@3".
-func (s Start) String() string { return fmt.Sprintf("%s@%s", s.ID, s.Node) }

@@ -72,19 +72,19 @@ func (s *Starter) ReleaseLoop(stop <-chan struct{}) {
 		case <-s.cfg.Jobs.ReleaseKicked():
 		}
 		for range roundsAtOnce {
-			if !s.ReleaseNow(refused) {
+			if !s.round(refused) {
 				break
 			}
 		}
 	}
 }
 
-// ReleaseNow runs one round of the queue and starts what it picks; the
+// round runs one round of the queue and starts what it picks; the
 // nodes that refuse a start are noted in refused. It says whether the
 // round stopped at its bound with more to start. One round runs at a
 // time (the loop's): two could start more than a sweep's --max-running
 // or a node's room.
-func (s *Starter) ReleaseNow(refused map[string]time.Time) (more bool) {
+func (s *Starter) round(refused map[string]time.Time) (more bool) {
 	q := s.cfg.Jobs.Queue(s.cfg.Members.OldestHeard().Add(-queue.EntrySlack))
 	held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("")
 	in := queue.Input{Groups: q.Groups, Running: q.Running, Placed: q.Placed, Refused: refused, Max: queue.RoundMax}
