@@ -16,7 +16,7 @@ func TestDrainANode(t *testing.T) {
 	prog := migjob(t)
 	c := upCluster(t, "e2edrain", 40, "--nodes", "3", "--cpu", "0.5,0.5,0.5", "--scheduler", "static")
 	c.waitAllAlive(3)
-	ids := strings.Fields(c.mustRunAs(jobUser, "--node", "1", "run", "-d", "-n", "7", "--on", "2", "--", prog, "cpu", "600", marker(t)))
+	ids := runIDs(c.mustRunAs(jobUser, "--node", "1", "run", "-d", "-n", "7", "--on", "2", "--", prog, "cpu", "600", marker(t)))
 	pinned := strings.TrimSpace(c.mustRunAs(jobUser, "--node", "1", "run", "-d", "--pin", "--on", "2", "--", prog, "cpu", "600", marker(t)))
 	ids = append(ids, pinned)
 	t.Cleanup(func() { c.run(append([]string{"--node", "1", "kill", "-s", "KILL"}, ids...)...) })
@@ -47,7 +47,7 @@ func TestDrainANode(t *testing.T) {
 	}
 	// Balancing on, new jobs: none goes to node 2.
 	c.mustRun("--node", "1", "policy", "load", "balance")
-	more := strings.Fields(c.mustRunAs(jobUser, "--node", "1", "run", "-d", "-n", "3", "--", prog, "cpu", "600", marker(t)))
+	more := runIDs(c.mustRunAs(jobUser, "--node", "1", "run", "-d", "-n", "3", "--", prog, "cpu", "600", marker(t)))
 	ids = append(ids, more...)
 	// For a few of the policy's rounds (1 s each), none goes there.
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
@@ -91,3 +91,16 @@ func TestDrainANode(t *testing.T) {
 
 // regexpLine says whether a line of s matches re.
 func regexpLine(s, re string) bool { return regexp.MustCompile("(?m)" + re).MatchString(s) }
+
+// runIDs are the job ids `roam run -d` printed, one a line, without the
+// line a sweep's run says itself with on standard error ("roam: sweep
+// ..."), which mustRunAs's combined output holds too.
+func runIDs(out string) []string {
+	var ids []string
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "roam: ") {
+			ids = append(ids, l)
+		}
+	}
+	return ids
+}
