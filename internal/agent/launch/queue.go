@@ -155,18 +155,7 @@ func (s *Starter) release(nodes map[string]string) (back map[string]string) {
 // id, and pending again (should the kill not reach it, the home refuses
 // their news, and their node ends them: jobtable's Known).
 func (s *Starter) startEach(byNode map[string][]job.Spec) (started []string, back map[string]string) {
-	type result struct {
-		node string
-		res  []peer.StartResult
-		err  error
-	}
-	results := make(chan result, len(byNode))
-	for node, specs := range byNode {
-		go func() {
-			res, err := s.startOn(node, specs)
-			results <- result{node, res, err}
-		}()
-	}
+	results := s.nodeStarts(byNode)
 	back = map[string]string{}
 	var wg sync.WaitGroup
 	for range byNode {

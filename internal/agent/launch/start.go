@@ -19,6 +19,27 @@ import (
 	"roam/internal/migrate"
 )
 
+// nodeStart is one node's answer to a start of its specs.
+type nodeStart struct {
+	node string
+	res  []peer.StartResult
+	err  error
+}
+
+// nodeStarts asks every node to start its specs, all at once (each node
+// starts its share in turn); its answers come on the channel returned,
+// one a node, as they come.
+func (s *Starter) nodeStarts(byNode map[string][]job.Spec) <-chan nodeStart {
+	results := make(chan nodeStart, len(byNode))
+	for node, specs := range byNode {
+		go func() {
+			res, err := s.startOn(node, specs)
+			results <- nodeStart{node, res, err}
+		}()
+	}
+	return results
+}
+
 // startAll starts every node's specs at once (each node starts its share
 // in turn). When any fails to start, it kills those that did and returns
 // the first error. A node whose answer never came may have started its
@@ -26,18 +47,7 @@ import (
 // now, its next heartbeat finds the home without their records and it
 // ends them itself (ack.Gone), so nothing of a failed run is left.
 func (s *Starter) startAll(byNode map[string][]job.Spec) error {
-	type result struct {
-		node string
-		res  []peer.StartResult
-		err  error
-	}
-	results := make(chan result, len(byNode))
-	for node, specs := range byNode {
-		go func() {
-			res, err := s.startOn(node, specs)
-			results <- result{node, res, err}
-		}()
-	}
+	results := s.nodeStarts(byNode)
 	type started struct{ node, id string }
 	var ok []started
 	var firstErr error
