@@ -883,6 +883,7 @@ var expMigrate = &Experiment{
 			r.Add("eager total / (raw copy + local dump + restore)", v, "ratio", "", p.Ratio)
 			r.Add("eager freeze / (local dump + restore)", v, "ratio", "", p.EagerFreezeMS/(p.LocalDumpMS+p.LocalRestMS))
 			if q := p.Root; q != nil {
+				addSteps(r, "lazy, root's", v, q.LazyPhases)
 				r.Add("eager freeze, root's job", v, "time", "ms", q.EagerFreezeMS)
 				r.Add("lazy freeze, root's job", v, "time", "ms", q.LazyFreezeMS)
 				r.Add("eager freeze: user's / root's", v, "ratio", "", p.EagerFreezeMS/q.EagerFreezeMS)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -119,14 +120,27 @@ func Migrate(spec MigrateSpec, progress io.Writer) ([]MigratePoint, error) {
 	spec.Migjob = prog
 	user := api.NewClientDial(st.Nodes[0].Socket, func() (net.Conn, error) { return asuser.DialUnix(BenchUser, st.Nodes[0].Socket) })
 	var out []MigratePoint
-	for _, size := range spec.SizesMB {
+	for i, size := range spec.SizesMB {
 		fmt.Fprintf(progress, "migrate: %d MiB process\n", size)
-		p, err := migratePoint(cl, user, st, spec, size, true)
-		if err == nil {
-			var r MigratePoint
-			r, err = migratePoint(cl, cl, st, spec, size, false)
-			p.Root = &r
+		// Root's job goes first every other repetition, so that
+		// neither side of user's / root's always runs on a machine
+		// the other has just warmed (or loaded); and both take the same
+		// steps, the local dump and restore and the raw copy too (a job
+		// restored once, or moved right after a copy of its size, moves
+		// slower).
+		var p, r MigratePoint
+		var err, errRoot error
+		if i%2 == 1 {
+			r, errRoot = migratePoint(cl, cl, st, spec, size)
 		}
+		if errRoot == nil {
+			p, err = migratePoint(cl, user, st, spec, size)
+		}
+		if err == nil && errRoot == nil && i%2 == 0 {
+			r, errRoot = migratePoint(cl, cl, st, spec, size)
+		}
+		err = errors.Join(err, errRoot)
+		p.Root = &r
 		if err != nil {
 			return out, fmt.Errorf("%d MiB: %w", size, err)
 		}
@@ -135,9 +149,10 @@ func Migrate(spec MigrateSpec, progress io.Writer) ([]MigratePoint, error) {
 	return out, nil
 }
 
-// migratePoint measures one point, the job started by starter's caller;
-// local adds the local dump and restore and the raw copy.
-func migratePoint(cl, starter *api.Client, st emu.State, spec MigrateSpec, size int, local bool) (MigratePoint, error) {
+// migratePoint measures one point, the job started by starter's caller: a
+// local dump and restore, an eager move, a raw copy of its size, and a
+// lazy move back.
+func migratePoint(cl, starter *api.Client, st emu.State, spec MigrateSpec, size int) (MigratePoint, error) {
 	p := MigratePoint{SizeMB: size}
 	ids, err := start(starter, api.RunRequest{Argv: []string{spec.Migjob, "mem", "1000000", "bench", strconv.Itoa(size)}, On: "1"})
 	if err != nil {
@@ -161,13 +176,11 @@ func migratePoint(cl, starter *api.Client, st emu.State, spec MigrateSpec, size 
 		err := cl.Do(context.Background(), http.MethodPost, api.PathMigrate, api.MigrateRequest{ID: id, Node: to, Lazy: lazy}, &m)
 		return m, err
 	}
-	if local {
-		l, err := localDumpRestore(st.Nodes[0], spec, id)
-		if err != nil {
-			return p, fmt.Errorf("local dump and restore: %w", err)
-		}
-		p.LocalDumpMS, p.LocalRestMS, p.LocalDumpPh, p.LocalRestorePh = l.DumpMS, l.RestoreMS, l.Dump, l.Restore
+	l, err := localDumpRestore(st.Nodes[0], spec, id)
+	if err != nil {
+		return p, fmt.Errorf("local dump and restore: %w", err)
 	}
+	p.LocalDumpMS, p.LocalRestMS, p.LocalDumpPh, p.LocalRestorePh = l.DumpMS, l.RestoreMS, l.Dump, l.Restore
 	m, err := migrate("2", false)
 	if err != nil {
 		return p, fmt.Errorf("eager migration: %w", err)
@@ -175,13 +188,10 @@ func migratePoint(cl, starter *api.Client, st emu.State, spec MigrateSpec, size 
 	p.Bytes, p.EagerFreezeMS, p.EagerTotalMS = m.Bytes, m.FreezeMS, m.TotalMS
 	p.EagerDumpMS, p.EagerCopyMS, p.EagerRestMS = m.DumpMS, m.CopyMS, m.RestoreMS
 	p.EagerPhases = m.Phases
-	if local {
-		if p.RawCopyMS, err = rawCopy(st, m.Bytes); err != nil {
-			return p, fmt.Errorf("raw copy: %w", err)
-		}
-		p.Ratio = p.EagerTotalMS / (p.RawCopyMS + p.LocalDumpMS + p.LocalRestMS)
+	if p.RawCopyMS, err = rawCopy(st, m.Bytes); err != nil {
+		return p, fmt.Errorf("raw copy: %w", err)
 	}
-
+	p.Ratio = p.EagerTotalMS / (p.RawCopyMS + p.LocalDumpMS + p.LocalRestMS)
 	m, err = migrate("1", true)
 	if err != nil {
 		return p, fmt.Errorf("lazy migration: %w", err)

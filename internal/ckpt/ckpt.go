@@ -395,7 +395,7 @@ func (c *CRIU) restore(o RestoreOpts, t0 time.Time, started *time.Duration) (int
 			return 0, fmt.Errorf("criu restore: %w", err)
 		}
 		defer os.Remove(dir)
-		st = &stage{dir: dir, log: filepath.Join(o.Dir, "restore.log")}
+		st = &stage{dir: dir}
 		opts.Root = proto.String(st.root())
 	}
 	for mp, host := range o.Mounts {
@@ -496,16 +496,13 @@ func (c *CRIU) startWorker(files []*os.File, st *stage) (*worker, []int32, error
 	c.ExecMu.Lock()
 	dups, err := inheritable(files)
 	cmd := exec.Command(c.Path, "swrk", strconv.Itoa(fds[1]))
-	if st != nil {
-		// (cmd.Path: c.Path as found on PATH.)
-		cmd = exec.Command("/proc/self/exe", append(append(st.args(), "--", cmd.Path), cmd.Args[1:]...)...)
-		cmd.Env = append(os.Environ(), stageEnv+"=1")
-	}
 	// A group of its own: the worker restores in a child of its own
 	// ("criu: restore --rpc"), which a kill of the worker alone leaves
 	// holding the restored tasks.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err == nil {
+	if err == nil && st != nil {
+		err = st.start(cmd)
+	} else if err == nil {
 		err = cmd.Start()
 	}
 	for _, fd := range dups {

@@ -3,10 +3,11 @@ package ckpt
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,24 +24,10 @@ import (
 // be copied into every job started meanwhile, whose next restore could
 // not rebuild them.) docs/userns.md records the experiments.
 
-// stageEnv marks a process started as that worker: it sets up the
-// namespace and becomes CRIU (see init).
-const stageEnv = "ROAM_CRIU_STAGE"
-
-// Every program that restores with this package (roamd, roam-ckpt, the
-// tests) is also the stage: started again as itself with stageEnv set, it
-// does the stage's work before any of its own.
-func init() {
-	if os.Getenv(stageEnv) == "1" {
-		os.Exit(stageMain(os.Args[1:]))
-	}
-}
-
 // stage is a restore's plan for the worker's mount namespace.
 type stage struct {
 	dir  string   // an empty directory of the host's, the tmpfs's mount point
 	srcs []string // host paths bound at dir/0, dir/1, ...
-	log  string   // where a failure is written, as CRIU would (restore.log)
 }
 
 // root is the bind of "/" CRIU is given as its root.
@@ -56,42 +43,30 @@ func (s *stage) at(src string) string {
 	return filepath.Join(s.dir, strconv.Itoa(i))
 }
 
-// args is the stage's command line before "--" and CRIU's.
-func (s stage) args() []string {
-	return append([]string{s.dir, s.log, strconv.Itoa(len(s.srcs))}, s.srcs...)
-}
-
-// stageMain is the stage process: the mounts, then CRIU. args are
-// stage.args, "--", then CRIU's path and arguments. A failure is written
-// to the restore's log, where the agent reads CRIU's errors, and the
-// process exits without running CRIU.
-func stageMain(args []string) int {
-	dash := slices.Index(args, "--")
-	if dash < 3 || dash+1 >= len(args) {
-		fmt.Fprintln(os.Stderr, "roam: criu stage: malformed arguments")
-		return 2
-	}
-	s := stage{dir: args[0], log: args[1], srcs: args[3:dash]}
-	if n, err := strconv.Atoi(args[2]); err != nil || n != len(s.srcs) {
-		fmt.Fprintln(os.Stderr, "roam: criu stage: malformed arguments")
-		return 2
-	}
-	if err := s.mount(); err != nil {
-		if f, ferr := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600); ferr == nil {
-			fmt.Fprintf(f, "Error (roam stage): %v\n", err)
-			f.Close()
+// start starts cmd (CRIU's worker) in the stage's namespace, made on an
+// OS thread of the agent's own for the purpose: the thread unshares its
+// mount namespace, makes the mounts, and forks the worker, which inherits
+// that namespace; the thread is then let go of still locked, so the Go
+// runtime ends it rather than run anything else in that namespace. The
+// namespace, and the mounts in it, end with the worker. (Forking from a
+// thread of the agent's costs nothing over a plain start, where
+// re-executing the agent as the stage cost some 8 ms of Go's start-up,
+// inside a lazy migration's freeze.)
+func (s stage) start(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := s.mount(); err != nil {
+			done <- fmt.Errorf("criu stage: %w", err)
+			return
 		}
-		return 1
-	}
-	env := slices.DeleteFunc(os.Environ(), func(e string) bool { return e == stageEnv+"=1" })
-	err := syscall.Exec(args[dash+1], args[dash+1:], env)
-	fmt.Fprintf(os.Stderr, "roam: criu stage: %v\n", err)
-	return 1
+		done <- cmd.Start()
+	}()
+	return <-done
 }
 
-// mount makes the stage's namespace (package init runs on the main
-// thread, locked to it: the namespace is that thread's, which the exec
-// makes the process's).
+// mount makes the stage's namespace, on the calling thread, which must be
+// locked to its goroutine and never unlocked.
 func (s stage) mount() error {
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("unshare the mount namespace: %w", err)
