@@ -123,10 +123,6 @@ type simOutcome struct {
 	moves int
 	// firstMove is when the first move started (-1: none).
 	firstMove time.Duration
-	// lost are the moves at a loss: the job would have ended at its
-	// source, at its share there then, before its freeze and the rest of
-	// its work at the target (at its share there with it) were over.
-	lost int
 	// meanEnd is the jobs' mean time to their ends.
 	meanEnd time.Duration
 	// ends are the jobs' ends, and moved whether each moved, in the
@@ -306,10 +302,6 @@ func (b burstSim) run(t *testing.T) simOutcome {
 				}
 				j := js[slices.IndexFunc(js, func(j *burstJob) bool { return j.id == mv.Job })]
 				freeze := time.Duration(started/lanes+1) * b.freeze
-				left := j.work - j.done
-				if left*float64(running(i))/b.cap(i) < freeze.Seconds()+left*float64(running(to)+1)/b.cap(to) {
-					out.lost++
-				}
 				if out.firstMove < 0 {
 					out.firstMove = now.Sub(t0)
 				}
