@@ -578,12 +578,11 @@ func (t *threshold) Analyze(s Snapshot) []Problem {
 // migrateManager picks the job that is cheapest to move for a CPU
 // problem (little memory, few system calls: seed 001 Table 2, seed 003
 // §4.3), and the largest that fits for a memory problem; never a held
-// job or one younger than MinAge, unless the node is crowded (Crowd). A
-// job that moved within Hysteresis
-// stays, unless a CPU move would multiply its share of a CPU by at least
-// HysteresisGain: a job sent to a slow node that was idle then should not
-// sit there for the whole hysteresis once a node four times faster is
-// free. Such a move cannot be answered by a move back (that would need
+// job or one younger than MinAge, unless its node is crowded (Crowd). A
+// job that moved within Hysteresis stays, unless a CPU move would
+// multiply its share of a CPU by at least HysteresisGain: a job sent to a
+// slow node that was idle then should not sit there for the whole
+// hysteresis once a node four times faster is free. Such a move cannot be answered by a move back (that would need
 // the reverse gain too), so it opens no door to ping-pong.
 type migrateManager struct {
 	MinAge     Duration `yaml:"min_age"`
