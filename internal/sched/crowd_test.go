@@ -27,26 +27,17 @@ func TestYoungJobsLeaveACrowdedNode(t *testing.T) {
 	snap := func(n int, age time.Duration) Snapshot {
 		return Snapshot{Now: t0, Self: Node{ID: "4", Capacity: 0.2, Load: float64(n) / 0.2, MemFreeMB: 4000}, Peers: peers, Jobs: jobs(n, age)}
 	}
-	// Twelve jobs of 300 ms: ten leave in one round, until the next
-	// would leave this node less than crowd (5) above its target (10
-	// against 7.5 with it); the other two wait for min_age.
+	// Twelve jobs of 300 ms: the round spreads them as it would old
+	// ones, eleven, judged by balance's threshold; each because its node
+	// was crowded when the round began (60 against 7.5 at most).
 	moves := s.Decide(snap(12, 300*time.Millisecond), rand.New(rand.NewSource(1)))
-	if len(moves) != 10 {
-		t.Fatalf("%d moves, want 10: %v", len(moves), moves)
+	if len(moves) != 11 {
+		t.Fatalf("%d moves, want 11: %v", len(moves), moves)
 	}
 	for _, m := range moves {
-		if m.Threshold != DefaultCrowd || !strings.Contains(m.Why, "age 300ms); under min_age 2s, but its node is crowded") {
-			t.Fatalf("move %+v: want threshold %v and a why that says the node is crowded", m, float64(DefaultCrowd))
+		if m.Threshold != DefaultBalanceThreshold || !strings.Contains(m.Why, "age 300ms); under min_age 2s, but its node is crowded: its load 60.00 when the round began") {
+			t.Fatalf("move %+v: want balance's threshold and a why that says the node was crowded", m)
 		}
-	}
-	// The target judges such a move by crowd too: node 1, idle, takes
-	// it; loaded to 56 by other sources' moves (57.25 with it: more than
-	// balance's threshold below 60, less than crowd), it refuses.
-	if err := Admit(moves[0], Node{ID: "1", Capacity: 0.8}); err != nil || moves[0].To != "1" {
-		t.Fatalf("admit of %+v: %v", moves[0], err)
-	}
-	if err := Admit(moves[0], Node{ID: "1", Capacity: 0.8, Load: 56}); err == nil || !strings.Contains(err.Error(), "not more than 5.00 below") {
-		t.Fatalf("admit of a young job's move to a node loaded within crowd: %v", err)
 	}
 	for _, tc := range []struct {
 		what string
@@ -61,8 +52,10 @@ func TestYoungJobsLeaveACrowdedNode(t *testing.T) {
 			t.Errorf("%s: moved %v", tc.what, moves)
 		}
 	}
-	if moves := s.Decide(snap(2, 250*time.Millisecond), rand.New(rand.NewSource(1))); len(moves) != 1 {
-		t.Errorf("two jobs of 250 ms (10 against 1.25): moves %v, want one", moves)
+	// Two jobs of 250 ms (10 against 1.25): both leave, for nodes 1
+	// and 2, as old ones would.
+	if moves := s.Decide(snap(2, 250*time.Millisecond), rand.New(rand.NewSource(1))); len(moves) != 2 {
+		t.Errorf("two jobs of 250 ms: moves %v, want two", moves)
 	}
 	// Two jobs on one CPU, an idle peer of one: 2 against 1, not crowded.
 	two := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 2, MemFreeMB: 4000}, Peers: []Node{{ID: "2", Capacity: 1, MemFreeMB: 4000}}, Jobs: jobs(2, 1900*time.Millisecond)}
@@ -101,9 +94,10 @@ func TestWakeAtCrowdMinAge(t *testing.T) {
 // cluster, roam run -n 12 --on 4), moves that freeze a job for 300 ms
 // (on real agents the burst's froze jobs 140 to 360 ms, four at once),
 // ten seeds. With min_age alone the first move came at 2 s, the jobs
-// balanced at 2.9 s and the run took 1.20 × the ideal (on real agents,
-// timed around the attached roam run, 1.26: TestDefaultPolicySpreadsABurst).
-// Under the default policy the first comes at a quarter second, and 1.07.
+// balanced at 2.9 s and the run took 1.20 × the ideal (one run on real
+// agents, timed around the attached roam run: 1.26; roam bench burst
+// measures both policies). Under the default policy the first comes at a
+// quarter second, and 1.08.
 func TestDefaultPolicySpreadsABurstInTheModel(t *testing.T) {
 	for _, tc := range []struct {
 		what      string
@@ -142,8 +136,9 @@ func TestDefaultPolicySpreadsABurstInTheModel(t *testing.T) {
 // or a few sharing a node of their size, moves as it did with min_age
 // alone: the same moves, the same ends. On a crowded node some short
 // jobs move at a loss (they end later than with no move, by their
-// freeze), more than with min_age alone, and every job there gains: the
-// jobs' mean end falls.
+// freeze), more than with min_age alone, and the jobs' mean end falls.
+// With the lengths of issue 43's sweep (0.2 to 20 CPU-seconds) none
+// moves at a loss.
 func TestYoungJobsLeaveOnlyACrowdedNode(t *testing.T) {
 	demo := []float64{0.8, 0.4, 0.4, 0.2}
 	for _, tc := range []struct {
@@ -152,15 +147,18 @@ func TestYoungJobsLeaveOnlyACrowdedNode(t *testing.T) {
 		on, n   int
 		crowded bool
 		harmed  float64 // when crowded: at most, moved at a loss per job
+		least   float64 // the jobs' least length, CPU-seconds
 	}{
-		{"1 job on the 0.2-CPU node", demo, 3, 1, false, 0},
-		{"4 jobs on the 0.8-CPU node", demo, 0, 4, false, 0},
-		{"2 jobs on one of 2 nodes of 1 CPU", []float64{1, 1}, 0, 2, false, 0},
-		{"8 jobs on one of 4 nodes of 4 CPUs", []float64{4, 4, 4, 4}, 0, 8, false, 0},
+		{"1 job on the 0.2-CPU node", demo, 3, 1, false, 0, 0.01},
+		{"4 jobs on the 0.8-CPU node", demo, 0, 4, false, 0, 0.01},
+		{"2 jobs on one of 2 nodes of 1 CPU", []float64{1, 1}, 0, 2, false, 0, 0.01},
+		{"8 jobs on one of 4 nodes of 4 CPUs", []float64{4, 4, 4, 4}, 0, 8, false, 0, 0.01},
 		// Ten a CPU, but most have ended by 250 ms.
-		{"40 jobs on one of 4 nodes of 4 CPUs", []float64{4, 4, 4, 4}, 0, 40, false, 0},
-		{"3 jobs on the 0.2-CPU node", demo, 3, 3, true, 0.15},
-		{"12 jobs on the 0.2-CPU node", demo, 3, 12, true, 0.15},
+		{"40 jobs on one of 4 nodes of 4 CPUs", []float64{4, 4, 4, 4}, 0, 40, false, 0, 0.01},
+		{"3 jobs on the 0.2-CPU node", demo, 3, 3, true, 0.25, 0.01},
+		{"12 jobs on the 0.2-CPU node", demo, 3, 12, true, 0.15, 0.01},
+		{"12 jobs of the sweep's lengths on the 0.2-CPU node", demo, 3, 12, true, 0, 0.2},
+		{"40 jobs of the sweep's lengths on one of 4 nodes of 4 CPUs", []float64{4, 4, 4, 4}, 0, 40, true, 0, 0.2},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			const draws = 40
@@ -171,7 +169,7 @@ func TestYoungJobsLeaveOnlyACrowdedNode(t *testing.T) {
 				rng := rand.New(rand.NewSource(d))
 				works := make([]float64, tc.n)
 				for i := range works {
-					works[i] = 0.01 / (1 - rng.Float64()*(1-0.01/20))
+					works[i] = tc.least / (1 - rng.Float64()*(1-tc.least/20))
 				}
 				b := burstSim{nodes: len(tc.caps), jobs: tc.n, caps: tc.caps, on: tc.on, works: works, freeze: 200 * time.Millisecond, seed: d}
 				b.policy = "static"

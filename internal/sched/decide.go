@@ -21,6 +21,9 @@ type Snapshot struct {
 	// Recent are this node's moves of the last few seconds: a peer's load
 	// received before a move to it settled does not show that move yet.
 	Recent []Move
+	// left is the load the round's moves so far took off this node
+	// (apply): Self.Load+left is its load when the round began.
+	left float64
 }
 
 // Node is one node's load.
@@ -351,6 +354,7 @@ func (s *Scheduler) Wake(snap Snapshot) time.Time {
 func apply(s Snapshot, mv Move) Snapshot {
 	s.Jobs = slices.DeleteFunc(slices.Clone(s.Jobs), func(j Job) bool { return j.ID == mv.Job })
 	s.Self.Load -= float64(mv.Runnable) / s.Self.Capacity
+	s.left += float64(mv.Runnable) / s.Self.Capacity
 	s.Self.MemFreeMB += mv.RSSMB
 	s.Peers = slices.Clone(s.Peers)
 	for i := range s.Peers {
@@ -604,8 +608,9 @@ type migrateManager struct {
 	// Crowd: a job younger than MinAge, but at least CrowdMinAge old,
 	// may move for a CPU problem when the target's load with it is at
 	// least Crowd runnable threads per unit of capacity below this
-	// node's; 0: never (DefaultCrowd says why the default policy sets it).
-	// The target judges such a move with Crowd as its threshold.
+	// node's when the round began: a round that finds its node crowded
+	// spreads its young jobs as far as it would spread old ones. 0: never
+	// (DefaultCrowd says why the default policy sets it).
 	Crowd       float64  `yaml:"crowd"`
 	CrowdMinAge Duration `yaml:"crowd_min_age"`
 }
@@ -646,7 +651,8 @@ func (m *migrateManager) Parallel() int { return m.Par }
 // movable is whether a policy may move j now for a problem of this kind;
 // recent, whether it moved within the hysteresis: then only a CPU move
 // with a large gain may take it; young, whether it is younger than
-// MinAge: then only a CPU move to a target Crowd below this node may.
+// MinAge: then only a CPU move to a target Crowd below this node (when
+// the round began) may.
 func (m *migrateManager) movable(s Snapshot, j Job, kind ProblemKind) (ok, recent, young bool) {
 	if j.Held != "" {
 		return false, false, false
@@ -735,11 +741,8 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 				if recent[j.ID] {
 					mv.Gain = m.HysteresisGain
 				}
-				if young[j.ID] {
-					mv.Threshold = max(mv.Threshold, m.Crowd)
-				}
 				mv.Lazy = m.LazyMB > 0 && j.RSSMB >= m.LazyMB
-				if fits(mv, t) != nil {
+				if fits(mv, t) != nil || young[j.ID] && s.Self.Load+s.left-afterLoad(mv, t) < m.Crowd {
 					continue
 				}
 				age := s.Now.Sub(j.Started).Round(time.Second)
@@ -749,8 +752,8 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 				mv.Why = fmt.Sprintf("%s: %s; moved job %s (%.0f MiB, %.0f syscalls/s, age %s)",
 					pr.Analyzer, pr.Why, j.ID, j.RSSMB, j.SyscallsPerSec, age)
 				if young[j.ID] {
-					mv.Why += fmt.Sprintf("; under min_age %s, but its node is crowded: the target's load with it is %.2f lower (crowd %.2f)",
-						time.Duration(m.MinAge), mv.SrcLoad-afterLoad(mv, t), m.Crowd)
+					mv.Why += fmt.Sprintf("; under min_age %s, but its node is crowded: its load %.2f when the round began, the target's with it %.2f (crowd %.2f)",
+						time.Duration(m.MinAge), s.Self.Load+s.left, afterLoad(mv, t), m.Crowd)
 				}
 				if recent[j.ID] {
 					mv.Why += fmt.Sprintf("; it moved %s ago, and its CPU share grows %.1f times", s.Now.Sub(j.LastMoved).Round(time.Second), mv.SrcLoad/afterLoad(mv, t))
