@@ -77,7 +77,7 @@ var expBurst = &Experiment{
 					r.Add(p.series, burstWork, "first move", "s", b.firstMove)
 					r.Add(p.series, burstWork, "balanced", "s", b.balanced)
 					r.Add(p.series, burstWork, "migrations", "", float64(b.moves))
-					r.Add(p.series, burstWork, "machine load", "", b.machineLoad)
+					r.Add(p.series, burstWork, "other CPU", "CPUs", b.otherCPU)
 					if s, ok := slowest[p.series]; !ok || b.took > s.took {
 						slowest[p.series] = b
 					}
@@ -154,11 +154,13 @@ func loadPolicy(cl *api.Client, text string) error {
 type burstOutcome struct {
 	took, ideal, firstMove, balanced float64
 	moves                            int
-	// machineLoad is the machine's load average over the last minute
-	// once the burst is over: more than about 2 on this machine's 2
-	// cores says something else took CPU from the cluster meanwhile.
-	machineLoad float64
-	timeline    []string
+	// otherCPU is how many CPUs the machine was busy with, on average
+	// during the command, beyond the jobs' own work: roam's agents,
+	// CRIU and the command itself, whatever else runs on the machine,
+	// and what the VM's host took (steal). Well over the agents' few
+	// tenths says something else took CPU from the cluster meanwhile.
+	otherCPU float64
+	timeline []string
 }
 
 var burstDone = regexp.MustCompile(`(?m)^\[([^\]]+)\] burn: done cpu=([0-9.]+)`)
@@ -171,9 +173,11 @@ func burstRun(roam, burn string, st emu.State, slow *api.Client) (burstOutcome, 
 	cmd.Env = append(os.Environ(), "ROAM_CLUSTER="+st.Name)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	busy0 := busyCPU()
 	began := time.Now()
 	err := cmd.Run()
 	b.took = time.Since(began).Seconds()
+	busy := busyCPU() - busy0
 	if err != nil {
 		return b, fmt.Errorf("roam run: %v: %s", err, tail(out.String()))
 	}
@@ -188,6 +192,7 @@ func burstRun(roam, burn string, st emu.State, slow *api.Client) (burstOutcome, 
 		return b, fmt.Errorf("%d of %d jobs printed burn's last line: %s", len(ids), burstJobs, tail(out.String()))
 	}
 	b.ideal = used / capacitySum(capsOf(st))
+	b.otherCPU = (busy - used) / b.took
 	js, err := waitJobs(slow, ids, time.Minute)
 	if err != nil {
 		return b, err
@@ -210,12 +215,26 @@ func burstRun(roam, burn string, st emu.State, slow *api.Client) (burstOutcome, 
 		want[id] = true
 	}
 	b.timeline = timeline(slow, js, want, t0)
-	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(la)); len(f) > 0 {
-			b.machineLoad, _ = strconv.ParseFloat(f[0], 64)
+	return b, nil
+}
+
+// busyCPU is the CPU-seconds the machine's CPUs have been busy since boot,
+// or taken by the VM's host (/proc/stat: all but idle and iowait, guest
+// time already in user, in the kernel's USER_HZ of 100).
+func busyCPU() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	sum := 0.0
+	for i, v := range f[1:] {
+		if n, err := strconv.ParseFloat(v, 64); err == nil && i != 3 && i != 4 && i < 8 {
+			sum += n
 		}
 	}
-	return b, nil
+	return sum / 100
 }
 
 // capsOf is st's nodes' capacities by id.
