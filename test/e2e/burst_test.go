@@ -18,9 +18,9 @@ import (
 // demo's cluster: twelve jobs of 2 CPU-seconds, `roam run -n 12 --on 4`
 // attached, on the 0.2-CPU node of 0.8, 0.4, 0.4 and 0.2 CPUs. The jobs
 // are younger than min_age (2 s) when they leave, as their node is
-// crowded: the first move comes well before 2 s, none is moved younger
-// than crowd_min_age, and a job moved younger than min_age was moved for
-// that reason. How long it takes against the ideal is roam bench
+// crowded: the first move comes before min_age, some jobs move younger
+// than min_age, none younger than crowd_min_age, and each for its
+// crowded node. How long it takes against the ideal is roam bench
 // burst's to measure (docs/benchmarks.md); this logs it.
 func TestDefaultPolicySpreadsABurst(t *testing.T) {
 	burn := workload(t, "burn")
@@ -71,17 +71,13 @@ func TestDefaultPolicySpreadsABurst(t *testing.T) {
 		}
 	}
 	var firstStart, firstMove time.Time
-	started := map[string]time.Time{}
+	mineByID := map[string]bool{}
 	for _, j := range mine {
-		started[j.ID] = j.Started
+		mineByID[j.ID] = true
 		if firstStart.IsZero() || j.Started.Before(firstStart) {
 			firstStart = j.Started
 		}
 		for _, m := range j.MigrationLog {
-			if age := m.At.Sub(j.Started); age < sched.DefaultCrowdMinAge {
-				timeline()
-				t.Fatalf("job %s moved %v after its start, under crowd_min_age %v", j.ID, age, sched.DefaultCrowdMinAge)
-			}
 			if firstMove.IsZero() || m.At.Before(firstMove) {
 				firstMove = m.At
 			}
@@ -90,27 +86,39 @@ func TestDefaultPolicySpreadsABurst(t *testing.T) {
 	bal, _ := bench.BalancedAt(mine, map[string]float64{"1": 0.8, "2": 0.4, "3": 0.4, "4": 0.2})
 	t.Logf("roam run took %.2f s, %.2f × the ideal %.2f s (%.2f CPU-s used / 1.8); first start %s, first move %s, balanced %s",
 		took.Seconds(), took.Seconds()/(used/1.8), used/1.8, used, since(firstStart), since(firstMove), since(bal))
-	// The round runs when the jobs come to crowd_min_age (250 ms); its
-	// moves begin once their targets admit them: 0.3 s on an idle
-	// machine, 1.1 s beside other clusters' tests. With min_age alone the
-	// first began at 2.04 s.
-	if firstMove.IsZero() || firstMove.Sub(firstStart) > 1500*time.Millisecond {
-		timeline()
-		t.Fatalf("first move %s after the first start, want within 1.5 s", firstMove.Sub(firstStart))
-	}
-	young := 0
+	// Each move's reason gives the job's age on its node when the round
+	// decided.
+	ageOf := regexp.MustCompile(`syscalls/s, age ([0-9.]+m?s)\)`)
+	young, youngest := 0, time.Duration(0)
 	for _, e := range c.events("1") { // every node's
-		if e.Kind != "migrate" || started[e.Job].IsZero() || e.At.Sub(started[e.Job]) >= sched.DefaultMinAge {
+		if e.Kind != "migrate" || !mineByID[e.Job] {
+			continue
+		}
+		m := ageOf.FindStringSubmatch(e.Why)
+		if m == nil {
+			t.Fatalf("move of job %s: no age in its reason: %s", e.Job, e.Why)
+		}
+		age, err := time.ParseDuration(m[1])
+		if err != nil || age >= sched.DefaultMinAge {
 			continue
 		}
 		young++
-		if !strings.Contains(e.Why, "but its node is crowded") {
+		if youngest == 0 || age < youngest {
+			youngest = age
+		}
+		if age < sched.DefaultCrowdMinAge || !strings.Contains(e.Why, "but its node is crowded") {
 			timeline()
-			t.Fatalf("job %s moved %v after its start, under min_age, not for its crowded node: %s", e.Job, e.At.Sub(started[e.Job]), e.Why)
+			t.Fatalf("job %s moved at %v old: under crowd_min_age, or under min_age not for its crowded node: %s", e.Job, age, e.Why)
 		}
 	}
-	if young == 0 {
+	// The round runs when the jobs come to crowd_min_age: the first
+	// moved at 250 to 310 ms old in the runs here (with min_age alone,
+	// at 2 s). The job user's twelve are set up one after the other in
+	// the 0.2-CPU node's quota, over a second or two, so the first move
+	// comes 1 to 2 s after the first start.
+	t.Logf("%d moves of jobs under min_age, the youngest %v old", young, youngest)
+	if young == 0 || youngest > time.Second {
 		timeline()
-		t.Fatal("no move of a job younger than min_age in the events")
+		t.Fatalf("%d moves of jobs under min_age, the youngest %v old: want some, one well under min_age", young, youngest)
 	}
 }
