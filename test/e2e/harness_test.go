@@ -6,9 +6,11 @@
 // Each test brings up its own cluster with its own name and /24, so the
 // tests of this package may run beside other packages' tests. Subnets in use:
 // 198.18.10.0/24 to 198.18.47.0/24, 198.18.50.0/24 to 198.18.52.0/24,
-// 198.18.55.0/24, 198.18.58.0/24, 198.18.60.0/24 to 198.18.69.0/24 and
-// 198.18.76.0/24 (this package), 198.18.77.0/24 (roam bench burst) and
-// 198.18.102.0/24 (the benchmarks).
+// 198.18.55.0/24, 198.18.58.0/24 and 198.18.60.0/24 to 198.18.69.0/24 (this
+// package), 198.18.102.0/24 (the benchmarks).
+//
+// Also 198.18.76.0/24 (TestDefaultPolicySpreadsABurst) and 198.18.77.0/24
+// (roam bench burst, which TestBenchQuickAll runs).
 //
 // Jobs run as jobUser, a user with a uid above 65,535 and three groups,
 // unless a test is about root's jobs (owner_test.go).
