@@ -193,7 +193,7 @@ cluster_of() {
 	migrate) echo bmig ;; balance) echo bbal ;; checkpoint) echo bckpt ;;
 	speedup) echo bspeed ;; lvm) echo blvm ;; dynamic-vs-static) echo bdvs ;;
 	migration-cost) echo bmcost ;; syscall-cost) echo bsys ;; traffic) echo btraf ;;
-	web-delay) echo e2eobsb ;; *) echo "" ;;
+	web-delay) echo e2eobsb ;; burst) echo bburst ;; *) echo "" ;;
 	esac
 }
 cluster_up() { ip netns list 2>/dev/null | grep -q "^roam-$1-"; }

@@ -36,6 +36,7 @@ type Experiment struct {
 // Experiments are the framework's experiments in the order `all` runs them.
 var Experiments = []*Experiment{
 	expSpeedup, expLVM, expDynamicStatic, expMigrationCost, expSyscallCost, expTraffic, expMigrate, expCheckpoint, expWebDelay,
+	expBurst,
 }
 
 // Lookup finds an experiment by name.

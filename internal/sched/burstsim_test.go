@@ -39,16 +39,53 @@ import (
 // between agents) are the freeze alone.
 type burstSim struct {
 	nodes, jobs int
-	capacity    float64 // each node's, in cores
-	work        float64 // each job's, in CPU-seconds
+	capacity    float64   // each node's, in cores
+	caps        []float64 // each node's, when they differ (capacity then unused)
+	on          int       // the node the jobs start on (roam run --on), from 0
+	work        float64   // each job's, in CPU-seconds
+	works       []float64 // each job's, when they differ (work then unused)
 	freeze      time.Duration
-	policy      string // a built-in policy's name
+	policy      string // a built-in policy's name, or a policy file's text
 	seed        int64
+}
+
+// cap is node i's capacity.
+func (b burstSim) cap(i int) float64 {
+	if b.caps != nil {
+		return b.caps[i]
+	}
+	return b.capacity
+}
+
+// workOf is job k's work.
+func (b burstSim) workOf(k int) float64 {
+	if b.works != nil {
+		return b.works[k]
+	}
+	return b.work
+}
+
+// totalCap is the cluster's capacity; totalWork the jobs' work.
+func (b burstSim) totalCap() float64 {
+	t := 0.0
+	for i := range b.nodes {
+		t += b.cap(i)
+	}
+	return t
+}
+
+func (b burstSim) totalWork() float64 {
+	t := 0.0
+	for k := range b.jobs {
+		t += b.workOf(k)
+	}
+	return t
 }
 
 type burstJob struct {
 	id        string
 	node      int // where it runs, or comes to
+	work      float64
 	done      float64
 	lastMoved time.Time
 	moves     int
@@ -84,15 +121,32 @@ type simOutcome struct {
 	// node could have moved).
 	idle  float64
 	moves int
+	// firstMove is when the first move started (-1: none).
+	firstMove time.Duration
+	// meanEnd is the jobs' mean time to their ends.
+	meanEnd time.Duration
+	// ends are the jobs' ends, and moved whether each moved, in the
+	// order of the jobs.
+	ends  []time.Duration
+	moved []bool
 }
 
 func (b burstSim) efficiency(o simOutcome) float64 {
-	return float64(b.jobs) * b.work / (float64(b.nodes) * b.capacity * o.makespan.Seconds())
+	return b.totalWork() / (b.totalCap() * o.makespan.Seconds())
+}
+
+// ratio is the makespan over the ideal (the work over the capacity).
+func (b burstSim) ratio(o simOutcome) float64 {
+	return o.makespan.Seconds() / (b.totalWork() / b.totalCap())
 }
 
 func (b burstSim) run(t *testing.T) simOutcome {
 	t.Helper()
-	sch, err := ParsePolicy([]byte(Builtin[b.policy]))
+	text, ok := Builtin[b.policy]
+	if !ok {
+		text = b.policy
+	}
+	sch, err := ParsePolicy([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,17 +178,17 @@ func (b burstSim) run(t *testing.T) simOutcome {
 	// The cluster has been up, idle, for a while: every node has every
 	// other's entry, old.
 	for _, n := range ns {
-		for _, p := range ns {
+		for k, p := range ns {
 			if p != n {
-				n.dis.Receive(t0.Add(-10*time.Second), load.Entry{Node: p.id, Capacity: b.capacity, MemFreeMB: 4000}, 0)
+				n.dis.Receive(t0.Add(-10*time.Second), load.Entry{Node: p.id, Capacity: b.cap(k), MemFreeMB: 4000}, 0)
 			}
 		}
 	}
 	js := make([]*burstJob, b.jobs)
 	for i := range js {
-		js[i] = &burstJob{id: fmt.Sprintf("n1.%d", i+1)}
+		js[i] = &burstJob{id: fmt.Sprintf("n%d.%d", b.on+1, i+1), node: b.on, work: b.workOf(i)}
 	}
-	ns[0].kick = true
+	ns[b.on].kick = true
 	running := func(n int) int {
 		k := 0
 		for _, j := range js {
@@ -157,8 +211,8 @@ func (b burstSim) run(t *testing.T) simOutcome {
 	}
 	index := func(id string) int { return slices.IndexFunc(ns, func(p *burstNode) bool { return p.id == id }) }
 	var out simOutcome
-	out.balanced = -1
-	share := float64(b.jobs) / float64(b.nodes)
+	out.balanced, out.firstMove = -1, -1
+
 	for now := t0; now.Sub(t0) < 10*time.Minute; now = now.Add(dt) {
 		// Arrivals.
 		for _, j := range js {
@@ -179,8 +233,8 @@ func (b burstSim) run(t *testing.T) simOutcome {
 				elapsed := now.Sub(n.probe)
 				n.probe = now
 				k := running(i)
-				raw := float64(k) / b.capacity
-				news := n.dis.News(now, k, raw, n.smooth, b.capacity)
+				raw := float64(k) / b.cap(i)
+				news := n.dis.News(now, k, raw, n.smooth, b.cap(i))
 				if len(news) > 0 {
 					n.smooth = raw
 				} else {
@@ -194,8 +248,8 @@ func (b burstSim) run(t *testing.T) simOutcome {
 				}
 				// With the moves it admitted and has not yet received, as
 				// its answers to moves count them (Agent.step).
-				pending := n.ledger.Reserved(Node{Capacity: b.capacity, Least: least(i)}, now)
-				e := load.Entry{Node: n.id, Capacity: b.capacity, Load: n.smooth + pending.Load, MemFreeMB: 4000, Least: pending.Least}
+				pending := n.ledger.Reserved(Node{Capacity: b.cap(i), Least: least(i)}, now)
+				e := load.Entry{Node: n.id, Capacity: b.cap(i), Load: n.smooth + pending.Load, MemFreeMB: 4000, Least: pending.Least}
 				for _, id := range to {
 					r := ns[index(id)]
 					prev, had := r.dis.Vector.Get(n.id)
@@ -220,7 +274,7 @@ func (b burstSim) run(t *testing.T) simOutcome {
 				continue
 			}
 			n.kick, n.next = false, now.Add(period)
-			snap := Snapshot{Now: now, Self: Node{ID: n.id, Capacity: b.capacity, Load: float64(running(i)) / b.capacity, MemFreeMB: 4000}}
+			snap := Snapshot{Now: now, Self: Node{ID: n.id, Capacity: b.cap(i), Load: float64(running(i)) / b.cap(i), MemFreeMB: 4000}}
 			for _, e := range n.dis.Vector.Entries() {
 				snap.Peers = append(snap.Peers, Node{ID: e.Node, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Least: e.Least})
 			}
@@ -234,20 +288,25 @@ func (b burstSim) run(t *testing.T) simOutcome {
 			moves := sch.Decide(snap, rng)
 			n.wake = sch.Wake(snap)
 			n.ledger.Started(moves)
-			lanes, started := sch.managers[0].m.Parallel(), 0
+			lanes, started := sch.Parallel(), 0
 			for _, mv := range moves {
-				d := ns[index(mv.To)]
-				ans := d.ledger.Admit(mv, Node{ID: d.id, Capacity: b.capacity, Load: float64(running(index(mv.To))) / b.capacity, MemFreeMB: 4000, Least: least(index(mv.To))}, now)
+				to := index(mv.To)
+				d := ns[to]
+				ans := d.ledger.Admit(mv, Node{ID: d.id, Capacity: b.cap(to), Load: float64(running(to)) / b.cap(to), MemFreeMB: 4000, Least: least(to)}, now)
 				if ans.Refused != nil {
 					// The answer comes after the vector's entries the
 					// round used (in the agent, a call later).
 					n.ledger.Forget(mv)
-					n.ledger.Declined(mv, Node{ID: mv.To, Capacity: b.capacity, Load: ans.Load, MemFreeMB: ans.MemFreeMB}, now.Add(time.Microsecond))
+					n.ledger.Declined(mv, Node{ID: mv.To, Capacity: b.cap(to), Load: ans.Load, MemFreeMB: ans.MemFreeMB}, now.Add(time.Microsecond))
 					continue
 				}
 				j := js[slices.IndexFunc(js, func(j *burstJob) bool { return j.id == mv.Job })]
-				j.node, j.moving, j.moves = index(mv.To), true, j.moves+1
-				j.arrives = now.Add(time.Duration(started/lanes+1) * b.freeze)
+				freeze := time.Duration(started/lanes+1) * b.freeze
+				if out.firstMove < 0 {
+					out.firstMove = now.Sub(t0)
+				}
+				j.node, j.moving, j.moves = to, true, j.moves+1
+				j.arrives = now.Add(freeze)
 				if j.arrives.After(n.running) {
 					n.running = j.arrives
 				}
@@ -273,7 +332,7 @@ func (b burstSim) run(t *testing.T) simOutcome {
 			}
 			for _, j := range js {
 				if j.node == i && !j.moving && j.ended.IsZero() {
-					if j.done += b.capacity / float64(counts[i]) * dt.Seconds(); j.done >= b.work {
+					if j.done += b.cap(i) / float64(counts[i]) * dt.Seconds(); j.done >= j.work {
 						j.ended = now.Add(dt)
 						ns[i].kick, ns[i].fell = true, now.Add(endSeen)
 					}
@@ -289,7 +348,8 @@ func (b burstSim) run(t *testing.T) simOutcome {
 			out.idle += float64(min(idle, waiting)) * dt.Seconds()
 		} else {
 			ok := true
-			for _, c := range counts {
+			for i, c := range counts {
+				share := float64(b.jobs) * b.cap(i) / b.totalCap()
 				ok = ok && float64(c) < share+1 && float64(c) > share-1
 			}
 			// A job in flight counts where it goes.
@@ -302,6 +362,11 @@ func (b burstSim) run(t *testing.T) simOutcome {
 		}
 		if left == 0 {
 			out.makespan = now.Add(dt).Sub(t0)
+			for _, j := range js {
+				out.meanEnd += j.ended.Sub(t0) / time.Duration(len(js))
+				out.ends = append(out.ends, j.ended.Sub(t0))
+				out.moved = append(out.moved, j.moves > 0)
+			}
 			return out
 		}
 	}

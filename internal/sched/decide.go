@@ -23,6 +23,9 @@ type Snapshot struct {
 	// Recent are this node's moves of the last few seconds: a peer's load
 	// received before a move to it settled does not show that move yet.
 	Recent []Move
+	// left is the load the round's moves so far took off this node
+	// (apply): Self.Load+left is its load when the round began.
+	left float64
 }
 
 // Node is one node's load.
@@ -365,6 +368,7 @@ func (s *Scheduler) Wake(snap Snapshot) time.Time {
 func apply(s Snapshot, mv Move) Snapshot {
 	s.Jobs = slices.DeleteFunc(slices.Clone(s.Jobs), func(j Job) bool { return j.ID == mv.Job })
 	s.Self.Load -= float64(mv.Runnable) / s.Self.Capacity
+	s.left += float64(mv.Runnable) / s.Self.Capacity
 	s.Self.MemFreeMB += mv.RSSMB
 	s.Self.MemHeldMB = max(s.Self.MemHeldMB-mv.MemReqMB, 0)
 	s.Peers = slices.Clone(s.Peers)
@@ -594,11 +598,11 @@ func (t *threshold) Analyze(s Snapshot) []Problem {
 // migrateManager picks the job that is cheapest to move for a CPU
 // problem (little memory, few system calls: seed 001 Table 2, seed 003
 // §4.3), and the largest that fits for a memory problem; never a held
-// job or one younger than MinAge. A job that moved within Hysteresis
-// stays, unless a CPU move would multiply its share of a CPU by at least
-// HysteresisGain: a job sent to a slow node that was idle then should not
-// sit there for the whole hysteresis once a node four times faster is
-// free. Such a move cannot be answered by a move back (that would need
+// job or one younger than MinAge, unless its node is crowded (Crowd). A
+// job that moved within Hysteresis stays, unless a CPU move would
+// multiply its share of a CPU by at least HysteresisGain: a job sent to a
+// slow node that was idle then should not sit there for the whole
+// hysteresis once a node four times faster is free. Such a move cannot be answered by a move back (that would need
 // the reverse gain too), so it opens no door to ping-pong.
 type migrateManager struct {
 	MinAge     Duration `yaml:"min_age"`
@@ -617,11 +621,19 @@ type migrateManager struct {
 	// demand from the source, which stays until the last one came); 0:
 	// every move is eager.
 	LazyMB float64 `yaml:"lazy_mb"`
+	// Crowd: a job younger than MinAge, but at least CrowdMinAge old,
+	// may move for a CPU problem when the target's load with it is at
+	// least Crowd runnable threads per unit of capacity below this
+	// node's when the round began: a round that finds its node crowded
+	// spreads its young jobs as far as it would spread old ones. 0: never
+	// (DefaultCrowd says why the default policy sets it).
+	Crowd       float64  `yaml:"crowd"`
+	CrowdMinAge Duration `yaml:"crowd_min_age"`
 }
 
 func newMigrateManager(n *yamlNode) (Manager, error) {
 	m := &migrateManager{MinAge: Duration(DefaultMinAge), Hysteresis: Duration(DefaultHysteresis),
-		HysteresisGain: DefaultHysteresisGain, Max: DefaultMaxMoves, Par: DefaultParallel, SyscallMB: 1}
+		HysteresisGain: DefaultHysteresisGain, Max: DefaultMaxMoves, Par: DefaultParallel, SyscallMB: 1, CrowdMinAge: Duration(DefaultCrowdMinAge)}
 	if err := decodeParams(n, m); err != nil {
 		return nil, err
 	}
@@ -640,6 +652,12 @@ func newMigrateManager(n *yamlNode) (Manager, error) {
 	if m.HysteresisGain != 0 && m.HysteresisGain < 1.5 {
 		return nil, fmt.Errorf("hysteresis_gain %v is under 1.5 (0 turns it off)", m.HysteresisGain)
 	}
+	if m.Crowd < 0 {
+		return nil, fmt.Errorf("crowd %v is negative (0: no job younger than min_age moves)", m.Crowd)
+	}
+	if m.Crowd > 0 && m.CrowdMinAge >= m.MinAge {
+		return nil, fmt.Errorf("crowd_min_age %v is not under min_age %v: crowd would change nothing", time.Duration(m.CrowdMinAge), time.Duration(m.MinAge))
+	}
 	return m, nil
 }
 
@@ -648,21 +666,33 @@ func (m *migrateManager) Parallel() int { return m.Par }
 
 // movable is whether a policy may move j now for a problem of this kind;
 // recent, whether it moved within the hysteresis: then only a CPU move
-// with a large gain may take it.
-func (m *migrateManager) movable(s Snapshot, j Job, kind ProblemKind) (ok, recent bool) {
-	if j.Held != "" || s.Now.Sub(j.Started) < time.Duration(m.MinAge) {
-		return false, false
+// with a large gain may take it; young, whether it is younger than
+// MinAge: then only a CPU move to a target Crowd below this node (when
+// the round began) may.
+func (m *migrateManager) movable(s Snapshot, j Job, kind ProblemKind) (ok, recent, young bool) {
+	if j.Held != "" {
+		return false, false, false
+	}
+	if age := s.Now.Sub(j.Started); age < time.Duration(m.MinAge) {
+		if kind != ProblemCPU || m.Crowd <= 0 || age < time.Duration(m.CrowdMinAge) {
+			return false, false, false
+		}
+		young = true
 	}
 	recent = !j.LastMoved.IsZero() && s.Now.Sub(j.LastMoved) < time.Duration(m.Hysteresis)
-	return !recent || (kind != ProblemMemory && m.HysteresisGain > 0), recent
+	return !recent || (kind != ProblemMemory && m.HysteresisGain > 0), recent, young
 }
 
-// Wake is when the first job now younger than MinAge reaches it (held
-// jobs never move, whatever their age); zero if none.
+// Wake is when the first job now younger than MinAge reaches it, or
+// CrowdMinAge when Crowd is set (held jobs never move, whatever their
+// age); zero if none.
 func (m *migrateManager) Wake(s Snapshot) time.Time {
 	var w time.Time
 	for _, j := range s.Jobs {
 		at := j.Started.Add(time.Duration(m.MinAge))
+		if early := j.Started.Add(time.Duration(m.CrowdMinAge)); m.Crowd > 0 && early.After(s.Now) {
+			at = early
+		}
 		if j.Held == "" && at.After(s.Now) && (w.IsZero() || at.Before(w)) {
 			w = at
 		}
@@ -685,12 +715,12 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 			continue
 		}
 		var jobs []Job
-		recent := map[string]bool{}
+		recent, young := map[string]bool{}, map[string]bool{}
 		for _, j := range s.Jobs {
-			ok, rec := m.movable(s, j, pr.Kind)
+			ok, rec, yng := m.movable(s, j, pr.Kind)
 			if ok && (pr.Kind == ProblemMemory || j.Runnable > 0) {
 				jobs = append(jobs, j)
-				recent[j.ID] = rec
+				recent[j.ID], young[j.ID] = rec, yng
 			}
 		}
 		if len(jobs) == 0 {
@@ -710,6 +740,9 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 				if ra, rb := recent[jobs[a].ID], recent[jobs[b].ID]; ra != rb {
 					return rb
 				}
+				if ya, yb := young[jobs[a].ID], young[jobs[b].ID]; ya != yb {
+					return yb
+				}
 				if ca, cb := cost(jobs[a]), cost(jobs[b]); ca != cb {
 					return ca < cb
 				}
@@ -725,11 +758,19 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 					mv.Gain = m.HysteresisGain
 				}
 				mv.Lazy = m.LazyMB > 0 && j.RSSMB >= m.LazyMB
-				if fits(mv, t) != nil {
+				if fits(mv, t) != nil || young[j.ID] && s.Self.Load+s.left-afterLoad(mv, t) < m.Crowd {
 					continue
 				}
+				age := s.Now.Sub(j.Started).Round(time.Second)
+				if young[j.ID] {
+					age = s.Now.Sub(j.Started).Round(10 * time.Millisecond)
+				}
 				mv.Why = fmt.Sprintf("%s: %s; moved job %s (%.0f MiB, %.0f syscalls/s, age %s)",
-					pr.Analyzer, pr.Why, j.ID, j.RSSMB, j.SyscallsPerSec, s.Now.Sub(j.Started).Round(time.Second))
+					pr.Analyzer, pr.Why, j.ID, j.RSSMB, j.SyscallsPerSec, age)
+				if young[j.ID] {
+					mv.Why += fmt.Sprintf("; under min_age %s, but its node is crowded: its load %.2f when the round began, the target's with it %.2f (crowd %.2f)",
+						time.Duration(m.MinAge), s.Self.Load+s.left, afterLoad(mv, t), m.Crowd)
+				}
 				if recent[j.ID] {
 					mv.Why += fmt.Sprintf("; it moved %s ago, and its CPU share grows %.1f times", s.Now.Sub(j.LastMoved).Round(time.Second), mv.SrcLoad/afterLoad(mv, t))
 				}

@@ -132,6 +132,7 @@ func checkPolicy(t *testing.T, s *Scheduler) {
 		}
 		finite("syscall_mb", m.SyscallMB)
 		finite("hysteresis_gain", m.HysteresisGain)
+		finite("crowd", m.Crowd)
 		switch {
 		case m.Max < 1 || m.Max > 100:
 			t.Fatalf("max_moves %d", m.Max)
@@ -141,6 +142,8 @@ func checkPolicy(t *testing.T, s *Scheduler) {
 			t.Fatalf("hysteresis_gain %v", m.HysteresisGain)
 		case m.MinAge < 0 || m.Hysteresis < 0:
 			t.Fatalf("min_age %v, hysteresis %v", time.Duration(m.MinAge), time.Duration(m.Hysteresis))
+		case m.Crowd < 0 || m.Crowd > 0 && m.CrowdMinAge >= m.MinAge:
+			t.Fatalf("crowd %v, crowd_min_age %v, min_age %v", m.Crowd, time.Duration(m.CrowdMinAge), time.Duration(m.MinAge))
 		}
 	}
 }

@@ -38,7 +38,7 @@ func TestBenchQuickAll(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
 	t.Logf("roam bench all --quick:\n%s", stdout.String())
-	for _, name := range []string{"bspeed", "blvm", "bdvs", "bmcost", "bsys", "btraf", "bmig", "bckpt", "e2eobsb"} {
+	for _, name := range []string{"bspeed", "blvm", "bdvs", "bmcost", "bsys", "btraf", "bmig", "bckpt", "e2eobsb", "bburst"} {
 		if left := emu.Leftovers(name); len(left) > 0 {
 			t.Errorf("cluster %s left %v", name, left)
 		}

@@ -10,6 +10,9 @@
 // 198.18.78.0/24 and 198.18.79.0/24 (this package), 198.18.102.0/24 (the
 // benchmarks).
 //
+// Also 198.18.76.0/24 (TestDefaultPolicySpreadsABurst) and 198.18.77.0/24
+// (roam bench burst, which TestBenchQuickAll runs).
+//
 // Jobs run as jobUser, a user with a uid above 65,535 and three groups,
 // unless a test is about root's jobs (owner_test.go).
 package e2e
