@@ -86,12 +86,16 @@ type Record struct {
 	Home   string   `json:"home"`
 	Node   string   `json:"node"` // current node
 	// Stdin says whether the job reads the user's stdin.
-	Stdin    bool      `json:"stdin"`
-	Pin      bool      `json:"pin,omitempty"`
-	State    string    `json:"state"`
-	ExitCode *int      `json:"exit_code,omitempty"`
-	Started  time.Time `json:"started"`
-	Ended    time.Time `json:"ended,omitzero"`
+	Stdin    bool   `json:"stdin"`
+	Pin      bool   `json:"pin,omitempty"`
+	State    string `json:"state"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	// Started is when the job began to run on its node, by this home's
+	// clock (the node's answer says how long before it each job
+	// started); until that answer, when it was placed (or submitted,
+	// pending).
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended,omitzero"`
 	// LostAt is when the job was marked lost: membership declared its
 	// node dead. A lost job whose node comes back and still runs it is
 	// running again, and LostAt is cleared.

@@ -273,18 +273,30 @@ func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
 }
 
 // MarkRunning marks these home records running once their nodes
-// confirmed their start; a job that already reported its end (a fast
-// one) stays finished.
-func (j *Table) MarkRunning(recs []job.Record) error {
+// confirmed their start, and takes each one's start from starts (when it
+// ran on its node); a job that already reported its end (a fast one)
+// stays finished, with its start so taken too. A record whose start
+// changed since recs were read (a restart) keeps its own.
+func (j *Table) MarkRunning(recs []job.Record, starts map[string]time.Time) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	next := map[string]*job.Record{}
 	for _, r := range recs {
-		if h := j.home[r.ID]; h != nil && h.State == job.StateStarting {
-			c := *h
-			c.State = job.StateRunning
-			next[r.ID] = &c
+		h := j.home[r.ID]
+		if h == nil || (h.State != job.StateStarting && !h.Started.Equal(r.Started)) {
+			continue
 		}
+		c := *h
+		at, ok := starts[r.ID]
+		if ok && c.Started.Equal(r.Started) {
+			c.Started = at
+		}
+		if c.State == job.StateStarting {
+			c.State = job.StateRunning
+		} else if !ok {
+			continue
+		}
+		next[r.ID] = &c
 	}
 	return j.putHome(next)
 }

@@ -20,15 +20,17 @@ import (
 )
 
 // startAll starts every node's specs at once (each node starts its share
-// in turn). When any fails to start, it kills those that did and returns
-// the first error. A node whose answer never came may have started its
-// share: those are killed too, by id. Should that node be out of reach
-// now, its next heartbeat finds the home without their records and it
-// ends them itself (ack.Gone), so nothing of a failed run is left.
-func (s *Starter) startAll(byNode map[string][]job.Spec) error {
+// in turn), and returns when each job started, by this node's clock (the
+// job's record's start). When any fails to start, it kills those that
+// did and returns the first error. A node whose answer never came may
+// have started its share: those are killed too, by id. Should that node
+// be out of reach now, its next heartbeat finds the home without their
+// records and it ends them itself (ack.Gone), so nothing of a failed run
+// is left.
+func (s *Starter) startAll(byNode map[string][]job.Spec) (map[string]time.Time, error) {
 	type result struct {
 		node string
-		res  []peer.StartResult
+		res  []started
 		err  error
 	}
 	results := make(chan result, len(byNode))
@@ -38,8 +40,9 @@ func (s *Starter) startAll(byNode map[string][]job.Spec) error {
 			results <- result{node, res, err}
 		}()
 	}
-	type started struct{ node, id string }
-	var ok []started
+	type placed struct{ node, id string }
+	var ok []placed
+	starts := map[string]time.Time{}
 	var firstErr error
 	for range byNode {
 		r := <-results
@@ -53,7 +56,7 @@ func (s *Starter) startAll(byNode map[string][]job.Spec) error {
 			}
 			for _, sp := range byNode[r.node] {
 				if !answered[sp.ID] {
-					ok = append(ok, started{r.node, sp.ID})
+					ok = append(ok, placed{r.node, sp.ID})
 				}
 			}
 		}
@@ -62,7 +65,8 @@ func (s *Starter) startAll(byNode map[string][]job.Spec) error {
 				firstErr = fmt.Errorf("node %s: %s", r.node, x.Error)
 			}
 			if x.Error == "" {
-				ok = append(ok, started{r.node, x.ID})
+				ok = append(ok, placed{r.node, x.ID})
+				starts[x.ID] = x.at
 			}
 		}
 	}
@@ -79,22 +83,33 @@ func (s *Starter) startAll(byNode map[string][]job.Spec) error {
 		}
 		wg.Wait()
 	}
-	return firstErr
+	return starts, firstErr
+}
+
+// started is a node's answer for one job, with when it started there by
+// this node's clock.
+type started struct {
+	peer.StartResult
+	at time.Time
 }
 
 // startOn has node (this one or a peer) start specs, in requests no larger
 // than a peer reads (startBatch), one after the other. On an error it
 // returns the results of the requests before it.
-func (s *Starter) startOn(node string, specs []job.Spec) ([]peer.StartResult, error) {
-	var out []peer.StartResult
+func (s *Starter) startOn(node string, specs []job.Spec) ([]started, error) {
+	var out []started
 	for len(specs) > 0 {
 		n := startBatchLen(specs)
 		req := peer.StartRequest{Home: s.cfg.Self, HomeAddr: s.cfg.Peers.SelfAddr, Jobs: specs[:n]}
 		var res []peer.StartResult
+		sent := time.Now()
 		if err := s.cfg.Peers.Call(node, http.MethodPost, peer.Start, req, &res); err != nil {
 			return out, err
 		}
-		out = append(out, res...)
+		got := time.Now()
+		for _, x := range res {
+			out = append(out, started{x, got.Add(-min(max(x.Ago, 0), got.Sub(sent)))})
+		}
 		specs = specs[n:]
 	}
 	return out, nil
@@ -142,6 +157,7 @@ func (s *Starter) refuse(req peer.StartRequest, sp job.Spec, draining bool, addr
 // home, and answers for each.
 func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 	out := make([]peer.StartResult, 0, len(req.Jobs))
+	began := make([]time.Time, 0, len(req.Jobs))
 	var locals []job.Local
 	var procs []*job.Proc
 	// Job ids name spool directories and cgroups: HOME.SEQ with HOME a
@@ -150,23 +166,24 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 	draining := s.cfg.Draining()
 	for _, sp := range req.Jobs {
 		if why := s.refuse(req, sp, draining, addrErr); why != "" {
-			out = append(out, peer.StartResult{ID: sp.ID, Error: why})
+			out, began = append(out, peer.StartResult{ID: sp.ID, Error: why}), append(began, time.Time{})
 			continue
 		}
 		p, err := s.cfg.Procs.Start(sp)
 		if err != nil {
 			s.cfg.Jobs.Unreserve(sp.ID)
-			out = append(out, peer.StartResult{ID: sp.ID, Error: err.Error()})
+			out, began = append(out, peer.StartResult{ID: sp.ID, Error: err.Error()}), append(began, time.Time{})
 			continue
 		}
-		l := job.Local{ID: sp.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: sp.UID, GID: sp.GID, Groups: sp.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now(),
+		now := time.Now()
+		l := job.Local{ID: sp.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: sp.UID, GID: sp.GID, Groups: sp.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: now,
 			CheckpointEvery: sp.CheckpointEvery, Req: sp.Req}
 		if sp.Pin {
 			l.Hold = migrate.HoldPin
 		}
 		locals = append(locals, l)
 		procs = append(procs, p)
-		out = append(out, peer.StartResult{ID: sp.ID, PID: p.PID})
+		out, began = append(out, peer.StartResult{ID: sp.ID, PID: p.PID}), append(began, now)
 	}
 	stdins := make([]*os.File, len(procs))
 	for i, p := range procs {
@@ -183,6 +200,11 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 			s.cfg.Jobs.KickPush()
 			s.cfg.Rounds.Kick()
 		}(p)
+	}
+	for i := range out {
+		if !began[i].IsZero() {
+			out[i].Ago = time.Since(began[i])
+		}
 	}
 	return out
 }
