@@ -54,10 +54,14 @@ $(BIN)/usercode $(BIN)/syscode $(BIN)/matmul $(BIN)/mgs $(BIN)/startloop: $(BIN)
 	@mkdir -p $(BIN)
 	@gcc -O2 -Wall -o $@ $< -lm
 
-# PID 1 of every job's namespaces; static, so CRIU sees no shared libraries.
+# PID 1 of every job's namespaces; static, so CRIU sees no shared libraries,
+# and with musl, whose start-up asks the CPU nothing: glibc's asks CPUID
+# dozens of times, each a trap to the hypervisor on a virtual machine,
+# and roam-init starts twice a job (docs/benchmarks.md, job-start).
+INITCC ?= musl-gcc
 $(BIN)/roam-init: cinit/roam-init.c
 	@mkdir -p $(BIN)
-	@gcc -O2 -Wall -Wextra -static -o $@ $<
+	@$(INITCC) -O2 -Wall -Wextra -static -o $@ $<
 
 # Every test: unit tests of the pure core and integration tests on emulated
 # clusters with real agents (root required).

@@ -390,8 +390,23 @@ func (s *Store) PutLocals(ls ...Local) error {
 }
 
 // DeleteLocal forgets a local record.
-func (s *Store) DeleteLocal(id string) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketLocal).Delete([]byte(id)) })
+func (s *Store) DeleteLocal(id string) error { return s.DeleteLocals(id) }
+
+// DeleteLocals forgets local records in one transaction: each transaction
+// is a write to the disk that the agent waits for.
+func (s *Store) DeleteLocals(ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLocal)
+		for _, id := range ids {
+			if err := b.Delete([]byte(id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func all[T any](s *Store, bucket []byte) ([]T, error) {

@@ -122,6 +122,7 @@ func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBa
 func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	var done []string
 	for id, k := range acks {
 		lj := j.local[id]
 		if lj == nil {
@@ -136,10 +137,11 @@ func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []strin
 				lj.Stdin.Close()
 			}
 			delete(j.local, id)
-			_ = j.store.DeleteLocal(id)
+			done = append(done, id)
 			dirs = append(dirs, lj.Rec.Dir)
 		}
 	}
+	_ = j.store.DeleteLocals(done...)
 	return gone, dirs
 }
 
