@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Template is the node's template of a job's mount namespace: the
@@ -27,16 +29,20 @@ type Template struct {
 	// from is the agent's mount table the template was made from (or
 	// failed to be made from: it is tried again once the table changes).
 	from []byte
+	// table is the agent's /proc/self/mountinfo, kept open: poll(2) on it
+	// says when the mount table changed since it was last read, so that a
+	// start reads it only then (a read cost more than the rest of what
+	// the agent does for a start).
+	table *os.File
 }
 
 // use calls f with the template's namespace, made first when there is
 // none of the agent's mount table of now; nil when none can be made. The
 // namespace stays open until f returns.
 func (t *Template) use(init string, execMu *sync.Mutex, f func(ns *os.File) error) error {
-	mi, err := os.ReadFile("/proc/self/mountinfo")
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err == nil && !bytes.Equal(mi, t.from) {
+	if mi, ok := t.changed(); ok {
 		if t.ns != nil {
 			t.ns.Close()
 		}
@@ -46,6 +52,27 @@ func (t *Template) use(init string, execMu *sync.Mutex, f func(ns *os.File) erro
 		}
 	}
 	return f(t.ns)
+}
+
+// changed reads the agent's mount table when it may have changed since
+// the last read, and returns it when it is not the template's (t.mu
+// held).
+func (t *Template) changed() ([]byte, bool) {
+	if t.table != nil {
+		fds := []unix.PollFd{{Fd: int32(t.table.Fd()), Events: unix.POLLPRI}}
+		if n, err := unix.Poll(fds, 0); err == nil && n == 0 {
+			return nil, false
+		}
+	} else if f, err := os.Open("/proc/self/mountinfo"); err == nil {
+		t.table = f
+	} else {
+		return nil, false
+	}
+	mi, err := io.ReadAll(io.NewSectionReader(t.table, 0, 1<<30))
+	if err != nil || bytes.Equal(mi, t.from) {
+		return nil, false
+	}
+	return mi, true
 }
 
 // makeTemplate has roam-init make the template in a mount namespace of

@@ -133,6 +133,8 @@ func TestJobMountsFromTheTemplate(t *testing.T) {
 		t.Fatal("the template was made again for the same mount table")
 	}
 	tpl.from = []byte("another mount table")
+	tpl.table.Close()
+	tpl.table = nil // as if poll(2) said the table changed
 	mounts(Launcher{Init: init, SpoolRoot: filepath.Join(dir, "spool"), ExecMu: &sync.Mutex{}, Template: tpl}, "3.2", 0)
 	if tpl.ns == was || tpl.ns == nil {
 		t.Fatal("the template was not made again for another mount table")
