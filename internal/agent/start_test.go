@@ -9,10 +9,11 @@ import (
 )
 
 // A job's record starts when the job began to run on its node, not when
-// its home placed it: a node that takes 50 ms to set each job up starts
-// four of them 50, 100, 150 and 200 ms after the run, and their records,
-// at the home, say so (jobtable's TestMarkRunning: also those that ended
-// before the answer came).
+// its home placed it: a node that takes 50 ms to set each job up, four at
+// once (launch's startWindow), starts the first four of six 50 ms after the
+// run and the last two 100 ms after, and their records, at the home, say so
+// (jobtable's TestMarkRunning: also those that ended before the answer
+// came).
 func TestAgentsRecordWhenAJobRan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2, 3, faults{}, "static")
@@ -21,7 +22,7 @@ func TestAgentsRecordWhenAJobRan(t *testing.T) {
 		fn.startTakes = 50 * time.Millisecond
 		fn.mu.Unlock()
 		t0 := time.Now()
-		resp, err := home.launch.Run(sweepUser, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 4, On: c.nodes[1].name})
+		resp, err := home.launch.Run(sweepUser, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 6, On: c.nodes[1].name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +31,7 @@ func TestAgentsRecordWhenAJobRan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := t0.Add(time.Duration(k+1) * 50 * time.Millisecond)
+			want := t0.Add(time.Duration(k/4+1) * 50 * time.Millisecond)
 			if d := r.Started.Sub(want); d < 0 || d > 5*time.Millisecond || r.State != api.StateRunning {
 				t.Errorf("job %s: %s, started %v after the run, want %v", id, r.State, r.Started.Sub(t0), want.Sub(t0))
 			}

@@ -153,41 +153,30 @@ func (s *Starter) refuse(req peer.StartRequest, sp job.Spec, draining bool, addr
 	return ""
 }
 
+// startWindow is how many jobs of one request a node starts at once. A
+// start mostly waits for its roam-init, which waits on the kernel (a
+// clone into new namespaces, cgroup moves, an exec), so a few at once
+// keep a node's cores busy; each takes its own memory and a process, and
+// the requests' order is kept for reserving room (refuse).
+const startWindow = 4
+
 // StartHere is /v1/peer/start: it starts jobs on this node for their
 // home, and answers for each.
 func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
-	out := make([]peer.StartResult, 0, len(req.Jobs))
-	began := make([]time.Time, 0, len(req.Jobs))
+	out, procs, began := s.startEach(req)
 	var locals []job.Local
-	var procs []*job.Proc
-	// Job ids name spool directories and cgroups: HOME.SEQ with HOME a
-	// node id, and HOME the requester's.
-	_, addrErr := netip.ParseAddrPort(req.HomeAddr)
-	draining := s.cfg.Draining()
-	for _, sp := range req.Jobs {
-		if why := s.refuse(req, sp, draining, addrErr); why != "" {
-			out, began = append(out, peer.StartResult{ID: sp.ID, Error: why}), append(began, time.Time{})
+	var stdins []*os.File
+	for i, p := range procs {
+		if p == nil {
 			continue
 		}
-		p, err := s.cfg.Procs.Start(sp)
-		if err != nil {
-			s.cfg.Jobs.Unreserve(sp.ID)
-			out, began = append(out, peer.StartResult{ID: sp.ID, Error: err.Error()}), append(began, time.Time{})
-			continue
-		}
-		now := time.Now()
-		l := job.Local{ID: sp.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: sp.UID, GID: sp.GID, Groups: sp.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: now,
+		sp := req.Jobs[i]
+		l := job.Local{ID: sp.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: sp.UID, GID: sp.GID, Groups: sp.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: began[i],
 			CheckpointEvery: sp.CheckpointEvery, Req: sp.Req}
 		if sp.Pin {
 			l.Hold = migrate.HoldPin
 		}
-		locals = append(locals, l)
-		procs = append(procs, p)
-		out, began = append(out, peer.StartResult{ID: sp.ID, PID: p.PID}), append(began, now)
-	}
-	stdins := make([]*os.File, len(procs))
-	for i, p := range procs {
-		stdins[i] = p.Stdin
+		locals, stdins = append(locals, l), append(stdins, p.Stdin)
 	}
 	if err := s.cfg.Jobs.AddLocals(locals, stdins, time.Now()); err != nil {
 		s.cfg.Log.Error("job table", "err", err)
@@ -195,6 +184,9 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 	s.cfg.Jobs.KickPush() // wake the push loop if it slept with no jobs
 	s.cfg.Rounds.Kick()
 	for _, p := range procs {
+		if p == nil {
+			continue
+		}
 		go func(p *job.Proc) {
 			_ = p.Wait() // reap; the status file says how it ended
 			s.cfg.Jobs.KickPush()
@@ -202,9 +194,44 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 		}(p)
 	}
 	for i := range out {
-		if !began[i].IsZero() {
+		if procs[i] != nil {
 			out[i].Ago = time.Since(began[i])
 		}
 	}
 	return out
+}
+
+// startEach starts req's jobs, startWindow at once, each once this node
+// has room for it: its answer, its process (nil: not started) and when
+// it started.
+func (s *Starter) startEach(req peer.StartRequest) ([]peer.StartResult, []*job.Proc, []time.Time) {
+	out := make([]peer.StartResult, len(req.Jobs))
+	procs := make([]*job.Proc, len(req.Jobs))
+	began := make([]time.Time, len(req.Jobs))
+	// Job ids name spool directories and cgroups: HOME.SEQ with HOME a
+	// node id, and HOME the requester's.
+	_, addrErr := netip.ParseAddrPort(req.HomeAddr)
+	draining := s.cfg.Draining()
+	window := make(chan struct{}, startWindow)
+	var wg sync.WaitGroup
+	for i, sp := range req.Jobs {
+		out[i].ID = sp.ID
+		if why := s.refuse(req, sp, draining, addrErr); why != "" {
+			out[i].Error = why
+			continue
+		}
+		window <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-window }()
+			p, err := s.cfg.Procs.Start(sp)
+			if err != nil {
+				s.cfg.Jobs.Unreserve(sp.ID)
+				out[i].Error = err.Error()
+				return
+			}
+			procs[i], began[i], out[i].PID = p, time.Now(), p.PID
+		})
+	}
+	wg.Wait()
+	return out, procs, began
 }
