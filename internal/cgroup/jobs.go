@@ -320,11 +320,37 @@ func (j *Jobs) Tidy(keep func(id string) bool) {
 		// Held until the group is gone, so that no Enter of the same id
 		// finds it made and then loses it.
 		j.mu.Lock()
-		if j.busy[id] == 0 && len(j.Layout.Procs(j.Rel(id))) == 0 {
+		if j.busy[id] == 0 && !j.removeIdle(j.Rel(id)) && len(j.Layout.Procs(j.Rel(id))) == 0 {
 			_ = j.Layout.Remove(j.Rel(id))
 		}
 		j.mu.Unlock()
 	}
+}
+
+// removeIdle removes the job's group rel under every controller, and says
+// so, when it holds neither a process nor a group: the kernel refuses to
+// remove a group that holds either, and tells so without anyone reading
+// the group's processes first. The memory group goes first: every process
+// of a job joins it before any other, and the CPU group last (roam-init),
+// so that a group whose memory group held a process is left whole. A
+// group that holds a group of its own is left to Procs and Remove.
+func (j *Jobs) removeIdle(rel string) bool {
+	mem, cpu := filepath.Join(j.Layout.Memory, rel), filepath.Join(j.Layout.CPU, rel)
+	order := []string{mem}
+	for _, d := range j.Layout.Dirs(rel) {
+		if d != mem && d != cpu {
+			order = append(order, d)
+		}
+	}
+	if cpu != mem {
+		order = append(order, cpu)
+	}
+	for _, d := range order {
+		if err := syscall.Rmdir(d); err != nil && err != syscall.ENOENT {
+			return false
+		}
+	}
+	return true
 }
 
 // Usage is job id's CPU seconds and resident memory (anonymous and mapped

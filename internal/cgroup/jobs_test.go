@@ -141,3 +141,33 @@ func TestEnterLimits(t *testing.T) {
 		}
 	}
 }
+
+// Tidy removes an ended job's groups under every controller, and leaves
+// whole those of a job with a process, its memory group tried first (its
+// CPU group, which a starting job joins last, is never taken from it).
+func TestTidy(t *testing.T) {
+	root := t.TempDir()
+	l := Layout{CPU: filepath.Join(root, "cpu"), Memory: filepath.Join(root, "memory"), Pids: filepath.Join(root, "pids"), CPUAcct: filepath.Join(root, "cpuacct")}
+	j := &Jobs{Layout: l, Parent: "roam"}
+	for _, id := range []string{"n1.1", "n1.2"} {
+		for _, d := range l.Dirs(j.Rel(id)) {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A process of n1.2 in its memory group (an empty directory stands
+	// for a group without one: rmdir takes it, as the kernel's would).
+	if err := os.WriteFile(filepath.Join(l.Memory, j.Rel("n1.2"), "cgroup.procs"), []byte("4242\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j.Tidy(nil)
+	if l.Exists(j.Rel("n1.1")) || len(j.Layout.Procs(j.Rel("n1.1"))) != 0 {
+		t.Errorf("the ended job's groups are left")
+	}
+	for _, d := range l.Dirs(j.Rel("n1.2")) {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("the running job lost its group %s", d)
+		}
+	}
+}
