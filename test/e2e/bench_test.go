@@ -150,6 +150,12 @@ func TestBenchQuickAll(t *testing.T) {
 	if f := mean("migrate", "eager freeze", 16, "time"); f <= 0 {
 		t.Errorf("migrate: eager freeze of 16 MiB = %g ms", f)
 	}
+	// Both sides of job-start started their jobs, roam's counted at their
+	// records' starts: a start taken when the job was placed, not when it
+	// ran, would put all of them at the command's start.
+	if roam, loop := mean("job-start", "roam", 4, "rate"), mean("job-start", "local loop", 4, "rate"); roam <= 0 || loop <= 0 || roam > 20*loop {
+		t.Errorf("job-start: roam %.0f jobs/s, the local loop %.0f", roam, loop)
+	}
 }
 
 // A benchmark stopped by SIGTERM (or ^C) takes its cluster down before it
