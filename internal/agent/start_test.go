@@ -12,7 +12,7 @@ import (
 // its home placed it: a node that takes 50 ms to set each job up, four at
 // once (launch's startWindow), starts the first four of six 50 ms after the
 // run and the last two 100 ms after, and their records, at the home, say so
-// (jobtable's TestMarkRunning: also those that ended before the answer
+// (jobtable's TestMarkStarted: also those that ended before the answer
 // came).
 func TestAgentsRecordWhenAJobRan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

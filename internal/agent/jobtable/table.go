@@ -273,11 +273,15 @@ func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
 }
 
 // MarkRunning marks these home records running once their nodes
-// confirmed their start, and takes each one's start from starts (when it
-// ran on its node); a job that already reported its end (a fast one)
-// stays finished, with its start so taken too. A record whose start
-// changed since recs were read (a restart) keeps its own.
-func (j *Table) MarkRunning(recs []job.Record, starts map[string]time.Time) error {
+// confirmed their start; a job that already reported its end (a fast
+// one) stays finished.
+func (j *Table) MarkRunning(recs []job.Record) error { return j.MarkStarted(recs, nil) }
+
+// MarkStarted is MarkRunning, each record's start taken from starts (when
+// it ran on its node, launch's StartResult.At), a finished one's too. A
+// record whose start changed since recs were read (a restart) keeps its
+// own.
+func (j *Table) MarkStarted(recs []job.Record, starts map[string]time.Time) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	next := map[string]*job.Record{}

@@ -9,11 +9,11 @@ import (
 	"roam/internal/job"
 )
 
-// MarkRunning takes each job's start from its node's answer: a starting
+// MarkStarted takes each job's start from its node's answer: a starting
 // job turns running, one whose end came before the answer (a fast job)
 // stays finished with that start too, and a record whose start changed
 // since the start was asked for keeps its own.
-func TestMarkRunning(t *testing.T) {
+func TestMarkStarted(t *testing.T) {
 	dir := t.TempDir()
 	store, err := job.Open(filepath.Join(dir, "state.db"))
 	if err != nil {
@@ -34,7 +34,7 @@ func TestMarkRunning(t *testing.T) {
 	restarted := placed.Add(time.Hour)
 	j.home["1.3"].Started = restarted
 	ran := map[string]time.Time{"1.1": placed.Add(10 * time.Millisecond), "1.2": placed.Add(20 * time.Millisecond), "1.3": placed.Add(30 * time.Millisecond)}
-	if err := j.MarkRunning(recs, ran); err != nil {
+	if err := j.MarkStarted(recs, ran); err != nil {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]struct {

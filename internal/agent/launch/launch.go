@@ -99,12 +99,12 @@ func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, erro
 	if err != nil {
 		return api.RunResponse{}, err
 	}
-	starts, err := s.startAll(byNode)
+	starts, err := s.startAllAt(byNode)
 	if err != nil {
 		s.cfg.Jobs.ForgetHome(recs)
 		return api.RunResponse{}, err
 	}
-	if err := s.cfg.Jobs.MarkRunning(recs[:len(targets)], starts); err != nil {
+	if err := s.cfg.Jobs.MarkStarted(recs[:len(targets)], starts); err != nil {
 		return api.RunResponse{}, err
 	}
 	resp := api.RunResponse{Nodes: append(targets, make([]string, len(recs)-len(targets))...), Sweep: recs[0].Sweep.ID}

@@ -19,18 +19,24 @@ import (
 	"roam/internal/migrate"
 )
 
-// startAll starts every node's specs at once (each node starts its share
-// in turn), and returns when each job started, by this node's clock (the
-// job's record's start). When any fails to start, it kills those that
+// startAll is startAllAt, the starts' times left out.
+func (s *Starter) startAll(byNode map[string][]job.Spec) error {
+	_, err := s.startAllAt(byNode)
+	return err
+}
+
+// startAllAt starts every node's specs at once (each node starts its
+// share in turn), and returns when each job started, by this node's clock
+// (the job's record's start). When any fails to start, it kills those that
 // did and returns the first error. A node whose answer never came may
 // have started its share: those are killed too, by id. Should that node
 // be out of reach now, its next heartbeat finds the home without their
 // records and it ends them itself (ack.Gone), so nothing of a failed run
 // is left.
-func (s *Starter) startAll(byNode map[string][]job.Spec) (map[string]time.Time, error) {
+func (s *Starter) startAllAt(byNode map[string][]job.Spec) (map[string]time.Time, error) {
 	type result struct {
 		node string
-		res  []started
+		res  []peer.StartResult
 		err  error
 	}
 	results := make(chan result, len(byNode))
@@ -66,7 +72,7 @@ func (s *Starter) startAll(byNode map[string][]job.Spec) (map[string]time.Time, 
 			}
 			if x.Error == "" {
 				ok = append(ok, placed{r.node, x.ID})
-				starts[x.ID] = x.at
+				starts[x.ID] = x.At
 			}
 		}
 	}
@@ -86,18 +92,12 @@ func (s *Starter) startAll(byNode map[string][]job.Spec) (map[string]time.Time, 
 	return starts, firstErr
 }
 
-// started is a node's answer for one job, with when it started there by
-// this node's clock.
-type started struct {
-	peer.StartResult
-	at time.Time
-}
-
 // startOn has node (this one or a peer) start specs, in requests no larger
-// than a peer reads (startBatch), one after the other. On an error it
-// returns the results of the requests before it.
-func (s *Starter) startOn(node string, specs []job.Spec) ([]started, error) {
-	var out []started
+// than a peer reads (startBatch), one after the other, each answer with
+// its start by this node's clock (At). On an error it returns the results
+// of the requests before it.
+func (s *Starter) startOn(node string, specs []job.Spec) ([]peer.StartResult, error) {
+	var out []peer.StartResult
 	for len(specs) > 0 {
 		n := startBatchLen(specs)
 		req := peer.StartRequest{Home: s.cfg.Self, HomeAddr: s.cfg.Peers.SelfAddr, Jobs: specs[:n]}
@@ -108,7 +108,8 @@ func (s *Starter) startOn(node string, specs []job.Spec) ([]started, error) {
 		}
 		got := time.Now()
 		for _, x := range res {
-			out = append(out, started{x, got.Add(-min(max(x.Ago, 0), got.Sub(sent)))})
+			x.At = got.Add(-min(max(x.Ago, 0), got.Sub(sent)))
+			out = append(out, x)
 		}
 		specs = specs[n:]
 	}
@@ -163,7 +164,7 @@ const startWindow = 4
 // StartHere is /v1/peer/start: it starts jobs on this node for their
 // home, and answers for each.
 func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
-	out, procs, began := s.startEach(req)
+	out, procs, began := s.startJobs(req)
 	var locals []job.Local
 	var stdins []*os.File
 	for i, p := range procs {
@@ -201,10 +202,10 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 	return out
 }
 
-// startEach starts req's jobs, startWindow at once, each once this node
+// startJobs starts req's jobs, startWindow at once, each once this node
 // has room for it: its answer, its process (nil: not started) and when
 // it started.
-func (s *Starter) startEach(req peer.StartRequest) ([]peer.StartResult, []*job.Proc, []time.Time) {
+func (s *Starter) startJobs(req peer.StartRequest) ([]peer.StartResult, []*job.Proc, []time.Time) {
 	out := make([]peer.StartResult, len(req.Jobs))
 	procs := make([]*job.Proc, len(req.Jobs))
 	began := make([]time.Time, len(req.Jobs))

@@ -260,14 +260,13 @@ func (s *Starter) release(nodes map[string]string, why string) error {
 		uid := r.UID
 		s.cfg.Event(api.Event{Kind: "place", Job: r.ID, UID: &uid, To: r.Node, Why: why})
 	}
-	starts, err := s.startAll(byNode)
-	if err != nil {
+	if err := s.startAll(byNode); err != nil {
 		if uerr := s.cfg.Jobs.Unrelease(recs); uerr != nil {
 			s.cfg.Log.Error("job table", "err", uerr)
 		}
 		return err
 	}
-	return s.cfg.Jobs.MarkRunning(recs, starts)
+	return s.cfg.Jobs.MarkRunning(recs)
 }
 
 // specOf is what a node needs to start a home record's job.

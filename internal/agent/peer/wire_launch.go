@@ -26,4 +26,7 @@ type StartResult struct {
 	// clock. The home takes the job's start as the answer's arrival less
 	// Ago, within the call: a node's word moves it no further.
 	Ago time.Duration `json:"ago_ns,omitempty"`
+	// At is that start by the home's clock, which the home's client sets
+	// (launch's startOn); never on the wire.
+	At time.Time `json:"-"`
 }
