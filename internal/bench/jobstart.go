@@ -225,7 +225,11 @@ func roamStarts(x *Run, st emu.State, cl *api.Client, n int) (float64, error) {
 	starts := make([]time.Time, 0, n)
 	for _, j := range js {
 		if j.ExitCode == nil || *j.ExitCode != 0 || j.UID != BenchUser.UID {
-			return 0, fmt.Errorf("job %s of uid %d ended with %v, not 0", j.ID, j.UID, j.ExitCode)
+			code := "no status"
+			if j.ExitCode != nil {
+				code = "status " + strconv.Itoa(*j.ExitCode)
+			}
+			return 0, fmt.Errorf("job %s of uid %d: %s, %s (%s), not status 0 as uid %d", j.ID, j.UID, j.State, code, j.EndReason, BenchUser.UID)
 		}
 		starts = append(starts, j.Started)
 	}
