@@ -26,7 +26,7 @@ all: build
 deps:
 	@bash scripts/deps.sh
 
-WORKLOADS := $(BIN)/migjob $(BIN)/burn $(BIN)/bgload $(BIN)/dkg $(BIN)/usercode $(BIN)/syscode $(BIN)/matmul $(BIN)/mgs
+WORKLOADS := $(BIN)/migjob $(BIN)/burn $(BIN)/bgload $(BIN)/dkg $(BIN)/usercode $(BIN)/syscode $(BIN)/matmul $(BIN)/mgs $(BIN)/startloop
 
 build: deps $(BIN)/roam-init $(WORKLOADS)
 	@$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
@@ -50,14 +50,18 @@ $(BIN)/dkg: workloads/dkg.c workloads/common.h
 	@mkdir -p $(BIN)
 	@gcc -O2 -Wall -o $@ $< -lcrypto
 
-$(BIN)/usercode $(BIN)/syscode $(BIN)/matmul $(BIN)/mgs: $(BIN)/%: workloads/%.c workloads/common.h
+$(BIN)/usercode $(BIN)/syscode $(BIN)/matmul $(BIN)/mgs $(BIN)/startloop: $(BIN)/%: workloads/%.c workloads/common.h
 	@mkdir -p $(BIN)
 	@gcc -O2 -Wall -o $@ $< -lm
 
-# PID 1 of every job's namespaces; static, so CRIU sees no shared libraries.
+# PID 1 of every job's namespaces; static, so CRIU sees no shared libraries,
+# and with musl, whose start-up asks the CPU nothing: glibc's asks CPUID
+# dozens of times, each a trap to the hypervisor on a virtual machine,
+# and roam-init starts twice a job (docs/benchmarks.md, job-start).
+INITCC ?= musl-gcc
 $(BIN)/roam-init: cinit/roam-init.c
 	@mkdir -p $(BIN)
-	@gcc -O2 -Wall -Wextra -static -o $@ $<
+	@$(INITCC) -O2 -Wall -Wextra -static -o $@ $<
 
 # Every test: unit tests of the pure core and integration tests on emulated
 # clusters with real agents (root required).
@@ -109,7 +113,8 @@ demo: build
 bench-agent: build
 	@$(BIN)/roam bench agent-cost
 
-# roam run -d of 1,000 true jobs on 4 nodes vs a local shell loop, same run.
+# Jobs started a second: a user's roam run -d of 1,000 /bin/true on 4 nodes
+# vs a local loop doing the same kernel work, in 6 interleaved rounds.
 bench-jobs: build
 	@$(BIN)/roam bench job-start
 

@@ -1,7 +1,8 @@
 /*
  * roam-init — PID 1 of a roam job's own PID and mount namespaces.
  *
- * The agent starts it as root with CLONE_NEWPID|CLONE_NEWNS. It
+ * The agent starts it as root with CLONE_NEWPID|CLONE_NEWNS (or
+ * CLONE_NEWPID alone with -M, below). It
  *   0. blocks every signal and closes fd 4, which tells the agent it is
  *      ready for signals,
  *   1. joins the job's cgroups (writes "0" to each cgroup.procs given; one
@@ -10,7 +11,12 @@
  *      (see minimal_mounts) and mounts its own /proc, so CRIU can dump the
  *      job and restore it on any node without PID clashes and without
  *      having to rebuild the host's sysfs, cgroup or namespace mounts; and
- *      a /tmp and /var/tmp of the job's own (see mount_job_tmp),
+ *      a /tmp and /var/tmp of the job's own (see mount_job_tmp). With -M
+ *      the dropping is done already: it takes a copy of the node's
+ *      template (fd 5, a mount namespace that -T left as this step leaves
+ *      a job's) rather than of the agent's mounts. Each unmount waits for
+ *      an RCU grace period of the kernel's, and a job unmounted some 30 of
+ *      the host's: the template pays for them once a node, not once a job,
  *   3. becomes a session leader (CRIU wants the session inside the
  *      namespace), drops to the caller's uid, gid and groups, and enters
  *      the working directory,
@@ -43,7 +49,13 @@
  *       it), and only the program drops to the user. So it stays dumpable
  *       for CRIU after a restore, when its memory is CRIU's again.
  *
- * usage: roam-init [-U] UID GID GROUPS CWD CGROUPS SPOOL TMP -- PROG [ARGS...]
+ * usage: roam-init [-U] [-M] UID GID GROUPS CWD CGROUPS SPOOL TMP -- PROG [ARGS...]
+ *        roam-init -T
+ *   -M      fd 5 is the node's template mount namespace (see -T)
+ *   -T      make the template: started with CLONE_NEWNS, it leaves its
+ *           mount namespace as step 2 leaves a job's, writes one byte to
+ *           stdout and waits for the end of stdin, meanwhile the agent
+ *           opens the namespace (/proc/PID/ns/mnt) and keeps it
  *   GROUPS  comma-separated supplementary gids, or "-"
  *   CGROUPS colon-separated cgroup.procs paths ('+' first: join late), or "-"
  *   SPOOL   the job's spool directory, bound at JOB_DIR, or "-"
@@ -56,8 +68,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sched.h>
-#include <linux/capability.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,8 +324,15 @@ static void join_late(void) {
  * an exec would make those permitted again. The agent refuses to move a
  * user's job that holds any (migrate.CheckCreds). */
 static void drop_inheritable(void) {
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct d[2];
+	/* capget(2) and capset(2) as <linux/capability.h> declares them (musl's
+	 * headers, which roam-init is built with, leave the kernel's out). */
+	struct {
+		uint32_t version;
+		int pid;
+	} h = {0x20080522 /* _LINUX_CAPABILITY_VERSION_3 */, 0};
+	struct {
+		uint32_t effective, permitted, inheritable;
+	} d[2];
 	if (syscall(SYS_capget, &h, d) < 0)
 		die("capget", "");
 	d[0].inheritable = d[1].inheritable = 0;
@@ -347,18 +366,52 @@ static void exec_stage2(char **argv) {
 	die("execute", argv[0]);
 }
 
+/* make_template is -T: the mount namespace it was started in becomes the
+ * node's template, which each job's roam-init copies (-M). */
+static int make_template(void) {
+	char c;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		die("make mounts private", "/");
+	minimal_mounts();
+	if (write(1, "t", 1) != 1)
+		die("write", "stdout");
+	while (read(0, &c, 1) > 0)
+		;
+	return 0;
+}
+
+/* enter_template takes a copy of the template at fd 5 as the job's mount
+ * namespace, the template itself left as it is for the next job. */
+static void enter_template(void) {
+	if (setns(5, CLONE_NEWNS) < 0)
+		die("enter", "the node's template mount namespace");
+	close(5);
+	if (unshare(CLONE_NEWNS) < 0)
+		die("unshare", "mount namespace");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		die("make mounts private", "/");
+}
+
 int main(int argc, char **argv) {
 	/* 0: as root's job always and a user's where user namespaces are
 	 * forbidden; 'U': a user's job, before the re-exec; 'R': after it. */
-	int mode = 0;
+	int mode = 0, template = 0;
 	char **args = argv;
+	if (argc == 2 && strcmp(argv[1], "-T") == 0)
+		return make_template();
 	if (argc > 1 && (strcmp(argv[1], "-U") == 0 || strcmp(argv[1], "-R") == 0)) {
 		mode = argv[1][1];
 		args++;
 		argc--;
 	}
+	/* -M stays in the arguments of the re-exec (-R), which ignores it. */
+	if (argc > 1 && strcmp(args[1], "-M") == 0) {
+		template = mode != 'R';
+		args++;
+		argc--;
+	}
 	if (argc < 10 || strcmp(args[8], "--") != 0 || strspn(args[7], "0123456789") != strlen(args[7]) || atoll(args[7]) <= 0) {
-		fprintf(stderr, "usage: roam-init [-U] UID GID GROUPS CWD CGROUPS SPOOL TMP -- PROG [ARGS...]\n");
+		fprintf(stderr, "usage: roam-init [-U] [-M] UID GID GROUPS CWD CGROUPS SPOOL TMP -- PROG [ARGS...]\n");
 		return 125;
 	}
 	uid_t uid = (uid_t)strtoul(args[1], NULL, 10);
@@ -381,14 +434,20 @@ int main(int argc, char **argv) {
 	} else {
 		/* Whatever the agent's own parent leaked to it must not reach the
 		 * job (nor CRIU: a descriptor of the host's mounts cannot be
-		 * dumped). Fd 4 is the ready pipe, closed below. */
-		close_range(5, ~0U, 0);
+		 * dumped). Fd 4 is the ready pipe, closed below; fd 5 the
+		 * template, closed once entered. */
+		syscall(SYS_close_range, template ? 6 : 5, ~0U, 0);
 		/* The agent runs ahead of jobs (nice -10); the job starts at 0. */
 		setpriority(PRIO_PROCESS, 0, 0);
+		/* Before the template, which has no cgroup mounts. */
 		join_cgroups(args[5]);
-		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-			die("make mounts private", "/");
-		minimal_mounts();
+		if (template) {
+			enter_template();
+		} else {
+			if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+				die("make mounts private", "/");
+			minimal_mounts();
+		}
 		bind_spool(args[6]);
 		if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 			die("mount", "/proc");

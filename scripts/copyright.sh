@@ -22,10 +22,10 @@ language governing permissions and limitations under the License.
 On Debian systems, the full text of the Apache License, Version 2.0 is in
 /usr/share/common-licenses/Apache-2.0.
 
-/usr/libexec/roam/roam-init is linked statically with the GNU C Library,
-under the GNU Lesser General Public License, version 2.1 or later (on Debian
-systems in /usr/share/common-licenses/LGPL-2.1); its source is the libc6
-source package of the distribution it was built on.
+/usr/libexec/roam/roam-init is linked statically with musl, the C library
+of the musl-tools package, under the MIT licence (on Debian systems in
+/usr/share/doc/musl/copyright); its source is the musl source package of
+the distribution it was built on.
 
 The programs roam and roamd include the Go standard library and the Go
 modules below, each under the licence that follows its name.

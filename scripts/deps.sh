@@ -4,7 +4,8 @@
 #
 # What it installs:
 #   - Debian packages: iproute2 (ip, tc), util-linux (nsenter), tmux (roam top
-#     tests), gcc/make, libssl-dev (the dkg workload), chromium (the web
+#     tests), gcc/make, musl-tools (roam-init is built with musl),
+#     libssl-dev (the dkg workload), chromium (the web
 #     view's browser test, driven by chromedp), systemd (systemd-analyze
 #     verifies the unit) and the CRIU build dependencies.
 #   - CRIU >= 4.2 (scripts/install-criu.sh, which the package ships as
@@ -16,7 +17,7 @@ ROAM_SAY=deps
 # shellcheck source=scripts/install-criu.sh
 . "$(dirname "$0")/install-criu.sh"
 
-apt_install iproute2 util-linux tmux gcc make libssl-dev
+apt_install iproute2 util-linux tmux gcc make musl-tools libssl-dev
 # The real programs the migration tests move (test/e2e/programs_test.go).
 apt_install xz-utils sqlite3 python3 coreutils
 # The headless browser of the web view's test (test/e2e/web_test.go), and

@@ -218,7 +218,7 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 		}
 	}
 	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs, UserNS: noUserNS == nil,
-		TmpBytes: cfg.Limits.JobTmpBytes}
+		Template: &job.Template{}, TmpBytes: cfg.Limits.JobTmpBytes}
 	// Root's CRIU believes the kernel facts it cached there.
 	if err := ckpt.EnsureKerndat(ckpt.KerndatDir); err != nil {
 		return agent.Parts{}, fmt.Errorf("CRIU's cache of kernel facts: %w", err)

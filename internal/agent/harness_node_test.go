@@ -250,6 +250,9 @@ type fakeNode struct {
 	threads, skip map[int]uint64
 	// peakMB is the peak memory its job cgroups count (PeakMB).
 	peakMB float64
+	// startTakes, when set, is how long each start takes (fake time), as
+	// a roam-init setting a job up does.
+	startTakes time.Duration
 }
 
 // sentSignal is a signal the agent sent to a process.
@@ -297,7 +300,9 @@ func (f *fakeNode) proc(pid int, tix uint64) *fproc {
 func (f *fakeNode) Start(s job.Spec) (*job.Proc, error) {
 	f.mu.Lock()
 	f.started = append(f.started, s)
+	takes := f.startTakes
 	f.mu.Unlock()
+	time.Sleep(takes)
 	if f.dead.Load() {
 		return nil, errDead
 	}

@@ -178,7 +178,9 @@ type Job struct {
 	RSSMB      float64 `json:"rss_mb"`
 	Migrations int     `json:"migrations"`
 	AgeSeconds float64 `json:"age_s"`
-	// Started and Ended (zero while it runs) are the home node's times.
+	// Started and Ended (zero while it runs) are the home node's times:
+	// Started when it began to run on its node (while it starts, when it
+	// was placed; pending, when it was submitted).
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended,omitzero"`
 	// LostAt is when the job was marked lost with its node (State lost).

@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"fmt"
 	"sync"
+	"time"
 
+	"roam/internal/api"
 	"roam/internal/emu"
 )
 
@@ -50,4 +53,19 @@ func TearDown() []string {
 	}
 	clear(clusters.up)
 	return names
+}
+
+// waitMembers waits until the agent sees n members alive.
+func waitMembers(cl *api.Client, n int) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var ns []api.NodeInfo
+		if cl.Get(api.PathNodes, &ns) == nil && countAlive(ns) == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("membership incomplete after 15 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

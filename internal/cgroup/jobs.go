@@ -101,13 +101,11 @@ func (j *Jobs) Enter(id string, lim Limits) (procs []string, release func(), err
 	}
 	j.busy[id]++
 	rel := j.Rel(id)
-	var dirs []string
-	if j.Layout.V2 || lim.CPUQuotaUS > 0 {
+	join, own := j.groups(id, lim)
+	if len(own) == len(join) {
 		err = j.Layout.Create(rel)
-		dirs = j.Layout.Dirs(rel)
 	} else if err = j.Layout.Create(j.Parent); err == nil {
-		dirs = append([]string{filepath.Join(j.Layout.CPU, j.Parent)}, j.Layout.Dirs(rel)[1:]...)
-		for _, d := range dirs[1:] {
+		for _, d := range own {
 			if err = os.MkdirAll(d, 0o755); err != nil {
 				break
 			}
@@ -132,10 +130,55 @@ func (j *Jobs) Enter(id string, lim Limits) (procs []string, release func(), err
 		release()
 		return nil, nil, fmt.Errorf("cgroup %s: %w", rel, err)
 	}
-	for _, d := range dirs {
+	for _, d := range join {
 		procs = append(procs, filepath.Join(d, "cgroup.procs"))
 	}
 	return procs, release, nil
+}
+
+// groups are job id's group directories, one a controller: those its
+// process joins, the CPU controller's first, and of those the ones made
+// for the job alone (all of them, but under v1 for a job without a CPU
+// quota, which joins Parent's CPU group: see Enter).
+func (j *Jobs) groups(id string, lim Limits) (join, own []string) {
+	join = j.Layout.Dirs(j.Rel(id))
+	if j.Layout.V2 || lim.CPUQuotaUS > 0 {
+		return join, join
+	}
+	join[0] = filepath.Join(j.Layout.CPU, j.Parent)
+	return join, join[1:]
+}
+
+// Steps are what a new job's groups cost the kernel, as Enter and Tidy
+// take them for a job of limits lim whose Parent/jobs exists: the
+// directories made for it alone (and removed once it ended), the limits
+// written in order, and the cgroup.procs files its process joins. The
+// job-start benchmark's local loop takes these steps for each of its
+// jobs, so that it does the cgroup work a job does.
+type Steps struct {
+	Make   []string
+	Writes []Write
+	Join   []string
+}
+
+// Write is one limit written into a job's group: Value into Path; Try,
+// when the write may fail and is not an error (see setLimits).
+type Write struct {
+	Path, Value string
+	Try         bool
+}
+
+// Steps is job id's Steps for limits lim.
+func (j *Jobs) Steps(id string, lim Limits) (Steps, error) {
+	if err := validName(id); err != nil {
+		return Steps{}, err
+	}
+	join, own := j.groups(id, lim)
+	s := Steps{Make: own, Writes: j.limitWrites(j.Rel(id), lim)}
+	for _, d := range join {
+		s.Join = append(s.Join, filepath.Join(d, "cgroup.procs"))
+	}
+	return s, nil
 }
 
 // CPURel is the CPU group a job of this node runs in: its own under v2,
@@ -164,10 +207,20 @@ func (j *Jobs) limitAll() {
 	j.limited = write(filepath.Join(j.Layout.Memory, j.Parent, "jobs", name), strconv.FormatInt(j.Memory, 10)) == nil
 }
 
-// setLimits writes lim into the job's group rel: each limit, or none
-// ("max", -1) where lim has none, so that a group made for an earlier
-// copy keeps nothing of its limits.
+// setLimits writes lim into the job's group rel (limitWrites).
 func (j *Jobs) setLimits(rel string, lim Limits) error {
+	for _, w := range j.limitWrites(rel, lim) {
+		if err := write(w.Path, w.Value); err != nil && !w.Try {
+			return err
+		}
+	}
+	return nil
+}
+
+// limitWrites are the writes that give the job's group rel lim: each
+// limit, or none ("max", -1) where lim has none, so that a group made
+// for an earlier copy keeps nothing of its limits.
+func (j *Jobs) limitWrites(rel string, lim Limits) []Write {
 	l := j.Layout
 	mem, pids, quota := "max", "max", "max"
 	if !l.V2 {
@@ -182,39 +235,44 @@ func (j *Jobs) setLimits(rel string, lim Limits) error {
 	if lim.CPUQuotaUS > 0 {
 		quota = strconv.FormatInt(lim.CPUQuotaUS, 10)
 	}
-	var files [][2]string
+	memDir, cpuDir := filepath.Join(l.Memory, rel), filepath.Join(l.CPU, rel)
+	var ws []Write
+	// Swap is limited where the host counts it: the file is in every
+	// group below the root then, Parent/jobs (which Enter made) too.
+	swap := "memory.memsw.limit_in_bytes"
 	if l.V2 {
-		files = [][2]string{{"memory.max", mem}, {"memory.swap.max", swapOff(mem)}, {"cpu.max", quota + " " + strconv.Itoa(CFSPeriodUS)}}
+		swap = "memory.swap.max"
+	}
+	_, err := os.Stat(filepath.Join(l.Memory, j.Parent, "jobs", swap))
+	swapped := err == nil
+	if l.V2 {
+		ws = append(ws, Write{Path: filepath.Join(memDir, "memory.max"), Value: mem})
+		if swapped {
+			ws = append(ws, Write{Path: filepath.Join(memDir, swap), Value: swapOff(mem)})
+		}
+		ws = append(ws, Write{Path: filepath.Join(cpuDir, "cpu.max"), Value: quota + " " + strconv.Itoa(CFSPeriodUS)})
 	} else {
 		// memsw (memory and swap together) may never be below the
 		// memory limit: it is written before the memory limit (which a
-		// raise needs) and after it (which a cut needs).
-		sw := filepath.Join(l.Memory, rel, "memory.memsw.limit_in_bytes")
-		if _, err := os.Stat(sw); err == nil {
-			_ = os.WriteFile(sw, []byte(mem), 0)
+		// raise needs, and a cut refuses) and after it (which a cut
+		// needs).
+		sw := Write{Path: filepath.Join(memDir, swap), Value: mem}
+		if swapped {
+			ws = append(ws, Write{Path: sw.Path, Value: mem, Try: true})
 		}
-		files = [][2]string{{"memory.limit_in_bytes", mem}, {"memory.memsw.limit_in_bytes", mem}}
+		ws = append(ws, Write{Path: filepath.Join(memDir, "memory.limit_in_bytes"), Value: mem})
+		if swapped {
+			ws = append(ws, sw)
+		}
 		if lim.CPUQuotaUS > 0 {
-			files = append(files, [2]string{"cpu.cfs_period_us", strconv.Itoa(CFSPeriodUS)}, [2]string{"cpu.cfs_quota_us", quota})
-		}
-	}
-	for _, f := range files {
-		dir := l.Memory
-		if strings.HasPrefix(f[0], "cpu.") {
-			dir = l.CPU
-		}
-		path := filepath.Join(dir, rel, f[0])
-		if _, err := os.Stat(path); err != nil && strings.Contains(f[0], "sw") {
-			continue // no swap accounting on this host
-		}
-		if err := write(path, f[1]); err != nil {
-			return err
+			ws = append(ws, Write{Path: filepath.Join(cpuDir, "cpu.cfs_period_us"), Value: strconv.Itoa(CFSPeriodUS)},
+				Write{Path: filepath.Join(cpuDir, "cpu.cfs_quota_us"), Value: quota})
 		}
 	}
 	if l.Pids != "" {
-		return write(filepath.Join(l.Pids, rel, "pids.max"), pids)
+		ws = append(ws, Write{Path: filepath.Join(l.Pids, rel, "pids.max"), Value: pids})
 	}
-	return nil
+	return ws
 }
 
 // swapOff is v2's swap limit for memory limit mem: none where memory is
@@ -262,11 +320,37 @@ func (j *Jobs) Tidy(keep func(id string) bool) {
 		// Held until the group is gone, so that no Enter of the same id
 		// finds it made and then loses it.
 		j.mu.Lock()
-		if j.busy[id] == 0 && len(j.Layout.Procs(j.Rel(id))) == 0 {
+		if j.busy[id] == 0 && !j.removeIdle(j.Rel(id)) && len(j.Layout.Procs(j.Rel(id))) == 0 {
 			_ = j.Layout.Remove(j.Rel(id))
 		}
 		j.mu.Unlock()
 	}
+}
+
+// removeIdle removes the job's group rel under every controller, and says
+// so, when it holds neither a process nor a group: the kernel refuses to
+// remove a group that holds either, and tells so without anyone reading
+// the group's processes first. The memory group goes first: every process
+// of a job joins it before any other, and the CPU group last (roam-init),
+// so that a group whose memory group held a process is left whole. A
+// group that holds a group of its own is left to Procs and Remove.
+func (j *Jobs) removeIdle(rel string) bool {
+	mem, cpu := filepath.Join(j.Layout.Memory, rel), filepath.Join(j.Layout.CPU, rel)
+	order := []string{mem}
+	for _, d := range j.Layout.Dirs(rel) {
+		if d != mem && d != cpu {
+			order = append(order, d)
+		}
+	}
+	if cpu != mem {
+		order = append(order, cpu)
+	}
+	for _, d := range order {
+		if err := syscall.Rmdir(d); err != nil && err != syscall.ENOENT {
+			return false
+		}
+	}
+	return true
 }
 
 // Usage is job id's CPU seconds and resident memory (anonymous and mapped

@@ -675,11 +675,15 @@ func Copies(id string) []int {
 }
 
 // Inits lists the roam-init processes on this host, each with the spool
-// directory bound at JobDir in its mount namespace (as its filesystem
-// names it: a path on the host, or under a bind's source), or "" when it
-// has none yet (or is exiting).
+// directory bound at JobDir in its mount namespace, as this process's
+// mounts show it (a state directory on a file system mounted below its
+// own root, a tmpfs at /run/roam/clusters/NAME, binds a path that the
+// file system names /n2/spool/ID), or "" when it has none yet (or is
+// exiting).
 func Inits() map[int]string {
 	out := map[int]string{}
+	self, _ := os.ReadFile("/proc/self/mountinfo")
+	host := parseMountinfo(string(self))
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -693,7 +697,7 @@ func Inits() map[int]string {
 		mi, _ := os.ReadFile("/proc/" + e.Name() + "/mountinfo")
 		for _, m := range parseMountinfo(string(mi)) {
 			if m.point == JobDir {
-				out[pid] = m.root
+				out[pid] = hostPath(host, m.dev, m.root)
 			}
 		}
 	}

@@ -876,9 +876,8 @@ func (h *Host) Thaw(pid int, keep []int) { Thaw(procfs.Tree(pid), keep) }
 // and another node's copy is not this node's to touch).
 func (h *Host) StoppedCopies(id, spool string) []int {
 	var out []int
-	for _, pid := range Copies(id) {
-		mi, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
-		if err != nil || spool == "" || !strings.Contains(string(mi), " "+spool+" "+JobDir+" ") {
+	for pid, at := range Inits() {
+		if spool == "" || at != spool || !strings.HasSuffix(at, "/spool/"+id) {
 			continue
 		}
 		if st, err := procfs.ReadStat(pid); err == nil && st.State == 'T' {

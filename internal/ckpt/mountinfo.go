@@ -4,9 +4,11 @@ import "strings"
 
 // mountEntry is one line of a mountinfo table (proc(5)): the root of the
 // mount within its file system and its mount point, both unescaped, its
-// file system type, its source (unescaped) and its super options.
+// file system's device (major:minor) and type, its source (unescaped) and
+// its super options.
 type mountEntry struct {
 	root, point    string
+	dev            string
 	fstype, source string
 	super          []string
 }
@@ -24,7 +26,7 @@ func parseMountinfo(mountinfo string) []mountEntry {
 		if !ok || len(f) < 5 || !strings.HasPrefix(f[4], "/") {
 			continue
 		}
-		e := mountEntry{root: unescape(f[3]), point: unescape(f[4]), fstype: g[0]}
+		e := mountEntry{root: unescape(f[3]), point: unescape(f[4]), dev: f[2], fstype: g[0]}
 		if len(g) >= 2 {
 			e.source = unescape(g[1])
 		}
@@ -34,4 +36,28 @@ func parseMountinfo(mountinfo string) []mountEntry {
 		out = append(out, e)
 	}
 	return out
+}
+
+// hostPath is where the host (the mounts of a mountinfo table, the
+// agent's) shows the directory root of the file system dev, which a
+// mount in another namespace binds: below the mount point of a mount of
+// dev whose root holds it, the longest such root. It is root itself when
+// no mount of dev shows it: the file system is mounted at its own root,
+// as / is.
+func hostPath(host []mountEntry, dev, root string) string {
+	best, at := -1, root
+	for _, m := range host {
+		rel, ok := strings.CutPrefix(root, m.root)
+		if m.dev != dev || !ok || (rel != "" && !strings.HasPrefix(rel, "/") && m.root != "/") || len(m.root) <= best {
+			continue
+		}
+		if m.root == "/" {
+			rel = root
+		}
+		best, at = len(m.root), strings.TrimSuffix(m.point, "/")+rel
+		if at == "" {
+			at = "/"
+		}
+	}
+	return at
 }

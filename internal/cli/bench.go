@@ -86,30 +86,6 @@ func (e *env) benchCmd() *cobra.Command {
 	ac.Flags().DurationVar(&spec.Duration, "duration", 30*time.Second, "measuring window")
 	ac.Flags().DurationVar(&spec.Interval, "interval", time.Second, "load dissemination interval")
 	ac.Flags().StringVar(&spec.Subnet, "subnet", "198.18.100.0/24", "the benchmark cluster's /24")
-	js := bench.JobStartSpec{}
-	jobStart := &cobra.Command{
-		Use:   "job-start",
-		Short: "roam run -d of N true jobs vs a local shell loop starting N processes, same run",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			js.Roamd = roamdPath()
-			r, err := bench.JobStart(js, os.Stderr)
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.printJSON(r)
-			}
-			fmt.Fprintf(e.out, "roam run -d -n %d true on %d nodes: %.2f s, %.0f jobs/s (all finished with 0: %v)\n",
-				r.Jobs, r.Nodes, r.RoamSeconds, r.RoamPerSec, r.AllFinishedOK)
-			fmt.Fprintf(e.out, "local shell loop, %d /bin/true:   %.2f s, %.0f processes/s\n", r.Jobs, r.LocalSeconds, r.LocalPerSec)
-			fmt.Fprintf(e.out, "ratio roam/local: %.2f; target >= 200 jobs/s: %v\n", r.Ratio, r.RoamPerSec >= 200 && r.AllFinishedOK)
-			return nil
-		},
-	}
-	jobStart.Flags().IntVar(&js.Nodes, "nodes", 4, "number of nodes")
-	jobStart.Flags().IntVar(&js.Jobs, "jobs", 1000, "number of jobs")
-	jobStart.Flags().StringVar(&js.Subnet, "subnet", "198.18.101.0/24", "the benchmark cluster's /24")
 	var bs bench.BalanceSpec
 	var cpus, policies string
 	var bothBg, withTimeline bool
@@ -202,7 +178,7 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 			})
 		},
 	}
-	c.AddCommand(jsonVia(jsonValue, ac), jsonVia(jsonValue, jobStart), jsonVia(jsonValue, bal), jsonVia(jsonValue, e.benchListCmd()), jsonVia(jsonValue, rewrite))
+	c.AddCommand(jsonVia(jsonValue, ac), jsonVia(jsonValue, bal), jsonVia(jsonValue, e.benchListCmd()), jsonVia(jsonValue, rewrite))
 	for _, x := range bench.Experiments {
 		c.AddCommand(jsonVia(jsonValue, e.experimentCmd(x.Name, x.Title, []*bench.Experiment{x})))
 	}
@@ -235,7 +211,7 @@ func (e *env) benchListCmd() *cobra.Command {
 			}
 			fmt.Fprintf(e.out, "all — every experiment above, one report\n\n")
 			fmt.Fprintf(e.out, "usage: roam bench EXPERIMENT [--quick] [--reps N] [--out DIR]\n")
-			fmt.Fprintf(e.out, "also: roam bench agent-cost | job-start | balance (the issues' own benchmarks)\n")
+			fmt.Fprintf(e.out, "also: roam bench agent-cost | balance (the issues' own benchmarks)\n")
 			return nil
 		},
 	}

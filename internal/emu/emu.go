@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"roam/internal/api"
 	"roam/internal/cgroup"
 	"roam/internal/errkind"
@@ -37,6 +39,28 @@ import (
 
 // BaseDir holds one directory per emulated cluster.
 const BaseDir = "/run/roam/clusters"
+
+// inMemory makes dir, a cluster's, a tmpfs of its own unless it is on one
+// already. Its nodes keep their state there (bbolt, spools, checkpoints
+// kept), under /run, which most hosts mount as a tmpfs. Where /run is the
+// root filesystem's (this kind of machine's: ext4 without a journal, whose
+// inode allocator steps over every inode freed in the last seconds, one
+// by one), the spools of nodes starting hundreds of jobs a second cost
+// them more than the jobs (docs/benchmarks.md, job-start). Down unmounts
+// it with the cluster's other mounts.
+func inMemory(dir string) error {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return err
+	}
+	if fs.Type == unix.TMPFS_MAGIC {
+		return nil
+	}
+	if err := unix.Mount("roam-cluster", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755"); err != nil {
+		return fmt.Errorf("a tmpfs for the cluster's state at %s: %w", dir, err)
+	}
+	return nil
+}
 
 // DefaultSubnet is the address range of the default cluster. Every emulated
 // cluster takes one /24 from 198.18.0.0/15 (RFC 2544 benchmark addresses).
@@ -269,6 +293,9 @@ func Up(spec Spec) (State, error) {
 	}
 	dir := Dir(spec.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return State{}, err
+	}
+	if err := inMemory(dir); err != nil {
 		return State{}, err
 	}
 	st := State{Name: spec.Name, Subnet: spec.Subnet, Bridge: bridgeName(spec.Name),

@@ -64,6 +64,10 @@ type Launcher struct {
 	// -U), so that root's CRIU can dump it without CAP_SYS_RESOURCE on
 	// the host: set where the host allows user namespaces (UserNSAllowed).
 	UserNS bool
+	// Template, when set, is the node's template of a job's mount
+	// namespace, which each job copies (nil: each job drops the mounts
+	// it does not keep itself).
+	Template *Template
 	// TmpBytes is the size of each job's own /tmp and /var/tmp
 	// (migrate.JobTmp), tmpfs mounts roam-init makes in the job's mount
 	// namespace, hiding the node's (limits.job_tmp_bytes); 0 is
@@ -440,31 +444,40 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		}
 		groups = strings.Join(gs, ",")
 	}
-	args := []string{l.Init}
-	// roam-init makes the job's IPC namespace itself with -U, together
-	// with its user namespace, which must own it.
-	flags := uintptr(syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC)
-	if l.UserNS && s.UID != 0 {
-		args = append(args, "-U")
-		flags &^= syscall.CLONE_NEWIPC
-	}
 	tmp := l.TmpBytes
 	if tmp <= 0 {
 		tmp = DefaultTmpBytes
 	}
-	args = append(append(args, strconv.FormatUint(uint64(s.UID), 10), strconv.FormatUint(uint64(s.GID), 10),
-		groups, s.Cwd, cg, dir, strconv.FormatInt(tmp, 10), "--"), s.Argv...)
-	cmd := &exec.Cmd{
-		Path: l.Init, Args: args, Env: s.Env,
-		Stdin: inR, Stdout: out, Stderr: errf, ExtraFiles: []*os.File{status, readyW},
-		SysProcAttr: &syscall.SysProcAttr{Cloneflags: flags, Setsid: true},
+	rest := append([]string{strconv.FormatUint(uint64(s.UID), 10), strconv.FormatUint(uint64(s.GID), 10),
+		groups, s.Cwd, cg, dir, strconv.FormatInt(tmp, 10), "--"}, s.Argv...)
+	cmd := &exec.Cmd{Path: l.Init, Env: s.Env, Stdin: inR, Stdout: out, Stderr: errf, ExtraFiles: []*os.File{status, readyW}}
+	start := func(ns *os.File) error {
+		cmd.Args = []string{l.Init}
+		// roam-init makes the job's IPC namespace itself with -U,
+		// together with its user namespace, which must own it; and its
+		// mount namespace with -M, a copy of the template's.
+		flags := uintptr(syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC)
+		if l.UserNS && s.UID != 0 {
+			cmd.Args = append(cmd.Args, "-U")
+			flags &^= syscall.CLONE_NEWIPC
+		}
+		if ns != nil {
+			cmd.Args = append(cmd.Args, "-M")
+			cmd.ExtraFiles = append(cmd.ExtraFiles, ns)
+			flags &^= syscall.CLONE_NEWNS
+		}
+		cmd.Args = append(cmd.Args, rest...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Setsid: true}
+		if l.ExecMu != nil {
+			l.ExecMu.Lock()
+			defer l.ExecMu.Unlock()
+		}
+		return cmd.Start()
 	}
-	if l.ExecMu != nil {
-		l.ExecMu.Lock()
-	}
-	err = cmd.Start()
-	if l.ExecMu != nil {
-		l.ExecMu.Unlock()
+	if l.Template != nil {
+		err = l.Template.use(l.Init, l.ExecMu, start)
+	} else {
+		err = start(nil)
 	}
 	closeAll()
 	if err != nil {

@@ -86,12 +86,16 @@ type Record struct {
 	Home   string   `json:"home"`
 	Node   string   `json:"node"` // current node
 	// Stdin says whether the job reads the user's stdin.
-	Stdin    bool      `json:"stdin"`
-	Pin      bool      `json:"pin,omitempty"`
-	State    string    `json:"state"`
-	ExitCode *int      `json:"exit_code,omitempty"`
-	Started  time.Time `json:"started"`
-	Ended    time.Time `json:"ended,omitzero"`
+	Stdin    bool   `json:"stdin"`
+	Pin      bool   `json:"pin,omitempty"`
+	State    string `json:"state"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	// Started is when the job began to run on its node, by this home's
+	// clock (the node's answer says how long before it each job
+	// started); until that answer, when it was placed (or submitted,
+	// pending).
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended,omitzero"`
 	// LostAt is when the job was marked lost: membership declared its
 	// node dead. A lost job whose node comes back and still runs it is
 	// running again, and LostAt is cleared.
@@ -386,8 +390,23 @@ func (s *Store) PutLocals(ls ...Local) error {
 }
 
 // DeleteLocal forgets a local record.
-func (s *Store) DeleteLocal(id string) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketLocal).Delete([]byte(id)) })
+func (s *Store) DeleteLocal(id string) error { return s.DeleteLocals(id) }
+
+// DeleteLocals forgets local records in one transaction: each transaction
+// is a write to the disk that the agent waits for.
+func (s *Store) DeleteLocals(ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLocal)
+		for _, id := range ids {
+			if err := b.Delete([]byte(id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func all[T any](s *Store, bucket []byte) ([]T, error) {

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +32,7 @@ func TestUserJobInItsOwnUserNamespace(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	init := filepath.Join(dir, "roam-init")
-	if out, err := exec.Command("gcc", "-O2", "-static", "-o", init, "../../cinit/roam-init.c").CombinedOutput(); err != nil {
+	if out, err := exec.Command("musl-gcc", "-O2", "-static", "-o", init, "../../cinit/roam-init.c").CombinedOutput(); err != nil {
 		t.Fatalf("build roam-init: %v\n%s", err, out)
 	}
 	if err := UserNSAllowed(init, nil); err != nil {
@@ -80,4 +81,62 @@ func TestUserJobInItsOwnUserNamespace(t *testing.T) {
 func readFile(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
+}
+
+// A job copies the node's template mount namespace (roam-init -M) and
+// ends up with the mounts a job that dropped them itself has: the same
+// mount points, of the same kinds, for a user's job and root's. The
+// template is made once, and again once the agent's mount table is not
+// the one it was made from.
+func TestJobMountsFromTheTemplate(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (namespaces, another uid)")
+	}
+	dir, err := os.MkdirTemp("/var/lib", "roam-template-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	init := filepath.Join(dir, "roam-init")
+	if out, err := exec.Command("musl-gcc", "-O2", "-static", "-o", init, "../../cinit/roam-init.c").CombinedOutput(); err != nil {
+		t.Fatalf("build roam-init: %v\n%s", err, out)
+	}
+	tpl := &Template{}
+	mounts := func(l Launcher, id string, uid uint32) string {
+		p, err := l.Start(Spec{ID: id, UID: uid, GID: uid, Cwd: "/", Argv: []string{"/bin/cat", "/proc/self/mountinfo"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Wait()
+		if st := readFile(filepath.Join(p.Dir, "status")); st != "0\n" {
+			t.Fatalf("job %s: status %q, stderr %s", id, st, readFile(filepath.Join(p.Dir, "stderr")))
+		}
+		var kinds []string
+		for _, line := range strings.Split(strings.TrimSpace(readFile(filepath.Join(p.Dir, "stdout"))), "\n") {
+			f := strings.Fields(line)
+			_, after, _ := strings.Cut(line, " - ")
+			kinds = append(kinds, f[4]+" "+strings.Fields(after)[0])
+		}
+		return strings.Join(kinds, "\n")
+	}
+	for _, uid := range []uint32{70001, 0} {
+		l := Launcher{Init: init, SpoolRoot: filepath.Join(dir, "spool"), ExecMu: &sync.Mutex{}, UserNS: true}
+		own := mounts(l, fmt.Sprintf("1.%d", uid), uid)
+		l.Template = tpl
+		if got := mounts(l, fmt.Sprintf("2.%d", uid), uid); got != own || tpl.ns == nil {
+			t.Fatalf("uid %d: a job from the template (%v) mounts\n%s\nwhere one that drops its mounts itself has\n%s", uid, tpl.ns != nil, got, own)
+		}
+	}
+	was := tpl.ns
+	mounts(Launcher{Init: init, SpoolRoot: filepath.Join(dir, "spool"), ExecMu: &sync.Mutex{}, Template: tpl}, "3.1", 0)
+	if tpl.ns != was {
+		t.Fatal("the template was made again for the same mount table")
+	}
+	tpl.from = []byte("another mount table")
+	tpl.table.Close()
+	tpl.table = nil // as if poll(2) said the table changed
+	mounts(Launcher{Init: init, SpoolRoot: filepath.Join(dir, "spool"), ExecMu: &sync.Mutex{}, Template: tpl}, "3.2", 0)
+	if tpl.ns == was || tpl.ns == nil {
+		t.Fatal("the template was not made again for another mount table")
+	}
 }

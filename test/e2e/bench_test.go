@@ -19,7 +19,7 @@ import (
 // real CLI: the files it writes, and the numbers' sanity.
 func TestBenchQuickAll(t *testing.T) {
 	long(t)
-	for _, w := range []string{"dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload"} {
+	for _, w := range []string{"dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload", "startloop"} {
 		workload(t, w)
 	}
 	roam := filepath.Join(binDir, "roam")
@@ -38,7 +38,7 @@ func TestBenchQuickAll(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
 	t.Logf("roam bench all --quick:\n%s", stdout.String())
-	for _, name := range []string{"bspeed", "blvm", "bdvs", "bmcost", "bsys", "btraf", "bmig", "bckpt", "e2eobsb", "bburst"} {
+	for _, name := range []string{"bspeed", "blvm", "bdvs", "bmcost", "bsys", "btraf", "bmig", "bckpt", "e2eobsb", "bburst", "bjobs"} {
 		if left := emu.Leftovers(name); len(left) > 0 {
 			t.Errorf("cluster %s left %v", name, left)
 		}
@@ -150,13 +150,19 @@ func TestBenchQuickAll(t *testing.T) {
 	if f := mean("migrate", "eager freeze", 16, "time"); f <= 0 {
 		t.Errorf("migrate: eager freeze of 16 MiB = %g ms", f)
 	}
+	// Both sides of job-start started their jobs, roam's counted at their
+	// records' starts: a start taken when the job was placed, not when it
+	// ran, would put all of them at the command's start.
+	if roam, loop := mean("job-start", "roam", 4, "rate"), mean("job-start", "local loop", 4, "rate"); roam <= 0 || loop <= 0 || roam > 20*loop {
+		t.Errorf("job-start: roam %.0f jobs/s, the local loop %.0f", roam, loop)
+	}
 }
 
 // A benchmark stopped by SIGTERM (or ^C) takes its cluster down before it
 // exits, with 128 + the signal: before, it left the cluster up (network
 // namespaces, a bridge, cgroups and agents) until roam cluster down.
 func TestBenchStoppedTakesItsClusterDown(t *testing.T) {
-	for _, w := range []string{"dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload"} {
+	for _, w := range []string{"dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload", "startloop"} {
 		workload(t, w) // the framework wants every tool there
 	}
 	cmd := exec.Command(filepath.Join(binDir, "roam"), "bench", "lvm", "--quick", "--out", t.TempDir())

@@ -75,7 +75,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		fail("FAIL: build: %v\n%s", err, out)
 	}
-	out, err = exec.Command("gcc", "-O2", "-static", "-o", filepath.Join(dir, "roam-init"), "../../cinit/roam-init.c").CombinedOutput()
+	// With musl, as make builds it (Makefile, INITCC).
+	out, err = exec.Command("musl-gcc", "-O2", "-static", "-o", filepath.Join(dir, "roam-init"), "../../cinit/roam-init.c").CombinedOutput()
 	if err != nil {
 		fail("FAIL: build roam-init: %v\n%s", err, out)
 	}

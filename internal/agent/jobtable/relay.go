@@ -122,6 +122,7 @@ func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBa
 func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	var done []string
 	for id, k := range acks {
 		lj := j.local[id]
 		if lj == nil {
@@ -136,13 +137,14 @@ func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []strin
 				lj.Stdin.Close()
 			}
 			delete(j.local, id)
-			_ = j.store.DeleteLocal(id)
+			done = append(done, id)
 			dirs = append(dirs, lj.Rec.Dir)
 			if lj.Rec.Req.MemBytes > 0 && j.forRoom {
 				j.KickRelease() // its room is free: this node's own jobs may wait for it
 			}
 		}
 	}
+	_ = j.store.DeleteLocals(done...)
 	return gone, dirs
 }
 

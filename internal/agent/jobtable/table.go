@@ -278,23 +278,6 @@ func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
 	return "", nil
 }
 
-// MarkRunning marks these home records running once their nodes
-// confirmed their start; a job that already reported its end (a fast
-// one) stays finished.
-func (j *Table) MarkRunning(recs []job.Record) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	next := map[string]*job.Record{}
-	for _, r := range recs {
-		if h := j.home[r.ID]; h != nil && h.State == job.StateStarting {
-			c := *h
-			c.State = job.StateRunning
-			next[r.ID] = &c
-		}
-	}
-	return j.putHome(next)
-}
-
 // ForgetHome removes the records of a start that failed, and their
 // spools.
 func (j *Table) ForgetHome(recs []job.Record) {

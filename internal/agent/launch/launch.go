@@ -103,12 +103,12 @@ func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, erro
 	if len(targets) < len(recs) {
 		s.cfg.Jobs.KickRelease() // the queue's round starts what it can
 	}
-	if err := s.startAll(byNode); err != nil {
+	starts, err := s.startAllAt(byNode)
+	if err != nil {
 		s.cfg.Jobs.ForgetHome(recs)
 		return api.RunResponse{}, err
 	}
-	started := recs[:len(targets)]
-	if err := s.cfg.Jobs.MarkRunning(started); err != nil {
+	if err := s.cfg.Jobs.MarkStarted(recs[:len(targets)], starts); err != nil {
 		return api.RunResponse{}, err
 	}
 	resp := api.RunResponse{Nodes: append(targets, make([]string, len(recs)-len(targets))...), Sweep: recs[0].Sweep.ID}

@@ -9,7 +9,9 @@ package launch
 
 import (
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -131,7 +133,7 @@ func (s *Starter) release(nodes map[string]string) (back map[string]string) {
 	}
 	started, back := s.startEach(byNode)
 	var ok, again []job.Record
-	for _, id := range started {
+	for _, id := range slices.Sorted(maps.Keys(started)) {
 		r := byID[id]
 		ok = append(ok, r)
 		uid := r.UID
@@ -143,20 +145,21 @@ func (s *Starter) release(nodes map[string]string) (back map[string]string) {
 	if err := s.cfg.Jobs.Unrelease(again); err != nil {
 		s.cfg.Log.Error("job table", "err", err)
 	}
-	if err := s.cfg.Jobs.MarkRunning(ok); err != nil {
+	if err := s.cfg.Jobs.MarkStarted(ok, started); err != nil {
 		s.cfg.Log.Error("job table", "err", err)
 	}
 	return back
 }
 
 // startEach has each node start its specs, and returns the ids it
-// started, and those it did not (pending again) with why. A node that
+// started, each with its start by this node's clock, and those it did
+// not (pending again) with why. A node that
 // did not answer may have started its share: those are killed there, by
 // id, and pending again (should the kill not reach it, the home refuses
 // their news, and their node ends them: jobtable's Known).
-func (s *Starter) startEach(byNode map[string][]job.Spec) (started []string, back map[string]string) {
+func (s *Starter) startEach(byNode map[string][]job.Spec) (started map[string]time.Time, back map[string]string) {
 	results := s.nodeStarts(byNode)
-	back = map[string]string{}
+	started, back = map[string]time.Time{}, map[string]string{}
 	var wg sync.WaitGroup
 	for range byNode {
 		r := <-results
@@ -167,7 +170,7 @@ func (s *Starter) startEach(byNode map[string][]job.Spec) (started []string, bac
 				back[x.ID] = x.Error
 				s.cfg.Log.Debug("queue: a node refused a start; pending again", "job", x.ID, "node", r.node, "why", x.Error)
 			} else {
-				started = append(started, x.ID)
+				started[x.ID] = x.At
 			}
 		}
 		if r.err == nil {

@@ -40,16 +40,19 @@ func (s *Starter) nodeStarts(byNode map[string][]job.Spec) <-chan nodeStart {
 	return results
 }
 
-// startAll starts every node's specs at once (each node starts its share
-// in turn). When any fails to start, it kills those that did and returns
-// the first error. A node whose answer never came may have started its
-// share: those are killed too, by id. Should that node be out of reach
-// now, its next heartbeat finds the home without their records and it
-// ends them itself (ack.Gone), so nothing of a failed run is left.
-func (s *Starter) startAll(byNode map[string][]job.Spec) error {
+// startAllAt starts every node's specs at once (each node starts its
+// share in turn), and returns when each job started, by this node's clock
+// (the job's record's start). When any fails to start, it kills those that
+// did and returns the first error. A node whose answer never came may
+// have started its share: those are killed too, by id. Should that node
+// be out of reach now, its next heartbeat finds the home without their
+// records and it ends them itself (ack.Gone), so nothing of a failed run
+// is left.
+func (s *Starter) startAllAt(byNode map[string][]job.Spec) (map[string]time.Time, error) {
 	results := s.nodeStarts(byNode)
-	type started struct{ node, id string }
-	var ok []started
+	type placed struct{ node, id string }
+	var ok []placed
+	starts := map[string]time.Time{}
 	var firstErr error
 	for range byNode {
 		r := <-results
@@ -63,7 +66,7 @@ func (s *Starter) startAll(byNode map[string][]job.Spec) error {
 			}
 			for _, sp := range byNode[r.node] {
 				if !answered[sp.ID] {
-					ok = append(ok, started{r.node, sp.ID})
+					ok = append(ok, placed{r.node, sp.ID})
 				}
 			}
 		}
@@ -72,7 +75,8 @@ func (s *Starter) startAll(byNode map[string][]job.Spec) error {
 				firstErr = fmt.Errorf("node %s: %s", r.node, x.Error)
 			}
 			if x.Error == "" {
-				ok = append(ok, started{r.node, x.ID})
+				ok = append(ok, placed{r.node, x.ID})
+				starts[x.ID] = x.At
 			}
 		}
 	}
@@ -89,22 +93,28 @@ func (s *Starter) startAll(byNode map[string][]job.Spec) error {
 		}
 		wg.Wait()
 	}
-	return firstErr
+	return starts, firstErr
 }
 
 // startOn has node (this one or a peer) start specs, in requests no larger
-// than a peer reads (startBatch), one after the other. On an error it
-// returns the results of the requests before it.
+// than a peer reads (startBatch), one after the other, each answer with
+// its start by this node's clock (At). On an error it returns the results
+// of the requests before it.
 func (s *Starter) startOn(node string, specs []job.Spec) ([]peer.StartResult, error) {
 	var out []peer.StartResult
 	for len(specs) > 0 {
 		n := startBatchLen(specs)
 		req := peer.StartRequest{Home: s.cfg.Self, HomeAddr: s.cfg.Peers.SelfAddr, Jobs: specs[:n]}
 		var res []peer.StartResult
+		sent := time.Now()
 		if err := s.cfg.Peers.Call(node, http.MethodPost, peer.Start, req, &res); err != nil {
 			return out, err
 		}
-		out = append(out, res...)
+		got := time.Now()
+		for _, x := range res {
+			x.At = got.Add(-min(max(x.Ago, 0), got.Sub(sent)))
+			out = append(out, x)
+		}
 		specs = specs[n:]
 	}
 	return out, nil
@@ -148,39 +158,30 @@ func (s *Starter) refuse(req peer.StartRequest, sp job.Spec, draining bool, addr
 	return ""
 }
 
+// startWindow is how many jobs of one request a node starts at once. A
+// start mostly waits for its roam-init, which waits on the kernel (a
+// clone into new namespaces, cgroup moves, an exec), so a few at once
+// keep a node's cores busy; each takes its own memory and a process, and
+// the requests' order is kept for reserving room (refuse).
+const startWindow = 4
+
 // StartHere is /v1/peer/start: it starts jobs on this node for their
 // home, and answers for each.
 func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
-	out := make([]peer.StartResult, 0, len(req.Jobs))
+	out, procs, began := s.startJobs(req)
 	var locals []job.Local
-	var procs []*job.Proc
-	// Job ids name spool directories and cgroups: HOME.SEQ with HOME a
-	// node id, and HOME the requester's.
-	_, addrErr := netip.ParseAddrPort(req.HomeAddr)
-	draining := s.cfg.Draining()
-	for _, sp := range req.Jobs {
-		if why := s.refuse(req, sp, draining, addrErr); why != "" {
-			out = append(out, peer.StartResult{ID: sp.ID, Error: why})
+	var stdins []*os.File
+	for i, p := range procs {
+		if p == nil {
 			continue
 		}
-		p, err := s.cfg.Procs.Start(sp)
-		if err != nil {
-			s.cfg.Jobs.Unreserve(sp.ID)
-			out = append(out, peer.StartResult{ID: sp.ID, Error: err.Error()})
-			continue
-		}
-		l := job.Local{ID: sp.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: sp.UID, GID: sp.GID, Groups: sp.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: time.Now(),
+		sp := req.Jobs[i]
+		l := job.Local{ID: sp.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: sp.UID, GID: sp.GID, Groups: sp.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: began[i],
 			CheckpointEvery: sp.CheckpointEvery, Req: sp.Req}
 		if sp.Pin {
 			l.Hold = migrate.HoldPin
 		}
-		locals = append(locals, l)
-		procs = append(procs, p)
-		out = append(out, peer.StartResult{ID: sp.ID, PID: p.PID})
-	}
-	stdins := make([]*os.File, len(procs))
-	for i, p := range procs {
-		stdins[i] = p.Stdin
+		locals, stdins = append(locals, l), append(stdins, p.Stdin)
 	}
 	if err := s.cfg.Jobs.AddLocals(locals, stdins, time.Now()); err != nil {
 		s.cfg.Log.Error("job table", "err", err)
@@ -188,11 +189,54 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 	s.cfg.Jobs.KickPush() // wake the push loop if it slept with no jobs
 	s.cfg.Rounds.Kick()
 	for _, p := range procs {
+		if p == nil {
+			continue
+		}
 		go func(p *job.Proc) {
 			_ = p.Wait() // reap; the status file says how it ended
 			s.cfg.Jobs.KickPush()
 			s.cfg.Rounds.Kick()
 		}(p)
 	}
+	for i := range out {
+		if procs[i] != nil {
+			out[i].Ago = time.Since(began[i])
+		}
+	}
 	return out
+}
+
+// startJobs starts req's jobs, startWindow at once, each once this node
+// has room for it: its answer, its process (nil: not started) and when
+// it started.
+func (s *Starter) startJobs(req peer.StartRequest) ([]peer.StartResult, []*job.Proc, []time.Time) {
+	out := make([]peer.StartResult, len(req.Jobs))
+	procs := make([]*job.Proc, len(req.Jobs))
+	began := make([]time.Time, len(req.Jobs))
+	// Job ids name spool directories and cgroups: HOME.SEQ with HOME a
+	// node id, and HOME the requester's.
+	_, addrErr := netip.ParseAddrPort(req.HomeAddr)
+	draining := s.cfg.Draining()
+	window := make(chan struct{}, startWindow)
+	var wg sync.WaitGroup
+	for i, sp := range req.Jobs {
+		out[i].ID = sp.ID
+		if why := s.refuse(req, sp, draining, addrErr); why != "" {
+			out[i].Error = why
+			continue
+		}
+		window <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-window }()
+			p, err := s.cfg.Procs.Start(sp)
+			if err != nil {
+				s.cfg.Jobs.Unreserve(sp.ID)
+				out[i].Error = err.Error()
+				return
+			}
+			procs[i], began[i], out[i].PID = p, time.Now(), p.PID
+		})
+	}
+	wg.Wait()
+	return out, procs, began
 }

@@ -151,6 +151,11 @@ func (o *outMig) ckCheck(r migrate.Record) (string, error) {
 		if err := d.peers.Call(r.Home, http.MethodGet, peer.Record+"?id="+url.QueryEscape(r.Job), nil, &hr); err != nil {
 			return "", fmt.Errorf("its record at its home %s: %w", r.Home, err)
 		}
+		if hr.State == job.StateStarting {
+			// Its home takes the job's start from this node's answer,
+			// which the file must carry as its record will have it.
+			return "", fmt.Errorf("its home %s has not yet heard that it started", r.Home)
+		}
 		cj = &migrate.CheckpointJob{User: hr.User, Argv: hr.Argv, Env: hr.Env, Cwd: hr.Cwd, Pin: hr.Pin, Group: hr.Group, Started: hr.Started, Req: hr.Req}
 		d.jobs.SetCkptJob(r.Job, cj)
 	}
