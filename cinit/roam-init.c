@@ -342,16 +342,45 @@ static void drop_inheritable(void) {
 		die("prctl", "PR_CAP_AMBIENT_CLEAR_ALL");
 }
 
+/* MAX_GROUPS is the kernel's NGROUPS_MAX, as many as the agent passes. */
+#define MAX_GROUPS 65536
+
+/* parse_groups reads groups ("-", or gids joined by commas) into a list
+ * it allocates, every one of them, and says how many in n. */
+static gid_t *parse_groups(const char *groups, size_t *n) {
+	*n = 0;
+	if (strcmp(groups, "-") == 0)
+		return NULL;
+	size_t cap = 1;
+	for (const char *p = groups; *p; p++)
+		cap += *p == ',';
+	if (cap > MAX_GROUPS)
+		die("groups", "more than 65536");
+	gid_t *gs = calloc(cap, sizeof *gs);
+	if (gs == NULL)
+		die("calloc", "groups");
+	for (const char *p = groups;; p++) {
+		char *end;
+		errno = 0;
+		unsigned long g = strtoul(p, &end, 10);
+		if (end == p || *p < '0' || *p > '9' || errno != 0 || g >= UINT32_MAX ||
+		    (*end != ',' && *end != '\0'))
+			die("groups", "not a list of gids");
+		gs[(*n)++] = (gid_t)g;
+		if (*end == '\0')
+			return gs;
+		p = end;
+	}
+}
+
 static void drop_privileges(uid_t uid, gid_t gid, char *groups) {
-	gid_t gs[256];
-	int n = 0;
+	size_t n;
+	gid_t *gs = parse_groups(groups, &n);
 	if (uid != 0)
 		drop_inheritable();
-	if (strcmp(groups, "-") != 0)
-		for (char *p = strtok(groups, ","); p && n < 256; p = strtok(NULL, ","))
-			gs[n++] = (gid_t)strtoul(p, NULL, 10);
 	if (setgroups(n, gs) < 0)
-		die("setgroups", groups);
+		die("setgroups", "");
+	free(gs);
 	if (setgid(gid) < 0)
 		die("setgid", "");
 	if (setuid(uid) < 0)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,26 +22,9 @@ import (
 // and roam-init as root of that namespace, which the credentials check
 // leaves out, and which the user's processes outside cannot signal.
 func TestUserJobInItsOwnUserNamespace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (namespaces, another uid)")
-	}
-	// Not under /tmp, which the job's own /tmp hides from roam-init's
-	// second exec.
-	dir, err := os.MkdirTemp("/var/lib", "roam-userns-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	init := filepath.Join(dir, "roam-init")
-	if out, err := exec.Command("musl-gcc", "-O2", "-static", "-o", init, "../../cinit/roam-init.c").CombinedOutput(); err != nil {
-		t.Fatalf("build roam-init: %v\n%s", err, out)
-	}
-	if err := UserNSAllowed(init, nil); err != nil {
-		t.Fatalf("this host allows user namespaces (the tests need it): %v", err)
-	}
+	l := userNSLauncher(t)
 	const uid, gid = 70001, 70001
 	groups := []uint32{70001, 1001, 170002}
-	l := Launcher{Init: init, SpoolRoot: filepath.Join(dir, "spool"), ExecMu: &sync.Mutex{}, UserNS: true}
 	p, err := l.Start(Spec{ID: "1.1", UID: uid, GID: gid, Groups: groups, Cwd: "/",
 		Argv: []string{"/bin/sh", "-c", "id -u; id -g; id -G; cat /proc/self/uid_map; echo up; exec sleep 60"}})
 	if err != nil {
@@ -75,6 +59,61 @@ func TestUserJobInItsOwnUserNamespace(t *testing.T) {
 	kill.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
 	if out, err := kill.CombinedOutput(); err == nil {
 		t.Fatalf("uid %d signalled the job's roam-init: %s", uid, out)
+	}
+}
+
+// userNSLauncher is a launcher of users' jobs in user namespaces of their
+// own, with a roam-init built for the test.
+func userNSLauncher(t *testing.T) Launcher {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (namespaces, another uid)")
+	}
+	// Not under /tmp, which the job's own /tmp hides from roam-init's
+	// second exec.
+	dir, err := os.MkdirTemp("/var/lib", "roam-userns-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	init := filepath.Join(dir, "roam-init")
+	if out, err := exec.Command("musl-gcc", "-O2", "-static", "-o", init, "../../cinit/roam-init.c").CombinedOutput(); err != nil {
+		t.Fatalf("build roam-init: %v\n%s", err, out)
+	}
+	if err := UserNSAllowed(init, nil); err != nil {
+		t.Fatalf("this host allows user namespaces (the tests need it): %v", err)
+	}
+	return Launcher{Init: init, SpoolRoot: filepath.Join(dir, "spool"), ExecMu: &sync.Mutex{}, UserNS: true}
+}
+
+// A user in more than 256 groups (the kernel allows 65,536, and so do
+// the agent's socket and a migration's header) keeps every one of them in
+// the job: roam-init used to cut the list at 256, silently.
+func TestJobKeepsAllItsGroups(t *testing.T) {
+	l := userNSLauncher(t)
+	const uid, gid = 70001, 70001
+	var groups []uint32
+	for g := uint32(100000); len(groups) < 1000; g += 7 {
+		groups = append(groups, g)
+	}
+	p, err := l.Start(Spec{ID: "1.1", UID: uid, GID: gid, Groups: groups, Cwd: "/",
+		Argv: []string{"/bin/sh", "-c", "grep ^Groups: /proc/self/status; echo up"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Kill(p.PID, p.StartTix, 5*time.Second); _ = p.Wait() })
+	var out string
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(out, "up\n") && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(p.Dir, "stdout"))
+		out = string(b)
+	}
+	got := strings.Fields(strings.TrimPrefix(strings.TrimSuffix(out, "up\n"), "Groups:"))
+	want := make([]string, len(groups))
+	for i, g := range groups {
+		want[i] = strconv.Itoa(int(g))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the job is in %d groups, want the %d given (stdout %.200q, stderr %s)", len(got), len(want), out, readFile(filepath.Join(p.Dir, "stderr")))
 	}
 }
 
