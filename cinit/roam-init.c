@@ -13,7 +13,7 @@
  *      having to rebuild the host's sysfs, cgroup or namespace mounts; and
  *      a /tmp and /var/tmp of the job's own (see mount_job_tmp). With -M
  *      the dropping is done already: it takes a copy of the node's
- *      template (fd 5, a mount namespace that -T left as this step leaves
+ *      template (fd 6, a mount namespace that -T left as this step leaves
  *      a job's) rather than of the agent's mounts. Each unmount waits for
  *      an RCU grace period of the kernel's, and a job unmounted some 30 of
  *      the host's: the template pays for them once a node, not once a job,
@@ -51,7 +51,7 @@
  *
  * usage: roam-init [-U] [-M] UID GID GROUPS CWD CGROUPS SPOOL TMP -- PROG [ARGS...]
  *        roam-init -T
- *   -M      fd 5 is the node's template mount namespace (see -T)
+ *   -M      fd 6 is the node's template mount namespace (see -T)
  *   -T      make the template: started with CLONE_NEWNS, it leaves its
  *           mount namespace as step 2 leaves a job's, writes one byte to
  *           stdout and waits for the end of stdin, meanwhile the agent
@@ -60,6 +60,11 @@
  *   CGROUPS colon-separated cgroup.procs paths ('+' first: join late), or "-"
  *   SPOOL   the job's spool directory, bound at JOB_DIR, or "-"
  *   TMP     the size in bytes of each of the job's own /tmp and /var/tmp
+ * The program's environment is not roam-init's: roam-init runs with none,
+ * so that nothing of the user's is read by its C library's start-up as
+ * root (glibc's GLIBC_TUNABLES, say, were it built with glibc), and reads
+ * the program's from fd 5, NUL-terminated strings, in the program's
+ * process only, right before executing it.
  * Errors before the program runs go to stderr as one line; exit 126 when
  * the program cannot be executed, 127 when it is not found, 125 otherwise.
  */
@@ -387,6 +392,48 @@ static void drop_privileges(uid_t uid, gid_t gid, char *groups) {
 		die("setuid", "");
 }
 
+/* MAX_ENV bounds the program's environment, above what the agent lets a
+ * job have (limits.arg_bytes). */
+#define MAX_ENV (64 << 20)
+
+/* read_env reads the program's environment from fd, NUL-terminated
+ * strings, and closes fd. */
+static char **read_env(int fd) {
+	size_t len = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	if (buf == NULL)
+		die("malloc", "environment");
+	for (;;) {
+		if (len == cap) {
+			if (cap >= MAX_ENV)
+				die("environment", "too large");
+			cap *= 2;
+			if ((buf = realloc(buf, cap)) == NULL)
+				die("malloc", "environment");
+		}
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die("read", "environment");
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (len > 0 && buf[len - 1] != '\0')
+		die("environment", "not NUL-terminated");
+	size_t count = 0;
+	for (size_t i = 0; i < len; i++)
+		count += buf[i] == '\0';
+	char **env = calloc(count + 1, sizeof *env);
+	if (env == NULL)
+		die("malloc", "environment");
+	for (size_t i = 0, k = 0; i < len; i += strlen(buf + i) + 1)
+		env[k++] = buf + i;
+	return env;
+}
+
 /* exec_stage2 is step 3b: roam-init again, with -R, from the same path,
  * which now names the file in the job's own mount namespace. */
 static void exec_stage2(char **argv) {
@@ -409,12 +456,12 @@ static int make_template(void) {
 	return 0;
 }
 
-/* enter_template takes a copy of the template at fd 5 as the job's mount
+/* enter_template takes a copy of the template at fd 6 as the job's mount
  * namespace, the template itself left as it is for the next job. */
 static void enter_template(void) {
-	if (setns(5, CLONE_NEWNS) < 0)
+	if (setns(6, CLONE_NEWNS) < 0)
 		die("enter", "the node's template mount namespace");
-	close(5);
+	close(6);
 	if (unshare(CLONE_NEWNS) < 0)
 		die("unshare", "mount namespace");
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -464,8 +511,9 @@ int main(int argc, char **argv) {
 		/* Whatever the agent's own parent leaked to it must not reach the
 		 * job (nor CRIU: a descriptor of the host's mounts cannot be
 		 * dumped). Fd 4 is the ready pipe, closed below; fd 5 the
-		 * template, closed once entered. */
-		syscall(SYS_close_range, template ? 6 : 5, ~0U, 0);
+		 * program's environment, closed once read; fd 6 the template,
+		 * closed once entered. */
+		syscall(SYS_close_range, template ? 7 : 6, ~0U, 0);
 		/* The agent runs ahead of jobs (nice -10); the job starts at 0. */
 		setpriority(PRIO_PROCESS, 0, 0);
 		/* Before the template, which has no cgroup mounts. */
@@ -531,12 +579,14 @@ int main(int argc, char **argv) {
 			signal(s, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		close(3);
+		environ = read_env(5);
 		execvp(prog[0], prog);
 		int code = errno == ENOENT ? 127 : 126;
 		fprintf(stderr, "roam: %s: %s\n", prog[0], strerror(errno));
 		_exit(code);
 	}
 	setpgid(child, child);
+	close(5);
 
 	int code = -1;
 	while (code < 0) {

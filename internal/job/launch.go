@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"roam/internal/asuser"
 	"roam/internal/cgroup"
 	"roam/internal/procfs"
 	"roam/internal/resources"
@@ -296,15 +297,15 @@ func (l Launcher) OOMKills(id string) int64 {
 
 func (Launcher) Activity(pid int) (int, uint64, float64) { return TreeActivity(pid) }
 
-// lookPath resolves a program as execvp would for the job: with the job's
-// PATH, relative to its working directory.
-func lookPath(s Spec) (string, error) {
+// programPaths are the paths execvp would try for the job's program, in
+// order: with the job's PATH, relative to its working directory.
+func programPaths(s Spec) []string {
 	prog := s.Argv[0]
 	if strings.Contains(prog, "/") {
 		if !filepath.IsAbs(prog) {
 			prog = filepath.Join(s.Cwd, prog)
 		}
-		return prog, nil
+		return []string{prog}
 	}
 	path := "/usr/local/bin:/usr/bin:/bin"
 	for _, e := range s.Env {
@@ -312,6 +313,7 @@ func lookPath(s Spec) (string, error) {
 			path = v
 		}
 	}
+	var out []string
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" {
 			dir = "."
@@ -319,36 +321,39 @@ func lookPath(s Spec) (string, error) {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(s.Cwd, dir)
 		}
-		p := filepath.Join(dir, prog)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
+		out = append(out, filepath.Join(dir, prog))
 	}
-	return "", fmt.Errorf("%w: %s", ErrNoProgram, s.Argv[0])
+	return out
 }
 
 // Check tells, before anything is created, whether the job can start here:
 // its working directory exists and its program exists and is executable by
-// its user.
+// its user. Both are looked up as the user (asuser.Stat): root's lookup
+// would tell a user whether a path exists in a directory the user may not
+// search (a /root/... working directory, say).
 func Check(s Spec) error {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return fmt.Errorf("%w: no program given", ErrNoProgram)
 	}
-	if fi, err := os.Stat(s.Cwd); err != nil || !fi.IsDir() {
+	progs := programPaths(s)
+	fis, errs, err := asuser.Stat(asuser.Cred{UID: s.UID, GID: s.GID, Groups: s.Groups}, append([]string{s.Cwd}, progs...))
+	if err != nil {
+		return fmt.Errorf("look up the job's files as uid %d: %w", s.UID, err)
+	}
+	if errs[0] != nil || !fis[0].IsDir() {
 		return fmt.Errorf("%w: %s", ErrNoCwd, s.Cwd)
 	}
-	p, err := lookPath(s)
-	if err != nil {
-		return err
+	for i := range progs {
+		fi := fis[i+1]
+		if errs[i+1] != nil || (!fi.Mode().IsRegular() && len(progs) > 1) {
+			continue // execvp tries the next
+		}
+		if !fi.Mode().IsRegular() || !executableBy(fi, s.UID, s.GID, s.Groups) {
+			return fmt.Errorf("%w: %s", ErrNotExec, s.Argv[0])
+		}
+		return nil
 	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return fmt.Errorf("%w: %s", ErrNoProgram, s.Argv[0])
-	}
-	if !fi.Mode().IsRegular() || !executableBy(fi, s.UID, s.GID, s.Groups) {
-		return fmt.Errorf("%w: %s", ErrNotExec, s.Argv[0])
-	}
-	return nil
+	return fmt.Errorf("%w: %s", ErrNoProgram, s.Argv[0])
 }
 
 func executableBy(fi os.FileInfo, uid, gid uint32, groups []uint32) bool {
@@ -432,6 +437,13 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 	}
 	defer readyR.Close()
 	files = append(files, readyW)
+	env, err := envFile(s.Env)
+	if err != nil {
+		closeAll()
+		inW.Close()
+		return nil, err
+	}
+	files = append(files, env)
 	if !s.Stdin {
 		inW.Close()
 		inW = nil
@@ -450,7 +462,8 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 	}
 	rest := append([]string{strconv.FormatUint(uint64(s.UID), 10), strconv.FormatUint(uint64(s.GID), 10),
 		groups, s.Cwd, cg, dir, strconv.FormatInt(tmp, 10), "--"}, s.Argv...)
-	cmd := &exec.Cmd{Path: l.Init, Env: s.Env, Stdin: inR, Stdout: out, Stderr: errf, ExtraFiles: []*os.File{status, readyW}}
+	// roam-init itself runs with no environment (see envFile).
+	cmd := &exec.Cmd{Path: l.Init, Env: []string{}, Stdin: inR, Stdout: out, Stderr: errf, ExtraFiles: []*os.File{status, readyW, env}}
 	start := func(ns *os.File) error {
 		cmd.Args = []string{l.Init}
 		// roam-init makes the job's IPC namespace itself with -U,
@@ -489,6 +502,37 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 	}
 	waitReady(readyR)
 	return &Proc{PID: cmd.Process.Pid, StartTix: StartTicks(cmd.Process.Pid), Dir: dir, Stdin: inW, Wait: cmd.Wait}, nil
+}
+
+// envFile is the job's environment for roam-init's fd 5: a memory file of
+// NUL-terminated strings, read at its start. roam-init runs as root with
+// no environment of its own, so that its C library's start-up reads
+// nothing of the user's (glibc parses GLIBC_TUNABLES there, for one), and
+// only the program's process, right before its exec, takes this one.
+func envFile(env []string) (*os.File, error) {
+	for _, e := range env {
+		if strings.IndexByte(e, 0) >= 0 {
+			return nil, fmt.Errorf("job environment: a NUL byte in %.40q", e)
+		}
+	}
+	fd, err := unix.MemfdCreate("roam-env", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("job environment: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "roam-env")
+	var b []byte
+	for _, e := range env {
+		b = append(append(b, e...), 0)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("job environment: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("job environment: %w", err)
+	}
+	return f, nil
 }
 
 // waitReady waits until roam-init has closed its end of the ready pipe

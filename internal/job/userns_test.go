@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -117,6 +118,37 @@ func TestJobKeepsAllItsGroups(t *testing.T) {
 	}
 }
 
+// roam-init runs as root with no environment: the user's is the
+// program's alone, read by no C library's start-up as root. Both ways a
+// job starts: in a user namespace of its own (roam-init again after
+// -U) and without.
+func TestRoamInitHasNoEnvironment(t *testing.T) {
+	l := userNSLauncher(t)
+	for _, userNS := range []bool{true, false} {
+		l.UserNS = userNS
+		env := []string{"PATH=/usr/bin:/bin", "ROAM_TEST_VAR=x y", "GLIBC_TUNABLES=glibc.malloc.check=3"}
+		p, err := l.Start(Spec{ID: fmt.Sprintf("1.%v", userNS), UID: 70001, GID: 70001, Cwd: "/", Env: env,
+			Argv: []string{"/bin/sh", "-c", "echo \"$ROAM_TEST_VAR\"; ls /proc/self/fd | wc -l; echo up; exec sleep 60"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Kill(p.PID, p.StartTix, 5*time.Second); _ = p.Wait() })
+		var out string
+		for end := time.Now().Add(10 * time.Second); !strings.Contains(out, "up\n") && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			b, _ := os.ReadFile(filepath.Join(p.Dir, "stdout"))
+			out = string(b)
+		}
+		// sh's descriptors: 0, 1, 2, and ls's own of the directory: no
+		// environment file, no status.
+		if want := "x y\n4\nup\n"; out != want {
+			t.Fatalf("user namespace %v: the job printed %q, want %q (stderr: %s)", userNS, out, want, readFile(filepath.Join(p.Dir, "stderr")))
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PID)); err != nil || len(b) != 0 {
+			t.Fatalf("user namespace %v: roam-init's environment is %q (%v), want none", userNS, b, err)
+		}
+	}
+}
+
 func readFile(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
@@ -177,5 +209,48 @@ func TestJobMountsFromTheTemplate(t *testing.T) {
 	mounts(Launcher{Init: init, SpoolRoot: filepath.Join(dir, "spool"), ExecMu: &sync.Mutex{}, Template: tpl}, "3.2", 0)
 	if tpl.ns == was || tpl.ns == nil {
 		t.Fatal("the template was not made again for another mount table")
+	}
+}
+
+// Check looks a job's working directory and program up as its user:
+// inside a directory the user may not search, a path that exists and one
+// that does not get the same answer, where root's lookup told them
+// apart.
+func TestCheckTellsAUserNothingOfRootsDirectories(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (another uid)")
+	}
+	dir := t.TempDir() // root's, mode 0700
+	for _, d := range []string{"there", "bin"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "prog"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	check := func(cwd, prog string) error {
+		return Check(Spec{UID: 70001, GID: 70001, Groups: []uint32{70001}, Cwd: cwd, Argv: []string{prog}})
+	}
+	for _, c := range []struct{ what, there, missing, prog1, prog2 string }{
+		{"working directory", filepath.Join(dir, "there"), filepath.Join(dir, "missing"), "/bin/true", "/bin/true"},
+		{"program", "/", "/", filepath.Join(dir, "bin", "prog"), filepath.Join(dir, "bin", "missing")},
+	} {
+		a, b := check(c.there, c.prog1), check(c.missing, c.prog2)
+		kind := func(err error) error {
+			for _, k := range []error{ErrNoCwd, ErrNoProgram, ErrNotExec} {
+				if errors.Is(err, k) {
+					return k
+				}
+			}
+			return err
+		}
+		if a == nil || kind(a) != kind(b) {
+			t.Errorf("%s under root's 0700 directory: %v for one that exists, %v for one that does not; want the same refusal", c.what, a, b)
+		}
+	}
+	// Root's own job still finds them.
+	if err := Check(Spec{Cwd: filepath.Join(dir, "there"), Argv: []string{filepath.Join(dir, "bin", "prog")}}); err != nil {
+		t.Errorf("root's job: %v", err)
 	}
 }
