@@ -528,16 +528,30 @@ func (x *authzEnv) checkDrain(who authzCaller, _ *authzJob, want authzWant) stri
 // home has; takes stdin (a pipe the test reads, as the fake processes have
 // none); and has an event that names an open file.
 func (x *authzEnv) startJobs() {
+	// A's working directories are A's, where A can reach them: a node
+	// looks a job's up as its user (t.TempDir is root's, mode 0700).
+	base, err := os.MkdirTemp("", "roam-authz-")
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	x.t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		x.t.Fatal(err)
+	}
+	a := authzCallers[authzA]
 	for k, place := range []string{"here", "away"} {
 		home, on := k, 1-k
 		j := &authzJob{place: place, home: home,
 			arg:      "/home/roam-authz-usera/" + place + "/input.csv",
 			env:      place + "-token-of-usera-5c0ffee",
-			cwd:      filepath.Join(x.t.TempDir(), "usera-"+place+"-cwd"),
+			cwd:      filepath.Join(base, "usera-"+place+"-cwd"),
 			openFile: "/home/roam-authz-usera/" + place + "/draft.tex",
 			output:   place + " output of usera",
 		}
 		if err := os.MkdirAll(j.cwd, 0o700); err != nil {
+			x.t.Fatal(err)
+		}
+		if err := os.Chown(j.cwd, int(a.c.UID), int(a.c.GID)); err != nil {
 			x.t.Fatal(err)
 		}
 		req, _ := json.Marshal(api.RunRequest{Argv: []string{"/bin/true", "--in=" + j.arg}, Env: []string{"USERA_TOKEN=" + j.env},

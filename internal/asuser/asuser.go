@@ -10,9 +10,11 @@
 // of the paths (Want.Keep), and the unnamed files that stand for the
 // job's deleted ones (Want.TmpFile); and how a home opens the files a
 // sweep's output goes to (Want.Create), never root following a user's
-// path.
+// path. Stat looks paths up as the user, following symlinks as the
+// user's own exec would: how a node checks a job's working directory and
+// program before it starts it.
 //
-// It must not run anything but these opens on that thread. A descriptor
+// It must not run anything but these opens and lookups on that thread. A descriptor
 // it hands back carries no credential: what the owner could open, opened
 // so.
 package asuser
