@@ -143,17 +143,24 @@ func (s *Spools) Remove(id string) {
 	s.incs.Delete(id)
 }
 
-// Sync makes job id's output durable.
+// Sync makes job id's output durable: its files' bytes, and their names,
+// in the job's directory and that directory's in the spool root (a crash
+// after fsyncs of the files alone could lose a new file, or the job's
+// whole directory, with what they held).
 func (s *Spools) Sync(id string) error {
+	paths := make([]string, 0, len(Streams)+2)
 	for _, n := range Streams {
-		f, err := os.Open(filepath.Join(s.Dir(id), n))
+		paths = append(paths, filepath.Join(s.Dir(id), n))
+	}
+	for _, p := range append(paths, s.Dir(id), s.root) {
+		f, err := os.Open(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		err = f.Sync()
+		err = syncFile(f)
 		f.Close()
 		if err != nil {
 			return err
@@ -161,6 +168,9 @@ func (s *Spools) Sync(id string) error {
 	}
 	return nil
 }
+
+// syncFile is (*os.File).Sync; tests see what Sync syncs through it.
+var syncFile = (*os.File).Sync
 
 // Read is up to max bytes of stream (stdout or stderr) of job id from off.
 func (s *Spools) Read(id, stream string, off int64, max int) ([]byte, error) {

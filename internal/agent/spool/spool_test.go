@@ -3,6 +3,7 @@ package spool
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -81,5 +82,30 @@ func TestCutFencesTheOlderCopy(t *testing.T) {
 	}
 	if filepath.Dir(s.Dir("n1.2")) != s.root {
 		t.Fatal("a spool outside the root")
+	}
+}
+
+// Sync makes a job's output durable whole: its files, and the directory
+// entries that name them and its directory.
+func TestSyncSyncsTheDirectories(t *testing.T) {
+	root := t.TempDir()
+	s := New(root, 1)
+	if err := s.Make("1.1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := s.Append("1.1", 0, Piece{Out: []byte("out\n")}); !ok {
+		t.Fatal("append refused")
+	}
+	var synced []string
+	old := syncFile
+	syncFile = func(f *os.File) error { synced = append(synced, f.Name()); return old(f) }
+	t.Cleanup(func() { syncFile = old })
+	if err := s.Sync("1.1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{filepath.Join(s.Dir("1.1"), "stdout"), s.Dir("1.1"), root} {
+		if !slices.Contains(synced, want) {
+			t.Errorf("Sync synced %v; not %s", synced, want)
+		}
 	}
 }
