@@ -189,11 +189,12 @@ func FileMappings(maps string) []Mapping {
 //
 // The job's roam-init in a user namespace of its own is root there, by
 // design, and is left out (proctext.Creds.JobInit): its uids there are 0,
-// whoever owns the job.
+// whoever owns the job. So are zombies (proctext.Creds.Zombie), which run
+// nothing, and which CRIU restores with its own ids.
 func CheckCreds(uid, gid uint32, groups []uint32, tasks []proctext.Creds) error {
 	want := slices.Sorted(slices.Values(groups))
 	for _, c := range tasks {
-		if c.JobInit && c.UIDs == [4]uint32{} && c.GIDs == [4]uint32{} {
+		if c.JobInit && c.UIDs == [4]uint32{} && c.GIDs == [4]uint32{} || c.Zombie {
 			continue
 		}
 		for i := range 4 {
@@ -224,7 +225,7 @@ func CheckReadable(uid uint32, init int, tasks []proctext.Creds) error {
 		return nil
 	}
 	for _, c := range tasks {
-		if c.NoDump && c.PID != init {
+		if c.NoDump && c.PID != init && !c.Zombie {
 			return fmt.Errorf("task %d of user %d is not dumpable (it ran a set-id or unreadable program, or asked so): its memory may hold what the user cannot read", c.PID, uid)
 		}
 	}

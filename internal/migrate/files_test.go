@@ -55,6 +55,11 @@ func TestCheckCreds(t *testing.T) {
 	initAsUser := user
 	initAsUser.JobInit = true
 	initAsUser.CapEff = 1 << 21
+	// A zombie CRIU restored (a child of the job's shell that had exited
+	// at the freeze): its ids are CRIU's restorer's, root of the job's
+	// namespace; it runs nothing.
+	zombie := notInit
+	zombie.PID, zombie.Zombie = 9, true
 	for _, c := range []struct {
 		name  string
 		tasks []proctext.Creds
@@ -69,6 +74,7 @@ func TestCheckCreds(t *testing.T) {
 		{"roam-init, root of the job's user namespace", []proctext.Creds{init, user}, ""},
 		{"root, not the job's roam-init", []proctext.Creds{notInit, user}, "runs as uids [0 0 0 0]"},
 		{"the job's roam-init as the user is checked as the user", []proctext.Creds{initAsUser, user}, "capabilities"},
+		{"a zombie restored as root of the job's namespace", []proctext.Creds{init, user, zombie}, ""},
 	} {
 		err := CheckCreds(1001, 1001, []uint32{1001, 5001}, c.tasks)
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {

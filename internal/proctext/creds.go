@@ -32,6 +32,11 @@ type Creds struct {
 	// runs as the user (cinit/roam-init.c). Not in the status file:
 	// procfs.TreeCreds tells it.
 	JobInit bool
+	// Zombie: the task has exited and waits for its parent (State Z or
+	// X). It runs nothing and holds no memory or descriptor; CRIU
+	// restores one as a task of its own that exits at once, whose ids are
+	// then the restorer's, not the dumped task's.
+	Zombie bool
 }
 
 // ParseCreds reads the credential lines of a status file.
@@ -46,6 +51,8 @@ func ParseCreds(status string) (Creds, error) {
 		fs := strings.Fields(v)
 		var err error
 		switch k {
+		case "State":
+			c.Zombie = len(fs) > 0 && (fs[0] == "Z" || fs[0] == "X")
 		case "Uid", "Gid":
 			if len(fs) != 4 {
 				return Creds{}, fmt.Errorf("status: %s: %q", k, v)

@@ -11,6 +11,14 @@ func TestParseCreds(t *testing.T) {
 	if err != nil || c.UIDs != [4]uint32{1001, 1001, 1002, 1001} || c.GIDs[3] != 100 || !slices.Equal(c.Groups, []uint32{5, 27}) || c.CapEff != 0xa80425fb || c.CapPrm != 0 {
 		t.Fatalf("%+v %v", c, err)
 	}
+	if c.Zombie {
+		t.Fatalf("no State line, and a zombie: %+v", c)
+	}
+	for state, zombie := range map[string]bool{"Z (zombie)": true, "X (dead)": true, "S (sleeping)": false, "R (running)": false} {
+		if z, err := ParseCreds("State:\t" + state + "\n" + st); err != nil || z.Zombie != zombie {
+			t.Errorf("State %s: zombie %v (%v), want %v", state, z.Zombie, err, zombie)
+		}
+	}
 	amb, err := ParseCreds(st + "CapInh:\t0000000000000004\nCapAmb:\t0000000000001000\n")
 	if err != nil || amb.CapInh != 4 || amb.CapAmb != 0x1000 {
 		t.Fatalf("with inheritable and ambient sets: %+v %v", amb, err)
