@@ -674,9 +674,27 @@ func Copies(id string) []int {
 	return out
 }
 
-// Inits lists the roam-init processes on this host, each with the spool
-// directory bound at JobDir in its mount namespace, as this process's
-// mounts show it (a state directory on a file system mounted below its
+// pidOne tells whether pid is PID 1 of its PID namespace: a job's
+// roam-init, and not a child it forked that has not executed its program
+// yet (the program's process, or the helper that writes a user
+// namespace's maps), which has its name and mounts.
+func pidOne(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			return len(f) > 1 && f[len(f)-1] == "1"
+		}
+	}
+	return false
+}
+
+// Inits lists the roam-init processes on this host (PID 1 of their
+// namespaces), each with the spool directory bound at JobDir in its mount
+// namespace, as this process's mounts show it (a state directory on a file system mounted below its
 // own root, a tmpfs at /run/roam/clusters/NAME, binds a path that the
 // file system names /n2/spool/ID), or "" when it has none yet (or is
 // exiting).
@@ -690,7 +708,7 @@ func Inits() map[int]string {
 		if err != nil {
 			continue
 		}
-		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err != nil || string(b) != "roam-init\n" {
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err != nil || string(b) != "roam-init\n" || !pidOne(pid) {
 			continue
 		}
 		out[pid] = ""

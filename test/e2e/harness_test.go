@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,9 +108,15 @@ type cluster struct {
 
 // upCluster brings up a cluster named name on 198.18.SUBNET.0/24 and
 // registers its teardown, which also checks that nothing is left behind.
+// ours holds the names of the clusters these tests brought up: another
+// program's emulated clusters on this host (a benchmark, another tree's
+// tests) may run jobs of the same ids, which copies leaves out.
+var ours sync.Map
+
 func upCluster(t *testing.T, name string, subnet int, args ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, name: name}
+	ours.Store(name, true)
 	_, _ = c.run("cluster", "down") // a leftover of an earlier, killed run
 	t.Cleanup(func() {
 		if st, err := emu.Load(name); err == nil {
