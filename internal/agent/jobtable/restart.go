@@ -66,10 +66,12 @@ func (j *Table) RefuseRun(mid string) {
 }
 
 // RestartID is the id a restart of req takes at home self: its own when
-// its record here is of the same job (same owner, same start) or none is
-// and self is its home; "" when it needs a new one (another cluster's
-// job, or another job of this id). had says a record of it is here. A job
-// being restarted, or that runs on a node not declared dead, is refused.
+// its record here is of the same job (same owner, same start); "" when
+// it needs a new one (another job of this id, a home whose state was
+// lost). had says a record of it is here. A job being restarted, or that
+// runs on a node not declared dead, is refused; so is one whose record
+// is gone (its checkpoints end with it), and one that root or a limit
+// ended (reopen.Revivable).
 func (j *Table) RestartID(req reopen.Request, self string) (id string, had bool, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -84,8 +86,14 @@ func (j *Table) RestartID(req reopen.Request, self string) (id string, had bool,
 	switch {
 	case rec != nil && j.restarting[id].Holds(req):
 		return "", false, errkind.New(peer.ErrBadRequest, "job %s is being restarted already", req.ID)
+	case rec == nil && id != "":
+		return "", false, errkind.New(peer.ErrNotFound, "job %s has no record at its home %s (purged, or expired: limits.keep_finished): its checkpoints ended with it", req.ID, self)
 	case rec != nil && reopen.StillRuns(*rec, req.Lost):
 		return "", false, errkind.New(peer.ErrBadRequest, "job %s is still %s on node %s: it is not restarted while it runs (never two copies); roam kill it first", req.ID, rec.State, rec.Node)
+	case rec != nil:
+		if err := reopen.Revivable(*rec); err != nil {
+			return "", false, err
+		}
 	}
 	return id, rec != nil, nil
 }

@@ -157,6 +157,9 @@ type Local struct {
 	// limits.output_bytes; why says why this node killed it, if it did.
 	sizeChecked time.Time
 	why         string
+	// rootSignal is the last signal root sent it (roam kill): if it
+	// ends, root ended it.
+	rootSignal int
 	// ArrivedAt is when it started or came here; lastCkpt when its last
 	// periodic checkpoint here began; ckptJob its record's part a
 	// checkpoint keeps, once asked of its home.
