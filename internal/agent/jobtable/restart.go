@@ -1,9 +1,8 @@
 package jobtable
 
-// The job table's part of restarts from a checkpoint: the uploads of
-// `roam restart` in progress, the home's consent to a run of a restart
-// (reopen), which makes the record a new incarnation before any copy is
-// restored, and the run's end: the commit (commitRestart), which keeps
+// The job table's part of restarts from a checkpoint: the home's consent
+// to a run of a restart (reopen), which makes the record a new
+// incarnation before any copy is restored, and the run's end: the commit (commitRestart), which keeps
 // it, or a failure (reopenEnded), which puts the record back.
 
 import (
@@ -19,28 +18,6 @@ import (
 	"roam/internal/job"
 	"roam/internal/migrate"
 )
-
-// BeginUpload marks uid as uploading a checkpoint, one at a time per
-// user: each holds a file on root's disk until it is checked. It is false
-// when uid has one in progress already; endUpload ends it.
-func (j *Table) BeginUpload(uid uint32) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.uploading[uid] {
-		return false
-	}
-	if j.uploading == nil {
-		j.uploading = map[uint32]bool{}
-	}
-	j.uploading[uid] = true
-	return true
-}
-
-func (j *Table) EndUpload(uid uint32) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	delete(j.uploading, uid)
-}
 
 // ConsentFor is the consent this home gave run mid already (ok), or a
 // refusal of a run it ended or that took a consent before: a run is
