@@ -59,6 +59,7 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 	// line, or a section's).
 	bad := map[string][]string{
 		"node_id":        {"node_id: 'has space'", "node_id: ''"},
+		"cluster_name":   {"cluster_name: 'has space'", "cluster_name: ''", "cluster_name: ../x"},
 		"bind_addr":      {"bind_addr: somewhere"},
 		"advertise_addr": {"advertise_addr: 0.0.0.0", "advertise_addr: x"},
 		"gossip_port":    {"gossip_port: 0", "gossip_port: 70000"},
@@ -80,7 +81,9 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 		"limits": {"limits: {arg_bytes: 1}", "limits: {run_count: 0}", "limits: {run_bytes: 1}", "limits: {live_jobs_per_user: 0}",
 			"limits: {output_bytes: 1}", "limits: {spool_bytes_per_user: 1048576, output_bytes: 2097152}", "limits: {requests_per_second: 0}",
 			"limits: {keep_finished: 1s}", "limits: {keep_finished_per_user: 0}", "limits: {ghost_bytes: -1}", "limits: {job_tmp_bytes: 4096}", "limits: {job_tmp_bytes: 2199023255552}",
-			"limits: {checkpoint_bytes: 1}",
+			"limits: {checkpoint_bytes: 1}", "limits: {checkpoints_in_flight: 0}", "limits: {checkpoints_in_flight: 1001}",
+			"limits: {checkpoint_bytes_in_flight: 1048576}", "limits: {checkpoint_bytes_kept: -1}", "limits: {checkpoint_expiry: 1s}",
+			"limits: {checkpoint_sweep: 0s}", "limits: {checkpoint_sweep: 48h}",
 			"limits: {connections_per_user: 0}", "limits: {connections: 0}", "limits: {peer_connections: 0}"},
 		"metrics_addr":       {"metrics_addr: nowhere", "metrics_addr: host.example:9947", "metrics_addr: 127.0.0.1:0"},
 		"metrics_job_users":  {"metrics_job_users: maybe", "metrics_job_users: [true]"},

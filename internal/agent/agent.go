@@ -178,7 +178,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	a.rounds, a.events = rounds.New(pl, rankSched), &rounds.Events{}
 	a.event = scheduler.Recorder(cfg.NodeID, a.log, a.events)
 	a.migr = moves.New[*inbound.Migration, *pages.LazyDump](cfg.NodeID, rankMoves)
-	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), checkpoints.Key(parts.CheckpointKey, parts.GossipKey), cfg.Limits.CheckpointBytes, rankStore)
+	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), checkpoints.Key(parts.CheckpointKey, parts.GossipKey), cfg.ClusterName, cfg.Limits, rankStore)
 	a.members = members.ForNode(cfg.NodeID, cfg.Load, a.capacity, float64(a.parts.JobMemory)/(1<<20), pl.Policy.Placement, rankMembers)
 	return a, nil
 }
@@ -227,6 +227,7 @@ func (a *Agent) Start() error {
 	a.wg.Add(2) // the checkpoints' and the rounds' loops call Done
 	a.wg.Go(func() { a.news.LostLoop(a.started) })
 	go a.checkpoints.Loop(a.stop, &a.wg)
+	a.wg.Go(func() { a.checkpoints.SweepLoop(a.stop) })
 	a.wg.Go(a.news.PushLoop)
 	a.wg.Go(func() { a.launch.ReleaseLoop(a.stop) })
 	a.wg.Go(func() { a.files.Loop(a.stop) })

@@ -870,7 +870,7 @@ func (x *authzEnv) checkCheckpoint(who authzCaller, j *authzJob, want authzWant)
 		return served(want, code, b, nil, nil)
 	}
 	return served(want, code, b, nil, func() string {
-		if !bytes.HasPrefix(b, []byte("roam-checkpoint 1\n")) {
+		if !bytes.HasPrefix(b, fmt.Appendf(nil, "%s %d\n", migrate.CheckpointMagic, migrate.CheckpointVersion)) {
 			return fmt.Sprintf("the answer is not a checkpoint file: %.60q", b)
 		}
 		return ""
@@ -878,7 +878,8 @@ func (x *authzEnv) checkCheckpoint(who authzCaller, j *authzJob, want authzWant)
 }
 
 // checkRestart restarts the job from a checkpoint root took: served (the
-// job killed first), it runs again once, as its next incarnation; refused
+// job killed first by its owner: one root killed is not restarted), it
+// runs again once, as its next incarnation; refused
 // (the job running, so only the caller is in question), nothing changes.
 func (x *authzEnv) checkRestart(who authzCaller, j *authzJob, want authzWant) string {
 	code, ck := x.ask(0, authzRoot, http.MethodPost, api.PathCheckpoint, fmt.Sprintf(`{"id":%q}`, j.id))
@@ -894,7 +895,7 @@ func (x *authzEnv) checkRestart(who authzCaller, j *authzJob, want authzWant) st
 		}
 		return served(want, code, b, nil, nil)
 	}
-	if c, b := x.ask(0, authzRoot, http.MethodPost, api.PathKill, fmt.Sprintf(`{"ids":[%q],"signal":9}`, j.id)); c != http.StatusOK {
+	if c, b := x.ask(0, authzA, http.MethodPost, api.PathKill, fmt.Sprintf(`{"ids":[%q],"signal":9}`, j.id)); c != http.StatusOK {
 		return fmt.Sprintf("kill answered %d: %.200s", c, b)
 	}
 	x.answers = x.answers[:len(x.answers)-1]

@@ -23,7 +23,8 @@ import "roam/internal/lockorder"
 //	relay of jobs' news    none of its own: it carries output,      news
 //	                       exit, stdin and loss between a job's
 //	                       node and its home, and removes ended jobs
-//	keeper                 the checkpoint files held here           keeper
+//	keeper                 the checkpoint files held here, each     keeper
+//	                       user's budgets of them
 //	scheduling rounds      the policy, the ledger, the samples,     rounds
 //	                       the events log
 //	scheduler              the least CPU time the last round        scheduler

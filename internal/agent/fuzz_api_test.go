@@ -39,12 +39,40 @@ import (
 	"roam/internal/migrate"
 )
 
-// fzSeal appends to body the seal of a checkpoint file of agent a: what a
-// member of the cluster would send.
-func fzSeal(a *Agent, body []byte) []byte {
+// fzSeal seals plain, a checkpoint file without its seals (its magic
+// and binding lines, then its body), as a file of agent a: what a member
+// of the cluster would send. The seals go after the two lines and after
+// each chunk of the body (migrate/checkpoint.go).
+func fzSeal(a *Agent, plain []byte) []byte {
+	head, body := fzSplit(plain)
 	mac := hmac.New(sha256.New, a.keeper.Key())
-	mac.Write(body)
-	return mac.Sum(bytes.Clone(body))
+	mac.Write(head)
+	prev := mac.Sum(nil)
+	out := append(bytes.Clone(head), prev...)
+	for len(body) > 0 {
+		n := min(len(body), migrate.CheckpointChunk)
+		mac := hmac.New(sha256.New, a.keeper.Key())
+		mac.Write(prev)
+		mac.Write(body[:n])
+		prev = mac.Sum(nil)
+		out = append(append(out, body[:n]...), prev...)
+		body = body[n:]
+	}
+	return out
+}
+
+// fzSplit splits a plain checkpoint file into its two head lines and its
+// body.
+func fzSplit(plain []byte) (head, body []byte) {
+	n := 0
+	for i := 0; i < 2 && n < len(plain); i++ {
+		if j := bytes.IndexByte(plain[n:], '\n'); j >= 0 {
+			n += j + 1
+		} else {
+			n = len(plain)
+		}
+	}
+	return plain[:n], plain[n:]
 }
 
 // fzCheckpoint is a checkpoint file of job id (uid 1000) as agent a
@@ -65,7 +93,8 @@ func fzCheckpoint(tb testing.TB, id string, uid uint32) []byte {
 	}
 	meta := migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Node: "n3",
 		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Group: id, Started: h.Started}}
-	c, err := migrate.NewCheckpointPlan(meta, p)
+	bind := migrate.Binding{Cluster: "roam", UID: uid, GID: uid, Job: id, Expires: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c, err := migrate.NewCheckpointPlan(bind, meta, p)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -75,7 +104,16 @@ func fzCheckpoint(tb testing.TB, id string, uid uint32) []byte {
 	if err := c.Write(&buf, nil, func(path string) (io.ReadCloser, error) { return os.Open(path) }); err != nil {
 		tb.Fatal(err)
 	}
-	return buf.Bytes()[:buf.Len()-migrate.SealSize]
+	head, _ := fzSplit(bytes.Clone(buf.Bytes()))
+	_, _, body, err := migrate.ReadHead(bufio.NewReader(&buf), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	plain, err := io.ReadAll(body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return append(head, plain...)
 }
 
 // ---- peer port: the other routes ----
@@ -417,7 +455,7 @@ func FuzzAPI(f *testing.F) {
 		}
 		// What a restore restored: the checkpoint in the body, whatever
 		// seal it had (the node checked that before restoring).
-		_, hdr, hdrErr := migrate.ReadCheckpoint(bufio.NewReader(bytes.NewReader(body[:max(len(body)-migrate.SealSize, 0)])))
+		_, _, hdr, _, hdrErr := migrate.ReadCheckpoint(bytes.NewReader(body), a.keeper.Key())
 		// A restore runs as the job of the checkpoint's owner, whoever
 		// asked: never under another user's record.
 		for _, s := range a.node.restores {

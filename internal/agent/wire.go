@@ -124,10 +124,11 @@ func wireScheduling(a *Agent) {
 func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 	return checkpoints.New(checkpoints.Config{
 		Self: a.cfg.NodeID, Log: a.log, Jobs: a.jobs, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers,
-		Stall: peer.StallTimeout, CallTimeout: peer.MigrateTimeout,
+		Stall: peer.StallTimeout, CallTimeout: peer.MigrateTimeout, Sweep: a.cfg.Limits.CheckpointSweep,
 		Draining: func() bool { return a.drain.On() }, Admitted: a.rounds.AdmittedMemMB,
-		Record: func(id string) (job.Record, error) { return a.control.Record(id) },
-		Event:  a.event,
+		Record:   func(id string) (job.Record, error) { return a.control.Record(id) },
+		CheckRun: func(uid uint32, argv, env []string) error { return a.launch.CheckRestart(uid, argv, env) },
+		Event:    a.event,
 		Save: func(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error) {
 			return a.out.CheckpointRun(id, stop, why, deliver)
 		},

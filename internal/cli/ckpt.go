@@ -81,10 +81,11 @@ func (e *env) restartCmd() *cobra.Command {
 		Use:   "restart FILE [--on NODE] [-d]",
 		Short: "run a job again from its checkpoint file",
 		Long: `Run the job saved in FILE (roam checkpoint) again, on the best node or on
-NODE, with the same job id when its home still knows it (a new id on
-another cluster). It is refused while the job still runs anywhere. Its
-output goes on from where the checkpoint was taken: roam logs shows it
-whole. Attached (without -d), roam restart follows its output from the
+NODE, as the same job, which its home must still know. It is refused while
+the job still runs anywhere, when root or a limit ended it, once the job
+is purged, past the file's expiry (limits.checkpoint_expiry), and by
+another cluster. Its output goes on from where the checkpoint was taken:
+roam logs shows it whole. Attached (without -d), roam restart follows its output from the
 checkpoint on and exits with its exit status, as roam run does.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

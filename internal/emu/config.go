@@ -24,19 +24,22 @@ const MetricsPort = 9947
 // writes the file itself so that the CLI links no agent code;
 // config_test.go checks that roamd reads it back as meant.
 type agentConfig struct {
-	NodeID     string   `yaml:"node_id"`
-	BindAddr   string   `yaml:"bind_addr"`
-	GossipPort int      `yaml:"gossip_port"`
-	Join       []string `yaml:"join,omitempty"`
-	SecretFile string   `yaml:"secret_file"`
-	StateDir   string   `yaml:"state_dir"`
-	ImageDir   string   `yaml:"image_dir"`
-	Socket     string   `yaml:"socket"`
-	Capacity   float64  `yaml:"capacity"`
-	Cgroup     string   `yaml:"cgroup"`
-	InitPath   string   `yaml:"init_path,omitempty"`
-	Scheduler  string   `yaml:"scheduler,omitempty"`
-	SharedDirs []string `yaml:"shared_dirs"`
+	NodeID string `yaml:"node_id"`
+	// ClusterName is the emulated cluster's name: its checkpoint files
+	// are bound to it.
+	ClusterName string   `yaml:"cluster_name"`
+	BindAddr    string   `yaml:"bind_addr"`
+	GossipPort  int      `yaml:"gossip_port"`
+	Join        []string `yaml:"join,omitempty"`
+	SecretFile  string   `yaml:"secret_file"`
+	StateDir    string   `yaml:"state_dir"`
+	ImageDir    string   `yaml:"image_dir"`
+	Socket      string   `yaml:"socket"`
+	Capacity    float64  `yaml:"capacity"`
+	Cgroup      string   `yaml:"cgroup"`
+	InitPath    string   `yaml:"init_path,omitempty"`
+	Scheduler   string   `yaml:"scheduler,omitempty"`
+	SharedDirs  []string `yaml:"shared_dirs"`
 	// MetricsAddr is the node's scrape and web view: on its own address,
 	// which the host reaches over the cluster's bridge (roam web).
 	MetricsAddr string `yaml:"metrics_addr"`
@@ -56,16 +59,17 @@ type agentConfig struct {
 // nodes have the addresses peers; imageBase holds the cluster's images.
 func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers []string) agentConfig {
 	c := agentConfig{
-		NodeID:     n.ID,
-		BindAddr:   n.Addr,
-		GossipPort: gossipPort,
-		SecretFile: secretPath,
-		StateDir:   n.Dir,
-		ImageDir:   filepath.Join(imageBase, "n"+n.ID),
-		Socket:     n.Socket,
-		Capacity:   n.Capacity,
-		Cgroup:     n.Cgroup,
-		Scheduler:  spec.Scheduler,
+		NodeID:      n.ID,
+		ClusterName: spec.Name,
+		BindAddr:    n.Addr,
+		GossipPort:  gossipPort,
+		SecretFile:  secretPath,
+		StateDir:    n.Dir,
+		ImageDir:    filepath.Join(imageBase, "n"+n.ID),
+		Socket:      n.Socket,
+		Capacity:    n.Capacity,
+		Cgroup:      n.Cgroup,
+		Scheduler:   spec.Scheduler,
 		// Each node has its own /tmp and /var/tmp; the rest of this
 		// machine is the same on every node.
 		SharedDirs:      sharedDirs(projectDir(spec.Roamd)),

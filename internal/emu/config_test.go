@@ -30,7 +30,7 @@ func TestAgentConfig(t *testing.T) {
 		t.Fatalf("roamd refuses the config emu writes: %v\n%s", err, b)
 	}
 	want := config.Default()
-	want.NodeID, want.BindAddr, want.GossipPort = "2", "198.18.7.2", config.DefaultGossipPort
+	want.NodeID, want.ClusterName, want.BindAddr, want.GossipPort = "2", "t", "198.18.7.2", config.DefaultGossipPort
 	want.Join = []string{"198.18.7.1:7946", "198.18.7.3:7946"}
 	want.SecretFile = "/run/roam/clusters/t/secret"
 	want.StateDir, want.ImageDir, want.Socket = n.Dir, "/dev/shm/roam/t/n2", n.Socket

@@ -5,10 +5,15 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
+
+func testBinding() Binding {
+	return Binding{Cluster: "c1", UID: 1000, GID: 1000, Groups: []uint32{1000, 27}, User: "alice", Job: "n1.42", Expires: time.Date(2026, 12, 24, 10, 0, 0, 0, time.UTC)}
+}
 
 func testMeta() CheckpointMeta {
 	return CheckpointMeta{
@@ -33,7 +38,7 @@ func sealed(t *testing.T, key []byte, meta CheckpointMeta, files map[string]stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewCheckpointPlan(meta, p)
+	c, err := NewCheckpointPlan(testBinding(), meta, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +55,14 @@ func sealed(t *testing.T, key []byte, meta CheckpointMeta, files map[string]stri
 func TestCheckpointRoundTrip(t *testing.T) {
 	key := []byte("k1")
 	files := map[string]string{"img/inventory.img": "inv", "img/pages-1.img": strings.Repeat("p", 3000), "spool/stdout": "hello world\n"}
+	files["img/pages-1.img"] = strings.Repeat("p", 3*CheckpointChunk+7) // several chunks
 	b := sealed(t, key, testMeta(), files)
-	if err := VerifySeal(bytes.NewReader(b), int64(len(b)), key); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(io.NewSectionReader(bytes.NewReader(b), 0, int64(len(b))-SealSize))
-	m, h, err := ReadCheckpoint(br)
+	bind, m, h, br, err := ReadCheckpoint(bytes.NewReader(b), key)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := testBindingAt(m.At, bind.Body); !reflect.DeepEqual(bind, want) {
+		t.Fatalf("binding %+v", bind)
 	}
 	want := testMeta()
 	if m.Version != CheckpointVersion || !m.At.Equal(want.At) || m.Node != want.Node || m.Out != want.Out || m.Job.Argv[1] != "8" || len(m.Files) != 1 || m.FreezeMS != want.FreezeMS {
@@ -89,26 +94,77 @@ type writerFunc struct {
 
 func (w writerFunc) Close() error { w.done(); return nil }
 
+func testBindingAt(at time.Time, body int64) Binding {
+	b := testBinding()
+	b.At, b.Body = at, body
+	return b
+}
+
+// readAll reads a whole checkpoint, its archive included.
+func readAll(b, key []byte) error {
+	_, _, _, br, err := ReadCheckpoint(bytes.NewReader(b), key)
+	if err == nil {
+		_, err = io.Copy(io.Discard, br)
+	}
+	return err
+}
+
 // A checkpoint changed anywhere, sealed with another key (another
-// cluster's secret) or cut short is refused by its seal.
+// cluster's secret) or cut short is refused by its seals; a changed
+// chunk is refused when it is read, before the chunks after it are.
 func TestCheckpointSeal(t *testing.T) {
 	key := []byte("k1")
-	b := sealed(t, key, testMeta(), map[string]string{"img/inventory.img": "inv", "spool/stdout": "out"})
-	for _, at := range []int{0, 20, len(b) / 2, len(b) - SealSize - 1, len(b) - 1} {
+	b := sealed(t, key, testMeta(), map[string]string{"img/inventory.img": "inv", "img/pages-1.img": strings.Repeat("p", 2*CheckpointChunk),
+		"spool/stdout": "out"})
+	if err := readAll(b, key); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []int{0, 20, 200, len(b) / 2, len(b) - SealSize - 1, len(b) - 1} {
 		c := bytes.Clone(b)
 		c[at] ^= 1
-		if err := VerifySeal(bytes.NewReader(c), int64(len(c)), key); !errors.Is(err, ErrBadCheckpoint) {
+		if err := readAll(c, key); !errors.Is(err, ErrBadCheckpoint) {
 			t.Fatalf("byte %d changed: %v", at, err)
 		}
 	}
-	if err := VerifySeal(bytes.NewReader(b), int64(len(b)), []byte("k2")); !errors.Is(err, ErrBadCheckpoint) {
+	if err := readAll(b, []byte("k2")); !errors.Is(err, ErrBadCheckpoint) || !strings.Contains(err.Error(), "head's seal") {
 		t.Fatalf("another key: %v", err)
 	}
-	if err := VerifySeal(bytes.NewReader(b[:len(b)-1]), int64(len(b)-1), key); !errors.Is(err, ErrBadCheckpoint) {
-		t.Fatalf("cut short: %v", err)
+	for _, n := range []int{len(b) - 1, len(b) - CheckpointChunk, 5} {
+		if err := readAll(b[:n], key); !errors.Is(err, ErrBadCheckpoint) {
+			t.Fatalf("cut to %d bytes: %v", n, err)
+		}
 	}
-	if err := VerifySeal(bytes.NewReader(b[:5]), 5, key); !errors.Is(err, ErrBadCheckpoint) {
-		t.Fatalf("5 bytes: %v", err)
+	// The second chunk of another file of the same job: refused by the
+	// chain of seals.
+	other := sealed(t, key, testMeta(), map[string]string{"img/inventory.img": "inx", "img/pages-1.img": strings.Repeat("p", 2*CheckpointChunk),
+		"spool/stdout": "out"})
+	c := bytes.Clone(b)
+	_, head, _, _ := ReadHead(bufio.NewReader(bytes.NewReader(b)), key)
+	second := int(head) + CheckpointChunk + SealSize
+	copy(c[second:second+CheckpointChunk+SealSize], other[second:])
+	if err := readAll(c, key); !errors.Is(err, ErrBadCheckpoint) || !strings.Contains(err.Error(), "chunk 2") {
+		t.Fatalf("a chunk of another file: %v", err)
+	}
+}
+
+// A file of format version 1 (one seal at its end, no binding) is
+// refused by its head, saying why; so is another cluster's, and one past
+// its expiry.
+func TestCheckpointHeadRefused(t *testing.T) {
+	v1 := "roam-checkpoint 1\n{\"version\":1}\n"
+	_, _, _, err := ReadHead(bufio.NewReader(strings.NewReader(v1)), []byte("k"))
+	if !errors.Is(err, ErrBadCheckpoint) || !strings.Contains(err.Error(), "format version 1") || !strings.Contains(err.Error(), "older roam") {
+		t.Fatalf("version 1: %v", err)
+	}
+	b := testBindingAt(time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC), 10)
+	if err := b.Check("c1", b.Expires); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Check("c2", b.At); !errors.Is(err, ErrCheckpointExpired) || !strings.Contains(err.Error(), `cluster "c1", this is cluster "c2"`) {
+		t.Fatalf("another cluster: %v", err)
+	}
+	if err := b.Check("c1", b.Expires.Add(time.Second)); !errors.Is(err, ErrCheckpointExpired) || !strings.Contains(err.Error(), "limits.checkpoint_expiry") {
+		t.Fatalf("expired: %v", err)
 	}
 }
 
@@ -119,7 +175,7 @@ func TestCheckpointMetaRefused(t *testing.T) {
 		edit func(*CheckpointMeta)
 		want string
 	}{
-		"version":   {func(m *CheckpointMeta) { m.Version = 2 }, "format version 2"},
+		"version":   {func(m *CheckpointMeta) { m.Version = 3 }, "format version 3"},
 		"node":      {func(m *CheckpointMeta) { m.Node = "../x" }, `node "../x"`},
 		"offset":    {func(m *CheckpointMeta) { m.Out = -1 }, "negative output offset"},
 		"argv":      {func(m *CheckpointMeta) { m.Job.Argv = nil }, "no program"},
@@ -137,25 +193,25 @@ func TestCheckpointMetaRefused(t *testing.T) {
 			}
 		})
 	}
-	for _, head := range []string{"roam-checkpoint 2\n{}\n", "tar\n", "roam-checkpoint x\n"} {
-		if _, _, err := ReadCheckpoint(bufio.NewReader(strings.NewReader(head))); !errors.Is(err, ErrBadCheckpoint) {
+	for _, head := range []string{"roam-checkpoint 2\n{}\n", "tar\n", "roam-checkpoint x\n", "roam-checkpoint 3\n"} {
+		if _, _, _, err := ReadHead(bufio.NewReader(strings.NewReader(head)), []byte("k")); !errors.Is(err, ErrBadCheckpoint) {
 			t.Fatalf("%q: %v", head, err)
 		}
 	}
 }
 
-// FuzzReadCheckpoint: whatever bytes follow a valid seal (the seal keeps
+// FuzzReadCheckpoint: whatever body follows a valid seal (the seals keep
 // users' bytes out; a bug of ours or a copied file from a newer roam
-// could still bring any), ReadCheckpoint returns a META and a header that
+// could still bring any), ReadBody returns a META and a header that
 // keep their promises, or an error of the format's kinds; never a panic.
 func FuzzReadCheckpoint(f *testing.F) {
 	meta := testMeta()
 	meta.Version = CheckpointVersion
 	f.Add(fuzzCheckpointHead(f, meta))
-	f.Add([]byte("roam-checkpoint 1\n{\"version\":1}\n"))
-	f.Add([]byte("roam-checkpoint 99\n"))
+	f.Add([]byte("{\"version\":1}\n"))
+	f.Add([]byte("{\"version\":2}\n{}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, h, err := ReadCheckpoint(bufio.NewReader(bytes.NewReader(data)))
+		m, h, err := ReadBody(bufio.NewReader(bytes.NewReader(data)))
 		if err != nil {
 			if !errors.Is(err, ErrBadCheckpoint) {
 				t.Fatalf("error of another kind: %v", err)
@@ -177,7 +233,7 @@ func fuzzCheckpointHead(tb testing.TB, m CheckpointMeta) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c, err := NewCheckpointPlan(m, p)
+	c, err := NewCheckpointPlan(testBinding(), m, p)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -185,5 +241,14 @@ func fuzzCheckpointHead(tb testing.TB, m CheckpointMeta) []byte {
 	if err := c.Write(&buf, []byte("k"), nil); err != nil {
 		tb.Fatal(err)
 	}
-	return buf.Bytes()
+	// The body, joined from its chunks.
+	_, _, body, err := ReadHead(bufio.NewReader(&buf), []byte("k"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out, err := io.ReadAll(body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }

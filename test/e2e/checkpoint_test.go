@@ -65,7 +65,8 @@ func TestCheckpointRestart(t *testing.T) {
 		if out, err := c.roamAs(jobUser, "--node", "1", "restart", file).CombinedOutput(); err == nil || !strings.Contains(string(out), "still running") {
 			t.Fatalf("%s: restarted while it runs: %v: %s", p.name, err, out)
 		}
-		c.mustRun("--node", "1", "kill", "-s", "KILL", id)
+		// Killed by its user: a job root killed is not restarted.
+		c.mustRunAs(jobUser, "--node", "1", "kill", "-s", "KILL", id)
 		if j := c.waitFinished(id, 30*time.Second); j.ExitCode == nil || *j.ExitCode != 137 {
 			t.Fatalf("%s killed: %+v", p.name, j)
 		}

@@ -44,12 +44,18 @@ type Config struct {
 	// Stall ends a transfer that makes no progress this long; CallTimeout
 	// bounds a checkpoint or a restart asked of another node.
 	Stall, CallTimeout time.Duration
+	// Sweep is how often the kept checkpoints are swept
+	// (limits.checkpoint_sweep).
+	Sweep time.Duration
 
 	// Draining says whether this node is draining (no job is placed on it).
 	Draining func() bool
 	// Admitted is what the memory requests of the moves this node
 	// admitted and has not received add up to, in MiB, but job but's.
 	Admitted func(but string) float64
+	// CheckRun refuses a restart of a job of uid's with these arguments
+	// here past the run limits (package launch).
+	CheckRun func(uid uint32, argv, env []string) error
 	// Record is job id's record, from its home (this node or another).
 	Record func(id string) (job.Record, error)
 	// Event records an event for `roam events`.

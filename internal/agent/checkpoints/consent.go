@@ -74,6 +74,14 @@ func (c *Checkpoints) consent(req reopen.Request) (reopen.Consent, error) {
 	if err != nil {
 		return reopen.Consent{}, err
 	}
+	// A user's restart is one more live job of theirs here: under the
+	// run limits as a run is. A home's own restart of a job of a dead
+	// node is the same live job.
+	if req.Lost == "" {
+		if err := c.cfg.CheckRun(req.Owner.UID, req.Meta.Job.Argv, req.Meta.Job.Env); err != nil {
+			return reopen.Consent{}, err
+		}
+	}
 	fresh := id == "" // a new id, which no record may hold
 	if fresh {
 		seq, err := c.cfg.Store.NextSeqs(1)

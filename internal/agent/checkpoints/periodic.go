@@ -9,7 +9,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"os"
 	"sync"
 	"time"
 
@@ -76,7 +75,7 @@ func (c *Checkpoints) periodic(id string) {
 // sendToStore hands a checkpoint file to the node that keeps it.
 func (c *Checkpoints) sendToStore(node string, f keeper.File) error {
 	if node == c.cfg.Self {
-		return c.cfg.Keeper.Keep(f.Hdr.ID, f.Path, f.Hdr.Inc, f.Meta.At)
+		return c.cfg.Keeper.Keep(f.Hdr.ID, f)
 	}
 	return c.sendFile(node, peer.CkptKeep+"?id="+url.QueryEscape(f.Hdr.ID), f.Path, f.Size, nil)
 }
@@ -90,14 +89,16 @@ func (c *Checkpoints) ServeKeep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, stop := httpx.WatchedBody(w, r, c.cfg.Stall)
-	f, err := c.cfg.Keeper.Take(body, r.ContentLength, peer.NewMID())
+	f, release, err := c.cfg.Keeper.Take(body, r.ContentLength, peer.NewMID(), func(b migrate.Binding) error {
+		if b.Job != id {
+			return errkind.New(peer.ErrBadRequest, "checkpoint of job %s sent as job %s", b.Job, id)
+		}
+		return c.cfg.Keeper.FitsKept(b, r.ContentLength)
+	})
 	stop()
-	if err == nil && f.Hdr.ID != id {
-		os.Remove(f.Path)
-		err = errkind.New(peer.ErrBadRequest, "checkpoint of job %s sent as job %s", f.Hdr.ID, id)
-	}
 	if err == nil {
-		err = c.cfg.Keeper.Keep(id, f.Path, f.Hdr.Inc, f.Meta.At)
+		err = c.cfg.Keeper.Keep(id, f)
+		release()
 	}
 	if err != nil {
 		httpx.WriteError(w, err)

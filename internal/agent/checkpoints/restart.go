@@ -38,20 +38,22 @@ func (c *Checkpoints) Restart(caller httpx.Caller, on string, body io.Reader, le
 	if length <= 0 {
 		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restart: the checkpoint's length must be given (Content-Length)")
 	}
-	// One upload at a time per user: each holds a file on root's disk
-	// until it is checked.
-	if !c.cfg.Jobs.BeginUpload(caller.UID) {
-		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restart: uid %d has another restart in progress", caller.UID)
-	}
-	defer c.cfg.Jobs.EndUpload(caller.UID)
-	f, err := c.cfg.Keeper.Take(body, length, peer.NewMID())
+	// The caller may restart it, judged from its head before its body is
+	// taken; the file counts in its owner's budgets until the run ended.
+	f, release, err := c.cfg.Keeper.Take(body, length, peer.NewMID(), func(b migrate.Binding) error {
+		return reopen.MayRestart(caller.UID, caller.GID, caller.Groups, b)
+	})
 	if err != nil {
 		return api.RestartResponse{}, err
 	}
-	home, targets, err := f.Hdr.Home, []string(nil), reopen.MayRestart(caller.UID, caller.GID, caller.Groups, f.Hdr)
-	if p, ok := c.cfg.Members.Get(home); err == nil && !ok {
-		home = c.cfg.Self // another cluster's (same secret): this node is its home now
-	} else if err == nil && !p.Alive {
+	defer release()
+	// Its home keeps its record, which decides: a home gone from the
+	// cluster took the record, and the job's checkpoints end with it (a
+	// new job at every upload would be one more copy each).
+	home, targets := f.Hdr.Home, []string(nil)
+	if p, ok := c.cfg.Members.Get(home); !ok && home != c.cfg.Self {
+		err = errkind.New(peer.ErrNotFound, "node %s, the home of job %s, is not in this cluster: the job's record, and its checkpoints, went with it", home, f.Hdr.ID)
+	} else if ok && !p.Alive {
 		err = errkind.New(peer.ErrUnavailable, "node %s, the home of job %s, is not alive", home, f.Hdr.ID)
 	}
 	if err == nil {
@@ -109,11 +111,14 @@ func (c *Checkpoints) ServeRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, stop := httpx.WatchedBody(w, r, c.cfg.Stall)
-	f, err := c.cfg.Keeper.Take(body, r.ContentLength, peer.NewMID())
+	// The node that sent it judged its caller; this one holds it in
+	// its owner's budgets until the run ended.
+	f, release, err := c.cfg.Keeper.Take(body, r.ContentLength, peer.NewMID(), func(migrate.Binding) error { return nil })
 	stop()
 	var res api.RestartResponse
 	if err == nil {
 		res, err = c.restartHere(f, req)
+		release()
 	}
 	if err != nil {
 		httpx.WriteError(w, err)

@@ -43,6 +43,11 @@ const (
 type Config struct {
 	// NodeID names the node; unique in the cluster; letters, digits, '-', '.'.
 	NodeID string `yaml:"node_id"`
+	// ClusterName names the cluster, the same on every node: every
+	// checkpoint file is bound to it, and no other cluster restarts one
+	// (even one with the same secret, as a test cluster beside a
+	// production one may have).
+	ClusterName string `yaml:"cluster_name"`
 	// BindAddr is the IP address the agent listens on for gossip and peers.
 	BindAddr string `yaml:"bind_addr"`
 	// AdvertiseAddr is the IP address other nodes reach this one at; empty
@@ -161,14 +166,15 @@ func (c Config) ImageDirOrDefault() string {
 func Default() Config {
 	host, _ := os.Hostname()
 	return Config{
-		NodeID:     host,
-		BindAddr:   "0.0.0.0",
-		GossipPort: DefaultGossipPort,
-		PeerPort:   DefaultPeerPort,
-		SecretFile: "/etc/roam/secret",
-		StateDir:   DefaultStateDir,
-		Socket:     DefaultSocket,
-		InitPath:   defaultInit(),
+		NodeID:      host,
+		ClusterName: "roam",
+		BindAddr:    "0.0.0.0",
+		GossipPort:  DefaultGossipPort,
+		PeerPort:    DefaultPeerPort,
+		SecretFile:  "/etc/roam/secret",
+		StateDir:    DefaultStateDir,
+		Socket:      DefaultSocket,
+		InitPath:    defaultInit(),
 		Load: LoadConfig{
 			Interval:   load.DefaultInterval,
 			VectorSize: load.DefaultVectorSize,

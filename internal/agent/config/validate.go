@@ -45,6 +45,8 @@ func (c Config) checkAddrs() (string, error) {
 	switch {
 	case !nodeIDPattern.MatchString(c.NodeID):
 		return "node_id", fmt.Errorf("%q is not allowed (letters, digits, '.', '-'; 1 to 63 characters)", c.NodeID)
+	case !nodeIDPattern.MatchString(c.ClusterName):
+		return "cluster_name", fmt.Errorf("%q is not allowed (letters, digits, '.', '-'; 1 to 63 characters)", c.ClusterName)
 	case net.ParseIP(c.BindAddr) == nil:
 		return "bind_addr", fmt.Errorf("%q is not an IP address", c.BindAddr)
 	case c.AdvertiseAddr != "" && adv == nil:

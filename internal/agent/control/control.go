@@ -118,14 +118,15 @@ func (j *Jobs) Kill(c httpx.Caller, req api.KillRequest) ([]api.KillResult, erro
 		}
 	}
 	out = append(out, j.endPending(pending, req.Signal)...)
-	out = append(out, j.ended(j.signalAll(running, req.Signal), viaSweep(ts))...)
+	out = append(out, j.ended(j.signalAll(running, req.Signal, c.UID == 0), viaSweep(ts))...)
 	sort.SliceStable(out, func(a, b int) bool { return pos[out[a].ID] < pos[out[b].ID] })
 	return out, nil
 }
 
-// SignalOn signals job id, which runs on node (this one or another).
-func (j *Jobs) SignalOn(node, id string, sig int) error {
-	return j.cfg.Peers.Call(node, http.MethodPost, peer.Signal, peer.SignalRequest{ID: id, Signal: sig}, nil)
+// SignalOn signals job id, which runs on node (this one or another);
+// byRoot: root sends it to another user's job.
+func (j *Jobs) SignalOn(node, id string, sig int, byRoot bool) error {
+	return j.cfg.Peers.Call(node, http.MethodPost, peer.Signal, peer.SignalRequest{ID: id, Signal: sig, ByRoot: byRoot}, nil)
 }
 
 // PeerSignal is /v1/peer/signal: a signal for a job running here.
@@ -133,18 +134,23 @@ func (j *Jobs) PeerSignal(req peer.SignalRequest) (struct{}, error) {
 	if req.Signal < 1 || req.Signal > 64 {
 		return struct{}{}, errkind.New(peer.ErrBadRequest, "signal %d", req.Signal)
 	}
-	return struct{}{}, j.SignalHere(req.ID, syscall.Signal(req.Signal))
+	return struct{}{}, j.signalHere(req.ID, syscall.Signal(req.Signal), req.ByRoot)
 }
 
 // SignalHere signals a job running here: its roam-init, which forwards the
 // signal to the program's process group (SIGKILL ends the namespace).
-func (j *Jobs) SignalHere(id string, sig syscall.Signal) error {
+func (j *Jobs) SignalHere(id string, sig syscall.Signal) error { return j.signalHere(id, sig, false) }
+
+func (j *Jobs) signalHere(id string, sig syscall.Signal, byRoot bool) error {
 	l, here, movedTo := j.Settled(id)
 	if movedTo != "" {
-		return j.SignalOn(movedTo, id, int(sig))
+		return j.SignalOn(movedTo, id, int(sig), byRoot)
 	}
 	if !here || !j.cfg.Procs.Alive(l.PID, l.StartTix) {
 		return errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, j.cfg.Self)
+	}
+	if byRoot && l.UID != 0 {
+		j.cfg.Jobs.RootSignals(id, int(sig))
 	}
 	return j.cfg.Procs.Signal(l.PID, sig)
 }

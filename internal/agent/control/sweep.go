@@ -145,8 +145,9 @@ func (j *Jobs) targets(c httpx.Caller, ids []string) (ts []killTarget, out []api
 	return ts, out, pos
 }
 
-// signalAll sends sig to running jobs, signalWidth at a time.
-func (j *Jobs) signalAll(recs []job.Record, sig int) []api.KillResult {
+// signalAll sends sig to running jobs, signalWidth at a time; byRoot:
+// root sends it.
+func (j *Jobs) signalAll(recs []job.Record, sig int, byRoot bool) []api.KillResult {
 	out := make([]api.KillResult, len(recs))
 	sem := make(chan struct{}, signalWidth)
 	var wg sync.WaitGroup
@@ -155,7 +156,7 @@ func (j *Jobs) signalAll(recs []job.Record, sig int) []api.KillResult {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := j.SignalOn(r.Node, r.ID, sig); err != nil {
+			if err := j.SignalOn(r.Node, r.ID, sig, byRoot && r.UID != 0); err != nil {
 				out[i].Error = fmt.Sprintf("%s: %v", r.ID, err)
 			}
 		})
@@ -224,7 +225,7 @@ func (j *Jobs) Cancel(req peer.CancelRequest) ([]api.KillResult, error) {
 	for _, r := range running {
 		all[r.ID] = true
 	}
-	return append(out, j.ended(j.signalAll(running, req.Signal), all)...), nil
+	return append(out, j.ended(j.signalAll(running, req.Signal, false), all)...), nil
 }
 
 // startedWait bounds how long a kill waits for a job that its home's

@@ -228,7 +228,7 @@ func (d *Driver) receive(in *Migration) error {
 		if err := d.NotHere(r.Job, r.MID); err != nil {
 			return err
 		}
-		f, br, err := in.rst.Open()
+		f, br, err := in.rst.Open(d.keeper.Key())
 		if err != nil {
 			return err
 		}

@@ -40,6 +40,16 @@ func (j *Table) EndedHere(id, why string) {
 	}
 }
 
+// RootSignals notes that root sent signal sig to job id, running here:
+// if it ends, its home is told root ended it.
+func (j *Table) RootSignals(id string, sig int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lj := j.local[id]; lj != nil {
+		lj.rootSignal = sig
+	}
+}
+
 // CheckpointsDue lists the jobs here whose periodic checkpoint is due,
 // the most overdue first.
 func (j *Table) CheckpointsDue(now time.Time) []string {

@@ -310,8 +310,11 @@ type NewsState struct {
 	// Req is the job's request, which says why it ran out of memory.
 	Req resources.Request
 	Rec job.Local // what it used before this node, for its end
+	// RootSignal is the last signal root sent it, 0 none.
+	RootSignal int
 }
 
 func (lj *Local) newsState() NewsState {
-	return NewsState{Dir: lj.Rec.Dir, Pid: lj.Rec.PID, Tix: lj.Rec.StartTix, AckOut: lj.AckOut, AckErr: lj.AckErr, Req: lj.Rec.Req, Rec: lj.Rec}
+	return NewsState{Dir: lj.Rec.Dir, Pid: lj.Rec.PID, Tix: lj.Rec.StartTix, AckOut: lj.AckOut, AckErr: lj.AckErr, Req: lj.Rec.Req, Rec: lj.Rec,
+		RootSignal: lj.rootSignal}
 }

@@ -1,9 +1,8 @@
 package jobtable
 
-// The job table's part of restarts from a checkpoint: the uploads of
-// `roam restart` in progress, the home's consent to a run of a restart
-// (reopen), which makes the record a new incarnation before any copy is
-// restored, and the run's end: the commit (commitRestart), which keeps
+// The job table's part of restarts from a checkpoint: the home's consent
+// to a run of a restart (reopen), which makes the record a new
+// incarnation before any copy is restored, and the run's end: the commit (commitRestart), which keeps
 // it, or a failure (reopenEnded), which puts the record back.
 
 import (
@@ -19,28 +18,6 @@ import (
 	"roam/internal/job"
 	"roam/internal/migrate"
 )
-
-// BeginUpload marks uid as uploading a checkpoint, one at a time per
-// user: each holds a file on root's disk until it is checked. It is false
-// when uid has one in progress already; endUpload ends it.
-func (j *Table) BeginUpload(uid uint32) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.uploading[uid] {
-		return false
-	}
-	if j.uploading == nil {
-		j.uploading = map[uint32]bool{}
-	}
-	j.uploading[uid] = true
-	return true
-}
-
-func (j *Table) EndUpload(uid uint32) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	delete(j.uploading, uid)
-}
 
 // ConsentFor is the consent this home gave run mid already (ok), or a
 // refusal of a run it ended or that took a consent before: a run is
@@ -66,10 +43,12 @@ func (j *Table) RefuseRun(mid string) {
 }
 
 // RestartID is the id a restart of req takes at home self: its own when
-// its record here is of the same job (same owner, same start) or none is
-// and self is its home; "" when it needs a new one (another cluster's
-// job, or another job of this id). had says a record of it is here. A job
-// being restarted, or that runs on a node not declared dead, is refused.
+// its record here is of the same job (same owner, same start); "" when
+// it needs a new one (another job of this id, a home whose state was
+// lost). had says a record of it is here. A job being restarted, or that
+// runs on a node not declared dead, is refused; so is one whose record
+// is gone (its checkpoints end with it), and one that root or a limit
+// ended (reopen.Revivable).
 func (j *Table) RestartID(req reopen.Request, self string) (id string, had bool, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -84,8 +63,14 @@ func (j *Table) RestartID(req reopen.Request, self string) (id string, had bool,
 	switch {
 	case rec != nil && j.restarting[id].Holds(req):
 		return "", false, errkind.New(peer.ErrBadRequest, "job %s is being restarted already", req.ID)
+	case rec == nil && id != "":
+		return "", false, errkind.New(peer.ErrNotFound, "job %s has no record at its home %s (purged, or expired: limits.keep_finished): its checkpoints ended with it", req.ID, self)
 	case rec != nil && reopen.StillRuns(*rec, req.Lost):
 		return "", false, errkind.New(peer.ErrBadRequest, "job %s is still %s on node %s: it is not restarted while it runs (never two copies); roam kill it first", req.ID, rec.State, rec.Node)
+	case rec != nil:
+		if err := reopen.Revivable(*rec); err != nil {
+			return "", false, err
+		}
 	}
 	return id, rec != nil, nil
 }

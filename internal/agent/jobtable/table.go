@@ -46,8 +46,6 @@ type Table struct {
 	// again.
 	restarting map[string]*reopen.Mark
 	endedRuns  reopen.Ended
-	// uploading are the users with a roam restart upload in progress.
-	uploading map[uint32]bool
 	// reserved are the memory requests, in bytes, of the jobs that are
 	// starting or arriving here and are not local jobs yet (mem.go).
 	reserved map[string]int64
@@ -157,6 +155,9 @@ type Local struct {
 	// limits.output_bytes; why says why this node killed it, if it did.
 	sizeChecked time.Time
 	why         string
+	// rootSignal is the last signal root sent it (roam kill): if it
+	// ends, root ended it.
+	rootSignal int
 	// ArrivedAt is when it started or came here; lastCkpt when its last
 	// periodic checkpoint here began; ckptJob its record's part a
 	// checkpoint keeps, once asked of its home.
@@ -214,7 +215,7 @@ func (j *Table) Reset(store *job.Store, spools *spool.Spools) {
 	case <-j.kick:
 	default:
 	}
-	j.restarting, j.uploading, j.endedRuns = map[string]*reopen.Mark{}, nil, reopen.Ended{}
+	j.restarting, j.endedRuns = map[string]*reopen.Mark{}, reopen.Ended{}
 }
 
 // Load puts what the store holds into the table, at the agent's start:

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/limits"
 	"roam/internal/agent/peer"
 	"roam/internal/migrate"
 )
@@ -20,21 +21,29 @@ var (
 )
 
 // file is a checkpoint file of job id, incarnation inc, taken at at, as a
-// node writes one, sealed with k.
+// node of cluster c1 writes one, sealed with k.
 func file(t *testing.T, k []byte, id string, inc int, at time.Time) []byte {
+	t.Helper()
+	return fileOf(t, k, "c1", id, inc, at, 3)
+}
+
+// fileOf is a checkpoint file of cluster cluster, whose image is size
+// bytes.
+func fileOf(t *testing.T, k []byte, cluster, id string, inc int, at time.Time, size int) []byte {
 	t.Helper()
 	home, _ := migrate.JobHome(id)
 	h := migrate.Header{MID: "0123456789abcdef", From: "n3", ID: id, Home: home, HomeAddr: "198.18.0.1:7947", UID: 70001, GID: 70001,
 		Started: t0, Inc: inc}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "inventory.img"), []byte("inv"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "inventory.img"), bytes.Repeat([]byte("i"), size), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, err := migrate.NewPlan(h, []migrate.File{{Name: "img/inventory.img", Path: filepath.Join(dir, "inventory.img"), Size: 3}})
+	p, err := migrate.NewPlan(h, []migrate.File{{Name: "img/inventory.img", Path: filepath.Join(dir, "inventory.img"), Size: int64(size)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := migrate.NewCheckpointPlan(migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: at, Node: "n3",
+	bind := migrate.Binding{Cluster: cluster, UID: h.UID, GID: h.GID, Job: id, Expires: at.Add(expiry)}
+	c, err := migrate.NewCheckpointPlan(bind, migrate.CheckpointMeta{Version: migrate.CheckpointVersion, At: at, Node: "n3",
 		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Group: id, Started: t0}}, p)
 	if err != nil {
 		t.Fatal(err)
@@ -46,16 +55,33 @@ func file(t *testing.T, k []byte, id string, inc int, at time.Time) []byte {
 	return buf.Bytes()
 }
 
+// take takes b, its hold ended at once.
 func take(t *testing.T, k *Keeper, b []byte, mid string) (File, error) {
 	t.Helper()
-	return k.Take(bytes.NewReader(b), int64(len(b)), mid)
+	f, release, err := k.Take(bytes.NewReader(b), int64(len(b)), mid, func(migrate.Binding) error { return nil })
+	if release != nil {
+		release()
+	}
+	return f, err
+}
+
+const expiry = 30 * 24 * time.Hour
+
+// newKeeper is a keeper of cluster c1 taking files up to max bytes, its
+// clock at t0.
+func newKeeper(t *testing.T, max int64) *Keeper {
+	lim := limits.Default()
+	lim.CheckpointBytes, lim.CheckpointExpiry = max, expiry
+	k := New(t.TempDir(), key, "c1", lim, 1)
+	k.now = func() time.Time { return t0 }
+	return k
 }
 
 // A file is taken only whole, sealed with the cluster's key and within
 // the bound; a refused one leaves nothing behind.
 func TestTakeChecksEveryFile(t *testing.T) {
 	good := file(t, key, "n1.1", 1, t0)
-	k := New(t.TempDir(), key, int64(len(good)), 1)
+	k := newKeeper(t, int64(len(good)))
 	f, err := take(t, k, good, "a")
 	if err != nil || f.Hdr.ID != "n1.1" || !f.Meta.At.Equal(t0) || f.Size != int64(len(good)) {
 		t.Fatalf("a good file: %+v %v", f, err)
@@ -65,14 +91,16 @@ func TestTakeChecksEveryFile(t *testing.T) {
 		"another key's": file(t, []byte("another cluster"), "n1.1", 1, t0),
 		"cut short":     good[:len(good)-1],
 		"one bit off":   append(append([]byte{}, good[:10]...), append([]byte{good[10] ^ 1}, good[11:]...)...),
-		"too large":     append(append([]byte{}, good...), 0),
 	} {
 		if _, err := take(t, k, b, "b"); !errors.Is(err, peer.ErrBadRequest) {
 			t.Errorf("%s file: %v", name, err)
 		}
 	}
+	if _, err := take(t, k, append(bytes.Clone(good), 0), "b"); !errors.Is(err, peer.ErrLimit) {
+		t.Errorf("too large file: %v", err)
+	}
 	// The length a request says is refused before a byte is read.
-	if _, err := k.Take(strings.NewReader(""), 1<<40, "c"); err == nil || !strings.Contains(err.Error(), "limits.checkpoint_bytes") {
+	if _, _, err := k.Take(strings.NewReader(""), 1<<40, "c", nil); err == nil || !strings.Contains(err.Error(), "limits.checkpoint_bytes") {
 		t.Errorf("a 1 TiB upload: %v", err)
 	}
 	if ents, _ := os.ReadDir(k.Dir()); len(ents) != 0 {
@@ -84,14 +112,14 @@ func TestTakeChecksEveryFile(t *testing.T) {
 // same one taken later; Drop removes it unless it is newer than asked,
 // and Open hands out a link of its own.
 func TestKeepTheNewest(t *testing.T) {
-	k := New(t.TempDir(), key, 1<<20, 1)
+	k := newKeeper(t, 1<<20)
 	keep := func(inc int, at time.Time) {
 		t.Helper()
 		f, err := take(t, k, file(t, key, "n1.2", inc, at), "m")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := k.Keep("n1.2", f.Path, inc, at); err != nil {
+		if err := k.Keep("n1.2", f); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(f.Path); !os.IsNotExist(err) {
@@ -138,13 +166,13 @@ func TestKeepTheNewest(t *testing.T) {
 // What an earlier run left half-written goes at the start; kept files
 // stay, and the files of restarts, which the restarted agent finishes.
 func TestRemovePartial(t *testing.T) {
-	k := New(t.TempDir(), key, 1<<20, 1)
+	k := newKeeper(t, 1<<20)
 	f, err := take(t, k, file(t, key, "n1.3", 1, t0), "x")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g, _ := take(t, k, file(t, key, "n1.3", 1, t0), "y")
-	if err := k.Keep("n1.3", g.Path, 1, t0); err != nil {
+	if err := k.Keep("n1.3", g); err != nil {
 		t.Fatal(err)
 	}
 	run, _ := k.NewPath(Restarting, "z")

@@ -163,6 +163,13 @@ func (s *Starter) checkRunLimits(c httpx.Caller, count int, argv, env []string) 
 	return nil
 }
 
+// CheckRestart refuses a user's restart of a job here (the job's one
+// more live job, with these arguments) past one of the run limits, as
+// a run of it would be.
+func (s *Starter) CheckRestart(uid uint32, argv, env []string) error {
+	return s.checkRunLimits(httpx.Caller{UID: uid}, 1, argv, env)
+}
+
 // runSpec checks a run request and makes the spec its processes share,
 // its resource request completed from def.
 func runSpec(c httpx.Caller, req api.RunRequest, def resources.Request) (job.Spec, error) {

@@ -61,6 +61,26 @@ type Limits struct {
 	// to it to keep (a job's periodic checkpoint), or to restart (roam
 	// restart). A job's checkpoint is about its memory's size.
 	CheckpointBytes int64 `yaml:"checkpoint_bytes"`
+	// CheckpointsInFlight bounds how many checkpoint files of one user's
+	// jobs a node holds in flight at once, CheckpointBytesInFlight their
+	// bytes together: a checkpoint written until it is delivered (to its
+	// user, or to the node that keeps it), a file taken until it is kept
+	// or its restart ended (roam restart, a periodic checkpoint sent to
+	// keep). Past either, the checkpoint or upload is refused.
+	CheckpointsInFlight     int   `yaml:"checkpoints_in_flight"`
+	CheckpointBytesInFlight int64 `yaml:"checkpoint_bytes_in_flight"`
+	// CheckpointBytesKept bounds the periodic checkpoints a node keeps of
+	// one user's jobs, all together: past it, a newer one is refused and
+	// the job's older one (if any) stays.
+	CheckpointBytesKept int64 `yaml:"checkpoint_bytes_kept"`
+	// CheckpointExpiry is how long a checkpoint file may be restarted
+	// after it was taken: every file carries its expiry, and a keeper
+	// removes a kept one past it.
+	CheckpointExpiry time.Duration `yaml:"checkpoint_expiry"`
+	// CheckpointSweep is how often a node that keeps checkpoints asks
+	// their jobs' homes whether they still need them: a job ended or
+	// purged loses its kept checkpoint within one sweep.
+	CheckpointSweep time.Duration `yaml:"checkpoint_sweep"`
 	// ConnectionsPerUser bounds the connections one non-root user holds
 	// open to the roam socket at once, Connections everyone's together:
 	// past either, a new one is closed as it comes (package connlimit).
@@ -88,9 +108,16 @@ func Default() Limits {
 		GhostBytes:          64 << 20,
 		JobTmpBytes:         job.DefaultTmpBytes,
 		CheckpointBytes:     64 << 30,
-		ConnectionsPerUser:  256,
-		Connections:         4096,
-		PeerConnections:     8192,
+		CheckpointsInFlight: 4,
+		// Two files of the largest size: a user's restart and a
+		// checkpoint at once.
+		CheckpointBytesInFlight: 128 << 30,
+		CheckpointBytesKept:     256 << 30,
+		CheckpointExpiry:        30 * 24 * time.Hour,
+		CheckpointSweep:         5 * time.Minute,
+		ConnectionsPerUser:      256,
+		Connections:             4096,
+		PeerConnections:         8192,
 	}
 }
 
@@ -121,6 +148,16 @@ func (l Limits) Validate() (string, error) {
 		return "limits.job_tmp_bytes", fmt.Errorf("%d is out of range (1 MiB to 1 TiB)", l.JobTmpBytes)
 	case l.CheckpointBytes < 1<<20:
 		return "limits.checkpoint_bytes", fmt.Errorf("%d is below 1 MiB", l.CheckpointBytes)
+	case l.CheckpointsInFlight < 1 || l.CheckpointsInFlight > 1000:
+		return "limits.checkpoints_in_flight", fmt.Errorf("%d is out of range (1 to 1000)", l.CheckpointsInFlight)
+	case l.CheckpointBytesInFlight < l.CheckpointBytes:
+		return "limits.checkpoint_bytes_in_flight", fmt.Errorf("%d is below limits.checkpoint_bytes (%d)", l.CheckpointBytesInFlight, l.CheckpointBytes)
+	case l.CheckpointBytesKept < 0:
+		return "limits.checkpoint_bytes_kept", fmt.Errorf("%d is below 0", l.CheckpointBytesKept)
+	case l.CheckpointExpiry < time.Minute:
+		return "limits.checkpoint_expiry", fmt.Errorf("%v is below 1m", l.CheckpointExpiry)
+	case l.CheckpointSweep < time.Second || l.CheckpointSweep > 24*time.Hour:
+		return "limits.checkpoint_sweep", fmt.Errorf("%v is out of range (1s to 24h)", l.CheckpointSweep)
 	case l.Connections < 1 || l.Connections > 1<<20:
 		return "limits.connections", fmt.Errorf("%d is out of range (1 to 1048576)", l.Connections)
 	case l.ConnectionsPerUser < 1 || l.ConnectionsPerUser > l.Connections:

@@ -13,6 +13,7 @@ import (
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
+	"roam/internal/agent/reopen"
 	"roam/internal/agent/spool"
 	"roam/internal/api"
 	"roam/internal/job"
@@ -77,6 +78,8 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 		it.U, it.Send = read(it.St, r.c.Procs)
 		if it.U.Exit != nil && r.c.Procs.OOMKills(it.Id) > 0 {
 			it.Ended = oomReason(it.St.Req)
+		} else if it.U.Exit != nil && it.St.RootSignal != 0 {
+			it.Ended = reopen.EndedByRoot(it.St.RootSignal)
 		}
 	}
 	out, kills := r.c.Jobs.Pushed(items, r.c.Self, now)

@@ -22,6 +22,7 @@ import (
 	"roam/internal/agent/peer"
 	"roam/internal/agent/phases"
 	"roam/internal/agent/relay"
+	"roam/internal/agent/reopen"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
@@ -40,16 +41,20 @@ type ckptRun struct {
 	stdin    bool
 	stopped  []int // its processes stopped before the freeze
 	frozen   time.Time
+	bind     migrate.Binding
 	meta     migrate.CheckpointMeta
 	hdr      migrate.Header
 	files    []migrate.File
 	size     int64
 	path     string // the file, under its temporary name, then its final one
+	// release ends the file's hold in its owner's budget of files in
+	// flight (keeper.Hold), taken as it is written.
+	release func()
 }
 
 // saved is the file as the agent hands it on.
 func (c *ckptRun) saved() keeper.File {
-	return keeper.File{Path: c.path, Size: c.size, Meta: c.meta, Hdr: c.hdr}
+	return keeper.File{Path: c.path, Size: c.size, Bind: c.bind, Meta: c.meta, Hdr: c.hdr}
 }
 
 // CheckpointRun saves job id, running here, into a sealed file that
@@ -106,7 +111,7 @@ func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.Sourc
 		}
 		return migrate.Delivered{Err: err}, true
 	case migrate.Kill:
-		d.jobs.EndedHere(r.Job, "stopped once checkpointed (roam checkpoint --stop); roam restart continues it")
+		d.jobs.EndedHere(r.Job, reopen.StoppedToRestart)
 		d.procs.Kill(r.PID, r.Tix, 30*time.Second)
 		return migrate.CopyGone{}, true
 	case migrate.RemoveFile:
@@ -245,10 +250,15 @@ func (o *outMig) ckWrite(r migrate.Record) error {
 	if err != nil {
 		return err
 	}
-	cp, err := migrate.NewCheckpointPlan(ck.meta, plan)
+	rec := ck.rec
+	cp, err := migrate.NewCheckpointPlan(d.keeper.Bind(r.Job, rec.UID, rec.GID, rec.Groups, ck.cj.User, ck.meta.At), ck.meta, plan)
 	if err != nil {
 		return err
 	}
+	if ck.release, err = d.keeper.Hold(rec.UID, cp.Size()); err != nil {
+		return err
+	}
+	ck.bind = cp.Binding()
 	if ck.path, err = d.keeper.NewPath("ckpt", r.MID); err != nil {
 		return err
 	}
@@ -293,6 +303,9 @@ func (o *outMig) ckSeal(r migrate.Record) error {
 // back to the push loop and the policies.
 func (o *outMig) ckFinish(r migrate.Record, err error) {
 	d := o.d
+	if o.ck.release != nil {
+		o.ck.release() // delivered, or removed
+	}
 	cp := checkpointNote(o.ck.saved(), d.self, o.ck.storedOn, err)
 	d.metrics.ObserveCheckpoint(cp)
 	d.log.Info("checkpoint", "job", r.Job, "ok", err == nil, "stop", r.Stop, "stored_on", o.ck.storedOn, "bytes", cp.Bytes,

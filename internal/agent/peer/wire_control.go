@@ -6,6 +6,9 @@ import "roam/internal/job"
 type SignalRequest struct {
 	ID     string `json:"id"`
 	Signal int    `json:"signal"`
+	// ByRoot says root sends it to another user's job: a job that ends
+	// after it is not restarted (its record's end_reason says so).
+	ByRoot bool `json:"by_root,omitempty"`
 }
 
 // PSPart is one node's part of `roam ps` (PS): the records of the jobs

@@ -3,11 +3,34 @@ package reopen
 // The home's rules for a restart's record.
 
 import (
+	"fmt"
 	"time"
+
+	"roam/internal/agent/peer"
+	"roam/internal/errkind"
 
 	"roam/internal/api"
 	"roam/internal/job"
 )
+
+// StoppedToRestart is why roam ended a job `roam checkpoint --stop`
+// stopped: the one end by roam that a restart undoes.
+const StoppedToRestart = "stopped once checkpointed (roam checkpoint --stop); roam restart continues it"
+
+// EndedByRoot is why a job ended that root sent signal sig (roam kill).
+func EndedByRoot(sig int) string { return fmt.Sprintf("ended after root's signal %d (roam kill)", sig) }
+
+// Revivable refuses the restart of a job that root or a limit ended:
+// its record's end reason is roam's (a limit: output_bytes, its memory)
+// or root's, and a restart would undo that. A job that ended by itself,
+// or that its owner killed, or roam checkpoint --stop stopped, may be
+// restarted.
+func Revivable(r job.Record) error {
+	if !r.Over() || r.EndReason == "" || r.EndReason == StoppedToRestart {
+		return nil
+	}
+	return errkind.New(peer.ErrPermission, "job %s was ended by root or a limit (%s): it is not restarted", r.ID, r.EndReason)
+}
 
 // StillRuns says a record says its job runs, on a node other than lost
 // (the node membership declared dead, for a home's own restart).

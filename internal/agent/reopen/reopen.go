@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"os"
@@ -108,10 +107,9 @@ func (rr *Run) Header() migrate.Header {
 	return h
 }
 
-// Verify is Verify. The keeper checked the file's seal, META and header
-// as it took it (Take, Open, Read: reading it all again would cost a
-// third read of a file of up to checkpoint_bytes); what the run needs
-// besides is a job it can name.
+// Verify is Verify. The keeper checked the file's head, META and header
+// as it took it (Take, Open, Read), and the restore checks each chunk as
+// it reads it (Open); what the run needs besides is a job it can name.
 func (rr *Run) Verify() error {
 	if _, ok := migrate.JobHome(rr.File.Hdr.ID); !ok || rr.File.Path == "" {
 		return errkind.New(peer.ErrBadRequest, "checkpoint of job %q: not a job this node can restart", rr.File.Hdr.ID)
@@ -119,14 +117,16 @@ func (rr *Run) Verify() error {
 	return rr.File.Meta.Validate()
 }
 
-// Open is the file's archive, past its META and header (Receive).
-func (rr *Run) Open() (*os.File, *bufio.Reader, error) {
+// Open is the file's archive, past its head, META and header
+// (Receive), read with key: each chunk is checked as it is read, so a
+// file changed since it was taken fails its restore at that chunk.
+func (rr *Run) Open(key []byte) (*os.File, *bufio.Reader, error) {
 	f, err := os.Open(rr.File.Path)
 	if err != nil {
 		return nil, nil, err
 	}
-	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, rr.File.Size-migrate.SealSize), 1<<20)
-	if _, _, err := migrate.ReadCheckpoint(br); err != nil {
+	_, _, _, br, err := migrate.ReadCheckpoint(f, key)
+	if err != nil {
 		f.Close()
 		return nil, nil, err
 	}
@@ -284,17 +284,18 @@ func Restartable(newest *api.Checkpoint, node string, dead func(string) bool) bo
 }
 
 // MayRestart says whether the caller uid (gid, groups) may restart a
-// checkpoint of hdr's job: its owner or root, with the groups the caller
+// checkpoint bound as b: its owner or root, with the groups the caller
 // has now, not those the job had when it was saved (a user removed from a
-// group does not get it back).
-func MayRestart(uid, gid uint32, groups []uint32, hdr migrate.Header) error {
-	if uid != 0 && uid != hdr.UID {
-		return errkind.New(peer.ErrPermission, "checkpoint of job %s (uid %d): permission denied", hdr.ID, hdr.UID)
+// group does not get it back). It is judged from the file's head, before
+// its body is taken.
+func MayRestart(uid, gid uint32, groups []uint32, b migrate.Binding) error {
+	if uid != 0 && uid != b.UID {
+		return errkind.New(peer.ErrPermission, "checkpoint of job %s (uid %d): permission denied", b.Job, b.UID)
 	}
 	if uid != 0 {
-		for _, g := range append([]uint32{hdr.GID}, hdr.Groups...) {
+		for _, g := range append([]uint32{b.GID}, b.Groups...) {
 			if g != gid && !slices.Contains(groups, g) {
-				return errkind.New(peer.ErrPermission, "checkpoint of job %s runs with group %d, which uid %d is no longer in", hdr.ID, g, uid)
+				return errkind.New(peer.ErrPermission, "checkpoint of job %s runs with group %d, which uid %d is no longer in", b.Job, g, uid)
 			}
 		}
 	}
