@@ -236,7 +236,7 @@ func (s *Starter) newHomeRecords(c httpx.Caller, p plan, targets []string, why s
 	// that needs one of them (reopen) sees it taken; an id a record holds
 	// already (the table's sequence behind its records) is not written
 	// over.
-	id, err := s.cfg.Jobs.AddHome(recs)
+	id, err := s.cfg.Jobs.AddHome(recs, s.cfg.Limits.RecordsOver)
 	switch {
 	case err != nil:
 		return nil, nil, err

@@ -26,6 +26,15 @@ type Limits struct {
 	// the arguments and environment. Every record is kept in the job
 	// table and in memory while the job lives.
 	RunBytes int64 `yaml:"run_bytes"`
+	// RecordsBytesPerUser bounds what one user's job records whose home
+	// is this node cost, live and kept (ended) together: each record's
+	// fixed part (job.RecordOverhead), its arguments and environment,
+	// a sweep's shared arguments once (job.Charge). Every record is in
+	// the home's memory and its bbolt, and in every `roam ps`: past it,
+	// the user's new runs here are refused, until old jobs are purged
+	// (roam purge) or expire (keep_finished); at the agent's start, the
+	// records past it are removed (live ones kept first).
+	RecordsBytesPerUser int64 `yaml:"records_bytes_per_user"`
 	// LiveJobsPerUser bounds a user's jobs not yet ended whose home is
 	// this node (Slurm's MaxSubmitJobs, HTCondor's MAX_JOBS_PER_OWNER).
 	LiveJobsPerUser int `yaml:"live_jobs_per_user"`
@@ -79,6 +88,7 @@ func Default() Limits {
 		ArgBytes:            2 << 20,
 		RunCount:            10000,
 		RunBytes:            256 << 20,
+		RecordsBytesPerUser: DefaultRecordsBytes,
 		LiveJobsPerUser:     10000,
 		OutputBytes:         4 << 30,
 		SpoolBytesPerUser:   64 << 30,
@@ -94,6 +104,12 @@ func Default() Limits {
 	}
 }
 
+// DefaultRecordsBytes is limits.records_bytes_per_user when the config
+// sets none: 10,000 lone jobs with a 4 KiB environment each, or a
+// sweep's 2 MiB of arguments thirty times over; a home holds at most
+// this much for each user that has jobs there.
+const DefaultRecordsBytes = 64 << 20
+
 // Validate names the first limit out of range, by its config key.
 func (l Limits) Validate() (string, error) {
 	switch {
@@ -103,6 +119,8 @@ func (l Limits) Validate() (string, error) {
 		return "limits.run_count", fmt.Errorf("%d is out of range (1 to 1000000)", l.RunCount)
 	case l.RunBytes < 1<<20:
 		return "limits.run_bytes", fmt.Errorf("%d is below 1 MiB", l.RunBytes)
+	case l.RecordsBytesPerUser < 1<<20 || l.RecordsBytesPerUser > 1<<40:
+		return "limits.records_bytes_per_user", fmt.Errorf("%d is out of range (1 MiB to 1 TiB)", l.RecordsBytesPerUser)
 	case l.LiveJobsPerUser < 1:
 		return "limits.live_jobs_per_user", fmt.Errorf("%d is below 1", l.LiveJobsPerUser)
 	case l.OutputBytes < 1<<20:
@@ -162,6 +180,16 @@ func (l Limits) CheckRun(count int, argv, env []string, live int, spool int64) e
 		return fmt.Errorf("your jobs' output kept here is %s, past the limit of %s (limits.spool_bytes_per_user): remove old jobs with roam purge", size(spool), size(l.SpoolBytesPerUser))
 	}
 	return nil
+}
+
+// RecordsOver is the refusal of records that would bring uid's at this
+// home from have to have+more bytes, past the records budget.
+func (l Limits) RecordsOver(uid uint32, have, more int64) error {
+	if have+more <= l.RecordsBytesPerUser {
+		return nil
+	}
+	return fmt.Errorf("records budget of user %d: %d bytes of job records kept here, %d more would pass %d (limits.records_bytes_per_user): remove ended jobs with roam purge",
+		uid, have, more, l.RecordsBytesPerUser)
 }
 
 // size is a byte count for people.
