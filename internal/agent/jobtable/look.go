@@ -76,10 +76,10 @@ func (j *Table) Seed(recs []job.Record, locals []job.Local) {
 	defer j.mu.Unlock()
 	for _, r := range recs {
 		if cur := j.home[r.ID]; cur != nil {
-			j.ledger.drop(cur)
+			j.ledger.Drop(cur)
 		}
 		j.home[r.ID] = &r
-		j.ledger.add(&r, nil)
+		j.ledger.Add(&r, nil)
 	}
 	for _, l := range locals {
 		j.local[l.ID] = &Local{Rec: l}

@@ -126,10 +126,10 @@ func (j *Table) Reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, 
 		return job.Record{}, ans, err
 	}
 	if cur != nil {
-		j.ledger.drop(cur)
+		j.ledger.Drop(cur)
 	}
 	j.home[id] = &next
-	j.ledger.add(&next, nil)
+	j.ledger.Add(&next, nil)
 	ans.Inc, ans.Moves = next.Inc, next.Migrations
 	j.restarting[id] = &reopen.Mark{MID: req.MID, Lost: req.Lost, Prev: prev, Consent: ans, At: now}
 	j.wakeReaders(id)
@@ -188,7 +188,7 @@ func (j *Table) endRun(d reopen.Failed, now time.Time) error {
 		if err := j.store.DeleteRecords([]job.Record{*rec}); err != nil {
 			return err
 		}
-		j.ledger.drop(rec)
+		j.ledger.Drop(rec)
 		delete(j.home, d.ID)
 		return nil
 	}

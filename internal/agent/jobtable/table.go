@@ -52,7 +52,7 @@ type Table struct {
 	// starting or arriving here and are not local jobs yet (mem.go).
 	reserved map[string]int64
 	// ledger is what each user's home records cost (budget.go).
-	ledger ledger
+	ledger job.Ledger
 }
 
 // wakeReaders wakes the readers waiting for news of home job id (Output).
@@ -199,7 +199,7 @@ func (j *Table) Inits() map[int]uint64 {
 // (the agent's doc.go gives the order).
 func New(store *job.Store, spools *spool.Spools, rank lockorder.Rank) *Table {
 	j := &Table{store: store, spools: spools, home: map[string]*job.Record{}, local: map[string]*Local{}, wake: map[string]chan struct{}{},
-		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), release: make(chan struct{}, 1), restarting: map[string]*reopen.Mark{}, ledger: newLedger()}
+		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), release: make(chan struct{}, 1), restarting: map[string]*reopen.Mark{}, ledger: job.NewLedger()}
 	j.mu.Init(rank, "jobs.mu")
 	return j
 }
@@ -217,7 +217,7 @@ func (j *Table) Reset(store *job.Store, spools *spool.Spools) {
 	default:
 	}
 	j.restarting, j.uploading, j.endedRuns = map[string]*reopen.Mark{}, nil, reopen.Ended{}
-	j.ledger = newLedger()
+	j.ledger = job.NewLedger()
 }
 
 // Load puts what the store holds into the table, at the agent's start:
@@ -228,7 +228,7 @@ func (j *Table) Load(recs []job.Record, locals []job.Local, now time.Time) {
 	defer j.mu.Unlock()
 	for i := range recs {
 		j.home[recs[i].ID] = &recs[i]
-		j.ledger.add(&recs[i], nil)
+		j.ledger.Add(&recs[i], nil)
 	}
 	for _, l := range locals {
 		j.local[l.ID] = &Local{Rec: l, AckOut: -1, AckErr: -1, ArrivedAt: now}
@@ -274,15 +274,15 @@ func (j *Table) AddHome(recs []job.Record, over func(uid uint32, have, more int6
 			return r.ID, nil
 		}
 	}
-	if err := j.ledger.admit(recs, over); err != nil {
-		return "", err
+	if err := j.ledger.Admit(recs, over); err != nil {
+		return "", errkind.New(peer.ErrLimit, "%v", err)
 	}
 	if err := j.store.PutRecords(recs...); err != nil {
 		return "", err
 	}
 	for _, r := range recs {
 		j.home[r.ID] = &r
-		j.ledger.add(&r, nil)
+		j.ledger.Add(&r, nil)
 	}
 	return "", nil
 }
@@ -293,7 +293,7 @@ func (j *Table) ForgetHome(recs []job.Record) {
 	j.mu.Lock()
 	for _, r := range recs {
 		if cur := j.home[r.ID]; cur != nil {
-			j.ledger.drop(cur)
+			j.ledger.Drop(cur)
 			delete(j.home, r.ID)
 		}
 	}
@@ -347,7 +347,7 @@ func (j *Table) RemoveEnded(ids []string) ([]job.Record, error) {
 		return nil, err
 	}
 	for _, r := range gone {
-		j.ledger.drop(&r)
+		j.ledger.Drop(&r)
 		delete(j.home, r.ID)
 	}
 	return gone, nil
