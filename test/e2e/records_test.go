@@ -112,4 +112,10 @@ func TestRecordsBudget(t *testing.T) {
 	if hwm > recordsHWM {
 		t.Fatalf("the agent's peak memory after its restart is %d MiB, past %d MiB", hwm>>20, recordsHWM>>20)
 	}
+	// The whole command line of a job asked by id, from its record.
+	var one []api.Job
+	out := c.mustRunAs(jobUser, "--node", "1", "ps", "--json", js[0].ID)
+	if err := json.Unmarshal([]byte(out), &one); err != nil || len(one) != 1 || one[0].CmdCut || len(one[0].Cmd) < 1900<<10 {
+		t.Fatalf("roam ps %s: %d jobs, %v", js[0].ID, len(one), err)
+	}
 }
