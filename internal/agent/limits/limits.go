@@ -22,9 +22,10 @@ type Limits struct {
 	ArgBytes int `yaml:"arg_bytes"`
 	// RunCount bounds `roam run -n`.
 	RunCount int `yaml:"run_count"`
-	// RunBytes bounds what one run stores in its job records: -n times
-	// the arguments and environment. Every record is kept in the job
-	// table and in memory while the job lives.
+	// RunBytes bounds -n times one job's arguments and environment: what
+	// making a run's jobs may hold at once (each job's environment is a
+	// slice of its own), whatever its records then keep of them (a
+	// sweep's once: RecordsBytesPerUser).
 	RunBytes int64 `yaml:"run_bytes"`
 	// RecordsBytesPerUser bounds what one user's job records whose home
 	// is this node cost, live and kept (ended) together: each record's
@@ -173,7 +174,7 @@ func (l Limits) CheckRun(count int, argv, env []string, live int, spool int64) e
 	case per > l.ArgBytes:
 		return fmt.Errorf("the arguments and environment are %s, more than one job may have (%s, limits.arg_bytes)", size(int64(per)), size(int64(l.ArgBytes)))
 	case int64(per)*int64(count) > l.RunBytes:
-		return fmt.Errorf("-n %d jobs with %s of arguments and environment each would store %s, more than one run may (%s, limits.run_bytes)", count, size(int64(per)), size(int64(per)*int64(count)), size(l.RunBytes))
+		return fmt.Errorf("-n %d jobs with %s of arguments and environment each would hold %s, more than one run may (%s, limits.run_bytes)", count, size(int64(per)), size(int64(per)*int64(count)), size(l.RunBytes))
 	case live+count > l.LiveJobsPerUser:
 		return fmt.Errorf("you have %d jobs not yet ended with this home; %d more would pass the limit of %d (limits.live_jobs_per_user)", live, count, l.LiveJobsPerUser)
 	case spool > l.SpoolBytesPerUser:
