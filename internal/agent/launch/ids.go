@@ -58,7 +58,8 @@ func (s *Starter) Reload(now time.Time) error {
 // at a time, each user's live ones first, then its ended ones, up to its
 // records budget: a store that holds more (written by an older roam, or
 // before the budget was lowered) costs the agent no more than the
-// budget. The records past it are removed from the store, and said. It
+// budget. The records past it are removed from the store with their
+// output, and said. It
 // returns the highest job sequence number of this home's records.
 func (s *Starter) loadHome(now time.Time) (uint64, error) {
 	var last, kept uint64
@@ -83,6 +84,9 @@ func (s *Starter) loadHome(now time.Time) (uint64, error) {
 	}
 	if err := s.cfg.Store.DeleteRecords(removed); err != nil {
 		return 0, err
+	}
+	for _, r := range removed {
+		s.cfg.Spools.Remove(r.ID) // a live one's node hears it is gone, and ends it
 	}
 	for uid, n := range byUser {
 		why := fmt.Sprintf("%d of its job records in the store passed the records budget of user %d (limits.records_bytes_per_user) at the agent's start: removed", n, uid)
