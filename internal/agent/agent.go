@@ -255,7 +255,10 @@ func (a *Agent) openJobs() error {
 
 // PS is `roam ps` for roamd's web view (cmd/roamd), as the socket's
 // route answers it.
-func (a *Agent) PS(c Caller, all bool) []api.Job { return a.control.PS(c, all) }
+func (a *Agent) PS(c Caller, all bool) []api.Job {
+	js, _ := a.control.PS(c, all)
+	return js
+}
 
 // prepareDirs makes the state and image directories root's alone (root
 // removes, unpacks and restores below them: nobody else may control any

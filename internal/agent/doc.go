@@ -14,7 +14,8 @@ import "roam/internal/lockorder"
 //	owner                  state                                    package / files
 //	job table              home and local records, their bbolt      jobtable
 //	                       writes, claims, restarts' marks, the
-//	                       room held, why pending jobs wait
+//	                       room held, why pending jobs wait, what
+//	                       each user's records cost (job.Ledger)
 //	migrations in flight   coming migrations, where jobs went,      moves
 //	                       page sinks, lazy dumps, checks' findings
 //	spools                 the home jobs' output                    spool

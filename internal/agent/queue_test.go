@@ -42,7 +42,7 @@ func (c *cluster) runsOn(ids []string, perNode int) map[string]int {
 // whyPending is why roam ps says each pending job of who waits.
 func (c *cluster) whyPending(i int, who Caller) map[string]string {
 	out := map[string]string{}
-	for _, j := range c.nodes[i].a.control.PS(who, false) {
+	for _, j := range c.nodes[i].a.PS(who, false) {
 		if j.State == api.StatePending {
 			out[j.ID] = j.PendingWhy
 		}

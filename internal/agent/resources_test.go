@@ -150,7 +150,7 @@ func TestMemoryRequestsAdmitted(t *testing.T) {
 		}
 		c.waitFor("both pending with their reasons", time.Minute, func() bool {
 			why := map[string]string{}
-			for _, j := range a1.control.PS(user, false) {
+			for _, j := range a1.PS(user, false) {
 				if j.State == api.StatePending {
 					why[j.ID] = j.PendingWhy
 				}

@@ -72,7 +72,13 @@ func apiJobRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("POST "+api.PathKill, httpx.CallerJSON(func(c Caller, req api.KillRequest) ([]api.KillResult, error) { return a.control.Kill(c, req) }))
 	mux.HandleFunc("POST "+api.PathPurge, httpx.CallerJSON(a.news.Purge))
 	mux.HandleFunc("GET "+api.PathPS, httpx.CallerFunc(func(c Caller, w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, a.control.PS(c, r.URL.Query().Get("all") == "1"))
+		q := r.URL.Query()
+		js, err := a.control.PS(c, q.Get("all") == "1", q["id"]...)
+		if err != nil {
+			httpx.WriteError(w, err)
+			return
+		}
+		httpx.WriteJSON(w, http.StatusOK, js)
 	}))
 	mux.HandleFunc("POST "+api.PathMigrate, httpx.CallerJSON(func(c Caller, req api.MigrateRequest) (api.Migration, error) {
 		return a.out.Migrate(c, req)

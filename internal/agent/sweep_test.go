@@ -90,7 +90,7 @@ func TestAgentsSweep(t *testing.T) {
 				t.Fatalf("job %d's environment %q", i, r.Env)
 			}
 		}
-		ps := home.control.PS(sweepUser, false)
+		ps := home.PS(sweepUser, false)
 		var pending *api.Job
 		for i := range ps {
 			if ps[i].State == api.StatePending {
@@ -235,7 +235,7 @@ func TestAgentsAccountingSumsEveryNode(t *testing.T) {
 			t.Fatalf("peak %.0f MiB, want n2's 300", r.Used.PeakMB)
 		}
 		var row *api.Job
-		for _, j := range c.nodes[1].a.control.PS(Caller{}, true) {
+		for _, j := range c.nodes[1].a.PS(Caller{}, true) {
 			if j.ID == id {
 				row = &j
 			}
@@ -311,7 +311,7 @@ func TestAgentsSweepOutputFiles(t *testing.T) {
 		if out := c.homeOutput(resp.IDs[1]); !strings.Contains(out, "line 1") {
 			t.Fatalf("index 1's output is not in its spool: %q", out)
 		}
-		for _, j := range c.nodes[1].a.control.PS(sweepUser, false) {
+		for _, j := range c.nodes[1].a.PS(sweepUser, false) {
 			switch {
 			case j.ID == resp.IDs[1] && !strings.Contains(j.FileError, "symlink"):
 				t.Fatalf("roam ps of index 1: file error %q", j.FileError)

@@ -225,7 +225,34 @@ func Exchange(hc *http.Client, req *http.Request, out any) error {
 	if out == nil {
 		return nil
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return json.NewDecoder(&boundedReader{r: resp.Body, left: MaxAnswer}).Decode(out)
+}
+
+// MaxAnswer bounds what Exchange decodes of an answer: an agent's (a
+// peer's, or the CLI's own) answer past it fails the call rather than
+// the caller's memory. A `roam ps` of 100,000 jobs, each's command line
+// cut to a KiB, is well within it.
+const MaxAnswer = 256 << 20
+
+// ErrAnswerTooLarge is the error of an answer past MaxAnswer.
+var ErrAnswerTooLarge = fmt.Errorf("the answer is larger than %d bytes", MaxAnswer)
+
+// boundedReader reads r up to left bytes, and fails past them.
+type boundedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, ErrAnswerTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // maxDrain bounds what Exchange reads past the answer it decoded: a

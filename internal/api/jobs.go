@@ -184,9 +184,12 @@ type Job struct {
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended,omitzero"`
 	// LostAt is when the job was marked lost with its node (State lost).
-	LostAt   time.Time `json:"lost_at,omitzero"`
-	Cmd      string    `json:"cmd"`
-	ExitCode *int      `json:"exit_code,omitempty"`
+	LostAt time.Time `json:"lost_at,omitzero"`
+	Cmd    string    `json:"cmd"`
+	// CmdCut says Cmd is cut to the first MaxPSCmd bytes of the command
+	// line (a list of jobs); the whole is listed for a job asked by id.
+	CmdCut   bool `json:"cmd_cut,omitempty"`
+	ExitCode *int `json:"exit_code,omitempty"`
 	// EndReason says why roam ended the job, when it did (a limit).
 	EndReason string `json:"end_reason,omitempty"`
 	Pin       bool   `json:"pin,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"os/user"
@@ -449,6 +450,10 @@ func (l *lineWriter) Flush() {
 	}
 }
 
+// maxWholeCmds is the most jobs one roam ps asks for by id, with their
+// whole command lines (control.MaxPSFull).
+const maxWholeCmds = 64
+
 func (e *env) psCmd() *cobra.Command {
 	var all, long bool
 	var state, user, node string
@@ -465,7 +470,10 @@ on standard error, and roam ps then exits 1.
 
 An ended job's CPU-S is its CPU seconds on every node it ran on, as its
 cgroups counted them; -l adds its peak memory, its elapsed time and the
-nodes it ran on (sacct's columns; --json has them for scripts).`,
+nodes it ran on (sacct's columns; --json has them for scripts).
+
+A list cuts each job's command line to its first KiB (cmd_cut in --json);
+the jobs named by id (up to 64) are listed with the whole of theirs.`,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			cl, err := e.client()
 			if err != nil {
@@ -475,9 +483,20 @@ nodes it ran on (sacct's columns; --json has them for scripts).`,
 			if err != nil {
 				return err
 			}
-			q := api.PathPS
+			v := url.Values{}
 			if all {
-				q += "?all=1"
+				v.Set("all", "1")
+			}
+			// The jobs named are listed with their whole command lines
+			// (a list cuts each to its first KiB), as many as one ps may.
+			if len(args) <= maxWholeCmds {
+				for _, id := range args {
+					v.Add("id", id)
+				}
+			}
+			q := api.PathPS
+			if len(v) > 0 {
+				q += "?" + v.Encode()
 			}
 			var js []api.Job
 			if err := cl.Get(q, &js); err != nil {

@@ -8,11 +8,11 @@
 package job
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -22,9 +22,9 @@ import (
 	"roam/internal/resources"
 )
 
-// The bbolt schema, version 2:
+// The bbolt schema, version 3:
 //
-//	meta/schema   -> "2" (schemaVersion)
+//	meta/schema   -> "3" (schemaVersion)
 //	meta/seq      -> uint64 big-endian: the last job sequence number handed
 //	                 out; job ids are HOMENODE.SEQ and never reused
 //	meta/policy   -> LoadedPolicy (JSON): the policy last loaded with roam
@@ -35,7 +35,14 @@ import (
 //	                 sweep's pending ones too (state "pending", no node
 //	                 yet: they start after a restart as before it). The
 //	                 sweep and usage fields came without a version
-//	                 change: an older roam reads them as none
+//	                 change: an older roam reads them as none. A sweep's
+//	                 job's record shares its sweep's argv and first
+//	                 strings of env (argv_shared, env_shared: since
+//	                 version 3; shared.go)
+//	sweeps/<sweep>/"\x00args" -> Args (JSON): a sweep's shared arguments
+//	sweeps/<sweep>/<id> -> empty: a job of the sweep whose record is kept;
+//	                 the sweep's bucket goes with the last (since
+//	                 version 3)
 //	local/<id>    -> Local (JSON): jobs running on this node, whatever
 //	                 their home
 //	migout/<mid>  -> migrate.Record (JSON): migrations from this node, with
@@ -47,21 +54,24 @@ import (
 //	                 no version change: nothing else reads it)
 //
 // Upgrades: a store with an older schema is upgraded in Open, step by step
-// (1 -> 2: the two migration buckets, created empty); a newer one is
-// refused.
-const schemaVersion = "2"
+// (1 -> 2: the two migration buckets, created empty; 2 -> 3: sweeps/,
+// created empty: a record of version 2 keeps its own argv and env, and
+// reads as it did, until it is written again, shared); a newer one is
+// refused. A version 2 roam refuses a version 3 store.
+const schemaVersion = "3"
 
 var (
-	bucketMeta  = []byte("meta")
-	bucketHome  = []byte("home")
-	bucketLocal = []byte("local")
-	bucketOut   = []byte("migout")
-	bucketIn    = []byte("migin")
-	bucketBad   = []byte("corrupt")
-	keySchema   = []byte("schema")
-	keySeq      = []byte("seq")
-	keyPolicy   = []byte("policy")
-	keyDraining = []byte("draining")
+	bucketMeta   = []byte("meta")
+	bucketHome   = []byte("home")
+	bucketLocal  = []byte("local")
+	bucketOut    = []byte("migout")
+	bucketIn     = []byte("migin")
+	bucketBad    = []byte("corrupt")
+	bucketSweeps = []byte("sweeps")
+	keySchema    = []byte("schema")
+	keySeq       = []byte("seq")
+	keyPolicy    = []byte("policy")
+	keyDraining  = []byte("draining")
 )
 
 // States of a job: the API's, which shows them unchanged.
@@ -232,6 +242,10 @@ func (r Record) Over() bool { return r.State == StateFinished || r.State == Stat
 // Store is the job table.
 type Store struct {
 	db *bolt.DB
+	// shared are the Args of the sweeps whose records the agent holds:
+	// read once, shared by their records in memory.
+	mu     sync.Mutex
+	shared map[string]*Args
 }
 
 // ErrSchema means the store was written by a newer roam.
@@ -244,7 +258,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("job store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketHome, bucketLocal, bucketOut, bucketIn} {
+		for _, b := range [][]byte{bucketMeta, bucketHome, bucketLocal, bucketOut, bucketIn, bucketSweeps} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -255,8 +269,9 @@ func Open(path string) (*Store, error) {
 			return m.Put(keySchema, []byte(schemaVersion))
 		case string(v) == schemaVersion:
 			return nil
-		case string(v) == "1":
-			// The migration buckets were created above.
+		case string(v) == "1" || string(v) == "2":
+			// The migration buckets (2) and sweeps/ (3) were created
+			// above; version 2's records read as they are.
 			return m.Put(keySchema, []byte(schemaVersion))
 		default:
 			return fmt.Errorf("%w %q (this roam knows %s)", ErrSchema, v, schemaVersion)
@@ -266,7 +281,7 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, shared: map[string]*Args{}}, nil
 }
 
 // LoadedPolicy is the scheduling policy last loaded with `roam policy
@@ -381,7 +396,14 @@ func putAll[T any](s *Store, bucket []byte, items []T, id func(T) string) error 
 
 // PutRecords writes home records in one transaction.
 func (s *Store) PutRecords(rs ...Record) error {
-	return putAll(s, bucketHome, rs, func(r Record) string { return r.ID })
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, r := range rs {
+			if err := s.putRecord(tx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // PutLocals writes local records in one transaction.
@@ -425,79 +447,17 @@ func all[T any](s *Store, bucket []byte) ([]T, error) {
 	return out, err
 }
 
-// Corrupt is a value of the table that did not decode.
-type Corrupt struct {
-	Bucket, Key string
-	Err         string
-}
-
-// decoders check each bucket's values: they decode, and a job's record is
-// under its own id.
-var decoders = map[string]func(key, v []byte) error{
-	string(bucketHome):  func(key, v []byte) error { return underItsID(key, v, func(r Record) string { return r.ID }) },
-	string(bucketLocal): func(key, v []byte) error { return underItsID(key, v, func(l Local) string { return l.ID }) },
-	string(bucketOut):   func(_, v []byte) error { var r migrate.Record; return json.Unmarshal(v, &r) },
-	string(bucketIn):    func(_, v []byte) error { var r migrate.InRecord; return json.Unmarshal(v, &r) },
-}
-
-// underItsID checks that v decodes to a T whose id is its key.
-func underItsID[T any](key, v []byte, id func(T) string) error {
-	var x T
-	if err := json.Unmarshal(v, &x); err != nil {
-		return err
-	}
-	if id(x) != string(key) {
-		return fmt.Errorf("record of job %q under key %q", id(x), key)
-	}
-	return nil
-}
-
-// SetAsideCorrupt moves every value that does not decode out of its
-// bucket into corrupt/, and returns them: the agent starts with the rest,
-// and the bytes stay for whoever looks into it.
-func (s *Store) SetAsideCorrupt() ([]Corrupt, error) {
-	var bad []Corrupt
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		for name, check := range decoders {
-			b := tx.Bucket([]byte(name))
-			var keys [][]byte
-			var vals [][]byte
-			err := b.ForEach(func(k, v []byte) error {
-				if err := check(k, v); err != nil {
-					bad = append(bad, Corrupt{Bucket: name, Key: string(k), Err: err.Error()})
-					keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v))
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			if len(keys) == 0 {
-				continue
-			}
-			aside, err := tx.CreateBucketIfNotExists(bucketBad)
-			if err != nil {
-				return err
-			}
-			for i, k := range keys {
-				if err := aside.Put(append([]byte(name+"/"), k...), vals[i]); err != nil {
-					return err
-				}
-				if err := b.Delete(k); err != nil {
-					return err
-				}
-			}
+// Records returns every home record (the tests' view: the agent's start
+// reads them one at a time, EachRecord).
+func (s *Store) Records() ([]Record, error) {
+	var out []Record
+	for _, live := range []bool{true, false} {
+		if _, err := s.EachRecord(live, func(r Record, _ *Args) bool { out = append(out, r); return true }); err != nil {
+			return nil, err
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	return bad, nil
+	return out, nil
 }
-
-// Records returns every home record.
-func (s *Store) Records() ([]Record, error) { return all[Record](s, bucketHome) }
 
 // Locals returns every local record.
 func (s *Store) Locals() ([]Local, error) { return all[Local](s, bucketLocal) }
@@ -506,7 +466,7 @@ func (s *Store) Locals() ([]Local, error) { return all[Local](s, bucketLocal) }
 func (s *Store) DeleteRecords(rs []Record) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		for _, r := range rs {
-			if err := tx.Bucket(bucketHome).Delete([]byte(r.ID)); err != nil {
+			if err := s.deleteRecord(tx, r); err != nil {
 				return err
 			}
 		}

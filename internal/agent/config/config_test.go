@@ -42,11 +42,12 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 // A limit out of range is refused with its key named.
 func TestLimitsConfig(t *testing.T) {
 	for key, y := range map[string]string{
-		"limits.run_count":            "limits: {run_count: 0}",
-		"limits.arg_bytes":            "limits: {arg_bytes: 100}",
-		"limits.output_bytes":         "limits: {output_bytes: 10}",
-		"limits.spool_bytes_per_user": "limits: {spool_bytes_per_user: 2000000, output_bytes: 4000000}",
-		"limits.keep_finished":        "limits: {keep_finished: 1s}",
+		"limits.run_count":              "limits: {run_count: 0}",
+		"limits.arg_bytes":              "limits: {arg_bytes: 100}",
+		"limits.output_bytes":           "limits: {output_bytes: 10}",
+		"limits.spool_bytes_per_user":   "limits: {spool_bytes_per_user: 2000000, output_bytes: 4000000}",
+		"limits.keep_finished":          "limits: {keep_finished: 1s}",
+		"limits.records_bytes_per_user": "limits: {records_bytes_per_user: 4096}",
 	} {
 		_, err := Parse([]byte("node_id: n1\n" + y + "\n"))
 		if err == nil || !strings.Contains(err.Error(), key) {

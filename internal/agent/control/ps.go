@@ -13,6 +13,7 @@ import (
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
 	"roam/internal/api"
+	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
 	"roam/internal/resources"
@@ -24,7 +25,7 @@ import (
 func (j *Jobs) Part() peer.PSPart {
 	p := peer.PSPart{Usage: map[string]peer.JobUsage{}}
 	var locals []job.Local
-	p.Records, locals = j.cfg.Jobs.PsView()
+	p.Records, p.Cut, locals = j.cfg.Jobs.PsView()
 	p.Waiting = j.cfg.Jobs.Waiting()
 	// /proc and the cgroups are read without the job lock.
 	for _, l := range locals {
@@ -38,12 +39,24 @@ func (j *Jobs) Part() peer.PSPart {
 	return p
 }
 
-// PS lists jobs on every node the caller may see.
-func (j *Jobs) PS(c httpx.Caller, all bool) []api.Job {
+// MaxPSFull bounds the jobs one `roam ps` lists with their whole
+// command lines: each is a call to its home, and megabytes.
+const MaxPSFull = 64
+
+// PS lists jobs on every node the caller may see; those of full (at most
+// MaxPSFull) with their whole command lines, from their homes.
+func (j *Jobs) PS(c httpx.Caller, all bool, full ...string) ([]api.Job, error) {
+	if len(full) > MaxPSFull {
+		return nil, errkind.New(peer.ErrBadRequest, "id: %d jobs asked by id, more than %d", len(full), MaxPSFull)
+	}
 	parts := j.cfg.Parts()
 	use := map[string]peer.JobUsage{}
 	waiting := map[string]string{}
+	cut := map[string]bool{}
 	for _, p := range parts {
+		for _, id := range p.Cut {
+			cut[id] = true
+		}
 		for id, u := range p.Usage {
 			use[id] = u
 		}
@@ -66,7 +79,8 @@ func (j *Jobs) PS(c httpx.Caller, all bool) []api.Job {
 			row := api.Job{
 				ID: r.ID, User: r.User, UID: r.UID, Home: r.Home, Node: r.Node, State: state,
 				CPUSeconds: u.CPUSeconds, RSSMB: u.RSSMB, Migrations: r.Migrations,
-				AgeSeconds: now.Sub(r.Started).Seconds(), Started: r.Started, Ended: r.Ended, LostAt: r.LostAt, Cmd: strings.Join(r.Argv, " "),
+				AgeSeconds: now.Sub(r.Started).Seconds(), Started: r.Started, Ended: r.Ended, LostAt: r.LostAt,
+				Cmd: strings.Join(r.Argv, " "), CmdCut: cut[r.ID],
 				ExitCode: r.ExitCode, EndReason: r.EndReason, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
 				MigrationLog:    append([]job.Migration{}, r.MigrationLog...),
 				CheckpointEvery: r.CheckpointEvery, Checkpoints: slices.Clone(r.Checkpoints), Restarts: slices.Clone(r.Restarts),
@@ -80,7 +94,27 @@ func (j *Jobs) PS(c httpx.Caller, all bool) []api.Job {
 		}
 	}
 	sortJobs(out)
-	return out
+	return out, j.wholeCmds(out, full)
+}
+
+// wholeCmds puts the whole command lines of the jobs of full in their
+// rows, from their records at their homes.
+func (j *Jobs) wholeCmds(rows []api.Job, full []string) error {
+	want := map[string]bool{}
+	for _, id := range full {
+		want[id] = true
+	}
+	for i := range rows {
+		if !want[rows[i].ID] || !rows[i].CmdCut {
+			continue
+		}
+		r, err := j.Record(rows[i].ID)
+		if err != nil {
+			return err
+		}
+		rows[i].Cmd, rows[i].CmdCut = strings.Join(r.Argv, " "), false
+	}
+	return nil
 }
 
 // sortJobs orders jobs by their home, then their number there.

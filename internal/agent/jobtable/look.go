@@ -75,7 +75,11 @@ func (j *Table) Seed(recs []job.Record, locals []job.Local) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, r := range recs {
+		if cur := j.home[r.ID]; cur != nil {
+			j.ledger.Drop(cur)
+		}
 		j.home[r.ID] = &r
+		j.ledger.Add(&r, nil)
 	}
 	for _, l := range locals {
 		j.local[l.ID] = &Local{Rec: l}

@@ -110,7 +110,11 @@ func (j *Table) Reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, 
 	if err := j.store.PutRecords(next); err != nil {
 		return job.Record{}, ans, err
 	}
+	if cur != nil {
+		j.ledger.Drop(cur)
+	}
 	j.home[id] = &next
+	j.ledger.Add(&next, nil)
 	ans.Inc, ans.Moves = next.Inc, next.Migrations
 	j.restarting[id] = &reopen.Mark{MID: req.MID, Lost: req.Lost, Prev: prev, Consent: ans, At: now}
 	j.wakeReaders(id)
@@ -169,6 +173,7 @@ func (j *Table) endRun(d reopen.Failed, now time.Time) error {
 		if err := j.store.DeleteRecords([]job.Record{*rec}); err != nil {
 			return err
 		}
+		j.ledger.Drop(rec)
 		delete(j.home, d.ID)
 		return nil
 	}

@@ -92,7 +92,7 @@ func (j *Table) EndPending(ids []string, sig int, now time.Time) (started []job.
 }
 
 // SweepRecords copies the home records of sweep id, without their
-// environments (as PsView) unless env.
+// environments and with their argv cut (as PsView) unless env.
 func (j *Table) SweepRecords(id string, env bool) []job.Record {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -102,6 +102,7 @@ func (j *Table) SweepRecords(id string, env bool) []job.Record {
 			c := *r
 			if !env {
 				c.Env = nil
+				c.Argv, _ = job.PSArgv(c.Argv)
 			}
 			out = append(out, c)
 		}

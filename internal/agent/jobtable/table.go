@@ -49,6 +49,8 @@ type Table struct {
 	// reserved are the memory requests, in bytes, of the jobs that are
 	// starting or arriving here and are not local jobs yet (mem.go).
 	reserved map[string]int64
+	// ledger is what each user's home records cost (budget.go).
+	ledger job.Ledger
 }
 
 // wakeReaders wakes the readers waiting for news of home job id (Output).
@@ -198,7 +200,7 @@ func (j *Table) Inits() map[int]uint64 {
 // (the agent's doc.go gives the order).
 func New(store *job.Store, spools *spool.Spools, rank lockorder.Rank) *Table {
 	j := &Table{store: store, spools: spools, home: map[string]*job.Record{}, local: map[string]*Local{}, wake: map[string]chan struct{}{},
-		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), release: make(chan struct{}, 1), restarting: map[string]*reopen.Mark{}}
+		heard: map[string]time.Time{}, kick: make(chan struct{}, 1), release: make(chan struct{}, 1), restarting: map[string]*reopen.Mark{}, ledger: job.NewLedger()}
 	j.mu.Init(rank, "jobs.mu")
 	return j
 }
@@ -216,6 +218,7 @@ func (j *Table) Reset(store *job.Store, spools *spool.Spools) {
 	default:
 	}
 	j.restarting, j.endedRuns = map[string]*reopen.Mark{}, reopen.Ended{}
+	j.ledger = job.NewLedger()
 }
 
 // Load puts what the store holds into the table, at the agent's start:
@@ -226,6 +229,7 @@ func (j *Table) Load(recs []job.Record, locals []job.Local, now time.Time) {
 	defer j.mu.Unlock()
 	for i := range recs {
 		j.home[recs[i].ID] = &recs[i]
+		j.ledger.Add(&recs[i], nil)
 	}
 	for _, l := range locals {
 		j.local[l.ID] = &Local{Rec: l, AckOut: -1, AckErr: -1, ArrivedAt: now}
@@ -259,10 +263,11 @@ func (j *Table) UserJobs(uid uint32) (live int, ended []string) {
 	return live, ended
 }
 
-// AddHome puts new home records in the table and the store. When one's
-// id is another record's (the store's job sequence behind its records),
-// it puts none and returns that id.
-func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
+// AddHome puts new home records in the table and the store, unless they
+// would pass their user's records budget (over refuses: an ErrLimit
+// error then). When one's id is another record's (the store's job
+// sequence behind its records), it puts none and returns that id.
+func (j *Table) AddHome(recs []job.Record, over func(uid uint32, have, more int64) error) (taken string, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, r := range recs {
@@ -270,11 +275,15 @@ func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
 			return r.ID, nil
 		}
 	}
+	if err := j.ledger.Admit(recs, over); err != nil {
+		return "", errkind.New(peer.ErrLimit, "%v", err)
+	}
 	if err := j.store.PutRecords(recs...); err != nil {
 		return "", err
 	}
 	for _, r := range recs {
 		j.home[r.ID] = &r
+		j.ledger.Add(&r, nil)
 	}
 	return "", nil
 }
@@ -284,7 +293,10 @@ func (j *Table) AddHome(recs []job.Record) (taken string, err error) {
 func (j *Table) ForgetHome(recs []job.Record) {
 	j.mu.Lock()
 	for _, r := range recs {
-		delete(j.home, r.ID)
+		if cur := j.home[r.ID]; cur != nil {
+			j.ledger.Drop(cur)
+			delete(j.home, r.ID)
+		}
 	}
 	_ = j.store.DeleteRecords(recs)
 	j.mu.Unlock()
@@ -336,6 +348,7 @@ func (j *Table) RemoveEnded(ids []string) ([]job.Record, error) {
 		return nil, err
 	}
 	for _, r := range gone {
+		j.ledger.Drop(&r)
 		delete(j.home, r.ID)
 	}
 	return gone, nil
@@ -450,21 +463,27 @@ func (j *Table) ReleaseHold(id string) (found bool, err error) {
 
 // PsView copies what `roam ps` shows of this node: the home records
 // (without their environments, which ps does not show and may be
-// megabytes a job) and the jobs running here.
-func (j *Table) PsView() ([]job.Record, []job.Local) {
+// megabytes a job, and with their argv cut to what ps lists,
+// job.PSArgv), the ids of those cut, and the jobs running here.
+func (j *Table) PsView() ([]job.Record, []string, []job.Local) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	recs := make([]job.Record, 0, len(j.home))
+	var cut []string
 	for _, r := range j.home {
 		c := *r
 		c.Env = nil
+		if argv, ok := job.PSArgv(c.Argv); ok {
+			c.Argv = argv
+			cut = append(cut, c.ID)
+		}
 		recs = append(recs, c)
 	}
 	locals := make([]job.Local, 0, len(j.local))
 	for _, lj := range j.local {
 		locals = append(locals, lj.Rec)
 	}
-	return recs, locals
+	return recs, cut, locals
 }
 
 // JobRef is what a scheduling round reads of a job running here.

@@ -26,7 +26,7 @@ func TestMarkStarted(t *testing.T) {
 	for _, id := range []string{"1.1", "1.2", "1.3"} {
 		recs = append(recs, job.Record{ID: id, Home: "1", Node: "2", State: job.StateStarting, Started: placed})
 	}
-	if taken, err := j.AddHome(recs); err != nil || taken != "" {
+	if taken, err := j.AddHome(recs, func(uint32, int64, int64) error { return nil }); err != nil || taken != "" {
 		t.Fatal(taken, err)
 	}
 	code := 0

@@ -160,6 +160,14 @@ func (s *Starter) checkRunLimits(c httpx.Caller, count int, argv, env []string) 
 	if err := s.cfg.Limits.CheckRun(count, argv, env, live, used); err != nil {
 		return errkind.New(peer.ErrLimit, "%v", err)
 	}
+	// The least the run's records cost: its arguments once and each
+	// record's fixed part. The job table holds the whole charge to the
+	// budget as it keeps them (AddHome); this refuses a run plainly past
+	// it before a job id is taken.
+	least := job.StringsBytes(argv) + job.StringsBytes(env) + int64(count)*job.RecordOverhead
+	if err := s.cfg.Limits.RecordsOver(c.UID, s.cfg.Jobs.RecordsBytes(c.UID), least); err != nil {
+		return errkind.New(peer.ErrLimit, "%v", err)
+	}
 	return nil
 }
 
@@ -218,6 +226,7 @@ func (s *Starter) newHomeRecords(c httpx.Caller, p plan, targets []string, why s
 	now := time.Now()
 	byNode := map[string][]job.Spec{}
 	recs := make([]job.Record, 0, len(p.jobs))
+	var placed []api.Event // said once the records are kept: a refused run leaves none
 	name := userName(c.UID)
 	for i, pj := range p.jobs {
 		id := fmt.Sprintf("%s.%d", s.cfg.Self, first+uint64(i))
@@ -235,7 +244,7 @@ func (s *Starter) newHomeRecords(c httpx.Caller, p plan, targets []string, why s
 		if i < len(targets) {
 			r.Node, r.State = targets[i], job.StateStarting
 			byNode[r.Node] = append(byNode[r.Node], specOf(r))
-			s.cfg.Event(api.Event{At: now, Kind: "place", Job: id, UID: &c.UID, To: r.Node, Why: why})
+			placed = append(placed, api.Event{At: now, Kind: "place", Job: id, UID: &c.UID, To: r.Node, Why: why})
 		}
 		recs = append(recs, r)
 	}
@@ -243,12 +252,15 @@ func (s *Starter) newHomeRecords(c httpx.Caller, p plan, targets []string, why s
 	// that needs one of them (reopen) sees it taken; an id a record holds
 	// already (the table's sequence behind its records) is not written
 	// over.
-	id, err := s.cfg.Jobs.AddHome(recs)
+	id, err := s.cfg.Jobs.AddHome(recs, s.cfg.Limits.RecordsOver)
 	switch {
 	case err != nil:
 		return nil, nil, err
 	case id != "":
 		return nil, nil, errkind.New(peer.ErrUnavailable, "job id %s is another job's: this node's job sequence is behind its records", id)
+	}
+	for _, e := range placed {
+		s.cfg.Event(e)
 	}
 	// The spools outside the lock: -n 10000 is as many directories.
 	for i := range recs {

@@ -22,10 +22,20 @@ type Limits struct {
 	ArgBytes int `yaml:"arg_bytes"`
 	// RunCount bounds `roam run -n`.
 	RunCount int `yaml:"run_count"`
-	// RunBytes bounds what one run stores in its job records: -n times
-	// the arguments and environment. Every record is kept in the job
-	// table and in memory while the job lives.
+	// RunBytes bounds -n times one job's arguments and environment: what
+	// making a run's jobs may hold at once (each job's environment is a
+	// slice of its own), whatever its records then keep of them (a
+	// sweep's once: RecordsBytesPerUser).
 	RunBytes int64 `yaml:"run_bytes"`
+	// RecordsBytesPerUser bounds what one user's job records whose home
+	// is this node cost, live and kept (ended) together: each record's
+	// fixed part (job.RecordOverhead), its arguments and environment,
+	// a sweep's shared arguments once (job.Charge). Every record is in
+	// the home's memory and its bbolt, and in every `roam ps`: past it,
+	// the user's new runs here are refused, until old jobs are purged
+	// (roam purge) or expire (keep_finished); at the agent's start, the
+	// records past it are removed (live ones kept first).
+	RecordsBytesPerUser int64 `yaml:"records_bytes_per_user"`
 	// LiveJobsPerUser bounds a user's jobs not yet ended whose home is
 	// this node (Slurm's MaxSubmitJobs, HTCondor's MAX_JOBS_PER_OWNER).
 	LiveJobsPerUser int `yaml:"live_jobs_per_user"`
@@ -99,6 +109,7 @@ func Default() Limits {
 		ArgBytes:            2 << 20,
 		RunCount:            10000,
 		RunBytes:            256 << 20,
+		RecordsBytesPerUser: DefaultRecordsBytes,
 		LiveJobsPerUser:     10000,
 		OutputBytes:         4 << 30,
 		SpoolBytesPerUser:   64 << 30,
@@ -121,6 +132,12 @@ func Default() Limits {
 	}
 }
 
+// DefaultRecordsBytes is limits.records_bytes_per_user when the config
+// sets none: 10,000 lone jobs with a 4 KiB environment each, or a
+// sweep's 2 MiB of arguments thirty times over; a home holds at most
+// this much for each user that has jobs there.
+const DefaultRecordsBytes = 64 << 20
+
 // Validate names the first limit out of range, by its config key.
 func (l Limits) Validate() (string, error) {
 	switch {
@@ -130,6 +147,8 @@ func (l Limits) Validate() (string, error) {
 		return "limits.run_count", fmt.Errorf("%d is out of range (1 to 1000000)", l.RunCount)
 	case l.RunBytes < 1<<20:
 		return "limits.run_bytes", fmt.Errorf("%d is below 1 MiB", l.RunBytes)
+	case l.RecordsBytesPerUser < 1<<20 || l.RecordsBytesPerUser > 1<<40:
+		return "limits.records_bytes_per_user", fmt.Errorf("%d is out of range (1 MiB to 1 TiB)", l.RecordsBytesPerUser)
 	case l.LiveJobsPerUser < 1:
 		return "limits.live_jobs_per_user", fmt.Errorf("%d is below 1", l.LiveJobsPerUser)
 	case l.OutputBytes < 1<<20:
@@ -192,13 +211,23 @@ func (l Limits) CheckRun(count int, argv, env []string, live int, spool int64) e
 	case per > l.ArgBytes:
 		return fmt.Errorf("the arguments and environment are %s, more than one job may have (%s, limits.arg_bytes)", size(int64(per)), size(int64(l.ArgBytes)))
 	case int64(per)*int64(count) > l.RunBytes:
-		return fmt.Errorf("-n %d jobs with %s of arguments and environment each would store %s, more than one run may (%s, limits.run_bytes)", count, size(int64(per)), size(int64(per)*int64(count)), size(l.RunBytes))
+		return fmt.Errorf("-n %d jobs with %s of arguments and environment each would hold %s, more than one run may (%s, limits.run_bytes)", count, size(int64(per)), size(int64(per)*int64(count)), size(l.RunBytes))
 	case live+count > l.LiveJobsPerUser:
 		return fmt.Errorf("you have %d jobs not yet ended with this home; %d more would pass the limit of %d (limits.live_jobs_per_user)", live, count, l.LiveJobsPerUser)
 	case spool > l.SpoolBytesPerUser:
 		return fmt.Errorf("your jobs' output kept here is %s, past the limit of %s (limits.spool_bytes_per_user): remove old jobs with roam purge", size(spool), size(l.SpoolBytesPerUser))
 	}
 	return nil
+}
+
+// RecordsOver is the refusal of records that would bring uid's at this
+// home from have to have+more bytes, past the records budget.
+func (l Limits) RecordsOver(uid uint32, have, more int64) error {
+	if have+more <= l.RecordsBytesPerUser {
+		return nil
+	}
+	return fmt.Errorf("records budget of user %d: %d bytes of job records kept here, %d more would pass %d (limits.records_bytes_per_user): remove ended jobs with roam purge",
+		uid, have, more, l.RecordsBytesPerUser)
 }
 
 // size is a byte count for people.

@@ -19,6 +19,9 @@ type PSPart struct {
 	// Waiting says why the node's pending home jobs wait, by sweep id
 	// or lone job id, as its queue's last round said.
 	Waiting map[string]string `json:"waiting,omitempty"`
+	// Cut are the records whose argv is cut to what ps lists
+	// (job.PSArgv): the whole is in the record at the home (Record).
+	Cut []string `json:"cut,omitempty"`
 }
 
 // JobUsage is a running job's resource use on its node.
