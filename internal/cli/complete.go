@@ -52,7 +52,7 @@ func (e *env) completeJobs(states ...string) cobra.CompletionFunc {
 		var out []string
 		for _, j := range js {
 			if (len(states) == 0 || slices.Contains(states, j.State)) && !slices.Contains(args, j.ID) && strings.HasPrefix(j.ID, toComplete) {
-				out = append(out, j.ID+"\t"+j.State+" on node "+j.Node+": "+j.Cmd)
+				out = append(out, j.ID+"\t"+shown(j.State+" on node "+j.Node+": "+j.Cmd))
 			}
 		}
 		return out, never

@@ -195,7 +195,7 @@ func (e *env) printDrained(node string, stay []api.Job) error {
 		if j.Pin {
 			why = "started with roam run --pin"
 		}
-		fmt.Fprintf(e.out, "  %s  %s: %s\n", j.ID, strings.TrimSpace(j.Cmd), why)
+		fmt.Fprintf(e.out, "  %s  %s: %s\n", j.ID, shown(strings.TrimSpace(j.Cmd)), shown(why))
 	}
 	return nil
 }

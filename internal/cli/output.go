@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -144,4 +146,39 @@ func JSONCommands() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// shown is s as a terminal may show it: what users put in a job (its
+// command line, names of its files, the reasons it ended with) reaches
+// other people's terminals through roam ps and roam events, where an
+// escape sequence could retitle a window, clear a screen or fake a line.
+// Control characters (C0, DEL, C1) and invalid UTF-8 are written as Go
+// escapes (\x1b, \u009b); text that has none is returned as it is.
+func shown(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < 0x80 && unicode.IsControl(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

@@ -169,7 +169,7 @@ func formatEvent(ev api.Event) string {
 	if job == "" {
 		job = "-"
 	}
-	return fmt.Sprintf("%s  %-7s %-8s %3s -> %-3s %s", ev.At.Local().Format("15:04:05.000"), ev.Kind, job, from, to, ev.Why)
+	return fmt.Sprintf("%s  %-7s %-8s %3s -> %-3s %s", ev.At.Local().Format("15:04:05.000"), shown(ev.Kind), shown(job), shown(from), shown(to), shown(ev.Why))
 }
 
 // ---- roam top ----

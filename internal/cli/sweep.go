@@ -196,13 +196,13 @@ func (e *env) psTable(js []api.Job, long bool) error {
 		if j.Ended.IsZero() && j.State == api.StateFinished || !j.Ended.IsZero() {
 			rss = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%d\t%s\t", j.ID, j.User, j.Home, node, state,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%d\t%s\t", shown(j.ID), shown(j.User), shown(j.Home), shown(node), shown(state),
 			j.CPUSeconds, rss, j.Migrations, (time.Duration(j.AgeSeconds) * time.Second).String())
 		if long {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", exitText(j), requestText(j), usedText(j), elapsedText(j), dash(strings.Join(j.Nodes, ",")),
-				sweepText(j), pinText(j), ckptText(j), filesText(j))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t", shown(exitText(j)), shown(requestText(j)), usedText(j), elapsedText(j), shown(dash(strings.Join(j.Nodes, ","))),
+				shown(sweepText(j)), shown(pinText(j)), shown(ckptText(j)), shown(filesText(j)))
 		}
-		fmt.Fprintln(tw, j.Cmd)
+		fmt.Fprintln(tw, shown(j.Cmd))
 	}
 	return tw.Flush()
 }
