@@ -259,14 +259,27 @@ func (s *Starter) newHomeRecords(c httpx.Caller, p plan, targets []string, why s
 	case id != "":
 		return nil, nil, errkind.New(peer.ErrUnavailable, "job id %s is another job's: this node's job sequence is behind its records", id)
 	}
+	if err := s.makeSpools(recs); err != nil {
+		return nil, nil, err
+	}
 	for _, e := range placed {
 		s.cfg.Event(e)
 	}
-	// The spools outside the lock: -n 10000 is as many directories.
-	for i := range recs {
-		_ = s.cfg.Spools.Make(recs[i].ID)
-	}
 	return recs, byNode, nil
+}
+
+// makeSpools makes the home's output spool of each of recs, just added
+// to the job table, outside its lock (-n 10000 is as many directories).
+// Jobs whose output would have nowhere to go are not started: on a
+// failure the records go again.
+func (s *Starter) makeSpools(recs []job.Record) error {
+	for i := range recs {
+		if err := s.cfg.Spools.Make(recs[i].ID); err != nil {
+			s.cfg.Jobs.ForgetHome(recs)
+			return errkind.New(peer.ErrUnavailable, "job %s's output spool: %v", recs[i].ID, err)
+		}
+	}
+	return nil
 }
 
 // jobEnv is the environment of process index of a `roam run -n count`: the
