@@ -72,3 +72,30 @@ func TestAgentsRefuseARunWithoutASpool(t *testing.T) {
 		}
 	})
 }
+
+// A node whose store refuses the records of jobs it just started ends
+// them and answers with the error: after its agent's restart it would not
+// know them, and they would run on untracked (a node used to log the
+// error and keep them running).
+func TestAgentsEndJobsTheyCouldNotRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 3, faults{}, "static")
+		home, node := c.nodes[0].a, c.nodes[1]
+		first := c.run(0, 1, node.name)[0]
+		h, seq, _ := strings.Cut(first, ".")
+		n, _ := strconv.Atoi(seq)
+		next := fmt.Sprintf("%s.%d", h, n+1)
+		node.a.store.Close() // every write of node 2's store fails now
+		_, err := home.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: node.name})
+		if err == nil || !strings.Contains(err.Error(), "record the job on node") {
+			t.Fatalf("a start the node could not record: %v, want its refusal", err)
+		}
+		c.waitFor("the unrecorded job gone from node 2", time.Minute, func() bool {
+			run, frz := c.world.copies(next)
+			return len(run)+len(frz) == 0
+		})
+		if node.a.jobs.IsLocal(next) {
+			t.Fatalf("node 2's table holds %s, which its store does not", next)
+		}
+	})
+}

@@ -306,16 +306,20 @@ func (j *Table) ForgetHome(recs []job.Record) {
 }
 
 // AddLocals writes jobs started here to the store and puts them in the
-// table, each with its stdin pipe (nil for none).
+// table, each with its stdin pipe (nil for none). When the store refuses
+// them, they are not put in the table: the caller ends them (an agent
+// restarted would not know them, and they would run untracked).
 func (j *Table) AddLocals(locals []job.Local, stdins []*os.File, now time.Time) error {
-	err := j.store.PutLocals(locals...)
+	if err := j.store.PutLocals(locals...); err != nil {
+		return err
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for i, l := range locals {
 		j.local[l.ID] = &Local{Rec: l, Stdin: stdins[i], ArrivedAt: now}
 		delete(j.reserved, l.ID) // its request counts as a local job's now
 	}
-	return err
+	return nil
 }
 
 // Ended copies the home records that Ended: uid's, or every user's.

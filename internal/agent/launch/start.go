@@ -184,7 +184,7 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 		locals, stdins = append(locals, l), append(stdins, p.Stdin)
 	}
 	if err := s.cfg.Jobs.AddLocals(locals, stdins, time.Now()); err != nil {
-		s.cfg.Log.Error("job table", "err", err)
+		s.unrecorded(out, procs, err)
 	}
 	s.cfg.Jobs.KickPush() // wake the push loop if it slept with no jobs
 	s.cfg.Rounds.Kick()
@@ -199,11 +199,32 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 		}(p)
 	}
 	for i := range out {
-		if procs[i] != nil {
+		if procs[i] != nil && out[i].Error == "" {
 			out[i].Ago = time.Since(began[i])
 		}
 	}
 	return out
+}
+
+// unrecorded ends the jobs just started whose local records the store
+// refused (err), and answers each with the error: a job this node has no
+// record of would run on untracked after the agent's restart. Their
+// homes then fail or queue them again, as any refused start. (Their
+// processes are still reaped, as every started one.)
+func (s *Starter) unrecorded(out []peer.StartResult, procs []*job.Proc, err error) {
+	s.cfg.Log.Error("job table: jobs started here not recorded; ending them", "err", err)
+	for i, p := range procs {
+		if p == nil {
+			continue
+		}
+		s.cfg.Procs.Kill(p.PID, p.StartTix, 5*time.Second)
+		if p.Stdin != nil {
+			p.Stdin.Close()
+		}
+		os.RemoveAll(p.Dir)
+		s.cfg.Jobs.Unreserve(out[i].ID)
+		out[i] = peer.StartResult{ID: out[i].ID, Error: "record the job on node " + s.cfg.Self + ": " + err.Error()}
+	}
 }
 
 // startJobs starts req's jobs, startWindow at once, each once this node
