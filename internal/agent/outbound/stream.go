@@ -16,10 +16,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"roam/internal/errkind"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/stall"
 	"roam/internal/api"
+	"roam/internal/errkind"
 	"roam/internal/migrate"
 )
 
