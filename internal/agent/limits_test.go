@@ -228,3 +228,64 @@ func (c *cluster) endJob(i int, id string) {
 		c.t.Fatal(err)
 	}
 }
+
+// A user's jobs on one node that together pass the user's output budget
+// there (limits.output_bytes_per_user, in allocated blocks) are killed,
+// each well under its own output_bytes, and their records say why;
+// another user's job on that node runs on and its output reaches its
+// home.
+func TestAgentsStopAUsersJobsPastTheirOutputBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 57, faults{}, "static", func(cfg *Config) { cfg.Limits.OutputBytesPerUser = 1 << 20 })
+		start := func(who Caller, n int) []string {
+			r, err := c.nodes[0].a.launch.Run(who, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: "n2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.IDs
+		}
+		a, b := Caller{UID: 1001, GID: 1001}, Caller{UID: 1002, GID: 1002}
+		flood, other := start(a, 8), start(b, 1)[0]
+		c.waitFor("running", time.Minute, func() bool {
+			for _, id := range append(flood, other) {
+				if c.homeRec(id).State != job.StateRunning {
+					return false
+				}
+			}
+			return true
+		})
+		write := func(id string, data []byte) {
+			f, err := os.OpenFile(filepath.Join(c.nodes[1].fn.SpoolDir(id), "stdout"), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Write(data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		chunk := []byte(strings.Repeat("y", 256<<10-1) + "\n")
+		for _, id := range flood {
+			write(id, chunk) // 2 MiB together, 256 KiB each
+		}
+		c.waitFor("killed", time.Minute, func() bool {
+			for _, id := range flood {
+				if c.homeRec(id).State != job.StateFinished {
+					return false
+				}
+			}
+			return true
+		})
+		for _, id := range flood {
+			if r := c.homeRec(id); !strings.Contains(r.EndReason, "limits.output_bytes_per_user") {
+				t.Fatalf("job %s ended: %q", id, r.EndReason)
+			}
+		}
+		if r := c.homeRec(other); r.State != job.StateRunning {
+			t.Fatalf("the other user's job: %s %q", r.State, r.EndReason)
+		}
+		write(other, []byte("still here\n"))
+		c.waitFor("the other's output", time.Minute, func() bool { return c.homeOutput(other) == "still here\n" })
+		t.Logf("ended: %s", c.homeRec(flood[0]).EndReason)
+	})
+}

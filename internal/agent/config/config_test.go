@@ -45,6 +45,7 @@ func TestLimitsConfig(t *testing.T) {
 		"limits.run_count":              "limits: {run_count: 0}",
 		"limits.arg_bytes":              "limits: {arg_bytes: 100}",
 		"limits.output_bytes":           "limits: {output_bytes: 10}",
+		"limits.output_bytes_per_user":  "limits: {output_bytes_per_user: 4096}",
 		"limits.spool_bytes_per_user":   "limits: {spool_bytes_per_user: 2000000, output_bytes: 4000000}",
 		"limits.keep_finished":          "limits: {keep_finished: 1s}",
 		"limits.records_bytes_per_user": "limits: {records_bytes_per_user: 4096}",

@@ -44,6 +44,14 @@ type Limits struct {
 	// every push (pushEvery), so a job writing very fast may overshoot by
 	// what it writes in that time.
 	OutputBytes int64 `yaml:"output_bytes"`
+	// OutputBytesPerUser bounds the output one user's jobs running on a
+	// node hold there together, in the blocks its disk allocated (a
+	// sparse file costs what it holds, a hole nothing). Jobs write their
+	// output to the node's state disk themselves, so this, not
+	// output_bytes times live_jobs_per_user, is what one user may take
+	// of it. Held at every push (pushEvery): past it, that user's jobs
+	// here that wrote output are killed.
+	OutputBytesPerUser int64 `yaml:"output_bytes_per_user"`
 	// SpoolBytesPerUser bounds the output this home keeps for one user's
 	// jobs: past it, the user's new runs here are refused until old ones
 	// are purged (roam purge) or expire (keep_finished).
@@ -112,6 +120,7 @@ func Default() Limits {
 		RecordsBytesPerUser: DefaultRecordsBytes,
 		LiveJobsPerUser:     10000,
 		OutputBytes:         4 << 30,
+		OutputBytesPerUser:  16 << 30,
 		SpoolBytesPerUser:   64 << 30,
 		RequestsPerSecond:   200,
 		KeepFinished:        7 * 24 * time.Hour,
@@ -153,6 +162,8 @@ func (l Limits) Validate() (string, error) {
 		return "limits.live_jobs_per_user", fmt.Errorf("%d is below 1", l.LiveJobsPerUser)
 	case l.OutputBytes < 1<<20:
 		return "limits.output_bytes", fmt.Errorf("%d is below 1 MiB", l.OutputBytes)
+	case l.OutputBytesPerUser < 1<<20:
+		return "limits.output_bytes_per_user", fmt.Errorf("%d is below 1 MiB", l.OutputBytesPerUser)
 	case l.SpoolBytesPerUser < l.OutputBytes:
 		return "limits.spool_bytes_per_user", fmt.Errorf("%d is below limits.output_bytes (%d)", l.SpoolBytesPerUser, l.OutputBytes)
 	case !(l.RequestsPerSecond >= 1 && l.RequestsPerSecond <= 1e6): // NaN and Inf too
@@ -228,6 +239,15 @@ func (l Limits) RecordsOver(uid uint32, have, more int64) error {
 	}
 	return fmt.Errorf("records budget of user %d: %d bytes of job records kept here, %d more would pass %d (limits.records_bytes_per_user): remove ended jobs with roam purge",
 		uid, have, more, l.RecordsBytesPerUser)
+}
+
+// OutputOver is why a node kills uid's jobs whose output there takes
+// used bytes of its disk, if that is past the user's output budget.
+func (l Limits) OutputOver(uid uint32, used int64) string {
+	if used <= l.OutputBytesPerUser {
+		return ""
+	}
+	return fmt.Sprintf("killed: the output of user %d's jobs on its node passed %s (limits.output_bytes_per_user)", uid, size(l.OutputBytesPerUser))
 }
 
 // size is a byte count for people.

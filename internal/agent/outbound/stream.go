@@ -14,14 +14,20 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"roam/internal/agent/peer"
 	"roam/internal/agent/stall"
 	"roam/internal/api"
+	"roam/internal/errkind"
 	"roam/internal/migrate"
 )
 
 // streamFiles lists the regular files of the images and spool directories
-// for the stream, and the FIFOs of the spool (a job's own FIFO).
+// for the stream, and the FIFOs of the spool (a job's own FIFO). A spool
+// file with a hole is refused (peer.ErrPinned): the archive carries every
+// byte of a file, so a job's ftruncate of its stdout to 4 GiB would move,
+// and land at the destination as, 4 GiB of zeros its disk never held.
 func streamFiles(images, spool string) ([]migrate.File, error) {
 	var out []migrate.File
 	for _, part := range []struct{ prefix, dir string }{{migrate.DirImages + "/", images}, {migrate.DirSpool + "/", spool}} {
@@ -41,10 +47,37 @@ func streamFiles(images, spool string) ([]migrate.File, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, migrate.File{Name: part.prefix + e.Name(), Path: filepath.Join(part.dir, e.Name()), Size: fi.Size()})
+			path := filepath.Join(part.dir, e.Name())
+			if part.dir == spool {
+				if err := checkDense(path, fi.Size()); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, migrate.File{Name: part.prefix + e.Name(), Path: path, Size: fi.Size()})
 		}
 	}
 	return out, nil
+}
+
+// checkDense refuses the file at path, of size bytes, if it has a hole
+// before its end (SEEK_HOLE: a file system that does not know holes says
+// none, and compressed data is not a hole, as its allocated blocks would
+// wrongly say).
+func checkDense(path string, size int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	hole, err := unix.Seek(int(f.Fd()), 0, unix.SEEK_HOLE)
+	if err != nil && !errors.Is(err, unix.ENXIO) {
+		return err
+	}
+	if err == nil && hole < size {
+		return errkind.New(peer.ErrPinned, "sparse output: the job's %s has a hole at byte %d of its %d, and output moves as data, so a job with sparse output is neither checkpointed nor migrated",
+			filepath.Base(path), hole, size)
+	}
+	return nil
 }
 
 func openFile(path string) (io.ReadCloser, error) { return os.Open(path) }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"roam/internal/job"
 	"roam/internal/lockorder"
@@ -184,6 +185,21 @@ func Size(dir string) int64 {
 	for _, f := range Streams {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// Blocks is what the spool in dir takes of its disk: its files'
+// allocated blocks, so a hole costs nothing and a file the disk could not
+// hold cannot be written.
+func Blocks(dir string) int64 {
+	var n int64
+	for _, f := range Streams {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			}
 		}
 	}
 	return n
