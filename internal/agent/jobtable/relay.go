@@ -12,6 +12,7 @@ import (
 	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/job"
+	"roam/internal/migrate"
 	"roam/internal/resources"
 
 	"golang.org/x/sys/unix"
@@ -185,7 +186,10 @@ func (j *Table) TakeNews(ups []relay.Update, got [][2]int64, known, stale map[st
 	next := map[string]*job.Record{} // changed copies of records
 	heard := map[string]bool{}
 	for i, u := range ups {
-		rec, refused := j.newsOf(u, known[u.ID], stale[u.ID], next, self)
+		if h, _ := migrate.JobHome(u.ID); h != self {
+			continue // not this home's job: no acknowledgement (newsOf)
+		}
+		rec, refused := j.newsOf(u, known[u.ID], stale[u.ID], next)
 		if refused != nil {
 			if refused.Gone && known[u.ID] && j.home[u.ID] != nil {
 				t.Refused = append(t.Refused, u)

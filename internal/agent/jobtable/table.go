@@ -86,18 +86,19 @@ func (j *Table) putHome(next map[string]*job.Record) error {
 // of the home's. known and stale say what takeOutput found of the job
 // (known: it had a record; stale: u is of an older incarnation). When u
 // is news of no record, refused is the answer. mu held.
-func (j *Table) newsOf(u relay.Update, known, stale bool, next map[string]*job.Record, self string) (rec *job.Record, refused *relay.Ack) {
+func (j *Table) newsOf(u relay.Update, known, stale bool, next map[string]*job.Record) (rec *job.Record, refused *relay.Ack) {
 	if rec := next[u.ID]; rec != nil {
 		return rec, nil
 	}
 	cur := j.home[u.ID]
 	if cur == nil || !known {
-		// Forgotten after a failed start: nobody will read it. Only a
-		// job's home can say it has no record of it; news that reached
-		// another node (a stale home address) is dropped, not ended. A
-		// job purged while its output was written is gone as well.
-		h, _ := migrate.JobHome(u.ID)
-		return nil, &relay.Ack{Done: true, Gone: h == self}
+		// Forgotten after a failed start: nobody will read it. A job
+		// purged while its output was written is gone as well. Only a
+		// job's home can say it has no record of it: news that reached
+		// another node (a stale home address) is not acknowledged at
+		// all, so that its node keeps the job and sends it again, to its
+		// home (TakeNews).
+		return nil, &relay.Ack{Done: true, Gone: true}
 	}
 	if stale || u.Inc < cur.Inc || cur.State == job.StatePending {
 		// A copy of an incarnation before the job's restart from a

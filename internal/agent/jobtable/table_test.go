@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"roam/internal/agent/relay"
 	"roam/internal/agent/spool"
 	"roam/internal/job"
 )
@@ -62,4 +63,31 @@ func stored(t *testing.T, s *job.Store, id string) job.Record {
 	}
 	t.Fatalf("no record %s in the store", id)
 	return job.Record{}
+}
+
+// News of a job that reached a node that is not its home (a stale home
+// address, say) is not acknowledged: the job's node keeps it and sends it
+// again, to its home. An acknowledgement of its end made its node forget
+// a job whose process ran on. Its home acknowledges its own forgotten
+// job as gone, so that its node ends it.
+func TestNewsOfAnotherHomesJobIsNotAcknowledged(t *testing.T) {
+	dir := t.TempDir()
+	store, err := job.Open(filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	j := New(store, spool.New(filepath.Join(dir, "spool"), 2), 1)
+	ups := []relay.Update{{ID: "9.5", Node: "2", Out: []byte("x")}, {ID: "1.7", Node: "2"}}
+	known, stale := j.Known(ups)
+	taken, err := j.TakeNews(ups, make([][2]int64, len(ups)), known, stale, "1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := taken.Acks["9.5"]; ok {
+		t.Errorf("node 1 acknowledged news of node 9's job: %+v", a)
+	}
+	if a := taken.Acks["1.7"]; !a.Done || !a.Gone {
+		t.Errorf("node 1's own forgotten job: %+v, want done and gone", a)
+	}
 }
