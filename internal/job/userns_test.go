@@ -32,11 +32,7 @@ func TestUserJobInItsOwnUserNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Kill(p.PID, p.StartTix, 5*time.Second); _ = p.Wait() })
-	var out string
-	for end := time.Now().Add(10 * time.Second); !strings.Contains(out, "up\n") && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile(filepath.Join(p.Dir, "stdout"))
-		out = string(b)
-	}
+	out := waitUp(p)
 	want := "70001\n70001\n70001 1001 170002\n         0          0 4294967295\nup\n"
 	if out != want {
 		t.Fatalf("the job printed %q, want %q (stderr: %s)", out, want, readFile(filepath.Join(p.Dir, "stderr")))
@@ -63,24 +59,41 @@ func TestUserJobInItsOwnUserNamespace(t *testing.T) {
 	}
 }
 
-// userNSLauncher is a launcher of users' jobs in user namespaces of their
-// own, with a roam-init built for the test.
-func userNSLauncher(t *testing.T) Launcher {
+// buildInit builds roam-init for a test, with musl as make does, in a
+// directory of its own it returns too (not under /tmp, which the job's own
+// /tmp hides from roam-init's second exec).
+func buildInit(t *testing.T, prefix string) (dir, init string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root (namespaces, another uid)")
 	}
-	// Not under /tmp, which the job's own /tmp hides from roam-init's
-	// second exec.
-	dir, err := os.MkdirTemp("/var/lib", "roam-userns-test-")
+	dir, err := os.MkdirTemp("/var/lib", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	init := filepath.Join(dir, "roam-init")
+	init = filepath.Join(dir, "roam-init")
 	if out, err := exec.Command("musl-gcc", "-O2", "-static", "-o", init, "../../cinit/roam-init.c").CombinedOutput(); err != nil {
 		t.Fatalf("build roam-init: %v\n%s", err, out)
 	}
+	return dir, init
+}
+
+// waitUp is what a job printed by the time it printed "up" (or 10 s).
+func waitUp(p *Proc) string {
+	var out string
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(out, "up\n") && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(p.Dir, "stdout"))
+		out = string(b)
+	}
+	return out
+}
+
+// userNSLauncher is a launcher of users' jobs in user namespaces of their
+// own, with a roam-init built for the test.
+func userNSLauncher(t *testing.T) Launcher {
+	t.Helper()
+	dir, init := buildInit(t, "roam-userns-test-")
 	if err := UserNSAllowed(init, nil); err != nil {
 		t.Fatalf("this host allows user namespaces (the tests need it): %v", err)
 	}
@@ -103,11 +116,7 @@ func TestJobKeepsAllItsGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Kill(p.PID, p.StartTix, 5*time.Second); _ = p.Wait() })
-	var out string
-	for end := time.Now().Add(10 * time.Second); !strings.Contains(out, "up\n") && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile(filepath.Join(p.Dir, "stdout"))
-		out = string(b)
-	}
+	out := waitUp(p)
 	got := strings.Fields(strings.TrimPrefix(strings.TrimSuffix(out, "up\n"), "Groups:"))
 	want := make([]string, len(groups))
 	for i, g := range groups {
@@ -133,11 +142,7 @@ func TestRoamInitHasNoEnvironment(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Kill(p.PID, p.StartTix, 5*time.Second); _ = p.Wait() })
-		var out string
-		for end := time.Now().Add(10 * time.Second); !strings.Contains(out, "up\n") && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-			b, _ := os.ReadFile(filepath.Join(p.Dir, "stdout"))
-			out = string(b)
-		}
+		out := waitUp(p)
 		// sh's descriptors: 0, 1, 2, and ls's own of the directory: no
 		// environment file, no status.
 		if want := "x y\n4\nup\n"; out != want {
@@ -160,18 +165,7 @@ func readFile(p string) string {
 // template is made once, and again once the agent's mount table is not
 // the one it was made from.
 func TestJobMountsFromTheTemplate(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (namespaces, another uid)")
-	}
-	dir, err := os.MkdirTemp("/var/lib", "roam-template-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	init := filepath.Join(dir, "roam-init")
-	if out, err := exec.Command("musl-gcc", "-O2", "-static", "-o", init, "../../cinit/roam-init.c").CombinedOutput(); err != nil {
-		t.Fatalf("build roam-init: %v\n%s", err, out)
-	}
+	dir, init := buildInit(t, "roam-template-test-")
 	tpl := &Template{}
 	mounts := func(l Launcher, id string, uid uint32) string {
 		p, err := l.Start(Spec{ID: id, UID: uid, GID: uid, Cwd: "/", Argv: []string{"/bin/cat", "/proc/self/mountinfo"}})

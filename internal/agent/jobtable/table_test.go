@@ -15,13 +15,7 @@ import (
 // stays finished with that start too, and a record whose start changed
 // since the start was asked for keeps its own.
 func TestMarkStarted(t *testing.T) {
-	dir := t.TempDir()
-	store, err := job.Open(filepath.Join(dir, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	j := New(store, spool.New(filepath.Join(dir, "spool"), 2), 1)
+	j := testTable(t)
 	placed := time.Now()
 	var recs []job.Record
 	for _, id := range []string{"1.1", "1.2", "1.3"} {
@@ -42,7 +36,7 @@ func TestMarkStarted(t *testing.T) {
 		state   string
 		started time.Time
 	}{"1.1": {job.StateRunning, ran["1.1"]}, "1.2": {job.StateFinished, ran["1.2"]}, "1.3": {job.StateRunning, restarted}} {
-		for _, r := range []job.Record{*j.home[id], stored(t, store, id)} {
+		for _, r := range []job.Record{*j.home[id], stored(t, j.store, id)} {
 			if r.State != want.state || !r.Started.Equal(want.started) {
 				t.Errorf("job %s: %s, started %v after its placing; want %s, %v", id, r.State, r.Started.Sub(placed), want.state, want.started.Sub(placed))
 			}
@@ -71,13 +65,7 @@ func stored(t *testing.T, s *job.Store, id string) job.Record {
 // a job whose process ran on. Its home acknowledges its own forgotten
 // job as gone, so that its node ends it.
 func TestNewsOfAnotherHomesJobIsNotAcknowledged(t *testing.T) {
-	dir := t.TempDir()
-	store, err := job.Open(filepath.Join(dir, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	j := New(store, spool.New(filepath.Join(dir, "spool"), 2), 1)
+	j := testTable(t)
 	ups := []relay.Update{{ID: "9.5", Node: "2", Out: []byte("x")}, {ID: "1.7", Node: "2"}}
 	known, stale := j.Known(ups)
 	taken, err := j.TakeNews(ups, make([][2]int64, len(ups)), known, stale, "1", time.Now())
@@ -90,4 +78,16 @@ func TestNewsOfAnotherHomesJobIsNotAcknowledged(t *testing.T) {
 	if a := taken.Acks["1.7"]; !a.Done || !a.Gone {
 		t.Errorf("node 1's own forgotten job: %+v, want done and gone", a)
 	}
+}
+
+// testTable is a job table on a store and spools of the test's own.
+func testTable(t *testing.T) *Table {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := job.Open(filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return New(store, spool.New(filepath.Join(dir, "spool"), 2), 1)
 }
