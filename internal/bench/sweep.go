@@ -66,7 +66,7 @@ type sweepSize struct {
 }
 
 var (
-	sweepFull  = sweepSize{jobs: 600, minCPU: 0.2, maxCPU: 20, limit: 15 * time.Minute, bins: []float64{0.5, 1, 2, 5, 20}}
+	sweepFull  = sweepSize{jobs: 600, minCPU: 0.2, maxCPU: 20, limit: 30 * time.Minute, bins: []float64{0.5, 1, 2, 5, 20}}
 	sweepQuick = sweepSize{jobs: 48, minCPU: 0.2, maxCPU: 4, limit: 4 * time.Minute, bins: []float64{0.5, 1, 4}}
 )
 
