@@ -124,7 +124,8 @@ bench-jobs: build
 
 # A user's sweep of 600 jobs of heavy-tailed lengths on make demo's cluster
 # with a background load on node 2: roam's queue and migration vs the same
-# queue with static placement, in 2 interleaved rounds (about 40 minutes).
+# queue with static placement, in 2 interleaved rounds (each side's ideal
+# is 251 s; on a shared machine a side took 10 minutes).
 bench-sweep: build
 	@$(BIN)/roam bench sweep --reps 2
 
