@@ -36,7 +36,7 @@ type Experiment struct {
 // Experiments are the framework's experiments in the order `all` runs them.
 var Experiments = []*Experiment{
 	expSpeedup, expLVM, expDynamicStatic, expMigrationCost, expSyscallCost, expTraffic, expMigrate, expCheckpoint, expWebDelay,
-	expBurst, expJobStart,
+	expBurst, expJobStart, expSweep,
 }
 
 // Lookup finds an experiment by name.
@@ -219,7 +219,7 @@ func RunExperiments(exps []*Experiment, opts Options, progress io.Writer) ([]*Re
 	if opts.Reps < 1 || opts.Reps > 100 {
 		return nil, fmt.Errorf("--reps: %d is out of range (1 to 100)", opts.Reps)
 	}
-	for _, w := range []string{"roamd", "roam-init", "dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload", "roam-ckpt", "roam", "startloop"} {
+	for _, w := range []string{"roamd", "roam-init", "dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload", "roam-ckpt", "roam", "startloop", "sweepjob"} {
 		if _, err := os.Stat(filepath.Join(opts.Bin, w)); err != nil {
 			return nil, fmt.Errorf("%s is missing (make build makes it)", filepath.Join(opts.Bin, w))
 		}

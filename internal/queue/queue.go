@@ -113,7 +113,8 @@ type Input struct {
 	Placed []Placed
 	// Refused is when each node last refused a start of this home (for
 	// want of room, most often): it takes none until an entry of it
-	// received after that.
+	// received after that; the home's own node, current, is not kept
+	// out.
 	Refused map[string]time.Time
 	// Placement is the policy's placement (sched.Place), and RR the
 	// round-robin cursor the home keeps.
@@ -344,7 +345,10 @@ func seen(in Input, left map[string]string) []sched.NodeLoad {
 			left[x.ID] = "is draining"
 		case !heard && x.ID != in.Self:
 			out[i].Draining, left[x.ID] = true, "has sent no load entry yet"
-		case refused && r.After(h):
+		case refused && r.After(h) && x.ID != in.Self:
+			// The home's own node is as it is now: a refusal of its
+			// own says nothing this round does not see, and no entry of
+			// its own comes to lift it.
 			out[i].Draining, left[x.ID] = true, "refused a start since its last load entry"
 		}
 	}

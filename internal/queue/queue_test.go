@@ -154,6 +154,15 @@ func TestDecideBounds(t *testing.T) {
 	if got := byNode(Decide(in, rand.New(rand.NewSource(1)))); got["2"] != 4 {
 		t.Fatalf("starts by node %v; node 2's entry is newer than its refusal", got)
 	}
+	// The home refused a start of its own (a race with what came since
+	// the round's look): its state is current, it sends itself no entry
+	// that would lift the refusal, and the next round sees it as it is.
+	// Kept out until an entry of its own, it took no start again (roam
+	// bench sweep: static's home ran none of a 600-job sweep).
+	in.Refused = map[string]time.Time{"1": at.Add(time.Hour)}
+	if got := byNode(Decide(in, rand.New(rand.NewSource(1)))); got["1"] != 4 || got["2"] != 4 {
+		t.Fatalf("starts by node %v; the home's refusal kept it out", got)
+	}
 	g.On = "2"
 	in = Input{Groups: []Group{g}, Nodes: nodes4(0, 0), Max: RoundMax, Refused: map[string]time.Time{"2": at}}
 	if d := Decide(in, rand.New(rand.NewSource(1))); len(d.Starts) != 0 || d.Why[g.Key] != "--on 2: the node has sent no load entry yet" {

@@ -19,7 +19,7 @@ import (
 // real CLI: the files it writes, and the numbers' sanity.
 func TestBenchQuickAll(t *testing.T) {
 	long(t)
-	for _, w := range []string{"dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload", "startloop"} {
+	for _, w := range []string{"dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload", "startloop", "sweepjob"} {
 		workload(t, w)
 	}
 	roam := filepath.Join(binDir, "roam")
@@ -38,7 +38,7 @@ func TestBenchQuickAll(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
 	t.Logf("roam bench all --quick:\n%s", stdout.String())
-	for _, name := range []string{"bspeed", "blvm", "bdvs", "bmcost", "bsys", "btraf", "bmig", "bckpt", "e2eobsb", "bburst", "bjobs"} {
+	for _, name := range []string{"bspeed", "blvm", "bdvs", "bmcost", "bsys", "btraf", "bmig", "bckpt", "e2eobsb", "bburst", "bjobs", "bsweep"} {
 		if left := emu.Leftovers(name); len(left) > 0 {
 			t.Errorf("cluster %s left %v", name, left)
 		}
@@ -162,7 +162,7 @@ func TestBenchQuickAll(t *testing.T) {
 // exits, with 128 + the signal: before, it left the cluster up (network
 // namespaces, a bridge, cgroups and agents) until roam cluster down.
 func TestBenchStoppedTakesItsClusterDown(t *testing.T) {
-	for _, w := range []string{"dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload", "startloop"} {
+	for _, w := range []string{"dkg", "usercode", "syscode", "mgs", "migjob", "burn", "bgload", "startloop", "sweepjob"} {
 		workload(t, w) // the framework wants every tool there
 	}
 	cmd := exec.Command(filepath.Join(binDir, "roam"), "bench", "lvm", "--quick", "--out", t.TempDir())
