@@ -17,6 +17,7 @@ import (
 	"roam/internal/agent/relay"
 	"roam/internal/api"
 	"roam/internal/job"
+	"roam/internal/migrate"
 )
 
 // ---- peer port: jobs ----
@@ -106,7 +107,8 @@ func FuzzPeerUpdates(f *testing.F) {
 		for _, u := range ups {
 			k, ok := acks[u.ID]
 			_, had := homes[u.ID]
-			mine := strings.HasPrefix(u.ID, fzSelf+".")
+			h, _ := migrate.JobHome(u.ID)
+			mine := h == fzSelf
 			switch {
 			case ok != mine:
 				t.Fatalf("ack for %q: %v", u.ID, ok)
