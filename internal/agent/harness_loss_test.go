@@ -295,6 +295,10 @@ func TestAgentsStaleNewsDoesNotMoveAJob(t *testing.T) {
 			r := c.homeRec(id)
 			return r.Node == "n3" && r.Migrations == 1
 		})
+		// Nothing in flight: n3's own next push, which brings the job
+		// back from lost, waits for fake time, which stands still until
+		// the checks below are done.
+		synctest.Wait()
 		if _, lost, err := home.jobs.MarkLostOn(id, "n3", time.Now()); !lost || err != nil {
 			t.Fatalf("the home marked its job running on n3 lost: %v %v", lost, err)
 		}
