@@ -36,7 +36,7 @@ $(BIN)/migjob: workloads/migjob.c
 	@mkdir -p $(BIN)
 	@gcc -O2 -Wall -pthread -o $@ $<
 
-$(BIN)/burn: workloads/burn.c
+$(BIN)/burn: workloads/burn.c workloads/common.h
 	@mkdir -p $(BIN)
 	@gcc -O2 -Wall -o $@ $<
 
@@ -44,7 +44,7 @@ $(BIN)/bgload: workloads/bgload.c
 	@mkdir -p $(BIN)
 	@gcc -O2 -Wall -o $@ $<
 
-$(BIN)/sweepjob: workloads/sweepjob.c
+$(BIN)/sweepjob: workloads/sweepjob.c workloads/common.h
 	@mkdir -p $(BIN)
 	@gcc -O2 -Wall -o $@ $<
 

@@ -11,19 +11,9 @@
  * and at the end its CPU seconds and its elapsed seconds. Its output
  * lines, but for the times, are the same on every run.
  */
-#define _GNU_SOURCE
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
+#include "common.h"
 
 volatile uint64_t sink;
-
-static double now(clockid_t c) {
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 int main(int argc, char **argv) {
 	if (argc < 2 || argc > 3) {
@@ -37,27 +27,19 @@ int main(int argc, char **argv) {
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	double start = now(CLOCK_MONOTONIC);
-	double got = 0, last = now(CLOCK_PROCESS_CPUTIME_ID);
+	double start = wl_now();
+	double got = 0, last = wl_burn_clock();
 	uint64_t x = 88172645463325252ull, rounds = 0;
 	int printed = 0;
 	while (got < want) {
-		for (int i = 0; i < 200000; i++) {
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
-		}
+		got += wl_burn_round(&x, &last);
 		rounds++;
-		double c = now(CLOCK_PROCESS_CPUTIME_ID);
-		/* After a restore the clock starts again below last. */
-		got += c >= last ? c - last : c;
-		last = c;
 		while (lines > 0 && printed < lines && got >= want * (printed + 1) / (lines + 1)) {
 			printed++;
 			printf("burn: %d/%d\n", printed, lines + 1);
 		}
 	}
-	printf("burn: done cpu=%.2f elapsed=%.2f\n", got, now(CLOCK_MONOTONIC) - start);
+	printf("burn: done cpu=%.2f elapsed=%.2f\n", got, wl_now() - start);
 	sink = x + rounds;
 	return 0;
 }

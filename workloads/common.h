@@ -30,6 +30,31 @@ static inline double wl_cpu(void) {
 	       (s.ru_utime.tv_usec + s.ru_stime.tv_usec + c.ru_utime.tv_usec + c.ru_stime.tv_usec) / 1e6;
 }
 
+/* wl_burn_clock is this process's CPU clock, since it started or was
+ * restored. */
+static inline double wl_burn_clock(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* wl_burn_round does one round of CPU work on *x and says how much CPU
+ * time this process had since *last, by wl_burn_clock, which it moves
+ * *last to: a restored process starts that clock again at zero, so a
+ * reading below *last is all new. Adding up the rounds counts the work
+ * the same across migrations, neither lost nor repeated. */
+static inline double wl_burn_round(uint64_t *x, double *last) {
+	for (int i = 0; i < 200000; i++) {
+		*x ^= *x << 13;
+		*x ^= *x >> 7;
+		*x ^= *x << 17;
+	}
+	double c = wl_burn_clock();
+	double got = c >= *last ? c - *last : c;
+	*last = c;
+	return got;
+}
+
 /* splitmix64: a small generator whose whole state is one word. */
 static inline uint64_t wl_next(uint64_t *s) {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);

@@ -10,20 +10,11 @@
  * as roam run --args-from hands a job its line.
  * Its last line: "sweepjob: done cpu=SECONDS elapsed=SECONDS mib=MIB".
  */
-#define _GNU_SOURCE
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "common.h"
+
 #include <string.h>
-#include <time.h>
 
 volatile uint64_t sink;
-
-static double now(clockid_t c) {
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 int main(int argc, char **argv) {
 	double want = 0;
@@ -46,7 +37,7 @@ int main(int argc, char **argv) {
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	double start = now(CLOCK_MONOTONIC);
+	double start = wl_now();
 	size_t bytes = (size_t)mib << 20;
 	unsigned char *mem = bytes ? malloc(bytes) : NULL;
 	if (bytes && !mem) {
@@ -60,18 +51,10 @@ int main(int argc, char **argv) {
 	double got = 0, last = 0;
 	uint64_t x = 88172645463325252ull, rounds = 0;
 	while (got < want) {
-		for (int i = 0; i < 200000; i++) {
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
-		}
+		got += wl_burn_round(&x, &last);
 		rounds++;
-		double c = now(CLOCK_PROCESS_CPUTIME_ID);
-		/* After a restore the clock starts again below last. */
-		got += c >= last ? c - last : c;
-		last = c;
 	}
-	printf("sweepjob: done cpu=%.2f elapsed=%.2f mib=%ld\n", got, now(CLOCK_MONOTONIC) - start, mib);
+	printf("sweepjob: done cpu=%.2f elapsed=%.2f mib=%ld\n", got, wl_now() - start, mib);
 	sink = x + rounds + (bytes ? mem[bytes - 1] : 0);
 	return 0;
 }
