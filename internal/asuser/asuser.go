@@ -75,28 +75,36 @@ type Got struct {
 // says what it found. The error is for the thread itself (credentials that
 // could not be taken); each file's own failure is in its Got.
 func Open(cred Cred, wants []Want) ([]Got, error) {
-	type result struct {
-		got []Got
-		err error
+	got := make([]Got, len(wants))
+	err := as(cred, func() {
+		for i, w := range wants {
+			got[i] = open(w)
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	ch := make(chan result, 1)
+	return got, nil
+}
+
+// as runs work on an OS thread of its own with cred's credentials, and
+// waits for it. The error is the thread's, whose credentials could not
+// be taken (work did not run then).
+func as(cred Cred, work func()) error {
+	ch := make(chan error, 1)
 	go func() {
 		// Locked and never unlocked: the thread, with the user's
 		// credentials, ends with this goroutine. Threads the runtime makes
 		// later come from its template thread, not from this one.
 		runtime.LockOSThread()
 		if err := become(cred); err != nil {
-			ch <- result{nil, err}
+			ch <- err
 			return
 		}
-		got := make([]Got, len(wants))
-		for i, w := range wants {
-			got[i] = open(w)
-		}
-		ch <- result{got, nil}
+		work()
+		ch <- nil
 	}()
-	r := <-ch
-	return r.got, r.err
+	return <-ch
 }
 
 // become switches this thread's credentials: groups first, the gid next,

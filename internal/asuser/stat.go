@@ -2,7 +2,6 @@ package asuser
 
 import (
 	"os"
-	"runtime"
 )
 
 // Stat looks each path up as cred would, following symlinks as the
@@ -12,25 +11,14 @@ import (
 // user may not search. The error is for the thread itself; each path's
 // own failure is in its error.
 func Stat(cred Cred, paths []string) ([]os.FileInfo, []error, error) {
-	type result struct {
-		fis  []os.FileInfo
-		errs []error
-		err  error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// As in Open: the thread ends with this goroutine.
-		runtime.LockOSThread()
-		if err := become(cred); err != nil {
-			ch <- result{err: err}
-			return
-		}
-		r := result{fis: make([]os.FileInfo, len(paths)), errs: make([]error, len(paths))}
+	fis, errs := make([]os.FileInfo, len(paths)), make([]error, len(paths))
+	err := as(cred, func() {
 		for i, p := range paths {
-			r.fis[i], r.errs[i] = os.Stat(p)
+			fis[i], errs[i] = os.Stat(p)
 		}
-		ch <- r
-	}()
-	r := <-ch
-	return r.fis, r.errs, r.err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return fis, errs, nil
 }
