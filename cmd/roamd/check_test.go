@@ -80,7 +80,7 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 		"load":           {"load: {interval: 1ms}", "load: {vector_size: 0}", "load: {policy: lifo}", "load: {nosuch: 1}"},
 		"limits": {"limits: {arg_bytes: 1}", "limits: {run_count: 0}", "limits: {run_bytes: 1}", "limits: {live_jobs_per_user: 0}",
 			"limits: {records_bytes_per_user: 1}", "limits: {records_bytes_per_user: 1099511627777}",
-			"limits: {output_bytes: 1}", "limits: {output_bytes_per_user: 1048575}", "limits: {spool_bytes_per_user: 1048576, output_bytes: 2097152}", "limits: {requests_per_second: 0}",
+			"limits: {output_bytes: 1}", "limits: {output_bytes_per_user: 1048575}", "limits: {disk_reserve_bytes: -1}", "limits: {disk_reserve_bytes: 1099511627777}", "limits: {spool_bytes_per_user: 1048576, output_bytes: 2097152}", "limits: {requests_per_second: 0}",
 			"limits: {keep_finished: 1s}", "limits: {keep_finished_per_user: 0}", "limits: {ghost_bytes: -1}", "limits: {job_tmp_bytes: 4096}", "limits: {job_tmp_bytes: 2199023255552}",
 			"limits: {checkpoint_bytes: 1}", "limits: {checkpoints_in_flight: 0}", "limits: {checkpoints_in_flight: 1001}",
 			"limits: {checkpoint_bytes_in_flight: 1048576}", "limits: {checkpoint_bytes_kept: -1}", "limits: {checkpoint_expiry: 1s}",

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"roam/internal/agent/checkpoints"
+	"roam/internal/agent/config"
 	"roam/internal/agent/control"
 	"roam/internal/agent/gossip"
 	"roam/internal/agent/inbound"
@@ -162,6 +163,9 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	if a.capacity == 0 {
 		a.capacity = float64(runtime.NumCPU())
 	}
+	if a.parts.DiskFree == nil {
+		a.parts.DiskFree = spool.Free
+	}
 	if cfg.Jobs.MemoryBytes > 0 {
 		a.parts.JobMemory = cfg.Jobs.MemoryBytes
 	}
@@ -229,6 +233,7 @@ func (a *Agent) Start() error {
 	go a.checkpoints.Loop(a.stop, &a.wg)
 	a.wg.Go(func() { a.checkpoints.SweepLoop(a.stop) })
 	a.wg.Go(a.news.PushLoop)
+	a.wg.Go(a.news.HoldLoop)
 	a.wg.Go(func() { a.launch.ReleaseLoop(a.stop) })
 	a.wg.Go(func() { a.files.Loop(a.stop) })
 	go a.sched.Loop()
@@ -306,6 +311,12 @@ func (a *Agent) Events(c Caller, since time.Time) []api.Event { return a.sched.E
 // Reload is roamd's SIGHUP: it takes what of a changed config can change
 // while the agent runs (scheduler.Scheduler.Reload), and names the rest.
 func (a *Agent) Reload(cfg Config) (took, restart []string) { return a.sched.Reload(a.cfg, cfg) }
+
+// Stats returns the agent's counters (package stats).
+func (a *Agent) Stats() api.Stats { return a.stats.Stats(a.cfg.NodeID, a.support) }
+
+// Config is roamd's config file (package config).
+type Config = config.Config
 
 // Done is closed once the agent stops: after Close, or once it left the
 // cluster itself (roam node remove).

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -26,6 +27,7 @@ import (
 
 	"roam/internal/agent/config"
 	"roam/internal/agent/peer"
+	"roam/internal/agent/spool"
 	"roam/internal/api"
 	"roam/internal/sched"
 	"roam/internal/secret"
@@ -44,6 +46,9 @@ type hnode struct {
 	a          *Agent
 	fn         *fakeNode
 	up         bool
+	// free, when not 0, is what the node's state disk has free, as its
+	// agent is told (Parts.DiskFree); 0: the real disk's.
+	free atomic.Int64
 }
 
 // cluster is a harness cluster.
@@ -131,7 +136,13 @@ func (c *cluster) start(i int) {
 	fn := &fakeNode{w: c.world, name: h.name, spool: filepath.Join(h.cfg.StateDir, "spool")}
 	api := &memListener{addr: h.host + ":0", accept: make(chan net.Conn), done: make(chan struct{})}
 	p := Parts{API: api, Transport: c.net.transport(h.host), Gossip: c.net.gossipTransport(h.host),
-		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn}
+		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn,
+		DiskFree: func(dir string) int64 {
+			if v := h.free.Load(); v != 0 {
+				return v
+			}
+			return spool.Free(dir)
+		}}
 	a, err := New(h.cfg, p, c.log)
 	if err != nil {
 		c.t.Fatal(err)

@@ -289,3 +289,80 @@ func TestAgentsStopAUsersJobsPastTheirOutputBudget(t *testing.T) {
 		t.Logf("ended: %s", c.homeRec(flood[0]).EndReason)
 	})
 }
+
+// TestAgentsKeepTheStateDisksReserve: a node whose state disk falls below
+// limits.disk_reserve_bytes kills the jobs of the user whose output holds
+// the most of it, starts no job until the space is back, and leaves the
+// jobs of a user with little output running and reporting.
+func TestAgentsKeepTheStateDisksReserve(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const reserve = 64 << 20
+		c := newCluster(t, 2, 58, faults{}, "static", func(cfg *Config) { cfg.Limits.DiskReserveBytes = reserve })
+		start := func(who Caller, n int) ([]string, error) {
+			r, err := c.nodes[0].a.launch.Run(who, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: "n2"})
+			return r.IDs, err
+		}
+		a, b := Caller{UID: 1001, GID: 1001}, Caller{UID: 1002, GID: 1002}
+		flood, err := start(a, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		others, err := start(b, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := others[0]
+		c.waitFor("running", time.Minute, func() bool {
+			for _, id := range append(flood, other) {
+				if c.homeRec(id).State != job.StateRunning {
+					return false
+				}
+			}
+			return true
+		})
+		write := func(id string, data []byte) {
+			f, err := os.OpenFile(filepath.Join(c.nodes[1].fn.SpoolDir(id), "stdout"), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Write(data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range flood {
+			write(id, []byte(strings.Repeat("y", 512<<10-1)+"\n")) // 2 MiB together
+		}
+		write(other, []byte("small\n"))
+		c.waitFor("the output at home", time.Minute, func() bool { return c.homeOutput(other) == "small\n" })
+		// 1 MiB short of the reserve: user a's 2 MiB covers it, b's 4 KiB
+		// is not worth killing.
+		c.nodes[1].free.Store(reserve - 1<<20)
+		c.waitFor("killed", time.Minute, func() bool {
+			for _, id := range flood {
+				if c.homeRec(id).State != job.StateFinished {
+					return false
+				}
+			}
+			return true
+		})
+		for _, id := range flood {
+			if r := c.homeRec(id); !strings.Contains(r.EndReason, "limits.disk_reserve_bytes") || !strings.Contains(r.EndReason, "user 1001") {
+				t.Fatalf("job %s ended: %q", id, r.EndReason)
+			}
+		}
+		if _, err := start(b, 1); err == nil || !strings.Contains(err.Error(), "limits.disk_reserve_bytes") {
+			t.Fatalf("a start on a node short of its reserve: %v", err)
+		}
+		write(other, []byte("still here\n"))
+		c.waitFor("the other's output", time.Minute, func() bool { return c.homeOutput(other) == "small\nstill here\n" })
+		if r := c.homeRec(other); r.State != job.StateRunning {
+			t.Fatalf("the other user's job: %s %q", r.State, r.EndReason)
+		}
+		c.nodes[1].free.Store(0)
+		if _, err := start(b, 1); err != nil {
+			t.Fatalf("a start once the space is back: %v", err)
+		}
+		t.Logf("ended: %s", c.homeRec(flood[0]).EndReason)
+	})
+}

@@ -55,6 +55,9 @@ type Parts struct {
 	// Registry gets the agent's metrics, and /metrics serves it; nil makes
 	// a fresh one (never the global default registry).
 	Registry *prometheus.Registry
+	// DiskFree is what the disk holding dir has free, in bytes (-1:
+	// unknown); nil: spool.Free, the file system's own count.
+	DiskFree func(dir string) int64
 	// Routes, when set, adds routes to the CLI's socket (roamd's web view
 	// tokens); uid tells a request's caller (SO_PEERCRED).
 	Routes func(mux *http.ServeMux, uid func(*http.Request) (uint32, bool))

@@ -33,7 +33,7 @@ import (
 // are now: at start, and in the fuzz harness after it puts new ones in
 // place.
 func (a *Agent) wireJobs() {
-	a.launch = launch.New(launch.Config{Self: a.cfg.NodeID, Limits: a.cfg.Limits, PerJob: a.cfg.Jobs, JobMem: a.parts.JobMemory, Admitted: a.rounds.AdmittedMemMB, Log: a.log, Store: a.store, Jobs: a.jobs, Spools: a.spools,
+	a.launch = launch.New(launch.Config{Self: a.cfg.NodeID, Limits: a.cfg.Limits, Free: func() int64 { return a.parts.DiskFree(a.cfg.StateDir) }, PerJob: a.cfg.Jobs, JobMem: a.parts.JobMemory, Admitted: a.rounds.AdmittedMemMB, Log: a.log, Store: a.store, Jobs: a.jobs, Spools: a.spools,
 		Members: a.members, Rounds: a.rounds, Peers: a.peers, Procs: a.procs, Draining: func() bool { return a.drain.On() }, Event: a.event})
 	a.control = control.New(control.Config{Self: a.cfg.NodeID, Jobs: a.jobs, Moves: a.migr, Peers: a.peers, Procs: a.procs,
 		SettleWait: peer.RestoreTimeout, Attained: scheduler.AttainedFrom,
@@ -54,7 +54,7 @@ func newFiles(a *Agent) *outfiles.Writer {
 // concerns in the agent through closures.
 func newNews(a *Agent) *news.Relay {
 	return news.New(news.Config{
-		Self: a.cfg.NodeID, Limits: a.cfg.Limits,
+		Self: a.cfg.NodeID, Limits: a.cfg.Limits, Free: func() int64 { return a.parts.DiskFree(a.cfg.StateDir) },
 		Jobs: a.jobs, Spools: a.spools, Members: a.members, Peers: a.peers, Rounds: a.rounds, Procs: a.procs, Log: a.log, Files: a.files,
 		Stop: a.stop, Left: a.memberLeft,
 		Event: a.event, KickLoad: func() { a.gossip.Kick() },
@@ -139,4 +139,10 @@ func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 			return a.out.PostStream(addr, path, size, write, out)
 		},
 	})
+}
+
+// fanOut makes the same peer call to every live node, this one included,
+// and returns the answers in node order (peer.FanOut).
+func fanOut[T any](a *Agent, method, path string, in any) []T {
+	return peer.FanOut[T](a.peers, a.log, a.members.Live(), method, path, in)
 }

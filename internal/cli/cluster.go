@@ -18,7 +18,7 @@ import (
 func (e *env) clusterCmd() *cobra.Command {
 	c := &cobra.Command{Use: "cluster", Short: "bring an emulated cluster up or down on this machine"}
 	var spec emu.Spec
-	var cpu, mem string
+	var cpu, mem, agentConfig string
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "start an emulated cluster: one network namespace, cgroup and roamd per node",
@@ -30,6 +30,11 @@ func (e *env) clusterCmd() *cobra.Command {
 			}
 			if spec.MemMB, err = parseList(mem, "--mem-mb", strconv.Atoi); err != nil {
 				return err
+			}
+			if agentConfig != "" {
+				if spec.AgentYAML, err = os.ReadFile(agentConfig); err != nil {
+					return fmt.Errorf("--agent-config: %w", err)
+				}
 			}
 			spec.Name = e.cluster
 			spec.Roamd = roamdPath()
@@ -55,6 +60,8 @@ func (e *env) clusterCmd() *cobra.Command {
 	up.Flags().StringVar(&spec.Policy, "policy", "fifo", "load-vector update policy: fifo or beneficial")
 	up.Flags().DurationVar(&spec.Interval, "interval", 0, "load dissemination interval (default 1s)")
 	up.Flags().Int64Var(&spec.JobPids, "job-pids", 0, "the processes and threads one job may have on each node (its jobs.pids; default 4096)")
+	up.Flags().IntVar(&spec.StateMB, "state-mb", 0, "give each node's state directory a tmpfs of its own of this many MiB (default: the nodes share the cluster's)")
+	up.Flags().StringVar(&agentConfig, "agent-config", "", "a YAML file of roamd config keys every node gets besides the cluster's own (limits, say)")
 	up.Flags().StringVar(&spec.Scheduler, "scheduler", "", "scheduling policy at start: static, balance, ushering, threshold, mosix (default) or a policy file")
 
 	down := &cobra.Command{

@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -105,4 +106,44 @@ func (c agentConfig) marshal() []byte {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// mergeConfig adds extra, a YAML mapping of roamd's config keys, to base,
+// the config emu wrote: a mapping under a key is merged key by key, any
+// other value replaces base's. A key emu sets itself at the top (node_id,
+// state_dir, ...) is refused: each node's own values are emu's to give.
+// roamd checks the keys and values when it starts.
+func mergeConfig(base, extra []byte) ([]byte, error) {
+	if len(extra) == 0 {
+		return base, nil
+	}
+	var b, x map[string]any
+	if err := yaml.Unmarshal(base, &b); err != nil {
+		return nil, err
+	}
+	if err := yaml.Unmarshal(extra, &x); err != nil {
+		return nil, fmt.Errorf("not a YAML mapping of roamd's config keys: %v", err)
+	}
+	for k, v := range x {
+		if _, own := b[k]; own {
+			if _, isMap := v.(map[string]any); !isMap || k == "load" {
+				return nil, fmt.Errorf("%s is set by the emulated cluster itself", k)
+			}
+		}
+		b[k] = merge(b[k], v)
+	}
+	return yaml.Marshal(b)
+}
+
+// merge is v over old: mappings key by key, anything else v.
+func merge(old, v any) any {
+	om, ok1 := old.(map[string]any)
+	vm, ok2 := v.(map[string]any)
+	if !ok1 || !ok2 {
+		return v
+	}
+	for k, x := range vm {
+		om[k] = merge(om[k], x)
+	}
+	return om
 }

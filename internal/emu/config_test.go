@@ -77,3 +77,30 @@ func TestKerndatDirIsCRIUs(t *testing.T) {
 		t.Fatalf("emu mounts a tmpfs at %s, CRIU caches in %s", kerndatDir, ckpt.KerndatDir)
 	}
 }
+
+// TestAgentConfigTakesExtraKeys checks --agent-config: its keys reach
+// roamd beside emu's own, mappings merged, and a key that is each node's
+// own (emu's to give) is refused, naming it.
+func TestAgentConfigTakesExtraKeys(t *testing.T) {
+	spec := Spec{Name: "t", Nodes: 1, Subnet: "198.18.7.0/24", JobPids: 64, Policy: "fifo", Interval: time.Second}
+	n := NodeState{ID: "1", Addr: "198.18.7.1", Capacity: 0.5, Cgroup: "roam/t/n1",
+		Dir: "/run/roam/clusters/t/n1", Socket: "/run/roam/clusters/t/n1/roamd.sock"}
+	base := agentConfigFor(spec, n, "/s", "/dev/shm/roam/t", nil).marshal()
+	b, err := mergeConfig(base, []byte("limits:\n  output_bytes_per_user: 33554432\njobs:\n  memory_bytes: 1073741824\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := config.Parse(b)
+	if err != nil {
+		t.Fatalf("roamd refuses the merged config: %v\n%s", err, b)
+	}
+	if got.Limits.OutputBytesPerUser != 32<<20 || got.Jobs.MemoryBytes != 1<<30 || got.Jobs.Pids != 64 || got.NodeID != "1" {
+		t.Errorf("merged config reads output_bytes_per_user %d, jobs.memory_bytes %d, jobs.pids %d, node_id %q",
+			got.Limits.OutputBytesPerUser, got.Jobs.MemoryBytes, got.Jobs.Pids, got.NodeID)
+	}
+	for extra, want := range map[string]string{"node_id: x\n": "node_id", "state_dir: /x\n": "state_dir", "- a\n": "mapping"} {
+		if _, err := mergeConfig(base, []byte(extra)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("extra %q: %v, want an error naming %s", extra, err, want)
+		}
+	}
+}

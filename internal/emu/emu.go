@@ -92,6 +92,14 @@ type Spec struct {
 	// JobPids is every agent's jobs.pids, the processes and threads one
 	// job may have; 0: the agent's default.
 	JobPids int64
+	// StateMB sizes each node's state directory: a tmpfs of its own of
+	// that many MiB, so that a node's disk can be filled (a real node's
+	// state disk is its own). 0: the nodes share the cluster's.
+	StateMB int
+	// AgentYAML is a part of roamd's config every node gets besides
+	// what emu sets (limits, say): a YAML mapping whose keys are none
+	// of emu's own.
+	AgentYAML []byte
 }
 
 // State is the cluster's record on disk (cluster.json) and what status shows.
@@ -107,6 +115,8 @@ type State struct {
 	IntervalMS int64       `json:"interval_ms"`
 	Scheduler  string      `json:"scheduler,omitempty"`
 	JobPids    int64       `json:"job_pids,omitempty"`
+	StateMB    int         `json:"state_mb,omitempty"`
+	AgentYAML  string      `json:"agent_yaml,omitempty"`
 	Status     string      `json:"status"` // "starting" until Up finished, then "up"
 	Nodes      []NodeState `json:"nodes"`
 }
@@ -197,6 +207,12 @@ func (s *Spec) Validate() error {
 	}
 	if s.JobPids != 0 && (s.JobPids < 16 || s.JobPids > 1<<22) {
 		return bad("--job-pids", "%d is out of range (16 to 4194304)", s.JobPids)
+	}
+	if s.StateMB != 0 && (s.StateMB < 16 || s.StateMB > 1<<20) {
+		return bad("--state-mb", "%d is out of range (16 to 1048576)", s.StateMB)
+	}
+	if _, err := mergeConfig(agentConfig{}.marshal(), s.AgentYAML); err != nil {
+		return bad("--agent-config", "%v", err)
 	}
 	if s.Link != "" {
 		rate, delay, _ := strings.Cut(s.Link, ":")
@@ -300,7 +316,8 @@ func Up(spec Spec) (State, error) {
 	}
 	st := State{Name: spec.Name, Subnet: spec.Subnet, Bridge: bridgeName(spec.Name),
 		Cgroup: layout.String(), Link: spec.Link, Status: "starting",
-		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds(), Scheduler: spec.Scheduler, JobPids: spec.JobPids}
+		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds(), Scheduler: spec.Scheduler, JobPids: spec.JobPids,
+		StateMB: spec.StateMB, AgentYAML: string(spec.AgentYAML)}
 	// Record first: from here on, whatever happens, Down knows the cluster.
 	if err := st.save(); err != nil {
 		return State{}, err
@@ -424,8 +441,19 @@ func addNode(st *State, layout cgroup.Layout, spec Spec, i int, cpu float64, mem
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return n, err
 	}
+	if spec.StateMB > 0 {
+		// Down unmounts it with the cluster's other mounts.
+		opts := fmt.Sprintf("mode=755,size=%dm", spec.StateMB)
+		if err := unix.Mount("roam-state", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return n, fmt.Errorf("a tmpfs of %d MiB for node %s's state at %s: %w", spec.StateMB, n.ID, dir, err)
+		}
+	}
+	cfg, err := mergeConfig(agentConfigFor(spec, n, secretPath, ImageDir(st.Name), peers).marshal(), spec.AgentYAML)
+	if err != nil {
+		return n, err
+	}
 	cfgPath := filepath.Join(dir, "roamd.yaml")
-	if err := os.WriteFile(cfgPath, agentConfigFor(spec, n, secretPath, ImageDir(st.Name), peers).marshal(), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
 		return n, err
 	}
 	pid, err := startAgent(spec.Roamd, ns, dir, cfgPath, filepath.Join(dir, "roamd.log"))
@@ -694,7 +722,8 @@ func Add(name string, as AddSpec) (NodeState, error) {
 		as.CPU = st.Nodes[0].Capacity
 	}
 	spec := Spec{Name: name, Link: st.Link, Roamd: as.Roamd, Policy: st.Policy, Scheduler: st.Scheduler,
-		Interval: time.Duration(st.IntervalMS) * time.Millisecond, JobPids: st.JobPids}
+		Interval: time.Duration(st.IntervalMS) * time.Millisecond, JobPids: st.JobPids,
+		StateMB: st.StateMB, AgentYAML: []byte(st.AgentYAML)}
 	var peers []string
 	for _, o := range st.Nodes {
 		peers = append(peers, o.Addr)

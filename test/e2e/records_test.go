@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/ckpt"
 	"roam/internal/emu"
 )
 
@@ -118,4 +121,142 @@ func TestRecordsBudget(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &one); err != nil || len(one) != 1 || one[0].CmdCut || len(one[0].Cmd) < 1900<<10 {
 		t.Fatalf("roam ps %s: %d jobs, %v", js[0].ID, len(one), err)
 	}
+}
+
+// TestAFloodOfOutputMeetsItsBudgets: 100 jobs of one user writing output
+// as fast as they can, on nodes whose state directories are small tmpfs
+// of their own, are killed at the output budgets (or the disk's reserve)
+// before a state directory fills, and another user's job on the home
+// runs on and reports all its output.
+func TestAFloodOfOutputMeetsItsBudgets(t *testing.T) {
+	const stateMB = 384
+	cfg := filepath.Join(t.TempDir(), "agent.yaml")
+	limits := "limits:\n  output_bytes: 8388608\n  output_bytes_per_user: 16777216\n  disk_reserve_bytes: 134217728\n"
+	if err := os.WriteFile(cfg, []byte(limits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := upCluster(t, "e2eflood", 87, "--nodes", "2", "--state-mb", strconv.Itoa(stateMB), "--agent-config", cfg)
+	c.waitAllAlive(2)
+	st, err := emu.Load(c.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The least each node's state directory had free, sampled until the
+	// flood is over.
+	least := make([]int64, len(st.Nodes))
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for i := range least {
+			least[i] = stateMB << 20
+		}
+		for {
+			for i, n := range st.Nodes {
+				var fs syscall.Statfs_t
+				if syscall.Statfs(n.Dir, &fs) == nil {
+					least[i] = min(least[i], int64(fs.Bavail)*fs.Bsize)
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	uid, gid := ensureUser(t, "roamtest2")
+	other := owner{name: "roamtest2", uid: uid, gid: gid, groups: []uint32{gid}}
+	talker := c.startAs(other, "1", "sh", "-c", `i=0; while [ $i -lt 100 ]; do echo "line $i"; i=$((i+1)); sleep 0.05; done`)
+	// The first flood writes from its start: its run is refused when a
+	// node's disk fell below its reserve while it started the jobs (the
+	// run then ends those it started), or taken. The second's jobs start
+	// writing a second after their start, once all run.
+	yes := []string{"yes", strings.Repeat("flood", 20)}
+	for _, argv := range [][]string{yes, append([]string{"sh", "-c", `sleep 1; exec "$@"`, "sh"}, yes...)} {
+		refused, why := floodOnce(t, c, talker, argv)
+		t.Logf("%s: refused %v; its jobs ended at %v", argv[0], refused, why)
+	}
+	j := c.waitFinished(talker, time.Minute)
+	close(stop)
+	<-sampled
+	if j.ExitCode == nil || *j.ExitCode != 0 || j.EndReason != "" {
+		t.Errorf("the other user's job ended %v %q", j.ExitCode, j.EndReason)
+	}
+	logs := c.mustRunAs(other, "--node", "1", "logs", talker)
+	for i := range 100 {
+		if !strings.Contains(logs, fmt.Sprintf("line %d\n", i)) {
+			t.Fatalf("the other user's output lacks line %d: %.300s", i, logs)
+		}
+	}
+	for i, n := range st.Nodes {
+		t.Logf("node %s: least free %d MiB of %d", n.ID, least[i]>>20, stateMB)
+		if least[i] <= 0 {
+			t.Errorf("node %s's state directory filled", n.ID)
+		}
+		if b, _ := os.ReadFile(filepath.Join(n.Dir, "roamd.log")); bytes.Contains(b, []byte("no space left")) {
+			t.Errorf("node %s's agent met a full disk", n.ID)
+		}
+	}
+}
+
+// livingJobs counts the jobs running in cluster name, but job but.
+func livingJobs(name, but string) int {
+	n := 0
+	for pid, spool := range ckpt.Inits() {
+		if c, ok := emuCluster(spool); ok && c == name && !strings.HasSuffix(spool, "/spool/"+but) && live(pid) {
+			n++
+		}
+	}
+	return n
+}
+
+// floodOnce runs 100 jobs of argv as jobUser from node 1 and waits until
+// none runs: refused says the run was refused at the disk's reserve, why
+// counts the budgets its jobs ended at. A job that ended otherwise fails
+// the test.
+func floodOnce(t *testing.T, c *cluster, talker string, argv []string) (refused bool, why map[string]int) {
+	t.Helper()
+	cmd := c.roamAs(jobUser, append([]string{"--node", "1", "run", "-d", "-n", "100", "--"}, argv...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if refused = err != nil; refused && !strings.Contains(stderr.String(), "(limits.disk_reserve_bytes)") {
+		t.Fatalf("run -n 100: %v: %s", err, stderr.String())
+	}
+	ids := map[string]bool{}
+	for _, id := range strings.Fields(string(out)) {
+		ids[id] = !refused
+	}
+	if !refused && len(ids) != 100 {
+		t.Fatalf("run -n 100 -d printed %d ids: %.200s", len(ids), out)
+	}
+	var ended []api.Job
+	waitFor(t, 3*time.Minute, "every flooding job ended", func() (bool, string) {
+		ended = ended[:0]
+		states := map[string]int{}
+		for _, j := range c.ps("1") {
+			if ids[j.ID] {
+				states[j.State+" on "+j.Node]++
+			}
+			if ids[j.ID] && j.State == "finished" {
+				ended = append(ended, j)
+			}
+		}
+		left := livingJobs(c.name, talker)
+		return left == 0 && (refused || len(ended) == 100), fmt.Sprintf("%v, %d running", states, left)
+	})
+	why = map[string]int{}
+	for _, j := range ended {
+		switch {
+		case strings.Contains(j.EndReason, "(limits.output_bytes_per_user)"):
+			why["output_bytes_per_user"]++
+		case strings.Contains(j.EndReason, "(limits.output_bytes)"):
+			why["output_bytes"]++
+		case strings.Contains(j.EndReason, "(limits.disk_reserve_bytes)"):
+			why["disk_reserve_bytes"]++
+		default:
+			t.Errorf("flooding job %s ended %q (exit %v), not at a budget", j.ID, j.EndReason, j.ExitCode)
+		}
+	}
+	return refused, why
 }

@@ -322,3 +322,40 @@ func (lj *Local) newsState() NewsState {
 	return NewsState{Dir: lj.Rec.Dir, Pid: lj.Rec.PID, Tix: lj.Rec.StartTix, AckOut: lj.AckOut, AckErr: lj.AckErr, Req: lj.Rec.Req, Rec: lj.Rec,
 		RootSignal: lj.rootSignal}
 }
+
+// HoldItem is a job running here as the holds of the disk's budgets see
+// it (news.Relay.HoldLoop): its owner and spool, and whether this node
+// kills it already.
+type HoldItem struct {
+	Id     string
+	Lj     *Local
+	UID    uint32
+	Dir    string
+	Killed bool
+}
+
+// HoldItems copies every job running here and not moving, for the holds.
+func (j *Table) HoldItems() []HoldItem {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	items := make([]HoldItem, 0, len(j.local))
+	for id, lj := range j.local {
+		if !lj.Migrating {
+			items = append(items, HoldItem{Id: id, Lj: lj, UID: lj.Rec.UID, Dir: lj.Rec.Dir, Killed: lj.why != ""})
+		}
+	}
+	return items
+}
+
+// Kill notes that this node kills job id (still the entry lj, not
+// moving, not killed already) for why, which its home is told with its
+// end; ok is false, and nothing noted, otherwise.
+func (j *Table) Kill(id string, lj *Local, why string) (k PushKill, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.local[id] != lj || lj.Migrating || lj.why != "" {
+		return PushKill{}, false
+	}
+	lj.why = why
+	return PushKill{lj.Rec.PID, lj.Rec.StartTix}, true
+}

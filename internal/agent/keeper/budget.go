@@ -5,14 +5,18 @@ package keeper
 // until it is kept or its restart ended) by count and bytes, and the
 // bytes of the kept ones (limits.checkpoints_in_flight,
 // checkpoint_bytes_in_flight, checkpoint_bytes_kept). Root's files are
-// counted, never refused: root may fill the disk anyway.
+// counted, never refused at a budget: root may fill the disk anyway. The
+// disk's reserve (limits.disk_reserve_bytes) holds for everyone's: a
+// file that would eat into it is not worth the job table's next write.
 
 import (
 	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/agent/spool"
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/migrate"
@@ -33,8 +37,13 @@ type Kept struct {
 }
 
 // Hold holds bytes of a checkpoint file of uid's in flight, or refuses
-// it past the user's budgets; release ends the hold (once).
+// it past the user's budgets, or when writing it would leave the state
+// disk less than its reserve (limits.disk_reserve_bytes: anyone's file,
+// root's too); release ends the hold (once).
 func (k *Keeper) Hold(uid uint32, bytes int64) (release func(), err error) {
+	if err := k.lim.DiskShort(spool.Free(filepath.Dir(k.dir)), bytes); err != nil {
+		return nil, errkind.New(peer.ErrLimit, "checkpoint of %s: %v", api.Bytes(bytes), err)
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	u := k.flight[uid]

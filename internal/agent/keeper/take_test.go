@@ -104,7 +104,8 @@ func TestTakeRefusesByTheHead(t *testing.T) {
 }
 
 // A user's files in flight are bounded in number and bytes, kept ones in
-// bytes; root's are counted, never refused; a hold ends once.
+// bytes; root's are counted, never refused at a budget; anyone's past the
+// state disk's reserve is; a hold ends once.
 func TestBudgets(t *testing.T) {
 	k := newKeeper(t, 1<<30)
 	k.lim.CheckpointsInFlight, k.lim.CheckpointBytesInFlight, k.lim.CheckpointBytesKept = 2, 10000, 8000
@@ -119,8 +120,12 @@ func TestBudgets(t *testing.T) {
 	if _, err := k.Hold(70001, 1); !errors.Is(err, peer.ErrLimit) || !strings.Contains(err.Error(), "limits.checkpoints_in_flight") {
 		t.Fatalf("past the count: %v", err)
 	}
-	if _, err := k.Hold(0, 1<<40); err != nil {
-		t.Fatalf("root's: %v", err)
+	if _, err := k.Hold(0, 1<<20); err != nil {
+		t.Fatalf("root's, past every user budget: %v", err)
+	}
+	// Anyone's file that would eat into the state disk's reserve.
+	if _, err := k.Hold(0, 1<<50); !errors.Is(err, peer.ErrLimit) || !strings.Contains(err.Error(), "limits.disk_reserve_bytes") {
+		t.Fatalf("root's, past the disk's free space: %v", err)
 	}
 	r1()
 	r1()

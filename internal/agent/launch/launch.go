@@ -42,6 +42,9 @@ const startBatch = httpx.MaxBody / 2
 type Config struct {
 	Self   string        // this node's id
 	Limits limits.Limits // what a user's run may cost this node
+	// Free is what the state directory's disk has free, in bytes (-1:
+	// unknown): below limits.disk_reserve_bytes, the node starts no job.
+	Free func() int64
 	// PerJob gives a run's requests their defaults (jobs.default_cpus,
 	// jobs.default_mem_bytes).
 	PerJob limits.Jobs

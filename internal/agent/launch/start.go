@@ -172,7 +172,7 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 	var locals []job.Local
 	var stdins []*os.File
 	for i, p := range procs {
-		if p == nil {
+		if p == nil || out[i].Error != "" {
 			continue
 		}
 		sp := req.Jobs[i]
@@ -206,6 +206,18 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 	return out
 }
 
+// end ends a job just started that this node will not record: its
+// process, its stdin, its spool and its room. (Its process is still
+// reaped, as every started one.)
+func (s *Starter) end(p *job.Proc, id string) {
+	s.cfg.Procs.Kill(p.PID, p.StartTix, 5*time.Second)
+	if p.Stdin != nil {
+		p.Stdin.Close()
+	}
+	os.RemoveAll(p.Dir)
+	s.cfg.Jobs.Unreserve(id)
+}
+
 // unrecorded ends the jobs just started whose local records the store
 // refused (err), and answers each with the error: a job this node has no
 // record of would run on untracked after the agent's restart. Their
@@ -214,50 +226,44 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 func (s *Starter) unrecorded(out []peer.StartResult, procs []*job.Proc, err error) {
 	s.cfg.Log.Error("job table: jobs started here not recorded; ending them", "err", err)
 	for i, p := range procs {
-		if p == nil {
+		if p == nil || out[i].Error != "" {
 			continue
 		}
-		s.cfg.Procs.Kill(p.PID, p.StartTix, 5*time.Second)
-		if p.Stdin != nil {
-			p.Stdin.Close()
-		}
-		os.RemoveAll(p.Dir)
-		s.cfg.Jobs.Unreserve(out[i].ID)
+		s.end(p, out[i].ID)
 		out[i] = peer.StartResult{ID: out[i].ID, Error: "record the job on node " + s.cfg.Self + ": " + err.Error()}
 	}
 }
 
 // startJobs starts req's jobs, startWindow at once, each once this node
 // has room for it: its answer, its process (nil: not started) and when
-// it started.
+// it started. While they start, the state disk's reserve is held over
+// them (batch).
 func (s *Starter) startJobs(req peer.StartRequest) ([]peer.StartResult, []*job.Proc, []time.Time) {
-	out := make([]peer.StartResult, len(req.Jobs))
-	procs := make([]*job.Proc, len(req.Jobs))
-	began := make([]time.Time, len(req.Jobs))
+	b := s.newBatch(req)
 	// Job ids name spool directories and cgroups: HOME.SEQ with HOME a
 	// node id, and HOME the requester's.
 	_, addrErr := netip.ParseAddrPort(req.HomeAddr)
 	draining := s.cfg.Draining()
 	window := make(chan struct{}, startWindow)
 	var wg sync.WaitGroup
+	stop := b.watch()
 	for i, sp := range req.Jobs {
-		out[i].ID = sp.ID
-		if why := s.refuse(req, sp, draining, addrErr); why != "" {
-			out[i].Error = why
+		why := b.diskRefusal(i)
+		if why == "" {
+			why = s.refuse(req, sp, draining, addrErr)
+		}
+		if why != "" {
+			b.refused(i, why)
 			continue
 		}
 		window <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-window }()
 			p, err := s.cfg.Procs.Start(sp)
-			if err != nil {
-				s.cfg.Jobs.Unreserve(sp.ID)
-				out[i].Error = err.Error()
-				return
-			}
-			procs[i], began[i], out[i].PID = p, time.Now(), p.PID
+			b.started(i, p, err)
 		})
 	}
 	wg.Wait()
-	return out, procs, began
+	stop()
+	return b.out, b.procs, b.began
 }

@@ -5,9 +5,11 @@
 package limits
 
 import (
+	"cmp"
 	"fmt"
 	"roam/internal/api"
 	"roam/internal/job"
+	"slices"
 	"sort"
 	"time"
 )
@@ -52,6 +54,15 @@ type Limits struct {
 	// of it. Held at every push (pushEvery): past it, that user's jobs
 	// here that wrote output are killed.
 	OutputBytesPerUser int64 `yaml:"output_bytes_per_user"`
+	// DiskReserveBytes is the free space of the node's state disk kept
+	// for the agent's own writes: its job table, the home's copies of
+	// every user's output, checkpoints. Below it, the node starts no job
+	// and takes no checkpoint file, and at every push it kills the jobs
+	// of the user whose output holds the most of its disk there, until
+	// the space is back. It is what stops the jobs of many users, each
+	// within output_bytes_per_user, filling a disk together, and a fast
+	// writer between two pushes. 0: none kept.
+	DiskReserveBytes int64 `yaml:"disk_reserve_bytes"`
 	// SpoolBytesPerUser bounds the output this home keeps for one user's
 	// jobs: past it, the user's new runs here are refused until old ones
 	// are purged (roam purge) or expire (keep_finished).
@@ -121,6 +132,7 @@ func Default() Limits {
 		LiveJobsPerUser:     10000,
 		OutputBytes:         4 << 30,
 		OutputBytesPerUser:  16 << 30,
+		DiskReserveBytes:    1 << 30,
 		SpoolBytesPerUser:   64 << 30,
 		RequestsPerSecond:   200,
 		KeepFinished:        7 * 24 * time.Hour,
@@ -164,6 +176,8 @@ func (l Limits) Validate() (string, error) {
 		return "limits.output_bytes", fmt.Errorf("%d is below 1 MiB", l.OutputBytes)
 	case l.OutputBytesPerUser < 1<<20:
 		return "limits.output_bytes_per_user", fmt.Errorf("%d is below 1 MiB", l.OutputBytesPerUser)
+	case l.DiskReserveBytes < 0 || l.DiskReserveBytes > 1<<40:
+		return "limits.disk_reserve_bytes", fmt.Errorf("%d is out of range (0 to 1 TiB)", l.DiskReserveBytes)
 	case l.SpoolBytesPerUser < l.OutputBytes:
 		return "limits.spool_bytes_per_user", fmt.Errorf("%d is below limits.output_bytes (%d)", l.SpoolBytesPerUser, l.OutputBytes)
 	case !(l.RequestsPerSecond >= 1 && l.RequestsPerSecond <= 1e6): // NaN and Inf too
@@ -248,6 +262,51 @@ func (l Limits) OutputOver(uid uint32, used int64) string {
 		return ""
 	}
 	return fmt.Sprintf("killed: the output of user %d's jobs on its node passed %s (limits.output_bytes_per_user)", uid, size(l.OutputBytesPerUser))
+}
+
+// DiskShort is why the node refuses to write what it could do without
+// (a start, a checkpoint file of more bytes) when its state disk has
+// free bytes left: nil while the reserve stays whole.
+func (l Limits) DiskShort(free, more int64) error {
+	if free < 0 || free-more >= l.DiskReserveBytes {
+		return nil
+	}
+	return fmt.Errorf("this node's state disk has %s free, below its reserve of %s (limits.disk_reserve_bytes)", size(max(free, 0)), size(l.DiskReserveBytes))
+}
+
+// ReserveVictims is whose jobs a node kills to win back its state disk's
+// reserve when it has free bytes left and used is each user's output in
+// the jobs there (those it killed already too: the space comes back only
+// once their homes have their output): the users with the most output,
+// largest first, until theirs covers what is short. None while the
+// reserve is whole, and none when all the jobs' output together would not
+// cover it: then something else fills the disk, and killing jobs would
+// not stop it. A user whose jobs were killed for it stays first, so that
+// others' are not killed for what theirs took.
+func (l Limits) ReserveVictims(free int64, used map[uint32]int64) []uint32 {
+	short := l.DiskReserveBytes - free
+	if free < 0 || short <= 0 {
+		return nil
+	}
+	var all int64
+	uids := make([]uint32, 0, len(used))
+	for uid, n := range used {
+		if n > 0 {
+			uids = append(uids, uid)
+			all += n
+		}
+	}
+	if all < short {
+		return nil
+	}
+	slices.SortFunc(uids, func(a, b uint32) int { return cmp.Or(cmp.Compare(used[b], used[a]), cmp.Compare(a, b)) })
+	var got int64
+	for i, uid := range uids {
+		if got += used[uid]; got >= short {
+			return uids[:i+1]
+		}
+	}
+	return uids
 }
 
 // size is a byte count for people.

@@ -2,6 +2,7 @@ package limits
 
 import (
 	"roam/internal/job"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,5 +37,42 @@ func TestLimitsExpired(t *testing.T) {
 	got := strings.Join(l.Expired(recs, now), ",")
 	if want := "n1.1,n1.2,n1.7"; got != want {
 		t.Fatalf("expired %s, want %s", got, want)
+	}
+}
+
+// TestReserveVictims checks whom a node kills to win back its state
+// disk's reserve: the largest users' jobs until they cover what is
+// short, and nobody while the
+// reserve is whole, the free space unknown, or the jobs' output too
+// small to matter.
+func TestReserveVictims(t *testing.T) {
+	l := Default()
+	l.DiskReserveBytes = 100
+	used := map[uint32]int64{1: 50, 2: 30, 3: 5, 4: 0}
+	for _, c := range []struct {
+		free int64
+		want []uint32
+	}{
+		{free: 100, want: nil},           // whole
+		{free: -1, want: nil},            // unknown
+		{free: 60, want: []uint32{1}},    // 40 short: user 1's 50 covers it
+		{free: 30, want: []uint32{1, 2}}, // 70 short: 50 + 30
+		{free: 10, want: nil},            // 90 short, 85 of output: something else fills the disk
+		{free: 15, want: []uint32{1, 2, 3}},
+	} {
+		got := l.ReserveVictims(c.free, used)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("free %d: %v, want %v", c.free, got, c.want)
+		}
+		if short := l.DiskShort(c.free, 0); (short == nil) != (c.free >= 100 || c.free < 0) || short != nil && !strings.Contains(short.Error(), "limits.disk_reserve_bytes") {
+			t.Errorf("free %d: DiskShort %v", c.free, short)
+		}
+	}
+	if l.DiskShort(150, 40) != nil || l.DiskShort(150, 60) == nil {
+		t.Error("DiskShort does not count the bytes to be written")
+	}
+	l.DiskReserveBytes = 0
+	if l.ReserveVictims(0, used) != nil || l.DiskShort(0, 0) != nil {
+		t.Error("a reserve of 0 kills or refuses")
 	}
 }

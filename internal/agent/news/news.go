@@ -34,6 +34,12 @@ import (
 const (
 	// pushEvery is how often a node looks for new output of its jobs.
 	pushEvery = 50 * time.Millisecond
+	// diskEvery is how often a node with jobs looks at its state disk's
+	// free space between holds of its users' output budgets
+	// (HoldLoop): a statfs, nothing more. Jobs writing as fast as they
+	// can fill gigabytes a second, so a push's period is too long to
+	// keep the reserve (limits.disk_reserve_bytes).
+	diskEvery = 5 * time.Millisecond
 	// pushChunk bounds the bytes of one stream of one job in one push.
 	pushChunk = 256 << 10
 	// outputChunk bounds one answer to `roam run`'s output poll.
@@ -56,6 +62,9 @@ type Config struct {
 	// Limits are the agent's limits: output_bytes holds a job's output
 	// here, keep_finished (Expired) the ended jobs at home.
 	Limits limits.Limits
+	// Free is what the state directory's disk has free, in bytes (-1:
+	// unknown), held against limits.disk_reserve_bytes.
+	Free func() int64
 
 	Jobs    *jobtable.Table
 	Spools  *spool.Spools
@@ -103,8 +112,11 @@ type Config struct {
 // their home. It is safe for concurrent use.
 type Relay struct {
 	c Config
+	// woken wakes HoldLoop when PushLoop is kicked (a start): the job
+	// table has one kick, for the push.
+	woken chan struct{}
 }
 
-// New is the relay of c. It starts nothing: the agent runs PushLoop and
-// LostLoop, and its routes the rest.
-func New(c Config) *Relay { return &Relay{c: c} }
+// New is the relay of c. It starts nothing: the agent runs PushLoop,
+// HoldLoop and LostLoop, and its routes the rest.
+func New(c Config) *Relay { return &Relay{c: c, woken: make(chan struct{}, 1)} }

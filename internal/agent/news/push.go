@@ -36,6 +36,10 @@ func (r *Relay) PushLoop() {
 			return
 		case <-tick:
 		case <-r.c.Jobs.Kicked():
+			select {
+			case r.woken <- struct{}{}:
+			default:
+			}
 		}
 		r.pushOnce()
 	}
@@ -77,7 +81,6 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 		}
 		it.U, it.Send = read(it.St, r.c.Procs)
 	}
-	r.holdUsers(items)
 	for _, it := range items {
 		if it.U.Exit != nil && r.c.Procs.OOMKills(it.Id) > 0 {
 			it.Ended = oomReason(it.St.Req)
@@ -90,29 +93,6 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 		go r.c.Procs.Kill(k.Pid, k.Tix, 5*time.Second)
 	}
 	return out
-}
-
-// holdUsers holds each user's jobs here against the user's output budget
-// (limits.output_bytes_per_user), at every push: 100 jobs writing as fast
-// as they can fill a small disk within a second, the period of the
-// per-job check. Past it, each of the user's jobs here that wrote output
-// is killed. Two stats a job a push: the price of stopping them in time.
-func (r *Relay) holdUsers(items []*jobtable.PushItem) {
-	used := map[uint32]int64{}
-	blocks := make([]int64, len(items))
-	for i, it := range items {
-		blocks[i] = spool.Blocks(it.St.Dir)
-		used[it.St.Rec.UID] += blocks[i]
-	}
-	for i, it := range items {
-		uid := it.St.Rec.UID
-		why := r.c.Limits.OutputOver(uid, used[uid])
-		if why == "" || blocks[i] == 0 || it.Killed != "" || it.U.Exit != nil {
-			continue
-		}
-		it.Killed = why
-		r.c.Log.Warn("job killed: its user's output limit", "job", it.Id, "uid", uid, "bytes", used[uid], "limit", r.c.Limits.OutputBytesPerUser)
-	}
 }
 
 // oomReason is why a job the kernel's OOM killer acted in ended: its own

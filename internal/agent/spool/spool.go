@@ -204,3 +204,14 @@ func Blocks(dir string) int64 {
 	}
 	return n
 }
+
+// Free is what the disk holding dir has free for anyone, in bytes (the
+// blocks a file system keeps for root left out: jobs' writes cannot take
+// them); -1 when it cannot be told.
+func Free(dir string) int64 {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		return -1
+	}
+	return int64(fs.Bavail) * fs.Bsize
+}

@@ -1,0 +1,109 @@
+package news
+
+// The holds of the disk's budgets over the jobs running here: each user's
+// output (limits.output_bytes_per_user) and the state disk's reserve
+// (limits.disk_reserve_bytes). They run in a loop of their own, not in
+// the push's: a push waits on the homes, and jobs writing as fast as they
+// can fill a disk in the time a home takes to answer.
+
+import (
+	"fmt"
+	"time"
+
+	"roam/internal/agent/jobtable"
+	"roam/internal/agent/spool"
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+// HoldLoop holds the budgets every pushEvery while jobs run here, and at
+// once when the state disk falls below its reserve and lower than at the
+// last hold (diskEvery: a disk something else keeps short costs no more
+// holds). It returns once Config.Stop closes.
+func (r *Relay) HoldLoop() {
+	t, d := time.NewTicker(pushEvery), time.NewTicker(diskEvery)
+	defer t.Stop()
+	defer d.Stop()
+	var last int64 = -1 // the disk's free bytes at the last hold
+	for {
+		tick, disk := t.C, d.C
+		if !(r.c.Jobs.Count() > 0) {
+			tick, disk = nil, nil
+		}
+		select {
+		case <-r.c.Stop:
+			return
+		case <-tick:
+		case <-r.woken:
+		case <-disk:
+			if free := r.c.Free(); r.c.Limits.DiskShort(free, 0) == nil || (last >= 0 && free >= last) {
+				continue
+			}
+		}
+		last = r.c.Free()
+		r.Hold()
+	}
+}
+
+// Hold holds each user's jobs here against the user's output budget: past
+// it, every job of the user here is killed, those that have not written
+// yet too (jobs that start writing one after the other would each pass it
+// by what they write between two holds). Then the disk's reserve
+// (holdReserve). Two stats a job a hold: the price of stopping them in
+// time.
+func (r *Relay) Hold() {
+	items := r.c.Jobs.HoldItems()
+	used := map[uint32]int64{}
+	for _, it := range items {
+		used[it.UID] += spool.Blocks(it.Dir)
+	}
+	for _, it := range items {
+		if why := r.c.Limits.OutputOver(it.UID, used[it.UID]); why != "" && r.kill(it, why) {
+			r.c.Log.Warn("job killed: its user's output limit", "job", it.Id, "uid", it.UID, "bytes", used[it.UID], "limit", r.c.Limits.OutputBytesPerUser)
+		}
+	}
+	r.holdReserve(r.c.Jobs.HoldItems(), used)
+}
+
+// kill kills job it for why, unless it is killed already, moving, or
+// ended by itself: ok says it was.
+func (r *Relay) kill(it jobtable.HoldItem, why string) bool {
+	if it.Killed {
+		return false
+	}
+	if _, ended := job.ReadStatus(it.Dir); ended {
+		return false
+	}
+	k, ok := r.c.Jobs.Kill(it.Id, it.Lj, why)
+	if ok {
+		go r.c.Procs.Kill(k.Pid, k.Tix, 5*time.Second)
+	}
+	return ok
+}
+
+// holdReserve keeps the state disk's reserve (limits.disk_reserve_bytes)
+// for the agent's own writes: below it, the running jobs here of the
+// users whose output takes the most of the disk (their jobs killed
+// already too) are killed (limits.ReserveVictims), so that the users with
+// little output run on. Users each within their budget can fill a disk
+// together, and a job can write much between two holds. used is each
+// user's output here.
+func (r *Relay) holdReserve(items []jobtable.HoldItem, used map[uint32]int64) {
+	free := r.c.Free()
+	short := r.c.Limits.DiskShort(free, 0)
+	if short == nil {
+		return
+	}
+	for _, uid := range r.c.Limits.ReserveVictims(free, used) {
+		why := fmt.Sprintf("killed: %v, and user %d's jobs held the most output there (%s)", short, uid, api.Bytes(used[uid]))
+		killed := 0
+		for _, it := range items {
+			if it.UID == uid && r.kill(it, why) {
+				killed++
+			}
+		}
+		if killed > 0 {
+			r.c.Log.Warn("jobs killed: the state disk's reserve", "uid", uid, "jobs", killed, "bytes", used[uid], "free", free, "reserve", r.c.Limits.DiskReserveBytes)
+		}
+	}
+}
