@@ -16,10 +16,11 @@ import (
 	"roam/internal/job"
 )
 
-// HoldLoop holds the budgets every pushEvery while jobs run here, and at
-// once when the state disk falls below its reserve and lower than at the
-// last hold (diskEvery: a disk something else keeps short costs no more
-// holds). It returns once Config.Stop closes.
+// HoldLoop holds the budgets every pushEvery while jobs run here, and,
+// once the state disk has less than twice its reserve free, at once when
+// it falls below the reserve and lower than at the last hold (diskEvery:
+// a disk something else keeps short costs no more holds). It returns once
+// Config.Stop closes.
 func (r *Relay) HoldLoop() {
 	t, d := time.NewTicker(pushEvery), time.NewTicker(diskEvery)
 	defer t.Stop()
@@ -29,6 +30,9 @@ func (r *Relay) HoldLoop() {
 		tick, disk := t.C, d.C
 		if !(r.c.Jobs.Count() > 0) {
 			tick, disk = nil, nil
+		}
+		if reserve := r.c.Limits.DiskReserveBytes; last < 0 || last >= 2*reserve {
+			disk = nil
 		}
 		select {
 		case <-r.c.Stop:
