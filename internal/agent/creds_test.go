@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/job"
 	"roam/internal/proctext"
+	"roam/internal/sched"
 )
 
 // A job one of whose processes changed its credentials (here a saved uid
@@ -237,6 +239,40 @@ func TestAgentsRefuseACheckpointOfTasksTheOwnerCannotRead(t *testing.T) {
 			if err := a.checkpoints.Checkpoint(owner, api.CheckpointRequest{ID: id}, w); err != nil || w.Code != http.StatusOK || w.Body.Len() == 0 {
 				t.Fatalf("as %+v: %v, status %d, %d bytes", as, err, w.Code, w.Body.Len())
 			}
+		}
+	})
+}
+
+// A job whose output has a hole (a 4 GiB stdout of a few blocks) is
+// refused a move, before a byte of it moves, runs on where it was, and is
+// pinned with the reason: at its home (roam ps), and here, where the
+// policies then leave it (Unmovable), so it is not frozen again for
+// nothing.
+func TestAgentsPinAJobWithSparseOutput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 29, faults{}, "static")
+		id := runOneOn(t, c, Caller{UID: 1001, GID: 1001}, "n1")
+		if err := os.Truncate(filepath.Join(c.nodes[0].fn.SpoolDir(id), "stdout"), 4<<30); err != nil {
+			t.Fatal(err)
+		}
+		// A drain's move: the one kind the destination admits whatever
+		// its load.
+		mv := sched.Move{Job: id, From: "n1", To: "n2", Kind: "drain", Why: "test"}
+		if c.nodes[0].a.sched.Move(mv) {
+			t.Fatal("a job with sparse output moved")
+		}
+		if run, frz := c.world.copies(id); len(run) != 1 || run[0] != "n1" || len(frz) != 0 {
+			t.Fatalf("running on %v, frozen on %v", run, frz)
+		}
+		c.waitFor("the home's note", time.Minute, func() bool { return strings.Contains(c.homeRec(id).PinReason, "sparse output") })
+		var held string
+		for _, j := range c.nodes[0].a.sched.Snapshot().Jobs {
+			if j.ID == id {
+				held = j.Held
+			}
+		}
+		if !strings.Contains(held, "sparse output") {
+			t.Fatalf("the job's node holds it movable (%q): the policies would freeze it again", held)
 		}
 	})
 }
