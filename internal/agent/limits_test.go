@@ -246,24 +246,8 @@ func TestAgentsStopAUsersJobsPastTheirOutputBudget(t *testing.T) {
 		}
 		a, b := Caller{UID: 1001, GID: 1001}, Caller{UID: 1002, GID: 1002}
 		flood, other := start(a, 8), start(b, 1)[0]
-		c.waitFor("running", time.Minute, func() bool {
-			for _, id := range append(flood, other) {
-				if c.homeRec(id).State != job.StateRunning {
-					return false
-				}
-			}
-			return true
-		})
-		write := func(id string, data []byte) {
-			f, err := os.OpenFile(filepath.Join(c.nodes[1].fn.SpoolDir(id), "stdout"), os.O_WRONLY|os.O_APPEND, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			if _, err := f.Write(data); err != nil {
-				t.Fatal(err)
-			}
-		}
+		c.waitRunning(append(flood, other)...)
+		write := func(id string, data []byte) { c.appendOutput(1, id, data) }
 		chunk := []byte(strings.Repeat("y", 256<<10-1) + "\n")
 		for _, id := range flood {
 			write(id, chunk) // 2 MiB together, 256 KiB each
@@ -312,24 +296,8 @@ func TestAgentsKeepTheStateDisksReserve(t *testing.T) {
 			t.Fatal(err)
 		}
 		other := others[0]
-		c.waitFor("running", time.Minute, func() bool {
-			for _, id := range append(flood, other) {
-				if c.homeRec(id).State != job.StateRunning {
-					return false
-				}
-			}
-			return true
-		})
-		write := func(id string, data []byte) {
-			f, err := os.OpenFile(filepath.Join(c.nodes[1].fn.SpoolDir(id), "stdout"), os.O_WRONLY|os.O_APPEND, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			if _, err := f.Write(data); err != nil {
-				t.Fatal(err)
-			}
-		}
+		c.waitRunning(append(flood, other)...)
+		write := func(id string, data []byte) { c.appendOutput(1, id, data) }
 		for _, id := range flood {
 			write(id, []byte(strings.Repeat("y", 512<<10-1)+"\n")) // 2 MiB together
 		}
@@ -365,4 +333,28 @@ func TestAgentsKeepTheStateDisksReserve(t *testing.T) {
 		}
 		t.Logf("ended: %s", c.homeRec(flood[0]).EndReason)
 	})
+}
+
+// waitRunning waits until the homes have every job of ids running.
+func (c *cluster) waitRunning(ids ...string) {
+	c.waitFor("running", time.Minute, func() bool {
+		for _, id := range ids {
+			if c.homeRec(id).State != job.StateRunning {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// appendOutput writes data to job id's stdout on node i, as the job would.
+func (c *cluster) appendOutput(i int, id string, data []byte) {
+	f, err := os.OpenFile(filepath.Join(c.nodes[i].fn.SpoolDir(id), "stdout"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		c.t.Fatal(err)
+	}
 }
