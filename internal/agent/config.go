@@ -1,8 +1,6 @@
 package agent
 
-import (
-	"roam/internal/agent/config"
-)
+import "roam/internal/agent/config"
 
 // Config is roamd's config file (package config).
 type Config = config.Config

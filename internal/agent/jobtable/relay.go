@@ -213,7 +213,10 @@ func (j *Table) TakeNews(ups []relay.Update, got [][2]int64, known, stale map[st
 			t.Done = append(t.Done, u.ID)
 			j.kickIfSweep(rec)
 		}
-		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over}
+		if res.Preempted {
+			j.KickRelease() // its room is free, and it waits
+		}
+		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over || res.Preempted}
 	}
 	if err := j.putHome(next); err != nil {
 		return NewsTaken{}, err

@@ -1,0 +1,110 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/job"
+	"roam/internal/sched"
+)
+
+// psRow is job id's row in roam ps at node i, as who sees it.
+func (c *cluster) psRow(i int, who Caller, id string) api.Job {
+	for _, j := range c.nodes[i].a.PS(who, false) {
+		if j.ID == id {
+			return j
+		}
+	}
+	return api.Job{}
+}
+
+// The queue's second level, under the default policy: a sweep of 4
+// jobs of --mem 160M on two nodes with room for one each. The first two
+// run; once each has had its quantum while the fresh two wait, both are
+// preempted (checkpointed, kept on their nodes, ended there): pending
+// again in roam ps, with their CPU and why, while the fresh two run;
+// those are never preempted (no fresh job waits behind them). As the
+// fresh ones end, the preempted ones are restored from their checkpoints,
+// their output going on in the same spool, in order, their CPU counting
+// what they had before; every job ends once, status 0.
+func TestAgentsPreemptForFreshJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 43, faults{}, "mosix", func(c *Config) { c.Jobs.MemoryBytes = 160 << 20 })
+		resp := c.runMem(0, sweepUser, 4, 160)
+		ids := resp.IDs
+		c.waitFor("two run, two pending", time.Minute, func() bool {
+			on := c.runsOn(ids, 1)
+			return on["n1"]+on["n2"] == 2 && len(c.whyPending(0, sweepUser)) == 2
+		})
+		first := []string{}
+		for _, id := range ids {
+			if r, _ := c.world.copies(id); len(r) == 1 {
+				first = append(first, id)
+				c.say(nodeIndex(r[0]), id, id+" before")
+			}
+		}
+		c.waitFor("the first two preempted, the fresh two running", time.Minute, func() bool {
+			c.runsOn(ids, 1)
+			for _, id := range first {
+				if r := c.homeRec(id); r.State != job.StatePending || r.Preempted.IsZero() {
+					return false
+				}
+			}
+			return len(c.whyPending(0, sweepUser)) == 2
+		})
+		for _, id := range first {
+			row := c.psRow(0, sweepUser, id)
+			if row.CPUSeconds < sched.DefaultPreemptAfter.Seconds() || !strings.HasPrefix(row.PendingWhy, "preempted") {
+				t.Fatalf("%s preempted: ps says cpu %.2f, why %q", id, row.CPUSeconds, row.PendingWhy)
+			}
+			if got := c.homeOutput(id); got != id+" before\n" {
+				t.Fatalf("%s preempted: output %q", id, got)
+			}
+		}
+		fresh := []string{}
+		for _, id := range ids {
+			if c.homeRec(id).Preempted.IsZero() {
+				fresh = append(fresh, id)
+			}
+		}
+		// Past their quantum too, but nothing fresh waits: they run on.
+		time.Sleep(5 * time.Second)
+		for _, id := range fresh {
+			if r := c.homeRec(id); r.State != job.StateRunning || !r.Preempted.IsZero() {
+				t.Fatalf("fresh job %s: %s, preempted %v", id, r.State, r.Preempted)
+			}
+			c.exitJob(id, 0)
+		}
+		c.waitFor("the preempted ones restored", time.Minute, func() bool {
+			c.runsOn(ids, 1)
+			for _, id := range first {
+				if r, _ := c.world.copies(id); len(r) != 1 || c.homeRec(id).State != job.StateRunning {
+					return false
+				}
+			}
+			return true
+		})
+		for _, id := range first {
+			r := c.homeRec(id)
+			if len(r.Restarts) != 1 || r.Inc != 1 || !strings.Contains(r.Restarts[0].Why, "its turn again") {
+				t.Fatalf("%s: inc %d, restarts %+v", id, r.Inc, r.Restarts)
+			}
+			on, _ := c.world.copies(id)
+			c.say(nodeIndex(on[0]), id, id+" after")
+		}
+		for _, id := range first {
+			c.waitFor(id+"'s output after", time.Minute, func() bool { return c.homeOutput(id) == id+" before\n"+id+" after\n" })
+			if row := c.psRow(0, sweepUser, id); row.CPUSeconds < sched.DefaultPreemptAfter.Seconds() {
+				t.Fatalf("%s restored: ps says cpu %.2f, less than it had before", id, row.CPUSeconds)
+			}
+			c.exitJob(id, 0)
+		}
+		c.waitFor("the sweep ends", time.Minute, func() bool { return c.sweepOf(0, resp.Sweep, sweepUser).Ended })
+		if s := c.sweepOf(0, resp.Sweep, sweepUser); s.Summary != "4 jobs: 4 ok, 0 failed, 0 lost" {
+			t.Fatalf("summary %q", s.Summary)
+		}
+	})
+}
