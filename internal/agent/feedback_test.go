@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -104,6 +105,103 @@ func TestAgentsPreemptForFreshJobs(t *testing.T) {
 		}
 		c.waitFor("the sweep ends", time.Minute, func() bool { return c.sweepOf(0, resp.Sweep, sweepUser).Ended })
 		if s := c.sweepOf(0, resp.Sweep, sweepUser); s.Summary != "4 jobs: 4 ok, 0 failed, 0 lost" {
+			t.Fatalf("summary %q", s.Summary)
+		}
+	})
+}
+
+// Nothing is lost when a preemption fails. A checkpoint that fails (CRIU
+// refused the dump) leaves the job running where it was, and its home
+// does not ask again though fresh jobs still wait. A job whose restores
+// all fail goes back to the line after each, and after MaxRestoreTries
+// is lost with the reason; the fresh jobs end as they would have.
+func TestAgentsPreemptionFailuresLoseNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 44, faults{}, "mosix", func(c *Config) { c.Jobs.MemoryBytes = 160 << 20 })
+		c.world.mu.Lock()
+		c.world.dumpFail = 1
+		c.world.mu.Unlock()
+		resp := c.runMem(0, sweepUser, 4, 160)
+		ids := resp.IDs
+		var first []string
+		c.waitFor("both checkpoints failed", time.Minute, func() bool {
+			first = first[:0]
+			for _, id := range ids {
+				if r := c.homeRec(id); len(r.Checkpoints) == 1 && !r.Checkpoints[0].OK {
+					first = append(first, id)
+				}
+			}
+			return len(first) == 2
+		})
+		c.world.mu.Lock()
+		c.world.dumpFail, c.world.restoreFail = 0, 1
+		c.world.mu.Unlock()
+		time.Sleep(10 * time.Second)
+		for _, id := range first {
+			r := c.homeRec(id)
+			if on, _ := c.world.copies(id); len(on) != 1 || r.State != job.StateRunning || len(r.Checkpoints) != 1 || !r.Preempted.IsZero() {
+				t.Fatalf("%s after its failed checkpoint: runs on %v, %s, %d checkpoints, preempted %v", id, on, r.State, len(r.Checkpoints), r.Preempted)
+			}
+		}
+		if n := len(c.whyPending(0, sweepUser)); n != 2 {
+			t.Fatalf("%d pending; the fresh two should wait still", n)
+		}
+		// The first two end; the fresh two start and end.
+		for _, id := range first {
+			c.exitJob(id, 0)
+		}
+		var fresh []string
+		for _, id := range ids {
+			if !slices.Contains(first, id) {
+				fresh = append(fresh, id)
+			}
+		}
+		c.waitFor("the fresh two run", time.Minute, func() bool {
+			c.runsOn(ids, 1)
+			return c.homeRec(fresh[0]).State == job.StateRunning && c.homeRec(fresh[1]).State == job.StateRunning
+		})
+		for _, id := range fresh {
+			c.exitJob(id, 0)
+		}
+		c.waitFor("the sweep ends", time.Minute, func() bool { return c.sweepOf(0, resp.Sweep, sweepUser).Ended })
+		if s := c.sweepOf(0, resp.Sweep, sweepUser); s.Summary != "4 jobs: 4 ok, 0 failed, 0 lost" {
+			t.Fatalf("summary %q", s.Summary)
+		}
+
+		// A second sweep, whose restores all fail: its first two are
+		// preempted, its fresh two run and end, and the restores of the
+		// first two fail, each back in the line, then lost.
+		resp = c.runMem(0, sweepUser, 4, 160)
+		ids = resp.IDs
+		var preempted []string
+		c.waitFor("two preempted", time.Minute, func() bool {
+			preempted = preempted[:0]
+			for _, id := range ids {
+				if !c.homeRec(id).Preempted.IsZero() {
+					preempted = append(preempted, id)
+				}
+			}
+			return len(preempted) == 2
+		})
+		for _, id := range ids {
+			if !slices.Contains(preempted, id) {
+				c.waitFor(id+" runs", time.Minute, func() bool { return c.homeRec(id).State == job.StateRunning })
+				c.exitJob(id, 0)
+			}
+		}
+		c.waitFor("the two lost after their restores failed", 2*time.Minute, func() bool {
+			c.runsOn(ids, 1)
+			lost := 0
+			for _, id := range ids {
+				r := c.homeRec(id)
+				if r.State == job.StateLost && strings.Contains(r.EndReason, "restart from its checkpoint failed 3 times") {
+					lost++
+				}
+			}
+			return lost == 2
+		})
+		c.waitFor("the sweep ends", time.Minute, func() bool { return c.sweepOf(0, resp.Sweep, sweepUser).Ended })
+		if s := c.sweepOf(0, resp.Sweep, sweepUser); !strings.HasPrefix(s.Summary, "4 jobs: 2 ok, 0 failed, 2 lost") {
 			t.Fatalf("summary %q", s.Summary)
 		}
 	})
