@@ -15,6 +15,7 @@ package launch
 
 import (
 	"cmp"
+	"errors"
 	"maps"
 	"net/http"
 	"slices"
@@ -46,16 +47,21 @@ type feedback struct {
 	asked     map[string]time.Time    // preemptions asked, by job id
 	restoring map[string]queue.Placed // restores under way, by job id
 	failed    map[string]int          // restores failed, by job id
+	// refused is when a node last refused a restore for want of room
+	// (the round's Input.Refused, as for a start).
+	refused map[string]time.Time
 }
 
 func newFeedback() *feedback {
-	return &feedback{asked: map[string]time.Time{}, restoring: map[string]queue.Placed{}, failed: map[string]int{}}
+	return &feedback{asked: map[string]time.Time{}, restoring: map[string]queue.Placed{}, failed: map[string]int{}, refused: map[string]time.Time{}}
 }
 
 // prepare takes the restores under way out of q's pending jobs and
-// counts their room as placed, and marks the runs whose preemption was
-// asked lately.
-func (f *feedback) prepare(q *jobtable.Queued, now time.Time) {
+// counts their room as placed (on self, it returns it: the home's own
+// node is seen as it is now, and a restore holds its room there only
+// once its file has come), notes the nodes that refused a restore in
+// refused, and marks the runs whose preemption was asked lately.
+func (f *feedback) prepare(q *jobtable.Queued, self string, refused map[string]time.Time, now time.Time) (selfMB float64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range q.Groups {
@@ -63,8 +69,18 @@ func (f *feedback) prepare(q *jobtable.Queued, now time.Time) {
 		g.Pending = slices.DeleteFunc(slices.Clone(g.Pending), func(j queue.Job) bool { _, ok := f.restoring[j.ID]; return ok })
 	}
 	for _, p := range f.restoring {
-		q.Placed = append(q.Placed, p)
+		if p.Node == self {
+			selfMB += p.MemMB
+		} else {
+			q.Placed = append(q.Placed, p)
+		}
 	}
+	for n, at := range f.refused {
+		if at.After(refused[n]) {
+			refused[n] = at
+		}
+	}
+	clear(f.refused)
 	running := map[string]bool{}
 	for i := range q.Runs {
 		r := &q.Runs[i]
@@ -78,6 +94,7 @@ func (f *feedback) prepare(q *jobtable.Queued, now time.Time) {
 			delete(f.asked, id)
 		}
 	}
+	return selfMB
 }
 
 // preemptFor asks the nodes running the jobs of each group d left short
@@ -152,15 +169,23 @@ func (s *Starter) restore(starts []queue.Start) {
 
 // restoreOne restarts preempted job rec on node, and, should it fail,
 // leaves it pending for another round, or lost after MaxRestoreTries.
+// A node that refused it (another home took the room first, or it is not
+// there) is what a refused start is: the job waits, and that node takes
+// none of this home's until its next load entry; only other failures
+// (the file, CRIU, its keeper gone) count toward the bound.
 func (s *Starter) restoreOne(rec job.Record, node string) {
 	err := s.cfg.Restore(rec, node)
+	refused := err != nil && errors.Is(err, peer.ErrUnavailable) && rec.Newest != nil && s.cfg.Members.Alive(rec.Newest.StoredOn)
 	s.fb.mu.Lock()
 	delete(s.fb.restoring, rec.ID)
 	tries := 0
-	if err != nil {
+	switch {
+	case refused:
+		s.fb.refused[node] = time.Now()
+	case err != nil:
 		s.fb.failed[rec.ID]++
 		tries = s.fb.failed[rec.ID]
-	} else {
+	default:
 		delete(s.fb.failed, rec.ID)
 	}
 	s.fb.mu.Unlock()
@@ -169,7 +194,7 @@ func (s *Starter) restoreOne(rec job.Record, node string) {
 		return
 	}
 	s.cfg.Log.Warn("queue: restore of a preempted job failed", "job", rec.ID, "node", node, "tries", tries, "err", err)
-	if tries < MaxRestoreTries {
+	if refused || tries < MaxRestoreTries {
 		return
 	}
 	if err := s.cfg.Jobs.LosePreempted(rec.ID, MaxRestoreTries, err, time.Now()); err != nil {

@@ -88,8 +88,8 @@ func (s *Starter) ReleaseLoop(stop <-chan struct{}) {
 // or a node's room.
 func (s *Starter) round(refused map[string]time.Time) (more bool) {
 	q := s.cfg.Jobs.Queue(s.cfg.Members.OldestHeard().Add(-queue.EntrySlack))
-	s.fb.prepare(&q, time.Now())
-	held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("")
+	restoringHere := s.fb.prepare(&q, s.cfg.Self, refused, time.Now())
+	held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("") + restoringHere
 	in := queue.Input{Groups: q.Groups, Running: q.Running, Placed: q.Placed, Refused: refused, Max: queue.RoundMax}
 	d := s.cfg.Members.Release(in, s.cfg.Draining(), held)
 	s.cfg.Jobs.SetWaiting(d.Why, d.ForRoom)
