@@ -377,7 +377,7 @@ func (t *Table) Peers() []sched.Node {
 		}
 		if e, ok := t.dis.Vector.Get(id); ok {
 			out = append(out, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.Draining, Least: e.Least,
-				MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB})
+				MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB, Waiting: e.Waiting})
 		}
 	}
 	t.mu.Unlock()
