@@ -41,23 +41,33 @@ const askWithin = 2 * time.Second
 // before its home gives it up as lost, with the reason.
 const MaxRestoreTries = 3
 
+// retryAfter is how long a preempted job whose restart failed waits
+// before the next, times the failures so far: a failure of the moment
+// (a node's CRIU staging racing a change of its mounts, found by roam
+// bench sweep on a busy machine) would otherwise use up every try within
+// the same second.
+const retryAfter = 2 * time.Second
+
 // feedback is what the home remembers of its preemptions and restores.
 type feedback struct {
 	mu        sync.Mutex
 	asked     map[string]time.Time    // preemptions asked, by job id
 	restoring map[string]queue.Placed // restores under way, by job id
 	failed    map[string]int          // restores failed, by job id
+	retry     map[string]time.Time    // when a failed one may be tried again
 	// refused is when a node last refused a restore for want of room
 	// (the round's Input.Refused, as for a start).
 	refused map[string]time.Time
 }
 
 func newFeedback() *feedback {
-	return &feedback{asked: map[string]time.Time{}, restoring: map[string]queue.Placed{}, failed: map[string]int{}, refused: map[string]time.Time{}}
+	return &feedback{asked: map[string]time.Time{}, restoring: map[string]queue.Placed{}, failed: map[string]int{}, retry: map[string]time.Time{},
+		refused: map[string]time.Time{}}
 }
 
-// prepare takes the restores under way out of q's pending jobs and
-// counts their room as placed (on self, it returns it: the home's own
+// prepare takes the restores under way, and those that failed lately
+// (until their retry), out of q's pending jobs, and counts the room of
+// those under way as placed (on self, it returns it: the home's own
 // node is seen as it is now, and a restore holds its room there only
 // once its file has come), notes the nodes that refused a restore in
 // refused, and marks the runs whose preemption was asked lately.
@@ -66,7 +76,10 @@ func (f *feedback) prepare(q *jobtable.Queued, self string, refused map[string]t
 	defer f.mu.Unlock()
 	for i := range q.Groups {
 		g := &q.Groups[i]
-		g.Pending = slices.DeleteFunc(slices.Clone(g.Pending), func(j queue.Job) bool { _, ok := f.restoring[j.ID]; return ok })
+		g.Pending = slices.DeleteFunc(slices.Clone(g.Pending), func(j queue.Job) bool {
+			_, ok := f.restoring[j.ID]
+			return ok || now.Before(f.retry[j.ID])
+		})
 	}
 	for _, p := range f.restoring {
 		if p.Node == self {
@@ -185,8 +198,10 @@ func (s *Starter) restoreOne(rec job.Record, node string) {
 	case err != nil:
 		s.fb.failed[rec.ID]++
 		tries = s.fb.failed[rec.ID]
+		s.fb.retry[rec.ID] = time.Now().Add(time.Duration(tries) * retryAfter)
 	default:
 		delete(s.fb.failed, rec.ID)
+		delete(s.fb.retry, rec.ID)
 	}
 	s.fb.mu.Unlock()
 	defer s.cfg.Jobs.KickRelease()
@@ -197,6 +212,10 @@ func (s *Starter) restoreOne(rec job.Record, node string) {
 	if refused || tries < MaxRestoreTries {
 		return
 	}
+	s.fb.mu.Lock()
+	delete(s.fb.failed, rec.ID)
+	delete(s.fb.retry, rec.ID)
+	s.fb.mu.Unlock()
 	if err := s.cfg.Jobs.LosePreempted(rec.ID, MaxRestoreTries, err, time.Now()); err != nil {
 		s.cfg.Log.Error("job table", "err", err)
 	}
