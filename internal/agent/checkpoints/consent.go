@@ -15,6 +15,7 @@ package checkpoints
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"roam/internal/agent/peer"
@@ -40,6 +41,12 @@ func (c *Checkpoints) Reopen(req reopen.Request) (reopen.Consent, error) {
 	}
 	if ans, again, err := c.cfg.Jobs.ConsentFor(req.ID, req.MID); again || err != nil {
 		return ans, err
+	}
+	if strings.HasPrefix(req.Why, turnAgain) && !c.preemptedHere(req.ID) {
+		// The queue's restore of a job it preempted: one killed, or
+		// restored, meanwhile stays as it is.
+		c.cfg.Jobs.RefuseRun(req.MID)
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "job %s: its home's queue restores it only while it waits preempted", req.ID)
 	}
 	ans, err := c.consent(req)
 	if err != nil {

@@ -113,6 +113,10 @@ func (c *Checkpoints) preempt(p queue.Preemption) {
 	c.log.Info("preempted", "job", p.ID, "cpu_s", p.CPU.Seconds(), "bytes", f.Size, "total_ms", float64(time.Since(start).Microseconds())/1000)
 }
 
+// turnAgain begins the why of the queue's restore of a job it
+// preempted, which the home's consent knows it by.
+const turnAgain = "its turn again in its home's queue"
+
 // RestorePreempted restarts job rec, which its home's queue preempted,
 // on node, from the checkpoint its node kept (rec.Newest): the keeper
 // sends the file there, whose run asks this home's consent as any
@@ -122,7 +126,7 @@ func (c *Checkpoints) RestorePreempted(rec job.Record, node string) error {
 		return errkind.New(peer.ErrNotFound, "job %s: no checkpoint of its preemption is kept", rec.ID)
 	}
 	req := reopen.Target{ID: rec.ID, Home: c.cfg.Self, On: node,
-		Why: fmt.Sprintf("its turn again in its home's queue (preempted after %.2f CPU-s)", rec.Used.CPUSeconds)}
+		Why: fmt.Sprintf("%s (preempted after %.2f CPU-s)", turnAgain, rec.Used.CPUSeconds)}
 	return c.cfg.Peers.CallWithin(c.cfg.CallTimeout, rec.Newest.StoredOn, http.MethodPost, peer.CkptRestore, req, nil)
 }
 
