@@ -206,3 +206,26 @@ func TestAgentsPreemptionFailuresLoseNothing(t *testing.T) {
 		}
 	})
 }
+
+// A sweep run with --pin is never preempted, however long its jobs run
+// while others of it wait: a pinned job stays where and as it runs.
+func TestAgentsNeverPreemptAPinnedJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 45, faults{}, "mosix", func(c *Config) { c.Jobs.MemoryBytes = 160 << 20 })
+		resp, err := c.nodes[0].a.launch.Run(sweepUser, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 3, MemBytes: 160 << 20, Pin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor("two run, one pending", time.Minute, func() bool {
+			on := c.runsOn(resp.IDs, 1)
+			return on["n1"]+on["n2"] == 2 && len(c.whyPending(0, sweepUser)) == 1
+		})
+		time.Sleep(10 * time.Second)
+		for _, id := range resp.IDs {
+			if r := c.homeRec(id); !r.Preempted.IsZero() || len(r.Checkpoints) != 0 {
+				t.Fatalf("pinned job %s: preempted %v, checkpoints %+v", id, r.Preempted, r.Checkpoints)
+			}
+		}
+		c.runsOn(resp.IDs, 1)
+	})
+}
