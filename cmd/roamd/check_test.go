@@ -39,6 +39,11 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 	}
 	// A web config file exporter-toolkit refuses: a user without a
 	// bcrypt hash.
+	// A policy file whose preempt_after is under its bound.
+	badPolicy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(badPolicy, []byte("name: x\npreempt_after: 10ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	badWeb := filepath.Join(dir, "web.yml")
 	if err := os.WriteFile(badWeb, []byte("basic_auth_users:\n  prom: plain\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -76,7 +81,7 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 		"criu_path":      {"criu_path: rel"},
 		"criu_timeout":   {"criu_timeout: 1s", "criu_timeout: 48h", "criu_timeout: soon"},
 		"shared_dirs":    {"shared_dirs: [rel]"},
-		"scheduler":      {"scheduler: nosuch", "scheduler: " + initPath},
+		"scheduler":      {"scheduler: nosuch", "scheduler: " + initPath, "scheduler: " + badPolicy},
 		"load":           {"load: {interval: 1ms}", "load: {vector_size: 0}", "load: {policy: lifo}", "load: {nosuch: 1}"},
 		"limits": {"limits: {arg_bytes: 1}", "limits: {run_count: 0}", "limits: {run_bytes: 1}", "limits: {live_jobs_per_user: 0}",
 			"limits: {records_bytes_per_user: 1}", "limits: {records_bytes_per_user: 1099511627777}",

@@ -183,7 +183,7 @@ func New(cfg Config, parts Parts, logger *slog.Logger) (*Agent, error) {
 	a.event = scheduler.Recorder(cfg.NodeID, a.log, a.events)
 	a.migr = moves.New[*inbound.Migration, *pages.LazyDump](cfg.NodeID, rankMoves)
 	a.keeper = keeper.New(filepath.Join(cfg.StateDir, "checkpoints"), checkpoints.Key(parts.CheckpointKey, parts.GossipKey), cfg.ClusterName, cfg.Limits, rankStore)
-	a.members = members.ForNode(cfg.NodeID, cfg.Load, a.capacity, float64(a.parts.JobMemory)/(1<<20), pl.Policy.Placement, rankMembers)
+	a.members = members.ForNode(cfg.NodeID, cfg.Load, a.capacity, float64(a.parts.JobMemory)/(1<<20), pl.Policy, rankMembers)
 	return a, nil
 }
 

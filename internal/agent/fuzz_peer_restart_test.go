@@ -17,11 +17,13 @@ import (
 
 // ---- checkpoints and restarts ----
 
-var fzRestartRoutes = []string{"/v1/peer/ckpt/take", "/v1/peer/ckpt/restore", "/v1/peer/reopen", "/v1/peer/reopen/done", "/v1/peer/reopen/commit"}
+var fzRestartRoutes = []string{"/v1/peer/ckpt/take", "/v1/peer/ckpt/restore", "/v1/peer/reopen", "/v1/peer/reopen/done", "/v1/peer/reopen/commit",
+	"/v1/peer/ckpt/preempt"}
 
 // FuzzPeerRestart feeds the JSON bodies of the checkpoint and restart
 // routes: no panic, no 500, and a running job is never consented a
-// restart unless the caller names its node dead (never two copies).
+// restart unless the caller names its node dead (never two copies). A
+// preemption asked is judged by the node, its fields bounded.
 func FuzzPeerRestart(f *testing.F) {
 	meta := migrate.CheckpointMeta{Version: 1, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Node: "n3", Out: 5,
 		Job: migrate.CheckpointJob{Argv: []string{"/bin/true"}, Cwd: "/", Group: fzHome}}
@@ -33,6 +35,8 @@ func FuzzPeerRestart(f *testing.F) {
 	f.Add(uint8(2), fzJSON(f, reopen.Request{MID: fzMID, ID: fzLost, Meta: meta, Lost: "n3", Why: "node n3 was declared dead"}))
 	f.Add(uint8(3), fzJSON(f, reopen.Failed{MID: fzMID, ID: fzOver, Inc: 1, Error: "x"}))
 	f.Add(uint8(4), fzJSON(f, reopen.Commit{MID: fzMID, ID: fzOver}))
+	f.Add(uint8(5), fzJSON(f, peer.PreemptRequest{Home: "n1", IDs: []string{fzLocal}, Max: 1, After: time.Second, NeedMB: 64}))
+	f.Add(uint8(5), fzJSON(f, peer.PreemptRequest{Home: "n2", IDs: []string{fzLocal, "../x.1"}, Max: 3, After: time.Millisecond, NeedMB: -1, RoomMB: 1e300}))
 	pool := newFzPool(f)
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		path := fzRestartRoutes[int(route)%len(fzRestartRoutes)]

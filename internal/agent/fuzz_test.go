@@ -170,7 +170,7 @@ func (p *fzBarePool) get(tb testing.TB) *Agent {
 		p.lp, _ = load.ParsePolicy(p.a.cfg.Load.Policy)
 	}
 	a := p.a
-	a.members = members.ForNode(a.cfg.NodeID, a.cfg.Load, a.capacity, 0, p.pol.Policy.Placement, rankMembers)
+	a.members = members.ForNode(a.cfg.NodeID, a.cfg.Load, a.capacity, 0, p.pol.Policy, rankMembers)
 	a.stats = stats.Counters{}
 	a.rounds, a.events = rounds.New(p.pol, rankSched), &rounds.Events{}
 	a.event = scheduler.Recorder(a.cfg.NodeID, a.log, a.events)
@@ -406,7 +406,7 @@ func (a *fzAgent) reset(t *testing.T) {
 	// logged into the old ones.
 	a.rounds, a.events = rounds.New(a.pol, rankSched), &rounds.Events{}
 	a.event = scheduler.Recorder(a.cfg.NodeID, a.log, a.events)
-	a.members = members.ForNode(a.cfg.NodeID, a.cfg.Load, a.capacity, 0, a.pol.Policy.Placement, rankMembers)
+	a.members = members.ForNode(a.cfg.NodeID, a.cfg.Load, a.capacity, 0, a.pol.Policy, rankMembers)
 	a.members.Join(members.Member{Addr: "127.0.0.1:7946", PeerAddr: a.peers.SelfAddr, Capacity: a.capacity}, 0, time.Time{})
 	// The job table is emptied (and seeded below) in place, under its
 	// lock: a goroutine the last input started may still hold it

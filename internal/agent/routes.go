@@ -210,6 +210,7 @@ func peerCkptRoutes(a *Agent, mux *http.ServeMux) {
 	mux.HandleFunc("POST "+peer.CkptRestore, httpx.JSONCall(func(req reopen.Target) (api.RestartResponse, error) {
 		return a.checkpoints.RestoreKept(req)
 	}))
+	mux.HandleFunc("POST "+peer.CkptPreempt, httpx.JSONCall(func(r peer.PreemptRequest) (peer.PreemptAnswer, error) { return a.checkpoints.Preempt(r) }))
 	mux.HandleFunc("POST "+peer.Reopen, httpx.JSONCall(func(req reopen.Request) (reopen.Consent, error) { return a.checkpoints.Reopen(req) }))
 	mux.HandleFunc("POST "+peer.ReopenCommit, httpx.JSONCall(func(c reopen.Commit) (map[string]string, error) { return a.checkpoints.Commit(c) }))
 	mux.HandleFunc("POST "+peer.ReopenDone, httpx.JSONCall(func(d reopen.Failed) (struct{}, error) { return a.checkpoints.Failed(d) }))

@@ -34,7 +34,8 @@ import (
 // place.
 func (a *Agent) wireJobs() {
 	a.launch = launch.New(launch.Config{Self: a.cfg.NodeID, Limits: a.cfg.Limits, Free: func() int64 { return a.parts.DiskFree(a.cfg.StateDir) }, PerJob: a.cfg.Jobs, JobMem: a.parts.JobMemory, Admitted: a.rounds.AdmittedMemMB, Log: a.log, Store: a.store, Jobs: a.jobs, Spools: a.spools,
-		Members: a.members, Rounds: a.rounds, Peers: a.peers, Procs: a.procs, Draining: func() bool { return a.drain.On() }, Event: a.event})
+		Members: a.members, Rounds: a.rounds, Peers: a.peers, Procs: a.procs, Draining: func() bool { return a.drain.On() }, Event: a.event,
+		Restore: func(rec job.Record, node string) error { return a.checkpoints.RestorePreempted(rec, node) }})
 	a.control = control.New(control.Config{Self: a.cfg.NodeID, Jobs: a.jobs, Moves: a.migr, Peers: a.peers, Procs: a.procs,
 		SettleWait: peer.RestoreTimeout, Attained: scheduler.AttainedFrom,
 		Parts: func() []peer.PSPart { return fanOut[peer.PSPart](a, http.MethodGet, peer.PS, nil) }})
@@ -128,7 +129,7 @@ func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 		Draining: func() bool { return a.drain.On() }, Admitted: a.rounds.AdmittedMemMB,
 		Record:   func(id string) (job.Record, error) { return a.control.Record(id) },
 		CheckRun: func(uid uint32, argv, env []string) error { return a.launch.CheckRestart(uid, argv, env) },
-		Event:    a.event,
+		Event:    a.event, Attained: func(l job.Local) float64 { return a.sched.Attained(l) },
 		Save: func(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error) {
 			return a.out.CheckpointRun(id, stop, why, deliver)
 		},

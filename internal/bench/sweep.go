@@ -147,8 +147,10 @@ func runSweep(x *Run) error {
 					return fmt.Errorf("round %d, %s: %w", round, s.series, err)
 				}
 				o.add(r, s.series, size)
-				if m := o.moves(); m != "" {
-					r.Notes = append(r.Notes, fmt.Sprintf("round %d, %s: %s", round, s.series, m))
+				for _, m := range []string{o.moves(), o.preemptions()} {
+					if m != "" {
+						r.Notes = append(r.Notes, fmt.Sprintf("round %d, %s: %s", round, s.series, m))
+					}
 				}
 				slow[s.series] = o.meanSlowdown()
 			}

@@ -196,13 +196,16 @@ func (o sweepOutcome) add(r *Result, series string, size sweepSize) {
 	slow := make([]float64, n)
 	var stretch, used, asked, ran float64
 	var end time.Time
-	moves := 0
+	moves, preempted := 0, 0
 	for i, j := range o.recs {
 		slow[i] = o.slowdown(i)
 		stretch += o.stretch(i)
 		used += j.CPUSeconds
 		asked += o.jobs[i].cpu
 		moves += j.Migrations
+		if len(j.Restarts) > 0 {
+			preempted++
+		}
 		ran += j.Ended.Sub(j.Started).Seconds()
 		if j.Ended.After(end) {
 			end = j.Ended
@@ -220,6 +223,7 @@ func (o sweepOutcome) add(r *Result, series string, size sweepSize) {
 	r.Add(series, x, "makespan / ideal", "×", makespan/ideal)
 	r.Add(series, x, "CPU used / asked", "", used/asked)
 	r.Add(series, x, "migrations", "", float64(moves))
+	r.Add(series, x, "preemptions", "", float64(preempted))
 	r.Add(series, x, "most running at once", "", float64(mostRunning(o.recs)))
 	// How full the queue kept the nodes, and what CPU the jobs had:
 	// what the machine did besides (the agents, the background, anything
@@ -340,6 +344,9 @@ func sweepTargets(r *Result, size sweepSize) {
 	if m := r.Get("static", x, "migrations"); m != nil {
 		r.Check("static placement never moved a job", slices.Max(m.Values) == 0, "%s moves a round", strings.Join(rounded(m.Values), ", "))
 	}
+	if m := r.Get("static", x, "preemptions"); m != nil {
+		r.Check("static placement never preempted a job", slices.Max(m.Values) == 0, "%s preempted a round", strings.Join(rounded(m.Values), ", "))
+	}
 	below := 0
 	for _, s := range []string{"roam", "static"} {
 		if m := r.Get(s, x, "makespan / ideal"); m != nil {
@@ -392,4 +399,36 @@ func (o sweepOutcome) moves() string {
 		by[i] = fmt.Sprintf("%s %d", k, pairs[k])
 	}
 	return fmt.Sprintf("%d moves (%d failed): %s; the first %.0f s, the last %.0f s after the submission; %.1f s frozen in all", n, failed, strings.Join(by, ", "), first, last, frozen)
+}
+
+// preemptions says how many of the side's jobs its home's queue
+// preempted (its second level: a checkpoint kept, a restart from it), the
+// checkpoints' bytes and freeze, and the restarts that failed; "" with
+// none.
+func (o sweepOutcome) preemptions() string {
+	n, restored, failed, bytes, frozen := 0, 0, 0, int64(0), 0.0
+	for _, j := range o.recs {
+		if len(j.Restarts) == 0 {
+			continue
+		}
+		n++
+		for _, c := range j.Checkpoints {
+			if c.OK && c.StoredOn != "" {
+				bytes += c.Bytes
+				frozen += c.FreezeMS / 1000
+			}
+		}
+		for _, rs := range j.Restarts {
+			if strings.Contains(rs.Why, "(failed") {
+				failed++
+			} else {
+				restored++
+			}
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d jobs preempted and restarted from their checkpoints (%d restarts, %d failed): %.0f MiB of checkpoints, %.1f s frozen in all",
+		n, restored, failed, float64(bytes)/(1<<20), frozen)
 }

@@ -139,9 +139,20 @@ type Record struct {
 	Restarts    []api.Restart    `json:"restarts,omitempty"`
 	// Sweep is its place in its sweep, zero for a job of none.
 	Sweep SweepPart `json:"sweep,omitzero"`
-	// Used is what it used, kept once it ended (api.Accounting).
+	// Used is what it used, kept once it ended (api.Accounting), and
+	// while it waits preempted (what it had before).
 	Used Usage `json:"used,omitzero"`
+	// Preempted is when its home's queue preempted it (package queue,
+	// Preempt): checkpointed, ended on its node (EndPreempted) and
+	// pending again until a restart from that checkpoint runs it; zero
+	// if never. It stays once it runs again: a job is preempted once.
+	Preempted time.Time `json:"preempted,omitzero"`
 }
+
+// EndPreempted is why a node ends a job its home's queue preempted,
+// once its checkpoint is kept (the checkpoint's why, and its update's):
+// the home makes the job pending again, not ended.
+const EndPreempted = "preempted by its home's queue: checkpointed, to run again from there"
 
 // SweepPart is a job's place in its sweep (package sweep): the sweep's
 // id, the job's index, and the sweep's settings, which every job of it

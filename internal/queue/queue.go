@@ -79,10 +79,13 @@ type Group struct {
 }
 
 // Job is one pending job: its index in its sweep (0 for a lone job) and
-// its id.
+// its id. Preempted: it ran, had its quantum and was checkpointed to let
+// the fresh jobs of its group in (Preempt); it starts again from its
+// checkpoint, after every fresh job of its group.
 type Job struct {
-	Index int
-	ID    string
+	Index     int
+	ID        string
+	Preempted bool
 }
 
 // Placed is a job of this home started on a node (not the home itself)
@@ -138,6 +141,9 @@ type Start struct {
 	// Key is its group's; Index its index.
 	Key   string
 	Index int
+	// Restore: the job was preempted, and starts again from its
+	// checkpoint (a restart), not from its command.
+	Restore bool
 }
 
 // Decision is what a round starts, and why the rest wait.
@@ -154,6 +160,14 @@ type Decision struct {
 	// Full: the round stopped at Max with jobs that could have started:
 	// another round is due at once.
 	Full bool
+	// Short is, by group key, how many of its fresh jobs (never run)
+	// the round left waiting for room, none of the live nodes having it
+	// (sched.ErrNoRoom): the room a preemption of its own group frees
+	// would let them in (Preempt).
+	Short map[string]int
+	// RoomMB is, by node that takes starts, the room for memory
+	// requests the round left (PreemptInput.RoomMB).
+	RoomMB map[string]float64
 }
 
 // group is a Group in a round: its pending jobs sorted, how many of them
@@ -167,7 +181,7 @@ type group struct {
 
 // Decide is one round of the home's queue.
 func Decide(in Input, rng *rand.Rand) Decision {
-	d := Decision{Why: map[string]string{}, RR: in.RR}
+	d := Decision{Why: map[string]string{}, RR: in.RR, Short: map[string]int{}}
 	left := map[string]string{} // why a node takes no start this round
 	nodes := seen(in, left)
 	users := byUser(in.Groups, d.Why)
@@ -198,6 +212,9 @@ func Decide(in Input, rng *rand.Rand) Decision {
 			d.Why[g.Key] = why
 			if errors.Is(err, sched.ErrNoRoom) {
 				d.ForRoom = true
+				if n := g.fresh(); n > 0 {
+					d.Short[g.Key] = n
+				}
 				if reserved == "" {
 					reserved = reserve(nodes, left, g)
 				}
@@ -209,21 +226,50 @@ func Decide(in Input, rng *rand.Rand) Decision {
 		g.may--
 		running[g.UID]++
 		take(nodes, node, g.Req)
-		d.Starts = append(d.Starts, Start{ID: j.ID, Node: node, Key: g.Key, Index: j.Index})
+		d.Starts = append(d.Starts, Start{ID: j.ID, Node: node, Key: g.Key, Index: j.Index, Restore: j.Preempted})
 		if g.next < len(g.Pending) && g.may == 0 {
 			d.Why[g.Key] = maxRunning(g.MaxRunning)
 		}
 	}
+	d.RoomMB = room(nodes, reserved)
 	return d
+}
+
+// room is the room for memory requests of each node that takes starts:
+// the node reserved for a waiting request included, which it holds its
+// room for.
+func room(nodes []sched.NodeLoad, reserved string) map[string]float64 {
+	out := map[string]float64{}
+	for _, x := range nodes {
+		if !x.Draining || x.ID == reserved {
+			out[x.ID] = max(x.MemJobsMB-x.MemHeldMB, 0)
+		}
+	}
+	return out
 }
 
 // active says whether g has a job that may start and was not found
 // without room this round.
 func (g *group) active() bool { return !g.blocked && g.may > 0 && g.next < len(g.Pending) }
 
+// fresh is how many of g's jobs not yet started this round have never
+// run and may start (--max-running): the fresh come first in Pending.
+func (g *group) fresh() int {
+	n := 0
+	for _, j := range g.Pending[g.next:] {
+		if j.Preempted {
+			break
+		}
+		n++
+	}
+	return min(n, g.may)
+}
+
 // byUser sorts the groups into their users', each user's oldest first,
-// and each group's jobs by index; a group its --max-running holds back
-// entirely is given its reason.
+// and each group's jobs by index, its fresh jobs before its preempted
+// ones (a two-level feedback queue: a job that had its quantum waits
+// behind every job that has had none); a group its --max-running holds
+// back entirely is given its reason.
 func byUser(gs []Group, why map[string]string) map[uint32][]*group {
 	out := map[uint32][]*group{}
 	for i := range gs {
@@ -239,7 +285,13 @@ func byUser(gs []Group, why map[string]string) map[uint32][]*group {
 			continue
 		}
 		g.Pending = append([]Job(nil), g.Pending...)
-		sort.Slice(g.Pending, func(a, b int) bool { return g.Pending[a].Index < g.Pending[b].Index })
+		sort.Slice(g.Pending, func(a, b int) bool {
+			x, y := g.Pending[a], g.Pending[b]
+			if x.Preempted != y.Preempted {
+				return !x.Preempted
+			}
+			return x.Index < y.Index
+		})
 		out[g.UID] = append(out[g.UID], g)
 	}
 	for _, us := range out {

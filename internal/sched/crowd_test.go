@@ -201,3 +201,17 @@ func TestYoungJobsLeaveOnlyACrowdedNode(t *testing.T) {
 		})
 	}
 }
+
+// The default policy preempts after DefaultPreemptAfter; static never
+// does (it moves no job in space or in time).
+func TestPreemptAfterByPolicy(t *testing.T) {
+	for name, want := range map[string]time.Duration{"mosix": DefaultPreemptAfter, "static": 0, "balance": 0} {
+		s, err := ParsePolicy([]byte(Builtin[name]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := time.Duration(s.Policy.PreemptAfter); got != want {
+			t.Errorf("policy %s: preempt_after %v, want %v", name, got, want)
+		}
+	}
+}

@@ -57,6 +57,9 @@ func TestBadPoliciesNameTheField(t *testing.T) {
 		"name: x\nmanagers: {m: {type: migrate, params: {min_age: 250ms, crowd: 5}}}\n": `crowd_min_age 250ms is not under min_age 250ms`,
 		"placement: static\n":              `name is missing`,
 		"name: x\nperiod: 1ms\n":           `period 1ms`,
+		"name: x\npreempt_after: 10ms\n":   `preempt_after 10ms is not 0 nor between 100ms and 24h0m0s`,
+		"name: x\npreempt_after: 25h\n":    `preempt_after 25h0m0s`,
+		"name: x\npreempt_after: -1s\n":    `"-1s" is not a duration`,
 		"name: x\nplacment: round-robin\n": `field placment not found`,
 	}
 	for text, want := range cases {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 )
@@ -634,5 +635,49 @@ func TestMovesNeedRoomForTheirMemoryRequest(t *testing.T) {
 	}
 	if got := l.AdmittedMemMB(t0.Add(AdmitHold+time.Second), ""); got != 0 {
 		t.Fatalf("after the deadline %v MiB", got)
+	}
+}
+
+// While a home's queue waits for room, a CPU move of a job with a memory
+// request into room just freed is not made: the queue fills that room
+// (and the room the move would leave) at once, and the move would gain
+// nothing for its freeze. Without a queue waiting, the same move is made;
+// a job without a request, or memory ushering, moves as before.
+func TestNoMoveIntoRoomTheQueueFills(t *testing.T) {
+	s := mustPolicy(t, "balance")
+	js := jobs(2, 10*time.Second)
+	for i := range js {
+		js[i].MemReqMB = 100
+	}
+	snap := func(selfWaits, peerWaits bool, req float64) Snapshot {
+		j := slices.Clone(js)
+		for i := range j {
+			j[i].MemReqMB = req
+		}
+		return Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 2, MemJobsMB: 256, MemHeldMB: 200, Waiting: selfWaits}, Jobs: j,
+			Peers: []Node{{ID: "2", Capacity: 1, MemJobsMB: 256, MemHeldMB: 200, Waiting: peerWaits}, {ID: "3", Capacity: 1, Load: 0.5, MemJobsMB: 256, MemHeldMB: 100}}}
+	}
+	for _, c := range []struct {
+		name            string
+		selfWaits, peer bool
+		req             float64
+		want            int
+	}{
+		{"no queue waits", false, false, 100, 1},
+		{"this node's queue waits", true, false, 100, 0},
+		{"a peer's queue waits", false, true, 100, 0},
+		{"a job without a request", true, true, 0, 1},
+	} {
+		moves := s.Decide(snap(c.selfWaits, c.peer, c.req), rand.New(rand.NewSource(1)))
+		if len(moves) != c.want {
+			t.Errorf("%s: moves %+v, want %d", c.name, moves, c.want)
+		}
+	}
+	ush := mustPolicy(t, "ushering")
+	sn := snap(true, true, 100)
+	sn.Self.MemFreeMB, sn.Peers[1].MemFreeMB = 10, 2000
+	sn.Jobs[0].RSSMB, sn.Jobs[1].RSSMB = 90, 90
+	if moves := ush.Decide(sn, rand.New(rand.NewSource(1))); len(moves) == 0 {
+		t.Error("memory ushering made no move while a queue waits")
 	}
 }

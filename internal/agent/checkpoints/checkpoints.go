@@ -60,6 +60,9 @@ type Config struct {
 	Record func(id string) (job.Record, error)
 	// Event records an event for `roam events`.
 	Event func(api.Event)
+	// Attained is the CPU time a job running here has had, on every
+	// node it ran on (roam ps's).
+	Attained func(job.Local) float64
 	// Save checkpoints job id, running here, on the source machine: once
 	// the file is sealed it calls deliver, which hands it on and says on
 	// which node it is kept ("" for its user), and it returns once the

@@ -13,7 +13,9 @@ package checkpoints
 // restored job writes on from there.
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"roam/internal/agent/peer"
@@ -22,6 +24,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/migrate"
+	"roam/internal/sched"
 )
 
 // Reopen is peer.Reopen, the home's consent to run req.MID: it checks
@@ -38,6 +41,12 @@ func (c *Checkpoints) Reopen(req reopen.Request) (reopen.Consent, error) {
 	}
 	if ans, again, err := c.cfg.Jobs.ConsentFor(req.ID, req.MID); again || err != nil {
 		return ans, err
+	}
+	if strings.HasPrefix(req.Why, turnAgain) && !c.preemptedHere(req.ID) {
+		// The queue's restore of a job it preempted: one killed, or
+		// restored, meanwhile stays as it is.
+		c.cfg.Jobs.RefuseRun(req.MID)
+		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "job %s: its home's queue restores it only while it waits preempted", req.ID)
 	}
 	ans, err := c.consent(req)
 	if err != nil {
@@ -62,22 +71,18 @@ func (c *Checkpoints) consent(req reopen.Request) (reopen.Consent, error) {
 	if !migrate.ValidEvery(req.Every) {
 		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "checkpoint interval %v", req.Every)
 	}
-	targets, _, err := c.cfg.Members.Place(req.On, 1, c.cfg.Draining(), req.Meta.Job.Req, c.heldMB())
+	target, err := c.target(req)
 	if err != nil {
 		return reopen.Consent{}, err
 	}
-	if len(targets) == 0 || targets[0] == req.Lost {
-		return reopen.Consent{}, errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", req.ID)
-	}
-	target := targets[0]
 	id, had, err := c.cfg.Jobs.RestartID(req, c.cfg.Self)
 	if err != nil {
 		return reopen.Consent{}, err
 	}
 	// A user's restart is one more live job of theirs here: under the
 	// run limits as a run is. A home's own restart of a job of a dead
-	// node is the same live job.
-	if req.Lost == "" {
+	// node, or of one its queue preempted, is the same live job.
+	if req.Lost == "" && !c.preemptedHere(req.ID) {
 		if err := c.cfg.CheckRun(req.Owner.UID, req.Meta.Job.Argv, req.Meta.Job.Env); err != nil {
 			return reopen.Consent{}, err
 		}
@@ -104,6 +109,26 @@ func (c *Checkpoints) consent(req reopen.Request) (reopen.Consent, error) {
 	go c.cfg.Event(api.Event{At: now, Kind: "restart", Job: id, UID: &uid, From: req.Meta.Node, To: target,
 		Why: fmt.Sprintf("%s, from the checkpoint of %s", req.Why, req.Meta.At.Format(time.RFC3339))})
 	return ans, nil
+}
+
+// target is the node run req restores on, as the home consents to it.
+func (c *Checkpoints) target(req reopen.Request) (string, error) {
+	// The run holds the job's room on its node already (the arbiter of
+	// that room): here, it is not counted against the job.
+	held := float64(c.cfg.Jobs.MemHeld(req.ID))/(1<<20) + c.cfg.Admitted(req.ID)
+	targets, _, err := c.cfg.Members.Place(req.On, 1, c.cfg.Draining(), req.Meta.Job.Req, held)
+	if err != nil && req.On != "" && c.preemptedHere(req.ID) && errors.Is(err, sched.ErrNoRoom) {
+		// Placed by this home's queue, whose view of that node's room
+		// may count the run's own hold already.
+		targets, err = []string{req.On}, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if len(targets) == 0 || targets[0] == req.Lost {
+		return "", errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", req.ID)
+	}
+	return targets[0], nil
 }
 
 // Commit is peer.ReopenCommit: run req.MID holds its copy stopped; the

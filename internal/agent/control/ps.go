@@ -87,7 +87,8 @@ func (j *Jobs) PS(c httpx.Caller, all bool, full ...string) ([]api.Job, error) {
 				CPUs: float64(r.Req.MilliCPUs) / resources.MilliPerCPU, MemBytes: r.Req.MemBytes,
 				JobSweep: jobSweep(r, pendingWhy(r, waiting)), Accounting: accounting(r),
 			}
-			if r.Over() {
+			if r.Over() || r.State == job.StatePending && !r.Preempted.IsZero() {
+				// Ended, or preempted: what it had, on every node.
 				row.CPUSeconds, row.RSSMB = r.Used.CPUSeconds, 0
 			}
 			out = append(out, row)

@@ -297,13 +297,17 @@ func pendingWhy(r job.Record, waiting map[string]string) string {
 	if key == "" {
 		key = r.ID
 	}
+	pre := ""
+	if !r.Preempted.IsZero() {
+		pre = "preempted (had its quantum while fresh jobs of its sweep waited): runs again from its checkpoint after them; "
+	}
 	switch {
 	case r.State != job.StatePending:
 		return ""
 	case waiting[key] != "":
-		return waiting[key]
+		return pre + waiting[key]
 	case r.Sweep.MaxRunning > 0:
-		return "--max-running " + strconv.Itoa(r.Sweep.MaxRunning) + " reached"
+		return pre + "--max-running " + strconv.Itoa(r.Sweep.MaxRunning) + " reached"
 	}
-	return "waiting for its turn in its home's queue"
+	return pre + "waiting for its turn in its home's queue"
 }

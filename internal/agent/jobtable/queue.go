@@ -8,9 +8,11 @@ package jobtable
 // its first round.
 
 import (
+	"fmt"
 	"maps"
 	"time"
 
+	"roam/internal/agent/relay"
 	"roam/internal/job"
 	"roam/internal/migrate"
 	"roam/internal/queue"
@@ -25,6 +27,9 @@ type Queued struct {
 	// Placed are the live jobs started since the time given, with their
 	// nodes.
 	Placed []queue.Placed
+	// Runs are the running jobs of the groups with jobs pending, as
+	// preemption reads them (their CPU is their nodes' to say).
+	Runs []queue.Run
 }
 
 // Queue copies what a round of the queue needs: the pending jobs, by
@@ -49,7 +54,9 @@ func (j *Table) Queue(since time.Time) Queued {
 				g = &queue.Group{Key: key, UID: r.UID, Seq: seqOf(r), Req: r.Req, On: r.Sweep.On, MaxRunning: r.Sweep.MaxRunning}
 				groups[key] = g
 			}
-			g.Pending = append(g.Pending, queue.Job{Index: r.Sweep.Index, ID: r.ID})
+			if preempted := !r.Preempted.IsZero(); !preempted || Restorable(*r) {
+				g.Pending = append(g.Pending, queue.Job{Index: r.Sweep.Index, ID: r.ID, Preempted: preempted})
+			}
 		case r.Over():
 		default:
 			running[key]++
@@ -57,13 +64,51 @@ func (j *Table) Queue(since time.Time) Queued {
 			if r.Node != "" && r.Started.After(since) {
 				q.Placed = append(q.Placed, queue.Placed{Node: r.Node, MemMB: r.Req.MemMB(), Slots: r.Req.Slots(), Started: r.Started})
 			}
+			if r.State == job.StateRunning && r.Node != "" {
+				q.Runs = append(q.Runs, queue.Run{ID: r.ID, Node: r.Node, Key: key, MemMB: r.Req.MemMB(), Preempted: !r.Preempted.IsZero(), Held: heldFromPreemption(r)})
+			}
 		}
 	}
 	for key, g := range groups {
 		g.Running = running[key]
 		q.Groups = append(q.Groups, *g)
 	}
+	runs := q.Runs[:0]
+	for _, r := range q.Runs {
+		if g := groups[r.Key]; g != nil && len(g.Pending) > 0 {
+			runs = append(runs, r)
+		}
+	}
+	q.Runs = runs
 	return q
+}
+
+// Restorable says a preempted job's checkpoint is noted at its home: the
+// last checkpoint tried, kept on a node (its note may come after its
+// exit).
+func Restorable(r job.Record) bool {
+	n := len(r.Checkpoints)
+	return r.Newest != nil && n > 0 && r.Checkpoints[n-1].OK && r.Checkpoints[n-1].At.Equal(r.Newest.At) && r.Newest.StoredOn != ""
+}
+
+// heldFromPreemption says why a running job may not be preempted, as its
+// record tells ("": it may): pinned, found unmovable, placed by hand, or
+// a checkpoint of it failed (not tried again). Its node judges the rest.
+func heldFromPreemption(r *job.Record) string {
+	switch {
+	case r.Pin:
+		return "pinned (run --pin)"
+	case r.PinReason != "":
+		return r.PinReason
+	case r.Manual:
+		return "placed by hand"
+	}
+	for _, c := range r.Checkpoints {
+		if !c.OK {
+			return "a checkpoint of it failed: " + c.Error
+		}
+	}
+	return ""
 }
 
 // seqOf is the number of a record's run in its home's sequence: its
@@ -99,4 +144,24 @@ func (j *Table) ForRoom() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.forRoom
+}
+
+// LosePreempted gives up preempted job id, still pending, whose restart
+// failed tries times (the last with err): it is lost, with the reason.
+func (j *Table) LosePreempted(id string, tries int, err error, now time.Time) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	r := j.home[id]
+	if r == nil || r.State != job.StatePending || r.Preempted.IsZero() {
+		return nil
+	}
+	c := *r
+	c.State, c.LostAt, c.Ended = job.StateLost, now, now
+	c.EndReason = relay.LimitText(fmt.Sprintf("preempted, and its restart from its checkpoint failed %d times: %v", tries, err))
+	if err := j.putHome(map[string]*job.Record{id: &c}); err != nil {
+		return err
+	}
+	j.kickIfSweep(&c)
+	j.wakeReaders(id)
+	return nil
 }

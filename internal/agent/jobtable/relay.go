@@ -213,7 +213,10 @@ func (j *Table) TakeNews(ups []relay.Update, got [][2]int64, known, stale map[st
 			t.Done = append(t.Done, u.ID)
 			j.kickIfSweep(rec)
 		}
-		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over}
+		if res.Preempted {
+			j.KickRelease() // its room is free, and it waits
+		}
+		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over || res.Preempted}
 	}
 	if err := j.putHome(next); err != nil {
 		return NewsTaken{}, err
@@ -323,37 +326,14 @@ func (lj *Local) newsState() NewsState {
 		RootSignal: lj.rootSignal}
 }
 
-// HoldItem is a job running here as the holds of the disk's budgets see
-// it (news.Relay.HoldLoop): its owner and spool, and whether this node
-// kills it already.
-type HoldItem struct {
-	Id     string
-	Lj     *Local
-	UID    uint32
-	Dir    string
-	Killed bool
-}
-
-// HoldItems copies every job running here and not moving, for the holds.
-func (j *Table) HoldItems() []HoldItem {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	items := make([]HoldItem, 0, len(j.local))
-	for id, lj := range j.local {
-		if !lj.Migrating {
-			items = append(items, HoldItem{Id: id, Lj: lj, UID: lj.Rec.UID, Dir: lj.Rec.Dir, Killed: lj.why != ""})
-		}
-	}
-	return items
-}
-
-// Kill notes that this node kills job id (still the entry lj, not
-// moving, not killed already) for why, which its home is told with its
+// Kill notes that this node kills job id, the copy of process pid (not
+// moving, not killed already), for why, which its home is told with its
 // end; ok is false, and nothing noted, otherwise.
-func (j *Table) Kill(id string, lj *Local, why string) (k PushKill, ok bool) {
+func (j *Table) Kill(id string, pid int, why string) (k PushKill, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.local[id] != lj || lj.Migrating || lj.why != "" {
+	lj := j.local[id]
+	if lj == nil || lj.Rec.PID != pid || lj.Migrating || lj.why != "" {
 		return PushKill{}, false
 	}
 	lj.why = why

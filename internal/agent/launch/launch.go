@@ -71,16 +71,20 @@ type Config struct {
 	// Event records a decision for `roam events`. Safe for concurrent
 	// use; it must not block.
 	Event func(api.Event)
+	// Restore restarts preempted job rec on node from its checkpoint
+	// (package checkpoints), and returns once the restart ran or failed.
+	Restore func(rec job.Record, node string) error
 }
 
 // Starter starts jobs, as their home and where they run. Safe for
 // concurrent use: every call is through its owners.
 type Starter struct {
 	cfg Config
+	fb  *feedback
 }
 
 // New builds a Starter from its owners.
-func New(c Config) *Starter { return &Starter{c} }
+func New(c Config) *Starter { return &Starter{cfg: c, fb: newFeedback()} }
 
 // Run starts a `roam run` request from caller; this node is the home.
 // A sweep's jobs past its --max-running, and a run's that have no room

@@ -88,16 +88,24 @@ func (s *Starter) ReleaseLoop(stop <-chan struct{}) {
 // or a node's room.
 func (s *Starter) round(refused map[string]time.Time) (more bool) {
 	q := s.cfg.Jobs.Queue(s.cfg.Members.OldestHeard().Add(-queue.EntrySlack))
-	held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("")
+	restoringHere := s.fb.prepare(&q, s.cfg.Self, refused, time.Now())
+	held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("") + restoringHere
 	in := queue.Input{Groups: q.Groups, Running: q.Running, Placed: q.Placed, Refused: refused, Max: queue.RoundMax}
 	d := s.cfg.Members.Release(in, s.cfg.Draining(), held)
 	s.cfg.Jobs.SetWaiting(d.Why, d.ForRoom)
-	if len(d.Starts) == 0 {
-		return false
-	}
+	s.preemptFor(q.Runs, d, q.Groups)
+	var restores []queue.Start
 	nodes := make(map[string]string, len(d.Starts))
 	for _, st := range d.Starts {
-		nodes[st.ID] = st.Node
+		if st.Restore {
+			restores = append(restores, st)
+		} else {
+			nodes[st.ID] = st.Node
+		}
+	}
+	s.restore(restores)
+	if len(nodes) == 0 {
+		return d.Full
 	}
 	now := time.Now()
 	why := s.release(nodes)

@@ -68,12 +68,14 @@ type Table struct {
 	dis       *load.Disseminator
 	rng       *rand.Rand
 	placement string
-	rr        int // round-robin placement's next node
-	selfLoad  float64
-	selfMem   float64
-	jobMem    float64 // Config.JobMemMB
-	selfHeld  float64 // the memory requests held here, as last probed
-	lastProbe time.Time
+	// preemptAfter is the policy's sched.Policy.PreemptAfter.
+	preemptAfter time.Duration
+	rr           int // round-robin placement's next node
+	selfLoad     float64
+	selfMem      float64
+	jobMem       float64 // Config.JobMemMB
+	selfHeld     float64 // the memory requests held here, as last probed
+	lastProbe    time.Time
 	// waiting: this node's queue waits for room, told since (when) to
 	// every peer; answer: the peers whose queues began to wait, to send
 	// this node's entry to; heldNews and roomNewsAt are load.RoomNews's
@@ -92,15 +94,17 @@ type Table struct {
 const loadTauIntervals = 1
 
 // ForNode is an empty members table for node, with its load vector as lc
-// sets it (lc is valid: the config was checked), its placement policy,
-// and its lock's rank.
-func ForNode(node string, lc config.LoadConfig, capacity, jobMemMB float64, placement string, rank lockorder.Rank) *Table {
+// sets it (lc is valid: the config was checked), the placement and
+// quantum of its scheduling policy pol, and its lock's rank.
+func ForNode(node string, lc config.LoadConfig, capacity, jobMemMB float64, pol sched.Policy, rank lockorder.Rank) *Table {
 	lp, _ := load.ParsePolicy(lc.Policy)
-	return New(Config{
+	t := New(Config{
 		Self: node, Capacity: capacity, Tau: loadTauIntervals * lc.Interval,
 		Vector: load.NewDisseminator(node, lc.VectorSize, lp, lc.Interval),
-		Rng:    rand.New(rand.NewSource(time.Now().UnixNano())), Placement: placement, JobMemMB: jobMemMB, Rank: rank,
+		Rng:    rand.New(rand.NewSource(time.Now().UnixNano())), Placement: pol.Placement, JobMemMB: jobMemMB, Rank: rank,
 	})
+	t.preemptAfter = time.Duration(pol.PreemptAfter)
+	return t
 }
 
 // New builds a table that knows of no member yet, not even this node
@@ -250,11 +254,20 @@ func (t *Table) Self() (loadPerCore, memFreeMB float64) {
 	return t.selfLoad, t.selfMem
 }
 
-// SetPlacement is the placement a new policy names.
-func (t *Table) SetPlacement(p string) {
+// SetPlacement is the placement a new policy names, and its quantum of
+// the queue's second level (sched.Policy.PreemptAfter).
+func (t *Table) SetPlacement(p string, preemptAfter time.Duration) {
 	t.mu.Lock()
-	t.placement = p
+	t.placement, t.preemptAfter = p, preemptAfter
 	t.mu.Unlock()
+}
+
+// PreemptAfter is the running policy's quantum of the queue's second
+// level (0: none).
+func (t *Table) PreemptAfter() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.preemptAfter
 }
 
 // Probe is the load part of one timer tick: the node's runnable threads,
@@ -364,7 +377,7 @@ func (t *Table) Peers() []sched.Node {
 		}
 		if e, ok := t.dis.Vector.Get(id); ok {
 			out = append(out, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.Draining, Least: e.Least,
-				MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB})
+				MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB, Waiting: e.Waiting})
 		}
 	}
 	t.mu.Unlock()

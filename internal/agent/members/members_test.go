@@ -144,7 +144,7 @@ func TestPlace(t *testing.T) {
 	if !reflect.DeepEqual(out, []string{"n2", "n2"}) {
 		t.Fatalf("with this node draining: %v", out)
 	}
-	tb.SetPlacement("least-loaded")
+	tb.SetPlacement("least-loaded", 0)
 	if _, why, _ := tb.Place("", 1, false, resources.Request{}, 0); why != "placement least-loaded" {
 		t.Fatalf("after SetPlacement: %q", why)
 	}

@@ -56,29 +56,29 @@ func (r *Relay) HoldLoop() {
 // (holdReserve). Two stats a job a hold: the price of stopping them in
 // time.
 func (r *Relay) Hold() {
-	items := r.c.Jobs.HoldItems()
+	refs, _ := r.c.Jobs.Refs()
 	used := map[uint32]int64{}
-	for _, it := range items {
-		used[it.UID] += spool.Blocks(it.Dir)
+	for _, it := range refs {
+		used[it.Rec.UID] += spool.Blocks(it.Rec.Dir)
 	}
-	for _, it := range items {
-		if why := r.c.Limits.OutputOver(it.UID, used[it.UID]); why != "" && r.kill(it, why) {
-			r.c.Log.Warn("job killed: its user's output limit", "job", it.Id, "uid", it.UID, "bytes", used[it.UID], "limit", r.c.Limits.OutputBytesPerUser)
+	for _, it := range refs {
+		if why := r.c.Limits.OutputOver(it.Rec.UID, used[it.Rec.UID]); why != "" && r.kill(it, why) {
+			r.c.Log.Warn("job killed: its user's output limit", "job", it.Rec.ID, "uid", it.Rec.UID, "bytes", used[it.Rec.UID], "limit", r.c.Limits.OutputBytesPerUser)
 		}
 	}
-	r.holdReserve(r.c.Jobs.HoldItems(), used)
+	r.holdReserve(refs, used)
 }
 
 // kill kills job it for why, unless it is killed already, moving, or
 // ended by itself: ok says it was.
-func (r *Relay) kill(it jobtable.HoldItem, why string) bool {
-	if it.Killed {
+func (r *Relay) kill(it jobtable.JobRef, why string) bool {
+	if it.Migrating {
 		return false
 	}
-	if _, ended := job.ReadStatus(it.Dir); ended {
+	if _, ended := job.ReadStatus(it.Rec.Dir); ended {
 		return false
 	}
-	k, ok := r.c.Jobs.Kill(it.Id, it.Lj, why)
+	k, ok := r.c.Jobs.Kill(it.Rec.ID, it.Rec.PID, why)
 	if ok {
 		go r.c.Procs.Kill(k.Pid, k.Tix, 5*time.Second)
 	}
@@ -92,7 +92,7 @@ func (r *Relay) kill(it jobtable.HoldItem, why string) bool {
 // little output run on. Users each within their budget can fill a disk
 // together, and a job can write much between two holds. used is each
 // user's output here.
-func (r *Relay) holdReserve(items []jobtable.HoldItem, used map[uint32]int64) {
+func (r *Relay) holdReserve(items []jobtable.JobRef, used map[uint32]int64) {
 	free := r.c.Free()
 	short := r.c.Limits.DiskShort(free, 0)
 	if short == nil {
@@ -102,7 +102,7 @@ func (r *Relay) holdReserve(items []jobtable.HoldItem, used map[uint32]int64) {
 		why := fmt.Sprintf("killed: %v, and user %d's jobs held the most output there (%s)", short, uid, api.Bytes(used[uid]))
 		killed := 0
 		for _, it := range items {
-			if it.UID == uid && r.kill(it, why) {
+			if it.Rec.UID == uid && r.kill(it, why) {
 				killed++
 			}
 		}

@@ -111,7 +111,11 @@ func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.Sourc
 		}
 		return migrate.Delivered{Err: err}, true
 	case migrate.Kill:
-		d.jobs.EndedHere(r.Job, reopen.StoppedToRestart)
+		why := reopen.StoppedToRestart
+		if r.Why == job.EndPreempted {
+			why = job.EndPreempted // its home makes it pending again
+		}
+		d.jobs.EndedHere(r.Job, why)
 		d.procs.Kill(r.PID, r.Tix, 30*time.Second)
 		return migrate.CopyGone{}, true
 	case migrate.RemoveFile:

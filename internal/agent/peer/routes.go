@@ -38,6 +38,7 @@ const (
 	CkptKeep    = "/v1/peer/ckpt/keep"    // POST ?id=: keep a job's newest checkpoint here
 	CkptDrop    = "/v1/peer/ckpt/drop"    // POST ?id=: drop a kept checkpoint
 	CkptRestore = "/v1/peer/ckpt/restore" // POST: restore the checkpoint kept here where the home chose
+	CkptPreempt = "/v1/peer/ckpt/preempt" // POST: preempt jobs running here, their checkpoints kept here
 
 	Reopen       = "/v1/peer/reopen"        // POST: a home's consent to a run restarting a job
 	ReopenCommit = "/v1/peer/reopen/commit" // POST: a run's copy waits stopped: the home's decision

@@ -72,6 +72,10 @@ type Result struct {
 	// Drop is the job's newest checkpoint, no longer needed now that it
 	// finished.
 	Drop *api.Checkpoint
+	// Preempted: the job's node ended it as its home's queue asked
+	// (job.EndPreempted), its checkpoint kept: it is pending again, and
+	// its node's copy is done with.
+	Preempted bool
 }
 
 // Apply applies update u to rec, a copy of the home's record of the job,
@@ -90,6 +94,12 @@ func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
 		r.Changed = true
 	}
 	r.Over = rec.Over()
+	if !r.Over && rec.EndReason == job.EndPreempted && rec.Preempted.IsZero() && applyExit(rec, u, out, errb, now) {
+		// Pending again, with the CPU it had; its restart runs it.
+		rec.State, rec.Node, rec.ExitCode, rec.Ended, rec.EndReason, rec.Preempted = job.StatePending, "", nil, time.Time{}, "", now
+		r.Changed, r.Preempted = true, true
+		return r
+	}
 	if !r.Over && applyExit(rec, u, out, errb, now) {
 		r.Changed, r.Over = true, true
 		if rec.Newest != nil {

@@ -46,7 +46,7 @@ func (s *Scheduler) runPolicy(p *sched.Scheduler, ver uint64, at time.Time) bool
 
 // policyRan is what follows a change of policy from old to p.
 func (s *Scheduler) policyRan(old, p *sched.Scheduler) {
-	s.c.Members.SetPlacement(p.Policy.Placement)
+	s.c.Members.SetPlacement(p.Policy.Placement, time.Duration(p.Policy.PreemptAfter))
 	if old != nil && old.Text() != p.Text() {
 		s.c.Event(api.Event{Kind: "policy", Why: fmt.Sprintf("policy %s replaced %s", p.Policy.Name, old.Policy.Name)})
 	}

@@ -103,12 +103,13 @@ func (s *Scheduler) Pending(now time.Time) sched.Node {
 }
 
 // self is this node as a round or an admission judges it: its load
-// (runnable threads), free memory, drain state, least CPU time, and the
+// (runnable threads), free memory, drain state, least CPU time, the
 // memory requests of the jobs it holds (the admitted moves' are the
-// ledger's to add).
+// ledger's to add), and whether its queue waits for room.
 func (s *Scheduler) self(runnable int) sched.Node {
 	return sched.Node{ID: s.c.Node, Capacity: s.c.Capacity, Load: float64(runnable) / s.c.Capacity, MemFreeMB: s.c.Prober.MemFreeMB(),
-		Draining: s.c.Drain.On(), Least: s.Least(), MemJobsMB: s.c.JobMemMB, MemHeldMB: float64(s.c.Jobs.MemHeld("")) / (1 << 20)}
+		Draining: s.c.Drain.On(), Least: s.Least(), MemJobsMB: s.c.JobMemMB, MemHeldMB: float64(s.c.Jobs.MemHeld("")) / (1 << 20),
+		Waiting: s.c.Jobs.ForRoom()}
 }
 
 // Runnable is how many threads are runnable on this node now, its jobs'
