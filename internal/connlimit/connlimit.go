@@ -17,9 +17,7 @@ import (
 
 // Bounds are a listener's bounds.
 type Bounds struct {
-	// Total is the most connections open at once; PerKey the most for
-	// one key ("" is counted in the total only).
-	Total, PerKey int
+	Caps
 	// WriteTimeout ends a connection one of whose writes does not finish
 	// within it (0: no bound).
 	WriteTimeout time.Duration
@@ -32,10 +30,9 @@ type Bounds struct {
 // Listener is a net.Listener held to Bounds.
 type Listener struct {
 	net.Listener
-	b     Bounds
-	mu    sync.Mutex
-	total int
-	per   map[string]int
+	b  Bounds
+	mu sync.Mutex // held around n alone
+	n  *Counter
 }
 
 // New holds ln to b.
@@ -43,7 +40,7 @@ func New(ln net.Listener, b Bounds) *Listener {
 	if b.Key == nil {
 		b.Key = func(net.Conn) string { return "" }
 	}
-	return &Listener{Listener: ln, b: b, per: map[string]int{}}
+	return &Listener{Listener: ln, b: b, n: NewCounter(b.Caps)}
 }
 
 // Accept returns the next connection within the bounds; those over them
@@ -56,18 +53,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		key := l.b.Key(c)
 		l.mu.Lock()
-		overTotal := l.total >= l.b.Total
-		overKey := key != "" && l.per[key] >= l.b.PerKey
-		if !overTotal && !overKey {
-			l.total++
-			if key != "" {
-				l.per[key]++
-			}
-		}
+		ok, byTotal := l.n.Admit(key)
 		l.mu.Unlock()
-		if overTotal || overKey {
+		if !ok {
 			if l.b.Refused != nil { // before the client can see the close
-				l.b.Refused(key, overTotal)
+				l.b.Refused(key, byTotal)
 			}
 			c.Close()
 			continue
@@ -80,18 +70,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) Open(key string) (total, ofKey int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.total, l.per[key]
+	return l.n.Open(key)
 }
 
 func (l *Listener) release(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.total--
-	if key != "" {
-		if l.per[key]--; l.per[key] <= 0 {
-			delete(l.per, key)
-		}
-	}
+	l.n.Release(key)
 }
 
 // conn is an accepted connection: its close gives its place back, and
@@ -118,3 +103,13 @@ func (c *conn) Close() error {
 // NetConn is the connection accepted (a *net.UnixConn, a *tls.Conn), for
 // what needs its own type: the peer's credentials of a unix socket.
 func (c *conn) NetConn() net.Conn { return c.Conn }
+
+// RemoteIP is a connection's key by the address it comes from (its
+// host, without the port).
+func RemoteIP(c net.Conn) string {
+	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	return host
+}

@@ -47,7 +47,7 @@ func refusedNow(t *testing.T, c net.Conn) bool {
 func TestBounds(t *testing.T) {
 	var refused, refusedTotal atomic.Int64
 	keys := make(chan string, 10) // the key of each dial, in order
-	l, path := listen(t, Bounds{Total: 4, PerKey: 2, Key: func(net.Conn) string { return <-keys },
+	l, path := listen(t, Bounds{Caps: Caps{Total: 4, PerKey: 2}, Key: func(net.Conn) string { return <-keys },
 		Refused: func(_ string, total bool) {
 			refused.Add(1)
 			if total {
@@ -101,7 +101,7 @@ func TestBounds(t *testing.T) {
 // A write that cannot finish (the client reads nothing) ends within the
 // write timeout, and the connection's place is given back once closed.
 func TestStalledWriteEnds(t *testing.T) {
-	l, path := listen(t, Bounds{Total: 1, PerKey: 1, WriteTimeout: 200 * time.Millisecond})
+	l, path := listen(t, Bounds{Caps: Caps{Total: 1, PerKey: 1}, WriteTimeout: 200 * time.Millisecond})
 	c, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)

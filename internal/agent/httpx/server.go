@@ -11,10 +11,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"roam/internal/agent/limits"
 	"roam/internal/agent/peer"
+	"roam/internal/connlimit"
 	"roam/internal/errkind"
 )
 
@@ -40,13 +44,18 @@ func PeerServer(c limits.Server, h http.Handler, errLog *log.Logger) *http.Serve
 }
 
 // UserKey is the key of a connection to the roam socket in its limits:
-// its user's uid, or "" for root (held to the total only).
+// its user's uid (root's is RootKey), or "" when the kernel gave none
+// (held to the total only; its requests are refused for want of a
+// caller).
 func UserKey(c net.Conn) string {
-	if cred, err := PeerCred(c); err == nil && cred.UID != 0 {
+	if cred, err := PeerCred(c); err == nil {
 		return strconv.FormatUint(uint64(cred.UID), 10)
 	}
 	return ""
 }
+
+// RootKey is root's UserKey, which limits.root_connections holds.
+const RootKey = "0"
 
 // LimitRate refuses a request past its caller's rate; a request without a
 // caller (no credentials) is the handler's to refuse.
@@ -76,3 +85,38 @@ func (l LogWriter) Write(p []byte) (int, error) {
 	l.Log.Warn(l.Msg, "detail", line)
 	return len(p), nil
 }
+
+// HoldAPI holds the roam socket's connections to l's caps: each user's
+// (by SO_PEERCRED), all users' together, root's of its own; and each
+// write of an answer to s.WriteTimeout. refused hears of each closed.
+func HoldAPI(ln net.Listener, l limits.Limits, s limits.Server, refused func(key string, total bool)) *connlimit.Listener {
+	return connlimit.New(ln, connlimit.Bounds{
+		Caps:         connlimit.Caps{Total: l.Connections, PerKey: l.ConnectionsPerUser, Own: map[string]int{RootKey: l.RootConnections}},
+		WriteTimeout: s.WriteTimeout, Key: UserKey, Refused: refused})
+}
+
+// HoldPeer holds the peer port's TCP connections, below TLS, to l's
+// caps: those of one address, and all; and each write of an answer to
+// s.WriteTimeout (a stream's writes each, not the stream).
+func HoldPeer(ln net.Listener, l limits.Limits, s limits.Server, refused func(key string, total bool)) *connlimit.Listener {
+	return connlimit.New(ln, connlimit.Bounds{Caps: connlimit.Caps{Total: l.PeerConnections, PerKey: l.PeerConnectionsPerAddress},
+		WriteTimeout: s.WriteTimeout, Key: connlimit.RemoteIP, Refused: refused})
+}
+
+// Refusals counts in count each connection to listener closed over a
+// limit, and logs one at most every refusedLogEvery: a flood of them
+// would otherwise fill the log as fast as it comes. The line gives the
+// count so far; keyName says what the key is (a uid, an address).
+func Refusals(log *slog.Logger, count *atomic.Int64, listener, keyName string) func(key string, total bool) {
+	every := &rate.Sometimes{Interval: refusedLogEvery}
+	return func(key string, total bool) {
+		n := count.Add(1)
+		every.Do(func() {
+			log.Warn("connection closed over a limit", "listener", listener, keyName, key, "by_total", total, "refused_so_far", n)
+		})
+	}
+}
+
+// refusedLogEvery is how often at most a listener logs a connection it
+// closed over a limit.
+const refusedLogEvery = 10 * time.Second
