@@ -50,7 +50,7 @@ func (a *Agent) startAPI() error {
 // come from (limits.peer_connections, peer_connections_per_address).
 func (a *Agent) startPeer() error {
 	ln, err := a.parts.Transport.Listen(func(ln net.Listener) net.Listener {
-		a.peerHeld = httpx.HoldPeer(ln, a.cfg.Limits, a.cfg.Server, httpx.Refusals(a.log, &a.stats.ConnRefused, "peer port", "address"))
+		a.peerHeld = httpx.HoldPeer(ln, a.cfg.Limits, a.cfg.Server, a.members.HasIP, httpx.Refusals(a.log, &a.stats.ConnRefused, "peer port", "address"))
 		return a.peerHeld
 	})
 	if err != nil {

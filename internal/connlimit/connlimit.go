@@ -23,6 +23,9 @@ type Bounds struct {
 	WriteTimeout time.Duration
 	// Key names a connection's key, when it is accepted.
 	Key func(net.Conn) string
+	// Own, when set, gives a key a cap of its own, outside Caps (0:
+	// none; Counter.Admit). It is asked outside the listener's lock.
+	Own func(key string) int
 	// Refused, when set, is told of each connection closed over a bound.
 	Refused func(key string, total bool)
 }
@@ -51,9 +54,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		key := l.b.Key(c)
+		key, own := l.b.Key(c), 0
+		if l.b.Own != nil {
+			own = l.b.Own(key)
+		}
 		l.mu.Lock()
-		ok, byTotal := l.n.Admit(key)
+		place, ok, byTotal := l.n.Admit(key, own)
 		l.mu.Unlock()
 		if !ok {
 			if l.b.Refused != nil { // before the client can see the close
@@ -62,7 +68,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		return &conn{Conn: c, l: l, key: key}, nil
+		return &conn{Conn: c, l: l, place: place}, nil
 	}
 }
 
@@ -73,19 +79,19 @@ func (l *Listener) Open(key string) (total, ofKey int) {
 	return l.n.Open(key)
 }
 
-func (l *Listener) release(key string) {
+func (l *Listener) release(p Place) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.n.Release(key)
+	l.n.Release(p)
 }
 
 // conn is an accepted connection: its close gives its place back, and
 // each write must finish within the bound.
 type conn struct {
 	net.Conn
-	l    *Listener
-	key  string
-	once sync.Once
+	l     *Listener
+	place Place
+	once  sync.Once
 }
 
 func (c *conn) Write(p []byte) (int, error) {
@@ -96,7 +102,7 @@ func (c *conn) Write(p []byte) (int, error) {
 }
 
 func (c *conn) Close() error {
-	c.once.Do(func() { c.l.release(c.key) })
+	c.once.Do(func() { c.l.release(c.place) })
 	return c.Conn.Close()
 }
 

@@ -6,8 +6,12 @@ import "testing"
 // by the key, anyone past the total by the total, a key with a cap of
 // its own only by that cap (and outside the total), "" by the total
 // alone; a release gives a place back to the key and the total it held.
+// A key whose own cap goes (a member that left) gives back the place it
+// took where it took it.
 func TestCounter(t *testing.T) {
-	c := NewCounter(Caps{Total: 3, PerKey: 2, Own: map[string]int{"0": 2}})
+	c := NewCounter(Caps{Total: 3, PerKey: 2})
+	own := map[string]int{"0": 2} // root's, or a member's address
+	places := map[string][]Place{}
 	for i, s := range []struct {
 		op, key     string
 		ok, byTotal bool // for an admit
@@ -27,13 +31,24 @@ func TestCounter(t *testing.T) {
 		{"admit", "c", false, true, 4, 0}, // root's place is not the others'
 		{"release", "", false, false, 3, 0},
 		{"admit", "c", true, false, 4, 1},
+		{"lose own", "0", false, false, 4, 1},
+		{"admit", "0", false, true, 4, 1}, // now in the total, which is full
+		{"release", "0", false, false, 3, 0},
+		{"admit", "0", false, true, 3, 0}, // its place was outside the total
 	} {
-		if s.op == "admit" {
-			if ok, byTotal := c.Admit(s.key); ok != s.ok || byTotal != s.byTotal {
+		if s.op == "lose own" {
+			delete(own, s.key)
+		} else if s.op == "admit" {
+			p, ok, byTotal := c.Admit(s.key, own[s.key])
+			if ok != s.ok || byTotal != s.byTotal {
 				t.Fatalf("step %d: admit %q = %v, by the total %v; want %v, %v", i, s.key, ok, byTotal, s.ok, s.byTotal)
 			}
+			if ok {
+				places[s.key] = append(places[s.key], p)
+			}
 		} else {
-			c.Release(s.key)
+			c.Release(places[s.key][0])
+			places[s.key] = places[s.key][1:]
 		}
 		if total, of := c.Open(s.key); total != s.total || of != s.of {
 			t.Fatalf("step %d (%s %q): open %d, %d of the key; want %d, %d", i, s.op, s.key, total, of, s.total, s.of)

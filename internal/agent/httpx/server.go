@@ -90,17 +90,31 @@ func (l LogWriter) Write(p []byte) (int, error) {
 // (by SO_PEERCRED), all users' together, root's of its own; and each
 // write of an answer to s.WriteTimeout. refused hears of each closed.
 func HoldAPI(ln net.Listener, l limits.Limits, s limits.Server, refused func(key string, total bool)) *connlimit.Listener {
-	return connlimit.New(ln, connlimit.Bounds{
-		Caps:         connlimit.Caps{Total: l.Connections, PerKey: l.ConnectionsPerUser, Own: map[string]int{RootKey: l.RootConnections}},
-		WriteTimeout: s.WriteTimeout, Key: UserKey, Refused: refused})
+	root := func(key string) int {
+		if key == RootKey {
+			return l.RootConnections
+		}
+		return 0
+	}
+	return connlimit.New(ln, connlimit.Bounds{Caps: connlimit.Caps{Total: l.Connections, PerKey: l.ConnectionsPerUser},
+		WriteTimeout: s.WriteTimeout, Key: UserKey, Own: root, Refused: refused})
 }
 
 // HoldPeer holds the peer port's TCP connections, below TLS, to l's
-// caps: those of one address, and all; and each write of an answer to
-// s.WriteTimeout (a stream's writes each, not the stream).
-func HoldPeer(ln net.Listener, l limits.Limits, s limits.Server, refused func(key string, total bool)) *connlimit.Listener {
+// caps: those of one address, and all strangers' together; a member's
+// address (member says which) has its per-address cap outside that
+// total, so strangers from many addresses cannot crowd the members out;
+// and each write of an answer to s.WriteTimeout (a stream's writes each,
+// not the stream).
+func HoldPeer(ln net.Listener, l limits.Limits, s limits.Server, member func(ip string) bool, refused func(key string, total bool)) *connlimit.Listener {
+	own := func(ip string) int {
+		if member(ip) {
+			return l.PeerConnectionsPerAddress
+		}
+		return 0
+	}
 	return connlimit.New(ln, connlimit.Bounds{Caps: connlimit.Caps{Total: l.PeerConnections, PerKey: l.PeerConnectionsPerAddress},
-		WriteTimeout: s.WriteTimeout, Key: connlimit.RemoteIP, Refused: refused})
+		WriteTimeout: s.WriteTimeout, Key: connlimit.RemoteIP, Own: own, Refused: refused})
 }
 
 // Refusals counts in count each connection to listener closed over a
