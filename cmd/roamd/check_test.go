@@ -94,7 +94,7 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 		"jobs": {"jobs: {default_cpus: 0}", "jobs: {default_cpus: 0.0005}", "jobs: {default_cpus: -1}", "jobs: {default_cpus: .inf}",
 			"jobs: {default_mem_bytes: 1}", "jobs: {default_mem_bytes: 67108864, memory_bytes: 33554432}", "jobs: {pids: 1}", "jobs: {pids: 99999999}",
 			"jobs: {memory_bytes: 1}", "jobs: {memory_bytes: -1}"},
-		"server": {"server: {header_timeout: 1ms}", "server: {idle_timeout: 2h}", "server: {body_timeout: 0s}", "server: {body_timeout: 10}", "server: {write_timeout: 2h}"},
+		"server": {"server: {header_timeout: 1ms}", "server: {first_request_timeout: 0s}", "server: {first_request_timeout: 11m}", "server: {idle_timeout: 2h}", "server: {body_timeout: 0s}", "server: {body_timeout: 10}", "server: {write_timeout: 2h}"},
 	}
 	// Every key of the config and its sections has a row.
 	var keys []string

@@ -85,5 +85,20 @@ func TestAgentsPeerPortHoldsConnectionsToItsCaps(t *testing.T) {
 		if !served(dial("198.18.40.9", 1)[0]) {
 			t.Fatal("a host whose connections closed is not served again")
 		}
+		// A stranger who sends nothing holds its places no longer than
+		// server.first_request_timeout (5 s), before the header timeout
+		// (10 s) would end them; a member's kept-alive connection stays.
+		idle := dial("198.18.40.9", 8)
+		synctest.Wait()
+		time.Sleep(n1.cfg.Server.FirstRequestTimeout + time.Second)
+		if _, of := n1.a.peerHeld.Open("198.18.40.9"); of != 0 {
+			t.Fatalf("%d of a stranger's silent connections held %v after their accept", of, n1.cfg.Server.FirstRequestTimeout+time.Second)
+		}
+		if _, of := n1.a.peerHeld.Open(c.nodes[1].host); of == 0 {
+			t.Fatal("n2 holds no kept-alive connection to n1")
+		}
+		for _, conn := range idle {
+			conn.Close()
+		}
 	})
 }

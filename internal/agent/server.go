@@ -35,6 +35,7 @@ func (a *Agent) startAPI() error {
 		// let go; a long answer (an attached run's output) is not cut.
 		ReadHeaderTimeout: a.cfg.Server.HeaderTimeout,
 		IdleTimeout:       a.cfg.Server.IdleTimeout,
+		ConnState:         httpx.ProveOnRequest,
 	}
 	a.wg.Add(1)
 	go func() {

@@ -1,8 +1,10 @@
 // Package connlimit bounds what connections a listener holds: at most a
 // total at once, at most so many for any one key (a user of a unix
-// socket), and a write that does not progress within a time ends its
-// connection (a client that never reads its answers holds nothing for
-// long). A connection over a bound is accepted and closed at once, so the
+// socket), a connection that has not made its first request within a
+// short time is closed (a stranger's handshake holds a place briefly),
+// and a write that does not progress within a time ends its connection
+// (a client that never reads its answers holds nothing for long). A
+// connection over a bound is accepted and closed at once, so the
 // kernel's queue does not fill behind it and no one else waits.
 //
 // It holds no policy of its own: the caller names the key of a
@@ -12,6 +14,7 @@ package connlimit
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +29,11 @@ type Bounds struct {
 	// Own, when set, gives a key a cap of its own, outside Caps (0:
 	// none; Counter.Admit). It is asked outside the listener's lock.
 	Own func(key string) int
+	// FirstRequest closes a connection that Prove has not been called on
+	// within it of its accept (0: no bound): the server proves it when
+	// its first request is read (http.Server's ConnState, StateActive),
+	// after the TLS handshake on a TLS port.
+	FirstRequest time.Duration
 	// Refused, when set, is told of each connection closed over a bound.
 	Refused func(key string, total bool)
 }
@@ -68,7 +76,15 @@ func (l *Listener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		return &conn{Conn: c, l: l, place: place}, nil
+		held := &conn{Conn: c, l: l, place: place}
+		if d := l.b.FirstRequest; d > 0 {
+			held.late = time.AfterFunc(d, func() {
+				if !held.proven.Load() {
+					held.Close()
+				}
+			})
+		}
+		return held, nil
 	}
 }
 
@@ -89,9 +105,11 @@ func (l *Listener) release(p Place) {
 // each write must finish within the bound.
 type conn struct {
 	net.Conn
-	l     *Listener
-	place Place
-	once  sync.Once
+	l      *Listener
+	place  Place
+	once   sync.Once
+	proven atomic.Bool
+	late   *time.Timer // closes it unless proven in time
 }
 
 func (c *conn) Write(p []byte) (int, error) {
@@ -102,7 +120,12 @@ func (c *conn) Write(p []byte) (int, error) {
 }
 
 func (c *conn) Close() error {
-	c.once.Do(func() { c.l.release(c.place) })
+	c.once.Do(func() {
+		if c.late != nil {
+			c.late.Stop()
+		}
+		c.l.release(c.place)
+	})
 	return c.Conn.Close()
 }
 
@@ -118,4 +141,21 @@ func RemoteIP(c net.Conn) string {
 		return c.RemoteAddr().String()
 	}
 	return host
+}
+
+// Prove marks c, a connection a Listener accepted (or a TLS connection
+// over one), as having made its first request: Bounds.FirstRequest no
+// longer closes it. Any other connection is left alone.
+func Prove(c net.Conn) {
+	for {
+		if held, ok := c.(*conn); ok {
+			held.proven.Store(true)
+			return
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = w.NetConn()
+	}
 }

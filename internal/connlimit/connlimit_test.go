@@ -134,3 +134,38 @@ func TestStalledWriteEnds(t *testing.T) {
 		t.Fatalf("%d open after the close", total)
 	}
 }
+
+// A connection not proven (its first request not read) within
+// FirstRequest is closed and its place given back; a proven one stays.
+func TestFirstRequest(t *testing.T) {
+	l, path := listen(t, Bounds{Caps: Caps{Total: 2, PerKey: 2}, FirstRequest: 200 * time.Millisecond})
+	var clients, servers []net.Conn
+	for range 2 {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		clients, servers = append(clients, c), append(servers, s)
+	}
+	Prove(servers[1])
+	if !refusedNow(t, clients[0]) {
+		t.Fatal("a connection never proven is still open")
+	}
+	time.Sleep(300 * time.Millisecond) // past FirstRequest for the proven one too
+	if total, _ := l.Open(""); total != 1 {
+		t.Fatalf("%d open, want the proven one alone", total)
+	}
+	if _, err := servers[1].Write([]byte("x")); err != nil {
+		t.Fatalf("the proven connection: %v", err)
+	}
+	b := make([]byte, 1)
+	if _, err := clients[1].Read(b); err != nil || b[0] != 'x' {
+		t.Fatalf("the proven connection's client read %q, %v", b, err)
+	}
+}

@@ -64,7 +64,7 @@ for pid in kids:
 // another user's roam ps and takes a migration of another job; after
 // they close, its descriptors come back down.
 func TestConnectionFloodsAreBounded(t *testing.T) {
-	c := upCluster(t, "e2econn", 83, "--nodes", "2")
+	c := upCluster(t, "e2econn", 83, "--nodes", "2", "--scheduler", "static") // only the test moves a job
 	c.waitAllAlive(2)
 	st, err := emu.Load(c.name)
 	if err != nil {
@@ -169,8 +169,11 @@ func TestConnectionFloodsAreBounded(t *testing.T) {
 	if int(most.Load()) > bound {
 		t.Errorf("node 2's agent held %d descriptors during the floods, past the caps' bound of %d", most.Load(), bound)
 	}
-	if min := int64(40000 - l.ConnectionsPerUser - l.PeerConnections); refused < min {
-		t.Errorf("node 2 refused %d of the floods' 40,000 connections, want at least %d", refused, min)
+	// Each cap's places held twice over: a place whose stranger sent
+	// nothing is given back after server.first_request_timeout, and
+	// taken again by the floods if they still come.
+	if least := int64(40000 - 2*(l.ConnectionsPerUser+l.PeerConnections)); refused < least {
+		t.Errorf("node 2 refused %d of the floods' 40,000 connections, want at least %d", refused, least)
 	}
 
 	// Closed, the descriptors come back down.

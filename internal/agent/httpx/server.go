@@ -40,7 +40,16 @@ func BodyWithin(d time.Duration, next http.Handler) http.Handler {
 // not finish its TLS handshake and headers within c.HeaderTimeout is
 // closed, so nobody who lacks the secret can hold the agent's connections.
 func PeerServer(c limits.Server, h http.Handler, errLog *log.Logger) *http.Server {
-	return &http.Server{Handler: h, ErrorLog: errLog, ReadHeaderTimeout: c.HeaderTimeout, IdleTimeout: c.IdleTimeout}
+	return &http.Server{Handler: h, ErrorLog: errLog, ReadHeaderTimeout: c.HeaderTimeout, IdleTimeout: c.IdleTimeout, ConnState: ProveOnRequest}
+}
+
+// ProveOnRequest is a server's ConnState: a connection whose first
+// request was read (after its TLS handshake, on the peer port) is no
+// longer held to server.first_request_timeout (connlimit.Prove).
+func ProveOnRequest(c net.Conn, s http.ConnState) {
+	if s == http.StateActive {
+		connlimit.Prove(c)
+	}
 }
 
 // UserKey is the key of a connection to the roam socket in its limits:
@@ -97,7 +106,7 @@ func HoldAPI(ln net.Listener, l limits.Limits, s limits.Server, refused func(key
 		return 0
 	}
 	return connlimit.New(ln, connlimit.Bounds{Caps: connlimit.Caps{Total: l.Connections, PerKey: l.ConnectionsPerUser},
-		WriteTimeout: s.WriteTimeout, Key: UserKey, Own: root, Refused: refused})
+		FirstRequest: s.FirstRequestTimeout, WriteTimeout: s.WriteTimeout, Key: UserKey, Own: root, Refused: refused})
 }
 
 // HoldPeer holds the peer port's TCP connections, below TLS, to l's
@@ -114,7 +123,7 @@ func HoldPeer(ln net.Listener, l limits.Limits, s limits.Server, member func(ip 
 		return 0
 	}
 	return connlimit.New(ln, connlimit.Bounds{Caps: connlimit.Caps{Total: l.PeerConnections, PerKey: l.PeerConnectionsPerAddress},
-		WriteTimeout: s.WriteTimeout, Key: connlimit.RemoteIP, Own: own, Refused: refused})
+		FirstRequest: s.FirstRequestTimeout, WriteTimeout: s.WriteTimeout, Key: connlimit.RemoteIP, Own: own, Refused: refused})
 }
 
 // Refusals counts in count each connection to listener closed over a
