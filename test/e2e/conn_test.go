@@ -58,7 +58,8 @@ for pid in kids:
 
 // Issue 45's bounded connections, on real agents: a user's 20,000 idle
 // connections to node 2's socket (from 4 processes), and a job's 20,000
-// to node 2's peer port (from 10 addresses of node 1, 10 processes).
+// to node 2's peer port (from 20 addresses of node 1, 20 processes: more
+// than the strangers' total holds).
 // While they are held, node 2's agent holds no more descriptors than its
 // caps allow (limits' defaults), refuses the rest, and still answers
 // another user's roam ps and takes a migration of another job; after
@@ -72,7 +73,7 @@ func TestConnectionFloodsAreBounded(t *testing.T) {
 	}
 	pid := st.Nodes[1].PID
 	var srcs []string
-	for i := 201; i <= 210; i++ {
+	for i := 201; i <= 220; i++ {
 		srcs = append(srcs, fmt.Sprintf("198.18.83.%d", i))
 		if out, err := exec.Command("ip", "-n", st.Nodes[0].Netns, "addr", "add", srcs[len(srcs)-1]+"/24", "dev", "eth0").CombinedOutput(); err != nil {
 			t.Fatalf("ip addr add: %v: %s", err, out)
@@ -109,7 +110,7 @@ func TestConnectionFloodsAreBounded(t *testing.T) {
 	}()
 
 	// The job's flood of node 2's peer port, from node 1's netns.
-	flood := c.start("1", "python3", "-c", connFlood, "tcp", "2000", st.Nodes[1].Addr, "7947", strings.Join(srcs, ","))
+	flood := c.start("1", "python3", "-c", connFlood, "tcp", "1000", st.Nodes[1].Addr, "7947", strings.Join(srcs, ","))
 	// The user's flood of node 2's socket, 4 processes of 5,000.
 	var users []*exec.Cmd
 	var heldLines atomic.Int64
@@ -139,7 +140,7 @@ func TestConnectionFloodsAreBounded(t *testing.T) {
 	start := time.Now()
 	waitFor(t, time.Minute, "both floods held", func() (bool, string) {
 		logs, _ := c.run("--node", "1", "logs", flood)
-		return heldLines.Load() == 4 && strings.Count(logs, "held 2000 0\n") == len(srcs),
+		return heldLines.Load() == 4 && strings.Count(logs, "held 1000 0\n") == len(srcs),
 			fmt.Sprintf("socket: %d of 4 processes; peer port: %q", heldLines.Load(), logs)
 	})
 	held := time.Since(start)

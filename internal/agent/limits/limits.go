@@ -146,13 +146,17 @@ func Default() Limits {
 		CheckpointSweep:         5 * time.Minute,
 		// What a busy node legitimately holds (docs/security.md): a
 		// user's attached runs, one connection each; root's tools; a
-		// peer's migrations, at most 4 connections each at once, its
-		// starts (4 requests at once), its news and its ps.
+		// peer's requests in flight, one connection each, and a few
+		// kept alive (at most 3 from one peer, 6 in all, measured while
+		// a burst of 12 jobs spread over 4 nodes and while 120 queued
+		// jobs ran). A member's places come on top of the strangers'
+		// total: 512 keeps the sum within LimitNOFILE up to about 80
+		// nodes.
 		ConnectionsPerUser:        256,
 		Connections:               4096,
 		RootConnections:           1024,
 		PeerConnections:           8192,
-		PeerConnectionsPerAddress: 1024,
+		PeerConnectionsPerAddress: 512,
 	}
 }
 
