@@ -18,8 +18,9 @@ import (
 // strangers: a host that opens more has the rest closed as they come,
 // before anything is read of them, and counted; those within the caps
 // are served, and so are the members, whose addresses have places of
-// their own outside the strangers' total; a place given back is taken
-// again.
+// their own outside the strangers' total, and whose new connections
+// close silent ones of their address (a job's on that node) to get in; a
+// place given back is taken again.
 func TestAgentsPeerPortHoldsConnectionsToItsCaps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, 45, faults{}, "static", func(cfg *Config) {
@@ -54,8 +55,9 @@ func TestAgentsPeerPortHoldsConnectionsToItsCaps(t *testing.T) {
 			return cs
 		}
 		before := n1.a.Stats().ConnRefused
-		// Three strangers' 30 each: 8 of each address held, to a total
-		// of 20; the rest closed at once.
+		// Three strangers' 30 each, all silent: 8 of each address held
+		// (each new one closing the oldest), to a total of 20 (past which
+		// new ones are closed at once).
 		evil := dial("198.18.40.9", 30)
 		more := append(dial("198.18.40.10", 30), dial("198.18.40.11", 30)...)
 		synctest.Wait()
@@ -70,9 +72,21 @@ func TestAgentsPeerPortHoldsConnectionsToItsCaps(t *testing.T) {
 			}
 		}
 		for i, conn := range evil {
-			if ok := served(conn); ok != (i < 8) {
-				t.Fatalf("the first stranger's connection %d served: %v (8 per address)", i, ok)
+			if ok := served(conn); ok != (i >= 22) {
+				t.Fatalf("the first stranger's connection %d served: %v (its last 8)", i, ok)
 			}
+		}
+		// A process on a member's own address (a job on n2) fills that
+		// address's 8 with silent connections: n2's agent still gets a
+		// new one in, in place of the oldest of them.
+		squat := dial(c.nodes[1].host, 8)
+		synctest.Wait()
+		c.nodes[1].a.peers.HTTP.CloseIdleConnections()
+		if err := c.nodes[1].a.peers.Call("n1", http.MethodGet, peer.Ping, nil, nil); err != nil {
+			t.Fatalf("n2's call to n1 while a process on its address holds its 8: %v", err)
+		}
+		for _, conn := range squat {
+			conn.Close()
 		}
 		for _, conn := range more {
 			conn.Close()

@@ -12,6 +12,7 @@
 package connlimit
 
 import (
+	"container/list"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,8 @@ type Bounds struct {
 	// its first request is read (http.Server's ConnState, StateActive),
 	// after the TLS handshake on a TLS port.
 	FirstRequest time.Duration
-	// Refused, when set, is told of each connection closed over a bound.
+	// Refused, when set, is told of each connection closed over a bound:
+	// one refused, or one closed to make room (AdmittedOverOne).
 	Refused func(key string, total bool)
 }
 
@@ -42,8 +44,11 @@ type Bounds struct {
 type Listener struct {
 	net.Listener
 	b  Bounds
-	mu sync.Mutex // held around n alone
+	mu sync.Mutex // held around n and waiting alone
 	n  *Counter
+	// waiting are each key's connections not yet proven, oldest first:
+	// the one closed to make room (AdmittedOverOne).
+	waiting map[string]*list.List
 }
 
 // New holds ln to b.
@@ -51,11 +56,13 @@ func New(ln net.Listener, b Bounds) *Listener {
 	if b.Key == nil {
 		b.Key = func(net.Conn) string { return "" }
 	}
-	return &Listener{Listener: ln, b: b, n: NewCounter(b.Caps)}
+	return &Listener{Listener: ln, b: b, n: NewCounter(b.Caps), waiting: map[string]*list.List{}}
 }
 
 // Accept returns the next connection within the bounds; those over them
-// are closed as they come.
+// are closed as they come. One over its key's bound is taken when the
+// key has a connection that has made no request yet, and the oldest
+// such is closed instead (Counter.Admit).
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -66,17 +73,38 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if l.b.Own != nil {
 			own = l.b.Own(key)
 		}
+		held := &conn{Conn: c, l: l}
 		l.mu.Lock()
-		place, ok, byTotal := l.n.Admit(key, own)
+		place, v := l.n.Admit(key, own)
+		var oldest *conn
+		if place != nil {
+			held.place = place
+			if key != "" {
+				q := l.waiting[key]
+				if q == nil {
+					q = list.New()
+					l.waiting[key] = q
+				}
+				if v == AdmittedOverOne {
+					oldest = q.Front().Value.(*conn)
+				}
+				held.wait = q.PushBack(held)
+			}
+		}
 		l.mu.Unlock()
-		if !ok {
+		if place == nil {
 			if l.b.Refused != nil { // before the client can see the close
-				l.b.Refused(key, byTotal)
+				l.b.Refused(key, v == RefusedByTotal)
 			}
 			c.Close()
 			continue
 		}
-		held := &conn{Conn: c, l: l, place: place}
+		if oldest != nil { // closed over the key's bound, for the new one
+			if l.b.Refused != nil {
+				l.b.Refused(key, false)
+			}
+			oldest.Close()
+		}
 		if d := l.b.FirstRequest; d > 0 {
 			held.late = time.AfterFunc(d, func() {
 				if !held.proven.Load() {
@@ -95,21 +123,47 @@ func (l *Listener) Open(key string) (total, ofKey int) {
 	return l.n.Open(key)
 }
 
-func (l *Listener) release(p Place) {
+func (l *Listener) release(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.n.Release(p)
+	l.unwait(c)
+	l.n.Release(c.place)
+	c.released = true
+}
+
+func (l *Listener) prove(c *conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !c.released {
+		l.unwait(c)
+		l.n.Prove(c.place)
+	}
+}
+
+// unwait takes c off its key's waiting list; l.mu is held.
+func (l *Listener) unwait(c *conn) {
+	if c.wait == nil {
+		return
+	}
+	key := c.place.key
+	l.waiting[key].Remove(c.wait)
+	if l.waiting[key].Len() == 0 {
+		delete(l.waiting, key)
+	}
+	c.wait = nil
 }
 
 // conn is an accepted connection: its close gives its place back, and
 // each write must finish within the bound.
 type conn struct {
 	net.Conn
-	l      *Listener
-	place  Place
-	once   sync.Once
-	proven atomic.Bool
-	late   *time.Timer // closes it unless proven in time
+	l        *Listener
+	place    *Place
+	wait     *list.Element // in l.waiting until proven or closed; under l.mu
+	released bool          // its place given back; under l.mu
+	once     sync.Once
+	proven   atomic.Bool
+	late     *time.Timer // closes it unless proven in time
 }
 
 func (c *conn) Write(p []byte) (int, error) {
@@ -124,7 +178,7 @@ func (c *conn) Close() error {
 		if c.late != nil {
 			c.late.Stop()
 		}
-		c.l.release(c.place)
+		c.l.release(c)
 	})
 	return c.Conn.Close()
 }
@@ -149,7 +203,9 @@ func RemoteIP(c net.Conn) string {
 func Prove(c net.Conn) {
 	for {
 		if held, ok := c.(*conn); ok {
-			held.proven.Store(true)
+			if !held.proven.Swap(true) {
+				held.l.prove(held)
+			}
 			return
 		}
 		w, ok := c.(interface{ NetConn() net.Conn })

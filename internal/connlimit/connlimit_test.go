@@ -41,9 +41,9 @@ func refusedNow(t *testing.T, c net.Conn) bool {
 	return err == io.EOF
 }
 
-// Past its bound a key's connections are closed as they come, the
-// others' still taken; the total bounds every key together; a closed one
-// gives its place back.
+// Past its bound a key's connections are closed as they come (here all
+// proven: they made their requests), the others' still taken; the total
+// bounds every key together; a closed one gives its place back.
 func TestBounds(t *testing.T) {
 	var refused, refusedTotal atomic.Int64
 	keys := make(chan string, 10) // the key of each dial, in order
@@ -66,8 +66,8 @@ func TestBounds(t *testing.T) {
 		return c
 	}
 	a, b := dial("1"), dial("1")
-	<-accepted
-	<-accepted
+	Prove(<-accepted)
+	Prove(<-accepted)
 	if c := dial("1"); !refusedNow(t, c) {
 		t.Fatal("a key's third connection was taken")
 	}
@@ -167,5 +167,43 @@ func TestFirstRequest(t *testing.T) {
 	b := make([]byte, 1)
 	if _, err := clients[1].Read(b); err != nil || b[0] != 'x' {
 		t.Fatalf("the proven connection's client read %q, %v", b, err)
+	}
+}
+
+// A key at its bound whose connections have not all made a request yet
+// gets a new one in, and its oldest such is closed: the proven stay.
+func TestOldestUnprovenMakesRoom(t *testing.T) {
+	var refused atomic.Int64
+	l, path := listen(t, Bounds{Caps: Caps{Total: 10, PerKey: 3}, Key: func(net.Conn) string { return "k" },
+		Refused: func(string, bool) { refused.Add(1) }})
+	accepted := make(chan net.Conn, 10)
+	go serve(l, accepted)
+	var clients []net.Conn
+	for i := range 3 {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		clients = append(clients, c)
+		if s := <-accepted; i == 0 {
+			Prove(s)
+		}
+	}
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	<-accepted
+	if !refusedNow(t, clients[1]) {
+		t.Fatal("the oldest unproven connection is still open")
+	}
+	if _, of := l.Open("k"); of != 3 || refused.Load() != 1 {
+		t.Fatalf("%d of the key's open, %d closed over the bound; want 3, 1", of, refused.Load())
+	}
+	clients[0].SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := clients[0].Read(make([]byte, 1)); err == io.EOF {
+		t.Fatal("the proven connection was closed")
 	}
 }

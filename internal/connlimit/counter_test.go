@@ -6,47 +6,63 @@ import "testing"
 // by the key, anyone past the total by the total, a key with a cap of
 // its own only by that cap (and outside the total), "" by the total
 // alone; a release gives a place back to the key and the total it held.
-// A key whose own cap goes (a member that left) gives back the place it
-// took where it took it.
+// A key at its cap with a connection not yet proven is admitted one
+// over (its caller then closes the oldest such). A key whose own cap
+// goes (a member that left) gives back the place it took where it took
+// it.
 func TestCounter(t *testing.T) {
 	c := NewCounter(Caps{Total: 3, PerKey: 2})
 	own := map[string]int{"0": 2} // root's, or a member's address
-	places := map[string][]Place{}
+	places := map[string][]*Place{}
 	for i, s := range []struct {
-		op, key     string
-		ok, byTotal bool // for an admit
-		total, of   int  // Open(key) after the step
+		op, key   string
+		v         Verdict // for an admit
+		total, of int     // Open(key) after the step
 	}{
-		{"admit", "a", true, false, 1, 1},
-		{"admit", "a", true, false, 2, 2},
-		{"admit", "a", false, false, 2, 2}, // a's cap
-		{"admit", "", true, false, 3, 0},   // "": the total alone
-		{"admit", "b", false, true, 3, 0},  // the total
-		{"admit", "0", true, false, 4, 1},  // its own cap, outside the total
-		{"admit", "0", true, false, 5, 2},
-		{"admit", "0", false, false, 5, 2}, // its own cap
-		{"release", "a", false, false, 4, 1},
-		{"admit", "b", true, false, 5, 1}, // a's place, taken by b
-		{"release", "0", false, false, 4, 1},
-		{"admit", "c", false, true, 4, 0}, // root's place is not the others'
-		{"release", "", false, false, 3, 0},
-		{"admit", "c", true, false, 4, 1},
-		{"lose own", "0", false, false, 4, 1},
-		{"admit", "0", false, true, 4, 1}, // now in the total, which is full
-		{"release", "0", false, false, 3, 0},
-		{"admit", "0", false, true, 3, 0}, // its place was outside the total
+		{"admit", "a", Admitted, 1, 1},
+		{"admit", "a", Admitted, 2, 2},
+		{"prove", "a", 0, 2, 2},
+		{"prove", "a", 0, 2, 2},
+		{"admit", "a", RefusedByKey, 2, 2}, // a's cap, both proven
+		{"admit", "", Admitted, 3, 0},      // "": the total alone
+		{"admit", "b", RefusedByTotal, 3, 0},
+		{"admit", "0", Admitted, 4, 1}, // its own cap, outside the total
+		{"admit", "0", Admitted, 5, 2},
+		{"admit", "0", AdmittedOverOne, 6, 3}, // its own cap, but neither proven
+		{"release", "0", 0, 5, 2},             // the caller closes the oldest
+		{"prove", "0", 0, 5, 2},
+		{"prove", "0", 0, 5, 2},
+		{"admit", "0", RefusedByKey, 5, 2},
+		{"release", "a", 0, 4, 1},
+		{"admit", "b", Admitted, 5, 1}, // a's place, taken by b
+		{"release", "0", 0, 4, 1},
+		{"admit", "c", RefusedByTotal, 4, 0}, // root's place is not the others'
+		{"release", "", 0, 3, 0},
+		{"admit", "c", Admitted, 4, 1},
+		{"lose own", "0", 0, 4, 1},
+		{"admit", "0", RefusedByTotal, 4, 1}, // now in the total, which is full
+		{"release", "0", 0, 3, 0},
+		{"admit", "0", RefusedByTotal, 3, 0}, // its place was outside the total
 	} {
-		if s.op == "lose own" {
+		switch s.op {
+		case "lose own":
 			delete(own, s.key)
-		} else if s.op == "admit" {
-			p, ok, byTotal := c.Admit(s.key, own[s.key])
-			if ok != s.ok || byTotal != s.byTotal {
-				t.Fatalf("step %d: admit %q = %v, by the total %v; want %v, %v", i, s.key, ok, byTotal, s.ok, s.byTotal)
+		case "admit":
+			p, v := c.Admit(s.key, own[s.key])
+			if v != s.v || (p != nil) != (v == Admitted || v == AdmittedOverOne) {
+				t.Fatalf("step %d: admit %q = %v (place %v); want %v", i, s.key, v, p != nil, s.v)
 			}
-			if ok {
+			if p != nil {
 				places[s.key] = append(places[s.key], p)
 			}
-		} else {
+		case "prove":
+			for _, p := range places[s.key] {
+				if !p.proven {
+					c.Prove(p)
+					break
+				}
+			}
+		case "release":
 			c.Release(places[s.key][0])
 			places[s.key] = places[s.key][1:]
 		}

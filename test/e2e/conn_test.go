@@ -22,10 +22,12 @@ import (
 // process opens n (given as argv[2]) from each source address in a child
 // of its own (a process's descriptors are bounded by its RLIMIT_NOFILE),
 // or n from one process for the unix socket, whose connects block while
-// the agent's backlog is full (with a time-out they fail with EAGAIN). Each process prints "held
+// the agent's backlog is full (with a time-out they fail with EAGAIN).
+// The last source address's process keeps its n open: each the agent
+// closes, it opens again. Each process prints "held
 // OK ERR" once its connects are done, then holds them until its standard
 // input closes (or, in a job, until it is killed).
-const connFlood = `import os, resource, socket, sys, time
+const connFlood = `import os, resource, selectors, socket, sys, time
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 kind, n = sys.argv[1], int(sys.argv[2])
@@ -42,13 +44,29 @@ if kind == "unix":
     held = flood(lambda: socket.socket(socket.AF_UNIX), sys.argv[3])
     sys.stdin.read()
     sys.exit(0)
+def keep(held, make, addr):
+    sel = selectors.DefaultSelector()
+    for s in held:
+        sel.register(s, selectors.EVENT_READ)
+    while True:
+        for key, _ in sel.select(1.0):
+            s = key.fileobj; sel.unregister(s); s.close()
+            try:
+                s = make(); s.connect(addr); sel.register(s, selectors.EVENT_READ)
+            except OSError:
+                pass
+        time.sleep(0.05)
 kids = []
-for src in sys.argv[5].split(","):
+srcs = sys.argv[5].split(",")
+for i, src in enumerate(srcs):
     pid = os.fork()
     if pid == 0:
         def make(src=src):
-            s = socket.socket(); s.bind((src, 0)); return s
-        held = flood(make, (sys.argv[3], int(sys.argv[4])))
+            s = socket.socket(); s.bind((src, 0)); s.settimeout(30); return s
+        addr = (sys.argv[3], int(sys.argv[4]))
+        held = flood(make, addr)
+        if i == len(srcs) - 1:
+            keep(held, make, addr)
         time.sleep(3600)
         os._exit(0)
     kids.append(pid)
@@ -57,9 +75,9 @@ for pid in kids:
 `
 
 // Issue 45's bounded connections, on real agents: a user's 20,000 idle
-// connections to node 2's socket (from 4 processes), and a job's 20,000
-// to node 2's peer port (from 20 addresses of node 1, 20 processes: more
-// than the strangers' total holds).
+// connections to node 2's socket (from 4 processes), and a job's 21,000
+// to node 2's peer port (from 20 extra addresses of node 1, more than
+// the strangers' total holds, and from node 1's own; a process each).
 // While they are held, node 2's agent holds no more descriptors than its
 // caps allow (limits' defaults), refuses the rest, and still answers
 // another user's roam ps and takes a migration of another job; after
@@ -79,6 +97,9 @@ func TestConnectionFloodsAreBounded(t *testing.T) {
 			t.Fatalf("ip addr add: %v: %s", err, out)
 		}
 	}
+	// The job floods from its node's own address too: node 1's agent
+	// shares it, and gets its connections in past the job's silent ones.
+	srcs = append(srcs, st.Nodes[0].Addr)
 	// The job that moves while the floods are held.
 	mover := c.start("1", "python3", "-c", "import time\nfor i in range(600):\n print(i, flush=True); time.sleep(0.1)\n")
 	c.waitLines(mover, 2)
@@ -160,10 +181,11 @@ func TestConnectionFloodsAreBounded(t *testing.T) {
 
 	l := limits.Default()
 	// The caps' bound: the user's on the socket, the strangers' on the
-	// peer port (the job's addresses are no member's), and the agent's
-	// own beside (the migration's, ps's, CRIU's).
+	// peer port (the job's extra addresses are no member's), node 1's
+	// address's own, and the agent's own beside (the migration's, ps's,
+	// CRIU's).
 	const slack = 200
-	bound := base + l.ConnectionsPerUser + min(l.PeerConnections, len(srcs)*l.PeerConnectionsPerAddress) + slack
+	bound := base + l.ConnectionsPerUser + min(l.PeerConnections, (len(srcs)-1)*l.PeerConnectionsPerAddress) + l.PeerConnectionsPerAddress + slack
 	refused := c.stats("2").ConnRefused - refusedBefore
 	t.Logf("node 2's agent: %d descriptors before, at most %d during the floods (bound %d); %d connections refused; floods held after %v; the move took %v",
 		base, most.Load(), bound, refused, held.Round(time.Millisecond), moved.Round(time.Millisecond))
