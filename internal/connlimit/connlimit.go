@@ -5,7 +5,10 @@
 // and a write that does not progress within a time ends its connection
 // (a client that never reads its answers holds nothing for long). A
 // connection over a bound is accepted and closed at once, so the
-// kernel's queue does not fill behind it and no one else waits.
+// kernel's queue does not fill behind it and no one else waits; or, when
+// its key has connections that have made no request yet, the oldest of
+// those is closed in its place, so that silent connections on a key
+// (a job's, on its node's address) never keep out the key's real client.
 //
 // It holds no policy of its own: the caller names the key of a
 // connection and the bounds. It does no I/O but on the connections.
