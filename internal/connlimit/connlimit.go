@@ -109,11 +109,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 			oldest.Close()
 		}
 		if d := l.b.FirstRequest; d > 0 {
-			held.late = time.AfterFunc(d, func() {
+			held.late.Store(time.AfterFunc(d, func() {
 				if !held.proven.Load() {
 					held.Close()
 				}
-			})
+			}))
 		}
 		return held, nil
 	}
@@ -166,7 +166,7 @@ type conn struct {
 	released bool          // its place given back; under l.mu
 	once     sync.Once
 	proven   atomic.Bool
-	late     *time.Timer // closes it unless proven in time
+	late     atomic.Pointer[time.Timer] // closes it unless proven in time
 }
 
 func (c *conn) Write(p []byte) (int, error) {
@@ -178,8 +178,8 @@ func (c *conn) Write(p []byte) (int, error) {
 
 func (c *conn) Close() error {
 	c.once.Do(func() {
-		if c.late != nil {
-			c.late.Stop()
+		if late := c.late.Load(); late != nil {
+			late.Stop()
 		}
 		c.l.release(c)
 	})
