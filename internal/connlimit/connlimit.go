@@ -6,8 +6,9 @@
 // (a client that never reads its answers holds nothing for long). A
 // connection over a bound is accepted and closed at once, so the
 // kernel's queue does not fill behind it and no one else waits; or, when
-// its key has connections that have made no request yet, the oldest of
-// those is closed in its place, so that silent connections on a key
+// its key has connections that have made no request yet and the
+// listener makes room (Caps.MakeRoom), the oldest of those is closed in
+// its place, so that silent connections on a key
 // (a job's, on its node's address) never keep out the key's real client.
 //
 // It holds no policy of its own: the caller names the key of a
@@ -63,9 +64,9 @@ func New(ln net.Listener, b Bounds) *Listener {
 }
 
 // Accept returns the next connection within the bounds; those over them
-// are closed as they come. One over its key's bound is taken when the
-// key has a connection that has made no request yet, and the oldest
-// such is closed instead (Counter.Admit).
+// are closed as they come. With Caps.MakeRoom, one over its key's bound
+// is taken when the key has a connection that has made no request yet,
+// and the oldest such is closed instead (Counter.Admit).
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()

@@ -47,7 +47,7 @@ func refusedNow(t *testing.T, c net.Conn) bool {
 func TestBounds(t *testing.T) {
 	var refused, refusedTotal atomic.Int64
 	keys := make(chan string, 10) // the key of each dial, in order
-	l, path := listen(t, Bounds{Caps: Caps{Total: 4, PerKey: 2}, Key: func(net.Conn) string { return <-keys },
+	l, path := listen(t, Bounds{Caps: Caps{Total: 4, PerKey: 2, MakeRoom: true}, Key: func(net.Conn) string { return <-keys },
 		Refused: func(_ string, total bool) {
 			refused.Add(1)
 			if total {
@@ -174,7 +174,7 @@ func TestFirstRequest(t *testing.T) {
 // gets a new one in, and its oldest such is closed: the proven stay.
 func TestOldestUnprovenMakesRoom(t *testing.T) {
 	var refused atomic.Int64
-	l, path := listen(t, Bounds{Caps: Caps{Total: 10, PerKey: 3}, Key: func(net.Conn) string { return "k" },
+	l, path := listen(t, Bounds{Caps: Caps{Total: 10, PerKey: 3, MakeRoom: true}, Key: func(net.Conn) string { return "k" },
 		Refused: func(string, bool) { refused.Add(1) }})
 	accepted := make(chan net.Conn, 10)
 	go serve(l, accepted)

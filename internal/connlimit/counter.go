@@ -5,6 +5,10 @@ type Caps struct {
 	// Total is the most connections open at once, PerKey the most of
 	// one key; a connection of key "" is held to Total only.
 	Total, PerKey int
+	// MakeRoom admits one more of a key at its cap when one of the key's
+	// has made no request yet (AdmittedOverOne): for a listener whose
+	// server proves its connections (Prove).
+	MakeRoom bool
 }
 
 // Counter counts a listener's open connections by key and decides, for
@@ -37,7 +41,8 @@ const (
 	// Admitted: the connection is within the caps.
 	Admitted Verdict = iota
 	// AdmittedOverOne: its key is at its cap, and one of the key's
-	// connections has made no request yet: the new one is admitted, one
+	// connections has made no request yet (with Caps.MakeRoom): the new
+	// one is admitted, one
 	// over, and the caller closes the key's oldest unproven one, which
 	// brings the key back to its cap. A key's real client (a member's
 	// agent, whose connections make their requests within milliseconds)
@@ -65,7 +70,7 @@ func (c *Counter) Admit(key string, own int) (*Place, Verdict) {
 		return nil, RefusedByTotal
 	}
 	if key != "" && c.per[key] >= limit {
-		if c.unproven[key] == 0 {
+		if !c.caps.MakeRoom || c.unproven[key] == 0 {
 			return nil, RefusedByKey
 		}
 		v = AdmittedOverOne

@@ -11,7 +11,7 @@ import "testing"
 // goes (a member that left) gives back the place it took where it took
 // it.
 func TestCounter(t *testing.T) {
-	c := NewCounter(Caps{Total: 3, PerKey: 2})
+	c := NewCounter(Caps{Total: 3, PerKey: 2, MakeRoom: true})
 	own := map[string]int{"0": 2} // root's, or a member's address
 	places := map[string][]*Place{}
 	for i, s := range []struct {

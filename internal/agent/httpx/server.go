@@ -105,7 +105,7 @@ func HoldAPI(ln net.Listener, l limits.Limits, s limits.Server, refused func(key
 		}
 		return 0
 	}
-	return connlimit.New(ln, connlimit.Bounds{Caps: connlimit.Caps{Total: l.Connections, PerKey: l.ConnectionsPerUser},
+	return connlimit.New(ln, connlimit.Bounds{Caps: connlimit.Caps{Total: l.Connections, PerKey: l.ConnectionsPerUser, MakeRoom: true},
 		FirstRequest: s.FirstRequestTimeout, WriteTimeout: s.WriteTimeout, Key: UserKey, Own: root, Refused: refused})
 }
 
@@ -122,7 +122,7 @@ func HoldPeer(ln net.Listener, l limits.Limits, s limits.Server, member func(ip 
 		}
 		return 0
 	}
-	return connlimit.New(ln, connlimit.Bounds{Caps: connlimit.Caps{Total: l.PeerConnections, PerKey: l.PeerConnectionsPerAddress},
+	return connlimit.New(ln, connlimit.Bounds{Caps: connlimit.Caps{Total: l.PeerConnections, PerKey: l.PeerConnectionsPerAddress, MakeRoom: true},
 		FirstRequest: s.FirstRequestTimeout, WriteTimeout: s.WriteTimeout, Key: connlimit.RemoteIP, Own: own, Refused: refused})
 }
 
