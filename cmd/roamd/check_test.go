@@ -90,14 +90,16 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 			"limits: {checkpoint_bytes: 1}", "limits: {checkpoints_in_flight: 0}", "limits: {checkpoints_in_flight: 1001}",
 			"limits: {checkpoint_bytes_in_flight: 1048576}", "limits: {checkpoint_bytes_kept: -1}", "limits: {checkpoint_expiry: 1s}",
 			"limits: {checkpoint_sweep: 0s}", "limits: {checkpoint_sweep: 48h}",
-			"limits: {connections_per_user: 0}", "limits: {connections: 0}", "limits: {peer_connections: 0}"},
+			"limits: {connections_per_user: 0}", "limits: {connections: 0}", "limits: {connections_per_user: 5, connections: 4}",
+			"limits: {root_connections: 0}", "limits: {root_connections: 1048577}", "limits: {peer_connections: 0}",
+			"limits: {peer_connections_per_address: 0}", "limits: {peer_connections_per_address: 9000}"},
 		"metrics_addr":       {"metrics_addr: nowhere", "metrics_addr: host.example:9947", "metrics_addr: 127.0.0.1:0"},
 		"metrics_job_users":  {"metrics_job_users: maybe", "metrics_job_users: [true]"},
 		"metrics_web_config": {"metrics_web_config: /etc/roam/web.yml", "metrics_addr: 127.0.0.1:9947\nmetrics_web_config: rel.yml", "metrics_addr: 127.0.0.1:9947\nmetrics_web_config: " + badWeb},
 		"jobs": {"jobs: {default_cpus: 0}", "jobs: {default_cpus: 0.0005}", "jobs: {default_cpus: -1}", "jobs: {default_cpus: .inf}",
 			"jobs: {default_mem_bytes: 1}", "jobs: {default_mem_bytes: 67108864, memory_bytes: 33554432}", "jobs: {pids: 1}", "jobs: {pids: 99999999}",
 			"jobs: {memory_bytes: 1}", "jobs: {memory_bytes: -1}"},
-		"server": {"server: {header_timeout: 1ms}", "server: {idle_timeout: 2h}", "server: {body_timeout: 0s}", "server: {body_timeout: 10}", "server: {write_timeout: 2h}"},
+		"server": {"server: {header_timeout: 1ms}", "server: {first_request_timeout: 0s}", "server: {first_request_timeout: 11m}", "server: {idle_timeout: 2h}", "server: {body_timeout: 0s}", "server: {body_timeout: 10}", "server: {write_timeout: 2h}"},
 	}
 	// Every key of the config and its sections has a row.
 	var keys []string

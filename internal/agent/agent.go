@@ -49,6 +49,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/ckpt"
+	"roam/internal/connlimit"
 	"roam/internal/job"
 	"roam/internal/rootdir"
 )
@@ -124,6 +125,7 @@ type Agent struct {
 	stats stats.Counters
 
 	apiLn, peerLn net.Listener
+	peerHeld      *connlimit.Listener // the peer port's connections, below TLS
 	apiSrv        *http.Server
 	peerSrv       *http.Server
 	stop          chan struct{}

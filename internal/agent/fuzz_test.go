@@ -120,7 +120,9 @@ func (fzListener) Addr() net.Addr            { return &net.UnixAddr{Name: "fuzz"
 
 type fzTransport struct{}
 
-func (fzTransport) Listen() (net.Listener, error) { return fzListener{}, nil }
+func (fzTransport) Listen(func(net.Listener) net.Listener) (net.Listener, error) {
+	return fzListener{}, nil
+}
 func (fzTransport) Dial(context.Context, string) (net.Conn, error) {
 	return nil, errors.New("fuzz: no network")
 }

@@ -159,13 +159,13 @@ type memTransport struct {
 	host string
 }
 
-func (t *memTransport) Listen() (net.Listener, error) {
+func (t *memTransport) Listen(hold func(net.Listener) net.Listener) (net.Listener, error) {
 	addr := net.JoinHostPort(t.host, "7947")
 	ln := &memListener{addr: addr, accept: make(chan net.Conn), done: make(chan struct{})}
 	t.n.mu.Lock()
 	t.n.peers[addr] = ln
 	t.n.mu.Unlock()
-	return ln, nil
+	return hold(ln), nil
 }
 
 func (t *memTransport) Dial(ctx context.Context, addr string) (net.Conn, error) {
@@ -265,6 +265,15 @@ func (n *memnet) newConn(from, to, fate string, d time.Duration, k int) (client,
 	n.conns[client], n.conns[server] = true, true
 	n.mu.Unlock()
 	return client, server
+}
+
+// RemoteAddr is the other end's host (and a port of no meaning), which
+// the peer port's limits count by.
+func (c *memConn) RemoteAddr() net.Addr {
+	if c.client {
+		return memAddr(net.JoinHostPort(c.to, "7947"))
+	}
+	return memAddr(net.JoinHostPort(c.from, "1"))
 }
 
 func (c *memConn) Write(b []byte) (int, error) {

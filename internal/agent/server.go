@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/limits"
-	"roam/internal/connlimit"
 	"strings"
 )
 
@@ -15,9 +14,7 @@ import (
 type Caller = httpx.Caller
 
 func (a *Agent) startAPI() error {
-	l := a.cfg.Limits
-	ln := connlimit.New(a.parts.API, connlimit.Bounds{Total: l.Connections, PerKey: l.ConnectionsPerUser,
-		WriteTimeout: a.cfg.Server.WriteTimeout, Key: httpx.UserKey, Refused: refusedConn(a)})
+	ln := httpx.HoldAPI(a.parts.API, a.cfg.Limits, a.cfg.Server, httpx.Refusals(a.log, &a.stats.ConnRefused, "roam socket", "uid"))
 	mux := http.NewServeMux()
 	a.apiRoutes(mux)
 	if a.parts.Routes != nil {
@@ -38,6 +35,7 @@ func (a *Agent) startAPI() error {
 		// let go; a long answer (an attached run's output) is not cut.
 		ReadHeaderTimeout: a.cfg.Server.HeaderTimeout,
 		IdleTimeout:       a.cfg.Server.IdleTimeout,
+		ConnState:         httpx.ProveOnRequest,
 	}
 	a.wg.Add(1)
 	go func() {
@@ -49,13 +47,17 @@ func (a *Agent) startAPI() error {
 
 // startPeer opens the TLS port other agents talk to, serving a.peerMux.
 // Only a client with a certificate from the cluster CA gets past the
-// handshake.
+// handshake; the connections are counted before it, by the address they
+// come from (limits.peer_connections, peer_connections_per_address).
 func (a *Agent) startPeer() error {
-	ln, err := a.parts.Transport.Listen()
+	ln, err := a.parts.Transport.Listen(func(ln net.Listener) net.Listener {
+		a.peerHeld = httpx.HoldPeer(ln, a.cfg.Limits, a.cfg.Server, a.members.HasIP, httpx.Refusals(a.log, &a.stats.ConnRefused, "peer port", "address"))
+		return a.peerHeld
+	})
 	if err != nil {
 		return err
 	}
-	a.peerLn = ln // limits.peer_connections: not yet (docs/security.md)
+	a.peerLn = ln
 	a.peerSrv = httpx.PeerServer(a.cfg.Server, a.peerMux, serverLog(a, "peer server", func(line string) {
 		// Failed TLS handshakes: net/http reports them only so.
 		if strings.Contains(line, "TLS handshake error") {
@@ -68,15 +70,6 @@ func (a *Agent) startPeer() error {
 		_ = a.peerSrv.Serve(a.peerLn)
 	}()
 	return nil
-}
-
-// refusedConn counts, for a, a connection closed over a limit
-// (connlimit).
-func refusedConn(a *Agent) func(key string, total bool) {
-	return func(key string, total bool) {
-		a.stats.ConnRefused.Add(1)
-		a.log.Debug("connection refused over a limit", "uid", key, "total", total)
-	}
 }
 
 // serverLog is a's log of what net/http says of a server (its ErrorLog,

@@ -76,6 +76,8 @@ type Prober interface {
 // Every connection it gives is authenticated both ways (mutual TLS for
 // real); the agent speaks HTTP over it.
 type Transport interface {
-	Listen() (net.Listener, error)
+	// Listen opens the peer port; hold, which the agent gives, bounds the
+	// connections it accepts, beneath any handshake.
+	Listen(hold func(net.Listener) net.Listener) (net.Listener, error)
 	Dial(ctx context.Context, addr string) (net.Conn, error)
 }

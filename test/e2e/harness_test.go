@@ -11,8 +11,8 @@
 // benchmarks).
 //
 // Also 198.18.76.0/24 (TestDefaultPolicySpreadsABurst) and 198.18.77.0/24
-// (roam bench burst, which TestBenchQuickAll runs), and 198.18.80.0/24
-// (TestRecordsBudget).
+// (roam bench burst, which TestBenchQuickAll runs), 198.18.80.0/24
+// (TestRecordsBudget) and 198.18.83.0/24 (TestConnectionFloodsAreBounded).
 //
 // Jobs run as jobUser, a user with a uid above 65,535 and three groups,
 // unless a test is about root's jobs (owner_test.go).

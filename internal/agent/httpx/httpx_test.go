@@ -3,10 +3,13 @@ package httpx
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"roam/internal/agent/peer"
@@ -48,4 +51,27 @@ func TestQueries(t *testing.T) {
 	if _, err := ParseSince("yesterday"); !errors.Is(err, peer.ErrBadRequest) {
 		t.Fatalf("ParseSince(yesterday): %v", err)
 	}
+}
+
+// A flood of refused connections is counted whole and logged once a
+// refusedLogEvery: the first at once, with its key and the count so far.
+func TestRefusalsAreLoggedAtABoundedRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out strings.Builder
+		var count atomic.Int64
+		refused := Refusals(slog.New(slog.NewTextHandler(&out, nil)), &count, "peer port", "address")
+		for range 10000 {
+			refused("198.18.83.201", false)
+		}
+		time.Sleep(refusedLogEvery)
+		refused("198.18.83.202", true)
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if count.Load() != 10001 || len(lines) != 2 {
+			t.Fatalf("counted %d, logged %d lines: %q", count.Load(), len(lines), out.String())
+		}
+		if !strings.Contains(lines[0], "address=198.18.83.201") || !strings.Contains(lines[0], "refused_so_far=1") ||
+			!strings.Contains(lines[1], "by_total=true") || !strings.Contains(lines[1], "refused_so_far=10001") {
+			t.Fatalf("the lines: %q", lines)
+		}
+	})
 }

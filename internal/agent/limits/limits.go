@@ -111,15 +111,24 @@ type Limits struct {
 	// purged loses its kept checkpoint within one sweep.
 	CheckpointSweep time.Duration `yaml:"checkpoint_sweep"`
 	// ConnectionsPerUser bounds the connections one non-root user holds
-	// open to the roam socket at once, Connections everyone's together:
-	// past either, a new one is closed as it comes (package connlimit).
-	// One `roam` command is one connection.
+	// open to the roam socket at once, Connections all non-root users'
+	// together, RootConnections root's: past its cap, a new one is closed
+	// as it comes, before anything is read of it (package connlimit).
+	// One `roam` command is one connection (an attached run's for as long
+	// as its job runs). Root's have a cap of their own, outside
+	// Connections: the users together cannot lock root out of its own
+	// node, and a runaway script of root's still cannot take every
+	// descriptor of the agent.
 	ConnectionsPerUser int `yaml:"connections_per_user"`
 	Connections        int `yaml:"connections"`
-	// PeerConnections will bound the connections to the peer port at
-	// once, whoever opened them (a TLS handshake needs no secret); not
-	// enforced yet (docs/security.md).
-	PeerConnections int `yaml:"peer_connections"`
+	RootConnections    int `yaml:"root_connections"`
+	// PeerConnections bounds the connections to the peer port held at
+	// once, PeerConnectionsPerAddress those from one address, whoever
+	// opened them: both are decided before the TLS handshake (which
+	// needs no secret), so a job on any node, which shares its node's
+	// network, is held to them like anyone.
+	PeerConnections           int `yaml:"peer_connections"`
+	PeerConnectionsPerAddress int `yaml:"peer_connections_per_address"`
 }
 
 // Default are the limits of a node whose config says nothing.
@@ -147,9 +156,19 @@ func Default() Limits {
 		CheckpointBytesKept:     256 << 30,
 		CheckpointExpiry:        30 * 24 * time.Hour,
 		CheckpointSweep:         5 * time.Minute,
-		ConnectionsPerUser:      256,
-		Connections:             4096,
-		PeerConnections:         8192,
+		// What a busy node legitimately holds (docs/security.md): a
+		// user's attached runs, one connection each; root's tools; a
+		// peer's requests in flight, one connection each, and a few
+		// kept alive (at most 3 from one peer, 6 in all, measured while
+		// a burst of 12 jobs spread over 4 nodes and while 120 queued
+		// jobs ran). A member's places come on top of the strangers'
+		// total: 512 keeps the sum within LimitNOFILE up to about 80
+		// nodes.
+		ConnectionsPerUser:        256,
+		Connections:               4096,
+		RootConnections:           1024,
+		PeerConnections:           8192,
+		PeerConnectionsPerAddress: 512,
 	}
 }
 
@@ -206,8 +225,12 @@ func (l Limits) Validate() (string, error) {
 		return "limits.connections", fmt.Errorf("%d is out of range (1 to 1048576)", l.Connections)
 	case l.ConnectionsPerUser < 1 || l.ConnectionsPerUser > l.Connections:
 		return "limits.connections_per_user", fmt.Errorf("%d is out of range (1 to limits.connections, %d)", l.ConnectionsPerUser, l.Connections)
+	case l.RootConnections < 1 || l.RootConnections > 1<<20:
+		return "limits.root_connections", fmt.Errorf("%d is out of range (1 to 1048576)", l.RootConnections)
 	case l.PeerConnections < 1 || l.PeerConnections > 1<<20:
 		return "limits.peer_connections", fmt.Errorf("%d is out of range (1 to 1048576)", l.PeerConnections)
+	case l.PeerConnectionsPerAddress < 1 || l.PeerConnectionsPerAddress > l.PeerConnections:
+		return "limits.peer_connections_per_address", fmt.Errorf("%d is out of range (1 to limits.peer_connections, %d)", l.PeerConnectionsPerAddress, l.PeerConnections)
 	}
 	return "", nil
 }

@@ -14,6 +14,12 @@ type Server struct {
 	// HeaderTimeout bounds a request's TLS handshake and headers (net/http
 	// times the handshake by it too).
 	HeaderTimeout time.Duration `yaml:"header_timeout"`
+	// FirstRequestTimeout bounds a new connection's TLS handshake and
+	// first request's headers together, from its accept: a member's or a
+	// local command's take milliseconds, and a stranger's connection
+	// holds a place of the caps (limits.peer_connections, connections)
+	// no longer than this.
+	FirstRequestTimeout time.Duration `yaml:"first_request_timeout"`
 	// IdleTimeout bounds a kept-alive connection between requests.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// BodyTimeout bounds how long a request's body may take to arrive on
@@ -34,7 +40,8 @@ func (s Server) Validate() (string, error) {
 	for _, b := range []struct {
 		key      string
 		v, limit time.Duration
-	}{{"server.header_timeout", s.HeaderTimeout, 10 * time.Minute}, {"server.idle_timeout", s.IdleTimeout, time.Hour},
+	}{{"server.header_timeout", s.HeaderTimeout, 10 * time.Minute}, {"server.first_request_timeout", s.FirstRequestTimeout, 10 * time.Minute},
+		{"server.idle_timeout", s.IdleTimeout, time.Hour},
 		{"server.body_timeout", s.BodyTimeout, time.Hour}, {"server.write_timeout", s.WriteTimeout, time.Hour}} {
 		if b.v < 100*time.Millisecond || b.v > b.limit {
 			return b.key, fmt.Errorf("%v is out of range (100ms to %v)", b.v, b.limit)
@@ -45,5 +52,6 @@ func (s Server) Validate() (string, error) {
 
 // DefaultServer is the servers' bounds on a real node.
 func DefaultServer() Server {
-	return Server{HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, BodyTimeout: time.Minute, WriteTimeout: time.Minute}
+	return Server{HeaderTimeout: 10 * time.Second, FirstRequestTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute,
+		BodyTimeout: time.Minute, WriteTimeout: time.Minute}
 }

@@ -247,6 +247,19 @@ func (t *Table) IPs() map[string]bool {
 	return out
 }
 
+// HasIP says whether ip is the host of a member's peer address (the
+// peer port's caps give it a place of its own).
+func (t *Table) HasIP(ip string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.known {
+		if h, _, err := net.SplitHostPort(p.PeerAddr); err == nil && h == ip {
+			return true
+		}
+	}
+	return false
+}
+
 // Self is this node's smoothed load and its free memory, as last probed.
 func (t *Table) Self() (loadPerCore, memFreeMB float64) {
 	t.mu.Lock()

@@ -134,7 +134,7 @@ func (s *Server) Start(src Source, agent prometheus.Gatherer) error {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          log.New(slogWriter{s.log}, "", 0),
 	}
-	bounded := connlimit.New(ln, connlimit.Bounds{Total: maxConns, PerKey: maxConnsPerIP, WriteTimeout: writeTimeout, Key: remoteIP})
+	bounded := connlimit.New(ln, connlimit.Bounds{Caps: connlimit.Caps{Total: maxConns, PerKey: maxConnsPerIP}, WriteTimeout: writeTimeout, Key: connlimit.RemoteIP})
 	ctx, stop := context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.hub, s.srv, s.stop, s.done, s.scheme = hub, srv, stop, make(chan struct{}), scheme
@@ -199,15 +199,6 @@ func tlsEnabled(path string) (bool, error) {
 		return false, err
 	}
 	return c.TLSConfig.IsEnabled(), nil
-}
-
-// remoteIP keys a connection by its remote address.
-func remoteIP(c net.Conn) string {
-	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
-	if err != nil {
-		return c.RemoteAddr().String()
-	}
-	return host
 }
 
 // routes are the listener's: GET only.

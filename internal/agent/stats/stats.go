@@ -17,7 +17,8 @@ import (
 type Counters struct {
 	Gossip gossip.Counters
 	// PeerRejected counts failed TLS handshakes on the peer port;
-	// ConnRefused connections closed over a limit (connlimit).
+	// ConnRefused connections to either listener closed over a limit
+	// (connlimit).
 	PeerRejected, ConnRefused atomic.Int64
 }
 
@@ -56,7 +57,7 @@ func (c *Counters) Register(reg prometheus.Registerer, self func() (load, memFre
 	counter("load_messages_sent_total", "Load messages sent.", &g.Sent)
 	counter("load_bytes_sent_total", "Bytes of load messages sent (payload).", &g.BytesSent)
 	counter("peer_rejected_total", "Agent-to-agent TLS connections refused.", &c.PeerRejected)
-	counter("connections_refused_total", "Connections closed over limits.connections, connections_per_user or peer_connections.", &c.ConnRefused)
+	counter("connections_refused_total", "Connections to the roam socket or the peer port closed over a limit (limits.connections, connections_per_user, root_connections, peer_connections, peer_connections_per_address).", &c.ConnRefused)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "roam", Name: "node_load", Help: "Smoothed runnable threads per unit of capacity.",
 	}, func() float64 { l, _ := self(); return l }))

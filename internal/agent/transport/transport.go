@@ -21,12 +21,14 @@ type TLS struct {
 	Bind   string // host:port of the peer port
 }
 
-func (t TLS) Listen() (net.Listener, error) {
+// Listen opens the peer port: hold bounds its TCP connections, below
+// TLS, so that one over a bound is closed before its handshake.
+func (t TLS) Listen(hold func(net.Listener) net.Listener) (net.Listener, error) {
 	ln, err := net.Listen("tcp", t.Bind)
 	if err != nil {
 		return nil, err
 	}
-	return tls.NewListener(ln, t.Config), nil
+	return tls.NewListener(hold(ln), t.Config), nil
 }
 
 func (t TLS) Dial(ctx context.Context, addr string) (net.Conn, error) {
