@@ -78,20 +78,20 @@ func DefaultConfig() Config {
 	return Config{Lease: DefaultLease, Kill: DefaultKill, Margin: DefaultMargin}
 }
 
-// Validate refuses durations that could not keep the invariant, naming
-// the key.
-func (c Config) Validate() error {
+// Validate refuses durations that could not keep the invariant, and
+// names the key of the first wrong one (as the config's other sections).
+func (c Config) Validate() (string, error) {
 	switch {
 	case c.Lease < MinLease:
-		return fmt.Errorf("fence.lease: %v is below the least, %v", c.Lease, MinLease)
+		return "fence.lease", fmt.Errorf("%v is below the least, %v", c.Lease, MinLease)
 	case c.Kill <= c.Lease:
-		return fmt.Errorf("fence.kill: %v must be longer than fence.lease (%v)", c.Kill, c.Lease)
+		return "fence.kill", fmt.Errorf("%v must be longer than fence.lease (%v)", c.Kill, c.Lease)
 	case c.Margin <= 0:
-		return fmt.Errorf("fence.margin: %v must be positive: it is the longest stall of an agent the fencing covers", c.Margin)
+		return "fence.margin", fmt.Errorf("%v must be positive: it is the longest stall of an agent the fencing covers", c.Margin)
 	case c.Kill+c.Margin > MaxTotal:
-		return fmt.Errorf("fence.kill: %v with fence.margin %v exceeds %v: a lost job would wait that long for its restart", c.Kill, c.Margin, MaxTotal)
+		return "fence.kill", fmt.Errorf("%v with fence.margin %v is over %v: a lost job would wait that long for its restart", c.Kill, c.Margin, MaxTotal)
 	}
-	return nil
+	return "", nil
 }
 
 // HeartbeatEvery is how often a node pushes news of a fenced job that

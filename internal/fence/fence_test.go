@@ -38,8 +38,8 @@ func TestStep(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	if err := DefaultConfig().Validate(); err != nil {
-		t.Fatal(err)
+	if key, err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(key, err)
 	}
 	for _, c := range []Config{
 		{Lease: 0, Kill: time.Minute, Margin: time.Second},
@@ -47,7 +47,7 @@ func TestValidate(t *testing.T) {
 		{Lease: 10 * time.Second, Kill: 20 * time.Second, Margin: 0},
 		{Lease: 10 * time.Second, Kill: 9 * time.Minute, Margin: 2 * time.Minute},
 	} {
-		if c.Validate() == nil {
+		if _, err := c.Validate(); err == nil {
 			t.Errorf("%+v: accepted", c)
 		}
 	}
