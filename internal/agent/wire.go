@@ -54,7 +54,7 @@ func newFiles(a *Agent) *outfiles.Writer {
 // concerns in the agent through closures.
 func newNews(a *Agent) *news.Relay {
 	return news.New(news.Config{
-		Self: a.cfg.NodeID, Limits: a.cfg.Limits,
+		Self: a.cfg.NodeID, Limits: a.cfg.Limits, Fence: a.cfg.Fence, StateDir: a.cfg.StateDir,
 		Jobs: a.jobs, Spools: a.spools, Members: a.members, Peers: a.peers, Rounds: a.rounds, Procs: a.procs, Log: a.log, Files: a.files,
 		Stop: a.stop, Left: a.memberLeft,
 		Event: a.event, KickLoad: func() { a.gossip.Kick() },

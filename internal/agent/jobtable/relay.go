@@ -74,8 +74,8 @@ type PushKill struct {
 // home node, in batches of no more than PushBatch bytes of output (one
 // job's news may be more). A job that began to migrate, or ended here,
 // while its files were read is left to the migration, or gone; one with
-// nothing new is sent a heartbeat every AliveEvery.
-func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBatch, []PushKill) {
+// nothing new is sent a heartbeat every alive (AliveEvery, or less).
+func (j *Table) Pushed(items []*PushItem, self string, alive time.Duration, now time.Time) ([]*HomeBatch, []PushKill) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var out []*HomeBatch
@@ -95,7 +95,7 @@ func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBa
 		}
 		u := it.U
 		u.Why = lj.why
-		if !it.Send && now.Sub(lj.lastPush) < AliveEvery {
+		if !it.Send && now.Sub(lj.lastPush) < alive {
 			continue
 		}
 		lj.lastPush = now
@@ -213,7 +213,7 @@ func (j *Table) TakeNews(ups []relay.Update, got [][2]int64, known, stale map[st
 			t.Done = append(t.Done, u.ID)
 			j.kickIfSweep(rec)
 		}
-		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over}
+		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over, Heard: &res.Heard}
 	}
 	if err := j.putHome(next); err != nil {
 		return NewsTaken{}, err

@@ -17,8 +17,10 @@ package news
 
 import (
 	"log/slog"
+	"path/filepath"
 	"time"
 
+	"roam/internal/agent/fencing"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/limits"
 	"roam/internal/agent/members"
@@ -27,6 +29,7 @@ import (
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/spool"
 	"roam/internal/api"
+	"roam/internal/fence"
 	"roam/internal/job"
 )
 
@@ -56,6 +59,11 @@ type Config struct {
 	// Limits are the agent's limits: output_bytes holds a job's output
 	// here, keep_finished (Expired) the ended jobs at home.
 	Limits limits.Limits
+	// Fence is the fencing's config (package fence): the leases of the
+	// jobs here, and how long a home waits before it restarts a job of a
+	// node it lost. StateDir keeps the leases' file ("" none: tests).
+	Fence    fence.Config
+	StateDir string
 
 	Jobs    *jobtable.Table
 	Spools  *spool.Spools
@@ -103,8 +111,17 @@ type Config struct {
 // their home. It is safe for concurrent use.
 type Relay struct {
 	c Config
+	// leases fence the jobs here that their homes could restart (package
+	// fencing): the push loop renews them and steps them.
+	leases *fencing.Leases
 }
 
 // New is the relay of c. It starts nothing: the agent runs PushLoop and
 // LostLoop, and its routes the rest.
-func New(c Config) *Relay { return &Relay{c: c} }
+func New(c Config) *Relay {
+	file := ""
+	if c.StateDir != "" {
+		file = filepath.Join(c.StateDir, "fence.json")
+	}
+	return &Relay{c: c, leases: fencing.New(c.Fence, c.Procs, c.Log, file)}
+}

@@ -57,7 +57,17 @@ type Ack struct {
 	// everywhere and was taken back). Nobody can see or end it any more,
 	// so its node ends it.
 	Gone bool `json:"gone,omitempty"`
+	// Heard: the home took the update as news of the node its record
+	// says runs the job, and waits fence.kill+fence.margin from it before
+	// it restarts any job of that node: the push renews the leases of
+	// this home's jobs on the node (package fence). Absent from an older
+	// home's answer, which does not wait: then every answer renews them.
+	Heard *bool `json:"heard,omitempty"`
 }
+
+// Renews says whether ack renews the leases of its home's jobs on the
+// node that pushed (Ack.Heard).
+func (k Ack) Renews() bool { return !k.Gone && (k.Heard == nil || *k.Heard) }
 
 // Result is what Apply made of an update.
 type Result struct {
