@@ -92,6 +92,10 @@ type Spec struct {
 	// JobPids is every agent's jobs.pids, the processes and threads one
 	// job may have; 0: the agent's default.
 	JobPids int64
+	// Fence is every agent's fence.lease, fence.kill and fence.margin as
+	// LEASE,KILL,MARGIN (3s,6s,2s); empty: the agent's defaults. Tests
+	// shorten them to fence a cut node in seconds.
+	Fence string
 }
 
 // State is the cluster's record on disk (cluster.json) and what status shows.
@@ -107,6 +111,7 @@ type State struct {
 	IntervalMS int64       `json:"interval_ms"`
 	Scheduler  string      `json:"scheduler,omitempty"`
 	JobPids    int64       `json:"job_pids,omitempty"`
+	Fence      string      `json:"fence,omitempty"`
 	Status     string      `json:"status"` // "starting" until Up finished, then "up"
 	Nodes      []NodeState `json:"nodes"`
 }
@@ -197,6 +202,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.JobPids != 0 && (s.JobPids < 16 || s.JobPids > 1<<22) {
 		return bad("--job-pids", "%d is out of range (16 to 4194304)", s.JobPids)
+	}
+	if _, err := parseFence(s.Fence); err != nil {
+		return bad("--fence", "%v", err)
 	}
 	if s.Link != "" {
 		rate, delay, _ := strings.Cut(s.Link, ":")
@@ -300,7 +308,7 @@ func Up(spec Spec) (State, error) {
 	}
 	st := State{Name: spec.Name, Subnet: spec.Subnet, Bridge: bridgeName(spec.Name),
 		Cgroup: layout.String(), Link: spec.Link, Status: "starting",
-		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds(), Scheduler: spec.Scheduler, JobPids: spec.JobPids}
+		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds(), Scheduler: spec.Scheduler, JobPids: spec.JobPids, Fence: spec.Fence}
 	// Record first: from here on, whatever happens, Down knows the cluster.
 	if err := st.save(); err != nil {
 		return State{}, err
@@ -694,7 +702,7 @@ func Add(name string, as AddSpec) (NodeState, error) {
 		as.CPU = st.Nodes[0].Capacity
 	}
 	spec := Spec{Name: name, Link: st.Link, Roamd: as.Roamd, Policy: st.Policy, Scheduler: st.Scheduler,
-		Interval: time.Duration(st.IntervalMS) * time.Millisecond, JobPids: st.JobPids}
+		Interval: time.Duration(st.IntervalMS) * time.Millisecond, JobPids: st.JobPids, Fence: st.Fence}
 	var peers []string
 	for _, o := range st.Nodes {
 		peers = append(peers, o.Addr)
