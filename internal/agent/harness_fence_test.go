@@ -117,12 +117,14 @@ func TestAgentsFenceACutNode(t *testing.T) {
 }
 
 // A node whose agent stalls (a thrashing node: it does nothing, answers
-// nobody, and its jobs run on) past fence.kill but within
-// fence.kill+fence.margin, and is still cut off when it wakes: it kills
-// the job its home could restart before its home may restart it, from
-// the reach it kept in its state directory (its lease does not start
-// again with the agent). A stall past kill+margin is not covered
-// (package fence): the home's wait is what bounds it.
+// nobody, and its jobs run on) past fence.kill, and is still cut off
+// when it wakes: it kills the job its home could restart at once, before
+// its home may restart it, from the reach it kept in its state directory
+// (its lease does not start again with the agent). When its link comes
+// back before its home's wait ends, it tells the home its fence killed
+// the job, and the home restarts it from its checkpoint then rather than
+// take its end. A stall past kill+margin is not covered (package
+// fence): the home's wait is what bounds it.
 func TestAgentsFenceAStalledAgent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, 46, faults{}, "static")
@@ -132,16 +134,21 @@ func TestAgentsFenceAStalledAgent(t *testing.T) {
 		stall := time.Now()
 		c.net.partition(n2.host, c.nodes[0].host)
 		c.net.partition(n2.host, c.nodes[2].host)
-		time.Sleep(f.Kill + f.Margin/2)
+		time.Sleep(f.Kill + time.Second)
 		c.start(1)
 		c.waitFor("n2 kills the job as it wakes", 5*time.Second, func() bool { run, fz := c.world.copies(fenced); return len(run)+len(fz) == 0 })
 		killed := time.Since(stall)
-		c.waitFor("its home restarts it elsewhere", time.Minute, func() bool {
+		c.net.heal()
+		c.waitFor("its home restarts it", time.Minute, func() bool {
 			r := c.homeRec(fenced)
 			run, _ := c.world.copies(fenced)
-			return r.Inc == 1 && r.State == job.StateRunning && len(run) == 1 && run[0] == r.Node && r.Node != "n2"
+			return r.Inc == 1 && r.State == job.StateRunning && len(run) == 1 && run[0] == r.Node
 		})
-		t.Logf("after the stall's start: killed %v, restarted %v", killed, time.Since(stall))
+		r := c.homeRec(fenced)
+		t.Logf("after the stall's start: killed %v, restarted %v on %s: %s", killed, time.Since(stall), r.Node, r.Restarts[0].Why)
+		if time.Since(stall) >= f.Kill+f.Margin || !strings.Contains(r.Restarts[0].Why, "fence.kill") {
+			t.Fatalf("restarted %v after the stall began, because %q: want the fenced kill's restart, before kill+margin", time.Since(stall), r.Restarts[0].Why)
+		}
 		if run, _ := c.world.copies(free); len(run) != 1 || run[0] != "n2" || c.stops(1) != 0 {
 			t.Fatalf("the free job runs on %v; %d stops on n2", run, c.stops(1))
 		}

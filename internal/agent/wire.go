@@ -60,7 +60,7 @@ func newNews(a *Agent) *news.Relay {
 		Event: a.event, KickLoad: func() { a.gossip.Kick() },
 		Record:         func(id string) (job.Record, error) { return a.control.Record(id) },
 		DropCheckpoint: func(node, id string, before time.Time) { a.checkpoints.DropOn(node, id, before) },
-		RestartLost:    func(rec job.Record, lost string) { a.checkpoints.RestartLost(rec, lost) },
+		RestartLost:    func(rec job.Record, lost string, fenced bool) { a.checkpoints.RestartLost(rec, lost, fenced) },
 		MovedTo:        func(id string) string { _, _, to := a.control.Settled(id); return to },
 		PurgeHomes: func(req peer.PurgeRequest) []api.PurgeResult {
 			return fanOut[api.PurgeResult](a, http.MethodPost, peer.Purge, req)

@@ -43,6 +43,14 @@ func counts(t *testing.T, path string) []int {
 func TestFenceCutNode(t *testing.T) {
 	c := upCluster(t, "e2efence", 85, "--nodes", "3", "--scheduler", "static", "--fence", "3s,6s,2s")
 	c.waitAllAlive(3)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range []string{"n1", "n2", "n3"} {
+				b, _ := os.ReadFile("/run/roam/clusters/e2efence/" + n + "/roamd.log")
+				os.WriteFile("/tmp/i45-"+n+".log", b, 0o644)
+			}
+		}
+	})
 	dir := userDir(t)
 	fenced, free := filepath.Join(dir, "fenced"), filepath.Join(dir, "free")
 	loop := `n=0; while [ $n -lt %d ]; do n=$((n+1)); echo $n >> %s; sleep 0.1; done`

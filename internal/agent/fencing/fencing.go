@@ -46,7 +46,7 @@ type Leases struct {
 	jobs   map[string]*entry
 	saved  time.Time // when reach was last written
 	dirty  bool
-	killed map[string]bool // jobs killed by their fence: why they ended
+	killed map[string]bool // jobs killed by their fence
 }
 
 type entry struct {
@@ -109,14 +109,12 @@ func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time
 	}
 }
 
-// Why is why job id ended here, if its fence killed it.
-func (l *Leases) Why(id string) string {
+// Killed says whether job id's fence killed it here: its home restarts
+// it from its checkpoint rather than take its end (relay.Update.Fenced).
+func (l *Leases) Killed(id string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.killed[id] {
-		return "killed: its node could not reach its home for fence.kill, so that its restart elsewhere never runs beside it"
-	}
-	return ""
+	return l.killed[id]
 }
 
 // Loop steps the leases every StepEvery until stop closes.

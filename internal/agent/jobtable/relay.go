@@ -174,6 +174,8 @@ type NewsTaken struct {
 	Done    []string
 	Drops   map[string]api.Checkpoint
 	Refused []relay.Update
+	// Fenced: jobs their nodes' fences killed, to restart (relay.Result).
+	Fenced []job.Record
 }
 
 // TakeNews applies the updates whose output takeOutput appended (got,
@@ -213,7 +215,10 @@ func (j *Table) TakeNews(ups []relay.Update, got [][2]int64, known, stale map[st
 			t.Done = append(t.Done, u.ID)
 			j.kickIfSweep(rec)
 		}
-		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over, Heard: &res.Heard}
+		if res.Fenced {
+			t.Fenced = append(t.Fenced, *rec)
+		}
+		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over || res.Fenced, Heard: &res.Heard}
 	}
 	if err := j.putHome(next); err != nil {
 		return NewsTaken{}, err

@@ -102,7 +102,7 @@ func (r *Relay) sweepLost(started time.Time) {
 			r.c.Log.Debug("restart waits for the job's fence on its node", "job", rec.ID, "node", rec.Node, "at", at)
 			continue
 		}
-		go r.c.RestartLost(rec, rec.Node)
+		go r.c.RestartLost(rec, rec.Node, false)
 	}
 	for _, rec := range lost {
 		r.c.Log.Warn("job lost", "job", rec.ID, "node", rec.Node)

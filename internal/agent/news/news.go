@@ -98,9 +98,10 @@ type Config struct {
 	// than before (zero: any), in the background.
 	DropCheckpoint func(node, id string, before time.Time)
 	// RestartLost restarts a job lost with node lost from its newest
-	// checkpoint, or marks it lost when it cannot. It may block: the
-	// sweep runs it in a goroutine of its own.
-	RestartLost func(rec job.Record, lost string)
+	// checkpoint, or marks it lost when it cannot; fenced: lost's fence
+	// killed it (lost may be alive). It may block: the sweep and the
+	// take of news run it in a goroutine of its own.
+	RestartLost func(rec job.Record, lost string, fenced bool)
 	// PurgeHomes asks every live home, this one included, to remove its
 	// ended jobs as req says (peer.Purge), and returns the answers of
 	// those that answered in time.

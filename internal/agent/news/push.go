@@ -129,7 +129,7 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 		} else if it.U.Exit != nil && it.St.RootSignal != 0 {
 			it.Ended = reopen.EndedByRoot(it.St.RootSignal)
 		} else if it.U.Exit != nil {
-			it.Ended = r.leases.Why(it.Id)
+			it.U.Fenced = r.leases.Killed(it.Id)
 		}
 	}
 	// A quiet job's heartbeat renews its home's leases here too.

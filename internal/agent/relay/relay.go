@@ -43,6 +43,11 @@ type Update struct {
 	Moves *int `json:"moves,omitempty"`
 	// Used, with Exit, is what the job used, from its cgroup here.
 	Used *job.Usage `json:"used,omitempty"`
+	// Fenced, with Exit: the node killed this copy because it could not
+	// reach the home for fence.kill (package fence). A home that can
+	// restart the job from its checkpoint does so rather than take its
+	// end.
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 // UpdateOverhead is about what an update without output takes in JSON.
@@ -82,6 +87,10 @@ type Result struct {
 	// Drop is the job's newest checkpoint, no longer needed now that it
 	// finished.
 	Drop *api.Checkpoint
+	// Fenced: the job's node killed it by its fence, and its newest
+	// checkpoint, kept elsewhere, restarts it; the record is left as it
+	// is for the restart, and the node may forget its copy.
+	Fenced bool
 }
 
 // Apply applies update u to rec, a copy of the home's record of the job,
@@ -100,6 +109,10 @@ func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
 		r.Changed = true
 	}
 	r.Over = rec.Over()
+	if !r.Over && u.Exit != nil && u.Fenced && restartable(rec.Newest, u.Node) {
+		r.Fenced = true
+		return r
+	}
 	if !r.Over && applyExit(rec, u, out, errb, now) {
 		r.Changed, r.Over = true, true
 		if rec.Newest != nil {
@@ -108,6 +121,12 @@ func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
 		}
 	}
 	return r
+}
+
+// restartable says whether a job killed on node can be restarted from
+// its newest checkpoint: one kept on another node.
+func restartable(newest *api.Checkpoint, node string) bool {
+	return newest != nil && newest.OK && newest.StoredOn != "" && newest.StoredOn != node
 }
 
 // applyWhere applies where the update says the job runs, and brings it
