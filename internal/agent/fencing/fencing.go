@@ -137,6 +137,9 @@ type action struct {
 	do fence.Do
 }
 
+// restop stops a job the fence stopped before, if it runs again.
+const restop = fence.Kill + 1
+
 // Step steps every lease at now and carries out what fence decides:
 // stops and thaws through the job's roam-init, kills of its whole tree.
 // It writes the homes' reach when it changed, at most every heartbeat.
@@ -155,6 +158,10 @@ func (l *Leases) Step(now time.Time) {
 		}
 		if do != fence.None {
 			acts = append(acts, action{e, do})
+		} else if e.lease.State == fence.Stopped && !e.userStopped {
+			// Stopped, it may have been continued since (a checkpoint's
+			// thaw of a tree it froze as the fence stopped it): again.
+			acts = append(acts, action{e, restop})
 		}
 	}
 	var save []byte
@@ -195,6 +202,11 @@ func (l *Leases) carryOut(a action) {
 		l.log.Info("job thawed: its home is reached again", "job", j.ID, "home", j.Home)
 		if !user {
 			l.procs.Signal(j.PID, syscall.SIGCONT)
+		}
+	case restop:
+		if !l.procs.Stopped(j.PID) {
+			l.log.Warn("job stopped again: it was continued while its node could not reach its home", "job", j.ID, "home", j.Home)
+			l.procs.Signal(j.PID, syscall.SIGSTOP)
 		}
 	case fence.Kill:
 		l.log.Warn("job killed: its node has not reached its home for fence.kill; its home may restart it", "job", j.ID, "home", j.Home)

@@ -32,7 +32,8 @@ func (p *procs) Kill(pid int, _ uint64, _ time.Duration) {
 
 var cfg = fence.Config{Lease: 4 * time.Second, Kill: 8 * time.Second, Margin: 2 * time.Second}
 
-// A fenced job is stopped at the lease and thawed when its home answers;
+// A fenced job is stopped at the lease, again if it was continued, and
+// thawed when its home answers;
 // one its user had stopped stays stopped; one without a checkpoint is
 // left alone; past the kill, the fenced ones are killed, and say so.
 func TestLeasesStopThawKill(t *testing.T) {
@@ -44,10 +45,11 @@ func TestLeasesStopThawKill(t *testing.T) {
 		func(string) bool { return false }, t0)
 	l.Step(t0.Add(cfg.Lease - time.Millisecond))
 	l.Step(t0.Add(cfg.Lease))
+	l.Step(t0.Add(cfg.Lease + time.Second)) // a is running again (Stopped says so): stopped again
 	l.Reached("h", t0.Add(cfg.Lease))
 	l.Step(t0.Add(cfg.Lease + time.Second))
 	l.Step(t0.Add(cfg.Lease + cfg.Kill))
-	want := []string{"stop1", "cont1", "kill1", "kill2"}
+	want := []string{"stop1", "stop1", "cont1", "kill1", "kill2"}
 	got := slices.Clone(p.did)
 	slices.Sort(got)
 	slices.Sort(want)
