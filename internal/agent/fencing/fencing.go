@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -47,6 +48,7 @@ type Leases struct {
 	saved  time.Time // when reach was last written
 	dirty  bool
 	killed map[string]bool // jobs killed by their fence
+	kick   chan struct{}   // a job came: Loop wakes
 }
 
 type entry struct {
@@ -61,7 +63,8 @@ type entry struct {
 // New is the fencing of a node, its homes' reach read from the file at
 // path ("" keeps none).
 func New(c fence.Config, procs job.Processes, log *slog.Logger, path string) *Leases {
-	l := &Leases{c: c, procs: procs, log: log, path: path, reach: map[string]time.Time{}, jobs: map[string]*entry{}, killed: map[string]bool{}}
+	l := &Leases{c: c, procs: procs, log: log, path: path, reach: map[string]time.Time{}, jobs: map[string]*entry{}, killed: map[string]bool{},
+		kick: make(chan struct{}, 1)}
 	if path != "" {
 		if b, err := os.ReadFile(path); err == nil {
 			var m map[string]time.Time
@@ -89,23 +92,36 @@ func (l *Leases) Reached(home string, sent time.Time) {
 // job; a job they know that is not among js is forgotten once gone
 // (stillHere false), and kept while it moves.
 func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	seen := make(map[string]bool, len(js))
+	var gone []string
+	l.mu.Lock()
 	for _, j := range js {
 		seen[j.ID] = true
 		e := l.jobs[j.ID]
 		if e == nil {
 			e = &entry{since: now}
 			l.jobs[j.ID] = e
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
 		}
 		e.job, e.lease.Fenced = j, j.Fenced
 	}
 	for id := range l.jobs {
-		if !seen[id] && !stillHere(id) {
-			delete(l.jobs, id)
-			delete(l.killed, id)
+		if !seen[id] {
+			gone = append(gone, id)
 		}
+	}
+	l.mu.Unlock()
+	// The job table's lock is not taken under this one (a leaf); the
+	// push loop, the one caller, changes nothing between the two.
+	gone = slices.DeleteFunc(gone, stillHere)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range gone {
+		delete(l.jobs, id)
+		delete(l.killed, id)
 	}
 }
 
@@ -117,15 +133,24 @@ func (l *Leases) Killed(id string) bool {
 	return l.killed[id]
 }
 
-// Loop steps the leases every StepEvery until stop closes.
+// Loop steps the leases every StepEvery until stop closes; with no job
+// here it sleeps until Running is told of one, so that an idle agent
+// does not wake for nothing.
 func (l *Leases) Loop(stop <-chan struct{}) {
 	t := time.NewTicker(StepEvery)
 	defer t.Stop()
 	for {
+		l.mu.Lock()
+		tick := t.C
+		if len(l.jobs) == 0 {
+			tick = nil
+		}
+		l.mu.Unlock()
 		select {
 		case <-stop:
 			return
-		case <-t.C:
+		case <-tick:
+		case <-l.kick:
 		}
 		l.Step(time.Now())
 	}
