@@ -68,7 +68,7 @@ func New(c fence.Config, procs job.Processes, log *slog.Logger, path string) *Le
 	if path != "" {
 		if b, err := os.ReadFile(path); err == nil {
 			var m map[string]time.Time
-			if json.Unmarshal(b, &m) == nil && len(m) <= 1<<16 {
+			if json.Unmarshal(b, &m) == nil && m != nil && len(m) <= 1<<16 {
 				l.reach = m
 			}
 		}
