@@ -73,7 +73,7 @@ func TestAgentsFenceACutNode(t *testing.T) {
 		cut := time.Now()
 		c.net.partition(n2.host, c.nodes[0].host)
 		c.net.partition(n2.host, c.nodes[2].host)
-		c.waitFor("n2 stops the job its home could restart", time.Minute, func() bool { _, fz := c.world.copies(fenced); return len(fz) == 1 })
+		c.waitFor("n2 stops the job its home could restart", time.Minute, func() bool { _, fz := c.world.copies(fenced); return len(fz) == 1 && c.stops(1) == 1 })
 		stopped := time.Since(cut)
 		c.waitFor("n2 kills it", time.Minute, func() bool { run, fz := c.world.copies(fenced); return len(run)+len(fz) == 0 })
 		killed := time.Since(cut)
@@ -168,6 +168,35 @@ func TestAgentsFenceNothingThroughAHomeRestart(t *testing.T) {
 		time.Sleep(c.nodes[0].cfg.Fence.Kill)
 		if run, fz := c.world.copies(fenced); len(run) != 1 || run[0] != "n2" || len(fz) != 0 || c.stops(1) != 0 {
 			t.Fatalf("runs on %v, frozen on %v, %d stops on n2", run, fz, c.stops(1))
+		}
+		c.intact()
+	})
+}
+
+// A link that comes back between fence.lease and fence.kill costs the job
+// a pause: its node thaws it as its home answers again, it runs on there,
+// and nothing restarts it.
+func TestAgentsFenceThawsWhenTheHomeAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 48, faults{}, "static")
+		n2, f := c.nodes[1], c.nodes[0].cfg.Fence
+		fenced, _ := c.fencedPair("n2")
+		cut := time.Now()
+		c.net.partition(n2.host, c.nodes[0].host)
+		c.net.partition(n2.host, c.nodes[2].host)
+		c.waitFor("n2 stops the job", time.Minute, func() bool { _, fz := c.world.copies(fenced); return len(fz) == 1 && c.stops(1) == 1 })
+		stopped := time.Since(cut)
+		c.net.heal()
+		c.waitFor("n2 thaws it", f.Kill, func() bool { run, _ := c.world.copies(fenced); return len(run) == 1 && run[0] == "n2" })
+		thawed := time.Since(cut)
+		time.Sleep(f.Kill + f.Margin)
+		r := c.homeRec(fenced)
+		if run, fz := c.world.copies(fenced); len(run) != 1 || run[0] != "n2" || len(fz) != 0 || r.Inc != 0 || len(r.Restarts) != 0 || r.State != job.StateRunning || r.Node != "n2" {
+			t.Fatalf("after the thaw at %v: runs on %v, frozen on %v; record %s on %s inc %d, restarts %v", thawed, run, fz, r.State, r.Node, r.Inc, r.Restarts)
+		}
+		t.Logf("stopped %v, thawed %v after the cut", stopped, thawed)
+		if stopped < f.Lease-f.HeartbeatEvery()-time.Second {
+			t.Fatalf("stopped %v after the cut: before the lease", stopped)
 		}
 		c.intact()
 	})
