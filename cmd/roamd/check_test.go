@@ -100,6 +100,8 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 			"jobs: {default_mem_bytes: 1}", "jobs: {default_mem_bytes: 67108864, memory_bytes: 33554432}", "jobs: {pids: 1}", "jobs: {pids: 99999999}",
 			"jobs: {memory_bytes: 1}", "jobs: {memory_bytes: -1}"},
 		"server": {"server: {header_timeout: 1ms}", "server: {first_request_timeout: 0s}", "server: {first_request_timeout: 11m}", "server: {idle_timeout: 2h}", "server: {body_timeout: 0s}", "server: {body_timeout: 10}", "server: {write_timeout: 2h}"},
+		"fence": {"fence: {lease: 500ms}", "fence: {lease: soon}", "fence: {kill: 20s}", "fence: {kill: 10s}", "fence: {margin: 0s}",
+			"fence: {margin: -1s}", "fence: {kill: 9m, margin: 2m}"},
 	}
 	// Every key of the config and its sections has a row.
 	var keys []string

@@ -24,6 +24,7 @@ import "roam/internal/lockorder"
 //	relay of jobs' news    none of its own: it carries output,      news
 //	                       exit, stdin and loss between a job's
 //	                       node and its home, and removes ended jobs
+//	fencing                homes last reached, the jobs' leases     fencing
 //	keeper                 the checkpoint files held here, each     keeper
 //	                       user's budgets of them
 //	scheduling rounds      the policy, the ledger, the samples,     rounds
@@ -46,35 +47,34 @@ import "roam/internal/lockorder"
 //
 // Packages that hold no state of their own carry out a concern over the
 // owners above: launch (roam run), control (roam kill, roam ps, a job's
-// record at its home), news (the relay), checkpoints, outbound and
-// inbound (the migration drivers, over pages' streams and drive's loop);
-// httpx, transport and stats are the agent's edges and counters.
+// record at its home), news (the relay), checkpoints, outbound and inbound
+// (the migration drivers, over pages' streams and drive's loop); httpx,
+// transport and stats are the agent's edges and counters.
 //
-// Who calls whom: the routes (routes.go, the one table) call the
-// concerns' types directly; memberlist calls the gossip, which calls
-// the members table, the rounds, the scheduler, the drain and the job
-// table; the loops (the relay's, the checkpoints', the rounds', the
-// gossip's, launch's queue of pending jobs, the output files'
-// copy) run on their own. What a concern needs of another comes as
-// a func of its Config, made in wire.go over the agent and read at each
-// call. The drivers of the migration machines (package outbound:
-// migrate.Source, for a migration leaving and a checkpoint; package
-// inbound: migrate.Dest, for a migration coming and a restart; both
-// through drive.Loop) carry out what package migrate decides, through
-// the job table, the moves, the keeper, the page streams and the peer
-// client; package checkpoints starts a checkpoint or a restart through
+// Who calls whom: the routes (routes.go, the one table) call the concerns'
+// types directly; memberlist calls the gossip, which calls the members
+// table, the rounds, the scheduler, the drain and the job table; the loops
+// (the relay's, the checkpoints', the rounds', the gossip's, launch's queue
+// of pending jobs, the output files' copy) run on their own. What a concern
+// needs of another comes as a func of its Config, made in wire.go over the
+// agent and read at each call. The drivers of the migration machines
+// (package outbound: migrate.Source, for a migration leaving and a
+// checkpoint; package inbound: migrate.Dest, for a migration coming and a
+// restart; both through drive.Loop) carry out what package migrate decides,
+// through the job table, the moves, the keeper, the page streams and the
+// peer client; package checkpoints starts a checkpoint or a restart through
 // them, the scheduler a move. The agent itself is the wiring (agent.go,
-// wire.go), the servers (server.go) and the route table: no owner calls
-// it, and no sub-package imports it (test/layout).
+// wire.go), the servers (server.go) and the route table: no owner calls it,
+// and no sub-package imports it (test/layout).
 
-// The agent's locks, outermost first: a goroutine that holds one takes
-// only locks further down this list, never one above it nor a second of
-// the same line. Built with the tag lockcheck, every lock checks this as
-// it is taken (package lockorder), and the tests fail on any other order
-// (TestMain). limits.Rates' lock, rounds.Events' and outfiles.Writer's
+// The agent's locks, outermost first: a goroutine that holds one takes only
+// locks further down this list, never one above it nor a second of the same
+// line. Built with the tag lockcheck, every lock checks this as it is taken
+// (package lockorder), and the tests fail on any other order (TestMain).
+// limits.Rates' lock, rounds.Events', outfiles.Writer's and fencing.Leases'
 // are leaves: nothing is taken while one is held; the packages without
-// state hold none.
-// The load vector has no lock of its own: it is under the members table's.
+// state hold none. The load vector has no lock of its own: it is under the
+// members table's.
 const (
 	// rankDrain is the drain's lock (scheduler.Drain): a drain's change
 	// of the node's state, with its copy in the store and the

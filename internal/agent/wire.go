@@ -55,13 +55,13 @@ func newFiles(a *Agent) *outfiles.Writer {
 // concerns in the agent through closures.
 func newNews(a *Agent) *news.Relay {
 	return news.New(news.Config{
-		Self: a.cfg.NodeID, Limits: a.cfg.Limits, Free: func() int64 { return a.parts.DiskFree(a.cfg.StateDir) },
+		Self: a.cfg.NodeID, Limits: a.cfg.Limits, Free: func() int64 { return a.parts.DiskFree(a.cfg.StateDir) }, Fence: a.cfg.Fence, StateDir: a.cfg.StateDir,
 		Jobs: a.jobs, Spools: a.spools, Members: a.members, Peers: a.peers, Rounds: a.rounds, Procs: a.procs, Log: a.log, Files: a.files,
 		Stop: a.stop, Left: a.memberLeft,
 		Event: a.event, KickLoad: func() { a.gossip.Kick() },
 		Record:         func(id string) (job.Record, error) { return a.control.Record(id) },
 		DropCheckpoint: func(node, id string, before time.Time) { a.checkpoints.DropOn(node, id, before) },
-		RestartLost:    func(rec job.Record, lost string) { a.checkpoints.RestartLost(rec, lost) },
+		RestartLost:    func(rec job.Record, lost string, fenced bool) { a.checkpoints.RestartLost(rec, lost, fenced) },
 		MovedTo:        func(id string) string { _, _, to := a.control.Settled(id); return to },
 		PurgeHomes: func(req peer.PurgeRequest) []api.PurgeResult {
 			return fanOut[api.PurgeResult](a, http.MethodPost, peer.Purge, req)

@@ -59,6 +59,7 @@ func (e *env) clusterCmd() *cobra.Command {
 	up.Flags().StringVar(&spec.Subnet, "subnet", emu.DefaultSubnet, "the cluster's /24 inside 198.18.0.0/15")
 	up.Flags().StringVar(&spec.Policy, "policy", "fifo", "load-vector update policy: fifo or beneficial")
 	up.Flags().DurationVar(&spec.Interval, "interval", 0, "load dissemination interval (default 1s)")
+	up.Flags().StringVar(&spec.Fence, "fence", "", "every agent's fence.lease, fence.kill and fence.margin, e.g. 3s,6s,2s (default: the agent's, 20s,40s,10s)")
 	up.Flags().Int64Var(&spec.JobPids, "job-pids", 0, "the processes and threads one job may have on each node (its jobs.pids; default 4096)")
 	up.Flags().IntVar(&spec.StateMB, "state-mb", 0, "give each node's state directory a tmpfs of its own of this many MiB (default: the nodes share the cluster's)")
 	up.Flags().StringVar(&agentConfig, "agent-config", "", "a YAML file of roamd config keys every node gets besides the cluster's own (limits, say)")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -54,6 +55,35 @@ type agentConfig struct {
 	Jobs struct {
 		Pids int64 `yaml:"pids,omitempty"`
 	} `yaml:"jobs,omitempty"`
+	Fence *fenceConfig `yaml:"fence,omitempty"`
+}
+
+// fenceConfig is roamd's fence section (package fence's Config).
+type fenceConfig struct {
+	Lease  time.Duration `yaml:"lease"`
+	Kill   time.Duration `yaml:"kill"`
+	Margin time.Duration `yaml:"margin"`
+}
+
+// parseFence reads --fence, LEASE,KILL,MARGIN: nil for "", the agent's
+// defaults. roamd checks the three against each other as it starts.
+func parseFence(s string) (*fenceConfig, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("%q is not LEASE,KILL,MARGIN (e.g. 3s,6s,2s)", s)
+	}
+	var d [3]time.Duration
+	for i, p := range parts {
+		v, err := time.ParseDuration(p)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q is not LEASE,KILL,MARGIN (e.g. 3s,6s,2s): %q is not a positive duration", s, p)
+		}
+		d[i] = v
+	}
+	return &fenceConfig{Lease: d[0], Kill: d[1], Margin: d[2]}, nil
 }
 
 // agentConfigFor is node n's config in a cluster of spec (validated), whose
@@ -80,6 +110,7 @@ func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers 
 	c.Load.Interval = spec.Interval
 	c.Load.Policy = spec.Policy
 	c.Jobs.Pids = spec.JobPids
+	c.Fence, _ = parseFence(spec.Fence) // validated with the spec
 	// roam-init is installed beside roamd (not beside whatever program
 	// brings the cluster up: a test binary, say).
 	if spec.Roamd != "" {

@@ -20,7 +20,7 @@ func TestAgentConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := Spec{Name: "t", Nodes: 3, Subnet: "198.18.7.0/24", Roamd: filepath.Join(bin, "roamd"),
-		Policy: "beneficial", Interval: 250 * time.Millisecond, Scheduler: "balance", JobPids: 64}
+		Policy: "beneficial", Interval: 250 * time.Millisecond, Scheduler: "balance", JobPids: 64, Fence: "3s,6s,2s"}
 	n := NodeState{ID: "2", Addr: "198.18.7.2", Capacity: 0.5, Cgroup: "roam/t/n2",
 		Dir: "/run/roam/clusters/t/n2", Socket: "/run/roam/clusters/t/n2/roamd.sock"}
 	peers := []string{"198.18.7.1", "198.18.7.2", "198.18.7.3"}
@@ -39,6 +39,7 @@ func TestAgentConfig(t *testing.T) {
 	want.Load.Interval, want.Load.Policy = 250*time.Millisecond, "beneficial"
 	want.MetricsAddr, want.MetricsJobUsers = "198.18.7.2:9947", true
 	want.Jobs.Pids = 64
+	want.Fence.Lease, want.Fence.Kill, want.Fence.Margin = 3*time.Second, 6*time.Second, 2*time.Second
 	// Everything but the node-local directories is shared, and the
 	// project (here, the test's temporary directory in /tmp) too.
 	covered := func(p string) bool {

@@ -100,6 +100,10 @@ type Spec struct {
 	// what emu sets (limits, say): a YAML mapping whose keys are none
 	// of emu's own.
 	AgentYAML []byte
+	// Fence is every agent's fence.lease, fence.kill and fence.margin as
+	// LEASE,KILL,MARGIN (3s,6s,2s); empty: the agent's defaults. Tests
+	// shorten them to fence a cut node in seconds.
+	Fence string
 }
 
 // State is the cluster's record on disk (cluster.json) and what status shows.
@@ -117,6 +121,7 @@ type State struct {
 	JobPids    int64       `json:"job_pids,omitempty"`
 	StateMB    int         `json:"state_mb,omitempty"`
 	AgentYAML  string      `json:"agent_yaml,omitempty"`
+	Fence      string      `json:"fence,omitempty"`
 	Status     string      `json:"status"` // "starting" until Up finished, then "up"
 	Nodes      []NodeState `json:"nodes"`
 }
@@ -213,6 +218,9 @@ func (s *Spec) Validate() error {
 	}
 	if _, err := mergeConfig(agentConfig{}.marshal(), s.AgentYAML); err != nil {
 		return bad("--agent-config", "%v", err)
+	}
+	if _, err := parseFence(s.Fence); err != nil {
+		return bad("--fence", "%v", err)
 	}
 	if s.Link != "" {
 		rate, delay, _ := strings.Cut(s.Link, ":")
@@ -316,7 +324,7 @@ func Up(spec Spec) (State, error) {
 	}
 	st := State{Name: spec.Name, Subnet: spec.Subnet, Bridge: bridgeName(spec.Name),
 		Cgroup: layout.String(), Link: spec.Link, Status: "starting",
-		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds(), Scheduler: spec.Scheduler, JobPids: spec.JobPids,
+		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds(), Scheduler: spec.Scheduler, JobPids: spec.JobPids, Fence: spec.Fence,
 		StateMB: spec.StateMB, AgentYAML: string(spec.AgentYAML)}
 	// Record first: from here on, whatever happens, Down knows the cluster.
 	if err := st.save(); err != nil {
@@ -722,7 +730,7 @@ func Add(name string, as AddSpec) (NodeState, error) {
 		as.CPU = st.Nodes[0].Capacity
 	}
 	spec := Spec{Name: name, Link: st.Link, Roamd: as.Roamd, Policy: st.Policy, Scheduler: st.Scheduler,
-		Interval: time.Duration(st.IntervalMS) * time.Millisecond, JobPids: st.JobPids,
+		Interval: time.Duration(st.IntervalMS) * time.Millisecond, JobPids: st.JobPids, Fence: st.Fence,
 		StateMB: st.StateMB, AgentYAML: []byte(st.AgentYAML)}
 	var peers []string
 	for _, o := range st.Nodes {

@@ -33,6 +33,7 @@ var pure = []purePkg{
 	{"internal/errkind", false},
 	{"internal/sweep", false},
 	{"internal/queue", false},
+	{"internal/fence", false},
 }
 
 // forbiddenDeps may not be among a pure package's dependencies, nor

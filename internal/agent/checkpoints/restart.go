@@ -146,22 +146,28 @@ func (c *Checkpoints) RestoreKept(req reopen.Target) (api.RestartResponse, error
 // newest checkpoint, kept on rec.Newest.StoredOn: it picks the node, and
 // the store sends the file there, whose run asks this home's consent. The
 // job is held for it meanwhile (no second restart, no loss); lost after
-// all when no run took the consent. It blocks until the store answered.
-func (c *Checkpoints) RestartLost(rec job.Record, lost string) {
-	if c.cfg.Members.Alive(lost) || c.cfg.Peers.Answers(lost) {
+// all when no run took the consent. fenced: lost killed the job by its
+// fence and said so (it may be alive and even take the job again).
+// It blocks until the store answered.
+func (c *Checkpoints) RestartLost(rec job.Record, lost string, fenced bool) {
+	if !fenced && (c.cfg.Members.Alive(lost) || c.cfg.Peers.Answers(lost)) {
 		return // it answers again: its copy runs on (the next sweep sees)
 	}
 	if !c.cfg.Jobs.AwaitRestart(rec.ID, lost) {
 		return
 	}
+	why := fmt.Sprintf("node %s was declared dead", lost)
+	if fenced {
+		why = fmt.Sprintf("node %s killed it, unable to reach its home for fence.kill", lost)
+	}
 	store := rec.Newest.StoredOn
 	targets, _, err := c.cfg.Members.Place("", 1, c.cfg.Draining(), rec.Req, c.heldMB())
-	if err == nil && (len(targets) == 0 || targets[0] == lost) {
+	if err == nil && (len(targets) == 0 || targets[0] == lost && !fenced) {
 		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", rec.ID)
 	}
 	if err == nil {
-		req := reopen.Target{ID: rec.ID, Home: c.cfg.Self, On: targets[0], Lost: lost, Why: fmt.Sprintf("node %s was declared dead", lost)}
-		c.log.Info("restarting a job of a dead node", "job", rec.ID, "dead", lost, "on", req.On, "checkpoint_at", rec.Newest.At, "kept_on", store)
+		req := reopen.Target{ID: rec.ID, Home: c.cfg.Self, On: targets[0], Lost: lost, Why: why}
+		c.log.Info("restarting a job of a lost node", "job", rec.ID, "lost", lost, "fenced", fenced, "on", req.On, "checkpoint_at", rec.Newest.At, "kept_on", store)
 		// The store may be this node: the call then runs in process.
 		err = c.cfg.Peers.CallWithin(c.cfg.CallTimeout, store, http.MethodPost, peer.CkptRestore, req, nil)
 	}

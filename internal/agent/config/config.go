@@ -17,6 +17,7 @@ import (
 	"roam/internal/agent/limits"
 	"roam/internal/agent/peer"
 	"roam/internal/errkind"
+	"roam/internal/fence"
 	"roam/internal/yamlerr"
 	"strings"
 	"time"
@@ -114,6 +115,11 @@ type Config struct {
 	// none (roam run --cpus, --mem), the processes of one job, and the
 	// memory this node admits jobs' requests up to.
 	Jobs limits.Jobs `yaml:"jobs"`
+	// Fence is how long a node runs a job its home could restart while
+	// it cannot reach that home (lease, then kill), and how long past
+	// that a home waits before it restarts it (margin): the same on
+	// every node (package fence, docs/deploy.md).
+	Fence fence.Config `yaml:"fence"`
 	// MetricsAddr is the TCP host:port of the scrape and the web view
 	// (package observe), empty: none; MetricsWebConfig an exporter-toolkit
 	// web config file for it (TLS, basic auth); MetricsJobUsers counts
@@ -183,6 +189,7 @@ func Default() Config {
 		Limits:      limits.Default(),
 		Server:      limits.DefaultServer(),
 		Jobs:        limits.DefaultJobs(),
+		Fence:       fence.DefaultConfig(),
 		CRIUTimeout: 10 * time.Minute,
 	}
 }

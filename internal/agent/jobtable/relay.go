@@ -74,8 +74,8 @@ type PushKill struct {
 // home node, in batches of no more than PushBatch bytes of output (one
 // job's news may be more). A job that began to migrate, or ended here,
 // while its files were read is left to the migration, or gone; one with
-// nothing new is sent a heartbeat every AliveEvery.
-func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBatch, []PushKill) {
+// nothing new is sent a heartbeat every alive (AliveEvery, or less).
+func (j *Table) Pushed(items []*PushItem, self string, alive time.Duration, now time.Time) ([]*HomeBatch, []PushKill) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var out []*HomeBatch
@@ -95,7 +95,7 @@ func (j *Table) Pushed(items []*PushItem, self string, now time.Time) ([]*HomeBa
 		}
 		u := it.U
 		u.Why = lj.why
-		if !it.Send && now.Sub(lj.lastPush) < AliveEvery {
+		if !it.Send && now.Sub(lj.lastPush) < alive {
 			continue
 		}
 		lj.lastPush = now
@@ -174,6 +174,8 @@ type NewsTaken struct {
 	Done    []string
 	Drops   map[string]api.Checkpoint
 	Refused []relay.Update
+	// Fenced: jobs their nodes' fences killed, to restart (relay.Result).
+	Fenced []job.Record
 }
 
 // TakeNews applies the updates whose output takeOutput appended (got,
@@ -216,7 +218,10 @@ func (j *Table) TakeNews(ups []relay.Update, got [][2]int64, known, stale map[st
 		if res.Preempted {
 			j.KickRelease() // its room is free, and it waits
 		}
-		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over || res.Preempted}
+		if res.Fenced {
+			t.Fenced = append(t.Fenced, *rec)
+		}
+		t.Acks[u.ID] = relay.Ack{Out: no, Err: ne, Done: res.Over || res.Preempted || res.Fenced, Heard: &res.Heard}
 	}
 	if err := j.putHome(next); err != nil {
 		return NewsTaken{}, err

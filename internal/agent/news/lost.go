@@ -6,7 +6,8 @@ package news
 // with the node and the time, and an attached `roam run` ends for it with
 // ExitLost; unless it has a periodic checkpoint kept on a live node: it is
 // then restarted from it on another node (Config.RestartLost), as a new
-// incarnation whose home refuses news of the old one.
+// incarnation whose home refuses news of the old one, once the node's
+// fence has killed the old one (package fence).
 //
 // A node that was cut off, not crashed, still runs its jobs and keeps
 // their output in its spool. Once it can reach the home again its next
@@ -88,13 +89,20 @@ func (r *Relay) sweepLost(started time.Time) {
 		dead[node] = loss.Dead(n, started, now)
 	}
 	// A job whose newest checkpoint is kept on a live node is restarted
-	// from it instead (Config.RestartLost).
+	// from it instead (Config.RestartLost), once its node has surely
+	// killed it: fence.kill+fence.margin after this home last heard from
+	// that node, or after this agent started (package fence). Until then
+	// its record says it runs there, as it may.
 	lost, restart, err := r.c.Jobs.MarkLost(now, dead)
 	if err != nil {
 		r.c.Log.Error("job table", "err", err)
 	}
 	for _, rec := range restart {
-		go r.c.RestartLost(rec, rec.Node)
+		if at := r.c.Fence.RestartAt(heard[rec.Node], started); now.Before(at) {
+			r.c.Log.Debug("restart waits for the job's fence on its node", "job", rec.ID, "node", rec.Node, "at", at)
+			continue
+		}
+		go r.c.RestartLost(rec, rec.Node, false)
 	}
 	for _, rec := range lost {
 		r.c.Log.Warn("job lost", "job", rec.ID, "node", rec.Node)

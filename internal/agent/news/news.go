@@ -17,8 +17,10 @@ package news
 
 import (
 	"log/slog"
+	"path/filepath"
 	"time"
 
+	"roam/internal/agent/fencing"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/limits"
 	"roam/internal/agent/members"
@@ -27,6 +29,7 @@ import (
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/spool"
 	"roam/internal/api"
+	"roam/internal/fence"
 	"roam/internal/job"
 )
 
@@ -65,6 +68,11 @@ type Config struct {
 	// Free is what the state directory's disk has free, in bytes (-1:
 	// unknown), held against limits.disk_reserve_bytes.
 	Free func() int64
+	// Fence is the fencing's config (package fence): the leases of the
+	// jobs here, and how long a home waits before it restarts a job of a
+	// node it lost. StateDir keeps the leases' file ("" none: tests).
+	Fence    fence.Config
+	StateDir string
 
 	Jobs    *jobtable.Table
 	Spools  *spool.Spools
@@ -99,9 +107,10 @@ type Config struct {
 	// than before (zero: any), in the background.
 	DropCheckpoint func(node, id string, before time.Time)
 	// RestartLost restarts a job lost with node lost from its newest
-	// checkpoint, or marks it lost when it cannot. It may block: the
-	// sweep runs it in a goroutine of its own.
-	RestartLost func(rec job.Record, lost string)
+	// checkpoint, or marks it lost when it cannot; fenced: lost's fence
+	// killed it (lost may be alive). It may block: the sweep and the
+	// take of news run it in a goroutine of its own.
+	RestartLost func(rec job.Record, lost string, fenced bool)
 	// PurgeHomes asks every live home, this one included, to remove its
 	// ended jobs as req says (peer.Purge), and returns the answers of
 	// those that answered in time.
@@ -115,8 +124,17 @@ type Relay struct {
 	// woken wakes HoldLoop when PushLoop is kicked (a start): the job
 	// table has one kick, for the push.
 	woken chan struct{}
+	// leases fence the jobs here that their homes could restart (package
+	// fencing): the push loop renews them and steps them.
+	leases *fencing.Leases
 }
 
 // New is the relay of c. It starts nothing: the agent runs PushLoop,
 // HoldLoop and LostLoop, and its routes the rest.
-func New(c Config) *Relay { return &Relay{c: c, woken: make(chan struct{}, 1)} }
+func New(c Config) *Relay {
+	file := ""
+	if c.StateDir != "" {
+		file = filepath.Join(c.StateDir, "fence.json")
+	}
+	return &Relay{c: c, woken: make(chan struct{}, 1), leases: fencing.New(c.Fence, c.Procs, c.Log, file)}
+}

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
+	"roam/internal/agent/fencing"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
@@ -22,8 +24,16 @@ import (
 
 // PushLoop pushes news every pushEvery while jobs run here; with none it
 // sleeps until a start kicks it, so an idle agent does not wake 20 times a
-// second for nothing. It returns once Config.Stop closes.
+// second for nothing. The leases of the jobs here are stepped beside it,
+// on a goroutine of their own: a push that waits for a slow home must not
+// hold up a stop or a kill. It returns once Config.Stop closes.
 func (r *Relay) PushLoop() {
+	fenced := make(chan struct{})
+	go func() {
+		defer close(fenced)
+		r.leases.Loop(r.c.Stop)
+	}()
+	defer func() { <-fenced }()
 	t := time.NewTicker(pushEvery)
 	defer t.Stop()
 	for {
@@ -45,22 +55,52 @@ func (r *Relay) PushLoop() {
 	}
 }
 
-// pushOnce sends every job's news to its home (this node or another). A
-// home membership says is dead is left until it is back: its jobs run on
-// and their output waits in their spool (home loss), and a call to it
-// would hold up every other home's news until it timed out.
+// pushOnce sends every job's news to its home (this node or another),
+// each home's on a goroutine of its own, so that a slow home holds up no
+// other home's news and no other home's leases. A home membership says
+// is dead is left until it is back: its jobs run on and their output
+// waits in their spool (home loss).
 func (r *Relay) pushOnce() {
+	byHome := map[string][]*jobtable.HomeBatch{}
 	for _, b := range r.PushBatches() {
-		if !r.c.Members.Reachable(b.Home) {
-			continue
+		if r.c.Members.Reachable(b.Home) {
+			byHome[b.Home] = append(byHome[b.Home], b)
 		}
-		var acks map[string]relay.Ack
-		if err := r.c.Peers.CallAddr(b.Addr, http.MethodPost, peer.Updates, b.Ups, &acks); err != nil {
-			r.c.Log.Debug("push to home", "home", b.Home, "err", err)
-			continue
-		}
-		r.applyAcks(acks)
 	}
+	var wg sync.WaitGroup
+	for _, bs := range byHome {
+		wg.Go(func() {
+			for _, b := range bs {
+				if !r.push(b) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// push sends one batch to its home and takes the answer; a push the home
+// answered renews the leases of its jobs here from when it was sent. It
+// waits at most half a lease: a push answered later renews them too late
+// to matter, and the next one must not wait behind it.
+func (r *Relay) push(b *jobtable.HomeBatch) bool {
+	var acks map[string]relay.Ack
+	sent := time.Now()
+	if err := r.c.Peers.Do(min(peer.Timeout, r.c.Fence.Lease/2), b.Addr, http.MethodPost, peer.Updates, b.Ups, &acks); err != nil {
+		r.c.Log.Debug("push to home", "home", b.Home, "err", err)
+		return false
+	}
+	// Gone copies are killed before the leases are renewed: a renewal
+	// thaws what its fence stopped.
+	r.applyAcks(acks)
+	for _, k := range acks {
+		if k.Renews() {
+			r.leases.Reached(b.Home, sent)
+			break
+		}
+	}
+	return true
 }
 
 // PushBatches collects every job's news by home node, in batches of no
@@ -68,10 +108,12 @@ func (r *Relay) pushOnce() {
 // more), and notes in the job table what it collected as sent. The job
 // lock is held only to copy what each job's news needs and to note what
 // was sent: the spools and /proc are read without it, so that a slow disk
-// or thousands of jobs do not stop every request of the node.
+// or thousands of jobs do not stop every request of the node. It tells
+// the leases which jobs run here, and the home why a fence killed one.
 func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 	now := time.Now()
 	items := r.c.Jobs.PushItems(now)
+	running := make([]fencing.Job, 0, len(items))
 	for _, it := range items {
 		if it.CheckCap {
 			if n := spool.Size(it.St.Dir); n > r.c.Limits.OutputBytes {
@@ -80,15 +122,21 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 			}
 		}
 		it.U, it.Send = read(it.St, r.c.Procs)
+		l := it.St.Rec
+		running = append(running, fencing.Job{ID: it.Id, Home: l.Home, PID: l.PID, Tix: l.StartTix, Fenced: l.CheckpointEvery > 0})
 	}
+	r.leases.Running(running, r.c.Jobs.IsLocal, now)
 	for _, it := range items {
 		if it.U.Exit != nil && r.c.Procs.OOMKills(it.Id) > 0 {
 			it.Ended = oomReason(it.St.Req)
 		} else if it.U.Exit != nil && it.St.RootSignal != 0 {
 			it.Ended = reopen.EndedByRoot(it.St.RootSignal)
+		} else if it.U.Exit != nil {
+			it.U.Fenced = r.leases.Killed(it.Id)
 		}
 	}
-	out, kills := r.c.Jobs.Pushed(items, r.c.Self, now)
+	// A quiet job's heartbeat renews its home's leases here too.
+	out, kills := r.c.Jobs.Pushed(items, r.c.Self, min(jobtable.AliveEvery, r.c.Fence.HeartbeatEvery()), now)
 	for _, k := range kills {
 		go r.c.Procs.Kill(k.Pid, k.Tix, 5*time.Second)
 	}

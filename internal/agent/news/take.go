@@ -33,6 +33,11 @@ func (r *Relay) TakeUpdates(ups []relay.Update) (map[string]relay.Ack, error) {
 	for _, u := range t.Refused {
 		r.c.Log.Warn("news of an old copy refused: its node ends it", "job", u.ID, "node", u.Node, "inc", u.Inc)
 	}
+	// Its node's fence killed it: nothing runs it now, and its
+	// checkpoint brings it back.
+	for _, rec := range t.Fenced {
+		go r.c.RestartLost(rec, rec.Node, true)
+	}
 	ended := make(map[string]bool, len(t.Done))
 	for _, id := range t.Done {
 		ended[id] = true

@@ -43,6 +43,11 @@ type Update struct {
 	Moves *int `json:"moves,omitempty"`
 	// Used, with Exit, is what the job used, from its cgroup here.
 	Used *job.Usage `json:"used,omitempty"`
+	// Fenced, with Exit: the node killed this copy because it could not
+	// reach the home for fence.kill (package fence). A home that can
+	// restart the job from its checkpoint does so rather than take its
+	// end.
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 // UpdateOverhead is about what an update without output takes in JSON.
@@ -57,7 +62,17 @@ type Ack struct {
 	// everywhere and was taken back). Nobody can see or end it any more,
 	// so its node ends it.
 	Gone bool `json:"gone,omitempty"`
+	// Heard: the home took the update as news of the node its record
+	// says runs the job, and waits fence.kill+fence.margin from it before
+	// it restarts any job of that node: the push renews the leases of
+	// this home's jobs on the node (package fence). Absent from an older
+	// home's answer, which does not wait: then every answer renews them.
+	Heard *bool `json:"heard,omitempty"`
 }
+
+// Renews says whether ack renews the leases of its home's jobs on the
+// node that pushed (Ack.Heard).
+func (k Ack) Renews() bool { return !k.Gone && (k.Heard == nil || *k.Heard) }
 
 // Result is what Apply made of an update.
 type Result struct {
@@ -76,6 +91,10 @@ type Result struct {
 	// (job.EndPreempted), its checkpoint kept: it is pending again, and
 	// its node's copy is done with.
 	Preempted bool
+	// Fenced: the job's node killed it by its fence, and its newest
+	// checkpoint, kept elsewhere, restarts it; the record is left as it
+	// is for the restart, and the node may forget its copy.
+	Fenced bool
 }
 
 // Apply applies update u to rec, a copy of the home's record of the job,
@@ -100,6 +119,10 @@ func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
 		r.Changed, r.Preempted = true, true
 		return r
 	}
+	if !r.Over && u.Exit != nil && u.Fenced && restartable(rec.Newest, u.Node) {
+		r.Fenced = true
+		return r
+	}
 	if !r.Over && applyExit(rec, u, out, errb, now) {
 		r.Changed, r.Over = true, true
 		if rec.Newest != nil {
@@ -108,6 +131,12 @@ func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
 		}
 	}
 	return r
+}
+
+// restartable says whether a job killed on node can be restarted from
+// its newest checkpoint: one kept on another node.
+func restartable(newest *api.Checkpoint, node string) bool {
+	return newest != nil && newest.OK && newest.StoredOn != "" && newest.StoredOn != node
 }
 
 // applyWhere applies where the update says the job runs, and brings it

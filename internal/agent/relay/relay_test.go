@@ -105,3 +105,31 @@ func check(ok bool, msg string) string {
 	}
 	return msg
 }
+
+// An exit of a copy its node's fence killed restarts the job from a
+// checkpoint kept elsewhere, and leaves the record as it is; without one
+// it is the job's end.
+func TestApplyFenced(t *testing.T) {
+	kept := &api.Checkpoint{OK: true, StoredOn: "n1"}
+	for _, tc := range []struct {
+		name   string
+		newest *api.Checkpoint
+		fenced bool
+	}{
+		{"kept elsewhere", kept, true},
+		{"none", nil, false},
+		{"kept on the node that killed it", &api.Checkpoint{OK: true, StoredOn: "n2"}, false},
+		{"failed", &api.Checkpoint{StoredOn: "n1"}, false},
+	} {
+		rec := job.Record{ID: "n1.1", State: job.StateRunning, Node: "n2", Newest: tc.newest}
+		res := Apply(&rec, Update{ID: "n1.1", Node: "n2", Exit: ip(137), Fenced: true}, 0, 0, now)
+		switch {
+		case res.Fenced != tc.fenced:
+			t.Errorf("%s: fenced %v", tc.name, res.Fenced)
+		case tc.fenced && (rec.State != job.StateRunning || rec.ExitCode != nil || res.Over || res.Drop != nil):
+			t.Errorf("%s: record %s exit %v, over %v, drop %v: want it left for the restart", tc.name, rec.State, rec.ExitCode, res.Over, res.Drop)
+		case !tc.fenced && (rec.State != job.StateFinished || !res.Over):
+			t.Errorf("%s: record %s, over %v: want its end", tc.name, rec.State, res.Over)
+		}
+	}
+}

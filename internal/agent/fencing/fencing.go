@@ -1,0 +1,254 @@
+// Package fencing is the node's side of lease-based self-fencing: when
+// this node last reached each home (the send time of its last push that
+// home acknowledged as news of the node that runs its jobs), the lease
+// of every job here, and the stop, thaw and kill that package fence
+// decides. It owns that state under a leaf lock (nothing is taken under
+// it) and keeps what it knows of each home in a file of the state
+// directory, so that a restarted agent does not take a job's lease for
+// newer than it is. The push loop (package news) tells it of the jobs
+// here and of the homes' answers; its own loop steps the leases.
+package fencing
+
+import (
+	"encoding/json"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"roam/internal/fence"
+	"roam/internal/job"
+)
+
+// StepEvery is how often the leases are stepped: how late past Lease or
+// Kill a job is stopped or killed on a live agent, well within Margin.
+const StepEvery = 200 * time.Millisecond
+
+// Job is what the leases need of a job running here.
+type Job struct {
+	ID, Home string
+	PID      int
+	Tix      uint64
+	// Fenced: its home could restart it (it has periodic checkpoints).
+	Fenced bool
+}
+
+// Leases is the node's fencing. Safe for concurrent use.
+type Leases struct {
+	c     fence.Config
+	procs job.Processes
+	log   *slog.Logger
+	path  string // the homes' reach, kept across restarts ("" none)
+
+	mu     sync.Mutex
+	reach  map[string]time.Time // home -> the send time of its last acknowledged push
+	jobs   map[string]*entry
+	saved  time.Time // when reach was last written
+	dirty  bool
+	killed map[string]bool // jobs killed by their fence
+	kick   chan struct{}   // a job came: Loop wakes
+}
+
+type entry struct {
+	job   Job
+	since time.Time // when the leases first saw it
+	lease fence.Lease
+	// userStopped: stopped before the fence stopped it (roam kill
+	// -STOP): a thaw leaves it so.
+	userStopped bool
+}
+
+// New is the fencing of a node, its homes' reach read from the file at
+// path ("" keeps none).
+func New(c fence.Config, procs job.Processes, log *slog.Logger, path string) *Leases {
+	l := &Leases{c: c, procs: procs, log: log, path: path, reach: map[string]time.Time{}, jobs: map[string]*entry{}, killed: map[string]bool{},
+		kick: make(chan struct{}, 1)}
+	if path != "" {
+		if b, err := os.ReadFile(path); err == nil {
+			var m map[string]time.Time
+			if json.Unmarshal(b, &m) == nil && m != nil && len(m) <= 1<<16 {
+				l.reach = m
+			}
+		}
+	}
+	return l
+}
+
+// Reached renews the leases of home's jobs here: a push to it sent at
+// sent was acknowledged.
+func (l *Leases) Reached(home string, sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sent.After(l.reach[home]) {
+		l.reach[home], l.dirty = sent, true
+	}
+}
+
+// Running tells the leases of the jobs running here and not moving, at
+// now: a job's lease is its home's reach, or, while this node has never
+// reached that home (as far as its file says), the time it first saw the
+// job; a job they know that is not among js is forgotten once gone
+// (stillHere false), and kept while it moves.
+func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time) {
+	seen := make(map[string]bool, len(js))
+	var gone []string
+	l.mu.Lock()
+	for _, j := range js {
+		seen[j.ID] = true
+		e := l.jobs[j.ID]
+		if e == nil {
+			e = &entry{since: now}
+			l.jobs[j.ID] = e
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
+		}
+		e.job, e.lease.Fenced = j, j.Fenced
+	}
+	for id := range l.jobs {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	l.mu.Unlock()
+	// The job table's lock is not taken under this one (a leaf); the
+	// push loop, the one caller, changes nothing between the two.
+	gone = slices.DeleteFunc(gone, stillHere)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range gone {
+		delete(l.jobs, id)
+		delete(l.killed, id)
+	}
+}
+
+// Killed says whether job id's fence killed it here: its home restarts
+// it from its checkpoint rather than take its end (relay.Update.Fenced).
+func (l *Leases) Killed(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.killed[id]
+}
+
+// Loop steps the leases every StepEvery until stop closes; with no job
+// here it sleeps until Running is told of one, so that an idle agent
+// does not wake for nothing.
+func (l *Leases) Loop(stop <-chan struct{}) {
+	t := time.NewTicker(StepEvery)
+	defer t.Stop()
+	for {
+		l.mu.Lock()
+		tick := t.C
+		if len(l.jobs) == 0 {
+			tick = nil
+		}
+		l.mu.Unlock()
+		select {
+		case <-stop:
+			return
+		case <-tick:
+		case <-l.kick:
+		}
+		l.Step(time.Now())
+	}
+}
+
+// action is one job's fence to carry out, without the lock.
+type action struct {
+	e  *entry
+	do fence.Do
+}
+
+// restop stops a job the fence stopped before, if it runs again.
+const restop = fence.Kill + 1
+
+// Step steps every lease at now and carries out what fence decides:
+// stops and thaws through the job's roam-init, kills of its whole tree.
+// It writes the homes' reach when it changed, at most every heartbeat.
+func (l *Leases) Step(now time.Time) {
+	var acts []action
+	l.mu.Lock()
+	for id, e := range l.jobs {
+		e.lease.Renewed = e.since
+		if r, ok := l.reach[e.job.Home]; ok {
+			e.lease.Renewed = r
+		}
+		var do fence.Do
+		e.lease, do = l.c.Step(e.lease, now)
+		if do == fence.Kill {
+			l.killed[id] = true
+		}
+		if do != fence.None {
+			acts = append(acts, action{e, do})
+		} else if e.lease.State == fence.Stopped && !e.userStopped {
+			// Stopped, it may have been continued since (a checkpoint's
+			// thaw of a tree it froze as the fence stopped it): again.
+			acts = append(acts, action{e, restop})
+		}
+	}
+	var save []byte
+	if l.path != "" && l.dirty && now.Sub(l.saved) >= l.c.HeartbeatEvery() {
+		save, _ = json.Marshal(l.reach)
+		l.saved, l.dirty = now, false
+	}
+	l.mu.Unlock()
+	for _, a := range acts {
+		l.carryOut(a)
+	}
+	if save != nil {
+		l.write(save)
+	}
+}
+
+// carryOut stops, thaws or kills one job. A stop of a job its user had
+// stopped already is noted, and its thaw leaves it stopped.
+func (l *Leases) carryOut(a action) {
+	j := a.e.job
+	if !l.procs.Alive(j.PID, j.Tix) {
+		return
+	}
+	switch a.do {
+	case fence.Stop:
+		stopped := l.procs.Stopped(j.PID)
+		l.mu.Lock()
+		a.e.userStopped = stopped
+		l.mu.Unlock()
+		l.log.Warn("job stopped: its node has not reached its home for fence.lease", "job", j.ID, "home", j.Home)
+		if !stopped {
+			l.procs.Signal(j.PID, syscall.SIGSTOP)
+		}
+	case fence.Thaw:
+		l.mu.Lock()
+		user := a.e.userStopped
+		l.mu.Unlock()
+		l.log.Info("job thawed: its home is reached again", "job", j.ID, "home", j.Home)
+		if !user {
+			l.procs.Signal(j.PID, syscall.SIGCONT)
+		}
+	case restop:
+		if !l.procs.Stopped(j.PID) {
+			l.log.Warn("job stopped again: it was continued while its node could not reach its home", "job", j.ID, "home", j.Home)
+			l.procs.Signal(j.PID, syscall.SIGSTOP)
+		}
+	case fence.Kill:
+		l.log.Warn("job killed: its node has not reached its home for fence.kill; its home may restart it", "job", j.ID, "home", j.Home)
+		l.procs.Kill(j.PID, j.Tix, 5*time.Second)
+	}
+}
+
+// write replaces the file of the homes' reach. Not synced: it outlives a
+// crash of the agent in the page cache, and a crash of the host ends the
+// jobs it fences.
+func (l *Leases) write(b []byte) {
+	tmp := l.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		l.log.Error("fencing: keeping the homes' reach", "err", err)
+		return
+	}
+	if err := os.Rename(tmp, l.path); err != nil {
+		l.log.Error("fencing: keeping the homes' reach", "err", err)
+	}
+}

@@ -1,0 +1,87 @@
+package fencing
+
+import (
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"roam/internal/fence"
+	"roam/internal/job"
+)
+
+// procs records what the leases did to the processes; pid 2 was stopped
+// by its user.
+type procs struct {
+	job.Processes
+	did []string
+}
+
+func (p *procs) Alive(int, uint64) bool { return true }
+func (p *procs) Stopped(pid int) bool   { return pid == 2 }
+func (p *procs) Signal(pid int, sig syscall.Signal) error {
+	p.did = append(p.did, map[syscall.Signal]string{syscall.SIGSTOP: "stop", syscall.SIGCONT: "cont"}[sig]+string(rune('0'+pid)))
+	return nil
+}
+func (p *procs) Kill(pid int, _ uint64, _ time.Duration) {
+	p.did = append(p.did, "kill"+string(rune('0'+pid)))
+}
+
+var cfg = fence.Config{Lease: 4 * time.Second, Kill: 8 * time.Second, Margin: 2 * time.Second}
+
+// A fenced job is stopped at the lease, again if it was continued, and
+// thawed when its home answers;
+// one its user had stopped stays stopped; one without a checkpoint is
+// left alone; past the kill, the fenced ones are killed, and say so.
+func TestLeasesStopThawKill(t *testing.T) {
+	p := &procs{}
+	l := New(cfg, p, slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+	t0 := time.Unix(1000, 0)
+	l.Reached("h", t0)
+	l.Running([]Job{{ID: "a", Home: "h", PID: 1, Fenced: true}, {ID: "b", Home: "h", PID: 2, Fenced: true}, {ID: "c", Home: "h", PID: 3}},
+		func(string) bool { return false }, t0)
+	l.Step(t0.Add(cfg.Lease - time.Millisecond))
+	l.Step(t0.Add(cfg.Lease))
+	l.Step(t0.Add(cfg.Lease + time.Second)) // a is running again (Stopped says so): stopped again
+	l.Reached("h", t0.Add(cfg.Lease))
+	l.Step(t0.Add(cfg.Lease + time.Second))
+	l.Step(t0.Add(cfg.Lease + cfg.Kill))
+	want := []string{"stop1", "stop1", "cont1", "kill1", "kill2"}
+	got := slices.Clone(p.did)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("did %v, want %v (b stopped by its user: not stopped again, not thawed)", p.did, want)
+	}
+	if !l.Killed("a") || !l.Killed("b") || l.Killed("c") {
+		t.Fatal("Killed does not name the jobs the fence killed")
+	}
+	// Gone from the node: forgotten.
+	l.Running(nil, func(string) bool { return false }, t0)
+	if l.Killed("a") || len(l.jobs) != 0 {
+		t.Fatal("a job gone from the node is still held")
+	}
+}
+
+// The homes' reach outlives the agent: a job the next agent finds takes
+// its lease from the file, not from the agent's start; a home the node
+// never reached starts the lease when the job is first seen.
+func TestLeasesKeepTheReach(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fence.json")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	t0 := time.Unix(1000, 0)
+	l := New(cfg, &procs{}, log, path)
+	l.Reached("h", t0)
+	l.Step(t0) // writes it
+	p := &procs{}
+	l = New(cfg, p, log, path)
+	later := t0.Add(cfg.Kill + time.Second)
+	l.Running([]Job{{ID: "a", Home: "h", PID: 1, Fenced: true}, {ID: "b", Home: "new", PID: 3, Fenced: true}}, func(string) bool { return false }, later)
+	l.Step(later)
+	if !slices.Equal(p.did, []string{"kill1"}) {
+		t.Fatalf("did %v after a restart past the kill: want kill1 alone", p.did)
+	}
+}

@@ -1,0 +1,203 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/job"
+)
+
+// fencedPair starts, from node 0 on node on, a job with periodic
+// checkpoints (its home could restart it: fenced) and one without
+// (free), and waits until the first's checkpoint is kept off that node.
+// The world lets the fenced one have no copy between its fence's kill
+// and its restart.
+func (c *cluster) fencedPair(on string) (fenced, free string) {
+	c.t.Helper()
+	resp, err := c.nodes[0].a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: on, CheckpointEvery: 5 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	fenced, free = resp.IDs[0], c.run(0, 1, on)[0]
+	c.say(nodeOf(on), fenced, fenced+" before")
+	c.waitFor("a checkpoint kept off "+on, time.Minute, func() bool {
+		r := c.homeRec(fenced)
+		return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != on && r.Newest.StoredOn != "" && c.homeOutput(fenced) == fenced+" before\n"
+	})
+	c.world.mu.Lock()
+	c.world.gaps[fenced] = true
+	c.world.mu.Unlock()
+	return fenced, free
+}
+
+// nodeOf is the index of node name ("n2": 1).
+func nodeOf(name string) int { return int(name[1] - '1') }
+
+// stops counts the SIGSTOPs node i's agent (this incarnation) sent.
+func (c *cluster) stops(i int) int {
+	fn := c.nodes[i].fn
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	return len(slices.DeleteFunc(slices.Clone(fn.signals), func(s sentSignal) bool { return s.sig != syscall.SIGSTOP }))
+}
+
+// intact fails the test if the world saw two copies of a job run at once.
+func (c *cluster) intact() {
+	c.t.Helper()
+	c.world.mu.Lock()
+	broken := slices.Clone(c.world.broken)
+	c.world.mu.Unlock()
+	if len(broken) > 0 {
+		c.t.Fatalf("the invariant broke %d times; first: %s", len(broken), broken[0])
+	}
+}
+
+// A node cut off from the others stops the job its home could restart
+// after fence.lease, kills it at fence.kill, and its home restarts it
+// elsewhere only after that, from its checkpoint, within a minute of the
+// cut: never two running copies (the world checks every change of every
+// copy, the cut-off node's included). The job without a checkpoint runs
+// on through the cut, never stopped, and is running again at its home
+// once the link is back, its output complete. The old copy's news is
+// refused then, and nothing it wrote reaches the home.
+func TestAgentsFenceACutNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 45, faults{}, "static")
+		n2, f := c.nodes[1], c.nodes[0].cfg.Fence
+		fenced, free := c.fencedPair("n2")
+		cut := time.Now()
+		c.net.partition(n2.host, c.nodes[0].host)
+		c.net.partition(n2.host, c.nodes[2].host)
+		c.waitFor("n2 stops the job its home could restart", time.Minute, func() bool { _, fz := c.world.copies(fenced); return len(fz) == 1 && c.stops(1) == 1 })
+		stopped := time.Since(cut)
+		c.waitFor("n2 kills it", time.Minute, func() bool { run, fz := c.world.copies(fenced); return len(run)+len(fz) == 0 })
+		killed := time.Since(cut)
+		c.waitFor("its home restarts it elsewhere", time.Minute, func() bool {
+			r := c.homeRec(fenced)
+			run, _ := c.world.copies(fenced)
+			return r.Inc == 1 && r.State == job.StateRunning && r.Node != "n2" && len(run) == 1 && run[0] == r.Node
+		})
+		restarted := time.Since(cut)
+		t.Logf("after the cut: stopped %v, killed %v, restarted %v", stopped, killed, restarted)
+		// The last push renewed the lease up to a heartbeat before the cut.
+		hb := f.HeartbeatEvery() + time.Second
+		switch {
+		case stopped < f.Lease-hb || stopped > f.Lease+time.Second:
+			t.Fatalf("stopped %v after the cut; lease %v", stopped, f.Lease)
+		case killed < f.Kill-hb || killed > f.Kill+time.Second:
+			t.Fatalf("killed %v after the cut; kill %v", killed, f.Kill)
+		case restarted < f.Kill+f.Margin-hb || restarted > time.Minute:
+			t.Fatalf("restarted %v after the cut; kill+margin %v, and the bound is a minute", restarted, f.Kill+f.Margin)
+		}
+		r := c.homeRec(fenced)
+		if len(r.Restarts) != 1 || !strings.Contains(r.Restarts[0].Why, "n2 was declared dead") || c.homeOutput(fenced) != fenced+" before\n" {
+			t.Fatalf("restarts %+v, home output %q", r.Restarts, c.homeOutput(fenced))
+		}
+		// The job with no checkpoint: lost at its home, running on n2.
+		if run, fz := c.world.copies(free); len(run) != 1 || run[0] != "n2" || len(fz) != 0 || c.stops(1) != 1 || c.homeRec(free).State != job.StateLost {
+			t.Fatalf("the free job runs on %v, frozen on %v, record %s; %d stops on n2", run, fz, c.homeRec(free).State, c.stops(1))
+		}
+		c.say(1, free, free+" during")
+		c.net.heal()
+		c.waitFor("the free job running again, its output in, the old copy forgotten", 2*time.Minute, func() bool {
+			r := c.homeRec(free)
+			_, old := n2.a.jobs.LocalRec(fenced)
+			return r.State == job.StateRunning && r.Node == "n2" && strings.HasSuffix(c.homeOutput(free), free+" during\n") && !old
+		})
+		if r := c.homeRec(fenced); r.Inc != 1 || r.Node == "n2" || c.homeOutput(fenced) != fenced+" before\n" {
+			t.Fatalf("after the heal: %s on %s inc %d, output %q", r.State, r.Node, r.Inc, c.homeOutput(fenced))
+		}
+		c.intact()
+	})
+}
+
+// A node whose agent stalls (a thrashing node: it does nothing, answers
+// nobody, and its jobs run on) past fence.kill, and is still cut off
+// when it wakes: it kills the job its home could restart at once, before
+// its home may restart it, from the reach it kept in its state directory
+// (its lease does not start again with the agent). When its link comes
+// back before its home's wait ends, it tells the home its fence killed
+// the job, and the home restarts it from its checkpoint then rather than
+// take its end. A stall past kill+margin is not covered (package
+// fence): the home's wait is what bounds it.
+func TestAgentsFenceAStalledAgent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 46, faults{}, "static")
+		n2, f := c.nodes[1], c.nodes[0].cfg.Fence
+		fenced, free := c.fencedPair("n2")
+		c.crash(1)
+		stall := time.Now()
+		c.net.partition(n2.host, c.nodes[0].host)
+		c.net.partition(n2.host, c.nodes[2].host)
+		time.Sleep(f.Kill + time.Second)
+		c.start(1)
+		c.waitFor("n2 kills the job as it wakes", 5*time.Second, func() bool { run, fz := c.world.copies(fenced); return len(run)+len(fz) == 0 })
+		killed := time.Since(stall)
+		c.net.heal()
+		c.waitFor("its home restarts it", time.Minute, func() bool {
+			r := c.homeRec(fenced)
+			run, _ := c.world.copies(fenced)
+			return r.Inc == 1 && r.State == job.StateRunning && len(run) == 1 && run[0] == r.Node
+		})
+		r := c.homeRec(fenced)
+		t.Logf("after the stall's start: killed %v, restarted %v on %s: %s", killed, time.Since(stall), r.Node, r.Restarts[0].Why)
+		if time.Since(stall) >= f.Kill+f.Margin || !strings.Contains(r.Restarts[0].Why, "fence.kill") {
+			t.Fatalf("restarted %v after the stall began, because %q: want the fenced kill's restart, before kill+margin", time.Since(stall), r.Restarts[0].Why)
+		}
+		if run, _ := c.world.copies(free); len(run) != 1 || run[0] != "n2" || c.stops(1) != 0 {
+			t.Fatalf("the free job runs on %v; %d stops on n2", run, c.stops(1))
+		}
+		c.intact()
+	})
+}
+
+// A restart of a job's home (an upgrade: a few seconds) fences nothing:
+// fence.lease is longer than that.
+func TestAgentsFenceNothingThroughAHomeRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 47, faults{}, "static")
+		fenced, _ := c.fencedPair("n2")
+		c.crash(0)
+		time.Sleep(5 * time.Second)
+		c.start(0)
+		time.Sleep(c.nodes[0].cfg.Fence.Kill)
+		if run, fz := c.world.copies(fenced); len(run) != 1 || run[0] != "n2" || len(fz) != 0 || c.stops(1) != 0 {
+			t.Fatalf("runs on %v, frozen on %v, %d stops on n2", run, fz, c.stops(1))
+		}
+		c.intact()
+	})
+}
+
+// A link that comes back between fence.lease and fence.kill costs the job
+// a pause: its node thaws it as its home answers again, it runs on there,
+// and nothing restarts it.
+func TestAgentsFenceThawsWhenTheHomeAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 48, faults{}, "static")
+		n2, f := c.nodes[1], c.nodes[0].cfg.Fence
+		fenced, _ := c.fencedPair("n2")
+		cut := time.Now()
+		c.net.partition(n2.host, c.nodes[0].host)
+		c.net.partition(n2.host, c.nodes[2].host)
+		c.waitFor("n2 stops the job", time.Minute, func() bool { _, fz := c.world.copies(fenced); return len(fz) == 1 && c.stops(1) == 1 })
+		stopped := time.Since(cut)
+		c.net.heal()
+		c.waitFor("n2 thaws it", f.Kill, func() bool { run, _ := c.world.copies(fenced); return len(run) == 1 && run[0] == "n2" })
+		thawed := time.Since(cut)
+		time.Sleep(f.Kill + f.Margin)
+		r := c.homeRec(fenced)
+		if run, fz := c.world.copies(fenced); len(run) != 1 || run[0] != "n2" || len(fz) != 0 || r.Inc != 0 || len(r.Restarts) != 0 || r.State != job.StateRunning || r.Node != "n2" {
+			t.Fatalf("after the thaw at %v: runs on %v, frozen on %v; record %s on %s inc %d, restarts %v", thawed, run, fz, r.State, r.Node, r.Inc, r.Restarts)
+		}
+		t.Logf("stopped %v, thawed %v after the cut", stopped, thawed)
+		if stopped < f.Lease-f.HeartbeatEvery()-time.Second {
+			t.Fatalf("stopped %v after the cut: before the lease", stopped)
+		}
+		c.intact()
+	})
+}
