@@ -419,3 +419,47 @@ func golden(t *testing.T, name, got string) {
 		t.Fatalf("%s: %d lines, want %d", name, len(gl), len(wl))
 	}
 }
+
+// TestHomeNoteRetriesBackOff: a home that does not answer is told again
+// after 2 s, then 4, 8, ... up to HomeRetryMax, and not again once it
+// answers: a home away for a day costs a node a few hundred notes a
+// migration, not tens of thousands.
+func TestHomeNoteRetriesBackOff(t *testing.T) {
+	s := &Source{}
+	now := t0
+	for _, ev := range []SourceEvent{Start{MID: "00000000000000aa", Job: "1.1", Home: "1", To: "2"}, LocalChecked{}, CheckAnswer{},
+		Dumped{}, ReadyAnswer{}, CopyGone{}, CommitAnswer{}} {
+		s.Step(now, ev)
+	}
+	var waits []time.Duration
+	for try := range 12 {
+		var wake time.Time
+		for _, a := range s.Step(now, HomeAnswer{errGone}) {
+			if w, ok := a.(Wake); ok {
+				wake = w.At
+			}
+		}
+		if wake.IsZero() {
+			t.Fatalf("try %d: no retry of the home note", try+1)
+		}
+		waits = append(waits, wake.Sub(now))
+		if got := s.Step(wake.Add(-time.Millisecond), Tick{}); len(got) != 0 {
+			t.Fatalf("try %d: %v before its time", try+1, got)
+		}
+		now = wake
+		if got := s.Step(now, Tick{}); len(got) != 1 || got[0] != (NoteHome{OK: true}) {
+			t.Fatalf("try %d: at its time %v, want the note again", try+1, got)
+		}
+	}
+	want := []time.Duration{2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300, 300}
+	for i := range want {
+		if waits[i] != want[i]*time.Second {
+			t.Fatalf("waits %v, want %v seconds", waits, want)
+		}
+	}
+	for _, a := range s.Step(now, HomeAnswer{}) {
+		if _, ok := a.(Wake); ok {
+			t.Fatalf("a retry after the home answered: %v", a)
+		}
+	}
+}

@@ -16,8 +16,12 @@ const (
 	// home node's note.
 	RetryEvery = 200 * time.Millisecond
 	// HomeRetry spaces the retries of the home note after the first
-	// CommitTries.
-	HomeRetry = 2 * time.Second
+	// CommitTries; each retry waits twice the one before, up to
+	// HomeRetryMax: a home away for hours costs a node one note per
+	// migration every few minutes, not every 2 s (the job's news tells
+	// the home where it runs meanwhile).
+	HomeRetry    = 2 * time.Second
+	HomeRetryMax = 5 * time.Minute
 	// Retention keeps a settled record this long after it settled, so a
 	// duplicated or late message still gets the right answer.
 	Retention = 10 * time.Minute
@@ -168,4 +172,14 @@ func ApplyNote(node string, seq int, ok bool, to string, noteSeq int) (string, i
 		return to, noteSeq
 	}
 	return node, seq
+}
+
+// homeRetry is the wait before the home note's retry after try notes
+// failed: HomeRetry, doubling, at most HomeRetryMax.
+func homeRetry(try int) time.Duration {
+	d := HomeRetry
+	for i := 1; i < try && d < HomeRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, HomeRetryMax)
 }

@@ -343,7 +343,7 @@ func (s *Source) homeAnswer(now time.Time, err error) []SourceAction {
 	s.homeTry++
 	if err != nil {
 		s.retrying = NoteHome{OK: s.state == SrcDone, Error: s.rec.Error}
-		s.retryAt = now.Add(HomeRetry)
+		s.retryAt = now.Add(homeRetry(s.homeTry))
 		return append(acts, Wake{s.retryAt})
 	}
 	s.waitingHome = false
