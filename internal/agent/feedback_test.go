@@ -22,7 +22,7 @@ func (c *cluster) psRow(i int, who Caller, id string) api.Job {
 	return api.Job{}
 }
 
-// The queue's second level, under the default policy: a sweep of 4
+// The queue's second level, under the feedback policy: a sweep of 4
 // jobs of --mem 160M on two nodes with room for one each. The first two
 // run; once each has had its quantum while the fresh two wait, both are
 // preempted (checkpointed, kept on their nodes, ended there): pending
@@ -33,7 +33,7 @@ func (c *cluster) psRow(i int, who Caller, id string) api.Job {
 // what they had before; every job ends once, status 0.
 func TestAgentsPreemptForFreshJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 2, 43, faults{}, "mosix", func(c *Config) { c.Jobs.MemoryBytes = 160 << 20 })
+		c := newCluster(t, 2, 43, faults{}, "feedback", func(c *Config) { c.Jobs.MemoryBytes = 160 << 20 })
 		resp := c.runMem(0, sweepUser, 4, 160)
 		ids := resp.IDs
 		c.waitFor("two run, two pending", time.Minute, func() bool {
@@ -117,7 +117,7 @@ func TestAgentsPreemptForFreshJobs(t *testing.T) {
 // is lost with the reason; the fresh jobs end as they would have.
 func TestAgentsPreemptionFailuresLoseNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 2, 44, faults{}, "mosix", func(c *Config) { c.Jobs.MemoryBytes = 160 << 20 })
+		c := newCluster(t, 2, 44, faults{}, "feedback", func(c *Config) { c.Jobs.MemoryBytes = 160 << 20 })
 		c.world.mu.Lock()
 		c.world.dumpFail = 1
 		c.world.mu.Unlock()
@@ -211,7 +211,7 @@ func TestAgentsPreemptionFailuresLoseNothing(t *testing.T) {
 // while others of it wait: a pinned job stays where and as it runs.
 func TestAgentsNeverPreemptAPinnedJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 2, 45, faults{}, "mosix", func(c *Config) { c.Jobs.MemoryBytes = 160 << 20 })
+		c := newCluster(t, 2, 45, faults{}, "feedback", func(c *Config) { c.Jobs.MemoryBytes = 160 << 20 })
 		resp, err := c.nodes[0].a.launch.Run(sweepUser, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 3, MemBytes: 160 << 20, Pin: true})
 		if err != nil {
 			t.Fatal(err)

@@ -63,7 +63,7 @@ func (e *env) clusterCmd() *cobra.Command {
 	up.Flags().Int64Var(&spec.JobPids, "job-pids", 0, "the processes and threads one job may have on each node (its jobs.pids; default 4096)")
 	up.Flags().IntVar(&spec.StateMB, "state-mb", 0, "give each node's state directory a tmpfs of its own of this many MiB (default: the nodes share the cluster's)")
 	up.Flags().StringVar(&agentConfig, "agent-config", "", "a YAML file of roamd config keys every node gets besides the cluster's own (limits, say)")
-	up.Flags().StringVar(&spec.Scheduler, "scheduler", "", "scheduling policy at start: static, balance, ushering, threshold, mosix (default) or a policy file")
+	up.Flags().StringVar(&spec.Scheduler, "scheduler", "", "scheduling policy at start: static, balance, ushering, threshold, mosix (default), feedback or a policy file")
 
 	down := &cobra.Command{
 		Use:   "down",

@@ -43,7 +43,7 @@ func (e *env) policyCmd() *cobra.Command {
 	}
 	load := &cobra.Command{
 		Use:   "load NAME|FILE",
-		Short: "give every node a policy: a built-in one (static, balance, ushering, threshold, mosix) or a policy file",
+		Short: "give every node a policy: a built-in one (static, balance, ushering, threshold, mosix, feedback) or a policy file",
 		Long: `Loads a scheduling policy on every live node, replacing the one it runs.
 Running jobs are not touched; the new probes, analyzers and managers take
 over from the next round. NAME is a built-in policy; anything else is read

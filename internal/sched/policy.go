@@ -67,10 +67,13 @@ const (
 	// mean end 1.64 times static placement's), 500 ms a third of 12 on
 	// the 0.2-CPU node, and slowed make demo's burst.
 	DefaultCrowdMinAge = 250 * time.Millisecond
-	// DefaultPreemptAfter is the default policy's quantum of the queue's
+	// DefaultPreemptAfter is the feedback policy's quantum of the queue's
 	// second level (Policy.PreemptAfter): a fluid model of roam bench
 	// sweep (600 jobs, Pareto lengths, 18 admitted at once) gives 0.62 of
-	// static placement's mean slowdown at half a CPU-second, 0.69 at one.
+	// static placement's mean slowdown at half a CPU-second, 0.69 at one,
+	// where a checkpoint and a restore cost nothing. Measured, they cost
+	// more than the order wins (docs/benchmarks.md, sweep), so the
+	// default policy has no second level.
 	DefaultPreemptAfter = 500 * time.Millisecond
 	// MinPreemptAfter and MaxPreemptAfter bound it: under 100 ms a
 	// checkpoint's freeze and file cost more than the job had; over a
@@ -399,9 +402,23 @@ managers:
 	// mosix: balance and ushering together, the default. A job waits
 	// min_age (2 s) before it moves, unless its node is crowded (crowd:
 	// DefaultCrowd): a burst typed on one node spreads at a quarter
-	// second. A sweep's job that has had DefaultPreemptAfter of CPU
-	// while fresh jobs of its sweep wait for room is preempted.
+	// second.
 	"mosix": `name: mosix
+placement: least-loaded
+probes:
+  cpu: {kind: cpu}
+  memory: {kind: memory}
+  jobs: {kind: jobs}
+analyzers:
+  balance: {type: balance, inputs: [cpu, jobs], params: {threshold: 0.25}}
+  ushering: {type: ushering, inputs: [memory], params: {min_free_mb: 64}}
+managers:
+  global: {type: migrate, inputs: [balance, ushering], params: {min_age: 2s, crowd: 5, crowd_min_age: 250ms, hysteresis: 10s, max_moves: 16, parallel: 4}}
+`,
+	// feedback: mosix with the queue's second level: a sweep's job that
+	// has had DefaultPreemptAfter of CPU while fresh jobs of its sweep
+	// wait for room is preempted.
+	"feedback": `name: feedback
 placement: least-loaded
 probes:
   cpu: {kind: cpu}

@@ -24,7 +24,7 @@ import (
 // file, and its CPU seconds in roam ps are what it burnt, the time before
 // its preemption included.
 func TestPreemptAndRestore(t *testing.T) {
-	c := upCluster(t, "e2efb", 84, "--nodes", "2", "--cpu", "0.5", "--mem-mb", "256")
+	c := upCluster(t, "e2efb", 84, "--nodes", "2", "--cpu", "0.5", "--mem-mb", "256", "--scheduler", "feedback")
 	c.waitAllAlive(2)
 	dir := userDir(t)
 	sweepjob := workload(t, "sweepjob")

@@ -102,7 +102,7 @@ type Config struct {
 	// mounted on this host.
 	SharedDirs []string `yaml:"shared_dirs"`
 	// Scheduler is the policy the node starts with: a built-in name
-	// (static, balance, ushering, threshold, mosix) or a policy file;
+	// (static, balance, ushering, threshold, mosix, feedback) or a policy file;
 	// empty means mosix. `roam policy load` replaces it at run time.
 	Scheduler string `yaml:"scheduler"`
 	// Load configures the load vector and its dissemination.

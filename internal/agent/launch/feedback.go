@@ -184,17 +184,24 @@ func (s *Starter) restore(starts []queue.Start) {
 // leaves it pending for another round, or lost after MaxRestoreTries.
 // A node that refused it (another home took the room first, or it is not
 // there) is what a refused start is: the job waits, and that node takes
-// none of this home's until its next load entry; only other failures
-// (the file, CRIU, its keeper gone) count toward the bound.
+// none of this home's until its next load entry. A restore refused at a
+// budget (the user's checkpoint files in flight on the node that keeps
+// the file, limits.checkpoints_in_flight) waits retryAfter, and is tried
+// again: its files come and go with the user's other restores. Only
+// other failures (the file, CRIU, its keeper gone) count toward the
+// bound.
 func (s *Starter) restoreOne(rec job.Record, node string) {
 	err := s.cfg.Restore(rec, node)
 	refused := err != nil && errors.Is(err, peer.ErrUnavailable) && rec.Newest != nil && s.cfg.Members.Alive(rec.Newest.StoredOn)
+	budget := err != nil && !refused && errors.Is(err, peer.ErrLimit)
 	s.fb.mu.Lock()
 	delete(s.fb.restoring, rec.ID)
 	tries := 0
 	switch {
 	case refused:
 		s.fb.refused[node] = time.Now()
+	case budget:
+		s.fb.retry[rec.ID] = time.Now().Add(retryAfter)
 	case err != nil:
 		s.fb.failed[rec.ID]++
 		tries = s.fb.failed[rec.ID]
@@ -209,7 +216,7 @@ func (s *Starter) restoreOne(rec job.Record, node string) {
 		return
 	}
 	s.cfg.Log.Warn("queue: restore of a preempted job failed", "job", rec.ID, "node", node, "tries", tries, "err", err)
-	if refused || tries < MaxRestoreTries {
+	if refused || budget || tries < MaxRestoreTries {
 		return
 	}
 	s.fb.mu.Lock()
