@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"roam/internal/ckpt"
+	"roam/internal/cpufeat"
 	"roam/internal/job"
 )
 
@@ -44,6 +45,11 @@ type Parts struct {
 	// own user namespace (ckpt.LazyInUserNS); the node says so to the
 	// others, which move such jobs here eagerly otherwise.
 	LazyUserNS bool
+	// Host is this node's CPU (its features: cpufeat), kernel and CRIU,
+	// read once at start; the node says them to the others, and a job's
+	// image goes only where a CPU has every feature of the one it
+	// started on. The zero Host says nothing: every job fits here.
+	Host cpufeat.Host
 	// Prober measures the node's load and free memory.
 	Prober Prober
 	// JobMemory is the memory, in bytes, this node has for its jobs

@@ -20,6 +20,7 @@ import (
 	"roam/internal/agent/config"
 	"roam/internal/agent/peer"
 	"roam/internal/api"
+	"roam/internal/cpufeat"
 	"roam/internal/errkind"
 	"roam/internal/load"
 	"roam/internal/lockorder"
@@ -40,6 +41,10 @@ type Member struct {
 	// LazyUserNS: it restores jobs lazily inside their own user
 	// namespaces (metadata).
 	LazyUserNS bool
+	// Host is its CPU's features, its CPU's model, its kernel and CRIU
+	// (metadata, bounded): a job's image goes there only when its CPU
+	// has every feature of the one the job started on.
+	Host cpufeat.Host
 }
 
 // Config is what a Table is built from.
@@ -161,6 +166,7 @@ func (t *Table) Up(name, addr string, ip net.IP, metadata []byte, now time.Time)
 	}
 	p.UserNS = m.UserNS
 	p.LazyUserNS = m.LazyUserNS
+	p.Host = m.Host()
 	return ch
 }
 
@@ -362,7 +368,8 @@ func (t *Table) Nodes(now time.Time, selfDraining bool) []api.NodeInfo {
 	defer t.mu.Unlock()
 	out := make([]api.NodeInfo, 0, len(t.known))
 	for id, p := range t.known {
-		ni := api.NodeInfo{ID: id, Addr: p.PeerAddr, Alive: p.Alive, Capacity: p.Capacity, Draining: p.Draining, Version: p.Version, UserNS: p.UserNS}
+		ni := api.NodeInfo{ID: id, Addr: p.PeerAddr, Alive: p.Alive, Capacity: p.Capacity, Draining: p.Draining, Version: p.Version, UserNS: p.UserNS,
+			Kernel: p.Host.Kernel, CRIU: p.Host.CRIU, CPUModel: p.Host.Model, CPU: cpuSummary(p.Host.CPU), CPUFeatures: p.Host.CPU.String()}
 		if id == t.self {
 			l, m, age := t.selfLoad, t.selfMem, int64(0)
 			ni.Self, ni.Load, ni.MemFreeMB, ni.InfoAgeMS = true, &l, &m, &age
@@ -390,7 +397,7 @@ func (t *Table) Peers() []sched.Node {
 		}
 		if e, ok := t.dis.Vector.Get(id); ok {
 			out = append(out, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.Draining, Least: e.Least,
-				MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB, Waiting: e.Waiting})
+				MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB, Waiting: e.Waiting, CPU: p.Host.CPU})
 		}
 	}
 	t.mu.Unlock()
@@ -413,8 +420,11 @@ func (t *Table) Decide(pol *sched.Scheduler, snap sched.Snapshot) []sched.Move {
 // room for it (sched.Place). selfHeldMB is what the memory requests
 // held here add up to now. It returns the nodes and why they were
 // chosen; a run that fits nowhere is refused (sched.FitsNowhere: its
-// error says whether it never will).
-func (t *Table) Place(on string, count int, selfDraining bool, req resources.Request, selfHeldMB float64) ([]string, string, error) {
+// error says whether it never will). image is what the CPU the processes'
+// program started on offers, for a restart from a checkpoint: only a node
+// whose CPU has as much is chosen (sched.RunsImage); a first start passes
+// the zero Set, and goes anywhere.
+func (t *Table) Place(on string, count int, selfDraining bool, req resources.Request, selfHeldMB float64, image cpufeat.Set) ([]string, string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if on != "" {
@@ -428,6 +438,9 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is draining (roam node resume ends it)", on)
 		}
 		nl := t.nodeLoad(on, p, selfDraining, selfHeldMB)
+		if _, err := sched.RunsImage([]sched.NodeLoad{nl}, image); err != nil {
+			return nil, "", errkind.New(errors.Join(peer.ErrUnavailable, err), "--on %s: %v", on, err)
+		}
 		for k := range count {
 			if err := sched.MemFits(on, nl.MemJobsMB, nl.MemHeldMB+float64(k)*req.MemMB(), req); err != nil {
 				return nil, "", errkind.New(errors.Join(peer.ErrUnavailable, err), "--on %s: room for %d of the %d processes: %v", on, k, count, err)
@@ -440,6 +453,10 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 		if p.Alive {
 			nodes = append(nodes, t.nodeLoad(id, p, selfDraining, selfHeldMB))
 		}
+	}
+	nodes, err := sched.RunsImage(nodes, image)
+	if err != nil {
+		return nil, "", errkind.New(errors.Join(peer.ErrUnavailable, err), "%v", err)
 	}
 	out, rr, err := sched.Place(t.placement, nodes, count, req, t.rng, t.rr)
 	t.rr = rr
@@ -457,7 +474,7 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 // nodeLoad is what placement knows of live member id (mu held): this
 // node's own as probed, with selfHeldMB, or the load vector's entry.
 func (t *Table) nodeLoad(id string, p *Member, selfDraining bool, selfHeldMB float64) sched.NodeLoad {
-	nl := sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: p.Draining}
+	nl := sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: p.Draining, CPU: p.Host.CPU}
 	if id == t.self {
 		nl.Load, nl.Draining, nl.MemJobsMB, nl.MemHeldMB = t.selfLoad, selfDraining, t.jobMem, selfHeldMB
 	} else if e, ok := t.dis.Vector.Get(id); ok {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"roam/internal/api"
+	"roam/internal/cpufeat"
 	"roam/internal/errkind"
 )
 
@@ -27,6 +28,33 @@ type Meta struct {
 	// user namespace (ckpt.LazyInUserNS); an older roam does not say, and
 	// is sent such jobs eagerly.
 	LazyUserNS bool `json:"lu,omitempty"`
+	// CPU (cpufeat.Set's text), Model, Kernel and CRIU are its
+	// cpufeat.Host: what its CPU offers, its CPU's model, its kernel's
+	// release and its CRIU's version. An older roam sends none; each is
+	// checked and bounded on its own (Host), and one out of bounds is
+	// dropped, not the member: its CPU then fits every job, as an older
+	// node's does.
+	CPU    string `json:"cpu,omitempty"`
+	Model  string `json:"cm,omitempty"`
+	Kernel string `json:"k,omitempty"`
+	CRIU   string `json:"cv,omitempty"`
+}
+
+// MetaOf is the metadata a node sends of host h, its other fields set by
+// the caller.
+func MetaOf(h cpufeat.Host) Meta {
+	h = h.Bounded()
+	return Meta{CPU: h.CPU.String(), Model: h.Model, Kernel: h.Kernel, CRIU: h.CRIU}
+}
+
+// Host is the member's cpufeat.Host as its metadata says it, bounded: a
+// CPU text that does not parse is unknown.
+func (m Meta) Host() cpufeat.Host {
+	set, err := cpufeat.Parse(m.CPU)
+	if err != nil {
+		set = cpufeat.Set{}
+	}
+	return cpufeat.Host{CPU: set, Model: m.Model, Kernel: m.Kernel, CRIU: m.CRIU}.Bounded()
 }
 
 // ParseMeta reads a member's metadata, which comes from the network: a
@@ -55,4 +83,13 @@ func CheckProtocol(name string, b []byte) error {
 		return fmt.Errorf("node %s speaks roam protocol %d (roam %s), this agent protocol %d (roam %s): run one version on every node (docs/deploy.md, upgrades)", name, p, errkind.QuoteOdd(v, maxVersion), api.Protocol, api.Version)
 	}
 	return nil
+}
+
+// cpuSummary is what `roam nodes` shows of a CPU's features: nothing for
+// a node that does not say.
+func cpuSummary(s cpufeat.Set) string {
+	if !s.Known() {
+		return ""
+	}
+	return s.Summary()
 }
