@@ -22,7 +22,7 @@ func recordedCPUs(t *testing.T) (older, newer cpufeat.Set) {
 		}
 		return cpufeat.FromFlags(cpufeat.X86, strings.Fields(string(b)))
 	}
-	return read("haswell-e5-2680v3.flags"), read("sapphirerapids-kvm.flags")
+	return read("haswell-e5-2666v3-kvm.flags"), read("sapphirerapids-kvm.flags")
 }
 
 // Nodes say their CPUs, kernels and CRIUs (roam nodes shows them); a job

@@ -21,7 +21,7 @@ type Host struct {
 const (
 	MaxModel  = 64
 	MaxKernel = 64
-	MaxCRIU   = 16
+	MaxCRIU   = 19 // four numbers of four digits at most
 )
 
 var (

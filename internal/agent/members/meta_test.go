@@ -24,7 +24,11 @@ func TestLargestMetaFitsMemberlist(t *testing.T) {
 	if err != nil || len(b) > memberlist.MetaMaxSize {
 		t.Fatalf("%d bytes (limit %d): %s %v", len(b), memberlist.MetaMaxSize, b, err)
 	}
-	if got := ParseMeta(b).Host(); got.CPU != all || got.Kernel == "" || got.CRIU == "" || len(got.Model) != cpufeat.MaxModel {
+	var back Meta
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Host(); got.CPU != all || got.Kernel == "" || got.CRIU == "" || len(got.Model) != cpufeat.MaxModel {
 		t.Fatalf("read back as %+v", got)
 	}
 	t.Logf("largest metadata: %d of %d bytes", len(b), memberlist.MetaMaxSize)
