@@ -17,7 +17,11 @@
 // image from a richer node fits a poorer one only when the two have the
 // same features of Ins. Features outside Ins (vmx, pcid, smap, the
 // kernel's own markers) change nothing a program can run, and CRIU does
-// not compare them.
+// not compare them. Some of Ins are CRIU's caution more than a program's
+// need (monitor: MWAIT runs only in the kernel, and a KVM guest hides it,
+// so an image of a bare-metal node does not go to a guest of a newer
+// CPU); the rule follows CRIU all the same, since a node CRIU would
+// refuse is no place to send a frozen job.
 //
 // The flags are Linux's names of /proc/cpuinfo, which shows what the
 // kernel lets programs use (a feature it disabled, as with clearcpuid or
