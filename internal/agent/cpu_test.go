@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"os"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/cpufeat"
+	"roam/internal/job"
 )
 
 // recordedCPUs are package cpufeat's recorded CPUs: a Haswell (AVX2) and
@@ -30,7 +32,7 @@ func recordedCPUs(t *testing.T) (older, newer cpufeat.Set) {
 // on one line naming what n2 lacks, before anything froze; it moves to
 // n3, AVX-512 too, and from there is still refused to n2 (its image keeps
 // the features of the CPU it started on); a job started on n2 moves to
-// n1.
+// n1. A restart from the first job's checkpoint never goes to n2.
 func TestAgentsMoveAJobOnlyWhereItsCPUFits(t *testing.T) {
 	older, newer := recordedCPUs(t)
 	synctest.Test(t, func(t *testing.T) {
@@ -85,5 +87,25 @@ func TestAgentsMoveAJobOnlyWhereItsCPUFits(t *testing.T) {
 		if m, err := c.nodes[0].a.out.Migrate(owner, api.MigrateRequest{ID: other, Node: "n1"}); err != nil || !m.OK {
 			t.Fatalf("a job started on the Haswell, to n1: %+v %v", m, err)
 		}
+
+		// Its checkpoint keeps the features: `roam restart --on n2` is
+		// refused, naming them, and a restart placed by roam goes to an
+		// AVX-512 node, though n2 is as idle as any.
+		file := checkpointOf(t, c, owner, id)
+		if res, err := c.nodes[0].a.control.Kill(owner, api.KillRequest{IDs: []string{id}, Signal: 9}); err != nil || len(res) != 1 || res[0].Error != "" {
+			t.Fatalf("kill: %+v %v", res, err)
+		}
+		c.waitFor("the job ended", time.Minute, func() bool { return c.homeRec(id).State == job.StateFinished })
+		_, err := c.nodes[0].a.checkpoints.Restart(owner, "n2", bytes.NewReader(file), int64(len(file)))
+		if err == nil || !strings.Contains(err.Error(), "node n2's CPU lacks") || !strings.Contains(err.Error(), "avx512f") {
+			t.Fatalf("restart --on n2: %v", err)
+		}
+		res, err := c.nodes[0].a.checkpoints.Restart(owner, "", bytes.NewReader(file), int64(len(file)))
+		if err != nil || (res.Node != "n1" && res.Node != "n3") {
+			t.Fatalf("restart placed by roam: %+v %v; want on n1 or n3", res, err)
+		}
+		c.waitFor("the restarted job running", time.Minute, func() bool { run, _ := c.world.copies(id); return len(run) == 1 && run[0] == res.Node })
+		before = dumps()
+		refused(id, res.Node)
 	})
 }
