@@ -45,10 +45,8 @@ type Parts struct {
 	// own user namespace (ckpt.LazyInUserNS); the node says so to the
 	// others, which move such jobs here eagerly otherwise.
 	LazyUserNS bool
-	// Host is this node's CPU (its features: cpufeat), kernel and CRIU,
-	// read once at start; the node says them to the others, and a job's
-	// image goes only where a CPU has every feature of the one it
-	// started on. The zero Host says nothing: every job fits here.
+	// Host is this node's CPU, kernel and CRIU, read at start and told
+	// the others (cpufeat; the zero Host says nothing: every job fits).
 	Host cpufeat.Host
 	// Prober measures the node's load and free memory.
 	Prober Prober

@@ -19,7 +19,6 @@ import (
 
 	"roam/internal/agent/config"
 	"roam/internal/agent/peer"
-	"roam/internal/api"
 	"roam/internal/cpufeat"
 	"roam/internal/errkind"
 	"roam/internal/load"
@@ -358,32 +357,6 @@ func (t *Table) Receive(now time.Time, e load.Entry) Received {
 	r.Eased = r.Live && t.dis.Eased(now, prev, had, e, t.selfLoad)
 	t.newlyWaiting(r.Live, prev, had, e)
 	return r
-}
-
-// Nodes is what `roam nodes` shows: every member heard of, with load and
-// memory from the load vector (this node's own as probed; selfDraining
-// is its own drain state, which its metadata may not show yet).
-func (t *Table) Nodes(now time.Time, selfDraining bool) []api.NodeInfo {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]api.NodeInfo, 0, len(t.known))
-	for id, p := range t.known {
-		ni := api.NodeInfo{ID: id, Addr: p.PeerAddr, Alive: p.Alive, Capacity: p.Capacity, Draining: p.Draining, Version: p.Version, UserNS: p.UserNS,
-			Kernel: p.Host.Kernel, CRIU: p.Host.CRIU, CPUModel: p.Host.Model, CPU: cpuSummary(p.Host.CPU), CPUFeatures: p.Host.CPU.String()}
-		if id == t.self {
-			l, m, age := t.selfLoad, t.selfMem, int64(0)
-			ni.Self, ni.Load, ni.MemFreeMB, ni.InfoAgeMS = true, &l, &m, &age
-			ni.Draining = selfDraining
-			ni.MemJobsMB, ni.MemHeldMB = t.jobMem, t.selfHeld
-		} else if e, ok := t.dis.Vector.Get(id); ok {
-			l, m, age := e.Load, e.MemFreeMB, now.Sub(e.Received).Milliseconds()
-			ni.Load, ni.MemFreeMB, ni.InfoAgeMS = &l, &m, &age
-			ni.MemJobsMB, ni.MemHeldMB = e.MemJobsMB, e.MemHeldMB
-		}
-		out = append(out, ni)
-	}
-	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i].ID, out[j].ID) })
-	return out
 }
 
 // Peers is the live peers as the scheduler sees them (from the load
