@@ -72,14 +72,6 @@ func (e *env) nodesCmd() *cobra.Command {
 	return jsonVia(jsonValue, c)
 }
 
-// dash is s, or "-" when the node does not say.
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // cpuColumn is what roam nodes shows of a node's CPU: its x86-64 level
 // and feature count (what decides where a job's image can run), then its
 // model; the features themselves are in --json (cpu_features).
