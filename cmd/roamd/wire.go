@@ -253,6 +253,7 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 		Processes:     launcher,
 		UserNS:        launcher.UserNS,
 		LazyUserNS:    lazyUserNS,
+		Host:          host(w.criuPath, execMu),
 		Prober:        prober,
 		JobMemory:     jobMem,
 	}, nil

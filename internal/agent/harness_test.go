@@ -29,6 +29,7 @@ import (
 	"roam/internal/agent/peer"
 	"roam/internal/agent/spool"
 	"roam/internal/api"
+	"roam/internal/cpufeat"
 	"roam/internal/sched"
 	"roam/internal/secret"
 )
@@ -60,12 +61,21 @@ type cluster struct {
 	nodes []*hnode
 	log   *slog.Logger
 	mu    sync.Mutex // guards the nodes' a, fn and up
+	// hosts are what each node says of its CPU, kernel and CRIU
+	// (Parts.Host), by node; none: nothing, as an older roam.
+	hosts map[string]cpufeat.Host
 }
 
 // newCluster starts n agents named n1..nN with scheduler policy pol,
 // joined into one cluster; each of opts may change every node's config.
 func newCluster(t *testing.T, n int, seed int64, f faults, pol string, opts ...func(*Config)) *cluster {
-	c := &cluster{t: t, net: newMemnet(seed, f), world: newWorld(seed + 1), key: secret.New().GossipKey()}
+	return newClusterOf(t, n, seed, f, pol, nil, opts...)
+}
+
+// newClusterOf is newCluster whose nodes say hosts of themselves (by
+// node: their CPUs, kernels and CRIUs).
+func newClusterOf(t *testing.T, n int, seed int64, f faults, pol string, hosts map[string]cpufeat.Host, opts ...func(*Config)) *cluster {
+	c := &cluster{t: t, net: newMemnet(seed, f), world: newWorld(seed + 1), key: secret.New().GossipKey(), hosts: hosts}
 	c.log = slog.New(slog.DiscardHandler)
 	if *harnessLog {
 		var buf syncBuf
@@ -136,7 +146,7 @@ func (c *cluster) start(i int) {
 	fn := &fakeNode{w: c.world, name: h.name, spool: filepath.Join(h.cfg.StateDir, "spool")}
 	api := &memListener{addr: h.host + ":0", accept: make(chan net.Conn), done: make(chan struct{})}
 	p := Parts{API: api, Transport: c.net.transport(h.host), Gossip: c.net.gossipTransport(h.host),
-		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn,
+		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn, Host: c.hosts[h.name],
 		DiskFree: func(dir string) int64 {
 			if v := h.free.Load(); v != 0 {
 				return v

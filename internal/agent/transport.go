@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"roam/internal/ckpt"
+	"roam/internal/cpufeat"
 	"roam/internal/job"
 )
 
@@ -44,6 +45,9 @@ type Parts struct {
 	// own user namespace (ckpt.LazyInUserNS); the node says so to the
 	// others, which move such jobs here eagerly otherwise.
 	LazyUserNS bool
+	// Host is this node's CPU, kernel and CRIU, read at start and told
+	// the others (cpufeat; the zero Host says nothing: every job fits).
+	Host cpufeat.Host
 	// Prober measures the node's load and free memory.
 	Prober Prober
 	// JobMemory is the memory, in bytes, this node has for its jobs

@@ -106,7 +106,7 @@ func wireScheduling(a *Agent) {
 		},
 		Stop: a.stop, Group: &a.wg})
 	a.gossip = gossip.New(gossip.Config{Node: a.cfg.NodeID, BindAddr: a.cfg.BindAddr, Advertise: a.adv,
-		GossipPort: a.cfg.GossipPort, PeerPort: a.cfg.PeerPort, Capacity: a.capacity, UserNS: a.parts.UserNS, LazyUserNS: a.parts.LazyUserNS, Join: a.cfg.Join,
+		GossipPort: a.cfg.GossipPort, PeerPort: a.cfg.PeerPort, Capacity: a.capacity, UserNS: a.parts.UserNS, LazyUserNS: a.parts.LazyUserNS, Host: a.parts.Host, Join: a.cfg.Join,
 		Interval: a.cfg.Load.Interval, Key: a.parts.GossipKey, Transport: a.parts.Gossip, Log: a.log,
 		Members: a.members, Rounds: a.rounds, Jobs: a.jobs, Sched: a.sched, Drain: a.drain, Prober: a.prober,
 		Counters: &a.stats.Gossip,

@@ -41,6 +41,19 @@ type NodeInfo struct {
 	// --mem) of the jobs it holds add up to; absent: not known.
 	MemJobsMB float64 `json:"mem_jobs_mb,omitempty"`
 	MemHeldMB float64 `json:"mem_held_mb,omitempty"`
+	// Kernel and CRIU are the node's kernel release and CRIU version,
+	// CPUModel its CPU's model name, CPU a few words on what its CPU
+	// offers (its x86-64 level and how many of the features roam
+	// compares it has) and CPUFeatures those features themselves
+	// (architecture:hex, cpufeat): a job's image goes only to a node
+	// whose CPU has every feature of the one the job started on. As the
+	// node's metadata says them, bounded; absent: it does not say (an
+	// older roam), and every job fits there.
+	Kernel      string `json:"kernel,omitempty"`
+	CRIU        string `json:"criu,omitempty"`
+	CPUModel    string `json:"cpu_model,omitempty"`
+	CPU         string `json:"cpu,omitempty"`
+	CPUFeatures string `json:"cpu_features,omitempty"`
 }
 
 // Stats are the agent's counters, for `roam stats` and the tests.

@@ -138,6 +138,10 @@ type Checkpoint struct {
 	Err      int64  `json:"err"`
 	OK       bool   `json:"ok"`
 	Error    string `json:"error,omitempty"`
+	// CPU is what the CPU the job's program started on offers (its
+	// features, as roam nodes' cpu_features): a restart from it goes
+	// only to a node whose CPU has as much.
+	CPU string `json:"cpu,omitempty"`
 }
 
 // CheckpointRequest is `roam checkpoint`: Stop ends the job once it is

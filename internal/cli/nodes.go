@@ -14,7 +14,7 @@ import (
 func (e *env) nodesCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "nodes",
-		Short: "what the agent knows of every node: alive, dead or draining, capacity, load, free memory, version, how users' jobs run there",
+		Short: "what the agent knows of every node: alive, dead or draining, capacity, load, free memory, version, how users' jobs run there, its kernel, CRIU and CPU",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := e.client()
@@ -29,7 +29,7 @@ func (e *env) nodesCmd() *cobra.Command {
 				return e.printJSON(nodes)
 			}
 			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tADDR\tSTATE\tCAPACITY\tLOAD\tMEM-FREE-MB\tJOB-MEM-MB\tAGE\tVERSION\tUSER-JOBS")
+			fmt.Fprintln(tw, "ID\tADDR\tSTATE\tCAPACITY\tLOAD\tMEM-FREE-MB\tJOB-MEM-MB\tAGE\tVERSION\tUSER-JOBS\tKERNEL\tCRIU\tCPU")
 			for _, n := range nodes {
 				id := n.ID
 				if n.Self {
@@ -63,12 +63,28 @@ func (e *env) nodesCmd() *cobra.Command {
 				if n.MemJobsMB > 0 {
 					jobMem = fmt.Sprintf("%.0f/%.0f", n.MemHeldMB, n.MemJobsMB)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\n", id, n.Addr, state, n.Capacity, ld, mem, jobMem, age, version, users)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, n.Addr, state, n.Capacity, ld, mem, jobMem, age, version, users,
+					dash(n.Kernel), dash(n.CRIU), cpuColumn(n))
 			}
 			return tw.Flush()
 		},
 	}
 	return jsonVia(jsonValue, c)
+}
+
+// cpuColumn is what roam nodes shows of a node's CPU: its x86-64 level
+// and feature count (what decides where a job's image can run), then its
+// model; the features themselves are in --json (cpu_features).
+func cpuColumn(n api.NodeInfo) string {
+	switch {
+	case n.CPU == "" && n.CPUModel == "":
+		return "-"
+	case n.CPUModel == "":
+		return n.CPU
+	case n.CPU == "":
+		return n.CPUModel
+	}
+	return n.CPU + "; " + n.CPUModel
 }
 
 func (e *env) statsCmd() *cobra.Command {

@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"roam/internal/api"
+	"roam/internal/cpufeat"
 	"roam/internal/migrate"
 	"roam/internal/resources"
 )
@@ -238,6 +239,11 @@ type Local struct {
 	// PeakBefore is the highest peak memory, in MiB, of the job's cgroups
 	// on the nodes it ran on before this copy (migrate.Header.PeakMB).
 	PeakBefore float64 `json:"peak_before,omitempty"`
+	// CPU is what the CPU the job's program started on offers: the copy
+	// runs only where a CPU has as much (cpufeat), as its program may
+	// have picked code for any of it; a move or a restart keeps it. Zero
+	// in a record of an older roam: unknown, and every node fits.
+	CPU cpufeat.Set `json:"cpu,omitzero"`
 }
 
 // Attained is the job's CPU time on every node it ran on, given cpu, the

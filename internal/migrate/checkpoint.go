@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"roam/internal/cpufeat"
 	"roam/internal/resources"
 )
 
@@ -158,6 +159,10 @@ type CheckpointMeta struct {
 	Job CheckpointJob `json:"job"`
 	// FreezeMS is how long the job was frozen for it.
 	FreezeMS float64 `json:"freeze_ms"`
+	// CPU is what the CPU the job's program started on offers
+	// (job.Local.CPU): a restart chooses only a node whose CPU has as
+	// much. Zero from an older roam: unknown, and every node fits.
+	CPU cpufeat.Set `json:"cpu,omitzero"`
 }
 
 // CheckpointJob is what a checkpoint keeps of the job's record.

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"roam/internal/cpufeat"
 	"roam/internal/resources"
 )
 
@@ -72,6 +73,11 @@ type Header struct {
 	// destination gives its cgroup the same limits, and takes it only
 	// with room for its memory. Zero from an older roam: no limits.
 	Req resources.Request `json:"req,omitzero"`
+	// CPU is what the CPU the job's program started on offers
+	// (job.Local.CPU): the destination keeps it, and refuses the move
+	// when its own CPU lacks any of it (sched.Admit). Zero from an older
+	// roam: unknown.
+	CPU cpufeat.Set `json:"cpu,omitzero"`
 }
 
 // MaxPeakMB bounds a header's peak memory (Header.PeakMB): a tebibyte.

@@ -47,6 +47,7 @@ import (
 	"strconv"
 	"time"
 
+	"roam/internal/cpufeat"
 	"roam/internal/resources"
 	"roam/internal/sched"
 )
@@ -81,11 +82,14 @@ type Group struct {
 // Job is one pending job: its index in its sweep (0 for a lone job) and
 // its id. Preempted: it ran, had its quantum and was checkpointed to let
 // the fresh jobs of its group in (Preempt); it starts again from its
-// checkpoint, after every fresh job of its group.
+// checkpoint, after every fresh job of its group, and only on a node
+// whose CPU has every feature of CPU, the one its program started on
+// (sched.RunsImage; zero, as for a fresh job: anywhere).
 type Job struct {
 	Index     int
 	ID        string
 	Preempted bool
+	CPU       cpufeat.Set
 }
 
 // Placed is a job of this home started on a node (not the home itself)
@@ -206,7 +210,14 @@ func Decide(in Input, rng *rand.Rand) Decision {
 			}
 			break
 		}
-		node, why, err := place(g, nodes, left, in.Placement, &d.RR, rng)
+		// A preempted job is restored only where its CPU fits: while no
+		// such node is alive, its group waits, saying so.
+		fit, err := sched.RunsImage(nodes, g.Pending[g.next].CPU)
+		if err != nil {
+			g.blocked, d.Why[g.Key] = true, "its checkpoint waits for a node whose CPU can run it: "+err.Error()
+			continue
+		}
+		node, why, err := place(g, fit, left, in.Placement, &d.RR, rng)
 		if err != nil {
 			g.blocked = true
 			d.Why[g.Key] = why

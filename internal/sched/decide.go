@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"roam/internal/cpufeat"
 	"roam/internal/resources"
 )
 
@@ -53,6 +54,10 @@ type Node struct {
 	// Waiting: its home's queue has jobs waiting for room
 	// (load.Entry.Waiting; the node's own, from its last round).
 	Waiting bool
+	// CPU is what its CPU offers (its metadata): a job goes there only
+	// when it has every feature of the CPU the job started on (fits).
+	// Zero: it does not say, and every job fits.
+	CPU cpufeat.Set
 }
 
 // Job is a job running on this node, with what moving it would cost.
@@ -82,6 +87,9 @@ type Job struct {
 	// MemReqMB is its memory request (roam run --mem), which its
 	// destination must have room for; 0: none.
 	MemReqMB float64
+	// CPU is what the CPU its program started on offers
+	// (job.Local.CPU): its image runs only where a CPU has as much.
+	CPU cpufeat.Set
 }
 
 // Move is a decision: migrate Job to node To, and why.
@@ -123,6 +131,9 @@ type Move struct {
 	// MemReqMB is the job's memory request (Job.MemReqMB): the target
 	// needs room for it, and holds it from its admission on.
 	MemReqMB float64 `json:",omitempty"`
+	// CPU is the job's (Job.CPU): the target's CPU must have all of it
+	// (fits), which the destination checks again against its own (Admit).
+	CPU cpufeat.Set `json:",omitzero"`
 }
 
 // Check refuses a move whose numbers no policy makes: negative or not
@@ -755,7 +766,7 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 		for _, to := range pr.Targets {
 			t := peers[to]
 			for _, j := range jobs {
-				mv := Move{Job: j.ID, To: to, Kind: pr.Kind, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB,
+				mv := Move{Job: j.ID, To: to, Kind: pr.Kind, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB, CPU: j.CPU,
 					From: s.Self.ID, SrcLoad: s.Self.Load, Threshold: pr.Threshold, KeepFreeMB: pr.KeepFreeMB}
 				if recent[j.ID] {
 					mv.Gain = m.HysteresisGain
@@ -820,7 +831,7 @@ func (m *migrateManager) pickTurn(s Snapshot, pr Problem, peers map[string]Node)
 		return Move{}, false
 	}
 	for _, to := range pr.Targets {
-		mv := Move{Job: j.ID, To: to, From: s.Self.ID, Kind: ProblemTurn, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB,
+		mv := Move{Job: j.ID, To: to, From: s.Self.ID, Kind: ProblemTurn, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB, CPU: j.CPU,
 			SrcLoad: s.Self.Load, Attained: j.Attained, Behind: run[1].Attained, TurnEvery: pr.TurnEvery}
 		mv.Lazy = m.LazyMB > 0 && j.RSSMB >= m.LazyMB
 		if fits(mv, peers[to]) != nil || s.queueFills(mv, peers[to]) {
@@ -840,11 +851,15 @@ func turnLead(mv Move, t Node) float64 {
 	return mv.TurnEvery.Seconds() * (1/turnLoad(t) - 1/mv.SrcLoad)
 }
 
-// fits says why target t would not take move mv, or nil: for memory, t
-// must keep KeepFreeMB free after taking the job; for cpu, t's load with
+// fits says why target t would not take move mv, or nil: t's CPU must
+// have every feature of the one the job started on (cpufeat: its image
+// may use any of them); for memory, t must keep KeepFreeMB free after taking the job; for cpu, t's load with
 // the job's runnable threads (at least one) must stay more than Threshold
 // below the source's, and, for a job that moved lately, Gain times lower.
 func fits(mv Move, t Node) error {
+	if err := cpufeat.Check(mv.CPU, t.CPU, t.ID); err != nil {
+		return fmt.Errorf("job %s: %w", mv.Job, err)
+	}
 	if err := MemFits(t.ID, t.MemJobsMB, t.MemHeldMB, resources.Request{MemBytes: int64(mv.MemReqMB * (1 << 20))}); err != nil {
 		return fmt.Errorf("job %s: %w", mv.Job, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 
+	"roam/internal/cpufeat"
 	"roam/internal/resources"
 )
 
@@ -39,6 +40,35 @@ type NodeLoad struct {
 	// counted (the node itself refuses a job it has no room for).
 	MemJobsMB float64
 	MemHeldMB float64
+	// CPU is what its CPU offers (cpufeat; zero: it does not say): an
+	// image goes there only when it has as much (RunsImage). A first
+	// start goes anywhere: its program picks its code where it starts.
+	CPU cpufeat.Set
+}
+
+// ErrNoCPU means no node's CPU can run a job's image.
+var ErrNoCPU = errors.New("no alive node's CPU can run the job's image")
+
+// RunsImage is the nodes whose CPU can run an image of a program that
+// started on a CPU offering image (cpufeat.Fits), for a restart's or a
+// move's choice; ErrNoCPU, naming what the first node left out lacks,
+// when nodes had some and none is left. An image of unknown features,
+// and a node that does not say, fit (cpufeat).
+func RunsImage(nodes []NodeLoad, image cpufeat.Set) ([]NodeLoad, error) {
+	var out []NodeLoad
+	var why error
+	for _, n := range nodes {
+		err := cpufeat.Check(image, n.CPU, n.ID)
+		if err == nil {
+			out = append(out, n)
+		} else if why == nil {
+			why = err
+		}
+	}
+	if len(out) == 0 && why != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoCPU, why)
+	}
+	return out, nil
 }
 
 // ErrNoNode means there is no node to place on.

@@ -34,6 +34,7 @@ var pure = []purePkg{
 	{"internal/sweep", false},
 	{"internal/queue", false},
 	{"internal/fence", false},
+	{"internal/cpufeat", false},
 }
 
 // forbiddenDeps may not be among a pure package's dependencies, nor

@@ -20,7 +20,10 @@ import (
 
 // NodeMeta is this node's metadata (members.Meta), within limit bytes.
 func (g *Gossip) NodeMeta(limit int) []byte {
-	b, _ := json.Marshal(members.Meta{Capacity: g.c.Capacity, PeerPort: g.c.PeerPort, Draining: g.c.Drain.On(), Protocol: api.Protocol, Version: api.Version, UserNS: g.c.UserNS, LazyUserNS: g.c.LazyUserNS})
+	m := members.MetaOf(g.c.Host)
+	m.Capacity, m.PeerPort, m.Draining, m.Protocol, m.Version = g.c.Capacity, g.c.PeerPort, g.c.Drain.On(), api.Protocol, api.Version
+	m.UserNS, m.LazyUserNS = g.c.UserNS, g.c.LazyUserNS
+	b, _ := json.Marshal(m)
 	if len(b) > limit {
 		return nil
 	}

@@ -29,6 +29,7 @@ import (
 	"roam/internal/agent/rounds"
 	"roam/internal/agent/scheduler"
 	"roam/internal/api"
+	"roam/internal/cpufeat"
 	"roam/internal/lockorder"
 )
 
@@ -83,6 +84,9 @@ type Config struct {
 	Capacity   float64 // this node's capacity, in cores
 	UserNS     bool    // users' jobs run in user namespaces here
 	LazyUserNS bool    // CRIU restores jobs lazily in their user namespaces here
+	// Host is this node's CPU, kernel and CRIU, which its metadata
+	// says (members.MetaOf).
+	Host cpufeat.Host
 	// Join are the members to join through (config's join).
 	Join []string
 	// Interval is the load interval (load.interval).

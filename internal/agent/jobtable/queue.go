@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"roam/internal/agent/relay"
+	"roam/internal/cpufeat"
 	"roam/internal/job"
 	"roam/internal/migrate"
 	"roam/internal/queue"
@@ -55,7 +56,7 @@ func (j *Table) Queue(since time.Time) Queued {
 				groups[key] = g
 			}
 			if preempted := !r.Preempted.IsZero(); !preempted || Restorable(*r) {
-				g.Pending = append(g.Pending, queue.Job{Index: r.Sweep.Index, ID: r.ID, Preempted: preempted})
+				g.Pending = append(g.Pending, queue.Job{Index: r.Sweep.Index, ID: r.ID, Preempted: preempted, CPU: checkpointCPU(*r)})
 			}
 		case r.Over():
 		default:
@@ -164,4 +165,15 @@ func (j *Table) LosePreempted(id string, tries int, err error, now time.Time) er
 	j.kickIfSweep(&c)
 	j.wakeReaders(id)
 	return nil
+}
+
+// checkpointCPU is the CPU features of record r's newest checkpoint (its
+// program's, which a restore needs), zero when it has none or they are
+// not known.
+func checkpointCPU(r job.Record) cpufeat.Set {
+	if r.Newest == nil {
+		return cpufeat.Set{}
+	}
+	s, _ := cpufeat.Parse(r.Newest.CPU)
+	return s
 }

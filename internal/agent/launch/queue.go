@@ -18,6 +18,7 @@ import (
 
 	"roam/internal/agent/peer"
 	"roam/internal/api"
+	"roam/internal/cpufeat"
 	"roam/internal/job"
 	"roam/internal/queue"
 	"roam/internal/sched"
@@ -47,7 +48,7 @@ func (s *Starter) placeNow(on string, p plan) ([]string, string, error) {
 	if p.spec.Req.MemBytes > 0 {
 		n = min(n, 1)
 	}
-	targets, why, err := s.cfg.Members.Place(on, n, s.cfg.Draining(), p.spec.Req, held)
+	targets, why, err := s.cfg.Members.Place(on, n, s.cfg.Draining(), p.spec.Req, held, cpufeat.Set{})
 	switch {
 	case p.spec.Req.MemBytes == 0:
 		return targets, why, err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/cpufeat"
 	"roam/internal/job"
 	"roam/internal/migrate"
 )
@@ -165,6 +166,14 @@ func (s *Starter) refuse(req peer.StartRequest, sp job.Spec, draining bool, addr
 // the requests' order is kept for reserving room (refuse).
 const startWindow = 4
 
+// ownCPU is what this node's CPU offers (its metadata, in the members
+// table): a job started here may use any of it, and its image runs only
+// where a CPU has as much.
+func (s *Starter) ownCPU() cpufeat.Set {
+	m, _ := s.cfg.Members.Get(s.cfg.Self)
+	return m.Host.CPU
+}
+
 // StartHere is /v1/peer/start: it starts jobs on this node for their
 // home, and answers for each.
 func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
@@ -177,7 +186,7 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 		}
 		sp := req.Jobs[i]
 		l := job.Local{ID: sp.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: sp.UID, GID: sp.GID, Groups: sp.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: began[i],
-			CheckpointEvery: sp.CheckpointEvery, Req: sp.Req}
+			CheckpointEvery: sp.CheckpointEvery, Req: sp.Req, CPU: s.ownCPU()}
 		if sp.Pin {
 			l.Hold = migrate.HoldPin
 		}

@@ -19,7 +19,7 @@ import (
 
 	"roam/internal/agent/config"
 	"roam/internal/agent/peer"
-	"roam/internal/api"
+	"roam/internal/cpufeat"
 	"roam/internal/errkind"
 	"roam/internal/load"
 	"roam/internal/lockorder"
@@ -40,6 +40,10 @@ type Member struct {
 	// LazyUserNS: it restores jobs lazily inside their own user
 	// namespaces (metadata).
 	LazyUserNS bool
+	// Host is its CPU's features, its CPU's model, its kernel and CRIU
+	// (metadata, bounded): a job's image goes there only when its CPU
+	// has every feature of the one the job started on.
+	Host cpufeat.Host
 }
 
 // Config is what a Table is built from.
@@ -161,6 +165,7 @@ func (t *Table) Up(name, addr string, ip net.IP, metadata []byte, now time.Time)
 	}
 	p.UserNS = m.UserNS
 	p.LazyUserNS = m.LazyUserNS
+	p.Host = m.Host()
 	return ch
 }
 
@@ -354,31 +359,6 @@ func (t *Table) Receive(now time.Time, e load.Entry) Received {
 	return r
 }
 
-// Nodes is what `roam nodes` shows: every member heard of, with load and
-// memory from the load vector (this node's own as probed; selfDraining
-// is its own drain state, which its metadata may not show yet).
-func (t *Table) Nodes(now time.Time, selfDraining bool) []api.NodeInfo {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]api.NodeInfo, 0, len(t.known))
-	for id, p := range t.known {
-		ni := api.NodeInfo{ID: id, Addr: p.PeerAddr, Alive: p.Alive, Capacity: p.Capacity, Draining: p.Draining, Version: p.Version, UserNS: p.UserNS}
-		if id == t.self {
-			l, m, age := t.selfLoad, t.selfMem, int64(0)
-			ni.Self, ni.Load, ni.MemFreeMB, ni.InfoAgeMS = true, &l, &m, &age
-			ni.Draining = selfDraining
-			ni.MemJobsMB, ni.MemHeldMB = t.jobMem, t.selfHeld
-		} else if e, ok := t.dis.Vector.Get(id); ok {
-			l, m, age := e.Load, e.MemFreeMB, now.Sub(e.Received).Milliseconds()
-			ni.Load, ni.MemFreeMB, ni.InfoAgeMS = &l, &m, &age
-			ni.MemJobsMB, ni.MemHeldMB = e.MemJobsMB, e.MemHeldMB
-		}
-		out = append(out, ni)
-	}
-	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i].ID, out[j].ID) })
-	return out
-}
-
 // Peers is the live peers as the scheduler sees them (from the load
 // vector; a member not in it yet is left out), in node order.
 func (t *Table) Peers() []sched.Node {
@@ -390,7 +370,7 @@ func (t *Table) Peers() []sched.Node {
 		}
 		if e, ok := t.dis.Vector.Get(id); ok {
 			out = append(out, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.Draining, Least: e.Least,
-				MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB, Waiting: e.Waiting})
+				MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB, Waiting: e.Waiting, CPU: p.Host.CPU})
 		}
 	}
 	t.mu.Unlock()
@@ -413,8 +393,11 @@ func (t *Table) Decide(pol *sched.Scheduler, snap sched.Snapshot) []sched.Move {
 // room for it (sched.Place). selfHeldMB is what the memory requests
 // held here add up to now. It returns the nodes and why they were
 // chosen; a run that fits nowhere is refused (sched.FitsNowhere: its
-// error says whether it never will).
-func (t *Table) Place(on string, count int, selfDraining bool, req resources.Request, selfHeldMB float64) ([]string, string, error) {
+// error says whether it never will). image is what the CPU the processes'
+// program started on offers, for a restart from a checkpoint: only a node
+// whose CPU has as much is chosen (sched.RunsImage); a first start passes
+// the zero Set, and goes anywhere.
+func (t *Table) Place(on string, count int, selfDraining bool, req resources.Request, selfHeldMB float64, image cpufeat.Set) ([]string, string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if on != "" {
@@ -428,6 +411,9 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is draining (roam node resume ends it)", on)
 		}
 		nl := t.nodeLoad(on, p, selfDraining, selfHeldMB)
+		if _, err := sched.RunsImage([]sched.NodeLoad{nl}, image); err != nil {
+			return nil, "", errkind.New(errors.Join(peer.ErrUnavailable, err), "--on %s: %v", on, err)
+		}
 		for k := range count {
 			if err := sched.MemFits(on, nl.MemJobsMB, nl.MemHeldMB+float64(k)*req.MemMB(), req); err != nil {
 				return nil, "", errkind.New(errors.Join(peer.ErrUnavailable, err), "--on %s: room for %d of the %d processes: %v", on, k, count, err)
@@ -440,6 +426,10 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 		if p.Alive {
 			nodes = append(nodes, t.nodeLoad(id, p, selfDraining, selfHeldMB))
 		}
+	}
+	nodes, err := sched.RunsImage(nodes, image)
+	if err != nil {
+		return nil, "", errkind.New(errors.Join(peer.ErrUnavailable, err), "%v", err)
 	}
 	out, rr, err := sched.Place(t.placement, nodes, count, req, t.rng, t.rr)
 	t.rr = rr
@@ -457,7 +447,7 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 // nodeLoad is what placement knows of live member id (mu held): this
 // node's own as probed, with selfHeldMB, or the load vector's entry.
 func (t *Table) nodeLoad(id string, p *Member, selfDraining bool, selfHeldMB float64) sched.NodeLoad {
-	nl := sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: p.Draining}
+	nl := sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: p.Draining, CPU: p.Host.CPU}
 	if id == t.self {
 		nl.Load, nl.Draining, nl.MemJobsMB, nl.MemHeldMB = t.selfLoad, selfDraining, t.jobMem, selfHeldMB
 	} else if e, ok := t.dis.Vector.Get(id); ok {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/cpufeat"
 	"roam/internal/load"
 	"roam/internal/resources"
 	"roam/internal/sched"
@@ -121,17 +122,17 @@ func TestPlace(t *testing.T) {
 		{"n4", "node n4 is not alive", peer.ErrUnavailable},
 		{"n3", "node n3 is draining", peer.ErrUnavailable},
 	} {
-		if _, _, err := tb.Place(tc.on, 1, false, resources.Request{}, 0); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := tb.Place(tc.on, 1, false, resources.Request{}, 0, cpufeat.Set{}); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--on %s: %v, want %q", tc.on, err, tc.want)
 		}
 	}
-	if _, _, err := tb.Place("n1", 1, true, resources.Request{}, 0); err == nil {
+	if _, _, err := tb.Place("n1", 1, true, resources.Request{}, 0, cpufeat.Set{}); err == nil {
 		t.Error("--on this node while it drains was taken")
 	}
-	if out, why, err := tb.Place("n2", 3, false, resources.Request{}, 0); err != nil || !reflect.DeepEqual(out, []string{"n2", "n2", "n2"}) || why != "roam run --on n2" {
+	if out, why, err := tb.Place("n2", 3, false, resources.Request{}, 0, cpufeat.Set{}); err != nil || !reflect.DeepEqual(out, []string{"n2", "n2", "n2"}) || why != "roam run --on n2" {
 		t.Fatalf("--on n2: %v %q %v", out, why, err)
 	}
-	out, why, err := tb.Place("", 4, false, resources.Request{}, 0)
+	out, why, err := tb.Place("", 4, false, resources.Request{}, 0, cpufeat.Set{})
 	if err != nil || why != "placement round-robin" {
 		t.Fatalf("round-robin: %v %q %v", out, why, err)
 	}
@@ -140,12 +141,12 @@ func TestPlace(t *testing.T) {
 			t.Fatalf("round-robin placed on %s (dead or draining): %v", n, out)
 		}
 	}
-	out, _, _ = tb.Place("", 2, true, resources.Request{}, 0)
+	out, _, _ = tb.Place("", 2, true, resources.Request{}, 0, cpufeat.Set{})
 	if !reflect.DeepEqual(out, []string{"n2", "n2"}) {
 		t.Fatalf("with this node draining: %v", out)
 	}
 	tb.SetPlacement("least-loaded", 0)
-	if _, why, _ := tb.Place("", 1, false, resources.Request{}, 0); why != "placement least-loaded" {
+	if _, why, _ := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}); why != "placement least-loaded" {
 		t.Fatalf("after SetPlacement: %q", why)
 	}
 }

@@ -226,7 +226,7 @@ func (o *outMig) ckDump(r migrate.Record) error {
 // job holds exactly them), its spool's sizes, its record.
 func (o *outMig) ckMeta(r migrate.Record, files []migrate.OpenFile, mounts []string) (migrate.CheckpointMeta, migrate.Header) {
 	d, ck, rec := o.d, o.ck, o.ck.rec
-	meta := migrate.CheckpointMeta{At: ck.frozen, Node: d.self, Files: files, Job: *ck.cj}
+	meta := migrate.CheckpointMeta{At: ck.frozen, Node: d.self, Files: files, Job: *ck.cj, CPU: rec.CPU}
 	for _, f := range ck.files {
 		switch f.Name {
 		case migrate.DirSpool + "/stdout":
@@ -238,7 +238,7 @@ func (o *outMig) ckMeta(r migrate.Record, files []migrate.OpenFile, mounts []str
 	hdr := migrate.Header{MID: r.MID, From: d.self, ID: r.Job, Home: rec.Home, HomeAddr: rec.HomeAddr, Mounts: mounts,
 		UID: rec.UID, GID: rec.GID, Groups: rec.Groups, Started: rec.Started, Hold: rec.Hold,
 		Moves: rec.Moves, LastMoved: rec.LastMoved, Stopped: ck.stopped, Inc: rec.Inc, CheckpointEvery: rec.CheckpointEvery,
-		CPUBefore: d.attained(rec), PeakMB: max(rec.PeakBefore, d.procs.PeakMB(rec.ID)), Req: rec.Req}
+		CPUBefore: d.attained(rec), PeakMB: max(rec.PeakBefore, d.procs.PeakMB(rec.ID)), Req: rec.Req, CPU: rec.CPU}
 	if ck.stdin {
 		hdr.StdinKey = d.procs.StdinKey(r.PID)
 	}
@@ -327,7 +327,7 @@ func (o *outMig) ckFinish(r migrate.Record, err error) {
 // err.
 func checkpointNote(f keeper.File, node, storedOn string, err error) api.Checkpoint {
 	cp := api.Checkpoint{At: f.Meta.At, Node: node, FreezeMS: f.Meta.FreezeMS, Bytes: f.Size, StoredOn: storedOn,
-		Out: f.Meta.Out, Err: f.Meta.Err, OK: err == nil}
+		Out: f.Meta.Out, Err: f.Meta.Err, OK: err == nil, CPU: f.Meta.CPU.String()}
 	if cp.At.IsZero() {
 		cp.At = time.Now()
 	}

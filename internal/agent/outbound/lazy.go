@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"roam/internal/cpufeat"
 	"roam/internal/errkind"
 
 	"roam/internal/agent/members"
@@ -42,10 +43,19 @@ func lazyTo(to string, ownUserNS bool, dest members.Member) (bool, string) {
 // node allows them) only goes to a node whose users' jobs run in user
 // namespaces too (dest.UserNS, from its metadata); one that forbids them
 // (user.max_user_namespaces 0) refuses CRIU's namespace as it refuses the
-// agent's, after the whole dump and transfer. A node not known yet is
-// left to the destination's own check.
-func restorableAt(to string, ownUserNS bool, dest members.Member, known bool) error {
-	if !ownUserNS || !known || dest.UserNS {
+// agent's, after the whole dump and transfer. And a job goes only to a
+// node whose CPU has every feature of the one it started on, image
+// (cpufeat): its program may use any of them, and CRIU would refuse the
+// restore after the job was frozen and sent, or the job would die of
+// SIGILL. A node not known yet is left to the destination's own check.
+func restorableAt(to string, ownUserNS bool, image cpufeat.Set, dest members.Member, known bool) error {
+	if !known {
+		return nil
+	}
+	if err := cpufeat.Check(image, dest.Host.CPU, to); err != nil {
+		return errkind.New(peer.ErrBadRequest, "%v", err)
+	}
+	if !ownUserNS || dest.UserNS {
 		return nil
 	}
 	return errkind.New(peer.ErrBadRequest, "node %s cannot restore a job in a user namespace of its own: its host forbids user namespaces (roam nodes: USER-JOBS)", to)

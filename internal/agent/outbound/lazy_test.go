@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"roam/internal/agent/members"
+	"roam/internal/cpufeat"
 )
 
 // A lazy migration stays lazy unless the job is in a user namespace of its
@@ -45,7 +46,7 @@ func TestRestorableAt(t *testing.T) {
 		{true, true, members.Member{}, false},
 		{true, true, members.Member{LazyUserNS: true}, false},
 	} {
-		err := restorableAt("3", c.ownUserNS, c.dest, c.known)
+		err := restorableAt("3", c.ownUserNS, cpufeat.Set{}, c.dest, c.known)
 		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "node 3 cannot restore a job in a user namespace")) {
 			t.Errorf("restorableAt(own user ns %v, known %v, %+v) = %v; want ok %v", c.ownUserNS, c.known, c.dest, err, c.ok)
 		}

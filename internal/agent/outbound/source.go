@@ -67,7 +67,7 @@ func (d *Driver) MigrateOut(req peer.MigrateOutRequest) (api.Migration, error) {
 	}
 	rec := d.jobs.Moving(lj).Rec
 	dest, known := d.members.Get(req.To)
-	if err := restorableAt(req.To, procfs.OwnUserNS(rec.PID), dest, known); err != nil {
+	if err := restorableAt(req.To, procfs.OwnUserNS(rec.PID), rec.CPU, dest, known); err != nil {
 		d.jobs.Release(req.ID, rec.PID)
 		return api.Migration{At: time.Now(), From: d.self, To: req.To, Lazy: req.Lazy, Why: req.Why, Error: err.Error()}, err
 	}
@@ -379,7 +379,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.Started, hdr.Hold, hdr.Moves, hdr.LastMoved = rec.Started, rec.Hold, rec.Moves, rec.LastMoved
 	hdr.AckOut, hdr.AckErr = mj.AckOut, mj.AckErr
 	hdr.Inc, hdr.CheckpointEvery, hdr.Req = rec.Inc, rec.CheckpointEvery, rec.Req
-	hdr.CPUBefore, hdr.PeakMB = d.attained(rec), max(rec.PeakBefore, d.procs.PeakMB(rec.ID))
+	hdr.CPUBefore, hdr.PeakMB, hdr.CPU = d.attained(rec), max(rec.PeakBefore, d.procs.PeakMB(rec.ID)), rec.CPU
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
 	}

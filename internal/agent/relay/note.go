@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/cpufeat"
 	"roam/internal/job"
 	"roam/internal/migrate"
 )
@@ -81,6 +82,9 @@ func Noted(rec job.Record, n Note, now time.Time) (next job.Record, keep bool, b
 // a node becomes the newest, and the one it replaces (drop) is to be
 // dropped where it was kept.
 func checkpointNoted(rec job.Record, c api.Checkpoint) (next job.Record, drop *api.Checkpoint) {
+	if _, err := cpufeat.Parse(c.CPU); err != nil {
+		c.CPU = "" // a peer's: kept only as a CPU's features, else unknown
+	}
 	next = rec
 	next.Checkpoints = append(slices.Clone(rec.Checkpoints), c)
 	if len(next.Checkpoints) > job.MaxMigrationLog {

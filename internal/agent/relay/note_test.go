@@ -1,10 +1,12 @@
 package relay
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/cpufeat"
 	"roam/internal/job"
 )
 
@@ -61,5 +63,19 @@ func TestNoted(t *testing.T) {
 				t.Fatal("noted changed the record it was given")
 			}
 		})
+	}
+}
+
+// A checkpoint's CPU in a peer's note is kept only when it reads as a
+// CPU's features (cpufeat); anything else is dropped: unknown.
+func TestNotedKeepsOnlyACPUsFeatures(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	rec := job.Record{ID: "n1.1", Home: "n1", Node: "n2", State: job.StateRunning}
+	good := cpufeat.FromFlags(cpufeat.X86, []string{"sse2", "avx2"}).String()
+	for cpu, want := range map[string]string{good: good, strings.Repeat("x", 1<<20): "", "x86_64:nothex": "", "": ""} {
+		next, _, _, _ := Noted(rec, Note{ID: "n1.1", Checkpoint: &api.Checkpoint{OK: true, StoredOn: "n3", At: now, CPU: cpu}}, now)
+		if next.Newest == nil || next.Newest.CPU != want {
+			t.Fatalf("a note's CPU of %d bytes kept as %+v, want %q", len(cpu), next.Newest, want)
+		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"roam/internal/agent/peer"
 	"roam/internal/agent/rounds"
 	"roam/internal/api"
+	"roam/internal/cpufeat"
 	"roam/internal/job"
 	"roam/internal/sched"
 )
@@ -109,7 +110,14 @@ func (s *Scheduler) Pending(now time.Time) sched.Node {
 func (s *Scheduler) self(runnable int) sched.Node {
 	return sched.Node{ID: s.c.Node, Capacity: s.c.Capacity, Load: float64(runnable) / s.c.Capacity, MemFreeMB: s.c.Prober.MemFreeMB(),
 		Draining: s.c.Drain.On(), Least: s.Least(), MemJobsMB: s.c.JobMemMB, MemHeldMB: float64(s.c.Jobs.MemHeld("")) / (1 << 20),
-		Waiting: s.c.Jobs.ForRoom()}
+		Waiting: s.c.Jobs.ForRoom(), CPU: s.ownCPU()}
+}
+
+// ownCPU is what this node's CPU offers, as its metadata says: a move
+// comes here only when it has every feature of the job's (sched.Admit).
+func (s *Scheduler) ownCPU() cpufeat.Set {
+	m, _ := s.c.Members.Get(s.c.Node)
+	return m.Host.CPU
 }
 
 // Runnable is how many threads are runnable on this node now, its jobs'
