@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -10,22 +9,9 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/cpufeat"
+	"roam/internal/cpufeat/cpufeattest"
 	"roam/internal/job"
 )
-
-// recordedCPUs are package cpufeat's recorded CPUs: a Haswell (AVX2) and
-// a Sapphire Rapids (AVX-512).
-func recordedCPUs(t *testing.T) (older, newer cpufeat.Set) {
-	t.Helper()
-	read := func(f string) cpufeat.Set {
-		b, err := os.ReadFile("../cpufeat/testdata/" + f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cpufeat.FromFlags(cpufeat.X86, strings.Fields(string(b)))
-	}
-	return read("haswell-e5-2666v3-kvm.flags"), read("sapphirerapids-kvm.flags")
-}
 
 // Nodes say their CPUs, kernels and CRIUs (roam nodes shows them); a job
 // started on the AVX-512 node n1 is refused by hand to the Haswell n2,
@@ -34,7 +20,7 @@ func recordedCPUs(t *testing.T) (older, newer cpufeat.Set) {
 // the features of the CPU it started on); a job started on n2 moves to
 // n1. A restart from the first job's checkpoint never goes to n2.
 func TestAgentsMoveAJobOnlyWhereItsCPUFits(t *testing.T) {
-	older, newer := recordedCPUs(t)
+	older, newer := cpufeattest.TwoGenerations(t)
 	synctest.Test(t, func(t *testing.T) {
 		hosts := map[string]cpufeat.Host{
 			"n1": {CPU: newer, Model: "Sapphire Rapids", Kernel: "6.1.0-27-amd64", CRIU: "4.1.0"},

@@ -3,27 +3,13 @@ package sched
 import (
 	"fmt"
 	"math/rand"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"roam/internal/cpufeat"
+	"roam/internal/cpufeat/cpufeattest"
 )
-
-// twoGenerations are the recorded CPUs of package cpufeat's tests: a
-// Haswell (AVX2) and a Sapphire Rapids (AVX-512).
-func twoGenerations(t *testing.T) (older, newer cpufeat.Set) {
-	t.Helper()
-	read := func(f string) cpufeat.Set {
-		b, err := os.ReadFile("../cpufeat/testdata/" + f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cpufeat.FromFlags(cpufeat.X86, strings.Fields(string(b)))
-	}
-	return read("haswell-e5-2666v3-kvm.flags"), read("sapphirerapids-kvm.flags")
-}
 
 // cpuSnap is node self, crowded with n jobs that started on a CPU
 // offering image, and idle peers.
@@ -41,7 +27,7 @@ func cpuSnap(self Node, n int, image cpufeat.Set, peers ...Node) Snapshot {
 // that started on the Haswell and runs on the newer node now may go back
 // (its image has the Haswell's features only).
 func TestJobsMoveOnlyToCPUsThatRunThem(t *testing.T) {
-	older, newer := twoGenerations(t)
+	older, newer := cpufeattest.TwoGenerations(t)
 	bal := mustPolicy(t, "balance")
 	rng := rand.New(rand.NewSource(1))
 	oldIdle := Node{ID: "old", Capacity: 4, MemFreeMB: 4000, Received: t0, CPU: older}
@@ -94,7 +80,7 @@ func TestJobsMoveOnlyToCPUsThatRunThem(t *testing.T) {
 // Unknown features are judged as before they were compared: a node that
 // does not say takes any job, and a job of an older record goes anywhere.
 func TestUnknownCPUsFitAsBefore(t *testing.T) {
-	older, newer := twoGenerations(t)
+	older, newer := cpufeattest.TwoGenerations(t)
 	bal := mustPolicy(t, "balance")
 	rng := rand.New(rand.NewSource(1))
 	s := cpuSnap(Node{ID: "new", Capacity: 1, MemFreeMB: 4000, CPU: newer}, 6, newer,
@@ -114,7 +100,7 @@ func TestUnknownCPUsFitAsBefore(t *testing.T) {
 // of the one it started on, and restarts' candidates (RunsImage) are
 // exactly the nodes that fit.
 func TestNoMoveToAnUnfitCPU(t *testing.T) {
-	older, newer := twoGenerations(t)
+	older, newer := cpufeattest.TwoGenerations(t)
 	sets := []cpufeat.Set{older, newer, {}}
 	rng := rand.New(rand.NewSource(45))
 	pols := []*Scheduler{mustPolicy(t, "balance"), mustPolicy(t, "static")}

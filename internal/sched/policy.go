@@ -403,23 +403,15 @@ managers:
 	// min_age (2 s) before it moves, unless its node is crowded (crowd:
 	// DefaultCrowd): a burst typed on one node spreads at a quarter
 	// second.
-	"mosix": `name: mosix
-placement: least-loaded
-probes:
-  cpu: {kind: cpu}
-  memory: {kind: memory}
-  jobs: {kind: jobs}
-analyzers:
-  balance: {type: balance, inputs: [cpu, jobs], params: {threshold: 0.25}}
-  ushering: {type: ushering, inputs: [memory], params: {min_free_mb: 64}}
-managers:
-  global: {type: migrate, inputs: [balance, ushering], params: {min_age: 2s, crowd: 5, crowd_min_age: 250ms, hysteresis: 10s, max_moves: 16, parallel: 4}}
-`,
+	"mosix": "name: mosix\n" + mosixBody,
 	// feedback: mosix with the queue's second level: a sweep's job that
 	// has had DefaultPreemptAfter of CPU while fresh jobs of its sweep
 	// wait for room is preempted.
-	"feedback": `name: feedback
-placement: least-loaded
+	"feedback": "name: feedback\n" + mosixBody + "preempt_after: 500ms\n", // DefaultPreemptAfter
+}
+
+// mosixBody is the mosix policy but its name, which feedback shares.
+const mosixBody = `placement: least-loaded
 probes:
   cpu: {kind: cpu}
   memory: {kind: memory}
@@ -429,9 +421,7 @@ analyzers:
   ushering: {type: ushering, inputs: [memory], params: {min_free_mb: 64}}
 managers:
   global: {type: migrate, inputs: [balance, ushering], params: {min_age: 2s, crowd: 5, crowd_min_age: 250ms, hysteresis: 10s, max_moves: 16, parallel: 4}}
-preempt_after: 500ms
-`, // DefaultPreemptAfter
-}
+`
 
 // DefaultPolicy is what a node runs until told otherwise.
 const DefaultPolicy = "mosix"
