@@ -45,17 +45,17 @@ func (r *Relay) HoldLoop() {
 			}
 		}
 		last = r.c.Free()
-		r.Hold()
+		r.hold(last)
 	}
 }
 
-// Hold holds each user's jobs here against the user's output budget: past
+// hold holds each user's jobs here against the user's output budget: past
 // it, every job of the user here is killed, those that have not written
 // yet too (jobs that start writing one after the other would each pass it
 // by what they write between two holds). Then the disk's reserve
-// (holdReserve). Two stats a job a hold: the price of stopping them in
-// time.
-func (r *Relay) Hold() {
+// (holdReserve), free being what the disk has free. Two stats a job a
+// hold: the price of stopping them in time.
+func (r *Relay) hold(free int64) {
 	refs, _ := r.c.Jobs.Refs()
 	used := map[uint32]int64{}
 	for _, it := range refs {
@@ -66,7 +66,7 @@ func (r *Relay) Hold() {
 			r.c.Log.Warn("job killed: its user's output limit", "job", it.Rec.ID, "uid", it.Rec.UID, "bytes", used[it.Rec.UID], "limit", r.c.Limits.OutputBytesPerUser)
 		}
 	}
-	r.holdReserve(refs, used)
+	r.holdReserve(refs, used, free)
 }
 
 // kill kills job it for why, unless it is killed already, moving, or
@@ -91,9 +91,8 @@ func (r *Relay) kill(it jobtable.JobRef, why string) bool {
 // already too) are killed (limits.ReserveVictims), so that the users with
 // little output run on. Users each within their budget can fill a disk
 // together, and a job can write much between two holds. used is each
-// user's output here.
-func (r *Relay) holdReserve(items []jobtable.JobRef, used map[uint32]int64) {
-	free := r.c.Free()
+// user's output here, free what the disk has free.
+func (r *Relay) holdReserve(items []jobtable.JobRef, used map[uint32]int64, free int64) {
 	short := r.c.Limits.DiskShort(free, 0)
 	if short == nil {
 		return
