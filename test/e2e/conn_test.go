@@ -38,7 +38,7 @@ def flood(make, addr):
             s = make(); s.settimeout(30 if kind == "tcp" else None); s.connect(addr); held.append(s); ok += 1
         except OSError:
             err += 1
-    print("held", ok, err, flush=True)
+    os.write(1, ("held %d %d\n" % (ok, err)).encode())  # one write: 21 processes share the file
     return held
 if kind == "unix":
     held = flood(lambda: socket.socket(socket.AF_UNIX), sys.argv[3])
