@@ -562,8 +562,20 @@ func startAgent(roamd, ns, dir, cfgPath, logPath string) (int, error) {
 		return 0, err
 	}
 	defer logf.Close()
-	script := "set -e\n"
-	env := os.Environ()
+	// Another emulated cluster's mounts, copied into this namespace, would
+	// be in this node's jobs' mount tables, so in their images as mounts a
+	// restore must bind: once that cluster is down, restores here failed
+	// ("criu stage: bind /run/roam/clusters/OTHER/n1: no such file"). A real
+	// node has one state directory; an emulated node is given only its own.
+	script := `set -e
+awk '{print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
+	case "$m" in
+	"$ROAM_EMU_CLUSTER" | "$ROAM_EMU_CLUSTER"/* | "$ROAM_EMU_NETNS") ;;
+	` + BaseDir + `/* | /run/netns/*) umount -l "$m" 2>/dev/null || true ;;
+	esac
+done
+`
+	env := append(os.Environ(), "ROAM_EMU_CLUSTER="+filepath.Dir(dir))
 	project := projectDir(roamd)
 	for i, d := range NodeLocal {
 		own := LocalDir(dir, d)

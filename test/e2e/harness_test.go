@@ -137,7 +137,28 @@ func upCluster(t *testing.T, name string, subnet int, args ...string) *cluster {
 	})
 	args = append([]string{"cluster", "up", "--subnet", fmt.Sprintf("198.18.%d.0/24", subnet)}, args...)
 	c.mustRun(args...)
+	c.ownMountsOnly()
 	return c
+}
+
+// ownMountsOnly checks that no agent of the cluster sees another emulated
+// cluster's directories: its jobs' images would list them as mounts a
+// restore must bind, and a restore failed once that cluster was down.
+func (c *cluster) ownMountsOnly() {
+	c.t.Helper()
+	own := emu.Dir(c.name)
+	for id, pid := range c.agentPIDs() {
+		mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+		if err != nil {
+			c.t.Fatalf("node %s's mounts: %v", id, err)
+		}
+		for _, l := range strings.Split(string(mi), "\n") {
+			f := strings.Fields(l)
+			if len(f) > 4 && strings.HasPrefix(f[4], emu.BaseDir+"/") && f[4] != own && !strings.HasPrefix(f[4], own+"/") {
+				c.t.Fatalf("node %s's agent sees another cluster's mount %s", id, f[4])
+			}
+		}
+	}
 }
 
 // run runs the roam CLI against this cluster.
