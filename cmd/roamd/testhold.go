@@ -23,7 +23,7 @@ type holdCheckpoints struct {
 	dir string
 }
 
-func (h holdCheckpoints) Checkpoint(pid int, dir string, mounts []string) error {
+func (h holdCheckpoints) Checkpoint(id string, pid int, dir string, mounts []string) error {
 	name := filepath.Join(h.dir, strconv.Itoa(pid))
 	if err := os.WriteFile(name+".held", nil, 0o600); err == nil {
 		for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
@@ -32,7 +32,7 @@ func (h holdCheckpoints) Checkpoint(pid int, dir string, mounts []string) error 
 			}
 		}
 	}
-	return h.Checkpointer.Checkpoint(pid, dir, mounts)
+	return h.Checkpointer.Checkpoint(id, pid, dir, mounts)
 }
 
 // withHold is c, held as holdEnv says, or c itself.

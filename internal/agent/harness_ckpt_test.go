@@ -151,7 +151,7 @@ func (f *fakeNode) dump(pid int, dir string, pages net.Conn) error {
 }
 
 // Checkpoint is a dump whose pages stay in dir.
-func (f *fakeNode) Checkpoint(pid int, dir string, mounts []string) error {
+func (f *fakeNode) Checkpoint(_ string, pid int, dir string, mounts []string) error {
 	if _, err := f.freeze(pid, dir); err != nil {
 		return err
 	}

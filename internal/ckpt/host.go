@@ -49,9 +49,10 @@ type Checkpointer interface {
 	// is left frozen. It returns once pages has ended: the caller cuts a
 	// stream that stalls.
 	Dump(pid int, dir string, mounts []string, pages net.Conn) (Times, error)
-	// Checkpoint freezes the job and dumps it whole, its pages included,
-	// into dir; the job is left frozen.
-	Checkpoint(pid int, dir string, mounts []string) error
+	// Checkpoint freezes job id (roam-init pid) and dumps it whole, its
+	// pages included, into dir; the job is left frozen. CRIU's work for
+	// it runs as the job's does (Host.asJob).
+	Checkpoint(id string, pid int, dir string, mounts []string) error
 	// DumpLazy freezes the job, dumps all but its pages into dir, and
 	// returns once those images are written; the pages are then served
 	// until the LazyDump ends. The job is left frozen.
@@ -508,10 +509,35 @@ func (h *Host) lift(pid, worker int, done <-chan struct{}, wg *sync.WaitGroup) {
 // holds it (CRIU itself waits up to 10 s for a thread to stop).
 const liftLimit = 500 * time.Millisecond
 
-// Checkpoint dumps the job whole into dir and leaves it frozen.
-func (h *Host) Checkpoint(pid int, dir string, mounts []string) error {
-	_, err := h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, GhostLimit: h.GhostLimit, External: h.external(pid, dir)})
+// Checkpoint dumps job id (its roam-init pid) whole into dir and leaves
+// it frozen.
+func (h *Host) Checkpoint(id string, pid int, dir string, mounts []string) error {
+	_, err := h.CRIU.Dump(DumpOpts{PID: pid, Dir: dir, Mounts: mounts, GhostLimit: h.GhostLimit, External: h.external(pid, dir),
+		Started: func(worker int) { h.asJob(id, pid, worker) }})
 	return err
+}
+
+// asJob puts CRIU's worker for a checkpoint of job id (roam-init pid)
+// where the job's own work runs: at roam-init's nice, and under cgroup v1
+// in the CPU group the job runs in, so that its CPU counts against the
+// job's quota and shares the node's jobs' part. A checkpoint is work its
+// user asked for (--checkpoint-every, roam checkpoint): at the agent's
+// nice and in the agent's group, a user's checkpoints ran ahead of every
+// job of the node, other users' too, on CPU none of their jobs had. A
+// migration's dump runs ahead on purpose (cmd/roamd's agentNice, lift):
+// each of its milliseconds is one the job stands frozen for the cluster's
+// balance. Under v2 a job's group holds its memory too, which CRIU's
+// would eat into: the worker stays, at the job's nice. Best effort: the
+// dump works either way.
+func (h *Host) asJob(id string, pid, worker int) {
+	nice := 0
+	if st, err := procfs.ReadStat(pid); err == nil {
+		nice = st.Nice
+	}
+	_ = syscall.Setpriority(syscall.PRIO_PROCESS, worker, nice)
+	if h.Jobs != nil && !h.Layout.V2 && h.Layout.CPU != "" {
+		_ = h.Layout.AddCPUProc(h.Jobs.CPURel(id), worker)
+	}
 }
 
 // external is a dump's DumpOpts.External: every regular file of the job

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"roam/internal/cgroup"
+	"roam/internal/procfs"
 )
 
 // lift takes a job whose node's group a quota limits into the leaf
@@ -85,5 +86,48 @@ func TestLift(t *testing.T) {
 	wg.Wait()
 	if _, err := os.Stat(filepath.Join(root, "roam/c/n2.dump")); err == nil || in("roam/c/n2") {
 		t.Fatal("a job of an unthrottled group was moved")
+	}
+}
+
+// A checkpoint's CRIU worker runs as the job does: at roam-init's nice,
+// not the agent's -10, and under v1 in the job's CPU group (its own with
+// a quota, else the node's jobs' one); under v2 it stays in its group.
+func TestCheckpointWorkerRunsAsTheJob(t *testing.T) {
+	root := t.TempDir()
+	start := func(nice int) int {
+		cmd := exec.Command("sleep", "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, nice); err != nil {
+			t.Fatal(err)
+		}
+		return cmd.Process.Pid
+	}
+	init := start(5)
+	for _, c := range []struct {
+		name, id, want string
+		v2             bool
+	}{
+		{"a job with a quota", "n1.1", "roam/c/n1/jobs/n1.1", false},
+		{"a job without one", "n1.2", "roam/c/n1", false},
+		{"cgroup v2", "n1.1", "", true},
+	} {
+		worker := start(-10)
+		os.RemoveAll(filepath.Join(root, "roam"))
+		os.MkdirAll(filepath.Join(root, "roam/c/n1/jobs/n1.1"), 0o755)
+		l := cgroup.Layout{CPU: root, Memory: root, V2: c.v2}
+		(&Host{Layout: l, Jobs: &cgroup.Jobs{Layout: l, Parent: "roam/c/n1"}}).asJob(c.id, init, worker)
+		st, err := procfs.ReadStat(worker)
+		if err != nil || st.Nice != 5 {
+			t.Errorf("%s: the worker's nice is %d (%v), want roam-init's 5", c.name, st.Nice, err)
+		}
+		for _, g := range []string{"roam/c/n1", "roam/c/n1/jobs/n1.1"} {
+			b, _ := os.ReadFile(filepath.Join(root, g, "cgroup.procs"))
+			if in := strings.TrimSpace(string(b)) == strconv.Itoa(worker); in != (g == c.want) {
+				t.Errorf("%s: worker in %s: %v, want it in %q", c.name, g, in, c.want)
+			}
+		}
 	}
 }

@@ -14,8 +14,8 @@ import (
 // fuzzStatLine is a /proc/PID/stat line as the kernel writes it (52
 // fields), with st's values in their places.
 func fuzzStatLine(pid int, comm string, st Stat) string {
-	return fmt.Sprintf("%d (%s) %s 1 %d %d 0 -1 %d 100 0 0 0 %d %d %d %d 20 0 1 0 %d 1000 50 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
-		pid, comm, []byte{st.State}, pid, pid, st.Flags, st.UTime, st.STime, st.CUTime, st.CSTime, st.StartTime)
+	return fmt.Sprintf("%d (%s) %s 1 %d %d 0 -1 %d 100 0 0 0 %d %d %d %d 20 %d 1 0 %d 1000 50 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+		pid, comm, []byte{st.State}, pid, pid, st.Flags, st.UTime, st.STime, st.CUTime, st.CSTime, st.Nice, st.StartTime)
 }
 
 // FuzzParseStat: a stat line the kernel writes reads back as its values,

@@ -25,6 +25,7 @@ type Stat struct {
 	CUTime    uint64 // ticks of waited-for children, user mode
 	CSTime    uint64 // ticks of waited-for children, kernel mode
 	StartTime uint64 // ticks after boot when the process started
+	Nice      int    // -20 (first) to 19 (last)
 }
 
 // ErrFormat means the file did not have the expected fields.
@@ -47,12 +48,13 @@ func parseStat(b []byte) (Stat, error) {
 		return Stat{}, ErrFormat
 	}
 	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); utime is field 14, starttime field 22.
+	// f[0] is field 3 (state); utime is field 14, nice 19, starttime 22.
 	if len(f) < 20 || len(f[0]) != 1 {
 		return Stat{}, ErrFormat
 	}
 	n := func(k int) uint64 { v, _ := strconv.ParseUint(f[k], 10, 64); return v }
-	return Stat{State: f[0][0], Flags: n(6), UTime: n(11), STime: n(12), CUTime: n(13), CSTime: n(14), StartTime: n(19)}, nil
+	nice, _ := strconv.Atoi(f[16])
+	return Stat{State: f[0][0], Flags: n(6), UTime: n(11), STime: n(12), CUTime: n(13), CSTime: n(14), StartTime: n(19), Nice: nice}, nil
 }
 
 // PFExiting is the flag of a process that is exiting (killed, and freeing

@@ -5,7 +5,6 @@ package jobtable
 // end of a job stopped once checkpointed.
 
 import (
-	"sort"
 	"time"
 
 	"roam/internal/agent/keeper"
@@ -50,30 +49,21 @@ func (j *Table) RootSignals(id string, sig int) {
 	}
 }
 
-// CheckpointsDue lists the jobs here whose periodic checkpoint is due,
-// the most overdue first.
+// CheckpointsDue lists the jobs here whose periodic checkpoint is due, in
+// the order they are to be taken (keeper.Order).
 func (j *Table) CheckpointsDue(now time.Time) []string {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	type due struct {
-		id   string
-		late time.Duration
-	}
-	var ds []due
+	var ds []keeper.DueJob
 	for id, lj := range j.local {
 		if lj.Migrating || lj.why != "" {
 			continue
 		}
 		if late, ok := keeper.Due(lj.Rec.CheckpointEvery, lj.lastCkpt, lj.ArrivedAt, now); ok {
-			ds = append(ds, due{id, late})
+			ds = append(ds, keeper.DueJob{ID: id, UID: lj.Rec.UID, Late: late})
 		}
 	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i].late > ds[j].late })
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.id
-	}
-	return out
+	return keeper.Order(ds)
 }
 
 // StartPeriodic notes that job id's periodic checkpoint begins now and

@@ -26,6 +26,44 @@ func Due(every time.Duration, last, arrived, now time.Time) (time.Duration, bool
 	return late, late >= 0
 }
 
+// DueJob is a job whose periodic checkpoint is due: whose, and how late.
+type DueJob struct {
+	ID   string
+	UID  uint32
+	Late time.Duration
+}
+
+// Order is the order in which a node takes its due checkpoints, one at a
+// time: the users in turn, each one's latest first, and each turn's jobs
+// latest first (ties by id). Latest first alone let one user's hundred
+// jobs, due together, hold every other user's checkpoint back until the
+// last of them was taken.
+func Order(ds []DueJob) []string {
+	ds = slices.Clone(ds)
+	sort.Slice(ds, func(a, b int) bool {
+		if ds[a].Late != ds[b].Late {
+			return ds[a].Late > ds[b].Late
+		}
+		return ds[a].ID < ds[b].ID
+	})
+	turn := make([]int, len(ds))
+	taken := map[uint32]int{}
+	for i, d := range ds {
+		turn[i] = taken[d.UID]
+		taken[d.UID]++
+	}
+	order := make([]int, len(ds))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return turn[order[a]] < turn[order[b]] })
+	out := make([]string, len(ds))
+	for i, k := range order {
+		out[i] = ds[k].ID
+	}
+	return out
+}
+
 // StoreFor picks the node that keeps a job's periodic checkpoint:
 // its home when the job runs elsewhere, else one of the other live nodes,
 // the same for a job each time while it can (by a hash of the job id), so

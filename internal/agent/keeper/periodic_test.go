@@ -1,6 +1,7 @@
 package keeper
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,5 +56,22 @@ func TestCheckpointStore(t *testing.T) {
 	}
 	if got := StoreFor("n1.1", "n1", "n1", []string{"n1"}); got != "" {
 		t.Errorf("alone: kept on %q, want none", got)
+	}
+}
+
+// Due checkpoints go by users in turn: one user's many jobs, due first,
+// do not hold another user's back until their last is taken.
+func TestCheckpointOrder(t *testing.T) {
+	s := time.Second
+	ds := []DueJob{
+		{"a1", 1, 9 * s}, {"a2", 1, 9 * s}, {"a3", 1, 8 * s}, {"a4", 1, 7 * s},
+		{"b1", 2, 1 * s}, {"b2", 2, 2 * s}, {"c1", 3, 0},
+	}
+	got := strings.Join(Order(ds), " ")
+	if want := "a1 b2 c1 a2 b1 a3 a4"; got != want {
+		t.Errorf("order %s, want %s", got, want)
+	}
+	if got := Order(nil); len(got) != 0 {
+		t.Errorf("none due: %v", got)
 	}
 }

@@ -191,7 +191,7 @@ func (o *outMig) ckDump(r migrate.Record) error {
 		return err
 	}
 	ck.frozen = time.Now()
-	if err := d.ckpt.Checkpoint(r.PID, o.dir, mounts); err != nil {
+	if err := d.ckpt.Checkpoint(r.Job, r.PID, o.dir, mounts); err != nil {
 		return fmt.Errorf("checkpoint of job %s: %w", r.Job, err)
 	}
 	// Judged again frozen, as a migration does: a lock taken since would
