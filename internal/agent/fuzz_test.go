@@ -123,6 +123,10 @@ type fzTransport struct{}
 func (fzTransport) Listen(func(net.Listener) net.Listener) (net.Listener, error) {
 	return fzListener{}, nil
 }
+
+// Sender is the node the fuzzed migration headers name as their source.
+func (fzTransport) Sender(*http.Request) string { return "n1" }
+
 func (fzTransport) Dial(context.Context, string) (net.Conn, error) {
 	return nil, errors.New("fuzz: no network")
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"math/rand"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -47,12 +48,15 @@ type memnet struct {
 	replies   []string
 	counts    map[string]int
 	stopped   bool
+	// names are the nodes by host, as a certificate would name them
+	// (memTransport.Sender).
+	names map[string]string
 }
 
 func newMemnet(seed int64, f faults) *memnet {
 	return &memnet{rng: rand.New(rand.NewSource(seed)), f: f, peers: map[string]*memListener{},
 		gossip: map[string]*memGossip{}, cut: map[[2]string]bool{}, down: map[string]bool{},
-		conns: map[*memConn]bool{}, counts: map[string]int{}}
+		conns: map[*memConn]bool{}, counts: map[string]int{}, names: map[string]string{}}
 }
 
 func hostOf(addr string) string {
@@ -166,6 +170,14 @@ func (t *memTransport) Listen(hold func(net.Listener) net.Listener) (net.Listene
 	t.n.peers[addr] = ln
 	t.n.mu.Unlock()
 	return hold(ln), nil
+}
+
+// Sender is the node at the host the request came from, as the real
+// transport's is the node its certificate names.
+func (t *memTransport) Sender(r *http.Request) string {
+	t.n.mu.Lock()
+	defer t.n.mu.Unlock()
+	return t.n.names[hostOf(r.RemoteAddr)]
 }
 
 func (t *memTransport) Dial(ctx context.Context, addr string) (net.Conn, error) {

@@ -145,6 +145,9 @@ func (c *cluster) start(i int) {
 	h := c.nodes[i]
 	fn := &fakeNode{w: c.world, name: h.name, spool: filepath.Join(h.cfg.StateDir, "spool")}
 	api := &memListener{addr: h.host + ":0", accept: make(chan net.Conn), done: make(chan struct{})}
+	c.net.mu.Lock()
+	c.net.names[h.host] = h.name
+	c.net.mu.Unlock()
 	p := Parts{API: api, Transport: c.net.transport(h.host), Gossip: c.net.gossipTransport(h.host),
 		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn, Host: c.hosts[h.name],
 		DiskFree: func(dir string) int64 {

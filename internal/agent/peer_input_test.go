@@ -308,3 +308,30 @@ func TestPolicyNewer(t *testing.T) {
 		}
 	}
 }
+
+// A migration stream is taken only from the node its header names as its
+// source (the sender's certificate, here its host): the destination
+// fetches a lazy migration's pages from that node and tells the home the
+// job came from there. The same header from its own source passes that
+// check (and is refused later, for no migration was announced).
+func TestAgentsRefuseAStreamFromAnotherSource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 17, faults{}, "static")
+		n2 := c.nodes[1].a
+		addr, err := n2.members.PeerAddr("n3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		send := func(from string) error {
+			hdr := `{"mid":"0123456789abcdef","from":"` + from + `","id":"n1.9","home":"n1","home_addr":"127.0.0.1:7947","owner":{"UID":1000,"GID":1000}}` + "\n"
+			return n2.peers.Do(time.Minute, addr, "POST", peer.MigrateStream, strings.NewReader(hdr), nil)
+		}
+		err = send("n1")
+		if !errors.Is(err, peer.ErrPermission) || !strings.Contains(err.Error(), `names node "n1" as its source, and node "n2" sent it`) {
+			t.Fatalf("a header naming n1, sent by n2: %v", err)
+		}
+		if err := send("n2"); err == nil || errors.Is(err, peer.ErrPermission) {
+			t.Fatalf("a header naming its sender n2: %v, want past the source check", err)
+		}
+	})
+}

@@ -84,4 +84,7 @@ type Transport interface {
 	// connections it accepts, beneath any handshake.
 	Listen(hold func(net.Listener) net.Listener) (net.Listener, error)
 	Dial(ctx context.Context, addr string) (net.Conn, error)
+	// Sender is the member whose connection made request r, as its
+	// authentication says (its certificate), or "" when it says none.
+	Sender(r *http.Request) string
 }

@@ -85,7 +85,7 @@ func wireMigration(a *Agent) {
 		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
 		Rounds: a.rounds, Procs: a.procs, Ckpt: a.ckpt, Log: a.log, Stop: a.stop, WG: &a.wg,
 		Draining: func(node string) bool { return a.drain.Of(node) }, CPUHere: func(id string, pid int) float64 { return a.sched.CPUHere(id, pid) }, Event: a.event,
-		JobMem: a.parts.JobMemory, Admitted: a.rounds.AdmittedMemMB})
+		JobMem: a.parts.JobMemory, Admitted: a.rounds.AdmittedMemMB, Sender: a.parts.Transport.Sender})
 }
 
 // wireScheduling builds the scheduling's owners from the agent's: the

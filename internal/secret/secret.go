@@ -135,6 +135,21 @@ func (s Secret) CheckpointKey() []byte { return s.derive("checkpoint", 32) }
 // GossipKey is memberlist's AES-256 key.
 func (s Secret) GossipKey() []byte { return s.derive("gossip", 32) }
 
+// nodePrefix starts the subject of a node's certificate, before its id.
+const nodePrefix = "roam node "
+
+// CertNode is the node a certificate of the cluster's CA was made for
+// (TLSConfig), or "" for one of no node. It says who sent a request only
+// as far as the CA's key is kept: every member holds the secret, and with
+// it could make a certificate of any name.
+func CertNode(c *x509.Certificate) string {
+	node, _ := strings.CutPrefix(c.Subject.CommonName, nodePrefix)
+	if node == c.Subject.CommonName {
+		return ""
+	}
+	return node
+}
+
 // caName is the subject of every cluster CA; the key tells clusters apart.
 const caName = "roam cluster CA"
 
@@ -174,7 +189,7 @@ func (s Secret) TLSConfig(node string) (*tls.Config, error) {
 	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	leaf := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "roam node " + node},
+		Subject:      pkix.Name{CommonName: nodePrefix + node},
 		DNSNames:     []string{"roam-node"},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(10 * 365 * 24 * time.Hour),

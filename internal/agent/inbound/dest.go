@@ -123,7 +123,7 @@ func (d *Driver) ServeStream(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{}) // the peer server's body deadline (the agent's bodyWithin): the watch bounds it
 	wd := stall.Watch(peer.StallTimeout, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
-	ready, err := d.migrateIn(stall.NewReader(r.Body, wd))
+	ready, err := d.migrateIn(stall.NewReader(r.Body, wd), d.sender(r))
 	wd.Stop()
 	if err != nil {
 		httpx.WriteError(w, err)
@@ -132,13 +132,19 @@ func (d *Driver) ServeStream(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, ready)
 }
 
-// migrateIn takes a migration stream, restores the job stopped, and
-// answers "ready"; the copy then waits for the source's commit.
-func (d *Driver) migrateIn(r io.Reader) (peer.MigrateReady, error) {
+// migrateIn takes a migration stream from node sender, restores the job
+// stopped, and answers "ready"; the copy then waits for the source's
+// commit. The stream's header must name sender as its source: the
+// destination fetches a lazy migration's pages from the node it names,
+// and tells the home that the job came from there.
+func (d *Driver) migrateIn(r io.Reader, sender string) (peer.MigrateReady, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	hdr, err := migrate.ReadHeader(br)
 	if err != nil {
 		return peer.MigrateReady{}, errkind.New(peer.ErrBadRequest, "%v", err)
+	}
+	if hdr.From != sender {
+		return peer.MigrateReady{}, errkind.New(peer.ErrPermission, "migration %s: its header names node %q as its source, and node %q sent it", hdr.MID, hdr.From, sender)
 	}
 	if err := d.NotHere(hdr.ID, hdr.MID); err != nil {
 		return peer.MigrateReady{}, err

@@ -20,6 +20,7 @@ package inbound
 import (
 	"bufio"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,8 @@ type Config struct {
 	Admitted func(but string) float64
 	// Event records a decision for `roam events`.
 	Event func(api.Event)
+	// Sender is the member that made a peer request (Transport.Sender).
+	Sender func(r *http.Request) string
 }
 
 // Driver takes and drives the migrations and restarts coming to this
@@ -112,6 +115,7 @@ type Driver struct {
 	event    func(api.Event)
 	jobMem   int64
 	admitted func(but string) float64
+	sender   func(r *http.Request) string
 	// held are the descriptors the checks of migrations still to come
 	// opened, for their restores (held.go).
 	held holds
@@ -122,7 +126,7 @@ func New(c Config) *Driver {
 	return &Driver{self: c.Self, imageDir: c.ImageDir, rank: c.Rank, jobs: c.Jobs, moves: c.Moves, store: c.Store,
 		keeper: c.Keeper, members: c.Members, peers: c.Peers, pages: c.Pages, rounds: c.Rounds, procs: c.Procs,
 		ckpt: c.Ckpt, log: c.Log, stop: c.Stop, wg: c.WG, draining: c.Draining, cpuHere: c.CPUHere, event: c.Event,
-		jobMem: c.JobMem, admitted: c.Admitted}
+		jobMem: c.JobMem, admitted: c.Admitted, sender: c.Sender}
 }
 
 // Migration is one migration coming to this node.

@@ -7,11 +7,13 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"roam/internal/rootdir"
+	"roam/internal/secret"
 )
 
 // TLS is the agent's real Transport (agent.Parts): TCP on Bind, TLS 1.3 with client
@@ -34,6 +36,15 @@ func (t TLS) Listen(hold func(net.Listener) net.Listener) (net.Listener, error) 
 func (t TLS) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	d := tls.Dialer{Config: t.Config.Clone(), NetDialer: &net.Dialer{Timeout: dialTimeout}}
 	return d.DialContext(ctx, "tcp", addr)
+}
+
+// Sender is the member whose certificate made request r on the peer
+// port (secret.CertNode), or "".
+func (TLS) Sender(r *http.Request) string {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return ""
+	}
+	return secret.CertNode(r.TLS.PeerCertificates[0])
 }
 
 // dialTimeout bounds connecting to a peer.
