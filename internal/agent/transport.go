@@ -76,15 +76,12 @@ type Prober interface {
 	MemFreeMB() float64
 }
 
-// Transport is the peer port: it listens for other agents and dials them.
-// Every connection it gives is authenticated both ways (mutual TLS for
-// real); the agent speaks HTTP over it.
+// Transport is the peer port: it listens for other agents and dials them,
+// every connection authenticated both ways (mutual TLS for real).
 type Transport interface {
 	// Listen opens the peer port; hold, which the agent gives, bounds the
 	// connections it accepts, beneath any handshake.
 	Listen(hold func(net.Listener) net.Listener) (net.Listener, error)
 	Dial(ctx context.Context, addr string) (net.Conn, error)
-	// Sender is the member whose connection made request r, as its
-	// authentication says (its certificate), or "" when it says none.
-	Sender(r *http.Request) string
+	Sender(r *http.Request) string // the member that made r (its certificate's node), or ""
 }
