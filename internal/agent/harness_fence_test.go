@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"roam/internal/agent/peer"
 	"roam/internal/api"
 	"roam/internal/job"
 )
@@ -197,6 +198,51 @@ func TestAgentsFenceThawsWhenTheHomeAnswers(t *testing.T) {
 		t.Logf("stopped %v, thawed %v after the cut", stopped, thawed)
 		if stopped < f.Lease-f.HeartbeatEvery()-time.Second {
 			t.Fatalf("stopped %v after the cut: before the lease", stopped)
+		}
+		c.intact()
+	})
+}
+
+// A job moved while its home (with n4) is cut off from both its source
+// and its destination keeps its source's lease: the destination counts from when
+// the source last reached the home, not from its own reach or the job's
+// arrival, and kills it before the home, which counts from the source's
+// last news, restarts it elsewhere (migrate.Header.LeaseAge). The lease
+// here is longer than by default so that the move comes after half of
+// it: counted from its arrival, the moved copy would run past the
+// restart.
+func TestAgentsFenceAJobMovedWhileCutOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 4, 46, faults{}, "static", func(cfg *Config) {
+			cfg.Fence.Lease, cfg.Fence.Kill, cfg.Fence.Margin = 30*time.Second, 40*time.Second, 10*time.Second
+		})
+		n2, n3 := c.nodes[1], c.nodes[2]
+		fenced, _ := c.fencedPair("n2")
+		cut := time.Now()
+		for _, h := range []string{c.nodes[0].host, c.nodes[3].host} {
+			c.net.partition(n2.host, h)
+			c.net.partition(n3.host, h)
+		}
+		time.Sleep(20 * time.Second)
+		if _, err := n2.a.out.MigrateOut(peer.MigrateOutRequest{ID: fenced, To: "n3", Manual: true}); err != nil {
+			t.Fatalf("move to n3, cut off from the home: %v", err)
+		}
+		if run, _ := c.world.copies(fenced); len(run) != 1 || run[0] != "n3" {
+			t.Fatalf("after the move the job runs on %v", run)
+		}
+		if l, ok := n3.a.jobs.LocalRec(fenced); !ok || l.LeaseCap.IsZero() || l.LeaseCap.After(cut) {
+			t.Fatalf("n3's record of the moved job: lease capped at %v, the cut at %v", l.LeaseCap, cut)
+		}
+		c.waitFor("n3 kills it", time.Minute, func() bool { run, fz := c.world.copies(fenced); return len(run)+len(fz) == 0 })
+		killed := time.Since(cut)
+		c.waitFor("its home restarts it elsewhere", time.Minute, func() bool {
+			r := c.homeRec(fenced)
+			run, _ := c.world.copies(fenced)
+			return r.Inc == 1 && r.State == job.StateRunning && len(run) == 1 && run[0] == r.Node
+		})
+		t.Logf("after the cut: moved at 20s, killed on n3 at %v, restarted after %v", killed, time.Since(cut))
+		if killed > 40*time.Second+time.Second {
+			t.Fatalf("n3 killed the moved job %v after the cut; its source's lease ended by 40s", killed)
 		}
 		c.intact()
 	})

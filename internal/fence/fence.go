@@ -30,6 +30,12 @@
 // randomized test (fence_test.go) drives both sides through cuts,
 // delays, stalls and agent restarts of either side and checks the
 // invariant at every step.
+//
+// A job that moves carries its lease: "the node" above is the job's
+// copies in turn, and t_s the source's last push the home took. The
+// destination counts from it (less the header's transit, milliseconds)
+// until the home has taken the job's news from there, and so kills the
+// moved copy by the time the source would have killed it.
 package fence
 
 import (

@@ -244,6 +244,11 @@ type Local struct {
 	// have picked code for any of it; a move or a restart keeps it. Zero
 	// in a record of an older roam: unknown, and every node fits.
 	CPU cpufeat.Set `json:"cpu,omitzero"`
+	// LeaseCap, for a copy that came here by a migration its home has not
+	// taken news of from here yet, is the newest its lease may be: when
+	// its source last reached the home (migrate.Header.LeaseAge). Zero
+	// once the home took news of it from here (fencing.Job.Cap).
+	LeaseCap time.Time `json:"lease_cap,omitzero"`
 }
 
 // Attained is the job's CPU time on every node it ran on, given cpu, the
@@ -401,6 +406,9 @@ func put[T any](tx *bolt.Tx, bucket []byte, id string, v T) error {
 }
 
 func putAll[T any](s *Store, bucket []byte, items []T, id func(T) string) error {
+	if len(items) == 0 {
+		return nil // a transaction is a write to the disk, even empty
+	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		for _, x := range items {
 			if err := put(tx, bucket, id(x), x); err != nil {

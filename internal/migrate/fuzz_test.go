@@ -140,6 +140,8 @@ func checkHeader(t *testing.T, h Header) {
 		t.Fatalf("%d supplementary groups", len(h.Groups))
 	case !(h.CPUBefore >= 0 && h.CPUBefore <= MaxCPUBefore):
 		t.Fatalf("cpu time %v", h.CPUBefore)
+	case h.LeaseAge < 0 || h.LeaseAge > MaxLeaseAge:
+		t.Fatalf("lease age %v", h.LeaseAge)
 	}
 }
 
@@ -157,6 +159,9 @@ func FuzzReadHeader(f *testing.F) {
 	h3 := h
 	h3.Streamed, h3.Hold, h3.Mounts, h3.StdinKey = true, HoldPin, nil, ""
 	f.Add(fuzzHeaderLine(f, h3))
+	h4 := h
+	h4.LeaseAge = MaxLeaseAge + 1 // refused
+	f.Add(fuzzHeaderLine(f, h4))
 	for _, s := range []string{
 		`{"mid":"0123456789ABCDEF","from":"n2","id":"n1.1","home":"n1","home_addr":"10.0.0.1:1"}` + "\n",
 		`{"mid":"0123456789abcdef","from":"n2","id":"../n1.1","home":"../n1","home_addr":"10.0.0.1:1"}` + "\n",

@@ -78,7 +78,16 @@ type Header struct {
 	// when its own CPU lacks any of it (sched.Admit). Zero from an older
 	// roam: unknown.
 	CPU cpufeat.Set `json:"cpu,omitzero"`
+	// LeaseAge is how long ago the source last reached the job's home,
+	// by its clock, as the header was written (package fence): the
+	// destination holds the job's lease to no newer until the home has
+	// taken news of it from there. Zero for a job without a lease.
+	LeaseAge time.Duration `json:"lease_age,omitempty"`
 }
+
+// MaxLeaseAge bounds a header's lease age: a lease older than a day
+// would have been killed at its source long before.
+const MaxLeaseAge = 24 * time.Hour
 
 // MaxPeakMB bounds a header's peak memory (Header.PeakMB): a tebibyte.
 const MaxPeakMB = 1 << 20
@@ -196,6 +205,9 @@ func (h Header) Validate() error {
 	}
 	if err := h.Req.Check(); err != nil {
 		return bad("%v", err)
+	}
+	if h.LeaseAge < 0 || h.LeaseAge > MaxLeaseAge {
+		return bad("lease age %v", h.LeaseAge)
 	}
 	if len(h.Stopped) > MaxStopped {
 		return bad("%d stopped processes", len(h.Stopped))

@@ -33,6 +33,10 @@ type Job struct {
 	Tix      uint64
 	// Fenced: its home could restart it (it has periodic checkpoints).
 	Fenced bool
+	// Cap, when set, is the newest its lease may be (job.Local.LeaseCap):
+	// it came here by a migration whose home, cut off from its source,
+	// may count from the source's last news, not this node's reach.
+	Cap time.Time
 }
 
 // Leases is the node's fencing. Safe for concurrent use.
@@ -156,6 +160,35 @@ func (l *Leases) Loop(stop <-chan struct{}) {
 	}
 }
 
+// renewed is when job j's lease was last renewed, first seen here at
+// since (l.mu held): its home's reach, or since while this node has never
+// reached that home, and never newer than its Cap.
+func (l *Leases) renewed(j Job, since time.Time) time.Time {
+	at := since
+	if r, ok := l.reach[j.Home]; ok {
+		at = r
+	}
+	if !j.Cap.IsZero() && j.Cap.Before(at) {
+		at = j.Cap
+	}
+	return at
+}
+
+// Age is how old job j's lease is at now, for the header of its
+// migration (migrate.Header.LeaseAge): zero for a job without one.
+func (l *Leases) Age(j Job, now time.Time) time.Duration {
+	if !j.Fenced {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	since := now
+	if e := l.jobs[j.ID]; e != nil {
+		since = e.since
+	}
+	return max(0, now.Sub(l.renewed(j, since)))
+}
+
 // action is one job's fence to carry out, without the lock.
 type action struct {
 	e  *entry
@@ -172,10 +205,7 @@ func (l *Leases) Step(now time.Time) {
 	var acts []action
 	l.mu.Lock()
 	for id, e := range l.jobs {
-		e.lease.Renewed = e.since
-		if r, ok := l.reach[e.job.Home]; ok {
-			e.lease.Renewed = r
-		}
+		e.lease.Renewed = l.renewed(e.job, e.since)
 		var do fence.Do
 		e.lease, do = l.c.Step(e.lease, now)
 		if do == fence.Kill {

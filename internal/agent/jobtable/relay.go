@@ -124,6 +124,7 @@ func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []strin
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var done []string
+	var uncapped []job.Local
 	for id, k := range acks {
 		lj := j.local[id]
 		if lj == nil {
@@ -131,6 +132,11 @@ func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []strin
 		}
 		if k.Gone {
 			gone = append(gone, lj.Rec)
+		}
+		if !lj.Rec.LeaseCap.IsZero() && k.Renews() {
+			// Its home took its news from here: the move is its home's.
+			lj.Rec.LeaseCap = time.Time{}
+			uncapped = append(uncapped, lj.Rec)
 		}
 		lj.AckOut, lj.AckErr = k.Out, k.Err
 		if k.Done {
@@ -146,6 +152,7 @@ func (j *Table) Acked(acks map[string]relay.Ack) (gone []job.Local, dirs []strin
 		}
 	}
 	_ = j.store.DeleteLocals(done...)
+	_ = j.store.PutLocals(uncapped...) // else kept after a restart: a lease held shorter, never longer
 	return gone, dirs
 }
 

@@ -123,7 +123,7 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 		}
 		it.U, it.Send = read(it.St, r.c.Procs)
 		l := it.St.Rec
-		running = append(running, fencing.Job{ID: it.Id, Home: l.Home, PID: l.PID, Tix: l.StartTix, Fenced: l.CheckpointEvery > 0})
+		running = append(running, leaseJob(l))
 	}
 	r.leases.Running(running, r.c.Jobs.IsLocal, now)
 	for _, it := range items {
@@ -142,6 +142,15 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 	}
 	return out
 }
+
+// leaseJob is what the leases need of job l, running here.
+func leaseJob(l job.Local) fencing.Job {
+	return fencing.Job{ID: l.ID, Home: l.Home, PID: l.PID, Tix: l.StartTix, Fenced: l.CheckpointEvery > 0, Cap: l.LeaseCap}
+}
+
+// LeaseAge is how old job l's lease here is (fencing.Leases.Age), for the
+// header of its migration.
+func (r *Relay) LeaseAge(l job.Local) time.Duration { return r.leases.Age(leaseJob(l), time.Now()) }
 
 // oomReason is why a job the kernel's OOM killer acted in ended: its own
 // limit (--mem), or, without one, the node's limit of all its jobs

@@ -380,6 +380,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.AckOut, hdr.AckErr = mj.AckOut, mj.AckErr
 	hdr.Inc, hdr.CheckpointEvery, hdr.Req = rec.Inc, rec.CheckpointEvery, rec.Req
 	hdr.CPUBefore, hdr.PeakMB, hdr.CPU = d.attained(rec), max(rec.PeakBefore, d.procs.PeakMB(rec.ID)), rec.CPU
+	hdr.LeaseAge = d.leaseAge(rec)
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
 	}
