@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"syscall"
@@ -244,6 +245,50 @@ func TestAgentsFenceAJobMovedWhileCutOff(t *testing.T) {
 		if killed > 40*time.Second+time.Second {
 			t.Fatalf("n3 killed the moved job %v after the cut; its source's lease ended by 40s", killed)
 		}
+		c.intact()
+	})
+}
+
+// A job without periodic checkpoints whose owner holds a checkpoint file
+// of it is fenced on its node as one with them is: cut off, its node
+// stops it at fence.lease and kills it at fence.kill, and its home
+// refuses the owner's `roam restart` of the file while the lost node may
+// still run it (until fence.kill + fence.margin after it last heard from
+// it), then takes it: the restarted copy never runs beside the old one.
+func TestAgentsFenceAJobItsOwnerCheckpointed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 47, faults{}, "static")
+		owner := Caller{UID: 70001, GID: 70001}
+		id := runOneOn(t, c, owner, "n2")
+		file := checkpointOf(t, c, owner, id)
+		c.waitFor("n2 marks the job checkpointed", time.Minute, func() bool { l, ok := c.nodes[1].a.jobs.LocalRec(id); return ok && l.Checkpointed })
+		c.world.mu.Lock()
+		c.world.gaps[id] = true
+		c.world.mu.Unlock()
+		cut := time.Now()
+		c.net.partition(c.nodes[1].host, c.nodes[0].host)
+		c.net.partition(c.nodes[1].host, c.nodes[2].host)
+		c.waitFor("its home takes it for lost", time.Minute, func() bool { return c.homeRec(id).State == job.StateLost })
+		if _, _, err := restart(c, owner, bytes.NewReader(file), int64(len(file))); err == nil || !strings.Contains(err.Error(), "which may still run it until") {
+			t.Fatalf("a restart while n2 may still run it, %v after the cut: %v", time.Since(cut), err)
+		}
+		c.waitFor("n2 kills it by its fence", time.Minute, func() bool { run, fz := c.world.copies(id); return len(run)+len(fz) == 0 })
+		killed := time.Since(cut)
+		var res api.RestartResponse
+		c.waitFor("the owner's restart is taken", time.Minute, func() bool {
+			var err error
+			res, _, err = restart(c, owner, bytes.NewReader(file), int64(len(file)))
+			if err != nil {
+				time.Sleep(time.Second)
+			}
+			return err == nil
+		})
+		restarted := time.Since(cut)
+		t.Logf("after the cut: killed on n2 at %v, restart taken at %v on %s", killed, restarted, res.Node)
+		if f := c.nodes[0].cfg.Fence; killed > f.Kill+time.Second || restarted < f.Kill {
+			t.Fatalf("killed %v, restarted %v after the cut; kill %v", killed, restarted, f.Kill)
+		}
+		c.waitFor("the restarted copy runs", time.Minute, func() bool { run, _ := c.world.copies(id); return len(run) == 1 && run[0] != "n2" })
 		c.intact()
 	})
 }

@@ -249,6 +249,11 @@ type Local struct {
 	// its source last reached the home (migrate.Header.LeaseAge). Zero
 	// once the home took news of it from here (fencing.Job.Cap).
 	LeaseCap time.Time `json:"lease_cap,omitzero"`
+	// Checkpointed: a checkpoint file of it that its owner holds (roam
+	// checkpoint), or that it was restarted from, could restart it, so
+	// it holds a lease here as a job with periodic checkpoints does
+	// (package fence). It stays so wherever it moves.
+	Checkpointed bool `json:"checkpointed,omitempty"`
 }
 
 // Attained is the job's CPU time on every node it ran on, given cpu, the

@@ -83,6 +83,9 @@ type Header struct {
 	// destination holds the job's lease to no newer until the home has
 	// taken news of it from there. Zero for a job without a lease.
 	LeaseAge time.Duration `json:"lease_age,omitempty"`
+	// Checkpointed: a file its owner holds could restart the job
+	// (job.Local.Checkpointed).
+	Checkpointed bool `json:"checkpointed,omitempty"`
 }
 
 // MaxLeaseAge bounds a header's lease age: a lease older than a day

@@ -58,6 +58,9 @@ type Config struct {
 	CheckRun func(uid uint32, argv, env []string) error
 	// Record is job id's record, from its home (this node or another).
 	Record func(id string) (job.Record, error)
+	// FencedUntil is when a job this home lost with node may have been
+	// killed there by its fence at the latest (fence.Config.RestartAt).
+	FencedUntil func(node string) time.Time
 	// Event records an event for `roam events`.
 	Event func(api.Event)
 	// Attained is the CPU time a job running here has had, on every

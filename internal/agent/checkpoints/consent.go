@@ -23,6 +23,7 @@ import (
 	"roam/internal/agent/reopen"
 	"roam/internal/api"
 	"roam/internal/errkind"
+	"roam/internal/job"
 	"roam/internal/migrate"
 	"roam/internal/sched"
 )
@@ -71,6 +72,9 @@ func (c *Checkpoints) consent(req reopen.Request) (reopen.Consent, error) {
 	if !migrate.ValidEvery(req.Every) {
 		return reopen.Consent{}, errkind.New(peer.ErrBadRequest, "checkpoint interval %v", req.Every)
 	}
+	if err := c.fenced(req); err != nil {
+		return reopen.Consent{}, err
+	}
 	target, err := c.target(req)
 	if err != nil {
 		return reopen.Consent{}, err
@@ -109,6 +113,24 @@ func (c *Checkpoints) consent(req reopen.Request) (reopen.Consent, error) {
 	go c.cfg.Event(api.Event{At: now, Kind: "restart", Job: id, UID: &uid, From: req.Meta.Node, To: target,
 		Why: fmt.Sprintf("%s, from the checkpoint of %s", req.Why, req.Meta.At.Format(time.RFC3339))})
 	return ans, nil
+}
+
+// fenced refuses a user's restart of a job lost with its node while that
+// node may still run it: the node may be cut off, not dead, and a job
+// whose owner holds a checkpoint of it is fenced there (job.Local.
+// Checkpointed), killed by fence.kill+fence.margin after this home last
+// heard from it. (The home's own restarts of a lost node's jobs wait so
+// in the lost-job sweep.)
+func (c *Checkpoints) fenced(req reopen.Request) error {
+	rec, err := c.cfg.Jobs.HomeRecord(req.ID)
+	if err != nil || req.Lost != "" || rec.State != job.StateLost || rec.Node == "" {
+		return nil
+	}
+	if until := c.cfg.FencedUntil(rec.Node); time.Now().Before(until) {
+		return errkind.New(peer.ErrUnavailable, "job %s was lost with node %s, which may still run it until %s (fence.kill + fence.margin after this home last heard from it): restart it then",
+			req.ID, rec.Node, until.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // target is the node run req restores on, as the home consents to it.

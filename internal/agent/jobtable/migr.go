@@ -42,12 +42,17 @@ func (j *Table) Claim(id string) (lj *Local, rec job.Local, busy bool) {
 }
 
 // Release lets local job id, if it still runs here as pid, go back to
-// the push loop and the policies.
-func (j *Table) Release(id string, pid int) {
+// the push loop and the policies; saved: into a file its owner holds
+// (job.Local.Checkpointed, kept before its lease counts on it).
+func (j *Table) Release(id string, pid int, saved bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if lj := j.local[id]; lj != nil && lj.Rec.PID == pid {
 		lj.Migrating = false
+		if saved && !lj.Rec.Checkpointed {
+			lj.Rec.Checkpointed = true
+			_ = j.store.PutLocals(lj.Rec)
+		}
 	}
 }
 

@@ -145,7 +145,7 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 
 // leaseJob is what the leases need of job l, running here.
 func leaseJob(l job.Local) fencing.Job {
-	return fencing.Job{ID: l.ID, Home: l.Home, PID: l.PID, Tix: l.StartTix, Fenced: l.CheckpointEvery > 0, Cap: l.LeaseCap}
+	return fencing.Job{ID: l.ID, Home: l.Home, PID: l.PID, Tix: l.StartTix, Fenced: l.CheckpointEvery > 0 || l.Checkpointed, Cap: l.LeaseCap}
 }
 
 // LeaseAge is how old job l's lease here is (fencing.Leases.Age), for the

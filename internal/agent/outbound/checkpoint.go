@@ -314,7 +314,7 @@ func (o *outMig) ckFinish(r migrate.Record, err error) {
 	d.metrics.ObserveCheckpoint(cp)
 	d.log.Info("checkpoint", "job", r.Job, "ok", err == nil, "stop", r.Stop, "stored_on", o.ck.storedOn, "bytes", cp.Bytes,
 		"freeze_ms", cp.FreezeMS, "total_ms", phases.Since(o.start), "err", err)
-	d.jobs.Release(r.Job, r.PID)
+	d.jobs.Release(r.Job, r.PID, err == nil && !r.Stop) // its owner's file could restart it
 	d.jobs.KickPush()
 	select {
 	case o.done <- err:

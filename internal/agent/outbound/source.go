@@ -68,7 +68,7 @@ func (d *Driver) MigrateOut(req peer.MigrateOutRequest) (api.Migration, error) {
 	rec := d.jobs.Moving(lj).Rec
 	dest, known := d.members.Get(req.To)
 	if err := restorableAt(req.To, procfs.OwnUserNS(rec.PID), rec.CPU, dest, known); err != nil {
-		d.jobs.Release(req.ID, rec.PID)
+		d.jobs.Release(req.ID, rec.PID, false)
 		return api.Migration{At: time.Now(), From: d.self, To: req.To, Lazy: req.Lazy, Why: req.Why, Error: err.Error()}, err
 	}
 	eager := d.eagerInstead(&req, rec.PID)
@@ -113,7 +113,7 @@ func (d *Driver) claim(id string) (*jobtable.Local, error) {
 		}
 	}
 	if err != nil {
-		d.jobs.Release(id, rec.PID) // none when lj is nil: no job has pid 0
+		d.jobs.Release(id, rec.PID, false) // none when lj is nil: no job has pid 0
 		return nil, err
 	}
 	return lj, nil
@@ -380,7 +380,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.AckOut, hdr.AckErr = mj.AckOut, mj.AckErr
 	hdr.Inc, hdr.CheckpointEvery, hdr.Req = rec.Inc, rec.CheckpointEvery, rec.Req
 	hdr.CPUBefore, hdr.PeakMB, hdr.CPU = d.attained(rec), max(rec.PeakBefore, d.procs.PeakMB(rec.ID)), rec.CPU
-	hdr.LeaseAge = d.leaseAge(rec)
+	hdr.LeaseAge, hdr.Checkpointed = d.leaseAge(rec), rec.Checkpointed
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
 	}
@@ -480,7 +480,7 @@ func (o *outMig) finish(r migrate.Record, err error) {
 	d.metrics.Observe(m)
 	d.log.Info("migration", "job", r.Job, "to", r.To, "ok", err == nil, "bytes", m.Bytes,
 		"freeze_ms", m.FreezeMS, "total_ms", m.TotalMS, "err", err)
-	d.jobs.Release(r.Job, r.PID)
+	d.jobs.Release(r.Job, r.PID, false)
 	if err == nil && o.spool != "" {
 		os.RemoveAll(o.spool)
 	}
