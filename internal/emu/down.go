@@ -42,6 +42,7 @@ func Down(name string) error {
 	// Then every process left in the cluster's cgroups: jobs we started.
 	layout, lerr := cgroup.Detect()
 	if lerr == nil {
+		downSlurm(name, layout)
 		root := cgroupRoot(name)
 		for try := 0; try < 100; try++ {
 			procs := layout.Procs(root)
