@@ -71,6 +71,10 @@ func slurmConf(st State) string {
 	// cgroups: each slurmd sees its node's cgroup as the root of its
 	// own (slurm.go), so the paths Slurm makes never meet another node's.
 	line("ProctrackType=proctrack/cgroup")
+	// Contain: every node of an allocation has its job's extern step
+	// from the start to the end of the job, the group roam adopts its
+	// processes into on that node (docs/slurm.md).
+	line("PrologFlags=Contain")
 	line("TaskPlugin=task/cgroup")
 	line("JobAcctGatherType=jobacct_gather/cgroup")
 	line("JobAcctGatherFrequency=task=5")

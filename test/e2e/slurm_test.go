@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"roam/internal/emu"
+	"roam/internal/slurm"
+	"roam/internal/slurm/scontrol"
 )
 
 // slurmCmd is a Slurm client of cluster c, run by o.
@@ -57,6 +60,7 @@ while [ ! -e ` + dir + `/go ]; do sleep 0.1; done
 	jobID := strings.TrimSpace(string(out))
 
 	nodes := map[string]bool{}
+	pids := map[string]string{} // node: a task's pid there
 	waitFor(t, 60*time.Second, "every task started", func() (bool, string) {
 		for i := 1; i <= 4; i++ {
 			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("task-%d", i))); err != nil {
@@ -72,7 +76,7 @@ while [ ! -e ` + dir + `/go ]; do sleep 0.1; done
 			t.Fatalf("task %d wrote %q, want NODE PID %d", i, b, jobUser.uid)
 		}
 		node, pid := f[0], f[1]
-		nodes[node] = true
+		nodes[node], pids[node] = true, pid
 		cg, err := os.ReadFile("/proc/" + pid + "/cgroup")
 		if err != nil {
 			t.Fatalf("task %d on %s: %v", i, node, err)
@@ -87,31 +91,100 @@ while [ ! -e ` + dir + `/go ]; do sleep 0.1; done
 		t.Errorf("the 4 tasks ran on %v, want one on each node", nodes)
 	}
 	listensOnlyInNodes(t)
+	cancelled := c.slurmAdoptAndCancel(jobID, pids)
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 
 	// The accounting reaches slurmdbd a moment after each task ends:
-	// each task's line names its user, and its batch step's the CPU time.
+	// each task's line names its user, and its batch step's the CPU time
+	// (the cancelled one's may have none).
 	waitFor(t, 60*time.Second, "sacct reports every task", func() (bool, string) {
-		out, err := c.slurmCmd(jobUser, "sacct", "-j", jobID, "-n", "-P", "-o", "JobID,User,State,TotalCPU").CombinedOutput()
+		out, err := c.slurmCmd(jobUser, "sacct", "-j", jobID, "-n", "-P", "-o", "JobIDRaw,User,State,TotalCPU").CombinedOutput()
 		if err != nil {
 			return false, fmt.Sprintf("%v: %s", err, out)
 		}
 		tasks, steps := 0, 0
 		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 			f := strings.Split(l, "|")
-			switch {
-			case len(f) != 4 || f[2] != "COMPLETED":
+			if len(f) != 4 {
 				return false, string(out)
-			case strings.HasSuffix(f[0], ".batch") && usedCPU(f[3]):
-				steps++
-			case !strings.Contains(f[0], ".") && f[1] == jobUser.name:
+			}
+			id, step, _ := strings.Cut(f[0], ".")
+			ended := f[2] == "COMPLETED" || (id == cancelled && strings.HasPrefix(f[2], "CANCELLED"))
+			if !ended {
+				return false, string(out)
+			}
+			switch {
+			case step == "" && f[1] == jobUser.name:
 				tasks++
+			case step == "batch" && (id == cancelled || usedCPU(f[3])):
+				steps++
 			}
 		}
 		return tasks == 4 && steps == 4, string(out)
 	})
+}
+
+// slurmAdoptAndCancel checks, for the task running on each node (pids),
+// what an agent checks of a caller that names its Slurm job: the job its
+// cgroup shows, as scontrol reports it, passes slurm.Check there and not on
+// another node. Then it adopts a process of the user's into one task's
+// extern step, as an agent serving that job would, cancels the task, and
+// waits for Slurm to end the process. It returns the cancelled task's id,
+// one that is not also the array's (scancel of that cancels every task).
+func (c *cluster) slurmAdoptAndCancel(array string, pids map[string]string) string {
+	t := c.t
+	t.Helper()
+	var job, node, name string
+	for n := range pids {
+		cg, _ := os.ReadFile("/proc/" + pids[n] + "/cgroup")
+		uid, id, ok := slurm.JobOfCgroup(string(cg))
+		if !ok || uid != int(jobUser.uid) {
+			t.Fatalf("the task on %s is in no job of %s:\n%s", n, jobUser.name, cg)
+		}
+		j, err := scontrol.Show(context.Background(), emu.SlurmConf(c.name), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := slurm.Check(j, uid, id, n); err != nil {
+			t.Errorf("the task on %s: %v", n, err)
+		}
+		other := "n1"
+		if n == other {
+			other = "n2"
+		}
+		if err := slurm.Check(j, uid, id, other); err == nil {
+			t.Errorf("job %s on %s passed the check on %s", id, n, other)
+		}
+		if id != array {
+			job, node, name = id, n, j.Name()
+		}
+	}
+	sleeper := exec.Command("sleep", "600")
+	sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: jobUser.uid, Gid: jobUser.gid}}
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- sleeper.Wait() }()
+	t.Cleanup(func() { _ = sleeper.Process.Kill() })
+	for _, h := range []string{"freezer", "memory", "cpuacct"} {
+		root := filepath.Join("/sys/fs/cgroup", h, "roam", c.name, node, "slurm_"+node)
+		procs := filepath.Join(slurm.ExternDir(root, int(jobUser.uid), job), "cgroup.procs")
+		if err := os.WriteFile(procs, []byte(strconv.Itoa(sleeper.Process.Pid)), 0); err != nil {
+			t.Fatalf("adopt into job %s's extern step: %v", job, err)
+		}
+	}
+	if out, err := c.slurmCmd(jobUser, "scancel", name).CombinedOutput(); err != nil {
+		t.Fatalf("scancel %s: %v: %s", job, err, out)
+	}
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a process adopted into job %s's extern step outlived scancel by 30s", job)
+	}
+	return job
 }
 
 // usedCPU reports whether sacct's TotalCPU ([DD-[HH:]]MM:SS.mmm) is
