@@ -733,6 +733,10 @@ func Add(name string, as AddSpec) (NodeState, error) {
 	if len(st.Nodes) >= MaxNodes {
 		return NodeState{}, errkind.New(ErrSpec, "cluster %q has %d nodes already", name, MaxNodes)
 	}
+	if st.Slurm {
+		// Its slurm.conf lists the nodes of up, which every daemon read.
+		return NodeState{}, errkind.New(ErrSpec, "cluster %q runs Slurm, whose nodes are the ones it came up with: bring it up again with --nodes", name)
+	}
 	layout, err := cgroup.Detect()
 	if err != nil {
 		return NodeState{}, err
