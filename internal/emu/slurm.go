@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -414,8 +415,20 @@ func downSlurm(name string, layout cgroup.Layout) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		for i := len(dirs) - 1; i >= 0; i-- {
-			_ = syscall.Rmdir(dirs[i])
+			rmdirSoon(dirs[i])
 		}
 		_ = syscall.Rmdir(filepath.Join(h.mount, "roam"))
+	}
+}
+
+// rmdirSoon removes an empty cgroup; EBUSY right after its last process
+// died is normal for a few milliseconds while the kernel tears it down
+// (a cluster's Slurm groups were left so).
+func rmdirSoon(dir string) {
+	for i := 0; i < 50; i++ {
+		if err := syscall.Rmdir(dir); !errors.Is(err, syscall.EBUSY) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
