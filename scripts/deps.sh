@@ -10,6 +10,8 @@
 #     verifies the unit) and the CRIU build dependencies.
 #   - CRIU >= 4.2 (scripts/install-criu.sh, which the package ships as
 #     /usr/libexec/roam/install-criu).
+#   - Debian's Slurm, munge and MariaDB for `roam cluster up --slurm` and
+#     its test (scripts/install-slurm.sh), their system services not started.
 set -euo pipefail
 
 # The CRIU part, and apt_install and say (scripts/install-criu.sh).
@@ -25,6 +27,10 @@ apt_install xz-utils sqlite3 python3 coreutils
 apt_install chromium systemd
 
 install_criu
+
+# shellcheck source=scripts/install-slurm.sh
+. "$(dirname "$0")/install-slurm.sh"
+install_slurm
 
 # Go modules for the build (offline afterwards).
 if [ -f go.mod ]; then go mod download >/dev/null 2>&1 || go mod download; fi

@@ -49,6 +49,9 @@ func (e *env) clusterCmd() *cobra.Command {
 				return e.printJSON(clusterJSON(st))
 			}
 			fmt.Fprintf(e.out, "cluster %s up: %d nodes on %s (%s)\n", st.Name, len(st.Nodes), st.Subnet, st.Cgroup)
+			if st.Slurm {
+				fmt.Fprintf(e.out, "slurm: export SLURM_CONF=%s\n", emu.SlurmConf(st.Name))
+			}
 			return nil
 		},
 	}
@@ -63,6 +66,7 @@ func (e *env) clusterCmd() *cobra.Command {
 	up.Flags().Int64Var(&spec.JobPids, "job-pids", 0, "the processes and threads one job may have on each node (its jobs.pids; default 4096)")
 	up.Flags().IntVar(&spec.StateMB, "state-mb", 0, "give each node's state directory a tmpfs of its own of this many MiB (default: the nodes share the cluster's)")
 	up.Flags().StringVar(&agentConfig, "agent-config", "", "a YAML file of roamd config keys every node gets besides the cluster's own (limits, say)")
+	up.Flags().BoolVar(&spec.Slurm, "slurm", false, "also start Slurm: slurmctld, slurmdbd and its database on node 1, a slurmd on every node (docs/slurm.md)")
 	up.Flags().StringVar(&spec.Scheduler, "scheduler", "", "scheduling policy at start: static, balance, ushering, threshold, mosix (default), feedback or a policy file")
 
 	down := &cobra.Command{

@@ -42,6 +42,7 @@ func Down(name string) error {
 	// Then every process left in the cluster's cgroups: jobs we started.
 	layout, lerr := cgroup.Detect()
 	if lerr == nil {
+		downSlurm(name, layout)
 		root := cgroupRoot(name)
 		for try := 0; try < 100; try++ {
 			procs := layout.Procs(root)
@@ -215,8 +216,17 @@ func Leftovers(name string) []string {
 	for _, l := range clusterLinks(name) {
 		out = append(out, "link "+l)
 	}
-	if layout, err := cgroup.Detect(); err == nil && layout.Exists(cgroupRoot(name)) {
-		out = append(out, "cgroup "+cgroupRoot(name))
+	if layout, err := cgroup.Detect(); err == nil {
+		if layout.Exists(cgroupRoot(name)) {
+			out = append(out, "cgroup "+cgroupRoot(name))
+		}
+		// Slurm's freezer, cpuset and devices groups (slurm.go).
+		hs, _ := slurmHierarchies(layout)
+		for _, h := range hs {
+			if d := filepath.Join(h.mount, cgroupRoot(name)); exists(d) {
+				out = append(out, "cgroup "+d)
+			}
+		}
 	}
 	for _, d := range []string{Dir(name), ImageDir(name)} {
 		if _, err := os.Stat(d); err == nil {

@@ -104,6 +104,9 @@ type Spec struct {
 	// LEASE,KILL,MARGIN (3s,6s,2s); empty: the agent's defaults. Tests
 	// shorten them to fence a cut node in seconds.
 	Fence string
+	// Slurm starts Slurm beside the agents (slurm.go): a controller,
+	// slurmdbd and its database on node 1, a slurmd on every node.
+	Slurm bool
 }
 
 // State is the cluster's record on disk (cluster.json) and what status shows.
@@ -122,6 +125,7 @@ type State struct {
 	StateMB    int         `json:"state_mb,omitempty"`
 	AgentYAML  string      `json:"agent_yaml,omitempty"`
 	Fence      string      `json:"fence,omitempty"`
+	Slurm      bool        `json:"slurm,omitempty"`
 	Status     string      `json:"status"` // "starting" until Up finished, then "up"
 	Nodes      []NodeState `json:"nodes"`
 }
@@ -325,7 +329,7 @@ func Up(spec Spec) (State, error) {
 	st := State{Name: spec.Name, Subnet: spec.Subnet, Bridge: bridgeName(spec.Name),
 		Cgroup: layout.String(), Link: spec.Link, Status: "starting",
 		Policy: spec.Policy, IntervalMS: spec.Interval.Milliseconds(), Scheduler: spec.Scheduler, JobPids: spec.JobPids, Fence: spec.Fence,
-		StateMB: spec.StateMB, AgentYAML: string(spec.AgentYAML)}
+		StateMB: spec.StateMB, AgentYAML: string(spec.AgentYAML), Slurm: spec.Slurm}
 	// Record first: from here on, whatever happens, Down knows the cluster.
 	if err := st.save(); err != nil {
 		return State{}, err
@@ -371,6 +375,11 @@ func Up(spec Spec) (State, error) {
 	}
 	for _, n := range st.Nodes {
 		if err := waitReady(n); err != nil {
+			return st, err
+		}
+	}
+	if spec.Slurm {
+		if err := upSlurm(st, layout); err != nil {
 			return st, err
 		}
 	}
@@ -723,6 +732,10 @@ func Add(name string, as AddSpec) (NodeState, error) {
 	}
 	if len(st.Nodes) >= MaxNodes {
 		return NodeState{}, errkind.New(ErrSpec, "cluster %q has %d nodes already", name, MaxNodes)
+	}
+	if st.Slurm {
+		// Its slurm.conf lists the nodes of up, which every daemon read.
+		return NodeState{}, errkind.New(ErrSpec, "cluster %q runs Slurm, whose nodes are the ones it came up with: bring it up again with --nodes", name)
 	}
 	layout, err := cgroup.Detect()
 	if err != nil {

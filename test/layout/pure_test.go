@@ -28,6 +28,7 @@ var pure = []purePkg{
 	{"internal/sched", false},
 	{"internal/migrate", true},
 	{"internal/resources", false},
+	{"internal/slurm", false},
 	// What the core imports of roam's own must be pure as well.
 	{"internal/proctext", false},
 	{"internal/errkind", false},
