@@ -292,3 +292,35 @@ func TestAgentsFenceAJobItsOwnerCheckpointed(t *testing.T) {
 		c.intact()
 	})
 }
+
+// A node whose fence.kill is longer than its home's (configured apart)
+// says so in its metadata, and its home waits for that kill, not its
+// own, before it restarts the node's job: never two copies.
+func TestAgentsFenceANodeWithALongerKill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 48, faults{}, "static", func(cfg *Config) {
+			if cfg.NodeID == "n2" {
+				cfg.Fence.Kill = 80 * time.Second
+			}
+		})
+		n2 := c.nodes[1]
+		c.waitFor("the home knows n2's kill", time.Minute, func() bool { return c.nodes[0].a.members.FenceKill("n2") == 80*time.Second })
+		fenced, _ := c.fencedPair("n2")
+		cut := time.Now()
+		c.net.partition(n2.host, c.nodes[0].host)
+		c.net.partition(n2.host, c.nodes[2].host)
+		c.waitFor("n2 kills it", 2*time.Minute, func() bool { run, fz := c.world.copies(fenced); return len(run)+len(fz) == 0 })
+		killed := time.Since(cut)
+		c.waitFor("its home restarts it elsewhere", time.Minute, func() bool {
+			r := c.homeRec(fenced)
+			run, _ := c.world.copies(fenced)
+			return r.Inc == 1 && r.State == job.StateRunning && len(run) == 1 && run[0] == r.Node
+		})
+		restarted := time.Since(cut)
+		t.Logf("after the cut: killed on n2 at %v, restarted at %v", killed, restarted)
+		if restarted < killed {
+			t.Fatalf("restarted %v after the cut, before n2 killed it at %v", restarted, killed)
+		}
+		c.intact()
+	})
+}

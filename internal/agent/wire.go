@@ -106,7 +106,7 @@ func wireScheduling(a *Agent) {
 		},
 		Stop: a.stop, Group: &a.wg})
 	a.gossip = gossip.New(gossip.Config{Node: a.cfg.NodeID, BindAddr: a.cfg.BindAddr, Advertise: a.adv,
-		GossipPort: a.cfg.GossipPort, PeerPort: a.cfg.PeerPort, Capacity: a.capacity, UserNS: a.parts.UserNS, LazyUserNS: a.parts.LazyUserNS, Host: a.parts.Host, Join: a.cfg.Join,
+		GossipPort: a.cfg.GossipPort, PeerPort: a.cfg.PeerPort, Capacity: a.capacity, UserNS: a.parts.UserNS, LazyUserNS: a.parts.LazyUserNS, Host: a.parts.Host, Join: a.cfg.Join, FenceKill: a.cfg.Fence.Kill,
 		Interval: a.cfg.Load.Interval, Key: a.parts.GossipKey, Transport: a.parts.Gossip, Log: a.log,
 		Members: a.members, Rounds: a.rounds, Jobs: a.jobs, Sched: a.sched, Drain: a.drain, Prober: a.prober,
 		Counters: &a.stats.Gossip,
@@ -127,7 +127,9 @@ func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 		Self: a.cfg.NodeID, Log: a.log, Jobs: a.jobs, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers,
 		Stall: peer.StallTimeout, CallTimeout: peer.MigrateTimeout, Sweep: a.cfg.Limits.CheckpointSweep,
 		Draining: func() bool { return a.drain.On() }, Admitted: a.rounds.AdmittedMemMB,
-		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, FencedUntil: func(node string) time.Time { return a.cfg.Fence.RestartAt(a.jobs.HeardFrom()[node], a.started) },
+		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, FencedUntil: func(node string) time.Time {
+			return a.cfg.Fence.RestartAt(a.jobs.HeardFrom()[node], a.started, a.members.FenceKill(node))
+		},
 		CheckRun: func(uid uint32, argv, env []string) error { return a.launch.CheckRestart(uid, argv, env) },
 		Event:    a.event, Attained: func(l job.Local) float64 { return a.sched.Attained(l) },
 		Save: func(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error) {

@@ -109,16 +109,18 @@ func (c Config) HeartbeatEvery() time.Duration { return c.Lease / 4 }
 // may restart a job of a node it has lost: Kill+Margin after it last
 // heard from the node (heard, zero if never), or after the home started
 // (started) when that is later: a home that restarted knows nothing of
-// what it heard before.
-func (c Config) RestartAt(heard, started time.Time) time.Time {
+// what it heard before. theirs is the node's own Kill, as it said it (0:
+// unknown): the home waits for the longer of the two, so that a node
+// configured apart from it is not restarted from before it kills.
+func (c Config) RestartAt(heard, started time.Time, theirs time.Duration) time.Time {
 	if heard.Before(started) {
 		heard = started
 	}
-	return heard.Add(c.Kill + c.Margin)
+	return heard.Add(max(c.Kill, theirs) + c.Margin)
 }
 
 // MayRestart says whether a home may restart, at now, a job of a node it
-// last heard from at heard (RestartAt).
-func (c Config) MayRestart(heard, started, now time.Time) bool {
-	return !now.Before(c.RestartAt(heard, started))
+// last heard from at heard, whose own Kill is theirs (RestartAt).
+func (c Config) MayRestart(heard, started, now time.Time, theirs time.Duration) bool {
+	return !now.Before(c.RestartAt(heard, started, theirs))
 }

@@ -112,7 +112,7 @@ func (s *sim) step(maxStall time.Duration, faults bool) (violated bool) {
 		// It starts again knowing nothing of what it heard.
 		s.hDown, s.heard, s.started = false, time.Time{}, s.homeNow()
 	}
-	return s.now >= s.hStall && s.alive && s.c.MayRestart(s.heard, s.started, s.homeNow())
+	return s.now >= s.hStall && s.alive && s.c.MayRestart(s.heard, s.started, s.homeNow(), 0)
 }
 
 func (s *sim) inject(maxStall time.Duration) {
@@ -263,5 +263,30 @@ func TestNoFaultNoFence(t *testing.T) {
 	}
 	if s.stopped > 0 || !s.alive {
 		t.Fatal("a job with no checkpoint was fenced")
+	}
+}
+
+// A home waits for the longer of its own Kill and the lost node's (as
+// the node said it): a node configured with a longer Kill than its home
+// is not restarted from before it kills.
+func TestRestartAtWaitsForTheNodesKill(t *testing.T) {
+	c := DefaultConfig()
+	heard, started := time.Unix(1000, 0), time.Unix(900, 0)
+	for _, tc := range []struct {
+		theirs time.Duration
+		want   time.Duration
+	}{
+		{0, 50 * time.Second},                // an older node: the home's own
+		{10 * time.Second, 50 * time.Second}, // shorter: the home's own
+		{40 * time.Second, 50 * time.Second},
+		{80 * time.Second, 90 * time.Second}, // longer: the node's
+	} {
+		if got := c.RestartAt(heard, started, tc.theirs).Sub(heard); got != tc.want {
+			t.Errorf("node's kill %v: restart %v after its news, want %v", tc.theirs, got, tc.want)
+		}
+	}
+	// After a restart of the home, from its start.
+	if got := c.RestartAt(heard, heard.Add(time.Minute), 0).Sub(heard); got != time.Minute+50*time.Second {
+		t.Errorf("home restarted after the news: %v", got)
 	}
 }

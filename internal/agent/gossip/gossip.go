@@ -87,6 +87,8 @@ type Config struct {
 	// Host is this node's CPU, kernel and CRIU, which its metadata
 	// says (members.MetaOf).
 	Host cpufeat.Host
+	// FenceKill is this node's fence.kill, which its metadata says.
+	FenceKill time.Duration
 	// Join are the members to join through (config's join).
 	Join []string
 	// Interval is the load interval (load.interval).

@@ -44,6 +44,8 @@ type Member struct {
 	// (metadata, bounded): a job's image goes there only when its CPU
 	// has every feature of the one the job started on.
 	Host cpufeat.Host
+	// FenceKill is its fence.kill (metadata, bounded; 0: unknown).
+	FenceKill time.Duration
 }
 
 // Config is what a Table is built from.
@@ -166,6 +168,7 @@ func (t *Table) Up(name, addr string, ip net.IP, metadata []byte, now time.Time)
 	p.UserNS = m.UserNS
 	p.LazyUserNS = m.LazyUserNS
 	p.Host = m.Host()
+	p.FenceKill = m.FenceKill()
 	return ch
 }
 
@@ -189,6 +192,12 @@ func (t *Table) Get(node string) (Member, bool) {
 		return *p, true
 	}
 	return Member{}, false
+}
+
+// FenceKill is node's fence.kill as it said it (0: unknown).
+func (t *Table) FenceKill(node string) time.Duration {
+	p, _ := t.Get(node)
+	return p.FenceKill
 }
 
 // PeerAddr is node's peer address, or an error naming the node (the

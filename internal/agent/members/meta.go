@@ -9,6 +9,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/cpufeat"
 	"roam/internal/errkind"
+	"roam/internal/fence"
 	"roam/internal/sched"
 )
 
@@ -41,6 +42,20 @@ type Meta struct {
 	Model  string `json:"cm,omitempty"`
 	Kernel string `json:"k,omitempty"`
 	CRIU   string `json:"cv,omitempty"`
+	// FenceKillMS is its fence.kill in milliseconds: a home waits for the
+	// longer of its own and this before it restarts the member's jobs
+	// (fence.Config.RestartAt). An older roam does not say.
+	FenceKillMS int64 `json:"fk,omitempty"`
+}
+
+// FenceKill is the member's fence.kill as its metadata says it, or 0 when
+// it says none or one out of fence's bounds.
+func (m Meta) FenceKill() time.Duration {
+	d := time.Duration(m.FenceKillMS) * time.Millisecond
+	if m.FenceKillMS <= 0 || m.FenceKillMS > int64(fence.MaxTotal/time.Millisecond) {
+		return 0
+	}
+	return d
 }
 
 // MetaOf is the metadata a node sends of host h, its other fields set by

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 
@@ -19,7 +20,7 @@ func TestLargestMetaFitsMemberlist(t *testing.T) {
 	all := cpufeat.FromFlags(cpufeat.X86, cpufeat.Ins)
 	m := MetaOf(cpufeat.Host{CPU: all, Model: strings.Repeat("M", 300), Kernel: strings.Repeat("k", cpufeat.MaxKernel), CRIU: "1234.1234.1234.1234"})
 	m.Capacity, m.PeerPort, m.Draining, m.Protocol, m.Version = -math.MaxFloat64, 65535, true, math.MinInt64, strings.Repeat("v", maxVersion)
-	m.UserNS, m.LazyUserNS = true, true
+	m.UserNS, m.LazyUserNS, m.FenceKillMS = true, true, math.MinInt64
 	b, err := json.Marshal(m)
 	if err != nil || len(b) > memberlist.MetaMaxSize {
 		t.Fatalf("%d bytes (limit %d): %s %v", len(b), memberlist.MetaMaxSize, b, err)
@@ -80,5 +81,27 @@ func TestPlaceChoosesOnlyCPUsThatRunTheImage(t *testing.T) {
 	}
 	if out, _, err := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}); err != nil || out[0] != "n2" {
 		t.Fatalf("a first start goes to the least loaded, n2: %v %v", out, err)
+	}
+}
+
+// A member's fence.kill is kept only within fence's bounds: a home
+// waits for it (fence.Config.RestartAt), so one past them would hold a
+// lost node's jobs back for as long as a member liked.
+func TestMetaFenceKillIsBounded(t *testing.T) {
+	tb := newTable(t, "least-loaded")
+	for _, tc := range []struct {
+		fk   string
+		want time.Duration
+	}{
+		{`80000`, 80 * time.Second},
+		{`600000`, 10 * time.Minute},
+		{`600001`, 0},
+		{`-5`, 0},
+		{`"x"`, 0}, // not a number: the metadata is unreadable, the member stays
+	} {
+		up(tb, "n2", "198.18.0.2", `{"c":4,"p":7947,"fk":`+tc.fk+`}`)
+		if got := tb.FenceKill("n2"); got != tc.want {
+			t.Errorf("fk %s: %v, want %v", tc.fk, got, tc.want)
+		}
 	}
 }

@@ -98,7 +98,7 @@ func (r *Relay) sweepLost(started time.Time) {
 		r.c.Log.Error("job table", "err", err)
 	}
 	for _, rec := range restart {
-		if at := r.c.Fence.RestartAt(heard[rec.Node], started); now.Before(at) {
+		if at := r.c.Fence.RestartAt(heard[rec.Node], started, r.c.Members.FenceKill(rec.Node)); now.Before(at) {
 			r.c.Log.Debug("restart waits for the job's fence on its node", "job", rec.ID, "node", rec.Node, "at", at)
 			continue
 		}
