@@ -127,9 +127,7 @@ func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 		Self: a.cfg.NodeID, Log: a.log, Jobs: a.jobs, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers,
 		Stall: peer.StallTimeout, CallTimeout: peer.MigrateTimeout, Sweep: a.cfg.Limits.CheckpointSweep,
 		Draining: func() bool { return a.drain.On() }, Admitted: a.rounds.AdmittedMemMB,
-		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, FencedUntil: func(node string) time.Time {
-			return a.cfg.Fence.RestartAt(a.jobs.HeardFrom()[node], a.started, a.members.FenceKill(node))
-		},
+		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, Fence: a.cfg.Fence, Started: func() time.Time { return a.started },
 		CheckRun: func(uid uint32, argv, env []string) error { return a.launch.CheckRestart(uid, argv, env) },
 		Event:    a.event, Attained: func(l job.Local) float64 { return a.sched.Attained(l) },
 		Save: func(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error) {

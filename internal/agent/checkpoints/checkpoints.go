@@ -26,6 +26,7 @@ import (
 	"roam/internal/agent/peer"
 	"roam/internal/agent/reopen"
 	"roam/internal/api"
+	"roam/internal/fence"
 	"roam/internal/job"
 	"roam/internal/migrate"
 )
@@ -58,9 +59,10 @@ type Config struct {
 	CheckRun func(uid uint32, argv, env []string) error
 	// Record is job id's record, from its home (this node or another).
 	Record func(id string) (job.Record, error)
-	// FencedUntil is when a job this home lost with node may have been
-	// killed there by its fence at the latest (fence.Config.RestartAt).
-	FencedUntil func(node string) time.Time
+	// Fence is the node's fencing (a home waits for a lost node's fence,
+	// fence.Config.RestartAt), and Started when its agent started.
+	Fence   fence.Config
+	Started func() time.Time
 	// Event records an event for `roam events`.
 	Event func(api.Event)
 	// Attained is the CPU time a job running here has had, on every

@@ -126,7 +126,8 @@ func (c *Checkpoints) fenced(req reopen.Request) error {
 	if err != nil || req.Lost != "" || rec.State != job.StateLost || rec.Node == "" {
 		return nil
 	}
-	if until := c.cfg.FencedUntil(rec.Node); time.Now().Before(until) {
+	until := c.cfg.Fence.RestartAt(c.cfg.Jobs.HeardFrom()[rec.Node], c.cfg.Started(), c.cfg.Members.FenceKill(rec.Node))
+	if time.Now().Before(until) {
 		return errkind.New(peer.ErrUnavailable, "job %s was lost with node %s, which may still run it until %s (fence.kill + fence.margin after this home last heard from it): restart it then",
 			req.ID, rec.Node, until.Format(time.RFC3339))
 	}
