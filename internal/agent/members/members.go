@@ -359,23 +359,18 @@ func (t *Table) Receive(now time.Time, e load.Entry) Received {
 	return r
 }
 
-// Peers is the live peers as the scheduler sees them (from the load
-// vector; a member not in it yet is left out), in node order.
+// Peers is the live peers as the scheduler sees them (sched.Peers: from
+// the load vector; a member not in it yet is left out), in node order.
 func (t *Table) Peers() []sched.Node {
 	t.mu.Lock()
-	var out []sched.Node
-	for id, p := range t.known {
-		if !p.Alive || id == t.self {
-			continue
+	defer t.mu.Unlock()
+	return sched.Peers(t.self, t.dis.Vector.All(), func(id string) sched.PeerInfo {
+		p := t.known[id]
+		if p == nil {
+			return sched.PeerInfo{}
 		}
-		if e, ok := t.dis.Vector.Get(id); ok {
-			out = append(out, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.Draining, Least: e.Least,
-				MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB, Waiting: e.Waiting, CPU: p.Host.CPU})
-		}
-	}
-	t.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i].ID, out[j].ID) })
-	return out
+		return sched.PeerInfo{Alive: p.Alive, Draining: p.Draining, CPU: p.Host.CPU}
+	})
 }
 
 // Decide runs a scheduling policy's decision on snap with the table's
