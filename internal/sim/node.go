@@ -156,7 +156,9 @@ func (s *Sim) done(e event) {
 func (s *Sim) end(pi int32) {
 	p := &s.procs[pi]
 	p.state = ended
-	s.stats.ended(s.now, p.submit, p.work/min(1, s.cfg.Capacity))
+	if p.submit >= s.warmup {
+		s.stats.ended(s.now, p.submit, p.work/min(1, s.cfg.Capacity))
+	}
 	s.free = append(s.free, pi)
 }
 

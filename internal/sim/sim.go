@@ -42,6 +42,8 @@ type Sim struct {
 	probed []sched.Probed
 	here   []string
 	stats  stats
+	// warmup: processes submitted before it are not measured.
+	warmup int64
 }
 
 // New builds a run of c; Run runs it.
