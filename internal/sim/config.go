@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math/rand"
 	"time"
 
 	"roam/internal/load"
@@ -67,6 +68,11 @@ type Config struct {
 	Failures    int
 	DetectAfter time.Duration
 	Workload    Workload
+	// Prefill, when set, is how many processes a node holds at time 0
+	// (drawn for each node in turn), each of a length drawn from the
+	// workload (Poisson's): a model's run can start from its stationary
+	// state rather than wait for it (TestSupermarket).
+	Prefill func(rng *rand.Rand) int
 }
 
 // DefaultConfig is 1,000 nodes of one core for a simulated minute under

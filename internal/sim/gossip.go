@@ -82,7 +82,7 @@ func (s *Sim) position(self, node int32) int {
 // load.DefaultRecentWindow, ascending.
 func (s *Sim) recent(ni int32) []int {
 	n := &s.nodes[ni]
-	var out []int
+	out := s.recentBuf[:0]
 	nowMs := int32(s.now / 1e6)
 	for _, c := range n.contacts {
 		if c.atMs > 0 && nowMs-c.atMs <= int32(load.DefaultRecentWindow/time.Millisecond) {
@@ -92,6 +92,7 @@ func (s *Sim) recent(ni int32) []int {
 		}
 	}
 	slices.Sort(out)
+	s.recentBuf = out
 	return out
 }
 

@@ -156,7 +156,7 @@ func (s *Sim) done(e event) {
 func (s *Sim) end(pi int32) {
 	p := &s.procs[pi]
 	p.state = ended
-	if p.submit >= s.warmup {
+	if p.submit >= s.warmup && (s.cutoff == 0 || p.submit < s.cutoff) {
 		s.stats.ended(s.now, p.submit, p.work/min(1, s.cfg.Capacity))
 	}
 	s.free = append(s.free, pi)

@@ -39,11 +39,14 @@ type Sim struct {
 	hasNext bool
 	jobSeq  int
 	// scratch for a round's inputs, reused.
-	probed []sched.Probed
-	here   []string
-	stats  stats
-	// warmup: processes submitted before it are not measured.
-	warmup int64
+	probed    []sched.Probed
+	here      []string
+	recentBuf []int
+	stats     stats
+	// warmup and cutoff: only processes submitted between them are
+	// measured (a model's warm-up, and the end a long one might not see
+	// to its end, which would bias a mean low); cutoff 0: no end.
+	warmup, cutoff int64
 }
 
 // New builds a run of c; Run runs it.
@@ -109,10 +112,24 @@ func (s *Sim) start() {
 			s.q.push(event{at: s.rng.Int63n(iv), kind: evTick, node: int32(i)})
 		}
 	}
+	s.prefill()
 	for range s.cfg.Failures {
 		s.q.push(event{at: s.rng.Int63n(int64(s.cfg.Duration)), kind: evFail, node: int32(s.rng.Intn(len(s.nodes)))})
 	}
 	s.fetch()
+}
+
+// prefill starts Config.Prefill's processes on every node.
+func (s *Sim) prefill() {
+	p, ok := s.work.(*Poisson)
+	if s.cfg.Prefill == nil || !ok {
+		return
+	}
+	for i := range s.nodes {
+		for range s.cfg.Prefill(s.rng) {
+			s.startOn(int32(i), s.newProc(Job{Work: p.length(s.rng)}))
+		}
+	}
 }
 
 // fetch takes the workload's next job and schedules its arrival.
