@@ -115,6 +115,9 @@ func (v *Vector) All() iter.Seq[Entry] {
 	}
 }
 
+// At is the i-th entry, oldest first (0 <= i < Len).
+func (v *Vector) At(i int) Entry { return v.entries[i] }
+
 // Len is the number of entries held.
 func (v *Vector) Len() int { return len(v.entries) }
 

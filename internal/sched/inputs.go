@@ -7,7 +7,6 @@ package sched
 // recorded inputs replay through the one builder.
 
 import (
-	"iter"
 	"sort"
 	"strconv"
 	"time"
@@ -23,12 +22,13 @@ type PeerInfo struct {
 	CPU      cpufeat.Set // its CPU's features, from its metadata
 }
 
-// Peers is a round's peers: the load vector's entries of the nodes
+// Peers is a round's peers: the entries of load vector v of the nodes
 // membership has alive, self left out, in node order (IDLess). A member
 // not in the vector is not a peer: nothing is known of its load.
-func Peers(self string, entries iter.Seq[load.Entry], info func(id string) PeerInfo) []Node {
-	var out []Node
-	for e := range entries {
+func Peers(self string, v *load.Vector, info func(id string) PeerInfo) []Node {
+	out := make([]Node, 0, v.Len())
+	for i := range v.Len() {
+		e := v.At(i)
 		if e.Node == self {
 			continue
 		}

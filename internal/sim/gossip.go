@@ -24,9 +24,6 @@ func (s *Sim) tick(ni int32) {
 	raw := float64(n.n) / s.cfg.Capacity
 	n.load = load.Smooth(n.load, raw, time.Duration(s.now-n.lastTick), s.cfg.Interval)
 	n.lastTick = s.now
-	for e := range n.vec.All() {
-		s.stats.age(s.now - int64(e.Received.Sub(epoch)))
-	}
 	pending := n.ledger.Reserved(sched.Node{Capacity: s.cfg.Capacity, Least: n.least}, t(s.now))
 	msg := event{kind: evMsg, arg: ni, val: n.load + pending.Load, val2: pending.Least, mem: float32(s.cfg.MemMB - n.memUsed)}
 	first, second := load.PickTargets(s.others(), s.recent(ni), s.rng)
@@ -37,6 +34,18 @@ func (s *Sim) tick(ni int32) {
 		}
 	}
 	s.q.push(event{at: s.now + int64(s.cfg.Interval), kind: evTick, node: ni})
+}
+
+// sampleAge records the age of one entry of n's vector, a different one
+// each time, as a message arrives (before it enters): messages come at
+// times that do not depend on the ages, so the mean over many is the
+// mean age of the vectors' entries, for the memory traffic of one entry
+// where the vector is in the cache already.
+func (s *Sim) sampleAge(n *node) {
+	if k := n.vec.Len(); k > 0 {
+		e := n.vec.At(int(s.stats.ageN % uint64(k)))
+		s.stats.age(s.now - int64(e.Received.Sub(epoch)))
+	}
 }
 
 // others is how many nodes a node sends among: the live members but
@@ -65,7 +74,7 @@ func (s *Sim) nth(self int32, pos int) int32 {
 // position is node's position among the live members but self, -1 if
 // it is not one.
 func (s *Sim) position(self, node int32) int {
-	if node == self || !s.nodes[node].believed {
+	if node == self || s.alive != nil && !s.nodes[node].believed {
 		return -1
 	}
 	pos := int(node)
@@ -106,11 +115,20 @@ func (s *Sim) receive(e event) {
 		return
 	}
 	s.contact(n, e.arg)
+	s.sampleAge(n)
 	id := s.ids[e.arg]
 	entry := load.Entry{Node: id, Capacity: s.cfg.Capacity, Load: e.val, MemFreeMB: float64(e.mem), Least: e.val2, Received: t(s.now)}
-	prev, had := n.vec.Get(id)
+	// Eases with no previous entry is whether the entry shows room at
+	// all: without room, no previous entry makes it news, and the vector
+	// need not be searched for one.
+	room := s.pol != nil && load.Eases(load.Entry{}, false, entry, n.load)
+	var prev load.Entry
+	var had bool
+	if room {
+		prev, had = n.vec.Get(id)
+	}
 	kept := n.vec.Update(entry, n.load)
-	if kept && s.pol != nil && s.nodes[e.arg].believed && load.Eases(prev, had, entry, n.load) && s.now >= n.easedAt+int64(s.cfg.Interval/4) {
+	if room && kept && s.nodes[e.arg].believed && load.Eases(prev, had, entry, n.load) && s.now >= n.easedAt+int64(s.cfg.Interval/4) {
 		n.easedAt = s.now
 		s.kick(e.node)
 	}

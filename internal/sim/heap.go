@@ -9,7 +9,7 @@ const (
 	evTick               // a node probes its load and sends it (gossip)
 	evRound              // a node's scheduling round
 	evMsg                // a load message reaches a node
-	evDone               // the first process on a node ends (if ver still holds)
+	evDone               // a node's first process ends (if it is the node's doneAt)
 	evAdmit              // a move reaches its destination, which judges it
 	evReply              // the destination's answer reaches the source
 	evLand               // a moved job runs at its destination
@@ -27,16 +27,24 @@ type event struct {
 	val  float64 // a load message's load
 	val2 float64 // a load message's least CPU time
 	mem  float32 // a load message's free memory, MiB
-	ver  uint32
+	ver  uint32  // a periodic round's version
 	kind kind
 }
 
-// events is a binary min-heap on (at, seq), written out rather than
-// container/heap's, whose interface boxes every event.
+// events are the pending events: a 4-ary min-heap on (at, seq),
+// written out rather than container/heap's, whose interface boxes every
+// event, and a queue of the messages. Every message takes the one
+// latency, so messages arrive in the order they were sent: the queue
+// holds them in order without a heap's work, and they are two thirds of
+// all events.
 type events struct {
-	h   []event
-	seq uint64
+	h    []event
+	msgs []event // from head on, in order of (at, seq)
+	head int
+	seq  uint64
 }
+
+func (q *events) len() int { return len(q.h) + len(q.msgs) - q.head }
 
 func (q *events) push(e event) {
 	q.seq++
@@ -44,8 +52,8 @@ func (q *events) push(e event) {
 	q.h = append(q.h, e)
 	i := len(q.h) - 1
 	for i > 0 {
-		p := (i - 1) / 2
-		if !q.less(i, p) {
+		p := (i - 1) / 4
+		if !before(&q.h[i], &q.h[p]) {
 			break
 		}
 		q.h[i], q.h[p] = q.h[p], q.h[i]
@@ -53,24 +61,37 @@ func (q *events) push(e event) {
 	}
 }
 
-func (q *events) less(i, j int) bool {
-	a, b := &q.h[i], &q.h[j]
-	return a.at < b.at || a.at == b.at && a.seq < b.seq
+// pushMsg queues a message, which must arrive no earlier than every
+// message queued before it.
+func (q *events) pushMsg(e event) {
+	q.seq++
+	e.seq = q.seq
+	if q.head > 0 && q.head >= len(q.msgs)/2 {
+		q.msgs = q.msgs[:copy(q.msgs, q.msgs[q.head:])]
+		q.head = 0
+	}
+	q.msgs = append(q.msgs, e)
 }
 
+func before(a, b *event) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
+
+// pop takes the first pending event; there must be one.
 func (q *events) pop() event {
+	if q.head < len(q.msgs) && (len(q.h) == 0 || before(&q.msgs[q.head], &q.h[0])) {
+		q.head++
+		return q.msgs[q.head-1]
+	}
 	top := q.h[0]
 	last := len(q.h) - 1
 	q.h[0] = q.h[last]
 	q.h = q.h[:last]
 	i := 0
 	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && q.less(l, m) {
-			m = l
-		}
-		if r < last && q.less(r, m) {
-			m = r
+		m, first := i, 4*i+1
+		for c := first; c < first+4 && c < last; c++ {
+			if before(&q.h[c], &q.h[m]) {
+				m = c
+			}
 		}
 		if m == i {
 			return top

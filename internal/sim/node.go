@@ -2,9 +2,9 @@ package sim
 
 // Nodes and their processes. A node shares its capacity among its
 // processes by processor sharing (each process one thread, at most one
-// core): the kernel's fair scheduler at the scale of seconds. Only the
-// first process to end on a node has an event pending, stamped with the
-// node's version: a change of its set of processes makes it stale.
+// core): the kernel's fair scheduler at the scale of seconds. A node has
+// one end event it relies on (node.doneAt, reschedule); the others
+// pending for it are stale and do nothing.
 
 import (
 	"math"
@@ -29,7 +29,7 @@ type contact struct {
 // node is one node: about 200 bytes here, its load vector's entries
 // (128 bytes each) beside it.
 type node struct {
-	vec      *load.Vector
+	vec      load.Vector // by value: one cache miss less a message
 	ledger   sched.Ledger
 	contacts [recentSlots]contact
 	load     float64 // its smoothed load, as it sends it
@@ -43,7 +43,7 @@ type node struct {
 	head     int32 // first process here, -1 none
 	n        int32 // processes running here
 	inflight int32 // moves of its last round not yet done
-	ver      uint32
+	doneAt   int64 // the end event relied on; 0 or past: none
 	roundVer uint32
 	roundOn  bool // a periodic round is pending
 	moved    bool // one of the round's moves went through
@@ -90,10 +90,13 @@ func (s *Sim) advance(n *node) {
 	n.lastPS = s.now
 }
 
-// reschedule schedules n's next process end, the last one made stale.
+// reschedule makes sure an end event is pending at or before n's next
+// process end. A later end than the pending event's needs none: that
+// event finds nothing done and schedules the end again. So only an
+// earlier end (a process left) adds an event, and the heap does not
+// fill with stale ends.
 func (s *Sim) reschedule(ni int32) {
 	n := &s.nodes[ni]
-	n.ver++
 	if n.n == 0 {
 		return
 	}
@@ -102,7 +105,11 @@ func (s *Sim) reschedule(ni int32) {
 		least = min(least, s.procs[i].left)
 	}
 	at := s.now + int64(math.Ceil(max(least, 0)/s.rate(n)*1e9))
-	s.q.push(event{at: at, kind: evDone, node: ni, ver: n.ver})
+	if n.doneAt > s.now && n.doneAt <= at {
+		return
+	}
+	n.doneAt = at
+	s.q.push(event{at: at, kind: evDone, node: ni})
 }
 
 // join puts process pi on node ni, running from now.
@@ -119,6 +126,12 @@ func (s *Sim) join(ni, pi int32) {
 
 // leave takes process pi off its node.
 func (s *Sim) leave(pi int32) {
+	s.unlink(pi)
+	s.reschedule(s.procs[pi].node)
+}
+
+// unlink takes process pi off its node's list, its progress counted.
+func (s *Sim) unlink(pi int32) {
 	p := &s.procs[pi]
 	n := &s.nodes[p.node]
 	s.advance(n)
@@ -131,20 +144,20 @@ func (s *Sim) leave(pi int32) {
 	n.n--
 	n.memUsed -= p.rssMB
 	p.next = -1
-	s.reschedule(p.node)
 }
 
 // done ends the processes of a node whose work is done.
 func (s *Sim) done(e event) {
 	n := &s.nodes[e.node]
-	if e.ver != n.ver || !n.alive {
-		return
+	if e.at != n.doneAt || !n.alive {
+		return // superseded by an earlier end
 	}
+	n.doneAt = 0
 	s.advance(n)
 	for i := n.head; i >= 0; {
 		next := s.procs[i].next
 		if s.procs[i].left <= 1e-9 {
-			s.leave(i)
+			s.unlink(i)
 			s.end(i)
 		}
 		i = next
@@ -248,7 +261,7 @@ func (s *Sim) place(home int32) int32 {
 	}
 	if len(s.nodes) <= unknownLimit {
 		for i := range s.nodes {
-			if n := &s.nodes[i]; n.believed && int32(i) != home && !inVector(h.vec, s.ids[i]) {
+			if n := &s.nodes[i]; n.believed && int32(i) != home && !inVector(&h.vec, s.ids[i]) {
 				nodes = append(nodes, sched.NodeLoad{ID: s.ids[i], Capacity: s.cfg.Capacity, Unknown: true})
 			}
 		}
@@ -312,7 +325,6 @@ func (s *Sim) fail(ni int32) {
 		i = next
 	}
 	n.head, n.n, n.alive = -1, 0, false
-	n.ver++
 	s.stats.failed++
 	s.q.push(event{at: s.now + int64(s.cfg.DetectAfter), kind: evDetect, node: ni})
 }

@@ -50,7 +50,7 @@ func (r Results) Report() []byte {
 		fmt.Fprintf(&b, "| %s | %s |\n", kv[0], kv[1])
 	}
 	b.WriteString("\nSlowdown is a process's time in the system over its length alone on a node; p99 is " +
-		"known to 1 % (a histogram). Gossip age is the mean age of the load vectors' entries at each send. " +
+		"known to 1 % (a histogram). Gossip age is the mean age of the load vectors' entries, sampled as messages arrive. " +
 		"Messages are load messages, starts on another node, and each move's request and answer. " +
 		"The simulator's own cost is in cost.json, which differs from run to run; these files do not.\n")
 	if r.Nodes > unknownLimit {

@@ -86,7 +86,7 @@ func (s *Sim) decide(ni int32) {
 	now := t(s.now)
 	snap := sched.Snapshot{Now: now, Self: sched.Node{ID: s.ids[ni], Capacity: s.cfg.Capacity, Load: float64(n.n) / s.cfg.Capacity,
 		MemFreeMB: s.cfg.MemMB - n.memUsed}}
-	snap.Peers = sched.Peers(s.ids[ni], n.vec.All(), s.info)
+	snap.Peers = sched.Peers(s.ids[ni], &n.vec, s.info)
 	s.probed, s.here = s.probed[:0], s.here[:0]
 	for i := n.head; i >= 0; i = s.procs[i].next {
 		p := &s.procs[i]

@@ -61,7 +61,7 @@ func New(c Config) (*Sim, error) {
 		n := &s.nodes[i]
 		n.head, n.alive, n.believed = -1, true, true
 		if !c.Oracle {
-			n.vec = load.NewVector(c.VectorSize, c.VectorPolicy)
+			n.vec = *load.NewVector(c.VectorSize, c.VectorPolicy)
 		}
 	}
 	s.work = c.Workload.Begin(float64(c.Nodes) * c.Capacity)
@@ -90,7 +90,7 @@ func t(ns int64) time.Time { return epoch.Add(time.Duration(ns)) }
 func (s *Sim) Run() Results {
 	s.start()
 	end := int64(s.cfg.Duration)
-	for len(s.q.h) > 0 {
+	for s.q.len() > 0 {
 		e := s.q.pop()
 		if e.at > end {
 			break
@@ -172,5 +172,5 @@ func (s *Sim) dispatch(e event) {
 func (s *Sim) send(e event) {
 	e.at = s.now + int64(s.cfg.Latency)
 	s.stats.messages++
-	s.q.push(e)
+	s.q.pushMsg(e)
 }

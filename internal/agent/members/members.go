@@ -364,7 +364,7 @@ func (t *Table) Receive(now time.Time, e load.Entry) Received {
 func (t *Table) Peers() []sched.Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return sched.Peers(t.self, t.dis.Vector.All(), func(id string) sched.PeerInfo {
+	return sched.Peers(t.self, t.dis.Vector, func(id string) sched.PeerInfo {
 		p := t.known[id]
 		if p == nil {
 			return sched.PeerInfo{}
