@@ -26,7 +26,13 @@ type PeerInfo struct {
 // membership has alive, self left out, in node order (IDLess). A member
 // not in the vector is not a peer: nothing is known of its load.
 func Peers(self string, v *load.Vector, info func(id string) PeerInfo) []Node {
-	out := make([]Node, 0, v.Len())
+	return AppendPeers(make([]Node, 0, v.Len()), self, v, info)
+}
+
+// AppendPeers is Peers appended to dst, for a caller that reuses one
+// slice from round to round (the simulator: Decide copies what it keeps).
+func AppendPeers(dst []Node, self string, v *load.Vector, info func(id string) PeerInfo) []Node {
+	out := dst
 	for i := range v.Len() {
 		e := v.At(i)
 		if e.Node == self {
@@ -39,7 +45,7 @@ func Peers(self string, v *load.Vector, info func(id string) PeerInfo) []Node {
 		out = append(out, Node{ID: e.Node, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.Draining,
 			Least: e.Least, MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB, Waiting: e.Waiting, CPU: p.CPU})
 	}
-	sort.Sort(byID{out, idKeys(out)})
+	sort.Sort(byID{out[len(dst):], idKeys(out[len(dst):])})
 	return out
 }
 

@@ -86,8 +86,10 @@ func (s *Sim) decide(ni int32) {
 	now := t(s.now)
 	snap := sched.Snapshot{Now: now, Self: sched.Node{ID: s.ids[ni], Capacity: s.cfg.Capacity, Load: float64(n.n) / s.cfg.Capacity,
 		MemFreeMB: s.cfg.MemMB - n.memUsed}}
-	snap.Peers = sched.Peers(s.ids[ni], &n.vec, s.info)
+	s.peers = sched.AppendPeers(s.peers[:0], s.ids[ni], &n.vec, s.info)
+	snap.Peers = s.peers
 	s.probed, s.here = s.probed[:0], s.here[:0]
+	snap.Jobs = make([]sched.Job, 0, n.n)
 	for i := n.head; i >= 0; i = s.procs[i].next {
 		p := &s.procs[i]
 		s.probed = append(s.probed, sched.Probed{Job: s.job(p), Runnable: 1})

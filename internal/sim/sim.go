@@ -42,6 +42,7 @@ type Sim struct {
 	probed    []sched.Probed
 	here      []string
 	recentBuf []int
+	peers     []sched.Node
 	stats     stats
 	// warmup and cutoff: only processes submitted between them are
 	// measured (a model's warm-up, and the end a long one might not see
