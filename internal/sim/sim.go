@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"math/rand"
+	"strconv"
+	"strings"
 	"time"
 
 	"roam/internal/load"
@@ -56,9 +58,8 @@ func New(c Config) (*Sim, error) {
 		return nil, err
 	}
 	s := &Sim{cfg: c, rng: rand.New(rand.NewSource(c.Seed)), nodes: make([]node, c.Nodes), ids: make([]string, c.Nodes)}
-	width := len(fmt.Sprint(c.Nodes - 1))
+	s.makeIDs()
 	for i := range s.nodes {
-		s.ids[i] = fmt.Sprintf("%0*d", width, i)
 		n := &s.nodes[i]
 		n.head, n.alive, n.believed = -1, true, true
 		if !c.Oracle {
@@ -82,6 +83,23 @@ func New(c Config) (*Sim, error) {
 	}
 	s.stats.init()
 	return s, nil
+}
+
+// makeIDs names the nodes by number, zero-padded so that string order
+// is number order, all in one string: a load vector's search compares
+// ids, and 100,000 ids side by side stay in the cache where 100,000
+// strings apart would miss it at every comparison.
+func (s *Sim) makeIDs() {
+	width := len(strconv.Itoa(len(s.nodes) - 1))
+	var b strings.Builder
+	b.Grow(width * len(s.nodes))
+	for i := range s.nodes {
+		fmt.Fprintf(&b, "%0*d", width, i)
+	}
+	all := b.String()
+	for i := range s.ids {
+		s.ids[i] = all[i*width : (i+1)*width]
+	}
 }
 
 // t is virtual nanoseconds as the decisions' clock.
