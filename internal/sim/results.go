@@ -99,6 +99,10 @@ type Cost struct {
 	Events       uint64  `json:"events"`
 	EventsPerSec float64 `json:"events_per_second"`
 	BytesPerNode float64 `json:"bytes_per_node"`
+	// RSSPerNode is the process's peak resident memory over the nodes:
+	// the heap's with the collector's headroom, the runtime's and the
+	// binary's.
+	RSSPerNode float64 `json:"peak_rss_bytes_per_node"`
 }
 
 func (s *Sim) results() Results {
@@ -126,8 +130,10 @@ func (s *Sim) results() Results {
 func (s *Sim) Events() uint64 { return s.stats.events }
 
 // CostOf is a run's cost: its wall time and memory, measured by the
-// caller (the heap in use with the run's state live, over its nodes).
-func (s *Sim) CostOf(wall time.Duration, heapBytes uint64) Cost {
+// caller (the heap in use with the run's state live, and the process's
+// peak resident memory, over its nodes).
+func (s *Sim) CostOf(wall time.Duration, heapBytes, peakRSS uint64) Cost {
+	n := float64(len(s.nodes))
 	return Cost{Nodes: len(s.nodes), Seconds: s.cfg.Duration.Seconds(), Wall: wall.Seconds(), Events: s.stats.events,
-		EventsPerSec: float64(s.stats.events) / max(wall.Seconds(), 1e-9), BytesPerNode: float64(heapBytes) / float64(len(s.nodes))}
+		EventsPerSec: float64(s.stats.events) / max(wall.Seconds(), 1e-9), BytesPerNode: float64(heapBytes) / n, RSSPerNode: float64(peakRSS) / n}
 }
