@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"syscall"
 	"time"
 
@@ -102,7 +101,7 @@ func runSim(s simSpec) (sim.Cost, error) {
 	}
 	run, err := sim.New(c)
 	if err != nil {
-		return sim.Cost{}, fmt.Errorf("roam sim: %s", strings.TrimPrefix(err.Error(), "sim: "))
+		return sim.Cost{}, fmt.Errorf("roam sim: %w", err)
 	}
 	if err := os.MkdirAll(s.out, 0o755); err != nil {
 		return sim.Cost{}, err

@@ -5,7 +5,11 @@ package sim
 // the agent's load.ChooseTargets), and takes its peers' loads into its
 // load vector (load.Vector.Update, the agent's). The agent probes four
 // times an interval and smooths each probe; the simulator probes once,
-// at the send, with the same time constant (one interval).
+// at the send, with the same time constant (one interval). Not modelled:
+// the out-of-turn sends of a node whose job ended (load.Disseminator.News)
+// or whose room for memory requests changed (load.RoomNews; the
+// simulated jobs request none), and memberlist's own gossip, which
+// membership's detection delay stands for.
 
 import (
 	"slices"
