@@ -37,7 +37,7 @@ type simSpec struct {
 
 func (e *env) simCmd() *cobra.Command {
 	s := simSpec{cfg: sim.DefaultConfig()}
-	c := &cobra.Command{
+	c := jsonVia(jsonValue, &cobra.Command{
 		Use:   "sim",
 		Short: "simulate a cluster of up to millions of nodes running roam's own decisions",
 		Long: `roam sim runs roam's load gossip, scheduling policies, admission and
@@ -59,7 +59,7 @@ cost.json (nodes, simulated and wall time, events a second, bytes a node).`,
 				cost.Nodes, cost.Seconds, cost.Wall, cost.EventsPerSec, cost.BytesPerNode, s.out)
 			return nil
 		},
-	}
+	})
 	f := c.Flags()
 	f.IntVar(&s.cfg.Nodes, "nodes", s.cfg.Nodes, "nodes in the cluster")
 	f.DurationVar(&s.cfg.Duration, "time", s.cfg.Duration, "simulated time")
@@ -101,7 +101,7 @@ func runSim(s simSpec) (sim.Cost, error) {
 	}
 	run, err := sim.New(c)
 	if err != nil {
-		return sim.Cost{}, fmt.Errorf("roam sim: %w", err)
+		return sim.Cost{}, err // it names the field
 	}
 	if err := os.MkdirAll(s.out, 0o755); err != nil {
 		return sim.Cost{}, err
