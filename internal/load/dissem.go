@@ -188,11 +188,17 @@ func Eases(prev Entry, had bool, e Entry, selfLoad float64) bool {
 // stream of loads cannot run this node's scheduler without end. The
 // caller asks only of an entry the vector kept, from a live member.
 func (d *Disseminator) Eased(now time.Time, prev Entry, had bool, e Entry, selfLoad float64) bool {
-	if !Eases(prev, had, e, selfLoad) || now.Before(d.easedAt.Add(d.Interval/4)) {
+	if !Eases(prev, had, e, selfLoad) || !EaseDue(now, d.easedAt, d.Interval) {
 		return false
 	}
 	d.easedAt = now
 	return true
+}
+
+// EaseDue is Eased's bound: an entry that eases may run a round at now
+// if the last one that did (at last) was a quarter interval ago or more.
+func EaseDue(now, last time.Time, interval time.Duration) bool {
+	return !now.Before(last.Add(interval / 4))
 }
 
 // Receive takes a load entry sent by another node. localLoad is our own load

@@ -85,6 +85,21 @@ func (b byID) Less(i, j int) bool {
 	return b.nodes[i].ID < b.nodes[j].ID
 }
 
+// NodeLoadOf is what placement knows of a member other than the node
+// itself: its capacity and membership's view, and the load, memory for
+// jobs and memory held of its load-vector entry e when the vector holds
+// one (known); else its load is Unknown (guessed by Place). The agent's
+// members table and the simulator build placement's nodes with it.
+func NodeLoadOf(id string, capacity float64, info PeerInfo, e load.Entry, known bool) NodeLoad {
+	nl := NodeLoad{ID: id, Capacity: capacity, Draining: info.Draining, CPU: info.CPU}
+	if known {
+		nl.Load, nl.MemJobsMB, nl.MemHeldMB = e.Load, e.MemJobsMB, e.MemHeldMB
+	} else {
+		nl.Unknown = true
+	}
+	return nl
+}
+
 // Probed is a job as a node's probes saw it for a round: what the
 // policies judge, and its runnable threads and system calls so far.
 type Probed struct {

@@ -111,8 +111,8 @@ func (s *Sim) recent(ni int32) []int {
 
 // receive takes a load message into the node's vector (what
 // load.Disseminator.Receive does, with the contacts kept in slots), and
-// kicks a round when the entry eases this node (load.Eases, at most once
-// a quarter interval, as load.Disseminator.Eased).
+// kicks a round when the entry eases this node (load.Eases and EaseDue,
+// as load.Disseminator.Eased).
 func (s *Sim) receive(e event) {
 	n := &s.nodes[e.node]
 	if !n.alive {
@@ -132,7 +132,7 @@ func (s *Sim) receive(e event) {
 		prev, had = n.vec.Get(id)
 	}
 	kept := n.vec.Update(entry, n.load)
-	if room && kept && s.nodes[e.arg].believed && load.Eases(prev, had, entry, n.load) && s.now >= n.easedAt+int64(s.cfg.Interval/4) {
+	if room && kept && s.nodes[e.arg].believed && load.Eases(prev, had, entry, n.load) && load.EaseDue(t(s.now), t(n.easedAt), s.cfg.Interval) {
 		n.easedAt = s.now
 		s.kick(e.node)
 	}

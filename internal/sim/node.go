@@ -241,8 +241,8 @@ func (s *Sim) randomAlive() int32 {
 
 // place picks the node for a new process at home: by the oracle's true
 // loads (the supermarket model), or by sched.Place on what home knows,
-// its own smoothed load and its load vector (members.Table.Place's
-// inputs), as the agent does.
+// its own smoothed load and its load vector's entries (sched.NodeLoadOf,
+// as members.Table.Place builds them), as the agent does.
 func (s *Sim) place(home int32) int32 {
 	if s.cfg.Oracle {
 		return s.placeOracle()
@@ -252,17 +252,15 @@ func (s *Sim) place(home int32) int32 {
 	}
 	h := &s.nodes[home]
 	nodes := []sched.NodeLoad{{ID: s.ids[home], Capacity: s.cfg.Capacity, Load: h.load}}
-	known := 1
 	for e := range h.vec.All() {
-		if ni := s.index(e.Node); s.nodes[ni].believed {
-			nodes = append(nodes, sched.NodeLoad{ID: e.Node, Capacity: e.Capacity, Load: e.Load})
-			known++
+		if info := s.info(e.Node); info.Alive {
+			nodes = append(nodes, sched.NodeLoadOf(e.Node, s.cfg.Capacity, info, e, true))
 		}
 	}
 	if len(s.nodes) <= unknownLimit {
 		for i := range s.nodes {
-			if n := &s.nodes[i]; n.believed && int32(i) != home && !inVector(&h.vec, s.ids[i]) {
-				nodes = append(nodes, sched.NodeLoad{ID: s.ids[i], Capacity: s.cfg.Capacity, Unknown: true})
+			if id := s.ids[i]; s.nodes[i].believed && int32(i) != home && !inVector(&h.vec, id) {
+				nodes = append(nodes, sched.NodeLoadOf(id, s.cfg.Capacity, s.info(id), load.Entry{}, false))
 			}
 		}
 	}

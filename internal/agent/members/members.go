@@ -440,17 +440,14 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 }
 
 // nodeLoad is what placement knows of live member id (mu held): this
-// node's own as probed, with selfHeldMB, or the load vector's entry.
+// node's own as probed, with selfHeldMB, or sched.NodeLoadOf its load
+// vector's entry.
 func (t *Table) nodeLoad(id string, p *Member, selfDraining bool, selfHeldMB float64) sched.NodeLoad {
-	nl := sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: p.Draining, CPU: p.Host.CPU}
 	if id == t.self {
-		nl.Load, nl.Draining, nl.MemJobsMB, nl.MemHeldMB = t.selfLoad, selfDraining, t.jobMem, selfHeldMB
-	} else if e, ok := t.dis.Vector.Get(id); ok {
-		nl.Load, nl.MemJobsMB, nl.MemHeldMB = e.Load, e.MemJobsMB, e.MemHeldMB
-	} else {
-		nl.Unknown = true
+		return sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: selfDraining, CPU: p.Host.CPU, Load: t.selfLoad, MemJobsMB: t.jobMem, MemHeldMB: selfHeldMB}
 	}
-	return nl
+	e, ok := t.dis.Vector.Get(id)
+	return sched.NodeLoadOf(id, p.Capacity, sched.PeerInfo{Alive: p.Alive, Draining: p.Draining, CPU: p.Host.CPU}, e, ok)
 }
 
 // Heard is node's entry in the load vector, if it holds one.
