@@ -104,11 +104,12 @@ fuzz-until:
 
 # Only the tests that need no root and no cluster: the pure core (load,
 # sched, migrate: its golden tables and 10,000 random migrations with
-# faults), the agent's in-process harness (four whole agents on a fake
+# faults), the simulator (same seed, same results; the supermarket
+# model), the agent's in-process harness (four whole agents on a fake
 # clock and network: 10,000 migrations under faults, herding, reservation
 # expiry), the layout rules.
 unit:
-	$(GO) test -count=1 ./internal/load/ ./internal/sched/ ./internal/migrate/ ./internal/ckpt/ ./internal/cgroup/ ./internal/secret/ ./internal/agent/... ./internal/bench/ ./internal/api/ ./internal/emu/ ./cmd/roam/ ./test/layout/
+	$(GO) test -count=1 ./internal/load/ ./internal/sched/ ./internal/sim/ ./internal/migrate/ ./internal/ckpt/ ./internal/cgroup/ ./internal/secret/ ./internal/agent/... ./internal/bench/ ./internal/api/ ./internal/emu/ ./cmd/roam/ ./test/layout/
 
 demo: build
 	@bash scripts/demo.sh

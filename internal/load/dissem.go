@@ -16,24 +16,48 @@ import (
 // Inputs are not modified; the result depends only on them and rng.
 func ChooseTargets(self string, all, recent []string, rng *rand.Rand) []string {
 	others := withoutSelf(self, all)
-	if len(others) == 0 {
-		return nil
-	}
 	// Only recent contacts that are still members count.
-	rec := withoutSelf(self, recent)
-	rec = slices.DeleteFunc(rec, func(n string) bool { return !slices.Contains(others, n) })
+	var rec []int
+	for _, n := range withoutSelf(self, recent) {
+		if i, ok := slices.BinarySearch(others, n); ok {
+			rec = append(rec, i)
+		}
+	}
+	first, second := PickTargets(len(others), rec, rng)
+	switch {
+	case first < 0:
+		return nil
+	case second < 0:
+		return []string{others[first]}
+	}
+	return []string{others[first], others[second]}
+}
 
-	var first string
-	if len(rec) > 0 {
-		first = rec[rng.Intn(len(rec))]
+// PickTargets is ChooseTargets on positions, for a caller that numbers
+// its nodes (the simulator, whose 100,000 nodes would make a list of
+// names per send too dear): the n other nodes are 0..n-1 in
+// ChooseTargets' order, recent the positions of the recent contacts
+// among them, ascending. It returns the first and second target's
+// positions, -1 for none, drawing from rng exactly as ChooseTargets does.
+func PickTargets(n int, recent []int, rng *rand.Rand) (first, second int) {
+	if n == 0 {
+		return -1, -1
+	}
+	if len(recent) > 0 {
+		first = recent[rng.Intn(len(recent))]
 	} else {
-		first = others[rng.Intn(len(others))]
+		first = rng.Intn(n)
 	}
-	if len(others) == 1 {
-		return []string{first}
+	if n == 1 {
+		return first, -1
 	}
-	rest := slices.DeleteFunc(slices.Clone(others), func(n string) bool { return n == first })
-	return []string{first, rest[rng.Intn(len(rest))]}
+	// The others without the first, in order: position k is k, or k+1
+	// past the first.
+	second = rng.Intn(n - 1)
+	if second >= first {
+		second++
+	}
+	return first, second
 }
 
 // withoutSelf returns the sorted, de-duplicated ids other than self, so that
@@ -164,11 +188,17 @@ func Eases(prev Entry, had bool, e Entry, selfLoad float64) bool {
 // stream of loads cannot run this node's scheduler without end. The
 // caller asks only of an entry the vector kept, from a live member.
 func (d *Disseminator) Eased(now time.Time, prev Entry, had bool, e Entry, selfLoad float64) bool {
-	if !Eases(prev, had, e, selfLoad) || now.Before(d.easedAt.Add(d.Interval/4)) {
+	if !Eases(prev, had, e, selfLoad) || !EaseDue(now, d.easedAt, d.Interval) {
 		return false
 	}
 	d.easedAt = now
 	return true
+}
+
+// EaseDue is Eased's bound: an entry that eases may run a round at now
+// if the last one that did (at last) was a quarter interval ago or more.
+func EaseDue(now, last time.Time, interval time.Duration) bool {
+	return !now.Before(last.Add(interval / 4))
 }
 
 // Receive takes a load entry sent by another node. localLoad is our own load

@@ -10,6 +10,7 @@ package load
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"time"
@@ -102,6 +103,21 @@ func NewVector(size int, policy Policy) *Vector {
 // Entries returns a copy of the entries, oldest first.
 func (v *Vector) Entries() []Entry { return slices.Clone(v.entries) }
 
+// All yields the entries, oldest first, without copying them; the
+// vector must not change while it runs.
+func (v *Vector) All() iter.Seq[Entry] {
+	return func(yield func(Entry) bool) {
+		for _, e := range v.entries {
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}
+
+// At is the i-th entry, oldest first (0 <= i < Len).
+func (v *Vector) At(i int) Entry { return v.entries[i] }
+
 // Len is the number of entries held.
 func (v *Vector) Len() int { return len(v.entries) }
 
@@ -122,13 +138,19 @@ func (v *Vector) Update(e Entry, localLoad float64) bool {
 		return true
 	}
 	if len(v.entries) < v.size {
+		if v.entries == nil {
+			v.entries = make([]Entry, 0, v.size)
+		}
 		v.entries = append(v.entries, e)
 		return true
 	}
 	if v.policy == PolicyBeneficial && !(e.Load < localLoad) {
 		return false
 	}
-	v.entries = append(v.entries[1:], e)
+	// Shifted in place rather than appended past the oldest: the vector
+	// keeps its one array of size entries (a simulator holds 100,000).
+	copy(v.entries, v.entries[1:])
+	v.entries[len(v.entries)-1] = e
 	return true
 }
 

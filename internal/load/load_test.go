@@ -404,3 +404,44 @@ func TestRoomNewsGoesToTheNodesThatWait(t *testing.T) {
 		t.Fatalf("the fall held back, at the next call: %v", got)
 	}
 }
+
+// ChooseTargets, now drawn by PickTargets on positions (the
+// simulator's), draws as it did on names: the reference below is its
+// body before, and the agent's sends are unchanged.
+func TestChooseTargetsDrawsAsBefore(t *testing.T) {
+	before := func(self string, all, recent []string, rng *rand.Rand) []string {
+		others := withoutSelf(self, all)
+		if len(others) == 0 {
+			return nil
+		}
+		rec := withoutSelf(self, recent)
+		rec = slices.DeleteFunc(rec, func(n string) bool { return !slices.Contains(others, n) })
+		var first string
+		if len(rec) > 0 {
+			first = rec[rng.Intn(len(rec))]
+		} else {
+			first = others[rng.Intn(len(others))]
+		}
+		if len(others) == 1 {
+			return []string{first}
+		}
+		rest := slices.DeleteFunc(slices.Clone(others), func(n string) bool { return n == first })
+		return []string{first, rest[rng.Intn(len(rest))]}
+	}
+	for seed := int64(0); seed < 500; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		n := r.Intn(14)
+		self := fmt.Sprint(r.Intn(n + 1))
+		var all, recent []string
+		for i := range n {
+			all = append(all, fmt.Sprint(i))
+			if r.Intn(3) == 0 {
+				recent = append(recent, fmt.Sprint(i+r.Intn(2)))
+			}
+		}
+		got := ChooseTargets(self, all, recent, rand.New(rand.NewSource(seed)))
+		if want := before(self, all, recent, rand.New(rand.NewSource(seed))); !slices.Equal(got, want) {
+			t.Fatalf("seed %d (self %s, all %v, recent %v): %v, before %v", seed, self, all, recent, got, want)
+		}
+	}
+}

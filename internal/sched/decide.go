@@ -301,15 +301,20 @@ const MoveSettle = 2 * time.Second
 func Effective(s Snapshot) Snapshot {
 	out := s
 	out.Peers = slices.Clone(s.Peers)
-	for i := range out.Peers {
-		p := &out.Peers[i]
-		for _, m := range s.Recent {
+	settle(out.Peers, s.Recent)
+	return out
+}
+
+// settle is Effective on peers the caller owns, in place.
+func settle(peers []Node, recent []Move) {
+	for i := range peers {
+		p := &peers[i]
+		for _, m := range recent {
 			if m.To == p.ID && p.Received.Before(m.At.Add(MoveSettle)) {
 				p.take(m)
 			}
 		}
 	}
-	return out
 }
 
 // Decide runs one round of every manager of the policy: its analyzers
@@ -322,8 +327,11 @@ func (s *Scheduler) Decide(snap Snapshot, rng *rand.Rand) []Move {
 	if snap.Self.Draining {
 		return Drain(snap)
 	}
+	// A copy of the caller's peers, made once: settle folds the recent
+	// moves into it (Effective, without a second copy: a simulator runs
+	// this for every node every second).
 	snap.Peers = slices.DeleteFunc(slices.Clone(snap.Peers), func(p Node) bool { return p.Draining })
-	snap = Effective(snap)
+	settle(snap.Peers, snap.Recent)
 	var out []Move
 	for _, nm := range s.managers {
 		for k := 0; k < nm.m.MaxMoves(); k++ {

@@ -12,6 +12,7 @@ package sched
 // moving the job, the timer of the loop).
 
 import (
+	"maps"
 	"slices"
 	"time"
 )
@@ -101,7 +102,8 @@ func (l *Ledger) Reserved(self Node, now time.Time) Node {
 
 // reserved is Reserved, without job's own admission when but is set.
 func (l *Ledger) reserved(self Node, now time.Time, job string, but bool) Node {
-	for id, a := range l.admitted {
+	for _, id := range l.admittedIDs() {
+		a := l.admitted[id]
 		if now.After(a.until) {
 			delete(l.admitted, id)
 			continue
@@ -111,6 +113,16 @@ func (l *Ledger) reserved(self Node, now time.Time, job string, but bool) Node {
 		}
 	}
 	return self
+}
+
+// admittedIDs are the admitted jobs in order: sums over them are then
+// the same bits every time (a map's order would change their rounding,
+// and a seeded simulation's results with it).
+func (l *Ledger) admittedIDs() []string {
+	if len(l.admitted) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(l.admitted))
 }
 
 // Admit is the destination's side of a policy's move: self's load now,
@@ -144,8 +156,8 @@ func (l *Ledger) Admit(mv Move, self Node, now time.Time) AdmitAnswer {
 // a job counts them (MemFits) with the requests of the jobs it holds.
 func (l *Ledger) AdmittedMemMB(now time.Time, but string) float64 {
 	n := 0.0
-	for id, a := range l.admitted {
-		if id != but && !now.After(a.until) {
+	for _, id := range l.admittedIDs() {
+		if a := l.admitted[id]; id != but && !now.After(a.until) {
 			n += a.mv.MemReqMB
 		}
 	}

@@ -208,20 +208,34 @@ func PlaceRandomTwo(nodes []NodeLoad, n int, req resources.Request, rng *rand.Ra
 		if len(room) == 0 {
 			return nil, noRoom(all, req, n-k, n)
 		}
-		a, b := rng.Intn(len(room)), rng.Intn(len(room))
-		if len(room) > 1 {
-			for b == a {
-				b = rng.Intn(len(room))
-			}
-		}
+		a, b := PickTwo(len(room), rng)
 		x, y := &all[room[a]], &all[room[b]]
-		if y.Load+slots/y.Capacity < x.Load+slots/x.Capacity {
+		if SecondOfTwo(*x, *y, slots) {
 			x = y
 		}
 		out = append(out, x.ID)
 		x.take(req)
 	}
 	return out, nil
+}
+
+// PickTwo draws the two candidates of the power of two choices among n
+// (n >= 1): two distinct positions, or the one twice when n is 1. The
+// simulator draws with it too, among nodes it numbers.
+func PickTwo(n int, rng *rand.Rand) (a, b int) {
+	a, b = rng.Intn(n), rng.Intn(n)
+	if n > 1 {
+		for b == a {
+			b = rng.Intn(n)
+		}
+	}
+	return a, b
+}
+
+// SecondOfTwo says whether the power of two choices takes y over x for
+// a process of slots: y's load with it is lower; a tie keeps x.
+func SecondOfTwo(x, y NodeLoad, slots float64) bool {
+	return y.Load+slots/y.Capacity < x.Load+slots/x.Capacity
 }
 
 // PlaceRoundRobin places the processes on the nodes in id order, going on

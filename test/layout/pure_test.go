@@ -29,6 +29,9 @@ var pure = []purePkg{
 	{"internal/migrate", true},
 	{"internal/resources", false},
 	{"internal/slurm", false},
+	// The simulator drives the core on a model: pure as well, so that a
+	// seed gives the same run.
+	{"internal/sim", false},
 	// What the core imports of roam's own must be pure as well.
 	{"internal/proctext", false},
 	{"internal/errkind", false},

@@ -368,23 +368,18 @@ func (t *Table) Receive(now time.Time, e load.Entry) Received {
 	return r
 }
 
-// Peers is the live peers as the scheduler sees them (from the load
-// vector; a member not in it yet is left out), in node order.
+// Peers is the live peers as the scheduler sees them (sched.Peers: from
+// the load vector; a member not in it yet is left out), in node order.
 func (t *Table) Peers() []sched.Node {
 	t.mu.Lock()
-	var out []sched.Node
-	for id, p := range t.known {
-		if !p.Alive || id == t.self {
-			continue
+	defer t.mu.Unlock()
+	return sched.Peers(t.self, t.dis.Vector, func(id string) sched.PeerInfo {
+		p := t.known[id]
+		if p == nil {
+			return sched.PeerInfo{}
 		}
-		if e, ok := t.dis.Vector.Get(id); ok {
-			out = append(out, sched.Node{ID: id, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.Draining, Least: e.Least,
-				MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB, Waiting: e.Waiting, CPU: p.Host.CPU})
-		}
-	}
-	t.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i].ID, out[j].ID) })
-	return out
+		return sched.PeerInfo{Alive: p.Alive, Draining: p.Draining, CPU: p.Host.CPU}
+	})
 }
 
 // Decide runs a scheduling policy's decision on snap with the table's
@@ -454,17 +449,14 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 }
 
 // nodeLoad is what placement knows of live member id (mu held): this
-// node's own as probed, with selfHeldMB, or the load vector's entry.
+// node's own as probed, with selfHeldMB, or sched.NodeLoadOf its load
+// vector's entry.
 func (t *Table) nodeLoad(id string, p *Member, selfDraining bool, selfHeldMB float64) sched.NodeLoad {
-	nl := sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: p.Draining, CPU: p.Host.CPU}
 	if id == t.self {
-		nl.Load, nl.Draining, nl.MemJobsMB, nl.MemHeldMB = t.selfLoad, selfDraining, t.jobMem, selfHeldMB
-	} else if e, ok := t.dis.Vector.Get(id); ok {
-		nl.Load, nl.MemJobsMB, nl.MemHeldMB = e.Load, e.MemJobsMB, e.MemHeldMB
-	} else {
-		nl.Unknown = true
+		return sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: selfDraining, CPU: p.Host.CPU, Load: t.selfLoad, MemJobsMB: t.jobMem, MemHeldMB: selfHeldMB}
 	}
-	return nl
+	e, ok := t.dis.Vector.Get(id)
+	return sched.NodeLoadOf(id, p.Capacity, sched.PeerInfo{Alive: p.Alive, Draining: p.Draining, CPU: p.Host.CPU}, e, ok)
 }
 
 // Heard is node's entry in the load vector, if it holds one.

@@ -52,19 +52,15 @@ type Rounds struct {
 	// wake is when the last round's snapshot has a job come of age
 	// (sched.Scheduler.Wake): a round runs then.
 	wake time.Time
-	// prev are the jobs' system call counts at the last round.
-	prev map[string]sample
-}
-
-type sample struct {
-	at       time.Time
-	syscalls uint64
+	// prev are the jobs' system call counts at the last round (never
+	// nil: sched.Ledger.Complete keeps none for a nil one).
+	prev map[string]sched.Sample
 }
 
 // New is the rounds of a node that runs the config's policy p, its lock
 // of the given rank.
 func New(p *sched.Scheduler, rank lockorder.Rank) *Rounds {
-	r := &Rounds{kick: make(chan struct{}, 1), pol: Policy{Scheduler: p}}
+	r := &Rounds{kick: make(chan struct{}, 1), pol: Policy{Scheduler: p}, prev: map[string]sched.Sample{}}
 	r.mu.Init(rank, "rounds.mu")
 	return r
 }
@@ -204,39 +200,20 @@ func (r *Rounds) Recent(now time.Time) []sched.Move {
 	return r.ledger.Recent(now)
 }
 
-// Probed is a job as the agent's probes saw it for a round: what the
-// policies judge, and its runnable threads and system calls so far.
-type Probed struct {
-	Job      sched.Job
-	Runnable int
-	Syscalls uint64
-}
+// Probed is a job as the agent's probes saw it for a round
+// (sched.Probed).
+type Probed = sched.Probed
 
 // Complete fills in a round's snapshot s, whose Self and Peers the agent
 // measured, with the probed jobs (here: the ids of every job running
-// here, probed or not): each job's system calls per second since the last
-// round, the ledger's heard loads, failures and recent moves. It returns
-// the least CPU time a runnable job here has had (sched.Node.Least).
+// here, probed or not), by sched.Ledger.Complete, which the simulator
+// calls too. It returns the least CPU time a runnable job here has had
+// (sched.Node.Least).
 func (r *Rounds) Complete(s *sched.Snapshot, probed []Probed, here []string) float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ledger.ApplyHeard(s.Peers)
-	next := make(map[string]sample, len(probed))
-	least := 0.0
-	for _, p := range probed {
-		j := p.Job
-		if p.Runnable > 0 && (least == 0 || j.Attained < least) {
-			least = j.Attained
-		}
-		if prev, ok := r.prev[j.ID]; ok && s.Now.After(prev.at) && p.Syscalls >= prev.syscalls {
-			j.SyscallsPerSec = float64(p.Syscalls-prev.syscalls) / s.Now.Sub(prev.at).Seconds()
-		}
-		next[j.ID] = sample{s.Now, p.Syscalls}
-		s.Jobs = append(s.Jobs, j)
-	}
+	least, next := r.ledger.Complete(s, probed, here, r.prev)
 	r.prev = next
-	r.ledger.ApplyFailures(s.Jobs, here)
-	s.Recent = r.ledger.Recent(s.Now)
 	return least
 }
 

@@ -1,0 +1,195 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand"
+	"strconv"
+	"strings"
+	"time"
+
+	"roam/internal/load"
+	"roam/internal/sched"
+)
+
+// epoch is virtual time 0, as the decisions' clock sees it.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Sim is one run in progress. Nothing in it is shared: two Sims run
+// side by side in one process.
+type Sim struct {
+	cfg   Config
+	rng   *rand.Rand
+	q     events
+	now   int64
+	ids   []string // node number -> id, zero-padded so that string order is number order
+	nodes []node
+	procs []proc
+	free  []int32 // unused process slots
+	// flights are the moves under way (rounds.go); freeFlights their
+	// unused slots.
+	flights     []flight
+	freeFlights []int32
+	pol         *sched.Scheduler
+	passive     bool
+	placement   string
+	// alive are the nodes membership has alive, ascending; nil while
+	// every node is (no failure detected yet).
+	alive []int32
+	work  Workload // the run's copy of the Config's
+	// next is the workload's next job, due at its Submit.
+	next    Job
+	hasNext bool
+	jobSeq  int
+	// scratch for a round's inputs, reused.
+	probed    []sched.Probed
+	here      []string
+	recentBuf []int
+	peers     []sched.Node
+	stats     stats
+	// warmup and cutoff: only processes submitted between them are
+	// measured (a model's warm-up, and the end a long one might not see
+	// to its end, which would bias a mean low); cutoff 0: no end.
+	warmup, cutoff int64
+}
+
+// New builds a run of c; Run runs it.
+func New(c Config) (*Sim, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sim{cfg: c, rng: rand.New(rand.NewSource(c.Seed)), nodes: make([]node, c.Nodes), ids: make([]string, c.Nodes)}
+	s.makeIDs()
+	for i := range s.nodes {
+		n := &s.nodes[i]
+		n.head, n.alive, n.believed = -1, true, true
+		if !c.Oracle {
+			n.vec = *load.NewVector(c.VectorSize, c.VectorPolicy)
+		}
+	}
+	s.work = c.Workload.Begin(float64(c.Nodes) * c.Capacity)
+	s.placement = c.Placement
+	if c.Policy != "" {
+		pol, err := sched.ParsePolicy([]byte(sched.Builtin[c.Policy]))
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", c.Policy, err)
+		}
+		s.pol, s.passive = pol, pol.Passive()
+		if s.placement == "" {
+			s.placement = pol.Policy.Placement
+		}
+	}
+	if s.placement == "" {
+		s.placement = "least-loaded"
+	}
+	s.stats.init()
+	return s, nil
+}
+
+// makeIDs names the nodes by number, zero-padded so that string order
+// is number order, all in one string: a load vector's search compares
+// ids, and 100,000 ids side by side stay in the cache where 100,000
+// strings apart would miss it at every comparison.
+func (s *Sim) makeIDs() {
+	width := len(strconv.Itoa(len(s.nodes) - 1))
+	var b strings.Builder
+	b.Grow(width * len(s.nodes))
+	for i := range s.nodes {
+		fmt.Fprintf(&b, "%0*d", width, i)
+	}
+	all := b.String()
+	for i := range s.ids {
+		s.ids[i] = all[i*width : (i+1)*width]
+	}
+}
+
+// t is virtual nanoseconds as the decisions' clock.
+func t(ns int64) time.Time { return epoch.Add(time.Duration(ns)) }
+
+// Run runs the simulation to its Duration and returns its results.
+func (s *Sim) Run() Results {
+	s.start()
+	end := int64(s.cfg.Duration)
+	for s.q.len() > 0 {
+		e := s.q.pop()
+		if e.at > end {
+			break
+		}
+		s.now = e.at
+		s.stats.events++
+		s.dispatch(e)
+	}
+	s.now = end
+	return s.results()
+}
+
+// start schedules each node's first tick and round at a random phase
+// (agents start at different moments), the failures and the first job.
+func (s *Sim) start() {
+	iv := int64(s.cfg.Interval)
+	for i := range s.nodes {
+		if !s.cfg.Oracle {
+			s.q.push(event{at: s.rng.Int63n(iv), kind: evTick, node: int32(i)})
+		}
+	}
+	s.prefill()
+	for range s.cfg.Failures {
+		s.q.push(event{at: s.rng.Int63n(int64(s.cfg.Duration)), kind: evFail, node: int32(s.rng.Intn(len(s.nodes)))})
+	}
+	s.fetch()
+}
+
+// prefill starts Config.Prefill's processes on every node.
+func (s *Sim) prefill() {
+	p, ok := s.work.(*Poisson)
+	if s.cfg.Prefill == nil || !ok {
+		return
+	}
+	for i := range s.nodes {
+		for range s.cfg.Prefill(s.rng) {
+			s.startOn(int32(i), s.newProc(Job{Work: p.length(s.rng)}))
+		}
+	}
+}
+
+// fetch takes the workload's next job and schedules its arrival.
+func (s *Sim) fetch() {
+	j, ok := s.work.Next(s.rng)
+	s.next, s.hasNext = j, ok
+	if ok {
+		s.q.push(event{at: max(int64(j.Submit), s.now), kind: evArrive})
+	}
+}
+
+func (s *Sim) dispatch(e event) {
+	switch e.kind {
+	case evArrive:
+		s.arrive()
+	case evStart:
+		s.started(e)
+	case evTick:
+		s.tick(e.node)
+	case evRound:
+		s.round(e)
+	case evMsg:
+		s.receive(e)
+	case evDone:
+		s.done(e)
+	case evAdmit:
+		s.admit(e)
+	case evReply:
+		s.reply(e)
+	case evLand:
+		s.land(e)
+	case evFail:
+		s.fail(e.node)
+	case evDetect:
+		s.detect(e.node)
+	}
+}
+
+// send schedules an event on another node, a message's latency from now.
+func (s *Sim) send(e event) {
+	e.at = s.now + int64(s.cfg.Latency)
+	s.stats.messages++
+	s.q.pushMsg(e)
+}
