@@ -18,6 +18,7 @@ import (
 
 	"roam/internal/agent"
 	"roam/internal/agent/config"
+	"roam/internal/agent/launch"
 	"roam/internal/agent/observe"
 	"roam/internal/agent/transport"
 	"roam/internal/api"
@@ -219,6 +220,10 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 	}
 	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs, UserNS: noUserNS == nil,
 		Template: &job.Template{}, TmpBytes: cfg.Limits.JobTmpBytes}
+	var ask launch.SlurmAsk
+	if cfg.Slurm.Enabled {
+		launcher.SlurmGroups, ask = slurmGroups(w.layout, cfg.Slurm), slurmAsk(cfg.Slurm)
+	}
 	// Root's CRIU believes the kernel facts it cached there.
 	if err := ckpt.EnsureKerndat(ckpt.KerndatDir); err != nil {
 		return agent.Parts{}, fmt.Errorf("CRIU's cache of kernel facts: %w", err)
@@ -255,6 +260,7 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 		LazyUserNS:    lazyUserNS,
 		Host:          host(w.criuPath, execMu),
 		Prober:        prober,
+		Slurm:         ask,
 		JobMemory:     jobMem,
 	}, nil
 }

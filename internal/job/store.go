@@ -97,8 +97,12 @@ type Record struct {
 	Home   string   `json:"home"`
 	Node   string   `json:"node"` // current node
 	// Stdin says whether the job reads the user's stdin.
-	Stdin    bool   `json:"stdin"`
-	Pin      bool   `json:"pin,omitempty"`
+	Stdin bool `json:"stdin"`
+	Pin   bool `json:"pin,omitempty"`
+	// Slurm is the Slurm job whose allocation the job serves (its
+	// SLURM_JOB_ID, checked at its home): it runs in that job's extern
+	// step on its node, and is pinned there.
+	Slurm    string `json:"slurm,omitempty"`
 	State    string `json:"state"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	// Started is when the job began to run on its node, by this home's

@@ -153,6 +153,16 @@ func Place(kind string, nodes []NodeLoad, n int, req resources.Request, rng *ran
 	return nil, rr, fmt.Errorf("placement %q is not one of least-loaded, random-two, round-robin", kind)
 }
 
+// Within keeps the nodes whose ids are in allowed, nil allowing every
+// node: a run inside a Slurm allocation is placed, and its jobs moved,
+// among the allocation's nodes only.
+func Within(nodes []NodeLoad, allowed []string) []NodeLoad {
+	if allowed == nil {
+		return nodes
+	}
+	return slices.DeleteFunc(slices.Clone(nodes), func(l NodeLoad) bool { return !slices.Contains(allowed, l.ID) })
+}
+
 // guessUnknown returns nodes with each unknown load set to the mean of the
 // known ones (a copy; with none known, the unknown are left out).
 func guessUnknown(nodes []NodeLoad) []NodeLoad {

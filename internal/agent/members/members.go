@@ -25,6 +25,7 @@ import (
 	"roam/internal/lockorder"
 	"roam/internal/resources"
 	"roam/internal/sched"
+	"roam/internal/slurm"
 )
 
 // Member is what the agent knows of a member from memberlist.
@@ -44,6 +45,9 @@ type Member struct {
 	// (metadata, bounded): a job's image goes there only when its CPU
 	// has every feature of the one the job started on.
 	Host cpufeat.Host
+	// Slurm is its name in Slurm (metadata, checked): the allocations
+	// whose node lists name it may place jobs there.
+	Slurm string
 }
 
 // Config is what a Table is built from.
@@ -166,6 +170,10 @@ func (t *Table) Up(name, addr string, ip net.IP, metadata []byte, now time.Time)
 	p.UserNS = m.UserNS
 	p.LazyUserNS = m.LazyUserNS
 	p.Host = m.Host()
+	p.Slurm = ""
+	if slurm.ValidNode(m.Slurm) == nil {
+		p.Slurm = m.Slurm
+	}
 	return ch
 }
 
@@ -396,8 +404,9 @@ func (t *Table) Decide(pol *sched.Scheduler, snap sched.Snapshot) []sched.Move {
 // error says whether it never will). image is what the CPU the processes'
 // program started on offers, for a restart from a checkpoint: only a node
 // whose CPU has as much is chosen (sched.RunsImage); a first start passes
-// the zero Set, and goes anywhere.
-func (t *Table) Place(on string, count int, selfDraining bool, req resources.Request, selfHeldMB float64, image cpufeat.Set) ([]string, string, error) {
+// the zero Set, and goes anywhere. within, when not nil, are the only
+// nodes it may choose (a Slurm allocation's: sched.Within).
+func (t *Table) Place(on string, count int, selfDraining bool, req resources.Request, selfHeldMB float64, image cpufeat.Set, within []string) ([]string, string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if on != "" {
@@ -405,6 +414,8 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 		switch {
 		case p == nil:
 			return nil, "", errkind.New(peer.ErrBadRequest, "--on: no node %q in the cluster", on)
+		case within != nil && !slices.Contains(within, on):
+			return nil, "", errkind.New(peer.ErrBadRequest, "--on: node %s is not one of the Slurm job's (%s)", on, slurm.Field)
 		case !p.Alive:
 			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is not alive", on)
 		case p.Draining || (on == t.self && selfDraining):
@@ -427,7 +438,7 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 			nodes = append(nodes, t.nodeLoad(id, p, selfDraining, selfHeldMB))
 		}
 	}
-	nodes, err := sched.RunsImage(nodes, image)
+	nodes, err := sched.RunsImage(sched.Within(nodes, within), image)
 	if err != nil {
 		return nil, "", errkind.New(errors.Join(peer.ErrUnavailable, err), "%v", err)
 	}

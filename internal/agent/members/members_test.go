@@ -122,17 +122,17 @@ func TestPlace(t *testing.T) {
 		{"n4", "node n4 is not alive", peer.ErrUnavailable},
 		{"n3", "node n3 is draining", peer.ErrUnavailable},
 	} {
-		if _, _, err := tb.Place(tc.on, 1, false, resources.Request{}, 0, cpufeat.Set{}); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := tb.Place(tc.on, 1, false, resources.Request{}, 0, cpufeat.Set{}, nil); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--on %s: %v, want %q", tc.on, err, tc.want)
 		}
 	}
-	if _, _, err := tb.Place("n1", 1, true, resources.Request{}, 0, cpufeat.Set{}); err == nil {
+	if _, _, err := tb.Place("n1", 1, true, resources.Request{}, 0, cpufeat.Set{}, nil); err == nil {
 		t.Error("--on this node while it drains was taken")
 	}
-	if out, why, err := tb.Place("n2", 3, false, resources.Request{}, 0, cpufeat.Set{}); err != nil || !reflect.DeepEqual(out, []string{"n2", "n2", "n2"}) || why != "roam run --on n2" {
+	if out, why, err := tb.Place("n2", 3, false, resources.Request{}, 0, cpufeat.Set{}, nil); err != nil || !reflect.DeepEqual(out, []string{"n2", "n2", "n2"}) || why != "roam run --on n2" {
 		t.Fatalf("--on n2: %v %q %v", out, why, err)
 	}
-	out, why, err := tb.Place("", 4, false, resources.Request{}, 0, cpufeat.Set{})
+	out, why, err := tb.Place("", 4, false, resources.Request{}, 0, cpufeat.Set{}, nil)
 	if err != nil || why != "placement round-robin" {
 		t.Fatalf("round-robin: %v %q %v", out, why, err)
 	}
@@ -141,12 +141,12 @@ func TestPlace(t *testing.T) {
 			t.Fatalf("round-robin placed on %s (dead or draining): %v", n, out)
 		}
 	}
-	out, _, _ = tb.Place("", 2, true, resources.Request{}, 0, cpufeat.Set{})
+	out, _, _ = tb.Place("", 2, true, resources.Request{}, 0, cpufeat.Set{}, nil)
 	if !reflect.DeepEqual(out, []string{"n2", "n2"}) {
 		t.Fatalf("with this node draining: %v", out)
 	}
 	tb.SetPlacement("least-loaded", 0)
-	if _, why, _ := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}); why != "placement least-loaded" {
+	if _, why, _ := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}, nil); why != "placement least-loaded" {
 		t.Fatalf("after SetPlacement: %q", why)
 	}
 }
@@ -189,5 +189,34 @@ func TestProbeAndReceive(t *testing.T) {
 	tb.Down("n2", t0.Add(3*time.Second))
 	if _, held := tb.Heard("n2"); held || len(tb.Peers()) != 0 {
 		t.Fatal("a member that left is still in the load vector")
+	}
+}
+
+// A run inside a Slurm allocation is placed on the members its node list
+// names (by their Slurm names, from their metadata) and nowhere else, --on
+// included; a member whose Slurm name is not a node name is in none.
+func TestPlaceWithinAllocation(t *testing.T) {
+	tb := newTable(t, "round-robin")
+	up(tb, "n2", "198.18.0.2", `{"c":2,"p":7947,"sn":"s2"}`)
+	up(tb, "n3", "198.18.0.3", `{"c":2,"p":7947,"sn":"s3"}`)
+	up(tb, "n4", "198.18.0.4", `{"c":2,"p":7947,"sn":"bad name"}`)
+	within := tb.SlurmNodes([]string{"s2", "s3", "bad name", "s9"})
+	if !reflect.DeepEqual(within, []string{"n2", "n3"}) {
+		t.Fatalf("SlurmNodes: %v", within)
+	}
+	out, _, err := tb.Place("", 8, false, resources.Request{}, 0, cpufeat.Set{}, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range out {
+		if n != "n2" && n != "n3" {
+			t.Fatalf("placed on %s, outside the allocation: %v", n, out)
+		}
+	}
+	if _, _, err := tb.Place("n4", 1, false, resources.Request{}, 0, cpufeat.Set{}, within); !errors.Is(err, peer.ErrBadRequest) || !strings.Contains(err.Error(), "SLURM_JOB_ID") {
+		t.Fatalf("--on outside the allocation: %v", err)
+	}
+	if _, _, err := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}, []string{}); err == nil {
+		t.Fatal("an allocation with none of the members placed a job")
 	}
 }

@@ -41,6 +41,10 @@ type Meta struct {
 	Model  string `json:"cm,omitempty"`
 	Kernel string `json:"k,omitempty"`
 	CRIU   string `json:"cv,omitempty"`
+	// Slurm is its name in Slurm (slurm.node, else its node id): how an
+	// allocation's node list names it. One that is not a node name is
+	// dropped (the member is then in no allocation).
+	Slurm string `json:"sn,omitempty"`
 }
 
 // MetaOf is the metadata a node sends of host h, its other fields set by

@@ -88,3 +88,18 @@ func (t *Table) newlyWaiting(live bool, prev load.Entry, had bool, e load.Entry)
 		t.answer = append(t.answer, e.Node)
 	}
 }
+
+// SlurmNodes are the ids of the members, live or not, whose Slurm names
+// are among names (an allocation's node list); never nil.
+func (t *Table) SlurmNodes(names []string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := []string{}
+	for id, p := range t.known {
+		if p.Slurm != "" && slices.Contains(names, p.Slurm) {
+			out = append(out, id)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i], out[j]) })
+	return out
+}
