@@ -7,10 +7,12 @@ package members
 
 import (
 	"slices"
+	"sort"
 	"time"
 
 	"roam/internal/load"
 	"roam/internal/queue"
+	"roam/internal/sched"
 )
 
 // OldestHeard is when the oldest load entry of a live peer was received
