@@ -41,6 +41,28 @@ func slurmGroups(layout cgroup.Layout, c slurm.Config) func(uid uint32, job stri
 	}
 }
 
+// slurmRoots are the groups of a Slurm job's extern step on this node, by
+// controller, as CRIU's cgroup roots take them (ckpt.Host.SlurmRoots): a
+// job restored here joins the same ones a start joins (slurmGroups).
+func slurmRoots(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) (map[string]string, error) {
+	return func(uid uint32, job string) (map[string]string, error) {
+		rel := slurm.ExternDir(c.CgroupOrDefault(), int(uid), job)
+		if _, err := layout.ProcsFiles(rel, slurmControllers[:1]); err != nil {
+			return nil, err
+		}
+		if layout.V2 {
+			return map[string]string{"": "/" + rel}, nil
+		}
+		out := map[string]string{}
+		for _, ctl := range slurmControllers {
+			if _, err := layout.ProcsFiles(rel, []string{ctl}); err == nil {
+				out[ctl] = "/" + rel
+			}
+		}
+		return out, nil
+	}
+}
+
 // slurmAsk reads the caller's Slurm job from its cgroup and asks the
 // controller about the job it names (launch.SlurmAsk).
 func slurmAsk(c slurm.Config) launch.SlurmAsk {

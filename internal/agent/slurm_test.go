@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -20,8 +21,9 @@ func (c *cluster) askSlurm(pid int32, id string) (string, slurm.Job, error) {
 }
 
 // A run that names its Slurm job (SLURM_JOB_ID) is placed on the job's
-// nodes only, by their Slurm names, and pinned there, each job's records
-// naming the Slurm job (whose extern step its process joins on its node);
+// nodes only, by their Slurm names, and moved among them only, by the
+// policy or by hand, each job's records naming the Slurm job (whose
+// extern step its process joins on its node) and the allocation's nodes;
 // every refusal is one line naming SLURM_JOB_ID and keeps no job: a
 // caller in no Slurm job or another one, another user's job, one not
 // running, a node outside the job, a run its queue would hold back.
@@ -51,15 +53,34 @@ func TestAgentsRunInsideASlurmJob(t *testing.T) {
 		}
 		c.waitRunning(resp.IDs...)
 		for _, id := range resp.IDs {
-			if r := c.homeRec(id); !r.Pin || r.Slurm != "7" || r.Node == "n4" {
-				t.Fatalf("%s: node %s, pinned %v, Slurm job %q", id, r.Node, r.Pin, r.Slurm)
+			if r := c.homeRec(id); r.Slurm != "7" || !slices.Equal(r.Within, []string{"n1", "n2", "n3"}) || r.Node == "n4" {
+				t.Fatalf("%s: node %s, Slurm job %q on %v", id, r.Node, r.Slurm, r.Within)
 			}
 		}
-		// The policy balances the other nodes' load onto n4, idle: these
-		// stay where they are.
+		// The policy would balance the load onto n4, idle: they stay off it.
 		time.Sleep(time.Minute)
 		if on := c.runningOn(resp.IDs); on["n4"] > 0 || len(on) == 0 {
 			t.Fatalf("running on %v", on)
+		}
+		// By hand: to another node of the allocation, and not to n4.
+		id := resp.IDs[0]
+		from := nodeIndex(c.homeRec(id).Node)
+		to := "n1"
+		if from == 0 {
+			to = "n2"
+		}
+		if m, err := c.nodes[from].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: to}); err != nil || !m.OK {
+			t.Fatalf("migrate %s to %s, in the allocation: %+v %v", id, to, m, err)
+		}
+		c.waitFor("the move", time.Minute, func() bool { return c.homeRec(id).Node == to })
+		if l, ok := c.nodes[nodeIndex(to)].a.jobs.LocalRec(id); !ok || l.Slurm != "7" || !slices.Equal(l.Within, []string{"n1", "n2", "n3"}) {
+			t.Fatalf("%s at %s: %+v", id, to, l)
+		}
+		if m, err := c.nodes[nodeIndex(to)].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n4"}); err == nil || m.OK || !strings.Contains(err.Error(), "Slurm job 7") {
+			t.Fatalf("migrate %s to n4, outside the allocation: %+v %v", id, m, err)
+		}
+		if run, _ := c.world.copies(id); len(run) != 1 || run[0] != to {
+			t.Fatalf("%s runs on %v after a refused move", id, run)
 		}
 		for _, tc := range []struct {
 			name string

@@ -117,9 +117,9 @@ runs its failed and lost indices again, with their commands, environments
 and files, as a new sweep.
 
 Inside a Slurm job (SLURM_JOB_ID set: an sbatch script, salloc, srun), the
-processes run in that job's allocation: on its nodes only, each in the
-job's cgroup on its node, so that Slurm counts them, its limits hold them
-and its end of the job ends them; they stay on the node they start on.
+processes run in that job's allocation: placed and moved among its nodes
+only, each in the job's cgroup on whatever node it runs, so that Slurm
+counts them, its limits hold them and its end of the job ends them.
 The node's agent checks the claim (docs/slurm.md); --no-slurm runs them
 outside the job, as anywhere else.
 

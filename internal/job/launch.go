@@ -42,8 +42,10 @@ type Spec struct {
 	// Req is roam run's --cpus and --mem: the job's cgroup limits.
 	Req resources.Request `json:"req,omitzero"`
 	// Slurm is the Slurm job whose extern step the job's process joins
-	// on this node (Launcher.SlurmGroups); "": none.
-	Slurm string `json:"slurm,omitempty"`
+	// on this node (Launcher.SlurmGroups); "": none. Within are the
+	// nodes it may run on, the allocation's (the launcher ignores it).
+	Slurm  string   `json:"slurm,omitempty"`
+	Within []string `json:"within,omitempty"`
 }
 
 // Errors of a spec that cannot start; each message names the thing.

@@ -17,9 +17,10 @@ import (
 // of the 4 nodes whose script runs `roam run -n 12` of short CPU-bound
 // work: every process of it runs on the job's nodes only, in the Slurm
 // job's extern step on its node (its freezer, memory and cpuacct groups,
-// read from /proc), and stays there though the fourth node is idle; scancel
-// ends every process on every node, and the home records each job ended,
-// none lost nor started again.
+// read from /proc), though the fourth node is idle; one moved by hand to
+// another node of the job is restored into the job's extern step there,
+// and one is not moved to the fourth; scancel ends every process on every
+// node, and the home records each job ended, none lost nor started again.
 func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 	if missing := emu.SlurmMissing(); len(missing) > 0 {
 		if os.Getenv("CI") == "true" {
@@ -82,7 +83,21 @@ func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(dir, "out"))
 		return len(jobs) == 12, fmt.Sprintf("%v; the batch script said: %s", jobs, b)
 	})
-	// The policy would move some to n4, idle, by now: they stay.
+	// By hand, as the user: to another node of the job, not to n4.
+	var id, from string
+	for _, j := range c.ps("1") {
+		id, from = j.ID, j.Node
+	}
+	to := map[string]string{"1": "2", "2": "3", "3": "1"}[from]
+	if out, err := c.roamAs(jobUser, "--node", from, "migrate", id, "4").CombinedOutput(); err == nil || !strings.Contains(string(out), "Slurm job "+jobID) {
+		t.Fatalf("roam migrate %s 4, outside the Slurm job: %v: %s", id, err, out)
+	}
+	c.mustRunAs(jobUser, "--node", from, "migrate", id, to)
+	waitFor(t, 30*time.Second, "the moved job's process in the Slurm job on its new node", func() (bool, string) {
+		jobs := check("after the move")
+		return jobs[id] == "n"+to, fmt.Sprint(jobs)
+	})
+	// The policy would move some to n4, idle, by now: they stay off it.
 	time.Sleep(5 * time.Second)
 	onNodes := map[string]int{}
 	for _, n := range check("once they ran a while") {

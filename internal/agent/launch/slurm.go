@@ -17,8 +17,9 @@ import (
 type SlurmAsk func(pid int32, id string) (callerJob string, j slurm.Job, err error)
 
 // inAllocation makes plan p, of run req, one of the Slurm job req names,
-// if it names one: placed among the job's nodes (p.within) and pinned
-// where it starts, in the job's extern step there (job.Spec.Slurm). Its
+// if it names one: placed and moved among the job's nodes only
+// (p.within, which its records keep), in the job's extern step on each
+// (job.Spec.Slurm). Its
 // processes all start at once, on the allocation's nodes: none waits in
 // the home's queue, which places without the allocation, and none is
 // restarted from a checkpoint on another node.
@@ -36,7 +37,7 @@ func (s *Starter) inAllocation(c httpx.Caller, req api.RunRequest, p *plan) erro
 	if err != nil {
 		return err
 	}
-	p.within, p.spec.Pin, p.spec.Slurm = within, true, req.SlurmJob
+	p.within, p.spec.Slurm = within, req.SlurmJob
 	return nil
 }
 

@@ -208,5 +208,5 @@ func (p plan) startNow() int {
 // specOf is what a node needs to start a home record's job.
 func specOf(r job.Record) job.Spec {
 	return job.Spec{ID: r.ID, UID: r.UID, GID: r.GID, Groups: r.Groups, Argv: r.Argv, Env: r.Env, Cwd: r.Cwd, Stdin: r.Stdin, Pin: r.Pin,
-		CheckpointEvery: r.CheckpointEvery, Req: r.Req, Slurm: r.Slurm}
+		CheckpointEvery: r.CheckpointEvery, Req: r.Req, Slurm: r.Slurm, Within: r.Within}
 }
