@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"path"
 	"strconv"
 	"time"
 
@@ -27,40 +28,61 @@ var slurmControllers = []string{"freezer", "memory", "cpuacct"}
 // this node (job.Launcher.SlurmGroups).
 func slurmGroups(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) ([]string, error) {
 	return func(uid uint32, job string) ([]string, error) {
-		rel := slurm.ExternDir(c.CgroupOrDefault(), int(uid), job)
-		out, err := layout.ProcsFiles(rel, slurmControllers[:1])
-		if err != nil || layout.V2 {
-			return out, err
+		rels, err := externGroups(layout, c, uid, job)
+		if err != nil {
+			return nil, err
 		}
-		for _, ctl := range slurmControllers[1:] {
-			if more, err := layout.ProcsFiles(rel, []string{ctl}); err == nil {
-				out = append(out, more...)
+		var out []string
+		for _, ctl := range slurmControllers {
+			if rel, ok := rels[ctl]; ok {
+				files, err := layout.ProcsFiles(rel, []string{ctl})
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, files...)
 			}
 		}
 		return out, nil
 	}
 }
 
-// slurmRoots are the groups of a Slurm job's extern step on this node, by
-// controller, as CRIU's cgroup roots take them (ckpt.Host.SlurmRoots): a
-// job restored here joins the same ones a start joins (slurmGroups).
+// slurmRoots are the same groups by controller, as CRIU's cgroup roots
+// take them (ckpt.Host.SlurmRoots): a job restored here joins the ones a
+// start joins.
 func slurmRoots(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) (map[string]string, error) {
 	return func(uid uint32, job string) (map[string]string, error) {
-		rel := slurm.ExternDir(c.CgroupOrDefault(), int(uid), job)
-		if _, err := layout.ProcsFiles(rel, slurmControllers[:1]); err != nil {
-			return nil, err
+		rels, err := externGroups(layout, c, uid, job)
+		for ctl, rel := range rels {
+			rels[ctl] = "/" + rel
 		}
-		if layout.V2 {
-			return map[string]string{"": "/" + rel}, nil
-		}
-		out := map[string]string{}
-		for _, ctl := range slurmControllers {
-			if _, err := layout.ProcsFiles(rel, []string{ctl}); err == nil {
-				out[ctl] = "/" + rel
+		return rels, err
+	}
+}
+
+// externGroups are the groups of job's extern step on this node, by
+// controller ("" under v2), relative to the mounts: the step's own
+// freezer group, which Slurm's proctrack signals, and under memory and
+// cpuacct its task_0 (the step's sleep process's) where Slurm made one:
+// jobacct_gather/cgroup counts a step's tasks' groups, not the step's,
+// and a process in the step's own group was counted by no sacct line.
+func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string) (map[string]string, error) {
+	rel := slurm.ExternDir(c.CgroupOrDefault(), int(uid), job)
+	if _, err := layout.ProcsFiles(rel, slurmControllers[:1]); err != nil {
+		return nil, err
+	}
+	if layout.V2 {
+		return map[string]string{"": rel}, nil
+	}
+	out := map[string]string{slurmControllers[0]: rel}
+	for _, ctl := range slurmControllers[1:] {
+		for _, r := range []string{path.Join(rel, "task_0"), rel} {
+			if _, err := layout.ProcsFiles(r, []string{ctl}); err == nil {
+				out[ctl] = r
+				break
 			}
 		}
-		return out, nil
 	}
+	return out, nil
 }
 
 // slurmAsk reads the caller's Slurm job from its cgroup and asks the

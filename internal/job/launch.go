@@ -278,12 +278,24 @@ func (Launcher) StdinKey(pid int) string {
 }
 
 func (l Launcher) Usage(id string, pid int) (float64, float64) {
-	if l.Cgroups != nil {
+	if l.Cgroups != nil && !inSlurmJob(pid) {
 		if cpu, rss, ok := l.Cgroups.Usage(id); ok {
 			return cpu, rss
 		}
 	}
 	return TreeUsage(pid)
+}
+
+// inSlurmJob says whether process pid is in a Slurm job's groups (a job
+// that serves an allocation: Spec.Slurm): Slurm's cpuacct and memory
+// groups count it then, and roam's own count nothing of it.
+func inSlurmJob(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	_, _, ok := slurm.JobOfCgroup(string(b))
+	return ok
 }
 
 func (l Launcher) Tidy(keep func(id string) bool) {
