@@ -87,9 +87,16 @@ func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 	})
 	// By hand, as the user: to another node of the job, not to n4.
 	var id, from string
-	for _, j := range c.ps("1") {
-		id, from = j.ID, j.Node
-	}
+	waitFor(t, 30*time.Second, "the home records them running", func() (bool, string) {
+		js := c.ps("1")
+		for _, j := range js {
+			if j.State != api.StateRunning {
+				return false, fmt.Sprint(js)
+			}
+			id, from = j.ID, j.Node
+		}
+		return len(js) == 12, fmt.Sprint(js)
+	})
 	to := map[string]string{"1": "2", "2": "3", "3": "1"}[from]
 	if out, err := c.roamAs(jobUser, "--node", from, "migrate", id, "4").CombinedOutput(); err == nil || !strings.Contains(string(out), "Slurm job "+jobID) {
 		t.Fatalf("roam migrate %s 4, outside the Slurm job: %v: %s", id, err, out)
@@ -99,8 +106,8 @@ func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 		jobs := check("after the move")
 		return jobs[id] == "n"+to, fmt.Sprint(jobs)
 	})
-	// The policy would move some to n4, idle, by now: they stay off it.
-	time.Sleep(5 * time.Second)
+	// n4 is idle all along; the policies keep them off it
+	// (TestAgentsRunInsideASlurmJob waits for them on a fake clock).
 	onNodes := map[string]int{}
 	for _, n := range check("once they ran a while") {
 		onNodes[n]++
