@@ -2,6 +2,8 @@ package launch
 
 import (
 	"errors"
+	"maps"
+	"slices"
 
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/peer"
@@ -43,9 +45,10 @@ func (s *Starter) inAllocation(c httpx.Caller, req api.RunRequest, p *plan) erro
 
 // allocation checks the Slurm job a run names (its SLURM_JOB_ID) before
 // anything of the run is kept, and returns the members it may run on: the
-// job's nodes (nil for a run that names none, which goes anywhere). Every
-// refusal is one line naming SLURM_JOB_ID.
-func (s *Starter) allocation(c httpx.Caller, id string) ([]string, error) {
+// job's nodes, each with the CPUs the job holds there (nil for a run that
+// names none, which goes anywhere). Every refusal is one line naming
+// SLURM_JOB_ID.
+func (s *Starter) allocation(c httpx.Caller, id string) (map[string]int, error) {
 	if id == "" {
 		return nil, nil
 	}
@@ -65,5 +68,14 @@ func (s *Starter) allocation(c httpx.Caller, id string) ([]string, error) {
 	case err != nil:
 		return nil, errkind.New(peer.ErrUnavailable, "%s: job %s: %v", slurm.Field, id, err)
 	}
-	return s.cfg.Members.SlurmNodes(j.Nodes), nil
+	return s.cfg.Members.SlurmNodes(j), nil
+}
+
+// withinIDs are the nodes of within, sorted (nil for nil): what a job's
+// records keep of its allocation.
+func withinIDs(within map[string]int) []string {
+	if within == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(within))
 }

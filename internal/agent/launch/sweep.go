@@ -21,9 +21,9 @@ type plan struct {
 	spec job.Spec
 	part job.SweepPart
 	jobs []planned
-	// within are the only nodes its jobs may run on (a Slurm job's);
-	// nil: any.
-	within []string
+	// within are the only nodes its jobs may run on, each with the CPUs
+	// the Slurm job holds there (a Slurm job's); nil: any.
+	within map[string]int
 }
 
 // planned is one job of a plan: its index, its command, and its

@@ -405,8 +405,9 @@ func (t *Table) Decide(pol *sched.Scheduler, snap sched.Snapshot) []sched.Move {
 // program started on offers, for a restart from a checkpoint: only a node
 // whose CPU has as much is chosen (sched.RunsImage); a first start passes
 // the zero Set, and goes anywhere. within, when not nil, are the only
-// nodes it may choose (a Slurm allocation's: sched.Within).
-func (t *Table) Place(on string, count int, selfDraining bool, req resources.Request, selfHeldMB float64, image cpufeat.Set, within []string) ([]string, string, error) {
+// nodes it may choose, each with the CPUs it has of them (a Slurm
+// allocation's: sched.Within).
+func (t *Table) Place(on string, count int, selfDraining bool, req resources.Request, selfHeldMB float64, image cpufeat.Set, within map[string]int) ([]string, string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if on != "" {
@@ -414,7 +415,7 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 		switch {
 		case p == nil:
 			return nil, "", errkind.New(peer.ErrBadRequest, "--on: no node %q in the cluster", on)
-		case within != nil && !slices.Contains(within, on):
+		case within != nil && !hasKey(within, on):
 			return nil, "", errkind.New(peer.ErrBadRequest, "--on: node %s is not one of the Slurm job's (%s)", on, slurm.Field)
 		case !p.Alive:
 			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is not alive", on)
@@ -454,6 +455,8 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 	}
 	return out, "placement " + t.placement, err
 }
+
+func hasKey(m map[string]int, k string) bool { _, ok := m[k]; return ok }
 
 // nodeLoad is what placement knows of live member id (mu held): this
 // node's own as probed, with selfHeldMB, or the load vector's entry.

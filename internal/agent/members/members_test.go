@@ -14,6 +14,7 @@ import (
 	"roam/internal/load"
 	"roam/internal/resources"
 	"roam/internal/sched"
+	"roam/internal/slurm"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -194,29 +195,36 @@ func TestProbeAndReceive(t *testing.T) {
 
 // A run inside a Slurm allocation is placed on the members its node list
 // names (by their Slurm names, from their metadata) and nowhere else, --on
-// included; a member whose Slurm name is not a node name is in none.
+// included, by the CPUs it holds on each; a member whose Slurm name is
+// not a node name is in none.
 func TestPlaceWithinAllocation(t *testing.T) {
-	tb := newTable(t, "round-robin")
-	up(tb, "n2", "198.18.0.2", `{"c":2,"p":7947,"sn":"s2"}`)
-	up(tb, "n3", "198.18.0.3", `{"c":2,"p":7947,"sn":"s3"}`)
-	up(tb, "n4", "198.18.0.4", `{"c":2,"p":7947,"sn":"bad name"}`)
-	within := tb.SlurmNodes([]string{"s2", "s3", "bad name", "s9"})
-	if !reflect.DeepEqual(within, []string{"n2", "n3"}) {
+	tb := newTable(t, "least-loaded")
+	up(tb, "n2", "198.18.0.2", `{"c":8,"p":7947,"sn":"s2"}`)
+	up(tb, "n3", "198.18.0.3", `{"c":8,"p":7947,"sn":"s3"}`)
+	up(tb, "n4", "198.18.0.4", `{"c":8,"p":7947,"sn":"bad name"}`)
+	for _, n := range []string{"n2", "n3", "n4"} {
+		tb.Receive(t0.Add(time.Second), load.Entry{Node: n, Capacity: 8, MemFreeMB: 1000})
+	}
+	job := slurm.Job{Nodes: []string{"s2", "s3", "bad name", "s9"}, Alloc: map[string]slurm.NodeAlloc{"s2": {CPUs: 3}, "s3": {CPUs: 1}}}
+	within := tb.SlurmNodes(job)
+	if !reflect.DeepEqual(within, map[string]int{"n2": 3, "n3": 1}) {
 		t.Fatalf("SlurmNodes: %v", within)
 	}
 	out, _, err := tb.Place("", 8, false, resources.Request{}, 0, cpufeat.Set{}, within)
 	if err != nil {
 		t.Fatal(err)
 	}
+	per := map[string]int{}
 	for _, n := range out {
-		if n != "n2" && n != "n3" {
-			t.Fatalf("placed on %s, outside the allocation: %v", n, out)
-		}
+		per[n]++
+	}
+	if per["n2"] != 6 || per["n3"] != 2 {
+		t.Fatalf("placed %v, want 6 on n2 and 2 on n3 (3 CPUs to 1 of the allocation's)", per)
 	}
 	if _, _, err := tb.Place("n4", 1, false, resources.Request{}, 0, cpufeat.Set{}, within); !errors.Is(err, peer.ErrBadRequest) || !strings.Contains(err.Error(), "SLURM_JOB_ID") {
 		t.Fatalf("--on outside the allocation: %v", err)
 	}
-	if _, _, err := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}, []string{}); err == nil {
+	if _, _, err := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}, map[string]int{}); err == nil {
 		t.Fatal("an allocation with none of the members placed a job")
 	}
 }

@@ -7,12 +7,11 @@ package members
 
 import (
 	"slices"
-	"sort"
 	"time"
 
 	"roam/internal/load"
 	"roam/internal/queue"
-	"roam/internal/sched"
+	"roam/internal/slurm"
 )
 
 // OldestHeard is when the oldest load entry of a live peer was received
@@ -91,17 +90,16 @@ func (t *Table) newlyWaiting(live bool, prev load.Entry, had bool, e load.Entry)
 	}
 }
 
-// SlurmNodes are the ids of the members, live or not, whose Slurm names
-// are among names (an allocation's node list); never nil.
-func (t *Table) SlurmNodes(names []string) []string {
+// SlurmNodes are the members, live or not, whose Slurm names job's node
+// list has, each with the CPUs job holds of it (0: unknown); never nil.
+func (t *Table) SlurmNodes(job slurm.Job) map[string]int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := []string{}
+	out := map[string]int{}
 	for id, p := range t.known {
-		if p.Slurm != "" && slices.Contains(names, p.Slurm) {
-			out = append(out, id)
+		if p.Slurm != "" && job.Has(p.Slurm) {
+			out[id] = job.Alloc[p.Slurm].CPUs
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return sched.IDLess(out[i], out[j]) })
 	return out
 }
