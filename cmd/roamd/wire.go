@@ -18,6 +18,7 @@ import (
 
 	"roam/internal/agent"
 	"roam/internal/agent/config"
+	"roam/internal/agent/launch"
 	"roam/internal/agent/observe"
 	"roam/internal/agent/transport"
 	"roam/internal/api"
@@ -219,6 +220,11 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 	}
 	launcher := job.Launcher{Init: cfg.InitPath, SpoolRoot: filepath.Join(cfg.StateDir, "spool"), ExecMu: execMu, Cgroups: w.jobs, UserNS: noUserNS == nil,
 		Template: &job.Template{}, TmpBytes: cfg.Limits.JobTmpBytes}
+	var ask launch.SlurmAsk
+	var slurmRestore func(uint32, string) (map[string]string, error)
+	if cfg.Slurm.Enabled {
+		launcher.SlurmGroups, ask, slurmRestore = slurmGroups(w.layout, cfg.Slurm), slurmAsk(cfg.Slurm), slurmRoots(w.layout, cfg.Slurm)
+	}
 	// Root's CRIU believes the kernel facts it cached there.
 	if err := ckpt.EnsureKerndat(ckpt.KerndatDir); err != nil {
 		return agent.Parts{}, fmt.Errorf("CRIU's cache of kernel facts: %w", err)
@@ -249,12 +255,13 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 		Transport:     transport.TLS{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
 		GossipKey:     w.sec.GossipKey(),
 		CheckpointKey: w.sec.CheckpointKey(),
-		Checkpointer:  withHold(&ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes, UserNS: noUserNS == nil, NoUserNS: noUserNS}),
+		Checkpointer:  withHold(&ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes, UserNS: noUserNS == nil, NoUserNS: noUserNS, SlurmRoots: slurmRestore}),
 		Processes:     launcher,
 		UserNS:        launcher.UserNS,
 		LazyUserNS:    lazyUserNS,
 		Host:          host(w.criuPath, execMu),
 		Prober:        prober,
+		Slurm:         ask,
 		JobMemory:     jobMem,
 	}, nil
 }

@@ -202,7 +202,7 @@ func (a *Agent) Start() error {
 	a.peerMux = mux
 	a.peers = newPeerClient(a)
 	a.members.Join(members.Member{Addr: net.JoinHostPort(a.adv, strconv.Itoa(a.cfg.GossipPort)), PeerAddr: a.peers.SelfAddr,
-		Capacity: a.capacity, Version: api.Version, UserNS: a.parts.UserNS, LazyUserNS: a.parts.LazyUserNS,
+		Capacity: a.capacity, Version: api.Version, UserNS: a.parts.UserNS, LazyUserNS: a.parts.LazyUserNS, Slurm: a.cfg.Slurm.NodeName(a.cfg.NodeID),
 		Host: a.parts.Host.Bounded()}, a.prober.MemFreeMB(), time.Now())
 	if err := a.openJobs(); err != nil {
 		return err

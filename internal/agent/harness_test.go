@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"roam/internal/agent/config"
+	"roam/internal/agent/launch"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/spool"
 	"roam/internal/api"
@@ -64,6 +65,9 @@ type cluster struct {
 	// hosts are what each node says of its CPU, kernel and CRIU
 	// (Parts.Host), by node; none: nothing, as an older roam.
 	hosts map[string]cpufeat.Host
+	// slurm answers every node's questions of Slurm (askSlurm, in
+	// slurm_test.go); nil: a test without Slurm.
+	slurm launch.SlurmAsk
 }
 
 // newCluster starts n agents named n1..nN with scheduler policy pol,
@@ -149,7 +153,7 @@ func (c *cluster) start(i int) {
 	c.net.names[h.host] = h.name
 	c.net.mu.Unlock()
 	p := Parts{API: api, Transport: c.net.transport(h.host), Gossip: c.net.gossipTransport(h.host),
-		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn, Host: c.hosts[h.name],
+		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn, Host: c.hosts[h.name], Slurm: c.askSlurm,
 		DiskFree: func(dir string) int64 {
 			if v := h.free.Load(); v != 0 {
 				return v

@@ -1,10 +1,9 @@
 package agent
 
-// The agent's parts: every edge where it meets the world, as interfaces it
-// is given. cmd/roamd builds the real ones; the in-process harness
-// (harness_test.go) builds in-memory ones. Time is not among them: the
-// agent reads the time package, which the harness fakes for all its
-// goroutines (testing/synctest), net/http's and bbolt's included.
+// The agent's parts: every edge where it meets the world, as interfaces it is given.
+// cmd/roamd builds the real ones; the in-process harness (harness_test.go) builds
+// in-memory ones. Time is not among them: the agent reads the time package, which
+// the harness fakes for all its goroutines (testing/synctest), net/http's and bbolt's too.
 
 import (
 	"context"
@@ -14,6 +13,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"roam/internal/agent/launch"
 	"roam/internal/ckpt"
 	"roam/internal/cpufeat"
 	"roam/internal/job"
@@ -50,6 +50,7 @@ type Parts struct {
 	Host cpufeat.Host
 	// Prober measures the node's load and free memory.
 	Prober Prober
+	Slurm  launch.SlurmAsk // asks after a run's Slurm job; nil: no run names one here
 	// JobMemory is the memory, in bytes, this node has for its jobs
 	// (probe.Node.JobMemory), which the config's jobs.memory_bytes
 	// replaces when it names one: the node takes a job only while the

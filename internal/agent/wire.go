@@ -35,7 +35,7 @@ import (
 func (a *Agent) wireJobs() {
 	a.launch = launch.New(launch.Config{Self: a.cfg.NodeID, Limits: a.cfg.Limits, Free: func() int64 { return a.parts.DiskFree(a.cfg.StateDir) }, PerJob: a.cfg.Jobs, JobMem: a.parts.JobMemory, Admitted: a.rounds.AdmittedMemMB, Log: a.log, Store: a.store, Jobs: a.jobs, Spools: a.spools,
 		Members: a.members, Rounds: a.rounds, Peers: a.peers, Procs: a.procs, Draining: func() bool { return a.drain.On() }, Event: a.event,
-		Restore: func(rec job.Record, node string) error { return a.checkpoints.RestorePreempted(rec, node) }})
+		Restore: func(rec job.Record, node string) error { return a.checkpoints.RestorePreempted(rec, node) }, Slurm: a.parts.Slurm, SlurmNode: a.cfg.Slurm.NodeName(a.cfg.NodeID)})
 	a.control = control.New(control.Config{Self: a.cfg.NodeID, Jobs: a.jobs, Moves: a.migr, Peers: a.peers, Procs: a.procs,
 		SettleWait: peer.RestoreTimeout, Attained: scheduler.AttainedFrom,
 		Parts: func() []peer.PSPart { return fanOut[peer.PSPart](a, http.MethodGet, peer.PS, nil) }})
@@ -106,7 +106,7 @@ func wireScheduling(a *Agent) {
 		},
 		Stop: a.stop, Group: &a.wg})
 	a.gossip = gossip.New(gossip.Config{Node: a.cfg.NodeID, BindAddr: a.cfg.BindAddr, Advertise: a.adv,
-		GossipPort: a.cfg.GossipPort, PeerPort: a.cfg.PeerPort, Capacity: a.capacity, UserNS: a.parts.UserNS, LazyUserNS: a.parts.LazyUserNS, Host: a.parts.Host, Join: a.cfg.Join, FenceKill: a.cfg.Fence.Kill,
+		GossipPort: a.cfg.GossipPort, PeerPort: a.cfg.PeerPort, Capacity: a.capacity, UserNS: a.parts.UserNS, LazyUserNS: a.parts.LazyUserNS, Host: a.parts.Host, Join: a.cfg.Join, FenceKill: a.cfg.Fence.Kill, Slurm: a.cfg.Slurm.NodeName(a.cfg.NodeID),
 		Interval: a.cfg.Load.Interval, Key: a.parts.GossipKey, Transport: a.parts.Gossip, Log: a.log,
 		Members: a.members, Rounds: a.rounds, Jobs: a.jobs, Sched: a.sched, Drain: a.drain, Prober: a.prober,
 		Counters: &a.stats.Gossip,

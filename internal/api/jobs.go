@@ -43,6 +43,10 @@ type RunRequest struct {
 	// (jobs.default_cpus, jobs.default_mem_bytes).
 	CPUs     float64 `json:"cpus,omitempty"`
 	MemBytes int64   `json:"mem_bytes,omitempty"`
+	// SlurmJob is the SLURM_JOB_ID the CLI runs under (docs/slurm.md):
+	// the run serves that Slurm job's allocation, which the agent checks
+	// with the caller's process and Slurm's controller. "": none.
+	SlurmJob string `json:"slurm_job,omitempty"`
 }
 
 // SweepRequest is what of a `roam run` makes its jobs a sweep (package

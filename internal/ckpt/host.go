@@ -122,6 +122,10 @@ type RestoreSpec struct {
 	// Req is the job's resource request: its cgroup here gets the limits
 	// of it (cgroup.Jobs.Enter), before CRIU restores into it.
 	Req resources.Request
+	// UID owns the job, and Slurm is the Slurm job it serves ("": none),
+	// into whose extern step here it is restored (Host.SlurmRoots).
+	UID   uint32
+	Slurm string
 	// Check, when set, judges the restored tree under the pid it gets
 	// while CRIU still holds every task under ptrace, their credentials,
 	// descriptors and memory as they will run (CRIU's pre-resume
@@ -150,6 +154,11 @@ type Host struct {
 	// (job.UserNSAllowed).
 	UserNS   bool
 	NoUserNS error
+	// SlurmRoots, when set, are the groups of a Slurm job's extern step
+	// here, by v1 controller ("" for v2's one), each a path below the
+	// hierarchy's mount: a job that serves the Slurm job is restored into
+	// them (nil: this node serves no Slurm jobs).
+	SlurmRoots func(uid uint32, job string) (map[string]string, error)
 }
 
 var _ Checkpointer = (*Host)(nil)
@@ -761,6 +770,18 @@ func tail(path string) string {
 	return lines[len(lines)-1]
 }
 
+// slurmRoots are the groups of the Slurm job s serves on this node, by
+// controller (Host.SlurmRoots); nil for a job that serves none.
+func (h *Host) slurmRoots(s RestoreSpec) (map[string]string, error) {
+	if s.Slurm == "" {
+		return nil, nil
+	}
+	if h.SlurmRoots == nil {
+		return nil, fmt.Errorf("restore: job %s serves Slurm job %s, and this node serves no Slurm jobs (slurm.enabled)", s.ID, s.Slurm)
+	}
+	return h.SlurmRoots(s.UID, s.Slurm)
+}
+
 // Restore restores the job into its own cgroup (see cgroup.Jobs): into its
 // memory group, so its pages are charged there from the start, but (cgroup
 // v1) in the CPU controller's root, so that no CPU quota slows the
@@ -771,6 +792,10 @@ func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 	var roots map[string]string
 	var rel string
 	var times Times
+	slurmRoots, err := h.slurmRoots(s)
+	if err != nil {
+		return 0, nil, err
+	}
 	if h.Jobs != nil {
 		t := time.Now()
 		_, release, err := h.Jobs.Enter(s.ID, h.Jobs.LimitsFor(s.Req))
@@ -794,6 +819,12 @@ func (h *Host) Restore(s RestoreSpec) (int, Times, error) {
 		if h.Layout.V2 {
 			roots = map[string]string{"": rel}
 		}
+	}
+	if slurmRoots != nil && roots == nil {
+		roots = map[string]string{}
+	}
+	for ctl, dir := range slurmRoots {
+		roots[ctl] = dir
 	}
 	pid, ct, err := h.CRIU.Restore(RestoreOpts{Dir: s.Dir, Mounts: s.Mounts, Inherit: s.Inherit, Lazy: s.Lazy, CgroupRoots: roots, Check: s.Check})
 	times = append(times, ct...)

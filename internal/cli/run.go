@@ -14,10 +14,10 @@ import (
 
 func (e *env) runCmd() *cobra.Command {
 	var req api.RunRequest
-	var detach, noPrefix bool
+	var detach, noPrefix, noSlurm bool
 	var argsFrom, cpus, mem string
 	c := &cobra.Command{
-		Use:   "run [-n COUNT] [--args-from FILE] [--max-running K] [--output PATTERN] [--error PATTERN] [--on NODE] [--pin] [--cpus N] [--mem SIZE] [-d] -- PROG [ARGS...]",
+		Use:   "run [-n COUNT] [--args-from FILE] [--max-running K] [--output PATTERN] [--error PATTERN] [--on NODE] [--pin] [--cpus N] [--mem SIZE] [--no-slurm] [-d] -- PROG [ARGS...]",
 		Short: "start processes on the best nodes; their output comes here, and their exit status",
 		Long:  runLong,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
@@ -41,6 +41,11 @@ func (e *env) runCmd() *cobra.Command {
 				}
 			}
 			req.Stdin = req.Count == 1 && !detach && req.Rerun == ""
+			if !noSlurm {
+				// Inside a Slurm job, the run serves its allocation
+				// (docs/slurm.md); the agent checks the claim.
+				req.SlurmJob = os.Getenv("SLURM_JOB_ID")
+			}
 			var relay *signalRelay
 			if !detach {
 				// Catch Ctrl-C from now on: one that comes while the jobs
@@ -76,6 +81,7 @@ func (e *env) runCmd() *cobra.Command {
 	c.Flags().StringVar(&req.On, "on", "", "run on this node instead of the best one")
 	_ = c.RegisterFlagCompletionFunc("on", e.completeNodeFlag)
 	c.Flags().BoolVar(&req.Pin, "pin", false, "never migrate these processes")
+	c.Flags().BoolVar(&noSlurm, "no-slurm", false, "inside a Slurm job (SLURM_JOB_ID set), run outside it: on any node, not in the job's allocation")
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job ids and return; see 'roam logs' and 'roam attach'")
 	c.Flags().BoolVar(&noPrefix, "no-prefix", false, "with -n > 1, do not prefix lines with [JOBID]")
 	c.Flags().StringVar(&cpus, "cpus", "", "CPUs each process may use, e.g. 0.5 or 2 (default: the home's jobs.default_cpus)")
@@ -109,6 +115,13 @@ every index has ended, roam run prints a summary (ok, failed by exit
 status, lost) on standard error, as roam ps SWEEP does later; --rerun SWEEP
 runs its failed and lost indices again, with their commands, environments
 and files, as a new sweep.
+
+Inside a Slurm job (SLURM_JOB_ID set: an sbatch script, salloc, srun), the
+processes run in that job's allocation: placed and moved among its nodes
+only, each in the job's cgroup on whatever node it runs, so that Slurm
+counts them, its limits hold them and its end of the job ends them.
+The node's agent checks the claim (docs/slurm.md); --no-slurm runs them
+outside the job, as anywhere else.
 
 --cpus N and --mem SIZE are what each process may use, on every node it runs
 on (without them: the home node's jobs.default_cpus, 1, and

@@ -56,6 +56,17 @@ type agentConfig struct {
 		Pids int64 `yaml:"pids,omitempty"`
 	} `yaml:"jobs,omitempty"`
 	Fence *fenceConfig `yaml:"fence,omitempty"`
+	Slurm *slurmAgent  `yaml:"slurm,omitempty"`
+}
+
+// slurmAgent is roamd's slurm section on a node of a cluster with Slurm:
+// its slurmd's node name, the cluster's slurm.conf, and the group its
+// slurmd makes its jobs' groups in, seen from the machine (slurm.go).
+type slurmAgent struct {
+	Enabled bool   `yaml:"enabled"`
+	Conf    string `yaml:"conf"`
+	Node    string `yaml:"node"`
+	Cgroup  string `yaml:"cgroup"`
 }
 
 // fenceConfig is roamd's fence section (package fence's Config).
@@ -111,6 +122,10 @@ func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers 
 	c.Load.Policy = spec.Policy
 	c.Jobs.Pids = spec.JobPids
 	c.Fence, _ = parseFence(spec.Fence) // validated with the spec
+	if spec.Slurm {
+		name := slurmNodeName(n.ID)
+		c.Slurm = &slurmAgent{Enabled: true, Conf: SlurmConf(spec.Name), Node: name, Cgroup: n.Cgroup + "/slurm_" + name}
+	}
 	// roam-init is installed beside roamd (not beside whatever program
 	// brings the cluster up: a test binary, say).
 	if spec.Roamd != "" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"roam/internal/cgroup"
 	"roam/internal/procfs"
 	"roam/internal/resources"
+	"roam/internal/slurm"
 )
 
 // Spec is what a node needs to start a job.
@@ -39,6 +41,11 @@ type Spec struct {
 	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
 	// Req is roam run's --cpus and --mem: the job's cgroup limits.
 	Req resources.Request `json:"req,omitzero"`
+	// Slurm is the Slurm job whose extern step the job's process joins
+	// on this node (Launcher.SlurmGroups); "": none. Within are the
+	// nodes it may run on, the allocation's (the launcher ignores it).
+	Slurm  string   `json:"slurm,omitempty"`
+	Within []string `json:"within,omitempty"`
 }
 
 // Errors of a spec that cannot start; each message names the thing.
@@ -69,6 +76,11 @@ type Launcher struct {
 	// namespace, which each job copies (nil: each job drops the mounts
 	// it does not keep itself).
 	Template *Template
+	// SlurmGroups, when set, are the cgroup.procs files of Slurm job
+	// job's extern step on this node, for a job of uid: a job that names
+	// a Slurm job joins them after its own groups, so that Slurm counts,
+	// limits and ends it (nil: the node runs no Slurm job's processes).
+	SlurmGroups func(uid uint32, job string) ([]string, error)
 	// TmpBytes is the size of each job's own /tmp and /var/tmp
 	// (migrate.JobTmp), tmpfs mounts roam-init makes in the job's mount
 	// namespace, hiding the node's (limits.job_tmp_bytes); 0 is
@@ -266,12 +278,24 @@ func (Launcher) StdinKey(pid int) string {
 }
 
 func (l Launcher) Usage(id string, pid int) (float64, float64) {
-	if l.Cgroups != nil {
+	if l.Cgroups != nil && !inSlurmJob(pid) {
 		if cpu, rss, ok := l.Cgroups.Usage(id); ok {
 			return cpu, rss
 		}
 	}
 	return TreeUsage(pid)
+}
+
+// inSlurmJob says whether process pid is in a Slurm job's groups (a job
+// that serves an allocation: Spec.Slurm): Slurm's cpuacct and memory
+// groups count it then, and roam's own count nothing of it.
+func inSlurmJob(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	_, _, ok := slurm.JobOfCgroup(string(b))
+	return ok
 }
 
 func (l Launcher) Tidy(keep func(id string) bool) {
@@ -324,6 +348,18 @@ func programPaths(s Spec) []string {
 		out = append(out, filepath.Join(dir, prog))
 	}
 	return out
+}
+
+// slurmGroups are the extern step's cgroup.procs files of spec s's Slurm
+// job here.
+func (l Launcher) slurmGroups(s Spec) ([]string, error) {
+	if err := slurm.ValidJobID(s.Slurm); err != nil {
+		return nil, err
+	}
+	if l.SlurmGroups == nil {
+		return nil, fmt.Errorf("%w: %s: this node serves no Slurm jobs (slurm.enabled)", slurm.ErrRefused, slurm.Field)
+	}
+	return l.SlurmGroups(s.UID, s.Slurm)
 }
 
 // Check tells, before anything is created, whether the job can start here:
@@ -398,6 +434,13 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 			procs[0] = "+" + procs[0]
 		}
 		cg = strings.Join(procs, ":")
+	}
+	if s.Slurm != "" {
+		ext, err := l.slurmGroups(s)
+		if err != nil {
+			return nil, err
+		}
+		cg = strings.Join(append(slices.DeleteFunc([]string{cg}, func(x string) bool { return x == "-" }), ext...), ":")
 	}
 	dir := filepath.Join(l.SpoolRoot, s.ID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -97,10 +97,16 @@ type Record struct {
 	Home   string   `json:"home"`
 	Node   string   `json:"node"` // current node
 	// Stdin says whether the job reads the user's stdin.
-	Stdin    bool   `json:"stdin"`
-	Pin      bool   `json:"pin,omitempty"`
-	State    string `json:"state"`
-	ExitCode *int   `json:"exit_code,omitempty"`
+	Stdin bool `json:"stdin"`
+	Pin   bool `json:"pin,omitempty"`
+	// Slurm is the Slurm job whose allocation the job serves (its
+	// SLURM_JOB_ID, checked at its home): it runs in that job's extern
+	// step on whatever node it runs, and only on the nodes of Within,
+	// the allocation's members.
+	Slurm    string   `json:"slurm,omitempty"`
+	Within   []string `json:"within,omitempty"`
+	State    string   `json:"state"`
+	ExitCode *int     `json:"exit_code,omitempty"`
 	// Started is when the job began to run on its node, by this home's
 	// clock (the node's answer says how long before it each job
 	// started); until that answer, when it was placed (or submitted,
@@ -254,6 +260,11 @@ type Local struct {
 	// it holds a lease here as a job with periodic checkpoints does
 	// (package fence). It stays so wherever it moves.
 	Checkpointed bool `json:"checkpointed,omitempty"`
+	// Slurm and Within are the Slurm job it serves and the nodes it may
+	// run on (Record's): no policy moves it elsewhere, and a node
+	// restores it into that job's extern step.
+	Slurm  string   `json:"slurm,omitempty"`
+	Within []string `json:"within,omitempty"`
 }
 
 // Attained is the job's CPU time on every node it ran on, given cpu, the

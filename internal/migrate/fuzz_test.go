@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"roam/internal/proctext"
+	"roam/internal/slurm"
 )
 
 // Fuzz targets for what a destination takes from a member: the migration
@@ -142,6 +143,13 @@ func checkHeader(t *testing.T, h Header) {
 		t.Fatalf("cpu time %v", h.CPUBefore)
 	case h.LeaseAge < 0 || h.LeaseAge > MaxLeaseAge:
 		t.Fatalf("lease age %v", h.LeaseAge)
+	case (h.Slurm == "") != (len(h.Within) == 0) || (h.Slurm != "" && slurm.ValidJobID(h.Slurm) != nil):
+		t.Fatalf("Slurm job %q with nodes %q", h.Slurm, h.Within)
+	}
+	for _, n := range h.Within {
+		if !fuzzSafeName(n) || strings.HasPrefix(n, ".") {
+			t.Fatalf("Slurm job's node %q is not one plain name", n)
+		}
 	}
 }
 
@@ -162,6 +170,9 @@ func FuzzReadHeader(f *testing.F) {
 	h4 := h
 	h4.LeaseAge = MaxLeaseAge + 1 // refused
 	f.Add(fuzzHeaderLine(f, h4))
+	h5 := h
+	h5.Slurm, h5.Within = "7", []string{"n1", "n2"}
+	f.Add(fuzzHeaderLine(f, h5))
 	for _, s := range []string{
 		`{"mid":"0123456789ABCDEF","from":"n2","id":"n1.1","home":"n1","home_addr":"10.0.0.1:1"}` + "\n",
 		`{"mid":"0123456789abcdef","from":"n2","id":"../n1.1","home":"../n1","home_addr":"10.0.0.1:1"}` + "\n",
@@ -172,6 +183,10 @@ func FuzzReadHeader(f *testing.F) {
 		`{"mid":"0123456789abcdef","from":"n2","id":"n1.1","home":"n1","home_addr":"host:1"}` + "\n",
 		`{"mid":"0123456789abcdef","from":"n2","id":"n1.1","home":"n1","home_addr":"10.0.0.1:1","stdin_key":"pipe:[1]x"}` + "\n",
 		`{"mid":"0123456789abcdef","from":"n2","id":"n1.1","home":"n1","home_addr":"10.0.0.1:1"}`,
+		`{"mid":"0123456789abcdef","from":"n2","id":"n1.1","home":"n1","home_addr":"10.0.0.1:1","slurm":"7"}` + "\n",
+		`{"mid":"0123456789abcdef","from":"n2","id":"n1.1","home":"n1","home_addr":"10.0.0.1:1","slurm":"07","within":["n1"]}` + "\n",
+		`{"mid":"0123456789abcdef","from":"n2","id":"n1.1","home":"n1","home_addr":"10.0.0.1:1","slurm":"7","within":["../n1"]}` + "\n",
+		`{"mid":"0123456789abcdef","from":"n2","id":"n1.1","home":"n1","home_addr":"10.0.0.1:1","within":["n1"]}` + "\n",
 		"{}\n", "\n", "",
 	} {
 		f.Add([]byte(s))

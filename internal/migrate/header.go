@@ -13,6 +13,7 @@ import (
 
 	"roam/internal/cpufeat"
 	"roam/internal/resources"
+	"roam/internal/slurm"
 )
 
 // MaxHeader bounds a migration stream's header line.
@@ -86,6 +87,11 @@ type Header struct {
 	// Checkpointed: a file its owner holds could restart the job
 	// (job.Local.Checkpointed).
 	Checkpointed bool `json:"checkpointed,omitempty"`
+	// Slurm and Within are the Slurm job the job serves and the nodes it
+	// may run on (job.Local's): the destination must be one of them, and
+	// restores it into the Slurm job's extern step there.
+	Slurm  string   `json:"slurm,omitempty"`
+	Within []string `json:"within,omitempty"`
 }
 
 // MaxLeaseAge bounds a header's lease age: a lease older than a day
@@ -211,6 +217,14 @@ func (h Header) Validate() error {
 	}
 	if h.LeaseAge < 0 || h.LeaseAge > MaxLeaseAge {
 		return bad("lease age %v", h.LeaseAge)
+	}
+	if (h.Slurm != "" && slurm.ValidJobID(h.Slurm) != nil) || (h.Slurm == "") != (len(h.Within) == 0) || len(h.Within) > slurm.MaxNodes {
+		return bad("Slurm job %q with %d nodes", h.Slurm, len(h.Within))
+	}
+	for _, n := range h.Within {
+		if !nodePattern.MatchString(n) {
+			return bad("Slurm job's node %q", n)
+		}
 	}
 	if len(h.Stopped) > MaxStopped {
 		return bad("%d stopped processes", len(h.Stopped))

@@ -90,6 +90,9 @@ type Job struct {
 	// CPU is what the CPU its program started on offers
 	// (job.Local.CPU): its image runs only where a CPU has as much.
 	CPU cpufeat.Set
+	// Within, when not nil, are the only nodes it may go to: those of the
+	// Slurm allocation it serves (job.Local.Within).
+	Within []string
 }
 
 // Move is a decision: migrate Job to node To, and why.
@@ -134,6 +137,10 @@ type Move struct {
 	// CPU is the job's (Job.CPU): the target's CPU must have all of it
 	// (fits), which the destination checks again against its own (Admit).
 	CPU cpufeat.Set `json:",omitzero"`
+	// Within is the job's (Job.Within), for the choice of a target here;
+	// the destination checks its own membership of it from the job's
+	// header, so it is not sent.
+	Within []string `json:"-"`
 }
 
 // Check refuses a move whose numbers no policy makes: negative or not
@@ -774,7 +781,7 @@ func (m *migrateManager) Pick(s Snapshot, problems []Problem, _ *rand.Rand) (Mov
 		for _, to := range pr.Targets {
 			t := peers[to]
 			for _, j := range jobs {
-				mv := Move{Job: j.ID, To: to, Kind: pr.Kind, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB, CPU: j.CPU,
+				mv := Move{Job: j.ID, To: to, Kind: pr.Kind, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB, CPU: j.CPU, Within: j.Within,
 					From: s.Self.ID, SrcLoad: s.Self.Load, Threshold: pr.Threshold, KeepFreeMB: pr.KeepFreeMB}
 				if recent[j.ID] {
 					mv.Gain = m.HysteresisGain
@@ -839,7 +846,7 @@ func (m *migrateManager) pickTurn(s Snapshot, pr Problem, peers map[string]Node)
 		return Move{}, false
 	}
 	for _, to := range pr.Targets {
-		mv := Move{Job: j.ID, To: to, From: s.Self.ID, Kind: ProblemTurn, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB, CPU: j.CPU,
+		mv := Move{Job: j.ID, To: to, From: s.Self.ID, Kind: ProblemTurn, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB, CPU: j.CPU, Within: j.Within,
 			SrcLoad: s.Self.Load, Attained: j.Attained, Behind: run[1].Attained, TurnEvery: pr.TurnEvery}
 		mv.Lazy = m.LazyMB > 0 && j.RSSMB >= m.LazyMB
 		if fits(mv, peers[to]) != nil || s.queueFills(mv, peers[to]) {
@@ -865,6 +872,9 @@ func turnLead(mv Move, t Node) float64 {
 // the job's runnable threads (at least one) must stay more than Threshold
 // below the source's, and, for a job that moved lately, Gain times lower.
 func fits(mv Move, t Node) error {
+	if mv.Within != nil && !slices.Contains(mv.Within, t.ID) {
+		return fmt.Errorf("job %s: node %s is not one of its Slurm allocation's", mv.Job, t.ID)
+	}
 	if err := cpufeat.Check(mv.CPU, t.CPU, t.ID); err != nil {
 		return fmt.Errorf("job %s: %w", mv.Job, err)
 	}

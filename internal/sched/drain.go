@@ -41,7 +41,7 @@ func Drain(s Snapshot) []Move {
 		if j.Held != "" && !j.Manual {
 			continue
 		}
-		mv := Move{Job: j.ID, From: s.Self.ID, Kind: ProblemDrain, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB, CPU: j.CPU,
+		mv := Move{Job: j.ID, From: s.Self.ID, Kind: ProblemDrain, RSSMB: j.RSSMB, Runnable: j.Runnable, MemReqMB: j.MemReqMB, CPU: j.CPU, Within: j.Within,
 			SrcLoad: s.Self.Load, KeepFreeMB: DrainKeepFreeMB, At: s.Now, By: "drain"}
 		best := -1
 		var bestLoad float64

@@ -115,3 +115,28 @@ func TestPlaceSkipsDrainingNodes(t *testing.T) {
 		t.Fatalf("placed %v with every node draining", out)
 	}
 }
+
+// A job of a Slurm allocation (Job.Within) goes only to the allocation's
+// nodes, though another has more room; a drain moves it there too, or
+// leaves it where no node of its allocation has room.
+func TestJobsOfAnAllocationStayWithinIt(t *testing.T) {
+	s := Snapshot{Now: drainNow, Self: Node{ID: "n1", Capacity: 1, Load: 6, MemFreeMB: 4000},
+		Peers: []Node{{ID: "n2", Capacity: 1, Load: 1, MemFreeMB: 4000, Received: drainNow}, {ID: "n4", Capacity: 4, MemFreeMB: 4000, Received: drainNow}}}
+	for i := 1; i <= 6; i++ {
+		s.Jobs = append(s.Jobs, Job{ID: fmt.Sprintf("j%d", i), Started: drainNow.Add(-time.Minute), RSSMB: 10, Runnable: 1, Within: []string{"n1", "n2"}})
+	}
+	s.Jobs[5].Within = []string{"n1"}
+	for _, pol := range []string{"balance", "mosix", "ushering", "static"} {
+		snap := s
+		snap.Self.Draining = pol == "static"
+		moves := mustPolicy(t, pol).Decide(snap, rand.New(rand.NewSource(1)))
+		if len(moves) == 0 && pol != "ushering" {
+			t.Errorf("%s: no move, though n2 has room", pol)
+		}
+		for _, mv := range moves {
+			if mv.To != "n2" || mv.Job == "j6" {
+				t.Errorf("%s: %s to %s, outside its allocation", pol, mv.Job, mv.To)
+			}
+		}
+	}
+}

@@ -153,6 +153,31 @@ func Place(kind string, nodes []NodeLoad, n int, req resources.Request, rng *ran
 	return nil, rr, fmt.Errorf("placement %q is not one of least-loaded, random-two, round-robin", kind)
 }
 
+// Within keeps the nodes that allowed has, nil allowing every node: a
+// run inside a Slurm allocation is placed, and its jobs moved, among the
+// allocation's nodes only. allowed also gives the CPUs the allocation
+// holds on each (0: unknown): a node counts as no more than those for the
+// run's placement, so that a node where the job holds 1 CPU of 64 takes
+// its processes as a 1-CPU node would, and the run spreads over the
+// allocation by what it holds of each node.
+func Within(nodes []NodeLoad, allowed map[string]int) []NodeLoad {
+	if allowed == nil {
+		return nodes
+	}
+	var out []NodeLoad
+	for _, l := range nodes {
+		cpus, ok := allowed[l.ID]
+		if !ok {
+			continue
+		}
+		if cpus > 0 {
+			l.Capacity = min(l.Capacity, float64(cpus))
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
 // guessUnknown returns nodes with each unknown load set to the mean of the
 // known ones (a copy; with none known, the unknown are left out).
 func guessUnknown(nodes []NodeLoad) []NodeLoad {

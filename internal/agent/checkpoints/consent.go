@@ -139,7 +139,7 @@ func (c *Checkpoints) target(req reopen.Request) (string, error) {
 	// The run holds the job's room on its node already (the arbiter of
 	// that room): here, it is not counted against the job.
 	held := float64(c.cfg.Jobs.MemHeld(req.ID))/(1<<20) + c.cfg.Admitted(req.ID)
-	targets, _, err := c.cfg.Members.Place(req.On, 1, c.cfg.Draining(), req.Meta.Job.Req, held, req.Meta.CPU)
+	targets, _, err := c.cfg.Members.Place(req.On, 1, c.cfg.Draining(), req.Meta.Job.Req, held, req.Meta.CPU, nil)
 	if err != nil && req.On != "" && c.preemptedHere(req.ID) && errors.Is(err, sched.ErrNoRoom) {
 		// Placed by this home's queue, whose view of that node's room
 		// may count the run's own hold already.

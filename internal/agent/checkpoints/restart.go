@@ -58,7 +58,7 @@ func (c *Checkpoints) Restart(caller httpx.Caller, on string, body io.Reader, le
 		err = errkind.New(peer.ErrUnavailable, "node %s, the home of job %s, is not alive", home, f.Hdr.ID)
 	}
 	if err == nil {
-		targets, _, err = c.cfg.Members.Place(on, 1, c.cfg.Draining(), f.Hdr.Req, c.heldMB(), f.Hdr.CPU)
+		targets, _, err = c.cfg.Members.Place(on, 1, c.cfg.Draining(), f.Hdr.Req, c.heldMB(), f.Hdr.CPU, nil)
 	}
 	if err == nil && len(targets) == 0 {
 		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", f.Hdr.ID)
@@ -165,7 +165,7 @@ func (c *Checkpoints) RestartLost(rec job.Record, lost string, fenced bool) {
 	// The checkpoint's CPU came in a note from a peer: text that does not
 	// parse is unknown, and the consent's check (target) judges again.
 	image, _ := cpufeat.Parse(rec.Newest.CPU)
-	targets, _, err := c.cfg.Members.Place("", 1, c.cfg.Draining(), rec.Req, c.heldMB(), image)
+	targets, _, err := c.cfg.Members.Place("", 1, c.cfg.Draining(), rec.Req, c.heldMB(), image, nil)
 	if err == nil && (len(targets) == 0 || targets[0] == lost && !fenced) {
 		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", rec.ID)
 	}

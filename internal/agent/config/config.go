@@ -18,6 +18,7 @@ import (
 	"roam/internal/agent/peer"
 	"roam/internal/errkind"
 	"roam/internal/fence"
+	"roam/internal/slurm"
 	"roam/internal/yamlerr"
 	"strings"
 	"time"
@@ -120,6 +121,9 @@ type Config struct {
 	// that a home waits before it restarts it (margin): the same on
 	// every node (package fence, docs/deploy.md).
 	Fence fence.Config `yaml:"fence"`
+	// Slurm is how the node serves runs inside Slurm allocations
+	// (docs/slurm.md): off by default.
+	Slurm slurm.Config `yaml:"slurm"`
 	// MetricsAddr is the TCP host:port of the scrape and the web view
 	// (package observe), empty: none; MetricsWebConfig an exporter-toolkit
 	// web config file for it (TLS, basic auth); MetricsJobUsers counts
@@ -220,7 +224,7 @@ var yamlForms = map[string]string{
 	"time.Duration": "a duration (e.g. 30s, 10m, 1h)", "int": "a whole number", "int64": "a whole number",
 	"float64": "a number", "string": "a string", "[]string": "a list (e.g. [a, b])", "bool": "true or false",
 	"config.Config": "a section of keys", "config.LoadConfig": "a section of keys", "limits.Limits": "a section of keys",
-	"limits.Server": "a section of keys", "limits.Jobs": "a section of keys",
+	"limits.Server": "a section of keys", "limits.Jobs": "a section of keys", "fence.Config": "a section of keys", "slurm.Config": "a section of keys",
 }
 
 // Marshal renders the config as YAML (for `roam cluster up`).

@@ -30,7 +30,7 @@ func (c Config) Validate() error {
 	metrics := func() (string, error) { return observe.CheckConfig(c.MetricsAddr, c.MetricsWebConfig) }
 	for _, check := range []func() (string, error){
 		c.checkAddrs, c.checkPaths, c.checkRanges, c.checkLists,
-		c.Limits.Validate, c.Server.Validate, c.Jobs.Validate, c.Fence.Validate, metrics, c.checkScheduler,
+		c.Limits.Validate, c.Server.Validate, c.Jobs.Validate, c.Fence.Validate, c.Slurm.Validate, metrics, c.checkScheduler,
 	} {
 		if key, err := check(); err != nil {
 			return errkind.New(peer.ErrConfig, "config: %s: %v", key, err)

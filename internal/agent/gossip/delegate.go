@@ -22,7 +22,7 @@ import (
 func (g *Gossip) NodeMeta(limit int) []byte {
 	m := members.MetaOf(g.c.Host)
 	m.Capacity, m.PeerPort, m.Draining, m.Protocol, m.Version = g.c.Capacity, g.c.PeerPort, g.c.Drain.On(), api.Protocol, api.Version
-	m.UserNS, m.LazyUserNS, m.FenceKillMS = g.c.UserNS, g.c.LazyUserNS, g.c.FenceKill.Milliseconds()
+	m.UserNS, m.LazyUserNS, m.FenceKillMS, m.Slurm = g.c.UserNS, g.c.LazyUserNS, g.c.FenceKill.Milliseconds(), g.c.Slurm
 	b, _ := json.Marshal(m)
 	if len(b) > limit {
 		return nil

@@ -84,6 +84,7 @@ type Config struct {
 	Capacity   float64 // this node's capacity, in cores
 	UserNS     bool    // users' jobs run in user namespaces here
 	LazyUserNS bool    // CRIU restores jobs lazily in their user namespaces here
+	Slurm      string  // this node's name in Slurm (slurm.node), which its metadata says
 	// Host is this node's CPU, kernel and CRIU, which its metadata
 	// says (members.MetaOf).
 	Host cpufeat.Host

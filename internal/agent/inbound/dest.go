@@ -399,7 +399,7 @@ func (d *Driver) adoptIn(in *Migration, r migrate.InRecord) {
 	hdr := in.hdr
 	l := job.Local{ID: hdr.ID, Home: hdr.Home, HomeAddr: hdr.HomeAddr, UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups, PID: r.PID, StartTix: r.Tix, Dir: in.spool,
 		Started: hdr.Started, Hold: hdr.Hold, Moves: hdr.Moves + 1, LastMoved: r.EndedAt, Inc: hdr.Inc, CheckpointEvery: hdr.CheckpointEvery, Req: hdr.Req,
-		CPUBefore: hdr.CPUBefore, CPUBase: d.cpuHere(r.Job, r.PID), PeakBefore: hdr.PeakMB, CPU: hdr.CPU}
+		CPUBefore: hdr.CPUBefore, CPUBase: d.cpuHere(r.Job, r.PID), PeakBefore: hdr.PeakMB, CPU: hdr.CPU, Slurm: hdr.Slurm, Within: hdr.Within}
 	l.Checkpointed = hdr.Checkpointed || in.rst != nil // a restart's file restarts it again
 	if hdr.LeaseAge > 0 {
 		l.LeaseCap = r.Started.Add(-hdr.LeaseAge) // its stream's start here, less the age as its header was written

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"roam/internal/agent/keeper"
@@ -61,6 +62,9 @@ const settleTries = 30
 // restoreIn restores the job, stopped, in this node's cgroups.
 func (d *Driver) restoreIn(in *Migration) (int, error) {
 	hdr, rec := in.hdr, in.m.Record()
+	if hdr.Slurm != "" && !slices.Contains(hdr.Within, d.self) {
+		return 0, errkind.New(peer.ErrBadRequest, "restore on node %s: job %s serves Slurm job %s, whose nodes this is not one of", d.self, hdr.ID, hdr.Slurm)
+	}
 	owner := asuser.Cred{UID: hdr.UID, GID: hdr.GID, Groups: hdr.Groups}
 	checked, k, err := d.checkedFiles(in, owner)
 	// CRIU has its own duplicates of them once it runs; the job reopens
@@ -94,7 +98,8 @@ func (d *Driver) restoreIn(in *Migration) (int, error) {
 		}
 	}
 	check := d.restoredCheck(owner, checked, "restore on node "+d.self)
-	pid, times, err := d.ckpt.Restore(ckpt.RestoreSpec{ID: rec.Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true, Req: hdr.Req, Check: check})
+	pid, times, err := d.ckpt.Restore(ckpt.RestoreSpec{ID: rec.Job, Dir: in.images, Mounts: mounts, Inherit: inherit, Lazy: hdr.Lazy, LeaveCPU: true, Req: hdr.Req, Check: check,
+		UID: hdr.UID, Slurm: hdr.Slurm})
 	in.ph.AddTimes(times, true)
 	if stdinR != nil {
 		stdinR.Close()

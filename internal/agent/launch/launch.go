@@ -74,6 +74,11 @@ type Config struct {
 	// Restore restarts preempted job rec on node from its checkpoint
 	// (package checkpoints), and returns once the restart ran or failed.
 	Restore func(rec job.Record, node string) error
+	// Slurm asks after the Slurm job a run names (nil: the node serves
+	// no allocation, slurm.enabled off); SlurmNode is this node's name
+	// in Slurm.
+	Slurm     SlurmAsk
+	SlurmNode string
 }
 
 // Starter starts jobs, as their home and where they run. Safe for
@@ -92,6 +97,9 @@ func New(c Config) *Starter { return &Starter{cfg: c, fb: newFeedback()} }
 // lets them (ReleaseLoop).
 func (s *Starter) Run(c httpx.Caller, req api.RunRequest) (api.RunResponse, error) {
 	p, err := s.plan(c, req)
+	if err == nil {
+		err = s.inAllocation(c, req, &p)
+	}
 	if err != nil {
 		return api.RunResponse{}, err
 	}
@@ -244,7 +252,7 @@ func (s *Starter) newHomeRecords(c httpx.Caller, p plan, targets []string, why s
 		r := job.Record{
 			ID: id, UID: c.UID, GID: c.GID, Groups: p.spec.Groups, User: name, Argv: pj.argv,
 			Env: resources.ThreadEnv(jobEnv(env, id, part.ID, pj.index, max(part.Count, 1)), p.spec.Req),
-			Cwd: p.spec.Cwd, Home: s.cfg.Self, Stdin: p.spec.Stdin, Pin: p.spec.Pin, CheckpointEvery: p.spec.CheckpointEvery, Req: p.spec.Req,
+			Cwd: p.spec.Cwd, Home: s.cfg.Self, Stdin: p.spec.Stdin, Pin: p.spec.Pin, Slurm: p.spec.Slurm, Within: withinIDs(p.within), CheckpointEvery: p.spec.CheckpointEvery, Req: p.spec.Req,
 			State: job.StatePending, Started: now, Group: fmt.Sprintf("%s.%d", s.cfg.Self, first), Sweep: part,
 		}
 		r.Sweep.Index = pj.index

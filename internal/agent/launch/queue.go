@@ -48,7 +48,7 @@ func (s *Starter) placeNow(on string, p plan) ([]string, string, error) {
 	if p.spec.Req.MemBytes > 0 {
 		n = min(n, 1)
 	}
-	targets, why, err := s.cfg.Members.Place(on, n, s.cfg.Draining(), p.spec.Req, held, cpufeat.Set{})
+	targets, why, err := s.cfg.Members.Place(on, n, s.cfg.Draining(), p.spec.Req, held, cpufeat.Set{}, p.within)
 	switch {
 	case p.spec.Req.MemBytes == 0:
 		return targets, why, err

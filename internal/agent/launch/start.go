@@ -186,7 +186,7 @@ func (s *Starter) StartHere(req peer.StartRequest) []peer.StartResult {
 		}
 		sp := req.Jobs[i]
 		l := job.Local{ID: sp.ID, Home: req.Home, HomeAddr: req.HomeAddr, UID: sp.UID, GID: sp.GID, Groups: sp.Groups, PID: p.PID, StartTix: p.StartTix, Dir: p.Dir, Started: began[i],
-			CheckpointEvery: sp.CheckpointEvery, Req: sp.Req, CPU: s.ownCPU()}
+			CheckpointEvery: sp.CheckpointEvery, Req: sp.Req, CPU: s.ownCPU(), Slurm: sp.Slurm, Within: sp.Within}
 		if sp.Pin {
 			l.Hold = migrate.HoldPin
 		}

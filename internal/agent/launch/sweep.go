@@ -21,6 +21,9 @@ type plan struct {
 	spec job.Spec
 	part job.SweepPart
 	jobs []planned
+	// within are the only nodes its jobs may run on, each with the CPUs
+	// the Slurm job holds there (a Slurm job's); nil: any.
+	within map[string]int
 }
 
 // planned is one job of a plan: its index, its command, and its
@@ -205,5 +208,5 @@ func (p plan) startNow() int {
 // specOf is what a node needs to start a home record's job.
 func specOf(r job.Record) job.Spec {
 	return job.Spec{ID: r.ID, UID: r.UID, GID: r.GID, Groups: r.Groups, Argv: r.Argv, Env: r.Env, Cwd: r.Cwd, Stdin: r.Stdin, Pin: r.Pin,
-		CheckpointEvery: r.CheckpointEvery, Req: r.Req}
+		CheckpointEvery: r.CheckpointEvery, Req: r.Req, Slurm: r.Slurm, Within: r.Within}
 }

@@ -25,6 +25,7 @@ import (
 	"roam/internal/lockorder"
 	"roam/internal/resources"
 	"roam/internal/sched"
+	"roam/internal/slurm"
 )
 
 // Member is what the agent knows of a member from memberlist.
@@ -46,6 +47,9 @@ type Member struct {
 	Host cpufeat.Host
 	// FenceKill is its fence.kill (metadata, bounded; 0: unknown).
 	FenceKill time.Duration
+	// Slurm is its name in Slurm (metadata, checked): the allocations
+	// whose node lists name it may place jobs there.
+	Slurm string
 }
 
 // Config is what a Table is built from.
@@ -169,6 +173,10 @@ func (t *Table) Up(name, addr string, ip net.IP, metadata []byte, now time.Time)
 	p.LazyUserNS = m.LazyUserNS
 	p.Host = m.Host()
 	p.FenceKill = m.FenceKill()
+	p.Slurm = ""
+	if slurm.ValidNode(m.Slurm) == nil {
+		p.Slurm = m.Slurm
+	}
 	return ch
 }
 
@@ -400,8 +408,10 @@ func (t *Table) Decide(pol *sched.Scheduler, snap sched.Snapshot) []sched.Move {
 // error says whether it never will). image is what the CPU the processes'
 // program started on offers, for a restart from a checkpoint: only a node
 // whose CPU has as much is chosen (sched.RunsImage); a first start passes
-// the zero Set, and goes anywhere.
-func (t *Table) Place(on string, count int, selfDraining bool, req resources.Request, selfHeldMB float64, image cpufeat.Set) ([]string, string, error) {
+// the zero Set, and goes anywhere. within, when not nil, are the only
+// nodes it may choose, each with the CPUs it has of them (a Slurm
+// allocation's: sched.Within).
+func (t *Table) Place(on string, count int, selfDraining bool, req resources.Request, selfHeldMB float64, image cpufeat.Set, within map[string]int) ([]string, string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if on != "" {
@@ -409,6 +419,8 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 		switch {
 		case p == nil:
 			return nil, "", errkind.New(peer.ErrBadRequest, "--on: no node %q in the cluster", on)
+		case within != nil && !hasKey(within, on):
+			return nil, "", errkind.New(peer.ErrBadRequest, "--on: node %s is not one of the Slurm job's (%s)", on, slurm.Field)
 		case !p.Alive:
 			return nil, "", errkind.New(peer.ErrUnavailable, "--on: node %s is not alive", on)
 		case p.Draining || (on == t.self && selfDraining):
@@ -431,7 +443,7 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 			nodes = append(nodes, t.nodeLoad(id, p, selfDraining, selfHeldMB))
 		}
 	}
-	nodes, err := sched.RunsImage(nodes, image)
+	nodes, err := sched.RunsImage(sched.Within(nodes, within), image)
 	if err != nil {
 		return nil, "", errkind.New(errors.Join(peer.ErrUnavailable, err), "%v", err)
 	}
@@ -447,6 +459,8 @@ func (t *Table) Place(on string, count int, selfDraining bool, req resources.Req
 	}
 	return out, "placement " + t.placement, err
 }
+
+func hasKey(m map[string]int, k string) bool { _, ok := m[k]; return ok }
 
 // nodeLoad is what placement knows of live member id (mu held): this
 // node's own as probed, with selfHeldMB, or sched.NodeLoadOf its load

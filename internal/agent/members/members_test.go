@@ -14,6 +14,7 @@ import (
 	"roam/internal/load"
 	"roam/internal/resources"
 	"roam/internal/sched"
+	"roam/internal/slurm"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -122,17 +123,17 @@ func TestPlace(t *testing.T) {
 		{"n4", "node n4 is not alive", peer.ErrUnavailable},
 		{"n3", "node n3 is draining", peer.ErrUnavailable},
 	} {
-		if _, _, err := tb.Place(tc.on, 1, false, resources.Request{}, 0, cpufeat.Set{}); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := tb.Place(tc.on, 1, false, resources.Request{}, 0, cpufeat.Set{}, nil); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--on %s: %v, want %q", tc.on, err, tc.want)
 		}
 	}
-	if _, _, err := tb.Place("n1", 1, true, resources.Request{}, 0, cpufeat.Set{}); err == nil {
+	if _, _, err := tb.Place("n1", 1, true, resources.Request{}, 0, cpufeat.Set{}, nil); err == nil {
 		t.Error("--on this node while it drains was taken")
 	}
-	if out, why, err := tb.Place("n2", 3, false, resources.Request{}, 0, cpufeat.Set{}); err != nil || !reflect.DeepEqual(out, []string{"n2", "n2", "n2"}) || why != "roam run --on n2" {
+	if out, why, err := tb.Place("n2", 3, false, resources.Request{}, 0, cpufeat.Set{}, nil); err != nil || !reflect.DeepEqual(out, []string{"n2", "n2", "n2"}) || why != "roam run --on n2" {
 		t.Fatalf("--on n2: %v %q %v", out, why, err)
 	}
-	out, why, err := tb.Place("", 4, false, resources.Request{}, 0, cpufeat.Set{})
+	out, why, err := tb.Place("", 4, false, resources.Request{}, 0, cpufeat.Set{}, nil)
 	if err != nil || why != "placement round-robin" {
 		t.Fatalf("round-robin: %v %q %v", out, why, err)
 	}
@@ -141,12 +142,12 @@ func TestPlace(t *testing.T) {
 			t.Fatalf("round-robin placed on %s (dead or draining): %v", n, out)
 		}
 	}
-	out, _, _ = tb.Place("", 2, true, resources.Request{}, 0, cpufeat.Set{})
+	out, _, _ = tb.Place("", 2, true, resources.Request{}, 0, cpufeat.Set{}, nil)
 	if !reflect.DeepEqual(out, []string{"n2", "n2"}) {
 		t.Fatalf("with this node draining: %v", out)
 	}
 	tb.SetPlacement("least-loaded", 0)
-	if _, why, _ := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}); why != "placement least-loaded" {
+	if _, why, _ := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}, nil); why != "placement least-loaded" {
 		t.Fatalf("after SetPlacement: %q", why)
 	}
 }
@@ -189,5 +190,41 @@ func TestProbeAndReceive(t *testing.T) {
 	tb.Down("n2", t0.Add(3*time.Second))
 	if _, held := tb.Heard("n2"); held || len(tb.Peers()) != 0 {
 		t.Fatal("a member that left is still in the load vector")
+	}
+}
+
+// A run inside a Slurm allocation is placed on the members its node list
+// names (by their Slurm names, from their metadata) and nowhere else, --on
+// included, by the CPUs it holds on each; a member whose Slurm name is
+// not a node name is in none.
+func TestPlaceWithinAllocation(t *testing.T) {
+	tb := newTable(t, "least-loaded")
+	up(tb, "n2", "198.18.0.2", `{"c":8,"p":7947,"sn":"s2"}`)
+	up(tb, "n3", "198.18.0.3", `{"c":8,"p":7947,"sn":"s3"}`)
+	up(tb, "n4", "198.18.0.4", `{"c":8,"p":7947,"sn":"bad name"}`)
+	for _, n := range []string{"n2", "n3", "n4"} {
+		tb.Receive(t0.Add(time.Second), load.Entry{Node: n, Capacity: 8, MemFreeMB: 1000})
+	}
+	job := slurm.Job{Nodes: []string{"s2", "s3", "bad name", "s9"}, Alloc: map[string]slurm.NodeAlloc{"s2": {CPUs: 3}, "s3": {CPUs: 1}}}
+	within := tb.SlurmNodes(job)
+	if !reflect.DeepEqual(within, map[string]int{"n2": 3, "n3": 1}) {
+		t.Fatalf("SlurmNodes: %v", within)
+	}
+	out, _, err := tb.Place("", 8, false, resources.Request{}, 0, cpufeat.Set{}, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, n := range out {
+		per[n]++
+	}
+	if per["n2"] != 6 || per["n3"] != 2 {
+		t.Fatalf("placed %v, want 6 on n2 and 2 on n3 (3 CPUs to 1 of the allocation's)", per)
+	}
+	if _, _, err := tb.Place("n4", 1, false, resources.Request{}, 0, cpufeat.Set{}, within); !errors.Is(err, peer.ErrBadRequest) || !strings.Contains(err.Error(), "SLURM_JOB_ID") {
+		t.Fatalf("--on outside the allocation: %v", err)
+	}
+	if _, _, err := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}, map[string]int{}); err == nil {
+		t.Fatal("an allocation with none of the members placed a job")
 	}
 }

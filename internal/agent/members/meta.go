@@ -46,6 +46,10 @@ type Meta struct {
 	// longer of its own and this before it restarts the member's jobs
 	// (fence.Config.RestartAt). An older roam does not say.
 	FenceKillMS int64 `json:"fk,omitempty"`
+	// Slurm is its name in Slurm (slurm.node, else its node id): how an
+	// allocation's node list names it. One that is not a node name is
+	// dropped (the member is then in no allocation).
+	Slurm string `json:"sn,omitempty"`
 }
 
 // FenceKill is the member's fence.kill as its metadata says it, or 0 when

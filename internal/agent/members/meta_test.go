@@ -20,7 +20,7 @@ func TestLargestMetaFitsMemberlist(t *testing.T) {
 	all := cpufeat.FromFlags(cpufeat.X86, cpufeat.Ins)
 	m := MetaOf(cpufeat.Host{CPU: all, Model: strings.Repeat("M", 300), Kernel: strings.Repeat("k", cpufeat.MaxKernel), CRIU: "1234.1234.1234.1234"})
 	m.Capacity, m.PeerPort, m.Draining, m.Protocol, m.Version = -math.MaxFloat64, 65535, true, math.MinInt64, strings.Repeat("v", maxVersion)
-	m.UserNS, m.LazyUserNS, m.FenceKillMS = true, true, math.MinInt64
+	m.UserNS, m.LazyUserNS, m.FenceKillMS, m.Slurm = true, true, math.MinInt64, strings.Repeat("s", 63)
 	b, err := json.Marshal(m)
 	if err != nil || len(b) > memberlist.MetaMaxSize {
 		t.Fatalf("%d bytes (limit %d): %s %v", len(b), memberlist.MetaMaxSize, b, err)
@@ -71,15 +71,15 @@ func TestPlaceChoosesOnlyCPUsThatRunTheImage(t *testing.T) {
 	up(tb, "n2", "198.18.0.2", `{"c":8,"p":7947,"cpu":"`+older.String()+`"}`)
 	up(tb, "n3", "198.18.0.3", `{"c":1,"p":7947,"cpu":"`+newer.String()+`"}`)
 	for range 5 {
-		out, _, err := tb.Place("", 1, false, resources.Request{}, 0, newer)
+		out, _, err := tb.Place("", 1, false, resources.Request{}, 0, newer, nil)
 		if err != nil || out[0] == "n2" {
 			t.Fatalf("an AVX-512 image placed on %v (%v)", out, err)
 		}
 	}
-	if _, _, err := tb.Place("n2", 1, false, resources.Request{}, 0, newer); err == nil || !strings.Contains(err.Error(), "avx512f") {
+	if _, _, err := tb.Place("n2", 1, false, resources.Request{}, 0, newer, nil); err == nil || !strings.Contains(err.Error(), "avx512f") {
 		t.Fatalf("--on n2 for an AVX-512 image: %v", err)
 	}
-	if out, _, err := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}); err != nil || out[0] != "n2" {
+	if out, _, err := tb.Place("", 1, false, resources.Request{}, 0, cpufeat.Set{}, nil); err != nil || out[0] != "n2" {
 		t.Fatalf("a first start goes to the least loaded, n2: %v %v", out, err)
 	}
 }

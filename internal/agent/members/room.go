@@ -11,6 +11,7 @@ import (
 
 	"roam/internal/load"
 	"roam/internal/queue"
+	"roam/internal/slurm"
 )
 
 // OldestHeard is when the oldest load entry of a live peer was received
@@ -87,4 +88,18 @@ func (t *Table) newlyWaiting(live bool, prev load.Entry, had bool, e load.Entry)
 	if live && e.Waiting && !(had && prev.Waiting) && !slices.Contains(t.answer, e.Node) {
 		t.answer = append(t.answer, e.Node)
 	}
+}
+
+// SlurmNodes are the members, live or not, whose Slurm names job's node
+// list has, each with the CPUs job holds of it (0: unknown); never nil.
+func (t *Table) SlurmNodes(job slurm.Job) map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int{}
+	for id, p := range t.known {
+		if p.Slurm != "" && job.Has(p.Slurm) {
+			out[id] = job.Alloc[p.Slurm].CPUs
+		}
+	}
+	return out
 }

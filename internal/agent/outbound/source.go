@@ -381,6 +381,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.Inc, hdr.CheckpointEvery, hdr.Req = rec.Inc, rec.CheckpointEvery, rec.Req
 	hdr.CPUBefore, hdr.PeakMB, hdr.CPU = d.attained(rec), max(rec.PeakBefore, d.procs.PeakMB(rec.ID)), rec.CPU
 	hdr.LeaseAge, hdr.Checkpointed = d.leaseAge(rec), rec.Checkpointed
+	hdr.Slurm, hdr.Within = rec.Slurm, rec.Within
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
 	}

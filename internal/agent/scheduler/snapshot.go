@@ -38,7 +38,7 @@ func (s *Scheduler) probeJobs(refs []jobtable.JobRef) []rounds.Probed {
 		}
 		run, sys, rss := s.c.Procs.Activity(r.Rec.PID)
 		j := sched.Job{ID: r.Rec.ID, Started: r.Rec.Started, LastMoved: r.Rec.LastMoved, Moves: r.Rec.Moves, RSSMB: rss, Runnable: run,
-			Attained: s.Attained(r.Rec), MemReqMB: r.Rec.Req.MemMB(), CPU: r.Rec.CPU}
+			Attained: s.Attained(r.Rec), MemReqMB: r.Rec.Req.MemMB(), CPU: r.Rec.CPU, Within: r.Rec.Within}
 		switch {
 		case r.Rec.Hold == migrate.HoldPin:
 			j.Held = "pinned (run --pin)"

@@ -14,12 +14,16 @@ import (
 )
 
 // Show asks the controller of the cluster whose slurm.conf is conf ("":
-// Slurm's default) about job id, with scontrol, and parses its answer.
-func Show(ctx context.Context, conf, id string) (slurm.Job, error) {
+// Slurm's default) about job id, with scontrol (prog; "": from PATH), and
+// parses its answer.
+func Show(ctx context.Context, prog, conf, id string) (slurm.Job, error) {
 	if err := slurm.ValidJobID(id); err != nil {
 		return slurm.Job{}, err
 	}
-	cmd := exec.CommandContext(ctx, "scontrol", "show", "job", "-o", "-d", id)
+	if prog == "" {
+		prog = "scontrol"
+	}
+	cmd := exec.CommandContext(ctx, prog, "show", "job", "-o", "-d", id)
 	cmd.Env = os.Environ()
 	if conf != "" {
 		cmd.Env = append(cmd.Env, "SLURM_CONF="+conf)

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path"
+	"strconv"
+	"time"
+
+	"roam/internal/agent/launch"
+	"roam/internal/cgroup"
+	"roam/internal/slurm"
+	"roam/internal/slurm/scontrol"
+)
+
+// slurmAskTimeout bounds one question to Slurm's controller: a run waits
+// that long at most before it is refused.
+const slurmAskTimeout = 10 * time.Second
+
+// slurmControllers are the v1 hierarchies of a job's extern step that a
+// job of roam's joins: the freezer's, by which Slurm's proctrack/cgroup
+// finds and ends the job's processes (required), and memory's and
+// cpuacct's, by which its task plugin limits and its accounting counts
+// them (joined where Slurm made them).
+var slurmControllers = []string{"freezer", "memory", "cpuacct"}
+
+// slurmGroups are the cgroup.procs files of a Slurm job's extern step on
+// this node (job.Launcher.SlurmGroups).
+func slurmGroups(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) ([]string, error) {
+	return func(uid uint32, job string) ([]string, error) {
+		rels, err := externGroups(layout, c, uid, job)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, ctl := range slurmControllers {
+			if rel, ok := rels[ctl]; ok {
+				files, err := layout.ProcsFiles(rel, []string{ctl})
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, files...)
+			}
+		}
+		return out, nil
+	}
+}
+
+// slurmRoots are the same groups by controller, as CRIU's cgroup roots
+// take them (ckpt.Host.SlurmRoots): a job restored here joins the ones a
+// start joins.
+func slurmRoots(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) (map[string]string, error) {
+	return func(uid uint32, job string) (map[string]string, error) {
+		rels, err := externGroups(layout, c, uid, job)
+		for ctl, rel := range rels {
+			rels[ctl] = "/" + rel
+		}
+		return rels, err
+	}
+}
+
+// externGroups are the groups of job's extern step on this node, by
+// controller ("" under v2), relative to the mounts: the step's own
+// freezer group, which Slurm's proctrack signals, and under memory and
+// cpuacct its task_0 (the step's sleep process's) where Slurm made one:
+// jobacct_gather/cgroup counts a step's tasks' groups, not the step's,
+// and a process in the step's own group was counted by no sacct line.
+func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string) (map[string]string, error) {
+	rel := slurm.ExternDir(c.CgroupOrDefault(), int(uid), job)
+	if _, err := layout.ProcsFiles(rel, slurmControllers[:1]); err != nil {
+		return nil, err
+	}
+	if layout.V2 {
+		return map[string]string{"": rel}, nil
+	}
+	out := map[string]string{slurmControllers[0]: rel}
+	for _, ctl := range slurmControllers[1:] {
+		for _, r := range []string{path.Join(rel, "task_0"), rel} {
+			if _, err := layout.ProcsFiles(r, []string{ctl}); err == nil {
+				out[ctl] = r
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// slurmAsk reads the caller's Slurm job from its cgroup and asks the
+// controller about the job it names (launch.SlurmAsk).
+func slurmAsk(c slurm.Config) launch.SlurmAsk {
+	return func(pid int32, id string) (string, slurm.Job, error) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
+		if err != nil {
+			return "", slurm.Job{}, err
+		}
+		_, callerJob, _ := slurm.JobOfCgroup(string(b))
+		ctx, cancel := context.WithTimeout(context.Background(), slurmAskTimeout)
+		defer cancel()
+		j, err := scontrol.Show(ctx, c.Scontrol, c.Conf, id)
+		return callerJob, j, err
+	}
+}

@@ -1,0 +1,81 @@
+package launch
+
+import (
+	"errors"
+	"maps"
+	"slices"
+
+	"roam/internal/agent/httpx"
+	"roam/internal/agent/peer"
+	"roam/internal/api"
+	"roam/internal/errkind"
+	"roam/internal/slurm"
+)
+
+// SlurmAsk is what the agent learns of a run's Slurm job (package slurm's
+// doc): the job whose group the caller's process (pid) is in on this node
+// ("" in none), and what the controller says of job id. It runs scontrol;
+// it must not hold a lock of the agent's.
+type SlurmAsk func(pid int32, id string) (callerJob string, j slurm.Job, err error)
+
+// inAllocation makes plan p, of run req, one of the Slurm job req names,
+// if it names one: placed and moved among the job's nodes only
+// (p.within, which its records keep), in the job's extern step on each
+// (job.Spec.Slurm). Its
+// processes all start at once, on the allocation's nodes: none waits in
+// the home's queue, which places without the allocation, and none is
+// restarted from a checkpoint on another node.
+func (s *Starter) inAllocation(c httpx.Caller, req api.RunRequest, p *plan) error {
+	if req.SlurmJob == "" {
+		return nil
+	}
+	switch {
+	case req.Rerun != "" || req.CheckpointEvery > 0:
+		return errkind.New(peer.ErrBadRequest, "%s: a run inside a Slurm job takes no --rerun nor --checkpoint-every (run with --no-slurm to run outside the job)", slurm.Field)
+	case p.startNow() < len(p.jobs) || p.spec.Req.MemBytes > 0:
+		return errkind.New(peer.ErrBadRequest, "%s: a run inside a Slurm job starts every process at once: no --max-running nor --mem (Slurm's memory limit holds the job)", slurm.Field)
+	}
+	within, err := s.allocation(c, req.SlurmJob)
+	if err != nil {
+		return err
+	}
+	p.within, p.spec.Slurm = within, req.SlurmJob
+	return nil
+}
+
+// allocation checks the Slurm job a run names (its SLURM_JOB_ID) before
+// anything of the run is kept, and returns the members it may run on: the
+// job's nodes, each with the CPUs the job holds there (nil for a run that
+// names none, which goes anywhere). Every refusal is one line naming
+// SLURM_JOB_ID.
+func (s *Starter) allocation(c httpx.Caller, id string) (map[string]int, error) {
+	if id == "" {
+		return nil, nil
+	}
+	if err := slurm.ValidJobID(id); err != nil {
+		return nil, errkind.New(peer.ErrBadRequest, "%v", err)
+	}
+	if s.cfg.Slurm == nil {
+		return nil, errkind.New(peer.ErrBadRequest, "%s: this node serves no Slurm allocations (its slurm.enabled is off): run with --no-slurm to run outside the job", slurm.Field)
+	}
+	callerJob, j, err := s.cfg.Slurm(c.PID, id)
+	if err == nil {
+		err = slurm.Check(j, int(c.UID), callerJob, s.cfg.SlurmNode)
+	}
+	switch {
+	case errors.Is(err, slurm.ErrRefused):
+		return nil, errkind.New(peer.ErrPermission, "%v", err)
+	case err != nil:
+		return nil, errkind.New(peer.ErrUnavailable, "%s: job %s: %v", slurm.Field, id, err)
+	}
+	return s.cfg.Members.SlurmNodes(j), nil
+}
+
+// withinIDs are the nodes of within, sorted (nil for nil): what a job's
+// records keep of its allocation.
+func withinIDs(within map[string]int) []string {
+	if within == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(within))
+}
