@@ -191,5 +191,5 @@ func (s *Sim) dispatch(e event) {
 func (s *Sim) send(e event) {
 	e.at = s.now + int64(s.cfg.Latency)
 	s.stats.messages++
-	s.q.pushMsg(e)
+	s.q.push(e)
 }
