@@ -89,14 +89,15 @@ func (s *Sim) decide(ni int32) {
 	s.peers = sched.AppendPeers(s.peers[:0], s.ids[ni], &n.vec, s.info)
 	snap.Peers = s.peers
 	s.probed, s.here = s.probed[:0], s.here[:0]
-	snap.Jobs = make([]sched.Job, 0, n.n)
+	snap.Jobs = s.jobs[:0]
 	for i := n.head; i >= 0; i = s.procs[i].next {
 		p := &s.procs[i]
 		s.probed = append(s.probed, sched.Probed{Job: s.job(p), Runnable: 1})
 		s.here = append(s.here, p.id)
 	}
 	n.least, _ = n.ledger.Complete(&snap, s.probed, s.here, nil)
-	moves := s.pol.Decide(snap, s.rng)
+	s.jobs = snap.Jobs
+	moves := s.pol.DecideIn(snap, s.rng, &s.decided)
 	n.wake = 0
 	if w := s.pol.Wake(snap); !w.IsZero() {
 		n.wake = int64(w.Sub(epoch))

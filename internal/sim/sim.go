@@ -45,6 +45,9 @@ type Sim struct {
 	here      []string
 	recentBuf []int
 	peers     []sched.Node
+	jobs      []sched.Job      // a round's snapshot's
+	decided   []sched.Node     // sched.Scheduler.DecideIn's
+	placing   []sched.NodeLoad // a placement's candidates
 	stats     stats
 	// warmup and cutoff: only processes submitted between them are
 	// measured (a model's warm-up, and the end a long one might not see
