@@ -86,10 +86,19 @@ type Entry struct {
 
 // Vector is the fixed-size load vector. The node's own entry is not in it:
 // it is local state and always current.
+//
+// Its entries are a ring: until it is full they are in arrival order from
+// the first slot; once full, a new node's entry takes the oldest's slot
+// and the oldest is the next slot on, so that a vector that overflows at
+// every message (a simulator's 100,000 nodes) writes one entry, not all.
+// ids are the entries' nodes beside them: a search reads them, a few
+// cache lines, rather than every entry.
 type Vector struct {
 	size    int
 	policy  Policy
-	entries []Entry // in arrival order of the node's first entry: oldest first
+	ids     []string // ids[i] is entries[i].Node
+	entries []Entry
+	head    int // the oldest entry's slot; 0 unless full
 }
 
 // NewVector makes an empty vector of the given size and policy.
@@ -101,22 +110,35 @@ func NewVector(size int, policy Policy) *Vector {
 }
 
 // Entries returns a copy of the entries, oldest first.
-func (v *Vector) Entries() []Entry { return slices.Clone(v.entries) }
+func (v *Vector) Entries() []Entry {
+	if v.entries == nil {
+		return nil
+	}
+	return append(slices.Clone(v.entries[v.head:]), v.entries[:v.head]...)
+}
 
 // All yields the entries, oldest first, without copying them; the
 // vector must not change while it runs.
 func (v *Vector) All() iter.Seq[Entry] {
 	return func(yield func(Entry) bool) {
-		for _, e := range v.entries {
-			if !yield(e) {
-				return
+		for _, part := range [2][]Entry{v.entries[v.head:], v.entries[:v.head]} {
+			for _, e := range part {
+				if !yield(e) {
+					return
+				}
 			}
 		}
 	}
 }
 
 // At is the i-th entry, oldest first (0 <= i < Len).
-func (v *Vector) At(i int) Entry { return v.entries[i] }
+func (v *Vector) At(i int) Entry {
+	j := v.head + i
+	if j >= len(v.entries) {
+		j -= len(v.entries)
+	}
+	return v.entries[j]
+}
 
 // Len is the number of entries held.
 func (v *Vector) Len() int { return len(v.entries) }
@@ -133,35 +155,52 @@ func (v *Vector) Len() int { return len(v.entries) }
 // the same only when the remote load is lower than the local load, and
 // otherwise discards the new entry.
 func (v *Vector) Update(e Entry, localLoad float64) bool {
-	if i := slices.IndexFunc(v.entries, func(x Entry) bool { return x.Node == e.Node }); i >= 0 {
+	if i := slices.Index(v.ids, e.Node); i >= 0 {
 		v.entries[i] = e
 		return true
 	}
 	if len(v.entries) < v.size {
 		if v.entries == nil {
-			v.entries = make([]Entry, 0, v.size)
+			v.entries, v.ids = make([]Entry, 0, v.size), make([]string, 0, v.size)
 		}
-		v.entries = append(v.entries, e)
+		v.entries, v.ids = append(v.entries, e), append(v.ids, e.Node)
 		return true
 	}
 	if v.policy == PolicyBeneficial && !(e.Load < localLoad) {
 		return false
 	}
-	// Shifted in place rather than appended past the oldest: the vector
-	// keeps its one array of size entries (a simulator holds 100,000).
-	copy(v.entries, v.entries[1:])
-	v.entries[len(v.entries)-1] = e
+	v.entries[v.head], v.ids[v.head] = e, e.Node
+	if v.head++; v.head == len(v.entries) {
+		v.head = 0
+	}
 	return true
 }
 
 // Forget removes a node's entry (the node left or died).
 func (v *Vector) Forget(node string) {
-	v.entries = slices.DeleteFunc(v.entries, func(x Entry) bool { return x.Node == node })
+	i := slices.Index(v.ids, node)
+	if i < 0 {
+		return
+	}
+	// Oldest first from slot 0 again, so that the entries after the
+	// removed one move up and the free slot is the last.
+	rotate(v.entries, v.head)
+	rotate(v.ids, v.head)
+	v.head = 0
+	i = slices.Index(v.ids, node)
+	v.entries, v.ids = slices.Delete(v.entries, i, i+1), slices.Delete(v.ids, i, i+1)
+}
+
+// rotate moves s[k:] before s[:k], in place.
+func rotate[T any](s []T, k int) {
+	slices.Reverse(s[:k])
+	slices.Reverse(s[k:])
+	slices.Reverse(s)
 }
 
 // Get returns the entry for a node, if the vector holds one.
 func (v *Vector) Get(node string) (Entry, bool) {
-	i := slices.IndexFunc(v.entries, func(x Entry) bool { return x.Node == node })
+	i := slices.Index(v.ids, node)
 	if i < 0 {
 		return Entry{}, false
 	}

@@ -331,13 +331,27 @@ func settle(peers []Node, recent []Move) {
 // A draining node's round is Drain's, whatever the policy; other nodes'
 // policies do not see draining peers.
 func (s *Scheduler) Decide(snap Snapshot, rng *rand.Rand) []Move {
+	return s.DecideIn(snap, rng, nil)
+}
+
+// DecideIn is Decide, its copy of the peers made in *scratch's array
+// when scratch is not nil, and that array left in *scratch for the next
+// call: a simulator decides for every node every second, and the copies
+// were half of what it allocated.
+func (s *Scheduler) DecideIn(snap Snapshot, rng *rand.Rand, scratch *[]Node) []Move {
 	if snap.Self.Draining {
 		return Drain(snap)
 	}
 	// A copy of the caller's peers, made once: settle folds the recent
-	// moves into it (Effective, without a second copy: a simulator runs
-	// this for every node every second).
-	snap.Peers = slices.DeleteFunc(slices.Clone(snap.Peers), func(p Node) bool { return p.Draining })
+	// moves into it (Effective, without a second copy).
+	var peers []Node
+	if scratch != nil {
+		peers = append((*scratch)[:0], snap.Peers...)
+		*scratch = peers
+	} else {
+		peers = slices.Clone(snap.Peers)
+	}
+	snap.Peers = slices.DeleteFunc(peers, func(p Node) bool { return p.Draining })
 	settle(snap.Peers, snap.Recent)
 	var out []Move
 	for _, nm := range s.managers {

@@ -1,5 +1,5 @@
 // Package sim is roam's discrete-event simulator: a virtual clock, one
-// event heap and one *rand.Rand from the seed drive the agent's own
+// event queue and one *rand.Rand from the seed drive the agent's own
 // decisions (package load's vector and choice of targets, package
 // sched's snapshot builder, policies, admission and placement) on a
 // model of the rest: nodes of a capacity and memory, processes of a CPU

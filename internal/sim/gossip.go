@@ -132,7 +132,7 @@ func (s *Sim) receive(e event) {
 		prev, had = n.vec.Get(id)
 	}
 	kept := n.vec.Update(entry, n.load)
-	if room && kept && s.nodes[e.arg].believed && load.Eases(prev, had, entry, n.load) && load.EaseDue(t(s.now), t(n.easedAt), s.cfg.Interval) {
+	if room && kept && (s.alive == nil || s.nodes[e.arg].believed) && load.Eases(prev, had, entry, n.load) && load.EaseDue(t(s.now), t(n.easedAt), s.cfg.Interval) {
 		n.easedAt = s.now
 		s.kick(e.node)
 	}

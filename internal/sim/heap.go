@@ -33,22 +33,81 @@ type event struct {
 
 // events are the pending events: a 4-ary min-heap on (at, seq),
 // written out rather than container/heap's, whose interface boxes every
-// event, and a queue of the messages. Every message takes the one
-// latency, so messages arrive in the order they were sent: the queue
-// holds them in order without a heap's work, and they are two thirds of
-// all events.
+// event, and beside it lanes, queues each in order of (at, seq). Most
+// events are scheduled a constant delay after now (a message one
+// latency, a tick and a periodic round one interval, a kick's round
+// none), so those of one kind are scheduled in the order they are due:
+// an event that is due no earlier than its lane's last one joins the
+// lane, in order, without a heap's work; one that is due earlier (a
+// round woken early, the first ticks' random phases) goes to the heap.
+// Every order is the one order on (at, seq), whichever holds an event.
 type events struct {
-	h    []event
-	msgs []event // from head on, in order of (at, seq)
-	head int
-	seq  uint64
+	h     []event
+	lanes [nLanes]lane
+	seq   uint64
 }
 
-func (q *events) len() int { return len(q.h) + len(q.msgs) - q.head }
+// Lanes by kind of event; noLane: the heap's.
+const (
+	laneMsg = iota
+	laneTick
+	laneRound
+	laneKick
+	nLanes
+	noLane = -1
+)
+
+// lane is a queue of events in order of (at, seq), from head on.
+type lane struct {
+	buf  []event
+	head int
+}
+
+func (l *lane) len() int { return len(l.buf) - l.head }
+
+// add appends e if it is due no earlier than the last event queued.
+func (l *lane) add(e event) bool {
+	if l.head < len(l.buf) && l.buf[len(l.buf)-1].at > e.at {
+		return false
+	}
+	if l.head > 0 && l.head >= len(l.buf)/2 {
+		l.buf = l.buf[:copy(l.buf, l.buf[l.head:])]
+		l.head = 0
+	}
+	l.buf = append(l.buf, e)
+	return true
+}
+
+func (q *events) len() int {
+	n := len(q.h)
+	for i := range q.lanes {
+		n += q.lanes[i].len()
+	}
+	return n
+}
+
+// laneOf is the lane an event of e's kind is tried in.
+func laneOf(e *event) int {
+	switch e.kind {
+	case evMsg, evStart, evAdmit, evReply:
+		return laneMsg
+	case evTick:
+		return laneTick
+	case evRound:
+		if e.val == 1 {
+			return laneKick
+		}
+		return laneRound
+	}
+	return noLane
+}
 
 func (q *events) push(e event) {
 	q.seq++
 	e.seq = q.seq
+	if l := laneOf(&e); l != noLane && q.lanes[l].add(e) {
+		return
+	}
 	q.h = append(q.h, e)
 	i := len(q.h) - 1
 	for i > 0 {
@@ -61,26 +120,29 @@ func (q *events) push(e event) {
 	}
 }
 
-// pushMsg queues a message, which must arrive no earlier than every
-// message queued before it.
-func (q *events) pushMsg(e event) {
-	q.seq++
-	e.seq = q.seq
-	if q.head > 0 && q.head >= len(q.msgs)/2 {
-		q.msgs = q.msgs[:copy(q.msgs, q.msgs[q.head:])]
-		q.head = 0
-	}
-	q.msgs = append(q.msgs, e)
-}
-
 func before(a, b *event) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
 
 // pop takes the first pending event; there must be one.
 func (q *events) pop() event {
-	if q.head < len(q.msgs) && (len(q.h) == 0 || before(&q.msgs[q.head], &q.h[0])) {
-		q.head++
-		return q.msgs[q.head-1]
+	first := noLane
+	var min *event
+	if len(q.h) > 0 {
+		min = &q.h[0]
 	}
+	for i := range q.lanes {
+		if l := &q.lanes[i]; l.head < len(l.buf) && (min == nil || before(&l.buf[l.head], min)) {
+			first, min = i, &l.buf[l.head]
+		}
+	}
+	if first != noLane {
+		l := &q.lanes[first]
+		l.head++
+		return l.buf[l.head-1]
+	}
+	return q.popHeap()
+}
+
+func (q *events) popHeap() event {
 	top := q.h[0]
 	last := len(q.h) - 1
 	q.h[0] = q.h[last]

@@ -251,7 +251,7 @@ func (s *Sim) place(home int32) int32 {
 		return s.randomAlive()
 	}
 	h := &s.nodes[home]
-	nodes := []sched.NodeLoad{{ID: s.ids[home], Capacity: s.cfg.Capacity, Load: h.load}}
+	nodes := append(s.placing[:0], sched.NodeLoad{ID: s.ids[home], Capacity: s.cfg.Capacity, Load: h.load})
 	for e := range h.vec.All() {
 		if info := s.info(e.Node); info.Alive {
 			nodes = append(nodes, sched.NodeLoadOf(e.Node, s.cfg.Capacity, info, e, true))
@@ -264,6 +264,7 @@ func (s *Sim) place(home int32) int32 {
 			}
 		}
 	}
+	s.placing = nodes
 	out, rr, err := sched.Place(s.placement, nodes, 1, resources.Request{}, s.rng, h.rr)
 	h.rr = rr
 	if err != nil || len(out) == 0 {

@@ -45,6 +45,9 @@ type Sim struct {
 	here      []string
 	recentBuf []int
 	peers     []sched.Node
+	jobs      []sched.Job      // a round's snapshot's
+	decided   []sched.Node     // sched.Scheduler.DecideIn's
+	placing   []sched.NodeLoad // a placement's candidates
 	stats     stats
 	// warmup and cutoff: only processes submitted between them are
 	// measured (a model's warm-up, and the end a long one might not see
@@ -191,5 +194,5 @@ func (s *Sim) dispatch(e event) {
 func (s *Sim) send(e event) {
 	e.at = s.now + int64(s.cfg.Latency)
 	s.stats.messages++
-	s.q.pushMsg(e)
+	s.q.push(e)
 }
