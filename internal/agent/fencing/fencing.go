@@ -49,11 +49,19 @@ type Leases struct {
 	dirty  bool
 	killed map[string]bool // jobs killed by their fence
 	kick   chan struct{}   // a job came: Loop wakes
+	// primed: Running has been told once. The jobs of that first call
+	// are the ones the agent found at its start (their leases are as old
+	// as the file's reach); a job first seen later came here, moved or
+	// restarted by its home's leave.
+	primed bool
 }
 
 type entry struct {
 	job   Job
 	since time.Time // when the leases first saw it
+	// came: it came here after the agent's start (a migration in, a
+	// restart here), not found here at it.
+	came  bool
 	lease fence.Lease
 	// userStopped: stopped before the fence stopped it (roam kill
 	// -STOP): a thaw leaves it so.
@@ -99,7 +107,7 @@ func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time
 		seen[j.ID] = true
 		e := l.jobs[j.ID]
 		if e == nil {
-			e = &entry{since: now}
+			e = &entry{since: now, came: l.primed}
 			l.jobs[j.ID] = e
 			select {
 			case l.kick <- struct{}{}:
@@ -113,6 +121,7 @@ func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time
 			gone = append(gone, id)
 		}
 	}
+	l.primed = true
 	l.mu.Unlock()
 	// The job table's lock is not taken under this one (a leaf); the
 	// push loop, the one caller, changes nothing between the two.
@@ -172,8 +181,13 @@ func (l *Leases) Step(now time.Time) {
 	var acts []action
 	l.mu.Lock()
 	for id, e := range l.jobs {
+		// A job that came here holds its lease from when it came until
+		// the home's reach is newer (fence.Lease.Renewed): the reach of
+		// a home this node had no job of for a while is older than the
+		// job here, and would stop or kill it as it came. One found at
+		// the agent's start takes the file's reach, never its start.
 		e.lease.Renewed = e.since
-		if r, ok := l.reach[e.job.Home]; ok {
+		if r, ok := l.reach[e.job.Home]; ok && (!e.came || r.After(e.since)) {
 			e.lease.Renewed = r
 		}
 		var do fence.Do

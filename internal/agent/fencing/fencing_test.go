@@ -85,3 +85,30 @@ func TestLeasesKeepTheReach(t *testing.T) {
 		t.Fatalf("did %v after a restart past the kill: want kill1 alone", p.did)
 	}
 }
+
+// A job that comes to a node (a migration in, a restart here) after the
+// node last reached its home long ago holds its lease from when it came:
+// the old reach stopped it or killed it as it came. One the agent found
+// at its start still takes the reach.
+func TestLeasesOfAJobThatCame(t *testing.T) {
+	p := &procs{}
+	l := New(cfg, p, slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+	t0 := time.Unix(1000, 0)
+	l.Reached("h", t0)
+	l.Running([]Job{{ID: "old", Home: "h", PID: 1, Fenced: true}}, func(string) bool { return false }, t0)
+	came := t0.Add(cfg.Kill + time.Second)
+	l.Running([]Job{{ID: "old", Home: "h", PID: 1, Fenced: true}, {ID: "new", Home: "h", PID: 3, Fenced: true}}, func(string) bool { return false }, came)
+	l.Step(came.Add(StepEvery))
+	if !slices.Equal(p.did, []string{"kill1"}) {
+		t.Fatalf("did %v as a job came long after the home's last reach: want kill1 alone (the job found at the start)", p.did)
+	}
+	l.Step(came.Add(cfg.Lease))
+	if !slices.Equal(p.did, []string{"kill1", "stop3"}) {
+		t.Fatalf("did %v a lease after the job came: want it stopped then", p.did)
+	}
+	l.Reached("h", came.Add(cfg.Lease))
+	l.Step(came.Add(cfg.Lease + StepEvery))
+	if !slices.Equal(p.did, []string{"kill1", "stop3", "cont3"}) {
+		t.Fatalf("did %v once the home was reached again: want it thawed", p.did)
+	}
+}
