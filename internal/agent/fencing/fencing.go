@@ -49,11 +49,12 @@ type Leases struct {
 	dirty  bool
 	killed map[string]bool // jobs killed by their fence
 	kick   chan struct{}   // a job came: Loop wakes
-	// primed: Running has been told once. The jobs of that first call
-	// are the ones the agent found at its start (their leases are as old
-	// as the file's reach); a job first seen later came here, moved or
-	// restarted by its home's leave.
-	primed bool
+	// startTix is when this agent started, in clock ticks after boot: a
+	// job whose roam-init started later came here after it (started,
+	// migrated in, restarted here: a restored process starts anew); one
+	// that started before was found here at the agent's start, and its
+	// lease is as old as the file's reach.
+	startTix uint64
 }
 
 type entry struct {
@@ -72,7 +73,7 @@ type entry struct {
 // path ("" keeps none).
 func New(c fence.Config, procs job.Processes, log *slog.Logger, path string) *Leases {
 	l := &Leases{c: c, procs: procs, log: log, path: path, reach: map[string]time.Time{}, jobs: map[string]*entry{}, killed: map[string]bool{},
-		kick: make(chan struct{}, 1)}
+		kick: make(chan struct{}, 1), startTix: job.StartTicks(os.Getpid())}
 	if path != "" {
 		if b, err := os.ReadFile(path); err == nil {
 			var m map[string]time.Time
@@ -107,7 +108,7 @@ func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time
 		seen[j.ID] = true
 		e := l.jobs[j.ID]
 		if e == nil {
-			e = &entry{since: now, came: l.primed}
+			e = &entry{since: now, came: j.Tix > l.startTix}
 			l.jobs[j.ID] = e
 			select {
 			case l.kick <- struct{}{}:
@@ -121,7 +122,6 @@ func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time
 			gone = append(gone, id)
 		}
 	}
-	l.primed = true
 	l.mu.Unlock()
 	// The job table's lock is not taken under this one (a leaf); the
 	// push loop, the one caller, changes nothing between the two.

@@ -88,16 +88,17 @@ func TestLeasesKeepTheReach(t *testing.T) {
 
 // A job that comes to a node (a migration in, a restart here) after the
 // node last reached its home long ago holds its lease from when it came:
-// the old reach stopped it or killed it as it came. One the agent found
-// at its start still takes the reach.
+// the old reach stopped it or killed it as it came, also when it was the
+// first job an agent restarted since saw. One the agent found at its
+// start (its roam-init older than the agent) still takes the reach.
 func TestLeasesOfAJobThatCame(t *testing.T) {
 	p := &procs{}
 	l := New(cfg, p, slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+	l.startTix = 1000
 	t0 := time.Unix(1000, 0)
 	l.Reached("h", t0)
-	l.Running([]Job{{ID: "old", Home: "h", PID: 1, Fenced: true}}, func(string) bool { return false }, t0)
 	came := t0.Add(cfg.Kill + time.Second)
-	l.Running([]Job{{ID: "old", Home: "h", PID: 1, Fenced: true}, {ID: "new", Home: "h", PID: 3, Fenced: true}}, func(string) bool { return false }, came)
+	l.Running([]Job{{ID: "old", Home: "h", PID: 1, Tix: 500, Fenced: true}, {ID: "new", Home: "h", PID: 3, Tix: 2000, Fenced: true}}, func(string) bool { return false }, came)
 	l.Step(came.Add(StepEvery))
 	if !slices.Equal(p.did, []string{"kill1"}) {
 		t.Fatalf("did %v as a job came long after the home's last reach: want kill1 alone (the job found at the start)", p.did)
