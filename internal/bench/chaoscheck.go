@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"roam/internal/api"
-	"roam/internal/ckpt"
 	"roam/internal/emu"
 	"roam/internal/procfs"
 )
@@ -206,24 +205,49 @@ func (x *chaos) records() (map[string]api.Job, error) {
 	return out, nil
 }
 
-// copies lists the cluster's roam-init processes by job id.
+// copies lists the cluster's job copies by job id: the processes that
+// are roam-init (PID 1 of their namespace) in a job's cgroup,
+// roam/NAME/nN/jobs/ID, whatever the controllers. (Not ckpt.Inits: the
+// CLI, which runs this, links no daemon code.)
 func (x *chaos) copies() (map[string][]copyOf, error) {
-	re := regexp.MustCompile(`/clusters/` + regexp.QuoteMeta(x.spec.Name) + `/n([0-9]+)/spool/([^/]+)$`)
+	re := regexp.MustCompile(`(?m)/roam/` + regexp.QuoteMeta(x.spec.Name) + `/n([0-9]+)/jobs/([^/\s]+)$`)
 	out := map[string][]copyOf{}
-	for pid, spool := range ckpt.Inits() {
-		m := re.FindStringSubmatch(spool)
-		if m == nil {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
+		if comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm"); string(comm) != "roam-init\n" || !pidOne(pid) {
+			continue
+		}
+		cg, _ := os.ReadFile("/proc/" + e.Name() + "/cgroup")
+		m := re.FindSubmatch(cg)
 		st, err := procfs.ReadStat(pid)
-		if err != nil || st.State == 'Z' {
+		if m == nil || err != nil || st.State == 'Z' {
 			continue
 		}
-		c := copyOf{Pid: pid, Node: m[1], State: st.State}
+		c := copyOf{Pid: pid, Node: string(m[1]), State: st.State}
 		c.Running = st.State != 'T' && st.State != 't' && liveCopy(pid)
-		out[m[2]] = append(out[m[2]], c)
+		out[string(m[2])] = append(out[string(m[2])], c)
 	}
 	return out, nil
+}
+
+// pidOne says whether pid is PID 1 of its PID namespace: a job's
+// roam-init, not a child it forked that has not executed its program yet.
+func pidOne(pid int) bool {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			return len(f) > 1 && f[len(f)-1] == "1"
+		}
+	}
+	return false
 }
 
 // liveCopy says whether pid can still run: present, not a zombie, not

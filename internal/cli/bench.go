@@ -267,7 +267,7 @@ func (e *env) benchListCmd() *cobra.Command {
 			}
 			fmt.Fprintf(e.out, "all — every experiment above, one report\n\n")
 			fmt.Fprintf(e.out, "usage: roam bench EXPERIMENT [--quick] [--reps N] [--out DIR]\n")
-			fmt.Fprintf(e.out, "also: roam bench agent-cost | balance (the issues' own benchmarks)\n")
+			fmt.Fprintf(e.out, "also: roam bench agent-cost | balance | chaos (the issues' own benchmarks)\n")
 			return nil
 		},
 	}
