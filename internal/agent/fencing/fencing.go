@@ -142,6 +142,17 @@ func (l *Leases) Killed(id string) bool {
 	return l.killed[id]
 }
 
+// Holding says whether job id's fence holds it stopped (past its lease,
+// not by its user): it must not move, nor be saved, until its home is
+// reached and the fence thaws it. A copy moved or restored from it would
+// come stopped where no fence stopped it, and nothing would thaw it.
+func (l *Leases) Holding(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.jobs[id]
+	return e != nil && e.lease.State == fence.Stopped && !e.userStopped
+}
+
 // Loop steps the leases every StepEvery until stop closes; with no job
 // here it sleeps until Running is told of one, so that an idle agent
 // does not wake for nothing.

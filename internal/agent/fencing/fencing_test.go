@@ -113,3 +113,24 @@ func TestLeasesOfAJobThatCame(t *testing.T) {
 		t.Fatalf("did %v once the home was reached again: want it thawed", p.did)
 	}
 }
+
+// Holding names the jobs the fence holds stopped, and not one its user
+// stopped, nor one thawed again.
+func TestLeasesHolding(t *testing.T) {
+	l := New(cfg, &procs{}, slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+	t0 := time.Unix(1000, 0)
+	l.Reached("h", t0)
+	l.Running([]Job{{ID: "a", Home: "h", PID: 1, Fenced: true}, {ID: "b", Home: "h", PID: 2, Fenced: true}}, func(string) bool { return false }, t0)
+	if l.Holding("a") {
+		t.Fatal("held before its lease")
+	}
+	l.Step(t0.Add(cfg.Lease))
+	if !l.Holding("a") || l.Holding("b") || l.Holding("c") {
+		t.Fatalf("past the lease: a held %v (want true), b (stopped by its user) %v, c (unknown) %v", l.Holding("a"), l.Holding("b"), l.Holding("c"))
+	}
+	l.Reached("h", t0.Add(cfg.Lease))
+	l.Step(t0.Add(cfg.Lease + StepEvery))
+	if l.Holding("a") {
+		t.Fatal("held once its home was reached again")
+	}
+}

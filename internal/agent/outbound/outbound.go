@@ -87,11 +87,15 @@ type Config struct {
 	// DropCheckpoint asks node to drop job id's checkpoint older than
 	// before, in the background.
 	DropCheckpoint func(node, id string, before time.Time)
+	// FenceHolds says whether job id's fence holds it stopped here: it
+	// neither moves nor is saved until the fence thaws it.
+	FenceHolds func(id string) bool
 }
 
 // Driver starts and drives the migrations and checkpoints that leave
 // this node; each run has a goroutine of its own.
 type Driver struct {
+	fenceHolds     func(id string) bool
 	self           string
 	imageDir       string
 	allUsers       bool
@@ -121,7 +125,7 @@ func New(c Config) *Driver {
 	return &Driver{self: c.Self, imageDir: c.ImageDir, allUsers: c.AllUsers, jobs: c.Jobs, moves: c.Moves, store: c.Store,
 		keeper: c.Keeper, members: c.Members, peers: c.Peers, pages: c.Pages, procs: c.Procs, ckpt: c.Ckpt,
 		metrics: c.Metrics, log: c.Log, stop: c.Stop, wg: c.WG, record: c.Record, draining: c.Draining,
-		attained: c.Attained, kickLoad: c.KickLoad, event: c.Event, dropCheckpoint: c.DropCheckpoint}
+		attained: c.Attained, kickLoad: c.KickLoad, event: c.Event, dropCheckpoint: c.DropCheckpoint, fenceHolds: c.FenceHolds}
 }
 
 // Migrate is `roam migrate`: it moves a running job to another node, or

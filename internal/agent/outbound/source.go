@@ -107,6 +107,8 @@ func (d *Driver) claim(id string) (*jobtable.Local, error) {
 		return nil, errkind.New(peer.ErrBadRequest, "job %s is already migrating", id)
 	case lj == nil, !d.procs.Alive(rec.PID, rec.StartTix):
 		err = errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, d.self)
+	case d.fenceHolds != nil && d.fenceHolds(id):
+		err = errkind.New(peer.ErrUnavailable, "job %s is stopped on node %s until its home is reached (fence.lease)", id, d.self)
 	default:
 		if _, ended := job.ReadStatus(rec.Dir); ended {
 			err = errkind.New(peer.ErrBadRequest, "job %s is ending", id)
