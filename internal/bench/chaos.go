@@ -47,6 +47,11 @@ type ChaosSpec struct {
 	// descriptors, at every check.
 	MaxRSSMB int
 	MaxFDs   int
+	// ShortCuts keeps every link cut under the fence's lease: no long
+	// cut, whose fencing and restarts after node loss still lose jobs
+	// (a home cut off itself marks its job lost and does not restart it
+	// once back; a record's kept checkpoint its keeper does not have).
+	ShortCuts bool
 }
 
 // Chaos run defaults: the full run of issue 45's Done-when.

@@ -114,7 +114,7 @@ func (x *chaos) faultKill() error {
 func (x *chaos) faultCut() error {
 	id := x.st.Nodes[x.rng.IntN(len(x.st.Nodes))].ID
 	d := time.Duration(500+x.rng.IntN(2000)) * time.Millisecond
-	if x.rng.IntN(3) == 0 {
+	if x.rng.IntN(3) == 0 && !x.spec.ShortCuts {
 		d = 14 * time.Second
 		if j := x.unkept(id); j != "" {
 			// A job with --checkpoint-every and no checkpoint kept yet

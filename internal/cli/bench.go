@@ -239,6 +239,7 @@ A broken invariant stops the run with the seed, the step and what was seen
 	c.Flags().IntVar(&spec.Lines, "lines", bench.ChaosLines, "lines each job writes (10 a second) before it exits")
 	c.Flags().IntVar(&spec.StateMB, "state-mb", bench.ChaosStateMB, "each node's state directory: a tmpfs of this many MiB")
 	c.Flags().StringVar(&spec.Subnet, "subnet", "198.18.104.0/24", "the cluster's /24")
+	c.Flags().BoolVar(&spec.ShortCuts, "short-cuts", false, "keep every link cut under the fence's lease (no fencing, no restart after node loss)")
 	return c
 }
 
