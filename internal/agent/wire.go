@@ -80,7 +80,7 @@ func wireMigration(a *Agent) {
 		Procs: a.procs, Ckpt: a.ckpt, Metrics: a.metrics, Log: a.log, Stop: a.stop, WG: &a.wg,
 		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, Draining: func(node string) bool { return a.drain.Of(node) },
 		Attained: func(rec job.Local) float64 { return a.sched.Attained(rec) }, KickLoad: func() { a.gossip.Kick() }, Event: a.event,
-		DropCheckpoint: func(node, id string, before time.Time) { a.checkpoints.DropOn(node, id, before) }, LeaseAge: func(l job.Local) time.Duration { return a.news.LeaseAge(l) }})
+		DropCheckpoint: func(node, id string, before time.Time) { a.checkpoints.DropOn(node, id, before) }, Leases: a.news})
 	a.in = inbound.New(inbound.Config{Self: a.cfg.NodeID, ImageDir: a.imageDir, Rank: rankMigration, Jobs: a.jobs,
 		Moves: a.migr, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers, Pages: a.pages,
 		Rounds: a.rounds, Procs: a.procs, Ckpt: a.ckpt, Log: a.log, Stop: a.stop, WG: &a.wg,

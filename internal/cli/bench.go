@@ -178,11 +178,68 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 			})
 		},
 	}
-	c.AddCommand(jsonVia(jsonValue, ac), jsonVia(jsonValue, bal), jsonVia(jsonValue, e.benchListCmd()), jsonVia(jsonValue, rewrite))
+	c.AddCommand(jsonVia(jsonValue, ac), jsonVia(jsonValue, bal), jsonVia(jsonValue, e.benchListCmd()), jsonVia(jsonValue, rewrite), jsonVia(jsonValue, e.chaosCmd()))
 	for _, x := range bench.Experiments {
 		c.AddCommand(jsonVia(jsonValue, e.experimentCmd(x.Name, x.Title, []*bench.Experiment{x})))
 	}
 	c.AddCommand(jsonVia(jsonValue, e.experimentCmd("all", "every experiment, one report", bench.Experiments)))
+	return c
+}
+
+// chaosCmd is `roam bench chaos`: the chaos run of issue 45.
+func (e *env) chaosCmd() *cobra.Command {
+	spec := bench.ChaosSpec{Name: "chaos", MaxRSSMB: bench.ChaosMaxRSSMB, MaxFDs: bench.ChaosMaxFDs}
+	c := &cobra.Command{
+		Use:   "chaos [--seed N] [--migrations N] [--cycles N] [--faults N]",
+		Short: "jobs under random migrations, checkpoint/restarts and faults on real agents: nothing lost, nothing run twice",
+		Long: `Brings up 4 nodes, each with a small state directory of its own (--state-mb),
+runs --jobs jobs of a user that check their own state and append numbered
+lines to shared files, and, by a schedule drawn from --seed (printed; the
+same seed draws the same schedule), migrates them, checkpoints and restarts
+them, kills agents with SIGKILL and starts them again, cuts and heals links,
+fills a node's state directory and kills CRIU mid-dump, until it has made
+--migrations migrations, --cycles checkpoint/restart cycles and --faults
+faults. After every step: no job lost, none run twice, every record names
+where its job runs, every agent within its memory and descriptor bounds.
+A broken invariant stops the run with the seed, the step and what was seen
+(exit status 1). It prints the counts.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("seed") {
+				spec.Seed = time.Now().UnixNano() % 1_000_000_000
+			}
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"--migrations", spec.Migrations}, {"--cycles", spec.Cycles}, {"--faults", spec.Faults}, {"--jobs", spec.Jobs}, {"--lines", spec.Lines}} {
+				if f.v < 0 || f.v > 1_000_000 || (f.v == 0 && (f.name == "--jobs" || f.name == "--lines")) {
+					return fmt.Errorf("%s: %d is out of range", f.name, f.v)
+				}
+			}
+			if spec.StateMB < 16 {
+				return fmt.Errorf("--state-mb: %d is out of range (16 or more)", spec.StateMB)
+			}
+			spec.Roamd = roamdPath()
+			res, err := bench.Chaos(spec, os.Stderr)
+			if e.json {
+				if jerr := e.printJSON(res); err == nil {
+					err = jerr
+				}
+				return err
+			}
+			fmt.Fprint(e.out, res.String())
+			return err
+		},
+	}
+	c.Flags().Int64Var(&spec.Seed, "seed", 0, "the schedule's seed (default: drawn from the clock, and printed)")
+	c.Flags().IntVar(&spec.Migrations, "migrations", bench.ChaosMigrations, "successful migrations to make")
+	c.Flags().IntVar(&spec.Cycles, "cycles", bench.ChaosCycles, "checkpoint/restart cycles to make")
+	c.Flags().IntVar(&spec.Faults, "faults", bench.ChaosFaults, "faults to inject, a quarter of each kind")
+	c.Flags().IntVar(&spec.Jobs, "jobs", bench.ChaosJobs, "jobs running at once")
+	c.Flags().IntVar(&spec.Lines, "lines", bench.ChaosLines, "lines each job writes (10 a second) before it exits")
+	c.Flags().IntVar(&spec.StateMB, "state-mb", bench.ChaosStateMB, "each node's state directory: a tmpfs of this many MiB")
+	c.Flags().StringVar(&spec.Subnet, "subnet", "198.18.104.0/24", "the cluster's /24")
+	c.Flags().BoolVar(&spec.ShortCuts, "short-cuts", false, "keep every link cut under the fence's lease (no fencing, no restart after node loss)")
 	return c
 }
 
@@ -211,7 +268,7 @@ func (e *env) benchListCmd() *cobra.Command {
 			}
 			fmt.Fprintf(e.out, "all — every experiment above, one report\n\n")
 			fmt.Fprintf(e.out, "usage: roam bench EXPERIMENT [--quick] [--reps N] [--out DIR]\n")
-			fmt.Fprintf(e.out, "also: roam bench agent-cost | balance (the issues' own benchmarks)\n")
+			fmt.Fprintf(e.out, "also: roam bench agent-cost | balance | chaos (the issues' own benchmarks)\n")
 			return nil
 		},
 	}

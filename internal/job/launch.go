@@ -462,6 +462,9 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 	out, err1 := open("stdout", os.O_CREATE|os.O_WRONLY|os.O_APPEND)
 	errf, err2 := open("stderr", os.O_CREATE|os.O_WRONLY|os.O_APPEND)
 	status, err3 := open("status", os.O_CREATE|os.O_WRONLY|os.O_APPEND)
+	if err3 == nil {
+		err3 = ReserveStatus(status)
+	}
 	if err := errors.Join(err1, err2, err3); err != nil {
 		closeAll()
 		return nil, err
@@ -623,12 +626,24 @@ func Alive(pid int, tix uint64) bool {
 
 // ReadStatus returns the exit code roam-init wrote, if it has.
 func ReadStatus(dir string) (int, bool) {
+	// TrimSpace takes ReserveStatus's blanks off.
 	b, err := os.ReadFile(filepath.Join(dir, "status"))
 	if err != nil {
 		return 0, false
 	}
 	code, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	return code, err == nil
+}
+
+// ReserveStatus writes blanks into a job's new status file: the room on
+// the disk for the exit status roam-init appends when the program ends.
+// A state disk that fills while the job runs would refuse that write
+// (ENOSPC for a file's first block), and the agent would take a job that
+// exited 0 for killed before it could write (128+SIGKILL): the chaos run
+// saw it. Blanks alone read as no status.
+func ReserveStatus(f *os.File) error {
+	_, err := f.WriteString("               \n")
+	return err
 }
 
 // ReadSpool returns up to max bytes of a spool stream ("stdout" or

@@ -173,7 +173,7 @@ func TestJobMountsFromTheTemplate(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = p.Wait()
-		if st := readFile(filepath.Join(p.Dir, "status")); st != "0\n" {
+		if st := readFile(filepath.Join(p.Dir, "status")); strings.TrimSpace(st) != "0" {
 			t.Fatalf("job %s: status %q, stderr %s", id, st, readFile(filepath.Join(p.Dir, "stderr")))
 		}
 		var kinds []string

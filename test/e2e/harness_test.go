@@ -12,7 +12,8 @@
 //
 // Also 198.18.76.0/24 (TestDefaultPolicySpreadsABurst) and 198.18.77.0/24
 // (roam bench burst, which TestBenchQuickAll runs), 198.18.80.0/24
-// (TestRecordsBudget) and 198.18.83.0/24 (TestConnectionFloodsAreBounded).
+// (TestRecordsBudget) and 198.18.83.0/24 (TestConnectionFloodsAreBounded),
+// 198.18.89.0/24 (TestChaosShort) and 198.18.104.0/24 (roam bench chaos).
 //
 // Jobs run as jobUser, a user with a uid above 65,535 and three groups,
 // unless a test is about root's jobs (owner_test.go).

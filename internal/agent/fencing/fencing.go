@@ -53,11 +53,20 @@ type Leases struct {
 	dirty  bool
 	killed map[string]bool // jobs killed by their fence
 	kick   chan struct{}   // a job came: Loop wakes
+	// startTix is when this agent started, in clock ticks after boot: a
+	// job whose roam-init started later came here after it (started,
+	// migrated in, restarted here: a restored process starts anew); one
+	// that started before was found here at the agent's start, and its
+	// lease is as old as the file's reach.
+	startTix uint64
 }
 
 type entry struct {
 	job   Job
 	since time.Time // when the leases first saw it
+	// came: it came here after the agent's start (a migration in, a
+	// restart here), not found here at it.
+	came  bool
 	lease fence.Lease
 	// userStopped: stopped before the fence stopped it (roam kill
 	// -STOP): a thaw leaves it so.
@@ -68,7 +77,7 @@ type entry struct {
 // path ("" keeps none).
 func New(c fence.Config, procs job.Processes, log *slog.Logger, path string) *Leases {
 	l := &Leases{c: c, procs: procs, log: log, path: path, reach: map[string]time.Time{}, jobs: map[string]*entry{}, killed: map[string]bool{},
-		kick: make(chan struct{}, 1)}
+		kick: make(chan struct{}, 1), startTix: job.StartTicks(os.Getpid())}
 	if path != "" {
 		if b, err := os.ReadFile(path); err == nil {
 			var m map[string]time.Time
@@ -103,7 +112,7 @@ func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time
 		seen[j.ID] = true
 		e := l.jobs[j.ID]
 		if e == nil {
-			e = &entry{since: now}
+			e = &entry{since: now, came: j.Tix > l.startTix}
 			l.jobs[j.ID] = e
 			select {
 			case l.kick <- struct{}{}:
@@ -137,6 +146,17 @@ func (l *Leases) Killed(id string) bool {
 	return l.killed[id]
 }
 
+// Holding says whether job id's fence holds it stopped (past its lease,
+// not by its user): it must not move, nor be saved, until its home is
+// reached and the fence thaws it. A copy moved or restored from it would
+// come stopped where no fence stopped it, and nothing would thaw it.
+func (l *Leases) Holding(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.jobs[id]
+	return e != nil && e.lease.State == fence.Stopped && !e.userStopped
+}
+
 // Loop steps the leases every StepEvery until stop closes; with no job
 // here it sleeps until Running is told of one, so that an idle agent
 // does not wake for nothing.
@@ -162,10 +182,15 @@ func (l *Leases) Loop(stop <-chan struct{}) {
 
 // renewed is when job j's lease was last renewed, first seen here at
 // since (l.mu held): its home's reach, or since while this node has never
-// reached that home, and never newer than its Cap.
-func (l *Leases) renewed(j Job, since time.Time) time.Time {
+// reached that home, and never newer than its Cap. A job that came here
+// (came: a migration in, a restart here) holds its lease from when it
+// came until the home's reach is newer: the reach of a home this node had
+// no job of for a while is older than the job here, and would stop or
+// kill it as it came. One found at the agent's start takes the file's
+// reach, never its start.
+func (l *Leases) renewed(j Job, since time.Time, came bool) time.Time {
 	at := since
-	if r, ok := l.reach[j.Home]; ok {
+	if r, ok := l.reach[j.Home]; ok && (!came || r.After(since)) {
 		at = r
 	}
 	if !j.Cap.IsZero() && j.Cap.Before(at) {
@@ -182,11 +207,11 @@ func (l *Leases) Age(j Job, now time.Time) time.Duration {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	since := now
+	since, came := now, false
 	if e := l.jobs[j.ID]; e != nil {
-		since = e.since
+		since, came = e.since, e.came
 	}
-	return max(0, now.Sub(l.renewed(j, since)))
+	return max(0, now.Sub(l.renewed(j, since, came)))
 }
 
 // action is one job's fence to carry out, without the lock.
@@ -205,7 +230,7 @@ func (l *Leases) Step(now time.Time) {
 	var acts []action
 	l.mu.Lock()
 	for id, e := range l.jobs {
-		e.lease.Renewed = l.renewed(e.job, e.since)
+		e.lease.Renewed = l.renewed(e.job, e.since, e.came)
 		var do fence.Do
 		e.lease, do = l.c.Step(e.lease, now)
 		if do == fence.Kill {

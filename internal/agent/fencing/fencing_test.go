@@ -85,3 +85,52 @@ func TestLeasesKeepTheReach(t *testing.T) {
 		t.Fatalf("did %v after a restart past the kill: want kill1 alone", p.did)
 	}
 }
+
+// A job that comes to a node (a migration in, a restart here) after the
+// node last reached its home long ago holds its lease from when it came:
+// the old reach stopped it or killed it as it came, also when it was the
+// first job an agent restarted since saw. One the agent found at its
+// start (its roam-init older than the agent) still takes the reach.
+func TestLeasesOfAJobThatCame(t *testing.T) {
+	p := &procs{}
+	l := New(cfg, p, slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+	l.startTix = 1000
+	t0 := time.Unix(1000, 0)
+	l.Reached("h", t0)
+	came := t0.Add(cfg.Kill + time.Second)
+	l.Running([]Job{{ID: "old", Home: "h", PID: 1, Tix: 500, Fenced: true}, {ID: "new", Home: "h", PID: 3, Tix: 2000, Fenced: true}}, func(string) bool { return false }, came)
+	l.Step(came.Add(StepEvery))
+	if !slices.Equal(p.did, []string{"kill1"}) {
+		t.Fatalf("did %v as a job came long after the home's last reach: want kill1 alone (the job found at the start)", p.did)
+	}
+	l.Step(came.Add(cfg.Lease))
+	if !slices.Equal(p.did, []string{"kill1", "stop3"}) {
+		t.Fatalf("did %v a lease after the job came: want it stopped then", p.did)
+	}
+	l.Reached("h", came.Add(cfg.Lease))
+	l.Step(came.Add(cfg.Lease + StepEvery))
+	if !slices.Equal(p.did, []string{"kill1", "stop3", "cont3"}) {
+		t.Fatalf("did %v once the home was reached again: want it thawed", p.did)
+	}
+}
+
+// Holding names the jobs the fence holds stopped, and not one its user
+// stopped, nor one thawed again.
+func TestLeasesHolding(t *testing.T) {
+	l := New(cfg, &procs{}, slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+	t0 := time.Unix(1000, 0)
+	l.Reached("h", t0)
+	l.Running([]Job{{ID: "a", Home: "h", PID: 1, Fenced: true}, {ID: "b", Home: "h", PID: 2, Fenced: true}}, func(string) bool { return false }, t0)
+	if l.Holding("a") {
+		t.Fatal("held before its lease")
+	}
+	l.Step(t0.Add(cfg.Lease))
+	if !l.Holding("a") || l.Holding("b") || l.Holding("c") {
+		t.Fatalf("past the lease: a held %v (want true), b (stopped by its user) %v, c (unknown) %v", l.Holding("a"), l.Holding("b"), l.Holding("c"))
+	}
+	l.Reached("h", t0.Add(cfg.Lease))
+	l.Step(t0.Add(cfg.Lease + StepEvery))
+	if l.Holding("a") {
+		t.Fatal("held once its home was reached again")
+	}
+}

@@ -103,6 +103,10 @@ func (r *Relay) push(b *jobtable.HomeBatch) bool {
 	return true
 }
 
+// FenceHolds says whether job id's fence holds it stopped here
+// (fencing.Leases.Holding).
+func (r *Relay) FenceHolds(id string) bool { return r.leases.Holding(id) }
+
 // PushBatches collects every job's news by home node, in batches of no
 // more than jobtable.PushBatch bytes of output (one job's news may be
 // more), and notes in the job table what it collected as sent. The job

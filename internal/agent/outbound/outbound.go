@@ -87,8 +87,11 @@ type Config struct {
 	// DropCheckpoint asks node to drop job id's checkpoint older than
 	// before, in the background.
 	DropCheckpoint func(node, id string, before time.Time)
-	// LeaseAge is how old a job's lease here is (migrate.Header.LeaseAge).
-	LeaseAge func(job.Local) time.Duration
+	// Leases are the node's fencing (package news): how old a job's lease
+	// here is (migrate.Header.LeaseAge), and whether its fence holds it
+	// stopped here, when it neither moves nor is saved until the fence
+	// thaws it.
+	Leases Leases
 }
 
 // Driver starts and drives the migrations and checkpoints that leave
@@ -116,7 +119,13 @@ type Driver struct {
 	kickLoad       func()
 	event          func(api.Event)
 	dropCheckpoint func(node, id string, before time.Time)
-	leaseAge       func(job.Local) time.Duration
+	leases         Leases
+}
+
+// Leases is what the source needs of the node's fencing (news.Relay).
+type Leases interface {
+	LeaseAge(job.Local) time.Duration
+	FenceHolds(id string) bool
 }
 
 // New is the source's driver of the node c describes.
@@ -124,7 +133,7 @@ func New(c Config) *Driver {
 	return &Driver{self: c.Self, imageDir: c.ImageDir, allUsers: c.AllUsers, jobs: c.Jobs, moves: c.Moves, store: c.Store,
 		keeper: c.Keeper, members: c.Members, peers: c.Peers, pages: c.Pages, procs: c.Procs, ckpt: c.Ckpt,
 		metrics: c.Metrics, log: c.Log, stop: c.Stop, wg: c.WG, record: c.Record, draining: c.Draining,
-		attained: c.Attained, kickLoad: c.KickLoad, event: c.Event, dropCheckpoint: c.DropCheckpoint, leaseAge: c.LeaseAge}
+		attained: c.Attained, kickLoad: c.KickLoad, event: c.Event, dropCheckpoint: c.DropCheckpoint, leases: c.Leases}
 }
 
 // Migrate is `roam migrate`: it moves a running job to another node, or

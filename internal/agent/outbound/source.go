@@ -107,6 +107,8 @@ func (d *Driver) claim(id string) (*jobtable.Local, error) {
 		return nil, errkind.New(peer.ErrBadRequest, "job %s is already migrating", id)
 	case lj == nil, !d.procs.Alive(rec.PID, rec.StartTix):
 		err = errkind.New(peer.ErrNotFound, "job %s is not running on node %s", id, d.self)
+	case d.leases != nil && d.leases.FenceHolds(id):
+		err = errkind.New(peer.ErrUnavailable, "job %s is stopped on node %s until its home is reached (fence.lease)", id, d.self)
 	default:
 		if _, ended := job.ReadStatus(rec.Dir); ended {
 			err = errkind.New(peer.ErrBadRequest, "job %s is ending", id)
@@ -380,7 +382,7 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.AckOut, hdr.AckErr = mj.AckOut, mj.AckErr
 	hdr.Inc, hdr.CheckpointEvery, hdr.Req = rec.Inc, rec.CheckpointEvery, rec.Req
 	hdr.CPUBefore, hdr.PeakMB, hdr.CPU = d.attained(rec), max(rec.PeakBefore, d.procs.PeakMB(rec.ID)), rec.CPU
-	hdr.LeaseAge, hdr.Checkpointed = d.leaseAge(rec), rec.Checkpointed
+	hdr.LeaseAge, hdr.Checkpointed = d.leases.LeaseAge(rec), rec.Checkpointed
 	hdr.Slurm, hdr.Within = rec.Slurm, rec.Within
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
