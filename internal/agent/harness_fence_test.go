@@ -324,3 +324,34 @@ func TestAgentsFenceANodeWithALongerKill(t *testing.T) {
 		c.intact()
 	})
 }
+
+// A job that asks for periodic checkpoints but has none kept yet holds no
+// lease: its home has nothing to restart it from, so a fence that killed
+// it lost it (the chaos run saw it). Cut off past fence.kill, it runs on,
+// never stopped, lost at its home, and running again there once the link
+// is back.
+func TestAgentsFenceNoJobWithoutAKeptCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 49, faults{}, "static")
+		n2, f := c.nodes[1], c.nodes[0].cfg.Fence
+		resp, err := c.nodes[0].a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2", CheckpointEvery: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.IDs[0]
+		c.say(1, id, "before")
+		c.waitFor("output home", time.Minute, func() bool { return c.homeOutput(id) == "before\n" })
+		c.net.partition(n2.host, c.nodes[0].host)
+		c.net.partition(n2.host, c.nodes[2].host)
+		time.Sleep(f.Kill + f.Margin + 10*time.Second)
+		if run, fz := c.world.copies(id); len(run) != 1 || run[0] != "n2" || len(fz) != 0 || c.stops(1) != 0 {
+			t.Fatalf("past fence.kill the job runs on %v, frozen on %v; %d stops on n2", run, fz, c.stops(1))
+		}
+		c.net.heal()
+		c.waitFor("running again at its home", 2*time.Minute, func() bool {
+			r := c.homeRec(id)
+			return r.State == job.StateRunning && r.Node == "n2" && r.Inc == 0
+		})
+		c.intact()
+	})
+}

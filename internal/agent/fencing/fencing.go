@@ -31,7 +31,7 @@ type Job struct {
 	ID, Home string
 	PID      int
 	Tix      uint64
-	// Fenced: its home could restart it (it has periodic checkpoints).
+	// Fenced: its home could restart it (a checkpoint of it is kept).
 	Fenced bool
 	// Cap, when set, is the newest its lease may be (job.Local.LeaseCap):
 	// it came here by a migration whose home, cut off from its source,

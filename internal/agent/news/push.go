@@ -147,9 +147,12 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 	return out
 }
 
-// leaseJob is what the leases need of job l, running here.
+// leaseJob is what the leases need of job l, running here. It is fenced
+// once a checkpoint of it is kept (job.Local.Checkpointed), not as soon as
+// it asks for periodic ones: with none kept yet its home has nothing to
+// restart it from, and a fence that killed it lost it (the chaos run).
 func leaseJob(l job.Local) fencing.Job {
-	return fencing.Job{ID: l.ID, Home: l.Home, PID: l.PID, Tix: l.StartTix, Fenced: l.CheckpointEvery > 0 || l.Checkpointed, Cap: l.LeaseCap}
+	return fencing.Job{ID: l.ID, Home: l.Home, PID: l.PID, Tix: l.StartTix, Fenced: l.Checkpointed, Cap: l.LeaseCap}
 }
 
 // LeaseAge is how old job l's lease here is (fencing.Leases.Age), for the
