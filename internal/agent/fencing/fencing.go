@@ -85,8 +85,38 @@ func New(c fence.Config, procs job.Processes, log *slog.Logger, path string) *Le
 				l.reach = m
 			}
 		}
+		// The jobs its fence killed, so that a restarted agent still says
+		// so to their homes, which restart them (else their end was a
+		// plain 137, and the job lost its restart).
+		if b, err := os.ReadFile(path + killedFile); err == nil {
+			var ids []string
+			if json.Unmarshal(b, &ids) == nil && len(ids) <= 1<<16 {
+				for _, id := range ids {
+					l.killed[id] = true
+				}
+			}
+		}
 	}
 	return l
+}
+
+// killedFile, after the reach file's path, names the file of the jobs
+// the fence killed here whose homes have not had their end.
+const killedFile = ".killed"
+
+// killedList is l.killed as its file keeps it (l.mu held); nil when no
+// file is kept.
+func (l *Leases) killedList() []byte {
+	if l.path == "" {
+		return nil
+	}
+	ids := make([]string, 0, len(l.killed))
+	for id := range l.killed {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	b, _ := json.Marshal(ids)
+	return b
 }
 
 // Reached renews the leases of home's jobs here: a push to it sent at
@@ -131,10 +161,17 @@ func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time
 	// push loop, the one caller, changes nothing between the two.
 	gone = slices.DeleteFunc(gone, stillHere)
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	var save []byte
 	for _, id := range gone {
 		delete(l.jobs, id)
-		delete(l.killed, id)
+		if l.killed[id] {
+			delete(l.killed, id)
+			save = l.killedList()
+		}
+	}
+	l.mu.Unlock()
+	if save != nil {
+		l.write(l.path+killedFile, save)
 	}
 }
 
@@ -228,6 +265,7 @@ const restop = fence.Kill + 1
 // It writes the homes' reach when it changed, at most every heartbeat.
 func (l *Leases) Step(now time.Time) {
 	var acts []action
+	killed := false
 	l.mu.Lock()
 	for id, e := range l.jobs {
 		e.lease.Renewed = l.renewed(e.job, e.since, e.came)
@@ -235,6 +273,7 @@ func (l *Leases) Step(now time.Time) {
 		e.lease, do = l.c.Step(e.lease, now)
 		if do == fence.Kill {
 			l.killed[id] = true
+			killed = true
 		}
 		if do != fence.None {
 			acts = append(acts, action{e, do})
@@ -244,17 +283,23 @@ func (l *Leases) Step(now time.Time) {
 			acts = append(acts, action{e, restop})
 		}
 	}
-	var save []byte
+	var save, saveKilled []byte
 	if l.path != "" && l.dirty && now.Sub(l.saved) >= l.c.HeartbeatEvery() {
 		save, _ = json.Marshal(l.reach)
 		l.saved, l.dirty = now, false
 	}
+	if killed {
+		saveKilled = l.killedList()
+	}
 	l.mu.Unlock()
+	if saveKilled != nil {
+		l.write(l.path+killedFile, saveKilled) // before the kills: a crash between keeps the reason
+	}
 	for _, a := range acts {
 		l.carryOut(a)
 	}
 	if save != nil {
-		l.write(save)
+		l.write(l.path, save)
 	}
 }
 
@@ -294,16 +339,16 @@ func (l *Leases) carryOut(a action) {
 	}
 }
 
-// write replaces the file of the homes' reach. Not synced: it outlives a
-// crash of the agent in the page cache, and a crash of the host ends the
-// jobs it fences.
-func (l *Leases) write(b []byte) {
-	tmp := l.path + ".tmp"
+// write replaces a file of the fencing's (the homes' reach, the jobs
+// killed). Not synced: it outlives a crash of the agent in the page
+// cache, and a crash of the host ends the jobs it fences.
+func (l *Leases) write(path string, b []byte) {
+	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		l.log.Error("fencing: keeping the homes' reach", "err", err)
+		l.log.Error("fencing: keeping its state", "file", path, "err", err)
 		return
 	}
-	if err := os.Rename(tmp, l.path); err != nil {
-		l.log.Error("fencing: keeping the homes' reach", "err", err)
+	if err := os.Rename(tmp, path); err != nil {
+		l.log.Error("fencing: keeping its state", "file", path, "err", err)
 	}
 }

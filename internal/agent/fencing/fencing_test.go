@@ -134,3 +134,23 @@ func TestLeasesHolding(t *testing.T) {
 		t.Fatal("held once its home was reached again")
 	}
 }
+
+// The jobs the fence killed are kept in a file as they are killed: a
+// restarted agent still tells their homes that its fence killed them
+// (which restart them), until they are gone from the node.
+func TestLeasesKeepTheKilled(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fence.json")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l := New(cfg, &procs{}, log, path)
+	t0 := time.Unix(1000, 0)
+	l.Reached("h", t0)
+	l.Running([]Job{{ID: "a", Home: "h", PID: 1, Fenced: true}, {ID: "b", Home: "h", PID: 3}}, func(string) bool { return true }, t0)
+	l.Step(t0.Add(cfg.Kill))
+	if again := New(cfg, &procs{}, log, path); !again.Killed("a") || again.Killed("b") {
+		t.Fatalf("after a restart: a killed %v, b killed %v; want a only", again.Killed("a"), again.Killed("b"))
+	}
+	l.Running(nil, func(string) bool { return false }, t0.Add(cfg.Kill+time.Second)) // a's end reached its home
+	if again := New(cfg, &procs{}, log, path); again.Killed("a") {
+		t.Fatal("a job gone from the node is still kept as killed")
+	}
+}
