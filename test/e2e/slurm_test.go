@@ -33,15 +33,20 @@ func (c *cluster) slurmCmd(o owner, args ...string) *exec.Cmd {
 // the node's (seen from this machine), sacct reports every task completed
 // with the CPU time it used, and no Slurm daemon listens on this machine's
 // own addresses. The cluster's teardown checks that down leaves nothing.
-func TestSlurmArrayRunsOnTheNodes(t *testing.T) {
+// needSlurm skips a test without Slurm installed, or fails it under CI,
+// which ran deps.sh: there a skip would hide a broken install.
+func needSlurm(t *testing.T) {
+	t.Helper()
 	if missing := emu.SlurmMissing(); len(missing) > 0 {
-		// CI ran deps.sh, which installs it: there a skip would hide a
-		// broken install.
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("Slurm is not installed (%s missing), though deps.sh ran scripts/install-slurm.sh", strings.Join(missing, ", "))
 		}
 		t.Skipf("Slurm is not installed (%s missing): scripts/install-slurm.sh installs it", strings.Join(missing, ", "))
 	}
+}
+
+func TestSlurmArrayRunsOnTheNodes(t *testing.T) {
+	needSlurm(t)
 	c := upCluster(t, "slurm", 91, "--nodes", "4", "--cpu", "0.4", "--slurm")
 	dir := sharedDir(t, "slurm-")
 	if err := os.Chown(dir, int(jobUser.uid), int(jobUser.gid)); err != nil {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"roam/internal/api"
-	"roam/internal/emu"
 )
 
 // TestSlurmAllocationRunsInItsJob submits, as a user, an sbatch job on 3
@@ -22,12 +21,7 @@ import (
 // and one is not moved to the fourth; scancel ends every process on every
 // node, and the home records each job ended, none lost nor started again.
 func TestSlurmAllocationRunsInItsJob(t *testing.T) {
-	if missing := emu.SlurmMissing(); len(missing) > 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Slurm is not installed (%s missing), though deps.sh ran scripts/install-slurm.sh", strings.Join(missing, ", "))
-		}
-		t.Skipf("Slurm is not installed (%s missing): scripts/install-slurm.sh installs it", strings.Join(missing, ", "))
-	}
+	needSlurm(t)
 	c := upCluster(t, "salloc", 92, "--nodes", "4", "--cpu", "0.4", "--slurm")
 	dir := sharedDir(t, "salloc-")
 	if err := os.Chown(dir, int(jobUser.uid), int(jobUser.gid)); err != nil {
