@@ -455,6 +455,18 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		t.Errorf("bench list --json: %v", exps)
 	}
 
+	// A small simulation: its cost, the results files in the directory.
+	simDir, err := os.MkdirTemp("", "sim-") // in the tests' TMPDIR, which every user reaches
+	if err != nil || os.Chown(simDir, int(u), int(u)) != nil {
+		t.Fatalf("a directory for roam sim: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(simDir) })
+	var cost map[string]float64
+	value(t, "sim", x.must(u, 0, "sim", "--nodes", "20", "--time", "30s", "--out", simDir), &cost)
+	if cost["nodes"] != 20 || cost["simulated_seconds"] != 30 || cost["events"] <= 0 {
+		t.Errorf("sim --json: %v", cost)
+	}
+
 	for path, form := range x.forms {
 		if _, ok := x.ran[path]; !ok && notRun[path] == "" {
 			t.Errorf("%s has a JSON form (%s) this test does not run: add it", path, form)
