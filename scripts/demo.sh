@@ -12,11 +12,28 @@ SUBNET=198.18.200.0/24
 WORK=6   # CPU-seconds per job
 
 runpid=
+stage=
 cleanup() {
   [ -n "$runpid" ] && kill "$runpid" 2>/dev/null || true
   $ROAM cluster down >/dev/null 2>&1 || true
+  [ -n "$stage" ] && rm -rf "$stage"
+  return 0
 }
 trap cleanup EXIT INT TERM
+
+# A job's /tmp and /var/tmp are its own, and start empty: a project cloned
+# under them (/tmp/roam) has its program and working directory staged
+# where every job sees them, as the tests' are.
+PROG="$PWD/bin/burn"
+JOBDIR="$PWD"
+case "$PWD/" in
+/tmp/* | /var/tmp/*)
+  stage=$(mktemp -d /var/lib/roam-demo.XXXXXX)
+  chmod 755 "$stage"
+  cp bin/burn "$stage/"
+  PROG="$stage/burn" JOBDIR="$stage"
+  ;;
+esac
 
 $ROAM cluster down >/dev/null 2>&1 || true
 echo "== roam cluster up --nodes 4 --cpu 0.8,0.4,0.4,0.2 --scheduler balance"
@@ -32,7 +49,7 @@ done
 echo
 echo "== roam --node 4 run -n 12 --on 4 bin/burn $WORK   (typed on node 4, 0.2 CPUs)"
 start=$(date +%s.%N)
-$ROAM --node 4 run -n 12 --on 4 "$PWD/bin/burn" $WORK >/tmp/roam-demo-run.$$ 2>&1 &
+(cd "$JOBDIR" && "$OLDPWD/$ROAM" --node 4 run -n 12 --on 4 "$PROG" $WORK) >/tmp/roam-demo-run.$$ 2>&1 &
 runpid=$!
 view() {
   echo
