@@ -161,13 +161,15 @@ func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time
 	// push loop, the one caller, changes nothing between the two.
 	gone = slices.DeleteFunc(gone, stillHere)
 	l.mu.Lock()
-	var save []byte
+	forgot := false
 	for _, id := range gone {
 		delete(l.jobs, id)
-		if l.killed[id] {
-			delete(l.killed, id)
-			save = l.killedList()
-		}
+		forgot = forgot || l.killed[id]
+		delete(l.killed, id)
+	}
+	var save []byte
+	if forgot {
+		save = l.killedList()
 	}
 	l.mu.Unlock()
 	if save != nil {
