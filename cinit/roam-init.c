@@ -107,9 +107,21 @@ static const char *dropped_fs[] = {
 	"rpc_pipefs", "nfsd", NULL,
 };
 
+/* fail ends roam-init before the program ran. As PID 1 of the job it
+ * writes the status itself (fd 3): without one, the agent takes the job
+ * for killed (137) and the user never learns it did not start. The
+ * forked child exits only: PID 1 writes the status it reaps. */
+static void fail(void) {
+	if (getpid() == 1) {
+		dprintf(3, "125\n");
+		fsync(3);
+	}
+	exit(125);
+}
+
 static void die(const char *what, const char *arg) {
 	fprintf(stderr, "roam: %s %s: %s\n", what, arg, strerror(errno));
-	exit(125);
+	fail();
 }
 
 struct mnt {
@@ -241,7 +253,7 @@ static void enter_cwd(const char *cwd) {
 	for (const char **d = job_tmp_dirs; *d; d++)
 		if (under(cwd, *d)) {
 			fprintf(stderr, "roam: working directory %s: the job's %s is its own, and starts empty\n", cwd, *d);
-			exit(125);
+			fail();
 		}
 	die("working directory", cwd);
 }

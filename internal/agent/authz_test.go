@@ -530,7 +530,7 @@ func (x *authzEnv) checkDrain(who authzCaller, _ *authzJob, want authzWant) stri
 func (x *authzEnv) startJobs() {
 	// A's working directories are A's, where A can reach them: a node
 	// looks a job's up as its user (t.TempDir is root's, mode 0700).
-	base, err := os.MkdirTemp("", "roam-authz-")
+	base, err := os.MkdirTemp("/run", "roam-authz-") // not /tmp: a job's is its own
 	if err != nil {
 		x.t.Fatal(err)
 	}

@@ -249,7 +249,9 @@ func TestAgentsAccountingSumsEveryNode(t *testing.T) {
 
 // userDir is a directory of the test's own, owned by c (mode 0700).
 func userDir(t *testing.T, c Caller) string {
-	dir, err := os.MkdirTemp("", "roam-user-")
+	// Not under /tmp: a job's /tmp is its own, and a working directory
+	// there is refused.
+	dir, err := os.MkdirTemp("/run", "roam-user-")
 	if err != nil || os.Chown(dir, int(c.UID), int(c.GID)) != nil {
 		t.Fatalf("user dir: %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"roam/internal/asuser"
 	"roam/internal/cgroup"
+	"roam/internal/migrate"
 	"roam/internal/procfs"
 	"roam/internal/resources"
 	"roam/internal/slurm"
@@ -379,6 +380,12 @@ func Check(s Spec) error {
 	if errs[0] != nil || !fis[0].IsDir() {
 		return fmt.Errorf("%w: %s", ErrNoCwd, s.Cwd)
 	}
+	if d := inJobTmp(s.Cwd); d != "" {
+		return fmt.Errorf("working directory %s: a job's %s is its own and starts empty; run from a directory every node has", s.Cwd, d)
+	}
+	if d := inJobTmp(progs[0]); d != "" && len(progs) == 1 {
+		return fmt.Errorf("program %s: a job's %s is its own and starts empty; put the program where every node has it", s.Argv[0], d)
+	}
 	for i := range progs {
 		fi := fis[i+1]
 		if errs[i+1] != nil || (!fi.Mode().IsRegular() && len(progs) > 1) {
@@ -390,6 +397,22 @@ func Check(s Spec) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s", ErrNoProgram, s.Argv[0])
+}
+
+// inJobTmp is the scratch directory of the job's own (migrate.JobTmp) that
+// path p lies in, "" when none: roam-init mounts an empty tmpfs on each
+// that is a directory here, so the node's files there are not the job's.
+func inJobTmp(p string) string {
+	p = filepath.Clean(p)
+	for _, d := range migrate.JobTmp {
+		if p != d && !strings.HasPrefix(p, d+"/") {
+			continue
+		}
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			return d
+		}
+	}
+	return ""
 }
 
 func executableBy(fi os.FileInfo, uid, gid uint32, groups []uint32) bool {

@@ -214,7 +214,12 @@ func TestCheckTellsAUserNothingOfRootsDirectories(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root (another uid)")
 	}
-	dir := t.TempDir() // root's, mode 0700
+	// root's, mode 0700; not under /tmp, which a job's is its own.
+	dir, err := os.MkdirTemp("/run", "roam-check-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	for _, d := range []string{"there", "bin"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -246,5 +251,73 @@ func TestCheckTellsAUserNothingOfRootsDirectories(t *testing.T) {
 	// Root's own job still finds them.
 	if err := Check(Spec{Cwd: filepath.Join(dir, "there"), Argv: []string{filepath.Join(dir, "bin", "prog")}}); err != nil {
 		t.Errorf("root's job: %v", err)
+	}
+}
+
+// A working directory or a program in /tmp or /var/tmp is refused before
+// anything starts, with why: the job's own are empty tmpfs, so roam-init
+// found neither and the job died with no status. A name that only starts
+// like them (/tmpx) is not theirs.
+func TestCheckRefusesTheJobsOwnTmp(t *testing.T) {
+	inTmp, err := os.MkdirTemp("/tmp", "roam-cwd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(inTmp) })
+	elsewhere, err := os.MkdirTemp("/run", "roam-cwd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(elsewhere) })
+	prog := filepath.Join(inTmp, "prog")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cwd, prog, want string
+	}{
+		{inTmp, "/bin/true", "working directory " + inTmp + ": a job's /tmp is its own"},
+		{elsewhere, prog, "program " + prog + ": a job's /tmp is its own"},
+		{elsewhere, "/bin/true", ""},
+	} {
+		err := Check(Spec{Cwd: c.cwd, Argv: []string{c.prog}})
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("Check(cwd %s, program %s) = %v; want %q", c.cwd, c.prog, err, c.want)
+		}
+	}
+	if d := inJobTmp("/tmpx/y"); d != "" {
+		t.Errorf("/tmpx/y is in the job's %s; want in none", d)
+	}
+}
+
+// A job roam-init could not set up ends with status 125, written by
+// roam-init, and says why on its stderr. roam-init used to exit with no
+// status, which the agent reads as killed (137). Here its working
+// directory is a link into the node's /tmp: there for the agent's check,
+// not in the job's own empty /tmp.
+func TestRoamInitWritesTheStatusOfAFailedStart(t *testing.T) {
+	l := userNSLauncher(t)
+	target, err := os.MkdirTemp("/tmp", "roam-cwd-")
+	if err != nil || os.Chmod(target, 0o755) != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(target) })
+	link := "/run/roam-cwd-link-" + filepath.Base(target)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(link) })
+	for _, userNS := range []bool{true, false} {
+		l.UserNS = userNS
+		id := fmt.Sprintf("2.%v", userNS)
+		p, err := l.Start(Spec{ID: id, UID: 70001, GID: 70001, Cwd: link, Argv: []string{"/bin/true"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Wait()
+		code, ok := ReadStatus(p.Dir)
+		if stderr := readFile(filepath.Join(p.Dir, "stderr")); !ok || code != 125 || !strings.Contains(stderr, "working directory "+link) {
+			t.Fatalf("user namespace %v: status %d (written %v), stderr %q; want 125 and the working directory named", userNS, code, ok, stderr)
+		}
 	}
 }
