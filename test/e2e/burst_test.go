@@ -88,7 +88,7 @@ func TestDefaultPolicySpreadsABurst(t *testing.T) {
 		took.Seconds(), took.Seconds()/(used/1.8), used/1.8, used, since(firstStart), since(firstMove), since(bal))
 	// Each move's reason gives the job's age on its node when the round
 	// decided.
-	ageOf := regexp.MustCompile(`syscalls/s, age ([0-9.]+m?s)\)`)
+	ageOf := regexp.MustCompile(`syscalls/s, age ((?:[0-9.]+(?:ns|µs|ms|s|m|h))+)\)`) // 250ms, 1m1s
 	young, youngest := 0, time.Duration(0)
 	for _, e := range c.events("1") { // every node's
 		if e.Kind != "migrate" || !mineByID[e.Job] {
