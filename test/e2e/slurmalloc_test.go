@@ -5,32 +5,39 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"roam/internal/api"
+	"roam/internal/emu"
+	"roam/internal/slurm/stepd"
 )
 
 // TestSlurmAllocationRunsInItsJob submits, as a user, an sbatch job on 3
-// of the 4 nodes whose script runs `roam run -n 12` of short CPU-bound
-// work: every process of it runs on the job's nodes only, in the Slurm
-// job's extern step on its node (its freezer, memory and cpuacct groups,
-// read from /proc), though the fourth node is idle; one moved by hand to
-// another node of the job is restored into the job's extern step there,
-// and one is not moved to the fourth; scancel ends every process on every
-// node, and the home records each job ended, none lost nor started again.
+// of the 4 nodes whose script runs `roam run -n 60` of CPU-bound work of
+// mixed lengths: every process of it runs on the job's nodes only, in the
+// Slurm job's extern step on its node (its freezer group, and its memory
+// and cpuacct groups of the step's task on that node, read from /proc),
+// though the fourth node is idle; one moved by hand to another node of
+// the job is restored into the job's extern step there, and one is not
+// moved to the fourth; scancel ends every process on every node, the home
+// records each job ended, none lost nor started again, and sacct's
+// TotalCPU of the job is the CPU its jobs say they used.
 func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 	needSlurm(t)
 	c := upCluster(t, "salloc", 92, "--nodes", "4", "--cpu", "0.4", "--slurm")
+	burn := workload(t, "burn")
 	dir := sharedDir(t, "salloc-")
 	if err := os.Chown(dir, int(jobUser.uid), int(jobUser.gid)); err != nil {
 		t.Fatal(err)
 	}
-	// Each process burns half a second of CPU and waits; the batch
-	// script's roam run follows them, as a user's would, so the job
-	// lives until scancel.
-	script := "#!/bin/sh\nexport ROAM_CLUSTER=" + c.name + "\nexec " + filepath.Join(binDir, "roam") + ` --node "${SLURMD_NODENAME#n}" run -n 12 -- sh -c 'timeout 0.5 sh -c "while :; do :; done"; exec sleep 600'` + "\n"
+	// Each process burns 0.1 to 0.5 s of CPU, says how much, and waits;
+	// the batch script's roam run follows them, as a user's would, so
+	// the job lives until scancel.
+	script := "#!/bin/sh\nexport ROAM_CLUSTER=" + c.name + "\nexec " + filepath.Join(binDir, "roam") + ` --node "${SLURMD_NODENAME#n}" run -n ` + strconv.Itoa(allocJobs) + ` -- sh -c '` + burn + ` 0.$((ROAM_INDEX % 5 + 1)) 0; exec sleep 600'` + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "job.sh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -56,10 +63,14 @@ func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 			node, id := string(m[1]), string(m[2])
 			jobs[id] = node
 			for _, h := range []string{"freezer", "memory", "cpuacct"} {
-				// Memory's and cpuacct's: the step's task_0 where Slurm
-				// made one (cmd/roamd's externGroups).
+				// Memory's and cpuacct's: the step's task on the node,
+				// task_N for the node's index N in the job, the group
+				// Slurm counts (cmd/roamd's externGroups).
 				want := fmt.Sprintf(":%s:/roam/%s/%s/slurm_%s/uid_%d/job_%s/step_extern", h, c.name, node, node, jobUser.uid, jobID)
-				if (!strings.Contains(string(cg), want+"\n") && (h == "freezer" || !strings.Contains(string(cg), want+"/task_0\n"))) || node == "n4" {
+				if h != "freezer" {
+					want += "/task_" + strconv.Itoa(slices.Index([]string{"n1", "n2", "n3"}, node))
+				}
+				if !strings.Contains(string(cg), want+"\n") || node == "n4" {
 					bad = append(bad, fmt.Sprintf("pid %s of job %s on %s is not in the Slurm job's extern step there (%s):\n%s", e.Name(), id, node, strings.TrimSpace(want), cg))
 				}
 			}
@@ -74,10 +85,10 @@ func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 		}
 		return jobs
 	}
-	waitFor(t, 90*time.Second, "12 processes of roam's run in the Slurm job", func() (bool, string) {
+	waitFor(t, 90*time.Second, "every process of roam's run in the Slurm job", func() (bool, string) {
 		jobs := check("while they start")
 		b, _ := os.ReadFile(filepath.Join(dir, "out"))
-		return len(jobs) == 12, fmt.Sprintf("%v; the batch script said: %s", jobs, b)
+		return len(jobs) == allocJobs, fmt.Sprintf("%v; the batch script said: %s", jobs, b)
 	})
 	// By hand, as the user: to another node of the job, not to n4.
 	var id, from string
@@ -89,7 +100,7 @@ func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 			}
 			id, from = j.ID, j.Node
 		}
-		return len(js) == 12, fmt.Sprint(js)
+		return len(js) == allocJobs, fmt.Sprint(js)
 	})
 	to := map[string]string{"1": "2", "2": "3", "3": "1"}[from]
 	if out, err := c.roamAs(jobUser, "--node", from, "migrate", id, "4").CombinedOutput(); err == nil || !strings.Contains(string(out), "Slurm job "+jobID) {
@@ -107,8 +118,9 @@ func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 		onNodes[n]++
 	}
 	if len(onNodes) != 3 {
-		t.Errorf("the 12 processes run on %v, want the job's 3 nodes", onNodes)
+		t.Errorf("the %d processes run on %v, want the job's 3 nodes", allocJobs, onNodes)
 	}
+	used := c.allocBurnt(dir, jobID)
 
 	if out, err := c.slurmCmd(jobUser, "scancel", jobID).CombinedOutput(); err != nil {
 		t.Fatalf("scancel %s: %v: %s", jobID, err, out)
@@ -128,6 +140,60 @@ func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 				ended++
 			}
 		}
-		return ended == 12 && len(js) == 12, fmt.Sprint(js)
+		return ended == allocJobs && len(js) == allocJobs, fmt.Sprint(js)
+	})
+	c.checkSacctCPU(jobID, used)
+}
+
+// allocJobs is the size of the allocation test's run.
+const allocJobs = 60
+
+// allocBurnt waits until every job of the allocation test's run has said
+// what CPU it burnt (in the batch script's output, in dir), and returns
+// the sum. It then has each node's extern step of Slurm job jobID read
+// its count (stepd.Client.Poll), as the agents do when a process ends:
+// these processes wait rather than end, and Slurm's own reads come every
+// 5 s.
+func (c *cluster) allocBurnt(dir, jobID string) float64 {
+	t := c.t
+	t.Helper()
+	var used float64
+	waitFor(t, 120*time.Second, "every job burnt its CPU", func() (bool, string) {
+		b, _ := os.ReadFile(filepath.Join(dir, "out"))
+		n := strings.Count(string(b), "burn: done")
+		used = burnCPU(t, filepath.Join(dir, "out"))
+		return n == allocJobs, fmt.Sprintf("%d done", n)
+	})
+	for _, n := range []string{"n1", "n2", "n3"} {
+		step := stepd.Client{Spool: filepath.Join(emu.SlurmDir(c.name), n, "spool"), Node: n, Owners: []uint32{0}}
+		if err := step.Poll(jobID); err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+	}
+	return used
+}
+
+// checkSacctCPU checks that sacct's TotalCPU of Slurm job jobID is within
+// guideCPUShare of what its jobs say they used.
+func (c *cluster) checkSacctCPU(jobID string, used float64) {
+	t := c.t
+	t.Helper()
+	waitFor(t, 60*time.Second, "sacct counts the job's CPU", func() (bool, string) {
+		out, err := c.slurmCmd(jobUser, "sacct", "-j", jobID, "-n", "-P", "-o", "JobID,State,TotalCPU").CombinedOutput()
+		if err != nil {
+			return false, fmt.Sprintf("%v: %s", err, out)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Split(l, "|")
+			if len(f) == 3 && f[0] == jobID && strings.HasPrefix(f[1], "CANCELLED") {
+				got, ok := sacctSeconds(f[2])
+				t.Logf("sacct: %s; the jobs burnt %.2f CPU-s", strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "; "), used)
+				if !ok || got < used*(1-guideCPUShare) || got > used*(1+guideCPUShare) {
+					t.Errorf("sacct's TotalCPU of job %s: %s (%.2f s), its jobs burnt %.2f s: not within %.0f %%", jobID, f[2], got, used, 100*guideCPUShare)
+				}
+				return true, ""
+			}
+		}
+		return false, string(out)
 	})
 }
