@@ -3,7 +3,9 @@ package slurm
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // ExternStep is the step id of a job's extern step (Slurm's
@@ -47,4 +49,21 @@ func ExternTask(names []string) (string, bool) {
 		found = n
 	}
 	return found, found != ""
+}
+
+// stepTask matches a step's task group in a cgroup path: .../step_S/task_N.
+var stepTask = regexp.MustCompile(`/job_[0-9]+/step_[a-z0-9]+/task_[0-9]+$`)
+
+// InStepTask reports whether a process, by its /proc/PID/cgroup, is in a
+// task group of a Slurm job's step under cpuacct (v1): the group
+// jobacct_gather/cgroup reads for that step on this node, which counts it
+// then without the step adopting it.
+func InStepTask(procCgroup string) bool {
+	for _, l := range strings.Split(procCgroup, "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "cpuacct") {
+			return stepTask.MatchString(parts[2])
+		}
+	}
+	return false
 }

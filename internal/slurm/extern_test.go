@@ -35,3 +35,20 @@ func TestExternTask(t *testing.T) {
 		}
 	}
 }
+
+// TestInStepTask reads the cpuacct line of /proc/PID/cgroup: a step's
+// task group counts, the step's own group or another hierarchy's does not.
+func TestInStepTask(t *testing.T) {
+	for in, want := range map[string]bool{
+		"5:cpuacct:/roam/c/n2/slurm_n2/uid_70701/job_7/step_extern/task_1\n4:freezer:/roam/c/n2/slurm_n2/uid_70701/job_7/step_extern\n": true,
+		"5:cpu,cpuacct:/slurm/uid_1/job_7/step_batch/task_0\n":                                                                          true,
+		"5:cpuacct:/roam/c/n2/slurm_n2/uid_70701/job_7/step_extern\n":                                                                   false,
+		"4:freezer:/slurm/uid_1/job_7/step_extern/task_1\n5:cpuacct:/roam/c/n2/jobs/x\n":                                                false,
+		"0::/slurm/uid_1/job_7/step_extern/task_1\n":                                                                                    false,
+		"": false,
+	} {
+		if got := InStepTask(in); got != want {
+			t.Errorf("InStepTask(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

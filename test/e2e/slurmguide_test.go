@@ -48,8 +48,11 @@ func guideBlocks(t *testing.T, doc string) map[string]string {
 // test). It checks what their comments promise: sinfo's 4 idle nodes, the
 // array's 4 tasks one on each node, the user's 12 jobs done, sacct's line
 // of the job COMPLETED on 3 nodes with the CPU time they used, and down
-// leaving nothing.
+// leaving nothing. It takes some 2 minutes (make deps and make build, a
+// cluster up, and a sweep long enough that Slurm's whole seconds of CPU
+// a node stay within 5 % of it): make test-long runs it.
 func TestSlurmGuide(t *testing.T) {
+	long(t)
 	needSlurm(t)
 	const name, subnet = "sguide", 96
 	repo, err := filepath.Abs("../..")
