@@ -48,7 +48,7 @@ func guideBlocks(t *testing.T, doc string) map[string]string {
 // test). It checks what their comments promise: sinfo's 4 idle nodes, the
 // array's 4 tasks one on each node, the user's 12 jobs done, sacct's line
 // of the job COMPLETED on 3 nodes with the CPU time they used, and down
-// leaving nothing. It takes some 2 minutes (make deps and make build, a
+// leaving nothing. It takes some 5 minutes (make deps and make build, a
 // cluster up, and a sweep long enough that Slurm's whole seconds of CPU
 // a node stay within 5 % of it): make test-long runs it.
 func TestSlurmGuide(t *testing.T) {
@@ -130,7 +130,12 @@ func TestSlurmGuide(t *testing.T) {
 	if !slices.Contains(lines, "12") {
 		t.Fatalf("the user's block: grep -c printed no 12:\n%s", out)
 	}
-	checkGuideSacct(t, lines[len(lines)-1], filepath.Join(dir, "sweep.out"))
+	// sacct's lines: a header, a rule, then the job's, its steps'.
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "-----") })
+	if i < 0 || i+1 >= len(lines) {
+		t.Fatalf("the user's block printed no sacct line:\n%s", out)
+	}
+	checkGuideSacct(t, lines[i+1], filepath.Join(dir, "sweep.out"))
 
 	guide("down", repo, owner{})
 	if left := emu.Leftovers(name); len(left) > 0 {
