@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # bench-slurm-neighbor.sh — issue 46's fourth node: another user's Slurm job
-# on node 4 of an emulated cluster with Slurm, timed alone and while a roam
-# run inside a Slurm allocation keeps nodes 1 to 3 busy, in interleaved
-# rounds (alone first in odd rounds, beside roam first in even ones). It
-# prints each run's time (burn's own elapsed seconds) and the ratio of the
-# means, beside roam over alone.
+# on node 4 of an emulated cluster with Slurm, timed alone, beside a plain
+# Slurm job keeping nodes 1 to 3 busy (the same CPU-bound load, no roam),
+# and beside a roam run inside a Slurm allocation keeping them busy, in
+# interleaved rounds (the three in a rotating order). It prints each
+# run's time (burn's own elapsed seconds), the means and the ratios.
+#
+# The emulated nodes share this machine's CPUs: the first ratio (beside
+# roam over alone) also counts that sharing, which real nodes do not
+# have; the second (beside roam over beside Slurm's own load) is roam's
+# own share of the difference.
 #
 # usage (as root, from the repository, after make build):
 #   scripts/bench-slurm-neighbor.sh [ROUNDS] [CPU_SECONDS]
@@ -43,8 +48,8 @@ done
 export SLURM_CONF=/run/roam/clusters/$name/slurm/slurm.conf
 as() { local u=$1; shift; runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" PATH="$repo/bin:/usr/bin:/bin" "$@"; }
 
-# running: how many of roam's jobs run (root sees every user's).
-running() { "$roam" --cluster "$name" --node 1 ps -a --json | grep -o '"state": *"running"' | wc -l; }
+# burning: how many of the allocation user's burns run on this machine.
+burning() { pgrep -c -u roamnba -x burn || true; }
 
 # neighbor: the other user's job on n4, alone on its node; prints its time.
 neighbor() {
@@ -53,30 +58,46 @@ neighbor() {
 	sed -n 's/.*elapsed=\([0-9.]*\).*/\1/p' "$out"
 }
 
-# beside: the neighbor's job while roam's run in an allocation on n1-n3
-# keeps their CPUs busy (3 jobs a node, each longer than the neighbor's).
+# beside: the neighbor's job while the allocation user's job on n1-n3
+# keeps their CPUs busy (3 burns a node, each longer than the neighbor's):
+# a roam run inside the allocation (roam), or Slurm's own step (slurm).
 beside() {
-	local job
-	job=$(cd "$dir/roamnba" && as roamnba sbatch --parsable -w n1,n2,n3 -o "$dir/roamnba/out.$1" \
-		--wrap "export ROAM_CLUSTER=$name ROAM_NODE=\${SLURMD_NODENAME#n}; roam run -n 9 -- burn 600 0")
-	for _ in $(seq 600); do [ "$(running)" -ge 9 ] && break; sleep 0.1; done
-	[ "$(running)" -ge 9 ] || { echo "bench-slurm-neighbor: roam's run did not start" >&2; exit 1; }
-	neighbor "$1.beside"
+	local job wrap
+	if [ "$2" = roam ]; then
+		wrap="export ROAM_CLUSTER=$name ROAM_NODE=\${SLURMD_NODENAME#n}; roam run -n 9 -- burn 600 0"
+	else
+		wrap="srun -n 3 --ntasks-per-node=1 sh -c 'burn 600 0 & burn 600 0 & burn 600 0; wait'"
+	fi
+	job=$(cd "$dir/roamnba" && as roamnba sbatch --parsable -w n1,n2,n3 -o "$dir/roamnba/out.$1.$2" --wrap "$wrap")
+	for _ in $(seq 600); do [ "$(burning)" -ge 9 ] && break; sleep 0.1; done
+	[ "$(burning)" -ge 9 ] || { echo "bench-slurm-neighbor: the $2 load did not start" >&2; exit 1; }
+	neighbor "$1.$2"
 	as roamnba scancel "$job"
-	for _ in $(seq 600); do [ "$(running)" -eq 0 ] && break; sleep 0.1; done
+	for _ in $(seq 600); do [ "$(burning)" -eq 0 ] && break; sleep 0.1; done
 }
 
-alone=() with=()
+one() {
+	case $2 in
+	alone) neighbor "$1.alone" ;;
+	*) beside "$1" "$2" ;;
+	esac
+}
+
+declare -A times
+kinds=(alone slurm roam)
 for r in $(seq "$rounds"); do
-	if [ $((r % 2)) = 1 ]; then
-		alone+=("$(neighbor "$r.alone")"); with+=("$(beside "$r")")
-	else
-		with+=("$(beside "$r")"); alone+=("$(neighbor "$r.alone")")
-	fi
-	echo "round $r: alone ${alone[-1]} s, beside roam ${with[-1]} s"
+	line="round $r:"
+	for i in 0 1 2; do
+		k=${kinds[$(((r + i) % 3))]}
+		t=$(one "$r" "$k")
+		times[$k]="${times[$k]:-} $t"
+		line="$line $k $t s,"
+	done
+	echo "${line%,}"
 done
-awk -v a="${alone[*]}" -v w="${with[*]}" 'BEGIN {
-	n = split(a, x, " "); split(w, y, " ")
-	for (i = 1; i <= n; i++) { sa += x[i]; sw += y[i] }
-	printf "mean: alone %.3f s, beside roam %.3f s, ratio %.3f (%d rounds each)\n", sa / n, sw / n, sw / sa, n
+awk -v a="${times[alone]}" -v s="${times[slurm]}" -v w="${times[roam]}" 'BEGIN {
+	n = split(a, x, " "); split(s, y, " "); split(w, z, " ")
+	for (i = 1; i <= n; i++) { sa += x[i]; ss += y[i]; sw += z[i] }
+	printf "mean of %d: alone %.2f s, beside Slurm'"'"'s load %.2f s, beside roam %.2f s\n", n, sa / n, ss / n, sw / n
+	printf "ratio: beside roam / alone %.3f, beside roam / beside Slurm'"'"'s load %.3f\n", sw / sa, sw / ss
 }'
