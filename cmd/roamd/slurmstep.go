@@ -47,8 +47,10 @@ func newSlurmSteps(c slurm.Config, nodeID string, log *slog.Logger) *slurmSteps 
 }
 
 // slurmStepTimeout bounds one question to a step; the agent waits for it
-// on a goroutine of its own, never while starting or restoring a job.
-const slurmStepTimeout = 30 * time.Second
+// on a goroutine of its own, never while starting or restoring a job. It
+// is short: a step that ends waits for the connections to it (up to 3 s,
+// Slurm's STEPD_MESSAGE_COMP_WAIT) before it leaves its groups.
+const slurmStepTimeout = 3 * time.Second
 
 // processes is p, telling s of each process it starts (p itself for nil).
 func (s *slurmSteps) processes(p job.Processes) job.Processes {

@@ -56,6 +56,8 @@ func fakeStepRequests(t *testing.T, dir string) <-chan int32 {
 					if req == 22 {
 						_, _ = read(c) // the pid
 						write(c, 0)
+					} else if req == 5 {
+						write(c, 2) // running
 					} else {
 						write(c, 0, 0) // an empty record, no task
 					}
@@ -110,7 +112,7 @@ func TestStepPolledWhenTheLastProcessEnds(t *testing.T) {
 	}
 	_ = procs[1].Process.Kill()
 	_, _ = procs[1].Process.Wait()
-	if r := next("stat once the last process ended"); r != 17 {
-		t.Fatalf("the step was asked %d, want 17 (stat)", r)
+	if r := []int32{next("its state once the last process ended"), next("stat")}; r[0] != 5 || r[1] != 17 {
+		t.Fatalf("the step was asked %v, want [5 17] (its state, a stat)", r)
 	}
 }

@@ -42,9 +42,11 @@ const (
 	// minProtocolVersion is the oldest a step may answer with
 	// (SLURM_20_11_PROTOCOL_VERSION, 22.05's oldest).
 	minProtocolVersion = 36 << 8
+	reqState           = 5  // REQUEST_STATE
 	reqStepStat        = 17 // REQUEST_STEP_STAT
 	reqAddExternPID    = 22 // REQUEST_ADD_EXTERN_PID
 	slurmSuccess       = 0  // SLURM_SUCCESS
+	stepRunning        = 2  // SLURMSTEPD_STEP_RUNNING
 )
 
 // DefaultTimeout bounds one exchange with a step: a step that does not
@@ -97,9 +99,18 @@ func (c Client) Adopt(job string, pid int) error {
 
 // Poll asks job's extern step for its accounting, which it reads from its
 // groups first: its count is then current, whatever happens to the job
-// after.
+// after. A step that is not running (its job ends) is left alone: it
+// waits for every connection to it before it exits, and reads its count
+// one last time itself.
 func (c Client) Poll(job string) error {
 	return c.exchange(job, "stat", func(conn net.Conn) error {
+		if err := writeInts(conn, reqState); err != nil {
+			return err
+		}
+		state, err := readInt(conn)
+		if err != nil || state != stepRunning {
+			return err
+		}
 		if err := writeInts(conn, reqStepStat); err != nil {
 			return err
 		}

@@ -63,6 +63,10 @@ func (f *fakeStep) conn(c net.Conn) {
 }
 
 func ok(req int32, c net.Conn) {
+	if req == reqState {
+		_ = writeInts(c, stepRunning)
+		return
+	}
 	if req == reqStepStat {
 		_ = writeInts(c, 5)
 		_, _ = c.Write([]byte("acct!"))
@@ -99,9 +103,23 @@ func TestAdoptAndPoll(t *testing.T) {
 	if err := c.Poll("42"); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-f.asked; len(got) != 1 || got[0] != 17 {
-		t.Errorf("the step was asked %v, want [17]", got)
+	if got := []int32{(<-f.asked)[0], (<-f.asked)[0]}; got[0] != 5 || got[1] != 17 {
+		t.Errorf("the step was asked %v, want [5 17] (its state, then a stat)", got)
 	}
+	// A step that ends is not asked for a stat.
+	f.answer = func(req int32, c net.Conn) { _ = writeInts(c, 3) }
+	if err := c.Poll("42"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-f.asked; got[0] != 5 {
+		t.Errorf("the step was asked %v, want [5]", got)
+	}
+	select {
+	case got := <-f.asked:
+		t.Errorf("a step that ends was asked %v", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	f.answer = ok
 	f.answer = func(req int32, c net.Conn) { _ = writeInts(c, -1) }
 	if err := c.Adopt("42", 1234); err == nil || !errors.Is(err, ErrStepd) || !strings.Contains(err.Error(), "job 42") {
 		t.Errorf("a refused adoption: %v", err)
@@ -121,7 +139,13 @@ func TestBoundedAnswers(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("a step that never answers held the caller %v", d)
 	}
-	f.answer = func(req int32, c net.Conn) { _ = writeInts(c, maxStat+1) }
+	f.answer = func(req int32, c net.Conn) {
+		if req == reqState {
+			_ = writeInts(c, stepRunning)
+			return
+		}
+		_ = writeInts(c, maxStat+1)
+	}
 	if err := c.Poll("42"); err == nil || !strings.Contains(err.Error(), "bytes") {
 		t.Errorf("a record past the bound: %v", err)
 	}
