@@ -94,7 +94,7 @@ func TestCheckConfigRefusesEveryWrongKey(t *testing.T) {
 			"limits: {root_connections: 0}", "limits: {root_connections: 1048577}", "limits: {peer_connections: 0}",
 			"limits: {peer_connections_per_address: 0}", "limits: {peer_connections_per_address: 9000}"},
 		"slurm": {"slurm: {scontrol: rel}", "slurm: {conf: rel/slurm.conf}", "slurm: {node: 'has space'}", "slurm: {cgroup: /abs}",
-			"slurm: {cgroup: ../up}", "slurm: {enabled: maybe}", "slurm: {nosuch: 1}"},
+			"slurm: {cgroup: ../up}", "slurm: {spool: rel/spool}", "slurm: {spool: /var/spool/../x}", "slurm: {enabled: maybe}", "slurm: {nosuch: 1}"},
 		"metrics_addr":       {"metrics_addr: nowhere", "metrics_addr: host.example:9947", "metrics_addr: 127.0.0.1:0"},
 		"metrics_job_users":  {"metrics_job_users: maybe", "metrics_job_users: [true]"},
 		"metrics_web_config": {"metrics_web_config: /etc/roam/web.yml", "metrics_addr: 127.0.0.1:9947\nmetrics_web_config: rel.yml", "metrics_addr: 127.0.0.1:9947\nmetrics_web_config: " + badWeb},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -62,9 +63,11 @@ func slurmRoots(layout cgroup.Layout, c slurm.Config) func(uid uint32, job strin
 // externGroups are the groups of job's extern step on this node, by
 // controller ("" under v2), relative to the mounts: the step's own
 // freezer group, which Slurm's proctrack signals, and under memory and
-// cpuacct its task_0 (the step's sleep process's) where Slurm made one:
-// jobacct_gather/cgroup counts a step's tasks' groups, not the step's,
-// and a process in the step's own group was counted by no sacct line.
+// cpuacct the group of the step's own task here, task_N with N the
+// node's index in the job (slurm.ExternTask), where Slurm made one:
+// jobacct_gather/cgroup counts a step's tasks' groups, not the step's (a
+// process in the step's own group was counted by no sacct line), and
+// the step's task on this node is the one it reads for the node's line.
 func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string) (map[string]string, error) {
 	rel := slurm.ExternDir(c.CgroupOrDefault(), int(uid), job)
 	if _, err := layout.ProcsFiles(rel, slurmControllers[:1]); err != nil {
@@ -75,11 +78,20 @@ func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string) 
 	}
 	out := map[string]string{slurmControllers[0]: rel}
 	for _, ctl := range slurmControllers[1:] {
-		for _, r := range []string{path.Join(rel, "task_0"), rel} {
-			if _, err := layout.ProcsFiles(r, []string{ctl}); err == nil {
-				out[ctl] = r
-				break
+		files, err := layout.ProcsFiles(rel, []string{ctl})
+		if err != nil {
+			continue
+		}
+		out[ctl] = rel
+		ents, _ := os.ReadDir(filepath.Dir(files[0]))
+		var names []string
+		for _, e := range ents {
+			if e.IsDir() {
+				names = append(names, e.Name())
 			}
+		}
+		if task, ok := slurm.ExternTask(names); ok {
+			out[ctl] = path.Join(rel, task)
 		}
 	}
 	return out, nil

@@ -67,6 +67,7 @@ type slurmAgent struct {
 	Conf    string `yaml:"conf"`
 	Node    string `yaml:"node"`
 	Cgroup  string `yaml:"cgroup"`
+	Spool   string `yaml:"spool"`
 }
 
 // fenceConfig is roamd's fence section (package fence's Config).
@@ -124,7 +125,8 @@ func agentConfigFor(spec Spec, n NodeState, secretPath, imageBase string, peers 
 	c.Fence, _ = parseFence(spec.Fence) // validated with the spec
 	if spec.Slurm {
 		name := slurmNodeName(n.ID)
-		c.Slurm = &slurmAgent{Enabled: true, Conf: SlurmConf(spec.Name), Node: name, Cgroup: n.Cgroup + "/slurm_" + name}
+		c.Slurm = &slurmAgent{Enabled: true, Conf: SlurmConf(spec.Name), Node: name, Cgroup: n.Cgroup + "/slurm_" + name,
+			Spool: slurmSpool(spec.Name, name)}
 	}
 	// roam-init is installed beside roamd (not beside whatever program
 	// brings the cluster up: a test binary, say).

@@ -114,7 +114,7 @@ func writeSlurmFiles(st State, v2 bool) (string, error) {
 		}
 	}
 	for _, n := range st.Nodes {
-		if err := os.MkdirAll(filepath.Join(dir, slurmNodeName(n.ID), "spool"), 0o755); err != nil {
+		if err := os.MkdirAll(slurmSpool(st.Name, slurmNodeName(n.ID)), 0o755); err != nil {
 			return "", err
 		}
 	}

@@ -31,6 +31,12 @@ const (
 // slurmNodeName is node id's name in Slurm and its host name.
 func slurmNodeName(id string) string { return "n" + id }
 
+// slurmSpool is node's SlurmdSpoolDir (node "%n": slurm.conf's, for
+// every node), where its slurmstepds have their sockets.
+func slurmSpool(cluster, node string) string {
+	return filepath.Join(SlurmDir(cluster), node, "spool")
+}
+
 // slurmCPUs is the CPUs Slurm counts on a node of capacity cores: whole
 // ones, at least one, since Slurm allocates no fraction of a CPU.
 func slurmCPUs(capacity float64) int { return max(1, int(math.Ceil(capacity-1e-9))) }
@@ -64,7 +70,7 @@ func slurmConf(st State) string {
 	line("StateSaveLocation=%s", filepath.Join(dir, "ctld"))
 	line("SlurmctldPidFile=%s", filepath.Join(dir, "ctld", "slurmctld.pid"))
 	line("SlurmctldLogFile=%s", filepath.Join(dir, "slurmctld.log"))
-	line("SlurmdSpoolDir=%s", filepath.Join(dir, "%n", "spool"))
+	line("SlurmdSpoolDir=%s", slurmSpool(st.Name, "%n"))
 	line("SlurmdPidFile=%s", filepath.Join(dir, "%n", "slurmd.pid"))
 	line("SlurmdLogFile=%s", filepath.Join(dir, "%n", "slurmd.log"))
 	line("PlugStackConfig=%s", filepath.Join(dir, "plugstack.conf"))

@@ -29,7 +29,17 @@ type Config struct {
 	// where slurmd makes its uid_U/job_J/step_S groups. Empty means
 	// "slurm", cgroup/v1's default of a node with one slurmd.
 	Cgroup string `yaml:"cgroup"`
+	// Spool is slurmd's SlurmdSpoolDir on this node, where each job
+	// step's slurmstepd has its socket (%n stands for the node's Slurm
+	// name, as in slurm.conf): the agent asks a job's extern step there
+	// to adopt each process it starts or restores in the job, and to read
+	// its count when one ends (package stepd). Empty means
+	// DefaultSpool.
+	Spool string `yaml:"spool"`
 }
+
+// DefaultSpool is Slurm's default SlurmdSpoolDir.
+const DefaultSpool = "/var/spool/slurmd"
 
 // nodeNamePattern is a Slurm node name as roam accepts it: a host name's
 // letters.
@@ -52,6 +62,8 @@ func (c Config) Validate() (string, error) {
 		return "slurm.conf", fmt.Errorf("%q is not an absolute path", trim(c.Conf))
 	case c.Node != "" && ValidNode(c.Node) != nil:
 		return "slurm.node", ValidNode(c.Node)
+	case c.Spool != "" && (!filepath.IsAbs(c.Spool) || filepath.Clean(c.Spool) != c.Spool):
+		return "slurm.spool", fmt.Errorf("%q is not a clean absolute path", trim(c.Spool))
 	case c.Cgroup != "" && (filepath.IsAbs(c.Cgroup) || filepath.Clean(c.Cgroup) != c.Cgroup || strings.HasPrefix(c.Cgroup, "..")):
 		return "slurm.cgroup", fmt.Errorf("%q is not a clean path relative to the hierarchies' mounts (e.g. slurm)", trim(c.Cgroup))
 	}
@@ -72,4 +84,14 @@ func (c Config) CgroupOrDefault() string {
 		return c.Cgroup
 	}
 	return "slurm"
+}
+
+// SpoolDir is this node's spool: Spool, or DefaultSpool, with %n replaced
+// by node (its Slurm name).
+func (c Config) SpoolDir(node string) string {
+	s := c.Spool
+	if s == "" {
+		s = DefaultSpool
+	}
+	return strings.ReplaceAll(s, "%n", node)
 }

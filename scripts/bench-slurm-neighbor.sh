@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# bench-slurm-neighbor.sh — issue 46's fourth node: another user's Slurm job
+# on node 4 of an emulated cluster with Slurm, timed alone, beside a plain
+# Slurm job keeping nodes 1 to 3 busy (the same CPU-bound load, no roam),
+# and beside a roam run inside a Slurm allocation keeping them busy, in
+# interleaved rounds (the three in a rotating order). It prints each
+# run's time (burn's own elapsed seconds), the means and the ratios.
+#
+# The emulated nodes share this machine's CPUs: the first ratio (beside
+# roam over alone) also counts that sharing, which real nodes do not
+# have; the second (beside roam over beside Slurm's own load) is roam's
+# own share of the difference.
+#
+# usage (as root, from the repository, after make build):
+#   scripts/bench-slurm-neighbor.sh [ROUNDS] [CPU_SECONDS]
+# ROUNDS (default 5) of each kind; the neighbor's job burns CPU_SECONDS
+# (default 2) on a node of 0.4 CPU. The cluster (sneigh, 198.18.95.0/24),
+# its two users (roamnba, roamnbb; uids 70811, 70812) and its files are
+# removed at the end.
+set -euo pipefail
+rounds=${1:-5}
+work=${2:-2}
+name=sneigh
+repo=$(cd "$(dirname "$0")/.." && pwd)
+roam="$repo/bin/roam"
+[ "$(id -u)" = 0 ] || { echo "bench-slurm-neighbor: run as root" >&2; exit 2; }
+[ -x "$roam" ] && [ -x "$repo/bin/burn" ] || { echo "bench-slurm-neighbor: make build first" >&2; exit 2; }
+
+dir=$(mktemp -d /var/lib/roam-neighbor.XXXXXX)
+chmod 755 "$dir"
+users=()
+cleanup() {
+	"$roam" --cluster "$name" cluster down >/dev/null 2>&1 || true
+	for u in "${users[@]}"; do userdel "$u" >/dev/null 2>&1 || true; done
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+for u in roamnba:70811 roamnbb:70812; do
+	if ! id "${u%:*}" >/dev/null 2>&1; then
+		useradd -M -d "$dir" -s /bin/sh -u "${u#*:}" "${u%:*}"
+		users+=("${u%:*}")
+	fi
+	mkdir "$dir/${u%:*}"
+	chown "${u%:*}:" "$dir/${u%:*}"
+done
+
+"$roam" --cluster "$name" cluster up --nodes 4 --cpu 0.4 --subnet 198.18.95.0/24 --slurm >/dev/null
+export SLURM_CONF=/run/roam/clusters/$name/slurm/slurm.conf
+as() { local u=$1; shift; runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" PATH="$repo/bin:/usr/bin:/bin" "$@"; }
+
+# burning: how many of the allocation user's burns run on this machine.
+burning() { pgrep -c -u roamnba -x burn || true; }
+
+# neighbor: the other user's job on n4, alone on its node; prints its time.
+neighbor() {
+	local out="$dir/roamnbb/out.$1"
+	(cd "$dir/roamnbb" && as roamnbb sbatch --wait -w n4 -o "$out" --wrap "burn $work 0" >/dev/null)
+	sed -n 's/.*elapsed=\([0-9.]*\).*/\1/p' "$out"
+}
+
+# beside: the neighbor's job while the allocation user's job on n1-n3
+# keeps their CPUs busy (3 burns a node, each longer than the neighbor's):
+# a roam run inside the allocation (roam), or Slurm's own step (slurm).
+beside() {
+	local job wrap
+	if [ "$2" = roam ]; then
+		wrap="export ROAM_CLUSTER=$name ROAM_NODE=\${SLURMD_NODENAME#n}; roam run -n 9 -- burn 600 0"
+	else
+		wrap="srun -n 3 --ntasks-per-node=1 sh -c 'burn 600 0 & burn 600 0 & burn 600 0; wait'"
+	fi
+	job=$(cd "$dir/roamnba" && as roamnba sbatch --parsable -w n1,n2,n3 -o "$dir/roamnba/out.$1.$2" --wrap "$wrap")
+	for _ in $(seq 600); do [ "$(burning)" -ge 9 ] && break; sleep 0.1; done
+	[ "$(burning)" -ge 9 ] || { echo "bench-slurm-neighbor: the $2 load did not start" >&2; exit 1; }
+	neighbor "$1.$2"
+	as roamnba scancel "$job"
+	for _ in $(seq 600); do [ "$(burning)" -eq 0 ] && break; sleep 0.1; done
+}
+
+one() {
+	case $2 in
+	alone) neighbor "$1.alone" ;;
+	*) beside "$1" "$2" ;;
+	esac
+}
+
+declare -A times
+kinds=(alone slurm roam)
+for r in $(seq "$rounds"); do
+	line="round $r:"
+	for i in 0 1 2; do
+		k=${kinds[$(((r + i) % 3))]}
+		t=$(one "$r" "$k")
+		times[$k]="${times[$k]:-} $t"
+		line="$line $k $t s,"
+	done
+	echo "${line%,}"
+done
+awk -v a="${times[alone]}" -v s="${times[slurm]}" -v w="${times[roam]}" 'BEGIN {
+	n = split(a, x, " "); split(s, y, " "); split(w, z, " ")
+	for (i = 1; i <= n; i++) { sa += x[i]; ss += y[i]; sw += z[i] }
+	printf "mean of %d: alone %.2f s, beside Slurm'"'"'s load %.2f s, beside roam %.2f s\n", n, sa / n, ss / n, sw / n
+	printf "ratio: beside roam / alone %.3f, beside roam / beside Slurm'"'"'s load %.3f\n", sw / sa, sw / ss
+}'
