@@ -104,7 +104,7 @@ func wireScheduling(a *Agent) {
 		Migrate: func(mv sched.Move) (api.Migration, error) {
 			return a.out.MigrateOut(peer.MigrateOutRequest{ID: mv.Job, To: mv.To, Why: mv.Why, Lazy: mv.Lazy})
 		},
-		Stop: a.stop, Group: &a.wg})
+		Stop: a.stop, Group: &a.wg, StateDir: a.cfg.StateDir, RecordBytes: a.cfg.RecordDecisionsBytes})
 	a.gossip = gossip.New(gossip.Config{Node: a.cfg.NodeID, BindAddr: a.cfg.BindAddr, Advertise: a.adv,
 		GossipPort: a.cfg.GossipPort, PeerPort: a.cfg.PeerPort, Capacity: a.capacity, UserNS: a.parts.UserNS, LazyUserNS: a.parts.LazyUserNS, Host: a.parts.Host, Join: a.cfg.Join, FenceKill: a.cfg.Fence.Kill, Slurm: a.cfg.Slurm.NodeName(a.cfg.NodeID),
 		Interval: a.cfg.Load.Interval, Key: a.parts.GossipKey, Transport: a.parts.Gossip, Log: a.log,

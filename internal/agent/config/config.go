@@ -131,6 +131,11 @@ type Config struct {
 	MetricsAddr      string `yaml:"metrics_addr"`
 	MetricsWebConfig string `yaml:"metrics_web_config"`
 	MetricsJobUsers  bool   `yaml:"metrics_job_users"`
+	// RecordDecisionsBytes, when not 0, records each scheduling round's
+	// inputs and decision in state_dir/decisions.jsonl up to this many
+	// bytes (package decisions; internal/sim replays them); 0, the
+	// default: off.
+	RecordDecisionsBytes int64 `yaml:"record_decisions_bytes"`
 }
 
 // LoadConfig is the load-information part of the config (seed 000 §3.1).

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"roam/internal/agent/decisions"
 	"roam/internal/agent/observe"
 	"roam/internal/agent/peer"
 	"roam/internal/errkind"
@@ -91,6 +92,8 @@ func (c Config) checkRanges() (string, error) {
 		return "load.interval", fmt.Errorf("%v is out of range (10ms to 1h)", c.Load.Interval)
 	case c.Load.VectorSize < 1 || c.Load.VectorSize > 1024:
 		return "load.vector_size", fmt.Errorf("%d is out of range (1 to 1024)", c.Load.VectorSize)
+	case c.RecordDecisionsBytes < 0 || c.RecordDecisionsBytes > decisions.MaxBytes:
+		return "record_decisions_bytes", fmt.Errorf("%d is out of range (0 for off, or up to %d)", c.RecordDecisionsBytes, decisions.MaxBytes)
 	}
 	return "", nil
 }

@@ -381,13 +381,16 @@ func (t *Table) Receive(now time.Time, e load.Entry) Received {
 func (t *Table) Peers() []sched.Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return sched.Peers(t.self, t.dis.Vector, func(id string) sched.PeerInfo {
-		p := t.known[id]
-		if p == nil {
-			return sched.PeerInfo{}
-		}
-		return sched.PeerInfo{Alive: p.Alive, Draining: p.Draining, CPU: p.Host.CPU}
-	})
+	return sched.Peers(t.self, t.dis.Vector, t.peerInfo)
+}
+
+// peerInfo is membership's view of node id; t.mu is held.
+func (t *Table) peerInfo(id string) sched.PeerInfo {
+	p := t.known[id]
+	if p == nil {
+		return sched.PeerInfo{}
+	}
+	return sched.PeerInfo{Alive: p.Alive, Draining: p.Draining, CPU: p.Host.CPU}
 }
 
 // Decide runs a scheduling policy's decision on snap with the table's

@@ -217,6 +217,17 @@ func (r *Rounds) Complete(s *sched.Snapshot, probed []Probed, here []string) flo
 	return least
 }
 
+// CompleteKept is Complete, with the ledger's state and the jobs' last
+// samples as they were before it (a recorded round's, package
+// decisions).
+func (r *Rounds) CompleteKept(s *sched.Snapshot, probed []Probed, here []string) (least float64, ledger sched.LedgerState, prev map[string]sched.Sample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ledger, prev = r.ledger.State(), r.prev
+	least, r.prev = r.ledger.Complete(s, probed, here, r.prev)
+	return least, ledger, prev
+}
+
 // Round is what Loop needs of the agent: a snapshot of the node and its
 // jobs, the policy's decision on it, and one move carried out (whether
 // the job moved).

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"roam/internal/agent/decisions"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/members"
 	"roam/internal/agent/peer"
@@ -68,6 +69,11 @@ type Config struct {
 	// scheduler leaves running (a withdrawal, a round's moves).
 	Stop  <-chan struct{}
 	Group *sync.WaitGroup
+	// StateDir and RecordBytes are record_decisions_bytes's: the rounds
+	// are recorded in StateDir up to RecordBytes (package decisions); 0:
+	// not at all.
+	StateDir    string
+	RecordBytes int64
 }
 
 // Scheduler is the node's side of the scheduling.
@@ -76,14 +82,25 @@ type Scheduler struct {
 	// least is the least CPU time a runnable job here has had, as the
 	// last round measured it (sched.Node.Least), as math.Float64bits.
 	least atomic.Uint64
+	rec   *decisions.Recorder // nil: rounds are not recorded
 }
 
 // New is the scheduler of c; it starts nothing (Loop).
-func New(c Config) *Scheduler { return &Scheduler{c: c} }
+func New(c Config) *Scheduler {
+	return &Scheduler{c: c, rec: decisions.New(c.StateDir, c.RecordBytes, c.Log)}
+}
 
 // Loop runs the rounds until Config.Stop closes; Config.Group holds it.
 func (s *Scheduler) Loop() {
-	s.c.Rounds.Loop(s.c.Stop, s.c.Group, rounds.Round{Snapshot: s.Snapshot, Decide: s.c.Members.Decide, Move: s.Move})
+	rd := rounds.Round{Snapshot: s.Snapshot, Decide: s.c.Members.Decide, Move: s.Move}
+	if s.rec != nil {
+		// Only the loop's goroutine uses kept: a round takes its
+		// snapshot and decides one after the other (rounds.Run).
+		var kept sched.Recorded
+		rd.Snapshot = func() sched.Snapshot { kept = sched.Recorded{}; return s.snapshot(&kept) }
+		rd.Decide = func(pol *sched.Scheduler, snap sched.Snapshot) []sched.Move { return s.decideKept(pol, snap, &kept) }
+	}
+	s.c.Rounds.Loop(s.c.Stop, s.c.Group, rd)
 }
 
 // Least is the least CPU time a runnable job here had at the last round.

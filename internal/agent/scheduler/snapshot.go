@@ -15,14 +15,37 @@ import (
 
 // Snapshot measures the node and its jobs for a round, reading /proc
 // with no lock held (memberlist's LocalState must not block on it).
-func (s *Scheduler) Snapshot() sched.Snapshot {
+func (s *Scheduler) Snapshot() sched.Snapshot { return s.snapshot(nil) }
+
+// snapshot is Snapshot, with its raw inputs kept in rd when rd is not
+// nil (a recorded round, package decisions).
+func (s *Scheduler) snapshot(rd *sched.Recorded) sched.Snapshot {
 	snap := sched.Snapshot{Now: time.Now()}
 	snap.Self = s.self(s.Runnable())
 	snap.Self.Least = 0 // the round measures it (Complete)
-	snap.Peers = s.c.Members.Peers()
+	if rd == nil {
+		snap.Peers = s.c.Members.Peers()
+		refs, here := s.c.Jobs.Refs()
+		s.SetLeast(s.c.Rounds.Complete(&snap, s.probeJobs(refs), here))
+		return snap
+	}
+	rd.Node, rd.Now, rd.Self = s.c.Node, snap.Now, snap.Self
+	snap.Peers, rd.Vector, rd.Members = s.c.Members.PeerInputs()
 	refs, here := s.c.Jobs.Refs()
-	s.SetLeast(s.c.Rounds.Complete(&snap, s.probeJobs(refs), here))
+	rd.Probed, rd.Here = s.probeJobs(refs), here
+	rd.Least, rd.Ledger, rd.Prev = s.c.Rounds.CompleteKept(&snap, rd.Probed, here)
+	s.SetLeast(rd.Least)
 	return snap
+}
+
+// decideKept is Members.Decide on a recorded round's snapshot: the
+// policy, the snapshot, the draws and the moves go into rd, and rd into
+// the record.
+func (s *Scheduler) decideKept(pol *sched.Scheduler, snap sched.Snapshot, rd *sched.Recorded) []sched.Move {
+	rd.Policy, rd.Snapshot = pol.Text(), snap
+	rd.Moves, rd.Draws = s.c.Members.DecideDrawn(pol, snap)
+	s.rec.Add(*rd)
+	return rd.Moves
 }
 
 // probeJobs reads /proc and the jobs' cgroups for every job that runs
