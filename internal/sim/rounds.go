@@ -13,6 +13,7 @@ package sim
 import (
 	"time"
 
+	"roam/internal/load"
 	"roam/internal/sched"
 )
 
@@ -80,23 +81,56 @@ func (s *Sim) round(e event) {
 	s.schedule(e.node, s.now)
 }
 
+// roundInputs are a round's inputs, raw, as the agent has them (and
+// records them, package decisions): the node as measured, its load
+// vector, membership's view of a node, the jobs as probed, the ids of
+// those running, the ledger and the jobs' last samples (nil: none kept,
+// the simulated jobs make no system calls). peers and jobs are arrays
+// the snapshot is built in, kept from round to round.
+type roundInputs struct {
+	now    time.Time
+	self   sched.Node
+	vec    *load.Vector
+	info   func(id string) sched.PeerInfo
+	probed []sched.Probed
+	here   []string
+	ledger *sched.Ledger
+	prev   map[string]sched.Sample
+	peers  []sched.Node
+	jobs   []sched.Job
+}
+
+// snapshot is the simulator's snapshot builder: a round's snapshot from
+// its raw inputs, as the agent's scheduler.Snapshot builds it (the node's
+// Least the round's to measure, its peers by sched.AppendPeers, its jobs
+// by sched.Ledger.Complete). decide builds every round's with it, and
+// TestReplayedDecisions the rounds real agents recorded. It returns what
+// Complete does too: the least CPU time of a runnable job, the samples.
+func (in *roundInputs) snapshot() (sched.Snapshot, float64, map[string]sched.Sample) {
+	snap := sched.Snapshot{Now: in.now, Self: in.self, Jobs: in.jobs[:0]}
+	snap.Self.Least = 0
+	in.peers = sched.AppendPeers(in.peers[:0], snap.Self.ID, in.vec, in.info)
+	snap.Peers = in.peers
+	least, next := in.ledger.Complete(&snap, in.probed, in.here, in.prev)
+	in.jobs = snap.Jobs
+	return snap, least, next
+}
+
 // decide runs one round at node ni and starts its moves.
 func (s *Sim) decide(ni int32) {
 	n := &s.nodes[ni]
-	now := t(s.now)
-	snap := sched.Snapshot{Now: now, Self: sched.Node{ID: s.ids[ni], Capacity: s.cfg.Capacity, Load: float64(n.n) / s.cfg.Capacity,
-		MemFreeMB: s.cfg.MemMB - n.memUsed}}
-	s.peers = sched.AppendPeers(s.peers[:0], s.ids[ni], &n.vec, s.info)
-	snap.Peers = s.peers
-	s.probed, s.here = s.probed[:0], s.here[:0]
-	snap.Jobs = s.jobs[:0]
+	in := &s.inputs
+	in.now = t(s.now)
+	in.self = sched.Node{ID: s.ids[ni], Capacity: s.cfg.Capacity, Load: float64(n.n) / s.cfg.Capacity, MemFreeMB: s.cfg.MemMB - n.memUsed}
+	in.vec, in.ledger = &n.vec, &n.ledger
+	in.probed, in.here = in.probed[:0], in.here[:0]
 	for i := n.head; i >= 0; i = s.procs[i].next {
 		p := &s.procs[i]
-		s.probed = append(s.probed, sched.Probed{Job: s.job(p), Runnable: 1})
-		s.here = append(s.here, p.id)
+		in.probed = append(in.probed, sched.Probed{Job: s.job(p), Runnable: 1})
+		in.here = append(in.here, p.id)
 	}
-	n.least, _ = n.ledger.Complete(&snap, s.probed, s.here, nil)
-	s.jobs = snap.Jobs
+	var snap sched.Snapshot
+	snap, n.least, _ = in.snapshot()
 	moves := s.pol.DecideIn(snap, s.rng, &s.decided)
 	n.wake = 0
 	if w := s.pol.Wake(snap); !w.IsZero() {

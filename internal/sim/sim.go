@@ -41,11 +41,8 @@ type Sim struct {
 	hasNext bool
 	jobSeq  int
 	// scratch for a round's inputs, reused.
-	probed    []sched.Probed
-	here      []string
+	inputs    roundInputs
 	recentBuf []int
-	peers     []sched.Node
-	jobs      []sched.Job      // a round's snapshot's
 	decided   []sched.Node     // sched.Scheduler.DecideIn's
 	placing   []sched.NodeLoad // a placement's candidates
 	stats     stats
@@ -62,6 +59,7 @@ func New(c Config) (*Sim, error) {
 	}
 	s := &Sim{cfg: c, rng: rand.New(rand.NewSource(c.Seed)), nodes: make([]node, c.Nodes), ids: make([]string, c.Nodes)}
 	s.makeIDs()
+	s.inputs.info = s.info
 	for i := range s.nodes {
 		n := &s.nodes[i]
 		n.head, n.alive, n.believed = -1, true, true

@@ -29,6 +29,11 @@ func (s *Scheduler) snapshot(rd *sched.Recorded) sched.Snapshot {
 		s.SetLeast(s.c.Rounds.Complete(&snap, s.probeJobs(refs), here))
 		return snap
 	}
+	// A recorded round's clock is the wall clock's reading alone, as the
+	// record keeps it: with the monotonic reading kept, the round would
+	// reckon its times (a job's system calls a second) on another clock
+	// than its replay.
+	snap.Now = snap.Now.Round(0)
 	rd.Node, rd.Now, rd.Self = s.c.Node, snap.Now, snap.Self
 	snap.Peers, rd.Vector, rd.Members = s.c.Members.PeerInputs()
 	refs, here := s.c.Jobs.Refs()
