@@ -45,8 +45,26 @@ func AppendPeers(dst []Node, self string, v *load.Vector, info func(id string) P
 		out = append(out, Node{ID: e.Node, Capacity: e.Capacity, Load: e.Load, MemFreeMB: e.MemFreeMB, Received: e.Received, Draining: p.Draining,
 			Least: e.Least, MemJobsMB: e.MemJobsMB, MemHeldMB: e.MemHeldMB, Waiting: e.Waiting, CPU: p.CPU})
 	}
-	sort.Sort(byID{out[len(dst):], idKeys(out[len(dst):])})
+	sortByID(out[len(dst):])
 	return out
+}
+
+// sortByID sorts nodes by IDLess. A load vector's few are sorted in place
+// by insertion, as sort.Sort sorts up to 12, with their keys on the stack
+// and no interface: a simulator sorts every node's peers every second,
+// and the keys and the interface were most of what it allocated.
+func sortByID(nodes []Node) {
+	if len(nodes) > 12 {
+		sort.Sort(byID{nodes, idKeys(nodes, nil)})
+		return
+	}
+	var buf [12]idKey
+	b := byID{nodes, idKeys(nodes, buf[:0])}
+	for i := 1; i < len(nodes); i++ {
+		for j := i; j > 0 && b.Less(j, j-1); j-- {
+			b.Swap(j, j-1)
+		}
+	}
 }
 
 // byID sorts nodes by IDLess with each id parsed once, not at every
@@ -62,11 +80,11 @@ type idKey struct {
 	ok bool // the id is a number: IDLess compares the numbers
 }
 
-func idKeys(nodes []Node) []idKey {
-	keys := make([]idKey, len(nodes))
-	for i, x := range nodes {
+// idKeys appends the nodes' keys to keys.
+func idKeys(nodes []Node, keys []idKey) []idKey {
+	for _, x := range nodes {
 		n, err := strconv.Atoi(x.ID)
-		keys[i] = idKey{n, err == nil}
+		keys = append(keys, idKey{n, err == nil})
 	}
 	return keys
 }

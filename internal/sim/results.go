@@ -22,6 +22,7 @@ type stats struct {
 	hist                          []uint32
 	ageSum                        float64 // seconds
 	ageN                          uint64
+	msgN                          uint64 // messages received, for sampleAge
 }
 
 func (st *stats) init() {
