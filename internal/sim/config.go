@@ -57,6 +57,11 @@ type Config struct {
 	VectorSize   int
 	VectorPolicy load.Policy
 	Interval     time.Duration
+	// RecentWindow is how long a sender counts as recent, for a load
+	// send's first target (load.DefaultRecentWindow); negative: no sender
+	// does, and both targets are drawn at random (the uniform gossip whose
+	// mean age TestGossipAge derives).
+	RecentWindow time.Duration
 	// Oracle: placement sees every node's true load now, not the load
 	// vector's (the supermarket model's assumption). No gossip runs.
 	Oracle bool
@@ -79,7 +84,7 @@ type Config struct {
 // the default policy, with a Poisson stream at 70 % utilization.
 func DefaultConfig() Config {
 	return Config{Nodes: 1000, Duration: time.Minute, Seed: 1, Capacity: 1, MemMB: DefaultMemMB, Policy: sched.DefaultPolicy,
-		VectorSize: load.DefaultVectorSize, VectorPolicy: load.PolicyFIFO, Interval: load.DefaultInterval,
+		VectorSize: load.DefaultVectorSize, VectorPolicy: load.PolicyFIFO, Interval: load.DefaultInterval, RecentWindow: load.DefaultRecentWindow,
 		Latency: DefaultLatency, BandwidthMBps: DefaultBandwidthMBps, DetectAfter: DefaultDetectAfter,
 		Workload: &Poisson{Utilization: 0.7, MeanLength: 60, Shape: 1.5}}
 }
@@ -103,6 +108,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("vector size %d is not in 1..1024", c.VectorSize)
 	case c.Interval <= 0:
 		return fmt.Errorf("interval %v is not positive", c.Interval)
+	case c.RecentWindow > 24*time.Hour:
+		return fmt.Errorf("recent window %v is over 24h", c.RecentWindow)
 	case c.Latency < 0 || !(c.BandwidthMBps > 0):
 		return fmt.Errorf("latency %v or bandwidth %v MiB/s out of range", c.Latency, c.BandwidthMBps)
 	case c.Failures < 0 || c.Failures >= c.Nodes:

@@ -102,13 +102,16 @@ func (s *Sim) position(self, node int32) int {
 }
 
 // recent are the positions of the senders heard from within
-// load.DefaultRecentWindow, ascending.
+// Config.RecentWindow, ascending.
 func (s *Sim) recent(ni int32) []int {
 	n := &s.nodes[ni]
 	out := s.recentBuf[:0]
+	if s.cfg.RecentWindow < 0 {
+		return out
+	}
 	nowMs := int32(s.now / 1e6)
 	for _, c := range n.contacts {
-		if c.atMs > 0 && nowMs-c.atMs <= int32(load.DefaultRecentWindow/time.Millisecond) {
+		if c.atMs > 0 && nowMs-c.atMs <= int32(s.cfg.RecentWindow/time.Millisecond) {
 			if pos := s.position(ni, c.node); pos >= 0 {
 				out = append(out, pos)
 			}
