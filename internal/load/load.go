@@ -98,6 +98,11 @@ type Vector struct {
 	size    int
 	policy  Policy
 	keys    []uint64 // keys[i] is idKey(entries[i].Node)
+	// small holds keys when the vector has room for at most 8 (the
+	// default): a Vector held in a larger struct (a simulator's node) then
+	// has its keys in the cache lines the struct's other fields bring. A
+	// Vector is therefore not copied once it holds an entry.
+	small [8]uint64
 	entries []Entry
 	head    int // the oldest entry's slot; 0 unless full
 }
@@ -163,7 +168,10 @@ func (v *Vector) Update(e Entry, localLoad float64) bool {
 	}
 	if len(v.entries) < v.size {
 		if v.entries == nil {
-			v.entries, v.keys = make([]Entry, 0, v.size), make([]uint64, 0, v.size)
+			v.entries, v.keys = make([]Entry, 0, v.size), v.small[:0]
+			if v.size > len(v.small) {
+				v.keys = make([]uint64, 0, v.size)
+			}
 		}
 		v.entries, v.keys = append(v.entries, e), append(v.keys, k)
 		return true

@@ -26,29 +26,31 @@ type contact struct {
 	atMs int32 // virtual milliseconds: 24 days fit
 }
 
-// node is one node: about 200 bytes here, its load vector's entries
-// (128 bytes each) beside it.
+// node is one node: about 350 bytes here, its load vector's entries
+// (128 bytes each) beside it. What a load message reads (its vector's
+// keys, its contacts, its load, whether it lives) comes first, in the
+// fewest cache lines.
 type node struct {
 	vec      load.Vector // by value: one cache miss less a message
-	ledger   sched.Ledger
 	contacts [recentSlots]contact
 	load     float64 // its smoothed load, as it sends it
+	easedAt  int64   // load.Disseminator.Eased's bound
+	lastTick int64
+	alive    bool
+	believed bool  // membership has it alive
+	moved    bool  // one of the round's moves went through
+	roundOn  bool  // a periodic round is pending
+	n        int32 // processes running here
+	ledger   sched.Ledger
 	least    float64 // sched.Node.Least at its last round
 	memUsed  float64 // resident memory of its processes, MiB
-	lastTick int64
-	lastPS   int64 // when its processes' progress was last counted
-	wake     int64 // the last round's sched.Scheduler.Wake, 0 none
-	easedAt  int64 // load.Disseminator.Eased's bound
-	rr       int   // round-robin placement's next node
-	head     int32 // first process here, -1 none
-	n        int32 // processes running here
-	inflight int32 // moves of its last round not yet done
-	doneAt   int64 // the end event relied on; 0 or past: none
+	lastPS   int64   // when its processes' progress was last counted
+	wake     int64   // the last round's sched.Scheduler.Wake, 0 none
+	rr       int     // round-robin placement's next node
+	head     int32   // first process here, -1 none
+	inflight int32   // moves of its last round not yet done
+	doneAt   int64   // the end event relied on; 0 or past: none
 	roundVer uint32
-	roundOn  bool // a periodic round is pending
-	moved    bool // one of the round's moves went through
-	alive    bool
-	believed bool // membership has it alive
 }
 
 type procState uint8
