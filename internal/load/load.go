@@ -95,14 +95,14 @@ type Entry struct {
 // reads them, one cache line for eight, rather than every entry or every
 // id's bytes, and compares an id only where its key matches.
 type Vector struct {
-	size    int
-	policy  Policy
-	keys    []uint64 // keys[i] is idKey(entries[i].Node)
+	size   int
+	policy Policy
+	keys   []uint64 // keys[i] is idKey(entries[i].Node)
 	// small holds keys when the vector has room for at most 8 (the
 	// default): a Vector held in a larger struct (a simulator's node) then
 	// has its keys in the cache lines the struct's other fields bring. A
 	// Vector is therefore not copied once it holds an entry.
-	small [8]uint64
+	small   [8]uint64
 	entries []Entry
 	head    int // the oldest entry's slot; 0 unless full
 }
