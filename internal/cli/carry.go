@@ -1,0 +1,330 @@
+package cli
+
+// roam run --carry DIR: a sweep carried across Slurm allocations
+// (docs/slurm.md, "Longer than the time limit"). The rules are package
+// carry's; this file does their I/O: the state file and the checkpoints
+// in DIR, written as the user, and the agent's checkpoints and restarts.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"roam/internal/api"
+	"roam/internal/carry"
+	"roam/internal/sweep"
+)
+
+// carryWidth bounds the checkpoints taken at once at the warning.
+const carryWidth = 4
+
+// carryAfterWait bounds the wait, once the sweep is carried, for the
+// followers to print the last output of the jobs its checkpoints ended.
+const carryAfterWait = 10 * time.Second
+
+// carryRunArgs is what a carried run is recognised by in its directory:
+// the request's count, files and command.
+func carryRunArgs(req api.RunRequest) []string {
+	out := []string{"-n", strconv.Itoa(req.Count)}
+	if req.Output != "" {
+		out = append(out, "--output", req.Output)
+	}
+	if req.Error != "" {
+		out = append(out, "--error", req.Error)
+	}
+	if len(req.Args) > 0 {
+		out = append(out, "--args-from", strconv.Itoa(len(req.Args))+" lines")
+	}
+	return append(append(out, "--"), req.Argv...)
+}
+
+// checkCarryDir refuses a directory that is not the caller's own: its
+// state and checkpoints are written there as the user.
+func checkCarryDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("--carry: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("--carry: %s is not a directory", dir)
+	case ok && st.Uid != uint32(os.Getuid()):
+		return fmt.Errorf("--carry: %s is not yours (uid %d)", dir, st.Uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("--carry: %s is writable by others (mode %o): its checkpoints restart as you", dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
+func readCarry(dir string) (carry.State, bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, carry.StateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return carry.State{}, false, nil
+	}
+	if err != nil {
+		return carry.State{}, false, fmt.Errorf("--carry: %w", err)
+	}
+	var st carry.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return carry.State{}, false, fmt.Errorf("--carry: %s: %w", carry.StateFile, err)
+	}
+	if err := carry.Check(st); err != nil {
+		return carry.State{}, false, fmt.Errorf("--carry: %w", err)
+	}
+	return st, true, nil
+}
+
+// writeCarry writes the state whole or not at all.
+func writeCarry(dir string, st carry.State) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "."+carry.StateFile+".new")
+	if err := writeSynced(tmp, b); err != nil {
+		return fmt.Errorf("--carry: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(dir, carry.StateFile))
+}
+
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// seenNow is what the homes say of the sweep's jobs now.
+func seenNow(cl *api.Client, sweepID string) ([]carry.Seen, error) {
+	var js []api.Job
+	if err := cl.Get(api.PathPS, &js); err != nil {
+		return nil, err
+	}
+	var out []carry.Seen
+	for _, j := range js {
+		if j.Sweep != sweepID || j.Index == nil {
+			continue
+		}
+		state := j.State
+		if state == api.StateStopped {
+			state = sweep.Running
+		}
+		out = append(out, carry.Seen{ID: j.ID, Index: *j.Index, State: state, Restarts: len(j.Restarts)})
+	}
+	return out, nil
+}
+
+// runCarried is roam run --carry DIR: it starts the sweep, or resumes the
+// one DIR carries, follows it, and at SIGUSR1 (Slurm's warning,
+// sbatch --signal=B:USR1@SECONDS) checkpoints what runs into DIR.
+func (e *env) runCarried(cl *api.Client, req api.RunRequest, dir string, prefix bool) error {
+	// Before anything starts: SIGUSR1's default would end roam run.
+	warn := make(chan os.Signal, 1)
+	signal.Notify(warn, syscall.SIGUSR1)
+	defer signal.Stop(warn)
+	if err := checkCarryDir(dir); err != nil {
+		return err
+	}
+	st, had, err := readCarry(dir)
+	if err != nil {
+		return err
+	}
+	args := carryRunArgs(req)
+	var ids []string
+	from := map[string][2]int64{}
+	if had {
+		if err := carry.SameRun(st, args); err != nil {
+			return err
+		}
+		if ids, err = e.resumeCarried(cl, dir, &st, req.SlurmJob, from); err != nil {
+			return err
+		}
+	} else {
+		var resp api.RunResponse
+		if err := cl.Do(context.Background(), http.MethodPost, api.PathRun, req, &resp); err != nil {
+			return err
+		}
+		if resp.Sweep == "" {
+			return fmt.Errorf("--carry carries a sweep: -n 2 or more")
+		}
+		st = carry.State{Version: carry.Version, Sweep: resp.Sweep, Argv: args}
+		for i, id := range resp.IDs {
+			st.Jobs = append(st.Jobs, carry.Job{ID: id, Index: i})
+		}
+		ids = resp.IDs
+	}
+	if req.SlurmJob != "" {
+		st.Allocations = append(st.Allocations, req.SlurmJob)
+	}
+	if err := writeCarry(dir, st); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.followFrom(cl, ids, prefix, false, from) }()
+	select {
+	case err := <-done:
+		e.summarize(cl, st.Sweep)
+		return err
+	case <-warn:
+	}
+	if err := e.carryOver(cl, dir, st); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+	case <-time.After(carryAfterWait):
+	}
+	return nil
+}
+
+// resumeCarried restarts the checkpoints st carries in the Slurm job
+// slurmJob, and returns the jobs restarted, with the output offsets
+// their followers start from.
+func (e *env) resumeCarried(cl *api.Client, dir string, st *carry.State, slurmJob string, from map[string][2]int64) ([]string, error) {
+	seen, err := seenNow(cl, st.Sweep)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := carry.Resume(*st, seen)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range plan.Stale {
+		fmt.Fprintf(e.errOut, "roam: sweep %s: %s was restarted since its checkpoint %s was taken: the file is dropped\n", st.Sweep, j.ID, j.File)
+		*st = carry.Restarted(*st, j.ID, j.Restarts)
+		if err := writeCarry(dir, *st); err != nil {
+			return nil, err
+		}
+		os.Remove(filepath.Join(dir, j.File))
+	}
+	var ids []string
+	for _, j := range plan.Restart {
+		res, err := restartFile(cl, filepath.Join(dir, j.File), slurmJob)
+		if err != nil {
+			// Its file stays: the next run of DIR tries it again.
+			fmt.Fprintf(e.errOut, "roam: sweep %s: %s not restarted: %v\n", st.Sweep, j.ID, err)
+			continue
+		}
+		*st = carry.Restarted(*st, j.ID, j.Restarts+1)
+		if err := writeCarry(dir, *st); err != nil {
+			return nil, err
+		}
+		os.Remove(filepath.Join(dir, j.File))
+		fmt.Fprintf(e.errOut, "roam: %s restarted on node %s\n", res.ID, res.Node)
+		if o, err := getOutput(cl, res.ID, 0, 0, 0); err == nil && o.Restart != nil {
+			from[res.ID] = [2]int64{o.Restart.Out, o.Restart.Err}
+		}
+		ids = append(ids, res.ID)
+	}
+	if len(ids) == 0 && len(plan.Restart) > 0 {
+		return nil, fmt.Errorf("sweep %s: none of its %d checkpoints restarted", st.Sweep, len(plan.Restart))
+	}
+	return ids, nil
+}
+
+// restartFile is roam restart FILE in Slurm job slurmJob ("" none).
+func restartFile(cl *api.Client, path, slurmJob string) (api.RestartResponse, error) {
+	var res api.RestartResponse
+	f, err := os.Open(path)
+	if err != nil {
+		return res, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return res, err
+	}
+	q := url.Values{"slurm": {slurmJob}}
+	err = cl.Upload(context.Background(), api.PathRestart+"?"+q.Encode(), f, fi.Size(), &res)
+	return res, err
+}
+
+// carryOver is the warning's work: each running job of the sweep
+// checkpointed into dir and ended by it, and the state that says so.
+func (e *env) carryOver(cl *api.Client, dir string, st carry.State) error {
+	seen, err := seenNow(cl, st.Sweep)
+	if err != nil {
+		return err
+	}
+	todo := carry.Warning(seen)
+	taken := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	width := make(chan struct{}, carryWidth)
+	for _, id := range todo {
+		wg.Add(1)
+		width <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-width }()
+			err := checkpointInto(cl, id, filepath.Join(dir, carry.FileName(id)))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				fmt.Fprintf(e.errOut, "roam: %s: not carried: %v\n", id, err)
+				return
+			}
+			taken[id] = true
+		}()
+	}
+	wg.Wait()
+	st = carry.Record(st, seen, taken)
+	if err := writeCarry(dir, st); err != nil {
+		return err
+	}
+	var ended []string
+	for _, s := range seen {
+		if !taken[s.ID] {
+			ended = append(ended, s.ID)
+		}
+	}
+	fmt.Fprintf(e.errOut, "roam: sweep %s: %d of %d jobs checkpointed into %s (the next roam run --carry %s restarts them); not carried: %s\n",
+		st.Sweep, len(taken), len(seen), dir, dir, strings.Join(append(ended, "none")[:max(len(ended), 1)], " "))
+	return nil
+}
+
+// checkpointInto is roam checkpoint --stop ID -o path: the file is
+// written under another name and renamed once whole, so a checkpoint cut
+// short by the allocation's end is never taken for one.
+func checkpointInto(cl *api.Client, id, path string) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".part")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = cl.Fetch(context.Background(), api.PathCheckpoint, api.CheckpointRequest{ID: id, Stop: true}, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
