@@ -24,6 +24,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/carry"
+	"roam/internal/slurm/scontrol"
 	"roam/internal/sweep"
 )
 
@@ -137,8 +138,9 @@ func seenNow(cl *api.Client, sweepID string) ([]carry.Seen, error) {
 
 // runCarried is roam run --carry DIR: it starts the sweep, or resumes the
 // one DIR carries, follows it, and at SIGUSR1 (Slurm's warning,
-// sbatch --signal=B:USR1@SECONDS) checkpoints what runs into DIR.
-func (e *env) runCarried(cl *api.Client, req api.RunRequest, dir string, prefix bool) error {
+// sbatch --signal=B:USR1@SECONDS), or margin before the Slurm job's end,
+// checkpoints what runs into DIR.
+func (e *env) runCarried(cl *api.Client, req api.RunRequest, dir string, margin time.Duration, prefix bool) error {
 	// Before anything starts: SIGUSR1's default would end roam run.
 	warn := make(chan os.Signal, 1)
 	signal.Notify(warn, syscall.SIGUSR1)
@@ -182,11 +184,16 @@ func (e *env) runCarried(cl *api.Client, req api.RunRequest, dir string, prefix 
 	}
 	done := make(chan error, 1)
 	go func() { done <- e.followFrom(cl, ids, prefix, false, from) }()
+	stop := make(chan struct{})
+	defer close(stop)
 	select {
 	case err := <-done:
 		e.summarize(cl, st.Sweep)
 		return err
 	case <-warn:
+		fmt.Fprintf(e.errOut, "roam: sweep %s: Slurm's warning (SIGUSR1): carrying it\n", st.Sweep)
+	case <-e.carryDeadline(req.SlurmJob, margin, stop):
+		fmt.Fprintf(e.errOut, "roam: sweep %s: %v before Slurm job %s's end: carrying it\n", st.Sweep, margin, req.SlurmJob)
 	}
 	if err := e.carryOver(cl, dir, st); err != nil {
 		return err
@@ -196,6 +203,47 @@ func (e *env) runCarried(cl *api.Client, req api.RunRequest, dir string, prefix 
 	case <-time.After(carryAfterWait):
 	}
 	return nil
+}
+
+// carryPoll bounds how long a change of the Slurm job's time limit
+// (scontrol update) goes unseen.
+const carryPoll = 20 * time.Second
+
+// carryDeadline is closed margin before Slurm job id's end, as scontrol
+// says it, read again every carryPoll (never, outside a Slurm job or
+// when scontrol cannot say), until stop is closed. Slurm's own warning
+// (--signal) may come up to a minute early, by its documentation: the
+// end time is exact.
+func (e *env) carryDeadline(id string, margin time.Duration, stop <-chan struct{}) <-chan struct{} {
+	at := make(chan struct{})
+	if id == "" || margin <= 0 {
+		return at
+	}
+	go func() {
+		said := false
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), carryPoll)
+			end, ok, err := scontrol.End(ctx, id)
+			cancel()
+			wait := carryPoll
+			switch {
+			case err != nil && !said:
+				fmt.Fprintf(e.errOut, "roam: Slurm job %s's end time: %v (SIGUSR1 still carries the sweep)\n", id, err)
+				said = true
+			case ok && time.Until(end) <= margin:
+				close(at)
+				return
+			case ok:
+				wait = min(wait, time.Until(end)-margin)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(wait):
+			}
+		}
+	}()
+	return at
 }
 
 // resumeCarried restarts the checkpoints st carries in the Slurm job

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,7 @@ func (e *env) runCmd() *cobra.Command {
 	var req api.RunRequest
 	var detach, noPrefix, noSlurm bool
 	var argsFrom, cpus, mem, carryDir string
+	var carryMargin time.Duration
 	c := &cobra.Command{
 		Use:   "run [-n COUNT] [--args-from FILE] [--max-running K] [--output PATTERN] [--error PATTERN] [--on NODE] [--pin] [--cpus N] [--mem SIZE] [--no-slurm] [--carry DIR] [-d] -- PROG [ARGS...]",
 		Short: "start processes on the best nodes; their output comes here, and their exit status",
@@ -50,7 +52,7 @@ func (e *env) runCmd() *cobra.Command {
 				if detach || req.Rerun != "" {
 					return fmt.Errorf("--carry: a carried sweep is followed to the allocation's end: no -d nor --rerun")
 				}
-				return e.runCarried(cl, req, carryDir, !noPrefix)
+				return e.runCarried(cl, req, carryDir, carryMargin, !noPrefix)
 			}
 			var relay *signalRelay
 			if !detach {
@@ -93,6 +95,7 @@ func (e *env) runCmd() *cobra.Command {
 	c.Flags().StringVar(&cpus, "cpus", "", "CPUs each process may use, e.g. 0.5 or 2 (default: the home's jobs.default_cpus)")
 	c.Flags().StringVar(&mem, "mem", "", "memory each process may hold, e.g. 64M or 2G, MiB without a unit; past it the kernel kills it (default: the home's jobs.default_mem_bytes)")
 	c.Flags().StringVar(&carryDir, "carry", "", "carry the sweep across Slurm allocations in DIR, yours: at SIGUSR1 (sbatch --signal=B:USR1@SECONDS) checkpoint what runs into DIR; the same roam run --carry DIR in the next allocation restarts it (docs/slurm.md)")
+	c.Flags().DurationVar(&carryMargin, "carry-margin", time.Minute, "with --carry, carry the sweep this long before the Slurm job's end (scontrol's EndTime), if SIGUSR1 did not come first")
 	c.Flags().DurationVar(&req.CheckpointEvery, "checkpoint-every", 0, "checkpoint each process this often, kept on another node: a process whose node dies is restarted from it (e.g. 10m)")
 	docgen.AddSection(c, "EXIT STATUS", exitStatuses)
 	docgen.AddSection(c, "ENVIRONMENT", jobEnvironment)
@@ -130,7 +133,9 @@ counts them, its limits hold them and its end of the job ends them.
 The node's agent checks the claim (docs/slurm.md); --no-slurm runs them
 outside the job, as anywhere else. --carry DIR carries such a sweep across
 allocations when its jobs outlast Slurm's time limit: at SIGUSR1 (sbatch
---signal=B:USR1@SECONDS, with roam run as the batch shell: exec it) each
+--signal=B:USR1@SECONDS, with roam run as the batch shell: exec it), or
+--carry-margin before the job's end as scontrol says it, whichever comes
+first, each
 running job is checkpointed into DIR and ended by it, and the same
 roam run --carry DIR in the next allocation restarts them there, refusing
 while any job of the sweep runs anywhere; once no checkpoint is left in DIR
