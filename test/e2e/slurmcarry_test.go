@@ -46,7 +46,9 @@ func TestSlurmSweepCarriedAcrossAllocations(t *testing.T) {
 	}
 	burn, roam := workload(t, "burn"), filepath.Join(binDir, "roam")
 	script := `#!/bin/sh
-#SBATCH --time=1 --nodelist=n1,n2,n3 -o ` + dir + `/slurm-%j.out
+#SBATCH --time=1
+#SBATCH --nodelist=n1,n2,n3
+#SBATCH -o ` + dir + `/slurm-%j.out
 export ROAM_CLUSTER=` + c.name + `
 ` + roam + ` --node "${SLURMD_NODENAME#n}" run --carry ` + carryDir + ` --carry-margin 20s -n 3 --output '` + dir + `/out-%a' -- ` + burn + ` ` + carrySeconds + ` 60
 if ls ` + carryDir + `/*.roamckpt >/dev/null 2>&1; then sbatch ` + dir + `/job.sh; fi
