@@ -341,14 +341,17 @@ func (e *env) carryOver(cl *api.Client, dir string, st carry.State) error {
 	if err := writeCarry(dir, st); err != nil {
 		return err
 	}
-	var ended []string
-	for _, s := range seen {
-		if !taken[s.ID] {
-			ended = append(ended, s.ID)
+	var lost []string
+	for _, id := range todo {
+		if !taken[id] {
+			lost = append(lost, id)
 		}
 	}
-	fmt.Fprintf(e.errOut, "roam: sweep %s: %d of %d jobs checkpointed into %s (the next roam run --carry %s restarts them); not carried: %s\n",
-		st.Sweep, len(taken), len(seen), dir, dir, strings.Join(append(ended, "none")[:max(len(ended), 1)], " "))
+	fmt.Fprintf(e.errOut, "roam: sweep %s: %d of its %d running jobs checkpointed into %s (the next roam run --carry %s restarts them)\n",
+		st.Sweep, len(taken), len(todo), dir, dir)
+	if len(lost) > 0 {
+		fmt.Fprintf(e.errOut, "roam: sweep %s: %s not checkpointed: they end with the allocation\n", st.Sweep, strings.Join(lost, " "))
+	}
 	return nil
 }
 

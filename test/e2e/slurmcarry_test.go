@@ -93,7 +93,7 @@ if ls ` + carryDir + `/*.roamckpt >/dev/null 2>&1; then sbatch ` + dir + `/job.s
 		t.Fatalf("the unbroken run: %v", err)
 	}
 	if n := twice(); n != "" {
-		t.Fatalf("a job ran twice: %s\n%s", n, logs())
+		t.Errorf("a job ran twice: %s\n%s", n, logs())
 	}
 	if len(st.Allocations) < 3 {
 		t.Errorf("the sweep took %d allocations (%v), want 3 or more: its jobs need three of them", len(st.Allocations), st.Allocations)
@@ -138,10 +138,11 @@ func burnLines(t *testing.T, path string) []string {
 }
 
 // watchTwice watches, until the test ends, the processes of cluster
-// name's jobs from /proc: a job whose processes run (R or S, neither
-// stopped nor frozen) on two nodes at once ran twice, and so does one
-// outside a Slurm job's extern step. The function it returns says what
-// was seen of that ("" nothing).
+// name's jobs from /proc: a job whose program (burn; not roam-init, nor
+// a CRIU the agent runs in the job's groups while it moves) runs (R or S,
+// neither stopped nor frozen) on two nodes at once ran twice, and so does
+// one outside a Slurm job's extern step. The function it returns says
+// what was seen of that ("" nothing).
 func watchTwice(t *testing.T, name string) func() string {
 	group := regexp.MustCompile(`:pids:/roam/` + name + `/(n[0-9]+)/jobs/([^/\n]+)`)
 	extern := regexp.MustCompile(`:freezer:/roam/` + name + `/(n[0-9]+)/slurm_n[0-9]+/uid_[0-9]+/job_[0-9]+/step_extern\n`)
@@ -151,14 +152,14 @@ func watchTwice(t *testing.T, name string) func() string {
 	t.Cleanup(func() { close(stop) })
 	go func() {
 		for {
-			on := map[string]map[string]bool{}
+			on := map[string]map[string]string{}
 			ents, _ := os.ReadDir("/proc")
 			for _, e := range ents {
 				cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
 				m := group.FindSubmatch(cg)
 				stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
 				i := strings.LastIndexByte(string(stat), ')')
-				if err != nil || m == nil || i < 0 || i+2 >= len(stat) || (stat[i+2] != 'R' && stat[i+2] != 'S') {
+				if err != nil || m == nil || i < 0 || i+2 >= len(stat) || (stat[i+2] != 'R' && stat[i+2] != 'S') || !strings.Contains(string(stat[:i]), "(burn") {
 					continue
 				}
 				node, id := string(m[1]), string(m[2])
@@ -170,14 +171,14 @@ func watchTwice(t *testing.T, name string) func() string {
 					}
 				}
 				if on[id] == nil {
-					on[id] = map[string]bool{}
+					on[id] = map[string]string{}
 				}
-				on[id][node] = true
+				on[id][node] += fmt.Sprintf(" pid %s: %s", e.Name(), stat[:min(len(stat), i+4)])
 			}
 			for id, nodes := range on {
 				if len(nodes) > 1 {
 					mu.Lock()
-					seen = append(seen, fmt.Sprintf("job %s runs on %v at once", id, nodes))
+					seen = append(seen, fmt.Sprintf("%s: job %s runs on %v at once", time.Now().Format(time.TimeOnly), id, nodes))
 					mu.Unlock()
 				}
 			}
