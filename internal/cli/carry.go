@@ -195,7 +195,7 @@ func (e *env) runCarried(cl *api.Client, req api.RunRequest, dir string, margin 
 	case <-e.carryDeadline(req.SlurmJob, margin, stop):
 		fmt.Fprintf(e.errOut, "roam: sweep %s: %v before Slurm job %s's end: carrying it\n", st.Sweep, margin, req.SlurmJob)
 	}
-	if err := e.carryOver(cl, dir, st); err != nil {
+	if err := e.carryOver(cl, dir, st, margin); err != nil {
 		return err
 	}
 	select {
@@ -310,7 +310,8 @@ func restartFile(cl *api.Client, path, slurmJob string) (api.RestartResponse, er
 
 // carryOver is the warning's work: each running job of the sweep
 // checkpointed into dir and ended by it, and the state that says so.
-func (e *env) carryOver(cl *api.Client, dir string, st carry.State) error {
+func (e *env) carryOver(cl *api.Client, dir string, st carry.State, margin time.Duration) error {
+	deadline := time.Now().Add(margin / 2)
 	seen, err := seenNow(cl, st.Sweep)
 	if err != nil {
 		return err
@@ -326,7 +327,7 @@ func (e *env) carryOver(cl *api.Client, dir string, st carry.State) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-width }()
-			err := checkpointInto(cl, id, filepath.Join(dir, carry.FileName(id)))
+			err := checkpointRetried(cl, id, filepath.Join(dir, carry.FileName(id)), deadline)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -353,6 +354,22 @@ func (e *env) carryOver(cl *api.Client, dir string, st carry.State) error {
 		fmt.Fprintf(e.errOut, "roam: sweep %s: %s not checkpointed: they end with the allocation\n", st.Sweep, strings.Join(lost, " "))
 	}
 	return nil
+}
+
+// carryRetry is the pause between two tries of a job's checkpoint.
+const carryRetry = time.Second
+
+// checkpointRetried is checkpointInto, tried again until deadline while
+// the job runs: a job that a policy is moving at the warning is refused
+// ("already migrating") until its move ended.
+func checkpointRetried(cl *api.Client, id, path string, deadline time.Time) error {
+	for {
+		err := checkpointInto(cl, id, path)
+		if err == nil || strings.Contains(err.Error(), "not running") || time.Now().Add(carryRetry).After(deadline) {
+			return err
+		}
+		time.Sleep(carryRetry)
+	}
 }
 
 // checkpointInto is roam checkpoint --stop ID -o path: the file is

@@ -112,10 +112,17 @@ if ls ` + carryDir + `/*.roamckpt >/dev/null 2>&1; then sbatch ` + dir + `/job.s
 			continue
 		}
 		if j.State != api.StateFinished || j.ExitCode == nil || *j.ExitCode != 0 || len(j.Restarts) == 0 || len(j.Restarts) >= len(st.Allocations) {
-			t.Errorf("job %s: %s, exit %v, %d restarts in %d allocations", j.ID, j.State, j.ExitCode, len(j.Restarts), len(st.Allocations))
+			t.Errorf("job %s: %s, exit %s, %d restarts in %d allocations", j.ID, j.State, exitText(j), len(j.Restarts), len(st.Allocations))
 		}
 	}
 	t.Logf("the sweep took %d allocations: %v", len(st.Allocations), st.Allocations)
+}
+
+func exitText(j api.Job) string {
+	if j.ExitCode == nil {
+		return "none"
+	}
+	return fmt.Sprint(*j.ExitCode)
 }
 
 // burnLines are burn's output lines, with the times of its last masked
