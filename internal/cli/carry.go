@@ -24,6 +24,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/carry"
+	"roam/internal/slurm"
 	"roam/internal/slurm/scontrol"
 	"roam/internal/sweep"
 )
@@ -267,8 +268,13 @@ func (e *env) resumeCarried(cl *api.Client, dir string, st *carry.State, slurmJo
 		os.Remove(filepath.Join(dir, j.File))
 	}
 	var ids []string
-	for _, j := range plan.Restart {
-		res, err := restartFile(cl, filepath.Join(dir, j.File), slurmJob)
+	spread := allocationNodes(cl)
+	for k, j := range plan.Restart {
+		on := ""
+		if len(spread) > 0 {
+			on = spread[k%len(spread)]
+		}
+		res, err := restartFile(cl, filepath.Join(dir, j.File), slurmJob, on)
 		if err != nil {
 			// Its file stays: the next run of DIR tries it again.
 			fmt.Fprintf(e.errOut, "roam: sweep %s: %s not restarted: %v\n", st.Sweep, j.ID, err)
@@ -291,8 +297,31 @@ func (e *env) resumeCarried(cl *api.Client, dir string, st *carry.State, slurmJo
 	return ids, nil
 }
 
-// restartFile is roam restart FILE in Slurm job slurmJob ("" none).
-func restartFile(cl *api.Client, path, slurmJob string) (api.RestartResponse, error) {
+// allocationNodes are the live roam nodes of the Slurm job the caller
+// runs in (SLURM_JOB_NODELIST, by the Slurm names the nodes give), in
+// Slurm's order: the restarts go round them. Placed one by one, every
+// restart would go where the load the others add is not seen yet, and
+// the policy would then spread them by migrations. None when not known.
+func allocationNodes(cl *api.Client) []string {
+	names, err := slurm.ExpandHostlist(os.Getenv("SLURM_JOB_NODELIST"))
+	var ns []api.NodeInfo
+	if err != nil || len(names) == 0 || cl.Get(api.PathNodes, &ns) != nil {
+		return nil
+	}
+	var out []string
+	for _, name := range names {
+		for _, n := range ns {
+			if n.Alive && n.Slurm == name {
+				out = append(out, n.ID)
+			}
+		}
+	}
+	return out
+}
+
+// restartFile is roam restart FILE in Slurm job slurmJob ("" none), on
+// node on ("" the best one).
+func restartFile(cl *api.Client, path, slurmJob, on string) (api.RestartResponse, error) {
 	var res api.RestartResponse
 	f, err := os.Open(path)
 	if err != nil {
@@ -303,7 +332,7 @@ func restartFile(cl *api.Client, path, slurmJob string) (api.RestartResponse, er
 	if err != nil {
 		return res, err
 	}
-	q := url.Values{"slurm": {slurmJob}}
+	q := url.Values{"slurm": {slurmJob}, "on": {on}}
 	err = cl.Upload(context.Background(), api.PathRestart+"?"+q.Encode(), f, fi.Size(), &res)
 	return res, err
 }
