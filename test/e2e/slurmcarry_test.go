@@ -93,7 +93,16 @@ if ls ` + carryDir + `/*.roamckpt >/dev/null 2>&1; then sbatch ` + dir + `/job.s
 		t.Fatalf("the unbroken run: %v", err)
 	}
 	if n := twice(); n != "" {
-		t.Errorf("a job ran twice: %s\n%s", n, logs())
+		var moves strings.Builder
+		for _, j := range c.ps("1") {
+			for _, m := range j.MigrationLog {
+				fmt.Fprintf(&moves, "%s: %+v\n", j.ID, m)
+			}
+			for _, r := range j.Restarts {
+				fmt.Fprintf(&moves, "%s: restart %+v\n", j.ID, r)
+			}
+		}
+		t.Errorf("a job ran twice: %s\nits moves and restarts:\n%s\n%s", n, moves.String(), logs())
 	}
 	if len(st.Allocations) < 3 {
 		t.Errorf("the sweep took %d allocations (%v), want 3 or more: its jobs need three of them", len(st.Allocations), st.Allocations)
@@ -166,6 +175,7 @@ func burnLines(t *testing.T, path string) []string {
 // what was seen of that ("" nothing).
 func watchTwice(t *testing.T, name string) func() string {
 	group := regexp.MustCompile(`:pids:/roam/` + name + `/(n[0-9]+)/jobs/([^/\n]+)`)
+	slurmJobOf := regexp.MustCompile(`:freezer:/roam/` + name + `/n[0-9]+/slurm_n[0-9]+/uid_[0-9]+/job_([0-9]+)/`)
 	extern := regexp.MustCompile(`:freezer:/roam/` + name + `/(n[0-9]+)/slurm_n[0-9]+/uid_[0-9]+/job_[0-9]+/step_extern\n`)
 	var mu sync.Mutex
 	var seen []string
@@ -195,7 +205,11 @@ func watchTwice(t *testing.T, name string) func() string {
 				if on[id] == nil {
 					on[id] = map[string]string{}
 				}
-				on[id][node] += fmt.Sprintf(" pid %s: %s", e.Name(), stat[:min(len(stat), i+4)])
+				slurmJob := ""
+				if x := slurmJobOf.FindSubmatch(cg); x != nil {
+					slurmJob = string(x[1])
+				}
+				on[id][node] += fmt.Sprintf(" pid %s (Slurm job %s): %s", e.Name(), slurmJob, stat[:min(len(stat), i+4)])
 				if pids[id] == nil {
 					pids[id] = map[string]string{}
 				}
