@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -135,17 +136,41 @@ func exitText(j api.Job) string {
 }
 
 // runningAgain reads the processes pids (pid: node) again and counts
-// the nodes where one still runs (R or S).
+// the nodes where one still runs (R or S) and is not dying: a moved
+// job's source copy, stopped, is killed once the destination runs, and
+// runs (R) to its end, which a node's CPU quota can hold up for a while.
 func runningAgain(pids map[string]string) int {
 	nodes := map[string]bool{}
 	for pid, node := range pids {
 		stat, _ := os.ReadFile(filepath.Join("/proc", pid, "stat"))
 		i := strings.LastIndexByte(string(stat), ')')
-		if i >= 0 && i+2 < len(stat) && (stat[i+2] == 'R' || stat[i+2] == 'S') {
+		if i >= 0 && i+2 < len(stat) && (stat[i+2] == 'R' || stat[i+2] == 'S') && !dying(pid, string(stat[i+2:])) {
 			nodes[node] = true
 		}
 	}
 	return len(nodes)
+}
+
+// dying says whether process pid, whose /proc/PID/stat past its name is
+// rest, exits or has SIGKILL pending.
+func dying(pid, rest string) bool {
+	const pfExiting = 0x4
+	if f := strings.Fields(rest); len(f) > 6 {
+		if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil && flags&pfExiting != 0 {
+			return true
+		}
+	}
+	status, _ := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	for _, l := range strings.Split(string(status), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		if k != "SigPnd" && k != "ShdPnd" {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&(1<<(9-1)) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // burnLines are burn's output lines, with the times of its last masked
