@@ -59,7 +59,7 @@ func checkpointOf(t *testing.T, c *cluster, caller Caller, id string) []byte {
 // upload the agent read.
 func restart(c *cluster, caller Caller, r io.Reader, length int64) (api.RestartResponse, int64, error) {
 	cr := &countingReader{r: r}
-	res, err := c.nodes[0].a.checkpoints.Restart(caller, "", cr, length)
+	res, err := c.nodes[0].a.checkpoints.Restart(caller, nil, cr, length)
 	return res, cr.n, err
 }
 

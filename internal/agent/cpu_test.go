@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"net/url"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -82,11 +83,11 @@ func TestAgentsMoveAJobOnlyWhereItsCPUFits(t *testing.T) {
 			t.Fatalf("kill: %+v %v", res, err)
 		}
 		c.waitFor("the job ended", time.Minute, func() bool { return c.homeRec(id).State == job.StateFinished })
-		_, err := c.nodes[0].a.checkpoints.Restart(owner, "n2", bytes.NewReader(file), int64(len(file)))
+		_, err := c.nodes[0].a.checkpoints.Restart(owner, url.Values{"on": {"n2"}}, bytes.NewReader(file), int64(len(file)))
 		if err == nil || !strings.Contains(err.Error(), "node n2's CPU lacks") || !strings.Contains(err.Error(), "avx512f") {
 			t.Fatalf("restart --on n2: %v", err)
 		}
-		res, err := c.nodes[0].a.checkpoints.Restart(owner, "", bytes.NewReader(file), int64(len(file)))
+		res, err := c.nodes[0].a.checkpoints.Restart(owner, nil, bytes.NewReader(file), int64(len(file)))
 		if err != nil || (res.Node != "n1" && res.Node != "n3") {
 			t.Fatalf("restart placed by roam: %+v %v; want on n1 or n3", res, err)
 		}

@@ -107,7 +107,7 @@ func apiCkptRoutes(a *Agent, mux *http.ServeMux) {
 	}))
 	mux.HandleFunc("POST "+api.PathRestart, httpx.CallerFunc(func(c Caller, w http.ResponseWriter, r *http.Request) {
 		body, stop := httpx.WatchedBody(w, r, peer.StallTimeout)
-		res, err := a.checkpoints.Restart(c, r.URL.Query().Get("on"), body, r.ContentLength)
+		res, err := a.checkpoints.Restart(c, r.URL.Query(), body, r.ContentLength)
 		stop()
 		if err != nil {
 			httpx.WriteError(w, err)

@@ -128,13 +128,13 @@ func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 		Stall: peer.StallTimeout, CallTimeout: peer.MigrateTimeout, Sweep: a.cfg.Limits.CheckpointSweep,
 		Draining: func() bool { return a.drain.On() }, Admitted: a.rounds.AdmittedMemMB,
 		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, Fence: a.cfg.Fence, Started: func() time.Time { return a.started },
-		CheckRun: func(uid uint32, argv, env []string) error { return a.launch.CheckRestart(uid, argv, env) },
-		Event:    a.event, Attained: func(l job.Local) float64 { return a.sched.Attained(l) },
+		CheckRun: func(uid uint32, argv, env []string) error { return a.launch.CheckRestart(uid, argv, env) }, Allocation: a.launch.Allocation,
+		Event: a.event, Attained: func(l job.Local) float64 { return a.sched.Attained(l) },
 		Save: func(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error) {
 			return a.out.CheckpointRun(id, stop, why, deliver)
 		},
 		Restore: func(run *reopen.Run, start migrate.Restart) (migrate.InRecord, error) {
-			return a.in.Restart(start.MID, run.File, reopen.Target{Home: start.Home, Lost: run.Lost, Why: run.Why})
+			return a.in.Restart(start.MID, run.File, run.Target(start.Home))
 		},
 		Post: func(addr, path string, size int64, write func(io.Writer) error, out any) (int64, bool, error) {
 			return a.out.PostStream(addr, path, size, write, out)

@@ -54,6 +54,9 @@ type NodeInfo struct {
 	CPUModel    string `json:"cpu_model,omitempty"`
 	CPU         string `json:"cpu,omitempty"`
 	CPUFeatures string `json:"cpu_features,omitempty"`
+	// Slurm is the node's name in Slurm (its slurm.node), as its
+	// metadata says it: which roam node a Slurm job's node list names.
+	Slurm string `json:"slurm,omitempty"`
 }
 
 // Stats are the agent's counters, for `roam stats` and the tests.

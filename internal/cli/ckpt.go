@@ -76,15 +76,17 @@ and the same files; a changed file is refused.`,
 
 func (e *env) restartCmd() *cobra.Command {
 	var on string
-	var detach bool
+	var detach, noSlurm bool
 	c := &cobra.Command{
-		Use:   "restart FILE [--on NODE] [-d]",
+		Use:   "restart FILE [--on NODE] [--no-slurm] [-d]",
 		Short: "run a job again from its checkpoint file",
 		Long: `Run the job saved in FILE (roam checkpoint) again, on the best node or on
 NODE, as the same job, which its home must still know. It is refused while
 the job still runs anywhere, when root or a limit ended it, once the job
 is purged, past the file's expiry (limits.checkpoint_expiry), and by
-another cluster. Its output goes on from where the checkpoint was taken:
+another cluster. Inside a Slurm job (SLURM_JOB_ID set) it restarts in that
+job's allocation, as roam run does, whatever Slurm job it served before
+(--no-slurm: outside any). Its output goes on from where the checkpoint was taken:
 roam logs shows it whole. Attached (without -d), roam restart follows its output from the
 checkpoint on and exits with its exit status, as roam run does.`,
 		Args: cobra.ExactArgs(1),
@@ -105,8 +107,14 @@ checkpoint on and exits with its exit status, as roam run does.`,
 			if err != nil {
 				return err
 			}
+			q := url.Values{"on": {on}}
+			if !noSlurm {
+				// Inside a Slurm job, it restarts in that job's
+				// allocation (docs/slurm.md); the agent checks the claim.
+				q.Set("slurm", os.Getenv("SLURM_JOB_ID"))
+			}
 			var res api.RestartResponse
-			if err := cl.Upload(context.Background(), api.PathRestart+"?on="+url.QueryEscape(on), f, fi.Size(), &res); err != nil {
+			if err := cl.Upload(context.Background(), api.PathRestart+"?"+q.Encode(), f, fi.Size(), &res); err != nil {
 				return err
 			}
 			if e.json {
@@ -137,6 +145,7 @@ checkpoint on and exits with its exit status, as roam run does.`,
 	c.Flags().StringVar(&on, "on", "", "restart on this node instead of the best one")
 	_ = c.RegisterFlagCompletionFunc("on", e.completeNodeFlag)
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job id and return")
+	c.Flags().BoolVar(&noSlurm, "no-slurm", false, "inside a Slurm job (SLURM_JOB_ID set), restart outside it")
 	return withJobStatus(jsonVia(jsonStream, c))
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,9 +16,10 @@ import (
 func (e *env) runCmd() *cobra.Command {
 	var req api.RunRequest
 	var detach, noPrefix, noSlurm bool
-	var argsFrom, cpus, mem string
+	var argsFrom, cpus, mem, carryDir string
+	var carryMargin time.Duration
 	c := &cobra.Command{
-		Use:   "run [-n COUNT] [--args-from FILE] [--max-running K] [--output PATTERN] [--error PATTERN] [--on NODE] [--pin] [--cpus N] [--mem SIZE] [--no-slurm] [-d] -- PROG [ARGS...]",
+		Use:   "run [-n COUNT] [--args-from FILE] [--max-running K] [--output PATTERN] [--error PATTERN] [--on NODE] [--pin] [--cpus N] [--mem SIZE] [--no-slurm] [--carry DIR] [-d] -- PROG [ARGS...]",
 		Short: "start processes on the best nodes; their output comes here, and their exit status",
 		Long:  runLong,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
@@ -45,6 +47,12 @@ func (e *env) runCmd() *cobra.Command {
 				// Inside a Slurm job, the run serves its allocation
 				// (docs/slurm.md); the agent checks the claim.
 				req.SlurmJob = os.Getenv("SLURM_JOB_ID")
+			}
+			if carryDir != "" {
+				if detach || req.Rerun != "" {
+					return fmt.Errorf("--carry: a carried sweep is followed to the allocation's end: no -d nor --rerun")
+				}
+				return e.runCarried(cl, req, carryDir, carryMargin, !noPrefix)
 			}
 			var relay *signalRelay
 			if !detach {
@@ -86,6 +94,8 @@ func (e *env) runCmd() *cobra.Command {
 	c.Flags().BoolVar(&noPrefix, "no-prefix", false, "with -n > 1, do not prefix lines with [JOBID]")
 	c.Flags().StringVar(&cpus, "cpus", "", "CPUs each process may use, e.g. 0.5 or 2 (default: the home's jobs.default_cpus)")
 	c.Flags().StringVar(&mem, "mem", "", "memory each process may hold, e.g. 64M or 2G, MiB without a unit; past it the kernel kills it (default: the home's jobs.default_mem_bytes)")
+	c.Flags().StringVar(&carryDir, "carry", "", "carry the sweep across Slurm allocations in DIR, yours: at SIGUSR1 (sbatch --signal=B:USR1@SECONDS) checkpoint what runs into DIR; the same roam run --carry DIR in the next allocation restarts it (docs/slurm.md)")
+	c.Flags().DurationVar(&carryMargin, "carry-margin", time.Minute, "with --carry, carry the sweep this long before the Slurm job's end (scontrol's EndTime), if SIGUSR1 did not come first")
 	c.Flags().DurationVar(&req.CheckpointEvery, "checkpoint-every", 0, "checkpoint each process this often, kept on another node: a process whose node dies is restarted from it (e.g. 10m)")
 	docgen.AddSection(c, "EXIT STATUS", exitStatuses)
 	docgen.AddSection(c, "ENVIRONMENT", jobEnvironment)
@@ -121,7 +131,15 @@ processes run in that job's allocation: placed and moved among its nodes
 only, each in the job's cgroup on whatever node it runs, so that Slurm
 counts them, its limits hold them and its end of the job ends them.
 The node's agent checks the claim (docs/slurm.md); --no-slurm runs them
-outside the job, as anywhere else.
+outside the job, as anywhere else. --carry DIR carries such a sweep across
+allocations when its jobs outlast Slurm's time limit: at SIGUSR1 (sbatch
+--signal=B:USR1@SECONDS, with roam run as the batch shell: exec it), or
+--carry-margin before the job's end as scontrol says it, whichever comes
+first, each
+running job is checkpointed into DIR and ended by it, and the same
+roam run --carry DIR in the next allocation restarts them there, refusing
+while any job of the sweep runs anywhere; once no checkpoint is left in DIR
+the sweep is done.
 
 --cpus N and --mem SIZE are what each process may use, on every node it runs
 on (without them: the home node's jobs.default_cpus, 1, and

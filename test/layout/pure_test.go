@@ -29,6 +29,7 @@ var pure = []purePkg{
 	{"internal/migrate", true},
 	{"internal/resources", false},
 	{"internal/slurm", false},
+	{"internal/carry", false},
 	// The simulator drives the core on a model: pure as well, so that a
 	// seed gives the same run.
 	{"internal/sim", false},

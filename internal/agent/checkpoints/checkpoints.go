@@ -20,6 +20,7 @@ import (
 	"os"
 	"time"
 
+	"roam/internal/agent/httpx"
 	"roam/internal/agent/jobtable"
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/members"
@@ -57,6 +58,10 @@ type Config struct {
 	// CheckRun refuses a restart of a job of uid's with these arguments
 	// here past the run limits (package launch).
 	CheckRun func(uid uint32, argv, env []string) error
+	// Allocation checks the Slurm job a restart names for its caller,
+	// as a run's (package launch), and returns the nodes it may restart
+	// on, each with the CPUs the job holds there (nil for "").
+	Allocation func(c httpx.Caller, slurmJob string) (map[string]int, error)
 	// Record is job id's record, from its home (this node or another).
 	Record func(id string) (job.Record, error)
 	// Fence is the node's fencing (a home waits for a lost node's fence,

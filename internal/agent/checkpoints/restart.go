@@ -11,15 +11,18 @@ package checkpoints
 // file and its calls to the home).
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/keeper"
+	"roam/internal/agent/launch"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
 	"roam/internal/agent/reopen"
@@ -28,16 +31,28 @@ import (
 	"roam/internal/errkind"
 	"roam/internal/job"
 	"roam/internal/migrate"
+	"roam/internal/slurm"
 )
 
 // maxWhy bounds the reason and node name a restore's query carries.
 const maxWhy = 200
 
 // Restart is `roam restart`: the checkpoint file from the CLI, read from
-// body, runs again as its job, on node on ("" the best one).
-func (c *Checkpoints) Restart(caller httpx.Caller, on string, body io.Reader, length int64) (api.RestartResponse, error) {
+// body, runs again as its job, on node q's "on" ("" the best one), in the
+// Slurm job q's "slurm" names (the caller's SLURM_JOB_ID, checked as a
+// run's; "": in none, whatever Slurm job the file's served).
+func (c *Checkpoints) Restart(caller httpx.Caller, q url.Values, body io.Reader, length int64) (api.RestartResponse, error) {
 	if length <= 0 {
 		return api.RestartResponse{}, errkind.New(peer.ErrBadRequest, "restart: the checkpoint's length must be given (Content-Length)")
+	}
+	on, slurmJob := q.Get("on"), q.Get("slurm")
+	var within map[string]int
+	if slurmJob != "" {
+		// Before the body is taken: a refusal keeps nothing.
+		var err error
+		if within, err = c.cfg.Allocation(caller, slurmJob); err != nil {
+			return api.RestartResponse{}, err
+		}
 	}
 	// The caller may restart it, judged from its head before its body is
 	// taken; the file counts in its owner's budgets until the run ended.
@@ -58,7 +73,7 @@ func (c *Checkpoints) Restart(caller httpx.Caller, on string, body io.Reader, le
 		err = errkind.New(peer.ErrUnavailable, "node %s, the home of job %s, is not alive", home, f.Hdr.ID)
 	}
 	if err == nil {
-		targets, _, err = c.cfg.Members.Place(on, 1, c.cfg.Draining(), f.Hdr.Req, c.heldMB(), f.Hdr.CPU, nil)
+		targets, _, err = c.cfg.Members.Place(on, 1, c.cfg.Draining(), f.Hdr.Req, c.heldMB(), f.Hdr.CPU, within)
 	}
 	if err == nil && len(targets) == 0 {
 		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", f.Hdr.ID)
@@ -67,7 +82,7 @@ func (c *Checkpoints) Restart(caller httpx.Caller, on string, body io.Reader, le
 		os.Remove(f.Path)
 		return api.RestartResponse{}, err
 	}
-	return c.restoreOn(targets[0], f, reopen.Target{Home: home, Why: "roam restart"})
+	return c.restoreOn(targets[0], f, reopen.Target{Home: home, Why: "roam restart", Rebind: true, Slurm: slurmJob, Within: launch.WithinIDs(within)})
 }
 
 // restoreOn restarts the checked checkpoint file f on node target: it
@@ -79,6 +94,11 @@ func (c *Checkpoints) restoreOn(target string, f keeper.File, req reopen.Target)
 	}
 	defer os.Remove(f.Path)
 	q := url.Values{"home": {req.Home}, "lost": {req.Lost}, "why": {req.Why}}
+	if req.Rebind {
+		q.Set("rebind", "1")
+		q.Set("slurm", req.Slurm)
+		q.Set("within", strings.Join(req.Within, ","))
+	}
 	var res api.RestartResponse
 	err := c.sendFile(target, peer.Restore+"?"+q.Encode(), f.Path, f.Size, &res)
 	return res, err
@@ -98,7 +118,7 @@ func (c *Checkpoints) restartHere(f keeper.File, req reopen.Target) (api.Restart
 		return api.RestartResponse{}, err
 	}
 	f.Path = path
-	run := &reopen.Run{File: f, Lost: req.Lost, Why: req.Why}
+	run := reopen.NewRun(f, req)
 	r, err := c.cfg.Restore(run, migrate.Restart{MID: mid, Job: f.Hdr.ID, Home: req.Home, File: path})
 	return api.RestartResponse{ID: r.Job, Node: c.cfg.Self, Inc: r.Inc}, err
 }
@@ -107,7 +127,7 @@ func (c *Checkpoints) restartHere(f keeper.File, req reopen.Target) (api.Restart
 func (c *Checkpoints) ServeRestore(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := reopen.Target{Home: q.Get("home"), Lost: q.Get("lost"), Why: q.Get("why")}
-	if _, known := c.cfg.Members.Get(req.Home); !known && req.Home != c.cfg.Self || len(req.Why) > maxWhy || len(req.Lost) > maxWhy {
+	if _, known := c.cfg.Members.Get(req.Home); !known && req.Home != c.cfg.Self || len(req.Why) > maxWhy || len(req.Lost) > maxWhy || c.bindOf(q, &req) != nil {
 		httpx.WriteError(w, errkind.New(peer.ErrBadRequest, "restore: bad query %q", relay.LimitText(r.URL.RawQuery)))
 		return
 	}
@@ -126,6 +146,30 @@ func (c *Checkpoints) ServeRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, res)
+}
+
+// bindOf reads a restore's Slurm binding from its query into req: the
+// Slurm job and its nodes, each a member, when rebind is set.
+func (c *Checkpoints) bindOf(q url.Values, req *reopen.Target) error {
+	if q.Get("rebind") == "" {
+		return nil
+	}
+	req.Rebind, req.Slurm = true, q.Get("slurm")
+	if w := q.Get("within"); w != "" {
+		req.Within = strings.Split(w, ",")
+	}
+	if (req.Slurm == "") != (len(req.Within) == 0) || len(req.Within) > slurm.MaxNodes {
+		return errors.New("a Slurm job without nodes, or nodes without one")
+	}
+	if req.Slurm != "" && slurm.ValidJobID(req.Slurm) != nil {
+		return errors.New("not a Slurm job id")
+	}
+	for _, n := range req.Within {
+		if _, known := c.cfg.Members.Get(n); !known && n != c.cfg.Self {
+			return errors.New("not a member")
+		}
+	}
+	return nil
 }
 
 // RestoreKept is peer.CkptRestore: the home asks this node, which keeps

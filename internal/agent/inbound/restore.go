@@ -170,7 +170,7 @@ func restoreStdin(in *Migration) (map[string]*os.File, *os.File, error) {
 // (the job runs here, or nothing of it does), with the run's record.
 func (d *Driver) Restart(mid string, f keeper.File, req reopen.Target) (migrate.InRecord, error) {
 	in := d.newMigration(mid, f.Hdr.ID)
-	in.rst = &reopen.Run{File: f, Lost: req.Lost, Why: req.Why}
+	in.rst = reopen.NewRun(f, req)
 	in.hdr, in.images = in.rst.Header(), filepath.Join(d.imageDir, "restart-"+mid)
 	// Room for its memory while it restores; once it runs here (under
 	// the id its home gave it), it counts as a local job.

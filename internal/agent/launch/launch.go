@@ -252,7 +252,7 @@ func (s *Starter) newHomeRecords(c httpx.Caller, p plan, targets []string, why s
 		r := job.Record{
 			ID: id, UID: c.UID, GID: c.GID, Groups: p.spec.Groups, User: name, Argv: pj.argv,
 			Env: resources.ThreadEnv(jobEnv(env, id, part.ID, pj.index, max(part.Count, 1)), p.spec.Req),
-			Cwd: p.spec.Cwd, Home: s.cfg.Self, Stdin: p.spec.Stdin, Pin: p.spec.Pin, Slurm: p.spec.Slurm, Within: withinIDs(p.within), CheckpointEvery: p.spec.CheckpointEvery, Req: p.spec.Req,
+			Cwd: p.spec.Cwd, Home: s.cfg.Self, Stdin: p.spec.Stdin, Pin: p.spec.Pin, Slurm: p.spec.Slurm, Within: WithinIDs(p.within), CheckpointEvery: p.spec.CheckpointEvery, Req: p.spec.Req,
 			State: job.StatePending, Started: now, Group: fmt.Sprintf("%s.%d", s.cfg.Self, first), Sweep: part,
 		}
 		r.Sweep.Index = pj.index

@@ -35,7 +35,7 @@ func (s *Starter) inAllocation(c httpx.Caller, req api.RunRequest, p *plan) erro
 	case p.startNow() < len(p.jobs) || p.spec.Req.MemBytes > 0:
 		return errkind.New(peer.ErrBadRequest, "%s: a run inside a Slurm job starts every process at once: no --max-running nor --mem (Slurm's memory limit holds the job)", slurm.Field)
 	}
-	within, err := s.allocation(c, req.SlurmJob)
+	within, err := s.Allocation(c, req.SlurmJob)
 	if err != nil {
 		return err
 	}
@@ -43,12 +43,12 @@ func (s *Starter) inAllocation(c httpx.Caller, req api.RunRequest, p *plan) erro
 	return nil
 }
 
-// allocation checks the Slurm job a run names (its SLURM_JOB_ID) before
+// Allocation checks the Slurm job a run names (its SLURM_JOB_ID) before
 // anything of the run is kept, and returns the members it may run on: the
 // job's nodes, each with the CPUs the job holds there (nil for a run that
 // names none, which goes anywhere). Every refusal is one line naming
 // SLURM_JOB_ID.
-func (s *Starter) allocation(c httpx.Caller, id string) (map[string]int, error) {
+func (s *Starter) Allocation(c httpx.Caller, id string) (map[string]int, error) {
 	if id == "" {
 		return nil, nil
 	}
@@ -71,9 +71,9 @@ func (s *Starter) allocation(c httpx.Caller, id string) (map[string]int, error) 
 	return s.cfg.Members.SlurmNodes(j), nil
 }
 
-// withinIDs are the nodes of within, sorted (nil for nil): what a job's
+// WithinIDs are the nodes of within, sorted (nil for nil): what a job's
 // records keep of its allocation.
-func withinIDs(within map[string]int) []string {
+func WithinIDs(within map[string]int) []string {
 	if within == nil {
 		return nil
 	}

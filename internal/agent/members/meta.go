@@ -125,7 +125,7 @@ func (t *Table) Nodes(now time.Time, selfDraining bool) []api.NodeInfo {
 	out := make([]api.NodeInfo, 0, len(t.known))
 	for id, p := range t.known {
 		ni := api.NodeInfo{ID: id, Addr: p.PeerAddr, Alive: p.Alive, Capacity: p.Capacity, Draining: p.Draining, Version: p.Version, UserNS: p.UserNS,
-			Kernel: p.Host.Kernel, CRIU: p.Host.CRIU, CPUModel: p.Host.Model, CPU: cpuSummary(p.Host.CPU), CPUFeatures: p.Host.CPU.String()}
+			Kernel: p.Host.Kernel, CRIU: p.Host.CRIU, CPUModel: p.Host.Model, CPU: cpuSummary(p.Host.CPU), CPUFeatures: p.Host.CPU.String(), Slurm: p.Slurm}
 		if id == t.self {
 			l, m, age := t.selfLoad, t.selfMem, int64(0)
 			ni.Self, ni.Load, ni.MemFreeMB, ni.InfoAgeMS = true, &l, &m, &age

@@ -43,5 +43,5 @@ const (
 	Reopen       = "/v1/peer/reopen"        // POST: a home's consent to a run restarting a job
 	ReopenCommit = "/v1/peer/reopen/commit" // POST: a run's copy waits stopped: the home's decision
 	ReopenDone   = "/v1/peer/reopen/done"   // POST: a run failed, its copy discarded
-	Restore      = "/v1/peer/restore"       // POST ?home=&lost=&why=: restart a checkpoint file here
+	Restore      = "/v1/peer/restore"       // POST ?home=&lost=&why=[&rebind=1&slurm=&within=]: restart a checkpoint file here
 )

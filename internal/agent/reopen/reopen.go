@@ -85,6 +85,14 @@ type Target struct {
 	// restart).
 	Lost string `json:"lost,omitempty"`
 	Why  string `json:"why"`
+	// Rebind: the restored job serves Slurm job Slurm, on its nodes
+	// Within ("" and none: no Slurm job), in place of the one its file
+	// names: a user's restart runs in the Slurm job it is typed in, or
+	// in none (a checkpoint carried to the next allocation). Without it
+	// the file's binding holds (a home's own restart).
+	Rebind bool     `json:"rebind,omitempty"`
+	Slurm  string   `json:"slurm,omitempty"`
+	Within []string `json:"within,omitempty"`
 }
 
 // Run is what a restart's run holds besides a migration's: its
@@ -95,6 +103,10 @@ type Run struct {
 	Lost  string
 	Why   string
 	Grant Consent
+	// Bind is Target's Rebind, Slurm and Within (its Home, ID, On,
+	// Lost and Why unused): an agent that restarts in the middle of the
+	// run forgets it, and the restore then meets the file's Slurm job.
+	Bind Target
 	// failed is why it failed, for the home.
 	failed string
 }
@@ -104,7 +116,22 @@ type Run struct {
 func (rr *Run) Header() migrate.Header {
 	h := rr.File.Hdr
 	h.Streamed, h.Lazy = false, false
+	if rr.Bind.Rebind {
+		h.Slurm, h.Within = rr.Bind.Slurm, rr.Bind.Within
+	}
 	return h
+}
+
+// NewRun is the run of a restart from file f for req.
+func NewRun(f keeper.File, req Target) *Run {
+	return &Run{File: f, Lost: req.Lost, Why: req.Why, Bind: Target{Rebind: req.Rebind, Slurm: req.Slurm, Within: req.Within}}
+}
+
+// Target is what the run was asked to do, for home.
+func (rr *Run) Target(home string) Target {
+	t := rr.Bind
+	t.Home, t.Lost, t.Why = home, rr.Lost, rr.Why
+	return t
 }
 
 // Verify is Verify. The keeper checked the file's head, META and header
