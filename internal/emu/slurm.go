@@ -391,33 +391,53 @@ func downSlurm(name string, layout cgroup.Layout) {
 			continue
 		}
 		root := filepath.Join(h.mount, cgroupRoot(name))
-		var dirs []string
-		_ = filepath.WalkDir(root, func(p string, de os.DirEntry, err error) error {
-			if err == nil && de.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for try := 0; try < 100; try++ {
-			alive := false
-			for _, d := range dirs {
-				b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-				for _, f := range strings.Fields(string(b)) {
-					if pid, err := strconv.Atoi(f); err == nil {
-						alive = true
-						_ = syscall.Kill(pid, syscall.SIGKILL)
-					}
-				}
-			}
-			if !alive {
+		// Walked again until none is left: a daemon still ending while
+		// the groups are walked makes one more (a cluster's empty
+		// job_N groups were left so).
+		for pass := 0; pass < 5; pass++ {
+			dirs := groupsUnder(root)
+			if len(dirs) == 0 {
 				break
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		for i := len(dirs) - 1; i >= 0; i-- {
-			rmdirSoon(dirs[i])
+			killIn(dirs)
+			for i := len(dirs) - 1; i >= 0; i-- {
+				rmdirSoon(dirs[i])
+			}
 		}
 		_ = syscall.Rmdir(filepath.Join(h.mount, "roam"))
+	}
+}
+
+// groupsUnder are the cgroup directories at and below root, parents first.
+func groupsUnder(root string) []string {
+	var dirs []string
+	_ = filepath.WalkDir(root, func(p string, de os.DirEntry, err error) error {
+		if err == nil && de.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	return dirs
+}
+
+// killIn SIGKILLs every process in the groups dirs until none is left,
+// for at most two seconds.
+func killIn(dirs []string) {
+	for try := 0; try < 100; try++ {
+		alive := false
+		for _, d := range dirs {
+			b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					alive = true
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+		if !alive {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
