@@ -161,14 +161,14 @@ func (c *Checkpoints) RestartLost(rec job.Record, lost string, fenced bool) {
 	if !fenced && (c.cfg.Members.Alive(lost) || c.cfg.Peers.Answers(lost)) {
 		return // it answers again: its copy runs on (the next sweep sees)
 	}
+	c.tries.begin(rec.ID) // before the hold: a fenced kill told meanwhile is seen
+	defer c.tries.end(rec.ID)
 	if !c.cfg.Jobs.AwaitRestart(rec.ID, lost) {
 		if fenced {
 			c.tries.fenced(rec.ID) // the restart that holds it knows now
 		}
 		return
 	}
-	c.tries.begin(rec.ID)
-	defer c.tries.end(rec.ID)
 	began := time.Now()
 	for tries := 1; ; tries++ {
 		err := c.restartOnce(rec, lost, fenced)

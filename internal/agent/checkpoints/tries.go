@@ -11,7 +11,14 @@ import "sync"
 // it.
 type lostTries struct {
 	mu   sync.Mutex
-	jobs map[string]bool
+	jobs map[string]*lostTry
+}
+
+// lostTry is a job's entry: the restarts trying it (one holds it; one
+// ending may overlap the next's start), and the fenced kill told.
+type lostTry struct {
+	n      int
+	killed bool
 }
 
 // begin notes that a restart of job id is being tried.
@@ -19,16 +26,23 @@ func (l *lostTries) begin(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.jobs == nil {
-		l.jobs = map[string]bool{}
+		l.jobs = map[string]*lostTry{}
 	}
-	l.jobs[id] = false
+	if l.jobs[id] == nil {
+		l.jobs[id] = &lostTry{}
+	}
+	l.jobs[id].n++
 }
 
-// end notes that the tries of job id ended.
+// end notes that one restart of job id ended its tries.
 func (l *lostTries) end(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.jobs, id)
+	if e := l.jobs[id]; e != nil {
+		if e.n--; e.n <= 0 {
+			delete(l.jobs, id)
+		}
+	}
 }
 
 // fenced notes that job id's node killed it by its fence, if its restart
@@ -36,8 +50,8 @@ func (l *lostTries) end(id string) {
 func (l *lostTries) fenced(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.jobs[id]; ok {
-		l.jobs[id] = true
+	if e := l.jobs[id]; e != nil {
+		e.killed = true
 	}
 }
 
@@ -46,9 +60,10 @@ func (l *lostTries) fenced(id string) {
 func (l *lostTries) takeFenced(id string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f := l.jobs[id]
-	if f {
-		l.jobs[id] = false
+	e := l.jobs[id]
+	if e == nil || !e.killed {
+		return false
 	}
-	return f
+	e.killed = false
+	return true
 }
