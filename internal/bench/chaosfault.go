@@ -69,16 +69,23 @@ func (x *chaos) migrateBeside(id string) (*chaosJob, chan error) {
 // faultKill kills a node's agent with SIGKILL, half the time while a
 // migration from or to it dumps, and starts it again (roam cluster start).
 func (x *chaos) faultKill() error {
-	i := x.rng.IntN(len(x.st.Nodes))
-	id, during := x.st.Nodes[i].ID, x.rng.IntN(2) == 0
-	x.note("agent-kill of node %s, mid-migration %v", id, during)
-	if j := x.unkept(id); j != "" {
-		// A restarted agent fences its jobs from the reach it kept: one
-		// whose only checkpoint is its owner's file is killed, not
-		// restarted by its home. No kill this step.
-		fmt.Fprintf(x.progress, "chaos: no agent-kill of node %s: job %s is fenced and its home keeps no checkpoint of it\n", id, j)
+	// A restarted agent fences its jobs from the reach it kept, and the
+	// other nodes the jobs of its home: one whose only checkpoint is its
+	// owner's file would be killed, not restarted by its home. The kill
+	// is of a node without such a job.
+	var ok []int
+	for k, n := range x.st.Nodes {
+		if j := x.unkept(n.ID); j == "" {
+			ok = append(ok, k)
+		}
+	}
+	if len(ok) == 0 {
+		x.note("agent-kill: every node runs, or is the home of, a job fenced whose home keeps no checkpoint of it")
 		return nil
 	}
+	i := ok[x.rng.IntN(len(ok))]
+	id, during := x.st.Nodes[i].ID, x.rng.IntN(2) == 0
+	x.note("agent-kill of node %s, mid-migration %v", id, during)
 	pid, err := x.agentPID(i)
 	if err != nil {
 		return err
