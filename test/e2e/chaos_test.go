@@ -33,7 +33,7 @@ func TestChaosShort(t *testing.T) {
 		}
 	}
 	spec := bench.ChaosSpec{Name: "chaosq", Subnet: "198.18.89.0/24", Roamd: filepath.Join(binDir, "roamd"), Seed: seed,
-		Migrations: 100, Cycles: 6, Faults: 8, Jobs: 4, Lines: 200, StateMB: bench.ChaosStateMB,
+		Migrations: 100, Cycles: 6, Faults: 8, Jobs: 4, Lines: 120, StateMB: bench.ChaosStateMB,
 		MaxRSSMB: bench.ChaosMaxRSSMB, MaxFDs: bench.ChaosMaxFDs, ShortCuts: true}
 	var progress bytes.Buffer
 	res, err := bench.Chaos(spec, &progress)
