@@ -144,6 +144,41 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 	for _, k := range kills {
 		go r.c.Procs.Kill(k.Pid, k.Tix, 5*time.Second)
 	}
+	return r.beatMoving(out, running)
+}
+
+// beatMoving adds to out a heartbeat of a job here that is moving away,
+// for each home that has such a job and nothing else in out. A moving
+// job's news waits for its migration, and a migration that stalls (its
+// destination cut off) sent its home nothing until it ended: with no
+// other job of that home here, nothing renewed the home's leases, and
+// the fence stopped and killed the job with its home in reach (the
+// chaos run: a job at its home itself, migrating to a node cut off, was
+// killed at fence.kill, 137). The heartbeat carries no output (offsets
+// -1: the home answers what it has) and no exit; its home takes it as
+// news of this node while its record says the job runs here.
+func (r *Relay) beatMoving(out []*jobtable.HomeBatch, listed []fencing.Job) []*jobtable.HomeBatch {
+	has := make(map[string]bool, len(out))
+	for _, b := range out {
+		has[b.Home] = true
+	}
+	running := make(map[string]bool, len(listed))
+	for _, j := range listed {
+		running[j.ID] = true
+	}
+	for _, id := range r.leases.Known() {
+		if running[id] {
+			continue
+		}
+		l, ok := r.c.Jobs.LocalRec(id)
+		if !ok || l.Home == "" || has[l.Home] {
+			continue
+		}
+		has[l.Home] = true
+		moves := l.Moves
+		u := relay.Update{ID: id, Node: r.c.Self, Inc: l.Inc, Moves: &moves, OutOff: -1, ErrOff: -1}
+		out = append(out, &jobtable.HomeBatch{Home: l.Home, Addr: l.HomeAddr, Ups: []relay.Update{u}, Size: relay.UpdateOverhead})
+	}
 	return out
 }
 
