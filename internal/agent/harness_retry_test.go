@@ -8,6 +8,7 @@ import (
 
 	"roam/internal/agent/peer"
 	"roam/internal/api"
+	"roam/internal/ckpt"
 	"roam/internal/job"
 )
 
@@ -83,6 +84,48 @@ func TestAgentsRecordNamesOnlyKeptCheckpoints(t *testing.T) {
 		if r := c.homeRec(id); r.State != job.StateRunning || r.Inc != 1 || r.Newest != nil {
 			t.Fatalf("restarted: %s inc %d, newest %+v (kept: %q): want no kept checkpoint named", r.State, r.Inc, r.Newest, n1.keeper.Stored(id))
 		}
+		c.intact()
+	})
+}
+
+// A job whose migration stalls (its restore takes past fence.lease here;
+// a destination cut off did so in the chaos run) keeps its lease on its
+// source while its home is in reach: nothing else of that home runs on
+// the node, and the moving job's news waits for its migration, so the
+// push loop sends its home a heartbeat of it. The chaos run's job, at
+// its home itself and moving to a node cut off, was stopped at
+// fence.lease and killed at fence.kill (137) with its home in reach.
+func TestAgentsLeaseOfAStalledMigration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 52, faults{}, "static", func(cfg *Config) {
+			cfg.Fence.Lease, cfg.Fence.Kill, cfg.Fence.Margin = 4*time.Second, 12*time.Second, 2*time.Second
+		})
+		n2 := c.nodes[1]
+		resp, err := c.nodes[0].a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2", CheckpointEvery: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.IDs[0]
+		c.waitFor("a checkpoint kept off n2, and n2 fencing the job", time.Minute, func() bool {
+			r := c.homeRec(id)
+			l, ok := n2.a.jobs.LocalRec(id)
+			return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn == "n1" && ok && l.Checkpointed
+		})
+		n3 := c.nodes[2].fn
+		n3.mu.Lock()
+		n3.onRestore = func(ckpt.RestoreSpec) { time.Sleep(7 * time.Second) } // past fence.lease
+		n3.mu.Unlock()
+		if _, err := n2.a.out.MigrateOut(peer.MigrateOutRequest{ID: id, To: "n3", Manual: true}); err != nil {
+			t.Fatalf("the stalled migration: %v", err)
+		}
+		if c.stops(1) != 0 {
+			t.Fatalf("n2 stopped the job %d times while it moved, its home in reach", c.stops(1))
+		}
+		c.waitFor("the job running on n3", time.Minute, func() bool {
+			run, _ := c.world.copies(id)
+			r := c.homeRec(id)
+			return len(run) == 1 && run[0] == "n3" && r.Node == "n3" && r.Inc == 0
+		})
 		c.intact()
 	})
 }
