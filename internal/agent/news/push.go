@@ -58,13 +58,15 @@ func (r *Relay) PushLoop() {
 // pushOnce sends every job's news to its home (this node or another),
 // each home's on a goroutine of its own, so that a slow home holds up no
 // other home's news and no other home's leases. A home membership says
-// is dead is left until it is back: its jobs run on and their output
-// waits in their spool (home loss).
+// is dead is tried in the background (tryDead) until it is back: its
+// jobs run on and their output waits in their spool (home loss).
 func (r *Relay) pushOnce() {
 	byHome := map[string][]*jobtable.HomeBatch{}
 	for _, b := range r.PushBatches() {
 		if r.c.Members.Reachable(b.Home) {
 			byHome[b.Home] = append(byHome[b.Home], b)
+		} else {
+			r.tryDead(b)
 		}
 	}
 	var wg sync.WaitGroup
@@ -78,6 +80,35 @@ func (r *Relay) pushOnce() {
 		})
 	}
 	wg.Wait()
+}
+
+// tryDead sends batch b to its home, which membership says is dead, in
+// the background, one at a time for each home: membership takes a few
+// rounds to see a link back (a node cut for 2.5 s had its home declared
+// dead after the link was back), and the leases of that home's jobs here
+// run out meanwhile: the chaos run's job, whose home a short cut had
+// left, was stopped at fence.lease and killed at fence.kill with its
+// home answering again. A home that answers takes the news, and renews
+// the leases, before membership says it is alive; one that does not
+// costs a goroutine that ends at the push's timeout, and holds up no
+// other home's news.
+func (r *Relay) tryDead(b *jobtable.HomeBatch) {
+	r.deadMu.Lock()
+	if r.deadTry == nil {
+		r.deadTry = map[string]bool{}
+	}
+	if r.deadTry[b.Home] {
+		r.deadMu.Unlock()
+		return
+	}
+	r.deadTry[b.Home] = true
+	r.deadMu.Unlock()
+	go func() {
+		r.push(b)
+		r.deadMu.Lock()
+		delete(r.deadTry, b.Home)
+		r.deadMu.Unlock()
+	}()
 }
 
 // push sends one batch to its home and takes the answer; a push the home
