@@ -125,7 +125,7 @@ func wireScheduling(a *Agent) {
 func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 	return checkpoints.New(checkpoints.Config{
 		Self: a.cfg.NodeID, Log: a.log, Jobs: a.jobs, Store: a.store, Keeper: a.keeper, Members: a.members, Peers: a.peers,
-		Stall: peer.StallTimeout, CallTimeout: peer.MigrateTimeout, Sweep: a.cfg.Limits.CheckpointSweep,
+		Stall: peer.StallTimeout, CallTimeout: peer.MigrateTimeout, Sweep: a.cfg.Limits.CheckpointSweep, Stop: a.stop,
 		Draining: func() bool { return a.drain.On() }, Admitted: a.rounds.AdmittedMemMB,
 		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, Fence: a.cfg.Fence, Started: func() time.Time { return a.started },
 		CheckRun: func(uid uint32, argv, env []string) error { return a.launch.CheckRestart(uid, argv, env) }, Allocation: a.launch.Allocation,

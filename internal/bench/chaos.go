@@ -48,9 +48,8 @@ type ChaosSpec struct {
 	MaxRSSMB int
 	MaxFDs   int
 	// ShortCuts keeps every link cut under the fence's lease: no long
-	// cut, whose fencing and restarts after node loss still lose jobs
-	// (a home cut off itself marks its job lost and does not restart it
-	// once back; a record's kept checkpoint its keeper does not have).
+	// cut (14 s: fenced jobs killed, then restarted by their homes),
+	// which makes a step take 20 s or more.
 	ShortCuts bool
 }
 
@@ -260,29 +259,43 @@ func (x *chaos) run() error {
 
 // done says whether the counts are reached.
 func (x *chaos) done() bool {
-	if x.res.Migrations < x.spec.Migrations || x.res.Cycles < x.spec.Cycles {
-		return false
-	}
+	return x.res.Migrations >= x.spec.Migrations && x.res.Cycles >= x.spec.Cycles && len(x.faultsLeft()) == 0
+}
+
+// faultQuota is the faults of each kind a run makes: a quarter of
+// Faults, rounded up.
+func (x *chaos) faultQuota() int { return (x.spec.Faults + len(faultKinds) - 1) / len(faultKinds) }
+
+// faultsLeft lists the fault kinds short of their quota, each as many
+// times as it is short.
+func (x *chaos) faultsLeft() []string {
+	var left []string
 	for _, k := range faultKinds {
-		if x.res.Faults[k] < (x.spec.Faults+len(faultKinds)-1)/len(faultKinds) {
-			return false
+		for n := x.res.Faults[k]; n < x.faultQuota(); n++ {
+			left = append(left, k)
 		}
 	}
-	return true
+	return left
 }
 
 // oneStep draws a step and does it: a migration, a checkpoint/restart
-// cycle or a fault, in proportion to the counts asked for.
+// cycle or a fault, in proportion to what is left of the counts (so
+// that the run reaches them all at about the same step, not waiting for
+// the rarest); a fault's kind among those short of their quota.
 func (x *chaos) oneStep() error {
-	total := x.spec.Migrations + x.spec.Cycles + x.spec.Faults
-	r := x.rng.IntN(max(total, 1))
+	mig, cyc := max(x.spec.Migrations-x.res.Migrations, 0), max(x.spec.Cycles-x.res.Cycles, 0)
+	kinds := x.faultsLeft()
+	if mig+cyc+len(kinds) == 0 {
+		return nil // done
+	}
+	r := x.rng.IntN(mig + cyc + len(kinds))
 	switch {
-	case r < x.spec.Migrations:
+	case r < mig:
 		return x.stepMigrate()
-	case r < x.spec.Migrations+x.spec.Cycles:
+	case r < mig+cyc:
 		return x.stepCycle()
 	}
-	switch kind := faultKinds[x.rng.IntN(len(faultKinds))]; kind {
+	switch kinds[x.rng.IntN(len(kinds))] {
 	case "agent-kill":
 		return x.faultKill()
 	case "link-cut":

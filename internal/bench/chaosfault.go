@@ -69,17 +69,23 @@ func (x *chaos) migrateBeside(id string) (*chaosJob, chan error) {
 // faultKill kills a node's agent with SIGKILL, half the time while a
 // migration from or to it dumps, and starts it again (roam cluster start).
 func (x *chaos) faultKill() error {
-	i := x.rng.IntN(len(x.st.Nodes))
-	id, during := x.st.Nodes[i].ID, x.rng.IntN(2) == 0
-	x.note("agent-kill of node %s, mid-migration %v", id, during)
-	if j := x.unkept(id); j != "" {
-		// A restarted agent fences its jobs from the reach it kept, and
-		// one with --checkpoint-every and none kept is fenced all the
-		// same: the kill could lose it (the fault the run found, not
-		// fixed yet). No kill this step.
-		fmt.Fprintf(x.progress, "chaos: no agent-kill of node %s: job %s has --checkpoint-every and no checkpoint kept\n", id, j)
+	// A restarted agent fences its jobs from the reach it kept, and the
+	// other nodes the jobs of its home: one whose only checkpoint is its
+	// owner's file would be killed, not restarted by its home. The kill
+	// is of a node without such a job.
+	var ok []int
+	for k, n := range x.st.Nodes {
+		if j := x.unkept(n.ID); j == "" {
+			ok = append(ok, k)
+		}
+	}
+	if len(ok) == 0 {
+		x.note("agent-kill: every node runs, or is the home of, a job fenced whose home keeps no checkpoint of it")
 		return nil
 	}
+	i := ok[x.rng.IntN(len(ok))]
+	id, during := x.st.Nodes[i].ID, x.rng.IntN(2) == 0
+	x.note("agent-kill of node %s, mid-migration %v", id, during)
 	pid, err := x.agentPID(i)
 	if err != nil {
 		return err
@@ -125,12 +131,11 @@ func (x *chaos) faultCut() error {
 	if x.rng.IntN(3) == 0 && !x.spec.ShortCuts {
 		d = 14 * time.Second
 		if j := x.unkept(id); j != "" {
-			// A job with --checkpoint-every and no checkpoint kept yet
-			// is fenced all the same, and its home cannot restart it: a
-			// long cut loses it (the agent's fault this run found, not
-			// fixed yet). The cut stays under the lease.
+			// Its fence would kill the job (137), and its home has no
+			// checkpoint to restart it from: only its owner's file
+			// would. The cut stays under the lease.
 			d = 2500 * time.Millisecond
-			fmt.Fprintf(x.progress, "chaos: the long cut of node %s is short: job %s has --checkpoint-every and no checkpoint kept\n", id, j)
+			fmt.Fprintf(x.progress, "chaos: the long cut of node %s is short: job %s is fenced and its home keeps no checkpoint of it\n", id, j)
 		}
 	}
 	x.note("link-cut of node %s for %v", id, d)
@@ -150,22 +155,39 @@ func (x *chaos) faultCut() error {
 	return x.waitWhole()
 }
 
-// unkept names a job that runs on node id, or whose home id is, with
-// periodic checkpoints and none kept (by the last check), or "".
+// unkept names a job that runs on node id, or whose home id is, that
+// its node fences and its home could not restart (fencedUnkept), by the
+// last check, or "".
 func (x *chaos) unkept(id string) string {
 	for _, j := range x.running() {
-		if j.rec.CheckpointEvery == 0 || (j.rec.Node != id && j.home != id) {
-			continue
-		}
-		kept := false
-		for _, c := range j.rec.Checkpoints {
-			kept = kept || (c.OK && c.StoredOn != "")
-		}
-		if !kept {
+		if (j.rec.Node == id || j.home == id) && fencedUnkept(j.rec) {
 			return j.id
 		}
 	}
 	return ""
+}
+
+// fencedUnkept says whether job r is fenced on its node, and its home
+// keeps no checkpoint to restart it from: a checkpoint of it was taken
+// (its owner's file, or one kept) or it was restarted from its owner's
+// file, which gives it a lease wherever it moves (job.Local.Checkpointed),
+// and no periodic checkpoint was kept since its last such restart (the
+// job ended before it, and its home dropped what was kept). Its fence
+// kills such a job rather than its home restart it, as designed: only
+// its owner's file brings it back.
+func fencedUnkept(r api.Job) bool {
+	var since time.Time
+	fenced, kept := false, false
+	for _, rs := range r.Restarts {
+		if strings.HasPrefix(rs.Why, "roam restart") {
+			since, fenced = rs.At, true
+		}
+	}
+	for _, c := range r.Checkpoints {
+		fenced = fenced || c.OK
+		kept = kept || c.OK && c.StoredOn != "" && c.At.After(since)
+	}
+	return fenced && !kept
 }
 
 // faultFill fills a node's state directory (its tmpfs) to the last byte,

@@ -5,8 +5,9 @@
 // job), `roam restart FILE`, a home's restart of a job whose node was
 // declared dead, and the home's consent to a restart's run.
 //
-// It holds no state and no lock of its own: the records and the restarts'
-// marks are the job table's, the files the keeper's, a restart's run the
+// It holds no state of its own but the restarts after node loss it is
+// trying (lostTries): the records and the restarts' marks are the job
+// table's, the files the keeper's, a restart's run the
 // destination driver's. It must not run a checkpoint's or a restart's
 // machine itself: Config.Save and Config.Restore run them (the source and
 // destination drivers), and this package only picks the nodes, moves the
@@ -49,6 +50,8 @@ type Config struct {
 	// Sweep is how often the kept checkpoints are swept
 	// (limits.checkpoint_sweep).
 	Sweep time.Duration
+	// Stop closes when the agent stops: a restart's tries end.
+	Stop <-chan struct{}
 
 	// Draining says whether this node is draining (no job is placed on it).
 	Draining func() bool
@@ -92,8 +95,9 @@ type Config struct {
 // Checkpoints takes, keeps and restarts jobs' checkpoints. Safe for
 // concurrent use.
 type Checkpoints struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	tries lostTries
 }
 
 // heldMB is what the memory requests held here add up to: the jobs

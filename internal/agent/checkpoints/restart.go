@@ -23,6 +23,7 @@ import (
 	"roam/internal/agent/httpx"
 	"roam/internal/agent/keeper"
 	"roam/internal/agent/launch"
+	"roam/internal/agent/loss"
 	"roam/internal/agent/peer"
 	"roam/internal/agent/relay"
 	"roam/internal/agent/reopen"
@@ -187,20 +188,64 @@ func (c *Checkpoints) RestoreKept(req reopen.Target) (api.RestartResponse, error
 	return c.restoreOn(req.On, f, req)
 }
 
-// RestartLost restarts job rec, which ran on the dead node lost, from its
-// newest checkpoint, kept on rec.Newest.StoredOn: it picks the node, and
-// the store sends the file there, whose run asks this home's consent. The
-// job is held for it meanwhile (no second restart, no loss); lost after
-// all when no run took the consent. fenced: lost killed the job by its
-// fence and said so (it may be alive and even take the job again).
-// It blocks until the store answered.
+// RestartLost restarts job rec, which ran on the lost node lost, from its
+// newest checkpoint, kept on rec.Newest.StoredOn: it picks a node other
+// than lost (the consent refuses that one), and the store sends the file
+// there, whose run asks this home's consent. The job is held for it
+// meanwhile (no second restart). A try that fails for a reason of the
+// moment (no live node, as a home cut off itself sees it; the store
+// unreachable; a restore that failed) is tried again as nodes come back,
+// with backoff (loss.RetryAfter), while the record still says the job
+// runs, or was lost, on lost as this incarnation; the job is marked lost
+// only when its checkpoint is gone or the tries end. fenced: lost killed
+// the job by its fence and said so (it may be alive). It blocks until
+// the restart ran or the tries ended.
 func (c *Checkpoints) RestartLost(rec job.Record, lost string, fenced bool) {
 	if !fenced && (c.cfg.Members.Alive(lost) || c.cfg.Peers.Answers(lost)) {
 		return // it answers again: its copy runs on (the next sweep sees)
 	}
+	c.tries.begin(rec.ID) // before the hold: a fenced kill told meanwhile is seen
+	defer c.tries.end(rec.ID)
 	if !c.cfg.Jobs.AwaitRestart(rec.ID, lost) {
+		if fenced {
+			c.tries.fenced(rec.ID) // the restart that holds it knows now
+		}
 		return
 	}
+	began := time.Now()
+	for tries := 1; ; tries++ {
+		err := c.restartOnce(rec, lost, fenced)
+		c.cfg.Jobs.EndAwait(rec.ID)
+		if err == nil {
+			return
+		}
+		wait, again := loss.RetryAfter(tries, began, time.Now())
+		if gone := c.checkpointGone(rec, err); gone != "" || !again {
+			c.log.Warn("restart after node loss: not restarted", "job", rec.ID, "tries", tries, "gone", gone, "err", err)
+			c.markLost(rec.ID, lost)
+			return
+		}
+		// Held while it waits: no sweep starts another restart of it.
+		if !c.cfg.Jobs.AwaitRestart(rec.ID, lost) {
+			return // another restart holds it
+		}
+		c.log.Warn("restart after node loss failed: tried again", "job", rec.ID, "tries", tries, "in", wait, "err", err)
+		if !c.wait(wait) {
+			c.cfg.Jobs.EndAwait(rec.ID)
+			return
+		}
+		fenced = fenced || c.tries.takeFenced(rec.ID)
+		var ok bool
+		if rec, ok = c.stillLost(rec, lost, fenced); !ok {
+			c.cfg.Jobs.EndAwait(rec.ID)
+			return
+		}
+	}
+}
+
+// restartOnce is one try of RestartLost: it picks the node and asks the
+// store to restart the job there, and returns once the store answered.
+func (c *Checkpoints) restartOnce(rec job.Record, lost string, fenced bool) error {
 	why := fmt.Sprintf("node %s was declared dead", lost)
 	if fenced {
 		why = fmt.Sprintf("node %s killed it, unable to reach its home for fence.kill", lost)
@@ -209,20 +254,62 @@ func (c *Checkpoints) RestartLost(rec job.Record, lost string, fenced bool) {
 	// The checkpoint's CPU came in a note from a peer: text that does not
 	// parse is unknown, and the consent's check (target) judges again.
 	image, _ := cpufeat.Parse(rec.Newest.CPU)
-	targets, _, err := c.cfg.Members.Place("", 1, c.cfg.Draining(), rec.Req, c.heldMB(), image, nil)
-	if err == nil && (len(targets) == 0 || targets[0] == lost && !fenced) {
+	others := map[string]int{}
+	for id := range c.cfg.Members.All() {
+		if id != lost {
+			others[id] = 0 // no cap on its CPUs (sched.Within)
+		}
+	}
+	targets, _, err := c.cfg.Members.Place("", 1, c.cfg.Draining(), rec.Req, c.heldMB(), image, others)
+	if err == nil && len(targets) == 0 {
 		err = errkind.New(peer.ErrUnavailable, "no live node to restart job %s on", rec.ID)
 	}
-	if err == nil {
-		req := reopen.Target{ID: rec.ID, Home: c.cfg.Self, On: targets[0], Lost: lost, Why: why}
-		c.log.Info("restarting a job of a lost node", "job", rec.ID, "lost", lost, "fenced", fenced, "on", req.On, "checkpoint_at", rec.Newest.At, "kept_on", store)
-		// The store may be this node: the call then runs in process.
-		err = c.cfg.Peers.CallWithin(c.cfg.CallTimeout, store, http.MethodPost, peer.CkptRestore, req, nil)
-	}
-	c.cfg.Jobs.EndAwait(rec.ID)
 	if err != nil {
-		c.log.Warn("restart after node loss: not restarted", "job", rec.ID, "err", err)
-		c.markLost(rec.ID, lost)
+		return err
+	}
+	req := reopen.Target{ID: rec.ID, Home: c.cfg.Self, On: targets[0], Lost: lost, Why: why}
+	c.log.Info("restarting a job of a lost node", "job", rec.ID, "lost", lost, "fenced", fenced, "on", req.On, "checkpoint_at", rec.Newest.At, "kept_on", store)
+	// The store may be this node: the call then runs in process.
+	return c.cfg.Peers.CallWithin(c.cfg.CallTimeout, store, http.MethodPost, peer.CkptRestore, req, nil)
+}
+
+// checkpointGone says why job rec's kept checkpoint is gone after a try
+// that failed with err ("": it may be there still): its store keeps none
+// (or the home no record), or the store left the cluster.
+func (c *Checkpoints) checkpointGone(rec job.Record, err error) string {
+	switch store := rec.Newest.StoredOn; {
+	case errors.Is(err, peer.ErrNotFound):
+		return "not found"
+	case store != c.cfg.Self && !c.cfg.Members.Known(store):
+		return "its keeper " + store + " left the cluster"
+	}
+	return ""
+}
+
+// stillLost is job rec's record now, if a restart of it from the lost
+// node lost should be tried again: the same incarnation, lost with that
+// node or recorded running there while the node is dead or its fence
+// killed it.
+func (c *Checkpoints) stillLost(rec job.Record, lost string, fenced bool) (job.Record, bool) {
+	cur, err := c.cfg.Jobs.HomeRecord(rec.ID)
+	if err != nil || cur.Inc != rec.Inc || cur.Node != lost || cur.Newest == nil {
+		return rec, false
+	}
+	// A node that answers again and told of no fenced kill may run it
+	// still: its push says (back, or fenced).
+	ok := cur.State == job.StateLost || cur.State == job.StateRunning
+	return cur, ok && (fenced || !c.cfg.Members.Alive(lost) && !c.cfg.Peers.Answers(lost))
+}
+
+// wait waits d, false when the agent stops first.
+func (c *Checkpoints) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c.cfg.Stop:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"roam/internal/agent/peer"
+	"roam/internal/job"
 )
 
 // SweepLoop sweeps the kept checkpoints every period until stop is
@@ -31,9 +32,12 @@ func (c *Checkpoints) SweepLoop(stop <-chan struct{}) {
 }
 
 // Sweep drops each kept checkpoint past its expiry, or whose job's home
-// says the job has ended or it knows no such job (purged, or never
+// says the job has finished or it knows no such job (purged, or never
 // restarted from it); a home that does not answer keeps its jobs' files
-// to the next sweep (or their expiry).
+// to the next sweep (or their expiry). A lost job's is kept: its node
+// may come back without it (its fence killed it), or its home be trying
+// to restart it from this file (RestartLost); its record's expiry ends
+// it (purged).
 func (c *Checkpoints) Sweep(stop <-chan struct{}) {
 	for _, f := range c.cfg.Keeper.KeptFiles() {
 		select {
@@ -46,7 +50,7 @@ func (c *Checkpoints) Sweep(stop <-chan struct{}) {
 			why = "its file expired"
 		} else if rec, err := c.cfg.Record(f.ID); errors.Is(err, peer.ErrNotFound) {
 			why = "its home knows no such job"
-		} else if err == nil && rec.Over() {
+		} else if err == nil && rec.State == job.StateFinished {
 			why = "its job has " + rec.State
 		}
 		if why == "" {

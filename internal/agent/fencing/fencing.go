@@ -177,6 +177,18 @@ func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time
 	}
 }
 
+// Known lists the jobs the leases know here: those running, and those
+// moving away (kept until they are gone).
+func (l *Leases) Known() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ids := make([]string, 0, len(l.jobs))
+	for id := range l.jobs {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 // Killed says whether job id's fence killed it here: its home restarts
 // it from its checkpoint rather than take its end (relay.Update.Fenced).
 func (l *Leases) Killed(id string) bool {

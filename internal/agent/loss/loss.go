@@ -2,6 +2,8 @@
 // jobs are lost, or restarted from a checkpoint) or not. The verdict is a
 // pure function of what membership says and what the node last pushed to
 // the home; the relay gathers both and acts on the verdict (package news).
+// It also says when a home tries again a restart of such a node's job
+// that failed (RetryAfter); package checkpoints does the tries.
 package loss
 
 import "time"
@@ -35,4 +37,33 @@ func Dead(n News, started, now time.Time) bool {
 		return now.Sub(started) > Grace
 	}
 	return !n.Alive
+}
+
+// A home's restart of a job of a lost node from its kept checkpoint can
+// fail for a reason of the moment: no live node to restart it on but the
+// lost one (a home cut off itself sees none), its checkpoint's keeper
+// unreachable, a restore that failed. The home tries again, each wait
+// twice the one before, from RetryFirst up to RetryMost, for RetryFor
+// after its first try; it stops sooner only when the checkpoint is gone
+// (its keeper keeps none, or left the cluster). A node cut off for a
+// minute thus has its jobs restarted within RetryMost of its return, and
+// a home retries each job about 130 times at most.
+const (
+	RetryFirst = time.Second
+	RetryMost  = 30 * time.Second
+	RetryFor   = time.Hour
+)
+
+// RetryAfter is how long a home waits after the tries-th failed try (1
+// the first) of a restart it began at began, at now, before it tries
+// again; false: it gives up (RetryFor has passed).
+func RetryAfter(tries int, began, now time.Time) (time.Duration, bool) {
+	if now.Sub(began) >= RetryFor {
+		return 0, false
+	}
+	wait := RetryFirst
+	for k := 1; k < tries && wait < RetryMost; k++ {
+		wait *= 2
+	}
+	return min(wait, RetryMost), true
 }

@@ -30,3 +30,29 @@ func TestDead(t *testing.T) {
 		}
 	}
 }
+
+// RetryAfter's waits double from RetryFirst to RetryMost, and it gives up
+// RetryFor after the first try, not before.
+func TestRetryAfter(t *testing.T) {
+	began := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var waits []time.Duration
+	for tries := 1; tries <= 8; tries++ {
+		w, ok := RetryAfter(tries, began, began.Add(time.Minute))
+		if !ok {
+			t.Fatalf("gave up after %d tries, a minute in", tries)
+		}
+		waits = append(waits, w)
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 30, 30, 30}
+	for i := range want {
+		if waits[i] != want[i]*time.Second {
+			t.Fatalf("waits %v, want %v seconds", waits, want)
+		}
+	}
+	if _, ok := RetryAfter(1000, began, began.Add(RetryFor-time.Second)); !ok {
+		t.Fatal("gave up before RetryFor")
+	}
+	if _, ok := RetryAfter(2, began, began.Add(RetryFor)); ok {
+		t.Fatal("tries on past RetryFor")
+	}
+}

@@ -18,6 +18,7 @@ package news
 import (
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"roam/internal/agent/fencing"
@@ -127,6 +128,10 @@ type Relay struct {
 	// leases fence the jobs here that their homes could restart (package
 	// fencing): the push loop renews them and steps them.
 	leases *fencing.Leases
+	// deadTry are the homes, declared dead by membership, with a push in
+	// flight (tryDead); a leaf lock.
+	deadMu  sync.Mutex
+	deadTry map[string]bool
 }
 
 // New is the relay of c. It starts nothing: the agent runs PushLoop,

@@ -58,13 +58,15 @@ func (r *Relay) PushLoop() {
 // pushOnce sends every job's news to its home (this node or another),
 // each home's on a goroutine of its own, so that a slow home holds up no
 // other home's news and no other home's leases. A home membership says
-// is dead is left until it is back: its jobs run on and their output
-// waits in their spool (home loss).
+// is dead is tried in the background (tryDead) until it is back: its
+// jobs run on and their output waits in their spool (home loss).
 func (r *Relay) pushOnce() {
 	byHome := map[string][]*jobtable.HomeBatch{}
 	for _, b := range r.PushBatches() {
 		if r.c.Members.Reachable(b.Home) {
 			byHome[b.Home] = append(byHome[b.Home], b)
+		} else {
+			r.tryDead(b)
 		}
 	}
 	var wg sync.WaitGroup
@@ -78,6 +80,35 @@ func (r *Relay) pushOnce() {
 		})
 	}
 	wg.Wait()
+}
+
+// tryDead sends batch b to its home, which membership says is dead, in
+// the background, one at a time for each home: membership takes a few
+// rounds to see a link back (a node cut for 2.5 s had its home declared
+// dead after the link was back), and the leases of that home's jobs here
+// run out meanwhile: the chaos run's job, whose home a short cut had
+// left, was stopped at fence.lease and killed at fence.kill with its
+// home answering again. A home that answers takes the news, and renews
+// the leases, before membership says it is alive; one that does not
+// costs a goroutine that ends at the push's timeout, and holds up no
+// other home's news.
+func (r *Relay) tryDead(b *jobtable.HomeBatch) {
+	r.deadMu.Lock()
+	if r.deadTry == nil {
+		r.deadTry = map[string]bool{}
+	}
+	if r.deadTry[b.Home] {
+		r.deadMu.Unlock()
+		return
+	}
+	r.deadTry[b.Home] = true
+	r.deadMu.Unlock()
+	go func() {
+		r.push(b)
+		r.deadMu.Lock()
+		delete(r.deadTry, b.Home)
+		r.deadMu.Unlock()
+	}()
 }
 
 // push sends one batch to its home and takes the answer; a push the home
@@ -143,6 +174,41 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 	out, kills := r.c.Jobs.Pushed(items, r.c.Self, min(jobtable.AliveEvery, r.c.Fence.HeartbeatEvery()), now)
 	for _, k := range kills {
 		go r.c.Procs.Kill(k.Pid, k.Tix, 5*time.Second)
+	}
+	return r.beatMoving(out, running)
+}
+
+// beatMoving adds to out a heartbeat of a job here that is moving away,
+// for each home that has such a job and nothing else in out. A moving
+// job's news waits for its migration, and a migration that stalls (its
+// destination cut off) sent its home nothing until it ended: with no
+// other job of that home here, nothing renewed the home's leases, and
+// the fence stopped and killed the job with its home in reach (the
+// chaos run: a job at its home itself, migrating to a node cut off, was
+// killed at fence.kill, 137). The heartbeat carries no output (offsets
+// -1: the home answers what it has) and no exit; its home takes it as
+// news of this node while its record says the job runs here.
+func (r *Relay) beatMoving(out []*jobtable.HomeBatch, listed []fencing.Job) []*jobtable.HomeBatch {
+	has := make(map[string]bool, len(out))
+	for _, b := range out {
+		has[b.Home] = true
+	}
+	running := make(map[string]bool, len(listed))
+	for _, j := range listed {
+		running[j.ID] = true
+	}
+	for _, id := range r.leases.Known() {
+		if running[id] {
+			continue
+		}
+		l, ok := r.c.Jobs.LocalRec(id)
+		if !ok || l.Home == "" || has[l.Home] {
+			continue
+		}
+		has[l.Home] = true
+		moves := l.Moves
+		u := relay.Update{ID: id, Node: r.c.Self, Inc: l.Inc, Moves: &moves, OutOff: -1, ErrOff: -1}
+		out = append(out, &jobtable.HomeBatch{Home: l.Home, Addr: l.HomeAddr, Ups: []relay.Update{u}, Size: relay.UpdateOverhead})
 	}
 	return out
 }

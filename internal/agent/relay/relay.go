@@ -126,8 +126,12 @@ func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
 	if !r.Over && applyExit(rec, u, out, errb, now) {
 		r.Changed, r.Over = true, true
 		if rec.Newest != nil {
+			// Dropped where it is kept: the record names it no more, or a
+			// restart of the job (roam restart of its owner's file) would
+			// take it for kept, and its next loss would be restarted from
+			// a file its keeper no longer has.
 			c := *rec.Newest
-			r.Drop = &c
+			r.Drop, rec.Newest = &c, nil
 		}
 	}
 	return r

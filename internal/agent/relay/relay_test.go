@@ -96,6 +96,12 @@ func TestApply(t *testing.T) {
 			t.Errorf("%s: result %+v (event %q), want changed %v over %v event %q heard %v drop %v",
 				tc.name, res, ev, tc.changed, tc.over, tc.event, tc.heard, tc.drop)
 		}
+		// A checkpoint dropped where it is kept is named by the record no
+		// more: a restart of the job (roam restart of its owner's file)
+		// would take it for kept, and restart its next loss from nothing.
+		if tc.drop && (res.Drop.StoredOn != "n3" || rec.Newest != nil) {
+			t.Errorf("%s: dropped %+v, the record's newest still %+v", tc.name, res.Drop, rec.Newest)
+		}
 	}
 }
 

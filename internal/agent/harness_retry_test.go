@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"bytes"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"roam/internal/agent/peer"
+	"roam/internal/api"
+	"roam/internal/ckpt"
+	"roam/internal/job"
+)
+
+// A home whose job's node killed it by its fence, and that finds no node
+// to restart it on but that one (the others draining here; a home cut
+// off itself sees none), does not lose it: it tries again, with backoff,
+// and restarts it once a node comes back (n3 resumes). The chaos run's
+// home, cut off itself, placed the restart on the node that had fenced
+// the job, whose consent refused it ("no live node to restart job ...
+// on"), marked the job lost at that first try and never tried again once
+// the link was back.
+func TestAgentsRestartWaitsForANode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 50, faults{}, "static")
+		n1, n2 := c.nodes[0], c.nodes[1]
+		fenced, _ := c.fencedPair("n2")
+		for _, n := range []string{"n1", "n3"} {
+			if err := n1.a.drain.Ask(Caller{}, n, peer.DrainOn); err != nil {
+				t.Fatalf("drain %s: %v", n, err)
+			}
+		}
+		c.waitFor("n1 sees n3 draining", time.Minute, func() bool { p, ok := n1.a.members.Get("n3"); return ok && p.Draining })
+		// The home is cut off itself.
+		c.net.partition(n1.host, n2.host)
+		c.net.partition(n1.host, c.nodes[2].host)
+		c.waitFor("n2 kills the job by its fence", time.Minute, func() bool { run, fz := c.world.copies(fenced); return len(run)+len(fz) == 0 })
+		c.net.heal()
+		c.waitFor("n2 tells the home its fence killed it, and forgets it", time.Minute, func() bool { _, ok := n2.a.jobs.LocalRec(fenced); return !ok })
+		time.Sleep(time.Minute) // the home's tries find no node but n2
+		if r := c.homeRec(fenced); r.State != job.StateRunning || r.Inc != 0 {
+			t.Fatalf("with no node to restart it on: %s on %s, inc %d; want it held for the restart", r.State, r.Node, r.Inc)
+		}
+		if err := n1.a.drain.Ask(Caller{}, "n3", peer.DrainOff); err != nil {
+			t.Fatalf("resume n3: %v", err)
+		}
+		c.waitFor("its home restarts it on n3", time.Minute, func() bool {
+			r := c.homeRec(fenced)
+			run, _ := c.world.copies(fenced)
+			return r.Inc == 1 && r.State == job.StateRunning && r.Node == "n3" && len(run) == 1 && run[0] == "n3"
+		})
+		c.intact()
+	})
+}
+
+// A job's kept checkpoint is dropped where it is kept when the job ends,
+// and its home's record names it no more: restarted from its owner's
+// file, the job is not taken for one whose checkpoint is kept. The chaos
+// run's home, whose record still named it, restarted such a job after
+// its node's loss from that checkpoint, which its keeper had dropped
+// ("node 4 keeps no checkpoint of job 4.6"), and lost it.
+func TestAgentsRecordNamesOnlyKeptCheckpoints(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 51, faults{}, "static")
+		owner := Caller{UID: 70001, GID: 70001}
+		n1 := c.nodes[0].a
+		resp, err := n1.launch.Run(owner, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2", CheckpointEvery: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.IDs[0]
+		c.waitFor("a checkpoint kept at its home", time.Minute, func() bool {
+			r := c.homeRec(id)
+			return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn == "n1" && n1.keeper.Stored(id) != ""
+		})
+		file := checkpointOf(t, c, owner, id)
+		c.exitJob(id, 137) // roam kill -s KILL
+		c.waitFor("its end, and its kept checkpoint dropped", time.Minute, func() bool {
+			return c.homeRec(id).State == job.StateFinished && n1.keeper.Stored(id) == ""
+		})
+		if _, _, err := restart(c, owner, bytes.NewReader(file), int64(len(file))); err != nil {
+			t.Fatalf("restart of the owner's file: %v", err)
+		}
+		if r := c.homeRec(id); r.State != job.StateRunning || r.Inc != 1 || r.Newest != nil {
+			t.Fatalf("restarted: %s inc %d, newest %+v (kept: %q): want no kept checkpoint named", r.State, r.Inc, r.Newest, n1.keeper.Stored(id))
+		}
+		c.intact()
+	})
+}
+
+// A job whose migration stalls (its restore takes past fence.lease here;
+// a destination cut off did so in the chaos run) keeps its lease on its
+// source while its home is in reach: nothing else of that home runs on
+// the node, and the moving job's news waits for its migration, so the
+// push loop sends its home a heartbeat of it. The chaos run's job, at
+// its home itself and moving to a node cut off, was stopped at
+// fence.lease and killed at fence.kill (137) with its home in reach.
+func TestAgentsLeaseOfAStalledMigration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 52, faults{}, "static", func(cfg *Config) {
+			cfg.Fence.Lease, cfg.Fence.Kill, cfg.Fence.Margin = 4*time.Second, 12*time.Second, 2*time.Second
+		})
+		n2 := c.nodes[1]
+		resp, err := c.nodes[0].a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2", CheckpointEvery: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.IDs[0]
+		c.waitFor("a checkpoint kept off n2, and n2 fencing the job", time.Minute, func() bool {
+			r := c.homeRec(id)
+			l, ok := n2.a.jobs.LocalRec(id)
+			return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn == "n1" && ok && l.Checkpointed
+		})
+		n3 := c.nodes[2].fn
+		n3.mu.Lock()
+		n3.onRestore = func(ckpt.RestoreSpec) { time.Sleep(7 * time.Second) } // past fence.lease
+		n3.mu.Unlock()
+		if _, err := n2.a.out.MigrateOut(peer.MigrateOutRequest{ID: id, To: "n3", Manual: true}); err != nil {
+			t.Fatalf("the stalled migration: %v", err)
+		}
+		if c.stops(1) != 0 {
+			t.Fatalf("n2 stopped the job %d times while it moved, its home in reach", c.stops(1))
+		}
+		c.waitFor("the job running on n3", time.Minute, func() bool {
+			run, _ := c.world.copies(id)
+			r := c.homeRec(id)
+			return len(run) == 1 && run[0] == "n3" && r.Node == "n3" && r.Inc == 0
+		})
+		c.intact()
+	})
+}
