@@ -26,15 +26,7 @@ func TestDefaultPolicySpreadsABurst(t *testing.T) {
 	burn := workload(t, "burn")
 	c := upCluster(t, "e2ebst1", 76, "--nodes", "4", "--cpu", "0.8,0.4,0.4,0.2")
 	c.waitAllAlive(4)
-	waitFor(t, 15*time.Second, "node 4 knows every node's load", func() (bool, string) {
-		known := 0
-		for _, n := range c.nodes("4") {
-			if n.Alive && (n.Self || n.Load != nil) {
-				known++
-			}
-		}
-		return known == 4, fmt.Sprintf("%d of 4 known", known)
-	})
+	c.waitLoadKnown("4", 4)
 	began := time.Now()
 	out, err := c.roamAs(jobUser, "--node", "4", "run", "-n", "12", "--on", "4", burn, "2", "0").CombinedOutput()
 	took := time.Since(began)

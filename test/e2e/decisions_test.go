@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,15 +31,7 @@ func TestRecordedDecisionsReplay(t *testing.T) {
 	}
 	c := upCluster(t, "e2erec", 99, "--nodes", "4", "--cpu", "0.8,0.4,0.4,0.2", "--agent-config", conf)
 	c.waitAllAlive(4)
-	waitFor(t, 15*time.Second, "node 4 knows every node's load", func() (bool, string) {
-		known := 0
-		for _, n := range c.nodes("4") {
-			if n.Alive && (n.Self || n.Load != nil) {
-				known++
-			}
-		}
-		return known == 4, fmt.Sprintf("%d of 4 known", known)
-	})
+	c.waitLoadKnown("4", 4)
 	if out, err := c.roamAs(jobUser, "--node", "4", "run", "-n", "8", "--on", "4", burn, "2", "0").CombinedOutput(); err != nil {
 		t.Fatalf("roam run: %v: %s", err, out)
 	}

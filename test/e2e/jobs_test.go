@@ -59,6 +59,21 @@ func (c *cluster) waitAllAlive(n int) {
 	})
 }
 
+// waitLoadKnown waits until node knows the load of all n nodes: a
+// placement or a round before then sees fewer.
+func (c *cluster) waitLoadKnown(node string, n int) {
+	c.t.Helper()
+	waitFor(c.t, 15*time.Second, "node "+node+" knows every node's load", func() (bool, string) {
+		known := 0
+		for _, x := range c.nodes(node) {
+			if x.Alive && (x.Self || x.Load != nil) {
+				known++
+			}
+		}
+		return known == n, fmt.Sprintf("%d of %d known", known, n)
+	})
+}
+
 // The first scenario: 8 processes from node 1 of 4, prefixed
 // output, exit status 3, spread over all nodes, finished in ps afterwards.
 func TestRunSpreadsAndReturnsStatus(t *testing.T) {
