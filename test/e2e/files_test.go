@@ -158,9 +158,13 @@ func TestFilesGhostDirectorySwappedForASymlink(t *testing.T) {
 	userDirs(t, u, "g")
 	g, canary := filepath.Join(u, "g"), filepath.Join(base, "canary")
 	w, private := filepath.Join(ww, "w"), filepath.Join(ww, "private")
-	for d, mode := range map[string]os.FileMode{canary: 0o755, ww: 0o777, private: 0o700} {
-		if err := os.Mkdir(d, mode); err != nil || os.Chmod(d, mode) != nil {
-			t.Fatalf("%s: %v", d, err)
+	// In this order: private is in ww (a map's order made it first, at random).
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{canary, 0o755}, {ww, 0o777}, {private, 0o700}} {
+		if err := os.Mkdir(d.path, d.mode); err != nil || os.Chmod(d.path, d.mode) != nil {
+			t.Fatalf("%s: %v", d.path, err)
 		}
 	}
 	userDirs(t, ww, "w")
