@@ -133,6 +133,13 @@ func watchCopies(id string, strict bool) *copyWatch {
 			case <-time.After(5 * time.Millisecond):
 			}
 			pids, states := copies(id)
+			if len(pids) == 0 {
+				// A copy CRIU is restoring shows as a roam-init whose
+				// spool cannot be read yet (its mounts not yet made):
+				// look again before counting none.
+				time.Sleep(50 * time.Millisecond)
+				pids, states = copies(id)
+			}
 			running := 0
 			for _, s := range states {
 				if s != 'T' && s != 't' && s != 'X' {
