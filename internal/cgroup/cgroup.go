@@ -289,20 +289,38 @@ func (l Layout) Exists(rel string) bool {
 func (l Layout) Remove(rel string) error {
 	var firstErr error
 	for _, d := range l.Dirs(rel) {
-		var dirs []string
-		_ = filepath.WalkDir(d, func(p string, de os.DirEntry, err error) error {
-			if err == nil && de.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			if err := rmdirRetry(dirs[i]); err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("remove cgroup %s: %w", dirs[i], err)
-			}
+		if err := RemoveTree(d); err != nil && firstErr == nil {
+			firstErr = err
 		}
 	}
 	return firstErr
+}
+
+// RemoveTree deletes the group at dir and every group below it, deepest
+// first, in a hierarchy that need not be roam's own (Slurm's, say). A
+// missing dir is not an error.
+func RemoveTree(dir string) error {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, de os.DirEntry, err error) error {
+		if err == nil && de.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	var firstErr error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := rmdirRetry(dirs[i]); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("remove cgroup %s: %w", dirs[i], err)
+		}
+	}
+	return firstErr
+}
+
+// TreeProcs are the processes in the group at dir and in every group below
+// it; none when dir cannot be read.
+func TreeProcs(dir string) []int {
+	ps, _ := treeInts(dir, "cgroup.procs")
+	return ps
 }
 
 // rmdirRetry removes a cgroup directory; EBUSY right after its last process

@@ -44,16 +44,7 @@ func Down(name string) error {
 	if lerr == nil {
 		downSlurm(name, layout)
 		root := cgroupRoot(name)
-		for try := 0; try < 100; try++ {
-			procs := layout.Procs(root)
-			if len(procs) == 0 {
-				break
-			}
-			for _, p := range procs {
-				_ = syscall.Kill(p, syscall.SIGKILL)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		killUntilGone(func() []int { return layout.Procs(root) })
 		if err := layout.Remove(root); err != nil {
 			errs = append(errs, err)
 		}

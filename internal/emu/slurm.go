@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -391,63 +390,29 @@ func downSlurm(name string, layout cgroup.Layout) {
 			continue
 		}
 		root := filepath.Join(h.mount, cgroupRoot(name))
-		// Walked again until none is left: a daemon still ending while
-		// the groups are walked makes one more (a cluster's empty
-		// job_N groups were left so).
+		// Killed and removed again until none is left: a daemon still
+		// ending while the groups are walked makes one more (a cluster's
+		// empty job_N groups were left so).
 		for pass := 0; pass < 5; pass++ {
-			dirs := groupsUnder(root)
-			if len(dirs) == 0 {
+			killUntilGone(func() []int { return cgroup.TreeProcs(root) })
+			if cgroup.RemoveTree(root) == nil {
 				break
-			}
-			killIn(dirs)
-			for i := len(dirs) - 1; i >= 0; i-- {
-				rmdirSoon(dirs[i])
 			}
 		}
 		_ = syscall.Rmdir(filepath.Join(h.mount, "roam"))
 	}
 }
 
-// groupsUnder are the cgroup directories at and below root, parents first.
-func groupsUnder(root string) []string {
-	var dirs []string
-	_ = filepath.WalkDir(root, func(p string, de os.DirEntry, err error) error {
-		if err == nil && de.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	return dirs
-}
-
-// killIn SIGKILLs every process in the groups dirs until none is left,
+// killUntilGone SIGKILLs the processes procs lists until it lists none,
 // for at most two seconds.
-func killIn(dirs []string) {
+func killUntilGone(procs func() []int) {
 	for try := 0; try < 100; try++ {
-		alive := false
-		for _, d := range dirs {
-			b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					alive = true
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-		}
-		if !alive {
+		ps := procs()
+		if len(ps) == 0 {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// rmdirSoon removes an empty cgroup; EBUSY right after its last process
-// died is normal for a few milliseconds while the kernel tears it down
-// (a cluster's Slurm groups were left so).
-func rmdirSoon(dir string) {
-	for i := 0; i < 50; i++ {
-		if err := syscall.Rmdir(dir); !errors.Is(err, syscall.EBUSY) {
-			return
+		for _, p := range ps {
+			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
