@@ -323,17 +323,13 @@ func allocationNodes(cl *api.Client) []string {
 // node on ("" the best one).
 func restartFile(cl *api.Client, path, slurmJob, on string) (api.RestartResponse, error) {
 	var res api.RestartResponse
-	f, err := os.Open(path)
+	f, size, err := openCheckpoint(path)
 	if err != nil {
 		return res, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return res, err
-	}
 	q := url.Values{"slurm": {slurmJob}, "on": {on}}
-	err = cl.Upload(context.Background(), api.PathRestart+"?"+q.Encode(), f, fi.Size(), &res)
+	err = cl.Upload(context.Background(), api.PathRestart+"?"+q.Encode(), f, size, &res)
 	return res, err
 }
 

@@ -91,18 +91,11 @@ roam logs shows it whole. Attached (without -d), roam restart follows its output
 checkpoint on and exits with its exit status, as roam run does.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := os.Open(args[0])
+			f, size, err := openCheckpoint(args[0])
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			fi, err := f.Stat()
-			if err != nil {
-				return err
-			}
-			if !fi.Mode().IsRegular() {
-				return fmt.Errorf("%s: not a regular file", args[0])
-			}
 			cl, err := e.client()
 			if err != nil {
 				return err
@@ -114,7 +107,7 @@ checkpoint on and exits with its exit status, as roam run does.`,
 				q.Set("slurm", os.Getenv("SLURM_JOB_ID"))
 			}
 			var res api.RestartResponse
-			if err := cl.Upload(context.Background(), api.PathRestart+"?"+q.Encode(), f, fi.Size(), &res); err != nil {
+			if err := cl.Upload(context.Background(), api.PathRestart+"?"+q.Encode(), f, size, &res); err != nil {
 				return err
 			}
 			if e.json {
@@ -147,6 +140,24 @@ checkpoint on and exits with its exit status, as roam run does.`,
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job id and return")
 	c.Flags().BoolVar(&noSlurm, "no-slurm", false, "inside a Slurm job (SLURM_JOB_ID set), restart outside it")
 	return withJobStatus(jsonVia(jsonStream, c))
+}
+
+// openCheckpoint opens a checkpoint file to send to roam restart, with its
+// size; a file that is not a regular one is refused.
+func openCheckpoint(path string) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: not a regular file", path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
 }
 
 // restartNote is what a follower says when a job restarted from a
