@@ -405,7 +405,7 @@ func Check(s Spec) error {
 func inJobTmp(p string) string {
 	p = filepath.Clean(p)
 	for _, d := range migrate.JobTmp {
-		if p != d && !strings.HasPrefix(p, d+"/") {
+		if !migrate.Under(p, d) {
 			continue
 		}
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
