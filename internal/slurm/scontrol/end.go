@@ -1,11 +1,7 @@
 package scontrol
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"os/exec"
-	"strings"
 	"time"
 
 	"roam/internal/slurm"
@@ -18,11 +14,9 @@ func End(ctx context.Context, id string) (end time.Time, ok bool, err error) {
 	if err := slurm.ValidJobID(id); err != nil {
 		return time.Time{}, false, err
 	}
-	cmd := exec.CommandContext(ctx, "scontrol", "show", "job", "-o", id)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return time.Time{}, false, fmt.Errorf("scontrol show job %s: %v: %s", id, err, strings.TrimSpace(errOut.String()))
+	out, _, err := showJob(ctx, "", "", id)
+	if err != nil {
+		return time.Time{}, false, err
 	}
-	return slurm.EndTime(out.String(), id, time.Local)
+	return slurm.EndTime(out, id, time.Local)
 }

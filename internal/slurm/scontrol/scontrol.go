@@ -20,21 +20,33 @@ func Show(ctx context.Context, prog, conf, id string) (slurm.Job, error) {
 	if err := slurm.ValidJobID(id); err != nil {
 		return slurm.Job{}, err
 	}
+	out, errOut, err := showJob(ctx, prog, conf, id, "-d")
+	if err != nil {
+		if strings.Contains(errOut, "Invalid job id") {
+			return slurm.Job{}, fmt.Errorf("%w: %s: job %s: no such job", slurm.ErrRefused, slurm.Field, id)
+		}
+		return slurm.Job{}, err
+	}
+	return slurm.FindJob(out, id)
+}
+
+// showJob runs `scontrol show job -o [extra...] id` (prog "": scontrol from
+// PATH; conf "": the caller's SLURM_CONF or Slurm's default) and returns its
+// output; its error names the command and carries scontrol's stderr.
+func showJob(ctx context.Context, prog, conf, id string, extra ...string) (out, errOut string, err error) {
 	if prog == "" {
 		prog = "scontrol"
 	}
-	cmd := exec.CommandContext(ctx, prog, "show", "job", "-o", "-d", id)
+	args := append(append([]string{"show", "job", "-o"}, extra...), id)
+	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Env = os.Environ()
 	if conf != "" {
 		cmd.Env = append(cmd.Env, "SLURM_CONF="+conf)
 	}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
 	if err := cmd.Run(); err != nil {
-		if strings.Contains(errOut.String(), "Invalid job id") {
-			return slurm.Job{}, fmt.Errorf("%w: %s: job %s: no such job", slurm.ErrRefused, slurm.Field, id)
-		}
-		return slurm.Job{}, fmt.Errorf("scontrol show job %s: %v: %s", id, err, strings.TrimSpace(errOut.String()))
+		return "", e.String(), fmt.Errorf("scontrol show job %s: %v: %s", id, err, strings.TrimSpace(e.String()))
 	}
-	return slurm.FindJob(out.String(), id)
+	return o.String(), e.String(), nil
 }
