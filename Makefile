@@ -71,9 +71,15 @@ $(BIN)/roam-init: cinit/roam-init.c
 # clusters with real agents (root required).
 # With the lock-order checker (lockcheck: internal/lockorder): a lock the
 # agent takes out of the order of internal/agent/doc.go fails the test.
+# The fuzz targets' short runs go beside the tests (one worker each), not
+# after them: the end-to-end package is the critical path and leaves a core
+# partly idle while its clusters wait.
 test: build
-	$(GO) test -tags lockcheck -count=1 -timeout $(TESTTIMEOUT) ./...
-	@FUZZTIME=2s TMPDIR=/dev/shm bash scripts/fuzz.sh
+	@FUZZTIME=2s FUZZFLAGS="-parallel 1" TMPDIR=/dev/shm bash scripts/fuzz.sh > $(BIN)/fuzz.log 2>&1 & fuzz=$$!; \
+	$(GO) test -tags lockcheck -count=1 -timeout $(TESTTIMEOUT) ./...; rc=$$?; \
+	wait $$fuzz; frc=$$?; cat $(BIN)/fuzz.log; \
+	if [ $$frc -ne 0 ]; then echo "make test: a fuzz target failed (above)"; fi; \
+	[ $$rc -eq 0 ] && [ $$frc -eq 0 ]
 
 # make test, and the end-to-end checks too long for it (ROAM_TEST_LONG=1:
 # every experiment of the benchmark framework in its quick form, balance
