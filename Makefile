@@ -4,7 +4,7 @@ BIN     := bin
 # Integration tests bring up emulated clusters; give them room on 2 cores.
 TESTTIMEOUT ?= 25m
 
-.PHONY: test-long fuzz-until all build deps test fuzz unit demo bench bench-agent bench-jobs bench-sweep bench-migrate bench-checkpoint bench-balance bench-chaos clean release install deb
+.PHONY: test-long fuzz-until all build deps test fuzz unit demo bench bench-agent bench-jobs bench-sweep bench-migrate bench-checkpoint bench-balance bench-chaos bench-slurm-array bench-slurm-neighbor clean release install deb
 
 # The version every binary reports (roam --version, roamd --version) and
 # the package carries: the last commit's date and hash.
@@ -151,6 +151,18 @@ bench: build
 # balance vs static vs the ideal, without and with a background load.
 bench-balance: build
 	@$(BIN)/roam bench balance --both
+
+# Issue 46's sweep against Slurm alone: the same jobs as a Slurm job array
+# and as roam run inside one allocation of the same nodes, with a load that
+# comes and goes on node 2, in 3 interleaved rounds (about 10 minutes).
+bench-slurm-array: build
+	@bash scripts/bench-slurm-array.sh 3
+
+# Issue 46's fourth node: another user's Slurm job timed alone, beside
+# Slurm's own load and beside a roam allocation on the other nodes, in 10
+# interleaved rounds (about 10 minutes).
+bench-slurm-neighbor: build
+	@bash scripts/bench-slurm-neighbor.sh 10 3
 
 # The chaos run: 1,000 migrations, 100 checkpoint/restart cycles and 100
 # faults (agents SIGKILLed, links cut, state directories filled, CRIU
