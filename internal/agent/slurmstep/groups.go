@@ -18,6 +18,16 @@ import (
 // that long at most before it is refused.
 const AskTimeout = 10 * time.Second
 
+// ExternWait bounds the wait for a job's extern step on this node. Slurm
+// makes the step on every node of an allocation as it starts, but a node
+// whose CPU is taken may make it seconds after the batch script's roam
+// run placed a job there (seen: a node under a background load that held
+// its whole CPU quota, where the start was refused and the run with it).
+const ExternWait = 5 * time.Second
+
+// externPoll is how often the wait looks for the step's group.
+const externPoll = 100 * time.Millisecond
+
 // Controllers are the v1 hierarchies of a job's extern step that a
 // job of roam's joins: the freezer's, by which Slurm's proctrack/cgroup
 // finds and ends the job's processes (required), and memory's and
@@ -29,7 +39,7 @@ var Controllers = []string{"freezer", "memory", "cpuacct"}
 // this node (job.Launcher.SlurmGroups).
 func Groups(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) ([]string, error) {
 	return func(uid uint32, job string) ([]string, error) {
-		rels, err := externGroups(layout, c, uid, job)
+		rels, err := externGroups(layout, c, uid, job, ExternWait)
 		if err != nil {
 			return nil, err
 		}
@@ -52,7 +62,7 @@ func Groups(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) (
 // start joins.
 func Roots(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) (map[string]string, error) {
 	return func(uid uint32, job string) (map[string]string, error) {
-		rels, err := externGroups(layout, c, uid, job)
+		rels, err := externGroups(layout, c, uid, job, ExternWait)
 		for ctl, rel := range rels {
 			rels[ctl] = "/" + rel
 		}
@@ -68,10 +78,17 @@ func Roots(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) (m
 // jobacct_gather/cgroup counts a step's tasks' groups, not the step's (a
 // process in the step's own group was counted by no sacct line), and
 // the step's task on this node is the one it reads for the node's line.
-func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string) (map[string]string, error) {
+// The step's freezer group is waited for up to wait (see ExternWait).
+func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string, wait time.Duration) (map[string]string, error) {
 	rel := slurm.ExternDir(c.CgroupOrDefault(), int(uid), job)
-	if _, err := layout.ProcsFiles(rel, Controllers[:1]); err != nil {
-		return nil, err
+	for deadline := time.Now().Add(wait); ; time.Sleep(externPoll) {
+		_, err := layout.ProcsFiles(rel, Controllers[:1])
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
 	}
 	if layout.V2 {
 		return map[string]string{"": rel}, nil
