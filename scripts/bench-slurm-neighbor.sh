@@ -10,8 +10,9 @@
 # while it runs, the cluster's groups get the highest CPU weight on this
 # machine (cgroup v1 cpu.shares of roam/ and roam/sneigh), so each node
 # gets its CPU quota whatever else this machine runs, and n4's job time
-# depends on what runs on n4 alone (its roamd and slurmd included: roam's
-# agent serving the allocation is the effect measured). It prints each
+# depends on what runs on n4 alone: its slurmd, and its roamd, which this
+# script moves into n4's groups (roam's agent beside the neighbor's job
+# is the effect measured). It prints each
 # round's ratios and their mean with a 95 % interval (Student's t).
 #
 # usage (as root, from the repository, after make build):
@@ -54,6 +55,20 @@ done
 "$roam" --cluster "$name" cluster up --nodes 4 --cpu 0.4 --subnet 198.18.95.0/24 --slurm >/dev/null
 export SLURM_CONF=/run/roam/clusters/$name/slurm/slurm.conf
 for g in "$cg/roam" "$cg/roam/$name"; do echo 262144 >"$g/cpu.shares"; done
+# The agents run outside their nodes' groups (emu starts them in this
+# machine's root group, which the weight above would starve): n4's goes
+# into n4's groups, where its CPU is the node's, as on a real node; the
+# others' to a group of the cluster's own with the highest weight.
+acct=/sys/fs/cgroup/cpuacct
+mkdir -p "$cg/roam/$name/agents" "$acct/roam/$name/agents"
+echo 262144 >"$cg/roam/$name/agents/cpu.shares"
+"$roam" --cluster "$name" --json cluster status | jq -r '.nodes[] | "\(.id) \(.pid)"' |
+	while read -r id pid; do
+		g=agents
+		[ "$id" = 4 ] && g=n4
+		echo "$pid" >"$cg/roam/$name/$g/cgroup.procs"
+		echo "$pid" >"$acct/roam/$name/$g/cgroup.procs"
+	done
 as() { local u=$1; shift; runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" PATH="$repo/bin:/usr/bin:/bin" "$@"; }
 
 # burning: how many of the allocation user's burns run on this machine.
