@@ -154,15 +154,15 @@ bench-balance: build
 
 # Issue 46's sweep against Slurm alone: the same jobs as a Slurm job array
 # and as roam run inside one allocation of the same nodes, with a load that
-# comes and goes on node 2, in 3 interleaved rounds (about 10 minutes).
+# comes and goes on node 2, in 4 interleaved rounds (about 12 minutes).
 bench-slurm-array: build
-	@bash scripts/bench-slurm-array.sh 3
+	@bash scripts/bench-slurm-array.sh 4 48
 
 # Issue 46's fourth node: another user's Slurm job timed alone, beside
-# Slurm's own load and beside a roam allocation on the other nodes, in 10
+# Slurm's own load and beside a roam allocation on the other nodes, in 8
 # interleaved rounds (about 10 minutes).
 bench-slurm-neighbor: build
-	@bash scripts/bench-slurm-neighbor.sh 10 3
+	@bash scripts/bench-slurm-neighbor.sh 8 3
 
 # The chaos run: 1,000 migrations, 100 checkpoint/restart cycles and 100
 # faults (agents SIGKILLed, links cut, state directories filled, CRIU

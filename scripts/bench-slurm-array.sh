@@ -19,9 +19,11 @@
 # CPUs; roam starts all of its jobs at once, spread over them. The
 # background load (bgload, seed 002's: a process busy and idle in turn for
 # random times of 0 to 5 s, the same seed for both sides of a round) runs
-# in a group of its own under node 2 with the highest CPU weight, so it
-# takes the same CPU whatever runs beside it (its CPU time is printed for
-# each side). The cluster's groups get a high CPU weight on this machine
+# in a group of its own under node 2 with the highest CPU weight and half
+# the node's quota: while busy it takes half of node 2, whatever runs
+# beside it (its CPU time is printed for each side), and leaves the rest
+# to the jobs and Slurm's and roam's daemons (with the whole node, it held
+# slurmstepd there for seconds). The cluster's groups get a high CPU weight on this machine
 # (cgroup v1 cpu.shares) while the benchmark runs, so each node gets its
 # quota whatever else this machine runs (real nodes do not share CPUs),
 # and so do the agents, each served first in a group of the cluster's.
@@ -100,6 +102,8 @@ bgcpu=$cg/cpu/roam/$name/n2/bg
 bgacct=$cg/cpuacct/roam/$name/n2/bg
 mkdir -p "$bgcpu" "$bgacct"
 echo 262144 >"$bgcpu/cpu.shares"
+echo 100000 >"$bgcpu/cpu.cfs_period_us"
+awk -v c="$cpu" 'BEGIN { printf "%d\n", c * 50000 }' >"$bgcpu/cpu.cfs_quota_us"
 startbg() {
 	"$roam" --cluster "$name" cluster exec 2 -- sh -c \
 		"echo \$\$ >$bgcpu/cgroup.procs && echo \$\$ >$bgacct/cgroup.procs && exec $repo/bin/bgload 1 5 3600 $1" >/dev/null &
