@@ -23,22 +23,23 @@
 # the node's quota: while busy it takes half of node 2, whatever runs
 # beside it (its CPU time is printed for each side), and leaves the rest
 # to the jobs and Slurm's and roam's daemons (with the whole node, it held
-# slurmstepd there for seconds). The cluster's groups get a high CPU weight on this machine
-# (cgroup v1 cpu.shares) while the benchmark runs, so each node gets its
-# quota whatever else this machine runs (real nodes do not share CPUs),
-# and so do the agents, each served first in a group of the cluster's.
+# slurmstepd there for seconds). The cluster's groups get the highest CPU
+# weight on this machine (cgroup v1 cpu.shares) while the benchmark runs,
+# so each node gets its quota whatever else this machine runs (real nodes
+# do not share CPUs), and so do the agents, each served first in a group
+# of the cluster's.
 #
 # usage (as root, from the repository, after make build):
 #   scripts/bench-slurm-array.sh [ROUNDS] [JOBS] [SEED]
 # ROUNDS (default 5) of each side, each round its own sweep of JOBS
 # (default 48) jobs of lengths drawn as roam bench sweep draws them (Pareto
 # of shape 1.1 truncated to 0.2 to 8 CPU-s) with seed SEED+ROUND (SEED
-# default 46),
-# the same for both sides: the array runs its tasks in index order, so one
-# sweep's order alone would favour or hurt it by chance. NODES (default 4) nodes of CPU (default 0.25) cores.
-# With OUT set, each side's jobs (index, CPU-s, end, slowdown) go to
-# OUT/ROUND.SIDE. The cluster (sarray, 198.18.108.0/24), its user (roamsw, uid 70821) and
-# its files are removed at the end.
+# default 46), the same for both sides: the array runs its tasks in index
+# order, so one sweep's order alone would favour or hurt it by chance.
+# NODES (default 4) nodes of CPU (default 0.25) cores. With OUT set, each
+# side's jobs (index, CPU-s, end, slowdown) go to OUT/ROUND.SIDE. The
+# cluster (sarray, 198.18.108.0/24), its user (roamsw, uid 70821) and its
+# files are removed at the end.
 set -euo pipefail
 rounds=${1:-5}
 jobs=${2:-48}
