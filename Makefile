@@ -6,7 +6,7 @@ BIN     := bin
 # package alone took 24.8 minutes on this 2-core machine at load average 60.
 TESTTIMEOUT ?= 45m
 
-.PHONY: test-long fuzz-until all build deps test fuzz unit demo bench bench-agent bench-jobs bench-sweep bench-migrate bench-checkpoint bench-balance bench-chaos clean release install deb
+.PHONY: test-long fuzz-until all build deps test fuzz unit demo bench bench-agent bench-jobs bench-sweep bench-migrate bench-checkpoint bench-balance bench-chaos bench-slurm-array bench-slurm-neighbor clean release install deb
 
 # The version every binary reports (roam --version, roamd --version) and
 # the package carries: the last commit's date and hash.
@@ -159,6 +159,18 @@ bench: build
 # balance vs static vs the ideal, without and with a background load.
 bench-balance: build
 	@$(BIN)/roam bench balance --both
+
+# Issue 46's sweep against Slurm alone: the same jobs as a Slurm job array
+# and as roam run inside one allocation of the same nodes, with a load that
+# comes and goes on node 2, in 4 interleaved rounds (about 12 minutes).
+bench-slurm-array: build
+	@bash scripts/bench-slurm-array.sh 4 48
+
+# Issue 46's fourth node: another user's Slurm job timed alone, beside
+# Slurm's own load and beside a roam allocation on the other nodes, in 8
+# interleaved rounds (about 10 minutes).
+bench-slurm-neighbor: build
+	@bash scripts/bench-slurm-neighbor.sh 8 3
 
 # The chaos run: 1,000 migrations, 100 checkpoint/restart cycles and 100
 # faults (agents SIGKILLed, links cut, state directories filled, CRIU

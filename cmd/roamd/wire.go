@@ -20,6 +20,7 @@ import (
 	"roam/internal/agent/config"
 	"roam/internal/agent/launch"
 	"roam/internal/agent/observe"
+	"roam/internal/agent/slurmstep"
 	"roam/internal/agent/transport"
 	"roam/internal/api"
 	"roam/internal/cgroup"
@@ -222,10 +223,10 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 		Template: &job.Template{}, TmpBytes: cfg.Limits.JobTmpBytes}
 	var ask launch.SlurmAsk
 	var slurmRestore func(uint32, string) (map[string]string, error)
-	var steps *slurmSteps // nil: the node serves no Slurm jobs
+	var steps *slurmstep.Steps // nil: the node serves no Slurm jobs
 	if cfg.Slurm.Enabled {
-		launcher.SlurmGroups, ask, slurmRestore = slurmGroups(w.layout, cfg.Slurm), slurmAsk(cfg.Slurm), slurmRoots(w.layout, cfg.Slurm)
-		steps = newSlurmSteps(cfg.Slurm, cfg.NodeID, log)
+		launcher.SlurmGroups, ask, slurmRestore = slurmstep.Groups(w.layout, cfg.Slurm), slurmstep.Ask(cfg.Slurm), slurmstep.Roots(w.layout, cfg.Slurm)
+		steps = slurmstep.New(cfg.Slurm, cfg.NodeID, log)
 	}
 	// Root's CRIU believes the kernel facts it cached there.
 	if err := ckpt.EnsureKerndat(ckpt.KerndatDir); err != nil {
@@ -257,8 +258,8 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 		Transport:     transport.TLS{Config: w.tls, Bind: net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.PeerPort))},
 		GossipKey:     w.sec.GossipKey(),
 		CheckpointKey: w.sec.CheckpointKey(),
-		Checkpointer:  steps.checkpointer(withHold(&ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes, UserNS: noUserNS == nil, NoUserNS: noUserNS, SlurmRoots: slurmRestore})),
-		Processes:     steps.processes(launcher),
+		Checkpointer:  steps.Checkpointer(withHold(&ckpt.Host{CRIU: ckpt.CRIU{Path: w.criuPath, ExecMu: execMu, Timeout: cfg.CRIUTimeout, Yard: yard}, Layout: w.layout, Jobs: w.jobs, Shared: w.shared, GhostLimit: cfg.Limits.GhostBytes, UserNS: noUserNS == nil, NoUserNS: noUserNS, SlurmRoots: slurmRestore})),
+		Processes:     steps.Processes(launcher),
 		UserNS:        launcher.UserNS,
 		LazyUserNS:    lazyUserNS,
 		Host:          host(w.criuPath, execMu),

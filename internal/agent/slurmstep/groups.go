@@ -1,4 +1,4 @@
-package main
+package slurmstep
 
 import (
 	"context"
@@ -14,27 +14,37 @@ import (
 	"roam/internal/slurm/scontrol"
 )
 
-// slurmAskTimeout bounds one question to Slurm's controller: a run waits
+// AskTimeout bounds one question to Slurm's controller: a run waits
 // that long at most before it is refused.
-const slurmAskTimeout = 10 * time.Second
+const AskTimeout = 10 * time.Second
 
-// slurmControllers are the v1 hierarchies of a job's extern step that a
+// ExternWait bounds the wait for a job's extern step on this node. Slurm
+// makes the step on every node of an allocation as it starts, but a node
+// whose CPU is taken may make it seconds after the batch script's roam
+// run placed a job there (seen: a node under a background load that held
+// its whole CPU quota, where the start was refused and the run with it).
+const ExternWait = 5 * time.Second
+
+// externPoll is how often the wait looks for the step's group.
+const externPoll = 100 * time.Millisecond
+
+// Controllers are the v1 hierarchies of a job's extern step that a
 // job of roam's joins: the freezer's, by which Slurm's proctrack/cgroup
 // finds and ends the job's processes (required), and memory's and
 // cpuacct's, by which its task plugin limits and its accounting counts
 // them (joined where Slurm made them).
-var slurmControllers = []string{"freezer", "memory", "cpuacct"}
+var Controllers = []string{"freezer", "memory", "cpuacct"}
 
-// slurmGroups are the cgroup.procs files of a Slurm job's extern step on
+// Groups are the cgroup.procs files of a Slurm job's extern step on
 // this node (job.Launcher.SlurmGroups).
-func slurmGroups(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) ([]string, error) {
+func Groups(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) ([]string, error) {
 	return func(uid uint32, job string) ([]string, error) {
-		rels, err := externGroups(layout, c, uid, job)
+		rels, err := externGroups(layout, c, uid, job, ExternWait)
 		if err != nil {
 			return nil, err
 		}
 		var out []string
-		for _, ctl := range slurmControllers {
+		for _, ctl := range Controllers {
 			if rel, ok := rels[ctl]; ok {
 				files, err := layout.ProcsFiles(rel, []string{ctl})
 				if err != nil {
@@ -47,12 +57,12 @@ func slurmGroups(layout cgroup.Layout, c slurm.Config) func(uid uint32, job stri
 	}
 }
 
-// slurmRoots are the same groups by controller, as CRIU's cgroup roots
+// Roots are the same groups by controller, as CRIU's cgroup roots
 // take them (ckpt.Host.SlurmRoots): a job restored here joins the ones a
 // start joins.
-func slurmRoots(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) (map[string]string, error) {
+func Roots(layout cgroup.Layout, c slurm.Config) func(uid uint32, job string) (map[string]string, error) {
 	return func(uid uint32, job string) (map[string]string, error) {
-		rels, err := externGroups(layout, c, uid, job)
+		rels, err := externGroups(layout, c, uid, job, ExternWait)
 		for ctl, rel := range rels {
 			rels[ctl] = "/" + rel
 		}
@@ -68,16 +78,23 @@ func slurmRoots(layout cgroup.Layout, c slurm.Config) func(uid uint32, job strin
 // jobacct_gather/cgroup counts a step's tasks' groups, not the step's (a
 // process in the step's own group was counted by no sacct line), and
 // the step's task on this node is the one it reads for the node's line.
-func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string) (map[string]string, error) {
+// The step's freezer group is waited for up to wait (see ExternWait).
+func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string, wait time.Duration) (map[string]string, error) {
 	rel := slurm.ExternDir(c.CgroupOrDefault(), int(uid), job)
-	if _, err := layout.ProcsFiles(rel, slurmControllers[:1]); err != nil {
-		return nil, err
+	for deadline := time.Now().Add(wait); ; time.Sleep(externPoll) {
+		_, err := layout.ProcsFiles(rel, Controllers[:1])
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
 	}
 	if layout.V2 {
 		return map[string]string{"": rel}, nil
 	}
-	out := map[string]string{slurmControllers[0]: rel}
-	for _, ctl := range slurmControllers[1:] {
+	out := map[string]string{Controllers[0]: rel}
+	for _, ctl := range Controllers[1:] {
 		files, err := layout.ProcsFiles(rel, []string{ctl})
 		if err != nil {
 			continue
@@ -97,16 +114,16 @@ func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string) 
 	return out, nil
 }
 
-// slurmAsk reads the caller's Slurm job from its cgroup and asks the
+// Ask reads the caller's Slurm job from its cgroup and asks the
 // controller about the job it names (launch.SlurmAsk).
-func slurmAsk(c slurm.Config) launch.SlurmAsk {
+func Ask(c slurm.Config) launch.SlurmAsk {
 	return func(pid int32, id string) (string, slurm.Job, error) {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
 		if err != nil {
 			return "", slurm.Job{}, err
 		}
 		_, callerJob, _ := slurm.JobOfCgroup(string(b))
-		ctx, cancel := context.WithTimeout(context.Background(), slurmAskTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), AskTimeout)
 		defer cancel()
 		j, err := scontrol.Show(ctx, c.Scontrol, c.Conf, id)
 		return callerJob, j, err

@@ -1,4 +1,4 @@
-package main
+package slurmstep
 
 import (
 	"log/slog"
@@ -15,7 +15,7 @@ import (
 	"roam/internal/slurm/stepd"
 )
 
-// slurmSteps tells the extern step of a Slurm job on this node of each
+// Steps tells the extern step of a Slurm job on this node of each
 // process of the job that starts or is restored here (stepd.Client).
 //
 // Each such process joined the step's groups on this node before its
@@ -33,36 +33,38 @@ import (
 // read what they used since the previous one is not counted. Not at each
 // end: a step's stat reads every process of the step once for each, and
 // took 0.6 s for 60 of them on a loaded machine.
-type slurmSteps struct {
+type Steps struct {
 	step stepd.Client
 	log  *slog.Logger
 	mu   *sync.Mutex
 	live map[string]int // Slurm job: its processes running here
 }
 
-func newSlurmSteps(c slurm.Config, nodeID string, log *slog.Logger) *slurmSteps {
+// New serves the Slurm jobs of node nodeID as c configures it, logging
+// to log.
+func New(c slurm.Config, nodeID string, log *slog.Logger) *Steps {
 	name := c.NodeName(nodeID)
-	return &slurmSteps{step: stepd.Client{Spool: c.SpoolDir(name), Node: name, Owners: stepd.Owners(), Timeout: slurmStepTimeout},
+	return &Steps{step: stepd.Client{Spool: c.SpoolDir(name), Node: name, Owners: stepd.Owners(), Timeout: StepTimeout},
 		log: log, mu: &sync.Mutex{}, live: map[string]int{}}
 }
 
-// slurmStepTimeout bounds one question to a step; the agent waits for it
+// StepTimeout bounds one question to a step; the agent waits for it
 // on a goroutine of its own, never while starting or restoring a job. It
 // is short: a step that ends waits for the connections to it (up to 3 s,
 // Slurm's STEPD_MESSAGE_COMP_WAIT) before it leaves its groups.
-const slurmStepTimeout = 3 * time.Second
+const StepTimeout = 3 * time.Second
 
-// processes is p, telling s of each process it starts (p itself for nil).
-func (s *slurmSteps) processes(p job.Processes) job.Processes {
+// Processes is p, telling s of each process it starts (p itself for nil).
+func (s *Steps) Processes(p job.Processes) job.Processes {
 	if s == nil {
 		return p
 	}
 	return slurmProcesses{p, s}
 }
 
-// checkpointer is c, telling s of each process it restores (c itself for
+// Checkpointer is c, telling s of each process it restores (c itself for
 // nil).
-func (s *slurmSteps) checkpointer(c ckpt.Checkpointer) ckpt.Checkpointer {
+func (s *Steps) Checkpointer(c ckpt.Checkpointer) ckpt.Checkpointer {
 	if s == nil {
 		return c
 	}
@@ -72,7 +74,7 @@ func (s *slurmSteps) checkpointer(c ckpt.Checkpointer) ckpt.Checkpointer {
 // started is called once a Slurm job's process (roam-init at pid) runs on
 // this node. It must not block: the step is asked, and the process
 // watched, on a goroutine of its own.
-func (s *slurmSteps) started(slurmJob string, pid int) {
+func (s *Steps) started(slurmJob string, pid int) {
 	s.mu.Lock()
 	s.live[slurmJob]++
 	s.mu.Unlock()
@@ -131,7 +133,7 @@ func waitExit(pid int) {
 // job's extern step of each that serves one.
 type slurmProcesses struct {
 	job.Processes
-	steps *slurmSteps
+	steps *Steps
 }
 
 func (p slurmProcesses) Start(s job.Spec) (*job.Proc, error) {
@@ -146,7 +148,7 @@ func (p slurmProcesses) Start(s job.Spec) (*job.Proc, error) {
 // Slurm job's extern step here of each restored one that serves one.
 type slurmCheckpointer struct {
 	ckpt.Checkpointer
-	steps *slurmSteps
+	steps *Steps
 }
 
 func (c slurmCheckpointer) Restore(spec ckpt.RestoreSpec) (int, ckpt.Times, error) {

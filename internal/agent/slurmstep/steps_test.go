@@ -1,4 +1,4 @@
-package main
+package slurmstep
 
 import (
 	"encoding/binary"
@@ -76,7 +76,7 @@ func fakeStepRequests(t *testing.T, dir string) <-chan int32 {
 func TestStepPolledWhenTheLastProcessEnds(t *testing.T) {
 	dir := t.TempDir()
 	got := fakeStepRequests(t, dir)
-	s := &slurmSteps{step: stepd.Client{Spool: dir, Node: "n1", Owners: []uint32{uint32(os.Getuid())}, Timeout: 5 * time.Second},
+	s := &Steps{step: stepd.Client{Spool: dir, Node: "n1", Owners: []uint32{uint32(os.Getuid())}, Timeout: 5 * time.Second},
 		log: slog.New(slog.DiscardHandler), mu: &sync.Mutex{}, live: map[string]int{}}
 	var procs []*exec.Cmd
 	for range 2 {
