@@ -29,15 +29,20 @@ func Down(name string) error {
 	var errs []error
 	st, _ := Load(name) // may be missing or partial: names are enough
 
-	// Agents first, so nothing restarts jobs while we remove them.
+	// Agents first, so nothing restarts jobs while we remove them; then
+	// what they started that outlived them (a CRIU cut off mid-dump).
 	var pids []int
 	for _, n := range st.Nodes {
 		if agentAlive(n.PID) {
-			_ = syscall.Kill(n.PID, syscall.SIGTERM)
 			pids = append(pids, n.PID)
 		}
 	}
+	theirs := agentsStarted(pids)
+	for _, p := range pids {
+		_ = syscall.Kill(p, syscall.SIGTERM)
+	}
 	waitGone(pids, 3*time.Second)
+	killUntilGone(func() []int { return stillRunning(theirs) })
 
 	// Then every process left in the cluster's cgroups: jobs we started.
 	layout, lerr := cgroup.Detect()
