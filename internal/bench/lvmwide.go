@@ -48,6 +48,7 @@ func LVMWide(spec *LVMWideSpec) *Experiment {
 // wideRun is one fan-out's measures.
 type wideRun struct {
 	makespan, balanced, spread float64
+	slowdown                   float64 // a job's time over its time alone on a node, the mean
 	migrations                 int
 	discarded                  int64
 }
@@ -112,6 +113,7 @@ func wideAdd(r *Result, series string, j int, w wideRun) {
 	r.Add(series, x, "load-balancing time", "s", w.balanced)
 	r.Add(series, x, "spread time", "s", w.spread)
 	r.Add(series, x, "run time", "s", w.makespan)
+	r.Add(series, x, "mean slowdown", "", w.slowdown)
 	r.Add(series, x, "migrations", "", float64(w.migrations))
 	if w.discarded >= 0 {
 		r.Add(series, x, "load entries discarded", "", float64(w.discarded))
@@ -253,6 +255,7 @@ func wideFanout(x *Run, cl *api.Client, st emu.State, j int, work float64) (wide
 	}
 	for _, jb := range js {
 		w.migrations += jb.Migrations
+		w.slowdown += max(jb.Ended.Sub(jb.Started).Seconds()/alone, 1) / float64(len(js))
 	}
 	return w, nil
 }
