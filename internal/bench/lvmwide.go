@@ -10,6 +10,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,6 +102,14 @@ func lvmWide(x *Run, spec LVMWideSpec) error {
 			if err != nil {
 				return err
 			}
+		}
+		// Each round's results written as they stand: a run stopped
+		// later keeps the rounds done.
+		part := *r
+		part.Measures, part.Notes = slices.Clone(r.Measures), slices.Clone(r.Notes)
+		wideIntervals(&part, runs, jobs)
+		if err := WriteResults([]*Result{&part}, x.Options); err != nil {
+			return err
 		}
 	}
 	wideIntervals(r, runs, jobs)
