@@ -50,7 +50,7 @@ func TestWideIntervals(t *testing.T) {
 	if n := r.Get("fifo run 2 / run 1, same cluster", 32, "load-balancing time ratio"); n == nil || math.Abs(n.Mean-(1+1.2+1)/3) > 1e-12 {
 		t.Fatalf("fifo's noise = %+v", n)
 	}
-	if len(r.Notes) != 3 || !strings.Contains(r.Notes[0], "32 jobs, load-balancing time: beneficial / fifo 0.500 [0.500, 0.500] over 3 rounds") {
+	if len(r.Notes) != 4 || !strings.Contains(r.Notes[0], "32 jobs, load-balancing time: beneficial / fifo 0.500 [0.500, 0.500] over 3 rounds") {
 		t.Fatalf("notes %q", r.Notes)
 	}
 }
