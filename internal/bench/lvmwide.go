@@ -240,8 +240,11 @@ func waitVector(cl *api.Client, members, want int, limit time.Duration) error {
 // measures them once all have ended.
 func wideFanout(x *Run, cl *api.Client, st emu.State, j int, work float64) (wideRun, error) {
 	w := wideRun{discarded: -1}
+	// An idle node 1 under beneficial keeps a busy node's entry until
+	// that node itself sends again (no new entry is below its load of
+	// 0): a minute and more on 64 nodes. Then the run goes on.
 	if err := waitVector(cl, len(st.Nodes), min(load.DefaultVectorSize, len(st.Nodes)-1), time.Minute); err != nil {
-		return w, err
+		x.note("%v; going on", err)
 	}
 	disc0 := discardedLoads(st)
 	ids, err := start(cl, api.RunRequest{Argv: []string{x.tool("burn"), fmt.Sprint(work), "0"}, Count: j, On: "1"})
