@@ -236,19 +236,21 @@ func burnCPU(out string) (float64, bool) {
 
 // BalancedAt is the first moment no node runs more jobs than its share:
 // ceil(running jobs × its capacity / the total), the jobs placed by their
-// starts, moves and ends (placeChanges). caps are the nodes' capacities by
-// id. False if that never held while jobs ran.
+// starts, moves and ends (placeChanges), judged once every job has
+// started (jobs that start a few milliseconds apart on one node are not
+// balanced at the first start). caps are the nodes' capacities by id.
+// False if that never held while jobs ran.
 func BalancedAt(js []api.Job, caps map[string]float64) (time.Time, bool) {
 	total := capacitySum(caps)
 	cs := placeChanges(js, true)
-	where := map[string]string{}
+	where, started := map[string]string{}, map[string]bool{}
 	for i, c := range cs {
 		if c.node == "" {
 			delete(where, c.job)
 		} else {
-			where[c.job] = c.node
+			where[c.job], started[c.job] = c.node, true
 		}
-		if i+1 < len(cs) && !cs[i+1].at.After(c.at) || len(where) == 0 {
+		if i+1 < len(cs) && !cs[i+1].at.After(c.at) || len(where) == 0 || len(started) < len(js) {
 			continue // several changes at one instant: judge after the last
 		}
 		per := map[string]int{}

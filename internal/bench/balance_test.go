@@ -40,6 +40,14 @@ func TestBalancedAtTheFirstMomentNoNodeIsOverItsShare(t *testing.T) {
 	if at, ok := BalancedAt(js, caps); !ok || !at.Equal(t0.Add(30*time.Second)) {
 		t.Fatalf("balanced at %v (%v), want at 30 s, when two of node 4's jobs ended", at.Sub(t0), ok)
 	}
+	// Jobs that start a millisecond apart on node 4 are not balanced at
+	// the first start, when the one job there is within its share.
+	for i := range js {
+		js[i].Started = t0.Add(time.Duration(i) * time.Millisecond)
+	}
+	if at, ok := BalancedAt(js, caps); !ok || !at.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("staggered starts: balanced at %v (%v), want at 30 s", at.Sub(t0), ok)
+	}
 }
 
 func TestBurnCPUReadsTheLastLine(t *testing.T) {

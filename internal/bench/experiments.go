@@ -221,6 +221,13 @@ func capacitySum(caps map[string]float64) float64 {
 // looking only before the first job ends. It is NaN if that never happened.
 // The jobs' node over time comes from their migration logs.
 func BalancedAfter(js []api.Job, caps map[string]float64) float64 {
+	return settledAfter(js, caps, func(count int, share float64) bool { return math.Abs(float64(count)-share) < 1 })
+}
+
+// settledAfter is seconds from the first job's start until ok holds for
+// every node's number of running jobs and its share by capacity, looking
+// only before the first job ends; NaN if it never did.
+func settledAfter(js []api.Job, caps map[string]float64, ok func(count int, share float64) bool) float64 {
 	t0, firstEnd := runSpan(js)
 	changes := placeChanges(js, false)
 	total := capacitySum(caps)
@@ -240,14 +247,14 @@ func BalancedAfter(js []api.Job, caps map[string]float64) float64 {
 		for _, n := range where {
 			count[n]++
 		}
-		ok := true
+		all := true
 		for n, cp := range caps {
-			if math.Abs(float64(count[n])-float64(len(js))*cp/total) >= 1 {
-				ok = false
+			if !ok(count[n], float64(len(js))*cp/total) {
+				all = false
 				break
 			}
 		}
-		if ok {
+		if all {
 			return c.at.Sub(t0).Seconds()
 		}
 	}

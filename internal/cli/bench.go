@@ -183,6 +183,23 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 		c.AddCommand(jsonVia(jsonValue, e.experimentCmd(x.Name, x.Title, []*bench.Experiment{x})))
 	}
 	c.AddCommand(jsonVia(jsonValue, e.experimentCmd("all", "every experiment, one report", bench.Experiments)))
+	c.AddCommand(jsonVia(jsonValue, e.lvmWideCmd()))
+	return c
+}
+
+// lvmWideCmd is `roam bench lvm-wide`: an experiment with flags of its
+// own, not among bench.Experiments (it brings up 64 nodes).
+func (e *env) lvmWideCmd() *cobra.Command {
+	spec := bench.DefaultLVMWide
+	x := bench.LVMWide(&spec)
+	c := e.experimentCmd(x.Name, x.Title, []*bench.Experiment{x})
+	f := c.Flags()
+	f.IntVar(&spec.Nodes, "nodes", spec.Nodes, "nodes in the cluster")
+	f.StringVar(&spec.Jobs, "jobs", spec.Jobs, "job counts, comma-separated: a number, n (one a node), n/K or Kn")
+	f.Float64Var(&spec.Work, "work", spec.Work, "CPU seconds a job")
+	f.Float64Var(&spec.CPU, "cpu", spec.CPU, "each node's capacity, cores")
+	f.IntVar(&spec.Repeat, "repeat", spec.Repeat, "runs of each job count on one cluster (the second measures the noise)")
+	f.StringVar(&spec.Subnet, "subnet", spec.Subnet, "the cluster's /24")
 	return c
 }
 
@@ -268,7 +285,7 @@ func (e *env) benchListCmd() *cobra.Command {
 			}
 			fmt.Fprintf(e.out, "all — every experiment above, one report\n\n")
 			fmt.Fprintf(e.out, "usage: roam bench EXPERIMENT [--quick] [--reps N] [--out DIR]\n")
-			fmt.Fprintf(e.out, "also: roam bench agent-cost | balance | chaos (the issues' own benchmarks)\n")
+			fmt.Fprintf(e.out, "also: roam bench agent-cost | balance | chaos | lvm-wide (the issues' own benchmarks)\n")
 			return nil
 		},
 	}

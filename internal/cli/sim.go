@@ -74,6 +74,7 @@ cost.json (nodes, simulated and wall time, events a second, bytes a node).`,
 	f.Float64Var(&s.shape, "shape", 1.5, "poisson: the Pareto law's shape (> 1; 0: exponential)")
 	f.IntVar(&s.cfg.Failures, "failures", 0, "nodes that die during the run")
 	f.StringVar(&s.out, "out", "sim-results", "directory for the results")
+	c.AddCommand(e.simLVMCmd())
 	return c
 }
 

@@ -40,6 +40,7 @@ var pure = []purePkg{
 	{"internal/queue", false},
 	{"internal/fence", false},
 	{"internal/cpufeat", false},
+	{"internal/paired", false},
 }
 
 // forbiddenDeps may not be among a pure package's dependencies, nor
