@@ -29,7 +29,7 @@ const (
 	MigrateCheck   = "/v1/peer/migrate/check"   // POST: check a job's files as its owner
 	MigrateAdmit   = "/v1/peer/migrate/admit"   // POST: reserve room; DELETE: give it back
 	MigrateSink    = "/v1/peer/migrate/sink"    // GET ?mid=: the page sink of an eager move
-	MigrateCommit  = "/v1/peer/migrate/commit"  // POST ?mid=: the source ended its copy
+	MigrateCommit  = "/v1/peer/migrate/commit"  // POST ?mid=&lease_age=: the source ended its copy
 	MigrateAbort   = "/v1/peer/migrate/abort"   // POST ?mid=: the source runs on
 	MigrateOutcome = "/v1/peer/migrate/outcome" // GET ?mid=: how a move ended here
 	Pages          = "/v1/peer/pages"           // GET ?mid=: a frozen job's pages, as asked
@@ -45,3 +45,9 @@ const (
 	ReopenDone   = "/v1/peer/reopen/done"   // POST: a run failed, its copy discarded
 	Restore      = "/v1/peer/restore"       // POST ?home=&lost=&why=[&rebind=1&slurm=&within=]: restart a checkpoint file here
 )
+
+// CommitLeaseAge is MigrateCommit's query of how old the job's lease on
+// its source was as the source committed, in nanoseconds: the header's
+// LeaseAge (migrate.Header), renewed by the source's heartbeats while the
+// job moved.
+const CommitLeaseAge = "lease_age"
