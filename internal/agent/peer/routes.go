@@ -45,9 +45,3 @@ const (
 	ReopenDone   = "/v1/peer/reopen/done"   // POST: a run failed, its copy discarded
 	Restore      = "/v1/peer/restore"       // POST ?home=&lost=&why=[&rebind=1&slurm=&within=]: restart a checkpoint file here
 )
-
-// CommitLeaseAge is MigrateCommit's query of how old the job's lease on
-// its source was as the source committed, in nanoseconds: the header's
-// LeaseAge (migrate.Header), renewed by the source's heartbeats while the
-// job moved.
-const CommitLeaseAge = "lease_age"
