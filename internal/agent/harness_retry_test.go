@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -324,6 +325,41 @@ func TestAgentsNoRestartBeforeAMovedCopysFence(t *testing.T) {
 		})
 		if f := n1.cfg.Fence; time.Since(cut) < f.Kill {
 			t.Errorf("restarted %v after the cut, before fence.kill (%v)", time.Since(cut), f.Kill)
+		}
+		c.intact()
+	})
+}
+
+// A job that dies as roam's dump of it fails (CRIU killed while its
+// parasite is in the job's tasks: they die of SIGTRAP as they are let go;
+// the chaos run's job ended 133 so) is roam's loss, not the job's end: its
+// node tells its home so, and the home restarts it from its kept
+// checkpoint. Told as a plain exit, the home ended it.
+func TestAgentsRestartAJobItsDumpKilled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 57, faults{}, "static")
+		fenced, _ := c.fencedPair("n2")
+		n2 := c.nodes[1]
+		n2.fn.mu.Lock()
+		n2.fn.onDump = func(pid int) error {
+			c.world.mu.Lock()
+			defer c.world.mu.Unlock()
+			if p := c.world.procs[pid]; p != nil && p.job == fenced {
+				c.world.set(p, gone, "criu died in its dump")
+			}
+			return errors.New("criu dump: EOF")
+		}
+		n2.fn.mu.Unlock()
+		if _, err := n2.a.out.MigrateOut(peer.MigrateOutRequest{ID: fenced, To: "n3", Manual: true}); err == nil {
+			t.Fatal("the migration whose dump failed went through")
+		}
+		c.waitFor("its home restarts it from its kept checkpoint", 2*time.Minute, func() bool {
+			r := c.homeRec(fenced)
+			run, _ := c.world.copies(fenced)
+			return r.Inc == 1 && r.State == job.StateRunning && len(run) == 1 && run[0] == r.Node
+		})
+		if r := c.homeRec(fenced); r.ExitCode != nil {
+			t.Fatalf("restarted with an exit status %d", *r.ExitCode)
 		}
 		c.intact()
 	})

@@ -85,6 +85,11 @@ type RunResponse struct {
 // back and still runs it.
 const ExitLost = 254
 
+// EndDumpFailed is the end reason of a job that died by a signal as a
+// dump of it failed (CRIU killed while its code was in the job's tasks)
+// and that its home could not restart from a kept checkpoint.
+const EndDumpFailed = "died as roam's dump of it failed (CRIU ended in the middle of it), with no checkpoint kept to restart it from: roam restart its owner's checkpoint file, if any"
+
 // EndFenced is the end reason of a job its node's fence killed (exit
 // 137) that its home could not restart: no checkpoint of it is kept on
 // another node, only its owner's file (roam checkpoint, or the file of

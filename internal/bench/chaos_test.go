@@ -70,6 +70,8 @@ func TestOwnerDecision(t *testing.T) {
 		{"killed by its fence", fenced, true, ownerRestart},
 		{"killed by its fence, no file", fenced, false, ownerLost},
 		{"killed by another", api.Job{State: api.StateFinished, ExitCode: code(137), Checkpoints: owners}, true, ownerNone},
+		{"died of a failed dump", api.Job{State: api.StateFinished, ExitCode: code(133), EndReason: api.EndDumpFailed}, true, ownerRestart},
+		{"died of a failed dump, no file", api.Job{State: api.StateFinished, ExitCode: code(133), EndReason: api.EndDumpFailed}, false, ownerLost},
 		{"lost, its owner's file only", api.Job{State: api.StateLost, Checkpoints: owners}, true, ownerRestart},
 		{"lost, its owner's file only, no file", api.Job{State: api.StateLost, Checkpoints: owners}, false, ownerNone},
 		{"lost, one kept", api.Job{State: api.StateLost, Checkpoints: kept}, true, ownerNone},

@@ -58,12 +58,13 @@ const (
 
 // ownerDecision is the owner's move on job r, holding a file of it or
 // not: a job its fence killed that its home could not restart (finished,
-// 137, api.EndFenced), or one lost with its node that its fence kills
+// 137, api.EndFenced), or that died of a dump that failed (CRIU killed
+// mid-dump: api.EndDumpFailed), or one lost with its node that its fence kills
 // there and its home cannot restart (fencedUnkept), is restarted from
 // the owner's file. A lost job whose fence does not hold it may come back
 // when its node does: its owner waits.
 func ownerDecision(r api.Job, haveFile bool) ownerMove {
-	killed := r.State == api.StateFinished && r.ExitCode != nil && *r.ExitCode == 137 && r.EndReason == api.EndFenced
+	killed := r.State == api.StateFinished && r.ExitCode != nil && *r.ExitCode >= 128 && (r.EndReason == api.EndFenced || r.EndReason == api.EndDumpFailed)
 	lost := r.State == api.StateLost && fencedUnkept(r)
 	switch {
 	case !killed && !lost:

@@ -132,6 +132,9 @@ type Relay struct {
 	// flight (tryDead); a leaf lock.
 	deadMu  sync.Mutex
 	deadTry map[string]bool
+	// dumps are the jobs here whose dump is under way or failed lately
+	// (dumps.go).
+	dumps dumps
 }
 
 // New is the relay of c. It starts nothing: the agent runs PushLoop,

@@ -168,6 +168,9 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 			it.Ended = reopen.EndedByRoot(it.St.RootSignal)
 		} else if it.U.Exit != nil {
 			it.U.Fenced = r.leases.Killed(it.Id)
+			if !it.U.Fenced && *it.U.Exit >= 128 && r.killedByDump(it.Id, now) {
+				it.U.Fenced, it.Ended = true, api.EndDumpFailed // roam's dump killed it (dumps.go)
+			}
 		}
 	}
 	// A quiet job's heartbeat renews its home's leases here too.

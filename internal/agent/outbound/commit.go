@@ -43,3 +43,16 @@ func (o *outMig) commitQuery(mid string) string {
 	}
 	return peer.MigrateCommit + "?" + q.Encode()
 }
+
+// watchedDump runs dump, a dump of job id, told to the node's leases
+// (Leases.DumpBegins, DumpEnds): a job that dies of its dump is roam's
+// loss, which its home restarts from a kept checkpoint.
+func (d *Driver) watchedDump(id string, dump func() error) error {
+	if d.leases == nil {
+		return dump()
+	}
+	d.leases.DumpBegins(id)
+	err := dump()
+	d.leases.DumpEnds(id, err)
+	return err
+}

@@ -194,7 +194,7 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 		}
 		o.ph.Add("persist", t)
 	case migrate.Dump:
-		return migrate.Dumped{Err: o.dump(r)}
+		return migrate.Dumped{Err: d.watchedDump(r.Job, func() error { return o.dump(r) })}
 	case migrate.SendImages:
 		return migrate.ReadyAnswer{Err: o.sendImages(r)}
 	case migrate.Thaw:
