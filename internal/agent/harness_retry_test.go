@@ -364,3 +364,44 @@ func TestAgentsRestartAJobItsDumpKilled(t *testing.T) {
 		c.intact()
 	})
 }
+
+// A job whose node loses its home while CRIU dumps the job (a migration's
+// dump here; a periodic checkpoint's in the chaos run) gets no SIGSTOP
+// from its fence until the dump ends: a signal then reaches tasks CRIU
+// has seized, and the checkpoint taken did not restore on any node
+// ("Can't open file ... on restore"), which lost the job its fence then
+// killed. Past its dump the fence stops it as it would have.
+func TestAgentsFenceLeavesADumpAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 58, faults{}, "static", func(cfg *Config) {
+			cfg.Fence.Lease, cfg.Fence.Kill, cfg.Fence.Margin = 4*time.Second, 12*time.Second, 2*time.Second
+		})
+		n2 := c.nodes[1]
+		resp, err := c.nodes[0].a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2", CheckpointEvery: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.IDs[0]
+		c.waitFor("a checkpoint kept off n2, and n2 fencing the job", 3*time.Minute, func() bool {
+			r := c.homeRec(id)
+			l, ok := n2.a.jobs.LocalRec(id)
+			return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != "n2" && ok && l.Checkpointed
+		})
+		c.world.mu.Lock()
+		c.world.dumpTime = 8 * time.Second
+		c.world.mu.Unlock()
+		c.net.partition(n2.host, c.nodes[0].host)
+		done := make(chan error, 1)
+		go func() {
+			_, err := n2.a.out.MigrateOut(peer.MigrateOutRequest{ID: id, To: "n3", Manual: true})
+			done <- err
+		}()
+		time.Sleep(6 * time.Second) // past fence.lease, in the dump
+		if n := c.stops(1); n != 0 {
+			t.Fatalf("n2's fence sent %d SIGSTOPs to the job while CRIU dumped it", n)
+		}
+		c.net.heal()
+		<-done
+		c.intact()
+	})
+}

@@ -75,3 +75,10 @@ func (r *Relay) killedByDump(id string, now time.Time) bool {
 	m, ok := r.dumps.at[id]
 	return ok && (m.running > 0 || now.Sub(m.failed) <= dumpDeathWindow)
 }
+
+// dumping says whether a dump of job id is under way here.
+func (r *Relay) dumping(id string) bool {
+	r.dumps.mu.Lock()
+	defer r.dumps.mu.Unlock()
+	return r.dumps.at[id].running > 0
+}

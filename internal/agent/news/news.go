@@ -144,5 +144,7 @@ func New(c Config) *Relay {
 	if c.StateDir != "" {
 		file = filepath.Join(c.StateDir, "fence.json")
 	}
-	return &Relay{c: c, woken: make(chan struct{}, 1), leases: fencing.New(c.Fence, c.Procs, c.Log, file)}
+	r := &Relay{c: c, woken: make(chan struct{}, 1), leases: fencing.New(c.Fence, c.Procs, c.Log, file)}
+	r.leases.Dumping = r.dumping
+	return r
 }
