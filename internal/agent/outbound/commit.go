@@ -4,6 +4,7 @@ package outbound
 // the job's lease is now.
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -53,6 +54,12 @@ func (d *Driver) watchedDump(id string, dump func() error) error {
 	}
 	d.leases.DumpBegins(id)
 	err := dump()
+	if err == nil && d.leases.FenceKilled(id) {
+		// Killed in the middle of its dump: CRIU may say it dumped, and
+		// the images did not restore on any node (the chaos run). Its
+		// home restarts it from the checkpoint it kept before.
+		err = fmt.Errorf("job %s was killed by its fence during its dump: its images are not used", id)
+	}
 	d.leases.DumpEnds(id, err)
 	return err
 }

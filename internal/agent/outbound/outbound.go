@@ -130,6 +130,8 @@ type Leases interface {
 	// dies by a signal in it, or just after it failed, died of it.
 	DumpBegins(id string)
 	DumpEnds(id string, err error)
+	// FenceKilled says whether job id's fence killed it here.
+	FenceKilled(id string) bool
 }
 
 // New is the source's driver of the node c describes.
