@@ -309,12 +309,15 @@ func (c *Checkpoints) restartOnce(rec job.Record, lost string, fenced bool) erro
 
 // checkpointGone says why job rec's kept checkpoint is gone after a try
 // that failed with err ("": it may be there still): its store keeps none
-// (or the home no record), or the store left the cluster.
+// (or the home no record), or the store left the cluster (unknown to
+// membership past loss.Grace after this agent's start).
 func (c *Checkpoints) checkpointGone(rec job.Record, err error) string {
 	switch store := rec.Newest.StoredOn; {
 	case errors.Is(err, peer.ErrNotFound):
 		return "not found"
-	case store != c.cfg.Self && !c.cfg.Members.Known(store):
+	case store != c.cfg.Self && !c.cfg.Members.Known(store) && time.Since(c.cfg.Started()) > loss.Grace:
+		// (Membership lists every live node only some rounds after this
+		// agent's start: a restart it resumes then waits for it.)
 		return "its keeper " + store + " left the cluster"
 	}
 	return ""
