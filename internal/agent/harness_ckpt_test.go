@@ -125,6 +125,15 @@ func (f *fakeNode) Dump(pid int, dir string, mounts []string, pages net.Conn) (c
 	f.w.mu.Lock()
 	f.w.dumping--
 	f.w.mu.Unlock()
+	f.mu.Lock()
+	hook := f.onDump
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(pid); err != nil {
+			pages.Close()
+			return ckpt.Times{{Name: "criu dump", MS: phases.Since(t), Frozen: true}}, err
+		}
+	}
 	err := f.dump(pid, dir, pages)
 	return ckpt.Times{{Name: "criu dump", MS: phases.Since(t), Frozen: true}}, err
 }

@@ -226,7 +226,10 @@ type fakeNode struct {
 	// onRestore, when set, runs as a restore is asked (before anything
 	// is restored).
 	onRestore func(ckpt.RestoreSpec)
-	servers   []*fakeSink // the page servers it started
+	// onDump, when set, runs as an eager dump is asked, before anything
+	// is dumped: an error is the dump's.
+	onDump  func(pid int) error
+	servers []*fakeSink // the page servers it started
 	// lazies are the lazy dumps it started, serving pages.
 	lazies []*fakeLazy
 	// pin, when set, is what the rules say of every job here, frozen or

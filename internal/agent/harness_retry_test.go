@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -126,6 +127,281 @@ func TestAgentsLeaseOfAStalledMigration(t *testing.T) {
 			r := c.homeRec(id)
 			return len(run) == 1 && run[0] == "n3" && r.Node == "n3" && r.Inc == 0
 		})
+		c.intact()
+	})
+}
+
+// A migration whose restore takes longer than fence.kill less the lease's
+// age in its header (a restore held 20 s, fence.kill 8 s) does not end in
+// the destination's fence killing the copy as it arrives: the source's
+// heartbeats renew its reach of the home while the job moves, and the
+// commit carries the lease's age then (peer.MigrateCommit's lease_age),
+// from which the destination counts until the home takes the copy's news
+// from there (held back here for a second after the commit). Counted from
+// the header's age, the copy was killed at once and its home restarted it
+// from its checkpoint.
+func TestAgentsLeaseRenewedThroughASlowRestore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 53, faults{}, "static", func(cfg *Config) {
+			cfg.Fence.Lease, cfg.Fence.Kill, cfg.Fence.Margin = 4*time.Second, 8*time.Second, 2*time.Second
+		})
+		n2, n3 := c.nodes[1], c.nodes[2]
+		resp, err := c.nodes[0].a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2", CheckpointEvery: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.IDs[0]
+		c.waitFor("a checkpoint kept off n2, and n2 fencing the job", time.Minute, func() bool {
+			r := c.homeRec(id)
+			l, ok := n2.a.jobs.LocalRec(id)
+			return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != "n2" && ok && l.Checkpointed
+		})
+		n3.fn.mu.Lock()
+		n3.fn.onRestore = func(ckpt.RestoreSpec) {
+			time.Sleep(20 * time.Second) // past fence.kill
+			// The home does not take the copy's news from n3 at once
+			// (which would renew its lease there before its fence looks).
+			c.net.partition(n3.host, c.nodes[0].host)
+		}
+		n3.fn.mu.Unlock()
+		// n2 has not reached the home for 2 s as the move begins (its
+		// header's age: 0, a push just acknowledged, would be none), and
+		// reaches it again while the job moves.
+		c.net.partition(n2.host, c.nodes[0].host)
+		time.Sleep(2 * time.Second)
+		moved := make(chan error, 1)
+		go func() {
+			_, err := n2.a.out.MigrateOut(peer.MigrateOutRequest{ID: id, To: "n3", Manual: true})
+			moved <- err
+		}()
+		time.Sleep(time.Second)
+		c.net.heal()
+		if err := <-moved; err != nil {
+			t.Fatalf("the slow migration: %v", err)
+		}
+		if l, ok := n3.a.jobs.LocalRec(id); !ok || l.LeaseCap.IsZero() {
+			t.Fatalf("n3's record of the moved job: %v, lease capped at %v; want a cap", ok, l.LeaseCap)
+		}
+		time.Sleep(time.Second)
+		c.net.heal()
+		time.Sleep(12 * time.Second) // past fence.kill after the commit
+		run, _ := c.world.copies(id)
+		if r := c.homeRec(id); len(run) != 1 || run[0] != "n3" || r.Node != "n3" || r.Inc != 0 {
+			t.Fatalf("after the slow restore: runs on %v, record on %s inc %d (restarts %+v); want it on n3, never killed", run, r.Node, r.Inc, r.Restarts)
+		}
+		c.intact()
+	})
+}
+
+// A home restarted while a restart of its job of a lost node waits to be
+// tried again (loss.RetryAfter) tries it again after its start: the job's
+// node told it its fence killed the job and forgot it, and nothing else
+// would ever bring the job back (its record says it runs on that node,
+// which is alive).
+func TestAgentsRestartRetriedAfterTheHomeRestarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 54, faults{}, "static")
+		n1, n2 := c.nodes[0], c.nodes[1]
+		fenced, _ := c.fencedPair("n2")
+		for _, n := range []string{"n1", "n3"} {
+			if err := n1.a.drain.Ask(Caller{}, n, peer.DrainOn); err != nil {
+				t.Fatalf("drain %s: %v", n, err)
+			}
+		}
+		c.waitFor("n1 sees n3 draining", time.Minute, func() bool { p, ok := n1.a.members.Get("n3"); return ok && p.Draining })
+		c.net.partition(n1.host, n2.host)
+		c.net.partition(n1.host, c.nodes[2].host)
+		c.waitFor("n2 kills the job by its fence", time.Minute, func() bool { run, fz := c.world.copies(fenced); return len(run)+len(fz) == 0 })
+		c.net.heal()
+		c.waitFor("n2 tells the home its fence killed it, and forgets it", time.Minute, func() bool { _, ok := n2.a.jobs.LocalRec(fenced); return !ok })
+		time.Sleep(20 * time.Second) // the home's tries find no node but n2
+		c.crash(0)
+		time.Sleep(5 * time.Second)
+		c.start(0)
+		n1 = c.nodes[0]
+		c.waitFor("the restarted home sees n3 alive", time.Minute, func() bool { p, ok := n1.a.members.Get("n3"); return ok && p.Alive })
+		if err := n1.a.drain.Ask(Caller{}, "n3", peer.DrainOff); err != nil {
+			t.Fatalf("resume n3: %v", err)
+		}
+		c.waitFor("its restarted home restarts it on n3", 2*time.Minute, func() bool {
+			r := c.homeRec(fenced)
+			run, _ := c.world.copies(fenced)
+			return r.Inc == 1 && r.State == job.StateRunning && r.Node == "n3" && len(run) == 1 && run[0] == "n3"
+		})
+		c.intact()
+	})
+}
+
+// A job whose node is lost while the node that keeps its checkpoint
+// merely looks dead too (its home cut off from both) is not marked lost
+// at once: its home waits and tries its restart again, as with no live
+// node to restart it on, and restarts it once the keeper is back. Marked
+// lost, it stayed lost: its node, cut off for good, never told of the
+// fenced kill.
+func TestAgentsRestartWaitsForTheKeeper(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 55, faults{}, "static")
+		n1 := c.nodes[0]
+		resp, err := n1.a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1", CheckpointEvery: 10 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.IDs[0]
+		c.waitFor("a checkpoint kept off the home", 15*time.Minute, func() bool {
+			r := c.homeRec(id)
+			return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != "" && r.Newest.StoredOn != "n1"
+		})
+		keeper := c.homeRec(id).Newest.StoredOn
+		on := map[string]string{"n2": "n3", "n3": "n2"}[keeper]
+		if _, err := n1.a.out.MigrateOut(peer.MigrateOutRequest{ID: id, To: on, Manual: true}); err != nil {
+			t.Fatalf("move to %s: %v", on, err)
+		}
+		k, x := c.nodes[nodeOf(keeper)], c.nodes[nodeOf(on)]
+		c.waitFor("the job fenced on "+on, time.Minute, func() bool { l, ok := x.a.jobs.LocalRec(id); return ok && l.Checkpointed })
+		c.world.mu.Lock()
+		c.world.gaps[id] = true
+		c.world.mu.Unlock()
+		c.net.partition(x.host, n1.host)
+		c.net.partition(x.host, k.host)
+		c.net.partition(k.host, n1.host)
+		c.waitDead(n1.a, on)
+		c.waitDead(n1.a, keeper)
+		time.Sleep(2 * time.Minute) // the home's sweeps, and its tries past fence.kill+margin
+		if r := c.homeRec(id); r.State != job.StateRunning || r.Inc != 0 {
+			t.Fatalf("with its keeper %s looking dead: %s on %s, inc %d; want it held for the restart", keeper, r.State, r.Node, r.Inc)
+		}
+		c.net.mu.Lock()
+		delete(c.net.cut, pair(k.host, n1.host)) // the keeper is back; the job's node stays cut off
+		c.net.mu.Unlock()
+		c.waitFor("its home restarts it, off "+on, 3*time.Minute, func() bool {
+			r := c.homeRec(id)
+			run, _ := c.world.copies(id)
+			return r.Inc == 1 && r.State == job.StateRunning && r.Node != on && len(run) == 1 && run[0] == r.Node
+		})
+		c.intact()
+	})
+}
+
+// A job that moved to a node its home had not heard from for a while
+// (nothing of that home ran there), cut off at once after the move, is
+// not restarted by its home before that node's fence has killed it: the
+// moved copy holds its lease from the move (its source's reach of the
+// home), and the home counts fence.kill+fence.margin from when it took
+// the move's note, not from the node's last news (fence.RestartAt), which
+// was older, or none: it restarted the job seconds after the cut, beside
+// the copy that ran on until fence.kill.
+func TestAgentsNoRestartBeforeAMovedCopysFence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 56, faults{}, "static")
+		n1 := c.nodes[0]
+		resp, err := n1.a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1", CheckpointEvery: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.IDs[0]
+		c.waitFor("a checkpoint kept off the home", time.Minute, func() bool {
+			r := c.homeRec(id)
+			return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != "" && r.Newest.StoredOn != "n1"
+		})
+		time.Sleep(time.Minute) // past fence.kill+margin after the home's start
+		on := map[string]string{"n2": "n3", "n3": "n2"}[c.homeRec(id).Newest.StoredOn]
+		x := c.nodes[nodeOf(on)]
+		c.world.mu.Lock()
+		c.world.gaps[id] = true
+		c.world.mu.Unlock()
+		if _, err := n1.a.out.MigrateOut(peer.MigrateOutRequest{ID: id, To: on, Manual: true}); err != nil {
+			t.Fatalf("move to %s: %v", on, err)
+		}
+		cut := time.Now()
+		for _, n := range c.nodes {
+			if n != x {
+				c.net.partition(x.host, n.host)
+			}
+		}
+		c.waitFor("its home restarts it off "+on, 3*time.Minute, func() bool {
+			r := c.homeRec(id)
+			run, _ := c.world.copies(id)
+			return r.Inc >= 1 && r.State == job.StateRunning && r.Node != on && len(run) == 1 && run[0] == r.Node
+		})
+		if f := n1.cfg.Fence; time.Since(cut) < f.Kill {
+			t.Errorf("restarted %v after the cut, before fence.kill (%v)", time.Since(cut), f.Kill)
+		}
+		c.intact()
+	})
+}
+
+// A job that dies as roam's dump of it fails (CRIU killed while its
+// parasite is in the job's tasks: they die of SIGTRAP as they are let go;
+// the chaos run's job ended 133 so) is roam's loss, not the job's end: its
+// node tells its home so, and the home restarts it from its kept
+// checkpoint. Told as a plain exit, the home ended it.
+func TestAgentsRestartAJobItsDumpKilled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 57, faults{}, "static")
+		fenced, _ := c.fencedPair("n2")
+		n2 := c.nodes[1]
+		n2.fn.mu.Lock()
+		n2.fn.onDump = func(pid int) error {
+			c.world.mu.Lock()
+			defer c.world.mu.Unlock()
+			if p := c.world.procs[pid]; p != nil && p.job == fenced {
+				c.world.set(p, gone, "criu died in its dump")
+			}
+			return errors.New("criu dump: EOF")
+		}
+		n2.fn.mu.Unlock()
+		if _, err := n2.a.out.MigrateOut(peer.MigrateOutRequest{ID: fenced, To: "n3", Manual: true}); err == nil {
+			t.Fatal("the migration whose dump failed went through")
+		}
+		c.waitFor("its home restarts it from its kept checkpoint", 2*time.Minute, func() bool {
+			r := c.homeRec(fenced)
+			run, _ := c.world.copies(fenced)
+			return r.Inc == 1 && r.State == job.StateRunning && len(run) == 1 && run[0] == r.Node
+		})
+		if r := c.homeRec(fenced); r.ExitCode != nil {
+			t.Fatalf("restarted with an exit status %d", *r.ExitCode)
+		}
+		c.intact()
+	})
+}
+
+// A job whose node loses its home while CRIU dumps the job (a migration's
+// dump here; a periodic checkpoint's in the chaos run) gets no SIGSTOP
+// from its fence until the dump ends: a signal then reaches tasks CRIU
+// has seized, and the checkpoint taken did not restore on any node
+// ("Can't open file ... on restore"), which lost the job its fence then
+// killed. Past its dump the fence stops it as it would have.
+func TestAgentsFenceLeavesADumpAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 58, faults{}, "static", func(cfg *Config) {
+			cfg.Fence.Lease, cfg.Fence.Kill, cfg.Fence.Margin = 4*time.Second, 12*time.Second, 2*time.Second
+		})
+		n2 := c.nodes[1]
+		resp, err := c.nodes[0].a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2", CheckpointEvery: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.IDs[0]
+		c.waitFor("a checkpoint kept off n2, and n2 fencing the job", 3*time.Minute, func() bool {
+			r := c.homeRec(id)
+			l, ok := n2.a.jobs.LocalRec(id)
+			return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != "n2" && ok && l.Checkpointed
+		})
+		c.world.mu.Lock()
+		c.world.dumpTime = 8 * time.Second
+		c.world.mu.Unlock()
+		c.net.partition(n2.host, c.nodes[0].host)
+		done := make(chan error, 1)
+		go func() {
+			_, err := n2.a.out.MigrateOut(peer.MigrateOutRequest{ID: id, To: "n3", Manual: true})
+			done <- err
+		}()
+		time.Sleep(6 * time.Second) // past fence.lease, in the dump
+		if n := c.stops(1); n != 0 {
+			t.Fatalf("n2's fence sent %d SIGSTOPs to the job while CRIU dumped it", n)
+		}
+		c.net.heal()
+		<-done
 		c.intact()
 	})
 }

@@ -85,6 +85,17 @@ type RunResponse struct {
 // back and still runs it.
 const ExitLost = 254
 
+// EndDumpFailed is the end reason of a job that died by a signal as a
+// dump of it failed (CRIU killed while its code was in the job's tasks)
+// and that its home could not restart from a kept checkpoint.
+const EndDumpFailed = "died as roam's dump of it failed (CRIU ended in the middle of it), with no checkpoint kept to restart it from: roam restart its owner's checkpoint file, if any"
+
+// EndFenced is the end reason of a job its node's fence killed (exit
+// 137) that its home could not restart: no checkpoint of it is kept on
+// another node, only its owner's file (roam checkpoint, or the file of
+// its last roam restart), which roam restart runs again.
+const EndFenced = "killed by its node's fence (its node could not reach its home for fence.kill) with no checkpoint kept to restart it from: roam restart its owner's checkpoint file"
+
 // Output is a piece of a job's output from given offsets, with its state.
 type Output struct {
 	ID        string `json:"id"`
@@ -198,7 +209,8 @@ type Job struct {
 	// line (a list of jobs); the whole is listed for a job asked by id.
 	CmdCut   bool `json:"cmd_cut,omitempty"`
 	ExitCode *int `json:"exit_code,omitempty"`
-	// EndReason says why roam ended the job, when it did (a limit).
+	// EndReason says why roam ended the job, when it did (a limit,
+	// EndFenced).
 	EndReason string `json:"end_reason,omitempty"`
 	Pin       bool   `json:"pin,omitempty"`
 	// PinReason says why the job cannot migrate, once roam found out.

@@ -83,18 +83,22 @@ var faultKinds = []string{"agent-kill", "link-cut", "disk-full", "criu-kill"}
 
 // ChaosResult is what a run did.
 type ChaosResult struct {
-	Seed             int64          `json:"seed"`
-	Steps            int            `json:"steps"`
-	Migrations       int            `json:"migrations"`
-	MigrationsFailed int            `json:"migrations_failed"`
-	Cycles           int            `json:"checkpoint_restart_cycles"`
-	Faults           map[string]int `json:"faults"`
-	JobsFinished     int            `json:"jobs_finished"`
-	Lost             int            `json:"lost"`
-	RunTwice         int            `json:"run_twice"`
-	MaxRSSMB         float64        `json:"max_agent_rss_mb"`
-	MaxFDs           int            `json:"max_agent_fds"`
-	Seconds          float64        `json:"seconds"`
+	Seed             int64 `json:"seed"`
+	Steps            int   `json:"steps"`
+	Migrations       int   `json:"migrations"`
+	MigrationsFailed int   `json:"migrations_failed"`
+	Cycles           int   `json:"checkpoint_restart_cycles"`
+	// OwnerRestarts: jobs their fences killed, or lost with their nodes,
+	// with only their owner's file to restart from, that the run
+	// restarted from it as their owner (roam restart FILE).
+	OwnerRestarts int            `json:"owner_restarts"`
+	Faults        map[string]int `json:"faults"`
+	JobsFinished  int            `json:"jobs_finished"`
+	Lost          int            `json:"lost"`
+	RunTwice      int            `json:"run_twice"`
+	MaxRSSMB      float64        `json:"max_agent_rss_mb"`
+	MaxFDs        int            `json:"max_agent_fds"`
+	Seconds       float64        `json:"seconds"`
 }
 
 // FaultCount is the sum of the faults injected.
@@ -111,7 +115,7 @@ func (r ChaosResult) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d: %d steps in %.0f s\n", r.Seed, r.Steps, r.Seconds)
 	fmt.Fprintf(&b, "migrations: %d (and %d refused or failed under faults)\n", r.Migrations, r.MigrationsFailed)
-	fmt.Fprintf(&b, "checkpoint/restart cycles: %d\n", r.Cycles)
+	fmt.Fprintf(&b, "checkpoint/restart cycles: %d; restarts by the owner of a job fenced or lost: %d\n", r.Cycles, r.OwnerRestarts)
 	fmt.Fprintf(&b, "faults: %d:", r.FaultCount())
 	for _, k := range faultKinds {
 		fmt.Fprintf(&b, " %s %d", k, r.Faults[k])

@@ -8,30 +8,77 @@ import (
 	"roam/internal/api"
 )
 
-// CheckLines: one copy counts up by one; a restart falls back once; two
-// copies interleave (a rise by more than one); a fall without a restart
-// is a copy that ran unrestarted.
+// CheckLines: one copy counts up by one; a restart falls back once, to
+// where its point allows (anywhere for a home's restart, the owner's
+// file's count for a roam restart); two copies interleave (a rise by
+// more than one); a fall no restart allows is a copy that ran
+// unrestarted.
 func TestCheckLines(t *testing.T) {
+	home := RestartPoint{}
+	owner := func(lo, hi int) RestartPoint { return RestartPoint{Owner: true, Lo: lo, Hi: hi} }
 	for _, c := range []struct {
 		file       string
-		restarts   int
+		points     []RestartPoint
 		last       int
 		interleave bool
 		bad        bool
 	}{
-		{"", 0, 0, false, false},
-		{"1\n2\n3\n", 0, 3, false, false},
-		{"1\n2\n3\n4", 0, 3, false, false}, // the last write cut
-		{"1\n2\n3\n2\n3\n4\n", 1, 4, false, false},
-		{"1\n2\n3\n2\n3\n4\n", 0, 3, false, true},
-		{"1\n2\n3\n2\n4\n", 1, 2, true, true},
-		{"1\n2\n3\n1\n2\n1\n2\n", 2, 2, false, false},
-		{"2\n3\n", 0, 0, true, true},
-		{"1\nx\n", 0, 1, false, true},
+		{"", nil, 0, false, false},
+		{"1\n2\n3\n", nil, 3, false, false},
+		{"1\n2\n3\n4", nil, 3, false, false}, // the last write cut
+		{"1\n2\n3\n2\n3\n4\n", []RestartPoint{home}, 4, false, false},
+		{"1\n2\n3\n2\n3\n4\n", nil, 3, false, true},
+		{"1\n2\n3\n2\n4\n", []RestartPoint{home}, 2, true, true},
+		{"1\n2\n3\n1\n2\n1\n2\n", []RestartPoint{home, home}, 2, false, false},
+		{"2\n3\n", nil, 0, true, true},
+		{"1\nx\n", nil, 1, false, true},
+		// The owner's file was taken with 2 or 3 written: its copy
+		// writes 3 or 4 first.
+		{"1\n2\n3\n4\n5\n3\n4\n", []RestartPoint{owner(3, 4)}, 4, false, false},
+		{"1\n2\n3\n4\n5\n4\n5\n", []RestartPoint{owner(3, 4)}, 5, false, false},
+		{"1\n2\n3\n4\n5\n2\n3\n", []RestartPoint{owner(3, 4)}, 5, false, true},
+		// Killed at its checkpoint, the owner's restart falls nowhere;
+		// the home's restart after it falls anywhere.
+		{"1\n2\n3\n4\n5\n2\n3\n", []RestartPoint{owner(4, 4), home}, 3, false, false},
+		{"1\n2\n3\n4\n5\n2\n3\n2\n", []RestartPoint{owner(2, 2)}, 3, false, true},
 	} {
-		last, err := CheckLines([]byte(c.file), c.restarts)
+		last, err := CheckLines([]byte(c.file), c.points)
 		if last != c.last || (err != nil) != c.bad || errors.Is(err, ErrInterleave) != c.interleave {
-			t.Errorf("%q with %d restarts: %d, %v; want %d, bad %v, interleave %v", c.file, c.restarts, last, err, c.last, c.bad, c.interleave)
+			t.Errorf("%q with restarts %v: %d, %v; want %d, bad %v, interleave %v", c.file, c.points, last, err, c.last, c.bad, c.interleave)
+		}
+	}
+}
+
+// The owner's move: a job its fence killed that its home could not
+// restart, or one lost with its node whose fence holds it and whose home
+// keeps no checkpoint, is restarted from the owner's file; without a file
+// the first is lost; anything else is left alone.
+func TestOwnerDecision(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	code := func(c int) *int { return &c }
+	owners := []api.Checkpoint{{At: t0, OK: true}}
+	kept := []api.Checkpoint{{At: t0, OK: true, StoredOn: "2"}}
+	fenced := api.Job{State: api.StateFinished, ExitCode: code(137), EndReason: api.EndFenced, Checkpoints: owners}
+	for _, c := range []struct {
+		name string
+		job  api.Job
+		file bool
+		want ownerMove
+	}{
+		{"running", api.Job{State: api.StateRunning, Checkpoints: owners}, true, ownerNone},
+		{"finished", api.Job{State: api.StateFinished, ExitCode: code(0), Checkpoints: owners}, true, ownerNone},
+		{"killed by its fence", fenced, true, ownerRestart},
+		{"killed by its fence, no file", fenced, false, ownerLost},
+		{"killed by another", api.Job{State: api.StateFinished, ExitCode: code(137), Checkpoints: owners}, true, ownerNone},
+		{"died of a failed dump", api.Job{State: api.StateFinished, ExitCode: code(133), EndReason: api.EndDumpFailed}, true, ownerRestart},
+		{"died of a failed dump, no file", api.Job{State: api.StateFinished, ExitCode: code(133), EndReason: api.EndDumpFailed}, false, ownerLost},
+		{"lost, its owner's file only", api.Job{State: api.StateLost, Checkpoints: owners}, true, ownerRestart},
+		{"lost, its owner's file only, no file", api.Job{State: api.StateLost, Checkpoints: owners}, false, ownerNone},
+		{"lost, one kept", api.Job{State: api.StateLost, Checkpoints: kept}, true, ownerNone},
+		{"lost, never checkpointed", api.Job{State: api.StateLost}, false, ownerNone},
+	} {
+		if got := ownerDecision(c.job, c.file); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -111,7 +111,7 @@ func (x *chaos) checkOnce() (why string, err error) {
 // checkJob checks one job against its record and its copies.
 func (x *chaos) checkJob(j *chaosJob, cps []copyOf) (string, error) {
 	b, _ := os.ReadFile(j.file)
-	last, lerr := CheckLines(b, len(j.rec.Restarts))
+	last, lerr := CheckLines(b, j.restartPoints())
 	if errors.Is(lerr, ErrInterleave) {
 		x.res.RunTwice++
 		return "", x.violation("job %s (%s): %v", j.id, j.file, lerr)
@@ -134,6 +134,12 @@ func (x *chaos) checkJob(j *chaosJob, cps []copyOf) (string, error) {
 			x.res.RunTwice++
 			return "", x.violation("job %s runs twice: copies %v, record %s on %s", j.id, still, j.rec.State, j.rec.Node)
 		}
+	}
+	// The owner sees no processes, only the record: the home's refusal
+	// of a restart while the job's node may still run it is what keeps
+	// the copies apart, and the watch above checks it.
+	if move := ownerDecision(j.rec, j.owner != nil); move != ownerNone && lerr == nil {
+		return x.playOwner(j, move)
 	}
 	switch r := j.rec; {
 	case lerr != nil:

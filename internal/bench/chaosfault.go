@@ -3,7 +3,6 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -71,19 +70,9 @@ func (x *chaos) migrateBeside(id string) (*chaosJob, chan error) {
 func (x *chaos) faultKill() error {
 	// A restarted agent fences its jobs from the reach it kept, and the
 	// other nodes the jobs of its home: one whose only checkpoint is its
-	// owner's file would be killed, not restarted by its home. The kill
-	// is of a node without such a job.
-	var ok []int
-	for k, n := range x.st.Nodes {
-		if j := x.unkept(n.ID); j == "" {
-			ok = append(ok, k)
-		}
-	}
-	if len(ok) == 0 {
-		x.note("agent-kill: every node runs, or is the home of, a job fenced whose home keeps no checkpoint of it")
-		return nil
-	}
-	i := ok[x.rng.IntN(len(ok))]
+	// owner's file may be killed by its fence, and its owner restarts it
+	// (ownerDecision).
+	i := x.rng.IntN(len(x.st.Nodes))
 	id, during := x.st.Nodes[i].ID, x.rng.IntN(2) == 0
 	x.note("agent-kill of node %s, mid-migration %v", id, during)
 	pid, err := x.agentPID(i)
@@ -124,19 +113,12 @@ func (x *chaos) faultKill() error {
 // faultCut cuts a node's link and heals it: short (under the fence's
 // lease: nothing fences) two times in three, else long (past its kill and
 // margin: the node fences its checkpointed jobs, their homes restart them
-// elsewhere). A migration off the node is tried during the cut.
+// elsewhere, or their owners from their files). A migration off the node is tried during the cut.
 func (x *chaos) faultCut() error {
 	id := x.st.Nodes[x.rng.IntN(len(x.st.Nodes))].ID
 	d := time.Duration(500+x.rng.IntN(2000)) * time.Millisecond
 	if x.rng.IntN(3) == 0 && !x.spec.ShortCuts {
 		d = 14 * time.Second
-		if j := x.unkept(id); j != "" {
-			// Its fence would kill the job (137), and its home has no
-			// checkpoint to restart it from: only its owner's file
-			// would. The cut stays under the lease.
-			d = 2500 * time.Millisecond
-			fmt.Fprintf(x.progress, "chaos: the long cut of node %s is short: job %s is fenced and its home keeps no checkpoint of it\n", id, j)
-		}
 	}
 	x.note("link-cut of node %s for %v", id, d)
 	if err := emu.SetLink(x.spec.Name, id, false); err != nil {
@@ -153,41 +135,6 @@ func (x *chaos) faultCut() error {
 		x.count(<-done)
 	}
 	return x.waitWhole()
-}
-
-// unkept names a job that runs on node id, or whose home id is, that
-// its node fences and its home could not restart (fencedUnkept), by the
-// last check, or "".
-func (x *chaos) unkept(id string) string {
-	for _, j := range x.running() {
-		if (j.rec.Node == id || j.home == id) && fencedUnkept(j.rec) {
-			return j.id
-		}
-	}
-	return ""
-}
-
-// fencedUnkept says whether job r is fenced on its node, and its home
-// keeps no checkpoint to restart it from: a checkpoint of it was taken
-// (its owner's file, or one kept) or it was restarted from its owner's
-// file, which gives it a lease wherever it moves (job.Local.Checkpointed),
-// and no periodic checkpoint was kept since its last such restart (the
-// job ended before it, and its home dropped what was kept). Its fence
-// kills such a job rather than its home restart it, as designed: only
-// its owner's file brings it back.
-func fencedUnkept(r api.Job) bool {
-	var since time.Time
-	fenced, kept := false, false
-	for _, rs := range r.Restarts {
-		if strings.HasPrefix(rs.Why, "roam restart") {
-			since, fenced = rs.At, true
-		}
-	}
-	for _, c := range r.Checkpoints {
-		fenced = fenced || c.OK
-		kept = kept || c.OK && c.StoredOn != "" && c.At.After(since)
-	}
-	return fenced && !kept
 }
 
 // faultFill fills a node's state directory (its tmpfs) to the last byte,
@@ -218,7 +165,7 @@ func (x *chaos) faultFill() error {
 		x.count(<-done)
 	}
 	if j := x.pickJob(); j != nil {
-		if err := x.checkpointOf(j, false, io.Discard); err != nil {
+		if err := x.saveOwner(j, false); err != nil {
 			fmt.Fprintf(x.progress, "chaos: checkpoint of %s with node %s full: %v\n", j.id, id, err)
 		}
 	}
@@ -244,7 +191,7 @@ func (x *chaos) faultCRIU() error {
 	}
 	done := make(chan error, 1)
 	if ckptOnly {
-		go func() { done <- x.checkpointOf(j, false, io.Discard) }()
+		go func() { done <- x.saveOwner(j, false) }()
 	} else {
 		to, lazy := x.otherNode(j.rec.Node), x.rng.IntN(4) == 0
 		go func() { done <- x.migrate(j, to, lazy) }()

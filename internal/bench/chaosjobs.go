@@ -23,6 +23,13 @@ type chaosJob struct {
 	rec  api.Job
 	// over: it finished and its file was checked whole.
 	over bool
+	// owner is the newest checkpoint file of it the run took as its
+	// user (nil: none); points are the restart points of the run's roam
+	// restarts of it, in turn; ownerNext is when its owner may try a
+	// refused restart again.
+	owner     *ownerFile
+	points    []RestartPoint
+	ownerNext time.Time
 }
 
 // chaosScript is a job of the chaos run: it counts to LINES, keeps the
@@ -69,13 +76,19 @@ func (x *chaos) topUp() error {
 }
 
 // CheckLines checks a file of numbered lines that one job appended, one
-// number a line, through its restarts (restarts: how many its record
-// has). One copy counts up by one from 1; a restart from a checkpoint
-// falls back once, to a number at most the last one's, and counts up
-// again; a line that jumps up is two copies interleaving. It returns
-// the last number. A last line without its newline (a write cut by a
-// kill) is left out.
-func CheckLines(b []byte, restarts int) (last int, err error) {
+// number a line, through its restarts (points: where each restart in its
+// record may fall back to, in turn). One copy counts up by one from 1. A
+// restart runs the job again from a checkpoint: its copy writes, first,
+// the number after the one the checkpoint's copy had written, so the file
+// falls back there and counts up by one again; the lines the killed copy
+// wrote after the checkpoint are counted again, a rerun by design, never
+// at the same time (a line that jumps up is two copies interleaving). A
+// fall is matched to the first restart still unmatched that allows it;
+// those before it fell nowhere (the copy was killed at its checkpoint). A
+// fall no restart allows is a copy that ran unrestarted, or a restart
+// from the wrong place. It returns the last number. A last line without
+// its newline (a write cut by a kill) is left out.
+func CheckLines(b []byte, points []RestartPoint) (last int, err error) {
 	s := string(b)
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
@@ -85,7 +98,7 @@ func CheckLines(b []byte, restarts int) (last int, err error) {
 	if s == "" {
 		return 0, nil
 	}
-	falls := 0
+	next := 0 // the first restart not matched to a fall
 	for i, l := range strings.Split(s, "\n") {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 {
@@ -94,14 +107,26 @@ func CheckLines(b []byte, restarts int) (last int, err error) {
 		switch {
 		case n == last+1:
 		case n <= last:
-			falls++
-			if falls > restarts {
-				return last, fmt.Errorf("line %d: %d after %d, fall %d with %d restarts: a copy ran that was not restarted", i+1, n, last, falls, restarts)
+			k := matchFall(points[next:], n)
+			if k < 0 {
+				return last, fmt.Errorf("line %d: %d after %d, where none of its restarts %v from the %d-th falls back to: a copy ran that was not restarted", i+1, n, last, points, next+1)
 			}
+			next += k + 1
 		default:
 			return last, fmt.Errorf("line %d: %d after %d: %w", i+1, n, last, ErrInterleave)
 		}
 		last = n
 	}
 	return last, nil
+}
+
+// matchFall is the index of the first of points that allows a fall to n,
+// or -1.
+func matchFall(points []RestartPoint, n int) int {
+	for k, p := range points {
+		if !p.Owner || p.Lo <= n && n <= p.Hi {
+			return k
+		}
+	}
+	return -1
 }

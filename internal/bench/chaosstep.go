@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"time"
 
 	"roam/internal/api"
@@ -69,8 +67,7 @@ func (x *chaos) stepCycle() error {
 	}
 	stop, runOn := x.rng.IntN(2) == 0, time.Duration(x.rng.IntN(4))*300*time.Millisecond
 	x.note("checkpoint/restart %s on %s stop=%v", j.id, j.rec.Node, stop)
-	var img bytes.Buffer
-	if err := x.checkpointOf(j, stop, &img); err != nil {
+	if err := x.saveOwner(j, stop); err != nil {
 		fmt.Fprintf(x.progress, "chaos: checkpoint of %s failed: %v\n", j.id, err)
 		return nil
 	}
@@ -93,10 +90,7 @@ func (x *chaos) stepCycle() error {
 	var why []string
 	for try := 0; try < 5; try++ {
 		on := x.st.Nodes[x.rng.IntN(len(x.st.Nodes))].ID
-		var res api.RestartResponse
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		err := x.user[x.node(j.home)].Upload(ctx, api.PathRestart+"?on="+url.QueryEscape(on), bytes.NewReader(img.Bytes()), int64(img.Len()), &res)
-		cancel()
+		err := x.restartOwner(j, on)
 		if err == nil {
 			x.res.Cycles++
 			return nil

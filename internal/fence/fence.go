@@ -33,9 +33,19 @@
 //
 // A job that moves carries its lease: "the node" above is the job's
 // copies in turn, and t_s the source's last push the home took. The
-// destination counts from it (less the header's transit, milliseconds)
-// until the home has taken the job's news from there, and so kills the
-// moved copy by the time the source would have killed it.
+// source renews it while the job moves (its heartbeats reach the home),
+// and its commit says how old it is then; the destination counts from
+// that (less the commit's transit, milliseconds, which Margin covers),
+// never from the job's arrival, until the home has taken the job's news
+// from there, and so kills the moved copy by the time the source would
+// have killed it. The home, for its part, counts Kill+Margin from when it
+// took the move's note at the latest (the moved copy's lease is no newer:
+// the source's pushes it acknowledged came before), or, for a restart,
+// from its consent, not from the node's last news, which may be older
+// (a node that ran nothing of that home). So never two copies running,
+// and never a copy running past its fence: a transfer and restore slower
+// than Kill cost nothing while the source reaches the home, and a move
+// into a cut costs the copy, not a second one.
 package fence
 
 import (

@@ -24,9 +24,12 @@ const tick = 500 * time.Millisecond
 
 // Loop saves, one at a time, every job running here whose periodic
 // checkpoint is due, and sends it to the node that keeps it, until stop
-// is closed. wg holds the loop (Loop calls its Done).
+// is closed; it first resumes the restarts after fenced kills this home
+// was trying when its agent stopped (ResumeFenced). wg holds the loop
+// (Loop calls its Done).
 func (c *Checkpoints) Loop(stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
+	c.ResumeFenced()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {

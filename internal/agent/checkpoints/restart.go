@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -206,6 +207,7 @@ func (c *Checkpoints) RestartLost(rec job.Record, lost string, fenced bool) {
 	}
 	c.tries.begin(rec.ID) // before the hold: a fenced kill told meanwhile is seen
 	defer c.tries.end(rec.ID)
+	c.keepFenced(rec, lost, fenced)
 	if !c.cfg.Jobs.AwaitRestart(rec.ID, lost) {
 		if fenced {
 			c.tries.fenced(rec.ID) // the restart that holds it knows now
@@ -217,12 +219,14 @@ func (c *Checkpoints) RestartLost(rec job.Record, lost string, fenced bool) {
 		err := c.restartOnce(rec, lost, fenced)
 		c.cfg.Jobs.EndAwait(rec.ID)
 		if err == nil {
+			c.keepFenced(rec, lost, false)
 			return
 		}
 		wait, again := loss.RetryAfter(tries, began, time.Now())
 		if gone := c.checkpointGone(rec, err); gone != "" || !again {
 			c.log.Warn("restart after node loss: not restarted", "job", rec.ID, "tries", tries, "gone", gone, "err", err)
 			c.markLost(rec.ID, lost)
+			c.keepFenced(rec, lost, false)
 			return
 		}
 		// Held while it waits: no sweep starts another restart of it.
@@ -234,12 +238,42 @@ func (c *Checkpoints) RestartLost(rec job.Record, lost string, fenced bool) {
 			c.cfg.Jobs.EndAwait(rec.ID)
 			return
 		}
-		fenced = fenced || c.tries.takeFenced(rec.ID)
+		if !fenced && c.tries.takeFenced(rec.ID) {
+			fenced = true
+			c.keepFenced(rec, lost, true)
+		}
 		var ok bool
 		if rec, ok = c.stillLost(rec, lost, fenced); !ok {
 			c.cfg.Jobs.EndAwait(rec.ID)
+			c.keepFenced(rec, lost, false)
 			return
 		}
+	}
+}
+
+// keepFenced notes in the keeper's directory that job rec's node lost
+// killed it by its fence (fenced) and its restart is being tried, or
+// forgets it (not fenced): a restarted agent tries it again
+// (ResumeFenced). An end by the agent's stop forgets nothing.
+func (c *Checkpoints) keepFenced(rec job.Record, lost string, fenced bool) {
+	if err := c.tries.keep(filepath.Join(c.cfg.Keeper.Dir(), fencedFile), rec, lost, fenced); err != nil {
+		c.log.Error("restart after a fenced kill: keeping it for a restart of this agent", "job", rec.ID, "err", err)
+	}
+}
+
+// ResumeFenced tries again, at the agent's start, the restarts of jobs
+// their nodes' fences killed that it was trying when it stopped
+// (fencedFile), while their records still say they run on those nodes
+// as the same incarnation.
+func (c *Checkpoints) ResumeFenced() {
+	for id, e := range readFenced(filepath.Join(c.cfg.Keeper.Dir(), fencedFile)) {
+		rec, err := c.cfg.Jobs.HomeRecord(id)
+		if err != nil || rec.Inc != e.Inc || rec.Node != e.Lost || rec.Newest == nil || rec.State != job.StateRunning && rec.State != job.StateLost {
+			c.keepFenced(job.Record{ID: id}, e.Lost, false)
+			continue
+		}
+		c.log.Info("restart after a fenced kill: tried again after this agent's start", "job", id, "lost", e.Lost)
+		go c.RestartLost(rec, e.Lost, true)
 	}
 }
 
@@ -275,12 +309,15 @@ func (c *Checkpoints) restartOnce(rec job.Record, lost string, fenced bool) erro
 
 // checkpointGone says why job rec's kept checkpoint is gone after a try
 // that failed with err ("": it may be there still): its store keeps none
-// (or the home no record), or the store left the cluster.
+// (or the home no record), or the store left the cluster (unknown to
+// membership past loss.Grace after this agent's start).
 func (c *Checkpoints) checkpointGone(rec job.Record, err error) string {
 	switch store := rec.Newest.StoredOn; {
 	case errors.Is(err, peer.ErrNotFound):
 		return "not found"
-	case store != c.cfg.Self && !c.cfg.Members.Known(store):
+	case store != c.cfg.Self && !c.cfg.Members.Known(store) && time.Since(c.cfg.Started()) > loss.Grace:
+		// (Membership lists every live node only some rounds after this
+		// agent's start: a restart it resumes then waits for it.)
 		return "its keeper " + store + " left the cluster"
 	}
 	return ""

@@ -1,6 +1,12 @@
 package checkpoints
 
-import "sync"
+import (
+	"encoding/json"
+	"os"
+	"sync"
+
+	"roam/internal/job"
+)
 
 // lostTries are the jobs whose restart after node loss RestartLost is
 // trying (it holds each, and waits between tries), each with whether
@@ -66,4 +72,52 @@ func (l *lostTries) takeFenced(id string) bool {
 	}
 	e.killed = false
 	return true
+}
+
+// fencedFile, in the keeper's directory, keeps the jobs whose restart
+// after a fenced kill is being tried, across a restart of this agent:
+// their nodes forgot them once told of the kill, their records still say
+// they run there, and nothing else would bring them back (a home
+// restarted while such a restart waited for its next try forgot it). A
+// restart after a node's death needs no such file: the lost-job sweep
+// finds the job again on the dead node.
+const fencedFile = "fenced-restarts.json"
+
+// fencedTry is a job's entry in fencedFile: its incarnation and the node
+// whose fence killed it.
+type fencedTry struct {
+	Inc  int    `json:"inc"`
+	Lost string `json:"lost"`
+}
+
+// keep notes in path that job rec's node lost killed it by its fence
+// and its restart is being tried; forget (keep false) that it is not.
+// Written under the lock: one write at a time, in order.
+func (l *lostTries) keep(path string, rec job.Record, lost string, keep bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := readFenced(path)
+	if _, had := m[rec.ID]; had == keep {
+		return nil
+	}
+	if keep {
+		m[rec.ID] = fencedTry{Inc: rec.Inc, Lost: lost}
+	} else {
+		delete(m, rec.ID)
+	}
+	b, _ := json.Marshal(m)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// readFenced is fencedFile's entries (none when it cannot be read).
+func readFenced(path string) map[string]fencedTry {
+	m := map[string]fencedTry{}
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &m) != nil || len(m) > 1<<16 {
+		m = map[string]fencedTry{}
+	}
+	return m
 }

@@ -53,6 +53,10 @@ type Leases struct {
 	dirty  bool
 	killed map[string]bool // jobs killed by their fence
 	kick   chan struct{}   // a job came: Loop wakes
+	// Dumping, when set, says whether a dump of job id is under way
+	// (news.Relay's dumps): the fence leaves such a job alone but for its
+	// kill. Set before Loop starts.
+	Dumping func(id string) bool
 	// startTix is when this agent started, in clock ticks after boot: a
 	// job whose roam-init started later came here after it (started,
 	// migrated in, restarted here: a restored process starts anew); one
@@ -322,6 +326,13 @@ func (l *Leases) Step(now time.Time) {
 func (l *Leases) carryOut(a action) {
 	j := a.e.job
 	if !l.procs.Alive(j.PID, j.Tix) {
+		return
+	}
+	if a.do != fence.Kill && l.Dumping != nil && l.Dumping(j.ID) {
+		// CRIU holds the job frozen: a SIGSTOP or SIGCONT now reaches
+		// tasks it has seized, and the checkpoint it takes may not
+		// restore (the chaos run: "Can't open file ... on restore" on
+		// every node). The next step after the dump stops it (restop).
 		return
 	}
 	switch a.do {

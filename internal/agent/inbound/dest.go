@@ -204,51 +204,6 @@ func (d *Driver) streamArrival(hdr migrate.Header) (*Migration, error) {
 	return in, nil
 }
 
-// ServeCommit is peer.MigrateCommit: the source ended its copy of
-// migration ?mid=, and this node's resumes; the answer has the steps it
-// took to.
-func (d *Driver) ServeCommit(w http.ResponseWriter, r *http.Request) {
-	ph, err := d.stepIn(r.URL.Query().Get("mid"), migrate.CommitMsg{})
-	if err != nil {
-		httpx.WriteError(w, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, peer.MigrateCommitted{Phases: ph})
-}
-
-// Abort is peer.MigrateAbort: the source of migration mid runs its copy
-// on, and this node discards whatever it holds of the migration.
-func (d *Driver) Abort(mid string) error {
-	_, err := d.stepIn(mid, migrate.AbortMsg{})
-	return err
-}
-
-// stepIn brings a commit or an abort to migration mid's machine; a
-// migration this node no longer holds in memory is rebuilt from the ledger.
-func (d *Driver) stepIn(mid string, ev migrate.DestEvent) ([]api.Phase, error) {
-	if !migrate.ValidMID(mid) {
-		return nil, errkind.New(peer.ErrBadRequest, "migration id %q", mid)
-	}
-	in, ok := d.moves.Arrival(mid)
-	if !ok {
-		r, found, err := d.store.In(mid)
-		if err != nil {
-			return nil, err
-		}
-		if !found {
-			if _, abort := ev.(migrate.AbortMsg); abort {
-				d.moves.DropSink(mid)
-				d.moves.TakeChecked(mid, "")
-				d.held.drop(mid)
-				return nil, nil
-			}
-			return nil, errkind.New(peer.ErrNotFound, "no migration %s on node %s", mid, d.self)
-		}
-		in = d.AdoptRecord(r, migrate.Rebuild(r))
-	}
-	return d.step(in, ev)
-}
-
 // AdoptRecord makes a Migration of machine m for a ledger record and
 // lists it as coming (a listed one of that id is returned instead),
 // unless m ended: a late abort of a failed move, listed, would have a new
@@ -403,6 +358,9 @@ func (d *Driver) adoptIn(in *Migration, r migrate.InRecord) {
 	l.Checkpointed = hdr.Checkpointed || in.rst != nil // a restart's file restarts it again
 	if hdr.LeaseAge > 0 {
 		l.LeaseCap = r.Started.Add(-hdr.LeaseAge) // its stream's start here, less the age as its header was written
+		if in.leased.After(l.LeaseCap) {
+			l.LeaseCap = in.leased // renewed on the source while it moved: the commit's age
+		}
 	}
 	ackOut, ackErr := hdr.AckOut, hdr.AckErr
 	if in.rst != nil && in.rst.File.Path == "" {

@@ -152,6 +152,10 @@ type Migration struct {
 	halted bool // the ledger could not be written before the agent stopped
 	// rst is a restart's run (package reopen); nil for a migration.
 	rst *reopen.Run
+	// leased is when the job's lease was last renewed on its source by
+	// the commit's age (peer.CommitLeaseAge), by this node's clock; zero
+	// when the commit said none.
+	leased time.Time
 }
 
 // newMigration is migration mid of job id coming to this node, its

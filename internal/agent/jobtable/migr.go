@@ -151,6 +151,7 @@ func (j *Table) TakeNote(n relay.Note, now time.Time) ([]api.Event, *api.Checkpo
 	if err := j.putHome(map[string]*job.Record{n.ID: &next}); err != nil {
 		return nil, nil, err
 	}
+	j.heard[next.Node] = now // a copy moved there holds a lease no newer: fence.RestartAt counts from here
 	return back, drop, nil
 }
 

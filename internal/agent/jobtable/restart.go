@@ -114,6 +114,7 @@ func (j *Table) Reopen(req reopen.Request, ans reopen.Consent, fresh, had bool, 
 		j.ledger.Drop(cur)
 	}
 	j.home[id] = &next
+	j.heard[ans.Node] = now // its copy's lease there starts later: fence.RestartAt counts from here
 	j.ledger.Add(&next, nil)
 	ans.Inc, ans.Moves = next.Inc, next.Migrations
 	j.restarting[id] = &reopen.Mark{MID: req.MID, Lost: req.Lost, Prev: prev, Consent: ans, At: now}

@@ -383,8 +383,8 @@ func (j *Table) HeardFrom() map[string]time.Time {
 	return out
 }
 
-// RunningNodes are the nodes the running home jobs run on, and those
-// that keep their newest checkpoints: the nodes MarkLost asks about.
+// RunningNodes are the nodes the running home jobs run on: the nodes
+// MarkLost asks about.
 func (j *Table) RunningNodes() []string {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -399,9 +399,6 @@ func (j *Table) RunningNodes() []string {
 	for _, r := range j.home {
 		if r.State == job.StateRunning {
 			add(r.Node)
-			if r.Newest != nil {
-				add(r.Newest.StoredOn)
-			}
 		}
 	}
 	return nodes
@@ -409,20 +406,20 @@ func (j *Table) RunningNodes() []string {
 
 // MarkLost marks lost every running home job whose node dead has as dead,
 // unless it is being restarted or will be restarted from its newest
-// checkpoint (again: kept on a node dead does not have as dead). A node
+// checkpoint (again: kept on another node, which may only look dead: the
+// restart's tries wait for it, reopen.Restartable). A node
 // dead does not list (one that a record took since RunningNodes) is
 // taken as alive, until the next sweep. The lost records are written
 // under the lock, as the relay's updates are: a later revival or exit
 // cannot be written over by this older state.
 func (j *Table) MarkLost(now time.Time, dead map[string]bool) (lost, again []job.Record, err error) {
-	isDead := func(n string) bool { return dead[n] }
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	next := map[string]*job.Record{}
 	for id, r := range j.home {
 		switch {
 		case r.State != job.StateRunning || !dead[r.Node] || j.restarting[id] != nil:
-		case reopen.Restartable(r.Newest, r.Node, isDead):
+		case reopen.Restartable(r.Newest, r.Node):
 			again = append(again, *r)
 		default:
 			c := *r

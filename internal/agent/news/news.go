@@ -132,6 +132,9 @@ type Relay struct {
 	// flight (tryDead); a leaf lock.
 	deadMu  sync.Mutex
 	deadTry map[string]bool
+	// dumps are the jobs here whose dump is under way or failed lately
+	// (dumps.go).
+	dumps dumps
 }
 
 // New is the relay of c. It starts nothing: the agent runs PushLoop,
@@ -141,5 +144,7 @@ func New(c Config) *Relay {
 	if c.StateDir != "" {
 		file = filepath.Join(c.StateDir, "fence.json")
 	}
-	return &Relay{c: c, woken: make(chan struct{}, 1), leases: fencing.New(c.Fence, c.Procs, c.Log, file)}
+	r := &Relay{c: c, woken: make(chan struct{}, 1), leases: fencing.New(c.Fence, c.Procs, c.Log, file)}
+	r.leases.Dumping = r.dumping
+	return r
 }

@@ -138,6 +138,9 @@ func (r *Relay) push(b *jobtable.HomeBatch) bool {
 // (fencing.Leases.Holding).
 func (r *Relay) FenceHolds(id string) bool { return r.leases.Holding(id) }
 
+// FenceKilled says whether job id's fence killed it here.
+func (r *Relay) FenceKilled(id string) bool { return r.leases.Killed(id) }
+
 // PushBatches collects every job's news by home node, in batches of no
 // more than jobtable.PushBatch bytes of output (one job's news may be
 // more), and notes in the job table what it collected as sent. The job
@@ -168,6 +171,9 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 			it.Ended = reopen.EndedByRoot(it.St.RootSignal)
 		} else if it.U.Exit != nil {
 			it.U.Fenced = r.leases.Killed(it.Id)
+			if !it.U.Fenced && *it.U.Exit >= 128 && r.killedByDump(it.Id, now) {
+				it.U.Fenced, it.Ended = true, api.EndDumpFailed // roam's dump killed it (dumps.go)
+			}
 		}
 	}
 	// A quiet job's heartbeat renews its home's leases here too.

@@ -92,7 +92,7 @@ func (o *outMig) ckDo(act migrate.SourceAction, r migrate.Record) (migrate.Sourc
 		pin, err := o.ckCheck(r)
 		return migrate.LocalChecked{Pin: pin, Err: err}, true
 	case migrate.Dump:
-		return migrate.Dumped{Err: o.ckDump(r)}, true
+		return migrate.Dumped{Err: d.watchedDump(r.Job, func() error { return o.ckDump(r) })}, true
 	case migrate.Thaw:
 		if d.procs.Alive(r.PID, r.Tix) {
 			d.ckpt.Thaw(r.PID, ck.stopped)

@@ -126,6 +126,12 @@ type Driver struct {
 type Leases interface {
 	LeaseAge(job.Local) time.Duration
 	FenceHolds(id string) bool
+	// DumpBegins and DumpEnds bracket a dump of a job here: a job that
+	// dies by a signal in it, or just after it failed, died of it.
+	DumpBegins(id string)
+	DumpEnds(id string, err error)
+	// FenceKilled says whether job id's fence killed it here.
+	FenceKilled(id string) bool
 }
 
 // New is the source's driver of the node c describes.

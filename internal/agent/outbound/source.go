@@ -50,8 +50,12 @@ type outMig struct {
 	resumed time.Time // when the destination answered the commit
 	wakeAt  time.Time
 	left    bool
-	halted  bool   // the ledger could not be written before the agent stopped
-	spool   string // the job's spool here, removed once it left
+	// leased is the job as its header was written, when its fence holds
+	// a lease on it (job.Local.Checkpointed): the commit says how old
+	// that lease is then (commitQuery).
+	leased *job.Local
+	halted bool   // the ledger could not be written before the agent stopped
+	spool  string // the job's spool here, removed once it left
 	// done gets the migration's result once (Finish).
 	done chan error
 }
@@ -190,7 +194,7 @@ func (o *outMig) do(act migrate.SourceAction) migrate.SourceEvent {
 		}
 		o.ph.Add("persist", t)
 	case migrate.Dump:
-		return migrate.Dumped{Err: o.dump(r)}
+		return migrate.Dumped{Err: d.watchedDump(r.Job, func() error { return o.dump(r) })}
 	case migrate.SendImages:
 		return migrate.ReadyAnswer{Err: o.sendImages(r)}
 	case migrate.Thaw:
@@ -383,6 +387,9 @@ func (o *outMig) sendImages(r migrate.Record) error {
 	hdr.Inc, hdr.CheckpointEvery, hdr.Req = rec.Inc, rec.CheckpointEvery, rec.Req
 	hdr.CPUBefore, hdr.PeakMB, hdr.CPU = d.attained(rec), max(rec.PeakBefore, d.procs.PeakMB(rec.ID)), rec.CPU
 	hdr.LeaseAge, hdr.Checkpointed = d.leases.LeaseAge(rec), rec.Checkpointed
+	if rec.Checkpointed {
+		o.leased = &rec
+	}
 	hdr.Slurm, hdr.Within = rec.Slurm, rec.Within
 	if o.req.Manual && hdr.Hold != migrate.HoldPin {
 		hdr.Hold = migrate.HoldManual
@@ -427,21 +434,6 @@ func (o *outMig) leave(r migrate.Record) {
 		o.spool = lj.Rec.Dir
 		d.kickLoad()
 	}
-}
-
-// commit tells the destination to resume its copy, and returns the
-// steps it took to.
-func (o *outMig) commit(r migrate.Record) ([]api.Phase, error) {
-	if o.addr == "" {
-		addr, err := o.d.members.PeerAddr(r.To)
-		if err != nil {
-			return nil, err
-		}
-		o.addr = addr
-	}
-	var ans peer.MigrateCommitted
-	err := o.d.peers.CallAddr(o.addr, http.MethodPost, peer.MigrateCommit+"?mid="+r.MID, nil, &ans)
-	return phases.Theirs(ans.Phases, api.SideDest), err
 }
 
 func (o *outMig) noteHome(r migrate.Record, n migrate.NoteHome) error {

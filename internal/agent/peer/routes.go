@@ -29,7 +29,7 @@ const (
 	MigrateCheck   = "/v1/peer/migrate/check"   // POST: check a job's files as its owner
 	MigrateAdmit   = "/v1/peer/migrate/admit"   // POST: reserve room; DELETE: give it back
 	MigrateSink    = "/v1/peer/migrate/sink"    // GET ?mid=: the page sink of an eager move
-	MigrateCommit  = "/v1/peer/migrate/commit"  // POST ?mid=: the source ended its copy
+	MigrateCommit  = "/v1/peer/migrate/commit"  // POST ?mid=&lease_age=: the source ended its copy
 	MigrateAbort   = "/v1/peer/migrate/abort"   // POST ?mid=: the source runs on
 	MigrateOutcome = "/v1/peer/migrate/outcome" // GET ?mid=: how a move ended here
 	Pages          = "/v1/peer/pages"           // GET ?mid=: a frozen job's pages, as asked

@@ -94,3 +94,9 @@ type MigrateCommitted struct {
 type MigrateOutcomeAnswer struct {
 	Outcome string `json:"outcome"`
 }
+
+// CommitLeaseAge is MigrateCommit's query of how old the job's lease on
+// its source was as the source committed, in nanoseconds: the header's
+// LeaseAge (migrate.Header), renewed by the source's heartbeats while the
+// job moved.
+const CommitLeaseAge = "lease_age"

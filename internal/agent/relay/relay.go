@@ -125,6 +125,11 @@ func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
 	}
 	if !r.Over && applyExit(rec, u, out, errb, now) {
 		r.Changed, r.Over = true, true
+		if u.Fenced && rec.EndReason == "" {
+			// Its status alone (137) does not say why, nor what brings
+			// it back.
+			rec.EndReason = api.EndFenced
+		}
 		if rec.Newest != nil {
 			// Dropped where it is kept: the record names it no more, or a
 			// restart of the job (roam restart of its owner's file) would

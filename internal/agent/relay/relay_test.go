@@ -136,6 +136,13 @@ func TestApplyFenced(t *testing.T) {
 			t.Errorf("%s: record %s exit %v, over %v, drop %v: want it left for the restart", tc.name, rec.State, rec.ExitCode, res.Over, res.Drop)
 		case !tc.fenced && (rec.State != job.StateFinished || !res.Over):
 			t.Errorf("%s: record %s, over %v: want its end", tc.name, rec.State, res.Over)
+		case !tc.fenced && rec.EndReason != api.EndFenced:
+			t.Errorf("%s: end reason %q: want the fence's, which says what brings it back", tc.name, rec.EndReason)
 		}
+	}
+	// Killed by anything else, it ends with no reason of the fence's.
+	rec := job.Record{ID: "n1.1", State: job.StateRunning, Node: "n2"}
+	if Apply(&rec, Update{ID: "n1.1", Node: "n2", Exit: ip(137)}, 0, 0, now); rec.EndReason != "" {
+		t.Errorf("a kill not by the fence: end reason %q", rec.EndReason)
 	}
 }

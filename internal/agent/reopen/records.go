@@ -23,10 +23,15 @@ func EndedByRoot(sig int) string { return fmt.Sprintf("ended after root's signal
 // Revivable refuses the restart of a job that root or a limit ended:
 // its record's end reason is roam's (a limit: output_bytes, its memory)
 // or root's, and a restart would undo that. A job that ended by itself,
-// or that its owner killed, or roam checkpoint --stop stopped, may be
-// restarted.
+// or that its owner killed, or roam checkpoint --stop stopped, or that
+// roam lost (its fence killed it, a dump of it failed, with nothing kept
+// to restart it from), may be restarted.
 func Revivable(r job.Record) error {
-	if !r.Over() || r.EndReason == "" || r.EndReason == StoppedToRestart {
+	switch r.EndReason {
+	case "", StoppedToRestart, api.EndFenced, api.EndDumpFailed:
+		return nil
+	}
+	if !r.Over() {
 		return nil
 	}
 	return errkind.New(peer.ErrPermission, "job %s was ended by root or a limit (%s): it is not restarted", r.ID, r.EndReason)

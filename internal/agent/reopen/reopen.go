@@ -304,10 +304,12 @@ func (e *Ended) Add(mid string) {
 }
 
 // Restartable says whether a job on a node taken for dead (node) can be
-// restarted from its newest checkpoint: there is one, and the node that
-// keeps it is not dead too.
-func Restartable(newest *api.Checkpoint, node string, dead func(string) bool) bool {
-	return newest != nil && newest.OK && newest.StoredOn != "" && newest.StoredOn != node && !dead(newest.StoredOn)
+// restarted from its newest checkpoint: there is one, kept on another
+// node. That node may look dead too (a home cut off from both sees them
+// so): the restart's tries wait for it (loss.RetryAfter), and the job is
+// lost only once its checkpoint is gone.
+func Restartable(newest *api.Checkpoint, node string) bool {
+	return newest != nil && newest.OK && newest.StoredOn != "" && newest.StoredOn != node
 }
 
 // MayRestart says whether the caller uid (gid, groups) may restart a
