@@ -9,6 +9,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -33,6 +34,11 @@ type simSpec struct {
 	util, mean float64
 	shape      float64
 	out        string
+	smallPages bool // no huge pages asked for (hugePages): to measure what they give
+	// progress: every this much simulated time, a line of what the run
+	// has cost so far to progressOut; 0 none.
+	progress    time.Duration
+	progressOut io.Writer
 }
 
 func (e *env) simCmd() *cobra.Command {
@@ -48,6 +54,7 @@ report.md to --out (the same bytes for the same flags and seed), and
 cost.json (nodes, simulated and wall time, events a second, bytes a node).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			s.progressOut = e.errOut
 			cost, err := runSim(s)
 			if err != nil {
 				return err
@@ -74,6 +81,8 @@ cost.json (nodes, simulated and wall time, events a second, bytes a node).`,
 	f.Float64Var(&s.shape, "shape", 1.5, "poisson: the Pareto law's shape (> 1; 0: exponential)")
 	f.IntVar(&s.cfg.Failures, "failures", 0, "nodes that die during the run")
 	f.StringVar(&s.out, "out", "sim-results", "directory for the results")
+	f.DurationVar(&s.progress, "progress", 0, "every this much simulated time, print what the run has cost so far (wall and CPU time, events, memory) to stderr")
+	f.BoolVar(&s.smallPages, "small-pages", false, "do not ask the kernel for huge pages for the simulation's memory")
 	c.AddCommand(e.simLVMCmd())
 	return c
 }
@@ -112,7 +121,11 @@ func runSim(s simSpec) (sim.Cost, error) {
 	// its runtime and binary counted: by default it lets the heap grow to
 	// twice what is live, which at 100,000 nodes passed 4 KB.
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(max(int64(c.Nodes)*simHeapPerNode, 64<<20)))
+	if !s.smallPages {
+		hugePages()
+	}
 	begin := time.Now()
+	runSteps(run, s.progress, c.Duration, begin, s.progressOut)
 	res := run.Run()
 	wall := time.Since(begin)
 	runtime.GC()
@@ -129,3 +142,22 @@ func runSim(s simSpec) (sim.Cost, error) {
 	}
 	return cost, nil
 }
+
+// runSteps runs run to its end in steps of every simulated time, after
+// each a line to out: simulated, wall and CPU seconds so far, events,
+// peak resident memory. The CPU seconds between two lines are what a
+// stretch of simulated time cost, its start's warm-up left out.
+func runSteps(run *sim.Sim, every, end time.Duration, begin time.Time, out io.Writer) {
+	if every <= 0 {
+		return
+	}
+	for at := every; at < end+every; at += every {
+		run.RunTo(min(at, end))
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		fmt.Fprintf(out, "roam sim: %.0f simulated s, %.1f wall s, %.1f user s, %.1f system s, %d events, peak RSS %d MiB\n",
+			run.Now().Seconds(), time.Since(begin).Seconds(), tv(ru.Utime), tv(ru.Stime), run.Events(), ru.Maxrss>>10)
+	}
+}
+
+func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }

@@ -23,6 +23,7 @@ type event struct {
 	at   int64  // virtual nanoseconds
 	seq  uint64 // order of scheduling: ties at one instant run in it
 	node int32
+	to2  int32   // a load message's second receiver, -1 none (see tick)
 	arg  int32   // the sender, process or move, by kind
 	val  float64 // a load message's load
 	val2 float64 // a load message's least CPU time
@@ -108,6 +109,12 @@ func (q *events) push(e event) {
 	if l := laneOf(&e); l != noLane && q.lanes[l].add(e) {
 		return
 	}
+	q.putBack(e)
+}
+
+// putBack queues e, taken from the queue, again in its place: the heap
+// keeps any event in its order on (at, seq), which e keeps.
+func (q *events) putBack(e event) {
 	q.h = append(q.h, e)
 	i := len(q.h) - 1
 	for i > 0 {
@@ -124,6 +131,12 @@ func before(a, b *event) bool { return a.at < b.at || a.at == b.at && a.seq < b.
 
 // pop takes the first pending event; there must be one.
 func (q *events) pop() event {
+	e, _ := q.take()
+	return e
+}
+
+// take is pop, and the lane the event came from (noLane: the heap's).
+func (q *events) take() (event, int) {
 	first := noLane
 	var min *event
 	if len(q.h) > 0 {
@@ -137,9 +150,22 @@ func (q *events) pop() event {
 	if first != noLane {
 		l := &q.lanes[first]
 		l.head++
-		return l.buf[l.head-1]
+		return l.buf[l.head-1], first
 	}
-	return q.popHeap()
+	return q.popHeap(), noLane
+}
+
+// ahead is the event k places behind the head of lane l, nil if there
+// is none.
+func (q *events) ahead(l, k int) *event {
+	if l == noLane {
+		return nil
+	}
+	ln := &q.lanes[l]
+	if i := ln.head + k; i < len(ln.buf) {
+		return &ln.buf[i]
+	}
+	return nil
 }
 
 func (q *events) popHeap() event {

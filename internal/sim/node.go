@@ -253,7 +253,7 @@ func (s *Sim) place(home int32) int32 {
 		return s.randomAlive()
 	}
 	h := &s.nodes[home]
-	nodes := append(s.placing[:0], sched.NodeLoad{ID: s.ids[home], Capacity: s.cfg.Capacity, Load: h.load})
+	nodes := append(s.placing[:0], sched.NodeLoad{ID: s.id(home), Capacity: s.cfg.Capacity, Load: h.load})
 	for e := range h.vec.All() {
 		if info := s.info(e.Node); info.Alive {
 			nodes = append(nodes, sched.NodeLoadOf(e.Node, s.cfg.Capacity, info, e, true))
@@ -261,7 +261,7 @@ func (s *Sim) place(home int32) int32 {
 	}
 	if len(s.nodes) <= unknownLimit {
 		for i := range s.nodes {
-			if id := s.ids[i]; s.nodes[i].believed && int32(i) != home && !inVector(&h.vec, id) {
+			if id := s.id(int32(i)); s.nodes[i].believed && int32(i) != home && !inVector(&h.vec, id) {
 				nodes = append(nodes, sched.NodeLoadOf(id, s.cfg.Capacity, s.info(id), load.Entry{}, false))
 			}
 		}
@@ -283,7 +283,7 @@ func inVector(v *load.Vector, id string) bool {
 // placeOracle places by every node's true number of processes.
 func (s *Sim) placeOracle() int32 {
 	at := func(i int32) sched.NodeLoad {
-		return sched.NodeLoad{ID: s.ids[i], Capacity: s.cfg.Capacity, Load: float64(s.nodes[i].n) / s.cfg.Capacity}
+		return sched.NodeLoad{ID: s.id(i), Capacity: s.cfg.Capacity, Load: float64(s.nodes[i].n) / s.cfg.Capacity}
 	}
 	switch s.placement {
 	case "random-two":

@@ -121,7 +121,7 @@ func (s *Sim) decide(ni int32) {
 	n := &s.nodes[ni]
 	in := &s.inputs
 	in.now = t(s.now)
-	in.self = sched.Node{ID: s.ids[ni], Capacity: s.cfg.Capacity, Load: float64(n.n) / s.cfg.Capacity, MemFreeMB: s.cfg.MemMB - n.memUsed}
+	in.self = sched.Node{ID: s.id(ni), Capacity: s.cfg.Capacity, Load: float64(n.n) / s.cfg.Capacity, MemFreeMB: s.cfg.MemMB - n.memUsed}
 	in.vec, in.ledger = &n.vec, &n.ledger
 	in.probed, in.here = in.probed[:0], in.here[:0]
 	for i := n.head; i >= 0; i = s.procs[i].next {
@@ -187,7 +187,7 @@ func (s *Sim) admit(e event) {
 	if !n.alive {
 		f.answer.Refused = errDead
 	} else {
-		self := sched.Node{ID: s.ids[f.dst], Capacity: s.cfg.Capacity, Load: float64(n.n) / s.cfg.Capacity, MemFreeMB: s.cfg.MemMB - n.memUsed, Least: n.least}
+		self := sched.Node{ID: s.id(f.dst), Capacity: s.cfg.Capacity, Load: float64(n.n) / s.cfg.Capacity, MemFreeMB: s.cfg.MemMB - n.memUsed, Least: n.least}
 		f.answer = n.ledger.Admit(f.mv, self, t(s.now))
 	}
 	s.send(event{kind: evReply, node: f.src, arg: e.arg})

@@ -17,14 +17,18 @@ var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // Sim is one run in progress. Nothing in it is shared: two Sims run
 // side by side in one process.
 type Sim struct {
-	cfg   Config
-	rng   *rand.Rand
-	q     events
-	now   int64
-	ids   []string // node number -> id, zero-padded so that string order is number order
-	nodes []node
-	procs []proc
-	free  []int32 // unused process slots
+	cfg Config
+	rng *rand.Rand
+	q   events
+	now int64
+	ids []string // node number -> id, zero-padded so that string order is number order
+	// allIDs are the ids side by side, idWidth bytes each: id cuts a
+	// node's id from it without reading memory (ids would be a cache miss).
+	allIDs  string
+	idWidth int
+	nodes   []node
+	procs   []proc
+	free    []int32 // unused process slots
 	// flights are the moves under way (rounds.go); freeFlights their
 	// unused slots.
 	flights     []flight
@@ -46,11 +50,20 @@ type Sim struct {
 	decided   []sched.Node     // sched.Scheduler.DecideIn's
 	placing   []sched.NodeLoad // a placement's candidates
 	stats     stats
+	readSum   uint8 // what readAhead read, so that the reads are kept
+	begun     bool  // RunTo has started the run
 	// warmup and cutoff: only processes submitted between them are
 	// measured (a model's warm-up, and the end a long one might not see
 	// to its end, which would bias a mean low); cutoff 0: no end.
 	warmup, cutoff int64
 }
+
+// slabVector: load vectors of up to this many entries are held in one
+// array for all nodes (load.NewVectorIn), allocated at once: every
+// node's vector fills within seconds, and one array is one run of pages
+// (huge pages, where roam sim asks for them) rather than 100,000 objects.
+// A larger vector may take long to fill, and allocates as it does.
+const slabVector = 16
 
 // New builds a run of c; Run runs it.
 func New(c Config) (*Sim, error) {
@@ -60,10 +73,18 @@ func New(c Config) (*Sim, error) {
 	s := &Sim{cfg: c, rng: rand.New(rand.NewSource(c.Seed)), nodes: make([]node, c.Nodes), ids: make([]string, c.Nodes)}
 	s.makeIDs()
 	s.inputs.info = s.info
+	var entries []load.Entry
+	if !c.Oracle && c.VectorSize <= slabVector {
+		entries = make([]load.Entry, c.Nodes*c.VectorSize)
+	}
 	for i := range s.nodes {
 		n := &s.nodes[i]
 		n.head, n.alive, n.believed = -1, true, true
-		if !c.Oracle {
+		switch {
+		case entries != nil:
+			k := c.VectorSize
+			n.vec = *load.NewVectorIn(k, c.VectorPolicy, entries[i*k:(i+1)*k])
+		case !c.Oracle:
 			n.vec = *load.NewVector(c.VectorSize, c.VectorPolicy)
 		}
 	}
@@ -97,31 +118,55 @@ func (s *Sim) makeIDs() {
 	for i := range s.nodes {
 		fmt.Fprintf(&b, "%0*d", width, i)
 	}
-	all := b.String()
+	s.allIDs, s.idWidth = b.String(), width
 	for i := range s.ids {
-		s.ids[i] = all[i*width : (i+1)*width]
+		s.ids[i] = s.id(int32(i))
 	}
+}
+
+// id is node i's id, s.ids[i], cut from allIDs: arithmetic, where
+// reading s.ids[i] would miss the cache at every message.
+func (s *Sim) id(i int32) string {
+	return s.allIDs[int(i)*s.idWidth : int(i+1)*s.idWidth]
 }
 
 // t is virtual nanoseconds as the decisions' clock.
 func t(ns int64) time.Time { return epoch.Add(time.Duration(ns)) }
 
-// Run runs the simulation to its Duration and returns its results.
+// Run runs the simulation to its Duration, from where RunTo left it,
+// and returns its results.
 func (s *Sim) Run() Results {
-	s.start()
-	end := int64(s.cfg.Duration)
+	s.RunTo(s.cfg.Duration)
+	s.now = int64(s.cfg.Duration)
+	return s.results()
+}
+
+// RunTo runs the simulation on to virtual time until (at most its
+// Duration) and stops there, its events after until still pending: a
+// caller can watch what a long run costs as it goes. Run goes on from
+// there; runs in steps and in one go are the same run.
+func (s *Sim) RunTo(until time.Duration) {
+	if !s.begun {
+		s.begun = true
+		s.start()
+	}
+	end := int64(min(until, s.cfg.Duration))
 	for s.q.len() > 0 {
-		e := s.q.pop()
+		e, from := s.q.take()
 		if e.at > end {
+			s.q.putBack(e)
 			break
 		}
+		s.readAhead(from)
 		s.now = e.at
 		s.stats.events++
 		s.dispatch(e)
 	}
-	s.now = end
-	return s.results()
+	s.now = max(s.now, end)
 }
+
+// Now is how far the run has gone, in virtual time.
+func (s *Sim) Now() time.Duration { return time.Duration(s.now) }
 
 // start schedules each node's first tick and round at a random phase
 // (agents start at different moments), the failures and the first job.
