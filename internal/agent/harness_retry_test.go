@@ -242,15 +242,7 @@ func TestAgentsRestartWaitsForTheKeeper(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, 55, faults{}, "static")
 		n1 := c.nodes[0]
-		resp, err := n1.a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1", CheckpointEvery: 10 * time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := resp.IDs[0]
-		c.waitFor("a checkpoint kept off the home", 15*time.Minute, func() bool {
-			r := c.homeRec(id)
-			return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != "" && r.Newest.StoredOn != "n1"
-		})
+		id := c.runKeptOffHome(10*time.Minute, 15*time.Minute)
 		keeper := c.homeRec(id).Newest.StoredOn
 		on := map[string]string{"n2": "n3", "n3": "n2"}[keeper]
 		if _, err := n1.a.out.MigrateOut(peer.MigrateOutRequest{ID: id, To: on, Manual: true}); err != nil {
@@ -294,15 +286,7 @@ func TestAgentsNoRestartBeforeAMovedCopysFence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, 56, faults{}, "static")
 		n1 := c.nodes[0]
-		resp, err := n1.a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1", CheckpointEvery: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := resp.IDs[0]
-		c.waitFor("a checkpoint kept off the home", time.Minute, func() bool {
-			r := c.homeRec(id)
-			return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != "" && r.Newest.StoredOn != "n1"
-		})
+		id := c.runKeptOffHome(5*time.Second, time.Minute)
 		time.Sleep(time.Minute) // past fence.kill+margin after the home's start
 		on := map[string]string{"n2": "n3", "n3": "n2"}[c.homeRec(id).Newest.StoredOn]
 		x := c.nodes[nodeOf(on)]
@@ -404,4 +388,20 @@ func TestAgentsFenceLeavesADumpAlone(t *testing.T) {
 		<-done
 		c.intact()
 	})
+}
+
+// runKeptOffHome starts a job on n1 checkpointed every every and waits,
+// up to within, until its home records a checkpoint kept on another node.
+func (c *cluster) runKeptOffHome(every, within time.Duration) string {
+	c.t.Helper()
+	resp, err := c.nodes[0].a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1", CheckpointEvery: every})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	id := resp.IDs[0]
+	c.waitFor("a checkpoint kept off the home", within, func() bool {
+		r := c.homeRec(id)
+		return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != "" && r.Newest.StoredOn != "n1"
+	})
+	return id
 }
