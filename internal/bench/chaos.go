@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -193,8 +192,7 @@ func chaosRun(spec ChaosSpec, progress io.Writer) (ChaosResult, error) {
 		return x.res, err
 	}
 	err = x.run()
-	var v *Violation
-	if errors.As(err, &v) {
+	if err != nil {
 		x.keepLogs()
 	}
 	return x.res, err
@@ -245,10 +243,15 @@ func (x *chaos) run() error {
 		idle = time.Now()
 		x.step++
 		x.res.Steps = x.step
-		if err := x.oneStep(); err != nil {
-			return err
+		hung := watch(chaosStepLimit, func() { quitAgents(x.spec.Name) })
+		err := x.oneStep()
+		if err == nil {
+			err = x.settle()
 		}
-		if err := x.settle(); err != nil {
+		if hung() {
+			return x.violation("the step took over %s (%v): each agent's goroutines are in its log", chaosStepLimit, err)
+		}
+		if err != nil {
 			return err
 		}
 		if !x.done() {

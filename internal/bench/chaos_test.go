@@ -112,3 +112,23 @@ func TestFencedUnkept(t *testing.T) {
 		}
 	}
 }
+
+// A step that takes its limit has its agents asked for their goroutines
+// and is reported hung; a step that ends before is not, and asks nothing.
+func TestWatchReportsAHungStep(t *testing.T) {
+	quit := make(chan struct{})
+	hung := watch(10*time.Millisecond, func() { close(quit) })
+	select {
+	case <-quit:
+	case <-time.After(time.Minute):
+		t.Fatal("the watch never fired")
+	}
+	if !hung() {
+		t.Fatal("a step past its limit not reported hung")
+	}
+	asked := false
+	hung = watch(time.Hour, func() { asked = true })
+	if h := hung(); h || asked {
+		t.Fatalf("a step that ended in time: hung %v, agents asked %v", h, asked)
+	}
+}
