@@ -467,6 +467,18 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 		t.Errorf("sim --json: %v", cost)
 	}
 
+	// Seed 000's fan-out under both policies: a point a node count, a
+	// run a seed and policy.
+	var pts []struct {
+		Nodes      int               `json:"nodes"`
+		Fifo       []json.RawMessage `json:"fifo"`
+		Beneficial []json.RawMessage `json:"beneficial"`
+	}
+	value(t, "sim lvm", x.must(u, 0, "sim", "lvm", "--nodes", "16", "--jobs", "8", "--seeds", "2", "--out", filepath.Join(simDir, "lvm")), &pts)
+	if len(pts) != 1 || pts[0].Nodes != 16 || len(pts[0].Fifo) != 2 || len(pts[0].Beneficial) != 2 {
+		t.Errorf("sim lvm --json: %+v", pts)
+	}
+
 	for path, form := range x.forms {
 		if _, ok := x.ran[path]; !ok && notRun[path] == "" {
 			t.Errorf("%s has a JSON form (%s) this test does not run: add it", path, form)

@@ -75,6 +75,9 @@ type entry struct {
 	// userStopped: stopped before the fence stopped it (roam kill
 	// -STOP): a thaw leaves it so.
 	userStopped bool
+	// thawDue: its thaw came while CRIU dumped it and was put off: the
+	// steps after the dump carry it out (rethaw).
+	thawDue bool
 }
 
 // New is the fencing of a node, its homes' reach read from the file at
@@ -275,8 +278,12 @@ type action struct {
 	do fence.Do
 }
 
-// restop stops a job the fence stopped before, if it runs again.
-const restop = fence.Kill + 1
+// restop stops a job the fence stopped before, if it runs again; rethaw
+// carries out a thaw put off while CRIU dumped the job.
+const (
+	restop = fence.Kill + 1 + iota
+	rethaw
+)
 
 // Step steps every lease at now and carries out what fence decides:
 // stops and thaws through the job's roam-init, kills of its whole tree.
@@ -299,6 +306,8 @@ func (l *Leases) Step(now time.Time) {
 			// Stopped, it may have been continued since (a checkpoint's
 			// thaw of a tree it froze as the fence stopped it): again.
 			acts = append(acts, action{e, restop})
+		} else if e.lease.State == fence.Running && e.thawDue {
+			acts = append(acts, action{e, rethaw})
 		}
 	}
 	var save, saveKilled []byte
@@ -332,22 +341,33 @@ func (l *Leases) carryOut(a action) {
 		// CRIU holds the job frozen: a SIGSTOP or SIGCONT now reaches
 		// tasks it has seized, and the checkpoint it takes may not
 		// restore (the chaos run: "Can't open file ... on restore" on
-		// every node). The next step after the dump stops it (restop).
+		// every node). The next step after the dump stops it (restop),
+		// or thaws it (rethaw): a thaw dropped here left a job whose home
+		// was reached again stopped for good (the chaos run).
+		if a.do == fence.Thaw || a.do == rethaw {
+			l.mu.Lock()
+			a.e.thawDue = true
+			l.mu.Unlock()
+		}
 		return
 	}
 	switch a.do {
 	case fence.Stop:
 		stopped := l.procs.Stopped(j.PID)
 		l.mu.Lock()
-		a.e.userStopped = stopped
+		// Still stopped by a thaw put off is the fence's stop, not the
+		// user's.
+		a.e.userStopped = stopped && !a.e.thawDue
+		a.e.thawDue = false
 		l.mu.Unlock()
 		l.log.Warn("job stopped: its node has not reached its home for fence.lease", "job", j.ID, "home", j.Home)
 		if !stopped {
 			l.procs.Signal(j.PID, syscall.SIGSTOP)
 		}
-	case fence.Thaw:
+	case fence.Thaw, rethaw:
 		l.mu.Lock()
 		user := a.e.userStopped
+		a.e.thawDue = false
 		l.mu.Unlock()
 		l.log.Info("job thawed: its home is reached again", "job", j.ID, "home", j.Home)
 		if !user {

@@ -154,3 +154,57 @@ func TestLeasesKeepTheKilled(t *testing.T) {
 		t.Fatal("a job gone from the node is still kept as killed")
 	}
 }
+
+// stopProcs keeps each process's stop as the kernel would.
+type stopProcs struct {
+	job.Processes
+	stopped map[int]bool
+	did     []string
+}
+
+func (p *stopProcs) Alive(int, uint64) bool { return true }
+func (p *stopProcs) Stopped(pid int) bool   { return p.stopped[pid] }
+func (p *stopProcs) Signal(pid int, sig syscall.Signal) error {
+	p.stopped[pid] = sig == syscall.SIGSTOP
+	p.did = append(p.did, map[syscall.Signal]string{syscall.SIGSTOP: "stop", syscall.SIGCONT: "cont"}[sig])
+	return nil
+}
+
+// A thaw that comes while CRIU dumps the job is put off, not dropped: the
+// first step after the dump continues the job (the chaos run found a job
+// its home reached again stopped for good, its periodic checkpoints
+// taken of it stopped). A put-off thaw's job that its lease stops again
+// is the fence's stopped job, not its user's: the next thaw continues it.
+func TestLeasesThawPutOffByADump(t *testing.T) {
+	for _, again := range []bool{false, true} {
+		p := &stopProcs{stopped: map[int]bool{}}
+		l := New(cfg, p, slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+		dumping := false
+		l.Dumping = func(string) bool { return dumping }
+		t0 := time.Unix(1000, 0)
+		l.Reached("h", t0)
+		l.Running([]Job{{ID: "a", Home: "h", PID: 1, Fenced: true}}, func(string) bool { return false }, t0)
+		l.Step(t0.Add(cfg.Lease))
+		dumping = true
+		at := t0.Add(cfg.Lease + time.Second)
+		l.Reached("h", at)
+		l.Step(at)
+		l.Step(at.Add(fenceStep))
+		if !p.stopped[1] || len(p.did) != 1 {
+			t.Fatalf("during the dump: did %v, stopped %v; want the thaw put off", p.did, p.stopped[1])
+		}
+		dumping = false
+		if again {
+			at = at.Add(cfg.Lease) // cut off again before a step after the dump
+			l.Step(at)
+			l.Reached("h", at)
+		}
+		l.Step(at.Add(2 * fenceStep))
+		l.Step(at.Add(3 * fenceStep))
+		if p.stopped[1] || !slices.Equal(p.did, []string{"stop", "cont"}) {
+			t.Fatalf("stopped again %v: after the dump did %v, stopped %v; want it continued once", again, p.did, p.stopped[1])
+		}
+	}
+}
+
+const fenceStep = 200 * time.Millisecond
