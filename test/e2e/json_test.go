@@ -471,11 +471,12 @@ func TestEveryCommandPrintsJSON(t *testing.T) {
 	// run a seed and policy.
 	var pts []struct {
 		Nodes      int               `json:"nodes"`
+		Jobs       string            `json:"jobs"`
 		Fifo       []json.RawMessage `json:"fifo"`
 		Beneficial []json.RawMessage `json:"beneficial"`
 	}
 	value(t, "sim lvm", x.must(u, 0, "sim", "lvm", "--nodes", "16", "--jobs", "8", "--seeds", "2", "--out", filepath.Join(simDir, "lvm")), &pts)
-	if len(pts) != 1 || pts[0].Nodes != 16 || len(pts[0].Fifo) != 2 || len(pts[0].Beneficial) != 2 {
+	if len(pts) != 1 || pts[0].Nodes != 16 || pts[0].Jobs != "8" || len(pts[0].Fifo) != 2 || len(pts[0].Beneficial) != 2 {
 		t.Errorf("sim lvm --json: %+v", pts)
 	}
 
