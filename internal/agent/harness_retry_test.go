@@ -42,14 +42,7 @@ func TestAgentsRestartWaitsForANode(t *testing.T) {
 		if r := c.homeRec(fenced); r.State != job.StateRunning || r.Inc != 0 {
 			t.Fatalf("with no node to restart it on: %s on %s, inc %d; want it held for the restart", r.State, r.Node, r.Inc)
 		}
-		if err := n1.a.drain.Ask(Caller{}, "n3", peer.DrainOff); err != nil {
-			t.Fatalf("resume n3: %v", err)
-		}
-		c.waitFor("its home restarts it on n3", time.Minute, func() bool {
-			r := c.homeRec(fenced)
-			run, _ := c.world.copies(fenced)
-			return r.Inc == 1 && r.State == job.StateRunning && r.Node == "n3" && len(run) == 1 && run[0] == "n3"
-		})
+		c.resumeAndRestartOnN3(n1, fenced, "its home restarts it on n3", time.Minute)
 		c.intact()
 	})
 }
@@ -220,14 +213,7 @@ func TestAgentsRestartRetriedAfterTheHomeRestarts(t *testing.T) {
 		c.start(0)
 		n1 = c.nodes[0]
 		c.waitFor("the restarted home sees n3 alive", time.Minute, func() bool { p, ok := n1.a.members.Get("n3"); return ok && p.Alive })
-		if err := n1.a.drain.Ask(Caller{}, "n3", peer.DrainOff); err != nil {
-			t.Fatalf("resume n3: %v", err)
-		}
-		c.waitFor("its restarted home restarts it on n3", 2*time.Minute, func() bool {
-			r := c.homeRec(fenced)
-			run, _ := c.world.copies(fenced)
-			return r.Inc == 1 && r.State == job.StateRunning && r.Node == "n3" && len(run) == 1 && run[0] == "n3"
-		})
+		c.resumeAndRestartOnN3(n1, fenced, "its restarted home restarts it on n3", 2*time.Minute)
 		c.intact()
 	})
 }
@@ -404,4 +390,19 @@ func (c *cluster) runKeptOffHome(every, within time.Duration) string {
 		return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != "" && r.Newest.StoredOn != "n1"
 	})
 	return id
+}
+
+// resumeAndRestartOnN3 lets the home (node home) place on n3 again and
+// waits, up to within, until it has restarted job id there once: one
+// copy running, on n3.
+func (c *cluster) resumeAndRestartOnN3(home *hnode, id, what string, within time.Duration) {
+	c.t.Helper()
+	if err := home.a.drain.Ask(Caller{}, "n3", peer.DrainOff); err != nil {
+		c.t.Fatalf("resume n3: %v", err)
+	}
+	c.waitFor(what, within, func() bool {
+		r := c.homeRec(id)
+		run, _ := c.world.copies(id)
+		return r.Inc == 1 && r.State == job.StateRunning && r.Node == "n3" && len(run) == 1 && run[0] == "n3"
+	})
 }
