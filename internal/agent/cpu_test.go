@@ -28,7 +28,7 @@ func TestAgentsMoveAJobOnlyWhereItsCPUFits(t *testing.T) {
 			"n2": {CPU: older, Model: "Haswell", Kernel: "5.10.0-30-amd64", CRIU: "3.17.1"},
 			"n3": {CPU: newer, Model: "Sapphire Rapids", Kernel: "6.1.0-27-amd64", CRIU: "4.1.0"},
 		}
-		c := newClusterOf(t, 3, 45, faults{}, "static", hosts)
+		c := newClusterOf(t, 3, 45, faults{}, "static", parts{hosts: hosts})
 		c.waitFor("every node's CPU heard everywhere", time.Minute, func() bool {
 			for _, h := range c.nodes {
 				for _, n := range h.a.Nodes() {

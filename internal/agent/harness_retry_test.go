@@ -3,6 +3,8 @@ package agent
 import (
 	"bytes"
 	"errors"
+	"hash/fnv"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -223,12 +225,13 @@ func TestAgentsRestartRetriedAfterTheHomeRestarts(t *testing.T) {
 // at once: its home waits and tries its restart again, as with no live
 // node to restart it on, and restarts it once the keeper is back. Marked
 // lost, it stayed lost: its node, cut off for good, never told of the
-// fenced kill.
+// fenced kill. (Its checkpoint is kept off its home as an older roam
+// kept it: keeper.StoreFor keeps it at the home now.)
 func TestAgentsRestartWaitsForTheKeeper(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 3, 55, faults{}, "static")
+		c := newClusterOf(t, 3, 55, faults{}, "static", parts{keepOn: keptOffHome})
 		n1 := c.nodes[0]
-		id := c.runKeptOffHome(10*time.Minute, 15*time.Minute)
+		id := c.runKept(10*time.Minute, 15*time.Minute)
 		keeper := c.homeRec(id).Newest.StoredOn
 		on := map[string]string{"n2": "n3", "n3": "n2"}[keeper]
 		if _, err := n1.a.out.MigrateOut(peer.MigrateOutRequest{ID: id, To: on, Manual: true}); err != nil {
@@ -272,9 +275,12 @@ func TestAgentsNoRestartBeforeAMovedCopysFence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, 56, faults{}, "static")
 		n1 := c.nodes[0]
-		id := c.runKeptOffHome(5*time.Second, time.Minute)
+		id := c.runKept(5*time.Second, time.Minute)
 		time.Sleep(time.Minute) // past fence.kill+margin after the home's start
-		on := map[string]string{"n2": "n3", "n3": "n2"}[c.homeRec(id).Newest.StoredOn]
+		on := map[string]string{"n2": "n3"}[c.homeRec(id).Newest.StoredOn]
+		if on == "" {
+			on = "n2"
+		}
 		x := c.nodes[nodeOf(on)]
 		c.world.mu.Lock()
 		c.world.gaps[id] = true
@@ -376,20 +382,78 @@ func TestAgentsFenceLeavesADumpAlone(t *testing.T) {
 	})
 }
 
-// runKeptOffHome starts a job on n1 checkpointed every every and waits,
-// up to within, until its home records a checkpoint kept on another node.
-func (c *cluster) runKeptOffHome(every, within time.Duration) string {
+// runKept starts a job on n1 checkpointed every every and waits, up to
+// within, until its home records a checkpoint kept on a node.
+func (c *cluster) runKept(every, within time.Duration) string {
 	c.t.Helper()
 	resp, err := c.nodes[0].a.launch.Run(Caller{}, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n1", CheckpointEvery: every})
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	id := resp.IDs[0]
-	c.waitFor("a checkpoint kept off the home", within, func() bool {
+	c.waitFor("a checkpoint kept", within, func() bool {
 		r := c.homeRec(id)
-		return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != "" && r.Newest.StoredOn != "n1"
+		return r.Newest != nil && r.Newest.OK && r.Newest.StoredOn != ""
 	})
 	return id
+}
+
+// keptOffHome is where an older roam kept a job's periodic checkpoint:
+// at its home while it ran elsewhere, else on another live node by a
+// hash of its id.
+func keptOffHome(id, running, home string, live []string) string {
+	if home != running && slices.Contains(live, home) {
+		return home
+	}
+	others := slices.DeleteFunc(slices.Clone(live), func(n string) bool { return n == running })
+	if len(others) == 0 {
+		return ""
+	}
+	slices.Sort(others)
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return others[h.Sum32()%uint32(len(others))]
+}
+
+// A job that moves onto a node that keeps its checkpoint, and is cut off
+// there, is restarted by its home all the same: kept where an older roam
+// kept it (a node other than the home, for a job at its home), the one
+// checkpoint was on the cut-off node with the job, its fence killed the
+// job, and its home had nothing to restart it from (the chaos run, seed
+// 74135614 step 714: lost). Its home keeps it now (keeper.StoreFor).
+func TestAgentsRestartAJobCutOffWhereItsCheckpointWas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 57, faults{}, "static")
+		n1 := c.nodes[0]
+		id := c.runKept(5*time.Second, time.Minute)
+		keeper := c.homeRec(id).Newest.StoredOn
+		on := keeper
+		if on == "n1" {
+			on = "n2" // kept at its home: any node
+		}
+		c.world.mu.Lock()
+		c.world.gaps[id] = true
+		c.world.mu.Unlock()
+		if _, err := n1.a.out.MigrateOut(peer.MigrateOutRequest{ID: id, To: on, Manual: true}); err != nil {
+			t.Fatalf("move to %s: %v", on, err)
+		}
+		x := c.nodes[nodeOf(on)]
+		c.waitFor("the job fenced on "+on, time.Minute, func() bool { l, ok := x.a.jobs.LocalRec(id); return ok && l.Checkpointed })
+		for _, n := range c.nodes {
+			if n != x {
+				c.net.partition(x.host, n.host)
+			}
+		}
+		c.waitFor("its home restarts it off "+on, 3*time.Minute, func() bool {
+			r := c.homeRec(id)
+			run, _ := c.world.copies(id)
+			return r.Inc == 1 && r.State == job.StateRunning && r.Node != on && len(run) == 1 && run[0] == r.Node
+		})
+		if keeper != "n1" {
+			t.Errorf("its checkpoint was kept on %s, not its home", keeper)
+		}
+		c.intact()
+	})
 }
 
 // resumeAndRestartOnN3 lets the home (node home) place on n3 again and

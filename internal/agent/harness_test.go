@@ -64,7 +64,8 @@ type cluster struct {
 	mu    sync.Mutex // guards the nodes' a, fn and up
 	// hosts are what each node says of its CPU, kernel and CRIU
 	// (Parts.Host), by node; none: nothing, as an older roam.
-	hosts map[string]cpufeat.Host
+	hosts  map[string]cpufeat.Host
+	keepOn func(id, running, home string, live []string) string // Parts.KeepOn
 	// slurm answers every node's questions of Slurm (askSlurm, in
 	// slurm_test.go); nil: a test without Slurm.
 	slurm launch.SlurmAsk
@@ -73,13 +74,20 @@ type cluster struct {
 // newCluster starts n agents named n1..nN with scheduler policy pol,
 // joined into one cluster; each of opts may change every node's config.
 func newCluster(t *testing.T, n int, seed int64, f faults, pol string, opts ...func(*Config)) *cluster {
-	return newClusterOf(t, n, seed, f, pol, nil, opts...)
+	return newClusterOf(t, n, seed, f, pol, parts{}, opts...)
 }
 
-// newClusterOf is newCluster whose nodes say hosts of themselves (by
-// node: their CPUs, kernels and CRIUs).
-func newClusterOf(t *testing.T, n int, seed int64, f faults, pol string, hosts map[string]cpufeat.Host, opts ...func(*Config)) *cluster {
-	c := &cluster{t: t, net: newMemnet(seed, f), world: newWorld(seed + 1), key: secret.New().GossipKey(), hosts: hosts}
+// parts are what a harness gives its agents' Parts besides the fakes:
+// hosts, what each node says of itself (by node: its CPU, kernel and
+// CRIU); keepOn, where periodic checkpoints are kept (nil: keeper's).
+type parts struct {
+	hosts  map[string]cpufeat.Host
+	keepOn func(id, running, home string, live []string) string
+}
+
+// newClusterOf is newCluster whose agents get x in their Parts.
+func newClusterOf(t *testing.T, n int, seed int64, f faults, pol string, x parts, opts ...func(*Config)) *cluster {
+	c := &cluster{t: t, net: newMemnet(seed, f), world: newWorld(seed + 1), key: secret.New().GossipKey(), hosts: x.hosts, keepOn: x.keepOn}
 	c.log = slog.New(slog.DiscardHandler)
 	if *harnessLog {
 		var buf syncBuf
@@ -153,7 +161,7 @@ func (c *cluster) start(i int) {
 	c.net.names[h.host] = h.name
 	c.net.mu.Unlock()
 	p := Parts{API: api, Transport: c.net.transport(h.host), Gossip: c.net.gossipTransport(h.host),
-		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn, Host: c.hosts[h.name], Slurm: c.askSlurm,
+		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn, Host: c.hosts[h.name], Slurm: c.askSlurm, KeepOn: c.keepOn,
 		DiskFree: func(dir string) int64 {
 			if v := h.free.Load(); v != 0 {
 				return v

@@ -50,15 +50,15 @@ type Parts struct {
 	Host cpufeat.Host
 	// Prober measures the node's load and free memory.
 	Prober Prober
-	Slurm  launch.SlurmAsk // asks after a run's Slurm job; nil: no run names one here
+	Slurm  launch.SlurmAsk                                      // asks after a run's Slurm job; nil: no run names one here
+	KeepOn func(id, running, home string, live []string) string // checkpoints.Config.StoreFor
 	// JobMemory is the memory, in bytes, this node has for its jobs
 	// (probe.Node.JobMemory), which the config's jobs.memory_bytes
 	// replaces when it names one: the node takes a job only while the
 	// memory requests of the jobs it holds and this one fit in it. 0: it
 	// counts none, and takes any.
 	JobMemory int64
-	// Registry gets the agent's metrics, and /metrics serves it; nil makes
-	// a fresh one (never the global default registry).
+	// Registry gets the metrics /metrics serves; nil: a fresh one (never the global default).
 	Registry *prometheus.Registry
 	// DiskFree is what the disk holding dir has free, in bytes (-1:
 	// unknown); nil: spool.Free, the file system's own count.

@@ -129,7 +129,7 @@ func newCheckpoints(a *Agent) *checkpoints.Checkpoints {
 		Draining: func() bool { return a.drain.On() }, Admitted: a.rounds.AdmittedMemMB,
 		Record: func(id string) (job.Record, error) { return a.control.Record(id) }, Fence: a.cfg.Fence, Started: func() time.Time { return a.started },
 		CheckRun: func(uid uint32, argv, env []string) error { return a.launch.CheckRestart(uid, argv, env) }, Allocation: a.launch.Allocation,
-		Event: a.event, Attained: func(l job.Local) float64 { return a.sched.Attained(l) },
+		Event: a.event, Attained: func(l job.Local) float64 { return a.sched.Attained(l) }, StoreFor: a.parts.KeepOn,
 		Save: func(id string, stop bool, why string, deliver func(keeper.File) (string, error)) (keeper.File, error) {
 			return a.out.CheckpointRun(id, stop, why, deliver)
 		},

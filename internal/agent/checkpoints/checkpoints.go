@@ -73,6 +73,9 @@ type Config struct {
 	Started func() time.Time
 	// Event records an event for `roam events`.
 	Event func(api.Event)
+	// StoreFor picks the node that keeps a periodic checkpoint; nil is
+	// keeper.StoreFor (tests give older agents' rules).
+	StoreFor func(id, running, home string, live []string) string
 	// Attained is the CPU time a job running here has had, on every
 	// node it ran on (roam ps's).
 	Attained func(job.Local) float64

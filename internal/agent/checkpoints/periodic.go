@@ -59,9 +59,13 @@ func (c *Checkpoints) periodic(id string) {
 		return
 	}
 	f, err := c.cfg.Save(id, false, "periodic checkpoint", func(f keeper.File) (string, error) {
-		store := keeper.StoreFor(id, c.cfg.Self, home, c.cfg.Members.Live())
+		storeFor := c.cfg.StoreFor
+		if storeFor == nil {
+			storeFor = keeper.StoreFor
+		}
+		store := storeFor(id, c.cfg.Self, home, c.cfg.Members.Live())
 		if store == "" {
-			return "", errkind.New(peer.ErrUnavailable, "no other live node to keep it")
+			return "", errkind.New(peer.ErrUnavailable, "its home %s is not live to keep it", home)
 		}
 		return store, c.sendToStore(store, f)
 	})

@@ -84,7 +84,7 @@ type entry struct {
 // path ("" keeps none).
 func New(c fence.Config, procs job.Processes, log *slog.Logger, path string) *Leases {
 	l := &Leases{c: c, procs: procs, log: log, path: path, reach: map[string]time.Time{}, jobs: map[string]*entry{}, killed: map[string]bool{},
-		kick: make(chan struct{}, 1), startTix: job.StartTicks(os.Getpid())}
+		kick: make(chan struct{}, 1), startTix: procs.StartTicks(os.Getpid())}
 	if path != "" {
 		if b, err := os.ReadFile(path); err == nil {
 			var m map[string]time.Time
@@ -148,7 +148,10 @@ func (l *Leases) Running(js []Job, stillHere func(id string) bool, now time.Time
 	for _, j := range js {
 		seen[j.ID] = true
 		e := l.jobs[j.ID]
-		if e == nil {
+		if e == nil || e.job.Tix != j.Tix {
+			// A new copy (one that left and came back: the push loop of a
+			// node with no job left sleeps, and its entry stayed) starts
+			// a lease of its own, never the one that copy left behind.
 			e = &entry{since: now, came: j.Tix > l.startTix}
 			l.jobs[j.ID] = e
 			select {

@@ -20,8 +20,9 @@ type procs struct {
 	did []string
 }
 
-func (p *procs) Alive(int, uint64) bool { return true }
-func (p *procs) Stopped(pid int) bool   { return pid == 2 }
+func (p *procs) Alive(int, uint64) bool    { return true }
+func (p *procs) StartTicks(pid int) uint64 { return job.StartTicks(pid) }
+func (p *procs) Stopped(pid int) bool      { return pid == 2 }
 func (p *procs) Signal(pid int, sig syscall.Signal) error {
 	p.did = append(p.did, map[syscall.Signal]string{syscall.SIGSTOP: "stop", syscall.SIGCONT: "cont"}[sig]+string(rune('0'+pid)))
 	return nil
@@ -114,6 +115,31 @@ func TestLeasesOfAJobThatCame(t *testing.T) {
 	}
 }
 
+// A job that left the node and comes back as a new copy (another start)
+// while its old entry is still held (the push loop of a node with no job
+// left sleeps, so nothing told the leases it went) takes a lease from
+// its coming, not the entry its old copy left: that one, counted from a
+// reach of its home long past, killed a job its home had just restarted
+// on the node (the harness's TestAgentsRestartWaitsForTheKeeper).
+func TestLeasesOfACopyThatCameBack(t *testing.T) {
+	p := &procs{}
+	l := New(cfg, p, slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+	l.startTix = 1000
+	t0 := time.Unix(1000, 0)
+	l.Reached("h", t0)
+	l.Running([]Job{{ID: "a", Home: "h", PID: 1, Tix: 2000, Fenced: true}}, func(string) bool { return false }, t0)
+	back := t0.Add(cfg.Kill + cfg.Margin)
+	l.Running([]Job{{ID: "a", Home: "h", PID: 4, Tix: 3000, Fenced: true}}, func(string) bool { return false }, back)
+	l.Step(back.Add(StepEvery))
+	if len(p.did) != 0 {
+		t.Fatalf("did %v as the new copy came: want nothing until its own lease ends", p.did)
+	}
+	l.Step(back.Add(cfg.Lease))
+	if !slices.Equal(p.did, []string{"stop4"}) {
+		t.Fatalf("did %v a lease after the new copy came: want it stopped then", p.did)
+	}
+}
+
 // Holding names the jobs the fence holds stopped, and not one its user
 // stopped, nor one thawed again.
 func TestLeasesHolding(t *testing.T) {
@@ -162,8 +188,9 @@ type stopProcs struct {
 	did     []string
 }
 
-func (p *stopProcs) Alive(int, uint64) bool { return true }
-func (p *stopProcs) Stopped(pid int) bool   { return p.stopped[pid] }
+func (p *stopProcs) Alive(int, uint64) bool    { return true }
+func (p *stopProcs) StartTicks(pid int) uint64 { return job.StartTicks(pid) }
+func (p *stopProcs) Stopped(pid int) bool      { return p.stopped[pid] }
 func (p *stopProcs) Signal(pid int, sig syscall.Signal) error {
 	p.stopped[pid] = sig == syscall.SIGSTOP
 	p.did = append(p.did, map[syscall.Signal]string{syscall.SIGSTOP: "stop", syscall.SIGCONT: "cont"}[sig])

@@ -1,7 +1,6 @@
 package keeper
 
 import (
-	"hash/fnv"
 	"slices"
 	"sort"
 	"time"
@@ -64,25 +63,17 @@ func Order(ds []DueJob) []string {
 	return out
 }
 
-// StoreFor picks the node that keeps a job's periodic checkpoint:
-// its home when the job runs elsewhere, else one of the other live nodes,
-// the same for a job each time while it can (by a hash of the job id), so
-// the jobs of a home spread over the others. "" when there is none.
+// StoreFor picks the node that keeps a job's periodic checkpoint: its
+// home, while the home is live, wherever the job runs; "" while it is
+// not (none is taken then: only the home restarts a job, and what it
+// keeps stays). The home is the one store its restart always reaches and
+// a job's cut-off node never holds: kept on another node, the checkpoint
+// could be where the job moved next, and a cut of that node then took
+// both the job (its fence's kill) and what would restart it (the chaos
+// run lost a job so).
 func StoreFor(id, running, home string, live []string) string {
-	if home != running && slices.Contains(live, home) {
+	if slices.Contains(live, home) {
 		return home
 	}
-	var others []string
-	for _, n := range live {
-		if n != running {
-			others = append(others, n)
-		}
-	}
-	if len(others) == 0 {
-		return ""
-	}
-	sort.Strings(others)
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return others[h.Sum32()%uint32(len(others))]
+	return ""
 }
