@@ -62,7 +62,8 @@ func (x *chaos) settle() error {
 			if strings.Contains(why, "lost") {
 				x.res.Lost++
 			}
-			return x.violation("not settled after %v: %s", settleLimit, why)
+			quitAgents(x.spec.Name) // what each agent was doing, in its log
+			return x.violation("not settled after %v: %s (each agent's goroutines are in its log)", settleLimit, why)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

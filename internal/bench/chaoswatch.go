@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"roam/internal/emu"
+	"roam/internal/procfs"
 )
 
 // chaosStepLimit bounds a step and the checks after it. A step still
@@ -35,9 +36,18 @@ func quitAgents(name string) {
 	if err != nil {
 		return
 	}
+	var quit []int
 	for _, n := range st.Nodes {
-		if n.State == "up" && n.PID > 0 {
-			_ = syscall.Kill(n.PID, syscall.SIGQUIT)
+		if n.State == "up" && n.PID > 0 && syscall.Kill(n.PID, syscall.SIGQUIT) == nil {
+			quit = append(quit, n.PID)
+		}
+	}
+	// Their logs are copied next: each has written its stacks once it
+	// has exited (a few seconds at most; a zombie counts as exited).
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range quit {
+		for time.Now().Before(deadline) && procfs.Running(pid) {
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }

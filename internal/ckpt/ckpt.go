@@ -471,6 +471,15 @@ func inheritable(files []*os.File) ([]int32, error) {
 	return dups, nil
 }
 
+// inheritableFD clears descriptor fd's close-on-exec flag (the caller
+// holds ExecMu).
+func inheritableFD(fd int) error {
+	if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_SETFD, 0); e != 0 {
+		return fmt.Errorf("let CRIU inherit its socket: %w", e)
+	}
+	return nil
+}
+
 // rpcBuffer is the send buffer of roam's end of CRIU's RPC socket: room
 // for a request naming migrate.MaxOpenFiles files.
 const rpcBuffer = 4 << 20
@@ -480,11 +489,16 @@ const rpcBuffer = 4 << 20
 // given), in a mount namespace of its own set up as st says when st is
 // not nil.
 func (c *CRIU) startWorker(files []*os.File, st *stage) (*worker, []int32, error) {
-	fds, err := syscall.Socketpair(syscall.AF_LOCAL, syscall.SOCK_SEQPACKET, 0)
+	// Both ends close on exec, and the worker's is made inheritable only
+	// under ExecMu, just before the worker starts: a child another
+	// goroutine started meanwhile (a job's, a page server, another
+	// worker) held the worker's end for its life, and a worker killed
+	// in a dump left roam's read of its answer waiting on it (the chaos
+	// run's migration that never returned).
+	fds, err := syscall.Socketpair(syscall.AF_LOCAL, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start criu: %w", err)
 	}
-	syscall.CloseOnExec(fds[0])
 	// A request is one message, which must fit in the socket's buffer
 	// (208 KiB by default): a restore's inherited descriptors and a dump's
 	// external files take some 25 bytes each, and a job may hold
@@ -495,6 +509,9 @@ func (c *CRIU) startWorker(files []*os.File, st *stage) (*worker, []int32, error
 	defer srv.Close()
 	c.ExecMu.Lock()
 	dups, err := inheritable(files)
+	if err == nil {
+		err = inheritableFD(fds[1])
+	}
 	cmd := exec.Command(c.Path, "swrk", strconv.Itoa(fds[1]))
 	// A group of its own: the worker restores in a child of its own
 	// ("criu: restore --rpc"), which a kill of the worker alone leaves
