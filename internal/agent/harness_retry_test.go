@@ -289,16 +289,8 @@ func TestAgentsNoRestartBeforeAMovedCopysFence(t *testing.T) {
 			t.Fatalf("move to %s: %v", on, err)
 		}
 		cut := time.Now()
-		for _, n := range c.nodes {
-			if n != x {
-				c.net.partition(x.host, n.host)
-			}
-		}
-		c.waitFor("its home restarts it off "+on, 3*time.Minute, func() bool {
-			r := c.homeRec(id)
-			run, _ := c.world.copies(id)
-			return r.Inc >= 1 && r.State == job.StateRunning && r.Node != on && len(run) == 1 && run[0] == r.Node
-		})
+		c.cutOff(x)
+		c.waitRestartedOff(id, on)
 		if f := n1.cfg.Fence; time.Since(cut) < f.Kill {
 			t.Errorf("restarted %v after the cut, before fence.kill (%v)", time.Since(cut), f.Kill)
 		}
@@ -398,6 +390,26 @@ func (c *cluster) runKept(every, within time.Duration) string {
 	return id
 }
 
+// cutOff partitions node x from every other node.
+func (c *cluster) cutOff(x *hnode) {
+	for _, n := range c.nodes {
+		if n != x {
+			c.net.partition(x.host, n.host)
+		}
+	}
+}
+
+// waitRestartedOff waits until job id's home has restarted it off node
+// on: one copy running, where its record says.
+func (c *cluster) waitRestartedOff(id, on string) {
+	c.t.Helper()
+	c.waitFor("its home restarts it off "+on, 3*time.Minute, func() bool {
+		r := c.homeRec(id)
+		run, _ := c.world.copies(id)
+		return r.Inc >= 1 && r.State == job.StateRunning && r.Node != on && len(run) == 1 && run[0] == r.Node
+	})
+}
+
 // keptOffHome is where an older roam kept a job's periodic checkpoint:
 // at its home while it ran elsewhere, else on another live node by a
 // hash of its id.
@@ -439,16 +451,11 @@ func TestAgentsRestartAJobCutOffWhereItsCheckpointWas(t *testing.T) {
 		}
 		x := c.nodes[nodeOf(on)]
 		c.waitFor("the job fenced on "+on, time.Minute, func() bool { l, ok := x.a.jobs.LocalRec(id); return ok && l.Checkpointed })
-		for _, n := range c.nodes {
-			if n != x {
-				c.net.partition(x.host, n.host)
-			}
+		c.cutOff(x)
+		c.waitRestartedOff(id, on)
+		if r := c.homeRec(id); r.Inc != 1 {
+			t.Errorf("restarted %d times, want once", r.Inc)
 		}
-		c.waitFor("its home restarts it off "+on, 3*time.Minute, func() bool {
-			r := c.homeRec(id)
-			run, _ := c.world.copies(id)
-			return r.Inc == 1 && r.State == job.StateRunning && r.Node != on && len(run) == 1 && run[0] == r.Node
-		})
 		if keeper != "n1" {
 			t.Errorf("its checkpoint was kept on %s, not its home", keeper)
 		}
