@@ -105,10 +105,12 @@ func lvmVal(x *Run, spec LVMValSpec) error {
 			}
 			return valRuns(x, cl, st, v)
 		})
+		if v.calibrated.On() {
+			valCompare(r, v) // the runs done, before a failure too
+		}
 		if err != nil {
 			return err
 		}
-		valCompare(r, v)
 		part := *r
 		part.Measures, part.Notes, part.Checks = slices.Clone(r.Measures), slices.Clone(r.Notes), slices.Clone(r.Checks)
 		if err := WriteResults([]*Result{&part}, x.Options); err != nil {
@@ -143,7 +145,8 @@ func valRuns(x *Run, cl *api.Client, st emu.State, v *valSide) error {
 // the runs they are compared with: each run a job alone on node 2 (the
 // node's speed: its work over its time, over the node's capacity) and a
 // pair on node 1, of which balance moves one (that move's freeze, and
-// its total less its freeze: the time before the job stops).
+// its total less its freeze and any post-copy window: the time before
+// the job stops).
 func valCalibrate(x *Run, cl *api.Client, st emu.State, v *valSide, spec LVMValSpec) error {
 	work := spec.CalAlone * v.cpu
 	argv := []string{x.tool("burn"), strconv.FormatFloat(work, 'g', -1, 64), "0"}
@@ -171,7 +174,7 @@ func valCalibrate(x *Run, cl *api.Client, st emu.State, v *valSide, spec LVMValS
 			for _, m := range j.MigrationLog {
 				if m.OK {
 					v.freeze = append(v.freeze, m.FreezeMS)
-					v.prepare = append(v.prepare, max(m.TotalMS-m.FreezeMS, 0))
+					v.prepare = append(v.prepare, max(m.TotalMS-m.FreezeMS-m.WindowMS, 0))
 				}
 			}
 		}
