@@ -57,7 +57,7 @@ func (m AgentModel) String() string {
 	if !m.On() {
 		return "off"
 	}
-	return fmt.Sprintf("lanes %t, prepare %v, freeze %v, speed %.3f", m.Lanes, m.Prepare, m.Freeze, max(m.Speed, 0))
+	return fmt.Sprintf("lanes %t, prepare %v, freeze %v, speed %.3f", m.Lanes, m.Prepare, m.Freeze, m.speedOf())
 }
 
 // speedOf is the factor a process's progress is multiplied by.
