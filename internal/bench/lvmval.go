@@ -142,11 +142,11 @@ func valRuns(x *Run, cl *api.Client, st emu.State, v *valSide) error {
 }
 
 // valCalibrate measures the agents' costs on this cluster, apart from
-// the runs they are compared with: each run a job alone on node 2 (the
-// node's speed: its work over its time, over the node's capacity) and a
-// pair on node 1, of which balance moves one (that move's freeze, and
-// its total less its freeze and any post-copy window: the time before
-// the job stops).
+// the runs they are compared with. Each run: a job alone on node 2,
+// pinned (the node's speed: its work over its time, over the node's
+// capacity), and a pair on node 1, of which balance moves one (that
+// move's freeze, and its total less its freeze and any post-copy window:
+// the time before the job stops).
 func valCalibrate(x *Run, cl *api.Client, st emu.State, v *valSide, spec LVMValSpec) error {
 	work := spec.CalAlone * v.cpu
 	argv := []string{x.tool("burn"), strconv.FormatFloat(work, 'g', -1, 64), "0"}
@@ -155,7 +155,7 @@ func valCalibrate(x *Run, cl *api.Client, st emu.State, v *valSide, spec LVMValS
 		if err := waitVector(cl, len(st.Nodes), min(load.DefaultVectorSize, len(st.Nodes)-1), time.Minute); err != nil {
 			x.note("%v; going on", err)
 		}
-		alone, err := start(cl, api.RunRequest{Argv: argv, Count: 1, On: "2"})
+		alone, err := start(cl, api.RunRequest{Argv: argv, Count: 1, On: "2", Pin: true})
 		if err != nil {
 			return err
 		}
