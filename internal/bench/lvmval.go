@@ -51,7 +51,7 @@ func LVMVal(spec *LVMValSpec) *Experiment {
 		Name:  "lvm-val",
 		Title: "the simulator against real agents: fan-outs from one node at 8 and 16 nodes",
 		Seed:  "issue 48, validation (c)",
-		About: "On a fresh cluster per node count (the fifo load vector, the balance policy), first calibration runs (a job alone on node 2, and a pair on node 1 of which balance moves one: the node's speed under its quota, a move's freeze and its time before the freeze), then --reps runs of each job count started at once on node 1; then the simulator runs each fan-out with seeds 1..reps, with its own model and with the agents' (lanes of the policy's parallel, the calibration's median freeze, prepare and speed). Per run: the simulator's value over the agents' − 1; the median of those errors with its distribution-free 95 % interval (order statistics of the sign test), and the median of their absolute values.",
+		About: "On a fresh cluster per node count (the fifo load vector, the balance policy), first calibration runs (a pair on node 1 of which balance moves one: a move's freeze and its time before the freeze; a pinned job on every node: the nodes' speed under their quotas with the fan-out's load on the machine), then --reps runs of each job count started at once on node 1; then the simulator runs each fan-out with seeds 1..reps, with its own model and with the agents' (lanes of the policy's parallel, the calibration's median freeze, prepare and speed). Per run: the simulator's value over the agents' − 1; the median of those errors with its distribution-free 95 % interval (order statistics of the sign test), and the median of their absolute values.",
 		run:   func(x *Run) error { return lvmVal(x, *spec) },
 	}
 }
@@ -63,8 +63,9 @@ type valSide struct {
 	cpu, work  float64
 	agents     map[string][]wideRun
 	freezes    map[string][]float64 // the fan-outs' moves' freezes, ms
-	speed      []float64
-	freeze     []float64 // calibration moves, ms
+	speed      []float64            // a job on every node
+	speedAlone []float64            // a job alone on node 2
+	freeze     []float64            // calibration moves, ms
 	prepare    []float64
 	loads      []float64 // the 1-minute load average at each run's start
 	jobsSpec   []sim.JobCount
@@ -93,7 +94,7 @@ func lvmVal(x *Run, spec LVMValSpec) error {
 	r.XLabel = "nodes"
 	r.Setup = fmt.Sprintf("Nodes sharing %g CPU equally, load vectors of %d entries (fifo), scheduler balance; jobs of %g s alone on a node (burn), all started on node 1; %d runs a job count, %d calibration runs a cluster.",
 		spec.CPUTotal, load.DefaultVectorSize, spec.Alone, x.Reps, spec.Calibrate)
-	x.plan(len(ns) * (len(jcs)*x.Reps + spec.Calibrate))
+	x.plan(len(ns) * (len(jcs)*x.Reps + 2*spec.Calibrate))
 	for i, n := range ns {
 		cpu := spec.CPUTotal / float64(n)
 		v := &valSide{n: n, cpu: cpu, work: spec.Alone * cpu, agents: map[string][]wideRun{}, freezes: map[string][]float64{}, jobsSpec: jcs}
@@ -142,40 +143,45 @@ func valRuns(x *Run, cl *api.Client, st emu.State, v *valSide) error {
 }
 
 // valCalibrate measures the agents' costs on this cluster, apart from
-// the runs they are compared with. Each run: a job alone on node 2,
-// pinned (the node's speed: its work over its time, over the node's
-// capacity), and a pair on node 1, of which balance moves one (that
-// move's freeze, and its total less its freeze and any post-copy window:
-// the time before the job stops).
+// the runs they are compared with. A move's: a pair on node 1, of which
+// balance moves one (its freeze, and its total less its freeze and any
+// post-copy window: the time before the job stops), beside a job alone
+// on node 2, pinned (the node's speed alone). The nodes' speed with the
+// fan-out's load on the machine: a pinned job on every node at once (its
+// work over its time, over the node's capacity).
 func valCalibrate(x *Run, cl *api.Client, st emu.State, v *valSide, spec LVMValSpec) error {
 	work := spec.CalAlone * v.cpu
 	argv := []string{x.tool("burn"), strconv.FormatFloat(work, 'g', -1, 64), "0"}
+	limit := time.Duration(4*spec.CalAlone*float64(time.Second)) + 2*time.Minute
+	speed := func(j api.Job) float64 { return work / j.Ended.Sub(j.Started).Seconds() / v.cpu }
 	for k := 1; k <= spec.Calibrate; k++ {
-		x.step("%d nodes, calibration %d", v.n, k)
-		if err := waitVector(cl, len(st.Nodes), min(load.DefaultVectorSize, len(st.Nodes)-1), time.Minute); err != nil {
-			x.note("%v; going on", err)
-		}
-		alone, err := start(cl, api.RunRequest{Argv: argv, Count: 1, On: "2", Pin: true})
-		if err != nil {
-			return err
-		}
-		pair, err := start(cl, api.RunRequest{Argv: argv, Count: 2, On: "1"})
-		if err != nil {
-			return err
-		}
-		js, err := waitJobs(cl, append(alone, pair...), time.Duration(4*spec.CalAlone*float64(time.Second))+2*time.Minute)
+		x.step("%d nodes, calibration %d: a move, and a job alone", v.n, k)
+		js, err := valStart(x, cl, st, limit, api.RunRequest{Argv: argv, Count: 1, On: "2", Pin: true}, api.RunRequest{Argv: argv, Count: 2, On: "1"})
 		if err != nil {
 			return err
 		}
 		for _, j := range js {
-			if j.ID == alone[0] && j.Migrations == 0 && j.Ended.After(j.Started) {
-				v.speed = append(v.speed, work/j.Ended.Sub(j.Started).Seconds()/v.cpu)
+			if j.Node == "2" && j.Migrations == 0 && j.Ended.After(j.Started) {
+				v.speedAlone = append(v.speedAlone, speed(j))
 			}
 			for _, m := range j.MigrationLog {
 				if m.OK {
 					v.freeze = append(v.freeze, m.FreezeMS)
 					v.prepare = append(v.prepare, max(m.TotalMS-m.FreezeMS-m.WindowMS, 0))
 				}
+			}
+		}
+		x.step("%d nodes, calibration %d: a job on every node", v.n, k)
+		var every []api.RunRequest
+		for i := range st.Nodes {
+			every = append(every, api.RunRequest{Argv: argv, Count: 1, On: st.Nodes[i].ID, Pin: true})
+		}
+		if js, err = valStart(x, cl, st, limit, every...); err != nil {
+			return err
+		}
+		for _, j := range js {
+			if j.Migrations == 0 && j.Ended.After(j.Started) {
+				v.speed = append(v.speed, speed(j))
 			}
 		}
 	}
@@ -188,6 +194,23 @@ func valCalibrate(x *Run, cl *api.Client, st emu.State, v *valSide, spec LVMValS
 	v.calibrated = sim.AgentModel{Lanes: true, Prepare: ms(v.prepare), Freeze: ms(v.freeze), Speed: paired.Median(v.speed).Median}
 	x.note("%d nodes: calibrated %s", v.n, v.calibrated)
 	return nil
+}
+
+// valStart waits for a quiet cluster, starts the requests and waits for
+// their jobs' ends.
+func valStart(x *Run, cl *api.Client, st emu.State, limit time.Duration, reqs ...api.RunRequest) ([]api.Job, error) {
+	if err := waitVector(cl, len(st.Nodes), min(load.DefaultVectorSize, len(st.Nodes)-1), time.Minute); err != nil {
+		x.note("%v; going on", err)
+	}
+	var ids []string
+	for _, rq := range reqs {
+		got, err := start(cl, rq)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, got...)
+	}
+	return waitJobs(cl, ids, limit)
 }
 
 // loadAverage is the machine's 1-minute load average, -1 unread.

@@ -77,8 +77,8 @@ func valCompare(r *Result, v *valSide) {
 			r.Notes = append(r.Notes, fmt.Sprintf("%d nodes, jobs %s: %v", v.n, jc, err))
 		}
 	}
-	r.Notes = append(r.Notes, fmt.Sprintf("%d nodes of %.3g CPU: calibration: speed %s (%d jobs alone), freeze %s ms, prepare %s ms (%d moves); load average (1 min) at the runs' starts %s, from %.2f to %.2f",
-		v.n, v.cpu, paired.Median(v.speed).Format(3), len(v.speed), paired.Median(v.freeze).Format(0), paired.Median(v.prepare).Format(0), len(v.freeze),
+	r.Notes = append(r.Notes, fmt.Sprintf("%d nodes of %.3g CPU: calibration: speed %s with a job on every node (%d jobs), %s alone (%d), freeze %s ms, prepare %s ms (%d moves); load average (1 min) at the runs' starts %s, from %.2f to %.2f",
+		v.n, v.cpu, paired.Median(v.speed).Format(3), len(v.speed), paired.Median(v.speedAlone).Format(3), len(v.speedAlone), paired.Median(v.freeze).Format(0), paired.Median(v.prepare).Format(0), len(v.freeze),
 		paired.Median(v.loads).Format(2), extreme(v.loads, slices.Min), extreme(v.loads, slices.Max)))
 }
 
