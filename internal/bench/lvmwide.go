@@ -58,6 +58,7 @@ type wideRun struct {
 	slowdown   float64 // a job's time over its time alone on a node, the mean
 	migrations int
 	discarded  int64
+	freezes    []float64 // the moves' freezes, ms
 }
 
 func lvmWide(x *Run, spec LVMWideSpec) error {
@@ -280,6 +281,11 @@ func wideFanout(x *Run, cl *api.Client, st emu.State, j int, work float64) (wide
 	}
 	for _, jb := range js {
 		w.migrations += jb.Migrations
+		for _, m := range jb.MigrationLog {
+			if m.OK {
+				w.freezes = append(w.freezes, m.FreezeMS)
+			}
+		}
 		w.slowdown += max(jb.Ended.Sub(jb.Started).Seconds()/alone, 1) / float64(len(js))
 	}
 	return w, nil

@@ -183,7 +183,24 @@ cycling busy/idle for random 0..5 s); --both runs without and with it.`,
 		c.AddCommand(jsonVia(jsonValue, e.experimentCmd(x.Name, x.Title, []*bench.Experiment{x})))
 	}
 	c.AddCommand(jsonVia(jsonValue, e.experimentCmd("all", "every experiment, one report", bench.Experiments)))
-	c.AddCommand(jsonVia(jsonValue, e.lvmWideCmd()))
+	c.AddCommand(jsonVia(jsonValue, e.lvmWideCmd()), jsonVia(jsonValue, e.lvmValCmd()))
+	return c
+}
+
+// lvmValCmd is `roam bench lvm-val`: issue 48's validation (c), the
+// simulator against agents; not among bench.Experiments.
+func (e *env) lvmValCmd() *cobra.Command {
+	spec := bench.DefaultLVMVal
+	x := bench.LVMVal(&spec)
+	c := e.experimentCmd(x.Name, x.Title, []*bench.Experiment{x})
+	f := c.Flags()
+	f.StringVar(&spec.Nodes, "nodes", spec.Nodes, "node counts, comma-separated, a fresh cluster each")
+	f.StringVar(&spec.Jobs, "jobs", spec.Jobs, "job counts, comma-separated: a number, n (one a node), n/K or Kn")
+	f.Float64Var(&spec.CPUTotal, "cpu-total", spec.CPUTotal, "the cluster's CPU, cores, shared equally by its nodes")
+	f.Float64Var(&spec.Alone, "alone", spec.Alone, "seconds a job runs alone on a node")
+	f.IntVar(&spec.Calibrate, "calibrate", spec.Calibrate, "calibration runs a cluster")
+	f.Float64Var(&spec.CalAlone, "cal-alone", spec.CalAlone, "seconds a calibration job runs alone on a node")
+	f.StringVar(&spec.Subnets, "subnets", spec.Subnets, "a /24 for each node count in turn, comma-separated")
 	return c
 }
 
@@ -285,7 +302,7 @@ func (e *env) benchListCmd() *cobra.Command {
 			}
 			fmt.Fprintf(e.out, "all — every experiment above, one report\n\n")
 			fmt.Fprintf(e.out, "usage: roam bench EXPERIMENT [--quick] [--reps N] [--out DIR]\n")
-			fmt.Fprintf(e.out, "also: roam bench agent-cost | balance | chaos | lvm-wide (the issues' own benchmarks)\n")
+			fmt.Fprintf(e.out, "also: roam bench agent-cost | balance | chaos | lvm-wide | lvm-val (the issues' own benchmarks)\n")
 			return nil
 		},
 	}

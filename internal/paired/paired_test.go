@@ -47,3 +47,32 @@ func TestOneValueHasNoInterval(t *testing.T) {
 		t.Fatal("T975's table")
 	}
 }
+
+// The median's interval is two order statistics fixed by the binomial
+// (n, ½) alone: with 10 values the 2nd and the 9th (coverage 1 −
+// 2·11/1024); with 5 none reaches 95 %.
+func TestMedianInterval(t *testing.T) {
+	xs := []float64{9, 1, 8, 2, 7, 3, 6, 4, 5, 10}
+	m := Median(xs)
+	if m.N != 10 || m.Median != 5.5 || m.Lo != 2 || m.Hi != 9 || math.Abs(m.Level-(1-22.0/1024)) > 1e-12 {
+		t.Fatalf("Median = %+v, want 5.5 [2, 9] at %.4f", m, 1-22.0/1024)
+	}
+	if got := m.Format(1); got != "5.5 [2.0, 9.0]" {
+		t.Fatalf("Format = %q", got)
+	}
+	// 20 values: P(B ≤ 5) = 0.0207, P(B ≤ 6) = 0.0577: the 6th and 15th.
+	var ys []float64
+	for i := range 20 {
+		ys = append(ys, float64(i+1))
+	}
+	if m := Median(ys); m.Lo != 6 || m.Hi != 15 || m.Median != 10.5 {
+		t.Fatalf("20 values: %+v, want 10.5 [6, 15]", m)
+	}
+	if m := Median(xs[:5]); !math.IsNaN(m.Lo) || m.Median != 7 {
+		t.Fatalf("5 values: %+v, want 7 and no interval", m)
+	}
+	e := RelErrors([]float64{11, 9, 5}, []float64{10, 10, 0})
+	if len(e) != 2 || math.Abs(e[0]-0.1) > 1e-12 || math.Abs(e[1]+0.1) > 1e-12 {
+		t.Fatalf("RelErrors = %v, want [0.1 -0.1]", e)
+	}
+}

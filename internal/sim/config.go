@@ -78,6 +78,9 @@ type Config struct {
 	// workload (Poisson's): a model's run can start from its stationary
 	// state rather than wait for it (TestSupermarket).
 	Prefill func(rng *rand.Rand) int
+	// Agents is how roam's agents move jobs, as measured on an emulated
+	// cluster (agents.go); the zero value: the simulator's own model.
+	Agents AgentModel
 }
 
 // DefaultConfig is 1,000 nodes of one core for a simulated minute under
@@ -116,6 +119,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("failures %d is not in 0..%d", c.Failures, c.Nodes-1)
 	case c.Workload == nil:
 		return errors.New("workload: none")
+	}
+	if err := c.Agents.validate(); err != nil {
+		return err
 	}
 	if _, err := load.ParsePolicy(string(c.VectorPolicy)); err != nil {
 		return fmt.Errorf("vector policy: %w", err)

@@ -78,7 +78,7 @@ type proc struct {
 }
 
 // rate is the CPU share of each process on n.
-func (s *Sim) rate(n *node) float64 { return min(1, s.cfg.Capacity/float64(n.n)) }
+func (s *Sim) rate(n *node) float64 { return min(1, s.cfg.Capacity/float64(n.n)) * s.speed }
 
 // advance counts the progress of n's processes up to now.
 func (s *Sim) advance(n *node) {

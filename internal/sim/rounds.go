@@ -23,6 +23,7 @@ type flight struct {
 	answer   sched.AdmitAnswer
 	src, dst int32
 	proc     int32
+	next     int32 // the move after it in its lane (AgentModel.Lanes), -1 none
 }
 
 // kick runs a round at n now if the policy is passive (a job started, a
@@ -139,6 +140,10 @@ func (s *Sim) decide(ni int32) {
 	s.stats.rounds++
 	n.ledger.Started(moves)
 	n.inflight += int32(len(moves))
+	if s.cfg.Agents.Lanes && len(moves) > 0 {
+		s.startLanes(ni, moves)
+		return
+	}
 	for _, mv := range moves {
 		s.startMove(ni, mv)
 	}
@@ -162,6 +167,12 @@ func (s *Sim) info(id string) sched.PeerInfo {
 
 // startMove asks the move's destination.
 func (s *Sim) startMove(src int32, mv sched.Move) {
+	fi := s.newFlight(src, mv)
+	s.send(event{kind: evAdmit, node: s.flights[fi].dst, arg: fi})
+}
+
+// newFlight is the move mv from src, not yet started.
+func (s *Sim) newFlight(src int32, mv sched.Move) int32 {
 	var fi int32
 	if k := len(s.freeFlights); k > 0 {
 		fi, s.freeFlights = s.freeFlights[k-1], s.freeFlights[:k-1]
@@ -175,9 +186,8 @@ func (s *Sim) startMove(src int32, mv sched.Move) {
 			pi = i
 		}
 	}
-	dst := s.index(mv.To)
-	s.flights[fi] = flight{mv: mv, src: src, dst: dst, proc: pi}
-	s.send(event{kind: evAdmit, node: dst, arg: fi})
+	s.flights[fi] = flight{mv: mv, src: src, dst: s.index(mv.To), proc: pi, next: -1}
+	return fi
 }
 
 // admit is the destination judging a move against its load now.
@@ -201,6 +211,7 @@ func (s *Sim) reply(e event) {
 	src := &s.nodes[f.src]
 	if !src.alive {
 		s.freeFlights = append(s.freeFlights, e.arg)
+		s.nextInLane(f.next, f.src)
 		return
 	}
 	now := t(s.now)
@@ -215,11 +226,14 @@ func (s *Sim) reply(e event) {
 	case p == nil:
 		s.nodes[f.dst].ledger.Withdrawn(f.mv)
 		s.resolve(e.arg, false)
+	case e.val == 0 && s.cfg.Agents.Prepare > 0:
+		// The job runs on while the agents prepare; then the answer
+		// is taken again (val 1), the job stopped if it still runs.
+		s.q.push(event{at: s.now + int64(s.cfg.Agents.Prepare), kind: evReply, node: e.node, arg: e.arg, val: 1})
 	default:
 		s.leave(f.proc)
 		p.state = moving
-		freeze := MigrateFixed + time.Duration((MigratePerMB+1/s.cfg.BandwidthMBps)*p.rssMB*float64(time.Second))
-		s.q.push(event{at: s.now + int64(freeze) + int64(s.cfg.Latency), kind: evLand, node: f.dst, arg: e.arg})
+		s.q.push(event{at: s.now + int64(s.freeze(p)) + int64(s.cfg.Latency), kind: evLand, node: f.dst, arg: e.arg})
 	}
 }
 
@@ -256,9 +270,10 @@ func (s *Sim) land(e event) {
 // (sched.Ledger.Finished), and a round follows at once if it says so.
 func (s *Sim) resolve(fi int32, moved bool) {
 	f := &s.flights[fi]
-	src := f.src
+	src, next := f.src, f.next
 	s.freeFlights = append(s.freeFlights, fi)
 	*f = flight{}
+	s.nextInLane(next, src)
 	n := &s.nodes[src]
 	n.moved = n.moved || moved
 	if n.inflight--; n.inflight > 0 || !n.alive {

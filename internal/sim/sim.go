@@ -34,6 +34,7 @@ type Sim struct {
 	flights     []flight
 	freeFlights []int32
 	pol         *sched.Scheduler
+	speed       float64 // AgentModel's: 1 unless it says
 	passive     bool
 	placement   string
 	// alive are the nodes membership has alive, ascending; nil while
@@ -72,6 +73,7 @@ func New(c Config) (*Sim, error) {
 	}
 	s := &Sim{cfg: c, rng: rand.New(rand.NewSource(c.Seed)), nodes: make([]node, c.Nodes), ids: make([]string, c.Nodes)}
 	s.makeIDs()
+	s.speed = c.Agents.speedOf()
 	s.inputs.info = s.info
 	var entries []load.Entry
 	if !c.Oracle && c.VectorSize <= slabVector {
