@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -18,17 +19,21 @@ import (
 // on n4, outside it, though the policy's placement would pick it, idle.
 // An explicit --max-running is kept. When Slurm ends the job, its pending
 // jobs end unstarted (the home asks the controller), and none of them
-// ever starts.
+// ever starts; while the controller does not answer, they wait.
 func TestAgentsQueueInsideASlurmJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 4, 47, faults{}, "balance", func(cfg *Config) { cfg.Slurm.Node = "s" + strings.TrimPrefix(cfg.NodeID, "n") })
 		const user, inJob = 70702, 100
 		var mu sync.Mutex
 		state := map[string]string{"7": "RUNNING", "8": "RUNNING"}
+		down := false // the controller does not answer
 		one := slurm.NodeAlloc{CPUs: 1}
 		c.slurm = func(pid int32, id string) (string, slurm.Job, error) {
 			mu.Lock()
 			defer mu.Unlock()
+			if down {
+				return "", slurm.Job{}, errors.New("slurm_load_jobs error: Unable to contact slurm controller")
+			}
 			callerJob := ""
 			if pid == inJob {
 				callerJob = id
@@ -92,8 +97,16 @@ func TestAgentsQueueInsideASlurmJob(t *testing.T) {
 		c.waitFor("2 run, 4 pending", time.Minute, func() bool {
 			return outside() == 2 && len(c.whyPending(0, who)) == 4
 		})
+		// A controller that does not answer ends nothing.
 		mu.Lock()
-		state["8"] = "COMPLETING"
+		down = true
+		mu.Unlock()
+		time.Sleep(time.Minute)
+		if n := len(c.whyPending(0, who)); n != 4 {
+			t.Fatalf("%d pending while the controller did not answer, want 4", n)
+		}
+		mu.Lock()
+		down, state["8"] = false, "COMPLETING"
 		mu.Unlock()
 		c.waitFor("the pending jobs end", time.Minute, func() bool { return len(c.whyPending(0, who)) == 0 })
 		for _, id := range ids {
