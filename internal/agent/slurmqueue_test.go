@@ -15,8 +15,9 @@ import (
 
 // A sweep inside a Slurm allocation runs launch.JobsPerCPU jobs at once
 // for each CPU the job holds, the others pending in the home's queue,
-// which starts them as others end on the allocation's nodes only: never
-// on n4, outside it, though the policy's placement would pick it, idle.
+// which starts them as others end (within a second), on the allocation's
+// nodes only: never on n4, outside it, though the policy's placement
+// would pick it, idle.
 // An explicit --max-running is kept. When Slurm ends the job, its pending
 // jobs end unstarted (the home asks the controller), and none of them
 // ever starts; while the controller does not answer, they wait.
@@ -82,6 +83,9 @@ func TestAgentsQueueInsideASlurmJob(t *testing.T) {
 				return false
 			})
 			c.exitJob(id, 0)
+			if ended < 3 { // a pending job takes the place at once
+				c.waitFor("a pending job starts in the place freed", time.Second, func() bool { return outside() == 9 })
+			}
 			time.Sleep(2 * time.Second) // n4's entries go on showing it idle
 		}
 		c.waitFor("the sweep ends", time.Minute, func() bool { return c.sweepOf(0, resp.Sweep, who).Ended })
