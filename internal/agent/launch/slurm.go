@@ -25,9 +25,10 @@ type SlurmAsk func(pid int32, id string) (callerJob string, j slurm.Job, err err
 // served, and start on the allocation's nodes as the running ones end. A
 // fluid model of a sweep of 48 jobs of heavy-tailed lengths (Pareto 1.1,
 // 0.2 to 8 CPU-s) on 4 CPUs, one of them shared with a load that comes and
-// goes, gave 3 a CPU 0.84 of a job array's mean slowdown (1 a CPU, as the
-// array runs: 1.07; all at once: 0.91), with fewer moves than all at once
-// (docs/benchmarks.md, slurm-array).
+// goes, gave 3 a CPU 0.83 of a job array's mean slowdown whatever the
+// load (1 a CPU, as the array runs: 1.03 to 1.07; all at once: 0.88 to
+// 0.89), with fewer moves than all at once (docs/benchmarks.md,
+// slurm-array).
 const JobsPerCPU = 3
 
 // inAllocation makes plan p, of run req, one of the Slurm job req names,
