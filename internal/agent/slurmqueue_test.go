@@ -28,10 +28,14 @@ func TestAgentsQueueInsideASlurmJob(t *testing.T) {
 		var mu sync.Mutex
 		state := map[string]string{"7": "RUNNING", "8": "RUNNING"}
 		down := false // the controller does not answer
+		asks := 0     // the questions with no caller: the home's queue's
 		one := slurm.NodeAlloc{CPUs: 1}
 		c.slurm = func(pid int32, id string) (string, slurm.Job, error) {
 			mu.Lock()
 			defer mu.Unlock()
+			if pid == 0 {
+				asks++
+			}
 			if down {
 				return "", slurm.Job{}, errors.New("slurm_load_jobs error: Unable to contact slurm controller")
 			}
@@ -109,17 +113,39 @@ func TestAgentsQueueInsideASlurmJob(t *testing.T) {
 		if n := len(c.whyPending(0, who)); n != 4 {
 			t.Fatalf("%d pending while the controller did not answer, want 4", n)
 		}
+		// Slurm kills the running ones first: the place freed takes no
+		// pending job; the home asks at once (its last question, which
+		// found the job running, a second and a half before), and ends
+		// them unstarted.
 		mu.Lock()
-		down, state["8"] = false, "COMPLETING"
+		down, before := false, asks
 		mu.Unlock()
-		c.waitFor("the pending jobs end", time.Minute, func() bool { return len(c.whyPending(0, who)) == 0 })
+		c.waitFor("the home's next question", time.Minute, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return asks > before
+		})
+		time.Sleep(1500 * time.Millisecond)
+		mu.Lock()
+		state["8"] = "COMPLETING"
+		mu.Unlock()
+		var first string
 		for _, id := range ids {
-			if r := c.homeRec(id); r.State == job.StateFinished && !strings.Contains(r.EndReason, "before it started") {
-				t.Fatalf("%s: ended %q", id, r.EndReason)
+			if r, _ := c.world.copies(id); len(r) == 1 {
+				first = id
+				break
 			}
 		}
-		if on := outside(); on != 2 {
-			t.Fatalf("%d run once the Slurm job ended, want the 2 that ran (Slurm ends them)", on)
+		c.exitJob(first, 137)
+		c.waitFor("the pending jobs end", time.Minute, func() bool { return len(c.whyPending(0, who)) == 0 })
+		unstarted := 0
+		for _, id := range ids {
+			if r := c.homeRec(id); strings.Contains(r.EndReason, "before it started") {
+				unstarted++
+			}
+		}
+		if on := outside(); on != 1 || unstarted != 4 {
+			t.Fatalf("%d run once the Slurm job ended, %d ended before they started; want the 1 left of the 2 that ran (Slurm ends it), and 4", on, unstarted)
 		}
 	})
 }

@@ -27,7 +27,7 @@ import (
 // step there, and one is not moved to the fourth. The last ten wait
 // rather than end, so 9 of them run and one stays pending: scancel ends
 // every process on every node, the home records each job ended, the
-// pending one before it started, none lost nor started again, and sacct
+// pending one too (the home asks Slurm), none lost nor started again, and sacct
 // counts the CPU the jobs burnt on every node (checkSacctCPU).
 func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 	needSlurm(t)
@@ -155,7 +155,10 @@ func TestSlurmAllocationRunsInItsJob(t *testing.T) {
 				}
 			}
 		}
-		return ended == allocJobs && len(js) == allocJobs && unstarted == 1, fmt.Sprint(js)
+		// The pending one ends before it started, or, taking a place
+		// freed as Slurm killed the others before the home heard of the
+		// end (launch's slurmEndAsk), is killed with them.
+		return ended == allocJobs && len(js) == allocJobs && unstarted <= 1, fmt.Sprint(js)
 	})
 	c.checkSacctCPU(jobID, burnt)
 }
