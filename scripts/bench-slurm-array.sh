@@ -3,7 +3,9 @@
 # heavy-tailed lengths, run by a user of an emulated cluster with Slurm
 # (A) as a Slurm job array, one task a job, each placed by Slurm where a
 # CPU is free, and (B) as one sbatch allocation of the same nodes running
-# `roam run --args-from` of the same jobs; node 2 carries a background load
+# `roam run --args-from` of the same jobs (3 at once for each CPU the
+# allocation holds, the rest pending in the home's queue, moved among the
+# allocation's nodes by the policy); node 2 carries a background load
 # that comes and goes, the same in both. A and B alternate in rounds (each
 # round the other first). It prints each side's makespan and mean slowdown,
 # their means over the rounds and the ratios roam / array.
@@ -16,14 +18,15 @@
 # Fairness: every node has a CPU quota of CPU cores and is one CPU to Slurm
 # (ceil), so the array runs one task a node at a time, each with the whole
 # node, and the allocation (--nodes=NODES, one CPU a node) holds the same
-# CPUs; roam starts all of its jobs at once, spread over them. The
-# background load (bgload, seed 002's: a process busy and idle in turn for
-# random times of 0 to 5 s, the same seed for both sides of a round) runs
-# in a group of its own under node 2 with the highest CPU weight and half
-# the node's quota: while busy it takes half of node 2, whatever runs
-# beside it (its CPU time is printed for each side), and leaves the rest
-# to the jobs and Slurm's and roam's daemons (with the whole node, it held
-# slurmstepd there for seconds). The cluster's groups get the highest CPU
+# CPUs; roam runs 3 of its jobs at once for each of them. The background
+# load (bgload, seed 002's: a process busy and idle in turn for random
+# times of 0 to BG_MAX s, default 5, the same seed for both sides of a
+# round) runs in a group of its own under node 2 with the highest CPU
+# weight and BG_SHARE (default 0.5) of the node's quota: while busy it
+# takes that share of node 2, whatever runs beside it (its CPU time is
+# printed for each side), and leaves the rest to the jobs and Slurm's and
+# roam's daemons (with the whole node, it held slurmstepd there for
+# seconds). The cluster's groups get the highest CPU
 # weight on this machine (cgroup v1 cpu.shares) while the benchmark runs,
 # so each node gets its quota whatever else this machine runs (real nodes
 # do not share CPUs), and so do the agents, each served first in a group
@@ -46,6 +49,8 @@ jobs=${2:-48}
 seed=${3:-46}
 nodes=${NODES:-4}
 cpu=${CPU:-0.25}
+bgshare=${BG_SHARE:-0.5}
+bgmax=${BG_MAX:-5}
 name=sarray
 repo=$(cd "$(dirname "$0")/.." && pwd)
 roam="$repo/bin/roam"
@@ -104,10 +109,10 @@ bgacct=$cg/cpuacct/roam/$name/n2/bg
 mkdir -p "$bgcpu" "$bgacct"
 echo 262144 >"$bgcpu/cpu.shares"
 echo 100000 >"$bgcpu/cpu.cfs_period_us"
-awk -v c="$cpu" 'BEGIN { printf "%d\n", c * 50000 }' >"$bgcpu/cpu.cfs_quota_us"
+awk -v c="$cpu" -v s="$bgshare" 'BEGIN { printf "%d\n", c * s * 100000 }' >"$bgcpu/cpu.cfs_quota_us"
 startbg() {
 	"$roam" --cluster "$name" cluster exec 2 -- sh -c \
-		"echo \$\$ >$bgcpu/cgroup.procs && echo \$\$ >$bgacct/cgroup.procs && exec $repo/bin/bgload 1 5 3600 $1" >/dev/null &
+		"echo \$\$ >$bgcpu/cgroup.procs && echo \$\$ >$bgacct/cgroup.procs && exec $repo/bin/bgload 1 $bgmax 3600 $1" >/dev/null &
 	for _ in $(seq 100); do [ -s "$bgcpu/cgroup.procs" ] && break; sleep 0.05; done
 }
 stopbg() {
@@ -169,7 +174,7 @@ side() {
 		END { printf "%.1f %.1f %d/%d %.1f %s\n", m, (k ? s / k : 0), k, n, bg / 1000, moves }'
 }
 
-echo "$jobs jobs a round; $nodes nodes of $cpu CPU, background on node 2"
+echo "$jobs jobs a round; $nodes nodes of $cpu CPU, background on node 2 ($bgshare of it while busy, busy and idle 0 to $bgmax s); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A ms sl
 kinds=(array roam)
 for r in $(seq "$rounds"); do
@@ -189,3 +194,4 @@ awk -v am="${ms[array]}" -v rm="${ms[roam]}" -v as="${sl[array]}" -v rs="${sl[ro
 	printf "mean of %d: array makespan %.1f s, mean slowdown %.1f; roam makespan %.1f s, mean slowdown %.1f\n", n, sa / n, sc / n, sb / n, sd / n
 	printf "ratio roam / array: makespan %.3f, mean slowdown %.3f; roam lower in %d/%d rounds (makespan), %d/%d (slowdown)\n", sb / sa, sd / sc, wm, n, ws, n
 }'
+echo "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

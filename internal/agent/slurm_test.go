@@ -26,7 +26,7 @@ func (c *cluster) askSlurm(pid int32, id string) (string, slurm.Job, error) {
 // extern step its process joins on its node) and the allocation's nodes;
 // every refusal is one line naming SLURM_JOB_ID and keeps no job: a
 // caller in no Slurm job or another one, another user's job, one not
-// running, a node outside the job, a run its queue would hold back.
+// running, a node outside the job, a run that asks for memory.
 func TestAgentsRunInsideASlurmJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 4, 46, faults{}, "balance", func(cfg *Config) { cfg.Slurm.Node = "s" + strings.TrimPrefix(cfg.NodeID, "n") })
@@ -43,7 +43,7 @@ func TestAgentsRunInsideASlurmJob(t *testing.T) {
 		run := func(i int, w Caller, req api.RunRequest) (api.RunResponse, error) {
 			req.Argv, req.Cwd, req.SlurmJob = []string{"/bin/true"}, "/", "7"
 			if req.Count == 0 {
-				req.Count = 12
+				req.Count = 9 // 3 a CPU: none pending (TestAgentsQueueInsideASlurmJob)
 			}
 			return c.nodes[i].a.launch.Run(w, req)
 		}
@@ -93,7 +93,7 @@ func TestAgentsRunInsideASlurmJob(t *testing.T) {
 			{"another user", 0, Caller{UID: user + 1, PID: inJob}, api.RunRequest{}, "not the caller's"},
 			{"a node outside", 3, who, api.RunRequest{}, "has no node s4"},
 			{"--on outside", 0, who, api.RunRequest{On: "n4"}, "not one of the Slurm job's"},
-			{"--max-running", 0, who, api.RunRequest{SweepRequest: api.SweepRequest{MaxRunning: 2}}, "every process at once"},
+			{"--mem", 0, who, api.RunRequest{MemBytes: 64 << 20}, "takes no --mem"},
 			{"--checkpoint-every", 0, who, api.RunRequest{Count: 1, CheckpointEvery: time.Hour}, "--checkpoint-every"},
 		} {
 			before := c.userJobs(user)

@@ -164,6 +164,15 @@ func (e *env) runCarried(cl *api.Client, req api.RunRequest, dir string, margin 
 			return err
 		}
 	} else {
+		// Every job starts at once: a carry records no pending job
+		// (package carry), where a run in an allocation would otherwise
+		// hold some back (launch.JobsPerCPU).
+		if req.MaxRunning > 0 && req.MaxRunning < req.Count {
+			return fmt.Errorf("--carry: a carried sweep starts every job at once: no --max-running")
+		}
+		if req.Count > 1 {
+			req.MaxRunning = req.Count
+		}
 		var resp api.RunResponse
 		if err := cl.Do(context.Background(), http.MethodPost, api.PathRun, req, &resp); err != nil {
 			return err

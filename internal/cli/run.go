@@ -130,8 +130,10 @@ Inside a Slurm job (SLURM_JOB_ID set: an sbatch script, salloc, srun), the
 processes run in that job's allocation: placed and moved among its nodes
 only, each in the job's cgroup on whatever node it runs, so that Slurm
 counts them, its limits hold them and its end of the job ends them.
-The node's agent checks the claim (docs/slurm.md); --no-slurm runs them
-outside the job, as anywhere else. --carry DIR carries such a sweep across
+A sweep there runs 3 processes at once for each CPU the job holds (or
+--max-running); the others are pending, and start on the job's nodes as
+others end. The node's agent checks the claim (docs/slurm.md); --no-slurm
+runs them outside the job, as anywhere else. --carry DIR carries such a sweep across
 allocations when its jobs outlast Slurm's time limit: at SIGUSR1 (sbatch
 --signal=B:USR1@SECONDS, with roam run as the batch shell: exec it), or
 --carry-margin before the job's end as scontrol says it, whichever comes

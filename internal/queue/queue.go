@@ -43,6 +43,7 @@ package queue
 import (
 	"errors"
 	"math/rand"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -72,6 +73,11 @@ type Group struct {
 	// On is the node its jobs were asked to run on (roam run --on), ""
 	// for any.
 	On string
+	// Within are the nodes its jobs may run on, those of the Slurm
+	// allocation its run serves (job.Spec.Within); nil: any. Slurm is
+	// that allocation's Slurm job ("": none).
+	Within []string
+	Slurm  string
 	// MaxRunning bounds its jobs starting or running at once (roam run
 	// --max-running; 0: no bound), and Running counts them.
 	MaxRunning, Running int
@@ -212,7 +218,7 @@ func Decide(in Input, rng *rand.Rand) Decision {
 		}
 		// A preempted job is restored only where its CPU fits: while no
 		// such node is alive, its group waits, saying so.
-		fit, err := sched.RunsImage(nodes, g.Pending[g.next].CPU)
+		fit, err := sched.RunsImage(within(nodes, g.Within), g.Pending[g.next].CPU)
 		if err != nil {
 			g.blocked, d.Why[g.Key] = true, "its checkpoint waits for a node whose CPU can run it: "+err.Error()
 			continue
@@ -424,6 +430,21 @@ func seen(in Input, left map[string]string) []sched.NodeLoad {
 		out[i].MemHeldMB += p.MemMB
 		if out[i].Capacity > 0 {
 			out[i].Load += float64(p.Slots) / out[i].Capacity
+		}
+	}
+	return out
+}
+
+// within are the nodes of ids (nil: all of them): a group that serves
+// a Slurm allocation starts only on its nodes.
+func within(nodes []sched.NodeLoad, ids []string) []sched.NodeLoad {
+	if ids == nil {
+		return nodes
+	}
+	out := make([]sched.NodeLoad, 0, len(ids))
+	for _, x := range nodes {
+		if slices.Contains(ids, x.ID) {
+			out = append(out, x)
 		}
 	}
 	return out

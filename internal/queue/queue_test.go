@@ -329,3 +329,30 @@ func TestDecideOrderIsMaxMin(t *testing.T) {
 		}
 	})
 }
+
+// An allocation's group starts on its nodes only (Group.Within), spread
+// over them by the placement, though the others are idle; another group
+// of the same round goes anywhere.
+func TestDecideStartsWithinTheAllocation(t *testing.T) {
+	g := sweepOf(1001, 10, 6, 0)
+	g.MaxRunning, g.Within = 4, []string{"2", "3"}
+	other := sweepOf(1002, 20, 2, 0)
+	d := Decide(Input{Heard: known, Groups: []Group{g, other}, Nodes: nodes4(0, 0, 0, 0), Placement: "least-loaded", Max: RoundMax}, rand.New(rand.NewSource(1)))
+	in := map[string]int{}
+	for _, s := range d.Starts {
+		if s.Key == g.Key {
+			in[s.Node]++
+		}
+	}
+	if in["2"] != 2 || in["3"] != 2 || len(in) != 2 {
+		t.Fatalf("the allocation's starts by node %v, want 2 on each of its nodes 2 and 3", in)
+	}
+	if n := len(d.Starts); n != 6 {
+		t.Fatalf("%d starts, want the allocation's 4 and the other's 2", n)
+	}
+	g.Within = []string{"9"}
+	d = Decide(Input{Heard: known, Groups: []Group{g}, Nodes: nodes4(0, 0, 0, 0), Max: RoundMax}, rand.New(rand.NewSource(1)))
+	if len(d.Starts) != 0 || d.Why[g.Key] == "" {
+		t.Fatalf("an allocation with no live node: %+v", d)
+	}
+}

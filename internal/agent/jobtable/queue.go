@@ -52,7 +52,7 @@ func (j *Table) Queue(since time.Time) Queued {
 		case r.State == job.StatePending:
 			g := groups[key]
 			if g == nil {
-				g = &queue.Group{Key: key, UID: r.UID, Seq: seqOf(r), Req: r.Req, On: r.Sweep.On, MaxRunning: r.Sweep.MaxRunning}
+				g = &queue.Group{Key: key, UID: r.UID, Seq: seqOf(r), Req: r.Req, On: r.Sweep.On, MaxRunning: r.Sweep.MaxRunning, Within: r.Within, Slurm: r.Slurm}
 				groups[key] = g
 			}
 			if preempted := !r.Preempted.IsZero(); !preempted || Restorable(*r) {

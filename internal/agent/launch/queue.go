@@ -66,7 +66,7 @@ func (s *Starter) placeNow(on string, p plan) ([]string, string, error) {
 func (s *Starter) ReleaseLoop(stop <-chan struct{}) {
 	t := time.NewTicker(releaseEvery)
 	defer t.Stop()
-	refused := map[string]time.Time{}
+	refused, orphaned := map[string]time.Time{}, newOrphans()
 	for {
 		select {
 		case <-stop:
@@ -75,7 +75,7 @@ func (s *Starter) ReleaseLoop(stop <-chan struct{}) {
 		case <-s.cfg.Jobs.ReleaseKicked():
 		}
 		for range roundsAtOnce {
-			if !s.round(refused) {
+			if !s.round(refused, orphaned) {
 				break
 			}
 		}
@@ -83,12 +83,14 @@ func (s *Starter) ReleaseLoop(stop <-chan struct{}) {
 }
 
 // round runs one round of the queue and starts what it picks; the
-// nodes that refuse a start are noted in refused. It says whether the
+// nodes that refuse a start are noted in refused, and o is what
+// endOrphans keeps between rounds. It says whether the
 // round stopped at its bound with more to start. One round runs at a
 // time (the loop's): two could start more than a sweep's --max-running
 // or a node's room.
-func (s *Starter) round(refused map[string]time.Time) (more bool) {
+func (s *Starter) round(refused map[string]time.Time, o *orphans) (more bool) {
 	q := s.cfg.Jobs.Queue(s.cfg.Members.OldestHeard().Add(-queue.EntrySlack))
+	q.Groups = s.endOrphans(q.Groups, o, time.Now())
 	restoringHere := s.fb.prepare(&q, s.cfg.Self, refused, time.Now())
 	held := float64(s.cfg.Jobs.MemHeld(""))/(1<<20) + s.cfg.Admitted("") + restoringHere
 	in := queue.Input{Groups: q.Groups, Running: q.Running, Placed: q.Placed, Refused: refused, Max: queue.RoundMax}

@@ -114,15 +114,18 @@ func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string, 
 	return out, nil
 }
 
-// Ask reads the caller's Slurm job from its cgroup and asks the
-// controller about the job it names (launch.SlurmAsk).
+// Ask reads the caller's Slurm job from its cgroup (none for pid 0) and
+// asks the controller about the job it names (launch.SlurmAsk).
 func Ask(c slurm.Config) launch.SlurmAsk {
 	return func(pid int32, id string) (string, slurm.Job, error) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
-		if err != nil {
-			return "", slurm.Job{}, err
+		callerJob := ""
+		if pid > 0 {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/cgroup")
+			if err != nil {
+				return "", slurm.Job{}, err
+			}
+			_, callerJob, _ = slurm.JobOfCgroup(string(b))
 		}
-		_, callerJob, _ := slurm.JobOfCgroup(string(b))
 		ctx, cancel := context.WithTimeout(context.Background(), AskTimeout)
 		defer cancel()
 		j, err := scontrol.Show(ctx, c.Scontrol, c.Conf, id)
