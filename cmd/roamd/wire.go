@@ -225,7 +225,7 @@ func (w world) parts(cfg config.Config, log *slog.Logger) (agent.Parts, error) {
 	var slurmRestore func(uint32, string) (map[string]string, error)
 	var steps *slurmstep.Steps // nil: the node serves no Slurm jobs
 	if cfg.Slurm.Enabled {
-		launcher.SlurmGroups, ask, slurmRestore = slurmstep.Groups(w.layout, cfg.Slurm), slurmstep.Ask(cfg.Slurm), slurmstep.Roots(w.layout, cfg.Slurm)
+		launcher.SlurmGroups, ask, slurmRestore = slurmstep.Groups(w.layout, cfg.Slurm), slurmstep.Ask(cfg.Slurm, execMu), slurmstep.Roots(w.layout, cfg.Slurm)
 		steps = slurmstep.New(cfg.Slurm, cfg.NodeID, log)
 	}
 	// Root's CRIU believes the kernel facts it cached there.

@@ -153,7 +153,7 @@ func (c *cluster) slurmAdoptAndCancel(array string, pids map[string]string) stri
 		if !ok || uid != int(jobUser.uid) {
 			t.Fatalf("the task on %s is in no job of %s:\n%s", n, jobUser.name, cg)
 		}
-		j, err := scontrol.Show(context.Background(), "", emu.SlurmConf(c.name), id)
+		j, err := scontrol.Show(context.Background(), "", emu.SlurmConf(c.name), id, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"roam/internal/agent/launch"
@@ -115,8 +116,9 @@ func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string, 
 }
 
 // Ask reads the caller's Slurm job from its cgroup (none for pid 0) and
-// asks the controller about the job it names (launch.SlurmAsk).
-func Ask(c slurm.Config) launch.SlurmAsk {
+// asks the controller about the job it names (launch.SlurmAsk), starting
+// scontrol under execMu (ckpt.CRIU.ExecMu).
+func Ask(c slurm.Config, execMu sync.Locker) launch.SlurmAsk {
 	return func(pid int32, id string) (string, slurm.Job, error) {
 		callerJob := ""
 		if pid > 0 {
@@ -128,7 +130,7 @@ func Ask(c slurm.Config) launch.SlurmAsk {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), AskTimeout)
 		defer cancel()
-		j, err := scontrol.Show(ctx, c.Scontrol, c.Conf, id)
+		j, err := scontrol.Show(ctx, c.Scontrol, c.Conf, id, execMu)
 		return callerJob, j, err
 	}
 }

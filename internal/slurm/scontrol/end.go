@@ -14,7 +14,7 @@ func End(ctx context.Context, id string) (end time.Time, ok bool, err error) {
 	if err := slurm.ValidJobID(id); err != nil {
 		return time.Time{}, false, err
 	}
-	out, _, err := showJob(ctx, "", "", id)
+	out, _, err := showJob(ctx, "", "", id, nil)
 	if err != nil {
 		return time.Time{}, false, err
 	}

@@ -9,18 +9,21 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 
 	"roam/internal/slurm"
 )
 
 // Show asks the controller of the cluster whose slurm.conf is conf ("":
 // Slurm's default) about job id, with scontrol (prog; "": from PATH), and
-// parses its answer.
-func Show(ctx context.Context, prog, conf, id string) (slurm.Job, error) {
+// parses its answer. execMu, when set, is held while scontrol starts
+// (ckpt.CRIU.ExecMu: a child started meanwhile inherits what a restore
+// hands CRIU).
+func Show(ctx context.Context, prog, conf, id string, execMu sync.Locker) (slurm.Job, error) {
 	if err := slurm.ValidJobID(id); err != nil {
 		return slurm.Job{}, err
 	}
-	out, errOut, err := showJob(ctx, prog, conf, id, "-d")
+	out, errOut, err := showJob(ctx, prog, conf, id, execMu, "-d")
 	if err != nil {
 		if strings.Contains(errOut, "Invalid job id") {
 			return slurm.Job{}, fmt.Errorf("%w: %s: job %s: no such job", slurm.ErrRefused, slurm.Field, id)
@@ -33,7 +36,7 @@ func Show(ctx context.Context, prog, conf, id string) (slurm.Job, error) {
 // showJob runs `scontrol show job -o [extra...] id` (prog "": scontrol from
 // PATH; conf "": the caller's SLURM_CONF or Slurm's default) and returns its
 // output; its error names the command and carries scontrol's stderr.
-func showJob(ctx context.Context, prog, conf, id string, extra ...string) (out, errOut string, err error) {
+func showJob(ctx context.Context, prog, conf, id string, execMu sync.Locker, extra ...string) (out, errOut string, err error) {
 	if prog == "" {
 		prog = "scontrol"
 	}
@@ -45,7 +48,17 @@ func showJob(ctx context.Context, prog, conf, id string, extra ...string) (out, 
 	}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
-	if err := cmd.Run(); err != nil {
+	if execMu != nil {
+		execMu.Lock()
+	}
+	err = cmd.Start()
+	if execMu != nil {
+		execMu.Unlock()
+	}
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		return "", e.String(), fmt.Errorf("scontrol show job %s: %v: %s", id, err, strings.TrimSpace(e.String()))
 	}
 	return o.String(), e.String(), nil
