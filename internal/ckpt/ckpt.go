@@ -506,7 +506,6 @@ func (c *CRIU) startWorker(files []*os.File, st *stage) (*worker, []int32, error
 	_ = syscall.SetsockoptInt(fds[0], syscall.SOL_SOCKET, syscall.SO_SNDBUFFORCE, rpcBuffer)
 	sk := os.NewFile(uintptr(fds[0]), "criu-rpc")
 	srv := os.NewFile(uintptr(fds[1]), "criu-rpc-worker")
-	defer srv.Close()
 	c.ExecMu.Lock()
 	dups, err := inheritable(files)
 	if err == nil {
@@ -525,6 +524,7 @@ func (c *CRIU) startWorker(files []*os.File, st *stage) (*worker, []int32, error
 	for _, fd := range dups {
 		syscall.Close(int(fd))
 	}
+	srv.Close() // before the next child may start: it would inherit it
 	c.ExecMu.Unlock()
 	if err != nil {
 		sk.Close()
