@@ -25,21 +25,8 @@ import (
 // the link was back.
 func TestAgentsRestartWaitsForANode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 3, 50, faults{}, "static")
-		n1, n2 := c.nodes[0], c.nodes[1]
-		fenced, _ := c.fencedPair("n2")
-		for _, n := range []string{"n1", "n3"} {
-			if err := n1.a.drain.Ask(Caller{}, n, peer.DrainOn); err != nil {
-				t.Fatalf("drain %s: %v", n, err)
-			}
-		}
-		c.waitFor("n1 sees n3 draining", time.Minute, func() bool { p, ok := n1.a.members.Get("n3"); return ok && p.Draining })
-		// The home is cut off itself.
-		c.net.partition(n1.host, n2.host)
-		c.net.partition(n1.host, c.nodes[2].host)
-		c.waitFor("n2 kills the job by its fence", time.Minute, func() bool { run, fz := c.world.copies(fenced); return len(run)+len(fz) == 0 })
-		c.net.heal()
-		c.waitFor("n2 tells the home its fence killed it, and forgets it", time.Minute, func() bool { _, ok := n2.a.jobs.LocalRec(fenced); return !ok })
+		c, fenced := fencedOnN2Alone(t, 50)
+		n1 := c.nodes[0]
 		time.Sleep(time.Minute) // the home's tries find no node but n2
 		if r := c.homeRec(fenced); r.State != job.StateRunning || r.Inc != 0 {
 			t.Fatalf("with no node to restart it on: %s on %s, inc %d; want it held for the restart", r.State, r.Node, r.Inc)
@@ -195,20 +182,8 @@ func TestAgentsLeaseRenewedThroughASlowRestore(t *testing.T) {
 // which is alive).
 func TestAgentsRestartRetriedAfterTheHomeRestarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 3, 54, faults{}, "static")
-		n1, n2 := c.nodes[0], c.nodes[1]
-		fenced, _ := c.fencedPair("n2")
-		for _, n := range []string{"n1", "n3"} {
-			if err := n1.a.drain.Ask(Caller{}, n, peer.DrainOn); err != nil {
-				t.Fatalf("drain %s: %v", n, err)
-			}
-		}
-		c.waitFor("n1 sees n3 draining", time.Minute, func() bool { p, ok := n1.a.members.Get("n3"); return ok && p.Draining })
-		c.net.partition(n1.host, n2.host)
-		c.net.partition(n1.host, c.nodes[2].host)
-		c.waitFor("n2 kills the job by its fence", time.Minute, func() bool { run, fz := c.world.copies(fenced); return len(run)+len(fz) == 0 })
-		c.net.heal()
-		c.waitFor("n2 tells the home its fence killed it, and forgets it", time.Minute, func() bool { _, ok := n2.a.jobs.LocalRec(fenced); return !ok })
+		c, fenced := fencedOnN2Alone(t, 54)
+		n1 := c.nodes[0]
 		time.Sleep(20 * time.Second) // the home's tries find no node but n2
 		c.crash(0)
 		time.Sleep(5 * time.Second)
@@ -372,6 +347,29 @@ func TestAgentsFenceLeavesADumpAlone(t *testing.T) {
 		<-done
 		c.intact()
 	})
+}
+
+// fencedOnN2Alone starts, on a cluster of 3 nodes (seed), a job its home
+// n1 could restart on n2, drains n1 and n3 at the home, and cuts the home
+// off itself until n2's fence has killed the job; once the link is back,
+// it waits until n2 has told the home so and forgotten the job. n2 is
+// then the one node the home could restart it on, and n2's consent
+// refuses that.
+func fencedOnN2Alone(t *testing.T, seed int64) (*cluster, string) {
+	c := newCluster(t, 3, seed, faults{}, "static")
+	n1, n2 := c.nodes[0], c.nodes[1]
+	fenced, _ := c.fencedPair("n2")
+	for _, n := range []string{"n1", "n3"} {
+		if err := n1.a.drain.Ask(Caller{}, n, peer.DrainOn); err != nil {
+			t.Fatalf("drain %s: %v", n, err)
+		}
+	}
+	c.waitFor("n1 sees n3 draining", time.Minute, func() bool { p, ok := n1.a.members.Get("n3"); return ok && p.Draining })
+	c.cutOff(n1)
+	c.waitFor("n2 kills the job by its fence", time.Minute, func() bool { run, fz := c.world.copies(fenced); return len(run)+len(fz) == 0 })
+	c.net.heal()
+	c.waitFor("n2 tells the home its fence killed it, and forgets it", time.Minute, func() bool { _, ok := n2.a.jobs.LocalRec(fenced); return !ok })
+	return c, fenced
 }
 
 // runKept starts a job on n1 checkpointed every every and waits, up to
