@@ -395,6 +395,51 @@ func TestAgentsEndJobsWhoseHomeIsShort(t *testing.T) {
 	})
 }
 
+// TestAgentsHoldTheBudgetsBetweenTicks: a node whose state disk falls by
+// more than a user's output budget between two holds holds the budgets
+// at once (its 5 ms watch), not at the next tick 50 ms on: jobs writing
+// as fast as they can fill a tmpfs of hundreds of MiB in a tick. Five
+// users' jobs pass their budget one after the other, at five phases of
+// the tick; each is killed within two looks at the disk.
+func TestAgentsHoldTheBudgetsBetweenTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 60, faults{}, "static", func(cfg *Config) { cfg.Limits.OutputBytesPerUser = 1 << 20 })
+		var ids []string
+		for k := range 5 {
+			who := Caller{UID: uint32(1001 + k), GID: uint32(1001 + k)}
+			r, err := c.nodes[0].a.launch.Run(who, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, r.IDs...)
+		}
+		c.waitRunning(ids...)
+		free := int64(1 << 40) // far above twice the reserve
+		c.nodes[1].free.Store(free)
+		time.Sleep(time.Second) // holds saw the disk so
+		for _, id := range ids {
+			rec, _ := c.nodes[1].a.jobs.LocalRec(id)
+			c.appendOutput(1, id, []byte(strings.Repeat("y", 2<<20-1)+"\n"))
+			free -= 2 << 20
+			c.nodes[1].free.Store(free)
+			began := time.Now()
+			for c.nodes[1].fn.Alive(rec.PID, rec.StartTix) && time.Since(began) < time.Second {
+				time.Sleep(time.Millisecond)
+			}
+			took := time.Since(began)
+			if took > 2*diskWatchEvery {
+				t.Fatalf("job %s, past its user's budget, killed %v after, not within %v", id, took, 2*diskWatchEvery)
+			}
+			t.Logf("%s killed after %v", id, took)
+			time.Sleep(7 * time.Millisecond) // the next at another phase of the tick
+		}
+	})
+}
+
+// diskWatchEvery is how often a node with jobs looks at its state disk
+// (news.diskEvery).
+const diskWatchEvery = 5 * time.Millisecond
+
 // waitRunning waits until the homes have every job of ids running.
 func (c *cluster) waitRunning(ids ...string) {
 	c.waitFor("running", time.Minute, func() bool {
