@@ -335,6 +335,111 @@ func TestAgentsKeepTheStateDisksReserve(t *testing.T) {
 	})
 }
 
+// TestAgentsEndJobsWhoseHomeIsShort: a home whose state disk is short of
+// half its reserve (limits.HomeOutputShort) writes none of its jobs'
+// output there, yet a job that ended, killed at a limit or by itself,
+// reaches finished at its home with its status and reason, the output its
+// node dropped said so, and its node lets its copy go; a running job's
+// output waits on its node and reaches the home once the disk has room.
+// (A home whose disk the nodes' waiting copies had filled recorded no
+// end: the e2e flood's jobs stayed running at the home, none alive.)
+func TestAgentsEndJobsWhoseHomeIsShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const reserve = 64 << 20
+		c := newCluster(t, 2, 59, faults{}, "static", func(cfg *Config) {
+			cfg.Limits.DiskReserveBytes, cfg.Limits.OutputBytes = reserve, 1<<20
+		})
+		start := func(who Caller, n int) []string {
+			r, err := c.nodes[0].a.launch.Run(who, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: "n2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.IDs
+		}
+		a, b := Caller{UID: 1001, GID: 1001}, Caller{UID: 1002, GID: 1002}
+		flood, other := start(a, 2), start(b, 1)[0]
+		c.waitRunning(append(flood, other)...)
+		c.nodes[0].free.Store(reserve / 4)
+		c.appendOutput(1, flood[0], []byte(strings.Repeat("y", 1100<<10-1)+"\n")) // past its output_bytes
+		c.appendOutput(1, flood[1], []byte("some\n"))
+		c.endJob(1, flood[1])
+		c.appendOutput(1, other, []byte("small\n"))
+		c.waitFor("ended at home", time.Minute, func() bool {
+			return c.homeRec(flood[0]).State == job.StateFinished && c.homeRec(flood[1]).State == job.StateFinished
+		})
+		for i, id := range flood {
+			r := c.homeRec(id)
+			if r.ExitCode == nil || *r.ExitCode == 0 || !strings.Contains(r.OutputCut, "limits.disk_reserve_bytes") || c.homeOutput(id) != "" {
+				t.Fatalf("job %s ended %v, %q, output cut %q, %d bytes at home", id, r.ExitCode, r.EndReason, r.OutputCut, len(c.homeOutput(id)))
+			}
+			if why := []string{"limits.output_bytes", ""}[i]; why == "" && r.EndReason != "" || !strings.Contains(r.EndReason, why) {
+				t.Fatalf("job %s ended for %q, not %q", id, r.EndReason, why)
+			}
+		}
+		c.waitFor("the node lets their copies go", time.Minute, func() bool {
+			_, here0 := c.nodes[1].a.jobs.LocalRec(flood[0])
+			_, here1 := c.nodes[1].a.jobs.LocalRec(flood[1])
+			return !here0 && !here1
+		})
+		if r := c.homeRec(other); r.State != job.StateRunning || c.homeOutput(other) != "" {
+			t.Fatalf("the running job: %s, %q at home", r.State, c.homeOutput(other))
+		}
+		c.nodes[0].free.Store(0)
+		c.waitFor("the running job's output", time.Minute, func() bool { return c.homeOutput(other) == "small\n" })
+		c.endJob(1, other)
+		c.waitFor("its end", time.Minute, func() bool { return c.homeRec(other).State == job.StateFinished })
+		if r := c.homeRec(other); r.OutputCut != "" || c.homeOutput(other) != "small\n" {
+			t.Fatalf("a job whose home had room: output cut %q, %q at home", r.OutputCut, c.homeOutput(other))
+		}
+		t.Logf("%s: %s; %s", flood[0], c.homeRec(flood[0]).EndReason, c.homeRec(flood[0]).OutputCut)
+	})
+}
+
+// TestAgentsHoldTheBudgetsBetweenTicks: a node whose state disk falls by
+// more than a user's output budget between two holds holds the budgets
+// at once (its 5 ms watch), not at the next tick 50 ms on: jobs writing
+// as fast as they can fill a tmpfs of hundreds of MiB in a tick. Five
+// users' jobs pass their budget one after the other, at five phases of
+// the tick; each is killed within two looks at the disk.
+func TestAgentsHoldTheBudgetsBetweenTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 60, faults{}, "static", func(cfg *Config) { cfg.Limits.OutputBytesPerUser = 1 << 20 })
+		var ids []string
+		for k := range 5 {
+			who := Caller{UID: uint32(1001 + k), GID: uint32(1001 + k)}
+			r, err := c.nodes[0].a.launch.Run(who, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, r.IDs...)
+		}
+		c.waitRunning(ids...)
+		free := int64(1 << 40) // far above twice the reserve
+		c.nodes[1].free.Store(free)
+		time.Sleep(time.Second) // holds saw the disk so
+		for _, id := range ids {
+			rec, _ := c.nodes[1].a.jobs.LocalRec(id)
+			c.appendOutput(1, id, []byte(strings.Repeat("y", 2<<20-1)+"\n"))
+			free -= 2 << 20
+			c.nodes[1].free.Store(free)
+			began := time.Now()
+			for c.nodes[1].fn.Alive(rec.PID, rec.StartTix) && time.Since(began) < time.Second {
+				time.Sleep(time.Millisecond)
+			}
+			took := time.Since(began)
+			if took > 2*diskWatchEvery {
+				t.Fatalf("job %s, past its user's budget, killed %v after, not within %v", id, took, 2*diskWatchEvery)
+			}
+			t.Logf("%s killed after %v", id, took)
+			time.Sleep(7 * time.Millisecond) // the next at another phase of the tick
+		}
+	})
+}
+
+// diskWatchEvery is how often a node with jobs looks at its state disk
+// (news.diskEvery).
+const diskWatchEvery = 5 * time.Millisecond
+
 // waitRunning waits until the homes have every job of ids running.
 func (c *cluster) waitRunning(ids ...string) {
 	c.waitFor("running", time.Minute, func() bool {

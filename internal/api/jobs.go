@@ -212,6 +212,9 @@ type Job struct {
 	// EndReason says why roam ended the job, when it did (a limit,
 	// EndFenced).
 	EndReason string `json:"end_reason,omitempty"`
+	// OutputCut says what of its output its home does not have, when
+	// its node dropped some: its home's state disk was short.
+	OutputCut string `json:"output_cut,omitempty"`
 	Pin       bool   `json:"pin,omitempty"`
 	// PinReason says why the job cannot migrate, once roam found out.
 	PinReason string `json:"pin_reason,omitempty"`

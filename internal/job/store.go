@@ -124,6 +124,9 @@ type Record struct {
 	PinReason string `json:"pin_reason,omitempty"`
 	// EndReason says why roam ended the job, when it did (a limit).
 	EndReason string `json:"end_reason,omitempty"`
+	// OutputCut says what of its output its home does not have, when
+	// its node dropped some (relay.Update.Dropped).
+	OutputCut string `json:"output_cut,omitempty"`
 	// Manual is set by a manual `roam migrate`: the job stays where the
 	// user put it until `roam migrate JOBID auto`.
 	Manual bool `json:"manual,omitempty"`

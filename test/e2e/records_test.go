@@ -255,7 +255,7 @@ func floodOnce(t *testing.T, c *cluster, talker string, argv []string) (refused 
 		case strings.Contains(j.EndReason, "(limits.disk_reserve_bytes)"):
 			why["disk_reserve_bytes"]++
 		default:
-			t.Errorf("flooding job %s ended %q (exit %v), not at a budget", j.ID, j.EndReason, j.ExitCode)
+			t.Errorf("flooding job %s ended %q (exit %s), not at a budget", j.ID, j.EndReason, exitText(j))
 		}
 	}
 	return refused, why

@@ -81,7 +81,7 @@ func (j *Jobs) PS(c httpx.Caller, all bool, full ...string) ([]api.Job, error) {
 				CPUSeconds: u.CPUSeconds, RSSMB: u.RSSMB, Migrations: r.Migrations,
 				AgeSeconds: now.Sub(r.Started).Seconds(), Started: r.Started, Ended: r.Ended, LostAt: r.LostAt,
 				Cmd: strings.Join(r.Argv, " "), CmdCut: cut[r.ID],
-				ExitCode: r.ExitCode, EndReason: r.EndReason, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
+				ExitCode: r.ExitCode, EndReason: r.EndReason, OutputCut: r.OutputCut, Pin: r.Pin, PinReason: r.PinReason, Manual: r.Manual,
 				MigrationLog:    append([]job.Migration{}, r.MigrationLog...),
 				CheckpointEvery: r.CheckpointEvery, Checkpoints: slices.Clone(r.Checkpoints), Restarts: slices.Clone(r.Restarts),
 				CPUs: float64(r.Req.MilliCPUs) / resources.MilliPerCPU, MemBytes: r.Req.MemBytes,

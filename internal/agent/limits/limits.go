@@ -297,6 +297,16 @@ func (l Limits) DiskShort(free, more int64) error {
 	return fmt.Errorf("this node's state disk has %s free, below its reserve of %s (limits.disk_reserve_bytes)", size(max(free, 0)), size(l.DiskReserveBytes))
 }
 
+// HomeOutputShort says whether a home writes no more bytes of its jobs'
+// output to its state disk, which has free bytes: it writes none into the
+// last half of the disk's reserve. That half is its job table's, which
+// must be written for a job's end to be recorded; a disk full of output
+// copies recorded none, and the nodes kept theirs, waiting on it. Unknown
+// (free < 0): never.
+func (l Limits) HomeOutputShort(free, more int64) bool {
+	return free >= 0 && free-more < l.DiskReserveBytes/2
+}
+
 // ReserveVictims is whose jobs a node kills to win back its state disk's
 // reserve when it has free bytes left and used is each user's output in
 // the jobs there (those it killed already too: the space comes back only

@@ -16,11 +16,9 @@ import (
 	"roam/internal/job"
 )
 
-// HoldLoop holds the budgets every pushEvery while jobs run here, and,
-// once the state disk has less than twice its reserve free, at once when
-// it falls below the reserve and lower than at the last hold (diskEvery:
-// a disk something else keeps short costs no more holds). It returns once
-// Config.Stop closes.
+// HoldLoop holds the budgets every pushEvery while jobs run here, and
+// between, looking at the state disk every diskEvery, at once when it
+// calls for it (holdNow). It returns once Config.Stop closes.
 func (r *Relay) HoldLoop() {
 	t, d := time.NewTicker(pushEvery), time.NewTicker(diskEvery)
 	defer t.Stop()
@@ -31,22 +29,34 @@ func (r *Relay) HoldLoop() {
 		if !(r.c.Jobs.Count() > 0) {
 			tick, disk = nil, nil
 		}
-		if reserve := r.c.Limits.DiskReserveBytes; last < 0 || last >= 2*reserve {
-			disk = nil
-		}
 		select {
 		case <-r.c.Stop:
 			return
 		case <-tick:
 		case <-r.woken:
 		case <-disk:
-			if free := r.c.Free(); r.c.Limits.DiskShort(free, 0) == nil || (last >= 0 && free >= last) {
+			if !r.holdNow(r.c.Free(), last) {
 				continue
 			}
 		}
 		last = r.c.Free()
 		r.hold(last)
 	}
+}
+
+// holdNow says whether the state disk, free bytes free and last at the
+// last hold, calls for a hold before the next tick: it fell below the
+// reserve and lower than at the last hold (a disk something else keeps
+// short costs no more holds), or by more than a user's output budget
+// since then (a user's jobs may be past theirs). Jobs writing as fast as
+// they can fill a tmpfs at a GiB a second each: a disk roomy at one tick
+// was full at the next (the e2e flood's), before the watch of the
+// reserve, which began only below twice the reserve, looked at it.
+func (r *Relay) holdNow(free, last int64) bool {
+	if free < 0 || last < 0 {
+		return false
+	}
+	return r.c.Limits.DiskShort(free, 0) != nil && free < last || last-free > r.c.Limits.OutputBytesPerUser
 }
 
 // hold holds each user's jobs here against the user's output budget: past

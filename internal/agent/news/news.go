@@ -135,6 +135,10 @@ type Relay struct {
 	// dumps are the jobs here whose dump is under way or failed lately
 	// (dumps.go).
 	dumps dumps
+	// full are the jobs here whose home's last answer took none of their
+	// output, its disk short (relay.Ack.Full); a leaf lock.
+	fullMu sync.Mutex
+	full   map[string]bool
 }
 
 // New is the relay of c. It starts nothing: the agent runs PushLoop,

@@ -5,6 +5,7 @@ package news
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"sync"
@@ -152,6 +153,7 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 	now := time.Now()
 	items := r.c.Jobs.PushItems(now)
 	running := make([]fencing.Job, 0, len(items))
+	full := r.homesFull(items)
 	for _, it := range items {
 		if it.CheckCap {
 			if n := spool.Size(it.St.Dir); n > r.c.Limits.OutputBytes {
@@ -159,7 +161,7 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 				r.c.Log.Warn("job killed: output limit", "job", it.Id, "bytes", n, "limit", r.c.Limits.OutputBytes)
 			}
 		}
-		it.U, it.Send = read(it.St, r.c.Procs)
+		it.U, it.Send = read(it.St, r.c.Procs, full[it.Id])
 		l := it.St.Rec
 		running = append(running, leaseJob(l))
 	}
@@ -242,9 +244,11 @@ func oomReason(r resources.Request) string {
 }
 
 // read reads what the home does not have yet: the output past what it
-// acknowledged, and the exit status once the job has ended. It does I/O
-// and takes no lock.
-func read(st jobtable.NewsState, procs job.Processes) (relay.Update, bool) {
+// acknowledged, and the exit status once the job has ended. When its
+// home took none of its output last (full), a job that ended sends its
+// end alone, with what the home has, and drops the rest (cut). It does
+// I/O and takes no lock.
+func read(st jobtable.NewsState, procs job.Processes, full bool) (relay.Update, bool) {
 	if st.AckOut < 0 || st.AckErr < 0 {
 		// After a restart: ask the home what it has first.
 		return relay.Update{OutOff: -1, ErrOff: -1}, true
@@ -255,6 +259,11 @@ func read(st jobtable.NewsState, procs job.Processes) (relay.Update, bool) {
 	if !ended && !procs.Alive(st.Pid, st.Tix) {
 		if code, ended = job.ReadStatus(st.Dir); !ended {
 			code, ended = 128+int(syscall.SIGKILL), true // killed before it could write
+		}
+	}
+	if ended && full {
+		if u, ok := cut(st, procs, code); ok {
+			return u, true
 		}
 	}
 	out, _ := job.ReadSpool(st.Dir, "stdout", st.AckOut, pushChunk)
@@ -269,8 +278,53 @@ func read(st jobtable.NewsState, procs job.Processes) (relay.Update, bool) {
 	return u, len(out) > 0 || len(errb) > 0 || u.Exit != nil
 }
 
+// cut is the end of a job that ended with code, sent with the output
+// its home has (its last acknowledgement) and no more, when it wrote
+// more: the rest is dropped (relay.Update.Dropped).
+func cut(st jobtable.NewsState, procs job.Processes, code int) (relay.Update, bool) {
+	dropped := spool.Size(st.Dir) - st.AckOut - st.AckErr
+	if dropped <= 0 {
+		return relay.Update{}, false
+	}
+	return relay.Update{OutOff: st.AckOut, ErrOff: st.AckErr, Exit: &code, FinalOut: st.AckOut, FinalErr: st.AckErr,
+		Dropped: dropped, Used: used(st, procs)}, true
+}
+
+// homesFull are the jobs of items whose home took none of their output
+// at its last answer (noteFull); it forgets the jobs no longer here.
+func (r *Relay) homesFull(items []*jobtable.PushItem) map[string]bool {
+	r.fullMu.Lock()
+	defer r.fullMu.Unlock()
+	here := make(map[string]bool, len(r.full))
+	for _, it := range items {
+		if r.full[it.Id] {
+			here[it.Id] = true
+		}
+	}
+	r.full = here
+	return maps.Clone(here)
+}
+
+// noteFull notes of each job of acks whether its home took none of its
+// output (relay.Ack.Full).
+func (r *Relay) noteFull(acks map[string]relay.Ack) {
+	r.fullMu.Lock()
+	defer r.fullMu.Unlock()
+	for id, k := range acks {
+		if k.Full && !k.Done {
+			if r.full == nil {
+				r.full = map[string]bool{}
+			}
+			r.full[id] = true
+		} else {
+			delete(r.full, id)
+		}
+	}
+}
+
 // applyAcks takes a home's answer to a push.
 func (r *Relay) applyAcks(acks map[string]relay.Ack) {
+	r.noteFull(acks)
 	// gone: the home has no record, killed if alive; dirs: spools of
 	// jobs whose home has everything.
 	gone, dirs := r.c.Jobs.Acked(acks)

@@ -24,11 +24,17 @@ import (
 // table cannot be written, nothing is acknowledged and nothing changes in
 // memory: the node sends it again.
 func (r *Relay) TakeUpdates(ups []relay.Update) (map[string]relay.Ack, error) {
-	got, known, stale := r.takeOutput(ups)
+	got, known, stale, full := r.takeOutput(ups)
 	t, err := r.c.Jobs.TakeNews(ups, got, known, stale, r.c.Self, time.Now())
 	if err != nil {
 		r.c.Log.Error("job table: updates not taken", "err", err)
 		return nil, errkind.New(peer.ErrUnavailable, "job table of node %s: %v", r.c.Self, err)
+	}
+	for id := range full {
+		if k, ok := t.Acks[id]; ok && !k.Done && !k.Gone {
+			k.Full = true
+			t.Acks[id] = k
+		}
 	}
 	for _, u := range t.Refused {
 		r.c.Log.Warn("news of an old copy refused: its node ends it", "job", u.ID, "node", u.Node, "inc", u.Inc)
@@ -56,21 +62,32 @@ func (r *Relay) TakeUpdates(ups []relay.Update) (map[string]relay.Ack, error) {
 // spool), so that two pushes of one job (a migration's last one and the
 // push loop's) append in turn. A job this node has no record of (not
 // known), or news of a copy of an older incarnation (stale), gets nothing
-// written; got is each update's sizes of the spool after it.
-func (r *Relay) takeOutput(ups []relay.Update) (got [][2]int64, known, stale map[string]bool) {
+// written; got is each update's sizes of the spool after it. Output the
+// state disk has no room for (limits.HomeOutputShort) is not written
+// either: full are those jobs (Ack.Full).
+func (r *Relay) takeOutput(ups []relay.Update) (got [][2]int64, known, stale, full map[string]bool) {
 	known, stale = r.c.Jobs.Known(ups)
 	got = make([][2]int64, len(ups))
+	full = map[string]bool{}
+	free := r.c.Free()
 	for i, u := range ups {
 		if !known[u.ID] || stale[u.ID] {
 			continue
 		}
+		p := spool.Piece{OutOff: u.OutOff, Out: u.Out, ErrOff: u.ErrOff, Err: u.Err}
+		if n := int64(len(u.Out) + len(u.Err)); n > 0 && r.c.Limits.HomeOutputShort(free, n) {
+			full[u.ID] = true
+			p = spool.Piece{OutOff: -1, ErrOff: -1} // nothing written: its sizes
+		} else if free >= 0 {
+			free = max(free-n, 0)
+		}
 		// A copy restarted since gets nothing: its cut spool is the new
 		// copy's.
-		if no, ne, ok := r.c.Spools.Append(u.ID, u.Inc, spool.Piece{OutOff: u.OutOff, Out: u.Out, ErrOff: u.ErrOff, Err: u.Err}); ok {
+		if no, ne, ok := r.c.Spools.Append(u.ID, u.Inc, p); ok {
 			got[i] = [2]int64{no, ne}
 		}
 	}
-	return got, known, stale
+	return got, known, stale, full
 }
 
 // settleEnded follows the end of the jobs done, their records written:

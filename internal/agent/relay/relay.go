@@ -48,6 +48,12 @@ type Update struct {
 	// restart the job from its checkpoint does so rather than take its
 	// end.
 	Fenced bool `json:"fenced,omitempty"`
+	// Dropped, with Exit, is how many bytes of the job's output its node
+	// dropped: its home took no more of it (Ack.Full), so FinalOut and
+	// FinalErr are what the home has, not what the job wrote. Its end
+	// goes home without them rather than never: a home whose disk is
+	// full of the copies its nodes keep for it would take neither.
+	Dropped int64 `json:"dropped,omitempty"`
 }
 
 // UpdateOverhead is about what an update without output takes in JSON.
@@ -68,6 +74,12 @@ type Ack struct {
 	// this home's jobs on the node (package fence). Absent from an older
 	// home's answer, which does not wait: then every answer renews them.
 	Heard *bool `json:"heard,omitempty"`
+	// Full: the home took none of the update's output, its state disk
+	// short (limits.HomeOutputShort). The node keeps the output and sends
+	// it again; once the job has ended, it sends its end with what the
+	// home has and drops the rest (Update.Dropped), so that the end is
+	// recorded and the node's copy let go.
+	Full bool `json:"full,omitempty"`
 }
 
 // Renews says whether ack renews the leases of its home's jobs on the
@@ -125,6 +137,9 @@ func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
 	}
 	if !r.Over && applyExit(rec, u, out, errb, now) {
 		r.Changed, r.Over = true, true
+		if u.Dropped > 0 {
+			rec.OutputCut = CutText(u.Dropped)
+		}
 		if u.Fenced && rec.EndReason == "" {
 			// Its status alone (137) does not say why, nor what brings
 			// it back.
@@ -231,6 +246,12 @@ func Revive(rec *job.Record, node string, now time.Time) (api.Event, bool) {
 	rec.State, rec.Node, rec.LostAt = job.StateRunning, node, time.Time{}
 	uid := rec.UID
 	return api.Event{Kind: "back", Job: rec.ID, UID: &uid, To: node, Why: why}, true
+}
+
+// CutText says what of a job's output its home does not have: the last
+// dropped bytes, which its node dropped (Update.Dropped).
+func CutText(dropped int64) string {
+	return fmt.Sprintf("its last %s of output were dropped: its home's state disk was short (limits.disk_reserve_bytes)", api.Bytes(dropped))
 }
 
 // LimitText bounds a reason from the network before a record keeps it.

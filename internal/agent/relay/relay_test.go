@@ -78,6 +78,14 @@ func TestApply(t *testing.T) {
 			want: func(r job.Record) string {
 				return check(r.State == job.StateRunning, "finished before its output was in")
 			}},
+		{name: "exit with output its node dropped", rec: running(), u: Update{ID: "n1.1", Node: "n2", Exit: ip(137), FinalOut: 5, FinalErr: 2, Dropped: 3 << 20},
+			out: 5, errb: 2, changed: true, over: true, heard: true, drop: true,
+			want: func(r job.Record) string {
+				return check(r.State == job.StateFinished && strings.Contains(r.OutputCut, "3.0 MiB") && r.EndReason == "", "cut not said: "+r.OutputCut)
+			}},
+		{name: "exit with all output in says no cut", rec: running(), u: Update{ID: "n1.1", Node: "n2", Exit: ip(0)},
+			changed: true, over: true, heard: true, drop: true,
+			want: func(r job.Record) string { return check(r.OutputCut == "", "a cut said: "+r.OutputCut) }},
 		{name: "an older agent's update", rec: lost(), u: Update{ID: "n1.1"}, changed: true, event: "back",
 			want: func(r job.Record) string {
 				return check(r.Node == "n2" && r.State == job.StateRunning, "not revived on its node")

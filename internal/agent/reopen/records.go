@@ -60,7 +60,7 @@ func NewRecord(req Request, id, self string) job.Record {
 func Reopened(r job.Record, req Request, target string, now time.Time) job.Record {
 	r.Inc++
 	r.State, r.Node, r.ExitCode, r.Ended, r.LostAt = job.StateRunning, target, nil, time.Time{}, time.Time{}
-	r.EndReason, r.PinReason = "", ""
+	r.EndReason, r.PinReason, r.OutputCut = "", "", ""
 	r.Restarts = append(r.Restarts, api.Restart{Inc: r.Inc, At: now, Node: target, CheckpointAt: req.Meta.At, CheckpointNode: req.Meta.Node,
 		Out: req.Meta.Out, Err: req.Meta.Err, Why: req.Why, MID: req.MID})
 	if len(r.Restarts) > job.MaxMigrationLog {
