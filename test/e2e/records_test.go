@@ -127,7 +127,10 @@ func TestRecordsBudget(t *testing.T) {
 // as fast as they can, on nodes whose state directories are small tmpfs
 // of their own, are killed at the output budgets (or the disk's reserve)
 // before a state directory fills, and another user's job on the home
-// runs on and reports all its output.
+// runs on and reports all its output. The nodes have 0.2 CPU each: their
+// jobs write some 200 MB/s to tmpfs, so the reserve covers half a second
+// in which the agent gets no CPU (a loaded 2-core machine gave stalls of
+// a quarter second); a node of a whole core filled it in a tenth.
 func TestAFloodOfOutputMeetsItsBudgets(t *testing.T) {
 	const stateMB = 384
 	cfg := filepath.Join(t.TempDir(), "agent.yaml")
@@ -135,7 +138,7 @@ func TestAFloodOfOutputMeetsItsBudgets(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(limits), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := upCluster(t, "e2eflood", 87, "--nodes", "2", "--state-mb", strconv.Itoa(stateMB), "--agent-config", cfg)
+	c := upCluster(t, "e2eflood", 87, "--nodes", "2", "--cpu", "0.2,0.2", "--state-mb", strconv.Itoa(stateMB), "--agent-config", cfg)
 	c.waitAllAlive(2)
 	st, err := emu.Load(c.name)
 	if err != nil {
