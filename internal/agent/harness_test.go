@@ -259,6 +259,16 @@ func (c *cluster) run(i, count int, on string) []string {
 	return resp.IDs
 }
 
+// runAs starts count jobs of who from node 1 on node on.
+func (c *cluster) runAs(who Caller, count int, on string) []string {
+	c.t.Helper()
+	resp, err := c.nodes[0].a.launch.Run(who, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: count, On: on})
+	if err != nil {
+		c.t.Fatalf("run as uid %d: %v", who.UID, err)
+	}
+	return resp.IDs
+}
+
 // runningOn counts, by node, the jobs of ids that run exactly once.
 func (c *cluster) runningOn(ids []string) map[string]int {
 	on := map[string]int{}

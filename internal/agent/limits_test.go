@@ -237,13 +237,7 @@ func (c *cluster) endJob(i int, id string) {
 func TestAgentsStopAUsersJobsPastTheirOutputBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2, 57, faults{}, "static", func(cfg *Config) { cfg.Limits.OutputBytesPerUser = 1 << 20 })
-		start := func(who Caller, n int) []string {
-			r, err := c.nodes[0].a.launch.Run(who, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: "n2"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r.IDs
-		}
+		start := func(who Caller, n int) []string { return c.runAs(who, n, "n2") }
 		a, b := Caller{UID: 1001, GID: 1001}, Caller{UID: 1002, GID: 1002}
 		flood, other := start(a, 8), start(b, 1)[0]
 		c.waitRunning(append(flood, other)...)
@@ -349,13 +343,7 @@ func TestAgentsEndJobsWhoseHomeIsShort(t *testing.T) {
 		c := newCluster(t, 2, 59, faults{}, "static", func(cfg *Config) {
 			cfg.Limits.DiskReserveBytes, cfg.Limits.OutputBytes = reserve, 1<<20
 		})
-		start := func(who Caller, n int) []string {
-			r, err := c.nodes[0].a.launch.Run(who, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: n, On: "n2"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r.IDs
-		}
+		start := func(who Caller, n int) []string { return c.runAs(who, n, "n2") }
 		a, b := Caller{UID: 1001, GID: 1001}, Caller{UID: 1002, GID: 1002}
 		flood, other := start(a, 2), start(b, 1)[0]
 		c.waitRunning(append(flood, other)...)
@@ -407,11 +395,7 @@ func TestAgentsHoldTheBudgetsBetweenTicks(t *testing.T) {
 		var ids []string
 		for k := range 5 {
 			who := Caller{UID: uint32(1001 + k), GID: uint32(1001 + k)}
-			r, err := c.nodes[0].a.launch.Run(who, api.RunRequest{Argv: []string{"/bin/true"}, Cwd: "/", Count: 1, On: "n2"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, r.IDs...)
+			ids = append(ids, c.runAs(who, 1, "n2")...)
 		}
 		c.waitRunning(ids...)
 		free := int64(1 << 40) // far above twice the reserve
