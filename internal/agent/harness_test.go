@@ -49,8 +49,9 @@ type hnode struct {
 	fn         *fakeNode
 	up         bool
 	// free, when not 0, is what the node's state disk has free, as its
-	// agent is told (Parts.DiskFree); 0: the real disk's.
-	free atomic.Int64
+	// agent is told (Parts.DiskFree); 0: the real disk's. looks counts
+	// the agent's asks.
+	free, looks atomic.Int64
 }
 
 // cluster is a harness cluster.
@@ -163,6 +164,7 @@ func (c *cluster) start(i int) {
 	p := Parts{API: api, Transport: c.net.transport(h.host), Gossip: c.net.gossipTransport(h.host),
 		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn, Host: c.hosts[h.name], Slurm: c.askSlurm, KeepOn: c.keepOn,
 		DiskFree: func(dir string) int64 {
+			h.looks.Add(1)
 			if v := h.free.Load(); v != 0 {
 				return v
 			}

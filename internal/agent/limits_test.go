@@ -383,12 +383,15 @@ func TestAgentsEndJobsWhoseHomeIsShort(t *testing.T) {
 	})
 }
 
-// TestAgentsHoldTheBudgetsBetweenTicks: a node whose state disk falls by
-// more than a user's output budget between two holds holds the budgets
-// at once (its 5 ms watch), not at the next tick 50 ms on: jobs writing
-// as fast as they can fill a tmpfs of hundreds of MiB in a tick. Five
-// users' jobs pass their budget one after the other, at five phases of
-// the tick; each is killed within two looks at the disk.
+// TestAgentsHoldTheBudgetsBetweenTicks: a node whose state disk stands
+// still looks at it only at its holds, 20 times a second; one whose disk
+// fell fast at a hold (limits.WatchClosely) looks every 5 ms for a
+// second after, and holds the budgets at once when the disk fell by more
+// than a user's output budget, not at the next hold 50 ms on: jobs
+// writing as fast as they can fill a tmpfs of hundreds of MiB in a hold
+// period. The first user's job passing its budget is killed at a hold;
+// the four after it, at four phases of the hold period, each within two
+// looks at the disk.
 func TestAgentsHoldTheBudgetsBetweenTicks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2, 60, faults{}, "static", func(cfg *Config) { cfg.Limits.OutputBytesPerUser = 1 << 20 })
@@ -401,28 +404,40 @@ func TestAgentsHoldTheBudgetsBetweenTicks(t *testing.T) {
 		free := int64(1 << 40) // far above twice the reserve
 		c.nodes[1].free.Store(free)
 		time.Sleep(time.Second) // holds saw the disk so
-		for _, id := range ids {
-			rec, _ := c.nodes[1].a.jobs.LocalRec(id)
+		n2 := c.nodes[1]
+		before := n2.looks.Load()
+		time.Sleep(time.Second)
+		if looks := n2.looks.Load() - before; looks > 40 {
+			t.Fatalf("node 2 looked at its still disk %d times in a second, not only at its 20 holds", looks)
+		} else {
+			t.Logf("node 2 looked at its still disk %d times in a second", looks)
+		}
+		for k, id := range ids {
+			rec, _ := n2.a.jobs.LocalRec(id)
 			c.appendOutput(1, id, []byte(strings.Repeat("y", 2<<20-1)+"\n"))
 			free -= 2 << 20
-			c.nodes[1].free.Store(free)
+			n2.free.Store(free)
 			began := time.Now()
-			for c.nodes[1].fn.Alive(rec.PID, rec.StartTix) && time.Since(began) < time.Second {
+			for n2.fn.Alive(rec.PID, rec.StartTix) && time.Since(began) < time.Second {
 				time.Sleep(time.Millisecond)
 			}
-			took := time.Since(began)
-			if took > 2*diskWatchEvery {
-				t.Fatalf("job %s, past its user's budget, killed %v after, not within %v", id, took, 2*diskWatchEvery)
+			took, within := time.Since(began), 2*diskWatchEvery
+			if k == 0 {
+				within = holdEvery + within // the disk stood still: its next hold
+			}
+			if took > within {
+				t.Fatalf("job %s, past its user's budget, killed %v after, not within %v", id, took, within)
 			}
 			t.Logf("%s killed after %v", id, took)
-			time.Sleep(7 * time.Millisecond) // the next at another phase of the tick
+			time.Sleep(7 * time.Millisecond) // the next at another phase of the hold period
 		}
 	})
 }
 
 // diskWatchEvery is how often a node with jobs looks at its state disk
-// (news.diskEvery).
-const diskWatchEvery = 5 * time.Millisecond
+// when it watches it closely (news.diskEvery), and holdEvery how often
+// it holds its budgets (news.pushEvery).
+const diskWatchEvery, holdEvery = 5 * time.Millisecond, 50 * time.Millisecond
 
 // waitRunning waits until the homes have every job of ids running.
 func (c *cluster) waitRunning(ids ...string) {

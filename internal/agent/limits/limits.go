@@ -297,6 +297,31 @@ func (l Limits) DiskShort(free, more int64) error {
 	return fmt.Errorf("this node's state disk has %s free, below its reserve of %s (limits.disk_reserve_bytes)", size(max(free, 0)), size(l.DiskReserveBytes))
 }
 
+// WatchClosely says whether a node looks at its state disk between two
+// holds of its budgets (every few milliseconds rather than at the next
+// hold): free bytes free at the last hold, where the disk fell by fall
+// bytes since the hold before, at a rate that would take perHold bytes
+// in one hold period. It does while the disk has less than twice its
+// reserve free, or when at that rate a few hold periods would use up
+// the rest above the reserve or a user's whole output budget (jobs
+// writing as fast as they can fill a tmpfs at a GiB a second). A disk
+// that stands still, or fills slowly, is looked at only by the holds.
+// Unknown (free < 0): never.
+func (l Limits) WatchClosely(free, perHold int64) bool {
+	if free < 0 {
+		return false
+	}
+	if free < 2*l.DiskReserveBytes {
+		return true
+	}
+	return perHold > 0 && perHold*watchHolds > min(free-l.DiskReserveBytes, l.OutputBytesPerUser)
+}
+
+// watchHolds is how many hold periods of the disk's last fall the room
+// left (above the reserve, and a user's output budget) must cover for a
+// node to look at its disk at its holds only.
+const watchHolds = 8
+
 // HomeOutputShort says whether a home writes no more bytes of its jobs'
 // output to its state disk, which has free bytes: it writes none into the
 // last half of the disk's reserve. That half is its job table's, which

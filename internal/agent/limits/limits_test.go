@@ -76,3 +76,35 @@ func TestReserveVictims(t *testing.T) {
 		t.Error("a reserve of 0 kills or refuses")
 	}
 }
+
+// TestWatchClosely: a node looks at its state disk between holds while
+// it has less than twice its reserve free, or when, at its last fall's
+// rate, 8 hold periods would use up the room above the reserve or a
+// user's output budget; not for a disk that stands still or fills
+// slowly, nor one it cannot read.
+func TestWatchClosely(t *testing.T) {
+	const mib = 1 << 20
+	l := Limits{DiskReserveBytes: 128 * mib, OutputBytesPerUser: 16 * mib}
+	for _, tc := range []struct {
+		free, perHold int64
+		want          bool
+	}{
+		{-1, 100 * mib, false},        // unknown
+		{1 << 40, 0, false},           // roomy, still
+		{1 << 40, 2*mib - 1, false},   // 8 periods: under a user's budget
+		{1 << 40, 2*mib + 1, true},    // 8 periods: past it
+		{300 * mib, 0, false},         // still, above twice the reserve
+		{255 * mib, 0, true},          // under twice the reserve
+		{260 * mib, 16*mib + 1, true}, // budget bounds first: 132 MiB above the reserve
+		{140 * mib, 0, true},
+	} {
+		if got := l.WatchClosely(tc.free, tc.perHold); got != tc.want {
+			t.Errorf("WatchClosely(%d MiB free, %d B a hold) = %v, want %v", tc.free/mib, tc.perHold, got, tc.want)
+		}
+	}
+	// A user's budget larger than the room: the room bounds.
+	l.OutputBytesPerUser = 1 << 40
+	if !l.WatchClosely(384*mib, 33*mib) || l.WatchClosely(384*mib, 31*mib) {
+		t.Errorf("with 256 MiB above the reserve, 8 periods of 33 MiB call for a close watch and of 31 MiB not")
+	}
+}

@@ -16,18 +16,24 @@ import (
 	"roam/internal/job"
 )
 
-// HoldLoop holds the budgets every pushEvery while jobs run here, and
-// between, looking at the state disk every diskEvery, at once when it
-// calls for it (holdNow). It returns once Config.Stop closes.
+// HoldLoop holds the budgets every pushEvery while jobs run here, and,
+// for closeFor after a hold that found the disk falling fast or short
+// (limits.WatchClosely), looks at the state disk every diskEvery between
+// them, holding at once when it calls for it (holdNow). It returns once
+// Config.Stop closes.
 func (r *Relay) HoldLoop() {
 	t, d := time.NewTicker(pushEvery), time.NewTicker(diskEvery)
 	defer t.Stop()
 	defer d.Stop()
 	var last int64 = -1 // the disk's free bytes at the last hold
+	var lastAt, closeUntil time.Time
 	for {
 		tick, disk := t.C, d.C
 		if !(r.c.Jobs.Count() > 0) {
 			tick, disk = nil, nil
+		}
+		if !time.Now().Before(closeUntil) {
+			disk = nil
 		}
 		select {
 		case <-r.c.Stop:
@@ -39,19 +45,30 @@ func (r *Relay) HoldLoop() {
 				continue
 			}
 		}
-		last = r.c.Free()
+		free, now := r.c.Free(), time.Now()
+		if r.c.Limits.WatchClosely(free, perHold(last, free, now.Sub(lastAt))) {
+			closeUntil = now.Add(closeFor)
+		}
+		last, lastAt = free, now
 		r.hold(last)
 	}
+}
+
+// perHold is what the disk would lose in a hold period (pushEvery) at
+// the rate it went from last to free bytes free in took: 0 when it did
+// not fall or either is unknown.
+func perHold(last, free int64, took time.Duration) int64 {
+	if last < 0 || free < 0 || free >= last {
+		return 0
+	}
+	return int64(float64(last-free) * float64(pushEvery) / float64(max(took, diskEvery)))
 }
 
 // holdNow says whether the state disk, free bytes free and last at the
 // last hold, calls for a hold before the next tick: it fell below the
 // reserve and lower than at the last hold (a disk something else keeps
 // short costs no more holds), or by more than a user's output budget
-// since then (a user's jobs may be past theirs). Jobs writing as fast as
-// they can fill a tmpfs at a GiB a second each: a disk roomy at one tick
-// was full at the next (the e2e flood's), before the watch of the
-// reserve, which began only below twice the reserve, looked at it.
+// since then (a user's jobs may be past theirs).
 func (r *Relay) holdNow(free, last int64) bool {
 	if free < 0 || last < 0 {
 		return false

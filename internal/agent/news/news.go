@@ -40,10 +40,14 @@ const (
 	pushEvery = 50 * time.Millisecond
 	// diskEvery is how often a node with jobs looks at its state disk's
 	// free space between holds of its users' output budgets
-	// (HoldLoop): a statfs, nothing more. Jobs writing as fast as they
-	// can fill gigabytes a second, so a push's period is too long to
-	// keep the reserve (limits.disk_reserve_bytes).
+	// (HoldLoop), for closeFor after a hold that found the disk falling
+	// fast or short (limits.WatchClosely): a statfs, nothing more. Jobs
+	// writing as fast as they can fill a tmpfs at a GiB a second: a disk
+	// roomy at one hold was full at the next (the e2e flood's). Looking
+	// every 5 ms all the while jobs run woke an agent 200 times a second,
+	// some 1 % of a core on a loaded machine, for disks that stood still.
 	diskEvery = 5 * time.Millisecond
+	closeFor  = time.Second
 	// pushChunk bounds the bytes of one stream of one job in one push.
 	pushChunk = 256 << 10
 	// outputChunk bounds one answer to `roam run`'s output poll.
