@@ -329,60 +329,6 @@ func TestAgentsKeepTheStateDisksReserve(t *testing.T) {
 	})
 }
 
-// TestAgentsEndJobsWhoseHomeIsShort: a home whose state disk is short of
-// half its reserve (limits.HomeOutputShort) writes none of its jobs'
-// output there, yet a job that ended, killed at a limit or by itself,
-// reaches finished at its home with its status and reason, the output its
-// node dropped said so, and its node lets its copy go; a running job's
-// output waits on its node and reaches the home once the disk has room.
-// (A home whose disk the nodes' waiting copies had filled recorded no
-// end: the e2e flood's jobs stayed running at the home, none alive.)
-func TestAgentsEndJobsWhoseHomeIsShort(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const reserve = 64 << 20
-		c := newCluster(t, 2, 59, faults{}, "static", func(cfg *Config) {
-			cfg.Limits.DiskReserveBytes, cfg.Limits.OutputBytes = reserve, 1<<20
-		})
-		start := func(who Caller, n int) []string { return c.runAs(who, n, "n2") }
-		a, b := Caller{UID: 1001, GID: 1001}, Caller{UID: 1002, GID: 1002}
-		flood, other := start(a, 2), start(b, 1)[0]
-		c.waitRunning(append(flood, other)...)
-		c.nodes[0].free.Store(reserve / 4)
-		c.appendOutput(1, flood[0], []byte(strings.Repeat("y", 1100<<10-1)+"\n")) // past its output_bytes
-		c.appendOutput(1, flood[1], []byte("some\n"))
-		c.endJob(1, flood[1])
-		c.appendOutput(1, other, []byte("small\n"))
-		c.waitFor("ended at home", time.Minute, func() bool {
-			return c.homeRec(flood[0]).State == job.StateFinished && c.homeRec(flood[1]).State == job.StateFinished
-		})
-		for i, id := range flood {
-			r := c.homeRec(id)
-			if r.ExitCode == nil || *r.ExitCode == 0 || !strings.Contains(r.OutputCut, "limits.disk_reserve_bytes") || c.homeOutput(id) != "" {
-				t.Fatalf("job %s ended %v, %q, output cut %q, %d bytes at home", id, r.ExitCode, r.EndReason, r.OutputCut, len(c.homeOutput(id)))
-			}
-			if why := []string{"limits.output_bytes", ""}[i]; why == "" && r.EndReason != "" || !strings.Contains(r.EndReason, why) {
-				t.Fatalf("job %s ended for %q, not %q", id, r.EndReason, why)
-			}
-		}
-		c.waitFor("the node lets their copies go", time.Minute, func() bool {
-			_, here0 := c.nodes[1].a.jobs.LocalRec(flood[0])
-			_, here1 := c.nodes[1].a.jobs.LocalRec(flood[1])
-			return !here0 && !here1
-		})
-		if r := c.homeRec(other); r.State != job.StateRunning || c.homeOutput(other) != "" {
-			t.Fatalf("the running job: %s, %q at home", r.State, c.homeOutput(other))
-		}
-		c.nodes[0].free.Store(0)
-		c.waitFor("the running job's output", time.Minute, func() bool { return c.homeOutput(other) == "small\n" })
-		c.endJob(1, other)
-		c.waitFor("its end", time.Minute, func() bool { return c.homeRec(other).State == job.StateFinished })
-		if r := c.homeRec(other); r.OutputCut != "" || c.homeOutput(other) != "small\n" {
-			t.Fatalf("a job whose home had room: output cut %q, %q at home", r.OutputCut, c.homeOutput(other))
-		}
-		t.Logf("%s: %s; %s", flood[0], c.homeRec(flood[0]).EndReason, c.homeRec(flood[0]).OutputCut)
-	})
-}
-
 // TestAgentsHoldTheBudgetsBetweenTicks: a node whose state disk stands
 // still looks at it only at its holds, 20 times a second; one whose disk
 // fell fast at a hold (limits.WatchClosely) looks every 5 ms for a
@@ -391,7 +337,8 @@ func TestAgentsEndJobsWhoseHomeIsShort(t *testing.T) {
 // writing as fast as they can fill a tmpfs of hundreds of MiB in a hold
 // period. The first user's job passing its budget is killed at a hold;
 // the four after it, at four phases of the hold period, each within two
-// looks at the disk.
+// looks at the disk; so is a job whose user, near the budget, writes
+// less than a budget more.
 func TestAgentsHoldTheBudgetsBetweenTicks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 2, 60, faults{}, "static", func(cfg *Config) { cfg.Limits.OutputBytesPerUser = 1 << 20 })
@@ -400,7 +347,8 @@ func TestAgentsHoldTheBudgetsBetweenTicks(t *testing.T) {
 			who := Caller{UID: uint32(1001 + k), GID: uint32(1001 + k)}
 			ids = append(ids, c.runAs(who, 1, "n2")...)
 		}
-		c.waitRunning(ids...)
+		near := c.runAs(Caller{UID: 1010, GID: 1010}, 1, "n2")[0]
+		c.waitRunning(append(ids, near)...)
 		free := int64(1 << 40) // far above twice the reserve
 		c.nodes[1].free.Store(free)
 		time.Sleep(time.Second) // holds saw the disk so
@@ -430,6 +378,26 @@ func TestAgentsHoldTheBudgetsBetweenTicks(t *testing.T) {
 			}
 			t.Logf("%s killed after %v", id, took)
 			time.Sleep(7 * time.Millisecond) // the next at another phase of the hold period
+		}
+		// A user near the budget: 3/4 of it written, held once, then half
+		// of it more, less than a whole budget: killed within two looks.
+		rec, _ := n2.a.jobs.LocalRec(near)
+		c.appendOutput(1, near, []byte(strings.Repeat("y", 3<<18-1)+"\n"))
+		free -= 3 << 18
+		n2.free.Store(free)
+		time.Sleep(holdEvery + diskWatchEvery)
+		if !n2.fn.Alive(rec.PID, rec.StartTix) {
+			t.Fatalf("job %s killed under its user's budget", near)
+		}
+		c.appendOutput(1, near, []byte(strings.Repeat("y", 1<<19-1)+"\n"))
+		free -= 1 << 19
+		n2.free.Store(free)
+		began := time.Now()
+		for n2.fn.Alive(rec.PID, rec.StartTix) && time.Since(began) < time.Second {
+			time.Sleep(time.Millisecond)
+		}
+		if took := time.Since(began); took > 2*diskWatchEvery {
+			t.Fatalf("job %s, past its user's budget by less than a budget, killed %v after, not within %v", near, took, 2*diskWatchEvery)
 		}
 	})
 }

@@ -117,6 +117,9 @@ type Output struct {
 	// that read past them reads again from there.
 	Inc     int      `json:"inc,omitempty"`
 	Restart *Restart `json:"restart,omitempty"`
+	// Cut, once Ended, says what of the job's output its home does not
+	// have (Job.OutputCut).
+	Cut string `json:"cut,omitempty"`
 }
 
 // Restart is one restart of a job from a checkpoint: at At, on Node, from

@@ -45,6 +45,7 @@ type fakeJob struct {
 	exit           int
 	lost           bool
 	state          string // for ps; "finished" when empty
+	cut            string // what of its output its home lacks
 }
 
 func startFakeAgent(t *testing.T, jobs ...fakeJob) *fakeAgent {
@@ -116,7 +117,7 @@ func (f *fakeAgent) mux() *http.ServeMux {
 		out, _ := strconv.Atoi(r.URL.Query().Get("out"))
 		errOff, _ := strconv.Atoi(r.URL.Query().Get("err"))
 		o := api.Output{ID: r.PathValue("id"), Stdout: []byte(j.stdout[min(out, len(j.stdout)):]), Stderr: []byte(j.stderr[min(errOff, len(j.stderr)):]),
-			StdoutOff: int64(len(j.stdout)), StderrOff: int64(len(j.stderr)), Ended: true, Node: j.node}
+			StdoutOff: int64(len(j.stdout)), StderrOff: int64(len(j.stderr)), Ended: true, Node: j.node, Cut: j.cut}
 		if j.lost {
 			o.State = api.StateLost
 		} else {
@@ -149,7 +150,7 @@ func (f *fakeAgent) mux() *http.ServeMux {
 			if state == "" {
 				state = api.StateFinished
 			}
-			js = append(js, api.Job{ID: id, Node: j.node, State: state, Cmd: "prog"})
+			js = append(js, api.Job{ID: id, Node: j.node, State: state, Cmd: "prog", OutputCut: j.cut})
 		}
 		f.mu.Unlock()
 		answer(w, js)

@@ -147,10 +147,30 @@ func (e *env) logsSoFar(cl *api.Client, id string, prefix bool) error {
 		out.Write(o.Stdout)
 		errw.Write(o.Stderr)
 		if len(o.Stdout) == 0 && len(o.Stderr) == 0 {
+			out.Flush()
+			errw.Flush()
+			e.cutNote(nil, id, o.Cut)
 			return nil
 		}
 		outOff, errOff = o.StdoutOff, o.StderrOff
 	}
+}
+
+// cutNote tells, on stderr (with --json, a record of kind cut), that job
+// id's output lacks what cut says (api.Output.Cut), under mu if not nil.
+func (e *env) cutNote(mu *sync.Mutex, id, cut string) {
+	if cut == "" {
+		return
+	}
+	if mu != nil {
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	if e.json {
+		_ = e.record(jobRecord{Job: id, Kind: "cut", Why: cut})
+		return
+	}
+	fmt.Fprintf(e.errOut, "roam: %s: output incomplete: %s\n", id, shown(cut))
 }
 
 // reachable fails when no agent answers: a follower waits for an agent
@@ -310,6 +330,7 @@ func (e *env) followFrom(cl *api.Client, ids []string, prefix, stdin bool, from 
 				if o.Ended {
 					out.Flush()
 					errw.Flush()
+					e.cutNote(wmu, id, o.Cut)
 					switch {
 					case o.ExitCode != nil:
 						codes[i] = *o.ExitCode

@@ -239,3 +239,33 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// A job whose home's state disk was short when it ended has incomplete
+// output (api.Output.Cut): an attached run and roam logs say so on
+// stderr, with --json as a cut record before its exit, and roam ps -l in
+// its exit column; its exit status is its own.
+func TestIncompleteOutputIsSaid(t *testing.T) {
+	const cut = "its last 10 bytes of output were dropped: its home's state disk was short (limits.disk_reserve_bytes)"
+	f := startFakeAgent(t, fakeJob{node: "2", stdout: "a\n", exit: 0, cut: cut}, fakeJob{node: "2", stdout: "b\n", exit: 0, cut: cut})
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--socket", f.sock, "run", "--", "prog"}, &out, &errOut); code != 0 || out.String() != "a\n" || !strings.Contains(errOut.String(), "1.1: output incomplete: "+cut) {
+		t.Fatalf("run: exit %d, %q, stderr %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"--socket", f.sock, "logs", "1.1"}, &out, &errOut); code != 0 || out.String() != "a\n" || !strings.Contains(errOut.String(), "output incomplete: "+cut) {
+		t.Fatalf("logs: exit %d, %q, stderr %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := run([]string{"--socket", f.sock, "ps", "-l"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "output incomplete: "+cut) {
+		t.Fatalf("ps -l: exit %d, %q", code, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"--socket", f.sock, "run", "--json", "--", "prog"}, &out, &errOut); code != 0 {
+		t.Fatalf("run --json: exit %d", code)
+	}
+	rs := records(t, out.String())
+	if n := len(rs); n < 2 || rs[n-2].Kind != "cut" || rs[n-2].Why != cut || rs[n-1].Kind != "exit" {
+		t.Fatalf("run --json: %s, want a cut record before the exit", show(rs))
+	}
+}

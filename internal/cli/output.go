@@ -88,7 +88,8 @@ type jobRecord struct {
 	Job string `json:"job"`
 	// Kind: started (Node), stdout or stderr (a line of output),
 	// restarted (from the checkpoint of At on Node), lost (with Node, at
-	// At), exit (ExitCode); summary (a sweep's, without Job).
+	// At), cut (its output lacks what Why says), exit (ExitCode); summary
+	// (a sweep's, without Job).
 	Kind string `json:"kind"`
 	Node string `json:"node,omitempty"`
 	// Text is a line of output without its newline, when it is UTF-8;

@@ -165,8 +165,9 @@ for each job (with "sweep", its sweep's id; "node" empty while it is
 pending), then each line of output as {"job","kind":"stdout"|"stderr",
 "text"} (or "bytes", base64, for a line that is not UTF-8), and
 {"job","kind":"exit","exit_code"} or {"job","kind":"lost","node","at"} as
-each ends, and a sweep's {"kind":"summary","sweep","summary"} at its end
-(docs/scripting.md).`
+each ends (after {"job","kind":"cut","why"} if its output is incomplete:
+its home's state disk was short), and a sweep's
+{"kind":"summary","sweep","summary"} at its end (docs/scripting.md).`
 
 // started says what a run started: with -d the job ids, one a line, and
 // a sweep's id on standard error; with --json a record each.

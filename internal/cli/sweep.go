@@ -224,6 +224,9 @@ func exitText(j api.Job) string {
 	if j.EndReason != "" {
 		ex += " (" + j.EndReason + ")"
 	}
+	if j.OutputCut != "" {
+		ex += " (output incomplete: " + j.OutputCut + ")"
+	}
 	return ex
 }
 

@@ -299,22 +299,23 @@ func (l Limits) DiskShort(free, more int64) error {
 
 // WatchClosely says whether a node looks at its state disk between two
 // holds of its budgets (every few milliseconds rather than at the next
-// hold): free bytes free at the last hold, where the disk fell by fall
-// bytes since the hold before, at a rate that would take perHold bytes
-// in one hold period. It does while the disk has less than twice its
-// reserve free, or when at that rate a few hold periods would use up
-// the rest above the reserve or a user's whole output budget (jobs
-// writing as fast as they can fill a tmpfs at a GiB a second). A disk
-// that stands still, or fills slowly, is looked at only by the holds.
-// Unknown (free < 0): never.
-func (l Limits) WatchClosely(free, perHold int64) bool {
+// hold): free bytes free at the last hold, where the disk fell at a rate
+// that would take perHold bytes in one hold period, and room what the
+// user with the most output there had left of the budget. It does while
+// the disk has less than twice its reserve free, or when at that rate a
+// few hold periods would use up the rest above the reserve or that
+// user's room (jobs writing as fast as they can fill a tmpfs at a GiB a
+// second). A disk that stands still, or fills slowly, while every user
+// is far from the budget, is looked at only by the holds. Unknown (free
+// < 0): never.
+func (l Limits) WatchClosely(free, perHold, room int64) bool {
 	if free < 0 {
 		return false
 	}
 	if free < 2*l.DiskReserveBytes {
 		return true
 	}
-	return perHold > 0 && perHold*watchHolds > min(free-l.DiskReserveBytes, l.OutputBytesPerUser)
+	return perHold*watchHolds >= min(free-l.DiskReserveBytes, max(room, 0))
 }
 
 // watchHolds is how many hold periods of the disk's last fall the room

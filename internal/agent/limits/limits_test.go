@@ -79,32 +79,46 @@ func TestReserveVictims(t *testing.T) {
 
 // TestWatchClosely: a node looks at its state disk between holds while
 // it has less than twice its reserve free, or when, at its last fall's
-// rate, 8 hold periods would use up the room above the reserve or a
-// user's output budget; not for a disk that stands still or fills
-// slowly, nor one it cannot read.
+// rate, 8 hold periods would use up the room above the reserve or what
+// the user with the most output there has left of the budget; not for a
+// disk that stands still or fills slowly while users are far from it,
+// nor one it cannot read.
 func TestWatchClosely(t *testing.T) {
 	const mib = 1 << 20
 	l := Limits{DiskReserveBytes: 128 * mib, OutputBytesPerUser: 16 * mib}
 	for _, tc := range []struct {
-		free, perHold int64
-		want          bool
+		free, perHold, room int64
+		want                bool
 	}{
-		{-1, 100 * mib, false},        // unknown
-		{1 << 40, 0, false},           // roomy, still
-		{1 << 40, 2*mib - 1, false},   // 8 periods: under a user's budget
-		{1 << 40, 2*mib + 1, true},    // 8 periods: past it
-		{300 * mib, 0, false},         // still, above twice the reserve
-		{255 * mib, 0, true},          // under twice the reserve
-		{260 * mib, 16*mib + 1, true}, // budget bounds first: 132 MiB above the reserve
-		{140 * mib, 0, true},
+		{-1, 100 * mib, 16 * mib, false},      // unknown
+		{1 << 40, 0, 16 * mib, false},         // roomy, still
+		{1 << 40, 2*mib - 1, 16 * mib, false}, // 8 periods: under the budget
+		{1 << 40, 2 * mib, 16 * mib, true},    // 8 periods: the budget
+		{1 << 40, mib / 8, mib, true},         // a user with 1 MiB left
+		{1 << 40, 0, mib, false},              // … and a still disk
+		{1 << 40, 0, 0, true},                 // a user at the budget
+		{1 << 40, 0, -mib, true},              // or past it
+		{300 * mib, 0, 16 * mib, false},       // still, above twice the reserve
+		{255 * mib, 0, 16 * mib, true},        // under twice the reserve
+		{260 * mib, 17 * mib, 1 << 40, true},  // 8 periods: past the 132 MiB above the reserve
+		{260 * mib, 16 * mib, 1 << 40, false}, // … and short of them
 	} {
-		if got := l.WatchClosely(tc.free, tc.perHold); got != tc.want {
-			t.Errorf("WatchClosely(%d MiB free, %d B a hold) = %v, want %v", tc.free/mib, tc.perHold, got, tc.want)
+		if got := l.WatchClosely(tc.free, tc.perHold, tc.room); got != tc.want {
+			t.Errorf("WatchClosely(%d MiB free, %d B a hold, %d B of room) = %v, want %v", tc.free/mib, tc.perHold, tc.room, got, tc.want)
 		}
 	}
-	// A user's budget larger than the room: the room bounds.
-	l.OutputBytesPerUser = 1 << 40
-	if !l.WatchClosely(384*mib, 33*mib) || l.WatchClosely(384*mib, 31*mib) {
-		t.Errorf("with 256 MiB above the reserve, 8 periods of 33 MiB call for a close watch and of 31 MiB not")
+}
+
+// TestHomeOutputShort: a home writes no output into the last half of its
+// disk's reserve; a disk it cannot read never stops it.
+func TestHomeOutputShort(t *testing.T) {
+	l := Limits{DiskReserveBytes: 100}
+	for _, tc := range []struct {
+		free, more int64
+		want       bool
+	}{{-1, 1 << 40, false}, {1000, 0, false}, {60, 10, false}, {60, 11, true}, {49, 0, true}} {
+		if got := l.HomeOutputShort(tc.free, tc.more); got != tc.want {
+			t.Errorf("HomeOutputShort(%d free, %d more) = %v, want %v", tc.free, tc.more, got, tc.want)
+		}
 	}
 }

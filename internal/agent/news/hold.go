@@ -26,6 +26,9 @@ func (r *Relay) HoldLoop() {
 	defer t.Stop()
 	defer d.Stop()
 	var last int64 = -1 // the disk's free bytes at the last hold
+	// room: what the user with the most output here had left of the
+	// budget at the last hold.
+	room := r.c.Limits.OutputBytesPerUser
 	var lastAt, closeUntil time.Time
 	for {
 		tick, disk := t.C, d.C
@@ -41,16 +44,17 @@ func (r *Relay) HoldLoop() {
 		case <-tick:
 		case <-r.woken:
 		case <-disk:
-			if !r.holdNow(r.c.Free(), last) {
+			if !r.holdNow(r.c.Free(), last, room) {
 				continue
 			}
 		}
 		free, now := r.c.Free(), time.Now()
-		if r.c.Limits.WatchClosely(free, perHold(last, free, now.Sub(lastAt))) {
+		watch := r.c.Limits.WatchClosely(free, perHold(last, free, now.Sub(lastAt)), room)
+		last, lastAt = free, now
+		room = r.c.Limits.OutputBytesPerUser - r.hold(last)
+		if watch || r.c.Limits.WatchClosely(free, 0, room) {
 			closeUntil = now.Add(closeFor)
 		}
-		last, lastAt = free, now
-		r.hold(last)
 	}
 }
 
@@ -67,13 +71,15 @@ func perHold(last, free int64, took time.Duration) int64 {
 // holdNow says whether the state disk, free bytes free and last at the
 // last hold, calls for a hold before the next tick: it fell below the
 // reserve and lower than at the last hold (a disk something else keeps
-// short costs no more holds), or by more than a user's output budget
-// since then (a user's jobs may be past theirs).
-func (r *Relay) holdNow(free, last int64) bool {
+// short costs no more holds), or by more than room, what the user with
+// the most output here had left of the budget then (a user's jobs may be
+// past theirs; one past it already, whose jobs the last hold killed,
+// calls for a hold at any fall until their output is gone).
+func (r *Relay) holdNow(free, last, room int64) bool {
 	if free < 0 || last < 0 {
 		return false
 	}
-	return r.c.Limits.DiskShort(free, 0) != nil && free < last || last-free > r.c.Limits.OutputBytesPerUser
+	return r.c.Limits.DiskShort(free, 0) != nil && free < last || last-free > max(room, 0)
 }
 
 // hold holds each user's jobs here against the user's output budget: past
@@ -81,8 +87,9 @@ func (r *Relay) holdNow(free, last int64) bool {
 // yet too (jobs that start writing one after the other would each pass it
 // by what they write between two holds). Then the disk's reserve
 // (holdReserve), free being what the disk has free. Two stats a job a
-// hold: the price of stopping them in time.
-func (r *Relay) hold(free int64) {
+// hold: the price of stopping them in time. It returns the most output
+// one user's jobs here hold.
+func (r *Relay) hold(free int64) (most int64) {
 	refs, _ := r.c.Jobs.Refs()
 	used := map[uint32]int64{}
 	for _, it := range refs {
@@ -94,6 +101,10 @@ func (r *Relay) hold(free int64) {
 		}
 	}
 	r.holdReserve(refs, used, free)
+	for _, n := range used {
+		most = max(most, n)
+	}
+	return most
 }
 
 // kill kills job it for why, unless it is killed already, moving, or

@@ -48,6 +48,10 @@ const (
 	// some 1 % of a core on a loaded machine, for disks that stood still.
 	diskEvery = 5 * time.Millisecond
 	closeFor  = time.Second
+	// quietFor is how long a job's node sends none of its output after
+	// its home said it had no room for it (relay.Ack.Full): one chunk a
+	// second, not one every push, while the home stays short.
+	quietFor = time.Second
 	// pushChunk bounds the bytes of one stream of one job in one push.
 	pushChunk = 256 << 10
 	// outputChunk bounds one answer to `roam run`'s output poll.
@@ -140,9 +144,14 @@ type Relay struct {
 	// (dumps.go).
 	dumps dumps
 	// full are the jobs here whose home's last answer took none of their
-	// output, its disk short (relay.Ack.Full); a leaf lock.
+	// output, its disk short (relay.Ack.Full), and when; a leaf lock.
 	fullMu sync.Mutex
-	full   map[string]bool
+	full   map[string]time.Time
+	// roomMu guards writing: the bytes of output this home is writing
+	// now, which its disk's free space does not show yet (takeOutput);
+	// a leaf lock.
+	roomMu  sync.Mutex
+	writing int64
 }
 
 // New is the relay of c. It starts nothing: the agent runs PushLoop,

@@ -63,7 +63,7 @@ func (r *Relay) Output(id string, outOff, errOff int64, wait time.Duration) (api
 			return api.Output{}, errkind.New(peer.ErrNotFound, "unknown job %s", id)
 		}
 
-		o := api.Output{ID: id, State: rec.State, Ended: rec.Over(), ExitCode: rec.ExitCode, Node: rec.Node, LostAt: rec.LostAt, Inc: rec.Inc}
+		o := api.Output{ID: id, State: rec.State, Ended: rec.Over(), ExitCode: rec.ExitCode, Node: rec.Node, LostAt: rec.LostAt, Inc: rec.Inc, Cut: rec.OutputCut}
 		if n := len(rec.Restarts); n > 0 {
 			o.Restart = &rec.Restarts[n-1]
 		}

@@ -5,9 +5,9 @@ package news
 
 import (
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -153,7 +153,7 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 	now := time.Now()
 	items := r.c.Jobs.PushItems(now)
 	running := make([]fencing.Job, 0, len(items))
-	full := r.homesFull(items)
+	quiet := r.quietOnes(items, now)
 	for _, it := range items {
 		if it.CheckCap {
 			if n := spool.Size(it.St.Dir); n > r.c.Limits.OutputBytes {
@@ -161,7 +161,7 @@ func (r *Relay) PushBatches() []*jobtable.HomeBatch {
 				r.c.Log.Warn("job killed: output limit", "job", it.Id, "bytes", n, "limit", r.c.Limits.OutputBytes)
 			}
 		}
-		it.U, it.Send = read(it.St, r.c.Procs, full[it.Id])
+		it.U, it.Send = read(it.St, r.c.Procs, quiet[it.Id])
 		l := it.St.Rec
 		running = append(running, leaseJob(l))
 	}
@@ -244,11 +244,13 @@ func oomReason(r resources.Request) string {
 }
 
 // read reads what the home does not have yet: the output past what it
-// acknowledged, and the exit status once the job has ended. When its
-// home took none of its output last (full), a job that ended sends its
-// end alone, with what the home has, and drops the rest (cut). It does
-// I/O and takes no lock.
-func read(st jobtable.NewsState, procs job.Processes, full bool) (relay.Update, bool) {
+// acknowledged, and the exit status once the job has ended. A job whose
+// home said lately it has no room for output (quiet: relay.Ack.Full)
+// sends none: once it has ended, its end alone, with the sizes of its
+// output here, which the home, still short, records with what it has
+// (takeOutput), or, with room again, answers so that the output follows.
+// It does I/O and takes no lock.
+func read(st jobtable.NewsState, procs job.Processes, quiet bool) (relay.Update, bool) {
 	if st.AckOut < 0 || st.AckErr < 0 {
 		// After a restart: ask the home what it has first.
 		return relay.Update{OutOff: -1, ErrOff: -1}, true
@@ -261,10 +263,12 @@ func read(st jobtable.NewsState, procs job.Processes, full bool) (relay.Update, 
 			code, ended = 128+int(syscall.SIGKILL), true // killed before it could write
 		}
 	}
-	if ended && full {
-		if u, ok := cut(st, procs, code); ok {
-			return u, true
+	if quiet {
+		if !ended {
+			return relay.Update{}, false
 		}
+		out, errb := spoolSize(st.Dir, "stdout", st.AckOut), spoolSize(st.Dir, "stderr", st.AckErr)
+		return relay.Update{OutOff: st.AckOut, ErrOff: st.AckErr, Exit: &code, FinalOut: out, FinalErr: errb, Used: used(st, procs)}, true
 	}
 	out, _ := job.ReadSpool(st.Dir, "stdout", st.AckOut, pushChunk)
 	errb, _ := job.ReadSpool(st.Dir, "stderr", st.AckErr, pushChunk)
@@ -278,44 +282,43 @@ func read(st jobtable.NewsState, procs job.Processes, full bool) (relay.Update, 
 	return u, len(out) > 0 || len(errb) > 0 || u.Exit != nil
 }
 
-// cut is the end of a job that ended with code, sent with the output
-// its home has (its last acknowledgement) and no more, when it wrote
-// more: the rest is dropped (relay.Update.Dropped).
-func cut(st jobtable.NewsState, procs job.Processes, code int) (relay.Update, bool) {
-	dropped := spool.Size(st.Dir) - st.AckOut - st.AckErr
-	if dropped <= 0 {
-		return relay.Update{}, false
+// spoolSize is the size of a job's stream in its spool dir, at least
+// acked (what its home has of it).
+func spoolSize(dir, stream string, acked int64) int64 {
+	if fi, err := os.Stat(filepath.Join(dir, stream)); err == nil {
+		return max(fi.Size(), acked)
 	}
-	return relay.Update{OutOff: st.AckOut, ErrOff: st.AckErr, Exit: &code, FinalOut: st.AckOut, FinalErr: st.AckErr,
-		Dropped: dropped, Used: used(st, procs)}, true
+	return acked
 }
 
-// homesFull are the jobs of items whose home took none of their output
-// at its last answer (noteFull); it forgets the jobs no longer here.
-func (r *Relay) homesFull(items []*jobtable.PushItem) map[string]bool {
+// quietOnes are the jobs of items whose home said at most quietFor ago
+// that it has no room for their output (noteFull); it forgets the jobs
+// no longer here, and those whose quiet is over.
+func (r *Relay) quietOnes(items []*jobtable.PushItem, now time.Time) map[string]bool {
 	r.fullMu.Lock()
 	defer r.fullMu.Unlock()
-	here := make(map[string]bool, len(r.full))
+	here := make(map[string]time.Time, len(r.full))
+	quiet := map[string]bool{}
 	for _, it := range items {
-		if r.full[it.Id] {
-			here[it.Id] = true
+		if at, ok := r.full[it.Id]; ok && now.Sub(at) < quietFor {
+			here[it.Id], quiet[it.Id] = at, true
 		}
 	}
 	r.full = here
-	return maps.Clone(here)
+	return quiet
 }
 
-// noteFull notes of each job of acks whether its home took none of its
-// output (relay.Ack.Full).
-func (r *Relay) noteFull(acks map[string]relay.Ack) {
+// noteFull notes of each job of acks whether its home had no room for
+// its output (relay.Ack.Full), at now.
+func (r *Relay) noteFull(acks map[string]relay.Ack, now time.Time) {
 	r.fullMu.Lock()
 	defer r.fullMu.Unlock()
 	for id, k := range acks {
 		if k.Full && !k.Done {
 			if r.full == nil {
-				r.full = map[string]bool{}
+				r.full = map[string]time.Time{}
 			}
-			r.full[id] = true
+			r.full[id] = now
 		} else {
 			delete(r.full, id)
 		}
@@ -324,7 +327,7 @@ func (r *Relay) noteFull(acks map[string]relay.Ack) {
 
 // applyAcks takes a home's answer to a push.
 func (r *Relay) applyAcks(acks map[string]relay.Ack) {
-	r.noteFull(acks)
+	r.noteFull(acks, time.Now())
 	// gone: the home has no record, killed if alive; dirs: spools of
 	// jobs whose home has everything.
 	gone, dirs := r.c.Jobs.Acked(acks)

@@ -64,30 +64,74 @@ func (r *Relay) TakeUpdates(ups []relay.Update) (map[string]relay.Ack, error) {
 // known), or news of a copy of an older incarnation (stale), gets nothing
 // written; got is each update's sizes of the spool after it. Output the
 // state disk has no room for (limits.HomeOutputShort) is not written
-// either: full are those jobs (Ack.Full).
+// either: full are those jobs (Ack.Full). An end among them is recorded
+// at once with the output this home has (cutEnd), not once the rest came:
+// a disk full of the copies its nodes keep for it would take it never.
 func (r *Relay) takeOutput(ups []relay.Update) (got [][2]int64, known, stale, full map[string]bool) {
 	known, stale = r.c.Jobs.Known(ups)
 	got = make([][2]int64, len(ups))
 	full = map[string]bool{}
-	free := r.c.Free()
 	for i, u := range ups {
 		if !known[u.ID] || stale[u.ID] {
 			continue
 		}
 		p := spool.Piece{OutOff: u.OutOff, Out: u.Out, ErrOff: u.ErrOff, Err: u.Err}
-		if n := int64(len(u.Out) + len(u.Err)); n > 0 && r.c.Limits.HomeOutputShort(free, n) {
+		n := int64(len(u.Out) + len(u.Err))
+		ups[i].Dropped = 0 // this home's count, not a node's
+		ok, done := true, func() {}
+		if n > 0 || u.Exit != nil {
+			ok, done = r.room(n)
+		}
+		if !ok {
 			full[u.ID] = true
 			p = spool.Piece{OutOff: -1, ErrOff: -1} // nothing written: its sizes
-		} else if free >= 0 {
-			free = max(free-n, 0)
 		}
 		// A copy restarted since gets nothing: its cut spool is the new
 		// copy's.
 		if no, ne, ok := r.c.Spools.Append(u.ID, u.Inc, p); ok {
 			got[i] = [2]int64{no, ne}
+			if full[u.ID] {
+				ups[i] = cutEnd(u, no, ne)
+			}
 		}
+		done()
 	}
 	return got, known, stale, full
+}
+
+// room says whether this home writes n more bytes of its jobs' output:
+// its state disk's free space, less what it writes now for other pushes,
+// is not short (limits.HomeOutputShort). While ok, the n bytes count as
+// being written until done is called.
+func (r *Relay) room(n int64) (ok bool, done func()) {
+	r.roomMu.Lock()
+	defer r.roomMu.Unlock()
+	free := r.c.Free()
+	if free >= 0 {
+		free = max(free-r.writing, 0)
+	}
+	if r.c.Limits.HomeOutputShort(free, n) {
+		return false, func() {}
+	}
+	r.writing += n
+	return true, func() {
+		r.roomMu.Lock()
+		r.writing -= n
+		r.roomMu.Unlock()
+	}
+}
+
+// cutEnd is update u of a job whose output this home has no room for,
+// out and errb bytes of it at the home: with its end, that end with the
+// output the home has, the rest dropped on its node (Update.Dropped,
+// counted here).
+func cutEnd(u relay.Update, out, errb int64) relay.Update {
+	if u.Exit == nil {
+		return u
+	}
+	u.Dropped = max(u.FinalOut-out, 0) + max(u.FinalErr-errb, 0)
+	u.FinalOut, u.FinalErr = out, errb
+	return u
 }
 
 // settleEnded follows the end of the jobs done, their records written:

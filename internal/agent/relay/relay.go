@@ -48,12 +48,13 @@ type Update struct {
 	// restart the job from its checkpoint does so rather than take its
 	// end.
 	Fenced bool `json:"fenced,omitempty"`
-	// Dropped, with Exit, is how many bytes of the job's output its node
-	// dropped: its home took no more of it (Ack.Full), so FinalOut and
-	// FinalErr are what the home has, not what the job wrote. Its end
-	// goes home without them rather than never: a home whose disk is
-	// full of the copies its nodes keep for it would take neither.
-	Dropped int64 `json:"dropped,omitempty"`
+	// Dropped, with Exit, is how many bytes of the job's output its home
+	// does not have: the home, its state disk short, took no more of it
+	// (Ack.Full), so FinalOut and FinalErr are what it has, not what the
+	// job wrote. The home sets it (news.takeOutput) and records the end
+	// without them rather than never: a home whose disk is full of the
+	// copies its nodes keep for it would take neither. Not sent.
+	Dropped int64 `json:"-"`
 }
 
 // UpdateOverhead is about what an update without output takes in JSON.
@@ -75,10 +76,10 @@ type Ack struct {
 	// home's answer, which does not wait: then every answer renews them.
 	Heard *bool `json:"heard,omitempty"`
 	// Full: the home took none of the update's output, its state disk
-	// short (limits.HomeOutputShort). The node keeps the output and sends
-	// it again; once the job has ended, it sends its end with what the
-	// home has and drops the rest (Update.Dropped), so that the end is
-	// recorded and the node's copy let go.
+	// short (limits.HomeOutputShort). The node keeps the output and, for
+	// a while, sends none of it (news.quietFor); once the job has ended,
+	// it sends its end with the sizes of its output, which the home, if
+	// still short, records with what it has (Update.Dropped).
 	Full bool `json:"full,omitempty"`
 }
 
