@@ -73,16 +73,18 @@ func TestAgentsEndJobsWhoseHomeIsShort(t *testing.T) {
 // both its streams, then went short, has its end recorded with those
 // parts and its record saying how many bytes it lacks; a job whose home
 // was short once and has room again when it ends loses nothing, though
-// its node had been told to hold its output back.
+// its node had been told to hold its output back; nor does a home with
+// room for an end alone but not for a piece of its output go on asking
+// for the rest.
 func TestAgentsCutAtAShortHomeWhatItLacks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const reserve = 64 << 20
 		c := newCluster(t, 2, 61, faults{}, "static", func(cfg *Config) { cfg.Limits.DiskReserveBytes = reserve })
-		ids := c.runAs(Caller{UID: 1001, GID: 1001}, 2, "n2")
+		ids := c.runAs(Caller{UID: 1001, GID: 1001}, 3, "n2")
 		c.waitRunning(ids...)
 		home := c.nodes[0]
 		home.free.Store(1 << 40)
-		cut, back := ids[0], ids[1]
+		cut, back, edge := ids[0], ids[1], ids[2]
 		c.appendOutput(1, cut, []byte("first out\n"))
 		c.appendStream(1, cut, "stderr", []byte("first err\n"))
 		c.waitFor("the first parts at home", time.Minute, func() bool {
@@ -110,6 +112,14 @@ func TestAgentsCutAtAShortHomeWhatItLacks(t *testing.T) {
 		c.waitFor("its end", time.Minute, func() bool { return c.homeRec(back).State == job.StateFinished })
 		if r := c.homeRec(back); c.homeOutput(back) != "a\nb\n" || r.OutputCut != "" {
 			t.Fatalf("a home with room again: %q at home, output cut %q", c.homeOutput(back), r.OutputCut)
+		}
+		// At the edge: room for an end alone, not for a piece of output.
+		home.free.Store(reserve/2 + 100<<10)
+		c.appendOutput(1, edge, []byte(strings.Repeat("y", 1<<20-1)+"\n"))
+		c.endJob(1, edge)
+		c.waitFor("the end at the edge", time.Minute, func() bool { return c.homeRec(edge).State == job.StateFinished })
+		if r := c.homeRec(edge); !strings.Contains(r.OutputCut, "last "+api.Bytes(1<<20)+" ") {
+			t.Fatalf("at the edge: output cut %q", r.OutputCut)
 		}
 	})
 }

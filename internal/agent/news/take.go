@@ -80,7 +80,7 @@ func (r *Relay) takeOutput(ups []relay.Update) (got [][2]int64, known, stale, fu
 		ups[i].Dropped = 0 // this home's count, not a node's
 		ok, done := true, func() {}
 		if n > 0 || u.Exit != nil {
-			ok, done = r.room(n)
+			ok, done = r.room(r.need(u, n), n)
 		}
 		if !ok {
 			full[u.ID] = true
@@ -99,18 +99,34 @@ func (r *Relay) takeOutput(ups []relay.Update) (got [][2]int64, known, stale, fu
 	return got, known, stale, full
 }
 
-// room says whether this home writes n more bytes of its jobs' output:
-// its state disk's free space, less what it writes now for other pushes,
-// is not short (limits.HomeOutputShort). While ok, the n bytes count as
-// being written until done is called.
-func (r *Relay) room(n int64) (ok bool, done func()) {
+// need is the room update u, carrying n bytes of output, asks of this
+// home: an end asks for all the output of its job the home lacks (its
+// final sizes less what its spool has), so that a home with room for a
+// piece of it but not for the rest does not answer its end's node "send
+// the rest" and its pieces "no room" in turn, forever.
+func (r *Relay) need(u relay.Update, n int64) int64 {
+	if u.Exit == nil {
+		return n
+	}
+	if out, errb, ok := r.c.Spools.Append(u.ID, u.Inc, spool.Piece{OutOff: -1, ErrOff: -1}); ok {
+		return max(n, max(u.FinalOut-out, 0)+max(u.FinalErr-errb, 0))
+	}
+	return n
+}
+
+// room says whether this home has room for need more bytes of its jobs'
+// output, of which it writes n now: its state disk's free space, less
+// what it writes now for other pushes, is not short
+// (limits.HomeOutputShort). While ok, the n bytes count as being written
+// until done is called.
+func (r *Relay) room(need, n int64) (ok bool, done func()) {
 	r.roomMu.Lock()
 	defer r.roomMu.Unlock()
 	free := r.c.Free()
 	if free >= 0 {
 		free = max(free-r.writing, 0)
 	}
-	if r.c.Limits.HomeOutputShort(free, n) {
+	if r.c.Limits.HomeOutputShort(free, need) {
 		return false, func() {}
 	}
 	r.writing += n
