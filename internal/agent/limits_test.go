@@ -360,16 +360,21 @@ func TestAgentsHoldTheBudgetsBetweenTicks(t *testing.T) {
 		} else {
 			t.Logf("node 2 looked at its still disk %d times in a second", looks)
 		}
-		for k, id := range ids {
+		// write writes n bytes for job id and says when its node killed it
+		// (wait: not within it).
+		write := func(id string, n int, wait time.Duration) time.Duration {
 			rec, _ := n2.a.jobs.LocalRec(id)
-			c.appendOutput(1, id, []byte(strings.Repeat("y", 2<<20-1)+"\n"))
-			free -= 2 << 20
+			c.appendOutput(1, id, []byte(strings.Repeat("y", n-1)+"\n"))
+			free -= int64(n)
 			n2.free.Store(free)
 			began := time.Now()
-			for n2.fn.Alive(rec.PID, rec.StartTix) && time.Since(began) < time.Second {
+			for n2.fn.Alive(rec.PID, rec.StartTix) && time.Since(began) < wait {
 				time.Sleep(time.Millisecond)
 			}
-			took, within := time.Since(began), 2*diskWatchEvery
+			return time.Since(began)
+		}
+		for k, id := range ids {
+			took, within := write(id, 2<<20, time.Second), 2*diskWatchEvery
 			if k == 0 {
 				within = holdEvery + within // the disk stood still: its next hold
 			}
@@ -381,22 +386,10 @@ func TestAgentsHoldTheBudgetsBetweenTicks(t *testing.T) {
 		}
 		// A user near the budget: 3/4 of it written, held once, then half
 		// of it more, less than a whole budget: killed within two looks.
-		rec, _ := n2.a.jobs.LocalRec(near)
-		c.appendOutput(1, near, []byte(strings.Repeat("y", 3<<18-1)+"\n"))
-		free -= 3 << 18
-		n2.free.Store(free)
-		time.Sleep(holdEvery + diskWatchEvery)
-		if !n2.fn.Alive(rec.PID, rec.StartTix) {
+		if took := write(near, 3<<18, holdEvery+diskWatchEvery); took < holdEvery+diskWatchEvery {
 			t.Fatalf("job %s killed under its user's budget", near)
 		}
-		c.appendOutput(1, near, []byte(strings.Repeat("y", 1<<19-1)+"\n"))
-		free -= 1 << 19
-		n2.free.Store(free)
-		began := time.Now()
-		for n2.fn.Alive(rec.PID, rec.StartTix) && time.Since(began) < time.Second {
-			time.Sleep(time.Millisecond)
-		}
-		if took := time.Since(began); took > 2*diskWatchEvery {
+		if took := write(near, 1<<19, time.Second); took > 2*diskWatchEvery {
 			t.Fatalf("job %s, past its user's budget by less than a budget, killed %v after, not within %v", near, took, 2*diskWatchEvery)
 		}
 	})
