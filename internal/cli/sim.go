@@ -75,6 +75,7 @@ cost.json (nodes, simulated and wall time, events a second, bytes a node).`,
 	f.StringVar(&s.cfg.Placement, "placement", "", "placement instead of the policy's: least-loaded, random-two, round-robin, random")
 	f.StringVar(&s.vector, "vector", string(load.PolicyFIFO), "load vector policy: fifo or beneficial")
 	f.IntVar(&s.cfg.VectorSize, "vector-size", s.cfg.VectorSize, "load vector entries")
+	f.DurationVar(&s.cfg.Interval, "interval", s.cfg.Interval, "how often each node gossips its load (the age of what placement knows grows with it)")
 	f.StringVar(&s.workload, "workload", "poisson", "poisson, or an SWF trace file")
 	f.Float64Var(&s.util, "util", 0.7, "poisson: mean utilization of the cluster's CPU (0..1)")
 	f.Float64Var(&s.mean, "mean-length", 60, "poisson: mean job length, CPU seconds")

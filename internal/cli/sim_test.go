@@ -4,8 +4,10 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,5 +60,33 @@ func TestSimFlags(t *testing.T) {
 	spec.util, spec.mean, spec.vector = 0.5, 10, "lifo"
 	if _, err := runSim(spec); err == nil || !bytes.Contains([]byte(err.Error()), []byte("vector policy")) {
 		t.Errorf("--vector lifo: %v", err)
+	}
+}
+
+// TestSimInterval: --interval sets how often the nodes gossip their
+// loads, so the entries placement reads are older; a non-positive one is
+// refused, naming it.
+func TestSimInterval(t *testing.T) {
+	age := func(iv string) float64 {
+		out := t.TempDir()
+		var o, e bytes.Buffer
+		if code := run([]string{"sim", "--nodes", "16", "--time", "2m", "--interval", iv, "--out", out}, &o, &e); code != 0 {
+			t.Fatalf("roam sim --interval %s: exit %d: %s", iv, code, e.String())
+		}
+		var r struct {
+			Age float64 `json:"mean_gossip_age_s"`
+		}
+		b, _ := os.ReadFile(filepath.Join(out, "results.json"))
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Age
+	}
+	if a1, a4 := age("1s"), age("4s"); !(a4 > 2*a1) {
+		t.Errorf("mean gossip age %.2f s at --interval 1s, %.2f s at 4s", a1, a4)
+	}
+	var o, e bytes.Buffer
+	if code := run([]string{"sim", "--interval", "0s", "--out", t.TempDir()}, &o, &e); code == 0 || !strings.Contains(e.String(), "interval") {
+		t.Errorf("--interval 0s: exit %d, %q", code, e.String())
 	}
 }

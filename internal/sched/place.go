@@ -34,6 +34,14 @@ type NodeLoad struct {
 	Unknown bool
 	// Draining: roam node drain; nothing is placed there.
 	Draining bool
+	// Self: the node that places, the job's home. Least-loaded gives it a
+	// process that every candidate would take alike (a tie): a home that
+	// knows only equal loads (every node running one job, or a fresh
+	// cluster, the members it has no entry of guessed at the same mean)
+	// keeps its job, where the lowest id had every such home send its
+	// job to one node (in roam sim, a fifth fewer processes done at 200
+	// to 1,000 nodes).
+	Self bool
 	// MemJobsMB is the memory the node gives its jobs' requests, and
 	// MemHeldMB what the requests of the jobs it holds or has agreed to
 	// take add up to (load.Entry's); 0 MemJobsMB: not known, and not
@@ -99,9 +107,10 @@ func PlaceLeastLoaded(nodes []NodeLoad, n int, req resources.Request) ([]string,
 				continue
 			}
 			b := ns[best]
-			// What the node's load would be with the process.
+			// What the node's load would be with the process; on a tie,
+			// the larger node, then the home.
 			la, lb := a.Load+slots/a.Capacity, b.Load+slots/b.Capacity
-			if la < lb-1e-9 || (la < lb+1e-9 && a.Capacity > b.Capacity) {
+			if la < lb-1e-9 || la < lb+1e-9 && (a.Capacity > b.Capacity || a.Capacity == b.Capacity && a.Self && !b.Self) {
 				best = i
 			}
 		}

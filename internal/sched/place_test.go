@@ -132,3 +132,29 @@ func TestPlaceCountsMemoryAndSlots(t *testing.T) {
 		t.Errorf("--cpus 3 after a load of 2 threads on node 1: %v (node 2 at 3/4 with one)", got)
 	}
 }
+
+// TestPlaceLeastLoadedKeepsTiesHome: a home that knows only equal loads
+// (the members it has no entry of guessed at their mean) keeps a new
+// process, where the lowest id took every such home's; a less loaded
+// node, or a larger one at the same load, still wins over the home.
+func TestPlaceLeastLoadedKeepsTiesHome(t *testing.T) {
+	for _, tc := range []struct {
+		nodes []NodeLoad
+		want  string
+	}{
+		{[]NodeLoad{{ID: "1", Capacity: 1, Load: 1}, {ID: "2", Capacity: 1, Unknown: true}, {ID: "7", Capacity: 1, Load: 1, Self: true}, {ID: "9", Capacity: 1, Load: 1}}, "7"},
+		{[]NodeLoad{{ID: "1", Capacity: 1, Unknown: true}, {ID: "3", Capacity: 1, Self: true}}, "3"},
+		{[]NodeLoad{{ID: "1", Capacity: 1, Load: 0.5}, {ID: "7", Capacity: 1, Load: 1, Self: true}}, "1"},
+		{[]NodeLoad{{ID: "1", Capacity: 2, Load: 1.5}, {ID: "7", Capacity: 1, Load: 1, Self: true}}, "1"},
+	} {
+		out, _, err := Place("least-loaded", tc.nodes, 1, resources.Request{}, nil, 0)
+		if err != nil || len(out) != 1 || out[0] != tc.want {
+			t.Errorf("Place(%+v) = %v, %v; want %s", tc.nodes, out, err, tc.want)
+		}
+	}
+	// Two processes from a home among equals: the home, then the lowest id.
+	eq := []NodeLoad{{ID: "1", Capacity: 1}, {ID: "2", Capacity: 1}, {ID: "5", Capacity: 1, Self: true}}
+	if out, _, _ := Place("least-loaded", eq, 2, resources.Request{}, nil, 0); strings.Join(out, " ") != "5 1" {
+		t.Errorf("two processes among equals went to %v, want [5 1]", out)
+	}
+}

@@ -253,7 +253,7 @@ func (s *Sim) place(home int32) int32 {
 		return s.randomAlive()
 	}
 	h := &s.nodes[home]
-	nodes := append(s.placing[:0], sched.NodeLoad{ID: s.id(home), Capacity: s.cfg.Capacity, Load: h.load})
+	nodes := append(s.placing[:0], sched.NodeLoad{ID: s.id(home), Capacity: s.cfg.Capacity, Load: h.load, Self: true})
 	for e := range h.vec.All() {
 		if info := s.info(e.Node); info.Alive {
 			nodes = append(nodes, sched.NodeLoadOf(e.Node, s.cfg.Capacity, info, e, true))

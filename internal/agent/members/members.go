@@ -470,7 +470,7 @@ func hasKey(m map[string]int, k string) bool { _, ok := m[k]; return ok }
 // vector's entry.
 func (t *Table) nodeLoad(id string, p *Member, selfDraining bool, selfHeldMB float64) sched.NodeLoad {
 	if id == t.self {
-		return sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: selfDraining, CPU: p.Host.CPU, Load: t.selfLoad, MemJobsMB: t.jobMem, MemHeldMB: selfHeldMB}
+		return sched.NodeLoad{ID: id, Capacity: p.Capacity, Draining: selfDraining, CPU: p.Host.CPU, Load: t.selfLoad, MemJobsMB: t.jobMem, MemHeldMB: selfHeldMB, Self: true}
 	}
 	e, ok := t.dis.Vector.Get(id)
 	return sched.NodeLoadOf(id, p.Capacity, sched.PeerInfo{Alive: p.Alive, Draining: p.Draining, CPU: p.Host.CPU}, e, ok)
