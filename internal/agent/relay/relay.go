@@ -122,6 +122,15 @@ func Apply(rec *job.Record, u Update, out, errb int64, now time.Time) Result {
 	// Kept for the nodes jobs run on only, so it stays as small as the
 	// table's list of nodes.
 	r.Heard = u.Node != "" && u.Node == rec.Node
+	if u.Moves != nil && *u.Moves < rec.Migrations {
+		// News of a copy the job has moved on from: its output is taken
+		// (by offset), but neither why it ended nor its exit. That copy
+		// was dropped when the move committed; its end (137, killed by
+		// its node, sent before its record there went) is not the job's,
+		// which runs on where the move took it.
+		r.Over = rec.Over()
+		return r
+	}
 	if applyWhy(rec, u) {
 		r.Changed = true
 	}

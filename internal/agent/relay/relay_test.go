@@ -55,6 +55,10 @@ func TestApply(t *testing.T) {
 			want: func(r job.Record) string { return check(r.Used == job.Usage{}, fmt.Sprintf("kept %+v", r.Used)) }},
 		{name: "sent before a move", rec: running(), u: Update{ID: "n1.1", Node: "n9", Moves: ip(0)},
 			want: func(r job.Record) string { return check(r.Node == "n2", "an old copy's node was taken") }},
+		{name: "an old copy's end, sent before a move", rec: running(), u: Update{ID: "n1.1", Node: "n9", Moves: ip(0), Exit: ip(137), Why: "killed"},
+			want: func(r job.Record) string {
+				return check(r.State == job.StateRunning && r.ExitCode == nil && r.EndReason == "" && r.Newest != nil, "the job ended with a copy it moved on from")
+			}},
 		{name: "a move not noted yet", rec: running(), u: Update{ID: "n1.1", Node: "n4", Moves: ip(2)}, changed: true, heard: true,
 			want: func(r job.Record) string { return check(r.Node == "n4" && r.Migrations == 2, "the move was not taken") }},
 		{name: "a lost job's node answers", rec: lost(), u: Update{ID: "n1.1", Node: "n2", Moves: ip(1)}, changed: true, heard: true, event: "back",
