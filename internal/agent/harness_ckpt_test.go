@@ -385,6 +385,12 @@ func (f *fakeNode) restore(s ckpt.RestoreSpec) (int, error) {
 }
 
 func (f *fakeNode) Thaw(pid int, keep []int) {
+	f.mu.Lock()
+	hook := f.onThaw
+	f.mu.Unlock()
+	if hook != nil {
+		hook(pid)
+	}
 	if f.dead.Load() {
 		return
 	}

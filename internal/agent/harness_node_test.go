@@ -228,7 +228,9 @@ type fakeNode struct {
 	onRestore func(ckpt.RestoreSpec)
 	// onDump, when set, runs as an eager dump is asked, before anything
 	// is dumped: an error is the dump's.
-	onDump  func(pid int) error
+	onDump func(pid int) error
+	// onThaw, when set, runs as a thaw is asked (before anything thaws).
+	onThaw  func(pid int)
 	servers []*fakeSink // the page servers it started
 	// lazies are the lazy dumps it started, serving pages.
 	lazies []*fakeLazy

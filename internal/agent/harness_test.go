@@ -62,7 +62,10 @@ type cluster struct {
 	key   []byte
 	nodes []*hnode
 	log   *slog.Logger
-	mu    sync.Mutex // guards the nodes' a, fn and up
+	// logs are the agents' log lines (Info and above; all with
+	// -harness.log), which explain quotes for a job that did not settle.
+	logs *syncBuf
+	mu   sync.Mutex // guards the nodes' a, fn and up
 	// hosts are what each node says of its CPU, kernel and CRIU
 	// (Parts.Host), by node; none: nothing, as an older roam.
 	hosts  map[string]cpufeat.Host
@@ -89,10 +92,11 @@ type parts struct {
 // newClusterOf is newCluster whose agents get x in their Parts.
 func newClusterOf(t *testing.T, n int, seed int64, f faults, pol string, x parts, opts ...func(*Config)) *cluster {
 	c := &cluster{t: t, net: newMemnet(seed, f), world: newWorld(seed + 1), key: secret.New().GossipKey(), hosts: x.hosts, keepOn: x.keepOn}
-	c.log = slog.New(slog.DiscardHandler)
+	c.logs = &syncBuf{}
+	c.log = slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if *harnessLog {
-		var buf syncBuf
-		c.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		buf := c.logs
+		c.log = slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		t.Cleanup(func() {
 			if t.Failed() {
 				buf.mu.Lock()
@@ -183,15 +187,20 @@ func (c *cluster) start(i int) {
 	c.mu.Unlock()
 }
 
-// crash stops node i's agent as a crash would: first its network and its
-// hands (nothing it still runs can act), then its goroutines. Its jobs'
-// processes and its store stay.
+// crash stops node i's agent as a crash would: first its store (nothing
+// it still runs is recorded), its hands (nothing it still runs can act)
+// and its network, then its goroutines. Its jobs' processes and its
+// store's file stay.
 func (c *cluster) crash(i int) {
 	h := c.nodes[i]
 	c.mu.Lock()
 	h.up = false
 	a, fn := h.a, h.fn
 	c.mu.Unlock()
+	// One instant for what the agent records and what it does: a store
+	// closed after its hands died let it record a thaw or a kill its dead
+	// node never carried out (a resumed copy left frozen for good).
+	a.store.Close()
 	fn.crash()
 	c.net.crash(h.host)
 	a.Close()
@@ -463,6 +472,9 @@ func TestAgentsMigrateUnderFaults(t *testing.T) {
 				break
 			}
 			if time.Now().After(end) {
+				for _, id := range c.unsettled(ids) {
+					c.explain(id)
+				}
 				t.Fatalf("seed %d: not settled after 30 minutes of fake time: %s", seed, why)
 			}
 			time.Sleep(100 * time.Millisecond)

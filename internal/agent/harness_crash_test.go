@@ -1,0 +1,59 @@
+package agent
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"roam/internal/api"
+)
+
+// An agent that crashes while it resumes a job that came to it records
+// nothing its dead hands did not do: its destination, crashed between
+// the adoption of the copy and its thaw, finds at its restart a copy
+// not resumed, and resumes it. (A crash that let the agent record the
+// resume its dead node never carried out left the only copy of the job
+// frozen for good: TestAgentsMigrateUnderFaults, "running on [], frozen
+// on [n4]".)
+func TestCrashAtTheResumeLeavesNoFrozenJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 1, faults{}, "static")
+		id := c.run(0, 1, "n1")[0]
+		dest := c.nodes[1]
+		crashed := make(chan struct{})
+		var once sync.Once
+		dest.fn.mu.Lock()
+		fn := dest.fn
+		fn.onThaw = func(int) {
+			once.Do(func() {
+				// The crash comes as the destination thaws its copy: the
+				// thaw, and whatever follows it, is the dead agent's.
+				go func() { c.crash(1); close(crashed) }()
+				for !fn.dead.Load() {
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		dest.fn.mu.Unlock()
+		go func() { _, _ = c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}) }()
+		<-crashed
+		if run, fz := c.world.copies(id); len(run) != 0 || fmt.Sprint(fz) != "[n2]" {
+			t.Fatalf("job %s at the crash: running on %v, frozen on %v; want frozen on n2 only", id, run, fz)
+		}
+		c.start(1)
+		end := time.Now().Add(5 * time.Minute)
+		for {
+			run, fz := c.world.copies(id)
+			if fmt.Sprint(run) == "[n2]" && len(fz) == 0 {
+				break
+			}
+			if time.Now().After(end) {
+				c.explain(id)
+				t.Fatalf("job %s 5 minutes after its destination restarted: running on %v, frozen on %v", id, run, fz)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+}
