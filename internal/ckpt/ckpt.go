@@ -58,9 +58,9 @@ func DefaultPath() string {
 // CRIU runs CRIU.
 type CRIU struct {
 	Path string
-	// ExecMu must be held by everyone in the process who starts a child:
-	// a restore hands CRIU descriptors by leaving them inheritable while
-	// CRIU starts, and no other child may inherit them.
+	// ExecMu must be held by everyone in the process who starts a child
+	// (execlock.Start): a restore hands CRIU descriptors by leaving them
+	// inheritable while CRIU starts, and no other child may inherit them.
 	ExecMu *sync.Mutex
 	// Timeout bounds a dump and a restore: a CRIU that has not answered
 	// by then is killed (a hung CRIU would keep the job frozen and the

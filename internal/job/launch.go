@@ -19,6 +19,7 @@ import (
 
 	"roam/internal/asuser"
 	"roam/internal/cgroup"
+	"roam/internal/execlock"
 	"roam/internal/migrate"
 	"roam/internal/procfs"
 	"roam/internal/resources"
@@ -550,11 +551,7 @@ func (l Launcher) Start(s Spec) (*Proc, error) {
 		}
 		cmd.Args = append(cmd.Args, rest...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags, Setsid: true}
-		if l.ExecMu != nil {
-			l.ExecMu.Lock()
-			defer l.ExecMu.Unlock()
-		}
-		return cmd.Start()
+		return execlock.Start(cmd, l.ExecMu)
 	}
 	if l.Template != nil {
 		err = l.Template.use(l.Init, l.ExecMu, start)
@@ -773,14 +770,7 @@ func runnableThreads(dir string) int {
 func UserNSAllowed(init string, execMu *sync.Mutex) error {
 	cmd := exec.Command(init)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
-	if execMu != nil {
-		execMu.Lock()
-	}
-	err := cmd.Start()
-	if execMu != nil {
-		execMu.Unlock()
-	}
-	if err != nil {
+	if err := execlock.Start(cmd, execMu); err != nil {
 		return fmt.Errorf("no user namespaces here: %w", err)
 	}
 	_ = cmd.Wait()

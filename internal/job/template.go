@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"roam/internal/execlock"
 )
 
 // Template is the node's template of a job's mount namespace: the
@@ -90,14 +92,7 @@ func makeTemplate(init string, execMu *sync.Mutex) (*os.File, error) {
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if execMu != nil {
-		execMu.Lock()
-	}
-	err = cmd.Start()
-	if execMu != nil {
-		execMu.Unlock()
-	}
-	if err != nil {
+	if err := execlock.Start(cmd, execMu); err != nil {
 		return nil, err
 	}
 	// Its stdin's end ends it, once the namespace is open (or not).

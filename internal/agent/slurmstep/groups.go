@@ -118,7 +118,7 @@ func externGroups(layout cgroup.Layout, c slurm.Config, uid uint32, job string, 
 // Ask reads the caller's Slurm job from its cgroup (none for pid 0) and
 // asks the controller about the job it names (launch.SlurmAsk), starting
 // scontrol under execMu (ckpt.CRIU.ExecMu).
-func Ask(c slurm.Config, execMu sync.Locker) launch.SlurmAsk {
+func Ask(c slurm.Config, execMu *sync.Mutex) launch.SlurmAsk {
 	return func(pid int32, id string) (string, slurm.Job, error) {
 		callerJob := ""
 		if pid > 0 {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"roam/internal/execlock"
 	"roam/internal/slurm"
 )
 
@@ -19,7 +20,7 @@ import (
 // parses its answer. execMu, when set, is held while scontrol starts
 // (ckpt.CRIU.ExecMu: a child started meanwhile inherits what a restore
 // hands CRIU).
-func Show(ctx context.Context, prog, conf, id string, execMu sync.Locker) (slurm.Job, error) {
+func Show(ctx context.Context, prog, conf, id string, execMu *sync.Mutex) (slurm.Job, error) {
 	if err := slurm.ValidJobID(id); err != nil {
 		return slurm.Job{}, err
 	}
@@ -36,7 +37,7 @@ func Show(ctx context.Context, prog, conf, id string, execMu sync.Locker) (slurm
 // showJob runs `scontrol show job -o [extra...] id` (prog "": scontrol from
 // PATH; conf "": the caller's SLURM_CONF or Slurm's default) and returns its
 // output; its error names the command and carries scontrol's stderr.
-func showJob(ctx context.Context, prog, conf, id string, execMu sync.Locker, extra ...string) (out, errOut string, err error) {
+func showJob(ctx context.Context, prog, conf, id string, execMu *sync.Mutex, extra ...string) (out, errOut string, err error) {
 	if prog == "" {
 		prog = "scontrol"
 	}
@@ -48,14 +49,7 @@ func showJob(ctx context.Context, prog, conf, id string, execMu sync.Locker, ext
 	}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
-	if execMu != nil {
-		execMu.Lock()
-	}
-	err = cmd.Start()
-	if execMu != nil {
-		execMu.Unlock()
-	}
-	if err == nil {
+	if err = execlock.Start(cmd, execMu); err == nil {
 		err = cmd.Wait()
 	}
 	if err != nil {
