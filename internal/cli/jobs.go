@@ -149,7 +149,7 @@ func (e *env) logsSoFar(cl *api.Client, id string, prefix bool) error {
 		if len(o.Stdout) == 0 && len(o.Stderr) == 0 {
 			out.Flush()
 			errw.Flush()
-			e.cutNote(nil, id, o.Cut)
+			e.cutNote(id, o.Cut)
 			return nil
 		}
 		outOff, errOff = o.StdoutOff, o.StderrOff
@@ -157,15 +157,14 @@ func (e *env) logsSoFar(cl *api.Client, id string, prefix bool) error {
 }
 
 // cutNote tells, on stderr (with --json, a record of kind cut), that job
-// id's output lacks what cut says (api.Output.Cut), under mu if not nil.
-func (e *env) cutNote(mu *sync.Mutex, id, cut string) {
+// id's output lacks what cut says (api.Output.Cut), under e.outMu: a
+// sweep's followers print at once.
+func (e *env) cutNote(id, cut string) {
 	if cut == "" {
 		return
 	}
-	if mu != nil {
-		mu.Lock()
-		defer mu.Unlock()
-	}
+	e.outMu.Lock()
+	defer e.outMu.Unlock()
 	if e.json {
 		_ = e.record(jobRecord{Job: id, Kind: "cut", Why: cut})
 		return
@@ -330,7 +329,7 @@ func (e *env) followFrom(cl *api.Client, ids []string, prefix, stdin bool, from 
 				if o.Ended {
 					out.Flush()
 					errw.Flush()
-					e.cutNote(wmu, id, o.Cut)
+					e.cutNote(id, o.Cut)
 					switch {
 					case o.ExitCode != nil:
 						codes[i] = *o.ExitCode

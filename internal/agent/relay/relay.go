@@ -259,7 +259,7 @@ func Revive(rec *job.Record, node string, now time.Time) (api.Event, bool) {
 }
 
 // CutText says what of a job's output its home does not have: the last
-// dropped bytes, which its node dropped (Update.Dropped).
+// dropped bytes, which its home had no room for (Update.Dropped).
 func CutText(dropped int64) string {
 	return fmt.Sprintf("its last %s of output were dropped: its home's state disk was short (limits.disk_reserve_bytes)", api.Bytes(dropped))
 }
