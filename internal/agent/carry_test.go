@@ -23,7 +23,7 @@ import (
 // and the file restarts once while its job runs (never two copies).
 func TestRestartInTheNextAllocation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 4, 47, faults{}, "static", func(cfg *Config) { cfg.Slurm.Node = "s" + strings.TrimPrefix(cfg.NodeID, "n") })
+		c := newCluster(t, 4, 47, faults{}, "static", slurmNodeNames)
 		const user, inFirst, inSecond = 70701, 100, 200
 		states := map[string]string{"7": "RUNNING", "8": "RUNNING"}
 		nodes := map[string][]string{"7": {"s1", "s2"}, "8": {"s3", "s4"}}

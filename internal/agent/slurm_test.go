@@ -29,7 +29,7 @@ func (c *cluster) askSlurm(pid int32, id string) (string, slurm.Job, error) {
 // running, a node outside the job, a run that asks for memory.
 func TestAgentsRunInsideASlurmJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 4, 46, faults{}, "balance", func(cfg *Config) { cfg.Slurm.Node = "s" + strings.TrimPrefix(cfg.NodeID, "n") })
+		c := newCluster(t, 4, 46, faults{}, "balance", slurmNodeNames)
 		const user, inJob, outside = 70701, 100, 101
 		state := "RUNNING"
 		c.slurm = func(pid int32, id string) (string, slurm.Job, error) {
@@ -121,3 +121,7 @@ func (c *cluster) userJobs(uid uint32) int {
 	}
 	return n
 }
+
+// slurmNodeNames names each node's Slurm node sK after its id nK, as
+// the Slurm tests' controllers know them.
+func slurmNodeNames(cfg *Config) { cfg.Slurm.Node = "s" + strings.TrimPrefix(cfg.NodeID, "n") }

@@ -23,7 +23,7 @@ import (
 // ever starts; while the controller does not answer, they wait.
 func TestAgentsQueueInsideASlurmJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 4, 47, faults{}, "balance", func(cfg *Config) { cfg.Slurm.Node = "s" + strings.TrimPrefix(cfg.NodeID, "n") })
+		c := newCluster(t, 4, 47, faults{}, "balance", slurmNodeNames)
 		const user, inJob = 70702, 100
 		var mu sync.Mutex
 		state := map[string]string{"7": "RUNNING", "8": "RUNNING"}
