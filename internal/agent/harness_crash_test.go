@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -54,6 +55,41 @@ func TestCrashAtTheResumeLeavesNoFrozenJob(t *testing.T) {
 				t.Fatalf("job %s 5 minutes after its destination restarted: running on %v, frozen on %v", id, run, fz)
 			}
 			time.Sleep(100 * time.Millisecond)
+		}
+	})
+}
+
+// A fake process never has the test binary's pid, which the agent asks
+// the start of as its own (fencing.New: StartTicks(os.Getpid())). A
+// restored copy that had it was given the agent's start, not its own: its
+// destination never found it alive to thaw, and its node reported it
+// killed (137) to its home. TestAgentsMigrateUnderFaults failed so, about
+// once in a few runs, whenever the machine's pids had come round to the
+// harness's: "running on [], frozen on [n2]", the job finished 137.
+func TestARestoredCopyNeverHasTheAgentsPid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 2, 1, faults{}, "static")
+		id := c.run(0, 1, "n1")[0]
+		c.world.mu.Lock()
+		c.world.next = os.Getpid() - 1 // the next spawn, the copy restored on n2
+		c.world.mu.Unlock()
+		if _, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil {
+			t.Fatalf("migrate %s to n2: %v", id, err)
+		}
+		end := time.Now().Add(time.Minute)
+		for {
+			run, fz := c.world.copies(id)
+			if fmt.Sprint(run) == "[n2]" && len(fz) == 0 {
+				break
+			}
+			if time.Now().After(end) {
+				c.explain(id)
+				t.Fatalf("job %s a minute after its move: running on %v, frozen on %v; want running on n2", id, run, fz)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if rec := c.homeRec(id); rec.Over() {
+			t.Fatalf("job %s is %s (exit %v) at its home after its move; want running", id, rec.State, rec.ExitCode)
 		}
 	})
 }

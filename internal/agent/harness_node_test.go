@@ -146,6 +146,11 @@ func (w *world) set(p *fproc, st byte, what string) {
 
 func (w *world) spawn(id, node, spool string, uid uint32, st byte) *fproc {
 	w.next++
+	if w.next == os.Getpid() {
+		// The agent's own pid, whose start StartTicks answers as the
+		// agent's: never a fake process's.
+		w.next++
+	}
 	p := &fproc{pid: w.next, tix: uint64(w.next) * 7, job: id, node: node, spool: spool, uid: uid, state: st, exit: make(chan struct{})}
 	w.procs[p.pid] = p
 	return p
