@@ -18,11 +18,20 @@ var clusters struct {
 	up map[string]bool
 }
 
-// up brings a cluster up and remembers it.
+// up brings a cluster up and remembers it. A cluster that fails to come
+// up is taken down again, once Up recorded it (st.Name: it made the
+// cluster's state, so what there is of it is this run's): left half up,
+// it held namespaces, a bridge, cgroups and agents, and every later run
+// of the benchmark refused to start. One Up refused before it recorded
+// anything (a name or subnet in use) names somebody else's cluster, which
+// stays.
 func up(spec emu.Spec) (emu.State, error) {
 	clusters.Lock()
 	defer clusters.Unlock()
 	st, err := emu.Up(spec)
+	if err != nil && st.Name != "" {
+		_ = emu.Down(spec.Name)
+	}
 	if err == nil {
 		if clusters.up == nil {
 			clusters.up = map[string]bool{}
