@@ -44,19 +44,27 @@ func TestCrashAtTheResumeLeavesNoFrozenJob(t *testing.T) {
 			t.Fatalf("job %s at the crash: running on %v, frozen on %v; want frozen on n2 only", id, run, fz)
 		}
 		c.start(1)
-		end := time.Now().Add(5 * time.Minute)
-		for {
-			run, fz := c.world.copies(id)
-			if fmt.Sprint(run) == "[n2]" && len(fz) == 0 {
-				break
-			}
-			if time.Now().After(end) {
-				c.explain(id)
-				t.Fatalf("job %s 5 minutes after its destination restarted: running on %v, frozen on %v", id, run, fz)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		c.waitRunsOnlyOn(id, "n2", 5*time.Minute, "after its destination restarted")
 	})
+}
+
+// waitRunsOnlyOn waits up to within for job id to run on node and
+// nowhere else, with no frozen copy anywhere; it fails the test, saying
+// when (after what), with the job's details, if it does not.
+func (c *cluster) waitRunsOnlyOn(id, node string, within time.Duration, after string) {
+	c.t.Helper()
+	end := time.Now().Add(within)
+	for {
+		run, fz := c.world.copies(id)
+		if fmt.Sprint(run) == "["+node+"]" && len(fz) == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			c.explain(id)
+			c.t.Fatalf("job %s %v %s: running on %v, frozen on %v; want running on %s only", id, within, after, run, fz, node)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // A fake process never has the test binary's pid, which the agent asks
@@ -76,18 +84,7 @@ func TestARestoredCopyNeverHasTheAgentsPid(t *testing.T) {
 		if _, err := c.nodes[0].a.out.Migrate(Caller{}, api.MigrateRequest{ID: id, Node: "n2"}); err != nil {
 			t.Fatalf("migrate %s to n2: %v", id, err)
 		}
-		end := time.Now().Add(time.Minute)
-		for {
-			run, fz := c.world.copies(id)
-			if fmt.Sprint(run) == "[n2]" && len(fz) == 0 {
-				break
-			}
-			if time.Now().After(end) {
-				c.explain(id)
-				t.Fatalf("job %s a minute after its move: running on %v, frozen on %v; want running on n2", id, run, fz)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		c.waitRunsOnlyOn(id, "n2", time.Minute, "after its move")
 		if rec := c.homeRec(id); rec.Over() {
 			t.Fatalf("job %s is %s (exit %v) at its home after its move; want running", id, rec.State, rec.ExitCode)
 		}
