@@ -19,7 +19,8 @@ ROAM_SAY=deps
 # shellcheck source=scripts/install-criu.sh
 . "$(dirname "$0")/install-criu.sh"
 
-apt_install iproute2 util-linux tmux gcc make musl-tools libssl-dev
+# bc: make demo's arithmetic (scripts/demo.sh).
+apt_install iproute2 util-linux tmux gcc make musl-tools libssl-dev bc
 # The real programs the migration tests move (test/e2e/programs_test.go).
 apt_install xz-utils sqlite3 python3 coreutils
 # The headless browser of the web view's test (test/e2e/web_test.go), and
