@@ -13,12 +13,14 @@ import (
 // (pooled: the cluster's CPU shared by all, each job at most one node's,
 // as perfect and free migration would make it). The background takes
 // two thirds of node 2 while busy, busy and idle in turn for random 0–5
-// s: a third of it on average. quantum > 0 is the queue's second level:
-// a job that has had quantum CPU-seconds while fresh jobs wait leaves
-// its room and goes behind them, frozen cost seconds at its preemption
-// and again at its restore, holding its room meanwhile. It returns the
-// mean slowdown ((end − 0) / CPU length) and the makespan.
-func fluidSweep(jobs []sweepJob, pooled bool, quantum, cost float64) (meanSlowdown, makespan float64) {
+// s: a third of it on average. quanta are the queue's further levels
+// (none: one level): a job that has had quanta[k] CPU-seconds while
+// jobs of a lower level than k+1 wait leaves its room and goes behind
+// them, to level k+1, frozen cost seconds at its preemption and again at
+// its restore, holding its room meanwhile; the queue releases the lowest
+// level first. It returns the mean slowdown ((end − 0) / CPU length) and
+// the makespan.
+func fluidSweep(jobs []sweepJob, pooled bool, quanta []float64, cost float64) (meanSlowdown, makespan float64) {
 	const dt = 0.05
 	n := len(jobs)
 	rem, att, pen := make([]float64, n), make([]float64, n), make([]float64, n)
@@ -26,11 +28,19 @@ func fluidSweep(jobs []sweepJob, pooled bool, quantum, cost float64) (meanSlowdo
 	for i, j := range jobs {
 		rem[i], node[i], end[i] = j.cpu, -1, -1
 	}
-	fresh := make([]int, n)
-	for i := range fresh {
-		fresh[i] = i
+	levels := make([][]int, len(quanta)+1) // the queue, by level
+	for i := range n {
+		levels[0] = append(levels[0], i)
 	}
-	var back []int
+	level := make([]int, n)
+	waiting := func(below int) bool {
+		for k := range below {
+			if len(levels[k]) > 0 {
+				return true
+			}
+		}
+		return false
+	}
 	bg := rand.New(rand.NewSource(2))
 	busy, toggle := false, 0.0
 	left := n
@@ -55,10 +65,10 @@ func fluidSweep(jobs []sweepJob, pooled bool, quantum, cost float64) (meanSlowdo
 				mem[node[i]] += 256
 			}
 		}
-		for len(fresh)+len(back) > 0 {
-			q := &fresh
-			if len(fresh) == 0 {
-				q = &back
+		for waiting(len(levels)) {
+			q := &levels[0]
+			for k := 0; len(*q) == 0; k++ {
+				q = &levels[k+1]
 			}
 			i, best := (*q)[0], -1
 			for k := range cpu {
@@ -88,7 +98,7 @@ func fluidSweep(jobs []sweepJob, pooled bool, quantum, cost float64) (meanSlowdo
 				share = math.Min(total/float64(len(running)), maxCap)
 			}
 			if pen[i] > 0 {
-				pen[i] -= dt
+				pen[i] -= share * dt // CRIU's work, out of the job's share
 				continue
 			}
 			rem[i] -= share * dt
@@ -97,9 +107,10 @@ func fluidSweep(jobs []sweepJob, pooled bool, quantum, cost float64) (meanSlowdo
 			case rem[i] <= 1e-9:
 				end[i] = t + dt
 				left--
-			case quantum > 0 && att[i] >= quantum && att[i]-share*dt < quantum && len(fresh) > 0:
+			case level[i] < len(quanta) && att[i] >= quanta[level[i]] && waiting(level[i]+1):
 				node[i] = -1
-				back = append(back, i)
+				level[i]++
+				levels[level[i]] = append(levels[level[i]], i)
 				pen[i] += cost // its checkpoint
 			}
 		}
@@ -112,41 +123,42 @@ func fluidSweep(jobs []sweepJob, pooled bool, quantum, cost float64) (meanSlowdo
 }
 
 // Issue 43's target for roam bench sweep, roam's mean slowdown at most
-// two thirds of static placement's, is at the bound of what a schedule
-// that does not know the jobs' lengths reaches on this sweep, in a fluid
-// model of it (fluidSweep) whose static and pooled sides agree with the
-// measured ones (docs/benchmarks.md, sweep): migration alone, perfect
-// and free, takes back no more than the background's share, and only
-// the queue's second level, with its checkpoints free and instant, comes
-// near two thirds. Each real checkpoint's CPU comes out of the same
-// CPUs. The numbers are logged (go test -v): docs/benchmarks.md cites
-// them.
+// two thirds of static placement's with a makespan at most 1.15 times
+// the ideal, is out of reach of a schedule that does not know the jobs'
+// lengths, in a fluid model of this very sweep (fluidSweep) whose static
+// and pooled sides agree with the measured ones (docs/benchmarks.md,
+// sweep). Migration alone, perfect and free, takes back no more than
+// the background's share. Only a queue that preempts long jobs out of
+// memory comes near two thirds, and only with free checkpoints; at what
+// a checkpoint and a restore cost here (about 0.5 CPU-seconds each for
+// the sweep's mean job of 100 MiB: 11 ms a MiB, docs/benchmarks.md)
+// every such queue misses both targets. The numbers are logged (go test
+// -v): docs/benchmarks.md cites them.
 func TestSweepTargetIsAtTheBound(t *testing.T) {
 	jobs := sweepJobs(sweepFull)
-	static, staticSpan := fluidSweep(jobs, false, 0, 0)
-	pooled, pooledSpan := fluidSweep(jobs, true, 0, 0)
-	t.Logf("static: mean slowdown %.0f, makespan %.0f s; pooled (perfect free migration): %.0f (%.3f of static's), %.0f s", static, staticSpan, pooled, pooled/static, pooledSpan)
+	ideal := 0.0
+	for _, j := range jobs {
+		ideal += j.cpu
+	}
+	ideal /= 1.8
+	static, staticSpan := fluidSweep(jobs, false, nil, 0)
+	pooled, pooledSpan := fluidSweep(jobs, true, nil, 0)
+	t.Logf("static: mean slowdown %.0f, makespan %.0f s (ideal %.0f s); pooled (perfect free migration): %.0f (%.3f of static's), %.0f s", static, staticSpan, ideal, pooled, pooled/static, pooledSpan)
 	if r := pooled / static; r < 0.9 || r > 1.02 {
 		t.Errorf("perfect free migration gives %.3f of static's mean slowdown; the docs say it takes back the background's share and no more (0.9 to 1.02)", r)
 	}
-	best, bestAt := math.Inf(1), 0.0
-	for _, q := range []float64{0.2, 0.3, 0.4, 0.5, 0.7, 1, 2} {
-		s, span := fluidSweep(jobs, true, q, 0)
-		t.Logf("second level at %.1f CPU-s, checkpoints free: mean slowdown %.0f (%.3f of static's), makespan %.0f s", q, s, s/static, span)
-		if s/static < best {
-			best, bestAt = s/static, q
+	queues := [][]float64{{0.2}, {0.3}, {0.4}, {0.5}, {0.7}, {1}, {2}, {0.5, 2}, {0.7, 1.4, 2.8}, {0.5, 1, 2, 4}, {0.5, 1, 1.5, 2, 3, 4, 6, 8, 12}}
+	best := math.Inf(1)
+	for _, qs := range queues {
+		free, _ := fluidSweep(jobs, true, qs, 0)
+		paid, paidSpan := fluidSweep(jobs, true, qs, 0.5)
+		t.Logf("preempted at %v CPU-s: %.3f of static's mean slowdown with free checkpoints; %.3f, makespan %.2f × the ideal, with 0.5 CPU-s each", qs, free/static, paid/static, paidSpan/ideal)
+		best = math.Min(best, free/static)
+		if paid/static <= sweepTarget && paidSpan/ideal <= sweepMakespanTarget {
+			t.Errorf("preempted at %v CPU-s with 0.5 CPU-s checkpoints: %.3f of static's mean slowdown, %.2f × the ideal: both targets met; the docs say no such queue meets them", qs, paid/static, paidSpan/ideal)
 		}
 	}
-	// The best quantum meets the target with free checkpoints, and no
-	// more than just: one frozen a little at each end misses it.
 	if best > sweepTarget || best < 0.6 {
-		t.Errorf("the best second level with free checkpoints (%.1f CPU-s) gives %.3f of static's mean slowdown; the docs say just under the target %.3f", bestAt, best, sweepTarget)
-	}
-	for _, cost := range []float64{0.3, 1} {
-		s, span := fluidSweep(jobs, true, bestAt, cost)
-		t.Logf("second level at %.1f CPU-s, each checkpoint and restore frozen %.1f s: mean slowdown %.0f (%.3f of static's), makespan %.0f s", bestAt, cost, s, s/static, span)
-		if s/static <= sweepTarget {
-			t.Errorf("with each checkpoint and restore frozen %.1f s the second level gives %.3f of static's mean slowdown; the docs say it misses the target %.3f", cost, s/static, sweepTarget)
-		}
+		t.Errorf("the best queue with free checkpoints gives %.3f of static's mean slowdown; the docs say just under the target %.3f", best, sweepTarget)
 	}
 }
