@@ -953,3 +953,36 @@ func TestPathsAreTheRoutes(t *testing.T) {
 		}
 	}
 }
+
+// roamd's own routes of the socket (Parts.Routes: the web view's token,
+// observe.Server.SocketRoutes) are outside the authorization matrix,
+// which reads apiRoutes. What the agent owes them is the caller as the
+// socket said (SO_PEERCRED): each caller its own uid, and no uid for a
+// request the socket did not vouch for. The token route then mints for
+// that uid alone (package observe's TestStreamByScope).
+func TestSocketRoutesGetTheSocketsCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		routes := func(mux *http.ServeMux, uid func(*http.Request) (uint32, bool)) {
+			mux.HandleFunc("POST "+api.PathWebToken, func(w http.ResponseWriter, r *http.Request) {
+				u, ok := uid(r)
+				if !ok {
+					http.Error(w, "the caller is not known", http.StatusForbidden)
+					return
+				}
+				fmt.Fprint(w, u)
+			})
+		}
+		x := &authzEnv{t: t, c: newClusterOf(t, 1, 22, faults{}, "static", parts{routes: routes})}
+		for _, who := range authzOrder {
+			code, b := x.ask(0, who, http.MethodPost, api.PathWebToken, "")
+			if want := strconv.Itoa(int(authzCallers[who].c.UID)); code != http.StatusOK || string(b) != want {
+				t.Errorf("%s asked roamd's token route: %d %q; want 200 and its own uid %s", authzCallers[who].name, code, b, want)
+			}
+		}
+		w := httptest.NewRecorder()
+		x.c.nodes[0].a.apiSrv.Handler.ServeHTTP(w, httptest.NewRequest(http.MethodPost, api.PathWebToken, nil))
+		if w.Code == http.StatusOK {
+			t.Errorf("a request with no caller from the socket: %d %q; want it refused", w.Code, w.Body.String())
+		}
+	})
+}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math/rand"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -69,7 +70,8 @@ type cluster struct {
 	// hosts are what each node says of its CPU, kernel and CRIU
 	// (Parts.Host), by node; none: nothing, as an older roam.
 	hosts  map[string]cpufeat.Host
-	keepOn func(id, running, home string, live []string) string // Parts.KeepOn
+	keepOn func(id, running, home string, live []string) string     // Parts.KeepOn
+	routes func(*http.ServeMux, func(*http.Request) (uint32, bool)) // Parts.Routes
 	// slurm answers every node's questions of Slurm (askSlurm, in
 	// slurm_test.go); nil: a test without Slurm.
 	slurm launch.SlurmAsk
@@ -87,11 +89,12 @@ func newCluster(t *testing.T, n int, seed int64, f faults, pol string, opts ...f
 type parts struct {
 	hosts  map[string]cpufeat.Host
 	keepOn func(id, running, home string, live []string) string
+	routes func(*http.ServeMux, func(*http.Request) (uint32, bool)) // Parts.Routes
 }
 
 // newClusterOf is newCluster whose agents get x in their Parts.
 func newClusterOf(t *testing.T, n int, seed int64, f faults, pol string, x parts, opts ...func(*Config)) *cluster {
-	c := &cluster{t: t, net: newMemnet(seed, f), world: newWorld(seed + 1), key: secret.New().GossipKey(), hosts: x.hosts, keepOn: x.keepOn}
+	c := &cluster{t: t, net: newMemnet(seed, f), world: newWorld(seed + 1), key: secret.New().GossipKey(), hosts: x.hosts, keepOn: x.keepOn, routes: x.routes}
 	c.logs = &syncBuf{}
 	c.log = slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if *harnessLog {
@@ -166,7 +169,7 @@ func (c *cluster) start(i int) {
 	c.net.names[h.host] = h.name
 	c.net.mu.Unlock()
 	p := Parts{API: api, Transport: c.net.transport(h.host), Gossip: c.net.gossipTransport(h.host),
-		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn, Host: c.hosts[h.name], Slurm: c.askSlurm, KeepOn: c.keepOn,
+		GossipKey: c.key, Checkpointer: fn, Processes: fn, Prober: fn, Host: c.hosts[h.name], Slurm: c.askSlurm, KeepOn: c.keepOn, Routes: c.routes,
 		DiskFree: func(dir string) int64 {
 			h.looks.Add(1)
 			if v := h.free.Load(); v != 0 {
