@@ -48,23 +48,20 @@ func TestCrashAtTheResumeLeavesNoFrozenJob(t *testing.T) {
 	})
 }
 
-// waitRunsOnlyOn waits up to within for job id to run on node and
-// nowhere else, with no frozen copy anywhere; it fails the test, saying
-// when (after what), with the job's details, if it does not.
+// waitRunsOnlyOn waits (c.waitFor) up to within for job id to run on
+// node and nowhere else, with no frozen copy anywhere; a failure says
+// when (after what) and logs the job's details (c.explain).
 func (c *cluster) waitRunsOnlyOn(id, node string, within time.Duration, after string) {
 	c.t.Helper()
-	end := time.Now().Add(within)
-	for {
-		run, fz := c.world.copies(id)
-		if fmt.Sprint(run) == "["+node+"]" && len(fz) == 0 {
-			return
-		}
-		if time.Now().After(end) {
+	defer func() {
+		if c.t.Failed() {
 			c.explain(id)
-			c.t.Fatalf("job %s %v %s: running on %v, frozen on %v; want running on %s only", id, within, after, run, fz, node)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	}()
+	c.waitFor(fmt.Sprintf("job %s running on %s only, no copy frozen, %s", id, node, after), within, func() bool {
+		run, fz := c.world.copies(id)
+		return fmt.Sprint(run) == "["+node+"]" && len(fz) == 0
+	})
 }
 
 // A fake process never has the test binary's pid, which the agent asks

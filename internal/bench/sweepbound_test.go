@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+
+	"roam/internal/resources"
 )
 
 // fluidSweep is a fluid model of roam bench sweep's full sweep: its jobs
@@ -16,12 +18,14 @@ import (
 // s: a third of it on average. quanta are the queue's further levels
 // (none: one level): a job that has had quanta[k] CPU-seconds while
 // jobs of a lower level than k+1 wait leaves its room and goes behind
-// them, to level k+1, frozen cost seconds at its preemption and again at
-// its restore, holding its room meanwhile; the queue releases the lowest
-// level first. It returns the mean slowdown ((end − 0) / CPU length) and
+// them, to level k+1, its checkpoint and its restore each taking cost
+// CPU-seconds of its share (CRIU's work) while it holds its room; the
+// queue releases the lowest level first. It returns the mean slowdown ((end − 0) / CPU length) and
 // the makespan.
 func fluidSweep(jobs []sweepJob, pooled bool, quanta []float64, cost float64) (meanSlowdown, makespan float64) {
 	const dt = 0.05
+	b, _ := resources.ParseMem(sweepMemReq) // every job's --mem
+	req := float64(b >> 20)
 	n := len(jobs)
 	rem, att, pen := make([]float64, n), make([]float64, n), make([]float64, n)
 	node, end := make([]int, n), make([]float64, n)
@@ -62,7 +66,7 @@ func fluidSweep(jobs []sweepJob, pooled bool, quanta []float64, cost float64) (m
 			if node[i] >= 0 && end[i] < 0 {
 				running = append(running, i)
 				count[node[i]]++
-				mem[node[i]] += 256
+				mem[node[i]] += req
 			}
 		}
 		for waiting(len(levels)) {
@@ -72,7 +76,7 @@ func fluidSweep(jobs []sweepJob, pooled bool, quanta []float64, cost float64) (m
 			}
 			i, best := (*q)[0], -1
 			for k := range cpu {
-				if mem[k]+256 <= float64(sweepMemMB[k]) && (best < 0 || float64(count[k]+1)/sweepCPU[k] < float64(count[best]+1)/sweepCPU[best]) {
+				if mem[k]+req <= float64(sweepMemMB[k]) && (best < 0 || float64(count[k]+1)/sweepCPU[k] < float64(count[best]+1)/sweepCPU[best]) {
 					best = k
 				}
 			}
@@ -82,7 +86,7 @@ func fluidSweep(jobs []sweepJob, pooled bool, quanta []float64, cost float64) (m
 			*q = (*q)[1:]
 			node[i] = best
 			count[best]++
-			mem[best] += 256
+			mem[best] += req
 			running = append(running, i)
 			if att[i] > 0 {
 				pen[i] += cost // its restore
@@ -140,7 +144,7 @@ func TestSweepTargetIsAtTheBound(t *testing.T) {
 	for _, j := range jobs {
 		ideal += j.cpu
 	}
-	ideal /= 1.8
+	ideal /= capacitySum(sweepCaps())
 	static, staticSpan := fluidSweep(jobs, false, nil, 0)
 	pooled, pooledSpan := fluidSweep(jobs, true, nil, 0)
 	t.Logf("static: mean slowdown %.0f, makespan %.0f s (ideal %.0f s); pooled (perfect free migration): %.0f (%.3f of static's), %.0f s", static, staticSpan, ideal, pooled, pooled/static, pooledSpan)
