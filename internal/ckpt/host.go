@@ -22,6 +22,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/cgroup"
+	"roam/internal/execlock"
 	"roam/internal/migrate"
 	"roam/internal/netx"
 	"roam/internal/procfs"
@@ -667,9 +668,7 @@ func (h *Host) Sink(dir string) (Sink, error) {
 	s := &pageSink{conn: ours, dir: dir, done: make(chan struct{})}
 	s.cmd = exec.Command(h.CRIU.Path, "page-server", "--ps-socket", "3", "-D", dir, "-o", "page-server.log", "-v4")
 	s.cmd.ExtraFiles = []*os.File{theirs}
-	h.CRIU.ExecMu.Lock()
-	err = s.cmd.Start()
-	h.CRIU.ExecMu.Unlock()
+	err = execlock.Start(s.cmd, h.CRIU.ExecMu)
 	theirs.Close()
 	if err != nil {
 		ours.Close()
@@ -714,9 +713,7 @@ func (h *Host) LazyPages(dir string, dial func() (net.Conn, error)) (<-chan stru
 	cmd := exec.Command(h.CRIU.Path, "lazy-pages", "--page-server", "--ps-socket", "3", "--status-fd", "4",
 		"-D", dir, "-o", "lazy-pages.log", "-v4")
 	cmd.ExtraFiles = []*os.File{theirs, readyW}
-	h.CRIU.ExecMu.Lock()
-	err = cmd.Start()
-	h.CRIU.ExecMu.Unlock()
+	err = execlock.Start(cmd, h.CRIU.ExecMu)
 	theirs.Close()
 	readyW.Close()
 	if err != nil {
