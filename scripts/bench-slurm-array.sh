@@ -20,8 +20,8 @@
 # node, and the allocation (--nodes=NODES, one CPU a node) holds the same
 # CPUs; roam runs 3 of its jobs at once for each of them. The background
 # load (bgload, seed 002's: a process busy and idle in turn for random
-# times of 0 to BG_MAX s, default 5, the same seed for both sides of a
-# round) runs in a group of its own under node 2 with the highest CPU
+# times of BG_MIN to BG_MAX s, default 0 to 5, the same seed for both
+# sides of a round) runs in a group of its own under node 2 with the highest CPU
 # weight and BG_SHARE (default 0.5) of the node's quota: while busy it
 # takes that share of node 2, whatever runs beside it (its CPU time is
 # printed for each side), and leaves the rest to the jobs and Slurm's and
@@ -50,6 +50,7 @@ seed=${3:-46}
 nodes=${NODES:-4}
 cpu=${CPU:-0.25}
 bgshare=${BG_SHARE:-0.5}
+bgmin=${BG_MIN:-0}
 bgmax=${BG_MAX:-5}
 name=sarray
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -112,7 +113,7 @@ echo 100000 >"$bgcpu/cpu.cfs_period_us"
 awk -v c="$cpu" -v s="$bgshare" 'BEGIN { printf "%d\n", c * s * 100000 }' >"$bgcpu/cpu.cfs_quota_us"
 startbg() {
 	"$roam" --cluster "$name" cluster exec 2 -- sh -c \
-		"echo \$\$ >$bgcpu/cgroup.procs && echo \$\$ >$bgacct/cgroup.procs && exec $repo/bin/bgload 1 $bgmax 3600 $1" >/dev/null &
+		"echo \$\$ >$bgcpu/cgroup.procs && echo \$\$ >$bgacct/cgroup.procs && exec $repo/bin/bgload 1 $bgmin-$bgmax 3600 $1" >/dev/null &
 	for _ in $(seq 100); do [ -s "$bgcpu/cgroup.procs" ] && break; sleep 0.05; done
 }
 stopbg() {
@@ -174,7 +175,7 @@ side() {
 		END { printf "%.1f %.1f %d/%d %.1f %s\n", m, (k ? s / k : 0), k, n, bg / 1000, moves }'
 }
 
-echo "$jobs jobs a round; $nodes nodes of $cpu CPU, background on node 2 ($bgshare of it while busy, busy and idle 0 to $bgmax s); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$jobs jobs a round; $nodes nodes of $cpu CPU, background on node 2 ($bgshare of it while busy, busy and idle $bgmin to $bgmax s); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A ms sl
 kinds=(array roam)
 for r in $(seq "$rounds"); do
