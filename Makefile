@@ -162,10 +162,10 @@ bench-balance: build
 
 # Issue 46's sweep against Slurm alone: the same 96 jobs as a Slurm job
 # array and as roam run inside one allocation of the same nodes, with a
-# load on node 2 taking three quarters of it in spells of 10-30 s, in 12
-# interleaved rounds (about 45 minutes; ROUNDS=N for fewer).
+# load on node 2 taking three quarters of it in spells of 10-30 s, in 24
+# interleaved rounds (about 95 minutes; ROUNDS=N for fewer).
 bench-slurm-array: build
-	@BG_SHARE=0.75 BG_MIN=10 BG_MAX=30 bash scripts/bench-slurm-array.sh $${ROUNDS:-12} 96
+	@BG_SHARE=0.75 BG_MIN=10 BG_MAX=30 bash scripts/bench-slurm-array.sh $${ROUNDS:-24} 96
 
 # Issue 46's fourth node: another user's Slurm job timed alone, beside
 # Slurm's own load and beside a roam allocation on the other nodes, in 8

@@ -7,6 +7,8 @@
  * usage: bgload N [MINSEC-]MAXSEC SECONDS [SEED]
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,25 +52,51 @@ static void cycle(unsigned seed, double minsec, double maxsec, double until) {
 		puts("");
 }
 
+/* number parses all of s as a finite number of at least lo, or says
+ * which argument is wrong and exits. */
+static double number(const char *what, const char *s, double lo) {
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v < lo) {
+		fprintf(stderr, "bgload: %s %s: want a number of at least %g\n", what, s, lo);
+		exit(2);
+	}
+	return v;
+}
+
 int main(int argc, char **argv) {
 	if (argc < 4 || argc > 5) {
 		fprintf(stderr, "usage: bgload N [MINSEC-]MAXSEC SECONDS [SEED]\n");
 		return 2;
 	}
-	int n = atoi(argv[1]);
-	double minsec = 0, maxsec, secs = atof(argv[3]);
-	char *dash = strchr(argv[2], '-');
-	if (dash) {
-		minsec = atof(argv[2]);
-		maxsec = atof(dash + 1);
-	} else {
-		maxsec = atof(argv[2]);
-	}
-	unsigned seed = argc == 5 ? (unsigned)atoi(argv[4]) : 1;
-	if (n < 1 || maxsec <= 0 || secs <= 0 || minsec < 0 || minsec > maxsec) {
-		fprintf(stderr, "bgload: N, MAXSEC and SECONDS must be > 0, and MINSEC between 0 and MAXSEC: %s\n", argv[2]);
+	int n = (int)number("N", argv[1], 1);
+	double minsec = 0, maxsec;
+	/* MINSEC-MAXSEC: the dash after the first character (a number
+	 * cannot hold one there but in an exponent, which a spell needs not) */
+	char spell[64];
+	if (snprintf(spell, sizeof spell, "%s", argv[2]) >= (int)sizeof spell) {
+		fprintf(stderr, "bgload: spells %s: too long\n", argv[2]);
 		return 2;
 	}
+	char *dash = strchr(spell + 1, '-');
+	if (dash) {
+		*dash = '\0';
+		minsec = number("MINSEC", spell, 0);
+		maxsec = number("MAXSEC", dash + 1, 0);
+	} else {
+		maxsec = number("MAXSEC", spell, 0);
+	}
+	if (maxsec <= 0 || minsec > maxsec) {
+		fprintf(stderr, "bgload: spells %s: want MAXSEC above 0 and MINSEC at most MAXSEC\n", argv[2]);
+		return 2;
+	}
+	double secs = number("SECONDS", argv[3], 0);
+	if (secs <= 0) {
+		fprintf(stderr, "bgload: SECONDS %s: want more than 0\n", argv[3]);
+		return 2;
+	}
+	unsigned seed = argc == 5 ? (unsigned)number("SEED", argv[4], 0) : 1;
 	double until = now() + secs;
 	for (int i = 0; i < n; i++) {
 		pid_t p = fork();

@@ -23,8 +23,8 @@ import (
 // queue releases the lowest level first. prio are levels of CPU
 // priority instead (none: equal shares): a node's CPU (pooled: the
 // cluster's) goes to its jobs of the lowest level first, a job's level
-// being how many of prio its CPU-seconds have passed, as CPU weights set
-// by attained service would give, with no checkpoint. It returns the mean
+// being how many of prio its CPU-seconds have passed: strict priority by
+// attained service, the limit of CPU weights, with no checkpoint. It returns the mean
 // slowdown ((end − 0) / CPU length) and the makespan.
 func fluidSweep(jobs []sweepJob, pooled bool, quanta []float64, cost float64, prio []float64) (meanSlowdown, makespan float64) {
 	const dt = 0.05
@@ -178,7 +178,7 @@ func fluidShares(running, node []int, att, cpu []float64, pooled bool, maxCap fl
 // and pooled sides agree with the measured ones (docs/benchmarks.md,
 // sweep). Migration alone, perfect and free, takes back no more than
 // the background's share. Neither does serving the least attained
-// service first within memory (CPU weights, no checkpoint): the long jobs
+// service first within memory (strict CPU priority, no checkpoint): the long jobs
 // keep their memory, and the short ones still wait for it in the queue.
 // Only a queue that preempts long jobs out of
 // memory comes near two thirds, and only with free checkpoints; at what
