@@ -200,19 +200,9 @@ func (m arrayModel) arrayRatios(perCPU, n, sweeps int) (makespan, slowdown, sdMa
 		rm, rs := m.run(jobs, perCPU, int64(s))
 		lm, ls = append(lm, math.Log(rm/am)), append(ls, math.Log(rs/as))
 	}
-	mm, sm := meanSD(lm)
-	ms, ss := meanSD(ls)
+	mm, sm := meanStd(lm)
+	ms, ss := meanStd(ls)
 	return math.Exp(mm), math.Exp(ms), sm, ss, math.Pow(2.1*sm/mm, 2)
-}
-
-func meanSD(x []float64) (mean, sd float64) {
-	for _, v := range x {
-		mean += v / float64(len(x))
-	}
-	for _, v := range x {
-		sd += (v - mean) * (v - mean) / float64(len(x)-1)
-	}
-	return mean, math.Sqrt(sd)
 }
 
 // Issue 46's line 3 asks roam inside an allocation to finish the sweep
