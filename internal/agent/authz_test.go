@@ -692,13 +692,26 @@ func TestAuthzMatrixCoversEveryRoute(t *testing.T) {
 // registered elsewhere would escape the matrix).
 func authzRegistered(t *testing.T, fn string) []string {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	peerPaths := authzPeerPaths(t, fset)
+	funcs := authzFuncs(t, fset, "*.go", nil)
+	if fd := funcs[fn]; fd == nil || fd.Recv == nil {
+		t.Fatalf("no method %s in the package's source", fn)
+	}
+	return authzFollow(t, fset, funcs, fn, peerPaths)
+}
+
+// authzFuncs parses the files glob names, test files aside, and returns
+// their functions and methods by name. With consts, it adds to it the
+// files' string constants that authzPattern can read, by their bare
+// names.
+func authzFuncs(t *testing.T, fset *token.FileSet, glob string, consts map[string]string) map[string]*ast.FuncDecl {
+	t.Helper()
+	files, err := filepath.Glob(glob)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fset := token.NewFileSet()
-	peerPaths := authzPeerPaths(t, fset)
-	funcs := map[string]*ast.FuncDecl{} // the package's functions and methods, by name
+	funcs := map[string]*ast.FuncDecl{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -708,27 +721,46 @@ func authzRegistered(t *testing.T, fn string) []string {
 			t.Fatalf("parse %s: %v", f, err)
 		}
 		for _, d := range af.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok {
-				funcs[fd.Name.Name] = fd
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				funcs[d.Name.Name] = d
+			case *ast.GenDecl:
+				if consts == nil || d.Tok != token.CONST {
+					break
+				}
+				for _, sp := range d.Specs {
+					vs := sp.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if i < len(vs.Values) {
+							if p, ok := authzPattern(vs.Values[i], consts); ok {
+								consts[name.Name] = p
+							}
+						}
+					}
+				}
 			}
 		}
 	}
-	if fd := funcs[fn]; fd == nil || fd.Recv == nil {
-		t.Fatalf("no method %s in the package's source", fn)
-	}
-	return authzFollow(t, fset, funcs, fn, peerPaths)
+	return funcs
 }
 
 // authzFollow reads the routes function fn registers on its mux (its
-// last parameter), and those of the functions it passes its mux to.
+// parameter of type *http.ServeMux), and those of the functions it
+// passes its mux to.
 func authzFollow(t *testing.T, fset *token.FileSet, funcs map[string]*ast.FuncDecl, fn string, peerPaths map[string]string) []string {
 	t.Helper()
 	fd := funcs[fn]
-	ps := fd.Type.Params.List
-	if len(ps) == 0 || len(ps[len(ps)-1].Names) != 1 {
-		t.Fatalf("%s: %s takes no mux as its last parameter", fset.Position(fd.Pos()), fn)
+	mux := ""
+	for _, p := range fd.Type.Params.List {
+		if star, ok := p.Type.(*ast.StarExpr); ok && len(p.Names) == 1 {
+			if sel, ok := star.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "ServeMux" {
+				mux = p.Names[0].Name
+			}
+		}
 	}
-	mux := ps[len(ps)-1].Names[0].Name
+	if mux == "" {
+		t.Fatalf("%s: %s takes no *http.ServeMux", fset.Position(fd.Pos()), fn)
+	}
 	var patterns []string
 	uses, registers := 0, 0
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
@@ -820,9 +852,13 @@ func authzPeerPaths(t *testing.T, fset *token.FileSet) map[string]string {
 
 // authzPattern reads a route's pattern: a string literal, or a literal
 // (the method and a space) followed by a path constant of package peer
-// or api.
+// or api, or a constant of the package read whose value it has read
+// before (authzFuncs with consts).
 func authzPattern(e ast.Expr, peerPaths map[string]string) (string, bool) {
 	switch e := e.(type) {
+	case *ast.Ident:
+		p, ok := peerPaths[e.Name]
+		return p, ok
 	case *ast.BasicLit:
 		if p, err := strconv.Unquote(e.Value); err == nil && e.Kind == token.STRING {
 			return p, true
