@@ -5,7 +5,7 @@
 //
 // Each test brings up its own cluster with its own name and /24, so the
 // tests of this package may run beside other packages' tests. Subnets in use:
-// 198.18.10.0/24 to 198.18.47.0/24, 198.18.50.0/24 to 198.18.52.0/24,
+// 198.18.10.0/24 to 198.18.48.0/24, 198.18.50.0/24 to 198.18.52.0/24,
 // 198.18.55.0/24, 198.18.58.0/24, 198.18.60.0/24 to 198.18.70.0/24, 198.18.73.0/24,
 // 198.18.78.0/24 and 198.18.79.0/24 (this package), 198.18.102.0/24 (the
 // benchmarks).
@@ -96,7 +96,13 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(root)
 	// Every cluster of the tests is down: the host's mount point of jobs'
 	// spools goes too, unless another cluster or job of this host uses it.
-	if !emu.RemoveJobDir() {
+	// The last jobs' roam-init may still be ending (killed with their
+	// node), which RemoveJobDir takes for a job of another's.
+	gone := emu.RemoveJobDir()
+	for end := time.Now().Add(10 * time.Second); !gone && time.Now().Before(end); gone = emu.RemoveJobDir() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !gone {
 		fmt.Fprintln(os.Stderr, "e2e: /run/roam/job is left: another emulated cluster or job on this host uses it")
 	}
 	os.Exit(code)
@@ -106,6 +112,9 @@ func TestMain(m *testing.M) {
 type cluster struct {
 	t    *testing.T
 	name string
+	// env is added to the environment of every roam command, so to the
+	// agents `cluster up` starts and to the CRIU they run.
+	env []string
 }
 
 // upCluster brings up a cluster named name on 198.18.SUBNET.0/24 and
@@ -117,7 +126,13 @@ var ours sync.Map
 
 func upCluster(t *testing.T, name string, subnet int, args ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, name: name}
+	return upClusterEnv(t, name, subnet, nil, args...)
+}
+
+// upClusterEnv is upCluster with env in its agents' environment.
+func upClusterEnv(t *testing.T, name string, subnet int, env []string, args ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, name: name, env: env}
 	ours.Store(name, true)
 	_, _ = c.run("cluster", "down") // a leftover of an earlier, killed run
 	t.Cleanup(func() {
@@ -165,7 +180,7 @@ func (c *cluster) ownMountsOnly() {
 // run runs the roam CLI against this cluster.
 func (c *cluster) run(args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(binDir, "roam"), args...)
-	cmd.Env = append(os.Environ(), "ROAM_CLUSTER="+c.name)
+	cmd.Env = append(append(os.Environ(), c.env...), "ROAM_CLUSTER="+c.name)
 	cmd.Dir = e2eRoot
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

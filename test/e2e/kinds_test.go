@@ -290,3 +290,28 @@ func (c *cluster) moveKind(k stateKind, o owner, prog, dir, shared string) strin
 	}
 	return result
 }
+
+// A job's tasks that share a file CRIU takes as external (a parent and its
+// children share their program and libraries) may open it at the same
+// time as they are restored. Unpatched CRIU pointed the one entry all
+// tasks share at a task's own stack for that open, and a restore failed
+// when two met there ("Can't open file fd/4 on restore: No such file or
+// directory", TestMigrationKinds's devzero, once in CI);
+// scripts/criu-patches/0006 opens through a copy of the entry instead.
+// CRIU_FAULT=200 (0007) holds each such open 3 ms, so that the tasks meet
+// there on every restore: without 0006 every hop below fails.
+func TestMigrationOfTasksSharingTheirProgram(t *testing.T) {
+	c := upClusterEnv(t, "e2eshare", 48, []string{"CRIU_FAULT=200"}, "--nodes", "2")
+	c.waitAllAlive(2)
+	id := c.start("1", "/bin/sh", "-c", "for i in $(seq 16); do sleep 1000 & done; echo ready; wait")
+	t.Cleanup(func() { c.run("--node", "1", "kill", "-s", "KILL", id) })
+	c.waitOutput(id, "ready\n")
+	for _, to := range []string{"2", "1", "2"} {
+		if out, err := c.run("--node", "1", "migrate", id, to); err != nil {
+			t.Fatalf("migrate to %s: %v: %s", to, err, out)
+		}
+		if j := c.job(id); j.State != "running" || j.Node != to {
+			t.Fatalf("after migrating to %s: %s on %s", to, j.State, j.Node)
+		}
+	}
+}
