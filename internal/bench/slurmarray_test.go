@@ -12,29 +12,27 @@ import (
 // its CPU while a background load is busy, busy and idle in turn for
 // random times between bgMin and bgMax seconds.
 type arrayModel struct {
-	nodes               int
-	cpu                 float64
-	bgShare             float64
-	bgMin, bgMax        float64
-	dispatch, start     float64 // s: Slurm's dispatch of a task, roam's start of a job
-	freeze, movePeriod  float64 // s: a move's freeze, the policy's time between moves
-	minLen, maxLen, tau float64 // the sweep's Pareto lengths (shape tau) in CPU-s
+	nodes              int
+	cpu                float64
+	bgShare            float64
+	bgMin, bgMax       float64
+	dispatch, start    float64 // s: Slurm's dispatch of a task, roam's start of a job
+	freeze, movePeriod float64 // s: a move's freeze, the policy's time between moves
+	minLen, maxLen     float64 // the sweep's lengths in CPU-s (sweepLength)
 }
 
 // slurmModel is the script's setting: 4 nodes of 0.25 CPU, the lengths
 // as `roam bench sweep` draws them, Slurm's dispatch of a task 0.15 s,
 // roam's start of a job 0.3 s, a move freezing its job 0.5 s, one move a
 // second.
-var slurmModel = arrayModel{nodes: 4, cpu: 0.25, dispatch: 0.15, start: 0.3, freeze: 0.5, movePeriod: 1, minLen: 0.2, maxLen: 8, tau: sweepAlpha}
+var slurmModel = arrayModel{nodes: 4, cpu: 0.25, dispatch: 0.15, start: 0.3, freeze: 0.5, movePeriod: 1, minLen: 0.2, maxLen: 8}
 
 // draw draws a sweep of n jobs as the script's awk does (another
 // generator: the same distribution, not the same jobs).
 func (m arrayModel) draw(rng *rand.Rand, n int) []float64 {
-	ratio := math.Pow(m.minLen/m.maxLen, m.tau)
 	out := make([]float64, n)
 	for i := range out {
-		x := m.minLen / math.Pow(1-rng.Float64()*(1-ratio), 1/m.tau)
-		out[i] = math.Round(math.Min(m.maxLen, math.Max(m.minLen, x))*100) / 100
+		out[i] = sweepLength(rng.Float64(), m.minLen, m.maxLen)
 	}
 	return out
 }

@@ -77,19 +77,24 @@ type sweepJob struct {
 	mib int
 }
 
-// sweepJobs draws the sweep: lengths from the Pareto distribution of
-// shape sweepAlpha truncated to [minCPU, maxCPU] (inverse transform), in
-// hundredths of a second, and a class each, uniformly.
+// sweepJobs draws the sweep: lengths by sweepLength, and a class each,
+// uniformly.
 func sweepJobs(s sweepSize) []sweepJob {
 	rng := rand.New(rand.NewSource(sweepSeed))
-	ratio := math.Pow(s.minCPU/s.maxCPU, sweepAlpha)
 	out := make([]sweepJob, s.jobs)
 	for i := range out {
-		u := rng.Float64()
-		x := s.minCPU / math.Pow(1-u*(1-ratio), 1/sweepAlpha)
-		out[i] = sweepJob{cpu: math.Min(s.maxCPU, math.Max(s.minCPU, math.Round(x*100)/100)), mib: sweepClasses[rng.Intn(len(sweepClasses))]}
+		out[i] = sweepJob{cpu: sweepLength(rng.Float64(), s.minCPU, s.maxCPU), mib: sweepClasses[rng.Intn(len(sweepClasses))]}
 	}
 	return out
+}
+
+// sweepLength is the length u (uniform in [0, 1)) draws from the Pareto
+// distribution of shape sweepAlpha truncated to [lo, hi] (inverse
+// transform), in hundredths of a second.
+func sweepLength(u, lo, hi float64) float64 {
+	ratio := math.Pow(lo/hi, sweepAlpha)
+	x := lo / math.Pow(1-u*(1-ratio), 1/sweepAlpha)
+	return math.Min(hi, math.Max(lo, math.Round(x*100)/100))
 }
 
 var expSweep = &Experiment{

@@ -129,12 +129,11 @@ func fluidSweep(jobs []sweepJob, pooled bool, quanta []float64, cost float64, pr
 // the lowest level of prio (attained CPU-seconds), what they leave going
 // to the next level.
 func fluidShares(running, node []int, att, cpu []float64, pooled bool, maxCap float64, prio []float64) map[int]float64 {
-	level := func(i int) int {
-		k := 0
-		for k < len(prio) && att[i] >= prio[k] {
-			k++
+	level := map[int]int{} // a running job's level, once a call
+	for _, i := range running {
+		for level[i] < len(prio) && att[i] >= prio[level[i]] {
+			level[i]++
 		}
-		return k
 	}
 	pool := func(i int) int { // the CPU a job draws from
 		if pooled {
@@ -153,13 +152,13 @@ func fluidShares(running, node []int, att, cpu []float64, pooled bool, maxCap fl
 	for k := 0; k <= len(prio); k++ {
 		count := make([]int, len(left))
 		for _, i := range running {
-			if level(i) == k {
+			if level[i] == k {
 				count[pool(i)]++
 			}
 		}
 		used := make([]float64, len(left))
 		for _, i := range running {
-			if p := pool(i); level(i) == k {
+			if p := pool(i); level[i] == k {
 				out[i] = math.Min(left[p]/float64(count[p]), limit)
 				used[p] += out[i]
 			}
