@@ -47,13 +47,20 @@ func TestSinkEndsWithTheAgent(t *testing.T) {
 	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "up\n" {
 		t.Fatalf("the child said %q, not up", line)
 	}
-	sinks := pageServersIn(dir)
+	// Only the child's own: CRIU forks short-lived copies of itself
+	// while it starts (kernel feature probes), same command line. And
+	// the child's Start returns before the kernel has set the new
+	// program's command line, so wait for it to show.
+	sinks := pageServersIn(dir, child.Process.Pid)
+	for end := time.Now().Add(10 * time.Second); len(sinks) != 1 && time.Now().Before(end); sinks = pageServersIn(dir, child.Process.Pid) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if len(sinks) != 1 {
-		t.Fatalf("%d page-servers writing into %s, want the child's one", len(sinks), dir)
+		t.Fatalf("%d page-servers the child started writing into %s, want one", len(sinks), dir)
 	}
 	_ = child.Process.Kill()
 	_ = child.Wait()
-	for end := time.Now().Add(10 * time.Second); len(pageServersIn(dir)) > 0; time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(10 * time.Second); len(pageServersIn(dir, 0)) > 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
 			for _, p := range sinks {
 				if pr, err := os.FindProcess(p); err == nil {
@@ -65,9 +72,9 @@ func TestSinkEndsWithTheAgent(t *testing.T) {
 	}
 }
 
-// pageServersIn are the pids of `criu page-server` processes writing
-// into dir.
-func pageServersIn(dir string) []int {
+// pageServersIn are the pids of live `criu page-server` processes
+// writing into dir whose parent is parent (any parent if 0).
+func pageServersIn(dir string, parent int) []int {
 	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -78,10 +85,25 @@ func pageServersIn(dir string) []int {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		args := strings.Split(string(b), "\x00")
 		if err == nil && len(args) > 1 && args[1] == "page-server" && strings.Contains(string(b), "\x00"+dir+"\x00") {
-			if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && !strings.Contains(string(st), ") Z ") {
+			if state, ppid, ok := procState(e.Name()); ok && state != "Z" && (parent == 0 || ppid == parent) {
 				pids = append(pids, pid)
 			}
 		}
 	}
 	return pids
+}
+
+// procState is a process's state letter and parent pid from its stat.
+func procState(pid string) (string, int, bool) {
+	st, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(string(st), ')')
+	f := strings.Fields(string(st[i+1:]))
+	if i < 0 || len(f) < 2 {
+		return "", 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return f[0], ppid, err == nil
 }
