@@ -233,6 +233,7 @@ func TestSweepTargetIsAtTheBound(t *testing.T) {
 // (72 jobs at once) and 34 times (all 600).
 func TestSweepTargetHoldsForAnyMemory(t *testing.T) {
 	jobs := sweepJobs(sweepFull)
+	req, _ := resources.ParseMem(sweepMemReq)
 	orig := append([]int(nil), sweepMemMB...)
 	t.Cleanup(func() { copy(sweepMemMB, orig) })
 	for _, times := range []int{4, 34} {
@@ -241,7 +242,11 @@ func TestSweepTargetHoldsForAnyMemory(t *testing.T) {
 		}
 		static, _ := fluidSweep(jobs, false, nil, 0, nil)
 		las, _ := fluidSweep(jobs, true, nil, 0, []float64{0.5, 1, 2, 4})
-		at := min(18*times, len(jobs))
+		at := 0 // jobs of sweepMemReq the nodes hold at once
+		for _, mb := range sweepMemMB {
+			at += mb << 20 / int(req)
+		}
+		at = min(at, len(jobs))
 		t.Logf("memory for %d jobs at once: pooled least attained service gives %.3f of static's mean slowdown (%.0f)", at, las/static, static)
 		if r := las / static; r <= sweepTarget || r >= 1 {
 			t.Errorf("memory for %d jobs at once: pooled least attained service gives %.3f of static's mean slowdown; the docs say it helps (under 1) but stays above the target %.3f", at, r, sweepTarget)

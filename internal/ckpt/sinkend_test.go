@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"roam/internal/procfs"
 )
 
 // A `criu page-server` the agent started ends with the agent: an agent
@@ -76,34 +78,23 @@ func TestSinkEndsWithTheAgent(t *testing.T) {
 // writing into dir whose parent is parent (any parent if 0).
 func pageServersIn(dir string, parent int) []int {
 	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		args := strings.Split(string(b), "\x00")
-		if err == nil && len(args) > 1 && args[1] == "page-server" && strings.Contains(string(b), "\x00"+dir+"\x00") {
-			if state, ppid, ok := procState(e.Name()); ok && state != "Z" && (parent == 0 || ppid == parent) {
+	if parent != 0 {
+		pids = procfs.Children(parent)
+	} else {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if pid, err := strconv.Atoi(e.Name()); err == nil {
 				pids = append(pids, pid)
 			}
 		}
 	}
-	return pids
-}
-
-// procState is a process's state letter and parent pid from its stat.
-func procState(pid string) (string, int, bool) {
-	st, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
-	if err != nil {
-		return "", 0, false
+	var out []int
+	for _, pid := range pids {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		args := strings.Split(string(b), "\x00")
+		if err == nil && len(args) > 1 && args[1] == "page-server" && strings.Contains(string(b), "\x00"+dir+"\x00") && procfs.Running(pid) {
+			out = append(out, pid)
+		}
 	}
-	i := strings.LastIndexByte(string(st), ')')
-	f := strings.Fields(string(st[i+1:]))
-	if i < 0 || len(f) < 2 {
-		return "", 0, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	return f[0], ppid, err == nil
+	return out
 }
