@@ -129,6 +129,69 @@ func TestAgentsQueueStartsAsRoomComes(t *testing.T) {
 	})
 }
 
+// A sweep whose --mem names a field of its lines (roam run --mem {2}M)
+// gives each job its own request: kept in its record, admitted against
+// its own size, and said in roam ps while it waits; its lowest index
+// waits first, and the smaller ones behind it wait for it. Requests that
+// do not match the run are refused, naming what is wrong, and start
+// nothing.
+func TestAgentsEachIndexItsOwnMem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, 52, faults{}, "static", func(c *Config) { c.Jobs.MemoryBytes = 320 << 20 })
+		home := c.nodes[0].a
+		run := func(mems []int64, mem int64) (api.RunResponse, error) {
+			return home.launch.Run(sweepUser, api.RunRequest{Argv: []string{"/bin/true", "{1}"}, Cwd: "/", Count: 6, MemBytes: mem,
+				SweepRequest: api.SweepRequest{Args: []string{"a", "b", "c", "d", "e", "f"}, Mems: mems}})
+		}
+		for _, bad := range []struct {
+			mems []int64
+			mem  int64
+			want string
+		}{
+			{[]int64{32 << 20, 32 << 20}, 0, "mems (each index's --mem): 2 for -n 6"},
+			{[]int64{32 << 20, 32 << 20, 32 << 20, 32 << 20, 32 << 20, 32 << 20}, 64 << 20, "mems (each index's --mem) and mem_bytes (--mem) both given"},
+			{[]int64{32 << 20, 32 << 20, 4 << 20, 32 << 20, 32 << 20, 32 << 20}, 0, "index 2: --mem 4M is out of range"},
+		} {
+			if _, err := run(bad.mems, bad.mem); err == nil || !strings.Contains(err.Error(), bad.want) {
+				t.Fatalf("mems %v, mem_bytes %d: %v; want %q", bad.mems, bad.mem, err, bad.want)
+			}
+		}
+		if n := len(home.PS(sweepUser, false)); n != 0 {
+			t.Fatalf("refused runs left %d jobs", n)
+		}
+		mems := []int64{256 << 20, 256 << 20, 256 << 20, 256 << 20, 32 << 20, 32 << 20}
+		resp, err := run(mems, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := resp.IDs
+		for i, id := range ids {
+			if got := c.homeRec(id).Req.MemBytes; got != mems[i] {
+				t.Fatalf("index %d's record asks %d bytes, its line %d", i, got, mems[i])
+			}
+		}
+		// Three nodes of 320 MiB: indices 0-2 take one each; 3 fits
+		// nowhere, and 4 and 5 (32M, which would fit) wait behind it.
+		c.waitFor("3 run, index 3 waits for its own 256M, 4 and 5 behind it", time.Minute, func() bool {
+			on := c.runsOn(ids, 1)
+			why := c.whyPending(0, sweepUser)
+			return on["n1"]+on["n2"]+on["n3"] == 3 && len(why) == 3 && why[ids[3]] == "no node has room for --mem 256M now"
+		})
+		c.exitJob(ids[0], 0)
+		// Index 3 takes the room freed; 4 and 5 fit beside the others.
+		c.waitFor("every other index runs", time.Minute, func() bool {
+			return len(c.whyPending(0, sweepUser)) == 0 && c.homeRec(ids[5]).State == job.StateRunning
+		})
+		held := map[string]int64{}
+		for i, id := range ids[1:] {
+			r := c.homeRec(id)
+			if held[r.Node] += mems[i+1]; held[r.Node] > 320<<20 {
+				t.Fatalf("node %s holds %d MiB of requests, more than its 320", r.Node, held[r.Node]>>20)
+			}
+		}
+	})
+}
+
 // Fairness between users of two homes: while user A has thousands of
 // jobs pending at node 1, user B's first job, run at node 2, starts
 // within 5 s, as A's jobs end; A's go on meanwhile. Every job runs at

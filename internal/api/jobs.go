@@ -56,6 +56,10 @@ type SweepRequest struct {
 	// Args[i] in place of each {} (or appended, without one). Count is
 	// their number.
 	Args []string `json:"args,omitempty"`
+	// Mems are each index's --mem, in bytes, when roam run's --mem names
+	// a field of its --args-from line (--mem {2}M): as many as Count,
+	// and MemBytes is then 0. nil: every index has MemBytes.
+	Mems []int64 `json:"mems,omitempty"`
 	// MaxRunning bounds the sweep's jobs running at once (0: none); the
 	// others wait, pending, and start as others end.
 	MaxRunning int `json:"max_running,omitempty"`

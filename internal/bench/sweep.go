@@ -29,9 +29,9 @@ const (
 	// and most CPU-seconds (Harchol-Balter and Downey's heavy tail of
 	// process lifetimes: α near 1).
 	sweepAlpha = 1.1
-	// sweepMemReq is every job's --mem: roam run takes one request for a
-	// sweep, so the sweep asks what its largest class holds.
-	sweepMemReq = "256M"
+	// sweepMem is the sweep's --mem: each index asks its class, the third
+	// word of its --args-from line.
+	sweepMem = "{3}M"
 	// sweepTouch is the share of its class a job touches: the rest is
 	// headroom under its cgroup's memory.max for the program itself.
 	sweepTouch = 7.0 / 8
@@ -50,7 +50,8 @@ const (
 
 // sweepCPU is make demo's cluster (scripts/demo.sh); sweepMemMB gives
 // each node memory in proportion to its CPU, as a cluster's slots are:
-// 8, 4, 4 and 2 jobs of sweepMemReq, 18 of the sweep at once.
+// 8, 4, 4 and 2 jobs of the largest class, 18 at once, and some 39 of the
+// sweep's mean request (117 MiB).
 var (
 	sweepCPU     = []float64{0.8, 0.4, 0.4, 0.2}
 	sweepMemMB   = []int{2048, 1024, 1024, 512}
@@ -101,7 +102,7 @@ var expSweep = &Experiment{
 	Name:  "sweep",
 	Title: "A user's sweep of heavy-tailed jobs: roam's queue and migration against the same queue with static placement",
 	Seed:  "issue 43 (a real sweep); Harchol-Balter and Downey (migration against placement alone on heavy-tailed lifetimes); seed 002 §4.3 (the background load)",
-	About: "A non-root user (uid 70001) submits one sweep, `roam run -d --args-from FILE --mem 256M -- sweepjob {}`, on node 1 of make demo's cluster (0.8, 0.4, 0.4 and 0.2 CPUs), whose nodes have memory for a fraction of it at once; node 2 carries seed 002's background load. Index i's line gives its CPU-seconds, drawn from a Pareto distribution with a fixed seed, and the MiB it holds (of 32, 64 or 256). The home's queue holds what has no room and releases it as room appears. The same sweep runs under the default policy (mosix: least-loaded placement, then migration) and under static (round-robin placement, never moving: a job array's or GNU parallel's, with slots of memory by capacity), in interleaved rounds, one cluster. A job's slowdown is (its end − the sweep's submission) / its CPU-seconds (on one full CPU); the report gives their mean and 99th percentile, the makespan from the submission against the ideal (the CPU the jobs used, from their accounting, over the 1.8 CPUs; the background's not counted), the peak memory of every node (sampled), and the slowdown by job length, split into the wait in the queue and the run.",
+	About: "A non-root user (uid 70001) submits one sweep, `roam run -d --args-from FILE --mem {3}M -- sweepjob {1} {2}`, on node 1 of make demo's cluster (0.8, 0.4, 0.4 and 0.2 CPUs), whose nodes have memory for a fraction of it at once; node 2 carries seed 002's background load. Index i's line gives its CPU-seconds, drawn from a Pareto distribution with a fixed seed, the MiB it holds, and its memory class (32, 64 or 256 MiB), its --mem. The home's queue holds what has no room and releases it as room appears. The same sweep runs under the default policy (mosix: least-loaded placement, then migration) and under static (round-robin placement, never moving: a job array's or GNU parallel's, with slots of memory by capacity), in interleaved rounds, one cluster. A job's slowdown is (its end − the sweep's submission) / its CPU-seconds (on one full CPU); the report gives their mean and 99th percentile, the makespan from the submission against the ideal (the CPU the jobs used, from their accounting, over the 1.8 CPUs; the background's not counted), the peak memory of every node (sampled), and the slowdown by job length, split into the wait in the queue and the run.",
 	run:   runSweep,
 }
 
@@ -117,8 +118,8 @@ func runSweep(x *Run) error {
 	for _, j := range jobs {
 		asked += j.cpu
 	}
-	r.Setup = fmt.Sprintf("4 nodes of %v CPU and %v MiB; one sweep of %d jobs by uid %d on node 1, `roam run -d --args-from FILE --mem %s -- sweepjob {}`: CPU lengths Pareto α = %g between %g and %g CPU-seconds (seed %d; %.1f CPU-seconds in all, median %.2f), memory classes %v MiB drawn uniformly, each job touching %.0f %% of its class; background: %d processes busy/idle for random 0–%g s on node 2, pinned, from before the submission to the side's end; policies: the default (%s) and static; %d rounds, each side at most %s.",
-		sweepCPU, sweepMemMB, size.jobs, BenchUser.UID, sweepMemReq, sweepAlpha, size.minCPU, size.maxCPU, sweepSeed, asked, sweepMedian(jobs), sweepClasses, sweepTouch*100,
+	r.Setup = fmt.Sprintf("4 nodes of %v CPU and %v MiB; one sweep of %d jobs by uid %d on node 1, `roam run -d --args-from FILE --mem %s -- sweepjob {1} {2}`: CPU lengths Pareto α = %g between %g and %g CPU-seconds (seed %d; %.1f CPU-seconds in all, median %.2f), memory classes (each job's --mem) %v MiB drawn uniformly, each job touching %.0f %% of its class; background: %d processes busy/idle for random 0–%g s on node 2, pinned, from before the submission to the side's end; policies: the default (%s) and static; %d rounds, each side at most %s.",
+		sweepCPU, sweepMemMB, size.jobs, BenchUser.UID, sweepMem, sweepAlpha, size.minCPU, size.maxCPU, sweepSeed, asked, sweepMedian(jobs), sweepClasses, sweepTouch*100,
 		sweepBgProcs, sweepBgMax, sched.DefaultPolicy, x.Reps, size.limit)
 	r.Charts = []Chart{
 		{File: "sweep-slowdown.png", Title: "Mean slowdown by job length", Metric: "mean slowdown in the bin", XLabel: "CPU-s a job, up to", YLabel: "slowdown"},
@@ -176,8 +177,9 @@ func sweepMedian(jobs []sweepJob) float64 {
 	return (v[(len(v)-1)/2] + v[len(v)/2]) / 2
 }
 
-// sweepArgs writes the --args-from file, a line an index ("SECONDS MIB",
-// the MiB the job touches), where the user who submits can read it.
+// sweepArgs writes the --args-from file, a line an index ("SECONDS MIB
+// CLASS": the MiB the job touches, and its class, its --mem in MiB),
+// where the user who submits can read it.
 func sweepArgs(jobs []sweepJob) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "roam-bench-sweep-")
 	if err != nil {
@@ -186,7 +188,7 @@ func sweepArgs(jobs []sweepJob) (string, func(), error) {
 	cleanup := func() { _ = os.RemoveAll(dir) }
 	var b strings.Builder
 	for _, j := range jobs {
-		fmt.Fprintf(&b, "%.2f %d\n", j.cpu, int(float64(j.mib)*sweepTouch))
+		fmt.Fprintf(&b, "%.2f %d %d\n", j.cpu, int(float64(j.mib)*sweepTouch), j.mib)
 	}
 	path := filepath.Join(dir, "args")
 	err = os.WriteFile(path, []byte(b.String()), 0o644)

@@ -3,15 +3,15 @@ package bench
 import (
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
-
-	"roam/internal/resources"
 )
 
 // fluidSweep is a fluid model of roam bench sweep's full sweep: its jobs
-// (sweepJobs), make demo's nodes with memory for 8, 4, 4 and 2 of them,
-// the queue releasing the lowest index first onto the least loaded node
-// with room, and each node's CPU shared equally by the jobs it runs
+// (sweepJobs), each asking its class of memory, on make demo's nodes
+// with memory of sweepMemMB, the queue releasing the lowest index first
+// (the rest waiting while it has no room) onto the least loaded node
+// with room for it, and each node's CPU shared equally by the jobs it runs
 // (pooled: the cluster's CPU shared by all, each job at most one node's,
 // as perfect and free migration would make it). The background takes
 // two thirds of node 2 while busy, busy and idle in turn for random 0–5
@@ -28,8 +28,6 @@ import (
 // slowdown ((end − 0) / CPU length) and the makespan.
 func fluidSweep(jobs []sweepJob, pooled bool, quanta []float64, cost float64, prio []float64) (meanSlowdown, makespan float64) {
 	const dt = 0.05
-	b, _ := resources.ParseMem(sweepMemReq) // every job's --mem
-	req := float64(b >> 20)
 	n := len(jobs)
 	rem, att, pen := make([]float64, n), make([]float64, n), make([]float64, n)
 	node, end := make([]int, n), make([]float64, n)
@@ -70,7 +68,7 @@ func fluidSweep(jobs []sweepJob, pooled bool, quanta []float64, cost float64, pr
 			if node[i] >= 0 && end[i] < 0 {
 				running = append(running, i)
 				count[node[i]]++
-				mem[node[i]] += req
+				mem[node[i]] += float64(jobs[i].mib)
 			}
 		}
 		for waiting(len(levels)) {
@@ -80,7 +78,7 @@ func fluidSweep(jobs []sweepJob, pooled bool, quanta []float64, cost float64, pr
 			}
 			i, best := (*q)[0], -1
 			for k := range cpu {
-				if mem[k]+req <= float64(sweepMemMB[k]) && (best < 0 || float64(count[k]+1)/sweepCPU[k] < float64(count[best]+1)/sweepCPU[best]) {
+				if mem[k]+float64(jobs[i].mib) <= float64(sweepMemMB[k]) && (best < 0 || float64(count[k]+1)/sweepCPU[k] < float64(count[best]+1)/sweepCPU[best]) {
 					best = k
 				}
 			}
@@ -90,7 +88,7 @@ func fluidSweep(jobs []sweepJob, pooled bool, quanta []float64, cost float64, pr
 			*q = (*q)[1:]
 			node[i] = best
 			count[best]++
-			mem[best] += req
+			mem[best] += float64(jobs[i].mib)
 			running = append(running, i)
 			if att[i] > 0 {
 				pen[i] += cost // its restore
@@ -177,15 +175,17 @@ func fluidShares(running, node []int, att, cpu []float64, pooled bool, maxCap fl
 // and pooled sides agree with the measured ones (docs/benchmarks.md,
 // sweep). Migration alone, perfect and free, takes back no more than
 // the background's share. Neither does serving the least attained
-// service first within memory (strict CPU priority, no checkpoint): the long jobs
-// keep their memory, and the short ones still wait for it in the queue.
-// Only a queue that preempts long jobs out of
-// memory comes near two thirds, and only with free checkpoints; at what
-// a checkpoint and a restore cost here (about 0.5 CPU-seconds each for
-// the sweep's mean job of 100 MiB: 11 ms a MiB, docs/benchmarks.md)
-// every such queue misses both targets. The numbers are logged (go test
-// -v): docs/benchmarks.md cites them.
-func TestSweepTargetIsAtTheBound(t *testing.T) {
+// service first within memory (strict CPU priority, no checkpoint): the
+// long jobs keep their memory, and the short ones still wait for it in
+// the queue. A queue that preempts long jobs out of memory does best,
+// and still misses two thirds with its checkpoints free and instant
+// (0.69); had every job asked the largest class, as the benchmark's jobs
+// did before a sweep's indices could each ask their own --mem, it would
+// just pass (0.64). At what a checkpoint and a restore cost here (about
+// 0.5 CPU-seconds each for the sweep's mean job of 100 MiB: 11 ms a MiB,
+// docs/benchmarks.md) every such queue misses both targets. The numbers
+// are logged (go test -v): docs/benchmarks.md cites them.
+func TestSweepTargetIsPastTheBound(t *testing.T) {
 	jobs := sweepJobs(sweepFull)
 	ideal := 0.0
 	for _, j := range jobs {
@@ -219,8 +219,20 @@ func TestSweepTargetIsAtTheBound(t *testing.T) {
 			t.Errorf("preempted at %v CPU-s with 0.5 CPU-s checkpoints: %.3f of static's mean slowdown, %.2f × the ideal: both targets met; the docs say no such queue meets them", qs, paid/static, paidSpan/ideal)
 		}
 	}
-	if best > sweepTarget || best < 0.6 {
-		t.Errorf("the best queue with free checkpoints gives %.3f of static's mean slowdown; the docs say just under the target %.3f", best, sweepTarget)
+	if best <= sweepTarget || best > 0.75 {
+		t.Errorf("the best queue with free checkpoints gives %.3f of static's mean slowdown; the docs say just over the target %.3f", best, sweepTarget)
+	}
+	// Every job asking the largest class: more wait, the short among
+	// them behind the long, and free preemption has more to gain.
+	largest := append([]sweepJob(nil), jobs...)
+	for i := range largest {
+		largest[i].mib = slices.Max(sweepClasses)
+	}
+	static256, _ := fluidSweep(largest, false, nil, 0, nil)
+	free256, _ := fluidSweep(largest, true, []float64{0.5, 1, 2, 4}, 0, nil)
+	t.Logf("every job asking %d MiB: static's mean slowdown %.0f; preempted at 0.5, 1, 2 and 4 CPU-s with free checkpoints %.3f of it", slices.Max(sweepClasses), static256, free256/static256)
+	if r := free256 / static256; r > sweepTarget || r < 0.6 || static256 < static {
+		t.Errorf("every job asking the largest class: free preemption gives %.3f of static's %.0f (each its class: %.0f); the docs say just under the target %.3f, from a larger static mean", r, static256, static, sweepTarget)
 	}
 }
 
@@ -229,22 +241,25 @@ func TestSweepTargetIsAtTheBound(t *testing.T) {
 // memory, serving the least attained service first is processor
 // sharing, which static placement already gives each node. Least
 // attained service pooled over the cluster, the best of the no-
-// checkpoint schedules above, is logged for memory 4 times make demo's
-// (72 jobs at once) and 34 times (all 600).
+// checkpoint schedules above, is logged for memory twice make demo's
+// (82 jobs of the mean request at once) and 40 times (all 600).
 func TestSweepTargetHoldsForAnyMemory(t *testing.T) {
 	jobs := sweepJobs(sweepFull)
-	req, _ := resources.ParseMem(sweepMemReq)
+	mean := 0.0 // the mean request, MiB
+	for _, j := range jobs {
+		mean += float64(j.mib) / float64(len(jobs))
+	}
 	orig := append([]int(nil), sweepMemMB...)
 	t.Cleanup(func() { copy(sweepMemMB, orig) })
-	for _, times := range []int{4, 34} {
+	for _, times := range []int{2, 40} {
 		for k := range sweepMemMB {
 			sweepMemMB[k] = orig[k] * times
 		}
 		static, _ := fluidSweep(jobs, false, nil, 0, nil)
 		las, _ := fluidSweep(jobs, true, nil, 0, []float64{0.5, 1, 2, 4})
-		at := 0 // jobs of sweepMemReq the nodes hold at once
+		at := 0 // jobs of the mean request the nodes hold at once
 		for _, mb := range sweepMemMB {
-			at += mb << 20 / int(req)
+			at += int(float64(mb) / mean)
 		}
 		at = min(at, len(jobs))
 		t.Logf("memory for %d jobs at once: pooled least attained service gives %.3f of static's mean slowdown (%.0f)", at, las/static, static)

@@ -70,7 +70,7 @@ func sweepSide(x *Run, st emu.State, cl *api.Client, args string, jobs []sweepJo
 // sweepSubmit is the user's roam run of the sweep, detached; it returns
 // the jobs' ids and the time of the submission.
 func sweepSubmit(x *Run, st emu.State, args string, n int) ([]string, time.Time, error) {
-	cmd := exec.Command(x.tool("roam"), "--socket", st.Nodes[0].Socket, "run", "-d", "--args-from", args, "--mem", sweepMemReq, "--", x.tool("sweepjob"), "{}")
+	cmd := exec.Command(x.tool("roam"), "--socket", st.Nodes[0].Socket, "run", "-d", "--args-from", args, "--mem", sweepMem, "--", x.tool("sweepjob"), "{1}", "{2}")
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: BenchUser.UID, Gid: BenchUser.GID, Groups: BenchUser.Groups}}

@@ -24,6 +24,7 @@ import (
 
 	"roam/internal/api"
 	"roam/internal/resources"
+	"roam/internal/sweep"
 )
 
 // reattachFor is how long `roam run` waits for a lost agent to come back.
@@ -34,7 +35,8 @@ const reattachFor = 5 * time.Minute
 const followWidth = 64
 
 // parseRequest reads --cpus and --mem into req ("": not given, the
-// home's default).
+// home's default). A --mem that names a field of the --args-from lines
+// (--mem {2}M) gives each index the request its line says (req.Mems).
 func parseRequest(req *api.RunRequest, cpus, mem string) error {
 	if cpus != "" {
 		m, err := resources.ParseCPUs(cpus)
@@ -43,12 +45,34 @@ func parseRequest(req *api.RunRequest, cpus, mem string) error {
 		}
 		req.CPUs = float64(m) / resources.MilliPerCPU
 	}
+	if sweep.HasRef(mem) {
+		return eachMem(req, mem)
+	}
 	if mem != "" {
 		b, err := resources.ParseMem(mem)
 		if err != nil {
 			return err
 		}
 		req.MemBytes = b
+	}
+	return nil
+}
+
+// eachMem is --mem with a field of each --args-from line in it: index
+// i's request is its line's; an error names the line.
+func eachMem(req *api.RunRequest, mem string) error {
+	if len(req.Args) == 0 {
+		return fmt.Errorf("--mem %s: {N} is a field of each --args-from line; give --args-from FILE", mem)
+	}
+	req.Mems = make([]int64, len(req.Args))
+	for i, line := range req.Args {
+		v, err := sweep.Field(mem, line)
+		if err != nil {
+			return fmt.Errorf("--mem %s: --args-from line %d: %v", mem, i+1, err)
+		}
+		if req.Mems[i], err = resources.ParseMem(v); err != nil {
+			return fmt.Errorf("--args-from line %d: %w", i+1, err)
+		}
 	}
 	return nil
 }

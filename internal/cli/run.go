@@ -81,7 +81,7 @@ func (e *env) runCmd() *cobra.Command {
 	}
 	c.Flags().SetInterspersed(false) // flags after the program are the program's
 	c.Flags().IntVarP(&req.Count, "count", "n", 1, "number of processes: a sweep, with -n > 1 (default: --args-from's lines)")
-	c.Flags().StringVar(&argsFrom, "args-from", "", "a sweep of one process a line of FILE: the line replaces {} in the command (or is its last argument)")
+	c.Flags().StringVar(&argsFrom, "args-from", "", "a sweep of one process a line of FILE: the line replaces {} in the command, its N-th word {N} (or it is the last argument)")
 	c.Flags().IntVar(&req.MaxRunning, "max-running", 0, "run at most K of the sweep's processes at once; the others wait, pending")
 	c.Flags().StringVar(&req.Output, "output", "", "write each process's stdout to PATTERN (%A sweep id, %a index, %j job id), as you")
 	c.Flags().StringVar(&req.Error, "error", "", "write each process's stderr to PATTERN, as --output")
@@ -93,7 +93,7 @@ func (e *env) runCmd() *cobra.Command {
 	c.Flags().BoolVarP(&detach, "detach", "d", false, "print the job ids and return; see 'roam logs' and 'roam attach'")
 	c.Flags().BoolVar(&noPrefix, "no-prefix", false, "with -n > 1, do not prefix lines with [JOBID]")
 	c.Flags().StringVar(&cpus, "cpus", "", "CPUs each process may use, e.g. 0.5 or 2 (default: the home's jobs.default_cpus)")
-	c.Flags().StringVar(&mem, "mem", "", "memory each process may hold, e.g. 64M or 2G, MiB without a unit; past it the kernel kills it (default: the home's jobs.default_mem_bytes)")
+	c.Flags().StringVar(&mem, "mem", "", "memory each process may hold, e.g. 64M or 2G, MiB without a unit, or each its own from its --args-from line ({2}M); past it the kernel kills it (default: the home's jobs.default_mem_bytes)")
 	c.Flags().StringVar(&carryDir, "carry", "", "carry the sweep across Slurm allocations in DIR, yours: at SIGUSR1 (sbatch --signal=B:USR1@SECONDS) checkpoint what runs into DIR; the same roam run --carry DIR in the next allocation restarts it (docs/slurm.md)")
 	c.Flags().DurationVar(&carryMargin, "carry-margin", time.Minute, "with --carry, carry the sweep this long before the Slurm job's end (scontrol's EndTime), if SIGUSR1 did not come first")
 	c.Flags().DurationVar(&req.CheckpointEvery, "checkpoint-every", 0, "checkpoint each process this often, kept on another node: a process whose node dies is restarted from it (e.g. 10m)")
@@ -116,7 +116,9 @@ n1:14[3-7,9], quoted). Each process has its index in ROAM_INDEX
 (ENVIRONMENT below). --args-from FILE gives index i the i-th line of FILE:
 it replaces every {} in the command's arguments, inside that argument as
 it is (no shell reads it: spaces and quotes need no quoting; {{}} is a
-literal {}), or is appended as one more argument where there is no {}.
+literal {}), and its N-th word (words split at blanks) replaces {N}, as
+GNU parallel's {1}, {2}; where there is neither, the line is appended as
+one more argument.
 --max-running K starts K at once; the others are pending (roam ps says
 why) and start, lowest index first, as others end. --output and --error
 write each index's stdout and stderr into files, as you and never through
@@ -152,7 +154,9 @@ up unless you set them, and counts N rounded up where roam places jobs.
 MiB without a unit, as Slurm's): a process of it that needs more is killed
 by the kernel within this job alone, the job ends (with status 137 when its
 program was the one killed), and roam ps -l says "out of memory (--mem
-SIZE)". A node takes a job only while the --mem of the jobs it holds and
+SIZE)". --mem {2}M gives each index of --args-from its own request, here the
+second word of its line in MiB (a sweep over problem sizes: "1.5 64" runs
+with --mem 64M). A node takes a job only while the --mem of the jobs it holds and
 this one's fit in its memory for jobs: the jobs of a run with --mem wait,
 pending at the node you typed roam run on (roam ps says why), until some
 node has room, and start as jobs end anywhere, the user with the fewest

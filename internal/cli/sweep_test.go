@@ -55,3 +55,32 @@ func TestArgsFrom(t *testing.T) {
 		t.Errorf("no program: %v", err)
 	}
 }
+
+// --mem {N}: each index's request from its line's N-th word; each bad
+// line refused with one error naming the line, and nothing sent.
+func TestMemFromEachLine(t *testing.T) {
+	req := api.RunRequest{Count: 3, SweepRequest: api.SweepRequest{Args: []string{"1.5 32", "2 256", "0.2 2G"}}}
+	if err := parseRequest(&req, "", "{2}M"); err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Fatalf(`"2G" + "M": %v; want line 3 refused`, err)
+	}
+	req.Args[2] = "0.2 64"
+	if err := parseRequest(&req, "", "{2}M"); err != nil || !slices.Equal(req.Mems, []int64{32 << 20, 256 << 20, 64 << 20}) || req.MemBytes != 0 {
+		t.Fatalf("--mem {2}M: %v, mems %v, mem_bytes %d", err, req.Mems, req.MemBytes)
+	}
+	for _, c := range []struct {
+		args []string
+		mem  string
+		want string
+	}{
+		{[]string{"1 64", "2"}, "{2}M", "--mem {2}M: --args-from line 2: {2}: the line has 1 fields"},
+		{[]string{"1 64", "2 x"}, "{2}M", `--args-from line 2: --mem "xM" is not a size`},
+		{[]string{"1 4"}, "{2}M", "--args-from line 1: --mem 4M is out of range"},
+		{nil, "{2}M", "--mem {2}M: {N} is a field of each --args-from line; give --args-from FILE"},
+	} {
+		req := api.RunRequest{Count: max(len(c.args), 1), SweepRequest: api.SweepRequest{Args: c.args}}
+		err := parseRequest(&req, "", c.mem)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q with --mem %s: %v; want one line starting %q", c.args, c.mem, err, c.want)
+		}
+	}
+}

@@ -69,7 +69,6 @@ type Group struct {
 	// Seq orders the runs of one user: the sweep's or job's number in its
 	// home's job sequence (the older run first).
 	Seq uint64
-	Req resources.Request
 	// On is the node its jobs were asked to run on (roam run --on), ""
 	// for any.
 	On string
@@ -85,8 +84,10 @@ type Group struct {
 	Pending []Job
 }
 
-// Job is one pending job: its index in its sweep (0 for a lone job) and
-// its id. Preempted: it ran, had its quantum and was checkpointed to let
+// Job is one pending job: its index in its sweep (0 for a lone job), its
+// id and its resource request (roam run --cpus, --mem: a sweep's jobs
+// may each ask their own memory, and its lowest index waits for its room
+// first). Preempted: it ran, had its quantum and was checkpointed to let
 // the fresh jobs of its group in (Preempt); it starts again from its
 // checkpoint, after every fresh job of its group, and only on a node
 // whose CPU has every feature of CPU, the one its program started on
@@ -94,6 +95,7 @@ type Group struct {
 type Job struct {
 	Index     int
 	ID        string
+	Req       resources.Request
 	Preempted bool
 	CPU       cpufeat.Set
 }
@@ -242,7 +244,7 @@ func Decide(in Input, rng *rand.Rand) Decision {
 		g.next++
 		g.may--
 		running[g.UID]++
-		take(nodes, node, g.Req)
+		take(nodes, node, j.Req)
 		d.Starts = append(d.Starts, Start{ID: j.ID, Node: node, Key: g.Key, Index: j.Index, Restore: j.Preempted})
 		if g.next < len(g.Pending) && g.may == 0 {
 			d.Why[g.Key] = maxRunning(g.MaxRunning)
@@ -355,9 +357,10 @@ func place(g *group, nodes []sched.NodeLoad, left map[string]string, placement s
 	if g.On != "" {
 		return placeOn(g, nodes, left)
 	}
-	out, next, err := sched.Place(placement, nodes, 1, g.Req, rng, *rr)
+	req := g.Pending[g.next].Req
+	out, next, err := sched.Place(placement, nodes, 1, req, rng, *rr)
 	if err != nil {
-		return "", reason(g.Req, err), err
+		return "", reason(req, err), err
 	}
 	*rr = next
 	return out[0], "", nil
@@ -372,8 +375,9 @@ func placeOn(g *group, nodes []sched.NodeLoad, left map[string]string) (string, 
 		if why := left[x.ID]; why != "" {
 			return "", "--on " + g.On + ": the node " + why, sched.ErrNoRoom
 		}
-		if err := sched.MemFits(x.ID, x.MemJobsMB, x.MemHeldMB, g.Req); err != nil {
-			return "", "--on " + g.On + ": " + reason(g.Req, err), err
+		req := g.Pending[g.next].Req
+		if err := sched.MemFits(x.ID, x.MemJobsMB, x.MemHeldMB, req); err != nil {
+			return "", "--on " + g.On + ": " + reason(req, err), err
 		}
 		return x.ID, "", nil
 	}
@@ -464,11 +468,12 @@ func take(nodes []sched.NodeLoad, node string, req resources.Request) {
 }
 
 // reserve holds back, for the rest of the round, the node with the most
-// room for g among those large enough for it, and names it ("": none).
+// room for g's next job among those large enough for it, and names it
+// ("": none).
 func reserve(nodes []sched.NodeLoad, left map[string]string, g *group) string {
-	best := -1
+	best, mb := -1, g.Pending[g.next].Req.MemMB()
 	for i, x := range nodes {
-		if x.Draining || x.MemJobsMB+1e-9 < g.Req.MemMB() || g.On != "" && x.ID != g.On {
+		if x.Draining || x.MemJobsMB+1e-9 < mb || g.On != "" && x.ID != g.On {
 			continue
 		}
 		if best < 0 || x.MemJobsMB-x.MemHeldMB > nodes[best].MemJobsMB-nodes[best].MemHeldMB {

@@ -31,9 +31,9 @@ func nodes4(held ...float64) []sched.NodeLoad {
 
 // sweepOf is a sweep of n pending jobs of uid, its key "h:seq".
 func sweepOf(uid uint32, seq uint64, n int, mem int64) Group {
-	g := Group{Key: fmt.Sprintf("h:%d", seq), UID: uid, Seq: seq, Req: resources.Request{MilliCPUs: 1000, MemBytes: mem}}
+	g := Group{Key: fmt.Sprintf("h:%d", seq), UID: uid, Seq: seq}
 	for i := range n {
-		g.Pending = append(g.Pending, Job{Index: i, ID: fmt.Sprintf("h.%d", seq+1+uint64(i))})
+		g.Pending = append(g.Pending, Job{Index: i, ID: fmt.Sprintf("h.%d", seq+1+uint64(i)), Req: resources.Request{MilliCPUs: 1000, MemBytes: mem}})
 	}
 	return g
 }
@@ -208,6 +208,56 @@ func TestDecideHoldsANodeForALargeRequest(t *testing.T) {
 	}
 }
 
+// A sweep whose jobs each ask their own memory (roam run --mem {2}M)
+// starts them lowest index first, each where its own request fits; the
+// first that fits nowhere holds back the rest of its sweep, says its own
+// request, and has the node with the most room held for it.
+func TestDecideEachJobItsOwnRequest(t *testing.T) {
+	g := sweepOf(1001, 10, 6, 0)
+	sizes := []float64{64, 400, 64, 600, 32, 32}
+	for i, m := range sizes {
+		g.Pending[i].Req.MemBytes = int64(m) * mb
+	}
+	other := sweepOf(1002, 20, 40, 64*mb)
+	nodes := nodes4(300, 300, 500, 700) // room 468, 468, 268, 68
+	in := Input{Heard: known, Groups: []Group{g, other}, Running: map[uint32]int{1001: 0, 1002: 5}, Nodes: nodes, Max: RoundMax}
+	d := Decide(in, rand.New(rand.NewSource(1)))
+	room := map[string]float64{}
+	for _, x := range nodes {
+		room[x.ID] = x.MemJobsMB - x.MemHeldMB
+	}
+	var mine []int
+	for _, s := range d.Starts {
+		mb := 64.0
+		if s.Key == g.Key {
+			mine = append(mine, s.Index)
+			mb = sizes[s.Index]
+		}
+		if room[s.Node] < mb {
+			t.Fatalf("%+v: %.0f MiB on node %s with %.0f MiB of room left", s, mb, s.Node, room[s.Node])
+		}
+		room[s.Node] -= mb
+	}
+	// Index 3's 600M fits nowhere: it waits, and so do 4 and 5 behind it.
+	if !slices.Equal(mine, []int{0, 1, 2}) {
+		t.Fatalf("user 1001's starts are indices %v: 0, 1 and 2 start, each where its own request fits", mine)
+	}
+	if d.Why[g.Key] != "no node has room for --mem 600M now" {
+		t.Fatalf("why %q: the waiting job's own request", d.Why[g.Key])
+	}
+	// The node with the most room is held for it: user 1002's 64M jobs
+	// do not fill every node.
+	held := 0
+	for _, r := range room {
+		if r >= 64 {
+			held++
+		}
+	}
+	if held != 1 || d.RoomMB == nil {
+		t.Fatalf("room left by node %v: one node is held for the 600M job, the others filled", room)
+	}
+}
+
 // Properties, whatever the groups, nodes and placement: no node is given
 // more than its room; a round starts at most Max; no job starts twice nor
 // past its sweep's --max-running; a user with nothing running and a job
@@ -228,6 +278,11 @@ func TestDecideProperties(t *testing.T) {
 		for range rapid.IntRange(0, 6).Draw(t, "groups") {
 			uid := uint32(rapid.IntRange(1, 3).Draw(t, "uid"))
 			g := sweepOf(uid, seq, rapid.IntRange(0, 40).Draw(t, "pending"), int64(rapid.SampledFrom([]int{0, 64, 160, 512}).Draw(t, "mem"))*mb)
+			if rapid.Bool().Draw(t, "each its own") { // --mem {N}
+				for k := range g.Pending {
+					g.Pending[k].Req.MemBytes = int64(rapid.SampledFrom([]int{0, 64, 160, 512}).Draw(t, "its mem")) * mb
+				}
+			}
 			g.MaxRunning = rapid.IntRange(0, 5).Draw(t, "max")
 			g.Running = rapid.IntRange(0, 5).Draw(t, "running")
 			if rapid.IntRange(0, 5).Draw(t, "on") == 0 {
@@ -254,9 +309,12 @@ func TestDecideProperties(t *testing.T) {
 		held := map[string]float64{}
 		seen := map[string]bool{}
 		perGroup := map[string]int{}
-		req := map[string]Group{}
+		req, jobReq := map[string]Group{}, map[string]resources.Request{}
 		for _, g := range groups {
 			req[g.Key] = g
+			for _, j := range g.Pending {
+				jobReq[j.ID] = j.Req
+			}
 		}
 		for _, s := range d.Starts {
 			if seen[s.ID] {
@@ -264,7 +322,7 @@ func TestDecideProperties(t *testing.T) {
 			}
 			seen[s.ID] = true
 			g := req[s.Key]
-			held[s.Node] += g.Req.MemMB()
+			held[s.Node] += jobReq[s.ID].MemMB()
 			perGroup[s.Key]++
 			if g.On != "" && s.Node != g.On {
 				t.Fatalf("%s of --on %s started on %s", s.ID, g.On, s.Node)

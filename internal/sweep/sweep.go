@@ -177,31 +177,6 @@ func Ranges(idx []int) string {
 	return b.String()
 }
 
-// Subst is the command of an index with an --args-from line, as GNU
-// parallel does it: every {} in an argument is replaced by the line, as
-// text inside that one argument (no shell reads it, so no quoting is
-// needed or done: spaces, quotes and $ stay as they are); with no {}
-// anywhere, the line is appended as one more argument. {{}} is a
-// literal {}.
-func Subst(argv []string, line string) []string {
-	out := make([]string, len(argv))
-	found := false
-	for i, a := range argv {
-		parts := strings.Split(a, "{{}}")
-		for k, p := range parts {
-			if strings.Contains(p, "{}") {
-				found = true
-				parts[k] = strings.ReplaceAll(p, "{}", line)
-			}
-		}
-		out[i] = strings.Join(parts, "{}")
-	}
-	if !found {
-		out = append(out, line)
-	}
-	return out
-}
-
 // Args-from's bounds: a line, and the lines of one file. The run's other
 // bounds (limits.arg_bytes, run_bytes) hold the commands made of them.
 const (

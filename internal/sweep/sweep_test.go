@@ -53,9 +53,38 @@ func TestSubst(t *testing.T) {
 		{[]string{"./sim"}, "a 'b' $c", []string{"./sim", "a 'b' $c"}},
 		{[]string{"echo", "{{}}", "{}"}, "v", []string{"echo", "{}", "v"}},
 		{[]string{"echo", "{{}}"}, "v", []string{"echo", "{}", "v"}},
+		{[]string{"./sim", "-s", "{2}", "{1}.out"}, " 0.5\t64 256 ", []string{"./sim", "-s", "64", "0.5.out"}},
+		{[]string{"./sim", "{3}"}, "a b", []string{"./sim", ""}},
+		{[]string{"./sim", "{1}{}"}, "{} x", []string{"./sim", "{}{} x"}},
+		{[]string{"./sim", "{0}", "{01}", "{1000}", "{x}"}, "v", []string{"./sim", "{0}", "{01}", "{1000}", "{x}", "v"}},
 	} {
 		if got := Subst(c.argv, c.line); !slices.Equal(got, c.want) {
 			t.Errorf("Subst(%q, %q) = %q, want %q", c.argv, c.line, got, c.want)
+		}
+	}
+}
+
+func TestFields(t *testing.T) {
+	lines := []string{"1.5 64 256", "2 32"}
+	if err := CheckFields("--args-from f", []string{"sim", "{2}"}, lines); err != nil {
+		t.Errorf("{2} of lines of 3 and 2 fields: %v", err)
+	}
+	err := CheckFields("--args-from f", []string{"sim", "{1}", "x{3}"}, lines)
+	if err == nil || err.Error() != "--args-from f: line 2 has 2 fields; the command's {3} names field 3" {
+		t.Errorf("{3} of a line of 2 fields: %v", err)
+	}
+	if err := CheckFields("--args-from f", []string{"sim", "{}", "{{}}"}, []string{""}); err != nil {
+		t.Errorf("no field named: %v", err)
+	}
+	if got, err := Field("{3}M", lines[0]); got != "256M" || err != nil {
+		t.Errorf("Field({3}M) = %q, %v", got, err)
+	}
+	if _, err := Field("{3}M", lines[1]); err == nil || err.Error() != "{3}: the line has 2 fields" {
+		t.Errorf("Field({3}M) of 2 fields: %v", err)
+	}
+	for s, want := range map[string]bool{"64M": false, "{1}M": true, "{}": true, "{0}": false, "{": false} {
+		if HasRef(s) != want {
+			t.Errorf("HasRef(%q) = %v", s, !want)
 		}
 	}
 }

@@ -45,6 +45,7 @@ func sweepOf(t *testing.T, stderr string) string {
 // and a symlink planted at one path not followed; the summary and the
 // exit status of the attached run; a rerun of the failed indices alone;
 // roam kill SWEEP ending another sweep, its pending jobs too, at once;
+// each index's own --mem from its line (--mem {1}M), held by its cgroup;
 // and an ended job's CPU seconds in roam ps against its cgroup's count.
 func TestSweep(t *testing.T) {
 	c := upCluster(t, "e2eswp1", 73, "--nodes", "3")
@@ -205,6 +206,34 @@ sample:
 	if before != 4 || took > 3*time.Second {
 		t.Fatalf("roam kill %s: %d ended before they started, all ended in %v", killed, before, took)
 	}
+
+	// --mem {1}M: each index asks the memory its line's first word says,
+	// and its cgroup holds it to that on the node it runs on; {2}, its
+	// second word, is in its command.
+	sized := filepath.Join(dir, "sized")
+	if err := os.WriteFile(sized, []byte("40 a\n72 b c\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = c.roamAs(jobUser, "--node", "1", "run", "-d", "--args-from", sized, "--mem", "{1}M", "--", "sh", "-c", `echo "$0"; sleep 600`, "{2}").CombinedOutput()
+	if err != nil {
+		t.Fatalf("run --mem {1}M: %v: %s", err, out)
+	}
+	each := sweepOf(t, string(out))
+	for i, want := range []string{"a\n", "b\n"} {
+		id := fmt.Sprintf("%s:%d", each, i)
+		waitFor(t, 20*time.Second, id+" prints its {2}", func() (bool, string) {
+			logs, _ := c.roamAs(jobUser, "--node", "1", "logs", id).CombinedOutput()
+			return string(logs) == want, string(logs)
+		})
+	}
+	for _, j := range c.sweepJobs(each) {
+		want := []int64{40 << 20, 72 << 20}[*j.Index]
+		rel := (&cgroup.Jobs{Layout: layout, Parent: fmt.Sprintf("roam/%s/n%s", c.name, j.Node)}).Rel(j.ID)
+		if got := readTrim(filepath.Join(layout.Memory, rel, limitFile(layout, "memory"))); j.MemBytes != want || got != fmt.Sprint(want) {
+			t.Fatalf("index %d of --mem {1}M: roam ps says %d bytes, its cgroup on node %s %q; its line asks %d", *j.Index, j.MemBytes, j.Node, got, want)
+		}
+	}
+	c.mustRunAs(jobUser, "--node", "1", "kill", each)
 
 	// The burner's CPU seconds in roam ps, once it ended, against its
 	// cgroup's count read while it slept.

@@ -52,11 +52,11 @@ func (j *Table) Queue(since time.Time) Queued {
 		case r.State == job.StatePending:
 			g := groups[key]
 			if g == nil {
-				g = &queue.Group{Key: key, UID: r.UID, Seq: seqOf(r), Req: r.Req, On: r.Sweep.On, MaxRunning: r.Sweep.MaxRunning, Within: r.Within, Slurm: r.Slurm}
+				g = &queue.Group{Key: key, UID: r.UID, Seq: seqOf(r), On: r.Sweep.On, MaxRunning: r.Sweep.MaxRunning, Within: r.Within, Slurm: r.Slurm}
 				groups[key] = g
 			}
 			if preempted := !r.Preempted.IsZero(); !preempted || Restorable(*r) {
-				g.Pending = append(g.Pending, queue.Job{Index: r.Sweep.Index, ID: r.ID, Preempted: preempted, CPU: checkpointCPU(*r)})
+				g.Pending = append(g.Pending, queue.Job{Index: r.Sweep.Index, ID: r.ID, Req: r.Req, Preempted: preempted, CPU: checkpointCPU(*r)})
 			}
 		case r.Over():
 		default:

@@ -110,6 +110,19 @@ func (f *feedback) prepare(q *jobtable.Queued, self string, refused map[string]t
 	return selfMB
 }
 
+// nextFresh is the job of g that starts first of those never run: its
+// lowest index (zero: none).
+func nextFresh(g queue.Group) queue.Job {
+	var first queue.Job
+	found := false
+	for _, j := range g.Pending {
+		if !j.Preempted && (!found || j.Index < first.Index) {
+			first, found = j, true
+		}
+	}
+	return first
+}
+
 // preemptFor asks the nodes running the jobs of each group d left short
 // of room to preempt some (queue.Preempt's rule, less the CPU, which
 // each node judges): at most as many of a group as wait, less those
@@ -121,7 +134,7 @@ func (s *Starter) preemptFor(runs []queue.Run, d queue.Decision, groups []queue.
 	}
 	need := map[string]float64{}
 	for _, g := range groups {
-		need[g.Key] = g.Req.MemMB()
+		need[g.Key] = nextFresh(g).Req.MemMB()
 	}
 	type nodeKey struct{ node, key string }
 	ids := map[nodeKey][]string{}

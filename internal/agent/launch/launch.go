@@ -147,7 +147,7 @@ func (s *Starter) plan(c httpx.Caller, req api.RunRequest) (plan, error) {
 		argv, env := p.longest()
 		return p, s.checkRunLimits(c, len(p.jobs), argv, env)
 	}
-	spec, err := runSpec(c, req, s.cfg.PerJob.DefaultRequest())
+	spec, reqs, err := runSpec(c, req, s.cfg.PerJob.DefaultRequest())
 	if err != nil {
 		return plan{}, err
 	}
@@ -158,7 +158,7 @@ func (s *Starter) plan(c httpx.Caller, req api.RunRequest) (plan, error) {
 	if err := s.checkRunLimits(c, req.Count, longestArgv(req), req.Env); err != nil {
 		return plan{}, err
 	}
-	return planRun(spec, req), nil
+	return planRun(spec, req, reqs), nil
 }
 
 // checkRunLimits refuses a run past one of the node's limits (the
@@ -194,29 +194,45 @@ func (s *Starter) CheckRestart(uid uint32, argv, env []string) error {
 }
 
 // runSpec checks a run request and makes the spec its processes share,
-// its resource request completed from def.
-func runSpec(c httpx.Caller, req api.RunRequest, def resources.Request) (job.Spec, error) {
+// its resource request completed from def, and each index's request when
+// they differ (SweepRequest.Mems; nil: the spec's), the spec's then the
+// largest.
+func runSpec(c httpx.Caller, req api.RunRequest, def resources.Request) (job.Spec, []resources.Request, error) {
+	bad := func(f string, a ...any) (job.Spec, []resources.Request, error) {
+		return job.Spec{}, nil, errkind.New(peer.ErrBadRequest, f, a...)
+	}
 	switch {
 	case req.Count < 1:
-		return job.Spec{}, errkind.New(peer.ErrBadRequest, "-n: %d is below 1", req.Count)
+		return bad("-n: %d is below 1", req.Count)
 	case len(req.Argv) == 0:
-		return job.Spec{}, errkind.New(peer.ErrBadRequest, "no program given")
+		return bad("no program given")
 	case req.Stdin && req.Count != 1:
-		return job.Spec{}, errkind.New(peer.ErrBadRequest, "stdin goes to a single process only (-n 1)")
+		return bad("stdin goes to a single process only (-n 1)")
 	}
 	if !migrate.ValidEvery(req.CheckpointEvery) {
-		return job.Spec{}, errkind.New(peer.ErrBadRequest, "--checkpoint-every: %v is out of range (%v to %v)", req.CheckpointEvery, migrate.MinCheckpointEvery, migrate.MaxCheckpointEvery)
+		return bad("--checkpoint-every: %v is out of range (%v to %v)", req.CheckpointEvery, migrate.MinCheckpointEvery, migrate.MaxCheckpointEvery)
 	}
 	rr, err := limits.Request(req.CPUs, req.MemBytes, def)
 	if err != nil {
-		return job.Spec{}, errkind.New(peer.ErrBadRequest, "%v", err)
+		return bad("%v", err)
+	}
+	var reqs []resources.Request
+	for i, m := range req.Mems {
+		r, err := limits.Request(req.CPUs, m, def)
+		if err != nil {
+			return bad("index %d: %v", i, err)
+		}
+		reqs = append(reqs, r)
+		if i == 0 || r.MemBytes > rr.MemBytes {
+			rr.MemBytes = r.MemBytes
+		}
 	}
 	spec := job.Spec{UID: c.UID, GID: c.GID, Groups: c.Groups, Argv: req.Argv, Env: req.Env, Cwd: req.Cwd, Stdin: req.Stdin, Pin: req.Pin,
 		CheckpointEvery: req.CheckpointEvery, Req: rr}
 	if err := job.Check(spec); err != nil {
-		return job.Spec{}, errkind.New(peer.ErrBadRequest, "%v", err)
+		return bad("%v", err)
 	}
-	return spec, nil
+	return spec, reqs, nil
 }
 
 // newHomeRecords numbers a plan's jobs and keeps their records before
@@ -251,8 +267,8 @@ func (s *Starter) newHomeRecords(c httpx.Caller, p plan, targets []string, why s
 		}
 		r := job.Record{
 			ID: id, UID: c.UID, GID: c.GID, Groups: p.spec.Groups, User: name, Argv: pj.argv,
-			Env: resources.ThreadEnv(jobEnv(env, id, part.ID, pj.index, max(part.Count, 1)), p.spec.Req),
-			Cwd: p.spec.Cwd, Home: s.cfg.Self, Stdin: p.spec.Stdin, Pin: p.spec.Pin, Slurm: p.spec.Slurm, Within: WithinIDs(p.within), CheckpointEvery: p.spec.CheckpointEvery, Req: p.spec.Req,
+			Env: resources.ThreadEnv(jobEnv(env, id, part.ID, pj.index, max(part.Count, 1)), pj.req),
+			Cwd: p.spec.Cwd, Home: s.cfg.Self, Stdin: p.spec.Stdin, Pin: p.spec.Pin, Slurm: p.spec.Slurm, Within: WithinIDs(p.within), CheckpointEvery: p.spec.CheckpointEvery, Req: pj.req,
 			State: job.StatePending, Started: now, Group: fmt.Sprintf("%s.%d", s.cfg.Self, first), Sweep: part,
 		}
 		r.Sweep.Index = pj.index

@@ -12,6 +12,7 @@ import (
 	"roam/internal/api"
 	"roam/internal/errkind"
 	"roam/internal/job"
+	"roam/internal/resources"
 	"roam/internal/sweep"
 )
 
@@ -26,19 +27,21 @@ type plan struct {
 	within map[string]int
 }
 
-// planned is one job of a plan: its index, its command, and its
-// environment when it is not the spec's (a rerun's are each its own).
+// planned is one job of a plan: its index, its command, its environment
+// when it is not the spec's (a rerun's are each its own), and its
+// resource request (the spec's, or its own --mem: SweepRequest.Mems).
 type planned struct {
 	index int
 	argv  []string
 	env   []string
+	req   resources.Request
 }
 
 // isSweep says whether a run makes a sweep: more than one job, or any of
 // a sweep's settings.
 func isSweep(req api.RunRequest) bool {
 	s := req.SweepRequest
-	return req.Count > 1 || len(s.Args) > 0 || s.MaxRunning != 0 || s.Output != "" || s.Error != ""
+	return req.Count > 1 || len(s.Args) > 0 || len(s.Mems) > 0 || s.MaxRunning != 0 || s.Output != "" || s.Error != ""
 }
 
 // checkSweep checks a run's sweep settings; each error names its flag.
@@ -48,12 +51,19 @@ func checkSweep(req api.RunRequest) error {
 	switch {
 	case len(s.Args) > 0 && len(s.Args) != req.Count:
 		return bad("--args-from: %d lines for -n %d: give one line a job", len(s.Args), req.Count)
+	case len(s.Mems) > 0 && len(s.Mems) != req.Count:
+		return bad("mems (each index's --mem): %d for -n %d: give one a job", len(s.Mems), req.Count)
+	case len(s.Mems) > 0 && req.MemBytes != 0:
+		return bad("mems (each index's --mem) and mem_bytes (--mem) both given: give one")
 	case s.MaxRunning < 0 || s.MaxRunning > req.Count:
 		return bad("--max-running: %d is out of range (0 to -n, %d)", s.MaxRunning, req.Count)
 	case s.Output != "" && s.Output == s.Error:
 		return bad("--output and --error: %q for both; give each stream a file of its own", s.Output)
 	}
 	if err := sweep.CheckLines("args (--args-from's lines)", s.Args); err != nil {
+		return bad("%v", err)
+	}
+	if err := sweep.CheckFields("args (--args-from's lines)", req.Argv, s.Args); err != nil {
 		return bad("%v", err)
 	}
 	if err := sweep.CheckPattern("--output", s.Output, req.Count); err != nil {
@@ -65,8 +75,9 @@ func checkSweep(req api.RunRequest) error {
 	return nil
 }
 
-// planRun makes a checked run request ready.
-func planRun(spec job.Spec, req api.RunRequest) plan {
+// planRun makes a checked run request ready, each job with its request
+// (reqs, one an index; nil: the spec's).
+func planRun(spec job.Spec, req api.RunRequest, reqs []resources.Request) plan {
 	p := plan{spec: spec}
 	// A lone job keeps its --on there too (its ID is "": it is of no
 	// sweep), for a start from the queue.
@@ -80,7 +91,11 @@ func planRun(spec job.Spec, req api.RunRequest) plan {
 		if len(req.Args) > 0 {
 			argv = sweep.Subst(req.Argv, req.Args[i])
 		}
-		p.jobs = append(p.jobs, planned{index: i, argv: argv})
+		r := spec.Req
+		if reqs != nil {
+			r = reqs[i]
+		}
+		p.jobs = append(p.jobs, planned{index: i, argv: argv, req: r})
 	}
 	return p
 }
@@ -163,9 +178,11 @@ func (s *Starter) planRerun(c httpx.Caller, req api.RunRequest) (plan, error) {
 	if req.MaxRunning > 0 {
 		p.part.MaxRunning = req.MaxRunning
 	}
+	p.spec.Req.MemBytes = 0 // the largest of its jobs', below
 	for _, r := range recs {
 		if again[r.Sweep.Index] {
-			p.jobs = append(p.jobs, planned{index: r.Sweep.Index, argv: r.Argv, env: r.Env})
+			p.jobs = append(p.jobs, planned{index: r.Sweep.Index, argv: r.Argv, env: r.Env, req: r.Req})
+			p.spec.Req.MemBytes = max(p.spec.Req.MemBytes, r.Req.MemBytes)
 			delete(again, r.Sweep.Index)
 		}
 	}
