@@ -248,6 +248,37 @@ func TestUsheringMovesTheLargestThatFits(t *testing.T) {
 	}
 }
 
+// A node that admits by memory requests, packed with jobs that each
+// hold one, is not short of memory whatever its free memory says: no
+// ushering. One job without a request (or requests past the node's
+// memory for jobs) makes its free memory count again.
+func TestUsheringLeavesJobsHeldToTheirRequests(t *testing.T) {
+	s := mustPolicy(t, "ushering")
+	js := []Job{
+		{ID: "a", Started: t0.Add(-time.Minute), RSSMB: 224, MemReqMB: 256},
+		{ID: "b", Started: t0.Add(-time.Minute), RSSMB: 224, MemReqMB: 256},
+	}
+	snap := Snapshot{Now: t0, Self: Node{ID: "4", Capacity: 0.2, MemFreeMB: 30, MemJobsMB: 512, MemHeldMB: 512},
+		Peers: []Node{{ID: "1", Capacity: 0.8, MemFreeMB: 1000, MemJobsMB: 2048, MemHeldMB: 1024}}, Jobs: js}
+	if moves := s.Decide(snap, rand.New(rand.NewSource(1))); len(moves) != 0 {
+		t.Fatalf("a node packed by its jobs' requests ushers %v", moves)
+	}
+	for name, change := range map[string]func(*Snapshot){
+		"a job without a request": func(x *Snapshot) {
+			x.Jobs = append(x.Jobs, Job{ID: "c", Started: t0.Add(-time.Minute), RSSMB: 40})
+		},
+		"requests past its memory": func(x *Snapshot) { x.Self.MemHeldMB = 600 },
+		"no admission by request":  func(x *Snapshot) { x.Self.MemJobsMB, x.Self.MemHeldMB = 0, 0 },
+	} {
+		x := snap
+		x.Jobs = slices.Clone(snap.Jobs)
+		change(&x)
+		if moves := s.Decide(x, rand.New(rand.NewSource(1))); len(moves) != 1 || moves[0].Kind != ProblemMemory {
+			t.Errorf("%s: 30 MiB free, moves %v; want one for memory", name, moves)
+		}
+	}
+}
+
 func TestThresholdNeedsAGain(t *testing.T) {
 	s := mustPolicy(t, "threshold")
 	snap := Snapshot{Now: t0, Self: Node{ID: "1", Capacity: 1, Load: 1}, Peers: []Node{{ID: "2", Capacity: 1, Load: 0.5}}, Jobs: jobs(1, time.Minute)}

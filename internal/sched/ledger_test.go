@@ -674,11 +674,13 @@ func TestNoMoveIntoRoomTheQueueFills(t *testing.T) {
 			t.Errorf("%s: moves %+v, want %d", c.name, moves, c.want)
 		}
 	}
+	// Short of memory (a job without a request grows), ushering moves
+	// the largest job that fits, one with a request, queue or not.
 	ush := mustPolicy(t, "ushering")
 	sn := snap(true, true, 100)
 	sn.Self.MemFreeMB, sn.Peers[1].MemFreeMB = 10, 2000
-	sn.Jobs[0].RSSMB, sn.Jobs[1].RSSMB = 90, 90
-	if moves := ush.Decide(sn, rand.New(rand.NewSource(1))); len(moves) == 0 {
-		t.Error("memory ushering made no move while a queue waits")
+	sn.Jobs[0].RSSMB, sn.Jobs[1].RSSMB, sn.Jobs[1].MemReqMB = 95, 50, 0
+	if moves := ush.Decide(sn, rand.New(rand.NewSource(1))); len(moves) != 1 || moves[0].Job != sn.Jobs[0].ID {
+		t.Errorf("memory ushering moved %+v while a queue waits; want %s, the largest", moves, sn.Jobs[0].ID)
 	}
 }
