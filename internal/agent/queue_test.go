@@ -131,8 +131,9 @@ func TestAgentsQueueStartsAsRoomComes(t *testing.T) {
 
 // A sweep whose --mem names a field of its lines (roam run --mem {2}M)
 // gives each job its own request: kept in its record, admitted against
-// its own size, and said in roam ps while it waits; its lowest index
-// waits first, and the smaller ones behind it wait for it. Requests that
+// its own size, and said in roam ps while it waits, also after its home
+// restarts; its lowest index waits first, and the smaller ones behind it
+// wait for it. Requests that
 // do not match the run are refused, naming what is wrong, and start
 // nothing.
 func TestAgentsEachIndexItsOwnMem(t *testing.T) {
@@ -177,6 +178,17 @@ func TestAgentsEachIndexItsOwnMem(t *testing.T) {
 			why := c.whyPending(0, sweepUser)
 			return on["n1"]+on["n2"]+on["n3"] == 3 && len(why) == 3 && why[ids[3]] == "no node has room for --mem 256M now"
 		})
+		// The home restarts: each pending job keeps its own request.
+		c.crash(0)
+		c.start(0)
+		c.waitFor("the queue back, index 3 waiting for its own 256M", time.Minute, func() bool {
+			return c.whyPending(0, sweepUser)[ids[3]] == "no node has room for --mem 256M now"
+		})
+		for i, id := range ids {
+			if got := c.homeRec(id).Req.MemBytes; got != mems[i] {
+				t.Fatalf("after the home's restart index %d's record asks %d bytes, its line %d", i, got, mems[i])
+			}
+		}
 		c.exitJob(ids[0], 0)
 		// Index 3 takes the room freed; 4 and 5 fit beside the others.
 		c.waitFor("every other index runs", time.Minute, func() bool {

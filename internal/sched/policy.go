@@ -69,10 +69,10 @@ const (
 	DefaultCrowdMinAge = 250 * time.Millisecond
 	// DefaultPreemptAfter is the feedback policy's quantum of the queue's
 	// second level (Policy.PreemptAfter): a fluid model of roam bench
-	// sweep (600 jobs, Pareto lengths, 18 admitted at once;
-	// bench.TestSweepTargetIsAtTheBound) gives 0.665 of static placement's
-	// mean slowdown at half a CPU-second, 0.73 at one, where a checkpoint
-	// and a restore cost nothing. Measured, they cost
+	// sweep (600 jobs, Pareto lengths, memory requests of 32, 64 and 256
+	// MiB; bench.TestSweepTargetIsPastTheBound) gives 0.719 of static
+	// placement's mean slowdown at half a CPU-second, 0.80 at one, where a
+	// checkpoint and a restore cost nothing. Measured, they cost
 	// more than the order wins (docs/benchmarks.md, sweep), so the
 	// default policy has no second level.
 	DefaultPreemptAfter = 500 * time.Millisecond
