@@ -117,8 +117,9 @@ n1:14[3-7,9], quoted). Each process has its index in ROAM_INDEX
 it replaces every {} in the command's arguments, inside that argument as
 it is (no shell reads it: spaces and quotes need no quoting; {{}} is a
 literal {}), and its N-th word (words split at blanks) replaces {N}, as
-GNU parallel's {1}, {2}; where there is neither, the line is appended as
-one more argument.
+GNU parallel's {1}, {2} (a shell's ${1} is left alone); where there is
+neither, the line is appended as one more argument. A run whose command
+names a word some line lacks is refused.
 --max-running K starts K at once; the others are pending (roam ps says
 why) and start, lowest index first, as others end. --output and --error
 write each index's stdout and stderr into files, as you and never through

@@ -58,7 +58,8 @@ type PreemptInput struct {
 	// Short is the round's Decision.Short: by group, its fresh jobs left
 	// waiting for room.
 	Short map[string]int
-	// NeedMB is, by group, the memory request of each of its jobs.
+	// NeedMB is the round's Decision.NeedMB: by group, the memory
+	// request of its job that waits first.
 	NeedMB map[string]float64
 	// Runs are the home's running jobs.
 	Runs []Run

@@ -177,6 +177,10 @@ type Decision struct {
 	// (sched.ErrNoRoom): the room a preemption of its own group frees
 	// would let them in (Preempt).
 	Short map[string]int
+	// NeedMB is, by group key in Short, the memory request of the job
+	// that waits first (its lowest index): the room a preemption must
+	// free for it (PreemptInput.NeedMB).
+	NeedMB map[string]float64
 	// RoomMB is, by node that takes starts, the room for memory
 	// requests the round left (PreemptInput.RoomMB).
 	RoomMB map[string]float64
@@ -193,7 +197,7 @@ type group struct {
 
 // Decide is one round of the home's queue.
 func Decide(in Input, rng *rand.Rand) Decision {
-	d := Decision{Why: map[string]string{}, RR: in.RR, Short: map[string]int{}}
+	d := Decision{Why: map[string]string{}, RR: in.RR, Short: map[string]int{}, NeedMB: map[string]float64{}}
 	left := map[string]string{} // why a node takes no start this round
 	nodes := seen(in, left)
 	users := byUser(in.Groups, d.Why)
@@ -232,7 +236,7 @@ func Decide(in Input, rng *rand.Rand) Decision {
 			if errors.Is(err, sched.ErrNoRoom) {
 				d.ForRoom = true
 				if n := g.fresh(); n > 0 {
-					d.Short[g.Key] = n
+					d.Short[g.Key], d.NeedMB[g.Key] = n, g.Pending[g.next].Req.MemMB()
 				}
 				if reserved == "" {
 					reserved = reserve(nodes, left, g)

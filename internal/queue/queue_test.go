@@ -245,6 +245,11 @@ func TestDecideEachJobItsOwnRequest(t *testing.T) {
 	if d.Why[g.Key] != "no node has room for --mem 600M now" {
 		t.Fatalf("why %q: the waiting job's own request", d.Why[g.Key])
 	}
+	// A preemption for it must free room for 600M, not for the 64M of
+	// the sweep's first index.
+	if d.Short[g.Key] != 3 || d.NeedMB[g.Key] != 600 {
+		t.Fatalf("short %d, need %.0f MiB: 3 fresh jobs wait, the first for 600M", d.Short[g.Key], d.NeedMB[g.Key])
+	}
 	// The node with the most room is held for it: user 1002's 64M jobs
 	// do not fill every node.
 	held := 0

@@ -577,7 +577,7 @@ func newUshering(n *yamlNode) (Analyzer, error) {
 }
 
 func (u *ushering) Analyze(s Snapshot) []Problem {
-	if s.Self.MemFreeMB >= u.MinFreeMB || boundByRequests(s) {
+	if s.Self.MemFreeMB >= u.MinFreeMB || boundByRequests(s, u.MinFreeMB) {
 		return nil
 	}
 	peers := slices.Clone(s.Peers)
@@ -598,22 +598,27 @@ func (u *ushering) Analyze(s Snapshot) []Problem {
 
 // boundByRequests says the memory of s's node cannot run short: it
 // admits jobs by their memory requests (MemJobsMB), those it holds fit in
-// it together, and every job here has one, which its cgroup holds it to.
-// Free memory under the floor is then the requests' own (a node packed
-// by its queue), not a shortage: a move would freeze a job to free room
-// that the queue fills at once. In roam bench sweep, with each job's
-// class as its request, ushering moved 43 to 62 jobs a round off nodes so
-// packed, 11 to 19 s frozen in all.
-func boundByRequests(s Snapshot) bool {
+// it together, every job here has one, which its cgroup holds it to, and
+// the memory the node has (its jobs' resident memory and its free
+// memory) covers what it admitted, less the floor: a node given more by
+// jobs.memory_bytes than it has, or squeezed by processes that are not
+// its jobs, is not bound so. Free memory under the floor is then the
+// requests' own (a node packed by its queue), not a shortage: a move
+// would freeze a job to free room that the queue fills at once. In roam
+// bench sweep, with each job's class as its request, ushering moved 43
+// to 62 jobs a round off nodes so packed, 11 to 19 s frozen in all.
+func boundByRequests(s Snapshot, floorMB float64) bool {
 	if s.Self.MemJobsMB <= 0 || s.Self.MemHeldMB > s.Self.MemJobsMB {
 		return false
 	}
+	has := s.Self.MemFreeMB
 	for _, j := range s.Jobs {
 		if j.MemReqMB <= 0 {
 			return false
 		}
+		has += j.RSSMB
 	}
-	return true
+	return has >= s.Self.MemHeldMB-floorMB
 }
 
 // threshold is Kerrighed's example policy (seed 004 §4.2): CPU use over a

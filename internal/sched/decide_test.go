@@ -250,8 +250,10 @@ func TestUsheringMovesTheLargestThatFits(t *testing.T) {
 
 // A node that admits by memory requests, packed with jobs that each
 // hold one, is not short of memory whatever its free memory says: no
-// ushering. One job without a request (or requests past the node's
-// memory for jobs) makes its free memory count again.
+// ushering. One job without a request, requests past the node's memory
+// for jobs, or less memory in the node than its requests (its jobs'
+// resident and its free memory, within the floor) make its free memory
+// count again.
 func TestUsheringLeavesJobsHeldToTheirRequests(t *testing.T) {
 	s := mustPolicy(t, "ushering")
 	js := []Job{
@@ -268,7 +270,10 @@ func TestUsheringLeavesJobsHeldToTheirRequests(t *testing.T) {
 			x.Jobs = append(x.Jobs, Job{ID: "c", Started: t0.Add(-time.Minute), RSSMB: 40})
 		},
 		"requests past its memory": func(x *Snapshot) { x.Self.MemHeldMB = 600 },
-		"no admission by request":  func(x *Snapshot) { x.Self.MemJobsMB, x.Self.MemHeldMB = 0, 0 },
+		"less memory than it admitted": func(x *Snapshot) { // jobs.memory_bytes past the node's, or others' processes
+			x.Jobs[0].RSSMB, x.Jobs[1].RSSMB = 150, 150
+		},
+		"no admission by request": func(x *Snapshot) { x.Self.MemJobsMB, x.Self.MemHeldMB = 0, 0 },
 	} {
 		x := snap
 		x.Jobs = slices.Clone(snap.Jobs)

@@ -56,7 +56,8 @@ func TestSubst(t *testing.T) {
 		{[]string{"./sim", "-s", "{2}", "{1}.out"}, " 0.5\t64 256 ", []string{"./sim", "-s", "64", "0.5.out"}},
 		{[]string{"./sim", "{3}"}, "a b", []string{"./sim", ""}},
 		{[]string{"./sim", "{1}{}"}, "{} x", []string{"./sim", "{}{} x"}},
-		{[]string{"./sim", "{0}", "{01}", "{1000}", "{x}"}, "v", []string{"./sim", "{0}", "{01}", "{1000}", "{x}", "v"}},
+		{[]string{"./sim", "{0}", "{01}", "{1000}", "{x}", "{-1}", "{+1}", "{ 1}", "{1", "{"}, "v", []string{"./sim", "{0}", "{01}", "{1000}", "{x}", "{-1}", "{+1}", "{ 1}", "{1", "{", "v"}},
+		{[]string{"sh", "-c", "echo ${1} $1{1}", "{2}"}, "a b", []string{"sh", "-c", "echo ${1} $1a", "b"}},
 	} {
 		if got := Subst(c.argv, c.line); !slices.Equal(got, c.want) {
 			t.Errorf("Subst(%q, %q) = %q, want %q", c.argv, c.line, got, c.want)
@@ -82,10 +83,37 @@ func TestFields(t *testing.T) {
 	if _, err := Field("{3}M", lines[1]); err == nil || err.Error() != "{3}: the line has 2 fields" {
 		t.Errorf("Field({3}M) of 2 fields: %v", err)
 	}
-	for s, want := range map[string]bool{"64M": false, "{1}M": true, "{}": true, "{0}": false, "{": false} {
+	if err := CheckFields("--args-from f", []string{"sh", "-c", "echo ${3} {-3} {+3}"}, lines); err != nil {
+		t.Errorf("${3}, {-3} and {+3} name no field: %v", err)
+	}
+	for s, want := range map[string]bool{"64M": false, "{1}M": true, "{}": true, "{0}": false, "{": false, "{{}}": false, "${1}": false, "{-1}": false} {
 		if HasRef(s) != want {
 			t.Errorf("HasRef(%q) = %v", s, !want)
 		}
+	}
+}
+
+// Longest finds the line whose command is longest as Subst would make
+// it, each {N} counted as often as it comes.
+func TestLongest(t *testing.T) {
+	lines := []string{"x " + strings.Repeat("y", 50), strings.Repeat("a", 20) + " b", "c d"}
+	for _, argv := range [][]string{{"sim"}, {"sim", "{}"}, {"sim", "{1}", "{1}", "{1}", "{1}"}, {"sim", "{2}"}, {"sim", "${1}{1}", "{{}}"}} {
+		want, most := 0, -1
+		for i, l := range lines {
+			n := 0
+			for _, a := range Subst(argv, l) {
+				n += len(a)
+			}
+			if n > most {
+				want, most = i, n
+			}
+		}
+		if got := Longest(argv, lines); got != want {
+			t.Errorf("Longest(%q) = line %d, Subst's longest is line %d", argv, got, want)
+		}
+	}
+	if Longest([]string{"sim", "{1}", "{1}", "{1}"}, lines) != 1 || Longest([]string{"sim", "{}"}, lines) != 0 {
+		t.Error("{1} thrice: line 1 (20-byte first word); {}: line 0 (the longest line)")
 	}
 }
 

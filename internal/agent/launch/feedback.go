@@ -110,31 +110,14 @@ func (f *feedback) prepare(q *jobtable.Queued, self string, refused map[string]t
 	return selfMB
 }
 
-// nextFresh is the job of g that starts first of those never run: its
-// lowest index (zero: none).
-func nextFresh(g queue.Group) queue.Job {
-	var first queue.Job
-	found := false
-	for _, j := range g.Pending {
-		if !j.Preempted && (!found || j.Index < first.Index) {
-			first, found = j, true
-		}
-	}
-	return first
-}
-
 // preemptFor asks the nodes running the jobs of each group d left short
 // of room to preempt some (queue.Preempt's rule, less the CPU, which
 // each node judges): at most as many of a group as wait, less those
 // asked already, node by node, in id order.
-func (s *Starter) preemptFor(runs []queue.Run, d queue.Decision, groups []queue.Group) {
+func (s *Starter) preemptFor(runs []queue.Run, d queue.Decision) {
 	after := s.cfg.Members.PreemptAfter()
 	if after <= 0 || len(d.Short) == 0 {
 		return
-	}
-	need := map[string]float64{}
-	for _, g := range groups {
-		need[g.Key] = nextFresh(g).Req.MemMB()
 	}
 	type nodeKey struct{ node, key string }
 	ids := map[nodeKey][]string{}
@@ -161,7 +144,7 @@ func (s *Starter) preemptFor(runs []queue.Run, d queue.Decision, groups []queue.
 		if n <= 0 {
 			continue
 		}
-		req := peer.PreemptRequest{Home: s.cfg.Self, IDs: ids[nk], Max: n, After: after, NeedMB: need[nk.key], RoomMB: d.RoomMB[nk.node]}
+		req := peer.PreemptRequest{Home: s.cfg.Self, IDs: ids[nk], Max: n, After: after, NeedMB: d.NeedMB[nk.key], RoomMB: d.RoomMB[nk.node]}
 		var ans peer.PreemptAnswer
 		if err := s.cfg.Peers.CallWithin(askWithin, nk.node, http.MethodPost, peer.CkptPreempt, req, &ans); err != nil {
 			s.cfg.Log.Debug("queue: preemption not asked", "node", nk.node, "err", err)

@@ -216,6 +216,12 @@ func runSpec(c httpx.Caller, req api.RunRequest, def resources.Request) (job.Spe
 	if err != nil {
 		return bad("%v", err)
 	}
+	switch {
+	case len(req.Mems) > 0 && len(req.Mems) != req.Count:
+		return bad("mems (each index's --mem): %d for -n %d: give one a job", len(req.Mems), req.Count)
+	case len(req.Mems) > 0 && req.MemBytes != 0:
+		return bad("mems (each index's --mem) and mem_bytes (--mem) both given: give one")
+	}
 	var reqs []resources.Request
 	for i, m := range req.Mems {
 		r, err := limits.Request(req.CPUs, m, def)

@@ -96,7 +96,7 @@ func (s *Starter) round(refused map[string]time.Time, o *orphans) (more bool) {
 	in := queue.Input{Groups: q.Groups, Running: q.Running, Placed: q.Placed, Refused: refused, Max: queue.RoundMax}
 	d := s.cfg.Members.Release(in, s.cfg.Draining(), held)
 	s.cfg.Jobs.SetWaiting(d.Why, d.ForRoom)
-	s.preemptFor(q.Runs, d, q.Groups)
+	s.preemptFor(q.Runs, d)
 	var restores []queue.Start
 	nodes := make(map[string]string, len(d.Starts))
 	for _, st := range d.Starts {

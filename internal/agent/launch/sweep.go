@@ -51,10 +51,6 @@ func checkSweep(req api.RunRequest) error {
 	switch {
 	case len(s.Args) > 0 && len(s.Args) != req.Count:
 		return bad("--args-from: %d lines for -n %d: give one line a job", len(s.Args), req.Count)
-	case len(s.Mems) > 0 && len(s.Mems) != req.Count:
-		return bad("mems (each index's --mem): %d for -n %d: give one a job", len(s.Mems), req.Count)
-	case len(s.Mems) > 0 && req.MemBytes != 0:
-		return bad("mems (each index's --mem) and mem_bytes (--mem) both given: give one")
 	case s.MaxRunning < 0 || s.MaxRunning > req.Count:
 		return bad("--max-running: %d is out of range (0 to -n, %d)", s.MaxRunning, req.Count)
 	case s.Output != "" && s.Output == s.Error:
@@ -100,19 +96,14 @@ func planRun(spec job.Spec, req api.RunRequest, reqs []resources.Request) plan {
 	return p
 }
 
-// longestArgv is the longest command of a new run: its argv with its
-// longest --args-from line.
+// longestArgv is the longest command of a new run: its argv with the
+// --args-from line that makes it longest (with {N} repeated, not always
+// the longest line).
 func longestArgv(req api.RunRequest) []string {
 	if len(req.Args) == 0 {
 		return req.Argv
 	}
-	long := ""
-	for _, l := range req.Args {
-		if len(l) > len(long) {
-			long = l
-		}
-	}
-	return sweep.Subst(req.Argv, long)
+	return sweep.Subst(req.Argv, req.Args[sweep.Longest(req.Argv, req.Args)])
 }
 
 // longest is the job of a plan with the longest command, which the
@@ -144,8 +135,8 @@ func (p plan) longest() (argv, env []string) {
 // reruns it: the jobs run as the caller.
 func (s *Starter) planRerun(c httpx.Caller, req api.RunRequest) (plan, error) {
 	bad := func(f string, a ...any) (plan, error) { return plan{}, errkind.New(peer.ErrBadRequest, f, a...) }
-	if len(req.Argv) > 0 || len(req.Args) > 0 || req.Count > 1 || req.Output != "" || req.Error != "" || req.Stdin {
-		return bad("--rerun: it runs the sweep's own commands; give no program, -n, --args-from, --output or --error")
+	if len(req.Argv) > 0 || len(req.Args) > 0 || len(req.Mems) > 0 || req.Count > 1 || req.Output != "" || req.Error != "" || req.Stdin {
+		return bad("--rerun: it runs the sweep's own commands and requests; give no program, -n, --args-from, --mem {N}, --output or --error")
 	}
 	ref, err := sweep.ParseRef(req.Rerun)
 	if err != nil {
