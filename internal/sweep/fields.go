@@ -7,6 +7,7 @@ package sweep
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -16,24 +17,19 @@ const MaxField = 999
 
 // Subst is the command of an index with an --args-from line: every {} in
 // an argument is replaced by the line, and every {N} by its N-th field
-// (not ${N}, a shell's parameter),
-// as text inside that one argument (no shell reads it, so no quoting is
-// needed or done: spaces, quotes and $ stay as they are); with neither
-// anywhere, the line is appended as one more argument. {{}} is a literal
-// {}. A field the line lacks is empty: CheckFields refuses such a run
-// first.
+// (not ${N}, a shell's parameter), as text inside that one argument (no
+// shell reads it, so no quoting is needed or done: spaces, quotes and $
+// stay as they are); with neither anywhere, the line is appended as one
+// more argument. {{}} is a literal {}. A field the line lacks is empty:
+// CheckFields refuses such a run first.
 func Subst(argv []string, line string) []string {
 	fields := strings.Fields(line)
 	out := make([]string, len(argv))
 	found := false
 	for i, a := range argv {
-		parts := strings.Split(a, "{{}}")
-		for k, p := range parts {
-			var used bool
-			parts[k], used = subst(p, line, fields)
-			found = found || used
-		}
-		out[i] = strings.Join(parts, "{}")
+		var used bool
+		out[i], used = fill(pieces(a), line, fields)
+		found = found || used
 	}
 	if !found {
 		out = append(out, line)
@@ -41,30 +37,61 @@ func Subst(argv []string, line string) []string {
 	return out
 }
 
-// subst replaces {} and {N} in s, in one pass (a field holding "{}" stays
-// as it is), and says whether there was any.
-func subst(s, line string, fields []string) (string, bool) {
+// piece is a part of an argument: literal text, or a reference (ref) to
+// the whole line (n 0) or to its n-th field.
+type piece struct {
+	lit string
+	n   int
+	ref bool
+}
+
+// pieces reads an argument into literal text and references, in one
+// pass (a field holding "{}" is never read again): {{}} is a literal {},
+// and ${N}, a shell's parameter, is literal too.
+func pieces(a string) []piece {
+	var out []piece
+	var lit strings.Builder
+	prev := byte(0)
+	for len(a) > 0 {
+		if strings.HasPrefix(a, "{{}}") {
+			lit.WriteString("{}")
+			prev, a = '}', a[len("{{}}"):]
+			continue
+		}
+		n, w := ref(a)
+		if w == 0 || n > 0 && prev == '$' {
+			lit.WriteByte(a[0])
+			prev, a = a[0], a[1:]
+			continue
+		}
+		if lit.Len() > 0 {
+			out = append(out, piece{lit: lit.String()})
+			lit.Reset()
+		}
+		out = append(out, piece{n: n, ref: true})
+		prev, a = '}', a[w:]
+	}
+	if lit.Len() > 0 {
+		out = append(out, piece{lit: lit.String()})
+	}
+	return out
+}
+
+// fill is ps with its references replaced from line and its fields,
+// and whether it had any.
+func fill(ps []piece, line string, fields []string) (string, bool) {
 	var b strings.Builder
 	used := false
-	prev := byte(0)
-	for len(s) > 0 {
-		n, width := ref(s)
-		if n > 0 && prev == '$' {
-			width = 0 // ${N}: a shell's parameter, not a field
-		}
-		prev = s[0]
+	for _, p := range ps {
 		switch {
-		case width == 0:
-			b.WriteByte(s[0])
-			s = s[1:]
-			continue
-		case n == 0:
+		case !p.ref:
+			b.WriteString(p.lit)
+		case p.n == 0:
 			b.WriteString(line)
-		case n <= len(fields):
-			b.WriteString(fields[n-1])
+		case p.n <= len(fields):
+			b.WriteString(fields[p.n-1])
 		}
-		used = true
-		s = s[width:]
+		used = used || p.ref
 	}
 	return b.String(), used
 }
@@ -90,17 +117,12 @@ func ref(s string) (n, width int) {
 	return v, i + 1
 }
 
-// maxField is the highest {N} in args ({{}} and ${N} aside), 0 for
-// none.
+// maxField is the highest {N} in args, 0 for none.
 func maxField(args ...string) int {
 	most := 0
 	for _, a := range args {
-		for _, p := range strings.Split(a, "{{}}") {
-			for i := range len(p) {
-				if n, w := ref(p[i:]); w > 0 && (i == 0 || p[i-1] != '$') {
-					most = max(most, n)
-				}
-			}
+		for _, p := range pieces(a) {
+			most = max(most, p.n)
 		}
 	}
 	return most
@@ -113,26 +135,16 @@ func maxField(args ...string) int {
 func Longest(argv, lines []string) int {
 	fixed, whole, byField, found := 0, 0, map[int]int{}, false
 	for _, a := range argv {
-		for k, p := range strings.Split(a, "{{}}") {
-			if k > 0 {
-				fixed += len("{}")
+		for _, p := range pieces(a) {
+			switch {
+			case !p.ref:
+				fixed += len(p.lit)
+			case p.n == 0:
+				whole++
+			default:
+				byField[p.n]++
 			}
-			prev := byte(0)
-			for len(p) > 0 {
-				n, w := ref(p)
-				if w == 0 || n > 0 && prev == '$' {
-					fixed++
-					prev, p = p[0], p[1:]
-					continue
-				}
-				if n == 0 {
-					whole++
-				} else {
-					byField[n]++
-				}
-				found = true
-				prev, p = p[0], p[w:]
-			}
+			found = found || p.ref
 		}
 	}
 	if !found {
@@ -179,17 +191,12 @@ func Field(s, line string) (string, error) {
 	if n := maxField(s); n > len(fields) {
 		return "", fmt.Errorf("{%d}: the line has %d fields", n, len(fields))
 	}
-	out, _ := subst(s, line, fields)
+	out, _ := fill(pieces(s), line, fields)
 	return out, nil
 }
 
 // HasRef says whether s holds {} or a {N} ({{}} and ${N} aside): a
 // value given per index.
 func HasRef(s string) bool {
-	for _, p := range strings.Split(s, "{{}}") {
-		if _, used := subst(p, "", nil); used {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(pieces(s), func(p piece) bool { return p.ref })
 }
